@@ -1,0 +1,111 @@
+/* array.h - the array: a shape, strides and a buffer, or a lazy node.
+ *
+ * Ownership: every function that returns an lm_array* returns a NEW
+ * reference the caller must lm_array_release(); NULL means failure with the
+ * message in lm_error_message().  Functions taking arrays borrow them
+ * (they retain what they keep).  Passing NULL as an input array is allowed
+ * and fails cleanly, so calls can be chained without checks in between.
+ *
+ * Strides and offsets are in elements.  Every computed (non-view) node
+ * produces a contiguous row-major array; views inherit and rearrange the
+ * strides of their input, so strides are known when a node is built. */
+#ifndef LM_ARRAY_H
+#define LM_ARRAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "dtype.h"
+#include "error.h"
+#include "op.h"
+
+#define LM_MAX_DIMS 8
+
+typedef struct lm_device lm_device;
+typedef struct lm_buffer lm_buffer;
+typedef struct lm_array lm_array;
+
+enum {
+    LM_ARRAY_KEPT = 1u << 0,   /* survives lm_sweep(); holds one extra reference */
+    LM_ARRAY_WEAK = 1u << 1,   /* a scalar from the host language: weak promotion */
+    LM_ARRAY_FREED = 1u << 2,  /* buffer released by lm_array_free/lm_sweep */
+    LM_ARRAY_TRACER = 1u << 3, /* a compile placeholder: cannot be evaluated */
+};
+
+/* Fields are readable by backends and bindings; only the core writes them. */
+struct lm_array {
+    int refcount;
+    uint32_t flags;
+    lm_dtype dtype;
+    int ndim;
+    int64_t shape[LM_MAX_DIMS];
+    int64_t strides[LM_MAX_DIMS];
+    int64_t offset;
+    int64_t size;              /* product of shape */
+    lm_device *device;
+    lm_buffer *buf;            /* NULL while lazy */
+    /* graph: dropped (released) once the node is evaluated */
+    lm_op op;
+    int ninputs;
+    lm_array **inputs;
+    lm_params params;
+    uint64_t id;               /* unique, increasing */
+    lm_array *live_prev, *live_next; /* registry of live arrays (lm_sweep) */
+    int64_t eval_mark;         /* eval bookkeeping */
+};
+
+lm_array *lm_array_retain(lm_array *a);
+void lm_array_release(lm_array *a);          /* NULL is fine */
+
+static inline bool lm_array_is_evaluated(const lm_array *a) { return a->buf != 0; }
+bool lm_array_is_contiguous(const lm_array *a);
+size_t lm_array_nbytes(const lm_array *a);     /* size * dtype size */
+
+/* keep: the array survives lm_sweep() and holds a reference of its own
+ * until lm_array_unkeep() (MLX Keep, ollama Pin). */
+void lm_array_keep(lm_array *a);
+void lm_array_unkeep(lm_array *a);
+/* Releases the buffer and graph of a now; later use is an LM_ERR_STATE
+ * error ("tensor was freed"). */
+void lm_array_free(lm_array *a);
+/* Frees the buffers and graphs of every live array not kept, as
+ * lm_array_free does; returns how many were freed.  For batch loops whose
+ * host language collects garbage late. */
+int lm_sweep(void);
+/* The number of live arrays (a leak check for tests). */
+int64_t lm_array_live_count(void);
+
+/* ---- evaluation (core/eval.c) ---- */
+/* Evaluates the arrays (NULL entries skipped).  Runs every pending node they
+ * depend on, frees intermediates after their last consumer, and drops the
+ * inputs of evaluated nodes. */
+lm_status lm_eval(lm_array *const *arrays, int n);
+static inline lm_status lm_array_eval(lm_array *a) { return lm_eval(&a, 1); }
+/* Statistics of the most recent lm_eval on this thread. */
+typedef struct lm_eval_stats {
+    int64_t nodes;       /* nodes run (views included) */
+    int64_t kernels;     /* backend kernel launches (run + run_fused) */
+} lm_eval_stats;
+lm_eval_stats lm_eval_last_stats(void);
+/* Counts of kernel launches since start (for fusion tests). */
+int64_t lm_eval_kernel_count(void);
+
+/* ---- host data (core/array.c) ---- */
+/* A new evaluated array holding a copy of data (row-major, dtype dt) on dev
+ * (NULL = default device). */
+lm_array *lm_from_data(int ndim, const int64_t *shape, lm_dtype dt,
+                       const void *data, lm_device *dev);
+/* A 0-d weak scalar (see dtype.h) of dtype dt. */
+lm_array *lm_scalar(double v, lm_dtype dt, lm_device *dev);
+/* Evaluates a and copies its elements, row-major, converted to dtype `as`,
+ * into dst, which must hold a->size elements of `as`. */
+lm_status lm_array_read(lm_array *a, void *dst, lm_dtype as);
+/* Element at a 0-based multi-index (ndim entries) as a double; evaluates. */
+lm_status lm_array_get(lm_array *a, const int64_t *index, double *out);
+/* Writes src (broadcast to dst's shape, cast to its dtype) into the memory
+ * of dst, which must be evaluated (a view writes through to its base).
+ * This is the one in-place operation. */
+lm_status lm_array_assign(lm_array *dst, lm_array *src);
+/* Copies a to another device (lazy). */
+lm_array *lm_array_to(lm_array *a, lm_device *dev);
+
+#endif

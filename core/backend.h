@@ -1,0 +1,39 @@
+/* backend.h - the seam every backend implements.
+ *
+ * The core plans evaluation; a backend runs kernels.  For each node the core
+ * guarantees: every input is evaluated and lives on the node's device; the
+ * node's output buffer is allocated (node->buf, contiguous, node->size
+ * elements of node->dtype at node->offset == 0).  Views never reach a
+ * backend.  One exception: for LM_OP_COPY the output may be strided (used by
+ * lm_array_assign), so copy kernels honour node->strides/offset.
+ *
+ * Buffers handed back to the core's cache may be given to a later node of
+ * the same evaluation; a backend that runs asynchronously orders such reuse
+ * (a barrier between dispatches is enough).  Backends include core/ headers
+ * only, never each other. */
+#ifndef LM_BACKEND_H
+#define LM_BACKEND_H
+
+#include "array.h"
+#include "device.h"
+
+typedef struct lm_fused lm_fused;   /* core/compile.h */
+
+struct lm_backend {
+    const char *name;                    /* "cpu", "vulkan" */
+    /* raw memory; host is set when the memory is CPU-addressable */
+    lm_status (*alloc)(lm_device *d, size_t bytes, void **handle, void **host);
+    void (*free)(lm_device *d, void *handle);
+    lm_status (*upload)(lm_device *d, void *handle, size_t off, const void *src, size_t n);
+    lm_status (*download)(lm_device *d, void *handle, size_t off, void *dst, size_t n);
+    /* can run(node) handle this node (op, dtypes, params)? */
+    bool (*supports)(lm_device *d, const lm_array *node);
+    lm_status (*run)(lm_device *d, lm_array *node);
+    /* optional: a fused elementwise group (compile); NULL if unsupported */
+    lm_status (*run_fused)(lm_device *d, lm_fused *group, lm_array *out);
+    /* optional: begin/end of one lm_eval; end waits for completion */
+    lm_status (*begin)(lm_device *d);
+    lm_status (*sync)(lm_device *d);
+};
+
+#endif

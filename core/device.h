@@ -1,0 +1,85 @@
+/* device.h - devices, buffers and memory accounting.
+ *
+ * A device belongs to a backend.  The core owns buffers and their
+ * accounting: active bytes (held by arrays), peak bytes, cached bytes (freed
+ * buffers kept for reuse, bounded by the cache limit) and a memory limit
+ * past which an allocation fails with LM_ERR_LIMIT instead of crashing.
+ * Devices live for the whole process. */
+#ifndef LM_DEVICE_H
+#define LM_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+typedef struct lm_device lm_device;
+typedef struct lm_backend lm_backend;
+
+/* A block of device memory.  Reference counted: views share it. */
+typedef struct lm_buffer {
+    lm_device *device;
+    void *handle;      /* the backend's object */
+    void *host;        /* CPU-addressable pointer, or NULL */
+    size_t size;       /* bytes requested */
+    size_t capacity;   /* bytes allocated (size class) */
+    int refcount;
+    struct lm_buffer *next_free; /* cache list */
+} lm_buffer;
+
+typedef struct lm_memstats {
+    size_t active;     /* bytes in buffers held by arrays */
+    size_t peak;       /* highest active since start or lm_device_reset_peak */
+    size_t cached;     /* bytes in the reuse cache */
+    size_t limit;      /* allocation past active+limit fails; 0 = none */
+    size_t cache_limit;
+    size_t device_total; /* the device's memory, 0 if unknown */
+    int64_t allocs;    /* backend allocations made (cache misses) */
+} lm_memstats;
+
+struct lm_device {
+    const lm_backend *backend;
+    void *impl;                /* the backend's per-device state */
+    char name[128];            /* "cpu", "NVIDIA H100 80GB HBM3" */
+    char spec[32];             /* "cpu", "vulkan:0" */
+    char kind[24];             /* "cpu", "discrete-gpu", "integrated-gpu", "virtual-gpu", "cpu-gpu" */
+    char info[256];            /* backend details: BLAS core, features */
+    int index;                 /* in the registry */
+    lm_memstats mem;
+    lm_buffer *cache[64];      /* free lists by power-of-two size class */
+};
+
+/* ---- registry (core/device.c) ---- */
+/* Initialises the registry once (CPU always, others as built and present,
+ * LUMEN_DEVICE honoured).  Safe to call repeatedly.  Fails only if the CPU
+ * backend cannot start. */
+lm_status lm_init(void);
+int lm_device_count(void);
+lm_device *lm_device_at(int i);
+/* "cpu", "vulkan", "vulkan:N", or a registry index as text.  NULL + error if
+ * no such device. */
+lm_device *lm_device_find(const char *spec);
+lm_device *lm_device_default(void);
+void lm_device_set_default(lm_device *d);
+lm_device *lm_device_cpu(void);
+/* Called by backends at init to add their devices; the registry keeps d. */
+lm_status lm_device_register(lm_device *d);
+
+/* ---- memory (core/memory.c) ---- */
+/* A buffer of at least `size` bytes (reused from the cache when possible);
+ * retries after emptying the cache when the backend is out of memory. */
+lm_buffer *lm_buffer_alloc(lm_device *d, size_t size);
+lm_buffer *lm_buffer_retain(lm_buffer *b);
+void lm_buffer_release(lm_buffer *b);        /* back to the cache (or freed) */
+lm_memstats lm_device_memory(lm_device *d);
+void lm_device_reset_peak(lm_device *d);
+void lm_device_set_memory_limit(lm_device *d, size_t bytes);   /* 0 = none */
+void lm_device_set_cache_limit(lm_device *d, size_t bytes);
+void lm_device_clear_cache(lm_device *d);
+/* An out-of-memory hook: called once before an allocation fails with
+ * LM_ERR_NOMEM/LM_ERR_LIMIT so a host language can collect garbage; the
+ * allocation is retried if the hook returns true. */
+typedef bool (*lm_oom_hook)(void *ctx);
+void lm_set_oom_hook(lm_oom_hook hook, void *ctx);
+
+#endif
