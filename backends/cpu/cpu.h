@@ -1,0 +1,63 @@
+/* cpu.h - internals shared by the CPU backend's kernel files.
+ *
+ * Kernels receive a node whose inputs are evaluated host arrays (any strides)
+ * and whose output buffer is allocated contiguous.  They return LM_OK or set
+ * an error.  Long kernels poll lm_cancel_requested() between blocks. */
+#ifndef LM_CPU_H
+#define LM_CPU_H
+
+#include "core/backend.h"
+#include "core/lumen.h"
+
+/* Host address of element 0 of a (buf->host + offset * elemsize). */
+static inline void *lm_cpu_ptr(const lm_array *a)
+{
+    return (char *)a->buf->host + a->offset * (int64_t)lm_dtype_size(a->dtype);
+}
+
+/* A contiguous copy of a converted to dtype dt, or a's own memory when it is
+ * already contiguous of that dtype.  *owned receives what to free() (NULL if
+ * nothing).  NULL + error on allocation failure. */
+void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned);
+
+/* Strided gather: count elements starting at flat (row-major) index `start`
+ * of the logical array (ndim, shape, strides in elements, base pointer of
+ * element 0, dtype st), converted to dt into dst. */
+void lm_cpu_gather(void *dst, lm_dtype dt, const void *base, lm_dtype st, int ndim,
+                   const int64_t *shape, const int64_t *strides, int64_t start,
+                   int64_t count);
+
+/* ---- thread pool (backends/cpu/threads.c) ---- */
+typedef void (*lm_cpu_task)(void *ctx, int64_t begin, int64_t end);
+/* Splits [0, n) into chunks of at least `grain` and runs fn on the pool
+ * (the calling thread takes part).  Runs inline when n <= grain or when
+ * called from inside a pool task. */
+void lm_cpu_parallel_for(int64_t n, int64_t grain, lm_cpu_task fn, void *ctx);
+int lm_cpu_threads(void);
+void lm_cpu_set_threads(int n);
+
+/* ---- BLAS (backends/cpu/blas.c): OpenBLAS loaded at run time so its core
+ * type can be chosen first (Debian 12's build misdetects recent CPUs). ---- */
+enum { LM_CBLAS_ROW = 101, LM_CBLAS_NOTRANS = 111, LM_CBLAS_TRANS = 112 };
+lm_status lm_blas_init(void);
+const char *lm_blas_core(void);   /* "Haswell", "SkylakeX", ... */
+void lm_sgemm(int transa, int transb, int m, int n, int k, float alpha,
+              const float *a, int lda, const float *b, int ldb, float beta,
+              float *c, int ldc);
+void lm_dgemm(int transa, int transb, int m, int n, int k, double alpha,
+              const double *a, int lda, const double *b, int ldb, double beta,
+              double *c, int ldc);
+
+/* ---- kernels by family ---- */
+lm_status lm_cpu_run_create(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_unary(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_binary(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_where(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_reduce(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_matmul(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_other(lm_device *d, lm_array *node);
+lm_status lm_cpu_run_nn(lm_device *d, lm_array *node);     /* nn_*.c */
+bool lm_cpu_supports_nn(const lm_array *node);
+lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out);
+
+#endif
