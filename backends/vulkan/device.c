@@ -216,7 +216,7 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
     const lm_vk_features *ft = &v->feat;
     d->backend = &lm_vk_backend;
     d->impl = v;
-    snprintf(d->name, sizeof d->name, "%s", v->props.deviceName);
+    snprintf(d->name, sizeof d->name, "%.127s", v->props.deviceName);
     snprintf(d->spec, sizeof d->spec, "vulkan:%d", n);
     snprintf(d->kind, sizeof d->kind, "%s", kind_name(v->props.deviceType));
     snprintf(d->info, sizeof d->info,

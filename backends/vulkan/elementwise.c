@@ -148,8 +148,9 @@ static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
     if (j->out_strided) pc.off[2] = (int32_t)j->off[3];
     if (j->code == U_CLAMP && j->mode == EW_UNARY) {
         float lf = (float)j->lo, hf = (float)j->hi;
-        int64_t li = isnan(j->lo) ? 0 : j->lo < -9.2e18 ? INT64_MIN : j->lo > 9.2e18 ? INT64_MAX : (int64_t)ceil(j->lo);
-        int64_t hi = isnan(j->hi) ? 0 : j->hi < -9.2e18 ? INT64_MIN : j->hi > 9.2e18 ? INT64_MAX : (int64_t)floor(j->hi);
+        /* integer bounds truncate, as the CPU's (int64_t) cast does */
+        int64_t li = isnan(j->lo) ? 0 : j->lo < -9.2e18 ? INT64_MIN : j->lo > 9.2e18 ? INT64_MAX : (int64_t)j->lo;
+        int64_t hi = isnan(j->hi) ? 0 : j->hi < -9.2e18 ? INT64_MIN : j->hi > 9.2e18 ? INT64_MAX : (int64_t)j->hi;
         memcpy(&pc.st[6], &lf, 4);
         memcpy(&pc.st[7], &hf, 4);
         memcpy(&pc.st[8], &li, 8);
@@ -230,16 +231,22 @@ lm_status lm_vk_run_elementwise(lm_vk_dev *v, lm_array *node)
     return st == LM_OK ? st : lm_error_prefix("%s", lm_op_name(node->op));
 }
 
-lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst,
+lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,
                      int64_t doff, const int64_t *dst_strides)
 {
     ew_job j;
     memset(&j, 0, sizeof j);
     j.code = U_COPY;
     j.mode = EW_UNARY;
-    j.kind = KIND_I;
     j.nin = 1;
-    j.dt[0] = j.dt[3] = raw_dtype(a->dtype);
+    if (a->dtype == dt) {
+        j.kind = KIND_I;
+        j.dt[0] = j.dt[3] = raw_dtype(dt);
+    } else {
+        j.dt[0] = a->dtype;
+        j.dt[3] = dt;
+        j.kind = kind_for(&a->dtype, 1, dt);
+    }
     j.dt[1] = j.dt[2] = LM_F32;
     j.mem[0] = lm_vk_mem_of(a);
     j.mem[3] = dst;

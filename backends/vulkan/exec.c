@@ -102,6 +102,15 @@ lm_status lm_vk_flush(lm_vk_dev *v)
     vkResetDescriptorPool(v->device, v->dpool, 0);
     /* after a device loss nothing runs again; still free what we can */
     lm_vk_release_deferred(v);
+    if (v->status_armed) {
+        uint32_t *w = (uint32_t *)v->status->block->map;
+        v->status_armed = false;
+        if (st == LM_OK && w[0])
+            st = lm_error_set(LM_ERR_ARG, "%s: index %d out of range for axis %lld of size %lld",
+                              v->status_op, (int)w[1], (long long)v->status_axis,
+                              (long long)v->status_len);
+        w[0] = w[1] = 0;
+    }
     if (v->pcache_dirty) lm_vk_pipeline_save(v);
     return st;
 }

@@ -124,6 +124,9 @@ void lm_vk_mem_shutdown(lm_vk_dev *v)
     }
     block_destroy(v, v->staging);
     v->staging = NULL;
+    if (v->status) block_destroy(v, v->status->block);
+    free(v->status);
+    v->status = NULL;
 }
 
 static bool range_take(lm_vk_block *b, VkDeviceSize size, VkDeviceSize *off)
@@ -300,4 +303,18 @@ lm_status lm_vk_upload(lm_device *d, void *handle, size_t off, const void *src, 
 lm_status lm_vk_download(lm_device *d, void *handle, size_t off, void *dst, size_t n)
 {
     return transfer(d, handle, off, dst, n, false);
+}
+
+lm_status lm_vk_status_init(lm_vk_dev *v)
+{
+    if (v->status) return LM_OK;
+    lm_status st;
+    lm_vk_mem *m = calloc(1, sizeof *m);
+    if (!m) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
+    m->block = block_new(v, ALIGN, v->mt_host, &st);
+    if (!m->block) { free(m); return st; }
+    m->size = ALIGN;
+    memset(m->block->map, 0, 8);
+    v->status = m;
+    return LM_OK;
 }

@@ -136,7 +136,7 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
             *out = p->pipe;
             return LM_OK;
         }
-    VkShaderModule mod;
+    VkShaderModule mod = VK_NULL_HANDLE;
     lm_status st = get_module(v, shader, &mod);
     if (st != LM_OK) return st;
     VkSpecializationMapEntry me[LM_VK_MAX_SPEC];

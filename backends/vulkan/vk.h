@@ -81,6 +81,10 @@ typedef struct lm_vk_dev {
     size_t reserved;              /* bytes held from the driver */
     lm_vk_block *staging;
     lm_vk_mem *dummy;             /* bound to unused bindings */
+    lm_vk_mem *status;            /* host-visible: index errors found by kernels */
+    bool status_armed;            /* a recorded kernel may report one */
+    char status_op[32];
+    int64_t status_axis, status_len;
     lm_vk_mem *deferred;          /* freed while GPU work was pending */
     /* execution */
     VkCommandPool cmdpool;
@@ -124,6 +128,8 @@ void lm_vk_free(lm_device *d, void *handle);
 lm_status lm_vk_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
 lm_status lm_vk_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
 void lm_vk_release_deferred(lm_vk_dev *v);
+/* the host-visible status words kernels report index errors in */
+lm_status lm_vk_status_init(lm_vk_dev *v);
 
 /* exec.c */
 lm_status lm_vk_exec_init(lm_vk_dev *v);
@@ -161,10 +167,12 @@ bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
-/* a strided element copy (same dtype) of a into dst at element offset
- * doff with strides dst_strides (the movement kernel; used by concat too) */
-lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst,
+/* copies a (any strides) into dst, an array of dtype dt at element offset
+ * doff with strides dst_strides (bit-exact when the dtypes agree) */
+lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,
                      int64_t doff, const int64_t *dst_strides);
+/* fills n elements of dst (dtype dt) with value, converted as the CPU does */
+lm_status lm_vk_fill(lm_vk_dev *v, const lm_vk_mem *dst, lm_dtype dt, int64_t n, double value);
 
 /* shape helpers (shape.c): merges adjacent dims that are contiguous in every
  * operand; returns the new ndim (>= 1) */

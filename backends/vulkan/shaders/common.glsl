@@ -46,22 +46,45 @@ uint f32_to_bf16(float f)
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 
-int64_t f_to_i64(float x)
+// Float to integer as the CPU's lm_convert: truncate, saturate to the
+// target type's range, NaN -> 0.
+int64_t sat_lo(uint dt)
+{
+    if (dt == DT_I8) return -128l;
+    if (dt == DT_U8) return 0l;
+    if (dt == DT_I16) return -32768l;
+    if (dt == DT_I32) return -2147483648l;
+    return -0x7fffffffffffffffl - 1l;
+}
+
+int64_t sat_hi(uint dt)
+{
+    if (dt == DT_I8) return 127l;
+    if (dt == DT_U8) return 255l;
+    if (dt == DT_I16) return 32767l;
+    if (dt == DT_I32) return 2147483647l;
+    return 9223372036854774784l;    // the largest double below 2^63
+}
+
+int64_t sat_f(float x, uint dt)
 {
     if (isnan(x)) return 0l;
-    if (x >= 9.2233720368547758e18) return 0x7fffffffffffffffl;
-    if (x <= -9.2233720368547758e18) return -0x7fffffffffffffffl - 1l;
+    if (x <= float(sat_lo(dt))) return sat_lo(dt);
+    if (x >= float(sat_hi(dt))) return sat_hi(dt);
     return int64_t(x);
 }
 
+int64_t f_to_i64(float x) { return sat_f(x, DT_I64); }
+
 #ifdef LM_F64
-int64_t d_to_i64(double x)
+int64_t sat_d(double x, uint dt)
 {
     if (isnan(x)) return 0l;
-    if (x >= 9.2233720368547758e18lf) return 0x7fffffffffffffffl;
-    if (x <= -9.2233720368547758e18lf) return -0x7fffffffffffffffl - 1l;
+    if (x <= double(sat_lo(dt))) return sat_lo(dt);
+    if (x >= double(sat_hi(dt))) return sat_hi(dt);
     return int64_t(x);
 }
+int64_t d_to_i64(double x) { return sat_d(x, DT_I64); }
 #endif
 
 #ifdef LM_F64
@@ -112,7 +135,7 @@ void stf_##B(uint dt, int i, float x) { \
     else if (dt == DT_BF16) u16_##B.v[i] = uint16_t(f32_to_bf16(x)); \
     else if (dt == DT_BOOL) u8_##B.v[i] = uint8_t(x != 0.0 ? 1u : 0u); \
     else if (dt == DT_F64) { F64_STORE(u64_##B, i, x); } \
-    else sti_##B(dt, i, f_to_i64(x)); \
+    else sti_##B(dt, i, sat_f(x, dt)); \
 }
 
 #ifdef LM_F64
@@ -126,7 +149,7 @@ void std_##B(uint dt, int i, double x) { \
     if (dt == DT_F64) u64_##B.v[i] = doubleBitsToUint64(x); \
     else if (dt == DT_BOOL) u8_##B.v[i] = uint8_t(x != 0.0lf ? 1u : 0u); \
     else if (dt == DT_F32 || dt == DT_F16 || dt == DT_BF16) stf_##B(dt, i, float(x)); \
-    else sti_##B(dt, i, d_to_i64(x)); \
+    else sti_##B(dt, i, sat_d(x, dt)); \
 }
 #else
 #define DEF_F64_IO(B)

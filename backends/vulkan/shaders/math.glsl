@@ -113,7 +113,7 @@ float min_f(float a, float b) { return isnan(a) || isnan(b) ? M_NAN : min(a, b);
 
 int64_t mod_i(int64_t a, int64_t b)
 {
-    if (b == 0l) return 0l;
+    if (b == 0l || b == -1l) return 0l;
     int64_t r = a % b;
     if (r != 0l && ((r < 0l) != (b < 0l))) r += b;
     return r;
