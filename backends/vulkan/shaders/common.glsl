@@ -21,6 +21,13 @@ layout(std430, set = 0, binding = B) buffer Bu16_##B { uint16_t v[]; } u16_##B; 
 layout(std430, set = 0, binding = B) buffer Bu32_##B { uint v[]; } u32_##B; \
 layout(std430, set = 0, binding = B) buffer Bu64_##B { uint64_t v[]; } u64_##B;
 
+// Sign extension by shifts: converting int to int64_t was seen to
+// zero-extend on lavapipe (glslang 11.13), so no kernel relies on it.
+int64_t sext(uint x, int bits)
+{
+    return int64_t(uint64_t(x) << (64 - bits)) >> (64 - bits);
+}
+
 float f16_to_f32(uint h) { return unpackHalf2x16(h).x; }
 float bf16_to_f32(uint h) { return uintBitsToFloat(h << 16); }
 
@@ -100,12 +107,12 @@ int64_t d_to_i64(double x) { return sat_d(x, DT_I64); }
 // Loads and stores for binding B, with `dt` a dtype code.
 #define DEF_INT_IO(B) \
 int64_t ldi_##B(uint dt, int i) { \
-    if (dt == DT_I32) return int64_t(int(u32_##B.v[i])); \
+    if (dt == DT_I32) return sext(u32_##B.v[i], 32); \
     if (dt == DT_I64) return int64_t(u64_##B.v[i]); \
     if (dt == DT_U8) return int64_t(uint(u8_##B.v[i])); \
     if (dt == DT_BOOL) return uint(u8_##B.v[i]) != 0u ? 1l : 0l; \
-    if (dt == DT_I8) return int64_t(bitfieldExtract(int(uint(u8_##B.v[i])), 0, 8)); \
-    if (dt == DT_I16) return int64_t(bitfieldExtract(int(uint(u16_##B.v[i])), 0, 16)); \
+    if (dt == DT_I8) return sext(uint(u8_##B.v[i]), 8); \
+    if (dt == DT_I16) return sext(uint(u16_##B.v[i]), 16); \
     if (dt == DT_F32) return f_to_i64(uintBitsToFloat(u32_##B.v[i])); \
     if (dt == DT_F16) return f_to_i64(f16_to_f32(uint(u16_##B.v[i]))); \
     if (dt == DT_BF16) return f_to_i64(bf16_to_f32(uint(u16_##B.v[i]))); \

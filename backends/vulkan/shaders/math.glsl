@@ -60,28 +60,35 @@ float sigmoid_f(float x) { return 1.0 / (1.0 + exp(-x)); }
 
 bool is_odd_int(float b) { return b == floor(b) && mod(b, 2.0) == 1.0; }
 
+#define M_INF uintBitsToFloat(0x7f800000u)
+
+// C99 Annex F pow: the special cases first, then |a|^b with the sign of an
+// odd integer power.
 float pow_f(float a, float b)
 {
     if (b == 0.0 || a == 1.0) return 1.0;
     if (isnan(a) || isnan(b)) return M_NAN;
-    if (b == floor(b) && abs(b) <= 8.0) {  // small integer powers exactly as products
+    bool bint = b == floor(b), bodd = is_odd_int(b);
+    bool aneg = (floatBitsToUint(a) & 0x80000000u) != 0u;
+    if (isinf(b)) {
+        float m = abs(a);
+        if (m == 1.0) return 1.0;
+        return (m > 1.0) == (b > 0.0) ? M_INF : 0.0;
+    }
+    if (a == 0.0 || isinf(a)) {
+        // zero and infinite bases: magnitude 0 or inf, sign kept for odd powers
+        bool big = (a == 0.0) == (b < 0.0);
+        float r = big ? M_INF : 0.0;
+        return aneg && bodd ? -r : r;
+    }
+    if (bint && abs(b) <= 8.0) {  // small integer powers exactly as products
         float r = 1.0;
         for (int k = 0; k < int(abs(b)); k++) r *= a;
         return b < 0.0 ? 1.0 / r : r;
     }
-    if (isinf(b)) {
-        float m = abs(a);
-        if (m == 1.0) return 1.0;
-        return (m > 1.0) == (b > 0.0) ? uintBitsToFloat(0x7f800000u) : 0.0;
-    }
+    if (a < 0.0 && !bint) return M_NAN;
     float r = exp2(b * log2(abs(a)));
-    if (a < 0.0 || (a == 0.0 && floatBitsToUint(a) != 0u)) {
-        if (b != floor(b)) return M_NAN;
-        if (is_odd_int(b)) r = -r;
-    }
-    if (a == 0.0) r = b > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
-    if (a == 0.0 && is_odd_int(b) && floatBitsToUint(a) != 0u) r = -r;
-    return r;
+    return a < 0.0 && bodd ? -r : r;
 }
 
 float atan2_f(float y, float x)
