@@ -38,3 +38,8 @@ $(VK_GEN): $(VK_SPV) $(VK_EMBED)
 
 -include $(VK_SPV:=.d)
 endif
+
+# One more pass of the Vulkan tests under the validation layer.
+ifeq ($(VK_ENABLED),yes)
+TEST_SCRIPTS += tests/parity/validate.sh
+endif
