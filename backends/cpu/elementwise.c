@@ -10,6 +10,7 @@
 #include <string.h>
 #include "cpu.h"
 #include "core/random.h"
+#include "vmath.h"
 
 #define BLOCK 2048
 
@@ -98,16 +99,6 @@ static const void *ew_load(const ew_ctx *c, int k, int64_t b, int64_t n, void *b
 /* ---------------------------------------------------------------- unary */
 
 static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static float gelu_tanh_f(float x)
-{
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-static float sigmoid_f(float x)
-{
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 static double sigmoid_d(double x)
 {
     if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -149,10 +140,11 @@ static double sigmoid_d(double x)
 static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
     switch (op) {
-    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f(x[i]); return;
-    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_f(x[i]); return;
+    case LM_OP_EXP: lm_vexp_map(LM_VEXP, o, x, n); return;
+    case LM_OP_SIGMOID: lm_vexp_map(LM_VSIGMOID, o, x, n); return;
+    case LM_OP_SILU: lm_vexp_map(LM_VSILU, o, x, n); return;
     case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = gelu_f(x[i]); return;
-    case LM_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) o[i] = gelu_tanh_f(x[i]); return;
+    case LM_OP_GELU_TANH: lm_vexp_map(LM_VGELU_TANH, o, x, n); return;
     default: UNARY_FLOAT(float, f, o, x, n, op, p);
     }
 }
