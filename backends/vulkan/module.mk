@@ -43,3 +43,11 @@ endif
 ifeq ($(VK_ENABLED),yes)
 TEST_SCRIPTS += tests/parity/validate.sh
 endif
+
+# The GPU benchmark binary (bench/gpu/run.sh sets it beside PyTorch CUDA).
+ifeq ($(VK_ENABLED),yes)
+ALL_TARGETS += $(BUILD)/bench/vkbench
+$(BUILD)/bench/vkbench: bench/gpu/vkbench.c $(BUILD)/liblumen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+endif
