@@ -73,12 +73,12 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
         return lm_vk_fill(v, lm_vk_mem_of(node), node->dtype, node->size, 0.0);
     /* big tiles (8x8 per thread) for big products, 4x4 otherwise */
     bool big = (int64_t)pc.M * pc.N >= 512 * 512;
-    uint32_t bm = big ? 128 : 64, t = big ? 8 : 4;
-    uint32_t spec[10] = {a->dtype, b->dtype, node->dtype, bm, bm, 16, t, t,
+    uint32_t bm = big ? 128 : 64;
+    uint32_t spec[10] = {a->dtype, b->dtype, node->dtype, 0, 0, 0, 0, 0,
                          pc.sak == 1 || pc.sam != 1, pc.sbn == 1 || pc.sbk != 1};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
                          {lm_vk_mem_of(node), true}};
-    lm_status st = lm_vk_dispatch(v, "matmul", spec, 10, args, 3, &pc, sizeof pc,
+    lm_status st = lm_vk_dispatch(v, big ? "matmul_big" : "matmul", spec, 10, args, 3, &pc, sizeof pc,
                                   (uint32_t)((pc.N + bm - 1) / bm), (uint32_t)((pc.M + bm - 1) / bm),
                                   (uint32_t)batch);
     return st == LM_OK ? st : lm_error_prefix("matmul");

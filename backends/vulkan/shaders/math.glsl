@@ -121,7 +121,9 @@ float min_f(float a, float b) { return isnan(a) || isnan(b) ? M_NAN : min(a, b);
 int64_t mod_i(int64_t a, int64_t b)
 {
     if (b == 0l || b == -1l) return 0l;
-    int64_t r = a % b;
+    // glslang turns % into OpSMod (sign of the divisor) and drivers differ
+    // on it for negative operands: take the C remainder from the division
+    int64_t r = a - (a / b) * b;
     if (r != 0l && ((r < 0l) != (b < 0l))) r += b;
     return r;
 }
