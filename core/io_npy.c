@@ -160,7 +160,7 @@ static lm_status parse_descr(const char *what, const char *d, npy_type *t)
                         "uint8-64, float16/32/64 are)", what, d);
 }
 
-/* The fixed prefix: magic, version, header length.  *hdr/*hlen: the dict. */
+/* The fixed prefix: magic, version, header length; hdr and hlen receive the dict. */
 static lm_status parse_prefix(const unsigned char *d, size_t size, const char *what,
                               const char **hdr, size_t *hlen)
 {
