@@ -256,8 +256,8 @@ static void *decode_data(const unsigned char *raw, const npy_hdr *h, const npy_t
 lm_array *lm_load_npy_mem(const void *data, size_t size, const char *what)
 {
     const unsigned char *d = data;
-    const char *hdr;
-    size_t hlen;
+    const char *hdr = NULL;
+    size_t hlen = 0;
     if (parse_prefix(d, size, what, &hdr, &hlen) != LM_OK) return NULL;
     npy_lex lx = {hdr, hdr + hlen, what};
     npy_hdr h;

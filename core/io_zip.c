@@ -215,7 +215,7 @@ lm_status lm_zip_read(const unsigned char *d, size_t size, const char *what,
 {
     *members = NULL;
     *count = 0;
-    zip_dir dir;
+    zip_dir dir = {0, 0, 0};
     if (find_dir(d, size, what, &dir) != LM_OK) return LM_ERR_FORMAT;
     if (dir.count > 1000000) return zerr(what, "too many members");
     size_t n = (size_t)dir.count;
