@@ -281,7 +281,7 @@ def write_malformed():
     open(path("bad_npz_truncated.npz"), "wb").write(npz[: len(npz) // 2])
     z = bytearray(npz)
     i = z.find(b"\x93NUMPY", 0)
-    z[i + 200] ^= 0xFF          # inside member a's data: CRC must catch it
+    z[i + 140] ^= 0xFF          # inside member a's data: CRC must catch it
     open(path("bad_npz_crc.npz"), "wb").write(bytes(z))
     # a deflated member claiming 4 GB from a few bytes (bomb guard)
     dz = bytearray(open(path("npz_deflated.npz"), "rb").read())
@@ -307,7 +307,7 @@ def write_malformed():
     png = open(path("pil_rgb.png"), "rb").read()
     open(path("bad_png_truncated.png"), "wb").write(png[: len(png) - 30])
     p = bytearray(png)
-    p[40] ^= 0x55               # inside IDAT: CRC error
+    p[45] ^= 0x55               # inside the first chunk after IHDR: CRC error
     open(path("bad_png_crc.png"), "wb").write(bytes(p))
     ihdr = struct.pack(">IIBBBBB", 100000, 100000, 8, 6, 0, 0, 0)
     open(path("bad_png_huge.png"), "wb").write(
