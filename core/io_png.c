@@ -273,7 +273,9 @@ static void collect_text(png_ctx *c, lm_tensor_set *text)
         size_t len = t[i].compression == PNG_ITXT_COMPRESSION_NONE ||
                      t[i].compression == PNG_ITXT_COMPRESSION_zTXt ? t[i].itxt_length
                                                                     : t[i].text_length;
-        if (lm_tensor_set_find(text, t[i].key) >= 0) continue;
+        bool seen = false;   /* chunks before the image are listed again after it */
+        for (int k = 0; k < text->nmeta && !seen; k++) seen = !strcmp(text->meta[k].key, t[i].key);
+        if (seen) continue;
         lm_io_set_meta(text, t[i].key, strlen(t[i].key), t[i].text ? t[i].text : "", len);
     }
 }
