@@ -306,6 +306,18 @@ static lm_status push_name(char ***list, int *n, const char *name)
     return LM_OK;
 }
 
+/* The index of the one tensor `only` selects in s, or -1 (none or several). */
+static int single_selected(const lm_tensor_set *s, const char *only)
+{
+    int found = -1;
+    for (int i = 0; i < s->count; i++)
+        if (lm_compare_name_matches(only, s->names[i])) {
+            if (found >= 0) return -1;
+            found = i;
+        }
+    return found;
+}
+
 lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
                           const lm_compare_opts *o, const char *only, bool allow_missing,
                           lm_compare_set *out)
@@ -315,9 +327,11 @@ lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
     if (!out->entries) return lm_error_set(LM_ERR_NOMEM, "compare: out of memory");
     lm_status st = LM_OK;
     bool ok = true;
+    int single_got = single_selected(got, only), single_ref = single_selected(ref, only);
     for (int i = 0; st == LM_OK && i < got->count; i++) {
         if (!lm_compare_name_matches(only, got->names[i])) continue;
         int j = lm_tensor_set_find(ref, got->names[i]);
+        if (single_got >= 0 && single_ref >= 0) j = single_ref;
         if (j < 0) {
             st = push_name(&out->extra, &out->nextra, got->names[i]);
             ok = false;
@@ -333,7 +347,7 @@ lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
         if (st != LM_OK) lm_error_prefix("%s", got->names[i]);
         ok = ok && e->r.ok;
     }
-    for (int j = 0; st == LM_OK && j < ref->count; j++)
+    for (int j = 0; st == LM_OK && j < ref->count && !(single_got >= 0 && single_ref >= 0); j++)
         if (lm_compare_name_matches(only, ref->names[j]) &&
             lm_tensor_set_find(got, ref->names[j]) < 0) {
             st = push_name(&out->missing, &out->nmissing, ref->names[j]);

@@ -76,7 +76,9 @@ typedef struct lm_compare_set {
 
 /* Compares got against ref by name.  only: a shell pattern (fnmatch) or,
  * with no * ? [ in it, a substring, selecting names on both sides; NULL
- * selects all.  allow_missing: names only in ref do not fail ok. */
+ * selects all.  allow_missing: names only in ref do not fail ok.  When each
+ * side has exactly one selected tensor (a .npy file against anything) the
+ * two are compared whatever their names, under got's name. */
 lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
                           const lm_compare_opts *o, const char *only, bool allow_missing,
                           lm_compare_set *out);

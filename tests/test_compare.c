@@ -166,6 +166,14 @@ static void test_sets_and_files(void **state)
     assert_int_equal(lm_compare_sets(&got, &ref, NULL, "[wy]", true, &cs), LM_OK);
     assert_true(cs.ok && cs.count == 1 && cs.nmissing == 1);
     lm_compare_set_free(&cs);
+    /* one tensor on each side (a .npy file): paired whatever the names */
+    lm_tensor_set y;
+    assert_int_equal(lm_load_file(IO_FX("torch_y.npy"), &y), LM_OK);
+    assert_int_equal(lm_compare_sets(&y, &ref, NULL, "y", false, &cs), LM_OK);
+    assert_true(cs.ok && cs.count == 1 && cs.nextra == 0 && cs.nmissing == 0);
+    assert_string_equal(cs.entries[0].name, "torch_y");
+    lm_compare_set_free(&cs);
+    lm_tensor_set_free(&y);
     assert_true(lm_compare_name_matches("layer.*.weight", "layer.3.weight"));
     assert_false(lm_compare_name_matches("layer.*.weight", "layer.3.bias"));
     for (int i = 0; i < 3; i++) lm_array_release(arrs[i]);
