@@ -377,6 +377,7 @@ static lm_status check_entries(st_parser *ps, uint64_t data_len)
                 st_dtype_name(e->dt), lm_shape_str((char[96]){0}, 96, e->ndim, e->shape),
                 (unsigned long long)nbytes);
     }
+    if (ps->n == 0) return LM_OK;   /* qsort must not see a NULL array */
     qsort(ps->e, (size_t)ps->n, sizeof *ps->e, cmp_begin);
     const st_entry *prev = NULL;
     for (int i = 0; i < ps->n; i++) {
