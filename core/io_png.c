@@ -100,12 +100,31 @@ static inline unsigned sample(double v, lm_dtype dt, const lm_png_opts *o, unsig
     }
     if (!(v > 0)) return 0;
     if (v >= max) return max;
-    return (unsigned)lround(v);
+    return (unsigned)(v + 0.5);   /* v > 0: rounds half away from zero */
+}
+
+/* u8 written at 8 bits: the bytes are the samples, no conversion. */
+static lm_status u8_pixels(png_ctx *c, lm_array *a, const img_geom *g)
+{
+    size_t hw = (size_t)(g->h * g->w), ch = (size_t)g->c;
+    c->pixels = malloc(hw * ch);
+    unsigned char *planes = g->hwc ? c->pixels : malloc(hw * ch);
+    if (!c->pixels || !planes) {
+        if (planes != c->pixels) free(planes);
+        return lm_error_set(LM_ERR_NOMEM, "write_png %s: out of memory", c->what);
+    }
+    lm_status st = lm_array_read(a, planes, LM_U8);
+    if (st == LM_OK && !g->hwc)
+        for (size_t k = 0; k < ch; k++)
+            for (size_t p = 0; p < hw; p++) c->pixels[p * ch + k] = planes[k * hw + p];
+    if (planes != c->pixels) free(planes);
+    return st == LM_OK ? LM_OK : lm_error_prefix("write_png %s", c->what);
 }
 
 /* Interleaved (HWC) 8- or 16-bit samples of a, in c->pixels. */
 static lm_status make_pixels(png_ctx *c, lm_array *a, const img_geom *g, const lm_png_opts *o)
 {
+    if (a->dtype == LM_U8 && o->bits == 8 && !o->has_range) return u8_pixels(c, a, g);
     size_t n = (size_t)(g->c * g->h * g->w), bps = o->bits == 16 ? 2 : 1;
     double *v = malloc(n * sizeof *v);
     c->pixels = malloc(n * bps);
@@ -329,10 +348,20 @@ static lm_array *to_array(const png_ctx *c, const png_out *po, const lm_png_opts
         lm_error_set(LM_ERR_NOMEM, "read_png %s: out of memory", c->what);
         return NULL;
     }
+    bool hwc = o->layout == LM_LAYOUT_HWC;
+    if (po->depth == 8 && dt == LM_U8) {
+        /* the common case: bytes in, bytes out, only the layout changes */
+        unsigned char *u = out;
+        if (hwc) memcpy(u, c->pixels, n);
+        else
+            for (size_t p = 0; p < hw; p++)
+                for (size_t k = 0; k < ch; k++) u[k * hw + p] = c->pixels[p * ch + k];
+        free(f);
+        f = NULL;
+    }
     double max = po->depth == 16 ? 65535 : 255;
     double scale = lm_dtype_is_float(dt) ? 1 / max : dt == LM_U8 ? 255 / max : 1;
-    bool hwc = o->layout == LM_LAYOUT_HWC;
-    for (size_t p = 0; p < hw; p++)
+    for (size_t p = 0; f && p < hw; p++)
         for (size_t k = 0; k < ch; k++) {
             size_t at = p * ch + k;
             double v = po->depth == 16 ? ((const uint16_t *)c->pixels)[at] : c->pixels[at];
@@ -340,7 +369,7 @@ static lm_array *to_array(const png_ctx *c, const png_out *po, const lm_png_opts
             if (!lm_dtype_is_float(dt)) v = floor(v + 0.5);
             f[hwc ? at : k * hw + p] = (float)v;
         }
-    lm_convert(out, dt, f, LM_F32, n);
+    if (f) lm_convert(out, dt, f, LM_F32, n);
     free(f);
     int64_t shape[3];
     if (hwc) { shape[0] = po->h; shape[1] = po->w; shape[2] = po->channels; }
