@@ -32,7 +32,8 @@ static void test_read_pil_files(void **state)
     (void)state;
     const char *names[] = {"pil_rgb", "pil_rgba", "pil_gray8", "pil_la", "pil_gray16",
                            "pil_gray1", "pil_palette", "pil_palette_trns", "enc_gray2",
-                           "enc_gray4", "enc_rgb16", "enc_gray_trns"};
+                           "enc_gray4", "enc_rgb16", "enc_gray_trns", "enc_rgb_interlaced",
+                           "pil_palette4"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char f[64], e[64];
         snprintf(f, sizeof f, "%s.png", names[i]);

@@ -210,6 +210,23 @@ def write_png_fixtures():
     with open(path("enc_rgb16.png"), "wb") as fh:
         fh.write(png_encode(rows, w, h, 16, 2))
     save_expected("enc_rgb16", rgb16.astype(np.int64))
+    # Adam7 interlaced RGB: seven passes, each its own filtered scanlines
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+    raw = b""
+    for x0, y0, dx, dy in passes:
+        for y in range(y0, h, dy):
+            xs = list(range(x0, w, dx))
+            if xs:
+                raw += b"\x00" + b"".join(bytes(rgb[y, x]) for x in xs)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 1)
+    with open(path("enc_rgb_interlaced.png"), "wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) +
+                 png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+    save_expected("enc_rgb_interlaced", rgb)
+    # a 4-bit palette
+    pal4 = Image.fromarray(rgb, "RGB").quantize(colors=8)
+    pal4.save(path("pil_palette4.png"), bits=4)
+    save_expected("pil_palette4", np.array(Image.open(path("pil_palette4.png")).convert("RGB")))
     # gray with a tRNS colour key: becomes gray+alpha
     rows = [bytes(gray[y]) for y in range(h)]
     trns = png_chunk(b"tRNS", struct.pack(">H", int(gray[0, 0])))
