@@ -25,6 +25,7 @@ typedef struct st_entry {
     int ndim;
     int64_t shape[LM_MAX_DIMS];
     uint64_t begin, end;
+    int usize;                 /* U16/U32/U64: file element size, widened on load */
 } st_entry;
 
 typedef struct st_parser {
@@ -35,10 +36,12 @@ typedef struct st_parser {
     lm_tensor_set *set;        /* receives metadata */
 } st_parser;
 
-static const struct { const char *name; lm_dtype dt; } st_dtypes[] = {
-    {"F64", LM_F64}, {"F32", LM_F32}, {"F16", LM_F16}, {"BF16", LM_BF16},
-    {"I64", LM_I64}, {"I32", LM_I32}, {"I16", LM_I16}, {"I8", LM_I8},
-    {"U8", LM_U8}, {"BOOL", LM_BOOL},
+static const struct { const char *name; lm_dtype dt; int usize; } st_dtypes[] = {
+    {"F64", LM_F64, 0}, {"F32", LM_F32, 0}, {"F16", LM_F16, 0}, {"BF16", LM_BF16, 0},
+    {"I64", LM_I64, 0}, {"I32", LM_I32, 0}, {"I16", LM_I16, 0}, {"I8", LM_I8, 0},
+    {"U8", LM_U8, 0}, {"BOOL", LM_BOOL, 0},
+    /* Lumen has no wide unsigned types: widened exactly (U64 checked) */
+    {"U16", LM_I32, 2}, {"U32", LM_I64, 4}, {"U64", LM_I64, 8},
 };
 
 static const char *st_dtype_name(lm_dtype dt)
@@ -255,12 +258,13 @@ static lm_status parse_dtype(st_parser *ps, st_entry *e)
     for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
         if (!strcmp(s, st_dtypes[i].name)) {
             e->dt = st_dtypes[i].dt;
+            e->usize = st_dtypes[i].usize;
             free(s);
             return LM_OK;
         }
     lm_status st = lm_error_set(LM_ERR_FORMAT,
         "%s: tensor '%s': dtype \"%.32s\" is not supported (F64 F32 F16 BF16 I64 I32 "
-        "I16 I8 U8 BOOL are)", ps->what, e->name, s);
+        "I16 I8 U8 BOOL U16 U32 U64 are)", ps->what, e->name, s);
     free(s);
     return st;
 }
@@ -360,7 +364,7 @@ static lm_status check_entries(st_parser *ps, uint64_t data_len)
 {
     for (int i = 0; i < ps->n; i++) {
         st_entry *e = &ps->e[i];
-        uint64_t nbytes = lm_dtype_size(e->dt);
+        uint64_t nbytes = e->usize ? (uint64_t)e->usize : lm_dtype_size(e->dt);
         for (int d = 0; d < e->ndim; d++)
             if (!lm_io_mul(nbytes, (uint64_t)e->shape[d], UINT64_MAX, &nbytes))
                 return lm_error_set(LM_ERR_FORMAT, "%s: tensor '%s': shape too large",
@@ -374,7 +378,8 @@ static lm_status check_entries(st_parser *ps, uint64_t data_len)
             return lm_error_set(LM_ERR_FORMAT,
                 "%s: tensor '%s': data_offsets span %llu bytes but %s%s needs %llu",
                 ps->what, e->name, (unsigned long long)(e->end - e->begin),
-                st_dtype_name(e->dt), lm_shape_str((char[96]){0}, 96, e->ndim, e->shape),
+                e->usize == 2 ? "U16" : e->usize == 4 ? "U32" : e->usize == 8 ? "U64"
+                : st_dtype_name(e->dt), lm_shape_str((char[96]){0}, 96, e->ndim, e->shape),
                 (unsigned long long)nbytes);
     }
     if (ps->n == 0) return LM_OK;   /* qsort must not see a NULL array */
@@ -433,9 +438,31 @@ static lm_status parse_file(st_parser *ps, const unsigned char *buf, size_t size
     return check_entries(ps, size - *data_off);
 }
 
+/* U16/U32/U64 elements widened into i32/i64; NULL if a U64 exceeds int64. */
+static lm_array *widen_tensor(const st_entry *e, const unsigned char *p)
+{
+    size_t n = (size_t)(e->end - e->begin) / (size_t)e->usize;
+    void *b = malloc(n * lm_dtype_size(e->dt) + 1);
+    if (!b) { lm_error_set(LM_ERR_NOMEM, "load: out of memory"); return NULL; }
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *q = p + i * (size_t)e->usize;
+        if (e->usize == 2) ((int32_t *)b)[i] = lm_io_le16(q);
+        else if (e->usize == 4) ((int64_t *)b)[i] = (int64_t)lm_io_le32(q);
+        else if (lm_io_le64(q) > (uint64_t)INT64_MAX) {
+            free(b);
+            lm_error_set(LM_ERR_FORMAT, "tensor '%s': U64 value does not fit in int64", e->name);
+            return NULL;
+        } else ((int64_t *)b)[i] = (int64_t)lm_io_le64(q);
+    }
+    lm_array *a = lm_from_data(e->ndim, e->shape, e->dt, b, NULL);
+    free(b);
+    return a;
+}
+
 /* Bool bytes other than 0/1 are not valid C bools: normalise while copying. */
 static lm_array *copy_tensor(const st_entry *e, const unsigned char *p)
 {
+    if (e->usize) return widen_tensor(e, p);
     if (e->dt != LM_BOOL) return lm_from_data(e->ndim, e->shape, e->dt, p, NULL);
     size_t n = (size_t)(e->end - e->begin);
     unsigned char *b = malloc(n ? n : 1);
@@ -456,7 +483,7 @@ lm_status lm_load_safetensors_mem(const void *data, size_t size, const char *wha
     for (int i = 0; st == LM_OK && i < ps.n; i++) {
         const unsigned char *p = (const unsigned char *)data + off + ps.e[i].begin;
         lm_array *a = copy_tensor(&ps.e[i], p);
-        st = a ? lm_io_set_add(out, ps.e[i].name, a) : lm_error_status();
+        st = a ? lm_io_set_add(out, ps.e[i].name, a) : lm_error_prefix("%s", what);
     }
     free_entries(&ps);
     if (st != LM_OK) lm_tensor_set_free(out);
@@ -485,7 +512,7 @@ static void map_unref(void *ctx)
 static lm_array *wrap_tensor(st_map *m, const st_entry *e, const unsigned char *p)
 {
     size_t nbytes = (size_t)(e->end - e->begin);
-    if (e->dt == LM_BOOL || nbytes == 0 || (uintptr_t)p % lm_dtype_size(e->dt) != 0)
+    if (e->dt == LM_BOOL || e->usize || nbytes == 0 || (uintptr_t)p % lm_dtype_size(e->dt) != 0)
         return copy_tensor(e, p);
     lm_buffer *b = lm_buffer_wrap(lm_device_cpu(), (void *)p, nbytes, map_unref, m);
     if (!b) return NULL;
@@ -538,7 +565,7 @@ lm_status lm_load_safetensors(const char *path, lm_tensor_set *out)
     for (int i = 0; st == LM_OK && i < ps.n; i++) {
         const unsigned char *p = (const unsigned char *)m->base + off + ps.e[i].begin;
         lm_array *a = wrap_tensor(m, &ps.e[i], p);
-        st = a ? lm_io_set_add(out, ps.e[i].name, a) : lm_error_status();
+        st = a ? lm_io_set_add(out, ps.e[i].name, a) : lm_error_prefix("%s", path);
     }
     free_entries(&ps);
     map_unref(m);   /* the arrays keep the mapping alive */

@@ -18,6 +18,7 @@ static const struct { const char *file, *expect; } cases[] = {
     {"bad_st_duplicate.safetensors", "tensor name 'x' appears twice"},
     {"bad_st_metadata.safetensors", "__metadata__ values must be strings"},
     {"bad_st_missing_key.safetensors", "lacks data_offsets"},
+    {"bad_st_u64_overflow.safetensors", "tensor 'x': U64 value does not fit in int64"},
     {"bad_st_too_many_dims.safetensors", "more than 8 dimensions"},
     {"bad_npy_truncated.npy", "needs 24 data bytes, the file has 19"},
     {"bad_npy_magic.npy", "unknown magic bytes"},

@@ -90,6 +90,16 @@ static void test_st_unaligned_and_empty(void **state)
     assert_int_equal(lm_load_safetensors(IO_FX("st_unaligned.safetensors"), &s), LM_OK);
     io_expect(io_get(&s, "x"), (double[]){1, 2, 3}, 3);
     lm_tensor_set_free(&s);
+    /* unsigned types Lumen lacks are widened exactly */
+    assert_int_equal(lm_load_safetensors(IO_FX("st_unsigned.safetensors"), &s), LM_OK);
+    assert_int_equal(io_get(&s, "u16")->dtype, LM_I32);
+    io_expect(io_get(&s, "u16"), (double[]){0, 1, 2, 3, 32768, 65535}, 6);
+    assert_int_equal(io_get(&s, "u32")->dtype, LM_I64);
+    io_expect(io_get(&s, "u32"), (double[]){0, 1, 2, 3, 2147483648.0, 4294967295.0}, 6);
+    int64_t u64[6];
+    assert_int_equal(lm_array_read(io_get(&s, "u64"), u64, LM_I64), LM_OK);
+    assert_true(u64[4] == (int64_t)1 << 62 && u64[5] == INT64_MAX);
+    lm_tensor_set_free(&s);
     assert_int_equal(lm_load_safetensors(IO_FX("st_empty.safetensors"), &s), LM_OK);
     assert_int_equal(s.count, 0);
     lm_tensor_set_free(&s);

@@ -124,6 +124,10 @@ def write_safetensors_fixtures():
     st_write("st_unaligned.safetensors", [("x", "F32", (3,), np.array([1, 2, 3], "<f4").tobytes())],
              pad=False, raw_header=b'{"x":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}}')
     st_write("st_empty.safetensors", [])
+    st_write("st_unsigned.safetensors", [
+        ("u16", "U16", (2, 3), arr("uint16").astype("<u2").tobytes()),
+        ("u32", "U32", (2, 3), arr("uint32").astype("<u4").tobytes()),
+        ("u64", "U64", (2, 3), arr("uint64").astype("<u8").tobytes())])
     # torch-made values for the comparison session
     torch.manual_seed(1)
     w = torch.randn(8, 4)
@@ -266,6 +270,8 @@ def write_malformed():
         b'{"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
         b'"x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', b"\0" * 2)
     bad("bad_st_metadata.safetensors", b'{"__metadata__":{"a":1}}')
+    bad("bad_st_u64_overflow.safetensors",
+        b'{"x":{"dtype":"U64","shape":[1],"data_offsets":[0,8]}}', struct.pack("<Q", 2**63))
     bad("bad_st_missing_key.safetensors", b'{"x":{"dtype":"F32","shape":[4]}}')
     bad("bad_st_too_many_dims.safetensors",
         b'{"x":{"dtype":"U8","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,1]}}', b"\0")
