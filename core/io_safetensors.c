@@ -502,7 +502,8 @@ typedef struct st_map {
 static void map_unref(void *ctx)
 {
     st_map *m = ctx;
-    if (--m->refs > 0) return;
+    /* buffers may be released on any thread, as the core's own are */
+    if (__atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
     munmap(m->base, m->size);
     free(m);
 }
@@ -516,7 +517,7 @@ static lm_array *wrap_tensor(st_map *m, const st_entry *e, const unsigned char *
         return copy_tensor(e, p);
     lm_buffer *b = lm_buffer_wrap(lm_device_cpu(), (void *)p, nbytes, map_unref, m);
     if (!b) return NULL;
-    m->refs++;
+    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
     lm_array *a = lm_array_from_buffer(b, e->dt, e->ndim, e->shape);
     lm_buffer_release(b);   /* the array holds its own reference */
     return a;
