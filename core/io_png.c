@@ -14,6 +14,7 @@
 #include "lumen.h"
 
 #define DEFLATE_MAX_RATIO 1040u
+#define LM_PNG_MAX_CHUNK (8u << 20)   /* libpng's own default where it sets one */
 
 void lm_png_opts_init(lm_png_opts *o)
 {
@@ -299,11 +300,31 @@ static void collect_text(png_ctx *c, lm_tensor_set *text)
     }
 }
 
+/* Walks the chunk headers before libpng does: a chunk may not claim more
+ * bytes than the file has left, so libpng (which allocates a chunk's
+ * length before reading it) never allocates more than the file's size. */
+static lm_status check_chunks(const png_ctx *c)
+{
+    size_t pos = 8;
+    while (c->size - pos >= 12) {
+        const unsigned char *h = c->data + pos;
+        size_t len = ((size_t)h[0] << 24) | ((size_t)h[1] << 16) | ((size_t)h[2] << 8) | h[3];
+        if (len > c->size - pos - 12)
+            return lm_error_set(LM_ERR_FORMAT, "%s: bad PNG: chunk %.4s claims %zu bytes, the "
+                                "file has %zu left (truncated?)", c->what, (const char *)h + 4,
+                                len, c->size - pos - 12);
+        if (!memcmp(h + 4, "IEND", 4)) break;
+        pos += 12 + len;
+    }
+    return LM_OK;
+}
+
 /* Decodes into c->pixels (interleaved, 8 or 16 bit native). */
 static lm_status decode(png_ctx *c, png_out *po, lm_tensor_set *text)
 {
     if (c->size < 8 || png_sig_cmp(c->data, 0, 8))
         return lm_error_set(LM_ERR_FORMAT, "%s: not a PNG file (bad signature)", c->what);
+    if (check_chunks(c) != LM_OK) return LM_ERR_FORMAT;
     c->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, on_error, on_warning);
     c->info = c->png ? png_create_info_struct(c->png) : NULL;
     if (!c->png || !c->info) return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", c->what);
@@ -311,6 +332,9 @@ static lm_status decode(png_ctx *c, png_out *po, lm_tensor_set *text)
         return lm_error_set(LM_ERR_FORMAT, "%s: bad PNG: %s", c->what, c->msg);
     png_set_read_fn(c->png, c, read_mem);
     png_set_user_limits(c->png, 0x7FFFFFFF, 0x7FFFFFFF);
+    /* an ancillary chunk (text, ICC profile) claiming gigabytes must not be
+     * allocated before the read finds the file too short */
+    png_set_chunk_malloc_max(c->png, LM_PNG_MAX_CHUNK);
     png_read_info(c->png, c->info);
     po->w = png_get_image_width(c->png, c->info);
     po->h = png_get_image_height(c->png, c->info);

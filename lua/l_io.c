@@ -173,6 +173,14 @@ static int l_save(lua_State *L)
     int opts = opts_arg(L, 3);
     lm_file_format fmt = save_format(L, path, opts);
     if (fmt == LM_FORMAT_NPY || fmt == LM_FORMAT_PNG) {
+        if (lua_istable(L, 2) && !luaL_testudata(L, 2, LM_LUA_TENSOR)) {
+            lua_pushnil(L);
+            if (lua_next(L, 2) && lua_type(L, -2) == LUA_TSTRING)
+                return luaL_error(L, "lm.save %s: a .%s file holds one tensor; use .npz or "
+                                  ".safetensors for a table of them", path,
+                                  fmt == LM_FORMAT_NPY ? "npy" : "png");
+            lua_settop(L, 3);
+        }
         lm_array *a = arg_array(L, 2);
         lm_status st = fmt == LM_FORMAT_NPY ? lm_save_npy(path, a) : lm_png_write(path, a, NULL);
         return st == LM_OK ? 0 : lm_lua_error(L);

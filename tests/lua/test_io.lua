@@ -37,6 +37,7 @@ test("save and load round trip with metadata", function()
   lm.save(tmp .. "/one.npy", w)
   same(lm.load(tmp .. "/one.npy"):totable(), w:totable())
   raises(function() lm.save(tmp .. "/x.weird", {w = w}) end, "unknown format")
+  raises(function() lm.save(tmp .. "/x.npy", {w = w}) end, "holds one tensor")
 end)
 
 test("compare report fields and text", function()
