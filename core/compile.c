@@ -8,7 +8,7 @@
 #include "ops.h"
 
 #define MAX_FUSED_STEPS 32
-#define MAX_FUSED_INPUTS 8
+#define MAX_FUSED_INPUTS 16
 
 static int mode_ready;
 static lm_compile_mode mode = LM_COMPILE_ON;
