@@ -36,4 +36,10 @@ struct lm_backend {
     lm_status (*sync)(lm_device *d);
 };
 
+/* Backend entry points the registry (core/device.c) calls from lm_init.
+ * Each registers its devices with lm_device_register; finding no device is
+ * not an error. */
+lm_status lm_cpu_register(void);
+lm_status lm_vulkan_register(void);   /* only when built with LM_HAVE_VULKAN */
+
 #endif

@@ -60,4 +60,12 @@ lm_status lm_cpu_run_nn(lm_device *d, lm_array *node);     /* nn_*.c */
 bool lm_cpu_supports_nn(const lm_array *node);
 lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out);
 
+
+/* The inverse of lm_cpu_gather for one dtype: writes count contiguous
+ * elements of src to the strided destination starting at flat index start. */
+void lm_cpu_scatter(void *base, lm_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
+                    int64_t start, int64_t count, const void *src);
+/* Strides of input `in` aligned to the output shape (0 on broadcast axes). */
+void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *strides);
+
 #endif

@@ -1,0 +1,113 @@
+/* cpu.c - the CPU backend: host memory, the device entry, op dispatch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cpu.h"
+
+static lm_status cpu_alloc(lm_device *d, size_t bytes, void **handle, void **host)
+{
+    (void)d;
+    void *p = NULL;
+    /* 64-byte alignment: whole cache lines, aligned vector loads */
+    if (posix_memalign(&p, 64, bytes ? (bytes + 63) & ~(size_t)63 : 64) != 0 || !p)
+        return lm_error_set(LM_ERR_NOMEM, "cpu: out of memory allocating %zu bytes", bytes);
+    *handle = p;
+    *host = p;
+    return LM_OK;
+}
+
+static void cpu_free(lm_device *d, void *handle)
+{
+    (void)d;
+    free(handle);
+}
+
+static lm_status cpu_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n)
+{
+    (void)d;
+    memcpy((char *)handle + off, src, n);
+    return LM_OK;
+}
+
+static lm_status cpu_download(lm_device *d, void *handle, size_t off, void *dst, size_t n)
+{
+    (void)d;
+    memcpy(dst, (char *)handle + off, n);
+    return LM_OK;
+}
+
+static bool cpu_supports(lm_device *d, const lm_array *node)
+{
+    (void)d;
+    switch (lm_op_class_of(node->op)) {
+    case LM_CLASS_NN: return lm_cpu_supports_nn(node);
+    case LM_CLASS_VIEW: case LM_CLASS_NONE: return false;
+    default: return true;
+    }
+}
+
+static lm_status cpu_run(lm_device *d, lm_array *node)
+{
+    switch (lm_op_class_of(node->op)) {
+    case LM_CLASS_CREATE: return lm_cpu_run_create(d, node);
+    case LM_CLASS_UNARY: return lm_cpu_run_unary(d, node);
+    case LM_CLASS_BINARY: return lm_cpu_run_binary(d, node);
+    case LM_CLASS_TERNARY: return lm_cpu_run_where(d, node);
+    case LM_CLASS_REDUCE: return lm_cpu_run_reduce(d, node);
+    case LM_CLASS_NN: return lm_cpu_run_nn(d, node);
+    case LM_CLASS_OTHER:
+        if (node->op == LM_OP_MATMUL) return lm_cpu_run_matmul(d, node);
+        return lm_cpu_run_other(d, node);
+    default:
+        return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: cannot run %s", lm_op_name(node->op));
+    }
+}
+
+static const lm_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .supports = cpu_supports,
+    .run = cpu_run,
+    .run_fused = lm_cpu_run_fused,
+};
+
+static lm_device cpu_device;
+
+static void cpu_name(char *buf, size_t n)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    snprintf(buf, n, "cpu");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *p = strchr(line, ':');
+            if (p) {
+                p += 1 + (p[1] == ' ');
+                p[strcspn(p, "\n")] = 0;
+                snprintf(buf, n, "%s", p);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+lm_status lm_cpu_register(void)
+{
+    lm_device *d = &cpu_device;
+    d->backend = &cpu_backend;
+    snprintf(d->spec, sizeof d->spec, "cpu");
+    snprintf(d->kind, sizeof d->kind, "cpu");
+    cpu_name(d->name, sizeof d->name);
+    lm_blas_init();
+    snprintf(d->info, sizeof d->info, "threads=%d blas=OpenBLAS core=%s", lm_cpu_threads(),
+             lm_blas_core());
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && psz > 0) d->mem.device_total = (size_t)pages * (size_t)psz;
+    return lm_device_register(d);
+}

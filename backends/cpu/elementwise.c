@@ -1,0 +1,454 @@
+/* elementwise.c - unary, binary, where and creation kernels.
+ *
+ * Work goes block by block (BLOCK elements of the contiguous output).  Each
+ * input block is either read in place (contiguous, already the compute
+ * type) or gathered through its strides and converted to the compute type:
+ * f32 for f32/f16/bf16, f64 for f64, i64 for integers and bool.  Blocks run
+ * in parallel on the pool. */
+#include <math.h>
+#include <string.h>
+#include "cpu.h"
+#include "core/random.h"
+
+#define BLOCK 2048
+
+static lm_dtype compute_type(lm_dtype t)
+{
+    if (t == LM_F64) return LM_F64;
+    if (lm_dtype_is_float(t)) return LM_F32;
+    return LM_I64;
+}
+
+void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *strides)
+{
+    int lead = out->ndim - in->ndim;
+    for (int d = 0; d < out->ndim; d++) {
+        int s = d - lead;
+        strides[d] = s < 0 || in->shape[s] == 1 ? 0 : in->strides[s];
+    }
+}
+
+typedef struct {
+    lm_array *out;
+    const lm_array *in[3];
+    int64_t st[3][LM_MAX_DIMS];
+    int direct[3];   /* 1: read in place (contiguous, compute dtype), 2: scalar */
+    lm_dtype ct;     /* compute dtype */
+} ew_ctx;
+
+static void ew_setup(ew_ctx *c, lm_array *node, lm_dtype ct)
+{
+    memset(c, 0, sizeof *c);
+    c->out = node;
+    c->ct = ct;
+    for (int k = 0; k < node->ninputs && k < 3; k++) {
+        const lm_array *a = node->inputs[k];
+        c->in[k] = a;
+        lm_cpu_bcast_strides(a, node, c->st[k]);
+        bool same = a->ndim == node->ndim && a->size == node->size && lm_array_is_contiguous(a);
+        if (a->size == 1 && a->dtype == ct) c->direct[k] = 2;
+        else if (same && a->dtype == ct) c->direct[k] = 1;
+    }
+}
+
+/* pointer to block [b, b+n) of input k in the compute dtype (or in `as`) */
+static const void *ew_load(const ew_ctx *c, int k, int64_t b, int64_t n, void *buf, lm_dtype as, int *step)
+{
+    const lm_array *a = c->in[k];
+    *step = 1;
+    if (a->dtype == as && c->direct[k] == 1)
+        return (const char *)lm_cpu_ptr(a) + b * (int64_t)lm_dtype_size(as);
+    if (a->dtype == as && c->direct[k] == 2) {
+        *step = 0;
+        return lm_cpu_ptr(a);
+    }
+    lm_cpu_gather(buf, as, lm_cpu_ptr(a), a->dtype, c->out->ndim, c->out->shape, c->st[k], b, n);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- unary */
+
+static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+static float gelu_tanh_f(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+static float sigmoid_f(float x)
+{
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    float e = expf(x);
+    return e / (1.0f + e);
+}
+static double sigmoid_d(double x)
+{
+    if (x >= 0) return 1.0 / (1.0 + exp(-x));
+    double e = exp(x);
+    return e / (1.0 + e);
+}
+
+#define UNARY_FLOAT(T, SUF, o, x, n, op, p) do { \
+    switch (op) { \
+    case LM_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = -x[i]; break; \
+    case LM_OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabs##SUF(x[i]); break; \
+    case LM_OP_SIGN: for (int64_t i = 0; i < n; i++) o[i] = x[i] != x[i] ? x[i] : (T)((x[i] > 0) - (x[i] < 0)); break; \
+    case LM_OP_EXP: for (int64_t i = 0; i < n; i++) o[i] = exp##SUF(x[i]); break; \
+    case LM_OP_LOG: for (int64_t i = 0; i < n; i++) o[i] = log##SUF(x[i]); break; \
+    case LM_OP_LOG1P: for (int64_t i = 0; i < n; i++) o[i] = log1p##SUF(x[i]); break; \
+    case LM_OP_EXPM1: for (int64_t i = 0; i < n; i++) o[i] = expm1##SUF(x[i]); break; \
+    case LM_OP_SQRT: for (int64_t i = 0; i < n; i++) o[i] = sqrt##SUF(x[i]); break; \
+    case LM_OP_RSQRT: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / sqrt##SUF(x[i]); break; \
+    case LM_OP_SQUARE: for (int64_t i = 0; i < n; i++) o[i] = x[i] * x[i]; break; \
+    case LM_OP_RECIPROCAL: for (int64_t i = 0; i < n; i++) o[i] = (T)1 / x[i]; break; \
+    case LM_OP_SIN: for (int64_t i = 0; i < n; i++) o[i] = sin##SUF(x[i]); break; \
+    case LM_OP_COS: for (int64_t i = 0; i < n; i++) o[i] = cos##SUF(x[i]); break; \
+    case LM_OP_TAN: for (int64_t i = 0; i < n; i++) o[i] = tan##SUF(x[i]); break; \
+    case LM_OP_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanh##SUF(x[i]); break; \
+    case LM_OP_ERF: for (int64_t i = 0; i < n; i++) o[i] = erf##SUF(x[i]); break; \
+    case LM_OP_FLOOR: for (int64_t i = 0; i < n; i++) o[i] = floor##SUF(x[i]); break; \
+    case LM_OP_CEIL: for (int64_t i = 0; i < n; i++) o[i] = ceil##SUF(x[i]); break; \
+    case LM_OP_ROUND: for (int64_t i = 0; i < n; i++) o[i] = nearbyint##SUF(x[i]); break; \
+    case LM_OP_RELU: for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0 ? x[i] : (x[i] != x[i] ? x[i] : 0); break; \
+    case LM_OP_SOFTPLUS: for (int64_t i = 0; i < n; i++) o[i] = x[i] > 20 ? x[i] : log1p##SUF(exp##SUF(x[i])); break; \
+    case LM_OP_CLAMP: { T lo = (T)p->f[0], hi = (T)p->f[1]; int has = (int)p->i[0]; \
+        for (int64_t i = 0; i < n; i++) { T v = x[i]; \
+            if ((has & 1) && v < lo) v = lo; \
+            if ((has & 2) && v > hi) v = hi; \
+            o[i] = v; } break; } \
+    default: for (int64_t i = 0; i < n; i++) o[i] = x[i]; break; \
+    } } while (0)
+
+static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
+{
+    switch (op) {
+    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f(x[i]); return;
+    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_f(x[i]); return;
+    case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = gelu_f(x[i]); return;
+    case LM_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) o[i] = gelu_tanh_f(x[i]); return;
+    default: UNARY_FLOAT(float, f, o, x, n, op, p);
+    }
+}
+
+static void unary_f64(lm_op op, const lm_params *p, double *o, const double *x, int64_t n)
+{
+    switch (op) {
+    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_d(x[i]); return;
+    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_d(x[i]); return;
+    case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = 0.5 * x[i] * (1 + erf(x[i] * 0.70710678118654752)); return;
+    case LM_OP_GELU_TANH:
+        for (int64_t i = 0; i < n; i++)
+            o[i] = 0.5 * x[i] * (1 + tanh(0.79788456080286536 * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+        return;
+    default: UNARY_FLOAT(double, , o, x, n, op, p);
+    }
+}
+
+static void unary_i64(lm_op op, const lm_params *p, int64_t *o, const int64_t *x, int64_t n)
+{
+    switch (op) {
+    case LM_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(0 - (uint64_t)x[i]); break;
+    case LM_OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = x[i] < 0 ? (int64_t)(0 - (uint64_t)x[i]) : x[i]; break;
+    case LM_OP_SIGN: for (int64_t i = 0; i < n; i++) o[i] = (x[i] > 0) - (x[i] < 0); break;
+    case LM_OP_SQUARE: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)((uint64_t)x[i] * (uint64_t)x[i]); break;
+    case LM_OP_RELU: for (int64_t i = 0; i < n; i++) o[i] = x[i] > 0 ? x[i] : 0; break;
+    case LM_OP_CLAMP: {
+        int has = (int)p->i[0];
+        int64_t lo = (has & 1) ? (int64_t)p->f[0] : 0, hi = (has & 2) ? (int64_t)p->f[1] : 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = x[i];
+            if ((has & 1) && v < lo) v = lo;
+            if ((has & 2) && v > hi) v = hi;
+            o[i] = v;
+        }
+        break;
+    }
+    default: for (int64_t i = 0; i < n; i++) o[i] = x[i]; break;   /* floor/ceil/round/copy */
+    }
+}
+
+static void unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int64_t n)
+{
+    if (ct == LM_F32) {
+        const float *x = xv;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = op == LM_OP_ISNAN ? isnan(x[i]) : op == LM_OP_ISINF ? isinf(x[i]) != 0 : x[i] == 0;
+    } else if (ct == LM_F64) {
+        const double *x = xv;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = op == LM_OP_ISNAN ? isnan(x[i]) : op == LM_OP_ISINF ? isinf(x[i]) != 0 : x[i] == 0;
+    } else {
+        const int64_t *x = xv;
+        for (int64_t i = 0; i < n; i++) o[i] = op == LM_OP_LOGICAL_NOT ? x[i] == 0 : 0;
+    }
+}
+
+static void unary_task(void *p, int64_t b0, int64_t e0)
+{
+    ew_ctx *c = p;
+    lm_array *node = c->out;
+    size_t osz = lm_dtype_size(node->dtype);
+    _Alignas(64) char xb[BLOCK * 8], ob[BLOCK * 8];
+    for (int64_t blk = b0; blk < e0; blk++) {
+        int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
+        char *out = (char *)lm_cpu_ptr(node) + b * (int64_t)osz;
+        lm_op op = node->op;
+        if (op == LM_OP_COPY || op == LM_OP_CAST) {
+            const lm_array *a = c->in[0];
+            lm_cpu_gather(out, node->dtype, lm_cpu_ptr(a), a->dtype, node->ndim, node->shape, c->st[0], b, n);
+            continue;
+        }
+        int step;
+        const void *x = ew_load(c, 0, b, n, xb, c->ct, &step);
+        if (step == 0) {   /* a 1-element input broadcast: widen once */
+            memcpy(xb, x, lm_dtype_size(c->ct));
+            for (int64_t i = 1; i < n; i++) memcpy(xb + i * (int64_t)lm_dtype_size(c->ct), xb, lm_dtype_size(c->ct));
+            x = xb;
+        }
+        if (node->dtype == LM_BOOL && (op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT)) {
+            unary_to_bool(op, c->ct, (uint8_t *)out, x, n);
+            continue;
+        }
+        void *o = node->dtype == c->ct ? (void *)out : (void *)ob;
+        if (c->ct == LM_F32) unary_f32(op, &node->params, o, x, n);
+        else if (c->ct == LM_F64) unary_f64(op, &node->params, o, x, n);
+        else unary_i64(op, &node->params, o, x, n);
+        if (o == ob) lm_convert(out, node->dtype, ob, c->ct, (size_t)n);
+    }
+}
+
+/* COPY into a strided destination (lm_array_assign): gather, then scatter. */
+static void assign_task(void *p, int64_t b0, int64_t e0)
+{
+    ew_ctx *c = p;
+    lm_array *node = c->out;
+    _Alignas(64) char buf[BLOCK * 8];
+    const lm_array *a = c->in[0];
+    for (int64_t blk = b0; blk < e0; blk++) {
+        int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
+        lm_cpu_gather(buf, node->dtype, lm_cpu_ptr(a), a->dtype, node->ndim, node->shape, c->st[0], b, n);
+        lm_cpu_scatter(lm_cpu_ptr(node), node->dtype, node->ndim, node->shape, node->strides, b, n, buf);
+    }
+}
+
+lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
+{
+    (void)d;
+    ew_ctx c;
+    lm_op op = node->op;
+    bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
+    ew_setup(&c, node, compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
+    int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;
+    bool strided_out = op == LM_OP_COPY && (node->offset != 0 || !lm_array_is_contiguous(node));
+    lm_cpu_parallel_for(nblocks, 8, strided_out ? assign_task : unary_task, &c);
+    return LM_OK;
+}
+
+/* --------------------------------------------------------------- binary */
+
+/* one loop per broadcast case so the common ones vectorize */
+#define BIN(T, OT, EXPR) do { \
+    const T *A = a; const T *B = bb; OT *O = o; \
+    if (sa && sb) for (int64_t i = 0; i < n; i++) { T x = A[i], y = B[i]; O[i] = (EXPR); } \
+    else if (sa) { T y = B[0]; for (int64_t i = 0; i < n; i++) { T x = A[i]; O[i] = (EXPR); } } \
+    else if (sb) { T x = A[0]; for (int64_t i = 0; i < n; i++) { T y = B[i]; O[i] = (EXPR); } } \
+    else { T x = A[0], y = B[0]; for (int64_t i = 0; i < n; i++) O[i] = (EXPR); } \
+} while (0)
+
+#define BIN_COMPARE(T) \
+    case LM_OP_EQ: BIN(T, uint8_t, x == y); return; \
+    case LM_OP_NE: BIN(T, uint8_t, x != y); return; \
+    case LM_OP_LT: BIN(T, uint8_t, x < y); return; \
+    case LM_OP_LE: BIN(T, uint8_t, x <= y); return; \
+    case LM_OP_GT: BIN(T, uint8_t, x > y); return; \
+    case LM_OP_GE: BIN(T, uint8_t, x >= y); return; \
+    case LM_OP_LOGICAL_AND: BIN(T, uint8_t, x != 0 && y != 0); return; \
+    case LM_OP_LOGICAL_OR: BIN(T, uint8_t, x != 0 || y != 0); return; \
+    case LM_OP_LOGICAL_XOR: BIN(T, uint8_t, (x != 0) != (y != 0)); return;
+
+static inline float fmod_py_f(float x, float y)
+{
+    float r = fmodf(x, y);
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+static inline double fmod_py_d(double x, double y)
+{
+    double r = fmod(x, y);
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+static inline int64_t mod_py_i(int64_t x, int64_t y)
+{
+    if (y == 0) return 0;
+    if (y == -1) return 0;   /* avoids INT64_MIN % -1 */
+    int64_t r = x % y;
+    return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
+}
+static inline int64_t ipow(int64_t x, int64_t y)
+{
+    if (y < 0) return x == 1 ? 1 : x == -1 ? (y & 1 ? -1 : 1) : 0;
+    uint64_t r = 1, b = (uint64_t)x;
+    while (y) {
+        if (y & 1) r *= b;
+        b *= b;
+        y >>= 1;
+    }
+    return (int64_t)r;
+}
+
+static void binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
+{
+    switch (op) {
+    case LM_OP_ADD: BIN(float, float, x + y); return;
+    case LM_OP_SUB: BIN(float, float, x - y); return;
+    case LM_OP_MUL: BIN(float, float, x * y); return;
+    case LM_OP_DIV: BIN(float, float, x / y); return;
+    case LM_OP_POW: BIN(float, float, powf(x, y)); return;
+    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
+    case LM_OP_MAXIMUM: BIN(float, float, (x > y || x != x) ? x : y); return;
+    case LM_OP_MINIMUM: BIN(float, float, (x < y || x != x) ? x : y); return;
+    case LM_OP_ATAN2: BIN(float, float, atan2f(x, y)); return;
+    BIN_COMPARE(float)
+    default: return;
+    }
+}
+
+static void binary_f64(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
+{
+    switch (op) {
+    case LM_OP_ADD: BIN(double, double, x + y); return;
+    case LM_OP_SUB: BIN(double, double, x - y); return;
+    case LM_OP_MUL: BIN(double, double, x * y); return;
+    case LM_OP_DIV: BIN(double, double, x / y); return;
+    case LM_OP_POW: BIN(double, double, pow(x, y)); return;
+    case LM_OP_MOD: BIN(double, double, fmod_py_d(x, y)); return;
+    case LM_OP_MAXIMUM: BIN(double, double, (x > y || x != x) ? x : y); return;
+    case LM_OP_MINIMUM: BIN(double, double, (x < y || x != x) ? x : y); return;
+    case LM_OP_ATAN2: BIN(double, double, atan2(x, y)); return;
+    BIN_COMPARE(double)
+    default: return;
+    }
+}
+
+static void binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
+{
+    switch (op) {
+    case LM_OP_ADD: BIN(int64_t, int64_t, (int64_t)((uint64_t)x + (uint64_t)y)); return;
+    case LM_OP_SUB: BIN(int64_t, int64_t, (int64_t)((uint64_t)x - (uint64_t)y)); return;
+    case LM_OP_MUL: BIN(int64_t, int64_t, (int64_t)((uint64_t)x * (uint64_t)y)); return;
+    case LM_OP_DIV: BIN(int64_t, int64_t, y ? x / y : 0); return;
+    case LM_OP_POW: BIN(int64_t, int64_t, ipow(x, y)); return;
+    case LM_OP_MOD: BIN(int64_t, int64_t, mod_py_i(x, y)); return;
+    case LM_OP_MAXIMUM: BIN(int64_t, int64_t, x > y ? x : y); return;
+    case LM_OP_MINIMUM: BIN(int64_t, int64_t, x < y ? x : y); return;
+    case LM_OP_ATAN2: BIN(int64_t, int64_t, (int64_t)atan2((double)x, (double)y)); return;
+    BIN_COMPARE(int64_t)
+    default: return;
+    }
+}
+
+static void binary_task(void *p, int64_t b0, int64_t e0)
+{
+    ew_ctx *c = p;
+    lm_array *node = c->out;
+    size_t osz = lm_dtype_size(node->dtype);
+    bool to_bool = node->op >= LM_OP_EQ && node->op <= LM_OP_LOGICAL_XOR;   /* write u8 directly */
+    _Alignas(64) char ab[BLOCK * 8], bb[BLOCK * 8], ob[BLOCK * 8];
+    for (int64_t blk = b0; blk < e0; blk++) {
+        int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
+        char *out = (char *)lm_cpu_ptr(node) + b * (int64_t)osz;
+        int sa, sb;
+        const void *x = ew_load(c, 0, b, n, ab, c->ct, &sa);
+        const void *y = ew_load(c, 1, b, n, bb, c->ct, &sb);
+        void *o = to_bool || node->dtype == c->ct ? (void *)out : (void *)ob;
+        if (c->ct == LM_F32) binary_f32(node->op, o, x, sa, y, sb, n);
+        else if (c->ct == LM_F64) binary_f64(node->op, o, x, sa, y, sb, n);
+        else binary_i64(node->op, o, x, sa, y, sb, n);
+        if (o == ob) lm_convert(out, node->dtype, ob, c->ct, (size_t)n);
+    }
+}
+
+lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
+{
+    (void)d;
+    ew_ctx c;
+    ew_setup(&c, node, compute_type(node->inputs[0]->dtype));
+    lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
+    return LM_OK;
+}
+
+/* ---------------------------------------------------------------- where */
+
+static void where_task(void *p, int64_t b0, int64_t e0)
+{
+    ew_ctx *c = p;
+    lm_array *node = c->out;
+    size_t esz = lm_dtype_size(node->dtype);
+    _Alignas(64) char cb[BLOCK], ab[BLOCK * 8], bb[BLOCK * 8];
+    for (int64_t blk = b0; blk < e0; blk++) {
+        int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
+        char *out = (char *)lm_cpu_ptr(node) + b * (int64_t)esz;
+        int s0, s1, s2;
+        const uint8_t *cond = ew_load(c, 0, b, n, cb, LM_BOOL, &s0);
+        const char *x = ew_load(c, 1, b, n, ab, node->dtype, &s1);
+        const char *y = ew_load(c, 2, b, n, bb, node->dtype, &s2);
+        for (int64_t i = 0; i < n; i++) {
+            const char *src = cond[i * s0] ? x + i * s1 * (int64_t)esz : y + i * s2 * (int64_t)esz;
+            memcpy(out + i * (int64_t)esz, src, esz);
+        }
+    }
+}
+
+lm_status lm_cpu_run_where(lm_device *d, lm_array *node)
+{
+    (void)d;
+    ew_ctx c;
+    ew_setup(&c, node, node->dtype);
+    lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, where_task, &c);
+    return LM_OK;
+}
+
+/* ------------------------------------------------------------- creation */
+
+static void create_task(void *p, int64_t b0, int64_t e0)
+{
+    lm_array *node = p;
+    const lm_params *pr = &node->params;
+    size_t esz = lm_dtype_size(node->dtype);
+    lm_key key = {{(uint32_t)pr->i[0], (uint32_t)pr->i[1]}};
+    double vals[BLOCK];
+    for (int64_t blk = b0; blk < e0; blk++) {
+        int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t k = b + i;
+            switch (node->op) {
+            case LM_OP_FULL: vals[i] = pr->f[0]; break;
+            case LM_OP_ARANGE: vals[i] = pr->f[0] + (double)k * pr->f[1]; break;
+            case LM_OP_LINSPACE: {
+                int64_t cnt = node->size;
+                vals[i] = cnt == 1 ? pr->f[0]
+                        : k == cnt - 1 ? pr->f[1]
+                        : pr->f[0] + (pr->f[1] - pr->f[0]) * ((double)k / (double)(cnt - 1));
+                break;
+            }
+            case LM_OP_EYE: {
+                int64_t m = node->shape[1];
+                vals[i] = (k % m) - (k / m) == pr->i[0];
+                break;
+            }
+            case LM_OP_RANDOM_UNIFORM:
+                vals[i] = pr->f[0] + (pr->f[1] - pr->f[0]) * (double)lm_random_uniform01(&key, (uint64_t)k);
+                break;
+            case LM_OP_RANDOM_NORMAL:
+                vals[i] = pr->f[0] + pr->f[1] * (double)lm_random_normal01(&key, (uint64_t)k);
+                break;
+            default: vals[i] = 0; break;
+            }
+        }
+        lm_convert((char *)lm_cpu_ptr(node) + b * (int64_t)esz, node->dtype, vals, LM_F64, (size_t)n);
+    }
+}
+
+lm_status lm_cpu_run_create(lm_device *d, lm_array *node)
+{
+    (void)d;
+    lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 4, create_task, node);
+    return LM_OK;
+}

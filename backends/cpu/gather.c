@@ -1,0 +1,138 @@
+/* gather.c - reading strided, broadcast arrays into contiguous blocks, and
+ * writing blocks back through strides (for in-place assignment). */
+#include <stdlib.h>
+#include <string.h>
+#include "cpu.h"
+
+/* Drops size-1 dims and merges dims that are contiguous with each other. */
+static int collapse(int ndim, const int64_t *shape, const int64_t *strides, int64_t *sh, int64_t *st)
+{
+    int n = 0;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] == 1) continue;
+        if (n > 0 && st[n - 1] == strides[d] * shape[d]) {
+            sh[n - 1] *= shape[d];
+            st[n - 1] = strides[d];
+        } else {
+            sh[n] = shape[d];
+            st[n++] = strides[d];
+        }
+    }
+    if (n == 0) { sh[0] = 1; st[0] = 1; n = 1; }
+    return n;
+}
+
+/* copies `count` elements of size esz with a source stride */
+static void strided_copy(void *dst, const char *src, int64_t stride, int64_t count, size_t esz)
+{
+    if (stride == 1) { memcpy(dst, src, (size_t)count * esz); return; }
+    switch (esz) {
+    case 4: for (int64_t i = 0; i < count; i++) ((uint32_t *)dst)[i] = ((const uint32_t *)src)[i * stride]; break;
+    case 8: for (int64_t i = 0; i < count; i++) ((uint64_t *)dst)[i] = ((const uint64_t *)src)[i * stride]; break;
+    case 2: for (int64_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = ((const uint16_t *)src)[i * stride]; break;
+    default: for (int64_t i = 0; i < count; i++) ((uint8_t *)dst)[i] = ((const uint8_t *)src)[i * stride]; break;
+    }
+}
+
+void lm_cpu_gather(void *dst, lm_dtype dt, const void *base, lm_dtype st, int ndim,
+                   const int64_t *shape, const int64_t *strides, int64_t start, int64_t count)
+{
+    int64_t sh[LM_MAX_DIMS], sd[LM_MAX_DIMS], idx[LM_MAX_DIMS];
+    if (count <= 0) return;
+    int n = collapse(ndim, shape, strides, sh, sd);
+    size_t ssz = lm_dtype_size(st), dsz = lm_dtype_size(dt);
+    /* multi-index of `start` */
+    int64_t rem = start, off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        idx[d] = rem % sh[d];
+        rem /= sh[d];
+        off += idx[d] * sd[d];
+    }
+    char tmp[4096 * 8];
+    char *out = dst;
+    while (count > 0) {
+        int64_t run = sh[n - 1] - idx[n - 1];
+        if (run > count) run = count;
+        const char *src = (const char *)base + off * (int64_t)ssz;
+        if (dt == st) {
+            strided_copy(out, src, sd[n - 1], run, ssz);
+        } else if (sd[n - 1] == 1) {
+            lm_convert(out, dt, src, st, (size_t)run);
+        } else {
+            for (int64_t done = 0; done < run;) {
+                int64_t m = run - done < 4096 ? run - done : 4096;
+                strided_copy(tmp, src + done * sd[n - 1] * (int64_t)ssz, sd[n - 1], m, ssz);
+                lm_convert(out + done * (int64_t)dsz, dt, tmp, st, (size_t)m);
+                done += m;
+            }
+        }
+        out += run * (int64_t)dsz;
+        count -= run;
+        /* advance the multi-index by run */
+        off += run * sd[n - 1];
+        idx[n - 1] += run;
+        for (int d = n - 1; d > 0 && idx[d] == sh[d]; d--) {
+            off -= sh[d] * sd[d];
+            idx[d] = 0;
+            idx[d - 1]++;
+            off += sd[d - 1];
+        }
+    }
+}
+
+void lm_cpu_scatter(void *base, lm_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
+                    int64_t start, int64_t count, const void *src)
+{
+    int64_t sh[LM_MAX_DIMS], sd[LM_MAX_DIMS], idx[LM_MAX_DIMS];
+    if (count <= 0) return;
+    int n = collapse(ndim, shape, strides, sh, sd);
+    size_t esz = lm_dtype_size(dt);
+    int64_t rem = start, off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        idx[d] = rem % sh[d];
+        rem /= sh[d];
+        off += idx[d] * sd[d];
+    }
+    const char *in = src;
+    while (count > 0) {
+        int64_t run = sh[n - 1] - idx[n - 1];
+        if (run > count) run = count;
+        char *o = (char *)base + off * (int64_t)esz;
+        for (int64_t i = 0; i < run; i++)
+            memcpy(o + i * sd[n - 1] * (int64_t)esz, in + i * (int64_t)esz, esz);
+        in += run * (int64_t)esz;
+        count -= run;
+        off += run * sd[n - 1];
+        idx[n - 1] += run;
+        for (int d = n - 1; d > 0 && idx[d] == sh[d]; d--) {
+            off -= sh[d] * sd[d];
+            idx[d] = 0;
+            idx[d - 1]++;
+            off += sd[d - 1];
+        }
+    }
+}
+
+typedef struct { const lm_array *a; lm_dtype dt; void *out; } contig_ctx;
+
+static void contig_task(void *p, int64_t b, int64_t e)
+{
+    contig_ctx *c = p;
+    lm_cpu_gather((char *)c->out + b * (int64_t)lm_dtype_size(c->dt), c->dt, lm_cpu_ptr(c->a),
+                  c->a->dtype, c->a->ndim, c->a->shape, c->a->strides, b, e - b);
+}
+
+void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned)
+{
+    *owned = NULL;
+    if (a->dtype == dt && lm_array_is_contiguous(a)) return lm_cpu_ptr(a);
+    void *p = malloc((size_t)(a->size ? a->size : 1) * lm_dtype_size(dt));
+    if (!p) {
+        lm_error_set(LM_ERR_NOMEM, "out of host memory for a %lld-element copy", (long long)a->size);
+        return NULL;
+    }
+    contig_ctx c = {a, dt, p};
+    lm_cpu_parallel_for(a->size, 1 << 16, contig_task, &c);
+    *owned = p;
+    return p;
+}

@@ -1,0 +1,113 @@
+/* device.c - the device registry and the default device.
+ *
+ * CPU always; Vulkan devices when built with it.  The default is a real
+ * GPU when one is present, else the CPU; a CPU-type Vulkan driver (lavapipe)
+ * is used only when asked for by LUMEN_DEVICE=vulkan or vulkan:N. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+#define MAX_DEVICES 16
+static lm_device *devices[MAX_DEVICES];
+static int ndevices;
+static lm_device *default_device;
+static int initialised;
+
+lm_status lm_device_register(lm_device *d)
+{
+    if (ndevices == MAX_DEVICES)
+        return lm_error_set(LM_ERR_DEVICE, "too many devices (%d)", MAX_DEVICES);
+    d->index = ndevices;
+    if (!d->mem.cache_limit) {
+        size_t lim = (size_t)1 << 30;
+        const char *env = getenv("LUMEN_CACHE_LIMIT");
+        if (env) lim = (size_t)strtoull(env, NULL, 10);
+        d->mem.cache_limit = lim;
+    }
+    devices[ndevices++] = d;
+    return LM_OK;
+}
+
+static bool is_real_gpu(const lm_device *d)
+{
+    return !strcmp(d->kind, "discrete-gpu") || !strcmp(d->kind, "integrated-gpu");
+}
+
+lm_status lm_init(void)
+{
+    if (initialised) return LM_OK;
+    initialised = 1;
+    lm_status st = lm_cpu_register();
+    if (st != LM_OK) {
+        initialised = 0;
+        return st;
+    }
+#ifdef LM_HAVE_VULKAN
+    if (lm_vulkan_register() != LM_OK) lm_error_clear();   /* no Vulkan: CPU only */
+#endif
+    default_device = devices[0];
+    for (int i = 0; i < ndevices; i++)
+        if (is_real_gpu(devices[i])) { default_device = devices[i]; break; }
+    const char *env = getenv("LUMEN_DEVICE");
+    if (env && *env) {
+        lm_device *d = lm_device_find(env);
+        if (d) default_device = d;
+        else fprintf(stderr, "lumen: LUMEN_DEVICE=%s: %s; using %s\n", env,
+                     lm_error_message(), default_device->spec);
+    }
+    return LM_OK;
+}
+
+int lm_device_count(void)
+{
+    lm_init();
+    return ndevices;
+}
+
+lm_device *lm_device_at(int i)
+{
+    lm_init();
+    return i >= 0 && i < ndevices ? devices[i] : NULL;
+}
+
+lm_device *lm_device_find(const char *spec)
+{
+    lm_init();
+    if (!spec) spec = "";
+    for (int i = 0; i < ndevices; i++)
+        if (!strcmp(devices[i]->spec, spec)) return devices[i];
+    /* "vulkan" alone: the first Vulkan device, lavapipe included */
+    size_t n = strlen(spec);
+    for (int i = 0; n && i < ndevices; i++)
+        if (!strncmp(devices[i]->spec, spec, n) && devices[i]->spec[n] == ':')
+            return devices[i];
+    char *end;
+    long idx = strtol(spec, &end, 10);
+    if (*spec && !*end && idx >= 0 && idx < ndevices) return devices[idx];
+    char list[256] = "";
+    for (int i = 0; i < ndevices; i++) {
+        strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, devices[i]->spec, sizeof list - strlen(list) - 1);
+    }
+    lm_error_set(LM_ERR_DEVICE, "no device '%s' (have: %s)", spec, list);
+    return NULL;
+}
+
+lm_device *lm_device_default(void)
+{
+    if (lm_init() != LM_OK) return NULL;
+    return default_device;
+}
+
+void lm_device_set_default(lm_device *d)
+{
+    lm_init();
+    if (d) default_device = d;
+}
+
+lm_device *lm_device_cpu(void)
+{
+    lm_init();
+    return devices[0];
+}

@@ -1,0 +1,189 @@
+/* eval.c - turning lazy graphs into buffers.
+ *
+ * Order the pending nodes reachable from the outputs (iterative DFS, so deep
+ * graphs do not overflow the stack), then run them in order.  Each node
+ * holds a reference to its inputs; right after it runs it drops them (the
+ * MLX detach), so an intermediate nobody names is freed exactly after its
+ * last consumer and its buffer goes back to the cache for the next node. */
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+static _Thread_local lm_eval_stats last_stats;
+static int64_t kernel_total;
+static int64_t epoch;
+
+lm_eval_stats lm_eval_last_stats(void) { return last_stats; }
+int64_t lm_eval_kernel_count(void) { return kernel_total; }
+
+typedef struct { lm_array **v; int64_t n, cap; } vec;
+
+static bool vec_push(vec *s, lm_array *a)
+{
+    if (s->n == s->cap) {
+        int64_t nc = s->cap ? s->cap * 2 : 256;
+        lm_array **nv = realloc(s->v, (size_t)nc * sizeof *nv);
+        if (!nv) return false;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = a;
+    return true;
+}
+
+static lm_status check_usable(const lm_array *a)
+{
+    char s[96];
+    if (a->flags & LM_ARRAY_FREED)
+        return lm_error_set(LM_ERR_STATE, "eval: tensor %s was freed", lm_desc(s, sizeof s, a));
+    if (a->flags & LM_ARRAY_TRACER)
+        return lm_error_set(LM_ERR_STATE,
+                            "eval: cannot evaluate a placeholder %s while tracing a compiled function",
+                            lm_desc(s, sizeof s, a));
+    return LM_OK;
+}
+
+/* Post-order of the pending nodes; a node is emitted after all its inputs. */
+static lm_status topo_order(lm_array *const *outs, int n, vec *order)
+{
+    vec stack = {0};
+    lm_status st = LM_OK;
+    int64_t mark = ++epoch * 2;   /* mark: seen; mark + 1: emitted */
+    for (int i = 0; i < n && st == LM_OK; i++) {
+        lm_array *o = outs[i];
+        if (!o) continue;
+        if ((st = check_usable(o)) != LM_OK) break;
+        if (o->buf || o->eval_mark >= mark) continue;
+        o->eval_mark = mark;
+        if (!vec_push(&stack, o)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
+        while (stack.n && st == LM_OK) {
+            lm_array *a = stack.v[stack.n - 1];
+            bool pushed = false;
+            for (int k = 0; k < a->ninputs; k++) {
+                lm_array *in = a->inputs[k];
+                if (in->buf || in->eval_mark >= mark) continue;
+                if ((st = check_usable(in)) != LM_OK) break;
+                in->eval_mark = mark;
+                if (!vec_push(&stack, in)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
+                pushed = true;
+                break;
+            }
+            if (st != LM_OK || pushed) continue;
+            stack.n--;
+            a->eval_mark = mark + 1;
+            if (!vec_push(order, a)) st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory");
+        }
+    }
+    free(stack.v);
+    return st;
+}
+
+/* Moves a contiguous array between devices through host memory. */
+static lm_status transfer(lm_array *node)
+{
+    lm_array *src = node->inputs[0];
+    lm_device *sd = src->device, *dd = node->device;
+    size_t n = lm_array_nbytes(node);
+    size_t off = (size_t)src->offset * lm_dtype_size(src->dtype);
+    if (src->buf->host)
+        return dd->backend->upload(dd, node->buf->handle, 0, (char *)src->buf->host + off, n);
+    if (node->buf->host)
+        return sd->backend->download(sd, src->buf->handle, off, node->buf->host, n);
+    void *tmp = malloc(n ? n : 1);
+    if (!tmp) return lm_error_set(LM_ERR_NOMEM, "to: out of host memory staging %zu bytes", n);
+    lm_status st = sd->backend->download(sd, src->buf->handle, off, tmp, n);
+    if (st == LM_OK) st = dd->backend->upload(dd, node->buf->handle, 0, tmp, n);
+    free(tmp);
+    return st;
+}
+
+static lm_status run_node(lm_array *a)
+{
+    char s[96];
+    if (a->op == LM_OP_VIEW) {
+        lm_array *base = a->inputs[0];
+        a->buf = lm_buffer_retain(base->buf);
+        return LM_OK;
+    }
+    lm_device *d = a->device;
+    bool cross = a->op == LM_OP_COPY && a->inputs[0]->device != d;
+    if (!cross && !d->backend->supports(d, a))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: not supported on %s for %s",
+                            lm_op_name(a->op), d->spec, lm_desc(s, sizeof s, a));
+    a->buf = lm_buffer_alloc(d, lm_array_nbytes(a));
+    if (!a->buf) return lm_error_prefix("%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
+    lm_status st = cross ? transfer(a) : d->backend->run(d, a);
+    last_stats.kernels++;
+    kernel_total++;
+    if (st != LM_OK) {
+        lm_buffer_release(a->buf);
+        a->buf = NULL;
+        if (st == LM_ERR_CANCELLED) return st;
+    }
+    return st;
+}
+
+static void devices_of(const vec *order, lm_device **devs, int *ndev)
+{
+    for (int64_t i = 0; i < order->n; i++) {
+        lm_device *d = order->v[i]->device;
+        int k = 0;
+        while (k < *ndev && devs[k] != d) k++;
+        if (k == *ndev && *ndev < 16) devs[(*ndev)++] = d;
+    }
+}
+
+lm_status lm_eval(lm_array *const *arrays, int n)
+{
+    vec order = {0};
+    memset(&last_stats, 0, sizeof last_stats);
+    lm_status st = topo_order(arrays, n, &order);
+    if (st != LM_OK || order.n == 0) {
+        free(order.v);
+        return st;
+    }
+    /* The outputs must survive their own detach; hold them during the run. */
+    for (int i = 0; i < n; i++) lm_array_retain(arrays[i]);
+    lm_device *devs[16];
+    int ndev = 0;
+    devices_of(&order, devs, &ndev);
+    for (int k = 0; k < ndev && st == LM_OK; k++)
+        if (devs[k]->backend->begin) st = devs[k]->backend->begin(devs[k]);
+    for (int64_t i = 0; i < order.n && st == LM_OK; i++) {
+        lm_array *a = order.v[i];
+        if (lm_cancel_requested()) {
+            st = lm_error_set(LM_ERR_CANCELLED, "eval: interrupted");
+            break;
+        }
+        st = run_node(a);
+        last_stats.nodes++;
+        if (st == LM_OK) lm_array_detach(a);   /* may free inputs: never touch them again */
+    }
+    for (int k = 0; k < ndev; k++) {
+        if (!devs[k]->backend->sync) continue;
+        lm_status s2 = devs[k]->backend->sync(devs[k]);
+        if (st == LM_OK) st = s2;
+    }
+    for (int i = 0; i < n; i++) lm_array_release(arrays[i]);
+    free(order.v);
+    return st;
+}
+
+/* Runs one node whose buffer the caller set (lm_array_assign). */
+lm_status lm_eval_into(lm_array *node)
+{
+    lm_device *d = node->device;
+    lm_status st = check_usable(node->inputs[0]);
+    if (st == LM_OK) st = lm_array_eval(node->inputs[0]);
+    if (st != LM_OK) return st;
+    if (!d->backend->supports(d, node))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "assign: not supported on %s", d->spec);
+    if (d->backend->begin && (st = d->backend->begin(d)) != LM_OK) return st;
+    st = d->backend->run(d, node);
+    kernel_total++;
+    if (d->backend->sync) {
+        lm_status s2 = d->backend->sync(d);
+        if (st == LM_OK) st = s2;
+    }
+    return st;
+}

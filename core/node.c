@@ -1,0 +1,265 @@
+/* node.c - array lifetime: reference counts, the live registry, keep/sweep,
+ * and the constructor every op builder uses.
+ *
+ * Graph building is single-threaded (one host thread owns the arrays);
+ * kernels run on other threads but never touch reference counts. */
+#include <stdlib.h>
+#include <string.h>
+#include "lumen.h"
+
+static lm_array *live_head;
+static int64_t live_count;
+static uint64_t next_id = 1;
+
+static const struct { const char *name; lm_op_class cls; } op_info[LM_OP_COUNT] = {
+#define LM_OP_INFO(name, cls) {#name, LM_CLASS_##cls},
+    LM_OPS(LM_OP_INFO)
+#undef LM_OP_INFO
+};
+
+const char *lm_op_name(lm_op op)
+{
+    static char lower[LM_OP_COUNT][24];
+    if ((unsigned)op >= LM_OP_COUNT) return "?";
+    if (!lower[op][0]) {
+        const char *s = op_info[op].name;
+        size_t i = 0;
+        for (; s[i] && i < sizeof lower[op] - 1; i++)
+            lower[op][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+        lower[op][i] = 0;
+    }
+    return lower[op];
+}
+
+lm_op_class lm_op_class_of(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT ? op_info[op].cls : LM_CLASS_NONE;
+}
+
+lm_array *lm_array_retain(lm_array *a)
+{
+    if (a) a->refcount++;
+    return a;
+}
+
+/* Drops the graph part of a node (inputs, params) - used after evaluation
+ * and on free.  Inputs whose count reaches zero are queued, not recursed
+ * into, so a 1,000,000-node chain does not overflow the stack. */
+static void drop_graph(lm_array *a, lm_array ***stack, int64_t *n, int64_t *cap)
+{
+    for (int i = 0; i < a->ninputs; i++) {
+        lm_array *in = a->inputs[i];
+        if (in && --in->refcount == 0) {
+            if (*n == *cap) {
+                int64_t nc = *cap ? *cap * 2 : 64;
+                lm_array **ns = realloc(*stack, (size_t)nc * sizeof *ns);
+                if (!ns) { in->refcount++; continue; }   /* leak rather than crash */
+                *stack = ns;
+                *cap = nc;
+            }
+            (*stack)[(*n)++] = in;
+        }
+    }
+    free(a->inputs);
+    a->inputs = NULL;
+    a->ninputs = 0;
+    if (a->params.ext) {
+        if (a->params.ext_free) a->params.ext_free(a->params.ext);
+        else free(a->params.ext);
+        a->params.ext = NULL;
+    }
+}
+
+static void destroy(lm_array *a, lm_array ***stack, int64_t *n, int64_t *cap)
+{
+    drop_graph(a, stack, n, cap);
+    if (a->buf) lm_buffer_release(a->buf);
+    if (a->live_prev) a->live_prev->live_next = a->live_next;
+    else live_head = a->live_next;
+    if (a->live_next) a->live_next->live_prev = a->live_prev;
+    live_count--;
+    free(a);
+}
+
+void lm_array_release(lm_array *a)
+{
+    if (!a || --a->refcount > 0) return;
+    lm_array **stack = NULL;
+    int64_t n = 0, cap = 0;
+    destroy(a, &stack, &n, &cap);
+    while (n > 0) destroy(stack[--n], &stack, &n, &cap);
+    free(stack);
+}
+
+/* Called by eval once a node holds its result: the MLX detach. */
+void lm_array_detach(lm_array *a)
+{
+    lm_array **stack = NULL;
+    int64_t n = 0, cap = 0;
+    drop_graph(a, &stack, &n, &cap);
+    while (n > 0) destroy(stack[--n], &stack, &n, &cap);
+    free(stack);
+    a->op = LM_OP_NONE;
+}
+
+bool lm_array_is_contiguous(const lm_array *a)
+{
+    int64_t expect = 1;
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        if (a->shape[d] != 1 && a->strides[d] != expect) return false;
+        expect *= a->shape[d];
+    }
+    return true;
+}
+
+size_t lm_array_nbytes(const lm_array *a) { return (size_t)a->size * lm_dtype_size(a->dtype); }
+
+void lm_array_keep(lm_array *a)
+{
+    if (!a || (a->flags & LM_ARRAY_KEPT)) return;
+    a->flags |= LM_ARRAY_KEPT;
+    a->refcount++;
+}
+
+void lm_array_unkeep(lm_array *a)
+{
+    if (!a || !(a->flags & LM_ARRAY_KEPT)) return;
+    a->flags &= ~(uint32_t)LM_ARRAY_KEPT;
+    lm_array_release(a);
+}
+
+void lm_array_free(lm_array *a)
+{
+    if (!a) return;
+    lm_array_retain(a);   /* dropping inputs must not free a itself */
+    lm_array_detach(a);
+    if (a->buf) lm_buffer_release(a->buf);
+    a->buf = NULL;
+    a->flags |= LM_ARRAY_FREED;
+    lm_array_release(a);
+}
+
+int lm_sweep(void)
+{
+    /* Collect first: freeing drops inputs, which may unlink other arrays. */
+    int64_t n = 0;
+    for (lm_array *a = live_head; a; a = a->live_next)
+        if (!(a->flags & (LM_ARRAY_KEPT | LM_ARRAY_FREED))) n++;
+    lm_array **v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return 0;
+    int64_t k = 0;
+    for (lm_array *a = live_head; a && k < n; a = a->live_next)
+        if (!(a->flags & (LM_ARRAY_KEPT | LM_ARRAY_FREED))) v[k++] = lm_array_retain(a);
+    for (int64_t i = 0; i < k; i++) {
+        lm_array_free(v[i]);
+        lm_array_release(v[i]);
+    }
+    free(v);
+    return (int)k;
+}
+
+int64_t lm_array_live_count(void) { return live_count; }
+
+/* A bare array registered as live, refcount 1. */
+lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device *dev)
+{
+    if ((unsigned)dt >= LM_DTYPE_COUNT) {
+        lm_error_set(LM_ERR_DTYPE, "invalid dtype %d", (int)dt);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > LM_MAX_DIMS) {
+        lm_error_set(LM_ERR_SHAPE, "arrays have at most %d dimensions, got %d", LM_MAX_DIMS, ndim);
+        return NULL;
+    }
+    int64_t size = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            char s[128];
+            lm_error_set(LM_ERR_SHAPE, "negative dimension in shape %s",
+                         lm_shape_str(s, sizeof s, ndim, shape));
+            return NULL;
+        }
+        if (shape[d] && size > INT64_MAX / 16 / shape[d]) {
+            lm_error_set(LM_ERR_SHAPE, "shape too large");
+            return NULL;
+        }
+        size *= shape[d];
+    }
+    lm_array *a = calloc(1, sizeof *a);
+    if (!a) {
+        lm_error_set(LM_ERR_NOMEM, "out of host memory for an array");
+        return NULL;
+    }
+    a->refcount = 1;
+    a->dtype = dt;
+    a->ndim = ndim;
+    a->size = size;
+    a->device = dev ? dev : lm_device_default();
+    int64_t st = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        a->shape[d] = shape[d];
+        a->strides[d] = st;
+        st *= shape[d] ? shape[d] : 1;
+    }
+    a->id = next_id++;
+    a->live_next = live_head;
+    if (live_head) live_head->live_prev = a;
+    live_head = a;
+    live_count++;
+    return a;
+}
+
+lm_array *lm_node_new(lm_op op, lm_dtype dt, int ndim, const int64_t *shape,
+                      int ninputs, lm_array *const *inputs, const lm_params *p,
+                      lm_device *dev)
+{
+    for (int i = 0; i < ninputs; i++) {
+        if (!inputs[i]) return NULL;   /* an earlier builder failed; its message stands */
+        if (inputs[i]->flags & LM_ARRAY_FREED) {
+            lm_error_set(LM_ERR_STATE, "%s: input %d was freed", lm_op_name(op), i + 1);
+            return NULL;
+        }
+    }
+    if (!dev) dev = ninputs ? inputs[0]->device : lm_device_default();
+    lm_array *a = lm_array_alloc(dt, ndim, shape, dev);
+    if (!a) return NULL;
+    a->op = op;
+    if (p) a->params = *p;
+    if (ninputs) {
+        a->inputs = calloc((size_t)ninputs, sizeof *a->inputs);
+        if (!a->inputs) {
+            a->params.ext = NULL;   /* stays with the caller on failure */
+            lm_array_release(a);
+            lm_error_set(LM_ERR_NOMEM, "out of host memory");
+            return NULL;
+        }
+        a->ninputs = ninputs;
+        for (int i = 0; i < ninputs; i++) {
+            lm_array *in = inputs[i];
+            if (in->device != dev) {
+                in = lm_array_to(in, dev);
+                if (!in) {
+                    lm_array_release(a);
+                    return NULL;
+                }
+                a->inputs[i] = in;
+            } else {
+                a->inputs[i] = lm_array_retain(in);
+            }
+            if (in->flags & LM_ARRAY_TRACER) a->flags |= LM_ARRAY_TRACER;
+        }
+    }
+    return a;
+}
+
+bool lm_axis_norm(const char *op, int *axis, int ndim)
+{
+    int ax = *axis;
+    if (ax < 0) ax += ndim;
+    if (ax < 0 || ax >= ndim) {
+        lm_error_set(LM_ERR_ARG, "%s: axis %d out of range for %d dimensions", op, *axis, ndim);
+        return false;
+    }
+    *axis = ax;
+    return true;
+}
