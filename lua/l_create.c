@@ -189,9 +189,10 @@ static void push_memstats(lua_State *L, lm_device *d)
 /* lm.memory([device]) */
 static int m_memory(lua_State *L)
 {
-    lm_device *d = lua_isnoneornil(L, 1) ? lm_device_default() : lm_lua_check_device(L, 1);
+    bool all = lua_isnoneornil(L, 1);
+    lm_device *d = all ? lm_device_default() : lm_lua_check_device(L, 1);
     push_memstats(L, d);
-    if (lua_isnoneornil(L, 1)) {
+    if (all) {
         for (int i = 0; i < lm_device_count(); i++) {
             lm_device *e = lm_device_at(i);
             push_memstats(L, e);

@@ -320,6 +320,7 @@ static lm_array **list_arrays(lua_State *L, int arg, int *n, const char *fname)
 static int j_concat(lua_State *L)
 {
     int n;
+    lua_settop(L, 2);
     lm_array **v = list_arrays(L, 1, &n, "concat");
     int axis = lua_isnoneornil(L, 2) ? 0 : lm_lua_axis(L, 2, v[0]->ndim, "concat");
     return lm_lua_push_array(L, lm_concat(n, v, axis));
@@ -328,6 +329,7 @@ static int j_concat(lua_State *L)
 static int j_stack(lua_State *L)
 {
     int n;
+    lua_settop(L, 2);
     lm_array **v = list_arrays(L, 1, &n, "stack");
     int axis = lua_isnoneornil(L, 2) ? 0 : lm_lua_axis(L, 2, v[0]->ndim + 1, "stack");
     return lm_lua_push_array(L, lm_stack(n, v, axis));

@@ -326,6 +326,7 @@ static int t_index(lua_State *L)
         return 1;
     case LUA_TNUMBER:
     case LUA_TTABLE:
+    case LUA_TUSERDATA:
         return lm_lua_index_get(L, a, 2);
     default:
         return luaL_error(L, "tensor index: number, table or name expected, got %s", luaL_typename(L, 2));

@@ -31,6 +31,7 @@ static lua_State *globalL;
 static volatile sig_atomic_t running;       /* a chunk is running */
 static volatile sig_atomic_t prompt_sigint; /* Ctrl-C came at the prompt */
 static volatile sig_atomic_t prompt_quit;
+static volatile sig_atomic_t run_interrupted; /* Ctrl-C came while running */
 static struct timespec last_sigint;
 static volatile sig_atomic_t have_last;
 static int sigpipe[2] = {-1, -1};
@@ -63,6 +64,7 @@ static void on_sigint(int sig)
             (void)w;
             _exit(130);
         }
+        run_interrupted = 1;
         lm_cancel();
         lua_sethook(globalL, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
     } else {
@@ -130,9 +132,12 @@ int lm_repl_docall(lua_State *L, int narg, int nres, bool traceback)
     lua_insert(L, base);
     lm_cancel_clear();
     lua_sethook(L, NULL, 0, 0);
+    run_interrupted = 0;
     running = 1;
     int status = lua_pcall(L, narg, nres, base);
     running = 0;
+    /* the terminal echoed ^C where the output was: end that line */
+    if (run_interrupted && isatty(1)) fputc('\n', stdout);
     lua_sethook(L, NULL, 0, 0);
     lm_cancel_clear();
     lua_remove(L, base);
