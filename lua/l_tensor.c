@@ -16,16 +16,27 @@
 /* The state that last entered the binding: the out-of-memory hook collects
  * there, because a core call that allocates is always made from it. */
 static lua_State *current_L;
-static size_t gc_debt;
+static size_t gc_debt, gc_since_full;
 
 #define GC_STEP_BYTES ((size_t)1 << 20)
+/* In generational mode (stock lua.c's default, which luaopen_lumen turns
+ * back to incremental) a tensor that survives two minor collections is old
+ * and only a major collection frees it; this bounds what such tensors can
+ * hold when a user switches to generational mode anyway. */
+#define GC_FULL_BYTES ((size_t)1 << 30)
 
 void lm_lua_gc_account(lua_State *L, size_t bytes)
 {
     gc_debt += bytes;
     if (gc_debt < GC_STEP_BYTES) return;
     size_t kb = gc_debt / 1024;
+    gc_since_full += gc_debt;
     gc_debt = 0;
+    if (gc_since_full >= GC_FULL_BYTES) {
+        gc_since_full = 0;
+        lua_gc(L, LUA_GCCOLLECT, 0);
+        return;
+    }
     lua_gc(L, LUA_GCSTEP, (int)(kb > 1u << 30 ? 1u << 30 : kb));
 }
 
@@ -47,6 +58,10 @@ static int sentinel_gc(lua_State *L)
 
 void lm_lua_install_oom_hook(lua_State *L)
 {
+    /* The collector is paced by tensor bytes through LUA_GCSTEP, which
+     * only works in incremental mode: in generational mode the tensors
+     * that outlive two minor steps wait for a rare major collection. */
+    lua_gc(L, LUA_GCINC, 0, 0, 0);
     current_L = L;
     lm_set_oom_hook(oom_hook, NULL);
     /* when this state closes the hook must not point at it any more */
