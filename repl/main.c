@@ -48,28 +48,36 @@ static double since_last(const struct timespec *now)
     return (double)(now->tv_sec - last_sigint.tv_sec) + (now->tv_nsec - last_sigint.tv_nsec) / 1e9;
 }
 
+/* A second Ctrl-C within a second quits when it repeats the first in the
+ * same place: twice during one run (the first did not stop it), or twice
+ * at the prompt.  A Ctrl-C at the prompt followed quickly by one in a new
+ * run interrupts that run only. */
+static volatile sig_atomic_t last_at_prompt;
+
 static void on_sigint(int sig)
 {
     (void)sig;
     int saved = errno;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    bool again = have_last && since_last(&now) < 1.0;
+    bool soon = have_last && since_last(&now) < 1.0;
     last_sigint = now;
     have_last = 1;
     if (running) {
-        if (again) {
+        if (soon && run_interrupted) {
             static const char msg[] = "\nlumen: interrupted twice, quitting\n";
             ssize_t w = write(2, msg, sizeof msg - 1);
             (void)w;
             _exit(130);
         }
+        last_at_prompt = 0;
         run_interrupted = 1;
         lm_cancel();
         lua_sethook(globalL, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
     } else {
         prompt_sigint = 1;
-        if (again) prompt_quit = 1;
+        if (soon && last_at_prompt) prompt_quit = 1;
+        last_at_prompt = 1;
         if (sigpipe[1] >= 0) {
             ssize_t w = write(sigpipe[1], "", 1);
             (void)w;
