@@ -16,8 +16,13 @@ run() {
   total_f=$((total_f + $(echo "$line" | cut -d' ' -f3)))
 }
 run "$BUILD/lumen"
+# a sanitizer build of lumen.so needs the ASan runtime loaded before lua5.4
+preload=
+if ldd "$BUILD/lumen.so" 2>/dev/null | grep -q libasan; then
+  preload=$(${CC:-cc} -print-file-name=libasan.so)
+fi
 if command -v "$LUA" >/dev/null 2>&1; then
-  run "$LUA" -e "package.cpath='$BUILD/?.so;'..package.cpath"
+  run env ${preload:+LD_PRELOAD=$preload} "$LUA" -e "package.cpath='$BUILD/?.so;'..package.cpath"
 else
   echo "$LUA not installed: module test skipped"; total_f=$((total_f + 1))
 fi

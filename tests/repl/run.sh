@@ -38,7 +38,7 @@ line() { send "$1"; key Enter; }
 start() {
   T kill-server 2>/dev/null
   T new-session -d -s r -x 100 -y 50 \
-    "cd '$TMPD' && env LUMEN_HISTORY='$HIST' TERM=xterm NO_COLOR=1 '$LUMEN'; echo EXIT=\$?; sleep 600"
+    "cd '$TMPD' && env LUMEN_HISTORY='$HIST' TERM=xterm NO_COLOR=1 '$LUMEN' $*; echo EXIT=\$?; sleep 600"
   wait_for '^>' || bad "REPL starts" "$(screen)"
 }
 
@@ -81,6 +81,18 @@ expect "completes globals" '^> my_long_global_name$'
 send 'io.open("lumen_tar'; key Tab; send ')'; key Enter
 expect "completes file names in strings" 'lumen_target_file.txt")$'
 
+# ---- tables of lazy tensors, bracketed paste ----
+line 'tb = {lm.ones{2} + 1, n = 3}'
+line 'tb'
+expect "a table prints its tensors briefly" '^{<tensor f32 \[2\] cpu lazy>, n = 3}$'
+line 'tb[1].evaluated'
+expect "printing a table does not evaluate its tensors" '^false$'
+T set-buffer "$(printf 'p1 = 20\np2 = p1 + 1')"
+T paste-buffer -p -t r
+key Enter
+line 'p2 * 2'
+expect "a bracketed paste runs as one chunk" '^42$'
+
 # ---- help and commands ----
 line '?lm.zeros'
 expect "?name prints the docstring" 'A tensor of zeros'
@@ -94,8 +106,8 @@ expect ":mem shows memory" '^cpu .*active'
 # ---- Ctrl-C ----
 send 'abc'; key C-c
 sleep 0.2
-line '40 + 2'
-expect "Ctrl-C at the prompt clears the line" '^42$'
+line '40 + 3'
+expect "Ctrl-C at the prompt clears the line" '^43$'
 line 'while true do end'
 sleep 0.5
 key C-c
@@ -124,6 +136,12 @@ expect "Ctrl-D quits" '^EXIT=0$'
 start
 key C-c; key C-c
 expect "double Ctrl-C quits" '^EXIT='
+
+# ---- -i runs a script, then stays ----
+echo 'pre = 6 * 7' > "$TMPD/pre.lua"
+start -i pre.lua
+line 'pre'
+expect "-i script then the REPL" '^42$'
 
 # ---- piped mode ----
 out=$(echo 'print(1 + 1)' | "$LUMEN" 2>&1); rc=$?
