@@ -118,7 +118,17 @@ static void push_index(lua_State *L, const char *prefix)
     while (lua_next(L, t)) {
         lua_pop(L, 1);
         const char *k = lua_tostring(L, -1);
-        if (!strncmp(k, prefix, strlen(prefix))) {
+        /* lm.exp is t:exp: list it once, as the method */
+        bool dup = false;
+        if (!strcmp(prefix, "lm.") && !strchr(k + 3, '.')) {
+            lua_pushfstring(L, "t:%s", k + 3);
+            lua_gettable(L, t);
+            lua_pushvalue(L, -2);
+            lua_gettable(L, t);
+            dup = lua_rawequal(L, -1, -2);
+            lua_pop(L, 2);
+        }
+        if (!dup && !strncmp(k, prefix, strlen(prefix))) {
             lua_pushvalue(L, -1);
             lua_rawseti(L, t + 1, ++n);
         }
@@ -175,7 +185,8 @@ static int l_doc(lua_State *L)
         push_index(L, "t:");
         lua_concat(L, 2);
     } else if (is_module(L, 1)) {
-        lua_pushliteral(L, "Module functions (lm.name(...)):\n");
+        lua_pushliteral(L, "Module functions (lm.name(...)); every tensor method is also "
+                           "lm.name(t, ...), see help(t):\n");
         push_index(L, "lm.");
         lua_concat(L, 2);
     } else if (lua_isnoneornil(L, 1)) {

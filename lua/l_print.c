@@ -74,7 +74,7 @@ static lm_status read_block(lm_array *a, const view_plan *p, unsigned mask, void
     int64_t idx[LM_MAX_DIMS] = {0};
     for (int64_t i = 0; i < bsize; i++) {
         int64_t pos = 0;
-        for (int d = 0; d < p->ndim; d++) pos = pos * p->n[d] + off[d] + idx[d];
+        for (int d = 0; d < p->ndim && d < LM_MAX_DIMS; d++) pos = pos * p->n[d] + off[d] + idx[d];
         memcpy((char *)out + 8 * pos, (char *)tmp + 8 * i, 8);
         for (int d = p->ndim - 1; d >= 0; d--) {
             if (++idx[d] < bshape[d]) break;
@@ -89,10 +89,10 @@ static lm_status read_printed(lm_array *a, const view_plan *p, void *out, lm_dty
     lm_status st = lm_array_eval(a);
     if (st != LM_OK) return st;
     unsigned ncut = 0;
-    for (int d = 0; d < p->ndim; d++) ncut += p->cut[d];
+    for (int d = 0; d < p->ndim && d < LM_MAX_DIMS; d++) ncut += p->cut[d];
     if (ncut == 0) return lm_array_read(a, out, as);
     unsigned cutmask = 0;
-    for (int d = 0; d < p->ndim; d++) cutmask |= (unsigned)p->cut[d] << d;
+    for (int d = 0; d < p->ndim && d < LM_MAX_DIMS; d++) cutmask |= (unsigned)p->cut[d] << d;
     /* every subset of the cut axes is one corner block */
     for (unsigned m = 0;; m = (m - cutmask) & cutmask) {
         if ((st = read_block(a, p, m, out, as, tmp)) != LM_OK) return st;
