@@ -8,11 +8,14 @@ BUILD=${BUILD:-build}
 LUMEN="$(pwd)/$BUILD/lumen"
 TMPD=$(mktemp -d /tmp/lumen-repl.XXXXXX)
 HIST="$TMPD/history"
-SOCK="lumen-test-$$"
+SOCK="lumen-test-$$-0"
+nsession=0
 pass=0; fail=0
 
 T() { tmux -L "$SOCK" -f /dev/null "$@"; }
 cleanup() { T kill-server 2>/dev/null; rm -rf "$TMPD"; }
+# a fresh tmux server (own socket) per session: reusing a socket races
+# with the old server shutting down
 trap cleanup EXIT
 
 ok() { pass=$((pass + 1)); }
@@ -37,6 +40,7 @@ line() { send "$1"; key Enter; }
 
 start() {
   T kill-server 2>/dev/null
+  nsession=$((nsession + 1)); SOCK="lumen-test-$$-$nsession"
   T new-session -d -s r -x 100 -y 50 \
     "cd '$TMPD' && env LUMEN_HISTORY='$HIST' TERM=xterm NO_COLOR=1 '$LUMEN' $*; echo EXIT=\$?; sleep 600"
   wait_for '^>' || bad "REPL starts" "$(screen)"
