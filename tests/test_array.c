@@ -336,6 +336,32 @@ static void test_shape_ops(void **state)
     lm_sweep();   /* the scalar made inline above */
 }
 
+/* the vectorised exp (and sigmoid/silu built on it) over its whole range */
+static void test_exp_range(void **state)
+{
+    (void)state;
+    int64_t n = 200003;
+    lm_array *x = lm_linspace(-104, 89, n, LM_F32, NULL);
+    lm_array *e = lm_unary(LM_OP_EXP, x), *sg = lm_unary(LM_OP_SIGMOID, x);
+    double *vx = tu_read(x), *ve = tu_read(e), *vs = tu_read(sg);
+    for (int64_t i = 0; i < n; i++) {
+        double want = exp(vx[i]), sw = 1 / (1 + exp(-vx[i]));
+        if (want > 1.2e-38 && want < 3.4e38 && fabs(ve[i] - want) > 2.5e-7 * want) fail_msg("exp(%g)", vx[i]);
+        if (want >= 3.5e38 && !isinf(ve[i])) fail_msg("exp(%g) should overflow", vx[i]);
+        if (fabs(vs[i] - sw) > 3e-7 * sw + 1e-38) fail_msg("sigmoid(%g)", vx[i]);
+    }
+    lm_array *sp = lm_from_data(1, (int64_t[]){3}, LM_F32, (float[]){NAN, INFINITY, -INFINITY}, NULL);
+    lm_array *es = lm_unary(LM_OP_EXP, sp);
+    double *v = tu_read(es);
+    assert_true(isnan(v[0]) && isinf(v[1]) && v[2] == 0);
+    free(v);
+    free(vx);
+    free(ve);
+    free(vs);
+    lm_array *arr[] = {x, e, sg, sp, es};
+    for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
+}
+
 /* large transposed inputs take the tiled staging path */
 static void test_large_transposed(void **state)
 {
@@ -373,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_creation_and_random),
         cmocka_unit_test(test_shape_ops),
         cmocka_unit_test(test_large_transposed),
+        cmocka_unit_test(test_exp_range),
     };
     return cmocka_run_group_tests_name("array", tests, NULL, NULL);
 }

@@ -10,10 +10,11 @@
 #include <string.h>
 #include "cpu.h"
 #include "core/random.h"
+#include "vmath.h"
 
 #define BLOCK 2048
 
-static lm_dtype compute_type(lm_dtype t)
+lm_dtype lm_cpu_compute_type(lm_dtype t)
 {
     if (t == LM_F64) return LM_F64;
     if (lm_dtype_is_float(t)) return LM_F32;
@@ -98,16 +99,6 @@ static const void *ew_load(const ew_ctx *c, int k, int64_t b, int64_t n, void *b
 /* ---------------------------------------------------------------- unary */
 
 static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static float gelu_tanh_f(float x)
-{
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-static float sigmoid_f(float x)
-{
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 static double sigmoid_d(double x)
 {
     if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -149,10 +140,11 @@ static double sigmoid_d(double x)
 static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
     switch (op) {
-    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f(x[i]); return;
-    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_f(x[i]); return;
+    case LM_OP_EXP: lm_vexp_map(LM_VEXP, o, x, n); return;
+    case LM_OP_SIGMOID: lm_vexp_map(LM_VSIGMOID, o, x, n); return;
+    case LM_OP_SILU: lm_vexp_map(LM_VSILU, o, x, n); return;
     case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = gelu_f(x[i]); return;
-    case LM_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) o[i] = gelu_tanh_f(x[i]); return;
+    case LM_OP_GELU_TANH: lm_vexp_map(LM_VGELU_TANH, o, x, n); return;
     default: UNARY_FLOAT(float, f, o, x, n, op, p);
     }
 }
@@ -208,6 +200,14 @@ static void unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int
         const int64_t *x = xv;
         for (int64_t i = 0; i < n; i++) o[i] = op == LM_OP_LOGICAL_NOT ? x[i] == 0 : 0;
     }
+}
+
+void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n)
+{
+    if (op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT) unary_to_bool(op, ct, o, x, n);
+    else if (ct == LM_F32) unary_f32(op, p, o, x, n);
+    else if (ct == LM_F64) unary_f64(op, p, o, x, n);
+    else unary_i64(op, p, o, x, n);
 }
 
 static void unary_task(void *p, int64_t b0, int64_t e0)
@@ -269,7 +269,7 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
         lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
         return LM_OK;
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
-    ew_setup(&c, node, compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
+    ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
     int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;
     bool strided_out = op == LM_OP_COPY && (node->offset != 0 || !lm_array_is_contiguous(node));
     lm_cpu_parallel_for(nblocks, 8, strided_out ? assign_task : unary_task, &c);
@@ -379,6 +379,13 @@ static void binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb,
     }
 }
 
+void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n)
+{
+    if (ct == LM_F32) binary_f32(op, o, a, sa, b, sb, n);
+    else if (ct == LM_F64) binary_f64(op, o, a, sa, b, sb, n);
+    else binary_i64(op, o, a, sa, b, sb, n);
+}
+
 static void binary_task(void *p, int64_t b0, int64_t e0)
 {
     ew_ctx *c = p;
@@ -404,7 +411,7 @@ lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
 {
     (void)d;
     ew_ctx c;
-    ew_setup(&c, node, compute_type(node->inputs[0]->dtype));
+    ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
     ew_release(&c);
     return LM_OK;
