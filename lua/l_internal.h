@@ -42,6 +42,9 @@ lm_array *lm_lua_index_tensor(lua_State *L, int idx);
 /* The core's 0-based index tensor turned 1-based (takes over idx). */
 lm_array *lm_lua_one_based(lm_array *idx);
 
+/* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
+void lm_lua_open_compile(lua_State *L);   /* module table on top */
+
 /* ---- l_print.c ---- */
 /* Pushes the full text of a (evaluates it; reads back only printed edges). */
 void lm_lua_push_format(lua_State *L, lm_array *a);

@@ -26,5 +26,6 @@ int luaopen_lumen(lua_State *L)
     lua_setfield(L, -2, "version");
     lm_lua_install_oom_hook(L);
     lm_lua_open_io(L);
+    lm_lua_open_compile(L);
     return 1;
 }
