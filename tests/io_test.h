@@ -2,6 +2,7 @@
 #ifndef LM_IO_TEST_H
 #define LM_IO_TEST_H
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "testutil.h"
@@ -9,14 +10,33 @@
 
 #define IO_FX(name) LM_FIXTURES "io/" name
 
-/* A fresh path under a per-process temporary directory. */
+static char io_tmp_dir[256];
+
+/* Removes the temporary directory and the files tests left in it. */
+static inline void io_tmp_cleanup(void)
+{
+    DIR *d = opendir(io_tmp_dir);
+    struct dirent *e;
+    char p[600];
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", io_tmp_dir, e->d_name);
+            unlink(p);
+        }
+    if (d) closedir(d);
+    rmdir(io_tmp_dir);
+}
+
+/* A path under a per-process temporary directory (removed at exit). */
 static inline const char *io_tmp(const char *name)
 {
-    static char dir[256], buf[8][512];
+    static char buf[8][512];
     static int k;
+    char *dir = io_tmp_dir;
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/lumen-io-test-%d", (int)getpid());
-        mkdir(dir, 0700);
+        snprintf(io_tmp_dir, sizeof io_tmp_dir, "/tmp/lumen-io-test-%d", (int)getpid());
+        mkdir(io_tmp_dir, 0700);
+        atexit(io_tmp_cleanup);
     }
     k = (k + 1) % 8;
     snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);

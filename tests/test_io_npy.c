@@ -215,5 +215,7 @@ int main(void)
         cmocka_unit_test(test_torch_dump),
         cmocka_unit_test(test_detect_by_content),
     };
-    return cmocka_run_group_tests_name("io_npy", tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("io_npy", tests, NULL, NULL);
+    io_tmp_cleanup();
+    return rc;
 }

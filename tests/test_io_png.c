@@ -260,5 +260,7 @@ int main(void)
         cmocka_unit_test(test_grid),
         cmocka_unit_test(test_diff_heatmap),
     };
-    return cmocka_run_group_tests_name("io_png", tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("io_png", tests, NULL, NULL);
+    io_tmp_cleanup();
+    return rc;
 }

@@ -201,5 +201,7 @@ int main(void)
         cmocka_unit_test(test_st_save_errors),
         cmocka_unit_test(test_st_from_memory),
     };
-    return cmocka_run_group_tests_name("io_safetensors", tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("io_safetensors", tests, NULL, NULL);
+    io_tmp_cleanup();
+    return rc;
 }

@@ -8,7 +8,7 @@ FUZZ_TIME   ?= 30
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -I. -Icore -fno-omit-frame-pointer \
   -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS := safetensors npy png
+FUZZ_TARGETS ?= safetensors npy png
 # the core sources (CPU only) as the top Makefile lists them before this file
 FUZZ_SRC = $(filter core/% backends/cpu/%,$(CORE_SRC))
 FUZZ_OBJ = $(FUZZ_SRC:%.c=$(FUZZ_DIR)/obj/%.o)

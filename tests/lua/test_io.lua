@@ -91,3 +91,7 @@ test("bad files raise errors naming the file", function()
   raises(function() lm.load(FX .. "bad_st_overlap.safetensors") end, "overlap")
   raises(function() lm.load("/nonexistent.npy") end, "cannot open")
 end)
+
+test("remove the temporary files", function()
+  ok(os.execute("rm -rf '" .. tmp .. "'"), "rm")
+end)
