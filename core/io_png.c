@@ -174,7 +174,16 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
         static const int types[] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
                                     PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
         png_init_io(c->png, out.f);
-        if (o->level >= 0) png_set_compression_level(c->png, o->level > 9 ? 9 : o->level);
+        if (o->level >= 0) {
+            png_set_compression_level(c->png, o->level > 9 ? 9 : o->level);
+        } else {
+            /* the default favours speed (batch rendering writes hundreds of
+             * images): zlib level 1 with the cheap Sub filter writes a
+             * 1024x1024 RGB image several times faster than libpng's level 6
+             * with adaptive filtering, at files ~10-30% larger */
+            png_set_compression_level(c->png, 1);
+            png_set_filter(c->png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
+        }
         png_set_IHDR(c->png, c->info, (png_uint_32)g.w, (png_uint_32)g.h, o->bits,
                      types[g.c], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                      PNG_FILTER_TYPE_DEFAULT);
