@@ -17,6 +17,7 @@ static bool vk_supports(lm_device *d, const lm_array *node)
     if (v->lost || !operand_ok(v, node)) return false;
     for (int i = 0; i < node->ninputs; i++)
         if (!operand_ok(v, node->inputs[i])) return false;
+    if (node->op == LM_OP_FUSED) return lm_vk_supports_fused(v, node);
     switch (lm_op_class_of(node->op)) {
     case LM_CLASS_CREATE: return lm_vk_supports_create(v, node);
     case LM_CLASS_UNARY:
@@ -36,6 +37,7 @@ static lm_status vk_run(lm_device *d, lm_array *node)
     lm_status st = lm_vk_ensure_up(v);
     if (st != LM_OK) return st;
     if (node->size == 0) return LM_OK;
+    if (node->op == LM_OP_FUSED) return lm_vk_run_fused(d, node->params.ext, node);
     switch (lm_op_class_of(node->op)) {
     case LM_CLASS_CREATE: return lm_vk_run_create(v, node);
     case LM_CLASS_UNARY:
@@ -59,7 +61,7 @@ const lm_backend lm_vk_backend = {
     .download = lm_vk_download,
     .supports = vk_supports,
     .run = vk_run,
-    .run_fused = NULL,
+    .run_fused = lm_vk_run_fused,
     .begin = lm_vk_begin,
     .sync = lm_vk_sync,
 };

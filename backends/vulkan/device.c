@@ -166,6 +166,9 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->max_alloc = m3.maxMemoryAllocationSize;
     for (int i = 0; i < 3; i++) ft->max_groups[i] = v->props.limits.maxComputeWorkGroupCount[i];
     ft->max_shared = v->props.limits.maxComputeSharedMemorySize;
+    ft->max_storage_buffers = v->props.limits.maxPerStageDescriptorStorageBuffers;
+    if (v->props.limits.maxDescriptorSetStorageBuffers < ft->max_storage_buffers)
+        ft->max_storage_buffers = v->props.limits.maxDescriptorSetStorageBuffers;
     return true;
 }
 

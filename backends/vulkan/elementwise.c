@@ -17,7 +17,7 @@ typedef struct ew_pc {
     int32_t st[3 * EW_MAXDIM];
 } ew_pc;
 
-static int unary_code(lm_op op)
+int lm_vk_unary_code(lm_op op)
 {
     switch (op) {
     case LM_OP_COPY: case LM_OP_CAST: return U_COPY;
@@ -40,7 +40,7 @@ static int unary_code(lm_op op)
     }
 }
 
-static int binary_code(lm_op op)
+int lm_vk_binary_code(lm_op op)
 {
     switch (op) {
     case LM_OP_ADD: return B_ADD;     case LM_OP_SUB: return B_SUB;
@@ -74,7 +74,7 @@ static bool f64_exact(lm_op op)
 static bool is_floatish(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
 
 /* the arithmetic kind for value dtypes vals[0..n) and the output */
-static int kind_for(const lm_dtype *vals, int n, lm_dtype out)
+int lm_vk_kind_for(const lm_dtype *vals, int n, lm_dtype out)
 {
     bool f = is_floatish(out), d = out == LM_F64;
     for (int i = 0; i < n; i++) {
@@ -171,7 +171,7 @@ static bool describe(const lm_array *node, ew_job *j)
     memset(j, 0, sizeof *j);
     lm_op_class cls = lm_op_class_of(node->op);
     j->mode = cls == LM_CLASS_UNARY ? EW_UNARY : cls == LM_CLASS_BINARY ? EW_BINARY : EW_WHERE;
-    j->code = j->mode == EW_UNARY ? unary_code(node->op) : j->mode == EW_BINARY ? binary_code(node->op) : 0;
+    j->code = j->mode == EW_UNARY ? lm_vk_unary_code(node->op) : j->mode == EW_BINARY ? lm_vk_binary_code(node->op) : 0;
     if (j->code < 0) return false;
     j->nin = node->ninputs;
     if (j->nin != (j->mode == EW_UNARY ? 1 : j->mode == EW_BINARY ? 2 : 3)) return false;
@@ -194,7 +194,7 @@ static bool describe(const lm_array *node, ew_job *j)
         contiguous_strides(node->ndim, node->shape, j->st[3]);
     }
     const lm_dtype *vals = j->mode == EW_WHERE ? &j->dt[1] : j->dt;
-    j->kind = kind_for(vals, j->mode == EW_WHERE ? 2 : j->nin, node->dtype);
+    j->kind = lm_vk_kind_for(vals, j->mode == EW_WHERE ? 2 : j->nin, node->dtype);
     if (node->op == LM_OP_COPY && node->inputs[0]->dtype == node->dtype) {
         j->dt[0] = j->dt[3] = raw_dtype(node->dtype);
         j->kind = KIND_I;
@@ -245,7 +245,7 @@ lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_d
     } else {
         j.dt[0] = a->dtype;
         j.dt[3] = dt;
-        j.kind = kind_for(&a->dtype, 1, dt);
+        j.kind = lm_vk_kind_for(&a->dtype, 1, dt);
     }
     j.dt[1] = j.dt[2] = LM_F32;
     j.mem[0] = lm_vk_mem_of(a);

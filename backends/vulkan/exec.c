@@ -14,6 +14,26 @@
 static int64_t dispatches;
 int64_t lm_vulkan_dispatch_count(void) { return dispatches; }
 
+static lm_status make_layout(lm_vk_dev *v, int nb, VkDescriptorSetLayout *dsl, VkPipelineLayout *layout)
+{
+    VkDescriptorSetLayoutBinding b[LM_VK_WIDE_BINDINGS];
+    for (int i = 0; i < nb; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
+                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                              .descriptorCount = 1,
+                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                          .bindingCount = (uint32_t)nb, .pBindings = b};
+    lm_status st = lm_vk_check(v, vkCreateDescriptorSetLayout(v->device, &li, NULL, dsl),
+                               "vkCreateDescriptorSetLayout");
+    if (st != LM_OK) return st;
+    VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = LM_VK_PUSH_BYTES};
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                      .setLayoutCount = 1, .pSetLayouts = dsl,
+                                      .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
+    return lm_vk_check(v, vkCreatePipelineLayout(v->device, &pli, NULL, layout), "vkCreatePipelineLayout");
+}
+
 lm_status lm_vk_exec_init(lm_vk_dev *v)
 {
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -32,26 +52,13 @@ lm_status lm_vk_exec_init(lm_vk_dev *v)
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if ((st = lm_vk_check(v, vkCreateFence(v->device, &fi, NULL, &v->fence), "vkCreateFence")) != LM_OK)
         return st;
-    VkDescriptorSetLayoutBinding b[LM_VK_BINDINGS];
-    for (int i = 0; i < LM_VK_BINDINGS; i++)
-        b[i] = (VkDescriptorSetLayoutBinding){.binding = (uint32_t)i,
-                                              .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                              .descriptorCount = 1,
-                                              .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                          .bindingCount = LM_VK_BINDINGS, .pBindings = b};
-    if ((st = lm_vk_check(v, vkCreateDescriptorSetLayout(v->device, &li, NULL, &v->dsl),
-                          "vkCreateDescriptorSetLayout")) != LM_OK)
-        return st;
-    VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = LM_VK_PUSH_BYTES};
-    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                      .setLayoutCount = 1, .pSetLayouts = &v->dsl,
-                                      .pushConstantRangeCount = 1, .pPushConstantRanges = &pr};
-    if ((st = lm_vk_check(v, vkCreatePipelineLayout(v->device, &pli, NULL, &v->layout),
-                          "vkCreatePipelineLayout")) != LM_OK)
+    if ((st = make_layout(v, LM_VK_BINDINGS, &v->dsl, &v->layout)) != LM_OK) return st;
+    /* the fused kernels' layout, where the device allows that many buffers */
+    if (v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS &&
+        (st = make_layout(v, LM_VK_WIDE_BINDINGS, &v->dsl_wide, &v->layout_wide)) != LM_OK)
         return st;
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                               .descriptorCount = LM_VK_BATCH * LM_VK_BINDINGS};
+                               .descriptorCount = LM_VK_BATCH * LM_VK_WIDE_BINDINGS};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                       .maxSets = LM_VK_BATCH, .poolSizeCount = 1, .pPoolSizes = &ps};
     return lm_vk_check(v, vkCreateDescriptorPool(v->device, &dpi, NULL, &v->dpool),
@@ -64,6 +71,8 @@ void lm_vk_exec_shutdown(lm_vk_dev *v)
     vkDestroyDescriptorPool(v->device, v->dpool, NULL);
     vkDestroyPipelineLayout(v->device, v->layout, NULL);
     vkDestroyDescriptorSetLayout(v->device, v->dsl, NULL);
+    if (v->layout_wide) vkDestroyPipelineLayout(v->device, v->layout_wide, NULL);
+    if (v->dsl_wide) vkDestroyDescriptorSetLayout(v->device, v->dsl_wide, NULL);
     vkDestroyFence(v->device, v->fence, NULL);
     vkDestroyCommandPool(v->device, v->cmdpool, NULL);
 }
@@ -180,16 +189,21 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
     lm_status st = lm_vk_pipeline_get(v, shader, spec, nspec, &pipe);
     if (st != LM_OK) return st;
     if ((st = make_room(v)) != LM_OK) return st;
+    bool wide = lm_vk_wide(shader);
+    int nb = wide ? LM_VK_WIDE_BINDINGS : LM_VK_BINDINGS;
+    VkPipelineLayout layout = wide ? v->layout_wide : v->layout;
+    if (nargs > nb || (wide && !layout))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s: %d buffers do not fit its layout", shader, nargs);
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                       .descriptorPool = v->dpool, .descriptorSetCount = 1,
-                                      .pSetLayouts = &v->dsl};
+                                      .pSetLayouts = wide ? &v->dsl_wide : &v->dsl};
     VkDescriptorSet set;
     if ((st = lm_vk_check(v, vkAllocateDescriptorSets(v->device, &ai, &set),
                           "vkAllocateDescriptorSets")) != LM_OK)
         return st;
-    VkDescriptorBufferInfo bi[LM_VK_BINDINGS];
-    VkWriteDescriptorSet w[LM_VK_BINDINGS];
-    for (int i = 0; i < LM_VK_BINDINGS; i++) {
+    VkDescriptorBufferInfo bi[LM_VK_WIDE_BINDINGS];
+    VkWriteDescriptorSet w[LM_VK_WIDE_BINDINGS];
+    for (int i = 0; i < nb; i++) {
         const lm_vk_mem *m = i < nargs && args[i].mem ? args[i].mem : v->dummy;
         bi[i] = (VkDescriptorBufferInfo){m->block->buf, m->off, m->size};
         w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
@@ -198,11 +212,11 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
                                       .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &bi[i]};
     }
-    vkUpdateDescriptorSets(v->device, LM_VK_BINDINGS, w, 0, NULL);
+    vkUpdateDescriptorSets(v->device, (uint32_t)nb, w, 0, NULL);
     order(v, args, nargs);
     vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-    vkCmdBindDescriptorSets(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, v->layout, 0, 1, &set, 0, NULL);
-    if (pcsize) vkCmdPushConstants(v->cb, v->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)pcsize, pc);
+    vkCmdBindDescriptorSets(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+    if (pcsize) vkCmdPushConstants(v->cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)pcsize, pc);
     vkCmdDispatch(v->cb, gx, gy, gz);
     v->ndispatch++;
     dispatches++;
@@ -218,6 +232,17 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
     order(v, args, 2);
     VkBufferCopy r = {.srcOffset = src->off + soff, .dstOffset = dst->off + doff, .size = n};
     vkCmdCopyBuffer(v->cb, src->block->buf, dst->block->buf, 1, &r);
+    v->ndispatch++;
+    return LM_OK;
+}
+
+lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n)
+{
+    lm_status st = make_room(v);
+    if (st != LM_OK) return st;
+    lm_vk_arg args[1] = {{dst, true}};
+    order(v, args, 1);
+    vkCmdUpdateBuffer(v->cb, dst->block->buf, dst->off, (VkDeviceSize)n, data);
     v->ndispatch++;
     return LM_OK;
 }

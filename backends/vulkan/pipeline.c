@@ -149,8 +149,10 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main",
                   .pSpecializationInfo = nspec ? &si : NULL},
-        .layout = v->layout,
+        .layout = lm_vk_wide(shader) ? v->layout_wide : v->layout,
     };
+    if (!ci.layout) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s needs more buffer bindings than %s has",
+                                        shader, v->dev->name);
     lm_vk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
     st = lm_vk_check(v, vkCreateComputePipelines(v->device, v->pcache, 1, &ci, NULL, &p->pipe),

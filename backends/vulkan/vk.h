@@ -10,6 +10,7 @@
 #ifndef LM_VK_H
 #define LM_VK_H
 
+#include <string.h>
 #include <vulkan/vulkan.h>
 #include "core/backend.h"
 #include "core/lumen.h"
@@ -18,6 +19,7 @@
 #include "backends/vulkan/shaders/vkops.h"
 
 #define LM_VK_BINDINGS 4          /* storage buffers per kernel */
+#define LM_VK_WIDE_BINDINGS 18    /* for "fused*" shaders: 16 inputs, out, program */
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 12         /* specialization constants per pipeline */
 #define LM_VK_BATCH 1024          /* dispatches per submit */
@@ -60,6 +62,7 @@ typedef struct lm_vk_features {
     VkDeviceSize max_alloc;       /* maxMemoryAllocationSize */
     uint32_t max_groups[3];
     uint32_t max_shared;
+    uint32_t max_storage_buffers; /* per stage and per set, the smaller */
 } lm_vk_features;
 
 typedef struct lm_vk_dev {
@@ -95,6 +98,9 @@ typedef struct lm_vk_dev {
     VkDescriptorPool dpool;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
+    VkDescriptorSetLayout dsl_wide;    /* VK_NULL_HANDLE where the device has too few bindings */
+    VkPipelineLayout layout_wide;
+    struct lm_vk_fzcache *fz;          /* fused programs on the device (fused.c) */
     lm_vk_mem written[64], read[64];   /* ranges touched since the last barrier */
     int nwritten, nread;
     /* pipelines */
@@ -146,6 +152,11 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
 /* records a buffer-to-buffer copy (same device), ordered like a dispatch */
 lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize soff,
                             const lm_vk_mem *dst, VkDeviceSize doff, VkDeviceSize n);
+/* records an update of n bytes (multiple of 4, <= 65536) at byte offset 0
+ * of dst from host memory, ordered like a dispatch that writes dst */
+lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n);
+/* shaders named "fused..." bind LM_VK_WIDE_BINDINGS buffers */
+static inline bool lm_vk_wide(const char *shader) { return !strncmp(shader, "fused", 5); }
 /* groups for n invocations of `local` threads, capped (kernels loop) */
 uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);
 
@@ -167,6 +178,13 @@ bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
+bool lm_vk_supports_fused(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_fused(lm_device *d, lm_fused *group, lm_array *out);
+/* elementwise.c: the shader's codes for an op (-1: none) and the arithmetic
+ * kind for value dtypes vals[0..n) and output dtype out */
+int lm_vk_unary_code(lm_op op);
+int lm_vk_binary_code(lm_op op);
+int lm_vk_kind_for(const lm_dtype *vals, int n, lm_dtype out);
 /* copies a (any strides) into dst, an array of dtype dt at element offset
  * doff with strides dst_strides (bit-exact when the dtypes agree) */
 lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,

@@ -101,4 +101,35 @@
 #define EW_MAXDIM 6
 #define RED_MAXDIM 4
 
+/* fused programs (fused.comp): a uint array, all offsets in words.
+ * Header: FZ_NIN, FZ_NSTEPS, FZ_SHAPE (EW_MAXDIM collapsed dims).
+ * Input k at FZ_IN + k * FZ_IN_WORDS: dtype, slot, element offset, strides.
+ * Step s at FZ_STEP + s * FZ_STEP_WORDS: the fields FS_*. */
+#define FZ_MAXIN 16
+#define FZ_MAXSTEP 32
+#define FZ_NIN 0
+#define FZ_NSTEPS 1
+#define FZ_SHAPE 2
+#define FZ_IN 8
+#define FZ_IN_WORDS 9
+#define FI_DT 0
+#define FI_SLOT 1
+#define FI_OFF 2
+#define FI_ST 3
+#define FZ_STEP (FZ_IN + FZ_MAXIN * FZ_IN_WORDS)
+#define FZ_STEP_WORDS 18
+#define FS_MODE 0     /* EW_UNARY, EW_BINARY, EW_WHERE */
+#define FS_CODE 1     /* U_* or B_* */
+#define FS_KIND 2     /* KIND_F or KIND_I */
+#define FS_DTO 3
+#define FS_DT 4       /* 3 input dtypes */
+#define FS_SLOT 7     /* 3 input slots */
+#define FS_OSLOT 10   /* the result's slot (unused by the last step) */
+#define FS_FLAGS 11   /* clamp: bit0 has lo, bit1 has hi */
+#define FS_LOF 12
+#define FS_HIF 13
+#define FS_LOI 14     /* int64 bounds, low word first */
+#define FS_HII 16
+#define FZ_MAXWORDS (FZ_STEP + FZ_MAXSTEP * FZ_STEP_WORDS)
+
 #endif
