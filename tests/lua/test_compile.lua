@@ -98,3 +98,20 @@ test("compile_mode off runs plain Lua; graph and export_dot describe", function(
   local fh = io.open(path); local text = fh:read("a"); fh:close(); os.remove(path)
   ok(text:find("digraph"), "dot file")
 end)
+
+test("on a Vulkan device a compiled chain is one fused kernel and matches the CPU", function()
+  local vk
+  for _, d in ipairs(lm.devices()) do if d.backend == "vulkan" then vk = d.spec; break end end
+  if not vk then return end       -- no Vulkan device here: nothing to check
+  local a, b = lm.rand({4096}, {seed = 1}), lm.rand({4096}, {seed = 2})
+  local x = lm.randn({4096}, {seed = 3})
+  local ga, gb = a:to(vk), b:to(vk)
+  local f = lm.compile(function(t) return (t * ga + gb):gelu_tanh() * ga end)
+  local y = f(x:to(vk))
+  eq(y.device, vk)
+  eq(f:kernels(), 1)
+  ok(maxdiff(y:to("cpu"), (x * a + b):gelu_tanh() * a) < 1e-5, "fused Vulkan result near the CPU's")
+  local sw = lm.compile(function(g, u) return g:silu() * u end)
+  eq(maxdiff(sw(x:to(vk), a:to(vk)):to("cpu"), x:silu() * a) < 1e-5, true)
+  eq(sw:kernels(), 1)
+end)
