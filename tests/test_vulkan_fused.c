@@ -11,7 +11,8 @@
  * operands, SwiGLU, a 10-op unary chain in f32/f16/bf16, the diamond
  * (a*b)*(a+b), mixed f16/bf16/i32 with casts, where, clamp and comparisons,
  * integer arithmetic with wrapping casts, a transposed (strided) input, and
- * 16 inputs (every binding).  A group the kernel does not take (i64 values)
+ * 16 inputs (every binding); both kernels (interpreter and specialised,
+ * LUMEN_VK_FUSED) on a subset.  A group the kernel does not take (i64 values)
  * falls back to unfused kernels with the same result.
  * The device: LUMEN_DEVICE when it names a Vulkan device, else the first
  * Vulkan device (lavapipe in CI); skipped when there is none. */
@@ -359,8 +360,33 @@ static void test_strided_and_wide(void **state)
     in_spec s[2] = {{2, {33, 65}, LM_F32, -2, 2, false, true}, {1, {65}, LM_F32, -2, 2, false, false}};
     run_chain("transposed input", strided, 2, s, true);
     in_spec w[16];
-    for (int k = 0; k < 16; k++) w[k] = (in_spec)V1(1001, k % 2 ? LM_F32 : LM_F32, false);
+    for (int k = 0; k < 16; k++) w[k] = (in_spec)V1(1001, LM_F32, false);
     run_chain("16 inputs", sixteen, 16, w, true);
+    assert_int_equal(failures, 0);
+}
+
+/* both kernels, whichever the device defaults to (LUMEN_VK_FUSED): the
+ * interpreter and the chain baked in by specialization constants */
+static void test_both_kernels(void **state)
+{
+    (void)state;
+    static const char *modes[] = {"interp", "spec"};
+    for (int m = 0; m < 2; m++) {
+        setenv("LUMEN_VK_FUSED", modes[m], 1);
+        in_spec g[3] = {{2, {37, 129}, LM_BF16, -3, 3, true, false}, {1, {129}, LM_BF16, -2, 2, false, false},
+                        {2, {37, 1}, LM_BF16, -1, 1, false, false}};
+        run_chain(m ? "spec: gelu bf16" : "interp: gelu bf16", gelu_chain, 3, g, true);
+        in_spec x[3] = {{2, {300, 7}, LM_F16, -2, 2, true, false}, {2, {300, 7}, LM_BF16, -2, 2, false, false},
+                        {2, {300, 7}, LM_I32, -10, 10, false, false}};
+        run_chain(m ? "spec: mixed" : "interp: mixed", mixed, 3, x, true);
+        in_spec si[4] = {{1, {999}, LM_I8, -128, 128, false, false}, {1, {999}, LM_U8, 0, 256, false, false},
+                         {1, {999}, LM_I16, -32768, 32768, false, false}, {1, {999}, LM_BOOL, 0, 2, false, false}};
+        run_chain(m ? "spec: small ints" : "interp: small ints", small_ints, 4, si, true);
+        in_spec w[16];
+        for (int k = 0; k < 16; k++) w[k] = (in_spec)V1(257, LM_F32, false);
+        run_chain(m ? "spec: 16 inputs" : "interp: 16 inputs", sixteen, 16, w, true);
+    }
+    unsetenv("LUMEN_VK_FUSED");
     assert_int_equal(failures, 0);
 }
 
@@ -388,7 +414,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gelu_swiglu), cmocka_unit_test(test_ten_ops_diamond),
         cmocka_unit_test(test_mixed_dtypes), cmocka_unit_test(test_strided_and_wide),
-        cmocka_unit_test(test_fallback),
+        cmocka_unit_test(test_both_kernels), cmocka_unit_test(test_fallback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

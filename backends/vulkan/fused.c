@@ -10,6 +10,11 @@
  * liveness (a 10-op chain needs two or three), and the register count picks
  * one of four pipeline variants (with the dimension count: few pipelines).
  *
+ * Two kernels read the same program: the interpreter (fused.comp), one
+ * pipeline for every chain, and fused_spec.comp, which takes the steps as
+ * specialization constants so the driver compiles each chain to
+ * straight-line code (a pipeline per distinct chain); see use_spec().
+ *
  * Programs live on the device in fixed slots of one buffer, written with
  * vkCmdUpdateBuffer in the command stream the first time a program is seen
  * and found again by content (a compiled function replays the same program
@@ -222,6 +227,38 @@ static lm_status program_mem(lm_vk_dev *v, const fz_prog *p, const lm_vk_mem **o
     return LM_OK;
 }
 
+/* LUMEN_VK_FUSED=interp|spec chooses the kernel; by default GPUs get the
+ * specialised one (their drivers build a pipeline in milliseconds) and CPU
+ * drivers such as lavapipe, where building one takes about a second, the
+ * interpreter */
+static bool use_spec(const lm_vk_dev *v)
+{
+    const char *e = getenv("LUMEN_VK_FUSED");
+    if (e && !strcmp(e, "interp")) return false;
+    if (e && !strcmp(e, "spec")) return true;
+    return v->props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
+/* fused_spec.comp's constants from the program words */
+static int spec_constants(const fz_prog *p, uint32_t *spec)
+{
+    int nin = (int)p->w[FZ_NIN], nsteps = (int)p->w[FZ_NSTEPS];
+    spec[0] = (uint32_t)p->ndim;
+    spec[1] = (uint32_t)nin;
+    spec[2] = (uint32_t)nsteps;
+    for (int k = 0; k < FZ_MAXIN; k++) {
+        const uint32_t *iw = &p->w[FZ_IN + k * FZ_IN_WORDS];
+        spec[3 + k] = k < nin ? iw[FI_DT] | iw[FI_SLOT] << 8 : 0;
+    }
+    for (int s = 0; s < nsteps; s++) {
+        const uint32_t *sw = &p->w[FZ_STEP + s * FZ_STEP_WORDS];
+        spec[19 + 3 * s] = sw[FS_MODE] | sw[FS_CODE] << 8 | sw[FS_KIND] << 16 | sw[FS_DTO] << 24;
+        spec[20 + 3 * s] = sw[FS_DT] | sw[FS_DT + 1] << 8 | sw[FS_DT + 2] << 16;
+        spec[21 + 3 * s] = sw[FS_SLOT] | sw[FS_SLOT + 1] << 8 | sw[FS_SLOT + 2] << 16 | sw[FS_OSLOT] << 24;
+    }
+    return 19 + 3 * nsteps;
+}
+
 lm_status lm_vk_run_fused(lm_device *d, lm_fused *group, lm_array *out)
 {
     lm_vk_dev *v = lm_vk_of(d);
@@ -239,8 +276,10 @@ lm_status lm_vk_run_fused(lm_device *d, lm_fused *group, lm_array *out)
     args[FZ_MAXIN] = (lm_vk_arg){lm_vk_mem_of(out), true};
     args[FZ_MAXIN + 1] = (lm_vk_arg){prog, false};
     struct { uint32_t n; int32_t out_off; } pc = {(uint32_t)out->size, (int32_t)out->offset};
-    uint32_t spec[2] = {(uint32_t)p.ndim, (uint32_t)p.nslot};
-    st = lm_vk_dispatch(v, "fused", spec, 2, args, LM_VK_WIDE_BINDINGS, &pc, sizeof pc,
-                        lm_vk_groups(v, (uint64_t)out->size, FZ_LOCAL), 1, 1);
+    uint32_t spec[19 + 3 * FZ_MAXSTEP] = {(uint32_t)p.ndim, (uint32_t)p.nslot};
+    bool baked = use_spec(v);
+    int nspec = baked ? spec_constants(&p, spec) : 2;
+    st = lm_vk_dispatch(v, baked ? "fused_spec" : "fused", spec, nspec, args, LM_VK_WIDE_BINDINGS, &pc,
+                        sizeof pc, lm_vk_groups(v, (uint64_t)out->size, FZ_LOCAL), 1, 1);
     return st == LM_OK ? st : lm_error_prefix("fused");
 }

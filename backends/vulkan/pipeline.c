@@ -116,11 +116,12 @@ static lm_status get_module(lm_vk_dev *v, const char *shader, VkShaderModule *ou
     return LM_OK;
 }
 
-static unsigned hash_key(const char *shader, const uint32_t *spec)
+/* over the constants given: the rest are zero (the key compares them all) */
+static unsigned hash_key(const char *shader, const uint32_t *spec, int nspec)
 {
     unsigned h = 2166136261u;
     for (const char *c = shader; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
-    for (int i = 0; i < LM_VK_MAX_SPEC; i++) h = (h ^ spec[i]) * 16777619u;
+    for (int i = 0; i < nspec; i++) h = (h ^ spec[i]) * 16777619u;
     return h & 255u;
 }
 
@@ -130,7 +131,7 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
     uint32_t spec[LM_VK_MAX_SPEC] = {0};
     if (nspec > LM_VK_MAX_SPEC) return lm_error_set(LM_ERR_ARG, "vulkan: too many constants");
     memcpy(spec, spec_in, (size_t)nspec * sizeof *spec);
-    unsigned h = hash_key(shader, spec);
+    unsigned h = hash_key(shader, spec, nspec);
     for (lm_vk_pipeline *p = v->pipes[h]; p; p = p->next)
         if (!strcmp(p->shader, shader) && !memcmp(p->spec, spec, sizeof spec)) {
             *out = p->pipe;

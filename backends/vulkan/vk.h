@@ -21,7 +21,7 @@
 #define LM_VK_BINDINGS 4          /* storage buffers per kernel */
 #define LM_VK_WIDE_BINDINGS 18    /* for "fused*" shaders: 16 inputs, out, program */
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
-#define LM_VK_MAX_SPEC 12         /* specialization constants per pipeline */
+#define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
 #define LM_VK_BATCH 1024          /* dispatches per submit */
 
 typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;

@@ -35,6 +35,21 @@ def torch_figures(quick):
     out[f"gelu_f32_{m}M"] = (2 * gb / best(lambda: gelu(x), 5), "GB/s")
     out[f"copy_f32_{m}M"] = (2 * gb / best(lambda: x.clone(), 5), "GB/s")
     out[f"chain_f32_{m}M"] = (1e3 * best(lambda: (-x.abs()).exp() * 0.5 + x.tanh(), 3), "ms")
+    # fused chains: effective GB/s = inputs read once + output written once;
+    # PyTorch eager runs them op by op (the same figure faces Lumen's
+    # compiled and uncompiled runs)
+    F = torch.nn.functional
+    u = torch.randn(n, device=dev)
+    chains = {
+        "gelu_chain": (3, lambda: F.gelu(x * y + u, approximate="tanh") * y),
+        "swiglu": (2, lambda: F.silu(x) * y),
+        "chain10": (1, lambda: F.silu(x.sin().exp().neg().tanh().abs().sqrt().sigmoid().square()).cos()),
+    }
+    for name, (nin, fn) in chains.items():
+        v = (nin + 1) * gb / best(fn, 5)
+        out[f"fused_{name}_{m}M"] = (v, "GB/s")
+        out[f"unfused_{name}_{m}M"] = (v, "GB/s")
+    del u
     z = torch.zeros(16, device=dev)
     def chain():
         a = z

@@ -90,6 +90,77 @@ static void bench_stream(int64_t n)
     lm_array_release(in[1]);
 }
 
+/* ---- fused chains (compile): compiled vs uncompiled ---- */
+static lm_array *c_gelu(lm_array **in)
+{
+    lm_array *t1 = lm_binary(LM_OP_MUL, in[0], in[1]), *t2 = lm_binary(LM_OP_ADD, t1, in[2]);
+    lm_array *t3 = lm_unary(LM_OP_GELU_TANH, t2), *y = lm_binary(LM_OP_MUL, t3, in[1]);
+    lm_array_release(t1); lm_array_release(t2); lm_array_release(t3);
+    return y;
+}
+static lm_array *c_swiglu(lm_array **in)
+{
+    lm_array *s = lm_unary(LM_OP_SILU, in[0]), *y = lm_binary(LM_OP_MUL, s, in[1]);
+    lm_array_release(s);
+    return y;
+}
+static lm_array *c_chain10(lm_array **in)
+{
+    static const lm_op ops[] = {LM_OP_SIN, LM_OP_EXP, LM_OP_NEG, LM_OP_TANH, LM_OP_ABS,
+                                LM_OP_SQRT, LM_OP_SIGMOID, LM_OP_SQUARE, LM_OP_SILU, LM_OP_COS};
+    lm_array *v = lm_array_retain(in[0]);
+    for (int k = 0; k < 10; k++) {
+        lm_array *w = lm_unary(ops[k], v);
+        lm_array_release(v);
+        v = w;
+    }
+    return v;
+}
+
+static lm_compiled *compiled_now;
+static int compiled_nin;
+static lm_array *g_compiled(lm_array **in)
+{
+    lm_array *out = NULL;
+    if (lm_compiled_call(compiled_now, compiled_nin, in, &out) != 1) return NULL;
+    return out;
+}
+
+/* effective GB/s: inputs read once and the output written once */
+static void bench_fused_one(const char *name, graph_fn fn, int nin, lm_array **in, int64_t n)
+{
+    lm_array *ph[4];
+    for (int k = 0; k < nin; k++) ph[k] = lm_placeholder(1, &n, LM_F32, dev);
+    lm_array *traced = fn(ph);
+    compiled_now = lm_compile_graph(nin, ph, 1, &traced, LM_COMPILE_ON);
+    if (!compiled_now) die("compile");
+    compiled_nin = nin;
+    double gb = (double)n * 4 * (nin + 1) * 1e-9;
+    int64_t k0 = lm_eval_kernel_count();
+    double tc = best_time(g_compiled, in, 5);
+    double kc = (double)(lm_eval_kernel_count() - k0) / 6;
+    k0 = lm_eval_kernel_count();
+    double tu = best_time(fn, in, 3);
+    double ku = (double)(lm_eval_kernel_count() - k0) / 4;
+    printf("fused_%s_%lldM %.1f GB/s\n", name, (long long)(n >> 20), gb / tc);
+    printf("unfused_%s_%lldM %.1f GB/s\n", name, (long long)(n >> 20), gb / tu);
+    printf("# %s: compiled %.3f ms (%.0f kernel/call), uncompiled %.3f ms (%.0f kernels/call)\n", name,
+           tc * 1e3, kc, tu * 1e3, ku);
+    fflush(stdout);
+    lm_compiled_free(compiled_now);
+    lm_array_release(traced);
+    for (int k = 0; k < nin; k++) lm_array_release(ph[k]);
+}
+
+static void bench_fused(int64_t n)
+{
+    lm_array *in[3] = {randn(1, &n, LM_F32), randn(1, &n, LM_F32), randn(1, &n, LM_F32)};
+    bench_fused_one("gelu_chain", c_gelu, 3, in, n);
+    bench_fused_one("swiglu", c_swiglu, 2, in, n);
+    bench_fused_one("chain10", c_chain10, 1, in, n);
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
 /* a 10,000-node chain of tiny adds in one eval: time per node */
 static void bench_overhead(void)
 {
@@ -122,12 +193,19 @@ int main(int argc, char **argv)
     fflush(stdout);
     const lm_dtype dts[3] = {LM_F32, LM_F16, LM_BF16};
     int64_t sizes[4] = {1024, 2048, 4096, 8192};
+    /* VKBENCH_ONLY=fused: the fused chains alone */
+    const char *only = getenv("VKBENCH_ONLY");
+    if (only && !strcmp(only, "fused")) {
+        bench_fused(quick ? (1 << 20) : ((int64_t)256 << 20));
+        return 0;
+    }
     for (int t = 0; t < 3; t++)
         for (int k = 0; k < (quick ? 1 : 4); k++) {
             bench_matmul(quick ? 256 : sizes[k], dts[t]);
             fflush(stdout);
         }
     bench_stream(quick ? (1 << 20) : ((int64_t)256 << 20));
+    bench_fused(quick ? (1 << 20) : ((int64_t)256 << 20));
     bench_overhead();
     return 0;
 }

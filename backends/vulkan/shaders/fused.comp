@@ -2,6 +2,7 @@
 // fused.comp - a fused elementwise chain (compile's LM_OP_FUSED) as one
 // dispatch: an interpreter over a small program (vkops.h, FZ_*) that the
 // host writes once per distinct chain and geometry (backends/vulkan/fused.c).
+// One pipeline serves every chain of a dimension count and register count.
 //
 // Each invocation loads its element of every input (strided, broadcast:
 // stride 0) into registers, runs the steps, and writes the last step's value
@@ -9,167 +10,33 @@
 // Registers live in shared memory, one column per invocation (dynamic
 // register numbers would push a local array into slow local memory on most
 // GPUs); the host packs the chain's values into NSLOT registers by liveness.
-// A register holds its value normalised to its dtype, exactly as the unfused
-// kernels would have stored it: floats as f32 bits already rounded to
-// f16/bf16 where that is the dtype, integers (up to 32 bits, and bool)
-// sign- or zero-extended to 32 bits.  The op semantics are ewops.glsl's, the
-// same code the unfused eltwise kernels run.
-// Bindings: 0..15 inputs, 16 output (contiguous), 17 the program.
-#include "common.glsl"
-#include "math.glsl"
-#include "ewops.glsl"
+#include "fused.glsl"
 
-#define LOCAL 128
-layout(local_size_x = LOCAL) in;
 layout(constant_id = 0) const int NDIM = 1;
 layout(constant_id = 1) const int NSLOT = 4;
-
-layout(push_constant) uniform PC {
-    uint n;
-    int out_off;
-} pc;
-
-// each binding as 8/16/32-bit elements (no 64-bit values reach this kernel)
-#define DECL_RAW(B) \
-layout(std430, set = 0, binding = B) buffer Bu8_##B { uint8_t v[]; } u8_##B; \
-layout(std430, set = 0, binding = B) buffer Bu16_##B { uint16_t v[]; } u16_##B; \
-layout(std430, set = 0, binding = B) buffer Bu32_##B { uint v[]; } u32_##B;
-DECL_RAW(0) DECL_RAW(1) DECL_RAW(2) DECL_RAW(3) DECL_RAW(4) DECL_RAW(5) DECL_RAW(6) DECL_RAW(7)
-DECL_RAW(8) DECL_RAW(9) DECL_RAW(10) DECL_RAW(11) DECL_RAW(12) DECL_RAW(13) DECL_RAW(14) DECL_RAW(15)
-DECL_RAW(16)
-layout(std430, set = 0, binding = 17) readonly buffer Prog { uint w[]; } prog;
 
 shared uint R[NSLOT * LOCAL];
 
 uint rd(uint s) { return R[s * LOCAL + gl_LocalInvocationID.x]; }
 void wr(uint s, uint x) { R[s * LOCAL + gl_LocalInvocationID.x] = x; }
 
-bool is_fl(uint dt) { return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16; }
-
-// a register read as the unfused kernels' ldf / ldi would read it
-float as_f(uint x, uint dt) { return is_fl(dt) ? uintBitsToFloat(x) : float(sext(x, 32)); }
-int64_t as_i(uint x, uint dt) { return is_fl(dt) ? f_to_i64(uintBitsToFloat(x)) : sext(x, 32); }
-
-// an integer dtype's value after the unfused sti store and ldi load
-uint norm_int(int64_t x, uint dt)
-{
-    uint u = uint(x & 0xffffffffl);
-    if (dt == DT_I8) return uint(sext(u & 0xffu, 8) & 0xffffffffl);
-    if (dt == DT_U8) return u & 0xffu;
-    if (dt == DT_I16) return uint(sext(u & 0xffffu, 16) & 0xffffffffl);
-    if (dt == DT_BOOL) return x != 0l ? 1u : 0u;
-    return u;                                   // i32
-}
-
-// a float result stored as dtype dt (stf), then loaded back
-uint from_f(float x, uint dt)
-{
-    if (dt == DT_F32) return floatBitsToUint(x);
-    if (dt == DT_F16) return floatBitsToUint(f16_to_f32(f32_to_f16(x)));
-    if (dt == DT_BF16) return floatBitsToUint(bf16_to_f32(f32_to_bf16(x)));
-    if (dt == DT_BOOL) return x != 0.0 ? 1u : 0u;
-    return norm_int(sat_f(x, dt), dt);
-}
-
-// an integer result stored as dtype dt (sti), then loaded back
-uint from_i(int64_t x, uint dt)
-{
-    if (is_fl(dt)) return from_f(float(x), dt);
-    return norm_int(x, dt);
-}
-
-uint dt_bytes(uint dt) { return dt == DT_I8 || dt == DT_U8 || dt == DT_BOOL ? 1u : dt == DT_F32 || dt == DT_I32 ? 4u : 2u; }
-
-// an element's stored bits as a register: ldf / ldi of the unfused kernels
-uint reg_of_raw(uint x, uint dt)
-{
-    if (dt == DT_F16) return floatBitsToUint(f16_to_f32(x));
-    if (dt == DT_BF16) return x << 16;
-    if (dt == DT_I8) return uint(sext(x, 8) & 0xffffffffl);
-    if (dt == DT_I16) return uint(sext(x, 16) & 0xffffffffl);
-    if (dt == DT_BOOL) return x != 0u ? 1u : 0u;
-    return x;                                   // f32, i32, u8
-}
-
-// a register as the bits stored for dtype dt (its value is already rounded)
-uint raw_of_reg(uint x, uint dt)
-{
-    if (dt == DT_F16) return f32_to_f16(uintBitsToFloat(x));
-    if (dt == DT_BF16) return f32_to_bf16(uintBitsToFloat(x));
-    if (dt == DT_I8 || dt == DT_U8) return x & 0xffu;
-    if (dt == DT_I16) return x & 0xffffu;
-    return x;                                   // f32, i32, bool
-}
-
-// input binding k's element idx: one small switch, so the kernel holds a
-// single copy of the conversions (lavapipe compiles it in a fraction)
-#define RAW_CASE(K) case K: return w == 1u ? uint(u8_##K.v[idx]) : w == 2u ? uint(u16_##K.v[idx]) : u32_##K.v[idx];
-uint load_raw(uint k, uint w, int idx)
-{
-    switch (k) {
-    RAW_CASE(0) RAW_CASE(1) RAW_CASE(2) RAW_CASE(3) RAW_CASE(4) RAW_CASE(5) RAW_CASE(6) RAW_CASE(7)
-    RAW_CASE(8) RAW_CASE(9) RAW_CASE(10) RAW_CASE(11) RAW_CASE(12) RAW_CASE(13) RAW_CASE(14) RAW_CASE(15)
-    }
-    return 0u;
-}
-
-void store_out(int io, uint dt, uint x)
-{
-    uint r = raw_of_reg(x, dt), w = dt_bytes(dt);
-    if (w == 4u) u32_16.v[io] = r;
-    else if (w == 2u) u16_16.v[io] = uint16_t(r);
-    else u8_16.v[io] = uint8_t(r);
-}
-
-int64_t word64(uint b) { return int64_t(uint64_t(prog.w[b]) | (uint64_t(prog.w[b + 1]) << 32)); }
-
 uint run_step(uint b)
 {
-    uint mode = prog.w[b + FS_MODE], code = prog.w[b + FS_CODE], dto = prog.w[b + FS_DTO];
-    uint d0 = prog.w[b + FS_DT], d1 = prog.w[b + FS_DT + 1], d2 = prog.w[b + FS_DT + 2];
-    uint x0 = rd(prog.w[b + FS_SLOT]);
+    uint mode = prog.w[b + FS_MODE];
     uint x1 = mode != EW_UNARY ? rd(prog.w[b + FS_SLOT + 1]) : 0u;
-    bool ints = prog.w[b + FS_KIND] == KIND_I;
-    if (mode == EW_WHERE) {
-        bool cond = as_i(x0, d0) != 0l;
-        uint x2 = rd(prog.w[b + FS_SLOT + 2]);
-        if (ints) return from_i(cond ? as_i(x1, d1) : as_i(x2, d2), dto);
-        return from_f(cond ? as_f(x1, d1) : as_f(x2, d2), dto);
-    }
-    uint flags = prog.w[b + FS_FLAGS];
-    if (ints) {
-        int64_t a = as_i(x0, d0), r;
-        if (mode == EW_BINARY) r = ew_bin_i(code, a, as_i(x1, d1));
-        else if (code == U_CLAMP) r = ew_clamp_i(a, flags, word64(b + FS_LOI), word64(b + FS_HII));
-        else r = ew_un_i(code, a);
-        return from_i(r, dto);
-    }
-    float a = as_f(x0, d0), r;
-    if (mode == EW_BINARY) r = ew_bin_f(code, a, as_f(x1, d1));
-    else if (code == U_CLAMP)
-        r = ew_clamp_f(a, flags, uintBitsToFloat(prog.w[b + FS_LOF]), uintBitsToFloat(prog.w[b + FS_HIF]));
-    else r = ew_un_f(code, a);
-    return from_f(r, dto);
+    uint x2 = mode == EW_WHERE ? rd(prog.w[b + FS_SLOT + 2]) : 0u;
+    return fz_apply(mode, prog.w[b + FS_CODE], prog.w[b + FS_KIND], prog.w[b + FS_DTO], prog.w[b + FS_DT],
+                    prog.w[b + FS_DT + 1], prog.w[b + FS_DT + 2], rd(prog.w[b + FS_SLOT]), x1, x2, b);
 }
 
 void element(uint i, uint nin, uint nsteps)
 {
     int c[EW_MAXDIM];
-    if (NDIM > 1) {
-        uint r = i;
-        [[unroll]] for (int d = NDIM - 1; d >= 0; d--) {
-            uint s = prog.w[FZ_SHAPE + d];
-            c[d] = int(r % s);
-            r /= s;
-        }
-    }
+    if (NDIM > 1) fz_coords(i, NDIM, c);
     for (uint k = 0u; k < nin; k++) {
-        uint b = FZ_IN + k * FZ_IN_WORDS;
-        int idx = int(prog.w[b + FI_OFF]);
-        if (NDIM == 1) idx += int(i) * int(prog.w[b + FI_ST]);
-        else { [[unroll]] for (int d = 0; d < NDIM; d++) idx += c[d] * int(prog.w[b + FI_ST + d]); }
-        uint dt = prog.w[b + FI_DT];
-        wr(prog.w[b + FI_SLOT], reg_of_raw(load_raw(k, dt_bytes(dt), idx), dt));
+        uint dt = prog.w[FZ_IN + k * FZ_IN_WORDS + FI_DT];
+        uint x = load_raw(k, dt_bytes(dt), fz_index(k, i, c, NDIM));
+        wr(prog.w[FZ_IN + k * FZ_IN_WORDS + FI_SLOT], reg_of_raw(x, dt));
     }
     uint r = 0u, b = FZ_STEP;
     for (uint s = 0u; s < nsteps; s++, b += FZ_STEP_WORDS) {
