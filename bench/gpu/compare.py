@@ -2,10 +2,11 @@
 """compare.py - runs the same benchmarks in PyTorch CUDA and sets Lumen's
 figures (vkbench output, read from a file or run here) beside them with the
 ratio Lumen/PyTorch (for times: PyTorch/Lumen, so > 1 is always better).
-Usage: compare.py VKBENCH_BINARY [quick]"""
+Usage: compare.py VKBENCH_BINARY [quick|fused|fused-quick]
+(fused: only the compiled/uncompiled elementwise chains and the copy)"""
 import subprocess, sys, time
 
-def torch_figures(quick):
+def torch_figures(quick, fused_only=False):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -21,7 +22,7 @@ def torch_figures(quick):
             b = min(b, time.perf_counter() - t0)
         return b
 
-    for name, dt in (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
+    for name, dt in () if fused_only else (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
         for n in ((256,) if quick else (1024, 2048, 4096, 8192)):
             a = torch.randn(n, n, device=dev, dtype=dt); b = torch.randn(n, n, device=dev, dtype=dt)
             t = best(lambda: a @ b, 3 if n >= 8192 else 5)
@@ -30,11 +31,12 @@ def torch_figures(quick):
     x = torch.randn(n, device=dev); y = torch.randn(n, device=dev)
     gb = n * 4 * 1e-9
     m = n >> 20
-    out[f"add_f32_{m}M"] = (3 * gb / best(lambda: x + y, 5), "GB/s")
-    gelu = torch.nn.functional.gelu
-    out[f"gelu_f32_{m}M"] = (2 * gb / best(lambda: gelu(x), 5), "GB/s")
     out[f"copy_f32_{m}M"] = (2 * gb / best(lambda: x.clone(), 5), "GB/s")
-    out[f"chain_f32_{m}M"] = (1e3 * best(lambda: (-x.abs()).exp() * 0.5 + x.tanh(), 3), "ms")
+    if not fused_only:
+        out[f"add_f32_{m}M"] = (3 * gb / best(lambda: x + y, 5), "GB/s")
+        gelu = torch.nn.functional.gelu
+        out[f"gelu_f32_{m}M"] = (2 * gb / best(lambda: gelu(x), 5), "GB/s")
+        out[f"chain_f32_{m}M"] = (1e3 * best(lambda: (-x.abs()).exp() * 0.5 + x.tanh(), 3), "ms")
     # fused chains: effective GB/s = inputs read once + output written once;
     # PyTorch eager runs them op by op (the same figure faces Lumen's
     # compiled and uncompiled runs)
@@ -50,6 +52,9 @@ def torch_figures(quick):
         out[f"fused_{name}_{m}M"] = (v, "GB/s")
         out[f"unfused_{name}_{m}M"] = (v, "GB/s")
     del u
+    if fused_only:
+        out["device"] = (torch.cuda.get_device_name(0) + ", torch " + torch.__version__, "")
+        return out
     z = torch.zeros(16, device=dev)
     def chain():
         a = z
@@ -60,10 +65,15 @@ def torch_figures(quick):
     out["device"] = (torch.cuda.get_device_name(0) + ", torch " + torch.__version__, "")
     return out
 
-def lumen_figures(binary, quick):
+def lumen_figures(binary, quick, fused_only=False):
+    import os
     args = [binary] + (["quick"] if quick else [])
+    env = dict(os.environ, VKBENCH_ONLY="fused") if fused_only else None
     res = {}
-    p = subprocess.run(args, capture_output=True, text=True)
+    p = subprocess.run(args, capture_output=True, text=True, env=env)
+    for line in p.stdout.splitlines():
+        if line.startswith("#"):
+            print(line)
     sys.stderr.write(p.stderr)
     for line in p.stdout.splitlines():
         parts = line.split()
@@ -75,9 +85,11 @@ def lumen_figures(binary, quick):
 
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else "build/bench/vkbench"
-    quick = len(sys.argv) > 2 and sys.argv[2] == "quick"
-    lum, rc = lumen_figures(binary, quick)
-    tor = torch_figures(quick)
+    mode = sys.argv[2] if len(sys.argv) > 2 else ""
+    quick = mode in ("quick", "fused-quick")
+    fused = mode in ("fused", "fused-quick")
+    lum, rc = lumen_figures(binary, quick, fused)
+    tor = torch_figures(quick, fused)
     print("Lumen (Vulkan):", lum.get("device", ("?", ""))[0])
     print("PyTorch (CUDA):", tor["device"][0])
     print(f"{'benchmark':<22}{'Lumen':>14}{'PyTorch':>14}  {'unit':<9}{'ratio':>7}")

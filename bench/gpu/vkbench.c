@@ -196,7 +196,11 @@ int main(int argc, char **argv)
     /* VKBENCH_ONLY=fused: the fused chains alone */
     const char *only = getenv("VKBENCH_ONLY");
     if (only && !strcmp(only, "fused")) {
-        bench_fused(quick ? (1 << 20) : ((int64_t)256 << 20));
+        int64_t n = quick ? (1 << 20) : ((int64_t)256 << 20);
+        lm_array *x = randn(1, &n, LM_F32);
+        printf("copy_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 8e-9 * (double)n / best_time(g_copy, &x, 5));
+        lm_array_release(x);
+        bench_fused(n);
         return 0;
     }
     for (int t = 0; t < 3; t++)
