@@ -77,6 +77,8 @@ def lumen_figures(binary, quick, fused_only=False):
     sys.stderr.write(p.stderr)
     for line in p.stdout.splitlines():
         parts = line.split()
+        if line.startswith("#"):
+            continue
         if parts and parts[0] == "device":
             res["device"] = (line[7:], "")
         elif len(parts) >= 3:

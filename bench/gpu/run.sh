@@ -3,6 +3,7 @@
 # Runs on the device machine from the repository root:
 #   sh bench/gpu/run.sh            (full sizes: matmul to 8192, 256M elements)
 #   sh bench/gpu/run.sh quick      (small sizes, a smoke run)
+#   sh bench/gpu/run.sh fused      (only the fused chains and the copy)
 # Needs build/bench/vkbench built here (make; it links liblumen.a and
 # libvulkan only) and, on the device, a Vulkan loader (libvulkan.so.1: set
 # LD_LIBRARY_PATH to a carried copy) plus python3 with torch+CUDA.
