@@ -8,4 +8,5 @@
 #include "device.h"
 #include "ops.h"
 #include "random.h"
+#include "ops_nn.h"
 #endif
