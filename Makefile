@@ -31,13 +31,15 @@ DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
   vulkan-validationlayers libshaderc-dev
 
+LIB     := $(BUILD)/liblumen.a
 CORE_SRC := $(wildcard core/*.c) $(wildcard backends/cpu/*.c)
 C_TESTS_SRC := $(wildcard tests/test_*.c)
 TEST_SCRIPTS :=
 BENCH_SCRIPTS :=
 ALL_TARGETS :=
 
-# Each room of the house adds itself here (sources, rules, tests).
+# Each room of the house adds itself here (sources, rules, tests).  Rules in
+# the fragments may name $(LIB) and $(BUILD) as prerequisites (defined above).
 -include backends/vulkan/module.mk
 -include lua/module.mk
 -include repl/module.mk
@@ -45,7 +47,6 @@ ALL_TARGETS :=
 -include bench/module.mk
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
-LIB      := $(BUILD)/liblumen.a
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps test check bench run install clean test-c

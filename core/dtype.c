@@ -206,11 +206,51 @@ static void store_f64(void *p, lm_dtype t, size_t i, double v)
     }
 }
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+/* F16C converts 8 halves per instruction with IEEE round-to-nearest-even,
+ * the same results as the portable code above; used when the CPU has it. */
+static int has_f16c(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        unsigned a, b, c, d;
+        cached = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) && (c & (1u << 28)) && (c & (1u << 27));
+    }
+    return cached;
+}
+
+__attribute__((target("avx,f16c"))) static void f16_to_f32_fast(float *d, const uint16_t *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++) d[i] = lm_f16_to_f32(s[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void f32_to_f16_fast(uint16_t *d, const float *s, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) d[i] = lm_f32_to_f16(s[i]);
+}
+#else
+static int has_f16c(void) { return 0; }
+static void f16_to_f32_fast(float *d, const uint16_t *s, size_t n) { (void)d; (void)s; (void)n; }
+static void f32_to_f16_fast(uint16_t *d, const float *s, size_t n) { (void)d; (void)s; (void)n; }
+#endif
+
 void lm_convert(void *dst, lm_dtype dt, const void *src, lm_dtype st, size_t n)
 {
     if (dt == st) { memcpy(dst, src, n * lm_dtype_size(dt)); return; }
     /* the hot pairs get direct loops */
-    if (dt == LM_F32 && st == LM_F16) {
+    if (dt == LM_F32 && st == LM_F16 && has_f16c()) {
+        f16_to_f32_fast(dst, src, n);
+    } else if (dt == LM_F16 && st == LM_F32 && has_f16c()) {
+        f32_to_f16_fast(dst, src, n);
+    } else if (dt == LM_F32 && st == LM_F16) {
         for (size_t i = 0; i < n; i++) ((float *)dst)[i] = lm_f16_to_f32(((const uint16_t *)src)[i]);
     } else if (dt == LM_F32 && st == LM_BF16) {
         for (size_t i = 0; i < n; i++) ((float *)dst)[i] = lm_bf16_to_f32(((const uint16_t *)src)[i]);

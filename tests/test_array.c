@@ -200,6 +200,18 @@ static void test_dtypes(void **state)
     assert_int_equal(lm_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);          /* tie -> even */
     assert_int_equal(lm_f32_to_bf16(1.0f + 3.0f / 256), 0x3f82);
     assert_true(isnan(lm_bf16_to_f32(lm_f32_to_bf16(NAN))));
+    /* the vectorised (F16C) bulk conversion agrees with the scalar one */
+    static uint16_t all[65536], back[65536];
+    static float f32[65536];
+    for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
+    lm_convert(f32, LM_F32, all, LM_F16, 65536);
+    for (uint32_t h = 0; h < 65536; h++) {
+        float want = lm_f16_to_f32((uint16_t)h);
+        if (!(isnan(want) ? isnan(f32[h]) : memcmp(&want, &f32[h], 4) == 0)) fail();
+    }
+    for (uint32_t i = 0; i < 65536; i++) f32[i] = (float)((double)i * 1.37e-3 - 40) * (i & 1 ? 1e-4f : 1.0f);
+    lm_convert(back, LM_F16, f32, LM_F32, 65536);
+    for (uint32_t i = 0; i < 65536; i++) assert_int_equal(back[i], lm_f32_to_f16(f32[i]));
     /* promotion table */
     assert_int_equal(lm_dtype_promote(LM_U8, LM_I8), LM_I16);
     assert_int_equal(lm_dtype_promote(LM_I32, LM_F16), LM_F16);
@@ -324,6 +336,57 @@ static void test_shape_ops(void **state)
     lm_sweep();   /* the scalar made inline above */
 }
 
+/* the vectorised exp (and sigmoid/silu built on it) over its whole range */
+static void test_exp_range(void **state)
+{
+    (void)state;
+    int64_t n = 200003;
+    lm_array *x = lm_linspace(-104, 89, n, LM_F32, NULL);
+    lm_array *e = lm_unary(LM_OP_EXP, x), *sg = lm_unary(LM_OP_SIGMOID, x);
+    double *vx = tu_read(x), *ve = tu_read(e), *vs = tu_read(sg);
+    for (int64_t i = 0; i < n; i++) {
+        double want = exp(vx[i]), sw = 1 / (1 + exp(-vx[i]));
+        if (want > 1.2e-38 && want < 3.4e38 && fabs(ve[i] - want) > 2.5e-7 * want) fail_msg("exp(%g)", vx[i]);
+        if (want >= 3.5e38 && !isinf(ve[i])) fail_msg("exp(%g) should overflow", vx[i]);
+        if (fabs(vs[i] - sw) > 3e-7 * sw + 1e-38) fail_msg("sigmoid(%g)", vx[i]);
+    }
+    lm_array *sp = lm_from_data(1, (int64_t[]){3}, LM_F32, (float[]){NAN, INFINITY, -INFINITY}, NULL);
+    lm_array *es = lm_unary(LM_OP_EXP, sp);
+    double *v = tu_read(es);
+    assert_true(isnan(v[0]) && isinf(v[1]) && v[2] == 0);
+    free(v);
+    free(vx);
+    free(ve);
+    free(vs);
+    lm_array *arr[] = {x, e, sg, sp, es};
+    for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
+}
+
+/* large transposed inputs take the tiled staging path */
+static void test_large_transposed(void **state)
+{
+    (void)state;
+    int64_t sh[3] = {3, 300, 257};
+    lm_array *a = iota(3, sh, LM_F32);
+    lm_array *t = lm_transpose(a, 1, 2);
+    lm_array *n = lm_unary(LM_OP_NEG, t);
+    lm_array *c = lm_contiguous(t);
+    lm_array *s = lm_binary(LM_OP_ADD, t, t);
+    double *vn = tu_read(n), *vc = tu_read(c), *vs = tu_read(s);
+    for (int64_t b = 0; b < 3; b++)
+        for (int64_t i = 0; i < 257; i++)
+            for (int64_t j = 0; j < 300; j++) {
+                double want = (double)(b * 300 * 257 + j * 257 + i);
+                int64_t k = (b * 257 + i) * 300 + j;
+                if (vn[k] != -want || vc[k] != want || vs[k] != 2 * want) fail();
+            }
+    free(vn);
+    free(vc);
+    free(vs);
+    lm_array *arr[] = {a, t, n, c, s};
+    for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +398,8 @@ int main(void)
         cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_creation_and_random),
         cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_large_transposed),
+        cmocka_unit_test(test_exp_range),
     };
     return cmocka_run_group_tests_name("array", tests, NULL, NULL);
 }

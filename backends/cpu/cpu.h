@@ -65,6 +65,9 @@ lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out);
  * elements of src to the strided destination starting at flat index start. */
 void lm_cpu_scatter(void *base, lm_dtype dt, int ndim, const int64_t *shape, const int64_t *strides,
                     int64_t start, int64_t count, const void *src);
+/* Copies a transposed layout ([..., R, C] with R of stride 1) to dst in
+ * row-major order by cache-sized tiles; false if a has another layout. */
+bool lm_cpu_transpose_copy(void *dst, const lm_array *a);
 /* Strides of input `in` aligned to the output shape (0 on broadcast axes). */
 void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *strides);
 

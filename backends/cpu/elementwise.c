@@ -6,9 +6,11 @@
  * f32 for f32/f16/bf16, f64 for f64, i64 for integers and bool.  Blocks run
  * in parallel on the pool. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
 #include "core/random.h"
+#include "vmath.h"
 
 #define BLOCK 2048
 
@@ -31,10 +33,18 @@ void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *stri
 typedef struct {
     lm_array *out;
     const lm_array *in[3];
+    lm_array staged[3];      /* tiled copies of transposed inputs */
+    lm_buffer staged_buf[3];
+    void *owned[3];
     int64_t st[3][LM_MAX_DIMS];
     int direct[3];   /* 1: read in place (contiguous, compute dtype), 2: scalar */
     lm_dtype ct;     /* compute dtype */
 } ew_ctx;
+
+static void ew_release(ew_ctx *c)
+{
+    for (int k = 0; k < 3; k++) free(c->owned[k]);
+}
 
 static void ew_setup(ew_ctx *c, lm_array *node, lm_dtype ct)
 {
@@ -46,6 +56,26 @@ static void ew_setup(ew_ctx *c, lm_array *node, lm_dtype ct)
         c->in[k] = a;
         lm_cpu_bcast_strides(a, node, c->st[k]);
         bool same = a->ndim == node->ndim && a->size == node->size && lm_array_is_contiguous(a);
+        if (!same && a->ndim == node->ndim && a->size == node->size && a->size >= (1 << 15) &&
+            (c->owned[k] = malloc(lm_array_nbytes(a)))) {
+            /* a transposed input: stage it through tiles once, then stream it */
+            if (lm_cpu_transpose_copy(c->owned[k], a)) {
+                c->staged[k] = *a;
+                c->staged_buf[k].host = c->owned[k];
+                c->staged[k].buf = &c->staged_buf[k];
+                c->staged[k].offset = 0;
+                for (int d = a->ndim - 1, acc = 1; d >= 0; d--) {
+                    c->staged[k].strides[d] = acc;
+                    acc *= (int)a->shape[d];
+                }
+                c->in[k] = a = &c->staged[k];
+                lm_cpu_bcast_strides(a, node, c->st[k]);
+                same = true;
+            } else {
+                free(c->owned[k]);
+                c->owned[k] = NULL;
+            }
+        }
         if (a->size == 1 && a->dtype == ct) c->direct[k] = 2;
         else if (same && a->dtype == ct) c->direct[k] = 1;
     }
@@ -69,16 +99,6 @@ static const void *ew_load(const ew_ctx *c, int k, int64_t b, int64_t n, void *b
 /* ---------------------------------------------------------------- unary */
 
 static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static float gelu_tanh_f(float x)
-{
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-static float sigmoid_f(float x)
-{
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
 static double sigmoid_d(double x)
 {
     if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -120,10 +140,11 @@ static double sigmoid_d(double x)
 static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
     switch (op) {
-    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_f(x[i]); return;
-    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_f(x[i]); return;
+    case LM_OP_EXP: lm_vexp_map(LM_VEXP, o, x, n); return;
+    case LM_OP_SIGMOID: lm_vexp_map(LM_VSIGMOID, o, x, n); return;
+    case LM_OP_SILU: lm_vexp_map(LM_VSILU, o, x, n); return;
     case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = gelu_f(x[i]); return;
-    case LM_OP_GELU_TANH: for (int64_t i = 0; i < n; i++) o[i] = gelu_tanh_f(x[i]); return;
+    case LM_OP_GELU_TANH: lm_vexp_map(LM_VGELU_TANH, o, x, n); return;
     default: UNARY_FLOAT(float, f, o, x, n, op, p);
     }
 }
@@ -234,11 +255,17 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
     (void)d;
     ew_ctx c;
     lm_op op = node->op;
+    const lm_array *in = node->inputs[0];
+    if ((op == LM_OP_COPY || op == LM_OP_CAST) && in->dtype == node->dtype && node->offset == 0 &&
+        in->ndim == node->ndim && in->size == node->size && lm_array_is_contiguous(node) &&
+        lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
+        return LM_OK;
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
     ew_setup(&c, node, compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
     int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;
     bool strided_out = op == LM_OP_COPY && (node->offset != 0 || !lm_array_is_contiguous(node));
     lm_cpu_parallel_for(nblocks, 8, strided_out ? assign_task : unary_task, &c);
+    ew_release(&c);
     return LM_OK;
 }
 
@@ -371,6 +398,7 @@ lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
     ew_ctx c;
     ew_setup(&c, node, compute_type(node->inputs[0]->dtype));
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
+    ew_release(&c);
     return LM_OK;
 }
 
@@ -402,6 +430,7 @@ lm_status lm_cpu_run_where(lm_device *d, lm_array *node)
     ew_ctx c;
     ew_setup(&c, node, node->dtype);
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, where_task, &c);
+    ew_release(&c);
     return LM_OK;
 }
 

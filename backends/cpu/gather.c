@@ -131,8 +131,53 @@ void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned)
         lm_error_set(LM_ERR_NOMEM, "out of host memory for a %lld-element copy", (long long)a->size);
         return NULL;
     }
+    *owned = p;
+    if (a->dtype == dt && lm_cpu_transpose_copy(p, a)) return p;
     contig_ctx c = {a, dt, p};
     lm_cpu_parallel_for(a->size, 1 << 16, contig_task, &c);
-    *owned = p;
     return p;
+}
+
+/* A transposed layout ([..., R, C] whose R axis has stride 1) read row by
+ * row touches a new cache line and often a new page per element; copying it
+ * in 32x32 tiles reads and writes whole lines.  Writes a's elements in
+ * row-major order to dst (a's dtype).  False when a has another layout. */
+#define TS 32
+typedef struct { const lm_array *a; char *dst; int64_t R, C, sB, sC, B; size_t esz; } tr_ctx;
+
+static void transpose_task(void *p, int64_t b0, int64_t e0)
+{
+    tr_ctx *t = p;
+    const char *src = lm_cpu_ptr(t->a);
+    int64_t tiles_r = (t->R + TS - 1) / TS, tiles_c = (t->C + TS - 1) / TS;
+    for (int64_t w = b0; w < e0; w++) {
+        int64_t bi = w / (tiles_r * tiles_c), tr = (w / tiles_c) % tiles_r, tc = w % tiles_c;
+        int64_t r0 = tr * TS, c0 = tc * TS;
+        int64_t r1 = r0 + TS < t->R ? r0 + TS : t->R, c1 = c0 + TS < t->C ? c0 + TS : t->C;
+        const char *sb = src + bi * t->sB * (int64_t)t->esz;
+        char *db = t->dst + bi * t->R * t->C * (int64_t)t->esz;
+#define TILE(T) \
+        for (int64_t c = c0; c < c1; c++) \
+            for (int64_t r = r0; r < r1; r++) \
+                ((T *)db)[r * t->C + c] = ((const T *)sb)[r + c * t->sC]
+        switch (t->esz) {
+        case 8: TILE(uint64_t); break;
+        case 4: TILE(uint32_t); break;
+        case 2: TILE(uint16_t); break;
+        default: TILE(uint8_t); break;
+        }
+#undef TILE
+    }
+}
+
+bool lm_cpu_transpose_copy(void *dst, const lm_array *a)
+{
+    int64_t sh[LM_MAX_DIMS], sd[LM_MAX_DIMS];
+    int n = collapse(a->ndim, a->shape, a->strides, sh, sd);
+    if (n < 2 || n > 3 || sd[n - 2] != 1 || sd[n - 1] == 1) return false;
+    tr_ctx t = {a, dst, sh[n - 2], sh[n - 1], n == 3 ? sd[0] : 0, sd[n - 1], n == 3 ? sh[0] : 1,
+                lm_dtype_size(a->dtype)};
+    int64_t work = t.B * ((t.R + TS - 1) / TS) * ((t.C + TS - 1) / TS);
+    lm_cpu_parallel_for(work, 16, transpose_task, &t);
+    return true;
 }
