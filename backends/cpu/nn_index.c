@@ -100,12 +100,13 @@ static void sort_task(void *p, int64_t b, int64_t e)
     bool want_idx = o->op == LM_OP_ARGSORT || (topk && pr->i[3] == 1);
     int64_t len = c->v.len, inner = c->v.inner, olen = topk ? pr->i[1] : len;
     size_t xsz = lm_dtype_size(x->dtype), osz = lm_dtype_size(o->dtype);
-    char *raw = malloc((size_t)len * (xsz + 16) + 16);
+    size_t rawsz = ((size_t)len * xsz + 7) & ~(size_t)7;   /* keys and indices stay 8-aligned */
+    char *raw = malloc(rawsz + (size_t)len * 16 + 16);
     if (!raw) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    void *keys = raw + (size_t)len * xsz;
+    void *keys = raw + rawsz;
     int64_t *idx = (int64_t *)((char *)keys + (size_t)len * 8);
     sort_keys sk = {NULL, NULL, topk ? pr->i[2] != 0 : pr->i[1] != 0};
     for (int64_t r = b; r < e; r++) {
