@@ -10,8 +10,12 @@
 #define LM_CPU_NN_H
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include "cpu.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define NN_CLONES __attribute__((target_clones("avx2", "default")))
@@ -49,6 +53,36 @@ typedef int32_t nn_v8i __attribute__((vector_size(32)));
 
 NN_INLINE nn_v8f nn_load8(const float *p) { nn_v8f v; memcpy(&v, p, 32); return v; }
 NN_INLINE void nn_store8(float *p, nn_v8f v) { memcpy(p, &v, 32); }
+/* A store that bypasses the caches when nt (p 16-byte aligned): for
+ * outputs far larger than the caches, it saves reading every line before
+ * writing it.  Callers end with nn_stream_fence(). */
+NN_INLINE void nn_put8(float *p, nn_v8f v, bool nt)
+{
+#if defined(__SSE2__)
+    if (nt) {
+        __m128 lo, hi;
+        memcpy(&lo, &v, 16);
+        memcpy(&hi, (char *)&v + 16, 16);
+        _mm_stream_ps(p, lo);
+        _mm_stream_ps(p + 4, hi);
+        return;
+    }
+#endif
+    (void)nt;
+    memcpy(p, &v, 32);
+}
+NN_INLINE void nn_stream_fence(void)
+{
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+/* elements to handle one by one before p + i is 32-byte aligned */
+NN_INLINE int64_t nn_head(const float *p, int64_t n, bool nt)
+{
+    int64_t h = nt ? (int64_t)(((32 - ((uintptr_t)p & 31)) & 31) / 4) : 0;
+    return h < n ? h : n;
+}
 NN_INLINE nn_v8f nn_splat8(float x) { return (nn_v8f){x, x, x, x, x, x, x, x}; }
 /* mask ? a : b, mask lanes all-ones or zero */
 NN_INLINE nn_v8f nn_sel8(nn_v8i mask, nn_v8f a, nn_v8f b)
@@ -93,6 +127,6 @@ NN_INLINE nn_v8f nn_exp8(nn_v8f x)
 /* o[i] = exp(x[i] - m) for n elements; returns their sum (double). */
 double nn_exp_sub_sum(float *o, const float *x, int64_t n, float m);
 float nn_max_row(const float *x, int64_t n);     /* NaN if any element is NaN */
-void nn_scale_row(float *o, const float *x, int64_t n, float s);
+void nn_scale_row(float *o, const float *x, int64_t n, float s, bool nt);
 
 #endif

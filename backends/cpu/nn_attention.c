@@ -53,7 +53,7 @@ static void online_softmax_task(void *p, int64_t r0, int64_t r1)
         }
         double sum = nn_exp_sub_sum(s, s, c->bk, mnew);
         float corr = mold == -INFINITY ? 0.0f : expf(mold - mnew);
-        if (corr != 1.0f) nn_scale_row(o, o, c->Dv, corr);
+        if (corr != 1.0f) nn_scale_row(o, o, c->Dv, corr, false);
         c->l[r] = (float)((double)c->l[r] * corr + sum);
         c->m[r] = mnew;
     }
@@ -65,7 +65,7 @@ static void finish_task(void *p, int64_t r0, int64_t r1)
 {
     const fin_ctx *c = p;
     for (int64_t r = r0; r < r1; r++)
-        nn_scale_row(c->O + r * c->Dv, c->O + r * c->Dv, c->Dv, c->l[r] > 0 ? 1.0f / c->l[r] : NAN);
+        nn_scale_row(c->O + r * c->Dv, c->O + r * c->Dv, c->Dv, c->l[r] > 0 ? 1.0f / c->l[r] : NAN, false);
 }
 
 typedef struct {

@@ -52,11 +52,12 @@ NN_CLONES double nn_exp_sub_sum(float *o, const float *x, int64_t n, float m)
     return acc;
 }
 
-NN_CLONES void nn_scale_row(float *o, const float *x, int64_t n, float s)
+NN_CLONES void nn_scale_row(float *o, const float *x, int64_t n, float s, bool nt)
 {
     nn_v8f sv = nn_splat8(s);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) nn_store8(o + i, nn_load8(x + i) * sv);
+    int64_t i = nn_head(o, n, nt);
+    for (int64_t k = 0; k < i; k++) o[k] = x[k] * s;
+    for (; i + 8 <= n; i += 8) nn_put8(o + i, nn_load8(x + i) * sv, nt);
     for (; i < n; i++) o[i] = x[i] * s;
 }
 
@@ -109,15 +110,16 @@ NN_CLONES static double sumsq_row(const float *x, int64_t n)
 
 /* o = (x - mean) * rstd * w + b, w/b optional (per element) */
 NN_CLONES static void affine_row(float *o, const float *x, int64_t n, float mean, float rstd,
-                                 const float *w, const float *b)
+                                 const float *w, const float *b, bool nt)
 {
     nn_v8f mv = nn_splat8(mean), rv = nn_splat8(rstd);
-    int64_t i = 0;
+    int64_t i = nn_head(o, n, nt);
+    for (int64_t k = 0; k < i; k++) o[k] = (x[k] - mean) * rstd * (w ? w[k] : 1.0f) + (b ? b[k] : 0.0f);
     for (; i + 8 <= n; i += 8) {
         nn_v8f y = (nn_load8(x + i) - mv) * rv;
         if (w) y *= nn_load8(w + i);
         if (b) y += nn_load8(b + i);
-        nn_store8(o + i, y);
+        nn_put8(o + i, y, nt);
     }
     for (; i < n; i++) {
         float y = (x[i] - mean) * rstd;
@@ -128,11 +130,12 @@ NN_CLONES static void affine_row(float *o, const float *x, int64_t n, float mean
 }
 
 /* o = x * a + c */
-NN_CLONES static void axpb_row(float *o, const float *x, int64_t n, float a, float c)
+NN_CLONES static void axpb_row(float *o, const float *x, int64_t n, float a, float c, bool nt)
 {
     nn_v8f av = nn_splat8(a), cv = nn_splat8(c);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) nn_store8(o + i, nn_load8(x + i) * av + cv);
+    int64_t i = nn_head(o, n, nt);
+    for (int64_t k = 0; k < i; k++) o[k] = x[k] * a + c;
+    for (; i + 8 <= n; i += 8) nn_put8(o + i, nn_load8(x + i) * av + cv, nt);
     for (; i < n; i++) o[i] = x[i] * a + c;
 }
 
@@ -146,6 +149,7 @@ typedef struct {
     int vn;                       /* x viewed with the row axis last */
     int64_t vsh[LM_MAX_DIMS], vst[LM_MAX_DIMS];
     bool in_direct, out_direct;
+    bool nt;                      /* output far larger than the caches: stream it */
     const void *w, *b;            /* affine params, contiguous in ct (or NULL) */
     int64_t groups, spatial;      /* group norm */
     int failed;
@@ -173,6 +177,7 @@ static void rows_setup(rows_ctx *c, lm_array *node, int axis, int64_t len)
     }
     c->in_direct = c->inner == 1 && x->dtype == c->ct && lm_array_is_contiguous(x);
     c->out_direct = c->inner == 1 && node->dtype == c->ct;
+    c->nt = c->out_direct && c->ct == LM_F32 && lm_array_nbytes(node) >= (16u << 20);
 }
 
 static const void *row_in(const rows_ctx *c, int64_t r, void *buf)
@@ -205,7 +210,8 @@ static void row_done(const rows_ctx *c, int64_t r, const void *buf, void *tmp)
     lm_cpu_scatter(dst, o->dtype, 1, &c->len, &c->inner, 0, c->len, tmp);
 }
 
-typedef void (*row_fn)(rows_ctx *c, int64_t r, const void *x, void *y);
+/* computes row r of y from row r of x; scratch holds len elements of ct */
+typedef void (*row_fn)(rows_ctx *c, int64_t r, const void *x, void *y, void *scratch);
 
 typedef struct { rows_ctx *c; row_fn fn; } rows_job;
 
@@ -222,9 +228,10 @@ static void rows_task(void *p, int64_t b, int64_t e)
     for (int64_t r = b; r < e; r++) {
         const void *x = row_in(c, r, mem);
         void *y = row_out(c, r, mem + n);
-        j->fn(c, r, x, y);
+        j->fn(c, r, x, y, mem + 2 * n);
         row_done(c, r, y, mem + 2 * n);
     }
+    nn_stream_fence();
     free(mem);
 }
 
@@ -239,7 +246,7 @@ static lm_status rows_run(rows_ctx *c, row_fn fn)
 
 /* ---------------------------------------------------------------- softmax */
 
-static void softmax_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
+static void softmax_row(rows_ctx *c, int64_t r, const void *xv, void *yv, void *scratch)
 {
     (void)r;
     bool lg = c->node->op == LM_OP_LOG_SOFTMAX;
@@ -247,9 +254,11 @@ static void softmax_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
     if (c->ct == LM_F32) {
         const float *x = xv;
         float *y = yv, m = nn_max_row(x, n);
-        double s = nn_exp_sub_sum(y, x, n, m);
+        /* exponentials go to a cached scratch row so the output is written once */
+        float *e = c->nt ? scratch : y;
+        double s = nn_exp_sub_sum(e, x, n, m);
         if (!lg) {
-            nn_scale_row(y, y, n, (float)(1.0 / s));
+            nn_scale_row(y, e, n, (float)(1.0 / s), c->nt);
         } else {
             float sub = (float)((double)m + log(s));
             for (int64_t i = 0; i < n; i++) y[i] = x[i] - sub;
@@ -275,9 +284,10 @@ lm_status lm_nn_softmax(lm_array *node)
 
 /* ------------------------------------------------------------------ norms */
 
-static void norm_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
+static void norm_row(rows_ctx *c, int64_t r, const void *xv, void *yv, void *scratch)
 {
     (void)r;
+    (void)scratch;
     lm_op op = c->node->op;
     double eps = c->node->params.f[0];
     int64_t n = c->len;
@@ -286,11 +296,11 @@ static void norm_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
         float *y = yv;
         if (op == LM_OP_RMS_NORM) {
             double ms = n ? sumsq_row(x, n) / (double)n : 0;
-            affine_row(y, x, n, 0.0f, (float)(1.0 / sqrt(ms + eps)), c->w, NULL);
+            affine_row(y, x, n, 0.0f, (float)(1.0 / sqrt(ms + eps)), c->w, NULL, c->nt);
         } else {
             double mean, m2;
             stats_row(x, n, &mean, &m2);
-            affine_row(y, x, n, (float)mean, (float)(1.0 / sqrt(m2 / (double)n + eps)), c->w, c->b);
+            affine_row(y, x, n, (float)mean, (float)(1.0 / sqrt(m2 / (double)n + eps)), c->w, c->b, c->nt);
         }
         return;
     }
@@ -306,8 +316,9 @@ static void norm_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
 }
 
 /* one (sample, group) row: statistics over it, affine per channel */
-static void group_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
+static void group_row(rows_ctx *c, int64_t r, const void *xv, void *yv, void *scratch)
 {
+    (void)scratch;
     int64_t n = c->len, S = c->spatial, cpg = n / (S ? S : 1), g = r % c->groups;
     double eps = c->node->params.f[0];
     if (c->ct == LM_F32) {
@@ -319,7 +330,7 @@ static void group_row(rows_ctx *c, int64_t r, const void *xv, void *yv)
         for (int64_t k = 0; k < cpg; k++) {
             int64_t ch = g * cpg + k;
             double a = rstd * (w ? w[ch] : 1.0f);
-            axpb_row(y + k * S, x + k * S, S, (float)a, (float)((b ? b[ch] : 0.0f) - mean * a));
+            axpb_row(y + k * S, x + k * S, S, (float)a, (float)((b ? b[ch] : 0.0f) - mean * a), c->nt);
         }
         return;
     }
