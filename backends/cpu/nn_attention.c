@@ -8,12 +8,13 @@
  * beyond q, k, v and the output is one BQ x BK score block, whatever the
  * sequence length.  Key blocks entirely above the causal diagonal are
  * skipped.  Everything computes in f32 (f64 inputs too, documented).
- * GEMMs run on OpenBLAS's threads from this thread; the softmax step runs
- * rows in parallel on the pool. */
+ * Work items (batch, head, query block) run in parallel on the pool, each
+ * with its own score block and single-threaded GEMMs. */
+#include <dlfcn.h>
 #include <stdlib.h>
 #include "nn.h"
 
-#define BQ 256
+#define BQ 128
 #define BK 512
 
 typedef struct {
@@ -70,22 +71,27 @@ static void finish_task(void *p, int64_t r0, int64_t r1)
 
 typedef struct {
     const float *q, *k, *v;
-    float *out, *S, *m, *l;
-    int64_t Hq, Hk, Lq, Lk, D, Dv;
+    float *out;
+    int64_t Hq, Hk, Lq, Lk, D, Dv, nqb;
     float scale;
     bool causal;
     int kind;
     const lm_array *mask;
+    int failed;               /* 1 out of memory, 2 cancelled */
 } attn_ctx;
 
-static void attend_head(const attn_ctx *a, int64_t b, int64_t h)
+/* Query block `qb` of head (b, h): the whole key loop for BQ queries, with
+ * this task's score block S and row state m, l. */
+static void attend_block(const attn_ctx *a, int64_t b, int64_t h, int64_t qb, float *S, float *m, float *l)
 {
-    int64_t kh = h / (a->Hq / a->Hk);
-    const float *Q = a->q + ((b * a->Hq + h) * a->Lq) * a->D;
+    int64_t kh = h / (a->Hq / a->Hk), i0 = qb * BQ;
+    int64_t bq = a->Lq - i0 < BQ ? a->Lq - i0 : BQ;
+    int64_t kend = a->causal && i0 + bq < a->Lk ? i0 + bq : a->Lk;
+    const float *Q = a->q + ((b * a->Hq + h) * a->Lq + i0) * a->D;
     const float *K = a->k + ((b * a->Hk + kh) * a->Lk) * a->D;
     const float *V = a->v + ((b * a->Hk + kh) * a->Lk) * a->Dv;
-    float *O = a->out + ((b * a->Hq + h) * a->Lq) * a->Dv;
-    sm_ctx c = {a->S, NULL, a->m, a->l, 0, 0, a->Dv, 0, 0, a->causal, a->kind, NULL, 0, 0};
+    float *O = a->out + ((b * a->Hq + h) * a->Lq + i0) * a->Dv;
+    sm_ctx c = {S, O, m, l, bq, 0, a->Dv, i0, 0, a->causal, a->kind, NULL, 0, 0};
     if (a->mask) {
         const lm_array *mk = a->mask;
         c.mask = (const char *)lm_cpu_ptr(mk) + (b * mk->strides[0] + h * mk->strides[1]) *
@@ -93,28 +99,66 @@ static void attend_head(const attn_ctx *a, int64_t b, int64_t h)
         c.ms2 = mk->strides[2];
         c.ms3 = mk->strides[3];
     }
-    for (int64_t i0 = 0; i0 < a->Lq; i0 += BQ) {
-        int64_t bq = a->Lq - i0 < BQ ? a->Lq - i0 : BQ;
-        int64_t kend = a->causal && i0 + bq < a->Lk ? i0 + bq : a->Lk;
-        float *Ob = O + i0 * a->Dv;
-        memset(Ob, 0, sizeof(float) * (size_t)(bq * a->Dv));
-        for (int64_t r = 0; r < bq; r++) { a->m[r] = -INFINITY; a->l[r] = 0; }
-        c.O = Ob;
-        c.bq = bq;
-        c.i0 = i0;
-        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-            int64_t bk = kend - j0 < BK ? kend - j0 : BK;
-            lm_sgemm(LM_CBLAS_NOTRANS, LM_CBLAS_TRANS, (int)bq, (int)bk, (int)a->D, a->scale, Q + i0 * a->D,
-                     (int)a->D, K + j0 * a->D, (int)a->D, 0.0f, a->S, (int)bk);
-            c.bk = bk;
-            c.j0 = j0;
-            lm_cpu_parallel_for(bq, 16, online_softmax_task, &c);
-            lm_sgemm(LM_CBLAS_NOTRANS, LM_CBLAS_NOTRANS, (int)bq, (int)a->Dv, (int)bk, 1.0f, a->S, (int)bk,
-                     V + j0 * a->Dv, (int)a->Dv, 1.0f, Ob, (int)a->Dv);
-        }
-        fin_ctx f = {Ob, a->l, a->Dv};
-        lm_cpu_parallel_for(bq, 32, finish_task, &f);
+    memset(O, 0, sizeof(float) * (size_t)(bq * a->Dv));
+    for (int64_t r = 0; r < bq; r++) { m[r] = -INFINITY; l[r] = 0; }
+    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+        int64_t bk = kend - j0 < BK ? kend - j0 : BK;
+        lm_sgemm(LM_CBLAS_NOTRANS, LM_CBLAS_TRANS, (int)bq, (int)bk, (int)a->D, a->scale, Q, (int)a->D,
+                 K + j0 * a->D, (int)a->D, 0.0f, S, (int)bk);
+        c.bk = bk;
+        c.j0 = j0;
+        online_softmax_task(&c, 0, bq);
+        lm_sgemm(LM_CBLAS_NOTRANS, LM_CBLAS_NOTRANS, (int)bq, (int)a->Dv, (int)bk, 1.0f, S, (int)bk,
+                 V + j0 * a->Dv, (int)a->Dv, 1.0f, O, (int)a->Dv);
     }
+    fin_ctx f = {O, l, a->Dv};
+    finish_task(&f, 0, bq);
+}
+
+/* work items w = (b * Hq + h) * nqb + qb */
+static void attend_task(void *p, int64_t w0, int64_t w1)
+{
+    attn_ctx *a = p;
+    float *S = malloc(sizeof(float) * (BQ * BK + 2 * BQ));
+    if (!S) {
+        __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t w = w0; w < w1; w++) {
+        if (lm_cancel_requested()) {
+            __atomic_store_n(&a->failed, 2, __ATOMIC_RELAXED);
+            break;
+        }
+        int64_t qb = w % a->nqb, bh = w / a->nqb;
+        attend_block(a, bh / a->Hq, bh % a->Hq, qb, S, S + BQ * BK, S + BQ * BK + BQ);
+    }
+    free(S);
+}
+
+/* OpenBLAS's thread count, so that the tasks' small GEMMs run one per
+ * thread (its own threads would fight the pool's).  Looked up in the copy
+ * blas.c loaded; absent (no OpenBLAS) means nothing to do. */
+typedef void (*set_threads_fn)(int);
+typedef int (*get_threads_fn)(void);
+
+static int blas_threads(int n)
+{
+    static set_threads_fn set;
+    static get_threads_fn get;
+    static int looked;
+    if (!looked) {
+        looked = 1;
+        void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+        if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            set = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
+            get = (get_threads_fn)dlsym(h, "openblas_get_num_threads");
+        }
+    }
+    if (!set || !get) return 0;
+    int old = get();
+    if (n > 0) set(n);
+    return old;
 }
 
 lm_status lm_nn_attention(lm_array *node)
@@ -127,6 +171,7 @@ lm_status lm_nn_attention(lm_array *node)
     a.Lk = k->shape[2];
     a.D = q->shape[3];
     a.Dv = v->shape[3];
+    a.nqb = (a.Lq + BQ - 1) / BQ;
     a.scale = (float)node->params.f[0];
     a.causal = node->params.i[0] != 0;
     a.kind = (int)node->params.i[1];
@@ -138,22 +183,18 @@ lm_status lm_nn_attention(lm_array *node)
     a.k = a.q ? lm_cpu_contiguous(k, LM_F32, &ok) : NULL;
     a.v = a.k ? lm_cpu_contiguous(v, LM_F32, &ov) : NULL;
     a.out = a.v ? nn_out_begin(node, &stage) : NULL;
-    a.S = malloc(sizeof(float) * (BQ * BK + 2 * BQ));
-    if (!a.out || !a.S) {
-        st = a.S ? lm_error_status() : lm_error_set(LM_ERR_NOMEM, "attention: out of host memory");
+    if (!a.out) {
+        st = lm_error_status();
         goto done;
     }
-    a.m = a.S + BQ * BK;
-    a.l = a.m + BQ;
-    for (int64_t b = 0; b < q->shape[0]; b++)
-        for (int64_t h = 0; h < a.Hq; h++) {
-            if (lm_cancel_requested()) { st = lm_error_set(LM_ERR_CANCELLED, "attention: interrupted"); goto done; }
-            attend_head(&a, b, h);
-        }
-    if (stage) { nn_out_end(node, stage); stage = NULL; }
+    int old = blas_threads(1);
+    lm_cpu_parallel_for(q->shape[0] * a.Hq * a.nqb, 1, attend_task, &a);
+    if (old > 0) blas_threads(old);
+    if (a.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "attention: out of host memory");
+    else if (a.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "attention: interrupted");
+    else if (stage) { nn_out_end(node, stage); stage = NULL; }
 done:
     free(stage);
-    free(a.S);
     free(oq);
     free(ok);
     free(ov);
