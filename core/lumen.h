@@ -9,4 +9,5 @@
 #include "ops.h"
 #include "random.h"
 #include "ops_nn.h"
+#include "compile.h"
 #endif

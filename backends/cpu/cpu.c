@@ -58,6 +58,7 @@ static lm_status cpu_run(lm_device *d, lm_array *node)
     case LM_CLASS_NN: return lm_cpu_run_nn(d, node);
     case LM_CLASS_OTHER:
         if (node->op == LM_OP_MATMUL) return lm_cpu_run_matmul(d, node);
+        if (node->op == LM_OP_FUSED) return lm_cpu_run_fused(d, node->params.ext, node);
         return lm_cpu_run_other(d, node);
     default:
         return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: cannot run %s", lm_op_name(node->op));

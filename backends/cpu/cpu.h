@@ -8,6 +8,7 @@
 
 #include "core/backend.h"
 #include "core/lumen.h"
+#include "core/compile.h"
 
 /* Host address of element 0 of a (buf->host + offset * elemsize). */
 static inline void *lm_cpu_ptr(const lm_array *a)
@@ -68,6 +69,12 @@ void lm_cpu_scatter(void *base, lm_dtype dt, int ndim, const int64_t *shape, con
 /* Copies a transposed layout ([..., R, C] with R of stride 1) to dst in
  * row-major order by cache-sized tiles; false if a has another layout. */
 bool lm_cpu_transpose_copy(void *dst, const lm_array *a);
+/* Elementwise steps on blocks, shared by the plain and fused kernels:
+ * inputs and output in the compute dtype ct (f32, f64 or i64; bool-valued
+ * ops write u8).  sa/sb are 1 for a block, 0 for one broadcast value. */
+lm_dtype lm_cpu_compute_type(lm_dtype t);
+void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n);
+void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n);
 /* Strides of input `in` aligned to the output shape (0 on broadcast axes). */
 void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *strides);
 

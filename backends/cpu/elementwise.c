@@ -14,7 +14,7 @@
 
 #define BLOCK 2048
 
-static lm_dtype compute_type(lm_dtype t)
+lm_dtype lm_cpu_compute_type(lm_dtype t)
 {
     if (t == LM_F64) return LM_F64;
     if (lm_dtype_is_float(t)) return LM_F32;
@@ -202,6 +202,14 @@ static void unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int
     }
 }
 
+void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n)
+{
+    if (op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT) unary_to_bool(op, ct, o, x, n);
+    else if (ct == LM_F32) unary_f32(op, p, o, x, n);
+    else if (ct == LM_F64) unary_f64(op, p, o, x, n);
+    else unary_i64(op, p, o, x, n);
+}
+
 static void unary_task(void *p, int64_t b0, int64_t e0)
 {
     ew_ctx *c = p;
@@ -261,7 +269,7 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
         lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
         return LM_OK;
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
-    ew_setup(&c, node, compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
+    ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
     int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;
     bool strided_out = op == LM_OP_COPY && (node->offset != 0 || !lm_array_is_contiguous(node));
     lm_cpu_parallel_for(nblocks, 8, strided_out ? assign_task : unary_task, &c);
@@ -371,6 +379,13 @@ static void binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb,
     }
 }
 
+void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n)
+{
+    if (ct == LM_F32) binary_f32(op, o, a, sa, b, sb, n);
+    else if (ct == LM_F64) binary_f64(op, o, a, sa, b, sb, n);
+    else binary_i64(op, o, a, sa, b, sb, n);
+}
+
 static void binary_task(void *p, int64_t b0, int64_t e0)
 {
     ew_ctx *c = p;
@@ -396,7 +411,7 @@ lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
 {
     (void)d;
     ew_ctx c;
-    ew_setup(&c, node, compute_type(node->inputs[0]->dtype));
+    ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
     ew_release(&c);
     return LM_OK;

@@ -1,0 +1,93 @@
+-- gen_api.lua - writes docs/API.md from the docstrings registered by the
+-- binding (lm.docs()).  Run with `make docs/API.md` or
+--   build/lumen docs/gen_api.lua > docs/API.md
+local lm = require "lumen"
+local docs = lm.docs()
+
+local groups = {
+  {title = "Module functions (`lm.name(...)`)", match = function(n) return n:match("^lm%.[%w_]+$") end},
+  {title = "Tensor methods (`t:name(...)`)", match = function(n) return n:match("^t:") end},
+  {title = "Sub-modules", match = function(n) return n:match("^lm%.[%w_]+%.") end},
+}
+
+local out = {}
+local function w(s) out[#out + 1] = s end
+
+w("# Lumen Lua API reference")
+w("")
+w("Generated from the docstrings beside the bindings (`lua/l_*.c`) by `docs/gen_api.lua`;")
+w("`help(x)` and `?x` in the REPL print the same text.  Load the module with")
+w("`local lm = require \"lumen\"` (the `lumen` REPL preloads it as `lm` and `lumen`).")
+w("")
+w("## Conventions")
+w("")
+w("- Axes and indices are 1-based; negative values count from the end (`-1` is the last).")
+w("  Index tensors (argmax results, `index_select`, `take_along_axis`) are 1-based too.")
+w("- Ranges in indexing are inclusive: `t[{ {2, 4}, {}, 3 }]` takes rows 2..4, every column")
+w("  of axis 2 and element 3 of axis 3 (which removes that axis); `{start, stop, step}`")
+w("  with a negative step runs backwards.  `t[i]` selects along axis 1.")
+w("- Ops are lazy: they return tensors that are computed on `t:eval()`, `lm.eval(...)`,")
+w("  printing, `t:item()`, `t:totable()` or a write to a file.")
+w("- Operators `+ - * / % ^ //` and unary `-` are elementwise with broadcasting and accept")
+w("  Lua numbers (which do not widen a tensor's dtype: f16 tensor + 2.5 stays f16).")
+w("  Comparisons are methods (`t:lt(u)`...) because Lua turns `<` and `==` into one boolean.")
+w("- `lm.tensor{...}` makes f32 from numbers and bool from booleans; `lm.arange` with")
+w("  integer arguments makes i64.")
+w("- Memory: tensors are freed when Lua collects them; the binding paces Lua's collector")
+w("  by the bytes tensors hold (and switches it to incremental mode for that) and collects")
+w("  fully once before failing an allocation.  `t:free()` and `local t <close> = ...`")
+w("  free at once; `t:keep()` protects a tensor from `lm.sweep()`.")
+w("- Errors raise Lua errors naming the op, shapes and dtypes, e.g.")
+w("  `add: shapes [2] and [3] cannot be broadcast`.")
+w("")
+w("## Printing")
+w("")
+w("`tostring(t)` evaluates `t` and prints it like numpy: nested rows, one number format")
+w("chosen from the printed elements (fixed with up to 4 fraction digits, or scientific when")
+w("the magnitudes call for it), right-aligned columns, rows wrapped at 80 columns, and past")
+w("1000 elements only 3 items at each end of every long axis (only those are read back")
+w("from the device).  A footer names dtype, shape and device:")
+w("")
+w("```")
+w("> lm.arange(6):reshape{2, 3} / 4")
+w("[[0.00, 0.25, 0.50],")
+w(" [0.75, 1.00, 1.25]]")
+w("<tensor f32 [2,3] cpu>")
+w("```")
+w("")
+w("`t:brief()` gives the footer alone without evaluating (`lazy` when pending); the REPL")
+w("uses it for tensors inside tables.  `lm.set_printoptions{precision=, threshold=,")
+w("edgeitems=, linewidth=}` changes the format.")
+w("")
+w("## Properties")
+w("")
+w("`t.shape` (a new table), `t.dtype` (\"f32\"...), `t.ndim`, `t.size`, `t.nbytes`, `t.device`")
+w("(\"cpu\", \"vulkan:0\"), `t.evaluated`, `t.kept`, `t.freed`, `t.T` (last two axes swapped),")
+w("`#t` (length of axis 1).")
+
+for _, g in ipairs(groups) do
+  local names = {}
+  for n in pairs(docs) do
+    -- lm.exp(t) is t:exp(): document it once, as the method
+    local method = docs["t:" .. (n:match("^lm%.([%w_]+)$") or "")]
+    if g.match(n) and not (method and method == docs[n]) then names[#names + 1] = n end
+  end
+  table.sort(names)
+  if #names > 0 then
+    w("")
+    w("## " .. g.title)
+    if g.title:match("^Module") then
+      w("")
+      w("Every tensor method below is also a module function taking the tensor first:")
+      w("`lm.exp(t)` is `t:exp()`, `lm.matmul(a, b)` is `a:matmul(b)`.")
+    end
+    for _, n in ipairs(names) do
+      local d = docs[n]
+      local sig, rest = d:match("^([^\n]*)\n?(.*)$")
+      w("")
+      w("### `" .. sig .. "`")
+      if rest ~= "" then w(""); w(rest) end
+    end
+  end
+end
+io.write(table.concat(out, "\n"), "\n")

@@ -1,0 +1,144 @@
+/* l_args.c - reading Lua arguments: 1-based axes, shapes, option tables,
+ * dtypes and devices.  The Lua face counts from 1 (negative from the end);
+ * the core counts from 0, so every axis crosses here. */
+#include <string.h>
+#include "l_internal.h"
+
+int lm_lua_axis_value(lua_State *L, lua_Integer ax, int ndim, const char *fname)
+{
+    if (ax >= 1 && ax <= ndim) return (int)(ax - 1);
+    if (ax <= -1 && ax >= -ndim) return (int)(ndim + ax);
+    if (ax == 0) luaL_error(L, "%s: axis 0 is not valid (axes count from 1; -1 is the last)", fname);
+    return luaL_error(L, "%s: axis %d out of range for a %d-d tensor", fname, (int)ax, ndim);
+}
+
+int lm_lua_axis(lua_State *L, int arg, int ndim, const char *fname)
+{
+    return lm_lua_axis_value(L, luaL_checkinteger(L, arg), ndim, fname);
+}
+
+int lm_lua_shape(lua_State *L, int arg, int64_t *shape, int *next)
+{
+    int n = 0;
+    if (lua_istable(L, arg)) {
+        lua_Integer len = luaL_len(L, arg);
+        if (len > LM_MAX_DIMS) luaL_error(L, "shape: more than %d dimensions", LM_MAX_DIMS);
+        for (lua_Integer i = 1; i <= len; i++) {
+            lua_geti(L, arg, i);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || v < 0) luaL_error(L, "shape: entry %d must be a non-negative integer", (int)i);
+            shape[n++] = v;
+            lua_pop(L, 1);
+        }
+        if (next) *next = arg + 1;
+        return n;
+    }
+    /* lm.zeros(2, 3) reads like lm.zeros{2, 3} */
+    while (lua_type(L, arg + n) == LUA_TNUMBER) {
+        if (n == LM_MAX_DIMS) luaL_error(L, "shape: more than %d dimensions", LM_MAX_DIMS);
+        lua_Integer v = luaL_checkinteger(L, arg + n);
+        if (v < 0) luaL_error(L, "shape: entry %d must be non-negative", n + 1);
+        shape[n] = v;
+        n++;
+    }
+    if (n == 0 && !lua_isnoneornil(L, arg))
+        luaL_argerror(L, arg, "shape expected (a table like {2, 3})");
+    if (next) *next = arg + n;
+    return n;
+}
+
+lm_dtype lm_lua_check_dtype(lua_State *L, int arg)
+{
+    const char *name = luaL_checkstring(L, arg);
+    lm_dtype dt;
+    if (!lm_dtype_from_name(name, &dt))
+        luaL_error(L, "unknown dtype '%s' (f32 f16 bf16 f64 i8 u8 i16 i32 i64 bool)", name);
+    return dt;
+}
+
+lm_device *lm_lua_check_device(lua_State *L, int arg)
+{
+    lm_device *d = lm_device_find(luaL_checkstring(L, arg));
+    if (!d) lm_lua_error(L);
+    return d;
+}
+
+void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o)
+{
+    o->dtype = LM_DTYPE_COUNT;
+    o->device = NULL;
+    if (lua_isnoneornil(L, arg)) return;
+    if (lua_type(L, arg) == LUA_TSTRING) {
+        o->dtype = lm_lua_check_dtype(L, arg);
+        return;
+    }
+    luaL_checktype(L, arg, LUA_TTABLE);
+    if (lua_getfield(L, arg, "dtype") != LUA_TNIL) o->dtype = lm_lua_check_dtype(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, arg, "device") != LUA_TNIL) o->device = lm_lua_check_device(L, -1);
+    lua_pop(L, 1);
+}
+
+bool lm_lua_opt_bool(lua_State *L, int arg, const char *field, bool dflt)
+{
+    if (!lua_istable(L, arg)) return dflt;
+    bool v = dflt;
+    if (lua_getfield(L, arg, field) != LUA_TNIL) v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *field, lua_Integer dflt)
+{
+    if (!lua_istable(L, arg)) return dflt;
+    lua_Integer v = dflt;
+    if (lua_getfield(L, arg, field) != LUA_TNIL) {
+        int ok;
+        v = lua_tointegerx(L, -1, &ok);
+        if (!ok) luaL_error(L, "option '%s' must be an integer", field);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *field, lua_Number dflt)
+{
+    if (!lua_istable(L, arg)) return dflt;
+    lua_Number v = dflt;
+    if (lua_getfield(L, arg, field) != LUA_TNIL) {
+        int ok;
+        v = lua_tonumberx(L, -1, &ok);
+        if (!ok) luaL_error(L, "option '%s' must be a number", field);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Lua index i (1-based, negative from the end) -> the core's 0-based index
+ * (negative from the end): i > 0 ? i - 1 : i. */
+lm_array *lm_lua_index_tensor(lua_State *L, int idx)
+{
+    lm_array *t = lm_lua_to_array(L, idx, LM_I64);
+    if (!t) lm_lua_error(L);
+    if (!lm_dtype_is_int(t->dtype)) {
+        const char *name = lm_dtype_name(t->dtype);
+        lm_array_release(t);
+        luaL_error(L, "index tensor must have an integer dtype, got %s", name);
+    }
+    lm_array *pos = lm_binary_scalar(LM_OP_GT, t, 0, false);
+    lm_array *dec = lm_binary_scalar(LM_OP_SUB, t, 1, false);
+    lm_array *r = lm_where(pos, dec, t);
+    lm_array_release(pos);
+    lm_array_release(dec);
+    lm_array_release(t);
+    if (!r) lm_lua_error(L);
+    return r;
+}
+
+lm_array *lm_lua_one_based(lm_array *idx)
+{
+    lm_array *r = lm_binary_scalar(LM_OP_ADD, idx, 1, false);
+    lm_array_release(idx);
+    return r;
+}

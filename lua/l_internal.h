@@ -1,0 +1,84 @@
+/* l_internal.h - what the Lua API files (lua/l_*.c) share among themselves;
+ * the public face for other rooms is lumen_lua.h. */
+#ifndef LM_L_INTERNAL_H
+#define LM_L_INTERNAL_H
+
+#include <stdbool.h>
+#include "lumen_lua.h"
+
+/* The tensor userdata: one core reference, NULL once t:free() ran. */
+typedef struct lm_lua_tensor {
+    lm_array *a;
+} lm_lua_tensor;
+
+/* ---- l_tensor.c ---- */
+lm_lua_tensor *lm_lua_testtensor(lua_State *L, int idx);   /* NULL if not a tensor */
+/* lm_lua_to_array with a target device for new arrays (NULL = default). */
+lm_array *lm_lua_to_array_on(lua_State *L, int idx, lm_dtype dt, lm_device *dev);
+void lm_lua_open_tensor(lua_State *L);        /* metatable; module table on top */
+
+/* ---- l_args.c: argument helpers ---- */
+/* 1-based Lua axis (negative from the end) to a 0-based axis for ndim;
+ * raises a Lua error naming fname when out of range. */
+int lm_lua_axis(lua_State *L, int arg, int ndim, const char *fname);
+int lm_lua_axis_value(lua_State *L, lua_Integer ax, int ndim, const char *fname);
+/* A shape from a table {2, 3} (or varargs of integers starting at arg).
+ * Returns ndim; *next receives the first argument after the shape. */
+int lm_lua_shape(lua_State *L, int arg, int64_t *shape, int *next);
+/* Options: a table {dtype=, device=} or a dtype string at arg. */
+typedef struct lm_lua_opts {
+    lm_dtype dtype;        /* LM_DTYPE_COUNT when not given */
+    lm_device *device;     /* NULL when not given */
+} lm_lua_opts;
+void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o);
+lm_dtype lm_lua_check_dtype(lua_State *L, int arg);
+lm_device *lm_lua_check_device(lua_State *L, int arg);
+bool lm_lua_opt_bool(lua_State *L, int arg, const char *field, bool dflt);
+lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *field, lua_Integer dflt);
+lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *field, lua_Number dflt);
+/* An integer tensor of 1-based indices (negative from the end) turned into
+ * the core's 0-based convention (new reference; lazy). */
+lm_array *lm_lua_index_tensor(lua_State *L, int idx);
+/* The core's 0-based index tensor turned 1-based (takes over idx). */
+lm_array *lm_lua_one_based(lm_array *idx);
+
+/* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
+void lm_lua_open_compile(lua_State *L);   /* module table on top */
+
+/* ---- l_print.c ---- */
+/* Pushes the full text of a (evaluates it; reads back only printed edges). */
+void lm_lua_push_format(lua_State *L, lm_array *a);
+/* Pushes "<tensor f32 2x3 cpu>" without evaluating (" lazy" when pending). */
+void lm_lua_push_brief(lua_State *L, const lm_array *a);
+/* Formatting knobs (lm.set_printoptions). */
+typedef struct lm_print_opts {
+    int precision;     /* most fraction digits, default 4 */
+    int threshold;     /* summarise past this many elements, default 1000 */
+    int edgeitems;     /* items kept at each end when summarising, default 3 */
+    int linewidth;     /* default 80 */
+} lm_print_opts;
+extern lm_print_opts lm_lua_print_opts;
+
+/* ---- l_index.c ---- */
+/* t[key] for a number or a table key: pushes the view. */
+int lm_lua_index_get(lua_State *L, lm_array *a, int key);
+/* t[key] = value */
+int lm_lua_index_set(lua_State *L, lm_array *a, int key, int val);
+extern const lm_lua_func lm_lua_index_methods[];
+
+/* ---- l_ops.c / l_create.c / l_nn.c / l_doc.c ---- */
+extern const lm_lua_func lm_lua_op_methods[];    /* tensor methods and lm.* */
+extern const lm_lua_func lm_lua_op_module[];     /* lm.* only */
+extern const lm_lua_func lm_lua_create_funcs[];
+extern const lm_lua_func lm_lua_nn_funcs[];
+void lm_lua_open_doc(lua_State *L);               /* registry of docstrings */
+/* Pushes the docstring of the value at idx (or of a name) or nil. */
+void lm_lua_push_doc(lua_State *L, int idx);
+/* Pushes the table of methods shared by all tensors (registry field). */
+void lm_lua_push_methods(lua_State *L);
+
+/* ---- memory accounting (l_tensor.c) ---- */
+void lm_lua_gc_account(lua_State *L, size_t bytes);
+void lm_lua_install_oom_hook(lua_State *L);
+
+#endif

@@ -1,0 +1,31 @@
+/* l_module.c - luaopen_lumen: the module table `lumen` (the REPL calls it
+ * lm too).  Starts the core once, builds the tensor metatable, registers
+ * every function with its docstring and lets the files room add its part. */
+#include "l_internal.h"
+
+#define LUMEN_VERSION "0.1.0"
+
+int luaopen_lumen(lua_State *L);
+
+int luaopen_lumen(lua_State *L)
+{
+    if (lm_init() != LM_OK) return lm_lua_error(L);
+    lua_newtable(L);
+    lm_lua_open_doc(L);
+    lm_lua_open_tensor(L);
+    /* every op method is also lm.name(t, ...); module-only entries after
+     * them win where a name is both (lm.eval takes many tensors) */
+    lm_lua_register(L, "lm.", lm_lua_op_methods);
+    lm_lua_register(L, "lm.", lm_lua_op_module);
+    lm_lua_register(L, "lm.", lm_lua_create_funcs);
+    lm_lua_register(L, "lm.", lm_lua_nn_funcs);
+    lm_lua_push_methods(L);
+    lm_lua_register(L, "t:", lm_lua_nn_funcs);
+    lua_pop(L, 1);
+    lua_pushliteral(L, LUMEN_VERSION);
+    lua_setfield(L, -2, "version");
+    lm_lua_install_oom_hook(L);
+    lm_lua_open_io(L);
+    lm_lua_open_compile(L);
+    return 1;
+}

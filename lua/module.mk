@@ -1,0 +1,19 @@
+# lua/module.mk - the Lua module `lumen` (build/lumen.so) and the objects
+# the REPL links in.  The .so leaves Lua's symbols to the host interpreter
+# (stock lua5.4 or our REPL), so it does not link liblua.
+LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
+LUA_SRC    := $(wildcard lua/*.c)
+LUA_OBJ    := $(LUA_SRC:%.c=$(BUILD)/obj/%.o)
+# where Debian's lua5.4 looks for C modules (package.cpath)
+LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
+
+$(BUILD)/obj/lua/%.o: CFLAGS += $(LUA_CFLAGS)
+
+$(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
+	$(CC) -shared -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) -lm -lpthread -ldl
+
+ALL_TARGETS += $(BUILD)/lumen.so
+TEST_SCRIPTS += tests/lua/run.sh
+
+-include $(LUA_OBJ:.o=.d)

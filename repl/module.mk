@@ -1,0 +1,26 @@
+# repl/module.mk - build/lumen: the REPL and script runner over the Lua
+# module, plus `make run` and `make install`.
+REPL_SRC := $(wildcard repl/*.c)
+REPL_OBJ := $(REPL_SRC:%.c=$(BUILD)/obj/%.o)
+
+$(BUILD)/obj/repl/%.o: CFLAGS += $(LUA_CFLAGS)
+
+$(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
+	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
+
+ALL_TARGETS += $(BUILD)/lumen
+TEST_SCRIPTS += tests/repl/run.sh
+
+run: $(BUILD)/lumen
+	$(BUILD)/lumen
+
+install: $(BUILD)/lumen $(BUILD)/lumen.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LUA_CMOD_DIR)
+	install -m 755 $(BUILD)/lumen $(DESTDIR)$(PREFIX)/bin/lumen
+	install -m 644 $(BUILD)/lumen.so $(DESTDIR)$(LUA_CMOD_DIR)/lumen.so
+
+# docs/API.md is generated from the docstrings registered by lua/l_*.c
+docs/API.md: $(BUILD)/lumen docs/gen_api.lua
+	$(BUILD)/lumen docs/gen_api.lua > $@
+
+-include $(REPL_OBJ:.o=.d)

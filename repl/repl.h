@@ -1,0 +1,40 @@
+/* repl.h - what the files of the `lumen` program share: running chunks
+ * under Ctrl-C protection, the interactive loop, completion and showing
+ * values. */
+#ifndef LM_REPL_H
+#define LM_REPL_H
+
+#include <stdbool.h>
+#include <lua.h>
+#include <lauxlib.h>
+
+/* ---- main.c ---- */
+extern bool lm_repl_color;      /* colours on stderr/stdout (a terminal, no NO_COLOR) */
+/* Calls the function below narg arguments with a traceback handler while
+ * Ctrl-C interrupts it; returns the Lua status.  On error the message is
+ * on the stack. */
+int lm_repl_docall(lua_State *L, int narg, int nres, bool traceback);
+/* Prints the error message on top of the stack (and pops it). */
+void lm_repl_report(lua_State *L, const char *progname);
+/* Signals: the SIGINT handler (installed once) and its self-pipe, which
+ * wakes the prompt's select() when Ctrl-C arrives at the prompt. */
+void lm_repl_signals_init(lua_State *L);
+int lm_repl_sigint_fd(void);
+/* true (once) if Ctrl-C came at the prompt; *quit when it was the second
+ * within a second. */
+bool lm_repl_take_sigint(bool *quit);
+
+/* ---- repl.c ---- */
+int lm_repl_interactive(lua_State *L);
+
+/* ---- complete.c ---- */
+void lm_repl_complete_init(lua_State *L);
+
+/* ---- show.c ---- */
+/* Loads the Lua helpers of the REPL (value printer, :mem).  Returns false
+ * with an error on the stack on failure. */
+bool lm_repl_show_init(lua_State *L);
+/* Pushes the function `show(...)` that prints values as the REPL does. */
+void lm_repl_push_helper(lua_State *L, const char *name);
+
+#endif

@@ -1,0 +1,30 @@
+#!/bin/sh
+# tests/lua/run.sh - the Lua API tests, run twice: under build/lumen and
+# under Debian's stock lua5.4 loading build/lumen.so through package.cpath.
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+LUA=${LUA:-lua5.4}
+files=$(ls tests/lua/test_*.lua)
+total_p=0; total_f=0
+run() {
+  out=$("$@" tests/lua/runner.lua $files 2>&1)
+  echo "$out" | grep -v '^[0-9]* passed, [0-9]* failed$'
+  line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
+  if [ -z "$line" ]; then echo "no summary from: $*"; total_f=$((total_f + 1)); return; fi
+  echo "  $*: $line"
+  total_p=$((total_p + $(echo "$line" | cut -d' ' -f1)))
+  total_f=$((total_f + $(echo "$line" | cut -d' ' -f3)))
+}
+run "$BUILD/lumen"
+# a sanitizer build of lumen.so needs the ASan runtime loaded before lua5.4
+preload=
+if ldd "$BUILD/lumen.so" 2>/dev/null | grep -q libasan; then
+  preload=$(${CC:-cc} -print-file-name=libasan.so)
+fi
+if command -v "$LUA" >/dev/null 2>&1; then
+  run env ${preload:+LD_PRELOAD=$preload} "$LUA" -e "package.cpath='$BUILD/?.so;'..package.cpath"
+else
+  echo "$LUA not installed: module test skipped"; total_f=$((total_f + 1))
+fi
+echo "$total_p passed, $total_f failed"
+[ "$total_f" = 0 ]

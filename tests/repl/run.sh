@@ -1,0 +1,170 @@
+#!/bin/sh
+# tests/repl/run.sh - drives build/lumen through a pseudo-terminal (tmux on
+# a private socket) and through pipes: completion, history, continuation,
+# auto-print, Ctrl-C, help and commands, and piped-mode exit codes.
+# Prints "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+LUMEN="$(pwd)/$BUILD/lumen"
+TMPD=$(mktemp -d /tmp/lumen-repl.XXXXXX)
+HIST="$TMPD/history"
+SOCK="lumen-test-$$-0"
+nsession=0
+pass=0; fail=0
+
+T() { tmux -L "$SOCK" -f /dev/null "$@"; }
+cleanup() { T kill-server 2>/dev/null; rm -rf "$TMPD"; }
+# a fresh tmux server (own socket) per session: reusing a socket races
+# with the old server shutting down
+trap cleanup EXIT
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
+
+screen() { T capture-pane -p -t r -S -300 2>/dev/null; }
+# waits up to ~5 s for a line of the screen to match the grep pattern
+wait_for() {
+  i=0
+  while [ $i -lt 50 ]; do
+    screen | grep -q -- "$1" && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  return 1
+}
+expect() { if wait_for "$2"; then ok; else bad "$1" "$(screen)"; fi; }
+# counts matching lines now
+count() { screen | grep -c -- "$1"; }
+send() { T send-keys -t r -l "$1"; }
+key() { T send-keys -t r "$@"; }
+line() { send "$1"; key Enter; }
+
+start() {
+  T kill-server 2>/dev/null
+  nsession=$((nsession + 1)); SOCK="lumen-test-$$-$nsession"
+  T new-session -d -s r -x 100 -y 50 \
+    "cd '$TMPD' && env LUMEN_HISTORY='$HIST' TERM=xterm NO_COLOR=1 '$LUMEN' $*; echo EXIT=\$?; sleep 600"
+  wait_for '^>' || bad "REPL starts" "$(screen)"
+}
+
+# ---- auto-print, ;, _, errors ----
+start
+line '1 + 2'
+expect "expression prints its value" '^3$'
+line 'x = 5'
+line 'x * 2 \;'
+line 'x * 3'
+expect "auto-print after a suppressed line" '^15$'
+if [ "$(count '^10$')" = 0 ]; then ok; else bad "trailing ; suppresses printing" "$(screen)"; fi
+line '_ + 1'
+expect "_ holds the last value" '^16$'
+line 'lm.ones{2} + lm.ones{3}'
+expect "op errors name the shapes" '\[2\].*\[3\]'
+line 'lm.tensor{1, 2} * 2'
+expect "session usable after an error" '^\[2., 4.\]$'
+expect "tensor footer" '^<tensor f32 \[2\] cpu>$'
+
+# ---- continuation ----
+line 'for i = 1, 2 do'
+expect "incomplete chunk gives .. prompt" '^\.\.'
+line 'print(i * 10)'
+line 'end'
+expect "continued chunk runs" '^20$'
+
+# ---- completion (never evaluates) ----
+send 'lm.zer'; key Tab; key Enter
+expect "completes module fields" '^> lm\.zeros$'
+line 'z = lm.ones{2} + 1'
+send 'z:resh'; key Tab; send '{2, 1}.shape[1]'; key Enter
+expect "completes tensor methods" '^> z:reshape{2, 1}.shape\[1\]$'
+send 'z.evalu'; key Tab; key Enter
+expect "completes tensor properties without evaluating" '^false$'
+line 'my_long_global_name = 1'
+send 'my_long_gl'; key Tab; key Enter
+expect "completes globals" '^> my_long_global_name$'
+: > "$TMPD/lumen_target_file.txt"
+send 'io.open("lumen_tar'; key Tab; send ')'; key Enter
+expect "completes file names in strings" 'lumen_target_file.txt")$'
+
+# ---- tables of lazy tensors, bracketed paste ----
+line 'tb = {lm.ones{2} + 1, n = 3}'
+line 'tb'
+expect "a table prints its tensors briefly" '^{<tensor f32 \[2\] cpu lazy>, n = 3}$'
+line 'tb[1].evaluated'
+expect "printing a table does not evaluate its tensors" '^false$'
+T set-buffer "$(printf 'p1 = 20\np2 = p1 + 1')"
+T paste-buffer -p -t r
+key Enter
+line 'p2 * 2'
+expect "a bracketed paste runs as one chunk" '^42$'
+
+# ---- help and commands ----
+line '?lm.zeros'
+expect "?name prints the docstring" 'A tensor of zeros'
+line 'help(lm.ones)'
+expect "help(f) prints the docstring" 'A tensor of ones'
+line ':time lm.ones{100}:sum()'
+expect ":time reports wall time" '^wall time: '
+line ':mem'
+expect ":mem shows memory" '^cpu .*active'
+
+# ---- Ctrl-C ----
+send 'abc'; key C-c
+sleep 0.2
+line '40 + 3'
+expect "Ctrl-C at the prompt clears the line" '^43$'
+line 'while true do end'
+sleep 0.5
+key C-c
+expect "Ctrl-C interrupts a running loop" 'interrupted'
+sleep 1.2
+line 'for i = 1, 1e9 do local t = lm.ones{4} + i end'
+sleep 0.5
+key C-c
+sleep 1.2
+line 'x + 100'
+expect "the session survives Ctrl-C" '^105$'
+line 'hist_marker = 42'
+line ':q'
+expect ":q quits with status 0" '^EXIT=0$'
+
+# ---- history ----
+if grep -q 'hist_marker = 42' "$HIST" 2>/dev/null; then ok; else bad "history file written" "$(cat "$HIST" 2>&1)"; fi
+start
+key Up; key Up
+expect "history recalled with Up" '^> hist_marker = 42$'
+key C-u
+key C-d
+expect "Ctrl-D quits" '^EXIT=0$'
+
+# ---- a second Ctrl-C within a second quits ----
+start
+key C-c; key C-c
+expect "double Ctrl-C quits" '^EXIT='
+
+# ---- -i runs a script, then stays ----
+echo 'pre = 6 * 7' > "$TMPD/pre.lua"
+start -i pre.lua
+line 'pre'
+expect "-i script then the REPL" '^42$'
+
+# ---- piped mode ----
+out=$(echo 'print(1 + 1)' | "$LUMEN" 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$out" = 2 ]; then ok; else bad "piped script runs without prompt" "rc=$rc out=$out"; fi
+out=$(echo 'error("boom")' | "$LUMEN" 2>&1); rc=$?
+if [ $rc != 0 ] && echo "$out" | grep -q boom; then ok; else bad "piped failure exits non-zero" "rc=$rc out=$out"; fi
+out=$(echo 'x = (' | "$LUMEN" 2>&1); rc=$?
+if [ $rc != 0 ]; then ok; else bad "piped syntax error exits non-zero" "rc=$rc out=$out"; fi
+out=$(echo 'print(lm.ones{2}:sum():item())' | "$LUMEN" - 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$out" = 2.0 ]; then ok; else bad "lumen - reads stdin" "rc=$rc out=$out"; fi
+printf 'print(..., #arg, arg[0] ~= nil)\nos.exit(tonumber(arg[2]))\n' > "$TMPD/s.lua"
+out=$("$LUMEN" "$TMPD/s.lua" a 3 2>&1); rc=$?
+if [ $rc = 3 ] && [ "$out" = "$(printf 'a\t2\ttrue')" ]; then ok; else bad "script gets arg and ..." "rc=$rc out=$out"; fi
+out=$("$LUMEN" -e 'print(lm.arange(3):sum():item())' 2>&1); rc=$?
+if [ $rc = 0 ] && [ "$out" = 3 ]; then ok; else bad "-e runs code" "rc=$rc out=$out"; fi
+"$LUMEN" -e 'lm.ones{2}:matmul(lm.ones{3})' 2>/dev/null </dev/null; rc=$?
+if [ $rc != 0 ]; then ok; else bad "-e failure exits non-zero"; fi
+"$LUMEN" "$TMPD/missing.lua" 2>/dev/null; rc=$?
+if [ $rc != 0 ]; then ok; else bad "missing script exits non-zero"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

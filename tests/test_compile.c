@@ -1,0 +1,241 @@
+/* test_compile.c - tracing, optimisation passes, fusion and replay. */
+#include "testutil.h"
+
+static lm_array *ph(int64_t n, lm_dtype dt) { return lm_placeholder(1, &n, dt, NULL); }
+
+static lm_array *randu(int64_t n, uint64_t seed)
+{
+    lm_array *a = lm_random_uniform(1, &n, -2, 2, LM_F32, lm_random_key(seed), NULL);
+    assert_int_equal(lm_array_eval(a), LM_OK);
+    return a;
+}
+
+/* gelu_tanh(x * a + b) * a with a, b captured */
+static lm_array *gelu_chain(lm_array *x, lm_array *a, lm_array *b)
+{
+    lm_array *t1 = lm_binary(LM_OP_MUL, x, a), *t2 = lm_binary(LM_OP_ADD, t1, b);
+    lm_array *t3 = lm_unary(LM_OP_GELU_TANH, t2), *y = lm_binary(LM_OP_MUL, t3, a);
+    lm_array_release(t1);
+    lm_array_release(t2);
+    lm_array_release(t3);
+    return y;
+}
+
+static void assert_same(lm_array *x, lm_array *y)
+{
+    double *a = tu_read(x), *b = tu_read(y);
+    assert_int_equal(x->size, y->size);
+    assert_memory_equal(a, b, sizeof(double) * (size_t)x->size);
+    free(a);
+    free(b);
+}
+
+static void test_fuse_gelu_bitwise(void **state)
+{
+    (void)state;
+    int64_t n = 100001;
+    lm_array *a = randu(n, 1), *b = randu(n, 2), *x = randu(n, 3);
+    lm_array *p = ph(n, LM_F32);
+    lm_array *traced = gelu_chain(p, a, b);
+    lm_compiled *c = lm_compile_graph(1, &p, 1, &traced, LM_COMPILE_ON);
+    assert_non_null(c);
+    assert_int_equal(lm_compiled_kernels(c), 1);
+    char *desc = lm_compiled_describe(c);
+    assert_non_null(strstr(desc, "fused(mul,add,gelu_tanh,mul)"));
+    free(desc);
+    lm_array *out;
+    assert_int_equal(lm_compiled_call(c, 1, &x, &out), 1);
+    int64_t k0 = lm_eval_kernel_count();
+    assert_int_equal(lm_array_eval(out), LM_OK);
+    assert_int_equal(lm_eval_kernel_count() - k0, 1);
+    lm_array *ref = gelu_chain(x, a, b);
+    k0 = lm_eval_kernel_count();
+    assert_int_equal(lm_array_eval(ref), LM_OK);
+    assert_int_equal(lm_eval_kernel_count() - k0, 4);
+    assert_same(out, ref);
+    /* no_fuse mode: same numbers, four kernels */
+    lm_compiled *c2 = lm_compile_graph(1, &p, 1, &traced, LM_COMPILE_NO_FUSE);
+    assert_int_equal(lm_compiled_kernels(c2), 4);
+    lm_array *out2;
+    assert_int_equal(lm_compiled_call(c2, 1, &x, &out2), 1);
+    assert_same(out2, ref);
+    lm_compiled_free(c);
+    lm_compiled_free(c2);
+    lm_array *arr[] = {a, b, x, p, traced, out, ref, out2};
+    for (int i = 0; i < 8; i++) lm_array_release(arr[i]);
+    assert_int_equal(lm_array_live_count(), 0);
+}
+
+static void test_chain_of_ten_and_mixed_dtypes(void **state)
+{
+    (void)state;
+    static const lm_dtype types[] = {LM_F32, LM_F16, LM_BF16, LM_F64};
+    for (int t = 0; t < 4; t++) {
+        int64_t n = 5000;
+        lm_array *x0 = randu(n, 7), *x = lm_cast(x0, types[t]);
+        lm_array *p = ph(n, types[t]);
+        lm_array *in[2] = {p, x};
+        lm_array *res[2];
+        for (int pass = 0; pass < 2; pass++) {
+            lm_array *v = lm_array_retain(in[pass]);
+            static const lm_op ops[] = {LM_OP_SIN, LM_OP_EXP, LM_OP_NEG, LM_OP_TANH, LM_OP_ABS,
+                                        LM_OP_SQRT, LM_OP_SIGMOID, LM_OP_SQUARE, LM_OP_SILU, LM_OP_COS};
+            for (int k = 0; k < 10; k++) {
+                lm_array *w = lm_unary(ops[k], v);
+                lm_array_release(v);
+                v = w;
+            }
+            res[pass] = v;
+        }
+        lm_compiled *c = lm_compile_graph(1, &p, 1, &res[0], LM_COMPILE_ON);
+        assert_int_equal(lm_compiled_kernels(c), 1);
+        lm_array *out;
+        assert_int_equal(lm_compiled_call(c, 1, &x, &out), 1);
+        assert_same(out, res[1]);   /* registers keep each step's dtype: bitwise equal */
+        lm_compiled_free(c);
+        lm_array *arr[] = {x0, x, p, res[0], res[1], out};
+        for (int i = 0; i < 6; i++) lm_array_release(arr[i]);
+    }
+}
+
+static lm_array *diamond(lm_array *a, lm_array *b)
+{
+    lm_array *m = lm_binary(LM_OP_MUL, a, b), *s = lm_binary(LM_OP_ADD, a, b);
+    lm_array *r = lm_binary(LM_OP_MUL, m, s);
+    lm_array_release(m);
+    lm_array_release(s);
+    return r;
+}
+
+static void test_diamond_peak_memory(void **state)
+{
+    (void)state;
+    int64_t n = 1 << 20;
+    lm_device *cpu = lm_device_cpu();
+    lm_array *a = randu(n, 11), *b = randu(n, 12);
+    lm_array *pa = ph(n, LM_F32), *pb = ph(n, LM_F32);
+    lm_array *tr = diamond(pa, pb);
+    lm_array *phs[2] = {pa, pb}, *ins[2] = {a, b};
+    lm_compiled *c = lm_compile_graph(2, phs, 1, &tr, LM_COMPILE_ON);
+    assert_int_equal(lm_compiled_kernels(c), 1);
+    lm_device_clear_cache(cpu);
+    lm_device_reset_peak(cpu);
+    size_t base = lm_device_memory(cpu).active;
+    lm_array *u = diamond(a, b);
+    assert_int_equal(lm_array_eval(u), LM_OK);
+    size_t peak_plain = lm_device_memory(cpu).peak - base;
+    lm_device_clear_cache(cpu);
+    lm_device_reset_peak(cpu);
+    base = lm_device_memory(cpu).active;
+    lm_array *out;
+    assert_int_equal(lm_compiled_call(c, 2, ins, &out), 1);
+    assert_int_equal(lm_array_eval(out), LM_OK);
+    size_t peak_fused = lm_device_memory(cpu).peak - base;
+    assert_true(peak_fused < peak_plain);
+    assert_true(peak_fused <= (size_t)n * 4 * 5 / 4);    /* just the output */
+    assert_true(peak_plain >= (size_t)n * 4 * 3);        /* a*b and a+b lived beside the output */
+    assert_same(out, u);
+    lm_compiled_free(c);
+    lm_array *arr[] = {a, b, pa, pb, tr, u, out};
+    for (int i = 0; i < 7; i++) lm_array_release(arr[i]);
+}
+
+static void test_cse_fold_layernorm_tail(void **state)
+{
+    (void)state;
+    int64_t sh[2] = {8, 64};
+    lm_array *p = lm_placeholder(2, sh, LM_F32, NULL);
+    /* exp(p) + exp(p): CSE leaves one exp, fused with the add */
+    lm_array *e1 = lm_unary(LM_OP_EXP, p), *e2 = lm_unary(LM_OP_EXP, p), *s = lm_binary(LM_OP_ADD, e1, e2);
+    lm_compiled *c = lm_compile_graph(1, &p, 1, &s, LM_COMPILE_ON);
+    assert_int_equal(lm_compiled_kernels(c), 1);
+    lm_compiled_free(c);
+    /* a lazy captured constant (ones * 3) is folded once */
+    lm_array *w0 = lm_ones(2, sh, LM_F32, NULL), *w = lm_binary_scalar(LM_OP_MUL, w0, 3, false);
+    lm_array *y = lm_binary(LM_OP_MUL, p, w);
+    c = lm_compile_graph(1, &p, 1, &y, LM_COMPILE_ON);
+    assert_non_null(c);
+    assert_int_equal(lm_compiled_kernels(c), 1);
+    assert_non_null(w->buf);   /* folded: evaluated at compile time */
+    lm_compiled_free(c);
+    /* layer norm: two reductions and one fused elementwise tail */
+    int ax = -1;
+    lm_array *mu = lm_reduce(LM_OP_MEAN, p, 1, &ax, true);
+    lm_array *xc = lm_binary(LM_OP_SUB, p, mu);
+    lm_array *var = lm_reduce(LM_OP_MEAN, lm_binary(LM_OP_MUL, xc, xc), 1, &ax, true);
+    lm_array *ve = lm_binary_scalar(LM_OP_ADD, var, 1e-5, false);
+    lm_array *rs = lm_unary(LM_OP_RSQRT, ve);
+    lm_array *nrm = lm_binary(LM_OP_MUL, xc, rs);
+    lm_array *ln = lm_binary(LM_OP_ADD, lm_binary(LM_OP_MUL, nrm, w), w);
+    c = lm_compile_graph(1, &p, 1, &ln, LM_COMPILE_ON);
+    char *d = lm_compiled_describe(c);
+    int fused = 0;
+    for (char *q = d; (q = strstr(q, "fused(")); q++) fused++;
+    free(d);
+    /* mean, sub, square-mean, (add eps, rsqrt), (mul, mul, add): the tail is one kernel */
+    assert_true(lm_compiled_kernels(c) <= 6);
+    assert_true(fused >= 2);
+    lm_array *x = lm_random_normal(2, sh, 0, 1, LM_F32, lm_random_key(5), NULL), *out;
+    assert_int_equal(lm_compiled_call(c, 1, &x, &out), 1);
+    /* rows of the result have mean 3 (the bias) */
+    lm_array *m = lm_reduce(LM_OP_MEAN, out, 0, NULL, false);
+    double v;
+    assert_int_equal(lm_array_get(m, NULL, &v), LM_OK);
+    assert_float_equal(v, 3.0, 1e-4);
+    lm_compiled_free(c);
+    lm_array *arr[] = {p, e1, e2, s, w0, w, y, mu, xc, var, ve, rs, nrm, ln, x, out, m};
+    for (int i = 0; i < 17; i++) lm_array_release(arr[i]);
+    lm_sweep();
+}
+
+static void test_shapeless_and_views(void **state)
+{
+    (void)state;
+    int64_t live0 = lm_array_live_count();
+    lm_array *p = ph(4, LM_F32);
+    lm_array *y = lm_binary_scalar(LM_OP_MUL, p, 2, false), *z = lm_unary(LM_OP_EXP, y);
+    lm_compiled *c = lm_compile_graph(1, &p, 1, &z, LM_COMPILE_ON);
+    lm_array *x = lm_arange(0, 7, 1, LM_F32, NULL), *out;
+    assert_int_equal(lm_compiled_call(c, 1, &x, &out), 1);   /* a new length replays */
+    assert_int_equal(out->shape[0], 7);
+    double v;
+    assert_int_equal(lm_array_get(out, (int64_t[]){6}, &v), LM_OK);
+    assert_float_equal(v, exp(12.0), 1e-1);
+    lm_compiled_free(c);
+    /* a trace with a view needs a retrace for a new shape */
+    lm_array *t = lm_slice(p, 0, 1, 3, 1), *u = lm_unary(LM_OP_NEG, t), *o2 = NULL;
+    c = lm_compile_graph(1, &p, 1, &u, LM_COMPILE_ON);
+    assert_int_equal(lm_compiled_call(c, 1, &x, &o2), -2);
+    lm_array *x4 = lm_arange(0, 4, 1, LM_F32, NULL), *o3;
+    assert_int_equal(lm_compiled_call(c, 1, &x4, &o3), 1);
+    tu_assert_close_data(o3, (double[]){-1, -2}, 2, 0, 0, "slice replay");
+    /* errors: wrong dtype, evaluating a placeholder */
+    lm_array *xi = lm_arange(0, 4, 1, LM_I32, NULL), *o4;
+    assert_int_equal(lm_compiled_call(c, 1, &xi, &o4), -1);
+    assert_non_null(strstr(lm_error_message(), "traced as f32"));
+    assert_int_equal(lm_array_eval(y), LM_ERR_STATE);
+    assert_non_null(strstr(lm_error_message(), "placeholder"));
+    assert_int_equal(lm_export_dot(z, "/tmp/lumen_test.dot"), LM_OK);
+    FILE *f = fopen("/tmp/lumen_test.dot", "r");
+    char buf[256] = {0};
+    assert_non_null(f);
+    assert_true(fread(buf, 1, sizeof buf - 1, f) > 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "digraph"));
+    lm_compiled_free(c);
+    lm_array *arr[] = {p, y, z, x, out, t, u, x4, o3, xi};
+    for (int i = 0; i < 10; i++) lm_array_release(arr[i]);
+    assert_int_equal(lm_array_live_count(), live0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fuse_gelu_bitwise),
+        cmocka_unit_test(test_chain_of_ten_and_mixed_dtypes),
+        cmocka_unit_test(test_diamond_peak_memory),
+        cmocka_unit_test(test_cse_fold_layernorm_tail),
+        cmocka_unit_test(test_shapeless_and_views),
+    };
+    return cmocka_run_group_tests_name("compile", tests, NULL, NULL);
+}
