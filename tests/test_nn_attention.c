@@ -74,6 +74,30 @@ static void test_rope(void **state)
     }
 }
 
+/* angles that differ per batch (not broadcast on axis 0) pick the right rows */
+static void test_rope_batch_angles(void **state)
+{
+    (void)state;
+    lm_array *x = nn_in("rope_x", LM_F32);
+    int64_t ash[4] = {2, 1, 5, 4};
+    lm_array *lin = lm_linspace(-3, 7, 40, LM_F32, NULL), *ang = lm_reshape(lin, 4, ash);
+    lm_array *y = lm_rope_angles(x, ang, 8, false);
+    double *all = tu_read(y);
+    for (int b = 0; b < 2; b++) {
+        lm_array *xb = lm_slice(x, 0, b, b + 1, 1), *ab = lm_slice(ang, 0, b, b + 1, 1);
+        lm_array *yb = lm_rope_angles(xb, ab, 8, false);
+        double *v = tu_read(yb);
+        for (int i = 0; i < 3 * 5 * 8; i++) assert_true(v[i] == all[b * 120 + i]);
+        free(v);
+        lm_array_release(xb);
+        lm_array_release(ab);
+        lm_array_release(yb);
+    }
+    free(all);
+    lm_array *arr[] = {x, lin, ang, y};
+    for (int i = 0; i < 4; i++) lm_array_release(arr[i]);
+}
+
 static void test_timestep_embedding(void **state)
 {
     (void)state;
@@ -90,7 +114,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_attention), cmocka_unit_test(test_attention_blocks),
-        cmocka_unit_test(test_attention_masked_row), cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention_masked_row), cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_batch_angles),
         cmocka_unit_test(test_timestep_embedding),
     };
     assert_int_equal(lm_init(), LM_OK);

@@ -28,29 +28,44 @@ static void view_axis_last(axis_view *v, const lm_array *x, int axis)
 
 /* ------------------------------------------------------------------ rope */
 
-typedef struct { lm_array *node; const lm_array *x, *ang; int failed; } rope_ctx;
+/* The angles usually broadcast over heads (stride 0): cos and sin are
+ * computed once per distinct angle into a table laid out over the
+ * "compact" shape (broadcast axes of size 1), and each row of x finds its
+ * table row through that shape. */
+typedef struct {
+    lm_array *node;
+    const lm_array *x;
+    const double *cs;         /* [crows, half] cos, then [crows, half] sin */
+    int64_t crows, half, D;
+    int64_t rstride[LM_MAX_DIMS];   /* table-row stride of each leading axis (0: broadcast) */
+    int failed;
+} rope_ctx;
 
 static void rope_task(void *p, int64_t b, int64_t e)
 {
     rope_ctx *c = p;
-    const lm_array *x = c->x, *a = c->ang;
+    const lm_array *x = c->x;
     lm_array *o = c->node;
-    int64_t D = x->shape[x->ndim - 1], dims = o->params.i[0], half = dims / 2;
+    int64_t D = c->D, half = c->half, nd = x->ndim;
     bool trad = o->params.i[1];
-    double *row = malloc(sizeof(double) * (size_t)(D + half + 1));
+    double *row = malloc(sizeof(double) * (size_t)D);
     if (!row) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    double *ang = row + D;
     for (int64_t r = b; r < e; r++) {
+        int64_t rem = r, t = 0;
+        for (int d = (int)nd - 2; d >= 0; d--) {
+            t += (rem % x->shape[d]) * c->rstride[d];
+            rem /= x->shape[d];
+        }
+        const double *cs = c->cs + t * half, *sn = c->cs + (c->crows + t) * half;
         lm_cpu_gather(row, LM_F64, lm_cpu_ptr(x), x->dtype, x->ndim, x->shape, x->strides, r * D, D);
-        lm_cpu_gather(ang, LM_F64, lm_cpu_ptr(a), a->dtype, a->ndim, a->shape, a->strides, r * half, half);
         for (int64_t j = 0; j < half; j++) {
             int64_t i1 = trad ? 2 * j : j, i2 = trad ? 2 * j + 1 : j + half;
-            double cs = cos(ang[j]), sn = sin(ang[j]), x1 = row[i1], x2 = row[i2];
-            row[i1] = x1 * cs - x2 * sn;   /* pairs are disjoint: in place is safe */
-            row[i2] = x1 * sn + x2 * cs;
+            double x1 = row[i1], x2 = row[i2];
+            row[i1] = x1 * cs[j] - x2 * sn[j];   /* pairs are disjoint: in place is safe */
+            row[i2] = x1 * sn[j] + x2 * cs[j];
         }
         lm_convert((char *)lm_cpu_ptr(o) + r * D * (int64_t)lm_dtype_size(o->dtype), o->dtype, row, LM_F64,
                    (size_t)D);
@@ -60,9 +75,27 @@ static void rope_task(void *p, int64_t b, int64_t e)
 
 lm_status lm_nn_rope(lm_array *node)
 {
-    rope_ctx c = {node, node->inputs[0], node->inputs[1], 0};
-    int64_t D = c.x->shape[c.x->ndim - 1];
-    lm_cpu_parallel_for(D ? node->size / D : 0, 64, rope_task, &c);
+    const lm_array *x = node->inputs[0], *a = node->inputs[1];
+    int nd = x->ndim;
+    rope_ctx c = {node, x, NULL, 1, node->params.i[0] / 2, x->shape[nd - 1], {0}, 0};
+    int64_t csh[LM_MAX_DIMS];
+    for (int d = nd - 2; d >= 0; d--) {
+        bool bc = a->strides[d] == 0 || a->shape[d] == 1;
+        csh[d] = bc ? 1 : a->shape[d];
+        c.rstride[d] = bc ? 0 : c.crows;
+        c.crows *= csh[d];
+    }
+    csh[nd - 1] = c.half;
+    double *tab = malloc(sizeof(double) * (size_t)(2 * c.crows * c.half + 1));
+    if (!tab) return lm_error_set(LM_ERR_NOMEM, "rope: out of host memory");
+    lm_cpu_gather(tab, LM_F64, lm_cpu_ptr(a), a->dtype, nd, csh, a->strides, 0, c.crows * c.half);
+    for (int64_t i = 0; i < c.crows * c.half; i++) {
+        tab[c.crows * c.half + i] = sin(tab[i]);
+        tab[i] = cos(tab[i]);
+    }
+    c.cs = tab;
+    lm_cpu_parallel_for(c.D ? node->size / c.D : 0, 64, rope_task, &c);
+    free(tab);
     if (c.failed) return lm_error_set(LM_ERR_NOMEM, "rope: out of host memory");
     return LM_OK;
 }
