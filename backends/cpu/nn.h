@@ -3,9 +3,10 @@
  * the 8-wide vector helpers the hot loops use.
  *
  * The build targets baseline x86-64 (SSE2) unless NATIVE=1, so the hot
- * row kernels are compiled twice with NN_CLONES (an AVX2+FMA (x86-64-v3) copy picked at
- * load time when the CPU has it); the helpers below are always_inline so
- * they take the caller's instruction set. */
+ * row kernels are compiled twice with NN_CLONES: an x86-64-v3 copy (AVX2,
+ * FMA, with mul+add contracted) picked at load time when the CPU has it.
+ * The helpers below are always_inline so they take the caller's
+ * instruction set.  (Sanitizer builds skip the clones.) */
 #ifndef LM_CPU_NN_H
 #define LM_CPU_NN_H
 
