@@ -10,7 +10,6 @@
  * skipped.  Everything computes in f32 (f64 inputs too, documented).
  * Work items (batch, head, query block) run in parallel on the pool, each
  * with its own score block and single-threaded GEMMs. */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include "nn.h"
 
@@ -135,32 +134,6 @@ static void attend_task(void *p, int64_t w0, int64_t w1)
     free(S);
 }
 
-/* OpenBLAS's thread count, so that the tasks' small GEMMs run one per
- * thread (its own threads would fight the pool's).  Looked up in the copy
- * blas.c loaded; absent (no OpenBLAS) means nothing to do. */
-typedef void (*set_threads_fn)(int);
-typedef int (*get_threads_fn)(void);
-
-static int blas_threads(int n)
-{
-    static set_threads_fn set;
-    static get_threads_fn get;
-    static int looked;
-    if (!looked) {
-        looked = 1;
-        void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
-        if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_NOLOAD);
-        if (h) {
-            set = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
-            get = (get_threads_fn)dlsym(h, "openblas_get_num_threads");
-        }
-    }
-    if (!set || !get) return 0;
-    int old = get();
-    if (n > 0) set(n);
-    return old;
-}
-
 lm_status lm_nn_attention(lm_array *node)
 {
     const lm_array *q = node->inputs[0], *k = node->inputs[1], *v = node->inputs[2];
@@ -187,9 +160,9 @@ lm_status lm_nn_attention(lm_array *node)
         st = lm_error_status();
         goto done;
     }
-    int old = blas_threads(1);
+    int old = nn_blas_threads(1);
     lm_cpu_parallel_for(q->shape[0] * a.Hq * a.nqb, 1, attend_task, &a);
-    if (old > 0) blas_threads(old);
+    if (old > 0) nn_blas_threads(old);
     if (a.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "attention: out of host memory");
     else if (a.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "attention: interrupted");
     else if (stage) { nn_out_end(node, stage); stage = NULL; }

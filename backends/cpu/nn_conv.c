@@ -5,9 +5,12 @@
  * with the weights [O/g, C/g*KH*KW] writes that band of the output in place
  * (ldc = OH*OW).  Bands keep the unfolded matrix near the caches' size
  * instead of 9x the input for a 3x3 kernel.  A 1x1 stride-1 unpadded conv
- * skips the unfolding.  GEMMs run on OpenBLAS's threads (called from this
- * thread only: OpenBLAS is not called from inside pool tasks); unfolding and
- * bias run on the pool.  f32/f16/bf16 compute in f32 (sgemm), f64 in f64.
+ * skips the unfolding.  The (image, group, band) items run in parallel on
+ * the pool, each unfolding into its own buffer and calling a
+ * single-threaded GEMM (OpenBLAS is set to one thread meanwhile), so many
+ * groups (depthwise) parallelize as well as one big image.
+ * conv_transpose2d calls a threaded GEMM from this thread and runs col2im
+ * on the pool.  f32/f16/bf16 compute in f32 (sgemm), f64 in f64.
  *
  * conv_transpose2d: col = W_g^T x_g (GEMM) for a band of input rows, then
  * col2im adds each column into the output (one output channel per task, so
@@ -15,7 +18,7 @@
 #include <stdlib.h>
 #include "nn.h"
 
-#define BAND_BYTES (4u << 20)
+#define BAND_BYTES (2u << 20)
 
 typedef struct {
     const char *x;            /* one image, one group: [Cg, H, W] in ct */
@@ -105,60 +108,97 @@ static void *out_begin(lm_array *node, lm_dtype ct, float **stage)
     return nn_out_begin(node, stage);
 }
 
+typedef struct {
+    const char *xd, *wd;
+    char *out;
+    lm_dtype ct;
+    size_t esz;
+    const int64_t *p;
+    int64_t C, H, W, O, G, Cg, Og, K, KH, KW, OH, OW, band, nbands;
+    bool direct;
+    int failed;               /* 1 out of memory, 2 cancelled */
+} conv_ctx;
+
+/* work items w = ((n * G) + g) * nbands + band: unfold the band into this
+ * task's buffer, then one single-threaded GEMM writes it */
+static void conv_task(void *pv, int64_t w0, int64_t w1)
+{
+    conv_ctx *c = pv;
+    size_t esz = c->esz;
+    char *col = c->direct ? NULL : malloc((size_t)(c->K * c->band * c->OW) * esz);
+    if (!c->direct && !col) {
+        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t w = w0; w < w1; w++) {
+        if (lm_cancel_requested()) {
+            __atomic_store_n(&c->failed, 2, __ATOMIC_RELAXED);
+            break;
+        }
+        int64_t bi = w % c->nbands, ng = w / c->nbands, n = ng / c->G, g = ng % c->G;
+        int64_t oy0 = bi * c->band, rows = c->OH - oy0 < c->band ? c->OH - oy0 : c->band;
+        const char *xg = c->xd + ((n * c->C + g * c->Cg) * c->H * c->W) * (int64_t)esz;
+        const char *wg = c->wd + (g * c->Og * c->K) * (int64_t)esz;
+        char *og = c->out + ((n * c->O + g * c->Og) * c->OH * c->OW + oy0 * c->OW) * (int64_t)esz;
+        if (c->direct) {   /* 1x1, stride 1, no padding: x is already the unfolded matrix */
+            gemm(c->ct, LM_CBLAS_NOTRANS, c->Og, rows * c->OW, c->K, wg, c->K,
+                 xg + oy0 * c->OW * (int64_t)esz, c->H * c->W, 0.0, og, c->OH * c->OW);
+            continue;
+        }
+        const int64_t *p = c->p;
+        im2col_ctx ic = {xg, col, esz, c->H, c->W, c->KH, c->KW, p[0], p[1], p[2], p[3], p[6], p[7],
+                         c->OW, oy0, rows};
+        im2col_task(&ic, 0, c->K);
+        gemm(c->ct, LM_CBLAS_NOTRANS, c->Og, rows * c->OW, c->K, wg, c->K, col, rows * c->OW, 0.0, og,
+             c->OH * c->OW);
+    }
+    free(col);
+}
+
 lm_status lm_nn_conv(lm_array *node)
 {
     const lm_params *p = &node->params;
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
-    lm_dtype ct = node->dtype == LM_F64 ? LM_F64 : LM_F32;
-    size_t esz = lm_dtype_size(ct);
-    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
-    int64_t O = w->shape[0], KH = w->shape[2], KW = w->shape[3], G = p->i[8];
-    int64_t OH = node->shape[2], OW = node->shape[3], Cg = C / G, Og = O / G, K = Cg * KH * KW;
-    void *ox = NULL, *ow = NULL, *ob = NULL, *col = NULL;
+    conv_ctx c = {0};
+    c.ct = node->dtype == LM_F64 ? LM_F64 : LM_F32;
+    c.esz = lm_dtype_size(c.ct);
+    c.p = p->i;
+    int64_t N = x->shape[0];
+    c.C = x->shape[1]; c.H = x->shape[2]; c.W = x->shape[3];
+    c.O = w->shape[0]; c.KH = w->shape[2]; c.KW = w->shape[3]; c.G = p->i[8];
+    c.OH = node->shape[2]; c.OW = node->shape[3];
+    c.Cg = c.C / c.G; c.Og = c.O / c.G; c.K = c.Cg * c.KH * c.KW;
+    void *ox = NULL, *ow = NULL, *ob = NULL;
     float *stage = NULL;
     lm_status st = LM_OK;
-    const char *xd = lm_cpu_contiguous(x, ct, &ox);
-    const char *wd = xd ? lm_cpu_contiguous(w, ct, &ow) : NULL;
-    const char *bd = wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], ct, &ob) : NULL;
-    char *out = wd && (bd || !p->i[9]) ? out_begin(node, ct, &stage) : NULL;
-    if (!out) { st = lm_error_status(); goto done; }
-    bool direct = KH == 1 && KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
-                  p->i[4] == 0 && p->i[5] == 0;
-    int64_t band = (int64_t)(BAND_BYTES / ((size_t)K * esz * (size_t)OW));
-    if (band < 1) band = 1;
-    if (band > OH) band = OH;
-    if (!direct && !(col = malloc((size_t)(K * band * OW) * esz))) {
-        st = lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
-                          (long long)K, (long long)(band * OW));
-        goto done;
-    }
-    for (int64_t n = 0; n < N; n++) {
-        for (int64_t g = 0; g < G; g++) {
-            const char *xg = xd + ((n * C + g * Cg) * H * W) * (int64_t)esz;
-            const char *wg = wd + (g * Og * K) * (int64_t)esz;
-            char *og = out + ((n * O + g * Og) * OH * OW) * (int64_t)esz;
-            if (lm_cancel_requested()) { st = lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted"); goto done; }
-            if (direct) {
-                gemm(ct, LM_CBLAS_NOTRANS, Og, OH * OW, K, wg, K, xg, H * W, 0.0, og, OH * OW);
-                continue;
-            }
-            for (int64_t oy0 = 0; oy0 < OH; oy0 += band) {
-                int64_t rows = OH - oy0 < band ? OH - oy0 : band;
-                im2col_ctx c = {xg, col, esz, H, W, KH, KW, p->i[0], p->i[1], p->i[2], p->i[3],
-                                p->i[6], p->i[7], OW, oy0, rows};
-                lm_cpu_parallel_for(K, 4, im2col_task, &c);
-                gemm(ct, LM_CBLAS_NOTRANS, Og, rows * OW, K, wg, K, col, rows * OW, 0.0,
-                     og + oy0 * OW * (int64_t)esz, OH * OW);
-            }
-        }
-    }
-    if (bd) add_bias(out, bd, N, O, OH * OW, ct);
+    c.xd = lm_cpu_contiguous(x, c.ct, &ox);
+    c.wd = c.xd ? lm_cpu_contiguous(w, c.ct, &ow) : NULL;
+    const char *bd = c.wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], c.ct, &ob) : NULL;
+    c.out = c.wd && (bd || !p->i[9]) ? out_begin(node, c.ct, &stage) : NULL;
+    if (!c.out) { st = lm_error_status(); goto done; }
+    c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
+               p->i[4] == 0 && p->i[5] == 0;
+    /* bands small enough to stay in this core's L2, and enough of them
+     * that every thread has a few */
+    int64_t rows_fit = (int64_t)(BAND_BYTES / ((size_t)c.K * c.esz * (size_t)c.OW));
+    int64_t want = 4 * lm_cpu_threads(), per = N * c.G;
+    int64_t split = per >= want ? 1 : (want + per - 1) / per;
+    c.band = (c.OH + split - 1) / split;
+    if (c.band > rows_fit) c.band = rows_fit;
+    if (c.band < 1) c.band = 1;
+    c.nbands = (c.OH + c.band - 1) / c.band;
+    int old = nn_blas_threads(1);
+    lm_cpu_parallel_for(N * c.G * c.nbands, 1, conv_task, &c);
+    if (old > 0) nn_blas_threads(old);
+    if (c.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
+                                         (long long)c.K, (long long)(c.band * c.OW));
+    else if (c.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
+    if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
 done:
     if (stage) {
         if (st == LM_OK) nn_out_end(node, stage);
         else free(stage);
     }
-    free(col);
     free(ox);
     free(ow);
     free(ob);
