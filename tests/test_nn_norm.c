@@ -129,6 +129,30 @@ static void test_streaming_outputs(void **state)
     for (int i = 0; i < 4; i++) lm_array_release(arr[i]);
 }
 
+/* broadcast inputs (stride 0) read like their materialized copies */
+static void test_broadcast_inputs(void **state)
+{
+    (void)state;
+    lm_array *x = nn_in("ln_x", LM_F32), *w = nn_in("ln_w", LM_F32);
+    lm_array *one = lm_slice(x, 0, 1, 2, 1);                    /* [1, 6, 8] */
+    int64_t sh[3] = {4, 6, 8};
+    lm_array *bc = lm_broadcast_to(one, 3, sh), *mat = lm_contiguous(bc);
+    for (int k = 0; k < 3; k++) {
+        lm_array *a = k == 0 ? lm_softmax(bc, 1) : k == 1 ? lm_layer_norm(bc, 1, w, NULL, 1e-5)
+                    : lm_group_norm(bc, 2, NULL, NULL, 1e-5);
+        lm_array *b = k == 0 ? lm_softmax(mat, 1) : k == 1 ? lm_layer_norm(mat, 1, w, NULL, 1e-5)
+                    : lm_group_norm(mat, 2, NULL, NULL, 1e-5);
+        double *va = tu_read(a), *vb = tu_read(b);
+        for (int i = 0; i < 4 * 6 * 8; i++) assert_true(va[i] == vb[i]);
+        free(va);
+        free(vb);
+        lm_array_release(a);
+        lm_array_release(b);
+    }
+    lm_array *arr[] = {x, w, one, bc, mat};
+    for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
+}
+
 static void test_linear_gates_embedding(void **state)
 {
     (void)state;
@@ -155,7 +179,7 @@ int main(void)
         cmocka_unit_test(test_softmax), cmocka_unit_test(test_softmax_edges),
         cmocka_unit_test(test_layer_rms_norm), cmocka_unit_test(test_group_batch_norm),
         cmocka_unit_test(test_norm_long_rows), cmocka_unit_test(test_streaming_outputs),
-        cmocka_unit_test(test_linear_gates_embedding),
+        cmocka_unit_test(test_broadcast_inputs), cmocka_unit_test(test_linear_gates_embedding),
     };
     assert_int_equal(lm_init(), LM_OK);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -100,45 +100,77 @@ static double src_index(double scale, int64_t dst, bool align)
     return s < 0 ? 0 : s;
 }
 
+/* Source taps along one axis for every output index: i0, i1 and the
+ * weight of i1 (nearest: i0 only).  Computed once per kernel, shared by
+ * every plane and row. */
+typedef struct { int64_t *i0, *i1; double *w1; } taps;
+
+static bool make_taps(taps *t, int64_t in, int64_t out, double scale, bool bilinear, bool align)
+{
+    t->i0 = malloc(sizeof(int64_t) * (size_t)out * 2 + 1);
+    t->w1 = malloc(sizeof(double) * (size_t)out + 1);
+    if (!t->i0 || !t->w1) {
+        free(t->i0);
+        free(t->w1);
+        return false;
+    }
+    t->i1 = t->i0 + out;
+    /* align_corners maps corners onto corners */
+    double s = align ? (out > 1 ? (double)(in - 1) / (double)(out - 1) : 0) : scale;
+    for (int64_t o = 0; o < out; o++) {
+        if (!bilinear) {
+            /* float arithmetic, as PyTorch's nearest kernel */
+            int64_t i = (int64_t)floorf((float)o * (float)scale);
+            t->i0[o] = t->i1[o] = i > in - 1 ? in - 1 : i;
+            t->w1[o] = 0;
+        } else {
+            double f = src_index(s, o, align);
+            int64_t i = (int64_t)f;
+            t->i0[o] = i;
+            t->i1[o] = i + (i < in - 1);
+            t->w1[o] = f - (double)i;
+        }
+    }
+    return true;
+}
+
+typedef struct { plane_ctx pc; taps ty, tx; bool bilinear; } up_ctx;
+
 static void upsample_task(void *p, int64_t b, int64_t e)
 {
-    const plane_ctx *c = p;
-    const lm_params *pr = &c->node->params;
-    bool bilinear = pr->i[0] == LM_UPSAMPLE_BILINEAR, align = pr->i[1];
+    const up_ctx *u = p;
+    const plane_ctx *c = &u->pc;
     size_t esz = lm_dtype_size(c->ct);
-    /* coordinate scales: align_corners maps corners onto corners */
-    double sh = align ? (c->OH > 1 ? (double)(c->H - 1) / (double)(c->OH - 1) : 0) : pr->f[0];
-    double sw = align ? (c->OW > 1 ? (double)(c->W - 1) / (double)(c->OW - 1) : 0) : pr->f[1];
     for (int64_t pl = b; pl < e; pl++) {
         const char *x = (const char *)c->x + pl * c->H * c->W * (int64_t)esz;
         char *y = (char *)c->y + pl * c->OH * c->OW * (int64_t)esz;
         for (int64_t oy = 0; oy < c->OH; oy++) {
+            int64_t r0 = u->ty.i0[oy] * c->W, r1 = u->ty.i1[oy] * c->W, o = oy * c->OW;
+            double ly = u->ty.w1[oy];
+            if (!u->bilinear && c->ct == LM_F32) {
+                const float *src = (const float *)x + r0;
+                float *dst = (float *)y + o;
+                for (int64_t ox = 0; ox < c->OW; ox++) dst[ox] = src[u->tx.i0[ox]];
+                continue;
+            }
             for (int64_t ox = 0; ox < c->OW; ox++) {
-                double v;
-                if (!bilinear) {
-                    /* float arithmetic, as PyTorch's nearest kernel */
-                    int64_t iy = (int64_t)floorf((float)oy * (float)pr->f[0]);
-                    int64_t ix = (int64_t)floorf((float)ox * (float)pr->f[1]);
-                    if (iy > c->H - 1) iy = c->H - 1;
-                    if (ix > c->W - 1) ix = c->W - 1;
-                    v = ld(c, x, iy * c->W + ix);
-                } else {
-                    double fy = src_index(sh, oy, align), fx = src_index(sw, ox, align);
-                    int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;
-                    int64_t y1 = y0 + (y0 < c->H - 1), x1 = x0 + (x0 < c->W - 1);
-                    double ly = fy - (double)y0, lx = fx - (double)x0;
-                    v = (1 - ly) * ((1 - lx) * ld(c, x, y0 * c->W + x0) + lx * ld(c, x, y0 * c->W + x1)) +
-                        ly * ((1 - lx) * ld(c, x, y1 * c->W + x0) + lx * ld(c, x, y1 * c->W + x1));
-                }
-                st(c, y, oy * c->OW + ox, v);
+                int64_t x0 = u->tx.i0[ox], x1 = u->tx.i1[ox];
+                double lx = u->tx.w1[ox], v;
+                if (!u->bilinear) v = ld(c, x, r0 + x0);
+                else v = (1 - ly) * ((1 - lx) * ld(c, x, r0 + x0) + lx * ld(c, x, r0 + x1)) +
+                         ly * ((1 - lx) * ld(c, x, r1 + x0) + lx * ld(c, x, r1 + x1));
+                st(c, y, o + ox, v);
             }
         }
     }
 }
 
-static lm_status run_planes(lm_array *node, lm_cpu_task fn)
+/* Runs fn over the planes with ctx (whose first member is the plane_ctx,
+ * filled in here). */
+static lm_status run_planes(lm_array *node, lm_cpu_task fn, void *ctx)
 {
     const lm_array *x = node->inputs[0];
+    plane_ctx *cp = ctx;
     plane_ctx c = {node, NULL, NULL, LM_F32, x->shape[2], x->shape[3], node->shape[2], node->shape[3]};
     if (node->dtype != LM_F32 && node->dtype != LM_F16 && node->dtype != LM_BF16) c.ct = LM_F64;
     void *own_x = NULL, *own_y = NULL;
@@ -152,12 +184,38 @@ static lm_status run_planes(lm_array *node, lm_cpu_task fn)
     }
     int64_t planes = node->shape[0] * node->shape[1];
     int64_t work = c.OH * c.OW + 1;
-    lm_cpu_parallel_for(planes, work >= 4096 ? 1 : 4096 / work, fn, &c);
+    *cp = c;
+    lm_cpu_parallel_for(planes, work >= 4096 ? 1 : 4096 / work, fn, ctx);
     if (own_y) lm_convert(lm_cpu_ptr(node), node->dtype, own_y, c.ct, (size_t)node->size);
     free(own_x);
     free(own_y);
     return LM_OK;
 }
 
-lm_status lm_nn_pool(lm_array *node) { return run_planes(node, pool_task); }
-lm_status lm_nn_upsample(lm_array *node) { return run_planes(node, upsample_task); }
+lm_status lm_nn_pool(lm_array *node)
+{
+    plane_ctx c;
+    return run_planes(node, pool_task, &c);
+}
+
+lm_status lm_nn_upsample(lm_array *node)
+{
+    const lm_params *p = &node->params;
+    const lm_array *x = node->inputs[0];
+    up_ctx u;
+    u.bilinear = p->i[0] == LM_UPSAMPLE_BILINEAR;
+    bool align = p->i[1] != 0;
+    if (!make_taps(&u.ty, x->shape[2], node->shape[2], p->f[0], u.bilinear, align))
+        return lm_error_set(LM_ERR_NOMEM, "upsample: out of host memory");
+    if (!make_taps(&u.tx, x->shape[3], node->shape[3], p->f[1], u.bilinear, align)) {
+        free(u.ty.i0);
+        free(u.ty.w1);
+        return lm_error_set(LM_ERR_NOMEM, "upsample: out of host memory");
+    }
+    lm_status st = run_planes(node, upsample_task, &u);
+    free(u.ty.i0);
+    free(u.ty.w1);
+    free(u.tx.i0);
+    free(u.tx.w1);
+    return st;
+}
