@@ -19,6 +19,7 @@
 #include "nn.h"
 
 #define BAND_BYTES (2u << 20)
+#define MIN_COLS 512
 
 typedef struct {
     const char *x;            /* one image, one group: [Cg, H, W] in ct */
@@ -181,6 +182,9 @@ lm_status lm_nn_conv(lm_array *node)
     /* bands small enough to stay in this core's L2, and enough of them
      * that every thread has a few */
     int64_t rows_fit = (int64_t)(BAND_BYTES / ((size_t)c.K * c.esz * (size_t)c.OW));
+    /* but at least MIN_COLS columns, so each repacking of the weights by
+     * the GEMM serves enough work (many channels, small images) */
+    if (rows_fit * c.OW < MIN_COLS) rows_fit = (MIN_COLS + c.OW - 1) / c.OW;
     int64_t want = 4 * lm_cpu_threads(), per = N * c.G;
     int64_t split = per >= want ? 1 : (want + per - 1) / per;
     c.band = (c.OH + split - 1) / split;
