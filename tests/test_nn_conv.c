@@ -170,6 +170,22 @@ static void test_conv_bands(void **state)
     for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
 }
 
+/* no input channels: an empty sum, so the output is the bias */
+static void test_conv_empty_channels(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 0, 4, 4}, ws[4] = {3, 0, 3, 3};
+    lm_array *x = lm_zeros(4, xs, LM_F32, NULL), *w = lm_zeros(4, ws, LM_F32, NULL);
+    lm_array *b = lm_linspace(1, 3, 3, LM_F32, NULL);
+    lm_array *y = lm_conv2d(x, w, b, NULL, NULL, NULL, 1);
+    double *v = tu_read(y);
+    assert_int_equal(y->size, 3 * 2 * 2);
+    for (int i = 0; i < 12; i++) assert_true(v[i] == 1 + i / 4);
+    free(v);
+    lm_array *arr[] = {x, w, b, y};
+    for (int i = 0; i < 4; i++) lm_array_release(arr[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +193,7 @@ int main(void)
         cmocka_unit_test(test_conv1d), cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_pooling), cmocka_unit_test(test_upsample),
         cmocka_unit_test(test_pixel_shuffle), cmocka_unit_test(test_conv_bands),
+        cmocka_unit_test(test_conv_empty_channels),
     };
     assert_int_equal(lm_init(), LM_OK);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -177,6 +177,11 @@ lm_status lm_nn_conv(lm_array *node)
     const char *bd = c.wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], c.ct, &ob) : NULL;
     c.out = c.wd && (bd || !p->i[9]) ? out_begin(node, c.ct, &stage) : NULL;
     if (!c.out) { st = lm_error_status(); goto done; }
+    if (c.K == 0) {   /* no input channels: the sum is empty */
+        memset(c.out, 0, (size_t)node->size * c.esz);
+        if (bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
+        goto done;
+    }
     c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
                p->i[4] == 0 && p->i[5] == 0;
     /* bands small enough to stay in this core's L2, and enough of them
