@@ -45,6 +45,7 @@ ALL_TARGETS :=
 -include repl/module.mk
 -include tests/module.mk
 -include bench/module.mk
+-include core/io.mk
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)

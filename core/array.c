@@ -35,6 +35,22 @@ lm_array *lm_from_data(int ndim, const int64_t *shape, lm_dtype dt, const void *
     return a;
 }
 
+lm_array *lm_array_from_buffer(lm_buffer *b, lm_dtype dt, int ndim, const int64_t *shape)
+{
+    if (!b) return NULL;
+    lm_array *a = lm_array_alloc(dt, ndim, shape, b->device);
+    if (!a) return NULL;
+    if (lm_array_nbytes(a) > b->size) {
+        char s[96];
+        lm_error_set(LM_ERR_SHAPE, "array %s%s does not fit in a buffer of %zu bytes",
+                     lm_dtype_name(dt), lm_shape_str(s, sizeof s, ndim, shape), b->size);
+        lm_array_release(a);
+        return NULL;
+    }
+    a->buf = lm_buffer_retain(b);
+    return a;
+}
+
 lm_array *lm_scalar(double v, lm_dtype dt, lm_device *dev)
 {
     unsigned char tmp[8];

@@ -94,6 +94,9 @@ int64_t lm_eval_kernel_count(void);
  * (NULL = default device). */
 lm_array *lm_from_data(int ndim, const int64_t *shape, lm_dtype dt,
                        const void *data, lm_device *dev);
+/* A new evaluated contiguous array over the first size*dtype-size bytes of
+ * b (retained; the caller keeps its own reference), on b's device. */
+lm_array *lm_array_from_buffer(lm_buffer *b, lm_dtype dt, int ndim, const int64_t *shape);
 /* A 0-d weak scalar (see dtype.h) of dtype dt. */
 lm_array *lm_scalar(double v, lm_dtype dt, lm_device *dev);
 /* Evaluates a and copies its elements, row-major, converted to dtype `as`,

@@ -20,7 +20,11 @@ lm_status lm_device_register(lm_device *d)
         return lm_error_set(LM_ERR_DEVICE, "too many devices (%d)", MAX_DEVICES);
     d->index = ndevices;
     if (!d->mem.cache_limit) {
+        /* 1 GiB, or a quarter of a GPU's memory: GPU work reuses buffers of
+         * hundreds of MiB, and a fresh device allocation costs far more than
+         * a host malloc */
         size_t lim = (size_t)1 << 30;
+        if (strcmp(d->kind, "cpu") && d->mem.device_total / 4 > lim) lim = d->mem.device_total / 4;
         const char *env = getenv("LUMEN_CACHE_LIMIT");
         if (env) lim = (size_t)strtoull(env, NULL, 10);
         d->mem.cache_limit = lim;
@@ -110,4 +114,13 @@ lm_device *lm_device_cpu(void)
 {
     lm_init();
     return devices[0];
+}
+
+/* At unload (dlclose of lumen.so, or exit) hand the CPU's cached buffers
+ * back, so leak checkers see only real leaks.  Other backends may already
+ * have torn down their devices by then; their caches die with the process. */
+__attribute__((destructor)) static void lm_release_caches(void)
+{
+    for (int i = 0; i < ndevices; i++)
+        if (!strcmp(devices[i]->backend->name, "cpu")) lm_device_clear_cache(devices[i]);
 }

@@ -25,6 +25,9 @@ typedef struct lm_buffer {
     size_t capacity;   /* bytes allocated (size class) */
     int refcount;
     struct lm_buffer *next_free; /* cache list */
+    /* set by lm_buffer_wrap: memory the core does not own (a file mapping) */
+    void (*release)(void *ctx);
+    void *release_ctx;
 } lm_buffer;
 
 typedef struct lm_memstats {
@@ -69,6 +72,12 @@ lm_status lm_device_register(lm_device *d);
 /* A buffer of at least `size` bytes (reused from the cache when possible);
  * retries after emptying the cache when the backend is out of memory. */
 lm_buffer *lm_buffer_alloc(lm_device *d, size_t size);
+/* A buffer over host memory the core does not own (e.g. an mmapped file):
+ * never cached, not counted as active bytes; when its last reference goes,
+ * release(ctx) is called and the struct freed.  d must be CPU-addressable
+ * (the CPU device).  NULL + error if out of memory (release not called). */
+lm_buffer *lm_buffer_wrap(lm_device *d, void *host, size_t size,
+                          void (*release)(void *ctx), void *ctx);
 lm_buffer *lm_buffer_retain(lm_buffer *b);
 void lm_buffer_release(lm_buffer *b);        /* back to the cache (or freed) */
 lm_memstats lm_device_memory(lm_device *d);

@@ -121,9 +121,35 @@ lm_buffer *lm_buffer_retain(lm_buffer *b)
     return b;
 }
 
+lm_buffer *lm_buffer_wrap(lm_device *d, void *host, size_t size,
+                          void (*release)(void *ctx), void *ctx)
+{
+    lm_buffer *b = calloc(1, sizeof *b);
+    if (!b) {
+        lm_error_set(LM_ERR_NOMEM, "out of host memory");
+        return NULL;
+    }
+    /* the CPU backend's handle is its host pointer */
+    b->device = d;
+    b->handle = host;
+    b->host = host;
+    b->size = size;
+    b->capacity = size;
+    b->refcount = 1;
+    b->release = release;
+    b->release_ctx = ctx;
+    return b;
+}
+
 void lm_buffer_release(lm_buffer *b)
 {
     if (!b || __atomic_sub_fetch(&b->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
+    if (b->release) {
+        /* foreign memory: not counted, never cached */
+        b->release(b->release_ctx);
+        free(b);
+        return;
+    }
     lm_device *d = b->device;
     d->mem.active -= b->capacity;
     if (b->capacity > d->mem.cache_limit) {

@@ -1,7 +1,557 @@
-/* l_io.c - Lua face of files, images and comparison (filled in by the files issue). */
+/* l_io.c - the Lua face of files, images and comparison: lm.load, lm.save,
+ * lm.compare, lm.allclose, lm.compare_file and the lm.image table.
+ *
+ * Arrays made here from Lua values are pushed as userdata at once, so a Lua
+ * error raised later never leaks them; C results are checked and turned
+ * into Lua errors only after everything C-owned is released. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include "lumen_lua.h"
+#include "core/compare.h"
+#include "core/image.h"
+#include "core/io.h"
+
+#define REPORT_MT "lumen.compare_report"
+
+/* ---- small helpers ---- */
+
+static bool opt_field(lua_State *L, int opts, const char *name)
+{
+    if (opts == 0 || lua_type(L, opts) != LUA_TTABLE) return false;
+    if (lua_getfield(L, opts, name) != LUA_TNIL) return true;
+    lua_pop(L, 1);
+    return false;
+}
+
+static double opt_num(lua_State *L, int opts, const char *name, double dflt)
+{
+    if (!opt_field(L, opts, name)) return dflt;
+    if (!lua_isnumber(L, -1)) luaL_error(L, "option '%s' must be a number", name);
+    double v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static bool opt_bool(lua_State *L, int opts, const char *name, bool dflt)
+{
+    if (!opt_field(L, opts, name)) return dflt;
+    bool v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+/* The string stays valid while the options table holds it. */
+static const char *opt_str(lua_State *L, int opts, const char *name, const char *dflt)
+{
+    if (!opt_field(L, opts, name)) return dflt;
+    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "option '%s' must be a string", name);
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1);
+    return s;
+}
+
+static int opts_arg(lua_State *L, int idx)
+{
+    if (lua_isnoneornil(L, idx)) return 0;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    return lua_absindex(L, idx);
+}
+
+/* The tensor at idx, or a new one made from a number/table and left on the
+ * stack (so Lua owns it).  Borrowed either way. */
+static lm_array *arg_array(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    if (luaL_testudata(L, idx, LM_LUA_TENSOR)) return lm_lua_check_array(L, idx);
+    lm_array *a = lm_lua_to_array(L, idx, LM_DTYPE_COUNT);
+    lm_lua_push_array(L, a);
+    return lm_lua_check_array(L, -1);
+}
+
+static lm_layout opt_layout(lua_State *L, int opts)
+{
+    const char *s = opt_str(L, opts, "layout", "CHW");
+    if (!strcmp(s, "CHW") || !strcmp(s, "chw")) return LM_LAYOUT_CHW;
+    if (!strcmp(s, "HWC") || !strcmp(s, "hwc")) return LM_LAYOUT_HWC;
+    luaL_error(L, "layout must be \"CHW\" or \"HWC\", not \"%s\"", s);
+    return LM_LAYOUT_CHW;
+}
+
+static void push_shape(lua_State *L, int ndim, const int64_t *shape)
+{
+    lua_createtable(L, ndim, 0);
+    for (int d = 0; d < ndim; d++) {
+        lua_pushinteger(L, shape[d]);
+        lua_rawseti(L, -2, d + 1);
+    }
+}
+
+static void push_meta(lua_State *L, const lm_tensor_set *s)
+{
+    lua_createtable(L, 0, s->nmeta);
+    for (int i = 0; i < s->nmeta; i++) {
+        lua_pushstring(L, s->meta[i].value);
+        lua_setfield(L, -2, s->meta[i].key);
+    }
+}
+
+/* Moves the set's arrays into a new table name -> tensor on the stack. */
+static void push_set(lua_State *L, lm_tensor_set *s)
+{
+    lua_createtable(L, 0, s->count);
+    for (int i = 0; i < s->count; i++) {
+        lm_array *a = s->arrays[i];
+        s->arrays[i] = NULL;
+        lm_lua_push_array(L, a);
+        lua_setfield(L, -2, s->names[i]);
+    }
+}
+
+/* ---- load / save ---- */
+
+static int l_load(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    lm_tensor_set s;
+    if (lm_load_file(path, &s) != LM_OK) return lm_lua_error(L);
+    lua_settop(L, 1);
+    if ((s.format == LM_FORMAT_NPY || s.format == LM_FORMAT_PNG) && s.count == 1) {
+        lm_array *a = s.arrays[0];
+        s.arrays[0] = NULL;
+        lm_lua_push_array(L, a);
+    } else {
+        push_set(L, &s);
+    }
+    push_meta(L, &s);
+    lm_tensor_set_free(&s);
+    return 2;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Names (sorted, for reproducible files) and tensors of the table at idx;
+ * the arrays list sits in a userdata on the stack so an error frees it. */
+static int table_tensors(lua_State *L, int idx, const char ***names, lm_array ***arrays)
+{
+    int n = 0;
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "lm.save: tensor names must be strings");
+        n++;
+    }
+    *names = lua_newuserdatauv(L, sizeof(char *) * (size_t)(n + 1), 0);
+    *arrays = lua_newuserdatauv(L, sizeof(lm_array *) * (size_t)(n + 1), 0);
+    int k = 0;
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) (*names)[k++] = lua_tostring(L, -2);
+    qsort(*names, (size_t)n, sizeof **names, cmp_str);
+    for (int i = 0; i < n; i++) {
+        lua_getfield(L, idx, (*names)[i]);
+        (*arrays)[i] = arg_array(L, -1);   /* converted values stay on the stack */
+    }
+    return n;
+}
+
+static lm_file_format save_format(lua_State *L, const char *path, int opts)
+{
+    const char *f = opt_str(L, opts, "format", NULL);
+    const char *dot = strrchr(path, '.');
+    const char *ext = f ? f : dot ? dot + 1 : "";
+    if (!strcmp(ext, "safetensors") || !strcmp(ext, "st")) return LM_FORMAT_SAFETENSORS;
+    if (!strcmp(ext, "npy")) return LM_FORMAT_NPY;
+    if (!strcmp(ext, "npz")) return LM_FORMAT_NPZ;
+    if (!strcmp(ext, "png")) return LM_FORMAT_PNG;
+    luaL_error(L, "lm.save %s: unknown format (use .safetensors, .npy, .npz or {format=...})", path);
+    return LM_FORMAT_UNKNOWN;
+}
+
+static int l_save(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    int opts = opts_arg(L, 3);
+    lm_file_format fmt = save_format(L, path, opts);
+    if (fmt == LM_FORMAT_NPY || fmt == LM_FORMAT_PNG) {
+        if (lua_istable(L, 2) && !luaL_testudata(L, 2, LM_LUA_TENSOR)) {
+            lua_pushnil(L);
+            if (lua_next(L, 2) && lua_type(L, -2) == LUA_TSTRING)
+                return luaL_error(L, "lm.save %s: a .%s file holds one tensor; use .npz or "
+                                  ".safetensors for a table of them", path,
+                                  fmt == LM_FORMAT_NPY ? "npy" : "png");
+            lua_settop(L, 3);
+        }
+        lm_array *a = arg_array(L, 2);
+        lm_status st = fmt == LM_FORMAT_NPY ? lm_save_npy(path, a) : lm_png_write(path, a, NULL);
+        return st == LM_OK ? 0 : lm_lua_error(L);
+    }
+    const char **names;
+    lm_array **arrays;
+    int n;
+    if (lua_istable(L, 2) && !luaL_testudata(L, 2, LM_LUA_TENSOR)) {
+        n = table_tensors(L, 2, &names, &arrays);
+    } else {
+        /* one tensor: stored under the name "tensor" */
+        names = lua_newuserdatauv(L, sizeof(char *), 0);
+        arrays = lua_newuserdatauv(L, sizeof(lm_array *), 0);
+        names[0] = "tensor";
+        arrays[0] = arg_array(L, 2);
+        n = 1;
+    }
+    lm_status st;
+    if (fmt == LM_FORMAT_NPZ) {
+        st = lm_save_npz(path, n, names, arrays, opt_bool(L, opts, "compress", false));
+    } else {
+        int nmeta = 0;
+        lm_kv *meta = NULL;
+        if (opt_field(L, opts, "metadata")) {
+            int m = lua_gettop(L);
+            luaL_checktype(L, m, LUA_TTABLE);
+            for (lua_pushnil(L); lua_next(L, m); lua_pop(L, 1)) nmeta++;
+            meta = lua_newuserdatauv(L, sizeof(lm_kv) * (size_t)(nmeta + 1), 0);
+            lua_newtable(L);   /* keeps numbers turned into strings alive */
+            int keep = lua_gettop(L), k = 0;
+            for (lua_pushnil(L); lua_next(L, m); lua_pop(L, 1)) {
+                if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
+                    luaL_error(L, "lm.save: metadata must map strings to strings");
+                meta[k].key = (char *)lua_tostring(L, -2);
+                lua_pushvalue(L, -1);   /* convert a copy, never the key slot */
+                meta[k].value = (char *)lua_tostring(L, -1);
+                lua_rawseti(L, keep, ++k);
+            }
+        }
+        st = lm_save_safetensors(path, n, names, arrays, nmeta, meta);
+    }
+    return st == LM_OK ? 0 : lm_lua_error(L);
+}
+
+/* ---- comparison ---- */
+
+static void read_compare_opts(lua_State *L, int opts, lm_compare_opts *o)
+{
+    lm_compare_opts_init(o);
+    o->rtol = opt_num(L, opts, "rtol", NAN);
+    o->atol = opt_num(L, opts, "atol", NAN);
+    o->equal_nan = opt_bool(L, opts, "equal_nan", true);
+    o->check_dtype = opt_bool(L, opts, "check_dtype", false);
+    o->peak = opt_num(L, opts, "peak", NAN);
+}
+
+static void push_report(lua_State *L, const lm_compare_report *r)
+{
+    lm_compare_report *u = lua_newuserdatauv(L, sizeof *u, 0);
+    *u = *r;
+    luaL_setmetatable(L, REPORT_MT);
+}
+
+static int report_index(lua_State *L)
+{
+    const lm_compare_report *r = luaL_checkudata(L, 1, REPORT_MT);
+    const char *k = luaL_checkstring(L, 2);
+    const struct { const char *name; double v; } nums[] = {
+        {"rtol", r->rtol}, {"atol", r->atol}, {"max_abs", r->max_abs}, {"max_rel", r->max_rel},
+        {"mae", r->mae}, {"rmse", r->rmse}, {"nmse", r->nmse}, {"cosine", r->cosine},
+        {"psnr", r->psnr}, {"frac_bad", r->frac_bad},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++)
+        if (!strcmp(k, nums[i].name)) { lua_pushnumber(L, nums[i].v); return 1; }
+    if (!strcmp(k, "ok")) lua_pushboolean(L, r->ok);
+    else if (!strcmp(k, "shape_equal")) lua_pushboolean(L, r->shape_equal);
+    else if (!strcmp(k, "dtype_equal")) lua_pushboolean(L, r->dtype_equal);
+    else if (!strcmp(k, "dtype_a")) lua_pushstring(L, lm_dtype_name(r->dtype_a));
+    else if (!strcmp(k, "dtype_b")) lua_pushstring(L, lm_dtype_name(r->dtype_b));
+    else if (!strcmp(k, "shape_a")) push_shape(L, r->ndim_a, r->shape_a);
+    else if (!strcmp(k, "shape_b")) push_shape(L, r->ndim_b, r->shape_b);
+    else if (!strcmp(k, "count")) lua_pushinteger(L, r->count);
+    else if (!strcmp(k, "n_bad") || !strcmp(k, "outside")) lua_pushinteger(L, r->n_bad);
+    else if (!strcmp(k, "nan_mismatch")) lua_pushinteger(L, r->nan_mismatch);
+    else if (!strcmp(k, "inf_mismatch")) lua_pushinteger(L, r->inf_mismatch);
+    else if (!r->has_worst && !strncmp(k, "worst", 5)) lua_pushnil(L);
+    else if (!strcmp(k, "worst_a")) lua_pushnumber(L, r->worst_a);
+    else if (!strcmp(k, "worst_b")) lua_pushnumber(L, r->worst_b);
+    else if (!strcmp(k, "worst_index")) {
+        int64_t one[LM_MAX_DIMS];
+        for (int d = 0; d < r->ndim_a; d++) one[d] = r->worst_index[d] + 1;
+        push_shape(L, r->ndim_a, one);
+    } else lua_pushnil(L);
+    return 1;
+}
+
+static int report_tostring(lua_State *L)
+{
+    const lm_compare_report *r = luaL_checkudata(L, 1, REPORT_MT);
+    char buf[2048];
+    lm_compare_format(r, 1, buf, sizeof buf);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static int l_compare(lua_State *L)
+{
+    luaL_checkany(L, 2);
+    int opts = opts_arg(L, 3);
+    lm_compare_opts o;
+    read_compare_opts(L, opts, &o);
+    lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
+    lm_compare_report r;
+    if (lm_compare(a, b, &o, &r) != LM_OK) return lm_lua_error(L);
+    push_report(L, &r);
+    return 1;
+}
+
+static int l_allclose(lua_State *L)
+{
+    luaL_checkany(L, 2);
+    double rtol = luaL_optnumber(L, 3, 1e-5), atol = luaL_optnumber(L, 4, 1e-8);
+    bool equal_nan = lua_toboolean(L, 5);
+    lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
+    bool ok;
+    if (lm_allclose(a, b, rtol, atol, equal_nan, &ok) != LM_OK) return lm_lua_error(L);
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
+static void push_names(lua_State *L, char **names, int n)
+{
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+static int set_tostring(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(1));
+    return 1;
+}
+
+/* {ok=, tensors={name=report}, names={...}, missing={...}, extra={...}} */
+static void push_compare_set(lua_State *L, const lm_compare_set *cs)
+{
+    char *text = lm_compare_set_format(cs, 1);
+    lua_createtable(L, 0, 5);
+    lua_pushboolean(L, cs->ok);
+    lua_setfield(L, -2, "ok");
+    lua_createtable(L, 0, cs->count);
+    lua_createtable(L, cs->count, 0);
+    for (int i = 0; i < cs->count; i++) {
+        push_report(L, &cs->entries[i].r);
+        lua_setfield(L, -3, cs->entries[i].name);
+        lua_pushstring(L, cs->entries[i].name);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -3, "names");
+    lua_setfield(L, -2, "tensors");
+    push_names(L, cs->missing, cs->nmissing);
+    lua_setfield(L, -2, "missing");
+    push_names(L, cs->extra, cs->nextra);
+    lua_setfield(L, -2, "extra");
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, text ? text : "compare_file report");
+    free(text);
+    lua_pushcclosure(L, set_tostring, 1);
+    lua_setfield(L, -2, "__tostring");
+    lua_setmetatable(L, -2);
+}
+
+static int l_compare_file(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int opts = opts_arg(L, 3);
+    lm_compare_opts o;
+    read_compare_opts(L, opts, &o);
+    const char *only = opt_str(L, opts, "only", NULL);
+    bool allow_missing = opt_bool(L, opts, "allow_missing", false);
+    lm_tensor_set got = {0};
+    got.count = table_tensors(L, 2, (const char ***)&got.names, &got.arrays);
+    lm_compare_set cs;
+    if (lm_compare_file(path, &got, &o, only, allow_missing, &cs) != LM_OK) return lm_lua_error(L);
+    push_compare_set(L, &cs);
+    lm_compare_set_free(&cs);
+    return 1;
+}
+
+/* ---- images ---- */
+
+static void read_png_opts(lua_State *L, int opts, lm_png_opts *o)
+{
+    lm_png_opts_init(o);
+    o->layout = opt_layout(L, opts);
+    o->bits = (int)opt_num(L, opts, "bits", 8);
+    o->level = (int)opt_num(L, opts, "level", -1);
+    if (opt_field(L, opts, "range")) {
+        luaL_checktype(L, -1, LUA_TTABLE);
+        lua_rawgeti(L, -1, 1);
+        lua_rawgeti(L, -2, 2);
+        if (!lua_isnumber(L, -2) || !lua_isnumber(L, -1)) luaL_error(L, "range must be {lo, hi}");
+        o->lo = lua_tonumber(L, -2);
+        o->hi = lua_tonumber(L, -1);
+        o->has_range = true;
+        lua_pop(L, 3);
+    }
+    const char *dt = opt_str(L, opts, "dtype", NULL);
+    if (dt) {
+        if (!lm_dtype_from_name(dt, &o->dtype)) luaL_error(L, "unknown dtype '%s'", dt);
+        o->has_dtype = true;
+    }
+}
+
+static int l_write_png(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    luaL_checkany(L, 2);
+    int opts = opts_arg(L, 3);
+    lm_png_opts o;
+    read_png_opts(L, opts, &o);
+    if (opt_field(L, opts, "text")) {
+        int t = lua_gettop(L);
+        luaL_checktype(L, t, LUA_TTABLE);
+        for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) o.ntext++;
+        lm_kv *kv = lua_newuserdatauv(L, sizeof(lm_kv) * (size_t)(o.ntext + 1), 0);
+        int k = 0;
+        for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "write_png: text must map strings to strings");
+            kv[k].key = (char *)lua_tostring(L, -2);
+            kv[k++].value = (char *)lua_tostring(L, -1);
+        }
+        o.text = kv;
+    }
+    lm_array *a = arg_array(L, 2);
+    if (lm_png_write(path, a, &o) != LM_OK) return lm_lua_error(L);
+    lua_pushinteger(L, a->ndim == 4 ? a->shape[0] : 1);
+    return 1;
+}
+
+static int l_read_png(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    int opts = opts_arg(L, 2);
+    lm_png_opts o;
+    read_png_opts(L, opts, &o);
+    lm_tensor_set text = {0};
+    lm_array *a = lm_png_read(path, &o, &text);
+    if (!a) {
+        lm_tensor_set_free(&text);
+        return lm_lua_error(L);
+    }
+    lm_lua_push_array(L, a);
+    push_meta(L, &text);
+    lm_tensor_set_free(&text);
+    return 2;
+}
+
+static int l_grid(lua_State *L)
+{
+    int opts = opts_arg(L, 2);
+    int nrow = (int)opt_num(L, opts, "nrow", 8), pad = (int)opt_num(L, opts, "pad", 2);
+    double pv = opt_num(L, opts, "pad_value", 0);
+    lm_layout layout = opt_layout(L, opts);
+    lm_array *g;
+    if (luaL_testudata(L, 1, LM_LUA_TENSOR)) {
+        g = lm_image_grid_batch(lm_lua_check_array(L, 1), nrow, pad, pv, layout);
+    } else {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        int n = (int)luaL_len(L, 1);
+        if (n < 1) return luaL_error(L, "grid: no images");
+        lm_array **imgs = lua_newuserdatauv(L, sizeof(lm_array *) * (size_t)n, 0);
+        for (int i = 0; i < n; i++) {
+            lua_rawgeti(L, 1, i + 1);
+            imgs[i] = arg_array(L, -1);
+        }
+        g = lm_image_grid(n, imgs, nrow, pad, pv, layout);
+    }
+    return lm_lua_push_array(L, g);
+}
+
+static int l_diff(lua_State *L)
+{
+    luaL_checkany(L, 2);
+    const char *path = luaL_checkstring(L, 3);
+    int opts = opts_arg(L, 4);
+    double scale = opt_num(L, opts, "scale", 0);
+    lm_layout layout = opt_layout(L, opts);
+    lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
+    lm_diff_stats st;
+    if (lm_image_diff(a, b, path, scale, layout, &st) != LM_OK) return lm_lua_error(L);
+    lua_createtable(L, 0, 3);
+    lua_pushnumber(L, st.max);
+    lua_setfield(L, -2, "max");
+    lua_pushnumber(L, st.mean);
+    lua_setfield(L, -2, "mean");
+    lua_pushinteger(L, st.nan_pixels);
+    lua_setfield(L, -2, "nan_pixels");
+    return 1;
+}
+
+static const lm_lua_func io_funcs[] = {
+    {"load", l_load,
+     "lm.load(path) -> tensors, metadata\n"
+     "Loads a safetensors, .npz, .npy or PNG file, chosen by content.  safetensors and\n"
+     "npz give a table name -> tensor (safetensors tensors map the file: no copy until\n"
+     "used); .npy and PNG give the tensor itself.  metadata: the safetensors\n"
+     "__metadata__ or PNG text as a table of strings."},
+    {"save", l_save,
+     "lm.save(path, tensors, {format=, metadata=, compress=})\n"
+     "Writes a table name -> tensor (or one tensor) as .safetensors (with metadata, a\n"
+     "table of strings), .npz (compress=true deflates) or .npy (one tensor), by\n"
+     "extension or format=.  The file appears complete or not at all."},
+    {"compare", l_compare,
+     "lm.compare(a, b, {rtol=, atol=, equal_nan=true, check_dtype=false, peak=}) -> report\n"
+     "Holds a against the reference b: report.ok, shape_equal, dtype_equal, max_abs,\n"
+     "max_rel, mae, rmse, nmse, cosine, psnr, count, n_bad (outside atol + rtol*|b|),\n"
+     "frac_bad, nan_mismatch, inf_mismatch, worst_index (1-based), worst_a, worst_b.\n"
+     "Default tolerances are torch.testing's for the less precise dtype.\n"
+     "print(report) shows a compact table."},
+    {"allclose", l_allclose,
+     "lm.allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=false) -> boolean\n"
+     "numpy.allclose: |a - b| <= atol + rtol*|b| everywhere, shapes broadcast."},
+    {"compare_file", l_compare_file,
+     "lm.compare_file(path, {name = tensor, ...}, {rtol=, atol=, only=, allow_missing=})\n"
+     "  -> report\n"
+     "Compares tensors by name with those of a reference file (safetensors, npz, npy).\n"
+     "report.ok, report.tensors[name] (as lm.compare), report.names, report.missing\n"
+     "(only in the file), report.extra (not in the file).  only: a glob or substring\n"
+     "selecting names.  print(report) shows one row per tensor."},
+    {NULL, NULL, NULL},
+};
+
+static const lm_lua_func image_funcs[] = {
+    {"write_png", l_write_png,
+     "lm.image.write_png(path, t, {layout=\"CHW\"|\"HWC\", range={0,1}, bits=8|16,\n"
+     "  level=0-9, text={key=value}}) -> files written\n"
+     "[H,W], [C,H,W] or [H,W,C] with 1-4 channels.  Floats map range to 0..max,\n"
+     "clamped and rounded (NaN -> 0); integers are pixel values.  A batch [N,C,H,W]\n"
+     "writes N files: %d / %03d in path is the index, else _0000 before the extension."},
+    {"read_png", l_read_png,
+     "lm.image.read_png(path, {layout=\"CHW\"|\"HWC\", dtype=}) -> t, text\n"
+     "Any PNG (palette, 1-16 bit gray, alpha) as u8 (8-bit files) or i32 (16-bit)\n"
+     "pixel values, or a float dtype scaled to 0..1.  text: the text chunks."},
+    {"grid", l_grid,
+     "lm.image.grid(images_or_batch, {nrow=8, pad=2, pad_value=0, layout=}) -> t\n"
+     "A contact sheet of a list of same-shaped images or a batch [N,C,H,W]\n"
+     "(torchvision.utils.make_grid)."},
+    {"diff", l_diff,
+     "lm.image.diff(a, b, path, {scale=, layout=}) -> {max=, mean=, nan_pixels=}\n"
+     "Writes a heat-map PNG of where two images or feature maps differ (mean |a-b|\n"
+     "over channels; black = equal, white = scale or the largest error, magenta =\n"
+     "NaN on one side)."},
+    {NULL, NULL, NULL},
+};
 
 void lm_lua_open_io(lua_State *L)
 {
-    (void)L;
+    if (luaL_newmetatable(L, REPORT_MT)) {
+        lua_pushcfunction(L, report_index);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, report_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    lm_lua_register(L, "lm.", io_funcs);
+    lua_newtable(L);
+    lm_lua_register(L, "lm.image.", image_funcs);
+    lua_setfield(L, -2, "image");
 }

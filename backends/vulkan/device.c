@@ -1,0 +1,328 @@
+/* device.c - the Vulkan instance, device discovery and registration.
+ *
+ * lm_vulkan_register() runs once from lm_init(): it creates the instance
+ * (with the Khronos validation layer when LUMEN_VK_VALIDATE=1), lists the
+ * physical devices with what they can do, orders them discrete, integrated,
+ * virtual, CPU (lavapipe) and registers each as "vulkan:N".  A VkDevice is
+ * only created when a device is first used, so starting is cheap and a
+ * process that never touches the GPU never wakes it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backends/vulkan/vk.h"
+
+extern const lm_backend lm_vk_backend;
+
+VkInstance lm_vk_instance;
+static VkDebugUtilsMessengerEXT messenger;
+static int64_t validation_messages;
+static char status_line[160] = "not initialised";
+
+const char *lm_vulkan_status(void) { return status_line; }
+int64_t lm_vulkan_validation_messages(void) { return validation_messages; }
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(
+    VkDebugUtilsMessageSeverityFlagBitsEXT sev, VkDebugUtilsMessageTypeFlagsEXT type,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *ctx)
+{
+    (void)type; (void)ctx;
+    if (sev < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
+    validation_messages++;
+    fprintf(stderr, "lumen: vulkan validation: %s\n", data->pMessage);
+    return VK_FALSE;
+}
+
+lm_status lm_vk_check(lm_vk_dev *v, VkResult r, const char *what)
+{
+    switch (r) {
+    case VK_SUCCESS:
+        return LM_OK;
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+        return lm_error_set(LM_ERR_NOMEM, "vulkan: out of %s memory in %s on %s",
+                            r == VK_ERROR_OUT_OF_HOST_MEMORY ? "host" : "device", what,
+                            v ? v->dev->name : "instance");
+    case VK_ERROR_DEVICE_LOST:
+        if (v) v->lost = true;
+        return lm_error_set(LM_ERR_DEVICE, "vulkan: device lost in %s on %s", what,
+                            v ? v->dev->name : "?");
+    default:
+        return lm_error_set(LM_ERR_DEVICE, "vulkan: %s failed (VkResult %d)", what, (int)r);
+    }
+}
+
+static bool layer_present(const char *name)
+{
+    uint32_t n = 0;
+    vkEnumerateInstanceLayerProperties(&n, NULL);
+    VkLayerProperties *p = calloc(n ? n : 1, sizeof *p);
+    if (!p) return false;
+    vkEnumerateInstanceLayerProperties(&n, p);
+    bool found = false;
+    for (uint32_t i = 0; i < n; i++) found |= !strcmp(p[i].layerName, name);
+    free(p);
+    return found;
+}
+
+static VkResult create_instance(bool validate)
+{
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "lumen",
+        .pEngineName = "lumen", .apiVersion = VK_API_VERSION_1_2,
+    };
+    const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
+    const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
+    VkInstanceCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .pApplicationInfo = &app,
+        .enabledLayerCount = validate ? 1 : 0, .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = validate ? 1 : 0, .ppEnabledExtensionNames = exts,
+    };
+    VkResult r = vkCreateInstance(&ci, NULL, &lm_vk_instance);
+    if (r != VK_SUCCESS || !validate) return r;
+    PFN_vkCreateDebugUtilsMessengerEXT mk = (PFN_vkCreateDebugUtilsMessengerEXT)
+        vkGetInstanceProcAddr(lm_vk_instance, "vkCreateDebugUtilsMessengerEXT");
+    VkDebugUtilsMessengerCreateInfoEXT mi = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_message,
+    };
+    if (mk) mk(lm_vk_instance, &mi, NULL, &messenger);
+    return r;
+}
+
+static bool has_extension(VkPhysicalDevice p, const char *name)
+{
+    uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL);
+    VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
+    if (!e) return false;
+    vkEnumerateDeviceExtensionProperties(p, NULL, &n, e);
+    bool found = false;
+    for (uint32_t i = 0; i < n; i++) found |= !strcmp(e[i].extensionName, name);
+    free(e);
+    return found;
+}
+
+/* Does the device offer 16x16x16 f16 x f16 + f32 cooperative matrices? */
+static bool coopmat_nv_ok(VkPhysicalDevice p)
+{
+    if (!has_extension(p, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+            lm_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    if (!get) return false;
+    uint32_t n = 0;
+    if (get(p, &n, NULL) != VK_SUCCESS || !n) return false;
+    VkCooperativeMatrixPropertiesNV *c = calloc(n, sizeof *c);
+    if (!c) return false;
+    for (uint32_t i = 0; i < n; i++) c[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    bool ok = false;
+    if (get(p, &n, c) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n; i++)
+            ok |= c[i].MSize == 16 && c[i].NSize == 16 && c[i].KSize == 16 &&
+                  c[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                  c[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                  c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                  c[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                  c[i].scope == VK_SCOPE_SUBGROUP_NV;
+    free(c);
+    return ok;
+}
+
+/* Fills v->feat; false (with a reason) when the device lacks what every
+ * kernel needs (Vulkan 1.2, 64-bit integers, 8/16-bit storage). */
+static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
+{
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    VkPhysicalDeviceSubgroupProperties sg = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &sg};
+    VkPhysicalDeviceProperties2 p = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
+    vkGetPhysicalDeviceProperties2(v->phys, &p);
+    v->props = p.properties;
+    vkGetPhysicalDeviceMemoryProperties(v->phys, &v->memprops);
+    if (v->props.apiVersion < VK_API_VERSION_1_2) { snprintf(why, nwhy, "Vulkan < 1.2"); return false; }
+    vkGetPhysicalDeviceFeatures2(v->phys, &f);
+    if (!f.features.shaderInt64 || !f11.storageBuffer16BitAccess || !f12.storageBuffer8BitAccess) {
+        snprintf(why, nwhy, "lacks int64 or 8/16-bit storage");
+        return false;
+    }
+    lm_vk_features *ft = &v->feat;
+    ft->f16 = f12.shaderFloat16;
+    ft->f64 = f.features.shaderFloat64;
+    ft->int8 = f12.shaderInt8;
+    ft->int16 = f.features.shaderInt16;
+    ft->subgroup_size = sg.subgroupSize;
+    ft->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                         (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    ft->coopmat_nv = ft->f16 && coopmat_nv_ok(v->phys);
+    ft->max_range = v->props.limits.maxStorageBufferRange;
+    ft->align = v->props.limits.minStorageBufferOffsetAlignment;
+    ft->max_alloc = m3.maxMemoryAllocationSize;
+    for (int i = 0; i < 3; i++) ft->max_groups[i] = v->props.limits.maxComputeWorkGroupCount[i];
+    ft->max_shared = v->props.limits.maxComputeSharedMemorySize;
+    return true;
+}
+
+static const char *kind_name(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual-gpu";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu-gpu";
+    default: return "other-gpu";
+    }
+}
+
+static int type_rank(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+    }
+}
+
+static size_t device_local_bytes(const VkPhysicalDeviceMemoryProperties *m)
+{
+    size_t best = 0;
+    for (uint32_t i = 0; i < m->memoryHeapCount; i++)
+        if ((m->memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && m->memoryHeaps[i].size > best)
+            best = m->memoryHeaps[i].size;
+    return best;
+}
+
+static lm_status register_one(VkPhysicalDevice phys, int n)
+{
+    lm_device *d = calloc(1, sizeof *d);
+    lm_vk_dev *v = calloc(1, sizeof *v);
+    if (!d || !v) { free(d); free(v); return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory"); }
+    v->phys = phys;
+    v->dev = d;
+    char why[96];
+    if (!probe(v, why, sizeof why)) {
+        fprintf(stderr, "lumen: vulkan: skipping a device: %s\n", why);
+        free(d); free(v);
+        return LM_OK;
+    }
+    const lm_vk_features *ft = &v->feat;
+    d->backend = &lm_vk_backend;
+    d->impl = v;
+    snprintf(d->name, sizeof d->name, "%.127s", v->props.deviceName);
+    snprintf(d->spec, sizeof d->spec, "vulkan:%d", n);
+    snprintf(d->kind, sizeof d->kind, "%s", kind_name(v->props.deviceType));
+    snprintf(d->info, sizeof d->info,
+             "Vulkan %u.%u.%u; fp16 %s, fp64 %s, bf16 storage (f32 math), "
+             "cooperative matrix %s, subgroup %u",
+             VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion),
+             VK_API_VERSION_PATCH(v->props.apiVersion), ft->f16 ? "yes" : "no",
+             ft->f64 ? "yes" : "no", ft->coopmat_nv ? "NV f16" : "no", ft->subgroup_size);
+    d->mem.device_total = device_local_bytes(&v->memprops);
+    lm_status st = lm_device_register(d);
+    if (st != LM_OK) { free(d); free(v); }
+    return st;
+}
+
+lm_status lm_vulkan_register(void)
+{
+    static bool done;
+    if (done) return LM_OK;
+    done = true;
+    const char *val = getenv("LUMEN_VK_VALIDATE");
+    bool validate = val && *val && strcmp(val, "0");
+    if (validate && !layer_present("VK_LAYER_KHRONOS_validation")) {
+        fprintf(stderr, "lumen: LUMEN_VK_VALIDATE set but the validation layer is missing\n");
+        validation_messages++;      /* a validated run that cannot validate fails */
+        validate = false;
+    }
+    VkResult r = create_instance(validate);
+    if (r != VK_SUCCESS) {
+        snprintf(status_line, sizeof status_line, "no Vulkan driver (vkCreateInstance: %d)", (int)r);
+        lm_vk_instance = VK_NULL_HANDLE;
+        return LM_OK;
+    }
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(lm_vk_instance, &n, NULL);
+    VkPhysicalDevice *pd = calloc(n ? n : 1, sizeof *pd);
+    if (!pd) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
+    vkEnumeratePhysicalDevices(lm_vk_instance, &n, pd);
+    int registered = 0;
+    for (int rank = 0; rank <= 4; rank++)
+        for (uint32_t i = 0; i < n; i++) {
+            VkPhysicalDeviceProperties p;
+            vkGetPhysicalDeviceProperties(pd[i], &p);
+            if (type_rank(p.deviceType) != rank) continue;
+            int before = lm_device_count();
+            lm_status st = register_one(pd[i], registered);
+            if (st != LM_OK) { free(pd); return st; }
+            registered += lm_device_count() > before;
+        }
+    free(pd);
+    snprintf(status_line, sizeof status_line, "%d Vulkan device%s", registered,
+             registered == 1 ? "" : "s");
+    return LM_OK;
+}
+
+static VkResult create_device(lm_vk_dev *v)
+{
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(v->phys, &nq, NULL);
+    VkQueueFamilyProperties qp[32];
+    if (nq > 32) nq = 32;
+    vkGetPhysicalDeviceQueueFamilyProperties(v->phys, &nq, qp);
+    v->qfam = UINT32_MAX;
+    for (uint32_t i = 0; i < nq && v->qfam == UINT32_MAX; i++)
+        if (qp[i].queueFlags & VK_QUEUE_COMPUTE_BIT) v->qfam = i;
+    if (v->qfam == UINT32_MAX) return VK_ERROR_FEATURE_NOT_PRESENT;
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = v->qfam, .queueCount = 1,
+                                  .pQueuePriorities = &prio};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+        .cooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = v->feat.coopmat_nv ? &cm : NULL,
+        .storageBuffer8BitAccess = VK_TRUE, .shaderFloat16 = v->feat.f16,
+        .shaderInt8 = v->feat.int8};
+    VkPhysicalDeviceVulkan11Features f11 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
+        .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                   .pNext = &f11};
+    f.features.shaderInt64 = VK_TRUE;
+    f.features.shaderFloat64 = v->feat.f64;
+    f.features.shaderInt16 = v->feat.int16;
+    const char *exts[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+    VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f,
+                             .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = v->feat.coopmat_nv ? 1 : 0,
+                             .ppEnabledExtensionNames = exts};
+    VkResult r = vkCreateDevice(v->phys, &ci, NULL, &v->device);
+    if (r == VK_SUCCESS) vkGetDeviceQueue(v->device, v->qfam, 0, &v->queue);
+    return r;
+}
+
+lm_status lm_vk_ensure_up(lm_vk_dev *v)
+{
+    if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
+    if (v->up) return LM_OK;
+    lm_status st = lm_vk_check(v, create_device(v), "vkCreateDevice");
+    if (st != LM_OK) return st;
+    v->up = true;
+    if ((st = lm_vk_mem_init(v)) != LM_OK || (st = lm_vk_exec_init(v)) != LM_OK ||
+        (st = lm_vk_pipeline_init(v)) != LM_OK) {
+        v->lost = true;     /* half up: refuse further use rather than crash */
+        return lm_error_prefix("vulkan: starting %s", v->dev->name);
+    }
+    return LM_OK;
+}

@@ -1,0 +1,263 @@
+/* elementwise.c - unary, binary, where, copy and cast: one shader
+ * (shaders/eltwise.glsl) specialised per op, dtypes and dimension count.
+ *
+ * Operands are broadcast by giving them stride 0 on the broadcast dims, and
+ * dims that are contiguous in every operand are merged, so the common
+ * contiguous case runs as a flat loop.  Arithmetic happens in float for
+ * f32/f16/bf16 (as the CPU does), double for f64 and int64 for integers,
+ * with the result converted (round to nearest even) on store. */
+#include <math.h>
+#include <string.h>
+#include "backends/vulkan/vk.h"
+
+typedef struct ew_pc {
+    uint32_t n, flags;
+    int32_t off[4];
+    int32_t shape[EW_MAXDIM];
+    int32_t st[3 * EW_MAXDIM];
+} ew_pc;
+
+static int unary_code(lm_op op)
+{
+    switch (op) {
+    case LM_OP_COPY: case LM_OP_CAST: return U_COPY;
+    case LM_OP_NEG: return U_NEG;          case LM_OP_ABS: return U_ABS;
+    case LM_OP_SIGN: return U_SIGN;        case LM_OP_EXP: return U_EXP;
+    case LM_OP_LOG: return U_LOG;          case LM_OP_LOG1P: return U_LOG1P;
+    case LM_OP_EXPM1: return U_EXPM1;      case LM_OP_SQRT: return U_SQRT;
+    case LM_OP_RSQRT: return U_RSQRT;      case LM_OP_SQUARE: return U_SQUARE;
+    case LM_OP_RECIPROCAL: return U_RECIP; case LM_OP_SIN: return U_SIN;
+    case LM_OP_COS: return U_COS;          case LM_OP_TAN: return U_TAN;
+    case LM_OP_TANH: return U_TANH;        case LM_OP_SIGMOID: return U_SIGMOID;
+    case LM_OP_RELU: return U_RELU;        case LM_OP_GELU: return U_GELU;
+    case LM_OP_GELU_TANH: return U_GELU_TANH; case LM_OP_SILU: return U_SILU;
+    case LM_OP_SOFTPLUS: return U_SOFTPLUS; case LM_OP_ERF: return U_ERF;
+    case LM_OP_FLOOR: return U_FLOOR;      case LM_OP_CEIL: return U_CEIL;
+    case LM_OP_ROUND: return U_ROUND;      case LM_OP_ISNAN: return U_ISNAN;
+    case LM_OP_ISINF: return U_ISINF;      case LM_OP_LOGICAL_NOT: return U_NOT;
+    case LM_OP_CLAMP: return U_CLAMP;
+    default: return -1;
+    }
+}
+
+static int binary_code(lm_op op)
+{
+    switch (op) {
+    case LM_OP_ADD: return B_ADD;     case LM_OP_SUB: return B_SUB;
+    case LM_OP_MUL: return B_MUL;     case LM_OP_DIV: return B_DIV;
+    case LM_OP_POW: return B_POW;     case LM_OP_MOD: return B_MOD;
+    case LM_OP_MAXIMUM: return B_MAX; case LM_OP_MINIMUM: return B_MIN;
+    case LM_OP_ATAN2: return B_ATAN2;
+    case LM_OP_EQ: return B_EQ; case LM_OP_NE: return B_NE; case LM_OP_LT: return B_LT;
+    case LM_OP_LE: return B_LE; case LM_OP_GT: return B_GT; case LM_OP_GE: return B_GE;
+    case LM_OP_LOGICAL_AND: return B_AND; case LM_OP_LOGICAL_OR: return B_OR;
+    case LM_OP_LOGICAL_XOR: return B_XOR;
+    default: return -1;
+    }
+}
+
+/* f64 runs only where double arithmetic is exact in GLSL (no double
+ * transcendentals exist there); the rest would silently lose precision */
+static bool f64_exact(lm_op op)
+{
+    switch (op) {
+    case LM_OP_EXP: case LM_OP_LOG: case LM_OP_LOG1P: case LM_OP_EXPM1: case LM_OP_SIN:
+    case LM_OP_COS: case LM_OP_TAN: case LM_OP_TANH: case LM_OP_SIGMOID: case LM_OP_GELU:
+    case LM_OP_GELU_TANH: case LM_OP_SILU: case LM_OP_SOFTPLUS: case LM_OP_ERF:
+    case LM_OP_POW: case LM_OP_ATAN2:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static bool is_floatish(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
+
+/* the arithmetic kind for value dtypes vals[0..n) and the output */
+static int kind_for(const lm_dtype *vals, int n, lm_dtype out)
+{
+    bool f = is_floatish(out), d = out == LM_F64;
+    for (int i = 0; i < n; i++) {
+        f |= is_floatish(vals[i]);
+        d |= vals[i] == LM_F64;
+    }
+    return d ? KIND_D : f ? KIND_F : KIND_I;
+}
+
+/* the integer dtype of the same width: a bit-exact copy */
+static lm_dtype raw_dtype(lm_dtype t)
+{
+    switch (lm_dtype_size(t)) {
+    case 1: return LM_U8;
+    case 2: return LM_I16;
+    case 4: return LM_I32;
+    default: return LM_I64;
+    }
+}
+
+static void broadcast_strides(const lm_array *a, int ndim, const int64_t *shape, int64_t *out)
+{
+    for (int d = 0; d < ndim; d++) {
+        int ad = d - (ndim - a->ndim);
+        out[d] = ad < 0 || a->shape[ad] != shape[d] ? 0 : a->strides[ad];
+    }
+}
+
+static void contiguous_strides(int ndim, const int64_t *shape, int64_t *out)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) { out[d] = s; s *= shape[d]; }
+}
+
+/* One elementwise launch.  ins: up to 3 inputs (bindings 0..2); out is
+ * binding 3 unless out_strided (then its strides/offset come via slot 2). */
+typedef struct ew_job {
+    int code, mode, kind;
+    lm_dtype dt[4];                /* bindings 0..2, out */
+    int nin;
+    const lm_vk_mem *mem[4];
+    int64_t off[4];
+    int ndim;
+    int64_t shape[LM_MAX_DIMS];
+    int64_t st[4][LM_MAX_DIMS];    /* inputs, then out */
+    bool out_strided;
+    int64_t n;
+    uint32_t flags;
+    double lo, hi;
+} ew_job;
+
+static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
+{
+    int nops = j->nin + 1;
+    int64_t st[4][LM_MAX_DIMS];
+    for (int k = 0; k < nops; k++) memcpy(st[k], k < j->nin ? j->st[k] : j->st[3], sizeof st[k]);
+    int ndim = lm_vk_collapse(j->ndim, j->shape, nops, st);
+    if (ndim > EW_MAXDIM)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: elementwise over %d uncollapsible dims", ndim);
+    ew_pc pc;
+    memset(&pc, 0, sizeof pc);
+    pc.n = (uint32_t)j->n;
+    pc.flags = j->flags;
+    for (int k = 0; k < j->nin; k++) pc.off[k] = (int32_t)j->off[k];
+    pc.off[3] = j->out_strided ? 0 : (int32_t)j->off[3];
+    for (int d = 0; d < ndim; d++) {
+        pc.shape[d] = (int32_t)j->shape[d];
+        for (int k = 0; k < j->nin; k++) pc.st[k * EW_MAXDIM + d] = (int32_t)st[k][d];
+        if (j->out_strided) pc.st[2 * EW_MAXDIM + d] = (int32_t)st[j->nin][d];
+    }
+    if (j->out_strided) pc.off[2] = (int32_t)j->off[3];
+    if (j->code == U_CLAMP && j->mode == EW_UNARY) {
+        float lf = (float)j->lo, hf = (float)j->hi;
+        /* integer bounds truncate, as the CPU's (int64_t) cast does */
+        int64_t li = isnan(j->lo) ? 0 : j->lo < -9.2e18 ? INT64_MIN : j->lo > 9.2e18 ? INT64_MAX : (int64_t)j->lo;
+        int64_t hi = isnan(j->hi) ? 0 : j->hi < -9.2e18 ? INT64_MIN : j->hi > 9.2e18 ? INT64_MAX : (int64_t)j->hi;
+        memcpy(&pc.st[6], &lf, 4);
+        memcpy(&pc.st[7], &hf, 4);
+        memcpy(&pc.st[8], &li, 8);
+        memcpy(&pc.st[10], &hi, 8);
+        memcpy(&pc.st[12], &j->lo, 8);
+        memcpy(&pc.st[14], &j->hi, 8);
+    }
+    uint32_t spec[9] = {(uint32_t)j->code, j->dt[0], j->dt[1], j->dt[2], j->dt[3],
+                        (uint32_t)j->kind, (uint32_t)ndim, (uint32_t)j->mode, j->out_strided};
+    lm_vk_arg args[4] = {{j->mem[0], false}, {j->mem[1], false}, {j->mem[2], false}, {j->mem[3], true}};
+    const char *shader = j->kind == KIND_D ? "eltwise_f64" : "eltwise";
+    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc,
+                          lm_vk_groups(v, (uint64_t)j->n, 256), 1, 1);
+}
+
+static bool describe(const lm_array *node, ew_job *j)
+{
+    memset(j, 0, sizeof *j);
+    lm_op_class cls = lm_op_class_of(node->op);
+    j->mode = cls == LM_CLASS_UNARY ? EW_UNARY : cls == LM_CLASS_BINARY ? EW_BINARY : EW_WHERE;
+    j->code = j->mode == EW_UNARY ? unary_code(node->op) : j->mode == EW_BINARY ? binary_code(node->op) : 0;
+    if (j->code < 0) return false;
+    j->nin = node->ninputs;
+    if (j->nin != (j->mode == EW_UNARY ? 1 : j->mode == EW_BINARY ? 2 : 3)) return false;
+    j->ndim = node->ndim;
+    j->n = node->size;
+    memcpy(j->shape, node->shape, sizeof j->shape);
+    for (int k = 0; k < j->nin; k++) {
+        const lm_array *a = node->inputs[k];
+        j->dt[k] = a->dtype;
+        j->off[k] = a->offset;
+        broadcast_strides(a, node->ndim, node->shape, j->st[k]);
+    }
+    for (int k = j->nin; k < 3; k++) j->dt[k] = LM_F32;
+    j->dt[3] = node->dtype;
+    j->out_strided = node->op == LM_OP_COPY;
+    if (j->out_strided) {
+        memcpy(j->st[3], node->strides, sizeof j->st[3]);
+        j->off[3] = node->offset;
+    } else {
+        contiguous_strides(node->ndim, node->shape, j->st[3]);
+    }
+    const lm_dtype *vals = j->mode == EW_WHERE ? &j->dt[1] : j->dt;
+    j->kind = kind_for(vals, j->mode == EW_WHERE ? 2 : j->nin, node->dtype);
+    if (node->op == LM_OP_COPY && node->inputs[0]->dtype == node->dtype) {
+        j->dt[0] = j->dt[3] = raw_dtype(node->dtype);
+        j->kind = KIND_I;
+    }
+    if (node->op == LM_OP_CLAMP) {
+        j->flags = (uint32_t)node->params.i[0] & 3u;
+        j->lo = node->params.f[0];
+        j->hi = node->params.f[1];
+    }
+    return true;
+}
+
+bool lm_vk_supports_elementwise(lm_vk_dev *v, const lm_array *node)
+{
+    ew_job j;
+    if (!describe(node, &j)) return false;
+    if (j.kind == KIND_D && (!v->feat.f64 || !f64_exact(node->op))) return false;
+    int64_t st[4][LM_MAX_DIMS];
+    memcpy(st, j.st, sizeof st);
+    int64_t shape[LM_MAX_DIMS];
+    memcpy(shape, j.shape, sizeof shape);
+    if (j.nin < 3) memcpy(st[j.nin], j.st[3], sizeof st[0]);
+    return lm_vk_collapse(j.ndim, shape, j.nin + 1, st) <= EW_MAXDIM;
+}
+
+lm_status lm_vk_run_elementwise(lm_vk_dev *v, lm_array *node)
+{
+    ew_job j;
+    if (!describe(node, &j))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s is not elementwise", lm_op_name(node->op));
+    for (int k = 0; k < j.nin; k++) j.mem[k] = lm_vk_mem_of(node->inputs[k]);
+    j.mem[3] = lm_vk_mem_of(node);
+    lm_status st = ew_launch(v, &j);
+    return st == LM_OK ? st : lm_error_prefix("%s", lm_op_name(node->op));
+}
+
+lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,
+                     int64_t doff, const int64_t *dst_strides)
+{
+    ew_job j;
+    memset(&j, 0, sizeof j);
+    j.code = U_COPY;
+    j.mode = EW_UNARY;
+    j.nin = 1;
+    if (a->dtype == dt) {
+        j.kind = KIND_I;
+        j.dt[0] = j.dt[3] = raw_dtype(dt);
+    } else {
+        j.dt[0] = a->dtype;
+        j.dt[3] = dt;
+        j.kind = kind_for(&a->dtype, 1, dt);
+    }
+    j.dt[1] = j.dt[2] = LM_F32;
+    j.mem[0] = lm_vk_mem_of(a);
+    j.mem[3] = dst;
+    j.off[0] = a->offset;
+    j.off[3] = doff;
+    j.ndim = a->ndim;
+    j.n = a->size;
+    memcpy(j.shape, a->shape, sizeof j.shape);
+    memcpy(j.st[0], a->strides, sizeof j.st[0]);
+    memcpy(j.st[3], dst_strides, sizeof j.st[3]);
+    j.out_strided = true;
+    if (!j.n) return LM_OK;
+    return ew_launch(v, &j);
+}

@@ -1,0 +1,85 @@
+/* matmul.c - batched matrix products (shaders/matmul.comp).
+ *
+ * The core hands inputs already broadcast to [..., M, K] and [..., K, N]
+ * (views: any strides, stride 0 on broadcast batch dims).  Batch dims are
+ * collapsed and walked by the workgroup's z index.  f32, f16 and bf16
+ * inputs compute in f32 (as the CPU does) and round once on store. */
+#include <string.h>
+#include "backends/vulkan/vk.h"
+
+typedef struct mm_pc {
+    int32_t M, N, K, nb;
+    int32_t off_a, off_b;
+    int32_t sam, sak, sbk, sbn;
+    int32_t bshape[4], bsa[4], bsb[4];
+} mm_pc;
+
+static bool mm_dtype(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
+
+/* fills pc; false when the shape is beyond what one dispatch covers */
+static bool plan(lm_vk_dev *v, const lm_array *node, mm_pc *pc)
+{
+    if (node->ninputs != 2 || node->ndim < 2) return false;
+    const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    if (a->ndim != node->ndim || b->ndim != node->ndim) return false;
+    int nd = node->ndim, nbd = nd - 2;
+    memset(pc, 0, sizeof *pc);
+    pc->M = (int32_t)node->shape[nd - 2];
+    pc->N = (int32_t)node->shape[nd - 1];
+    pc->K = (int32_t)a->shape[nd - 1];
+    pc->off_a = (int32_t)a->offset;
+    pc->off_b = (int32_t)b->offset;
+    pc->sam = (int32_t)a->strides[nd - 2];
+    pc->sak = (int32_t)a->strides[nd - 1];
+    pc->sbk = (int32_t)b->strides[nd - 2];
+    pc->sbn = (int32_t)b->strides[nd - 1];
+    int64_t shape[LM_MAX_DIMS], st[3][LM_MAX_DIMS], batch = 1;
+    for (int d = nbd - 1; d >= 0; d--) {
+        shape[d] = node->shape[d];
+        st[0][d] = a->strides[d];
+        st[1][d] = b->strides[d];
+        st[2][d] = batch;
+        batch *= node->shape[d];
+    }
+    int n = lm_vk_collapse(nbd, shape, 3, st);
+    if (n > 4 || batch > v->feat.max_groups[2]) return false;
+    pc->nb = n;
+    for (int d = 0; d < n; d++) {
+        pc->bshape[d] = (int32_t)shape[d];
+        pc->bsa[d] = (int32_t)st[0][d];
+        pc->bsb[d] = (int32_t)st[1][d];
+    }
+    return (pc->N + 63) / 64 <= (int64_t)v->feat.max_groups[0] &&
+           (pc->M + 63) / 64 <= (int64_t)v->feat.max_groups[1];
+}
+
+bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)
+{
+    mm_pc pc;
+    if (!mm_dtype(node->dtype) || node->ninputs != 2) return false;
+    if (!mm_dtype(node->inputs[0]->dtype) || !mm_dtype(node->inputs[1]->dtype)) return false;
+    return plan(v, node, &pc);
+}
+
+lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
+{
+    mm_pc pc;
+    if (!plan(v, node, &pc))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: matmul shape beyond one dispatch");
+    const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    int64_t mn = (int64_t)pc.M * pc.N;
+    int64_t batch = mn > 0 ? node->size / mn : 1;
+    if (pc.K == 0)     /* an empty sum: zeros */
+        return lm_vk_fill(v, lm_vk_mem_of(node), node->dtype, node->size, 0.0);
+    /* big tiles (8x8 per thread) for big products, 4x4 otherwise */
+    bool big = (int64_t)pc.M * pc.N >= 512 * 512;
+    uint32_t bm = big ? 128 : 64;
+    uint32_t spec[10] = {a->dtype, b->dtype, node->dtype, 0, 0, 0, 0, 0,
+                         pc.sak == 1 || pc.sam != 1, pc.sbn == 1 || pc.sbk != 1};
+    lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
+                         {lm_vk_mem_of(node), true}};
+    lm_status st = lm_vk_dispatch(v, big ? "matmul_big" : "matmul", spec, 10, args, 3, &pc, sizeof pc,
+                                  (uint32_t)((pc.N + bm - 1) / bm), (uint32_t)((pc.M + bm - 1) / bm),
+                                  (uint32_t)batch);
+    return st == LM_OK ? st : lm_error_prefix("matmul");
+}

@@ -1,0 +1,166 @@
+/* pipeline.c - compute pipelines, made on first use and kept.
+ *
+ * A pipeline is a shader plus its specialization constants (op, dtypes,
+ * dims, tile sizes).  Making one is the slow part of a first run, so the
+ * driver's VkPipelineCache is loaded from and saved to
+ * $XDG_CACHE_HOME/lumen/ (or ~/.cache/lumen/), one file per device and
+ * driver version; the driver itself rejects a stale or foreign file. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "backends/vulkan/vk.h"
+
+static void cache_path(lm_vk_dev *v)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[400];
+    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/lumen", xdg);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/lumen", home);
+    else { v->pcache_path[0] = 0; return; }
+    /* make both levels; failure only means no cache file */
+    char parent[400];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (slash) { *slash = 0; mkdir(parent, 0755); }
+    if (mkdir(dir, 0755) && errno != EEXIST) { v->pcache_path[0] = 0; return; }
+    snprintf(v->pcache_path, sizeof v->pcache_path, "%s/vulkan-%04x-%04x-%08x.cache", dir,
+             v->props.vendorID, v->props.deviceID, v->props.driverVersion);
+}
+
+static void *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    void *data = NULL;
+    long len;
+    if (!fseek(f, 0, SEEK_END) && (len = ftell(f)) > 0 && len < (256L << 20) && !fseek(f, 0, SEEK_SET)) {
+        data = malloc((size_t)len);
+        if (data && fread(data, 1, (size_t)len, f) != (size_t)len) { free(data); data = NULL; }
+        *n = (size_t)len;
+    }
+    fclose(f);
+    return data;
+}
+
+lm_status lm_vk_pipeline_init(lm_vk_dev *v)
+{
+    cache_path(v);
+    size_t n = 0;
+    void *data = v->pcache_path[0] ? read_file(v->pcache_path, &n) : NULL;
+    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                    .initialDataSize = data ? n : 0, .pInitialData = data};
+    VkResult r = vkCreatePipelineCache(v->device, &ci, NULL, &v->pcache);
+    if (r != VK_SUCCESS && data) {       /* a damaged file: start empty */
+        ci.initialDataSize = 0;
+        ci.pInitialData = NULL;
+        r = vkCreatePipelineCache(v->device, &ci, NULL, &v->pcache);
+    }
+    free(data);
+    return lm_vk_check(v, r, "vkCreatePipelineCache");
+}
+
+void lm_vk_pipeline_save(lm_vk_dev *v)
+{
+    v->pcache_dirty = false;
+    if (!v->pcache_path[0] || !v->pcache) return;
+    size_t n = 0;
+    if (vkGetPipelineCacheData(v->device, v->pcache, &n, NULL) != VK_SUCCESS || !n) return;
+    void *data = malloc(n);
+    if (!data) return;
+    if (vkGetPipelineCacheData(v->device, v->pcache, &n, data) == VK_SUCCESS) {
+        char tmp[600];
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", v->pcache_path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (f) {
+            bool ok = fwrite(data, 1, n, f) == n;
+            ok &= !fclose(f);
+            if (!ok || rename(tmp, v->pcache_path)) remove(tmp);
+        }
+    }
+    free(data);
+}
+
+void lm_vk_pipeline_shutdown(lm_vk_dev *v)
+{
+    if (!v->device) return;
+    if (v->pcache_dirty) lm_vk_pipeline_save(v);
+    for (int b = 0; b < 256; b++)
+        while (v->pipes[b]) {
+            lm_vk_pipeline *p = v->pipes[b];
+            v->pipes[b] = p->next;
+            vkDestroyPipeline(v->device, p->pipe, NULL);
+            free(p);
+        }
+    for (int i = 0; i < 64; i++)
+        if (v->modules[i]) vkDestroyShaderModule(v->device, v->modules[i], NULL);
+    vkDestroyPipelineCache(v->device, v->pcache, NULL);
+}
+
+static lm_status get_module(lm_vk_dev *v, const char *shader, VkShaderModule *out)
+{
+    const lm_vk_shader *s = lm_vk_shader_find(shader);
+    if (!s) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no shader '%s' in this build", shader);
+    int idx = (int)(s - lm_vk_shaders);
+    if (idx >= 64) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: too many shaders");
+    if (!v->modules[idx]) {
+        VkShaderModuleCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = (size_t)s->words * 4, .pCode = s->code};
+        lm_status st = lm_vk_check(v, vkCreateShaderModule(v->device, &ci, NULL, &v->modules[idx]),
+                                   "vkCreateShaderModule");
+        if (st != LM_OK) return st;
+    }
+    *out = v->modules[idx];
+    return LM_OK;
+}
+
+static unsigned hash_key(const char *shader, const uint32_t *spec)
+{
+    unsigned h = 2166136261u;
+    for (const char *c = shader; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+    for (int i = 0; i < LM_VK_MAX_SPEC; i++) h = (h ^ spec[i]) * 16777619u;
+    return h & 255u;
+}
+
+lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *spec_in,
+                             int nspec, VkPipeline *out)
+{
+    uint32_t spec[LM_VK_MAX_SPEC] = {0};
+    if (nspec > LM_VK_MAX_SPEC) return lm_error_set(LM_ERR_ARG, "vulkan: too many constants");
+    memcpy(spec, spec_in, (size_t)nspec * sizeof *spec);
+    unsigned h = hash_key(shader, spec);
+    for (lm_vk_pipeline *p = v->pipes[h]; p; p = p->next)
+        if (!strcmp(p->shader, shader) && !memcmp(p->spec, spec, sizeof spec)) {
+            *out = p->pipe;
+            return LM_OK;
+        }
+    VkShaderModule mod = VK_NULL_HANDLE;
+    lm_status st = get_module(v, shader, &mod);
+    if (st != LM_OK) return st;
+    VkSpecializationMapEntry me[LM_VK_MAX_SPEC];
+    for (int i = 0; i < nspec; i++)
+        me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)i * 4, 4};
+    VkSpecializationInfo si = {.mapEntryCount = (uint32_t)nspec, .pMapEntries = me,
+                               .dataSize = (size_t)nspec * 4, .pData = spec};
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main",
+                  .pSpecializationInfo = nspec ? &si : NULL},
+        .layout = v->layout,
+    };
+    lm_vk_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
+    st = lm_vk_check(v, vkCreateComputePipelines(v->device, v->pcache, 1, &ci, NULL, &p->pipe),
+                     "vkCreateComputePipelines");
+    if (st != LM_OK) { free(p); return lm_error_prefix("shader %s", shader); }
+    snprintf(p->shader, sizeof p->shader, "%s", shader);
+    memcpy(p->spec, spec, sizeof spec);
+    p->next = v->pipes[h];
+    v->pipes[h] = p;
+    v->pcache_dirty = true;
+    *out = p->pipe;
+    return LM_OK;
+}

@@ -1,0 +1,263 @@
+// eltwise.glsl - every unary, binary and where op, copy and cast, over
+// strided (and broadcast: stride 0) inputs.  The op, dtypes, arithmetic kind
+// and dimension count are specialization constants; shapes, strides and
+// offsets are push constants (dims collapsed on the host to EW_MAXDIM).
+// Bindings: 0 = a (cond for where), 1 = b (a), 2 = c (b), 3 = out.
+#include "common.glsl"
+#include "math.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint OP = 0;
+layout(constant_id = 1) const uint DTA = 0;
+layout(constant_id = 2) const uint DTB = 0;
+layout(constant_id = 3) const uint DTC = 0;
+layout(constant_id = 4) const uint DTO = 0;
+layout(constant_id = 5) const uint KIND = 0;
+layout(constant_id = 6) const int NDIM = 1;
+layout(constant_id = 7) const uint MODE = 0;
+layout(constant_id = 8) const bool OUT_STRIDED = false;
+
+layout(push_constant) uniform PC {
+    uint n;
+    uint flags;              // clamp: bit0 has lo, bit1 has hi
+    int off[4];              // element offsets of bindings 0..3
+    int shape[EW_MAXDIM];
+    int st[3 * EW_MAXDIM];   // strides of binding 0, 1, and 2 (or out)
+} pc;
+
+DECL_IO(0)
+DECL_IO(1)
+DECL_IO(2)
+DECL_IO(3)
+
+// clamp bounds ride in the stride slots a unary op leaves free
+float clamp_lo_f() { return intBitsToFloat(pc.st[6]); }
+float clamp_hi_f() { return intBitsToFloat(pc.st[7]); }
+int64_t clamp_i(int k) { return int64_t(uint(pc.st[k])) | (int64_t(pc.st[k + 1]) << 32); }
+
+float un_f(float x)
+{
+    switch (OP) {
+    case U_COPY: return x;
+    case U_NEG: return -x;
+    case U_ABS: return abs(x);
+    case U_SIGN: return sign_f(x);
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_LOG1P: return log1p_f(x);
+    case U_EXPM1: return expm1_f(x);
+    case U_SQRT: return sqrt(x);
+    case U_RSQRT: return 1.0 / sqrt(x);
+    case U_SQUARE: return x * x;
+    case U_RECIP: return 1.0 / x;
+    case U_SIN: return sin(x);
+    case U_COS: return cos(x);
+    case U_TAN: return tan(x);
+    case U_TANH: return tanh_f(x);
+    case U_SIGMOID: return sigmoid_f(x);
+    case U_RELU: return x > 0.0 ? x : (isnan(x) ? x : 0.0);
+    case U_GELU: return 0.5 * x * (1.0 + erf_f(x * 0.70710678118654752));
+    case U_GELU_TANH:
+        return 0.5 * x * (1.0 + tanh_f(0.79788456080286536 * (x + 0.044715 * x * x * x)));
+    case U_SILU: return x * sigmoid_f(x);
+    case U_SOFTPLUS: return x > 20.0 ? x : log1p_f(exp(x));
+    case U_ERF: return erf_f(x);
+    case U_FLOOR: return floor(x);
+    case U_CEIL: return ceil(x);
+    case U_ROUND: return roundEven(x);
+    case U_ISNAN: return isnan(x) ? 1.0 : 0.0;
+    case U_ISINF: return isinf(x) ? 1.0 : 0.0;
+    case U_NOT: return x == 0.0 ? 1.0 : 0.0;
+    case U_CLAMP: {
+        float r = x;
+        if ((pc.flags & 1u) != 0u && r < clamp_lo_f()) r = clamp_lo_f();
+        if ((pc.flags & 2u) != 0u && r > clamp_hi_f()) r = clamp_hi_f();
+        return r;
+    }
+    }
+    return x;
+}
+
+float bin_f(float a, float b)
+{
+    switch (OP) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_POW: return pow_f(a, b);
+    case B_MOD: return mod_f(a, b);
+    case B_MAX: return max_f(a, b);
+    case B_MIN: return min_f(a, b);
+    case B_ATAN2: return atan2_f(a, b);
+    case B_EQ: return a == b ? 1.0 : 0.0;
+    case B_NE: return a != b ? 1.0 : 0.0;
+    case B_LT: return a < b ? 1.0 : 0.0;
+    case B_LE: return a <= b ? 1.0 : 0.0;
+    case B_GT: return a > b ? 1.0 : 0.0;
+    case B_GE: return a >= b ? 1.0 : 0.0;
+    case B_AND: return (a != 0.0 && b != 0.0) ? 1.0 : 0.0;
+    case B_OR: return (a != 0.0 || b != 0.0) ? 1.0 : 0.0;
+    case B_XOR: return ((a != 0.0) != (b != 0.0)) ? 1.0 : 0.0;
+    }
+    return a;
+}
+
+int64_t un_i(int64_t x)
+{
+    switch (OP) {
+    case U_NEG: return -x;
+    case U_ABS: return x < 0l ? -x : x;
+    case U_SIGN: return x > 0l ? 1l : (x < 0l ? -1l : 0l);
+    case U_SQUARE: return x * x;
+    case U_ISNAN: return 0l;
+    case U_ISINF: return 0l;
+    case U_NOT: return x == 0l ? 1l : 0l;
+    case U_RELU: return x > 0l ? x : 0l;
+    case U_CLAMP: {
+        int64_t r = x;
+        if ((pc.flags & 1u) != 0u && r < clamp_i(8)) r = clamp_i(8);
+        if ((pc.flags & 2u) != 0u && r > clamp_i(10)) r = clamp_i(10);
+        return r;
+    }
+    }
+    return x;   // copy, cast, floor/ceil/round of integers
+}
+
+int64_t bin_i(int64_t a, int64_t b)
+{
+    switch (OP) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return b == 0l ? 0l : a / b;
+    case B_POW: return pow_i(a, b);
+    case B_MOD: return mod_i(a, b);
+    case B_MAX: return max(a, b);
+    case B_MIN: return min(a, b);
+    case B_EQ: return a == b ? 1l : 0l;
+    case B_NE: return a != b ? 1l : 0l;
+    case B_LT: return a < b ? 1l : 0l;
+    case B_LE: return a <= b ? 1l : 0l;
+    case B_GT: return a > b ? 1l : 0l;
+    case B_GE: return a >= b ? 1l : 0l;
+    case B_AND: return (a != 0l && b != 0l) ? 1l : 0l;
+    case B_OR: return (a != 0l || b != 0l) ? 1l : 0l;
+    case B_XOR: return ((a != 0l) != (b != 0l)) ? 1l : 0l;
+    }
+    return a;
+}
+
+#ifdef LM_F64
+double clamp_d(int k) { return packDouble2x32(uvec2(uint(pc.st[k]), uint(pc.st[k + 1]))); }
+#define D_NAN uint64BitsToDouble(0x7ff8000000000000ul)
+
+// Only exactly rounded operations: the host sends transcendental f64 ops
+// to no GPU kernel (supports() says no) rather than lose precision.
+double un_d(double x)
+{
+    switch (OP) {
+    case U_NEG: return -x;
+    case U_ABS: return abs(x);
+    case U_SIGN: return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x);
+    case U_SQRT: return sqrt(x);
+    case U_RSQRT: return 1.0lf / sqrt(x);
+    case U_SQUARE: return x * x;
+    case U_RECIP: return 1.0lf / x;
+    case U_RELU: return x > 0.0lf ? x : (isnan(x) ? x : 0.0lf);
+    case U_FLOOR: return floor(x);
+    case U_CEIL: return ceil(x);
+    case U_ROUND: return roundEven(x);
+    case U_ISNAN: return isnan(x) ? 1.0lf : 0.0lf;
+    case U_ISINF: return isinf(x) ? 1.0lf : 0.0lf;
+    case U_NOT: return x == 0.0lf ? 1.0lf : 0.0lf;
+    case U_CLAMP: {
+        double r = x;
+        if ((pc.flags & 1u) != 0u && r < clamp_d(12)) r = clamp_d(12);
+        if ((pc.flags & 2u) != 0u && r > clamp_d(14)) r = clamp_d(14);
+        return r;
+    }
+    }
+    return x;
+}
+
+double bin_d(double a, double b)
+{
+    switch (OP) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_MOD: {
+        if (b == 0.0lf || isinf(a) || isnan(a) || isnan(b)) return D_NAN;
+        double r = a - b * trunc(a / b);
+        if (abs(r) >= abs(b)) r = 0.0lf;
+        if (r != 0.0lf && ((r < 0.0lf) != (b < 0.0lf))) r += b;
+        return r;
+    }
+    case B_MAX: return isnan(a) || isnan(b) ? D_NAN : max(a, b);
+    case B_MIN: return isnan(a) || isnan(b) ? D_NAN : min(a, b);
+    case B_EQ: return a == b ? 1.0lf : 0.0lf;
+    case B_NE: return a != b ? 1.0lf : 0.0lf;
+    case B_LT: return a < b ? 1.0lf : 0.0lf;
+    case B_LE: return a <= b ? 1.0lf : 0.0lf;
+    case B_GT: return a > b ? 1.0lf : 0.0lf;
+    case B_GE: return a >= b ? 1.0lf : 0.0lf;
+    case B_AND: return (a != 0.0lf && b != 0.0lf) ? 1.0lf : 0.0lf;
+    case B_OR: return (a != 0.0lf || b != 0.0lf) ? 1.0lf : 0.0lf;
+    case B_XOR: return ((a != 0.0lf) != (b != 0.0lf)) ? 1.0lf : 0.0lf;
+    }
+    return a;
+}
+#endif
+
+void element(uint i)
+{
+    int ia = pc.off[0], ib = pc.off[1], ic = pc.off[2];
+    if (NDIM == 1) {
+        ia += int(i) * pc.st[0];
+        ib += int(i) * pc.st[EW_MAXDIM];
+        ic += int(i) * pc.st[2 * EW_MAXDIM];
+    } else {
+        uint r = i;
+        [[unroll]] for (int d = NDIM - 1; d >= 0; d--) {
+            uint s = uint(pc.shape[d]);
+            int c = int(r % s);
+            r /= s;
+            ia += c * pc.st[d];
+            ib += c * pc.st[EW_MAXDIM + d];
+            ic += c * pc.st[2 * EW_MAXDIM + d];
+        }
+    }
+    int io = OUT_STRIDED ? ic : pc.off[3] + int(i);
+    if (MODE == EW_WHERE) {
+        bool cond = ldi_0(DTA, ia) != 0l;
+#ifdef LM_F64
+        if (KIND == KIND_D) { std_3(DTO, io, cond ? ldd_1(DTB, ib) : ldd_2(DTC, ic)); return; }
+#endif
+        if (KIND == KIND_I) sti_3(DTO, io, cond ? ldi_1(DTB, ib) : ldi_2(DTC, ic));
+        else stf_3(DTO, io, cond ? ldf_1(DTB, ib) : ldf_2(DTC, ic));
+        return;
+    }
+#ifdef LM_F64
+    if (KIND == KIND_D) {
+        double a = ldd_0(DTA, ia);
+        std_3(DTO, io, MODE == EW_BINARY ? bin_d(a, ldd_1(DTB, ib)) : un_d(a));
+        return;
+    }
+#endif
+    if (KIND == KIND_I) {
+        int64_t a = ldi_0(DTA, ia);
+        sti_3(DTO, io, MODE == EW_BINARY ? bin_i(a, ldi_1(DTB, ib)) : un_i(a));
+    } else {
+        float a = ldf_0(DTA, ia);
+        stf_3(DTO, io, MODE == EW_BINARY ? bin_f(a, ldf_1(DTB, ib)) : un_f(a));
+    }
+}
+
+void main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride)
+        element(i);
+}

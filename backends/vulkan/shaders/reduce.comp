@@ -1,0 +1,2 @@
+#version 450
+#include "reduce.glsl"

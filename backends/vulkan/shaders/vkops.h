@@ -1,0 +1,104 @@
+/* vkops.h - codes shared by the C side and the shaders (#included by both,
+ * so it holds only #defines).  Dtype codes equal lm_dtype's values. */
+#ifndef LM_VKOPS_H
+#define LM_VKOPS_H
+
+#define DT_F32 0
+#define DT_F16 1
+#define DT_BF16 2
+#define DT_F64 3
+#define DT_I8 4
+#define DT_U8 5
+#define DT_I16 6
+#define DT_I32 7
+#define DT_I64 8
+#define DT_BOOL 9
+
+/* the arithmetic a kernel computes in */
+#define KIND_F 0   /* float (f32, f16, bf16 storage) */
+#define KIND_D 1   /* double */
+#define KIND_I 2   /* int64 (integers and bool) */
+
+/* elementwise modes */
+#define EW_UNARY 0
+#define EW_BINARY 1
+#define EW_WHERE 2
+
+/* unary */
+#define U_COPY 0
+#define U_NEG 1
+#define U_ABS 2
+#define U_SIGN 3
+#define U_EXP 4
+#define U_LOG 5
+#define U_LOG1P 6
+#define U_EXPM1 7
+#define U_SQRT 8
+#define U_RSQRT 9
+#define U_SQUARE 10
+#define U_RECIP 11
+#define U_SIN 12
+#define U_COS 13
+#define U_TAN 14
+#define U_TANH 15
+#define U_SIGMOID 16
+#define U_RELU 17
+#define U_GELU 18
+#define U_GELU_TANH 19
+#define U_SILU 20
+#define U_SOFTPLUS 21
+#define U_ERF 22
+#define U_FLOOR 23
+#define U_CEIL 24
+#define U_ROUND 25
+#define U_ISNAN 26
+#define U_ISINF 27
+#define U_NOT 28
+#define U_CLAMP 29
+
+/* binary */
+#define B_ADD 0
+#define B_SUB 1
+#define B_MUL 2
+#define B_DIV 3
+#define B_POW 4
+#define B_MOD 5
+#define B_MAX 6
+#define B_MIN 7
+#define B_ATAN2 8
+#define B_EQ 9
+#define B_NE 10
+#define B_LT 11
+#define B_LE 12
+#define B_GT 13
+#define B_GE 14
+#define B_AND 15
+#define B_OR 16
+#define B_XOR 17
+
+/* reductions */
+#define R_SUM 0
+#define R_MEAN 1
+#define R_PROD 2
+#define R_MAX 3
+#define R_MIN 4
+#define R_VAR 5
+#define R_STD 6
+#define R_LSE 7
+#define R_ALL 8
+#define R_ANY 9
+#define R_ARGMAX 10
+#define R_ARGMIN 11
+
+/* creation */
+#define C_FULL 0
+#define C_ARANGE 1
+#define C_LINSPACE 2
+#define C_EYE 3
+#define C_UNIFORM 4
+#define C_NORMAL 5
+
+#define EW_MAXDIM 6
+#define RED_MAXDIM 4
+
+#endif

@@ -1,0 +1,183 @@
+/* vk.h - internals shared by the Vulkan backend's files.
+ *
+ * One lm_vk_dev per physical device (lm_device.impl), created when the
+ * registry starts and brought up (VkDevice, queue, pools) on first use.
+ * Buffers handed to the core are lm_vk_mem ranges sub-allocated from large
+ * VkDeviceMemory blocks (memory.c).  Kernels are recorded into one command
+ * buffer per evaluation (exec.c), with pipelines made on first use and kept
+ * in a VkPipelineCache on disk (pipeline.c).  Single-threaded: one thread
+ * evaluates on a device at a time. */
+#ifndef LM_VK_H
+#define LM_VK_H
+
+#include <vulkan/vulkan.h>
+#include "core/backend.h"
+#include "core/lumen.h"
+#include "backends/vulkan/shaders.h"
+#include "backends/vulkan/vulkan.h"
+#include "backends/vulkan/shaders/vkops.h"
+
+#define LM_VK_BINDINGS 4          /* storage buffers per kernel */
+#define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
+#define LM_VK_MAX_SPEC 12         /* specialization constants per pipeline */
+#define LM_VK_BATCH 1024          /* dispatches per submit */
+
+typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;
+
+typedef struct lm_vk_block {
+    VkDeviceMemory mem;
+    VkBuffer buf;
+    VkDeviceSize size;
+    void *map;                    /* persistently mapped when host-visible */
+    bool dedicated;               /* one allocation, freed when empty */
+    lm_vk_range *free;            /* sorted, coalesced free ranges */
+    int nfree, capfree;
+    VkDeviceSize used;
+    struct lm_vk_block *next;
+} lm_vk_block;
+
+/* the handle a core lm_buffer holds */
+typedef struct lm_vk_mem {
+    lm_vk_block *block;
+    VkDeviceSize off, size;
+    struct lm_vk_mem *next_deferred;
+} lm_vk_mem;
+
+typedef struct lm_vk_pipeline {
+    char shader[32];
+    uint32_t spec[LM_VK_MAX_SPEC];
+    VkPipeline pipe;
+    struct lm_vk_pipeline *next;
+} lm_vk_pipeline;
+
+typedef struct lm_vk_features {
+    bool f16, f64, int8, int16;
+    bool coopmat_nv;              /* 16x16x16 f16 -> f32, subgroup scope */
+    bool subgroup_arith;
+    uint32_t subgroup_size;
+    VkDeviceSize max_range;       /* maxStorageBufferRange */
+    VkDeviceSize align;           /* minStorageBufferOffsetAlignment */
+    VkDeviceSize max_alloc;       /* maxMemoryAllocationSize */
+    uint32_t max_groups[3];
+    uint32_t max_shared;
+} lm_vk_features;
+
+typedef struct lm_vk_dev {
+    lm_device *dev;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties memprops;
+    lm_vk_features feat;
+    bool up;                      /* VkDevice created */
+    bool lost;                    /* VK_ERROR_DEVICE_LOST seen */
+    VkDevice device;
+    VkQueue queue;
+    uint32_t qfam;
+    uint32_t mt_device, mt_host;  /* memory type indices */
+    bool unified;                 /* device-local memory is host-visible */
+    /* memory */
+    lm_vk_block *blocks;
+    VkDeviceSize block_size;
+    size_t reserved;              /* bytes held from the driver */
+    lm_vk_block *staging;
+    lm_vk_mem *dummy;             /* bound to unused bindings */
+    lm_vk_mem *status;            /* host-visible: index errors found by kernels */
+    bool status_armed;            /* a recorded kernel may report one */
+    char status_op[32];
+    int64_t status_axis, status_len;
+    lm_vk_mem *deferred;          /* freed while GPU work was pending */
+    /* execution */
+    VkCommandPool cmdpool;
+    VkCommandBuffer cb;
+    VkFence fence;
+    bool recording;
+    int ndispatch;                /* in the open command buffer */
+    VkDescriptorPool dpool;
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    lm_vk_mem written[64], read[64];   /* ranges touched since the last barrier */
+    int nwritten, nread;
+    /* pipelines */
+    VkPipelineCache pcache;
+    bool pcache_dirty;
+    char pcache_path[512];
+    lm_vk_pipeline *pipes[256];
+    VkShaderModule modules[64];
+    const lm_vk_shader *module_src[64];
+} lm_vk_dev;
+
+/* one operand of a dispatch: a buffer range and whether the kernel writes it */
+typedef struct lm_vk_arg {
+    const lm_vk_mem *mem;
+    bool write;
+} lm_vk_arg;
+
+static inline lm_vk_dev *lm_vk_of(lm_device *d) { return (lm_vk_dev *)d->impl; }
+static inline const lm_vk_mem *lm_vk_mem_of(const lm_array *a) { return (const lm_vk_mem *)a->buf->handle; }
+
+/* device.c */
+lm_status lm_vk_check(lm_vk_dev *v, VkResult r, const char *what);
+lm_status lm_vk_ensure_up(lm_vk_dev *v);
+extern VkInstance lm_vk_instance;
+
+/* memory.c */
+lm_status lm_vk_mem_init(lm_vk_dev *v);
+void lm_vk_mem_shutdown(lm_vk_dev *v);
+lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host);
+void lm_vk_free(lm_device *d, void *handle);
+lm_status lm_vk_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
+lm_status lm_vk_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
+void lm_vk_release_deferred(lm_vk_dev *v);
+/* the host-visible status words kernels report index errors in */
+lm_status lm_vk_status_init(lm_vk_dev *v);
+
+/* exec.c */
+lm_status lm_vk_exec_init(lm_vk_dev *v);
+void lm_vk_exec_shutdown(lm_vk_dev *v);
+lm_status lm_vk_begin(lm_device *d);
+lm_status lm_vk_sync(lm_device *d);
+/* submits what is recorded and waits (no-op when nothing is) */
+lm_status lm_vk_flush(lm_vk_dev *v);
+/* records one kernel: args bind to 0..nargs-1 (unused bindings get a dummy),
+ * push constants pc (<= LM_VK_PUSH_BYTES), groups gx*gy*gz */
+lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
+                         int nspec, const lm_vk_arg *args, int nargs, const void *pc,
+                         size_t pcsize, uint32_t gx, uint32_t gy, uint32_t gz);
+/* records a buffer-to-buffer copy (same device), ordered like a dispatch */
+lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize soff,
+                            const lm_vk_mem *dst, VkDeviceSize doff, VkDeviceSize n);
+/* groups for n invocations of `local` threads, capped (kernels loop) */
+uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);
+
+/* pipeline.c */
+lm_status lm_vk_pipeline_init(lm_vk_dev *v);
+void lm_vk_pipeline_shutdown(lm_vk_dev *v);
+void lm_vk_pipeline_save(lm_vk_dev *v);
+lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *spec,
+                             int nspec, VkPipeline *out);
+
+/* kernels, by family */
+bool lm_vk_supports_elementwise(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_elementwise(lm_vk_dev *v, lm_array *node);
+bool lm_vk_supports_create(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_create(lm_vk_dev *v, lm_array *node);
+bool lm_vk_supports_reduce(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_reduce(lm_vk_dev *v, lm_array *node);
+bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node);
+bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
+/* copies a (any strides) into dst, an array of dtype dt at element offset
+ * doff with strides dst_strides (bit-exact when the dtypes agree) */
+lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,
+                     int64_t doff, const int64_t *dst_strides);
+/* fills n elements of dst (dtype dt) with value, converted as the CPU does */
+lm_status lm_vk_fill(lm_vk_dev *v, const lm_vk_mem *dst, lm_dtype dt, int64_t n, double value);
+
+/* shape helpers (shape.c): merges adjacent dims that are contiguous in every
+ * operand; returns the new ndim (>= 1) */
+int lm_vk_collapse(int ndim, int64_t *shape, int nops, int64_t (*strides)[LM_MAX_DIMS]);
+bool lm_vk_fits_i32(const lm_array *a);
+bool lm_vk_dtype_ok(lm_vk_dev *v, lm_dtype t);
+
+#endif

@@ -1,0 +1,23 @@
+/* vulkan.h - the Vulkan backend's public face (for the core's registry and
+ * for tests).  Everything else is internal (vk.h). */
+#ifndef LM_VULKAN_H
+#define LM_VULKAN_H
+
+#include "core/device.h"
+
+/* Creates the Vulkan devices present and registers them (lm_device_register).
+ * A missing loader, driver or device is not a failure: there are then simply
+ * no Vulkan devices (lm_vulkan_status() says why).  Called by lm_init(). */
+lm_status lm_vulkan_register(void);
+/* A line saying what registration found ("2 devices", "no Vulkan loader"). */
+const char *lm_vulkan_status(void);
+/* Messages the Khronos validation layer reported (LUMEN_VK_VALIDATE=1);
+ * tests fail on any. */
+int64_t lm_vulkan_validation_messages(void);
+/* Bytes of device memory the backend holds from the driver (all blocks), for
+ * leak checks; d must be a Vulkan device. */
+size_t lm_vulkan_reserved_bytes(lm_device *d);
+/* Dispatches recorded since start (for tests of batching). */
+int64_t lm_vulkan_dispatch_count(void);
+
+#endif

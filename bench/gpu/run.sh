@@ -1,0 +1,14 @@
+#!/bin/sh
+# run.sh - Lumen on Vulkan beside PyTorch CUDA on the same GPU, with ratios.
+# Runs on the device machine from the repository root:
+#   sh bench/gpu/run.sh            (full sizes: matmul to 8192, 256M elements)
+#   sh bench/gpu/run.sh quick      (small sizes, a smoke run)
+# Needs build/bench/vkbench built here (make; it links liblumen.a and
+# libvulkan only) and, on the device, a Vulkan loader (libvulkan.so.1: set
+# LD_LIBRARY_PATH to a carried copy) plus python3 with torch+CUDA.
+BUILD=${BUILD:-build}
+BIN="$BUILD/bench/vkbench"
+[ -x "$BIN" ] || { echo "run.sh: $BIN missing: run make first" >&2; exit 1; }
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+date -u +"date: %Y-%m-%d %H:%M UTC"
+exec python3 bench/gpu/compare.py "$BIN" "$@"

@@ -1,0 +1,133 @@
+/* io.h - tensor files (safetensors, .npy, .npz) and PNG images.
+ *
+ * Every reader treats its input as untrusted: header sizes are bounded,
+ * offsets and sizes are overflow-checked and must lie inside the file,
+ * tensor ranges may not overlap.  A bad file gives LM_ERR_FORMAT with a
+ * message "<path>: <problem>"; an unreadable one LM_ERR_IO.
+ *
+ * Ownership: an lm_tensor_set owns its names, arrays (one reference each)
+ * and metadata; lm_tensor_set_free() releases all of it.  Arrays passed to
+ * writers are borrowed (they are evaluated, not consumed).
+ *
+ * safetensors tensors are not copied: each array wraps the file's mapping
+ * (MAP_PRIVATE, so writes into a loaded tensor never reach the file) and the
+ * mapping is unmapped when the last array made from it dies.  Its bytes are
+ * read from disk only when the tensor is used. */
+#ifndef LM_IO_H
+#define LM_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "array.h"
+
+typedef enum lm_file_format {
+    LM_FORMAT_UNKNOWN = 0,
+    LM_FORMAT_SAFETENSORS,
+    LM_FORMAT_NPY,
+    LM_FORMAT_NPZ,
+    LM_FORMAT_PNG,
+} lm_file_format;
+
+typedef struct lm_kv {
+    char *key;
+    char *value;
+} lm_kv;
+
+/* Tensors by name, in file order, and string metadata (safetensors
+ * __metadata__, PNG text chunks). */
+typedef struct lm_tensor_set {
+    int count;
+    char **names;
+    lm_array **arrays;
+    int nmeta;
+    lm_kv *meta;
+    lm_file_format format;
+} lm_tensor_set;
+
+void lm_tensor_set_free(lm_tensor_set *s);   /* leaves *s empty; NULL is fine */
+/* Index of name in s, or -1. */
+int lm_tensor_set_find(const lm_tensor_set *s, const char *name);
+const char *lm_format_name(lm_file_format f);  /* "safetensors", "npy", ... */
+
+/* The format by content (magic bytes), falling back to the extension for a
+ * file too short to tell.  LM_FORMAT_UNKNOWN + error if neither decides. */
+lm_file_format lm_file_detect(const char *path);
+lm_file_format lm_detect_mem(const void *data, size_t size);
+
+/* Loads any tensor file (chosen by content): safetensors, npz, npy (one
+ * tensor named after the file's stem, e.g. "x" for "dir/x.npy"). */
+lm_status lm_load_file(const char *path, lm_tensor_set *out);
+
+/* ---- safetensors (core/io_safetensors.c) ---- */
+/* Header length bound, as in the reference implementation (100 MB). */
+#define LM_SAFETENSORS_MAX_HEADER 100000000ull
+lm_status lm_load_safetensors(const char *path, lm_tensor_set *out);
+/* From memory (copies the tensors); `what` names the source in errors. */
+lm_status lm_load_safetensors_mem(const void *data, size_t size, const char *what,
+                                  lm_tensor_set *out);
+/* Writes n tensors (names unique, not "__metadata__") and nmeta string
+ * pairs.  Data offsets follow the order given; the header is padded to 8. */
+lm_status lm_save_safetensors(const char *path, int n, const char *const *names,
+                              lm_array *const *arrays, int nmeta, const lm_kv *meta);
+
+/* ---- npy / npz (core/io_npy.c, core/io_zip.c) ---- */
+/* Header length bound for .npy (numpy's own reader allows 10000 by default). */
+#define LM_NPY_MAX_HEADER (1u << 20)
+/* Versions 1-3, C or Fortran order, either byte order; b1 i1 u1 i2 u2 i4 u4
+ * i8 u8 f2 f4 f8.  u2 and u4 widen exactly to i32 and i64; u8 becomes i64
+ * and fails if a value does not fit. */
+lm_array *lm_load_npy(const char *path);
+lm_array *lm_load_npy_mem(const void *data, size_t size, const char *what);
+/* Writes version 1.0 (2.0 when the header needs it), little endian, C
+ * order.  bf16 has no numpy type and is written as exact f4. */
+lm_status lm_save_npy(const char *path, lm_array *a);
+/* The .npy bytes of a in a malloc'd buffer (*out, *size; caller frees). */
+lm_status lm_npy_encode(lm_array *a, void **out, size_t *size);
+
+/* .npz: a zip of NAME.npy members, stored or deflated, zip64 understood.
+ * Members not ending in .npy are skipped. */
+lm_status lm_load_npz(const char *path, lm_tensor_set *out);
+lm_status lm_load_npz_mem(const void *data, size_t size, const char *what,
+                          lm_tensor_set *out);
+/* compress: deflate (numpy.savez_compressed) instead of stored (savez). */
+lm_status lm_save_npz(const char *path, int n, const char *const *names,
+                      lm_array *const *arrays, bool compress);
+
+/* ---- PNG (core/io_png.c) ---- */
+typedef enum lm_layout { LM_LAYOUT_CHW = 0, LM_LAYOUT_HWC } lm_layout;
+
+typedef struct lm_png_opts {
+    lm_layout layout;     /* of 3-D input/output; default CHW */
+    double lo, hi;        /* float range mapped to [0, max]; default 0..1 */
+    bool has_range;       /* range given: also applies to integer input */
+    int bits;             /* 8 (default) or 16 */
+    int level;            /* zlib level 0-9; -1 = libpng default (6) */
+    int ntext;            /* tEXt chunks to write */
+    const lm_kv *text;
+    lm_dtype dtype;       /* read: LM_U8/LM_I32 (raw values; default u8 for
+                             8-bit files, i32 for 16-bit), or a float dtype
+                             (scaled to 0..1) */
+    bool has_dtype;
+} lm_png_opts;
+
+void lm_png_opts_init(lm_png_opts *o);
+
+/* Writes a [H,W] (gray), [C,H,W] or [H,W,C] (per layout) image with C in
+ * 1..4 (gray, gray+alpha, RGB, RGBA).  Floats map lo..hi to 0..max,
+ * clamped, rounded to nearest (NaN -> 0); integers and bool are pixel
+ * values (bool: 0/max; u8 written at 16 bits scales by 257), clamped.
+ * A 4-D batch [N,C,H,W] (or [N,H,W,C]) writes N files: a "%d"/"%0Nd" in
+ * path is replaced by the index (from 0), else "_0000" goes before the
+ * extension.  o may be NULL. */
+lm_status lm_png_write(const char *path, lm_array *a, const lm_png_opts *o);
+/* Reads any PNG (palette, gray 1/2/4/8/16, gray+alpha, RGB, RGBA; tRNS
+ * becomes an alpha channel) as [C,H,W] or [H,W,C].  text (may be NULL)
+ * receives the tEXt/zTXt/iTXt chunks in its meta.  NULL + error on a bad
+ * file.  Images whose pixels could not come from a file of that size
+ * (deflate expands at most ~1032x) are refused before allocating. */
+lm_array *lm_png_read(const char *path, const lm_png_opts *o, lm_tensor_set *text);
+lm_array *lm_png_read_mem(const void *data, size_t size, const char *what,
+                          const lm_png_opts *o, lm_tensor_set *text);
+
+#endif

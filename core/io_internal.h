@@ -1,0 +1,87 @@
+/* io_internal.h - helpers shared by the file readers and writers (core only). */
+#ifndef LM_IO_INTERNAL_H
+#define LM_IO_INTERNAL_H
+
+#include <stdio.h>
+#include "io.h"
+
+/* Appends (name, a) to s, taking over the reference to a (released on
+ * failure).  name is copied. */
+lm_status lm_io_set_add(lm_tensor_set *s, const char *name, lm_array *a);
+lm_status lm_io_set_meta(lm_tensor_set *s, const char *key, size_t klen,
+                         const char *value, size_t vlen);
+
+/* Reads a whole file into a malloc'd buffer (NUL-terminated beyond size). */
+lm_status lm_io_read_all(const char *path, void **data, size_t *size);
+
+/* A file written to "<path>.tmp" and renamed over path on success, so a
+ * failed write never leaves a half file under the real name. */
+typedef struct lm_io_out {
+    FILE *f;
+    char *tmp;
+    const char *path;
+    bool failed;
+} lm_io_out;
+lm_status lm_io_out_open(lm_io_out *o, const char *path);
+void lm_io_out_write(lm_io_out *o, const void *p, size_t n);
+/* Closes and renames (ok) or removes the temporary (!ok or write error). */
+lm_status lm_io_out_close(lm_io_out *o, bool ok);
+
+/* The array's elements, row-major, in its own dtype (evaluates), in a
+ * malloc'd buffer of lm_array_nbytes(a) bytes (at least 1). */
+void *lm_io_array_bytes(lm_array *a);
+
+/* a*b without overflow past limit: false when the product exceeds it. */
+static inline bool lm_io_mul(uint64_t a, uint64_t b, uint64_t limit, uint64_t *out)
+{
+    if (a != 0 && b > limit / a) return false;
+    *out = a * b;
+    return true;
+}
+
+/* Little-endian loads from unaligned bytes. */
+static inline uint16_t lm_io_le16(const unsigned char *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+static inline uint32_t lm_io_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+           ((uint32_t)p[3] << 24);
+}
+static inline uint64_t lm_io_le64(const unsigned char *p)
+{
+    return (uint64_t)lm_io_le32(p) | ((uint64_t)lm_io_le32(p + 4) << 32);
+}
+static inline void lm_io_put16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+}
+static inline void lm_io_put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void lm_io_put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Reverses the bytes of each of n elements of size es, in place. */
+void lm_io_byteswap(void *data, size_t n, size_t es);
+
+/* The members of a zip archive (core/io_zip.c). */
+typedef struct lm_zip_member {
+    char *name;
+    unsigned char *data;    /* uncompressed, malloc'd */
+    size_t size;
+} lm_zip_member;
+/* Reads every member (stored or deflated, CRC checked).  On success the
+ * caller frees each name and data and the array. */
+lm_status lm_zip_read(const unsigned char *data, size_t size, const char *what,
+                      lm_zip_member **members, int *count);
+/* Writes a zip of n members to o (stored or deflated). */
+lm_status lm_zip_write(lm_io_out *o, int n, const char *const *names,
+                       const unsigned char *const *datas, const size_t *sizes,
+                       bool deflate);
+
+#endif

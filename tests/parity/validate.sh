@@ -1,0 +1,20 @@
+#!/bin/sh
+# validate.sh - the Vulkan tests once more under the Khronos validation layer
+# (LUMEN_VK_VALIDATE=1): any validation message fails the run.  The parity
+# harness runs a sixth of its cases here (PARITY_QUICK=1): the layer is slow.  Skips
+# (passes) when the build has no Vulkan or the machine has no device.
+BUILD=${BUILD:-build}
+pass=0 fail=0
+for t in test_vulkan test_vulkan_parity; do
+    bin="$BUILD/tests/$t"
+    [ -x "$bin" ] || continue
+    if LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 XDG_CACHE_HOME="$BUILD/cache" "$bin" >"$BUILD/$t.validate.log" 2>&1; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $t under the validation layer (log: $BUILD/$t.validate.log)"
+        grep -E "validation|FAIL" "$BUILD/$t.validate.log" | head -20
+    fi
+done
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]

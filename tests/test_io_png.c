@@ -1,0 +1,266 @@
+/* test_io_png.c - PNGs written by PIL (and a tiny encoder) read to their
+ * expected pixels; Lumen's writer: layouts, channels, 8/16 bits, float
+ * clamping and rounding, text, batches; grid and diff heat-maps. */
+#include "io_test.h"
+#include "core/image.h"
+
+static void check_png(const char *file, const char *expected)
+{
+    char path[256], exp[256];
+    snprintf(path, sizeof path, IO_FX("%s"), file);
+    snprintf(exp, sizeof exp, "io/%s", expected);
+    tu_fixture fx = {0};
+    assert_int_equal(tu_load(exp, &fx), 0);
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.layout = LM_LAYOUT_HWC;
+    lm_array *a = lm_png_read(path, &o, NULL);
+    if (!a) fprintf(stderr, "%s: %s\n", file, lm_error_message());
+    assert_non_null(a);
+    tu_assert_close(a, &fx, 0, 0, file);
+    /* the default layout is CHW */
+    lm_array *c = lm_png_read(path, NULL, NULL);
+    assert_non_null(c);
+    io_expect_shape(c, 3, (int64_t[]){fx.shape[2], fx.shape[0], fx.shape[1]});
+    lm_array_release(a);
+    lm_array_release(c);
+    tu_free(&fx);
+}
+
+static void test_read_pil_files(void **state)
+{
+    (void)state;
+    const char *names[] = {"pil_rgb", "pil_rgba", "pil_gray8", "pil_la", "pil_gray16",
+                           "pil_gray1", "pil_palette", "pil_palette_trns", "enc_gray2",
+                           "enc_gray4", "enc_rgb16", "enc_gray_trns", "enc_rgb_interlaced",
+                           "pil_palette4"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char f[64], e[64];
+        snprintf(f, sizeof f, "%s.png", names[i]);
+        snprintf(e, sizeof e, "%s.expected.npy", names[i]);
+        check_png(f, e);
+    }
+    lm_array *g = lm_png_read(IO_FX("pil_gray16.png"), NULL, NULL);
+    assert_int_equal(g->dtype, LM_I32);   /* 16-bit samples, raw */
+    lm_array_release(g);
+}
+
+static void test_read_dtypes_and_text(void **state)
+{
+    (void)state;
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.dtype = LM_F32;
+    o.has_dtype = true;
+    lm_tensor_set text = {0};
+    lm_array *f = lm_png_read(IO_FX("pil_text.png"), &o, &text);
+    assert_non_null(f);
+    assert_int_equal(f->dtype, LM_F32);
+    lm_array *u = lm_png_read(IO_FX("pil_rgb.png"), NULL, NULL);
+    double *fv = tu_read(f), *uv = tu_read(u);
+    for (int64_t i = 0; i < u->size; i++) assert_true(fabs(fv[i] - uv[i] / 255) < 1e-7);
+    free(fv);
+    free(uv);
+    assert_int_equal(text.nmeta, 2);
+    assert_string_equal(text.meta[0].key, "Title");
+    assert_string_equal(text.meta[0].value, "lumen test");
+    assert_string_equal(text.meta[1].value, "made by PIL");
+    lm_tensor_set_free(&text);
+    /* 16-bit read as u8 scales down with rounding */
+    o.dtype = LM_U8;
+    lm_array *g8 = lm_png_read(IO_FX("enc_rgb16.png"), &o, NULL);
+    lm_array *g16 = lm_png_read(IO_FX("enc_rgb16.png"), NULL, NULL);
+    double *a = tu_read(g8), *b = tu_read(g16);
+    for (int64_t i = 0; i < g8->size; i++) assert_true(a[i] == floor(b[i] * 255 / 65535 + 0.5));
+    free(a);
+    free(b);
+    lm_array *all[] = {f, u, g8, g16};
+    for (int i = 0; i < 4; i++) lm_array_release(all[i]);
+}
+
+/* A written image read back: every channel count, both layouts, 8/16 bits. */
+static void test_write_roundtrip(void **state)
+{
+    (void)state;
+    for (int c = 1; c <= 4; c++)
+        for (int hwc = 0; hwc < 2; hwc++)
+            for (int bits = 8; bits <= 16; bits += 8) {
+                int64_t h = 3, w = 5, n = c * h * w;
+                double *v = malloc(sizeof(double) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 53) % (bits == 8 ? 256 : 65536));
+                int64_t shape[3] = {hwc ? h : c, hwc ? w : h, hwc ? c : w};
+                lm_array *x = lm_from_data(3, shape, LM_F64, v, NULL);
+                lm_array *a = lm_cast(x, LM_I32);
+                lm_png_opts o;
+                lm_png_opts_init(&o);
+                o.layout = hwc ? LM_LAYOUT_HWC : LM_LAYOUT_CHW;
+                o.bits = bits;
+                const char *p = io_tmp("rt.png");
+                assert_int_equal(lm_png_write(p, a, &o), LM_OK);
+                lm_array *b = lm_png_read(p, &o, NULL);
+                assert_non_null(b);
+                io_expect_shape(b, 3, shape);
+                io_expect(b, v, n);
+                free(v);
+                lm_array_release(x);
+                lm_array_release(a);
+                lm_array_release(b);
+            }
+}
+
+static void test_write_float_rules(void **state)
+{
+    (void)state;
+    double v[8] = {-0.5, 0, 0.5, 1, 1.5, NAN, 0.25, 127.5 / 255};
+    lm_array *a = lm_from_data(2, (int64_t[]){2, 4}, LM_F64, v, NULL);
+    const char *p = io_tmp("f.png");
+    assert_int_equal(lm_png_write(p, a, NULL), LM_OK);
+    lm_array *b = lm_png_read(p, NULL, NULL);
+    /* clamped, rounded to nearest, NaN -> 0 */
+    io_expect(b, (double[]){0, 0, 128, 255, 255, 0, 64, 128}, 8);
+    lm_array_release(b);
+    /* a range maps lo..hi */
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.lo = -1;
+    o.hi = 1;
+    o.bits = 16;
+    assert_int_equal(lm_png_write(p, a, &o), LM_OK);
+    b = lm_png_read(p, NULL, NULL);
+    io_expect(b, (double[]){16384, 32768, 49151, 65535, 65535, 0, 40959, 49151}, 8);
+    lm_array_release(b);
+    lm_array_release(a);
+    /* bool is 0/max; u8 at 16 bits scales by 257 */
+    lm_array *t = lm_from_data(2, (int64_t[]){1, 2}, LM_BOOL, (unsigned char[]){0, 1}, NULL);
+    assert_int_equal(lm_png_write(p, t, NULL), LM_OK);
+    b = lm_png_read(p, NULL, NULL);
+    io_expect(b, (double[]){0, 255}, 2);
+    lm_array_release(b);
+    lm_array_release(t);
+    lm_array *u = lm_from_data(2, (int64_t[]){1, 2}, LM_U8, (unsigned char[]){1, 255}, NULL);
+    o.has_range = false;
+    lm_png_opts_init(&o);
+    o.bits = 16;
+    assert_int_equal(lm_png_write(p, u, &o), LM_OK);
+    b = lm_png_read(p, NULL, NULL);
+    io_expect(b, (double[]){257, 65535}, 2);
+    lm_array_release(b);
+    lm_array_release(u);
+}
+
+static void test_write_text_batch_errors(void **state)
+{
+    (void)state;
+    lm_array *img = lm_full(3, (int64_t[]){3, 4, 4}, 0.5, LM_F32, NULL);
+    lm_kv text[] = {{"Software", "lumen"}, {"Comment", "hello"}};
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.text = text;
+    o.ntext = 2;
+    o.level = 9;
+    const char *p = io_tmp("t.png");
+    assert_int_equal(lm_png_write(p, img, &o), LM_OK);
+    lm_tensor_set t = {0};
+    lm_array *b = lm_png_read(p, NULL, &t);
+    assert_int_equal(t.nmeta, 2);
+    assert_string_equal(t.meta[1].value, "hello");
+    lm_tensor_set_free(&t);
+    lm_array_release(b);
+    /* a batch: numbered files from a pattern or from the extension */
+    lm_array *batch = lm_full(4, (int64_t[]){3, 1, 2, 2}, 1, LM_F32, NULL);
+    char pat[512], f[512];
+    snprintf(pat, sizeof pat, "%s", io_tmp("frame_%03d.png"));
+    assert_int_equal(lm_png_write(pat, batch, NULL), LM_OK);
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "%s", io_tmp(""));
+        snprintf(f + strlen(f), sizeof f - strlen(f), "frame_%03d.png", i);
+        assert_int_equal(access(f, F_OK), 0);
+    }
+    assert_int_equal(lm_png_write(io_tmp("b.png"), batch, NULL), LM_OK);
+    assert_int_equal(access(io_tmp("b_0002.png"), F_OK), 0);
+    lm_array_release(batch);
+    /* errors */
+    lm_array *five = lm_zeros(3, (int64_t[]){5, 2, 2}, LM_F32, NULL);
+    assert_int_equal(lm_png_write(p, five, NULL), LM_ERR_SHAPE);
+    assert_non_null(strstr(lm_error_message(), "5 channels"));
+    lm_array *one = lm_zeros(1, (int64_t[]){4}, LM_F32, NULL);
+    assert_int_equal(lm_png_write(p, one, NULL), LM_ERR_SHAPE);
+    o.bits = 12;
+    assert_int_equal(lm_png_write(p, img, &o), LM_ERR_ARG);
+    lm_kv badkey[] = {{"", "empty key"}};
+    lm_png_opts_init(&o);
+    o.text = badkey;
+    o.ntext = 1;
+    assert_int_not_equal(lm_png_write(p, img, &o), LM_OK);
+    lm_array_release(five);
+    lm_array_release(one);
+    lm_array_release(img);
+}
+
+static void test_grid(void **state)
+{
+    (void)state;
+    lm_array *imgs[3];
+    for (int i = 0; i < 3; i++) imgs[i] = lm_full(3, (int64_t[]){1, 2, 2}, i + 1, LM_F32, NULL);
+    lm_array *g = lm_image_grid(3, imgs, 2, 1, 0, LM_LAYOUT_CHW);
+    assert_non_null(g);
+    io_expect_shape(g, 3, (int64_t[]){1, 7, 7});
+    double *v = tu_read(g);
+    assert_true(v[0] == 0 && v[1 * 7 + 1] == 1 && v[1 * 7 + 4] == 2 && v[4 * 7 + 1] == 3);
+    assert_true(v[4 * 7 + 4] == 0 && v[3 * 7 + 3] == 0);
+    free(v);
+    lm_array *batch = lm_stack(3, imgs, 0);
+    lm_array *gb = lm_image_grid_batch(batch, 2, 1, 0, LM_LAYOUT_CHW);
+    double *x = tu_read(g), *y = tu_read(gb);
+    assert_memory_equal(x, y, sizeof(double) * 49);
+    free(x);
+    free(y);
+    lm_array *odd = lm_zeros(3, (int64_t[]){1, 3, 2}, LM_F32, NULL);
+    lm_array *mix[2] = {imgs[0], odd};
+    assert_null(lm_image_grid(2, mix, 2, 1, 0, LM_LAYOUT_CHW));
+    assert_non_null(strstr(lm_error_message(), "image 2 has shape [1,3,2]"));
+    lm_array *all[] = {g, batch, gb, odd, imgs[0], imgs[1], imgs[2]};
+    for (int i = 0; i < 7; i++) lm_array_release(all[i]);
+}
+
+static void test_diff_heatmap(void **state)
+{
+    (void)state;
+    double va[12] = {0}, vb[12] = {0};
+    vb[1] = 1;      /* channel 0, pixel (0,1) */
+    vb[2] = NAN;    /* one-sided NaN at pixel (1,0) */
+    lm_array *a = lm_from_data(3, (int64_t[]){3, 2, 2}, LM_F64, va, NULL);
+    lm_array *b = lm_from_data(3, (int64_t[]){3, 2, 2}, LM_F64, vb, NULL);
+    lm_diff_stats st;
+    const char *p = io_tmp("diff.png");
+    assert_int_equal(lm_image_diff(a, b, p, 0, LM_LAYOUT_CHW, &st), LM_OK);
+    assert_true(fabs(st.max - 1.0 / 3) < 1e-12);
+    assert_int_equal(st.nan_pixels, 1);
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.layout = LM_LAYOUT_HWC;
+    lm_array *h = lm_png_read(p, &o, NULL);
+    io_expect_shape(h, 3, (int64_t[]){2, 2, 3});
+    /* equal: black; the largest error: white; NaN: magenta */
+    io_expect(h, (double[]){0, 0, 0, 255, 255, 255, 255, 0, 255, 0, 0, 0}, 12);
+    lm_array *c = lm_zeros(2, (int64_t[]){2, 3}, LM_F32, NULL);
+    assert_int_equal(lm_image_diff(a, c, p, 0, LM_LAYOUT_CHW, NULL), LM_ERR_SHAPE);
+    lm_array *all[] = {a, b, h, c};
+    for (int i = 0; i < 4; i++) lm_array_release(all[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_pil_files),
+        cmocka_unit_test(test_read_dtypes_and_text),
+        cmocka_unit_test(test_write_roundtrip),
+        cmocka_unit_test(test_write_float_rules),
+        cmocka_unit_test(test_write_text_batch_errors),
+        cmocka_unit_test(test_grid),
+        cmocka_unit_test(test_diff_heatmap),
+    };
+    int rc = cmocka_run_group_tests_name("io_png", tests, NULL, NULL);
+    io_tmp_cleanup();
+    return rc;
+}

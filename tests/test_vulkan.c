@@ -1,0 +1,169 @@
+/* test_vulkan.c - the Vulkan backend's device, memory and execution layers:
+ * memory returns to its start after 10,000 evaluations, long graphs are
+ * split into bounded batches, errors (bad index, unsupported op, memory
+ * limit) come back as statuses with messages, the pipeline cache is
+ * written.  Op results are checked by test_vulkan_parity.c. */
+#include "testutil.h"
+#ifdef LM_HAVE_VULKAN
+#include <sys/stat.h>
+#include "backends/vulkan/vulkan.h"
+
+static lm_device *vk;
+
+static lm_array *vec(const float *v, int64_t n, lm_device *d)
+{
+    lm_array *a = lm_from_data(1, &n, LM_F32, v, d);
+    assert_non_null(a);
+    return a;
+}
+
+static void test_devices_listed(void **state)
+{
+    (void)state;
+    assert_non_null(vk);
+    assert_true(strstr(vk->info, "Vulkan") != NULL);
+    assert_true(vk->mem.device_total > 0);
+    assert_non_null(lm_device_find("vulkan:0"));
+}
+
+/* 10,000 small evaluations: active bytes come back to where they started
+ * and the backend does not keep growing its blocks */
+static void test_memory_returns(void **state)
+{
+    (void)state;
+    float x[100];
+    for (int i = 0; i < 100; i++) x[i] = (float)i * 0.25f;
+    lm_array *a = vec(x, 100, vk);
+    lm_memstats m0 = lm_device_memory(vk);
+    size_t r0 = 0;
+    for (int it = 0; it < 10000; it++) {
+        lm_array *b = lm_binary_scalar(LM_OP_MUL, a, 2.0, false);
+        lm_array *c = lm_binary(LM_OP_ADD, a, b);
+        lm_array *s = lm_reduce(LM_OP_SUM, c, 0, NULL, false);
+        double v;
+        assert_int_equal(lm_array_get(s, NULL, &v), LM_OK);
+        if (it == 0) r0 = lm_vulkan_reserved_bytes(vk);
+        if (it % 2500 == 0) assert_true(fabs(v - 3 * 0.25 * 4950) < 1e-2);
+        lm_array_release(b);
+        lm_array_release(c);
+        lm_array_release(s);
+    }
+    lm_memstats m1 = lm_device_memory(vk);
+    assert_int_equal(m1.active, m0.active);
+    assert_true(lm_vulkan_reserved_bytes(vk) <= r0);
+    lm_array_release(a);
+}
+
+/* one eval of 3000 dependent nodes: more than one batch, right answer */
+static void test_long_graph(void **state)
+{
+    (void)state;
+    float x[16] = {0};
+    lm_array *a = vec(x, 16, vk);
+    int64_t d0 = lm_vulkan_dispatch_count();
+    for (int i = 0; i < 3000; i++) {
+        lm_array *b = lm_binary_scalar(LM_OP_ADD, a, 1.0, false);
+        lm_array_release(a);
+        a = b;
+    }
+    float out[16];
+    assert_int_equal(lm_array_read(a, out, LM_F32), LM_OK);
+    for (int i = 0; i < 16; i++) assert_true(out[i] == 3000.0f);
+    assert_true(lm_vulkan_dispatch_count() - d0 >= 3000);
+    lm_array_release(a);
+}
+
+static void test_index_error(void **state)
+{
+    (void)state;
+    float x[4] = {1, 2, 3, 4};
+    lm_array *a = vec(x, 4, vk);
+    int64_t n = 2, idx_v[2] = {1, 9};
+    lm_array *idx = lm_from_data(1, &n, LM_I64, idx_v, vk);
+    lm_array *r = lm_index_select(a, 0, idx);
+    assert_non_null(r);
+    assert_int_equal(lm_array_eval(r), LM_ERR_ARG);
+    assert_true(strstr(lm_error_message(), "out of range") != NULL);
+    lm_array_release(r);
+    /* the device keeps working afterwards */
+    lm_array *s = lm_reduce(LM_OP_SUM, a, 0, NULL, false);
+    double v;
+    assert_int_equal(lm_array_get(s, NULL, &v), LM_OK);
+    assert_true(v == 10.0);
+    lm_array_release(s);
+    lm_array_release(idx);
+    lm_array_release(a);
+}
+
+/* f64 transcendental ops have no exact GPU form: a clear error, no crash */
+static void test_unsupported_is_error(void **state)
+{
+    (void)state;
+    double x[3] = {1, 2, 3};
+    int64_t n = 3;
+    lm_array *a = lm_from_data(1, &n, LM_F64, x, vk);
+    lm_array *e = lm_unary(LM_OP_EXP, a);
+    lm_status st = lm_array_eval(e);
+    assert_int_equal(st, LM_ERR_UNSUPPORTED);
+    assert_true(strstr(lm_error_message(), "exp") != NULL);
+    lm_array_release(e);
+    lm_array_release(a);
+}
+
+static void test_memory_limit(void **state)
+{
+    (void)state;
+    lm_device_set_memory_limit(vk, 1 << 20);
+    int64_t shape[2] = {1024, 1024};
+    lm_array *big = lm_full(2, shape, 1.0, LM_F32, vk);
+    assert_int_not_equal(lm_array_eval(big), LM_OK);
+    lm_array_release(big);
+    lm_device_set_memory_limit(vk, 0);
+    big = lm_full(2, shape, 1.0, LM_F32, vk);
+    assert_int_equal(lm_array_eval(big), LM_OK);
+    lm_array_release(big);
+}
+
+static void test_pipeline_cache_written(void **state)
+{
+    (void)state;
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (!xdg) skip();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/lumen", xdg);
+    struct stat sb;
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+}
+
+static void test_no_validation_messages(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_vulkan_validation_messages(), 0);
+}
+
+int main(void)
+{
+    lm_init();
+    for (int i = 0; i < lm_device_count() && !vk; i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) vk = lm_device_at(i);
+    if (!vk) {
+        printf("test_vulkan: no Vulkan device (%s); skipped\n", lm_vulkan_status());
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_devices_listed), cmocka_unit_test(test_memory_returns),
+        cmocka_unit_test(test_long_graph), cmocka_unit_test(test_index_error),
+        cmocka_unit_test(test_unsupported_is_error), cmocka_unit_test(test_memory_limit),
+        cmocka_unit_test(test_pipeline_cache_written), cmocka_unit_test(test_no_validation_messages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+int main(void)
+{
+    printf("test_vulkan: built without Vulkan; skipped\n");
+    return 0;
+}
+#endif

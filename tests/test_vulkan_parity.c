@@ -1,0 +1,649 @@
+/* test_vulkan_parity.c - every op on Vulkan against the CPU backend.
+ *
+ * In the spirit of ggml's test-backend-ops: each case builds the same graph
+ * on both devices from the same input data (views included: transposes,
+ * negative-step slices, broadcasts), evaluates, and compares by normalised
+ * mean squared error with a threshold per dtype and op; NaN and Inf must sit
+ * at the same positions, and integer results must agree exactly.  Guard
+ * arrays allocated around each Vulkan result must keep their contents (the
+ * allocator places them next to it).  All failures are listed before the
+ * test fails.  Runs on lavapipe in `make test` (LUMEN_DEVICE is ignored:
+ * the first Vulkan device is used); skipped when there is none.
+ * Under LUMEN_VK_VALIDATE=1 any validation-layer message fails the run. */
+#include "testutil.h"
+#ifdef LM_HAVE_VULKAN
+#include "backends/vulkan/vulkan.h"
+
+static lm_device *vk, *cpu;
+static int failures, cases;
+/* PARITY_QUICK=1 (the validation-layer pass): every 6th case only, a
+ * deterministic sample over every group, to bound the layer's cost */
+static bool quick;
+static int sampled;
+static bool skip_case(void) { return quick && sampled++ % 6 != 0; }
+
+/* ---- inputs: deterministic data with special values sprinkled in ---- */
+static uint64_t rng = 88172645463325252ull;
+static double urand(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+
+enum { SPECIALS = 1 };
+
+/* a CPU array of dtype dt with values in [lo, hi); floats get NaN/Inf/0 at
+ * a few positions when flags & SPECIALS */
+static lm_array *data(int ndim, const int64_t *shape, lm_dtype dt, double lo, double hi, int flags)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= shape[d];
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++) {
+        double x = lo + (hi - lo) * urand();
+        if (!lm_dtype_is_float(dt)) x = floor(x);
+        v[i] = x;
+    }
+    if ((flags & SPECIALS) && lm_dtype_is_float(dt) && n >= 8) {
+        v[1] = NAN; v[n / 2] = INFINITY; v[n - 2] = -INFINITY; v[3] = 0.0; v[n / 3] = -0.0;
+    }
+    lm_array *a = lm_from_data(ndim, shape, LM_F64, v, cpu);
+    free(v);
+    lm_array *c = lm_cast(a, dt);
+    lm_array_release(a);
+    assert_int_equal(lm_array_eval(c), LM_OK);
+    return c;
+}
+
+/* ---- comparison ---- */
+static void report(const char *what, const char *fmt, double x)
+{
+    failures++;
+    fprintf(stderr, "PARITY FAIL %s: ", what);
+    fprintf(stderr, fmt, x);
+    fprintf(stderr, "\n");
+}
+
+static void compare(const char *what, lm_array *c, lm_array *g, double thr)
+{
+    cases++;
+    lm_status s1 = lm_array_eval(c);
+    if (s1 != LM_OK) { fprintf(stderr, "%s: cpu error: %s\n", what, lm_error_message()); failures++; return; }
+    lm_status s2 = lm_array_eval(g);
+    if (s2 != LM_OK) { fprintf(stderr, "PARITY FAIL %s: vulkan error: %s\n", what, lm_error_message()); failures++; return; }
+    if (c->size != g->size || c->dtype != g->dtype || c->ndim != g->ndim) {
+        report(what, "shape/dtype differ (%g)", 0);
+        return;
+    }
+    int64_t n = c->size;
+    double *a = malloc(sizeof(double) * (size_t)(n ? n : 1)), *b = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    assert_int_equal(lm_array_read(c, a, LM_F64), LM_OK);
+    assert_int_equal(lm_array_read(g, b, LM_F64), LM_OK);
+    double num = 0, den = 0;
+    bool exact = !lm_dtype_is_float(c->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        bool na = isnan(a[i]), nb = isnan(b[i]);
+        if (na != nb || (isinf(a[i]) || isinf(b[i])) ? (na != nb || (!na && a[i] != b[i])) : false) {
+            fprintf(stderr, "  element %lld: cpu %.9g vulkan %.9g\n", (long long)i, a[i], b[i]);
+            report(what, "NaN/Inf positions differ (%g)", (double)i);
+            goto out;
+        }
+        if (na || isinf(a[i])) continue;
+        if (exact && a[i] != b[i]) {
+            fprintf(stderr, "  element %lld: cpu %.17g vulkan %.17g\n", (long long)i, a[i], b[i]);
+            report(what, "integer results differ (%g)", (double)i);
+            goto out;
+        }
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += a[i] * a[i];
+    }
+    double nmse = num / (den > 1e-300 ? den : 1.0);
+    if (!(nmse <= thr)) report(what, "nmse %.3g over threshold", nmse);
+out:
+    free(a);
+    free(b);
+}
+
+/* NMSE thresholds: results are rounded to the output dtype on both sides */
+static double thr_for(lm_dtype t, bool transcendental)
+{
+    switch (t) {
+    case LM_F64: return transcendental ? 1e-12 : 1e-24;
+    case LM_F32: return transcendental ? 1e-9 : 1e-12;
+    case LM_F16: return 1e-6;
+    case LM_BF16: return 1e-4;
+    default: return 0;
+    }
+}
+
+/* ---- building the same graph on both devices ---- */
+typedef lm_array *(*build_fn)(lm_array **in, const void *ctx);
+
+static lm_array *guard(void)
+{
+    int64_t s = 64;
+    lm_array *g = lm_full(1, &s, 12345.0, LM_F32, vk);
+    assert_int_equal(lm_array_eval(g), LM_OK);
+    return g;
+}
+
+static void check_guard(const char *what, lm_array *g)
+{
+    float v[64];
+    assert_int_equal(lm_array_read(g, v, LM_F32), LM_OK);
+    for (int i = 0; i < 64; i++)
+        if (v[i] != 12345.0f) { report(what, "guard array overwritten (element %g)", i); return; }
+}
+
+static void run_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr)
+{
+    if (skip_case()) return;
+    lm_array *gin[4];
+    for (int k = 0; k < nin; k++) {
+        gin[k] = lm_array_to(cin[k], vk);
+        assert_non_null(gin[k]);
+        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+    }
+    lm_array *g0 = guard();
+    lm_array *rc = f(cin, ctx), *rg = f(gin, ctx);
+    if (!rc || !rg) {
+        fprintf(stderr, "PARITY FAIL %s: build failed: %s\n", what, lm_error_message());
+        failures++;
+    } else {
+        lm_array *g1 = guard();     /* allocated after the graph's inputs, before its output */
+        compare(what, rc, rg, thr);
+        check_guard(what, g0);
+        check_guard(what, g1);
+        lm_array_release(g1);
+    }
+    lm_array_release(g0);
+    lm_array_release(rc);
+    lm_array_release(rg);
+    for (int k = 0; k < nin; k++) lm_array_release(gin[k]);
+}
+
+/* ---- views applied to inputs before the op ---- */
+typedef enum { V_NONE, V_T, V_SLICE, V_NEG } view_kind;
+static const char *view_name[] = {"", " transposed", " sliced", " reversed"};
+
+static lm_array *apply_view(lm_array *a, view_kind v)
+{
+    switch (v) {
+    case V_T: return lm_transpose(a, 0, a->ndim - 1);
+    case V_SLICE: return lm_slice(a, a->ndim - 1, 1, a->shape[a->ndim - 1], 2);
+    case V_NEG: return lm_slice(a, 0, a->shape[0] - 1, -a->shape[0] - 1, -1);
+    default: return lm_array_retain(a);
+    }
+}
+
+typedef struct { lm_op op; view_kind view; lm_dtype dt; } uctx;
+
+static lm_array *b_unary(lm_array **in, const void *p)
+{
+    const uctx *c = p;
+    lm_array *v = apply_view(in[0], c->view);
+    lm_array *r = c->op == LM_OP_CAST ? lm_cast(v, c->dt)
+                : c->op == LM_OP_CLAMP ? lm_clamp(v, -0.5, 1.25) : lm_unary(c->op, v);
+    lm_array_release(v);
+    return r;
+}
+
+static bool transcendental(lm_op op)
+{
+    switch (op) {
+    case LM_OP_EXP: case LM_OP_LOG: case LM_OP_LOG1P: case LM_OP_EXPM1: case LM_OP_SIN:
+    case LM_OP_COS: case LM_OP_TAN: case LM_OP_TANH: case LM_OP_SIGMOID: case LM_OP_GELU:
+    case LM_OP_GELU_TANH: case LM_OP_SILU: case LM_OP_SOFTPLUS: case LM_OP_ERF:
+    case LM_OP_POW: case LM_OP_ATAN2: case LM_OP_RSQRT: case LM_OP_LOGSUMEXP:
+    case LM_OP_STD: case LM_OP_SQRT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static const lm_op float_unary[] = {
+    LM_OP_NEG, LM_OP_ABS, LM_OP_SIGN, LM_OP_EXP, LM_OP_LOG, LM_OP_LOG1P, LM_OP_EXPM1,
+    LM_OP_SQRT, LM_OP_RSQRT, LM_OP_SQUARE, LM_OP_RECIPROCAL, LM_OP_SIN, LM_OP_COS,
+    LM_OP_TAN, LM_OP_TANH, LM_OP_SIGMOID, LM_OP_RELU, LM_OP_GELU, LM_OP_GELU_TANH,
+    LM_OP_SILU, LM_OP_SOFTPLUS, LM_OP_ERF, LM_OP_FLOOR, LM_OP_CEIL, LM_OP_ROUND,
+    LM_OP_ISNAN, LM_OP_ISINF, LM_OP_LOGICAL_NOT, LM_OP_CLAMP, LM_OP_COPY,
+};
+
+static void test_unary(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
+    int64_t shape[2] = {7, 33};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        lm_array *x = data(2, shape, dts[t], -4, 4, SPECIALS);
+        for (size_t k = 0; k < sizeof float_unary / sizeof *float_unary; k++) {
+            for (int v = V_NONE; v <= V_NEG; v++) {
+                if (v != V_NONE && k % 3 != (size_t)v % 3) continue;   /* views on a third of the ops */
+                uctx c = {float_unary[k], (view_kind)v, LM_F32};
+                char what[96];
+                snprintf(what, sizeof what, "%s %s[7,33]%s", lm_op_name(c.op), lm_dtype_name(dts[t]), view_name[v]);
+                run_case(what, 1, &x, b_unary, &c, thr_for(dts[t], transcendental(c.op)));
+            }
+        }
+        lm_array_release(x);
+    }
+}
+
+static void test_unary_int_f64(void **state)
+{
+    (void)state;
+    int64_t shape[2] = {5, 19};
+    const lm_op iops[] = {LM_OP_NEG, LM_OP_ABS, LM_OP_SIGN, LM_OP_SQUARE, LM_OP_CLAMP, LM_OP_COPY,
+                          LM_OP_LOGICAL_NOT};
+    const lm_dtype its[] = {LM_I32, LM_I64, LM_I8, LM_I16, LM_U8};
+    for (size_t t = 0; t < sizeof its / sizeof *its; t++) {
+        lm_array *x = data(2, shape, its[t], its[t] == LM_U8 ? 0 : -100, 100, 0);
+        for (size_t k = 0; k < sizeof iops / sizeof *iops; k++) {
+            uctx c = {iops[k], (view_kind)(k % 4), LM_F32};
+            char what[96];
+            snprintf(what, sizeof what, "%s %s%s", lm_op_name(c.op), lm_dtype_name(its[t]), view_name[c.view]);
+            run_case(what, 1, &x, b_unary, &c, 0);
+        }
+        lm_array_release(x);
+    }
+    /* f64: the ops that are exact in double */
+    const lm_op dops[] = {LM_OP_NEG, LM_OP_ABS, LM_OP_SQRT, LM_OP_SQUARE, LM_OP_RECIPROCAL,
+                          LM_OP_FLOOR, LM_OP_ROUND, LM_OP_ISNAN, LM_OP_CLAMP, LM_OP_RELU};
+    lm_array *x = data(2, shape, LM_F64, -4, 4, SPECIALS);
+    for (size_t k = 0; k < sizeof dops / sizeof *dops; k++) {
+        uctx c = {dops[k], (view_kind)(k % 4), LM_F32};
+        char what[96];
+        snprintf(what, sizeof what, "%s f64%s", lm_op_name(c.op), view_name[c.view]);
+        run_case(what, 1, &x, b_unary, &c, thr_for(LM_F64, false));
+    }
+    lm_array_release(x);
+}
+
+static void test_cast(void **state)
+{
+    (void)state;
+    int64_t shape[2] = {3, 41};
+    for (int s = 0; s < LM_DTYPE_COUNT; s++) {
+        lm_array *x = data(2, shape, (lm_dtype)s, s == LM_U8 || s == LM_BOOL ? 0 : -300, 300,
+                           SPECIALS);
+        for (int t = 0; t < LM_DTYPE_COUNT; t++) {
+            if (s == t) continue;
+            uctx c = {LM_OP_CAST, (view_kind)((s + t) % 4), (lm_dtype)t};
+            char what[96];
+            snprintf(what, sizeof what, "cast %s->%s%s", lm_dtype_name((lm_dtype)s),
+                     lm_dtype_name((lm_dtype)t), view_name[c.view]);
+            run_case(what, 1, &x, b_unary, &c, thr_for((lm_dtype)t, false));
+        }
+        lm_array_release(x);
+    }
+}
+
+/* ---- binary ---- */
+typedef struct { lm_op op; int bcast; } bctx;
+
+static lm_array *slice2(lm_array *a, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    lm_array *t = lm_slice(a, 0, r0, r1, 1);
+    lm_array *r = lm_slice(t, 1, c0, c1, 1);
+    lm_array_release(t);
+    return r;
+}
+
+static lm_array *b_binary(lm_array **in, const void *p)
+{
+    const bctx *c = p;
+    lm_array *a, *b;
+    if (c->bcast == 1) {            /* [5,1] op [1,7]: both broadcast */
+        a = slice2(in[0], 0, 5, 0, 1);
+        b = slice2(in[1], 0, 1, 0, 7);
+    } else if (c->bcast == 2) {     /* a transposed view op a row: [17,9] op [1,9] */
+        a = lm_transpose(in[0], 0, 1);
+        b = slice2(in[1], 0, 1, 0, 9);
+    } else {
+        a = lm_array_retain(in[0]);
+        b = lm_array_retain(in[1]);
+    }
+    lm_array *r = lm_binary(c->op, a, b);
+    lm_array_release(a);
+    lm_array_release(b);
+    return r;
+}
+
+static const lm_op all_binary[] = {
+    LM_OP_ADD, LM_OP_SUB, LM_OP_MUL, LM_OP_DIV, LM_OP_POW, LM_OP_MOD, LM_OP_MAXIMUM,
+    LM_OP_MINIMUM, LM_OP_ATAN2, LM_OP_EQ, LM_OP_NE, LM_OP_LT, LM_OP_LE, LM_OP_GT, LM_OP_GE,
+    LM_OP_LOGICAL_AND, LM_OP_LOGICAL_OR, LM_OP_LOGICAL_XOR,
+};
+
+static void test_binary(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16, LM_F64, LM_I32, LM_I64, LM_U8};
+    int64_t shape[2] = {9, 17};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        lm_dtype dt = dts[t];
+        lm_array *in[2] = {data(2, shape, dt, dt == LM_U8 ? 0 : -5, 5, SPECIALS),
+                           data(2, shape, dt, dt == LM_U8 ? 1 : -5, 5, 0)};
+        for (size_t k = 0; k < sizeof all_binary / sizeof *all_binary; k++) {
+            lm_op op = all_binary[k];
+            if (dt == LM_F64 && (op == LM_OP_POW || op == LM_OP_ATAN2)) continue;   /* not exact on GPUs */
+            for (int bc = 0; bc < 3; bc++) {
+                bctx c = {op, bc};
+                char what[96];
+                snprintf(what, sizeof what, "%s %s%s", lm_op_name(op), lm_dtype_name(dt),
+                         bc == 1 ? " [5,1]x[1,7]" : bc == 2 ? " T[17,9]x[1,9]" : " [9,17]");
+                lm_dtype od = op >= LM_OP_EQ ? LM_BOOL : (op == LM_OP_DIV || op == LM_OP_ATAN2) && !lm_dtype_is_float(dt) ? LM_F32 : dt;
+                run_case(what, 2, in, b_binary, &c, thr_for(od, transcendental(op) || op == LM_OP_DIV || op == LM_OP_MOD));
+            }
+        }
+        lm_array_release(in[0]);
+        lm_array_release(in[1]);
+    }
+}
+
+static lm_array *b_where(lm_array **in, const void *p)
+{
+    (void)p;
+    lm_array *c = lm_binary_scalar(LM_OP_GT, in[0], 0.0, false);
+    lm_array *bt = lm_transpose(in[2], 0, 1);
+    lm_array *r = lm_where(c, in[1], bt);
+    lm_array_release(c); lm_array_release(bt);
+    return r;
+}
+
+static void test_where(void **state)
+{
+    (void)state;
+    int64_t s[2] = {6, 6};
+    const lm_dtype dts[] = {LM_F32, LM_I64, LM_F16, LM_BOOL};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        lm_array *in[3] = {data(2, s, LM_F32, -1, 1, 0), data(2, s, dts[t], 0, 9, SPECIALS),
+                           data(2, s, dts[t], -9, 0, 0)};
+        char what[64];
+        snprintf(what, sizeof what, "where %s", lm_dtype_name(dts[t]));
+        run_case(what, 3, in, b_where, NULL, thr_for(dts[t], false));
+        for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+    }
+}
+
+/* ---- reductions ---- */
+typedef struct { lm_op op; int naxes; int axes[3]; bool keep; bool view; } rctx;
+
+static lm_array *b_reduce(lm_array **in, const void *p)
+{
+    const rctx *c = p;
+    lm_array *x = c->view ? lm_transpose(in[0], 0, 2) : lm_array_retain(in[0]);
+    lm_array *r;
+    if (c->op == LM_OP_VAR || c->op == LM_OP_STD)
+        r = c->op == LM_OP_VAR ? lm_var(x, c->naxes, c->axes, 1, c->keep) : lm_std(x, c->naxes, c->axes, 0, c->keep);
+    else if (c->op == LM_OP_ARGMAX || c->op == LM_OP_ARGMIN)
+        r = lm_argreduce(c->op, x, c->naxes ? c->axes[0] : LM_AXIS_ALL, c->keep);
+    else if (c->op == LM_OP_CUMSUM)
+        r = lm_cumsum(x, c->axes[0]);
+    else
+        r = lm_reduce(c->op, x, c->naxes, c->axes, c->keep);
+    lm_array_release(x);
+    return r;
+}
+
+static void test_reduce(void **state)
+{
+    (void)state;
+    const lm_op ops[] = {LM_OP_SUM, LM_OP_MEAN, LM_OP_PROD, LM_OP_MAX, LM_OP_MIN, LM_OP_VAR,
+                         LM_OP_STD, LM_OP_LOGSUMEXP, LM_OP_ALL, LM_OP_ANY, LM_OP_ARGMAX,
+                         LM_OP_ARGMIN, LM_OP_CUMSUM};
+    const rctx shapes[] = {
+        {0, 1, {2}, false, false}, {0, 1, {0}, true, false}, {0, 2, {0, 2}, false, true},
+        {0, 0, {0}, false, false}, {0, 1, {1}, false, true},
+    };
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_F64, LM_I32};
+    int64_t shape[3] = {5, 6, 130};   /* 130: a long row for the workgroup path */
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        lm_array *x = data(3, shape, dts[t], dts[t] == LM_I32 ? -3 : 0.5, dts[t] == LM_I32 ? 4 : 1.5, 0);
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+                rctx c = shapes[s];
+                c.op = ops[k];
+                if ((c.op == LM_OP_ARGMAX || c.op == LM_OP_ARGMIN || c.op == LM_OP_CUMSUM) && c.naxes > 1) continue;
+                if (c.op == LM_OP_CUMSUM && c.naxes == 0) continue;
+                if (dts[t] == LM_F64 && c.op == LM_OP_LOGSUMEXP) continue;
+                char what[96];
+                snprintf(what, sizeof what, "%s %s axes#%zu%s", lm_op_name(c.op), lm_dtype_name(dts[t]), s,
+                         c.view ? " transposed" : "");
+                lm_dtype od = dts[t] == LM_I32 && c.op != LM_OP_MAX && c.op != LM_OP_MIN ? LM_F32 : dts[t];
+                double thr = c.op == LM_OP_PROD ? 1e-8 : thr_for(od, true) * 10;
+                if (dts[t] == LM_F16) thr = 1e-5;
+                run_case(what, 1, &x, b_reduce, &c, thr);
+            }
+        }
+        lm_array_release(x);
+    }
+    /* NaN handling: max/min/argmax propagate NaN as the CPU does */
+    lm_array *y = data(3, shape, LM_F32, -1, 1, SPECIALS);
+    const lm_op nops[] = {LM_OP_MAX, LM_OP_MIN, LM_OP_ARGMAX, LM_OP_ARGMIN, LM_OP_SUM, LM_OP_LOGSUMEXP};
+    for (size_t k = 0; k < sizeof nops / sizeof *nops; k++) {
+        rctx c = {nops[k], 1, {2}, false, false};
+        char what[96];
+        snprintf(what, sizeof what, "%s f32 with NaN/Inf", lm_op_name(c.op));
+        run_case(what, 1, &y, b_reduce, &c, 1e-9);
+    }
+    lm_array_release(y);
+}
+
+/* ---- matmul ---- */
+typedef struct { int64_t m, k, n, batch; bool ta, tb; } mctx;
+
+static lm_array *b_matmul(lm_array **in, const void *p)
+{
+    const mctx *c = p;
+    lm_array *a = c->ta ? lm_transpose(in[0], -1, -2) : lm_array_retain(in[0]);
+    lm_array *b = c->tb ? lm_transpose(in[1], -1, -2) : lm_array_retain(in[1]);
+    lm_array *r = lm_matmul(a, b);
+    lm_array_release(a); lm_array_release(b);
+    return r;
+}
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    const mctx cs[] = {
+        {1, 1, 1, 0, false, false}, {7, 5, 3, 0, false, false}, {33, 17, 65, 0, true, false},
+        {64, 64, 64, 0, false, true}, {130, 70, 129, 0, true, true}, {5, 9, 4, 3, false, false},
+        {1, 300, 1, 0, false, false},
+    };
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+        for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+            const mctx *c = &cs[i];
+            int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k};
+            int64_t sb[3] = {c->batch ? 1 : 0, c->tb ? c->n : c->k, c->tb ? c->k : c->n};
+            int na = c->batch ? 3 : 2;
+            lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
+                               data(na, c->batch ? sb : sb + 1, dts[t], -1, 1, 0)};
+            char what[96];
+            snprintf(what, sizeof what, "matmul %s %lldx%lldx%lld%s%s%s", lm_dtype_name(dts[t]),
+                     (long long)c->m, (long long)c->k, (long long)c->n, c->ta ? " A^T" : "",
+                     c->tb ? " B^T" : "", c->batch ? " batched+broadcast" : "");
+            double thr = dts[t] == LM_F32 ? 1e-10 : dts[t] == LM_F16 ? 1e-6 : 1e-4;
+            run_case(what, 2, in, b_matmul, c, thr);
+            lm_array_release(in[0]);
+            lm_array_release(in[1]);
+        }
+}
+
+/* ---- shape ops and creation ---- */
+static lm_array *b_concat(lm_array **in, const void *p)
+{
+    (void)p;
+    lm_array *t = lm_transpose(in[1], 0, 1);
+    lm_array *parts[3] = {in[0], t, in[0]};
+    lm_array *r = lm_concat(3, parts, 1);
+    lm_array_release(t);
+    return r;
+}
+
+static lm_array *b_pad(lm_array **in, const void *p)
+{
+    (void)p;
+    int64_t pads[4] = {1, 2, 0, 3};
+    lm_array *s = lm_slice(in[0], 1, 0, 5, 2);
+    lm_array *r = lm_pad(s, pads, -7.5);
+    lm_array_release(s);
+    return r;
+}
+
+static lm_array *b_take(lm_array **in, const void *p)
+{
+    (void)p;
+    return lm_take_along_axis(in[0], in[1], 1);
+}
+
+static lm_array *b_select(lm_array **in, const void *p)
+{
+    (void)p;
+    lm_array *t = lm_transpose(in[0], 0, 1);
+    lm_array *r = lm_index_select(t, 0, in[1]);
+    lm_array_release(t);
+    return r;
+}
+
+static void test_shape_ops(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_I64, LM_U8, LM_F64};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        lm_dtype dt = dts[t];
+        int64_t s1[2] = {4, 5}, s2[2] = {3, 4}, si[2] = {4, 7}, sv[1] = {6};
+        lm_array *a = data(2, s1, dt, 0, 50, SPECIALS), *b = data(2, s2, dt, 0, 50, 0);
+        lm_array *idx = data(2, si, LM_I64, -5, 5, 0), *iv = data(1, sv, LM_I64, -5, 5, 0);
+        char what[64];
+        lm_array *cin[2] = {a, b};
+        snprintf(what, sizeof what, "concat %s", lm_dtype_name(dt));
+        run_case(what, 2, cin, b_concat, NULL, thr_for(dt, false));
+        snprintf(what, sizeof what, "pad %s", lm_dtype_name(dt));
+        run_case(what, 1, &a, b_pad, NULL, thr_for(dt, false));
+        lm_array *tin[2] = {a, idx};
+        snprintf(what, sizeof what, "take_along_axis %s", lm_dtype_name(dt));
+        run_case(what, 2, tin, b_take, NULL, thr_for(dt, false));
+        lm_array *sin_[2] = {a, iv};
+        snprintf(what, sizeof what, "index_select %s", lm_dtype_name(dt));
+        run_case(what, 2, sin_, b_select, NULL, thr_for(dt, false));
+        lm_array_release(a); lm_array_release(b); lm_array_release(idx); lm_array_release(iv);
+    }
+}
+
+static void test_create(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16, LM_F64, LM_I32, LM_I64, LM_U8, LM_BOOL};
+    int64_t s[2] = {13, 11};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
+        lm_dtype dt = dts[t];
+        lm_array *pairs[6][2] = {
+            {lm_full(2, s, 3.75, dt, cpu), lm_full(2, s, 3.75, dt, vk)},
+            {lm_arange(-3, 40, 0.75, dt, cpu), lm_arange(-3, 40, 0.75, dt, vk)},
+            {lm_linspace(-2, 5, 37, dt, cpu), lm_linspace(-2, 5, 37, dt, vk)},
+            {lm_eye(5, 7, 1, dt, cpu), lm_eye(5, 7, 1, dt, vk)},
+            {NULL, NULL}, {NULL, NULL},
+        };
+        if (lm_dtype_is_float(dt)) {
+            lm_key key = lm_random_key(1234 + t);
+            pairs[4][0] = lm_random_uniform(2, s, -2, 3, dt, key, cpu);
+            pairs[4][1] = lm_random_uniform(2, s, -2, 3, dt, key, vk);
+            pairs[5][0] = lm_random_normal(2, s, 1, 2, dt, key, cpu);
+            pairs[5][1] = lm_random_normal(2, s, 1, 2, dt, key, vk);
+        }
+        const char *names[6] = {"full", "arange", "linspace", "eye", "uniform", "normal"};
+        for (int k = 0; k < 6; k++) {
+            if (!pairs[k][0] || skip_case()) {
+                lm_array_release(pairs[k][0]);
+                lm_array_release(pairs[k][1]);
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", names[k], lm_dtype_name(dt));
+            compare(what, pairs[k][0], pairs[k][1], k == 5 ? thr_for(dt, true) : thr_for(dt, false));
+            lm_array_release(pairs[k][0]);
+            lm_array_release(pairs[k][1]);
+        }
+    }
+}
+
+/* in-place assignment: a COPY with a strided output must touch only the view */
+static void test_assign_strided(void **state)
+{
+    (void)state;
+    int64_t s[2] = {6, 8};
+    for (int dev = 0; dev < 2; dev++) {
+        lm_device *d = dev ? vk : cpu;
+        (void)d;
+    }
+    lm_array *base_c = data(2, s, LM_F32, 0, 1, 0);
+    lm_array *base_g = lm_array_to(base_c, vk);
+    assert_int_equal(lm_array_eval(base_g), LM_OK);
+    int64_t s2[2] = {3, 4};
+    lm_array *src = data(2, s2, LM_F16, -5, 5, 0);
+    lm_array *bases[2] = {base_c, base_g};
+    for (int k = 0; k < 2; k++) {
+        lm_array *v1 = lm_slice(bases[k], 0, 1, 6, 2);
+        lm_array *v2 = lm_slice(v1, 1, 7, -100, -2);   /* rows 1,3,5; columns 7,5,3,1 */
+        lm_array *sv = k ? lm_array_to(src, vk) : lm_array_retain(src);
+        lm_status st = lm_array_assign(v2, sv);
+        if (st != LM_OK) fprintf(stderr, "assign: %s\n", lm_error_message());
+        assert_int_equal(st, LM_OK);
+        lm_array_release(v1); lm_array_release(v2); lm_array_release(sv);
+    }
+    compare("assign into a strided view", base_c, base_g, 0);
+    lm_array_release(base_c); lm_array_release(base_g); lm_array_release(src);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    lm_init();
+    cpu = lm_device_cpu();
+    vk = NULL;
+    for (int i = 0; i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    return 0;
+}
+
+static void test_summary(void **state)
+{
+    (void)state;
+    fprintf(stderr, "parity: %d cases, %d failures on %s; validation messages: %lld\n", cases,
+            failures, vk->name, (long long)lm_vulkan_validation_messages());
+    assert_int_equal(failures, 0);
+    assert_int_equal(lm_vulkan_validation_messages(), 0);
+}
+
+#define VK_TEST(f) cmocka_unit_test(f)
+
+int main(void)
+{
+    setup(NULL);
+    if (!vk) {
+        printf("test_vulkan_parity: no Vulkan device (%s); skipped\n", lm_vulkan_status());
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
+        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_shape_ops),
+        VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
+    };
+    /* PARITY_ONLY=test_matmul runs one group (plus the summary) */
+    const char *q = getenv("PARITY_QUICK");
+    quick = q && *q && strcmp(q, "0");
+    const char *only = getenv("PARITY_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+int main(void)
+{
+    printf("test_vulkan_parity: built without Vulkan; skipped\n");
+    return 0;
+}
+#endif
