@@ -40,8 +40,11 @@
  *                 bilinear; i[1] align_corners (bilinear); f[0],f[1] the
  *                 source/destination scale h,w used to map coordinates
  *                 (1/scale_factor when a factor was given, else H/OH).
- *                 nearest: src = min(floor(dst*s), H-1).  bilinear:
- *                 align_corners ? dst*(H-1)/(OH-1) : max((dst+0.5)*s-0.5, 0).
+ *                 nearest: src = min(floor(dst*s), H-1), computed in f32
+ *                 as PyTorch does.  bilinear: src = align_corners ?
+ *                 dst*(H-1)/(OH-1) : max((dst+0.5)*s-0.5, 0); i0 = floor(src),
+ *                 i1 = min(i0+1, H-1), weights (1-(src-i0), src-i0).  Nearest
+ *                 keeps x's dtype (any); bilinear needs a float.
  * SOFTMAX,LOG_SOFTMAX  i[0] = axis.  Stable (max subtracted).
  * LAYER_NORM      x, [w], [b]: normalizes over the last i[0] axes; i[1]/i[2]
  *                 1 when w/b are present (shaped like those axes); f[0] eps.
@@ -57,8 +60,9 @@
  *                 0 none, 1 additive, 2 bool; f[0] scale.  Query head h uses
  *                 key/value head h / (Hq/Hk).  A row with no visible key is
  *                 NaN (as softmax of all -inf).  Output [B,Hq,Lq,Dv].
- * ROPE            x[..., L, D], angles broadcastable to [..., L, i[0]/2]
- *                 (f32, radians).  Rotates the first i[0] features of each
+ * ROPE            x[..., L, D], angles (a float dtype, radians; the
+ *                 helpers make f64 tables) viewed (broadcast) as
+ *                 [..., L, i[0]/2].  Rotates the first i[0] features of each
  *                 row; the rest pass through.  i[1] = 1 "traditional"
  *                 (pairs (2j, 2j+1), GPT-J/FLUX), 0 standard (pairs (j,
  *                 j+i[0]/2), GPT-NeoX/LLaMA in HF):
