@@ -170,6 +170,36 @@ static void test_conv_bands(void **state)
     for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
 }
 
+/* integer images: max_pool2d and nearest upsampling keep u8 exactly */
+static void test_integer_images(void **state)
+{
+    (void)state;
+    uint8_t px[16];
+    for (int i = 0; i < 16; i++) px[i] = (uint8_t)(i * 17 % 256);
+    int64_t sh[4] = {1, 1, 4, 4}, k2[2] = {2, 2};
+    double s2[2] = {2, 2};
+    lm_array *x = lm_from_data(4, sh, LM_U8, px, NULL);
+    lm_array *m = lm_max_pool2d(x, k2, NULL, NULL, NULL, false);
+    lm_array *u = lm_upsample(x, NULL, s2, LM_UPSAMPLE_NEAREST, false);
+    assert_int_equal(m->dtype, LM_U8);
+    assert_int_equal(u->dtype, LM_U8);
+    double *mv = tu_read(m), *uv = tu_read(u);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            int a = (2 * i) * 4 + 2 * j, best = 0;
+            int cand[4] = {a, a + 1, a + 4, a + 5};
+            for (int k = 0; k < 4; k++) if (px[cand[k]] > best) best = px[cand[k]];
+            assert_true(mv[i * 2 + j] == best);
+        }
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 8; j++) assert_true(uv[i * 8 + j] == px[(i / 2) * 4 + j / 2]);
+    free(mv);
+    free(uv);
+    lm_array_release(x);
+    lm_array_release(m);
+    lm_array_release(u);
+}
+
 /* no input channels: an empty sum, so the output is the bias */
 static void test_conv_empty_channels(void **state)
 {
@@ -193,7 +223,7 @@ int main(void)
         cmocka_unit_test(test_conv1d), cmocka_unit_test(test_conv_transpose),
         cmocka_unit_test(test_pooling), cmocka_unit_test(test_upsample),
         cmocka_unit_test(test_pixel_shuffle), cmocka_unit_test(test_conv_bands),
-        cmocka_unit_test(test_conv_empty_channels),
+        cmocka_unit_test(test_conv_empty_channels), cmocka_unit_test(test_integer_images),
     };
     assert_int_equal(lm_init(), LM_OK);
     return cmocka_run_group_tests(tests, NULL, NULL);
