@@ -107,11 +107,40 @@ static void test_one_hot_tri(void **state)
     }
 }
 
+/* integer dtypes: tril keeps i32, scatter_add adds in i64, sort/topk on i64 */
+static void test_integer_dtypes(void **state)
+{
+    (void)state;
+    int64_t sh[2] = {3, 4};
+    lm_array *r = lm_arange(1, 13, 1, LM_I32, NULL), *x = lm_reshape(r, 2, sh), *t = lm_tril(x, 0);
+    assert_int_equal(t->dtype, LM_I32);
+    double *v = tu_read(t);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) assert_true(v[i * 4 + j] == (j <= i ? i * 4 + j + 1 : 0));
+    free(v);
+    int64_t iv[4] = {0, 0, 2, 0}, ish[2] = {1, 4};
+    lm_array *idx = lm_from_data(2, ish, LM_I64, iv, NULL);
+    lm_array *x64 = lm_cast(x, LM_I64), *src = lm_scalar(5, LM_I64, NULL);
+    lm_array *sa = lm_scatter_add(x64, 0, idx, src);
+    assert_int_equal(sa->dtype, LM_I64);
+    v = tu_read(sa);
+    assert_true(v[0] == 1 + 5 && v[1] == 2 + 5 && v[3] == 4 + 5 && v[2 * 4 + 2] == 11 + 5 && v[2] == 3);
+    free(v);
+    lm_array *vals, *ids;
+    assert_int_equal(lm_topk(x64, 2, 1, true, &vals, &ids), LM_OK);
+    v = tu_read(vals);
+    assert_true(v[0] == 4 && v[1] == 3 && v[4] == 12 && v[5] == 11);
+    free(v);
+    lm_array *arr[] = {r, x, t, idx, x64, src, sa, vals, ids};
+    for (int i = 0; i < 9; i++) lm_array_release(arr[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sort), cmocka_unit_test(test_topk),
         cmocka_unit_test(test_scatter), cmocka_unit_test(test_one_hot_tri),
+        cmocka_unit_test(test_integer_dtypes),
     };
     assert_int_equal(lm_init(), LM_OK);
     return cmocka_run_group_tests(tests, NULL, NULL);
