@@ -559,6 +559,22 @@ static lm_array *gated(const char *op, lm_op act, lm_array *gate, lm_array *up)
 lm_array *lm_swiglu(lm_array *gate, lm_array *up) { return gated("swiglu", LM_OP_SILU, gate, up); }
 lm_array *lm_geglu(lm_array *gate, lm_array *up) { return gated("geglu", LM_OP_GELU, gate, up); }
 
+lm_array *lm_leaky_relu(lm_array *x, double slope)
+{
+    if (!x) return NULL;
+    lm_array *xf = as_float(x);
+    lm_array *zero = xf ? lm_scalar(0, xf->dtype, xf->device) : NULL;
+    lm_array *pos = zero ? lm_binary(LM_OP_GE, xf, zero) : NULL;
+    lm_array *neg = xf ? lm_binary_scalar(LM_OP_MUL, xf, slope, false) : NULL;
+    /* where(x >= 0, x, slope * x): a NaN compares false and gives slope * NaN = NaN */
+    lm_array *r = pos && neg ? lm_where(pos, xf, neg) : NULL;
+    lm_array_release(xf);
+    lm_array_release(zero);
+    lm_array_release(pos);
+    lm_array_release(neg);
+    return r;
+}
+
 lm_array *lm_embedding(lm_array *weight, lm_array *idx)
 {
     if (!weight || !idx) return NULL;

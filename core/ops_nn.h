@@ -147,6 +147,8 @@ lm_array *lm_linear(lm_array *x, lm_array *w, lm_array *b);
  * halves explicitly.) */
 lm_array *lm_swiglu(lm_array *gate, lm_array *up);
 lm_array *lm_geglu(lm_array *gate, lm_array *up);
+/* x for x >= 0, slope * x below (ESRGAN's activation); NaN stays NaN */
+lm_array *lm_leaky_relu(lm_array *x, double slope);
 /* weight[V, D] rows picked by integer idx of any shape -> [idx..., D] */
 lm_array *lm_embedding(lm_array *weight, lm_array *idx);
 

@@ -166,6 +166,7 @@ static void test_linear_gates_embedding(void **state)
         nn_check(lm_swiglu(g, NULL), "swiglu", dt, "swiglu split");
         nn_check(lm_swiglu(parts[0], parts[1]), "swiglu", dt, "swiglu two tensors");
         nn_check(lm_geglu(g, NULL), "geglu", dt, "geglu");
+        nn_check(lm_leaky_relu(g, 0.2), "leaky_relu", dt, "leaky_relu");
         lm_array *ew = nn_in("emb_w", dt), *ei = nn_in("emb_idx", LM_I32);
         nn_check(lm_embedding(ew, ei), "embedding", dt, "embedding");
         lm_array *arr[] = {x, w, b, xs, g, parts[0], parts[1], ew, ei};
