@@ -130,6 +130,7 @@ int main(void)
         fprintf(stderr, "lm_init: %s\n", lm_error_message());
         return 1;
     }
+    lm_device_set_default(lm_device_cpu());   /* the peers are PyTorch on the CPU */
     bench_attention(1024);
     bench_attention(4096);
     bench_conv(64, 256);

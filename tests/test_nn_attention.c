@@ -117,6 +117,6 @@ int main(void)
         cmocka_unit_test(test_attention_masked_row), cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_batch_angles),
         cmocka_unit_test(test_timestep_embedding),
     };
-    assert_int_equal(lm_init(), LM_OK);
+    nn_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -225,6 +225,6 @@ int main(void)
         cmocka_unit_test(test_pixel_shuffle), cmocka_unit_test(test_conv_bands),
         cmocka_unit_test(test_conv_empty_channels), cmocka_unit_test(test_integer_images),
     };
-    assert_int_equal(lm_init(), LM_OK);
+    nn_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

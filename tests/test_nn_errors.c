@@ -125,6 +125,6 @@ int main(void)
         cmocka_unit_test(test_norm_errors), cmocka_unit_test(test_attention_errors),
         cmocka_unit_test(test_index_errors),
     };
-    assert_int_equal(lm_init(), LM_OK);
+    nn_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

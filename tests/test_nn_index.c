@@ -142,6 +142,6 @@ int main(void)
         cmocka_unit_test(test_scatter), cmocka_unit_test(test_one_hot_tri),
         cmocka_unit_test(test_integer_dtypes),
     };
-    assert_int_equal(lm_init(), LM_OK);
+    nn_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,6 +182,6 @@ int main(void)
         cmocka_unit_test(test_norm_long_rows), cmocka_unit_test(test_streaming_outputs),
         cmocka_unit_test(test_broadcast_inputs), cmocka_unit_test(test_linear_gates_embedding),
     };
-    assert_int_equal(lm_init(), LM_OK);
+    nn_init();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

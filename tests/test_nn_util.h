@@ -4,6 +4,15 @@
 #define LM_TEST_NN_UTIL_H
 #include "testutil.h"
 
+/* These tests pin the CPU kernels: the default device would be a GPU where
+ * one exists (other backends are checked against the CPU by the parity
+ * tests). */
+static inline void nn_init(void)
+{
+    assert_int_equal(lm_init(), LM_OK);
+    lm_device_set_default(lm_device_cpu());
+}
+
 static const lm_dtype nn_dtypes[] = {LM_F32, LM_F64, LM_F16, LM_BF16};
 #define NN_NDTYPES 4
 
