@@ -255,8 +255,11 @@ lm_array *lm_adaptive_avg_pool2d(lm_array *x, const int64_t out_hw[2])
         !check_positive("adaptive_avg_pool2d", "output size", out_hw, 2, 1))
         return NULL;
     int64_t shape[4] = {x->shape[0], x->shape[1], out_hw[0], out_hw[1]};
+    lm_params p = {0};
+    p.i[0] = out_hw[0];
+    p.i[1] = out_hw[1];
     lm_array *xf = as_float(x);
-    lm_array *r = xf ? lm_node_new(LM_OP_ADAPTIVE_AVG_POOL, xf->dtype, 4, shape, 1, &xf, NULL, NULL) : NULL;
+    lm_array *r = xf ? lm_node_new(LM_OP_ADAPTIVE_AVG_POOL, xf->dtype, 4, shape, 1, &xf, &p, NULL) : NULL;
     lm_array_release(xf);
     return r;
 }
@@ -286,6 +289,7 @@ lm_array *lm_upsample(lm_array *x, const int64_t size[2], const double scale[2],
             }
             shape[2 + a] = (int64_t)floor((double)in * scale[a]);
             p.f[a] = 1.0 / scale[a];
+            p.f[2 + a] = scale[a];             /* exact, for lm_nn_rebuild */
         } else {
             shape[2 + a] = size[a];
             p.f[a] = size[a] > 0 ? (double)in / (double)size[a] : 0;
@@ -299,6 +303,9 @@ lm_array *lm_upsample(lm_array *x, const int64_t size[2], const double scale[2],
     }
     p.i[0] = mode;
     p.i[1] = align_corners;
+    p.i[2] = scale != NULL;            /* for lm_nn_rebuild: what the caller asked for */
+    p.i[3] = size ? size[0] : 0;
+    p.i[4] = size ? size[1] : 0;
     lm_array *xf = mode == LM_UPSAMPLE_BILINEAR ? as_float(x) : lm_array_retain(x);
     lm_array *r = xf ? lm_node_new(LM_OP_UPSAMPLE, xf->dtype, 4, shape, 1, &xf, &p, NULL) : NULL;
     lm_array_release(xf);
@@ -988,4 +995,52 @@ lm_array *lm_timestep_embedding(lm_array *t, int64_t dim, double max_period, boo
     lm_array *r = lm_array_retain(v[8]);
     release_all(v, 9);
     return r;
+}
+
+/* ============================================================= rebuild */
+
+lm_array *lm_nn_rebuild(lm_op op, const lm_params *p, int n, lm_array *const *in)
+{
+    for (int k = 0; k < n; k++) if (!in[k]) return NULL;
+    const int64_t *i = p->i;
+    int64_t a2[2] = {i[0], i[1]}, b2[2] = {i[2], i[3]}, c2[2] = {i[4], i[5]}, d2[2] = {i[6], i[7]};
+    lm_array *opt1 = n > 1 ? in[1] : NULL;
+    switch (op) {
+    case LM_OP_CONV: {
+        int64_t pad[4] = {i[2], i[4], i[3], i[5]};
+        return lm_conv2d(in[0], in[1], i[9] && n > 2 ? in[2] : NULL, a2, pad, d2, i[8]);
+    }
+    case LM_OP_CONV_TRANSPOSE:
+        return lm_conv_transpose2d(in[0], in[1], i[9] && n > 2 ? in[2] : NULL, a2, b2, c2, d2, i[8]);
+    case LM_OP_MAX_POOL: return lm_max_pool2d(in[0], a2, b2, c2, d2, i[8] != 0);
+    case LM_OP_AVG_POOL: return lm_avg_pool2d(in[0], a2, b2, c2, i[8] != 0, i[9] != 0, i[10]);
+    case LM_OP_ADAPTIVE_AVG_POOL: return lm_adaptive_avg_pool2d(in[0], a2);
+    case LM_OP_UPSAMPLE: {
+        double sc[2] = {p->f[2], p->f[3]};
+        int64_t sz[2] = {i[3], i[4]};
+        return lm_upsample(in[0], i[2] ? NULL : sz, i[2] ? sc : NULL, (lm_upsample_mode)i[0], i[1] != 0);
+    }
+    case LM_OP_SOFTMAX: return lm_softmax(in[0], (int)i[0]);
+    case LM_OP_LOG_SOFTMAX: return lm_log_softmax(in[0], (int)i[0]);
+    case LM_OP_LAYER_NORM:
+        return lm_layer_norm(in[0], (int)i[0], i[1] ? opt1 : NULL, i[2] && n > 1 + (i[1] != 0) ? in[1 + (i[1] != 0)] : NULL,
+                             p->f[0]);
+    case LM_OP_RMS_NORM: return lm_rms_norm(in[0], (int)i[0], i[1] ? opt1 : NULL, p->f[0]);
+    case LM_OP_GROUP_NORM:
+        return lm_group_norm(in[0], i[0], i[1] ? opt1 : NULL, i[2] && n > 1 + (i[1] != 0) ? in[1 + (i[1] != 0)] : NULL,
+                             p->f[0]);
+    case LM_OP_ATTENTION: return lm_attention(in[0], in[1], in[2], n > 3 ? in[3] : NULL, i[0] != 0, p->f[0]);
+    case LM_OP_ROPE: return lm_rope_angles(in[0], in[1], i[0], i[1] != 0);
+    case LM_OP_TOPK: return sort_node(LM_OP_TOPK, "topk", in[0], (int)i[0], i[1], i[2] != 0, (int)i[3]);
+    case LM_OP_SORT: return sort_node(LM_OP_SORT, "sort", in[0], (int)i[0], 0, i[1] != 0, 0);
+    case LM_OP_ARGSORT: return sort_node(LM_OP_ARGSORT, "argsort", in[0], (int)i[0], 0, i[1] != 0, 0);
+    case LM_OP_SCATTER: return lm_scatter(in[0], (int)i[0], in[1], in[2]);
+    case LM_OP_SCATTER_ADD: return lm_scatter_add(in[0], (int)i[0], in[1], in[2]);
+    case LM_OP_ONE_HOT: return lm_one_hot(in[0], i[0]);
+    case LM_OP_TRIL: return lm_tril(in[0], i[0]);
+    case LM_OP_TRIU: return lm_triu(in[0], i[0]);
+    default:
+        lm_error_set(LM_ERR_ARG, "nn_rebuild: %s is not an NN node", lm_op_name(op));
+        return NULL;
+    }
 }

@@ -34,8 +34,9 @@
  * AVG_POOL        as MAX_POOL (dilation 1) plus i[9] count_include_pad;
  *                 i[10] divisor override (0 = none).  Windows are clipped
  *                 to the padded input (PyTorch's rule for ceil_mode).
- * ADAPTIVE_AVG_POOL x[N,C,H,W] -> [N,C,OH,OW]; window of output i along an
- *                 axis is [floor(i*H/OH), ceil((i+1)*H/OH)).
+ * ADAPTIVE_AVG_POOL x[N,C,H,W] -> [N,C,OH,OW], i[0], i[1] = OH, OW; the
+ *                 window of output i along an axis is
+ *                 [floor(i*H/OH), ceil((i+1)*H/OH)).
  * UPSAMPLE        x[N,C,H,W] -> [N,C,OH,OW]; i[0] mode 0 nearest, 1
  *                 bilinear; i[1] align_corners (bilinear); f[0],f[1] the
  *                 source/destination scale h,w used to map coordinates
@@ -44,7 +45,10 @@
  *                 as PyTorch does.  bilinear: src = align_corners ?
  *                 dst*(H-1)/(OH-1) : max((dst+0.5)*s-0.5, 0); i0 = floor(src),
  *                 i1 = min(i0+1, H-1), weights (1-(src-i0), src-i0).  Nearest
- *                 keeps x's dtype (any); bilinear needs a float.
+ *                 keeps x's dtype (any); bilinear needs a float.  i[2] 1
+ *                 when built from a scale (f[2], f[3] = the factors), else
+ *                 i[3], i[4] = the size asked for (only lm_nn_rebuild reads
+ *                 these).
  * SOFTMAX,LOG_SOFTMAX  i[0] = axis.  Stable (max subtracted).
  * LAYER_NORM      x, [w], [b]: normalizes over the last i[0] axes; i[1]/i[2]
  *                 1 when w/b are present (shaped like those axes); f[0] eps.
@@ -200,5 +204,12 @@ lm_array *lm_triu(lm_array *x, int64_t k);
  * odd dim gets a zero last column. */
 lm_array *lm_timestep_embedding(lm_array *t, int64_t dim, double max_period,
                                 bool flip_sin_to_cos, double shift, double scale);
+
+/* ---- replay ---- */
+/* The node an NN builder would make for new inputs (of any shapes) from
+ * the op and params of a traced node: what compile needs to replay a trace
+ * on new shapes.  in are the traced node's inputs, in order (n of them).
+ * Compositions have no node of their own and need no rebuild. */
+lm_array *lm_nn_rebuild(lm_op op, const lm_params *p, int n, lm_array *const *in);
 
 #endif
