@@ -9,12 +9,11 @@
  * the pool, each unfolding into its own buffer and calling a
  * single-threaded GEMM (OpenBLAS is set to one thread meanwhile), so many
  * groups (depthwise) parallelize as well as one big image.
- * conv_transpose2d calls a threaded GEMM from this thread and runs col2im
- * on the pool.  f32/f16/bf16 compute in f32 (sgemm), f64 in f64.
  *
- * conv_transpose2d: col = W_g^T x_g (GEMM) for a band of input rows, then
- * col2im adds each column into the output (one output channel per task, so
- * no two tasks write the same element). */
+ * conv_transpose2d: col = W_g^T x_g (one threaded GEMM from this thread)
+ * for a band of input rows, then col2im on the pool adds each column into
+ * the output (one output channel per task, so no two tasks write the same
+ * element).  f32/f16/bf16 compute in f32 (sgemm), f64 in f64. */
 #include <stdlib.h>
 #include "nn.h"
 
