@@ -80,8 +80,8 @@ static void bench_norms(void)
                            "group_norm_f32_8x512x64x64"};
     float *dst = malloc(sizeof(float) * 4096 * 4096);
     copy_ctx cc = {dst, lm_cpu_ptr(x)};
-    double tc;
-    BENCH_BEST(5, tc, lm_cpu_parallel_for(4096 * 4096, 1 << 16, copy_task, &cc));
+    double tc, tc2, tk[4];
+    BENCH_BEST(10, tc, lm_cpu_parallel_for(4096 * 4096, 1 << 16, copy_task, &cc));
     for (int k = 0; k < 4; k++) {
         BENCH_BEST(5, t, {
             lm_array *y = k == 0 ? lm_softmax(x, -1) : k == 1 ? lm_layer_norm(x, 1, w, b, 1e-5)
@@ -89,7 +89,13 @@ static void bench_norms(void)
             force(y);
             lm_array_release(y);
         });
-        RESULT(keys[k], gb2 / t, "GB/s");
+        tk[k] = t;
+    }
+    /* the copy again after the ops: its best of both runs is the ceiling */
+    BENCH_BEST(10, tc2, lm_cpu_parallel_for(4096 * 4096, 1 << 16, copy_task, &cc));
+    if (tc2 < tc) tc = tc2;
+    for (int k = 0; k < 4; k++) {
+        RESULT(keys[k], gb2 / tk[k], "GB/s");
         PEER(keys[k], "stream-copy", gb2 / tc, "GB/s");
     }
     free(dst);
