@@ -57,7 +57,7 @@ static bool getenv_off(const char *name)
     return e && !strcmp(e, "0");
 }
 
-/* can 16-byte loads start at every 4th element along the unit-stride dim? */
+/* can 4-element loads (16 bytes, 8 for 16-bit dtypes) start at every 4th element along the unit-stride dim? */
 static bool vec4_ok(const lm_array *x, int64_t off, int64_t srow, int64_t scol, const mm_pc *pc,
                     const int32_t *bs)
 {
@@ -75,7 +75,7 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     bool b_vec = b_n ? vec4_ok(b, pc->off_b, pc->sbk, pc->sbn, pc, pc->bsb)
                      : vec4_ok(b, pc->off_b, pc->sbn, pc->sbk, pc, pc->bsb);
     bool c_vec = pc->N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
-    uint32_t spec[8] = {0, 0, 0, a_k, b_n, a_vec, b_vec, c_vec};
+    uint32_t spec[8] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
                          {lm_vk_mem_of(node), true}};
     return lm_vk_dispatch(v, "matmul_f32", spec, 8, args, 3, pc, sizeof *pc,
@@ -107,9 +107,9 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
         lm_status cst = lm_vk_run_matmul_coop(v, node, coop, &pc, batch);
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
-    /* f32 throughout: vec4 loads, double-buffered tiles (matmul_f32.comp) */
-    if (a->dtype == LM_F32 && b->dtype == LM_F32 && node->dtype == LM_F32 &&
-        (int64_t)pc.M * pc.N >= 128 * 128 && !getenv_off("LUMEN_VK_MM_F32")) {
+    /* big products: vec4 loads, double-buffered tiles (matmul_f32.comp);
+     * below 128x128 outputs its tiles would leave most of a GPU idle */
+    if ((int64_t)pc.M * pc.N >= 128 * 128 && !getenv_off("LUMEN_VK_MM_F32")) {
         lm_status fst = run_f32(v, node, &pc, batch);
         return fst == LM_OK ? fst : lm_error_prefix("matmul");
     }

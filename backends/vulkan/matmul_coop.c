@@ -10,15 +10,17 @@
  * the CPU's f32 arithmetic.  A KHR variant with bf16 needs a glslc that
  * knows GL_EXT_bfloat16, which Debian 12's does not.
  *
- * LUMEN_VK_COOP=0 turns the path off; =n8 prefers 16x8x16 fragments; =s
- * stages tiles as f16 scalars in shared memory (a debugging variant). */
+ * The default 16x16x16 kernel gives each of 4 subgroups a 64x64 part of the
+ * 128x128 tile; LUMEN_VK_COOP=w8 takes 8 subgroups of 64x32 instead, =n8
+ * prefers 16x8x16 fragments (8 subgroups), =s stages tiles as f16 scalars
+ * in shared memory (a debugging variant), =0 turns the path off. */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 
 /* the shaders built, by fragment shape */
 static const struct { uint8_t m, n, k; const char *shader; } variants[] = {
-    {16, 16, 16, "matmul_coop"},
+    {16, 16, 16, "matmul_coop_w4"},
     {16, 8, 16, "matmul_coop_n8"},
 };
 
@@ -34,16 +36,19 @@ static const char *pick(const lm_vk_features *ft, const char *env)
             if (!first) first = variants[j].shader;
             if (n8 && variants[j].n == 8) return variants[j].shader;
         }
-    if (first && env && !strcmp(env, "s") && !strcmp(first, "matmul_coop")) return "matmul_coop_s";
+    if (first && env && !strcmp(first, "matmul_coop_w4")) {
+        if (!strcmp(env, "s")) return "matmul_coop_s";
+        if (!strcmp(env, "w8")) return "matmul_coop";
+    }
     return first;
 }
 
 const char *lm_vk_coop_shader(lm_vk_dev *v, const lm_array *node)
 {
     const lm_vk_features *ft = &v->feat;
-    /* the shader's tiling assumes 8 subgroups of 32 in 256 invocations and
-     * about 45 KiB of shared memory */
-    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 46 * 1024) return NULL;
+    /* the shaders' tiling assumes subgroups of 32 and up to 48 KiB of
+     * shared memory */
+    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return NULL;
     if (node->ninputs != 2 || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
         return NULL;
     if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;

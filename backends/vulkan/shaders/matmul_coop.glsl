@@ -2,9 +2,10 @@
 // (GL_NV_cooperative_matrix), accumulating in f32, C stored as f16 or f32
 // (rounded to nearest even once, as the CPU).
 //
-// A workgroup of 256 invocations (8 subgroups of 32) computes a 128x128
-// tile of C; each subgroup a 64x32 part of it as FRM x FRN fragments of
-// FM x FN.  A and B tiles of depth BK = 32 are staged in shared memory as
+// A workgroup of WARPS subgroups of 32 computes a 128x128 tile of C; each
+// subgroup a WM x WN part of it as FRM x FRN fragments of FM x FN: 8
+// subgroups of 64x32 (matmul_coop.comp) or 4 of 64x64 (matmul_coop_w4.comp,
+// half the shared-memory reads per multiply, twice the accumulators).  A and B tiles of depth BK = 32 are staged in shared memory as
 // raw f16 bits, double buffered: the global loads for step k+1 are issued
 // into registers before the fragments of step k are multiplied, so one
 // barrier per step suffices.  Each operand is staged with its contiguous
@@ -30,16 +31,21 @@
 #define FN 16
 #define FK 16
 #endif
+#ifndef WARPS
+#define WARPS 8
+#endif
 #define BM 128
 #define BN 128
 #define BK 32
-#define WM 64                  // a subgroup's part: 2 x 4 subgroups
-#define WN 32
+#define WM 64                  // a subgroup's part: 2 x (WARPS / 2) subgroups
+#define WN (BN / (WARPS / 2))
 #define FRM (WM / FM)
 #define FRN (WN / FN)
+#define NT (WARPS * 32)        // invocations
 #define CHUNKS (BM * BK / 8)   // 16-byte chunks per staged tile (= BN*BK/8)
+#define CPT (CHUNKS / NT)      // chunks per invocation and operand
 
-layout(local_size_x = 256) in;
+layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint DTA = 1;
 layout(constant_id = 1) const uint DTB = 1;
 layout(constant_id = 2) const uint DTO = 1;
@@ -78,7 +84,7 @@ shared uvec4 As[2 * TILE];
 shared uvec4 Bs[2 * TILE];
 #define SH_UNIT 1
 #endif
-shared float Cs[8 * FM * FN];
+shared float Cs[WARPS * FM * FN];
 
 int oa, ob, m0, n0;
 
@@ -159,18 +165,18 @@ void main()
         acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
 
     // slots of this thread's two chunks (same every step)
-    int sa[2], sb[2];
-    [[unroll]] for (int i = 0; i < 2; i++) {
-        int c = tid + i * 256;
+    int sa[CPT], sb[CPT];
+    [[unroll]] for (int i = 0; i < CPT; i++) {
+        int c = tid + i * NT;
         sa[i] = A_KCONTIG ? slot(c, false, BK) : slot(c, true, BM);
         sb[i] = B_NCONTIG ? slot(c, true, BN) : slot(c, false, BK);
     }
-    uvec4 ra[2], rb[2];
-    [[unroll]] for (int i = 0; i < 2; i++) {
-        ra[i] = fetch_a(tid + i * 256, 0);
-        rb[i] = fetch_b(tid + i * 256, 0);
+    uvec4 ra[CPT], rb[CPT];
+    [[unroll]] for (int i = 0; i < CPT; i++) {
+        ra[i] = fetch_a(tid + i * NT, 0);
+        rb[i] = fetch_b(tid + i * NT, 0);
     }
-    [[unroll]] for (int i = 0; i < 2; i++) {
+    [[unroll]] for (int i = 0; i < CPT; i++) {
         PUT(As, sa[i], ra[i]);
         PUT(Bs, sb[i], rb[i]);
     }
@@ -181,9 +187,9 @@ void main()
         int cur = (kt & 1) * TILE;
         bool more = kt + 1 < nk;
         if (more) {
-            [[unroll]] for (int i = 0; i < 2; i++) {
-                ra[i] = fetch_a(tid + i * 256, (kt + 1) * BK);
-                rb[i] = fetch_b(tid + i * 256, (kt + 1) * BK);
+            [[unroll]] for (int i = 0; i < CPT; i++) {
+                ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
+                rb[i] = fetch_b(tid + i * NT, (kt + 1) * BK);
             }
         }
         [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
@@ -209,7 +215,7 @@ void main()
         }
         if (more) {
             int nxt = TILE - cur;
-            [[unroll]] for (int i = 0; i < 2; i++) {
+            [[unroll]] for (int i = 0; i < CPT; i++) {
                 PUT(As, nxt + sa[i], ra[i]);
                 PUT(Bs, nxt + sb[i], rb[i]);
             }

@@ -1,6 +1,9 @@
 #version 450
-// matmul_f32.comp - batched C = A @ B for f32 A, B and C, the fast f32 path
-// (matmul.glsl stays the general kernel: f16/bf16 and mixed dtypes).
+// matmul_f32.comp - batched C = A @ B in f32 arithmetic for f32, f16 and
+// bf16 operands (any mix; 16-bit inputs are widened as they are staged, a
+// 16-bit result rounded to nearest even once, as the CPU): the kernel for
+// big products that do not go to tensor cores.  matmul.glsl stays for small
+// ones.
 //
 // 256 invocations compute a 128x128 tile of C, each an 8x8 block of it:
 // rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3} and
@@ -24,6 +27,9 @@
 #define SB (BN + 4)     // transposing stores spread over the banks
 
 layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DTA = 0;
+layout(constant_id = 1) const uint DTB = 0;
+layout(constant_id = 2) const uint DTO = 0;
 layout(constant_id = 3) const bool A_KCONTIG = true;   // A's k stride is 1
 layout(constant_id = 4) const bool B_NCONTIG = true;   // B's n stride is 1
 layout(constant_id = 5) const bool A_VEC = false;
@@ -37,29 +43,41 @@ layout(push_constant) uniform PC {
     int bshape[4], bsa[4], bsb[4];
 } pc;
 
-DECL_BUF(0)
-DECL_BUF(1)
-DECL_BUF(2)
+DECL_IO(0)
+DECL_IO(1)
+DECL_IO(2)
+// 4 elements at once: vec4 for f32, uvec2 for 16-bit dtypes
 layout(std430, set = 0, binding = 0) buffer Bf4_0 { vec4 v[]; } a4;
 layout(std430, set = 0, binding = 1) buffer Bf4_1 { vec4 v[]; } b4;
 layout(std430, set = 0, binding = 2) buffer Bf4_2 { vec4 v[]; } c4;
+layout(std430, set = 0, binding = 0) buffer Bh4_0 { uvec2 v[]; } ah4;
+layout(std430, set = 0, binding = 1) buffer Bh4_1 { uvec2 v[]; } bh4;
+layout(std430, set = 0, binding = 2) buffer Bh4_2 { uvec2 v[]; } ch4;
+
+vec4 widen(uint dt, uvec2 h)
+{
+    if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    return vec4(uintBitsToFloat(h.x << 16), uintBitsToFloat(h.x & 0xffff0000u),
+                uintBitsToFloat(h.y << 16), uintBitsToFloat(h.y & 0xffff0000u));
+}
 
 shared vec4 As[2 * BK * SA / 4];
 shared vec4 Bs[2 * BK * SB / 4];
 
 // 4 consecutive elements along the unit-stride dim (gcol..gcol+3, limit
 // clim, stride scol) of row grow (limit rlim, stride srow)
-#define FETCH(NAME, U32, V4, VEC) \
+#define FETCH(NAME, B, DT, V4, H4, VEC) \
 vec4 NAME(int base, int grow, int rlim, int srow, int gcol, int clim, int scol) { \
     int at = base + grow * srow + gcol * scol; \
-    if (VEC && grow < rlim && gcol + 4 <= clim) return V4.v[at >> 2]; \
+    if (VEC && grow < rlim && gcol + 4 <= clim) \
+        return DT == DT_F32 ? V4.v[at >> 2] : widen(DT, H4.v[at >> 2]); \
     vec4 r; \
     [[unroll]] for (int j = 0; j < 4; j++) \
-        r[j] = grow < rlim && gcol + j < clim ? uintBitsToFloat(U32.v[at + j * scol]) : 0.0; \
+        r[j] = grow < rlim && gcol + j < clim ? ldf_##B(DT, at + j * scol) : 0.0; \
     return r; \
 }
-FETCH(fetch0, u32_0, a4, A_VEC)
-FETCH(fetch1, u32_1, b4, B_VEC)
+FETCH(fetch0, 0, DTA, a4, ah4, A_VEC)
+FETCH(fetch1, 1, DTB, b4, bh4, B_VEC)
 
 int oa, ob, m0, n0;
 
@@ -112,9 +130,15 @@ void store_row(int oc, int gm, int gn, vec4 x)
 {
     if (gm >= pc.M) return;
     int at = oc + gm * pc.N + gn;
-    if (C_VEC && gn + 4 <= pc.N) { c4.v[at >> 2] = x; return; }
+    if (C_VEC && gn + 4 <= pc.N) {
+        if (DTO == DT_F32) { c4.v[at >> 2] = x; return; }
+        uvec4 h = DTO == DT_F16 ? uvec4(f32_to_f16(x.x), f32_to_f16(x.y), f32_to_f16(x.z), f32_to_f16(x.w))
+                                : uvec4(f32_to_bf16(x.x), f32_to_bf16(x.y), f32_to_bf16(x.z), f32_to_bf16(x.w));
+        ch4.v[at >> 2] = uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
+        return;
+    }
     [[unroll]] for (int j = 0; j < 4; j++)
-        if (gn + j < pc.N) u32_2.v[at + j] = floatBitsToUint(x[j]);
+        if (gn + j < pc.N) stf_2(DTO, at + j, x[j]);
 }
 
 void main()
