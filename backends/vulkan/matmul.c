@@ -78,7 +78,9 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     uint32_t spec[8] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
                          {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, "matmul_f32", spec, 8, args, 3, pc, sizeof *pc,
+    /* padded shared rows (33 KiB) where the device has room, else 32 KiB */
+    const char *shader = v->feat.max_shared >= 33792 ? "matmul_f32" : "matmul_f32_np";
+    return lm_vk_dispatch(v, shader, spec, 8, args, 3, pc, sizeof *pc,
                           (uint32_t)((pc->N + 127) / 128), (uint32_t)((pc->M + 127) / 128),
                           (uint32_t)batch);
 }
@@ -109,7 +111,8 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
     }
     /* big products: vec4 loads, double-buffered tiles (matmul_f32.comp);
      * below 128x128 outputs its tiles would leave most of a GPU idle */
-    if ((int64_t)pc.M * pc.N >= 128 * 128 && !getenv_off("LUMEN_VK_MM_F32")) {
+    if ((int64_t)pc.M * pc.N >= 128 * 128 && v->feat.max_shared >= 32768 &&
+        !getenv_off("LUMEN_VK_MM_F32")) {
         lm_status fst = run_f32(v, node, &pc, batch);
         return fst == LM_OK ? fst : lm_error_prefix("matmul");
     }

@@ -10,17 +10,18 @@
  * the CPU's f32 arithmetic.  A KHR variant with bf16 needs a glslc that
  * knows GL_EXT_bfloat16, which Debian 12's does not.
  *
- * The default 16x16x16 kernel gives each of 4 subgroups a 64x64 part of the
- * 128x128 tile; LUMEN_VK_COOP=w8 takes 8 subgroups of 64x32 instead, =n8
- * prefers 16x8x16 fragments (8 subgroups), =s stages tiles as f16 scalars
- * in shared memory (a debugging variant), =0 turns the path off. */
+ * LUMEN_VK_COOP=n8 prefers 16x8x16 fragments, =s stages tiles as f16
+ * scalars in shared memory (a debugging variant), =0 turns the path off.
+ * Measured on an H100: 8 subgroups of 64x32 (the default) 136 TFLOP/s at
+ * 8192; 4 subgroups of 64x64 (WARPS=4 in matmul_coop.glsl) only 64, so
+ * that variant is not built. */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 
 /* the shaders built, by fragment shape */
 static const struct { uint8_t m, n, k; const char *shader; } variants[] = {
-    {16, 16, 16, "matmul_coop_w4"},
+    {16, 16, 16, "matmul_coop"},
     {16, 8, 16, "matmul_coop_n8"},
 };
 
@@ -36,10 +37,7 @@ static const char *pick(const lm_vk_features *ft, const char *env)
             if (!first) first = variants[j].shader;
             if (n8 && variants[j].n == 8) return variants[j].shader;
         }
-    if (first && env && !strcmp(first, "matmul_coop_w4")) {
-        if (!strcmp(env, "s")) return "matmul_coop_s";
-        if (!strcmp(env, "w8")) return "matmul_coop";
-    }
+    if (first && env && !strcmp(env, "s") && !strcmp(first, "matmul_coop")) return "matmul_coop_s";
     return first;
 }
 

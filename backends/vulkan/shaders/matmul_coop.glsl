@@ -4,8 +4,9 @@
 //
 // A workgroup of WARPS subgroups of 32 computes a 128x128 tile of C; each
 // subgroup a WM x WN part of it as FRM x FRN fragments of FM x FN: 8
-// subgroups of 64x32 (matmul_coop.comp) or 4 of 64x64 (matmul_coop_w4.comp,
-// half the shared-memory reads per multiply, twice the accumulators).  A and B tiles of depth BK = 32 are staged in shared memory as
+// subgroups of 64x32.  (WARPS=4, 64x64 each, halves the shared-memory reads
+// per multiply but ran at half the speed on an H100, likely from register
+// pressure with 16 accumulators, so no shader uses it.)  A and B tiles of depth BK = 32 are staged in shared memory as
 // raw f16 bits, double buffered: the global loads for step k+1 are issued
 // into registers before the fragments of step k are multiplied, so one
 // barrier per step suffices.  Each operand is staged with its contiguous
