@@ -8,5 +8,6 @@
 #include "device.h"
 #include "ops.h"
 #include "random.h"
+#include "ops_nn.h"
 #include "compile.h"
 #endif

@@ -451,6 +451,11 @@ static void test_matmul(void **state)
         {1, 1, 1, 0, false, false}, {7, 5, 3, 0, false, false}, {33, 17, 65, 0, true, false},
         {64, 64, 64, 0, false, true}, {130, 70, 129, 0, true, true}, {5, 9, 4, 3, false, false},
         {1, 300, 1, 0, false, false},
+        /* past one 128x128x32 tile of the cooperative-matrix kernel, with
+         * edges in every dim; K a multiple of 8 (16-byte loads) or not */
+        {129, 77, 65, 0, false, false}, {129, 77, 65, 2, false, false},
+        {129, 72, 136, 0, false, false}, {96, 136, 80, 0, true, true},
+        {257, 40, 130, 0, false, true}, {200, 264, 72, 3, false, false},
     };
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)

@@ -1,15 +1,82 @@
-/* nn.c - placeholder dispatch for the neural-network ops (issue 3 fills
- * the kernels in backends/cpu/nn_*.c and replaces this file). */
-#include "cpu.h"
+/* nn.c - dispatch of the neural-network ops on the CPU (kernels in
+ * backends/cpu/nn_*.c) and the f32 output staging they share. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include "nn.h"
 
 bool lm_cpu_supports_nn(const lm_array *node)
 {
-    (void)node;
-    return false;
+    switch (node->op) {
+    case LM_OP_CONV: case LM_OP_CONV_TRANSPOSE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL:
+    case LM_OP_ADAPTIVE_AVG_POOL: case LM_OP_UPSAMPLE: case LM_OP_SOFTMAX: case LM_OP_LOG_SOFTMAX:
+    case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_GROUP_NORM: case LM_OP_ATTENTION:
+    case LM_OP_ROPE: case LM_OP_TOPK: case LM_OP_SORT: case LM_OP_ARGSORT: case LM_OP_SCATTER:
+    case LM_OP_SCATTER_ADD: case LM_OP_ONE_HOT: case LM_OP_TRIL: case LM_OP_TRIU:
+        return true;
+    default:
+        return false;   /* the rest are compositions built in core/ops_nn.c */
+    }
 }
 
 lm_status lm_cpu_run_nn(lm_device *d, lm_array *node)
 {
     (void)d;
-    return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: %s is not implemented", lm_op_name(node->op));
+    if (node->size == 0) return LM_OK;
+    switch (node->op) {
+    case LM_OP_CONV: return lm_nn_conv(node);
+    case LM_OP_CONV_TRANSPOSE: return lm_nn_conv_transpose(node);
+    case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL: return lm_nn_pool(node);
+    case LM_OP_UPSAMPLE: return lm_nn_upsample(node);
+    case LM_OP_SOFTMAX: case LM_OP_LOG_SOFTMAX: return lm_nn_softmax(node);
+    case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_GROUP_NORM: return lm_nn_norm(node);
+    case LM_OP_ATTENTION: return lm_nn_attention(node);
+    case LM_OP_ROPE: return lm_nn_rope(node);
+    case LM_OP_TOPK: case LM_OP_SORT: case LM_OP_ARGSORT: return lm_nn_sort(node);
+    case LM_OP_SCATTER: case LM_OP_SCATTER_ADD: return lm_nn_scatter(node);
+    case LM_OP_ONE_HOT: return lm_nn_one_hot(node);
+    case LM_OP_TRIL: case LM_OP_TRIU: return lm_nn_tri(node);
+    default:
+        return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: %s is not implemented", lm_op_name(node->op));
+    }
+}
+
+float *nn_out_begin(lm_array *node, float **stage)
+{
+    *stage = NULL;
+    if (node->dtype == LM_F32) return lm_cpu_ptr(node);
+    *stage = malloc(sizeof(float) * (size_t)node->size);
+    if (!*stage) lm_error_set(LM_ERR_NOMEM, "%s: out of host memory", lm_op_name(node->op));
+    return *stage;
+}
+
+void nn_out_end(lm_array *node, float *stage)
+{
+    if (!stage) return;
+    lm_convert(lm_cpu_ptr(node), node->dtype, stage, LM_F32, (size_t)node->size);
+    free(stage);
+}
+
+/* OpenBLAS's thread count is looked up in the copy blas.c loaded (no
+ * symbol of it is linked); without OpenBLAS there is nothing to set. */
+typedef void (*set_threads_fn)(int);
+typedef int (*get_threads_fn)(void);
+
+int nn_blas_threads(int n)
+{
+    static set_threads_fn set;
+    static get_threads_fn get;
+    static int looked;
+    if (!looked) {
+        looked = 1;
+        void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+        if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_NOLOAD);
+        if (h) {
+            set = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
+            get = (get_threads_fn)dlsym(h, "openblas_get_num_threads");
+        }
+    }
+    if (!set || !get) return 0;
+    int old = get();
+    if (n > 0) set(n);
+    return old;
 }

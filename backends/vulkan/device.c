@@ -107,30 +107,32 @@ static bool has_extension(VkPhysicalDevice p, const char *name)
     return found;
 }
 
-/* Does the device offer 16x16x16 f16 x f16 + f32 cooperative matrices? */
-static bool coopmat_nv_ok(VkPhysicalDevice p)
+/* Lists the f16 x f16 + f32 -> f32 subgroup shapes the device offers for
+ * cooperative matrices (in the driver's order, which is its preference);
+ * matmul_coop.c picks among them at run time. */
+static void coopmat_nv_shapes(VkPhysicalDevice p, lm_vk_features *ft)
 {
-    if (!has_extension(p, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
+    ft->ncoop = 0;
+    if (!has_extension(p, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return;
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
         (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
             lm_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
-    if (!get) return false;
+    if (!get) return;
     uint32_t n = 0;
-    if (get(p, &n, NULL) != VK_SUCCESS || !n) return false;
+    if (get(p, &n, NULL) != VK_SUCCESS || !n) return;
     VkCooperativeMatrixPropertiesNV *c = calloc(n, sizeof *c);
-    if (!c) return false;
+    if (!c) return;
     for (uint32_t i = 0; i < n; i++) c[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
-    bool ok = false;
     if (get(p, &n, c) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n; i++)
-            ok |= c[i].MSize == 16 && c[i].NSize == 16 && c[i].KSize == 16 &&
-                  c[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                  c[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                  c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                  c[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                  c[i].scope == VK_SCOPE_SUBGROUP_NV;
+        for (uint32_t i = 0; i < n && ft->ncoop < 8; i++)
+            if (c[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && c[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && c[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                c[i].scope == VK_SCOPE_SUBGROUP_NV && c[i].MSize <= 255 && c[i].NSize <= 255 &&
+                c[i].KSize <= 255) {
+                uint8_t *s = ft->coop_mnk[ft->ncoop++];
+                s[0] = (uint8_t)c[i].MSize; s[1] = (uint8_t)c[i].NSize; s[2] = (uint8_t)c[i].KSize;
+            }
     free(c);
-    return ok;
 }
 
 /* Fills v->feat; false (with a reason) when the device lacks what every
@@ -160,7 +162,11 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->subgroup_size = sg.subgroupSize;
     ft->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
-    ft->coopmat_nv = ft->f16 && coopmat_nv_ok(v->phys);
+    ft->vk_memory_model = f12.vulkanMemoryModel;
+    coopmat_nv_shapes(v->phys, ft);
+    /* the cooperative-matrix shaders need f16 arithmetic and the Vulkan
+     * memory model (glslang declares it for GL_KHR_memory_scope_semantics) */
+    ft->coopmat_nv = ft->f16 && ft->vk_memory_model && ft->ncoop > 0;
     ft->max_range = v->props.limits.maxStorageBufferRange;
     ft->align = v->props.limits.minStorageBufferOffsetAlignment;
     ft->max_alloc = m3.maxMemoryAllocationSize;
@@ -217,6 +223,10 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
         return LM_OK;
     }
     const lm_vk_features *ft = &v->feat;
+    char coop_list[64] = "";
+    for (int i = 0; ft->coopmat_nv && i < ft->ncoop && i < 4; i++)
+        snprintf(coop_list + strlen(coop_list), sizeof coop_list - strlen(coop_list), "%s%ux%ux%u",
+                 i ? "," : "", ft->coop_mnk[i][0], ft->coop_mnk[i][1], ft->coop_mnk[i][2]);
     d->backend = &lm_vk_backend;
     d->impl = v;
     snprintf(d->name, sizeof d->name, "%.127s", v->props.deviceName);
@@ -224,10 +234,10 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
     snprintf(d->kind, sizeof d->kind, "%s", kind_name(v->props.deviceType));
     snprintf(d->info, sizeof d->info,
              "Vulkan %u.%u.%u; fp16 %s, fp64 %s, bf16 storage (f32 math), "
-             "cooperative matrix %s, subgroup %u",
+             "cooperative matrix %s%s, subgroup %u",
              VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion),
              VK_API_VERSION_PATCH(v->props.apiVersion), ft->f16 ? "yes" : "no",
-             ft->f64 ? "yes" : "no", ft->coopmat_nv ? "NV f16" : "no", ft->subgroup_size);
+             ft->f64 ? "yes" : "no", ft->coopmat_nv ? "NV f16 " : "no", coop_list, ft->subgroup_size);
     d->mem.device_total = device_local_bytes(&v->memprops);
     lm_status st = lm_device_register(d);
     if (st != LM_OK) { free(d); free(v); }
@@ -296,6 +306,7 @@ static VkResult create_device(lm_vk_dev *v)
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .pNext = v->feat.coopmat_nv ? &cm : NULL,
         .storageBuffer8BitAccess = VK_TRUE, .shaderFloat16 = v->feat.f16,
+        .vulkanMemoryModel = v->feat.coopmat_nv,
         .shaderInt8 = v->feat.int8};
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,

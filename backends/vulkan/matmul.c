@@ -3,16 +3,14 @@
  * The core hands inputs already broadcast to [..., M, K] and [..., K, N]
  * (views: any strides, stride 0 on broadcast batch dims).  Batch dims are
  * collapsed and walked by the workgroup's z index.  f32, f16 and bf16
- * inputs compute in f32 (as the CPU does) and round once on store. */
+ * inputs compute in f32 (as the CPU does) and round once on store.
+ * f16 inputs go to the cooperative-matrix kernel (matmul_coop.c) where the
+ * device has one. */
+#include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 
-typedef struct mm_pc {
-    int32_t M, N, K, nb;
-    int32_t off_a, off_b;
-    int32_t sam, sak, sbk, sbn;
-    int32_t bshape[4], bsa[4], bsb[4];
-} mm_pc;
+typedef lm_vk_mm_pc mm_pc;
 
 static bool mm_dtype(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
 
@@ -53,6 +51,40 @@ static bool plan(lm_vk_dev *v, const lm_array *node, mm_pc *pc)
            (pc->M + 63) / 64 <= (int64_t)v->feat.max_groups[1];
 }
 
+static bool getenv_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
+}
+
+/* can 4-element loads (16 bytes, 8 for 16-bit dtypes) start at every 4th element along the unit-stride dim? */
+static bool vec4_ok(const lm_array *x, int64_t off, int64_t srow, int64_t scol, const mm_pc *pc,
+                    const int32_t *bs)
+{
+    bool ok = scol == 1 && off % 4 == 0 && srow % 4 == 0 && lm_vk_mem_of(x)->off % 16 == 0;
+    for (int d = 0; d < pc->nb; d++) ok &= bs[d] % 4 == 0;
+    return ok;
+}
+
+static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch)
+{
+    const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
+    bool a_vec = a_k ? vec4_ok(a, pc->off_a, pc->sam, pc->sak, pc, pc->bsa)
+                     : vec4_ok(a, pc->off_a, pc->sak, pc->sam, pc, pc->bsa);
+    bool b_vec = b_n ? vec4_ok(b, pc->off_b, pc->sbk, pc->sbn, pc, pc->bsb)
+                     : vec4_ok(b, pc->off_b, pc->sbn, pc->sbk, pc, pc->bsb);
+    bool c_vec = pc->N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
+    uint32_t spec[8] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec};
+    lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
+                         {lm_vk_mem_of(node), true}};
+    /* padded shared rows (33 KiB) where the device has room, else 32 KiB */
+    const char *shader = v->feat.max_shared >= 33792 ? "matmul_f32" : "matmul_f32_np";
+    return lm_vk_dispatch(v, shader, spec, 8, args, 3, pc, sizeof *pc,
+                          (uint32_t)((pc->N + 127) / 128), (uint32_t)((pc->M + 127) / 128),
+                          (uint32_t)batch);
+}
+
 bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)
 {
     mm_pc pc;
@@ -71,6 +103,19 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
     int64_t batch = mn > 0 ? node->size / mn : 1;
     if (pc.K == 0)     /* an empty sum: zeros */
         return lm_vk_fill(v, lm_vk_mem_of(node), node->dtype, node->size, 0.0);
+    /* f16 on tensor cores where the device has them (matmul_coop.c) */
+    const char *coop = lm_vk_coop_shader(v, node);
+    if (coop) {
+        lm_status cst = lm_vk_run_matmul_coop(v, node, coop, &pc, batch);
+        return cst == LM_OK ? cst : lm_error_prefix("matmul");
+    }
+    /* big products: vec4 loads, double-buffered tiles (matmul_f32.comp);
+     * below 128x128 outputs its tiles would leave most of a GPU idle */
+    if ((int64_t)pc.M * pc.N >= 128 * 128 && v->feat.max_shared >= 32768 &&
+        !getenv_off("LUMEN_VK_MM_F32")) {
+        lm_status fst = run_f32(v, node, &pc, batch);
+        return fst == LM_OK ? fst : lm_error_prefix("matmul");
+    }
     /* big tiles (8x8 per thread) for big products, 4x4 otherwise */
     bool big = (int64_t)pc.M * pc.N >= 512 * 512;
     uint32_t bm = big ? 128 : 64;

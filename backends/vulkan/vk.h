@@ -54,7 +54,10 @@ typedef struct lm_vk_pipeline {
 
 typedef struct lm_vk_features {
     bool f16, f64, int8, int16;
-    bool coopmat_nv;              /* 16x16x16 f16 -> f32, subgroup scope */
+    bool coopmat_nv;              /* some f16 x f16 + f32 shape, subgroup scope */
+    bool vk_memory_model;         /* vulkanMemoryModel (the coop shaders use it) */
+    int ncoop;                    /* those shapes (M, N, K), the driver's order */
+    uint8_t coop_mnk[8][3];
     bool subgroup_arith;
     uint32_t subgroup_size;
     VkDeviceSize max_range;       /* maxStorageBufferRange */
@@ -176,6 +179,18 @@ bool lm_vk_supports_reduce(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_reduce(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node);
+/* matmul's push constants (shaders/matmul.glsl, matmul_coop.glsl) */
+typedef struct lm_vk_mm_pc {
+    int32_t M, N, K, nb;
+    int32_t off_a, off_b;
+    int32_t sam, sak, sbk, sbn;
+    int32_t bshape[4], bsa[4], bsb[4];
+} lm_vk_mm_pc;
+/* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
+ * cooperative matrices; the shader to use, or NULL where it does not fit */
+const char *lm_vk_coop_shader(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const char *shader,
+                                const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_fused(lm_vk_dev *v, const lm_array *node);

@@ -1,0 +1,298 @@
+/* nn_conv.c - conv2d (conv1d is conv2d with H = 1) and conv_transpose2d.
+ *
+ * conv2d: for each image and group, the input is unfolded (im2col) a band
+ * of output rows at a time into a [C/g*KH*KW, rows*OW] matrix, and one GEMM
+ * with the weights [O/g, C/g*KH*KW] writes that band of the output in place
+ * (ldc = OH*OW).  Bands keep the unfolded matrix near the caches' size
+ * instead of 9x the input for a 3x3 kernel.  A 1x1 stride-1 unpadded conv
+ * skips the unfolding.  The (image, group, band) items run in parallel on
+ * the pool, each unfolding into its own buffer and calling a
+ * single-threaded GEMM (OpenBLAS is set to one thread meanwhile), so many
+ * groups (depthwise) parallelize as well as one big image.
+ *
+ * conv_transpose2d: col = W_g^T x_g (one threaded GEMM from this thread)
+ * for a band of input rows, then col2im on the pool adds each column into
+ * the output (one output channel per task, so no two tasks write the same
+ * element).  f32/f16/bf16 compute in f32 (sgemm), f64 in f64. */
+#include <stdlib.h>
+#include "nn.h"
+
+#define BAND_BYTES (2u << 20)
+#define MIN_COLS 512
+
+typedef struct {
+    const char *x;            /* one image, one group: [Cg, H, W] in ct */
+    char *col;                /* [K, ncols] */
+    size_t esz;
+    int64_t H, W, KH, KW, sh, sw, pt, pl, dh, dw, OW;
+    int64_t oy0, rows;        /* band of output rows */
+} im2col_ctx;
+
+/* rows k = (c, kh, kw) of the unfolded band */
+static void im2col_task(void *p, int64_t k0, int64_t k1)
+{
+    const im2col_ctx *c = p;
+    int64_t ncols = c->rows * c->OW, KK = c->KH * c->KW;
+    size_t esz = c->esz;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t ch = k / KK, kh = (k % KK) / c->KW, kw = k % c->KW;
+        char *dst = c->col + k * ncols * (int64_t)esz;
+        /* output columns ox whose input column ix = ox*sw - pl + kw*dw is inside [0, W) */
+        int64_t off = kw * c->dw - c->pl;
+        int64_t lo = off >= 0 ? 0 : (-off + c->sw - 1) / c->sw;
+        int64_t hi = c->W - off <= 0 ? 0 : (c->W - off + c->sw - 1) / c->sw;
+        if (hi > c->OW) hi = c->OW;
+        if (lo > hi) lo = hi;
+        for (int64_t r = 0; r < c->rows; r++, dst += c->OW * (int64_t)esz) {
+            int64_t iy = (c->oy0 + r) * c->sh - c->pt + kh * c->dh;
+            if (iy < 0 || iy >= c->H) {
+                memset(dst, 0, (size_t)c->OW * esz);
+                continue;
+            }
+            const char *src = c->x + ((ch * c->H + iy) * c->W) * (int64_t)esz;
+            memset(dst, 0, (size_t)lo * esz);
+            if (c->sw == 1) {
+                memcpy(dst + lo * (int64_t)esz, src + (lo + off) * (int64_t)esz, (size_t)(hi - lo) * esz);
+            } else if (esz == 4) {
+                for (int64_t ox = lo; ox < hi; ox++)
+                    ((float *)dst)[ox] = ((const float *)src)[ox * c->sw + off];
+            } else {
+                for (int64_t ox = lo; ox < hi; ox++)
+                    ((double *)dst)[ox] = ((const double *)src)[ox * c->sw + off];
+            }
+            memset(dst + hi * (int64_t)esz, 0, (size_t)(c->OW - hi) * esz);
+        }
+    }
+}
+
+static void gemm(lm_dtype ct, int ta, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                 const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    if (ct == LM_F64)
+        lm_dgemm(ta, LM_CBLAS_NOTRANS, (int)m, (int)n, (int)k, 1.0, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    else
+        lm_sgemm(ta, LM_CBLAS_NOTRANS, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, (float)beta, c,
+                 (int)ldc);
+}
+
+typedef struct { void *out; const void *bias; int64_t O, plane; lm_dtype ct; } bias_ctx;
+
+/* planes r = n * O + o of out [N, O, plane] get bias[o] added */
+static void bias_task(void *p, int64_t b, int64_t e)
+{
+    const bias_ctx *c = p;
+    for (int64_t r = b; r < e; r++) {
+        if (c->ct == LM_F64) {
+            double *o = (double *)c->out + r * c->plane, v = ((const double *)c->bias)[r % c->O];
+            for (int64_t i = 0; i < c->plane; i++) o[i] += v;
+        } else {
+            float *o = (float *)c->out + r * c->plane, v = ((const float *)c->bias)[r % c->O];
+            for (int64_t i = 0; i < c->plane; i++) o[i] += v;
+        }
+    }
+}
+
+static void add_bias(void *out, const void *bias, int64_t N, int64_t O, int64_t plane, lm_dtype ct)
+{
+    bias_ctx c = {out, bias, O, plane, ct};
+    lm_cpu_parallel_for(N * O, plane >= 4096 ? 1 : 4096 / plane + 1, bias_task, &c);
+}
+
+/* the node's output in ct: its own buffer, or a staging copy (f16/bf16) */
+static void *out_begin(lm_array *node, lm_dtype ct, float **stage)
+{
+    if (ct == LM_F64) {
+        *stage = NULL;
+        return lm_cpu_ptr(node);
+    }
+    return nn_out_begin(node, stage);
+}
+
+typedef struct {
+    const char *xd, *wd;
+    char *out;
+    lm_dtype ct;
+    size_t esz;
+    const int64_t *p;
+    int64_t C, H, W, O, G, Cg, Og, K, KH, KW, OH, OW, band, nbands;
+    bool direct;
+    int failed;               /* 1 out of memory, 2 cancelled */
+} conv_ctx;
+
+/* work items w = ((n * G) + g) * nbands + band: unfold the band into this
+ * task's buffer, then one single-threaded GEMM writes it */
+static void conv_task(void *pv, int64_t w0, int64_t w1)
+{
+    conv_ctx *c = pv;
+    size_t esz = c->esz;
+    char *col = c->direct ? NULL : malloc((size_t)(c->K * c->band * c->OW) * esz);
+    if (!c->direct && !col) {
+        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t w = w0; w < w1; w++) {
+        if (lm_cancel_requested()) {
+            __atomic_store_n(&c->failed, 2, __ATOMIC_RELAXED);
+            break;
+        }
+        int64_t bi = w % c->nbands, ng = w / c->nbands, n = ng / c->G, g = ng % c->G;
+        int64_t oy0 = bi * c->band, rows = c->OH - oy0 < c->band ? c->OH - oy0 : c->band;
+        const char *xg = c->xd + ((n * c->C + g * c->Cg) * c->H * c->W) * (int64_t)esz;
+        const char *wg = c->wd + (g * c->Og * c->K) * (int64_t)esz;
+        char *og = c->out + ((n * c->O + g * c->Og) * c->OH * c->OW + oy0 * c->OW) * (int64_t)esz;
+        if (c->direct) {   /* 1x1, stride 1, no padding: x is already the unfolded matrix */
+            gemm(c->ct, LM_CBLAS_NOTRANS, c->Og, rows * c->OW, c->K, wg, c->K,
+                 xg + oy0 * c->OW * (int64_t)esz, c->H * c->W, 0.0, og, c->OH * c->OW);
+            continue;
+        }
+        const int64_t *p = c->p;
+        im2col_ctx ic = {xg, col, esz, c->H, c->W, c->KH, c->KW, p[0], p[1], p[2], p[3], p[6], p[7],
+                         c->OW, oy0, rows};
+        im2col_task(&ic, 0, c->K);
+        gemm(c->ct, LM_CBLAS_NOTRANS, c->Og, rows * c->OW, c->K, wg, c->K, col, rows * c->OW, 0.0, og,
+             c->OH * c->OW);
+    }
+    free(col);
+}
+
+lm_status lm_nn_conv(lm_array *node)
+{
+    const lm_params *p = &node->params;
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    conv_ctx c = {0};
+    c.ct = node->dtype == LM_F64 ? LM_F64 : LM_F32;
+    c.esz = lm_dtype_size(c.ct);
+    c.p = p->i;
+    int64_t N = x->shape[0];
+    c.C = x->shape[1]; c.H = x->shape[2]; c.W = x->shape[3];
+    c.O = w->shape[0]; c.KH = w->shape[2]; c.KW = w->shape[3]; c.G = p->i[8];
+    c.OH = node->shape[2]; c.OW = node->shape[3];
+    c.Cg = c.C / c.G; c.Og = c.O / c.G; c.K = c.Cg * c.KH * c.KW;
+    void *ox = NULL, *ow = NULL, *ob = NULL;
+    float *stage = NULL;
+    lm_status st = LM_OK;
+    c.xd = lm_cpu_contiguous(x, c.ct, &ox);
+    c.wd = c.xd ? lm_cpu_contiguous(w, c.ct, &ow) : NULL;
+    const char *bd = c.wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], c.ct, &ob) : NULL;
+    c.out = c.wd && (bd || !p->i[9]) ? out_begin(node, c.ct, &stage) : NULL;
+    if (!c.out) { st = lm_error_status(); goto done; }
+    if (c.K == 0) {   /* no input channels: the sum is empty */
+        memset(c.out, 0, (size_t)node->size * c.esz);
+        if (bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
+        goto done;
+    }
+    c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
+               p->i[4] == 0 && p->i[5] == 0;
+    /* bands small enough to stay in this core's L2, and enough of them
+     * that every thread has a few */
+    int64_t rows_fit = (int64_t)(BAND_BYTES / ((size_t)c.K * c.esz * (size_t)c.OW));
+    /* but at least MIN_COLS columns, so each repacking of the weights by
+     * the GEMM serves enough work (many channels, small images) */
+    if (rows_fit * c.OW < MIN_COLS) rows_fit = (MIN_COLS + c.OW - 1) / c.OW;
+    int64_t want = 4 * lm_cpu_threads(), per = N * c.G;
+    int64_t split = per >= want ? 1 : (want + per - 1) / per;
+    c.band = (c.OH + split - 1) / split;
+    if (c.band > rows_fit) c.band = rows_fit;
+    if (c.band < 1) c.band = 1;
+    c.nbands = (c.OH + c.band - 1) / c.band;
+    int old = nn_blas_threads(1);
+    lm_cpu_parallel_for(N * c.G * c.nbands, 1, conv_task, &c);
+    if (old > 0) nn_blas_threads(old);
+    if (c.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
+                                         (long long)c.K, (long long)(c.band * c.OW));
+    else if (c.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
+    if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
+done:
+    if (stage) {
+        if (st == LM_OK) nn_out_end(node, stage);
+        else free(stage);
+    }
+    free(ox);
+    free(ow);
+    free(ob);
+    return st;
+}
+
+/* ------------------------------------------------------- conv_transpose */
+
+typedef struct {
+    const char *col;          /* [Cog*KH*KW, rows*W] for input rows iy0.. */
+    char *out;                /* this image's group: [Cog, OH, OW] */
+    size_t esz;
+    int64_t W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, iy0, rows;
+} col2im_ctx;
+
+static void col2im_task(void *p, int64_t c0, int64_t c1)
+{
+    const col2im_ctx *c = p;
+    int64_t ncols = c->rows * c->W, KK = c->KH * c->KW;
+    for (int64_t co = c0; co < c1; co++)
+        for (int64_t kk = 0; kk < KK; kk++) {
+            int64_t kh = kk / c->KW, kw = kk % c->KW;
+            const char *src = c->col + ((co * KK + kk) * ncols) * (int64_t)c->esz;
+            for (int64_t r = 0; r < c->rows; r++) {
+                int64_t oy = (c->iy0 + r) * c->sh - c->ph + kh * c->dh;
+                if (oy < 0 || oy >= c->OH) continue;
+                for (int64_t ix = 0; ix < c->W; ix++) {
+                    int64_t oxx = ix * c->sw - c->pw + kw * c->dw;
+                    if (oxx < 0 || oxx >= c->OW) continue;
+                    int64_t o = (co * c->OH + oy) * c->OW + oxx, s = r * c->W + ix;
+                    if (c->esz == 8) ((double *)c->out)[o] += ((const double *)src)[s];
+                    else ((float *)c->out)[o] += ((const float *)src)[s];
+                }
+            }
+        }
+}
+
+lm_status lm_nn_conv_transpose(lm_array *node)
+{
+    const lm_params *p = &node->params;
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    lm_dtype ct = node->dtype == LM_F64 ? LM_F64 : LM_F32;
+    size_t esz = lm_dtype_size(ct);
+    int64_t N = x->shape[0], Cin = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t KH = w->shape[2], KW = w->shape[3], G = p->i[8], Cog = w->shape[1], Cig = Cin / G;
+    int64_t Cout = Cog * G, OH = node->shape[2], OW = node->shape[3], M = Cog * KH * KW;
+    void *ox = NULL, *ow = NULL, *ob = NULL, *col = NULL;
+    float *stage = NULL;
+    lm_status st = LM_OK;
+    const char *xd = lm_cpu_contiguous(x, ct, &ox);
+    const char *wd = xd ? lm_cpu_contiguous(w, ct, &ow) : NULL;
+    const char *bd = wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], ct, &ob) : NULL;
+    char *out = wd && (bd || !p->i[9]) ? out_begin(node, ct, &stage) : NULL;
+    if (!out) { st = lm_error_status(); goto done; }
+    memset(out, 0, (size_t)node->size * esz);
+    int64_t band = (int64_t)(BAND_BYTES / ((size_t)M * esz * (size_t)W));
+    if (band < 1) band = 1;
+    if (band > H) band = H;
+    if (!(col = malloc((size_t)(M * band * W) * esz))) {
+        st = lm_error_set(LM_ERR_NOMEM, "conv_transpose2d: out of host memory");
+        goto done;
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < G; g++) {
+            if (lm_cancel_requested()) { st = lm_error_set(LM_ERR_CANCELLED, "conv_transpose2d: interrupted"); goto done; }
+            const char *xg = xd + ((n * Cin + g * Cig) * H * W) * (int64_t)esz;
+            const char *wg = wd + (g * Cig * M) * (int64_t)esz;   /* [Cig, M] */
+            char *og = out + ((n * Cout + g * Cog) * OH * OW) * (int64_t)esz;
+            for (int64_t iy0 = 0; iy0 < H; iy0 += band) {
+                int64_t rows = H - iy0 < band ? H - iy0 : band;
+                gemm(ct, LM_CBLAS_TRANS, M, rows * W, Cig, wg, M, xg + iy0 * W * (int64_t)esz, H * W, 0.0,
+                     col, rows * W);
+                col2im_ctx c = {col, og, esz, W, KH, KW, p->i[0], p->i[1], p->i[2], p->i[3],
+                                p->i[6], p->i[7], OH, OW, iy0, rows};
+                lm_cpu_parallel_for(Cog, 1, col2im_task, &c);
+            }
+        }
+    if (bd) add_bias(out, bd, N, Cout, OH * OW, ct);
+done:
+    if (stage) {
+        if (st == LM_OK) nn_out_end(node, stage);
+        else free(stage);
+    }
+    free(col);
+    free(ox);
+    free(ow);
+    free(ob);
+    return st;
+}

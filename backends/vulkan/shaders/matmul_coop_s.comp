@@ -1,0 +1,3 @@
+#version 450
+#define SH_SCALAR
+#include "matmul_coop.glsl"

@@ -1,0 +1,215 @@
+// matmul_f32.glsl - batched C = A @ B in f32 arithmetic for f32, f16 and
+// bf16 operands (any mix; 16-bit inputs are widened as they are staged, a
+// 16-bit result rounded to nearest even once, as the CPU): the kernel for
+// big products that do not go to tensor cores.  matmul.glsl stays for small
+// ones.
+//
+// 256 invocations compute a 128x128 tile of C, each an 8x8 block of it:
+// rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3} and
+// 64+tx*4+{0..3}, so every operand read from shared memory is a vec4 (4
+// loads feed 64 FMAs) and those reads are broadcasts or consecutive.
+// A and B tiles of depth BK = 16 are staged k-major (As[k][m], Bs[k][n]),
+// double buffered: the global loads for step k+1 go to registers before the
+// FMAs of step k, so one barrier per step suffices.  Global loads are vec4
+// along whichever dim of an operand has stride 1 (spec constants A_KCONTIG,
+// B_NCONTIG say which; A_VEC/B_VEC that the vectors are 16-byte aligned),
+// element by element at the edges and for other strides.
+// Tile sizes are compile-time: as specialization constants the NVIDIA
+// compiler kept the accumulators in local memory.
+// Bindings: 0 = A, 1 = B, 2 = C (contiguous [batch, M, N]).
+#include "common.glsl"
+
+#define BM 128
+#define BN 128
+#define BK 16
+// Shared row stride in floats: padded by a vec4 so the transposing stores
+// spread over the banks (33 KiB); matmul_f32_np.comp leaves it out
+// for devices with 32 KiB of shared memory (lavapipe).
+#ifndef PAD
+#define PAD 4
+#endif
+#define SA (BM + PAD)
+#define SB (BN + PAD)
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DTA = 0;
+layout(constant_id = 1) const uint DTB = 0;
+layout(constant_id = 2) const uint DTO = 0;
+layout(constant_id = 3) const bool A_KCONTIG = true;   // A's k stride is 1
+layout(constant_id = 4) const bool B_NCONTIG = true;   // B's n stride is 1
+layout(constant_id = 5) const bool A_VEC = false;
+layout(constant_id = 6) const bool B_VEC = false;
+layout(constant_id = 7) const bool C_VEC = false;      // N % 4 == 0
+
+layout(push_constant) uniform PC {
+    int M, N, K, nb;
+    int off_a, off_b;
+    int sam, sak, sbk, sbn;
+    int bshape[4], bsa[4], bsb[4];
+} pc;
+
+DECL_IO(0)
+DECL_IO(1)
+DECL_IO(2)
+// 4 elements at once: vec4 for f32, uvec2 for 16-bit dtypes
+layout(std430, set = 0, binding = 0) buffer Bf4_0 { vec4 v[]; } a4;
+layout(std430, set = 0, binding = 1) buffer Bf4_1 { vec4 v[]; } b4;
+layout(std430, set = 0, binding = 2) buffer Bf4_2 { vec4 v[]; } c4;
+layout(std430, set = 0, binding = 0) buffer Bh4_0 { uvec2 v[]; } ah4;
+layout(std430, set = 0, binding = 1) buffer Bh4_1 { uvec2 v[]; } bh4;
+layout(std430, set = 0, binding = 2) buffer Bh4_2 { uvec2 v[]; } ch4;
+
+vec4 widen(uint dt, uvec2 h)
+{
+    if (dt == DT_F16) return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+    return vec4(uintBitsToFloat(h.x << 16), uintBitsToFloat(h.x & 0xffff0000u),
+                uintBitsToFloat(h.y << 16), uintBitsToFloat(h.y & 0xffff0000u));
+}
+
+shared vec4 As[2 * BK * SA / 4];
+shared vec4 Bs[2 * BK * SB / 4];
+
+// 4 consecutive elements along the unit-stride dim (gcol..gcol+3, limit
+// clim, stride scol) of row grow (limit rlim, stride srow)
+#define FETCH(NAME, B, DT, V4, H4, VEC) \
+vec4 NAME(int base, int grow, int rlim, int srow, int gcol, int clim, int scol) { \
+    int at = base + grow * srow + gcol * scol; \
+    if (VEC && grow < rlim && gcol + 4 <= clim) \
+        return DT == DT_F32 ? V4.v[at >> 2] : widen(DT, H4.v[at >> 2]); \
+    vec4 r; \
+    [[unroll]] for (int j = 0; j < 4; j++) \
+        r[j] = grow < rlim && gcol + j < clim ? ldf_##B(DT, at + j * scol) : 0.0; \
+    return r; \
+}
+FETCH(fetch0, 0, DTA, a4, ah4, A_VEC)
+FETCH(fetch1, 1, DTB, b4, bh4, B_VEC)
+
+int oa, ob, m0, n0;
+
+// chunk c (0..511) of the A tile: k-contiguous: m = c / 4, k = (c % 4) * 4..;
+// m-contiguous: k = c / 32, m = (c % 32) * 4..
+vec4 fetch_a(int c, int k0)
+{
+    if (A_KCONTIG)
+        return fetch0(oa, m0 + c / 4, pc.M, pc.sam, k0 + (c % 4) * 4, pc.K, pc.sak);
+    return fetch0(oa, k0 + c / 32, pc.K, pc.sak, m0 + (c % 32) * 4, pc.M, pc.sam);
+}
+
+vec4 fetch_b(int c, int k0)
+{
+    if (B_NCONTIG)
+        return fetch1(ob, k0 + c / 32, pc.K, pc.sbk, n0 + (c % 32) * 4, pc.N, pc.sbn);
+    return fetch1(ob, n0 + c / 4, pc.N, pc.sbn, k0 + (c % 4) * 4, pc.K, pc.sbk);
+}
+
+// writes chunk c of A into buffer `buf` (As[k][m])
+void put_a(int buf, int c, vec4 x)
+{
+    int base = buf * (BK * SA / 4);
+    if (A_KCONTIG) {
+        int m = c / 4, k = (c % 4) * 4;
+        [[unroll]] for (int j = 0; j < 4; j++) {
+            int e = (k + j) * SA + m;
+            As[base + e / 4][e % 4] = x[j];
+        }
+    } else {
+        As[base + (c / 32) * (SA / 4) + c % 32] = x;
+    }
+}
+
+void put_b(int buf, int c, vec4 x)
+{
+    int base = buf * (BK * SB / 4);
+    if (B_NCONTIG) {
+        Bs[base + (c / 32) * (SB / 4) + c % 32] = x;
+    } else {
+        int n = c / 4, k = (c % 4) * 4;
+        [[unroll]] for (int j = 0; j < 4; j++) {
+            int e = (k + j) * SB + n;
+            Bs[base + e / 4][e % 4] = x[j];
+        }
+    }
+}
+
+void store_row(int oc, int gm, int gn, vec4 x)
+{
+    if (gm >= pc.M) return;
+    int at = oc + gm * pc.N + gn;
+    if (C_VEC && gn + 4 <= pc.N) {
+        if (DTO == DT_F32) { c4.v[at >> 2] = x; return; }
+        uvec4 h = DTO == DT_F16 ? uvec4(f32_to_f16(x.x), f32_to_f16(x.y), f32_to_f16(x.z), f32_to_f16(x.w))
+                                : uvec4(f32_to_bf16(x.x), f32_to_bf16(x.y), f32_to_bf16(x.z), f32_to_bf16(x.w));
+        ch4.v[at >> 2] = uvec2(h.x | (h.y << 16), h.z | (h.w << 16));
+        return;
+    }
+    [[unroll]] for (int j = 0; j < 4; j++)
+        if (gn + j < pc.N) stf_2(DTO, at + j, x[j]);
+}
+
+void main()
+{
+    int tid = int(gl_LocalInvocationID.x);
+    int batch = int(gl_WorkGroupID.z);
+    oa = pc.off_a; ob = pc.off_b;
+    int r = batch;
+    for (int d = pc.nb - 1; d >= 0; d--) {
+        int c = r % pc.bshape[d];
+        r /= pc.bshape[d];
+        oa += c * pc.bsa[d];
+        ob += c * pc.bsb[d];
+    }
+    m0 = int(gl_WorkGroupID.y) * BM;
+    n0 = int(gl_WorkGroupID.x) * BN;
+    int tx = tid % 16, ty = tid / 16;
+
+    vec4 acc[8][2];
+    [[unroll]] for (int i = 0; i < 8; i++) { acc[i][0] = vec4(0.0); acc[i][1] = vec4(0.0); }
+
+    vec4 ra[2], rb[2];
+    [[unroll]] for (int i = 0; i < 2; i++) {
+        ra[i] = fetch_a(tid + i * 256, 0);
+        rb[i] = fetch_b(tid + i * 256, 0);
+    }
+    [[unroll]] for (int i = 0; i < 2; i++) {
+        put_a(0, tid + i * 256, ra[i]);
+        put_b(0, tid + i * 256, rb[i]);
+    }
+    barrier();
+
+    int nk = (pc.K + BK - 1) / BK;
+    for (int kt = 0; kt < nk; kt++) {
+        int cur = kt & 1;
+        bool more = kt + 1 < nk;
+        if (more) {
+            [[unroll]] for (int i = 0; i < 2; i++) {
+                ra[i] = fetch_a(tid + i * 256, (kt + 1) * BK);
+                rb[i] = fetch_b(tid + i * 256, (kt + 1) * BK);
+            }
+        }
+        int ab = cur * (BK * SA / 4), bb = cur * (BK * SB / 4);
+        [[unroll]] for (int kk = 0; kk < BK; kk++) {
+            vec4 a0 = As[ab + kk * (SA / 4) + ty], a1 = As[ab + kk * (SA / 4) + 16 + ty];
+            vec4 b0 = Bs[bb + kk * (SB / 4) + tx], b1 = Bs[bb + kk * (SB / 4) + 16 + tx];
+            [[unroll]] for (int i = 0; i < 4; i++) {
+                acc[i][0] = fma(vec4(a0[i]), b0, acc[i][0]);
+                acc[i][1] = fma(vec4(a0[i]), b1, acc[i][1]);
+                acc[4 + i][0] = fma(vec4(a1[i]), b0, acc[4 + i][0]);
+                acc[4 + i][1] = fma(vec4(a1[i]), b1, acc[4 + i][1]);
+            }
+        }
+        if (more) {
+            [[unroll]] for (int i = 0; i < 2; i++) {
+                put_a(cur ^ 1, tid + i * 256, ra[i]);
+                put_b(cur ^ 1, tid + i * 256, rb[i]);
+            }
+        }
+        barrier();
+    }
+
+    int oc = batch * pc.M * pc.N;
+    [[unroll]] for (int i = 0; i < 8; i++) {
+        int gm = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        store_row(oc, gm, n0 + tx * 4, acc[i][0]);
+        store_row(oc, gm, n0 + 64 + tx * 4, acc[i][1]);
+    }
+}

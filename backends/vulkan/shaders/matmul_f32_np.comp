@@ -1,0 +1,3 @@
+#version 450
+#define PAD 0
+#include "matmul_f32.glsl"
