@@ -12,169 +12,8 @@
  * Under LUMEN_VK_VALIDATE=1 any validation-layer message fails the run. */
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
-#include "backends/vulkan/vulkan.h"
 
-static lm_device *vk, *cpu;
-static int failures, cases;
-/* PARITY_QUICK=1 (the validation-layer pass): every 6th case only, a
- * deterministic sample over every group, to bound the layer's cost */
-static bool quick;
-static int sampled;
-static bool skip_case(void) { return quick && sampled++ % 6 != 0; }
-
-/* ---- inputs: deterministic data with special values sprinkled in ---- */
-static uint64_t rng = 88172645463325252ull;
-static double urand(void)
-{
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (double)(rng >> 11) / 9007199254740992.0;
-}
-
-enum { SPECIALS = 1 };
-
-/* a CPU array of dtype dt with values in [lo, hi); floats get NaN/Inf/0 at
- * a few positions when flags & SPECIALS */
-static lm_array *data(int ndim, const int64_t *shape, lm_dtype dt, double lo, double hi, int flags)
-{
-    int64_t n = 1;
-    for (int d = 0; d < ndim; d++) n *= shape[d];
-    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) {
-        double x = lo + (hi - lo) * urand();
-        if (!lm_dtype_is_float(dt)) x = floor(x);
-        v[i] = x;
-    }
-    if ((flags & SPECIALS) && lm_dtype_is_float(dt) && n >= 8) {
-        v[1] = NAN; v[n / 2] = INFINITY; v[n - 2] = -INFINITY; v[3] = 0.0; v[n / 3] = -0.0;
-    }
-    lm_array *a = lm_from_data(ndim, shape, LM_F64, v, cpu);
-    free(v);
-    lm_array *c = lm_cast(a, dt);
-    lm_array_release(a);
-    assert_int_equal(lm_array_eval(c), LM_OK);
-    return c;
-}
-
-/* ---- comparison ---- */
-static void report(const char *what, const char *fmt, double x)
-{
-    failures++;
-    fprintf(stderr, "PARITY FAIL %s: ", what);
-    fprintf(stderr, fmt, x);
-    fprintf(stderr, "\n");
-}
-
-static void compare(const char *what, lm_array *c, lm_array *g, double thr)
-{
-    cases++;
-    lm_status s1 = lm_array_eval(c);
-    if (s1 != LM_OK) { fprintf(stderr, "%s: cpu error: %s\n", what, lm_error_message()); failures++; return; }
-    lm_status s2 = lm_array_eval(g);
-    if (s2 != LM_OK) { fprintf(stderr, "PARITY FAIL %s: vulkan error: %s\n", what, lm_error_message()); failures++; return; }
-    if (c->size != g->size || c->dtype != g->dtype || c->ndim != g->ndim) {
-        report(what, "shape/dtype differ (%g)", 0);
-        return;
-    }
-    int64_t n = c->size;
-    double *a = malloc(sizeof(double) * (size_t)(n ? n : 1)), *b = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    assert_int_equal(lm_array_read(c, a, LM_F64), LM_OK);
-    assert_int_equal(lm_array_read(g, b, LM_F64), LM_OK);
-    double num = 0, den = 0;
-    bool exact = !lm_dtype_is_float(c->dtype);
-    for (int64_t i = 0; i < n; i++) {
-        bool na = isnan(a[i]), nb = isnan(b[i]);
-        if (na != nb || (isinf(a[i]) || isinf(b[i])) ? (na != nb || (!na && a[i] != b[i])) : false) {
-            fprintf(stderr, "  element %lld: cpu %.9g vulkan %.9g\n", (long long)i, a[i], b[i]);
-            report(what, "NaN/Inf positions differ (%g)", (double)i);
-            goto out;
-        }
-        if (na || isinf(a[i])) continue;
-        if (exact && a[i] != b[i]) {
-            fprintf(stderr, "  element %lld: cpu %.17g vulkan %.17g\n", (long long)i, a[i], b[i]);
-            report(what, "integer results differ (%g)", (double)i);
-            goto out;
-        }
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += a[i] * a[i];
-    }
-    double nmse = num / (den > 1e-300 ? den : 1.0);
-    if (!(nmse <= thr)) report(what, "nmse %.3g over threshold", nmse);
-out:
-    free(a);
-    free(b);
-}
-
-/* NMSE thresholds: results are rounded to the output dtype on both sides */
-static double thr_for(lm_dtype t, bool transcendental)
-{
-    switch (t) {
-    case LM_F64: return transcendental ? 1e-12 : 1e-24;
-    case LM_F32: return transcendental ? 1e-9 : 1e-12;
-    case LM_F16: return 1e-6;
-    case LM_BF16: return 1e-4;
-    default: return 0;
-    }
-}
-
-/* ---- building the same graph on both devices ---- */
-typedef lm_array *(*build_fn)(lm_array **in, const void *ctx);
-
-static lm_array *guard(void)
-{
-    int64_t s = 64;
-    lm_array *g = lm_full(1, &s, 12345.0, LM_F32, vk);
-    assert_int_equal(lm_array_eval(g), LM_OK);
-    return g;
-}
-
-static void check_guard(const char *what, lm_array *g)
-{
-    float v[64];
-    assert_int_equal(lm_array_read(g, v, LM_F32), LM_OK);
-    for (int i = 0; i < 64; i++)
-        if (v[i] != 12345.0f) { report(what, "guard array overwritten (element %g)", i); return; }
-}
-
-static void run_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr)
-{
-    if (skip_case()) return;
-    lm_array *gin[4];
-    for (int k = 0; k < nin; k++) {
-        gin[k] = lm_array_to(cin[k], vk);
-        assert_non_null(gin[k]);
-        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
-    }
-    lm_array *g0 = guard();
-    lm_array *rc = f(cin, ctx), *rg = f(gin, ctx);
-    if (!rc || !rg) {
-        fprintf(stderr, "PARITY FAIL %s: build failed: %s\n", what, lm_error_message());
-        failures++;
-    } else {
-        lm_array *g1 = guard();     /* allocated after the graph's inputs, before its output */
-        compare(what, rc, rg, thr);
-        check_guard(what, g0);
-        check_guard(what, g1);
-        lm_array_release(g1);
-    }
-    lm_array_release(g0);
-    lm_array_release(rc);
-    lm_array_release(rg);
-    for (int k = 0; k < nin; k++) lm_array_release(gin[k]);
-}
-
-/* ---- views applied to inputs before the op ---- */
-typedef enum { V_NONE, V_T, V_SLICE, V_NEG } view_kind;
-static const char *view_name[] = {"", " transposed", " sliced", " reversed"};
-
-static lm_array *apply_view(lm_array *a, view_kind v)
-{
-    switch (v) {
-    case V_T: return lm_transpose(a, 0, a->ndim - 1);
-    case V_SLICE: return lm_slice(a, a->ndim - 1, 1, a->shape[a->ndim - 1], 2);
-    case V_NEG: return lm_slice(a, 0, a->shape[0] - 1, -a->shape[0] - 1, -1);
-    default: return lm_array_retain(a);
-    }
-}
+#include "parity/parity.h"
 
 typedef struct { lm_op op; view_kind view; lm_dtype dt; } uctx;
 
@@ -603,31 +442,11 @@ static void test_assign_strided(void **state)
     lm_array_release(base_c); lm_array_release(base_g); lm_array_release(src);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    lm_init();
-    cpu = lm_device_cpu();
-    vk = NULL;
-    for (int i = 0; i < lm_device_count(); i++)
-        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
-    return 0;
-}
-
-static void test_summary(void **state)
-{
-    (void)state;
-    fprintf(stderr, "parity: %d cases, %d failures on %s; validation messages: %lld\n", cases,
-            failures, vk->name, (long long)lm_vulkan_validation_messages());
-    assert_int_equal(failures, 0);
-    assert_int_equal(lm_vulkan_validation_messages(), 0);
-}
-
 #define VK_TEST(f) cmocka_unit_test(f)
 
 int main(void)
 {
-    setup(NULL);
+    parity_setup(NULL);
     if (!vk) {
         printf("test_vulkan_parity: no Vulkan device (%s); skipped\n", lm_vulkan_status());
         return 0;

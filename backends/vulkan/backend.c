@@ -27,6 +27,7 @@ static bool vk_supports(lm_device *d, const lm_array *node)
     case LM_CLASS_OTHER:
         return node->op == LM_OP_MATMUL ? lm_vk_supports_matmul(v, node)
                                         : lm_vk_supports_other(v, node);
+    case LM_CLASS_NN: return lm_vk_supports_nn(v, node);
     default: return false;
     }
 }
@@ -47,6 +48,7 @@ static lm_status vk_run(lm_device *d, lm_array *node)
     case LM_CLASS_OTHER:
         if (node->op == LM_OP_MATMUL) return lm_vk_run_matmul(v, node);
         return lm_vk_run_other(v, node);
+    case LM_CLASS_NN: return lm_vk_run_nn(v, node);
     default:
         return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: op %s is not implemented on %s",
                             lm_op_name(node->op), d->name);
