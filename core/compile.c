@@ -6,6 +6,7 @@
 #include "internal.h"
 #include "compile.h"
 #include "ops.h"
+#include "ops_nn.h"
 
 #define MAX_FUSED_STEPS 32
 #define MAX_FUSED_INPUTS 16
@@ -539,6 +540,7 @@ static lm_array *replay(const instr *x, lm_array **in, bool same_shapes)
             return build_elementwise(x->op, x->dtype, &x->params, in);
         if (x->op == LM_OP_CONCAT) return lm_concat(x->nin, in, (int)x->params.i[0]);
         if (x->op == LM_OP_CUMSUM) return lm_cumsum(in[0], (int)x->params.i[0]);
+        if (cls == LM_CLASS_NN) return lm_nn_rebuild(x->op, &x->params, x->nin, in);
         if (cls == LM_CLASS_REDUCE) {
             int axes[LM_MAX_DIMS], na = 0;
             for (int d = 0; d < in[0]->ndim; d++) if (x->params.i[0] & (1 << d)) axes[na++] = d;

@@ -1,5 +1,6 @@
 /* test_compile.c - tracing, optimisation passes, fusion and replay. */
 #include "testutil.h"
+#include "core/ops_nn.h"
 
 static lm_array *ph(int64_t n, lm_dtype dt) { return lm_placeholder(1, &n, dt, NULL); }
 
@@ -228,6 +229,31 @@ static void test_shapeless_and_views(void **state)
     assert_int_equal(lm_array_live_count(), live0);
 }
 
+/* softmax(x * 2) and rms_norm traced on [4, 8] replay on [3, 5] like the
+ * builders called directly (NN nodes rebuilt for the new shapes) */
+static void test_nn_shapeless(void **state)
+{
+    (void)state;
+    int64_t live0 = lm_array_live_count();
+    int64_t s0[2] = {4, 8}, s1[2] = {3, 5};
+    lm_array *p = lm_placeholder(2, s0, LM_F32, lm_device_cpu());
+    lm_array *y = lm_binary_scalar(LM_OP_MUL, p, 2, false), *z = lm_softmax(y, 1);
+    lm_array *w = lm_rms_norm(z, 1, NULL, 1e-6);
+    lm_compiled *c = lm_compile_graph(1, &p, 1, &w, LM_COMPILE_ON);
+    assert_non_null(c);
+    lm_array *x = lm_random_uniform(2, s1, -2, 2, LM_F32, lm_random_key(3), lm_device_cpu()), *out;
+    assert_int_equal(lm_compiled_call(c, 1, &x, &out), 1);
+    assert_int_equal(out->shape[0], 3);
+    assert_int_equal(out->shape[1], 5);
+    lm_array *y2 = lm_binary_scalar(LM_OP_MUL, x, 2, false), *z2 = lm_softmax(y2, 1);
+    lm_array *w2 = lm_rms_norm(z2, 1, NULL, 1e-6);
+    assert_same(out, w2);
+    lm_compiled_free(c);
+    lm_array *arr[] = {p, y, z, w, x, out, y2, z2, w2};
+    for (int i = 0; i < 9; i++) lm_array_release(arr[i]);
+    assert_int_equal(lm_array_live_count(), live0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -236,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_diamond_peak_memory),
         cmocka_unit_test(test_cse_fold_layernorm_tail),
         cmocka_unit_test(test_shapeless_and_views),
+        cmocka_unit_test(test_nn_shapeless),
     };
     return cmocka_run_group_tests_name("compile", tests, NULL, NULL);
 }
