@@ -84,6 +84,7 @@ static inline lm_status lm_array_eval(lm_array *a) { return lm_eval(&a, 1); }
 typedef struct lm_eval_stats {
     int64_t nodes;       /* nodes run (views included) */
     int64_t kernels;     /* backend kernel launches (run + run_fused) */
+    int64_t fallbacks;   /* nodes its device could not run, run on the CPU */
 } lm_eval_stats;
 lm_eval_stats lm_eval_last_stats(void);
 /* Counts of kernel launches since start (for fusion tests). */

@@ -97,6 +97,60 @@ static lm_status transfer(lm_array *node)
     return st;
 }
 
+/* LUMEN_FALLBACK=0 turns the host fallback off (unsupported nodes fail) */
+static bool fallback_enabled(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("LUMEN_FALLBACK");
+        on = !(e && !strcmp(e, "0"));
+    }
+    return on;
+}
+
+/* A node its device cannot run (an op or dtype the backend lacks) runs on
+ * the CPU, as ggml's scheduler does: each input's whole buffer is copied to
+ * host memory (the download waits for the device's recorded work), the CPU
+ * kernel runs on stand-ins that keep the inputs' geometry, and the result is
+ * uploaded into the node's buffer.  Slow but correct; counted in
+ * lm_eval_last_stats().fallbacks. */
+static lm_status run_on_host(lm_array *a)
+{
+    lm_device *cpu = lm_device_cpu(), *d = a->device;
+    int n = a->ninputs;
+    lm_array *stand = calloc((size_t)n + 1, sizeof *stand);
+    lm_array **ins = calloc((size_t)n + 1, sizeof *ins);
+    lm_status st = stand && ins ? LM_OK : lm_error_set(LM_ERR_NOMEM, "eval: out of host memory");
+    int k = 0;
+    for (; k < n && st == LM_OK; k++) {
+        lm_array *in = a->inputs[k];
+        stand[k] = *in;
+        ins[k] = &stand[k];
+        if (in->buf->host) continue;   /* CPU-addressable already */
+        stand[k].device = cpu;
+        stand[k].buf = lm_buffer_alloc(cpu, in->buf->size);
+        if (!stand[k].buf) { st = lm_error_prefix("%s: host copy of input %d", lm_op_name(a->op), k + 1); break; }
+        st = in->device->backend->download(in->device, in->buf->handle, 0, stand[k].buf->host, in->buf->size);
+    }
+    lm_array out = *a;
+    out.device = cpu;
+    out.inputs = ins;
+    out.buf = NULL;
+    if (st == LM_OK) {
+        out.buf = lm_buffer_alloc(cpu, lm_array_nbytes(a));
+        if (!out.buf) st = lm_error_prefix("%s: host result", lm_op_name(a->op));
+    }
+    if (st == LM_OK) st = cpu->backend->run(cpu, &out);
+    if (st == LM_OK) st = d->backend->upload(d, a->buf->handle, 0, out.buf->host, lm_array_nbytes(a));
+    if (out.buf) lm_buffer_release(out.buf);
+    for (int j = 0; j < k && j < n; j++)
+        if (stand[j].buf != a->inputs[j]->buf && stand[j].buf) lm_buffer_release(stand[j].buf);
+    free(stand);
+    free(ins);
+    last_stats.fallbacks++;
+    return st;
+}
+
 static lm_status run_node(lm_array *a)
 {
     char s[96];
@@ -107,12 +161,17 @@ static lm_status run_node(lm_array *a)
     }
     lm_device *d = a->device;
     bool cross = a->op == LM_OP_COPY && a->inputs[0]->device != d;
-    if (!cross && !d->backend->supports(d, a))
-        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: not supported on %s for %s",
-                            lm_op_name(a->op), d->spec, lm_desc(s, sizeof s, a));
+    bool host = false;
+    if (!cross && !d->backend->supports(d, a)) {
+        lm_device *cpu = lm_device_cpu();
+        host = fallback_enabled() && d != cpu && a->op != LM_OP_FUSED && cpu->backend->supports(cpu, a);
+        if (!host)
+            return lm_error_set(LM_ERR_UNSUPPORTED, "%s: not supported on %s for %s",
+                                lm_op_name(a->op), d->spec, lm_desc(s, sizeof s, a));
+    }
     a->buf = lm_buffer_alloc(d, lm_array_nbytes(a));
     if (!a->buf) return lm_error_prefix("%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
-    lm_status st = cross ? transfer(a) : d->backend->run(d, a);
+    lm_status st = cross ? transfer(a) : host ? run_on_host(a) : d->backend->run(d, a);
     last_stats.kernels++;
     kernel_total++;
     if (st != LM_OK) {

@@ -71,20 +71,20 @@ static void test_views(void **state)
 static void test_lazy_and_detach(void **state)
 {
     (void)state;
-    lm_device *cpu = lm_device_cpu();
-    size_t start = lm_device_memory(cpu).active;
+    lm_device *dev = lm_device_default();   /* LUMEN_DEVICE picks it */
+    size_t start = lm_device_memory(dev).active;
     int64_t n = 1 << 16;
     lm_array *x = lm_full(1, &n, 1.5, LM_F32, NULL);
     lm_array *y = lm_unary(LM_OP_EXP, x);
     lm_array *z = lm_binary(LM_OP_ADD, y, x);
     assert_null(z->buf);   /* nothing ran */
-    assert_int_equal(lm_device_memory(cpu).active, start);
+    assert_int_equal(lm_device_memory(dev).active, start);
     lm_array_release(y);   /* y is an intermediate nobody names now */
     assert_int_equal(lm_array_eval(z), LM_OK);
     /* z holds its buffer, x stays (named), y was freed after its consumer */
     assert_int_equal(z->ninputs, 0);
     assert_int_equal(lm_array_live_count(), 2);
-    lm_memstats m = lm_device_memory(cpu);
+    lm_memstats m = lm_device_memory(dev);
     assert_int_equal(m.active - start, 2 * (size_t)n * 4);
     assert_true(m.peak - start >= 3 * (size_t)n * 4);
     double v;
@@ -92,14 +92,14 @@ static void test_lazy_and_detach(void **state)
     assert_float_equal(v, exp(1.5) + 1.5, 1e-5);
     lm_array_release(x);
     lm_array_release(z);
-    assert_int_equal(lm_device_memory(cpu).active, start);
+    assert_int_equal(lm_device_memory(dev).active, start);
 }
 
 static void test_eval_loop_memory_flat(void **state)
 {
     (void)state;
-    lm_device *cpu = lm_device_cpu();
-    size_t start = lm_device_memory(cpu).active;
+    lm_device *dev = lm_device_default();   /* LUMEN_DEVICE picks it */
+    size_t start = lm_device_memory(dev).active;
     int64_t shape[2] = {16, 16};
     lm_array *w = lm_ones(2, shape, LM_F32, NULL);
     lm_array_keep(w);
@@ -116,19 +116,19 @@ static void test_eval_loop_memory_flat(void **state)
         lm_array_release(s);
     }
     assert_true(w->buf != NULL);   /* kept array survived */
-    assert_int_equal(lm_device_memory(cpu).active - start, lm_device_memory(cpu).active - start);
-    size_t with_w = lm_device_memory(cpu).active;
+    assert_int_equal(lm_device_memory(dev).active - start, lm_device_memory(dev).active - start);
+    size_t with_w = lm_device_memory(dev).active;
     assert_int_equal(lm_sweep(), 0);   /* nothing unkept is live */
     lm_array_unkeep(w);
-    assert_true(lm_device_memory(cpu).active < with_w);
-    assert_int_equal(lm_device_memory(cpu).active, start);
+    assert_true(lm_device_memory(dev).active < with_w);
+    assert_int_equal(lm_device_memory(dev).active, start);
     assert_int_equal(lm_array_live_count(), 0);
 }
 
 static void test_free_sweep_limit(void **state)
 {
     (void)state;
-    lm_device *cpu = lm_device_cpu();
+    lm_device *dev = lm_device_default();   /* LUMEN_DEVICE picks it */
     int64_t n = 1000;
     lm_array *a = lm_ones(1, &n, LM_F32, NULL);
     assert_int_equal(lm_array_eval(a), LM_OK);
@@ -150,13 +150,13 @@ static void test_free_sweep_limit(void **state)
     lm_array_release(k);
     lm_array_release(d);
     /* memory limit: an error, not a crash, and the device keeps working */
-    lm_device_clear_cache(cpu);
-    lm_device_set_memory_limit(cpu, lm_device_memory(cpu).active + (1 << 20));
+    lm_device_clear_cache(dev);
+    lm_device_set_memory_limit(dev, lm_device_memory(dev).active + (1 << 20));
     int64_t big = 1 << 22;
     lm_array *x = lm_ones(1, &big, LM_F32, NULL);
     assert_int_equal(lm_array_eval(x), LM_ERR_LIMIT);
     assert_non_null(strstr(lm_error_message(), "limit"));
-    lm_device_set_memory_limit(cpu, 0);
+    lm_device_set_memory_limit(dev, 0);
     assert_int_equal(lm_array_eval(x), LM_OK);
     lm_array_release(x);
 }
@@ -341,7 +341,7 @@ static void test_exp_range(void **state)
 {
     (void)state;
     int64_t n = 200003;
-    lm_array *x = lm_linspace(-104, 89, n, LM_F32, NULL);
+    lm_array *x = lm_linspace(-104, 89, n, LM_F32, lm_device_cpu());   /* the CPU's exp */
     lm_array *e = lm_unary(LM_OP_EXP, x), *sg = lm_unary(LM_OP_SIGMOID, x);
     double *vx = tu_read(x), *ve = tu_read(e), *vs = tu_read(sg);
     for (int64_t i = 0; i < n; i++) {

@@ -56,6 +56,15 @@ int64_t bin_i(int64_t a, int64_t b) { return ew_bin_i(OP, a, b); }
 double clamp_d(int k) { return packDouble2x32(uvec2(uint(pc.st[k]), uint(pc.st[k + 1]))); }
 #define D_NAN uint64BitsToDouble(0x7ff8000000000000ul)
 
+// Round half to even by hand: Mesa's lavapipe rounds f64 halves toward zero
+// in roundEven.  Large values (already integers) and NaN/Inf pass through.
+double round_even_d(double x)
+{
+    double f = floor(x), d = x - f;
+    if (d > 0.5lf || (d == 0.5lf && fract(f * 0.5lf) != 0.0lf)) f += 1.0lf;
+    return f == 0.0lf ? x * 0.0lf : f;   // keeps the sign of -0.3 -> -0.0
+}
+
 // Only exactly rounded operations: the host sends transcendental f64 ops
 // to no GPU kernel (supports() says no) rather than lose precision.
 double un_d(double x)
@@ -71,7 +80,7 @@ double un_d(double x)
     case U_RELU: return x > 0.0lf ? x : (isnan(x) ? x : 0.0lf);
     case U_FLOOR: return floor(x);
     case U_CEIL: return ceil(x);
-    case U_ROUND: return roundEven(x);
+    case U_ROUND: return round_even_d(x);
     case U_ISNAN: return isnan(x) ? 1.0lf : 0.0lf;
     case U_ISINF: return isinf(x) ? 1.0lf : 0.0lf;
     case U_NOT: return x == 0.0lf ? 1.0lf : 0.0lf;
