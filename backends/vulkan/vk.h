@@ -195,14 +195,16 @@ bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
 /* nn.c: the neural-network ops (core/ops_nn.h's node contract), routed to
  * the family files nn_norm.c (softmax, norms, attention, rope, tril/triu,
- * one_hot) and nn_conv.c (convolution, pooling, resampling, sort/topk,
- * scatter) */
+ * one_hot), nn_conv.c (convolution, pooling, resampling) and nn_index.c
+ * (sort/argsort/topk, scatter) */
 bool lm_vk_supports_nn(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn_norm(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_nn_conv(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn_conv(lm_vk_dev *v, lm_array *node);
+bool lm_vk_supports_nn_index(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_nn_index(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_fused(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_fused(lm_device *d, lm_fused *group, lm_array *out);
 /* elementwise.c: the shader's codes for an op (-1: none) and the arithmetic

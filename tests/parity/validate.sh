@@ -5,7 +5,7 @@
 # (passes) when the build has no Vulkan or the machine has no device.
 BUILD=${BUILD:-build}
 pass=0 fail=0
-for t in test_vulkan test_vulkan_parity; do
+for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv test_vulkan_nn_index; do
     bin="$BUILD/tests/$t"
     [ -x "$bin" ] || continue
     if LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 XDG_CACHE_HOME="$BUILD/cache" "$bin" >"$BUILD/$t.validate.log" 2>&1; then
