@@ -26,7 +26,7 @@ static int attention(lua_State *L, const char *fname)
     double scale = lm_nn_num(&a, A_SCALE, NAN);
     /* the core reads scale <= 0 as "the default": say so instead */
     if (lm_nn_has(&a, A_SCALE) && !(scale > 0))
-        return luaL_error(L, "%s: scale must be positive, got %g", fname, scale);
+        return luaL_error(L, "%s: scale must be positive, got %f", fname, scale);
     return lm_lua_push_array(L, lm_attention(q, lm_nn_tensor(&a, A_K, true), lm_nn_tensor(&a, A_V, true),
                                              lm_nn_tensor(&a, A_MASK, false),
                                              lm_nn_bool(&a, A_CAUSAL, false), scale));
