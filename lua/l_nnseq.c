@@ -56,6 +56,20 @@ static int l_rope(lua_State *L)
     return lm_lua_push_array(L, lm_rope(x, dims, trad, lm_nn_num(&a, R_BASE, 10000), scale, offset));
 }
 
+enum { RF_DIMS, RF_FREQS, RF_TRAD, RF_SCALE, RF_OFFSET };
+static const char *const ROPE_FREQS[] = {"dims", "freqs", "traditional", "scale", "offset", NULL};
+
+static int l_rope_freqs(lua_State *L)
+{
+    lm_array *x = lm_lua_check_array(L, 1);
+    lm_nn_args a;
+    lm_nn_args_read(L, &a, "rope_freqs", ROPE_FREQS, 2);
+    if (!lm_nn_has(&a, RF_DIMS)) return luaL_error(L, "rope_freqs: dims is required");
+    return lm_lua_push_array(L, lm_rope_freqs(x, lm_nn_int(&a, RF_DIMS, 0), lm_nn_bool(&a, RF_TRAD, false),
+                                              lm_nn_tensor(&a, RF_FREQS, true), lm_nn_num(&a, RF_SCALE, 1),
+                                              lm_nn_int(&a, RF_OFFSET, 0)));
+}
+
 enum { RM_POS, RM_AXES, RM_THETA, RM_TRAD };
 static const char *const ROPE_MULTI[] = {"pos", "axes_dims", "theta", "traditional", NULL};
 
@@ -267,6 +281,9 @@ const lm_lua_func lm_lua_nnseq_funcs[] = {
      "mx.fast.rope: the first dims features rotate by angle (offset + row) * scale * "
      "base^(-2j/dims), or * freqs[j] with a freqs tensor of dims/2.  traditional pairs (2j, 2j+1) "
      "(GPT-J, FLUX); else (j, j + dims/2) (GPT-NeoX, HF LLaMA)." OPTS},
+    {"rope_freqs", l_rope_freqs, "lm.rope_freqs(x, dims, freqs, {traditional=false, scale=1, offset=0}) "
+     "-> tensor\nRoPE with explicit frequencies freqs [dims/2]: angle (offset + row) * scale * "
+     "freqs[j].  Same as lm.rope(x, dims, {freqs=})." OPTS},
     {"rope_multi", l_rope_multi, "lm.rope_multi(x, pos, axes_dims, {theta=10000, traditional=false}) "
      "-> tensor\nMulti-axis RoPE (FLUX and Z-Image DiTs; FLUX uses traditional=true): pos [..., L, "
      "n] holds n positions per token; axis a rotates its own axes_dims[a] features with "

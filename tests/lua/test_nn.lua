@@ -30,7 +30,7 @@ end
 local NN = {"conv1d", "conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
   "upsample", "interpolate", "pixel_shuffle", "pixel_unshuffle", "softmax", "log_softmax", "layer_norm",
   "rms_norm", "group_norm", "batch_norm", "normalize", "l2_normalize", "linear", "swiglu", "geglu",
-  "leaky_relu", "embedding", "attention", "scaled_dot_product_attention", "rope", "rope_multi",
+  "leaky_relu", "embedding", "attention", "scaled_dot_product_attention", "rope", "rope_freqs", "rope_multi",
   "rope_angles", "topk", "sort", "argsort", "scatter", "scatter_add", "one_hot", "tril", "triu",
   "timestep_embedding"}
 
@@ -47,6 +47,19 @@ test("every NN function is bound with a docstring", function()
     ok(lm.doc("t:" .. m), "doc of t:" .. m)
   end
   ok(lm.doc(lm.interpolate):find("Alias of lm.upsample", 1, true), "alias doc")
+end)
+
+test("every builder of core/ops_nn.h has its lm function", function()
+  local f = assert(io.open("core/ops_nn.h"))
+  local n = 0
+  for name in f:read("a"):gmatch("\nlm_[%w_]+ %*?lm_([%w_]+)%(") do
+    if name ~= "nn_rebuild" then                   -- compile's replay hook, not an op
+      eq(type(lm[name]), "function", "lm." .. name)
+      n = n + 1
+    end
+  end
+  f:close()
+  ok(n >= 35, "found the builders (" .. n .. ")")
 end)
 
 test("conv2d: options by name and by position", function()
@@ -177,6 +190,7 @@ test("rope, rope_multi, rope_angles", function()
   close(lm.rope(x, 8, {traditional = true}), "rope_trad")
   close(lm.rope(x, 4, {base = 500, offset = 3, scale = 0.5}), "rope_partial")
   close(lm.rope(x, 4, {traditional = true, freqs = fx("rope_freqs"), offset = 2}), "rope_freq")
+  close(lm.rope_freqs(x, 4, fx("rope_freqs"), true, 1, 2), "rope_freq")
   close(lm.rope_multi(x, fx("rope_pos"), {2, 2, 4}, {traditional = true}), "rope_multi")
   -- the angle table of rope_std: position p times 10000^(-2j/8)
   local f = (lm.arange(0, 8, 2):astype("f64") * (-math.log(10000) / 8)):exp()
