@@ -132,4 +132,10 @@
 #define FS_HII 16
 #define FZ_MAXWORDS (FZ_STEP + FZ_MAXSTEP * FZ_STEP_WORDS)
 
+/* sort.comp / sort_merge.comp modes (nn_index.c) */
+#define SORT_VALUES 0    /* write the sorted values (x's dtype) */
+#define SORT_INDICES 1   /* write the sorted indices (i64) */
+#define SORT_RUNS 2      /* write sorted (key, index) runs for merging */
+#define SORT_MERGE 3     /* merge pairs of runs (sort_merge.comp) */
+
 #endif
