@@ -5,11 +5,12 @@
  * comparison is exact for every dtype (threshold 0: floats must agree
  * value for value, NaN at the same places): sort order with ties (values
  * drawn from a few integers), NaN, +-inf and -0; stability shows in the
- * indices.  Rows of 1, 7, 100, 1024 and 5000 elements (the last two on
- * lavapipe take the multi-pass path: blocks of 1024 merged), along the
+ * indices.  Rows of 1, 7, 100, 1024 and 5000 elements (5000 and 3000
+ * take the multi-pass path: blocks of 2048, 1024 on small devices, merged), along the
  * first, middle and last axis, on transposed, sliced and reversed views.
  * Scatter with duplicate and negative indices (last write wins; sums in
- * order), broadcast sources, out-of-range indices (an error from eval),
+ * order), on short fibers and on long ones (sorted by destination),
+ * broadcast sources, out-of-range indices (an error from eval),
  * and f64 scatter_add, which runs on the CPU through the fallback. */
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
@@ -213,6 +214,31 @@ static void test_scatter(void **state)
     lm_array_release(a); lm_array_release(ix);
 }
 
+/* fibers of 256 positions or more take the sorted path: 1-D, and along
+ * the last and first axis, with heavy duplication and negative indices */
+static void test_scatter_long(void **state)
+{
+    (void)state;
+    const struct { int nd, axis; int64_t ash[2], ish[2]; lm_dtype dt; } cs[] = {
+        {1, 0, {50}, {3000}, LM_F32}, {2, 1, {3, 40}, {3, 700}, LM_F16}, {2, 0, {30, 5}, {600, 4}, LM_BF16},
+        {2, 1, {4, 300}, {4, 2500}, LM_I32}, {1, 0, {7}, {256}, LM_I64}, {2, 1, {2, 9}, {2, 255}, LM_F32},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        int64_t len = cs[i].ash[cs[i].axis];
+        lm_array *in[3] = {data(cs[i].nd, cs[i].ash, cs[i].dt, -50, 50, 0),
+                           data(cs[i].nd, cs[i].ish, LM_I64, (double)-len, (double)len, 0),
+                           data(cs[i].nd, cs[i].ish, cs[i].dt, -4, 4, 0)};
+        for (int op = 0; op < 2; op++) {
+            scctx c = {op ? LM_OP_SCATTER_ADD : LM_OP_SCATTER, cs[i].axis};
+            char what[96];
+            snprintf(what, sizeof what, "%s %s long fibers of %lld, axis %d", lm_op_name(c.op),
+                     lm_dtype_name(cs[i].dt), (long long)cs[i].ish[cs[i].axis], cs[i].axis);
+            run_case(what, 3, in, b_scatter, &c, 0);
+        }
+        for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+    }
+}
+
 /* an index past the axis fails evaluation with an error naming the op */
 static void test_scatter_out_of_range(void **state)
 {
@@ -228,6 +254,20 @@ static void test_scatter_out_of_range(void **state)
     assert_non_null(strstr(lm_error_message(), "out of range"));
     lm_array_release(r);
     lm_array_release(a); lm_array_release(ix); lm_array_release(s);
+    /* the same on the sorted path (a fiber of 300) */
+    int64_t n = 300, m = 10;
+    int64_t *id = malloc(sizeof(int64_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) id[i] = i % 10 - 5;
+    id[123] = -11;
+    a = lm_zeros(1, &m, LM_F32, vk);
+    ix = lm_from_data(1, &n, LM_I64, id, vk);
+    s = lm_full(0, NULL, 1.0, LM_F32, vk);
+    r = lm_scatter_add(a, 0, ix, s);
+    assert_int_equal(lm_array_eval(r), LM_ERR_ARG);
+    assert_non_null(strstr(lm_error_message(), "index -11 out of range"));
+    lm_array_release(r);
+    lm_array_release(a); lm_array_release(ix); lm_array_release(s);
+    free(id);
 }
 
 /* f64 sums take double arithmetic: the node runs on the CPU (one fallback)
@@ -262,7 +302,7 @@ int main(void)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_sort_axes), VK_TEST(test_sort_lengths), VK_TEST(test_topk), VK_TEST(test_scatter),
+        VK_TEST(test_sort_axes), VK_TEST(test_sort_lengths), VK_TEST(test_topk), VK_TEST(test_scatter), VK_TEST(test_scatter_long),
         VK_TEST(test_scatter_out_of_range), VK_TEST(test_f64_fallback), VK_TEST(test_summary),
     };
     const char *q = getenv("PARITY_QUICK");

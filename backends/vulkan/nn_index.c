@@ -13,7 +13,10 @@
  *
  * Scatter copies a into the node, then scatter.comp walks each fiber of
  * idx (its positions along the axis) in order in one invocation, which
- * gives the CPU's last-write-wins and summation order exactly.  Scratch
+ * gives the CPU's last-write-wins and summation order exactly.  Fibers of
+ * SCATTER_SORT_MIN positions or more are instead argsorted by destination
+ * (the sort above, stable) and each run of one destination is applied by
+ * one invocation, in the same order: parallel over destinations.  Scratch
  * buffers are the backend's own allocations, freed once the batch that
  * uses them completes (lm_vk_free defers while recording). */
 #include <stdio.h>
@@ -23,6 +26,10 @@
 #define SORT_LOCAL 256
 #define SORT_TILE 512           /* elements per workgroup for short rows */
 #define SORT_PAIR_BYTES 12      /* a u64 key and a u32 index */
+/* fibers at least this long are sorted by destination rather than walked
+ * by one invocation: a serial walk of a few hundred steps costs less than
+ * the sort's dispatches */
+#define SCATTER_SORT_MIN 256
 
 typedef struct sort_pc {
     uint32_t nseg;
@@ -43,6 +50,7 @@ typedef struct scatter_pc {
 /* a sort node's rows: the axis, its length, the rows and what is written */
 typedef struct sort_geom {
     const lm_array *x;
+    lm_dtype dt;                /* x's */
     int axis;
     int64_t len, rows, inner, olen;
     bool desc, indices;
@@ -61,6 +69,7 @@ static void sort_geometry(const lm_array *node, sort_geom *g)
     const lm_params *p = &node->params;
     bool topk = node->op == LM_OP_TOPK;
     g->x = x;
+    g->dt = x->dtype;
     g->axis = (int)p->i[0];
     g->len = x->shape[g->axis];
     g->rows = g->len ? x->size / g->len : 0;
@@ -120,6 +129,14 @@ static bool is_contiguous(const lm_array *a)
     return true;
 }
 
+/* rows x len of (key, index) fit the multi-pass sort's scratch and its
+ * 32-bit word addressing (keys and indices up to 3n words) */
+static bool rows_ok(lm_vk_dev *v, int64_t rows, int64_t len)
+{
+    int64_t n = rows * len;
+    return len <= sort_cap(v) || ((uint64_t)n * SORT_PAIR_BYTES <= v->feat.max_range && 3 * n < INT32_MAX);
+}
+
 static bool supports_sort(lm_vk_dev *v, const lm_array *node)
 {
     if (node->ninputs != 1 || node->params.i[0] < 0 || node->params.i[0] >= node->inputs[0]->ndim)
@@ -129,9 +146,7 @@ static bool supports_sort(lm_vk_dev *v, const lm_array *node)
     int64_t n = g.rows * g.len;
     uint64_t xbytes = (uint64_t)n * lm_dtype_size(g.x->dtype);
     if (!g.in_place && (!move_ok(g.x, g.st) || xbytes > v->feat.max_range)) return false;
-    if (g.len <= sort_cap(v)) return true;
-    /* runs: keys and indices addressed as u32 words up to 3n */
-    return (uint64_t)n * SORT_PAIR_BYTES <= v->feat.max_range && 3 * n < INT32_MAX;
+    return rows_ok(v, g.rows, g.len);
 }
 
 static bool supports_scatter(lm_vk_dev *v, const lm_array *node)
@@ -151,6 +166,9 @@ static bool supports_scatter(lm_vk_dev *v, const lm_array *node)
     if (!is_contiguous(ix) && (!move_ok(ix, st) || n * 8 > v->feat.max_range)) return false;
     if (!is_contiguous(src) && (!move_ok(src, st) || n * lm_dtype_size(src->dtype) > v->feat.max_range))
         return false;
+    int64_t T = ix->shape[node->params.i[0]];
+    if (T >= SCATTER_SORT_MIN)     /* normalised indices and their order: i64 each */
+        return n * 8 <= v->feat.max_range && rows_ok(v, (int64_t)n / T, T);
     return true;
 }
 
@@ -177,23 +195,22 @@ static void scratch_free(lm_vk_dev *v, lm_vk_mem *m)
 }
 
 /* rows that fit one workgroup: sorted and written in one dispatch */
-static lm_status sort_short(lm_vk_dev *v, lm_array *node, const sort_geom *g, const lm_vk_mem *xm,
-                            int64_t off_x)
+static lm_status sort_short(lm_vk_dev *v, const sort_geom *g, const lm_vk_mem *xm, int64_t off_x,
+                            const lm_vk_mem *out)
 {
     int64_t N = pow2_at_least(g->len), S = N > SORT_TILE ? N : SORT_TILE;
     int64_t per = S / N, ngroups = (g->rows + per - 1) / per;
     sort_pc pc = {(uint32_t)g->rows, (int32_t)g->len, (int32_t)off_x, (int32_t)g->olen,
                   (int32_t)g->inner, 1, (int32_t)ngroups, (int32_t)(g->rows * g->len)};
-    uint32_t spec[5] = {g->x->dtype, g->desc, g->indices ? SORT_INDICES : SORT_VALUES,
-                        (uint32_t)N, (uint32_t)S};
-    lm_vk_arg args[2] = {{xm, false}, {lm_vk_mem_of(node), true}};
+    uint32_t spec[5] = {g->dt, g->desc, g->indices ? SORT_INDICES : SORT_VALUES, (uint32_t)N, (uint32_t)S};
+    lm_vk_arg args[2] = {{xm, false}, {out, true}};
     return lm_vk_dispatch(v, "sort", spec, 5, args, 2, &pc, sizeof pc,
                           lm_vk_groups(v, (uint64_t)ngroups, 1), 1, 1);
 }
 
 /* longer rows: blocks of S sorted into runs, merged pairwise, written out */
-static lm_status sort_long(lm_vk_dev *v, lm_array *node, const sort_geom *g, const lm_vk_mem *xm,
-                           int64_t off_x)
+static lm_status sort_long(lm_vk_dev *v, const sort_geom *g, const lm_vk_mem *xm, int64_t off_x,
+                           const lm_vk_mem *out)
 {
     int64_t S = sort_cap(v), n = g->rows * g->len, nblocks = (g->len + S - 1) / S;
     lm_vk_mem *run[2] = {NULL, NULL};
@@ -202,14 +219,14 @@ static lm_status sort_long(lm_vk_dev *v, lm_array *node, const sort_geom *g, con
     if (st != LM_OK) goto done;
     sort_pc pc = {(uint32_t)(g->rows * nblocks), (int32_t)g->len, (int32_t)off_x, (int32_t)g->olen,
                   (int32_t)g->inner, (int32_t)nblocks, (int32_t)(g->rows * nblocks), (int32_t)n};
-    uint32_t spec[5] = {g->x->dtype, g->desc, SORT_RUNS, (uint32_t)S, (uint32_t)S};
+    uint32_t spec[5] = {g->dt, g->desc, SORT_RUNS, (uint32_t)S, (uint32_t)S};
     lm_vk_arg args[2] = {{xm, false}, {run[0], true}};
     st = lm_vk_dispatch(v, "sort", spec, 5, args, 2, &pc, sizeof pc,
                         lm_vk_groups(v, (uint64_t)pc.ngroups, 1), 1, 1);
     int cur = 0;
     merge_pc mp = {(uint32_t)n, (int32_t)n, (int32_t)g->len, 0, (int32_t)g->olen, (int32_t)g->inner,
                    (int32_t)off_x};
-    uint32_t mspec[2] = {g->x->dtype, SORT_MERGE};
+    uint32_t mspec[2] = {g->dt, SORT_MERGE};
     for (int64_t w = S; st == LM_OK && w < g->len; w *= 2, cur ^= 1) {
         mp.w = (int32_t)w;
         lm_vk_arg margs[3] = {{xm, false}, {run[cur], false}, {run[cur ^ 1], true}};
@@ -219,7 +236,7 @@ static lm_status sort_long(lm_vk_dev *v, lm_array *node, const sort_geom *g, con
     if (st == LM_OK) {
         mp.total = (uint32_t)(g->rows * g->olen);
         mspec[1] = g->indices ? SORT_INDICES : SORT_VALUES;
-        lm_vk_arg eargs[3] = {{xm, false}, {run[cur], false}, {lm_vk_mem_of(node), true}};
+        lm_vk_arg eargs[3] = {{xm, false}, {run[cur], false}, {out, true}};
         st = lm_vk_dispatch(v, "sort_merge", mspec, 2, eargs, 3, &mp, sizeof mp,
                             lm_vk_groups(v, mp.total, 256), 1, 1);
     }
@@ -227,6 +244,13 @@ done:
     scratch_free(v, run[0]);
     scratch_free(v, run[1]);
     return st;
+}
+
+/* rows of xm (contiguous from off_x) sorted into out as g says */
+static lm_status sort_rows(lm_vk_dev *v, const sort_geom *g, const lm_vk_mem *xm, int64_t off_x,
+                           const lm_vk_mem *out)
+{
+    return g->len <= sort_cap(v) ? sort_short(v, g, xm, off_x, out) : sort_long(v, g, xm, off_x, out);
 }
 
 static lm_status run_sort(lm_vk_dev *v, lm_array *node)
@@ -239,13 +263,12 @@ static lm_status run_sort(lm_vk_dev *v, lm_array *node)
     lm_vk_mem *tmp = NULL;
     lm_status st = LM_OK;
     if (!g.in_place) {      /* one strided move puts every row in place */
-        st = scratch(v, (uint64_t)(g.rows * g.len) * lm_dtype_size(g.x->dtype), &tmp);
-        if (st == LM_OK) st = lm_vk_move(v, g.x, tmp, g.x->dtype, 0, g.st);
+        st = scratch(v, (uint64_t)(g.rows * g.len) * lm_dtype_size(g.dt), &tmp);
+        if (st == LM_OK) st = lm_vk_move(v, g.x, tmp, g.dt, 0, g.st);
         xm = tmp;
         off_x = 0;
     }
-    if (st == LM_OK)
-        st = g.len <= sort_cap(v) ? sort_short(v, node, &g, xm, off_x) : sort_long(v, node, &g, xm, off_x);
+    if (st == LM_OK) st = sort_rows(v, &g, xm, off_x, lm_vk_mem_of(node));
     scratch_free(v, tmp);
     return st;
 }
@@ -268,31 +291,62 @@ static lm_status dense(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **m, int
     return lm_vk_move(v, a, *own, a->dtype, 0, st);
 }
 
-static lm_status scatter_dispatch(lm_vk_dev *v, lm_array *node, const lm_vk_mem *im, int64_t off_i,
-                                  const lm_vk_mem *sm, int64_t off_s)
+static void scatter_geometry(const lm_array *node, int64_t off_i, int64_t off_s, scatter_pc *pc)
 {
     const lm_array *ix = node->inputs[1];
     int axis = (int)node->params.i[0];
-    scatter_pc pc;
-    memset(&pc, 0, sizeof pc);
-    pc.T = (int32_t)ix->shape[axis];
-    pc.nfib = (uint32_t)(ix->size / pc.T);
-    pc.ndim = node->ndim;
-    pc.axis = axis;
-    pc.len = (int32_t)node->shape[axis];
-    pc.off_i = (int32_t)off_i;
-    pc.off_s = (int32_t)off_s;
+    memset(pc, 0, sizeof *pc);
+    pc->T = (int32_t)ix->shape[axis];
+    pc->nfib = (uint32_t)(ix->size / pc->T);
+    pc->ndim = node->ndim;
+    pc->axis = axis;
+    pc->len = (int32_t)node->shape[axis];
+    pc->off_i = (int32_t)off_i;
+    pc->off_s = (int32_t)off_s;
     for (int d = 0; d < node->ndim; d++) {
-        pc.ishape[d] = (int32_t)ix->shape[d];
-        pc.oshape[d] = (int32_t)node->shape[d];
+        pc->ishape[d] = (int32_t)ix->shape[d];
+        pc->oshape[d] = (int32_t)node->shape[d];
     }
+}
+
+/* long fibers: indices normalised into rows, argsorted by destination,
+ * then one invocation per run of a destination (scatter.comp) */
+static lm_status scatter_sorted(lm_vk_dev *v, lm_array *node, const scatter_pc *pc, const lm_vk_mem *im,
+                                const lm_vk_mem *sm)
+{
+    uint64_t n = (uint64_t)pc->nfib * (uint64_t)pc->T;
+    uint32_t add = node->op == LM_OP_SCATTER_ADD;
+    lm_vk_mem *norm = NULL, *order = NULL;
+    lm_status st = scratch(v, n * 8, &norm);
+    if (st == LM_OK) st = scratch(v, n * 8, &order);
+    uint32_t spec[3] = {node->dtype, add, SC_NORM};
+    lm_vk_arg nargs[4] = {{im, false}, {NULL, false}, {norm, true}, {v->status, true}};
+    if (st == LM_OK)
+        st = lm_vk_dispatch(v, "scatter", spec, 3, nargs, 4, pc, sizeof *pc, lm_vk_groups(v, n, 64), 1, 1);
+    sort_geom g = {.dt = LM_I64, .rows = pc->nfib, .len = pc->T, .inner = 1, .olen = pc->T, .indices = true};
+    if (st == LM_OK) st = sort_rows(v, &g, norm, 0, order);
+    spec[2] = SC_APPLY;
+    lm_vk_arg aargs[4] = {{norm, false}, {sm, false}, {lm_vk_mem_of(node), true}, {order, false}};
+    if (st == LM_OK)
+        st = lm_vk_dispatch(v, "scatter", spec, 3, aargs, 4, pc, sizeof *pc, lm_vk_groups(v, n, 64), 1, 1);
+    scratch_free(v, norm);
+    scratch_free(v, order);
+    return st;
+}
+
+static lm_status scatter_dispatch(lm_vk_dev *v, lm_array *node, const lm_vk_mem *im, int64_t off_i,
+                                  const lm_vk_mem *sm, int64_t off_s)
+{
+    scatter_pc pc;
+    scatter_geometry(node, off_i, off_s, &pc);
     v->status_armed = true;
     snprintf(v->status_op, sizeof v->status_op, "%s", lm_op_name(node->op));
-    v->status_axis = axis;
-    v->status_len = node->shape[axis];
-    uint32_t spec[2] = {node->dtype, node->op == LM_OP_SCATTER_ADD};
+    v->status_axis = pc.axis;
+    v->status_len = pc.len;
+    if (pc.T >= SCATTER_SORT_MIN) return scatter_sorted(v, node, &pc, im, sm);
+    uint32_t spec[3] = {node->dtype, node->op == LM_OP_SCATTER_ADD, SC_DIRECT};
     lm_vk_arg args[4] = {{im, false}, {sm, false}, {lm_vk_mem_of(node), true}, {v->status, true}};
-    return lm_vk_dispatch(v, "scatter", spec, 2, args, 4, &pc, sizeof pc,
+    return lm_vk_dispatch(v, "scatter", spec, 3, args, 4, &pc, sizeof pc,
                           lm_vk_groups(v, pc.nfib, 64), 1, 1);
 }
 

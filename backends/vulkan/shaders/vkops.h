@@ -138,4 +138,9 @@
 #define SORT_RUNS 2      /* write sorted (key, index) runs for merging */
 #define SORT_MERGE 3     /* merge pairs of runs (sort_merge.comp) */
 
+/* scatter.comp modes (nn_index.c) */
+#define SC_DIRECT 0      /* one invocation walks each fiber */
+#define SC_NORM 1        /* normalise indices into rows [fiber, T] */
+#define SC_APPLY 2       /* apply runs of one destination, rows sorted */
+
 #endif
