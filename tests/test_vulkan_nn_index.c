@@ -86,6 +86,37 @@ static void sort_cases(lm_array *x, const char *shape_s, int axis, view_kind vie
         }
 }
 
+static lm_array *b_sort_bcast(lm_array **in, const void *p)
+{
+    const sctx *c = p;
+    int64_t shape[3] = {4, in[0]->shape[0], in[0]->shape[1]};
+    lm_array *b = lm_broadcast_to(in[0], 3, shape);
+    lm_array *r = c->op == LM_OP_SORT ? lm_sort(b, c->axis, c->flag) : lm_argsort(b, c->axis, c->flag);
+    lm_array_release(b);
+    return on_gpu(r);
+}
+
+/* a broadcast input (stride 0 on the new axis); empty results */
+static void test_sort_odd_inputs(void **state)
+{
+    (void)state;
+    int64_t shape[2] = {3, 9};
+    lm_array *x = tie_data(2, shape, LM_F32);
+    for (int axis = 0; axis < 3; axis++) {
+        sctx c = {axis == 1 ? LM_OP_ARGSORT : LM_OP_SORT, axis, axis == 2, 0, 0, V_NONE};
+        char what[96];
+        snprintf(what, sizeof what, "%s f32 broadcast [4,3,9] axis %d", lm_op_name(c.op), axis);
+        run_case(what, 1, &x, b_sort_bcast, &c, 0);
+    }
+    lm_array_release(x);
+    int64_t eshape[2] = {3, 0};
+    lm_array *e = tie_data(2, eshape, LM_F32);
+    sctx c0 = {LM_OP_SORT, 1, false, 0, 0, V_NONE}, c1 = {LM_OP_TOPK, 0, true, 0, 1, V_NONE};
+    run_case("sort f32 [3,0]", 1, &e, b_sort, &c0, 0);
+    run_case("topk k=0 f32 [3,0] axis 0", 1, &e, b_sort, &c1, 0);
+    lm_array_release(e);
+}
+
 /* every dtype along every axis of a [5, 7, 6] tensor, and each view */
 static void test_sort_axes(void **state)
 {
@@ -116,6 +147,16 @@ static void test_sort_lengths(void **state)
             if (lens[l] == 5000 || lens[l] == 100) sort_cases(x, s, 0, V_T);
             lm_array_release(x);
         }
+    /* both sides of the one-workgroup limit (2048 on lavapipe), i16 keys */
+    const int64_t edges[] = {2048, 2049};
+    for (int e = 0; e < 2; e++) {
+        int64_t shape2[2] = {2, edges[e]};
+        char s[48];
+        snprintf(s, sizeof s, "[2,%lld]", (long long)edges[e]);
+        lm_array *x = tie_data(2, shape2, e ? LM_I16 : LM_BF16);
+        sort_cases(x, s, 1, V_NONE);
+        lm_array_release(x);
+    }
     /* distinct values (a random permutation of many), long rows merged */
     int64_t shape[2] = {3, 3000};
     lm_array *x = data(2, shape, LM_F32, -1000, 1000, SPECIALS);
@@ -302,7 +343,7 @@ int main(void)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_sort_axes), VK_TEST(test_sort_lengths), VK_TEST(test_topk), VK_TEST(test_scatter), VK_TEST(test_scatter_long),
+        VK_TEST(test_sort_axes), VK_TEST(test_sort_lengths), VK_TEST(test_sort_odd_inputs), VK_TEST(test_topk), VK_TEST(test_scatter), VK_TEST(test_scatter_long),
         VK_TEST(test_scatter_out_of_range), VK_TEST(test_f64_fallback), VK_TEST(test_summary),
     };
     const char *q = getenv("PARITY_QUICK");
