@@ -34,6 +34,7 @@
 typedef struct sort_pc {
     uint32_t nseg;
     int32_t len, off_x, olen, inner, nblocks, ngroups, n;
+    uint32_t N, desc;
 } sort_pc;
 
 typedef struct merge_pc {
@@ -201,10 +202,10 @@ static lm_status sort_short(lm_vk_dev *v, const sort_geom *g, const lm_vk_mem *x
     int64_t N = pow2_at_least(g->len), S = N > SORT_TILE ? N : SORT_TILE;
     int64_t per = S / N, ngroups = (g->rows + per - 1) / per;
     sort_pc pc = {(uint32_t)g->rows, (int32_t)g->len, (int32_t)off_x, (int32_t)g->olen,
-                  (int32_t)g->inner, 1, (int32_t)ngroups, (int32_t)(g->rows * g->len)};
-    uint32_t spec[5] = {g->dt, g->desc, g->indices ? SORT_INDICES : SORT_VALUES, (uint32_t)N, (uint32_t)S};
+                  (int32_t)g->inner, 1, (int32_t)ngroups, (int32_t)(g->rows * g->len), (uint32_t)N, g->desc};
+    uint32_t spec[3] = {g->dt, g->indices ? SORT_INDICES : SORT_VALUES, (uint32_t)S};
     lm_vk_arg args[2] = {{xm, false}, {out, true}};
-    return lm_vk_dispatch(v, "sort", spec, 5, args, 2, &pc, sizeof pc,
+    return lm_vk_dispatch(v, "sort", spec, 3, args, 2, &pc, sizeof pc,
                           lm_vk_groups(v, (uint64_t)ngroups, 1), 1, 1);
 }
 
@@ -218,10 +219,11 @@ static lm_status sort_long(lm_vk_dev *v, const sort_geom *g, const lm_vk_mem *xm
     if (st == LM_OK) st = scratch(v, (uint64_t)n * SORT_PAIR_BYTES, &run[1]);
     if (st != LM_OK) goto done;
     sort_pc pc = {(uint32_t)(g->rows * nblocks), (int32_t)g->len, (int32_t)off_x, (int32_t)g->olen,
-                  (int32_t)g->inner, (int32_t)nblocks, (int32_t)(g->rows * nblocks), (int32_t)n};
-    uint32_t spec[5] = {g->dt, g->desc, SORT_RUNS, (uint32_t)S, (uint32_t)S};
+                  (int32_t)g->inner, (int32_t)nblocks, (int32_t)(g->rows * nblocks), (int32_t)n,
+                  (uint32_t)S, g->desc};
+    uint32_t spec[3] = {g->dt, SORT_RUNS, (uint32_t)S};
     lm_vk_arg args[2] = {{xm, false}, {run[0], true}};
-    st = lm_vk_dispatch(v, "sort", spec, 5, args, 2, &pc, sizeof pc,
+    st = lm_vk_dispatch(v, "sort", spec, 3, args, 2, &pc, sizeof pc,
                         lm_vk_groups(v, (uint64_t)pc.ngroups, 1), 1, 1);
     int cur = 0;
     merge_pc mp = {(uint32_t)n, (int32_t)n, (int32_t)g->len, 0, (int32_t)g->olen, (int32_t)g->inner,

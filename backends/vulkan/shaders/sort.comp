@@ -2,7 +2,9 @@
 // sort.comp - bitonic sort of rows (or blocks of long rows) in shared
 // memory.  Rows of x are contiguous (len elements from off_x); each is a
 // segment of N (a power of two >= len) padded with keys above every real
-// one, S/N segments per workgroup.  Sorted by (key, index): see sort.glsl.
+// one, S/N segments per workgroup.  Only S (the shared arrays' size) and
+// the dtype and mode are specialised; N and the direction are push
+// constants, so few pipelines serve every row length.  Sorted by (key, index): see sort.glsl.
 // MODE SORT_VALUES / SORT_INDICES writes the first olen of each sorted row
 // into the node (axis back in place: row r = outer * inner + j goes to
 // outer * olen * inner + c * inner + j); SORT_RUNS writes each sorted block
@@ -12,14 +14,14 @@
 
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint DT = 0;
-layout(constant_id = 1) const uint DESC = 0;
-layout(constant_id = 2) const uint MODE = 0;
-layout(constant_id = 3) const uint N = 2;
-layout(constant_id = 4) const uint S = 512;
+layout(constant_id = 1) const uint MODE = 0;
+layout(constant_id = 2) const uint S = 512;     // a power of two >= 512
 
 layout(push_constant) uniform PC {
     uint nseg;      // rows * nblocks
     int len, off_x, olen, inner, nblocks, ngroups, n;
+    uint N;         // a power of two <= S
+    uint desc;
 } pc;
 
 DECL_IO(0)
@@ -33,8 +35,8 @@ shared uint si[S];
 // segment and column of shared slot e in workgroup tile g
 void place(uint g, uint e, out uint seg, out uint col)
 {
-    seg = g * (S / N) + e / N;
-    col = (seg % uint(pc.nblocks)) * N + e % N;
+    seg = g * (S / pc.N) + e / pc.N;
+    col = (seg % uint(pc.nblocks)) * pc.N + e % pc.N;
 }
 
 void load(uint g)
@@ -44,19 +46,19 @@ void load(uint g)
         place(g, e, seg, col);
         int row = int(seg / uint(pc.nblocks));
         bool real = seg < pc.nseg && col < uint(pc.len);
-        sk[e] = real ? sort_key(pc.off_x + row * pc.len + int(col)) : ~uint64_t(0);
+        sk[e] = real ? sort_key(pc.off_x + row * pc.len + int(col), pc.desc != 0u) : ~uint64_t(0);
         si[e] = col;    // pads get columns >= len: after every real key, even an equal one
     }
 }
 
 void bitonic()
 {
-    for (uint k = 2u; k <= N; k <<= 1)
+    for (uint k = 2u; k <= pc.N; k <<= 1)
         for (uint j = k >> 1; j > 0u; j >>= 1) {
             for (uint p = gl_LocalInvocationID.x; p < S / 2u; p += 256u) {
                 uint l = ((p & ~(j - 1u)) << 1) | (p & (j - 1u)), m = l + j;
                 // the last merge of a segment is ascending, whatever its place
-                bool up = k == N || (l & k) == 0u;
+                bool up = k == pc.N || (l & k) == 0u;
                 uint64_t ka = sk[l], kb = sk[m];
                 uint ia = si[l], ib = si[m];
                 if (key_less(kb, ib, ka, ia) == up) {

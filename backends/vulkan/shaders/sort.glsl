@@ -1,6 +1,6 @@
 // sort.glsl - sort keys and element moves shared by sort.comp and
 // sort_merge.comp.  Include after common.glsl, with binding 0 (x) declared
-// by DECL_IO(0) and the constants DT (x's dtype) and DESC defined.
+// by DECL_IO(0) and the constant DT (x's dtype) defined.
 //
 // Every dtype maps to a uint64 whose unsigned order is the CPU's order
 // (cmp_keys in backends/cpu/nn_index.c): floats by value with -0 == +0 and
@@ -20,7 +20,7 @@ uint64_t float_key(uint64_t u, int bits, uint64_t inf)
     return (u & sign) != uint64_t(0) ? (~u & ones) : (u | sign);
 }
 
-uint64_t sort_key(int i)
+uint64_t sort_key(int i, bool desc)
 {
     uint64_t k;
     if (DT == DT_F32) k = float_key(uint64_t(u32_0.v[i]), 32, uint64_t(0x7f800000u));
@@ -28,7 +28,7 @@ uint64_t sort_key(int i)
     else if (DT == DT_BF16) k = float_key(uint64_t(uint(u16_0.v[i])), 16, uint64_t(0x7f80u));
     else if (DT == DT_F64) k = float_key(u64_0.v[i], 64, 0x7ff0000000000000ul);
     else k = uint64_t(ldi_0(DT, i)) ^ 0x8000000000000000ul;
-    return DESC != 0u ? ~k : k;
+    return desc ? ~k : k;
 }
 
 bool key_less(uint64_t ka, uint ia, uint64_t kb, uint ib)

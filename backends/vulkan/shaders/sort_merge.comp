@@ -13,7 +13,6 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint DT = 0;
 layout(constant_id = 1) const uint MODE = 0;
-const uint DESC = 0u;     // keys are already made
 
 layout(push_constant) uniform PC {
     uint total;     // invocations: n to merge, rows * olen to write
