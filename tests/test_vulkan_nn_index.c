@@ -5,9 +5,11 @@
  * comparison is exact for every dtype (threshold 0: floats must agree
  * value for value, NaN at the same places): sort order with ties (values
  * drawn from a few integers), NaN, +-inf and -0; stability shows in the
- * indices.  Rows of 1, 7, 100, 1024 and 5000 elements (5000 and 3000
- * take the multi-pass path: blocks of 2048, 1024 on small devices, merged), along the
- * first, middle and last axis, on transposed, sliced and reversed views.
+ * indices.  Rows of 1, 7, 100, 1024, 2048, 2049, 3000 and 5000 elements
+ * (past 2048, or 1024 on devices with little shared memory, rows take the
+ * multi-pass path: sorted blocks merged), along the first, middle and last
+ * axis, on transposed, sliced, reversed and broadcast views.  Every node
+ * built on the GPU must be supported there (no silent CPU fallback).
  * Scatter with duplicate and negative indices (last write wins; sums in
  * order), on short fibers and on long ones (sorted by destination),
  * broadcast sources, out-of-range indices (an error from eval),
