@@ -41,12 +41,7 @@ static lm_array *tie_data(int ndim, const int64_t *shape, lm_dtype dt)
             else if (u < 0.10) v[i] = -INFINITY;
             else if (u < 0.15) v[i] = -0.0;
         }
-    lm_array *a = lm_from_data(ndim, shape, LM_F64, v, cpu);
-    free(v);
-    lm_array *c = lm_cast(a, dt);
-    lm_array_release(a);
-    assert_int_equal(lm_array_eval(c), LM_OK);
-    return c;
+    return from_doubles(ndim, shape, dt, v);
 }
 
 /* every GPU node here must run on the GPU (no silent CPU fallback), except

@@ -7,21 +7,23 @@ Usage: compare.py VKBENCH_BINARY [quick|fused|fused-quick|nn|nn-quick]
 nn: conv2d 3x3 128->128 and attention B=1 H=24 D=128)"""
 import subprocess, sys, time
 
+def best(fn, reps):
+    """best wall time of reps synchronised calls, after one warm-up call"""
+    import torch
+    fn(); torch.cuda.synchronize()
+    b = 1e30
+    for _ in range(reps):
+        torch.cuda.synchronize(); t0 = time.perf_counter()
+        fn(); torch.cuda.synchronize()
+        b = min(b, time.perf_counter() - t0)
+    return b
+
 def torch_figures(quick, fused_only=False):
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dev = "cuda"
     out = {}
-
-    def best(fn, reps):
-        fn(); torch.cuda.synchronize()
-        b = 1e30
-        for _ in range(reps):
-            torch.cuda.synchronize(); t0 = time.perf_counter()
-            fn(); torch.cuda.synchronize()
-            b = min(b, time.perf_counter() - t0)
-        return b
 
     for name, dt in () if fused_only else (("f32", torch.float32), ("f16", torch.float16), ("bf16", torch.bfloat16)):
         for n in ((256,) if quick else (1024, 2048, 4096, 8192)):
@@ -73,15 +75,6 @@ def torch_nn_figures(quick):
     torch.backends.cudnn.allow_tf32 = False
     dev = "cuda"
     out = {}
-
-    def best(fn, reps):
-        fn(); torch.cuda.synchronize()
-        b = 1e30
-        for _ in range(reps):
-            torch.cuda.synchronize(); t0 = time.perf_counter()
-            fn(); torch.cuda.synchronize()
-            b = min(b, time.perf_counter() - t0)
-        return b
 
     hw = 64 if quick else 512
     for name, dt in (("f32", torch.float32), ("f16", torch.float16)):

@@ -31,6 +31,17 @@ PARITY_UNUSED static double urand(void)
 
 enum { SPECIALS = 1 };
 
+/* an evaluated CPU array of dtype dt from n doubles v (freed here) */
+PARITY_UNUSED static lm_array *from_doubles(int ndim, const int64_t *shape, lm_dtype dt, double *v)
+{
+    lm_array *a = lm_from_data(ndim, shape, LM_F64, v, cpu);
+    free(v);
+    lm_array *c = lm_cast(a, dt);
+    lm_array_release(a);
+    assert_int_equal(lm_array_eval(c), LM_OK);
+    return c;
+}
+
 /* a CPU array of dtype dt with values in [lo, hi); floats get NaN/Inf/0 at
  * a few positions when flags & SPECIALS */
 PARITY_UNUSED static lm_array *data(int ndim, const int64_t *shape, lm_dtype dt, double lo, double hi, int flags)
@@ -46,12 +57,7 @@ PARITY_UNUSED static lm_array *data(int ndim, const int64_t *shape, lm_dtype dt,
     if ((flags & SPECIALS) && lm_dtype_is_float(dt) && n >= 8) {
         v[1] = NAN; v[n / 2] = INFINITY; v[n - 2] = -INFINITY; v[3] = 0.0; v[n / 3] = -0.0;
     }
-    lm_array *a = lm_from_data(ndim, shape, LM_F64, v, cpu);
-    free(v);
-    lm_array *c = lm_cast(a, dt);
-    lm_array_release(a);
-    assert_int_equal(lm_array_eval(c), LM_OK);
-    return c;
+    return from_doubles(ndim, shape, dt, v);
 }
 
 /* ---- comparison ---- */
