@@ -28,6 +28,7 @@ typedef struct rows_pc {
     uint32_t rows, len, inner, spatial, cpg, groups;
     int32_t off_x, off_w, off_b;
     float eps;
+    uint32_t has_w, has_b;
 } rows_pc;
 
 typedef struct elem_pc {
@@ -40,6 +41,7 @@ typedef struct attn_pc {
     int32_t Hq, Lq, Lk, D, Dv, nqb, grp;
     uint32_t items;
     float scale;
+    uint32_t mask, causal;
     int32_t oq, ok, ov, om;
     int32_t sq[4], sk[4], sv[4], sm[4];
 } attn_pc;
@@ -208,11 +210,13 @@ static lm_status run_rows(lm_vk_dev *v, lm_array *node)
          * axis: neighbouring threads read neighbouring elements) or are tiny */
         bool per_thread = (pc.inner > 1 && pc.rows >= 256) || pc.len <= 16;
         uint32_t local = per_thread ? 64 : pc.len <= 512 ? 64 : 256;
-        uint32_t spec[9] = {local, rows_code(node->op), in[0]->dtype, in[1] ? in[1]->dtype : LM_F32,
-                            in[2] ? in[2]->dtype : LM_F32, node->dtype, has_w, has_b, per_thread};
+        pc.has_w = has_w;
+        pc.has_b = has_b;
+        uint32_t spec[7] = {local, rows_code(node->op), in[0]->dtype, in[1] ? in[1]->dtype : LM_F32,
+                            in[2] ? in[2]->dtype : LM_F32, node->dtype, per_thread};
         uint32_t groups = per_thread ? lm_vk_groups(v, pc.rows, local) : (pc.rows < 65535 ? pc.rows : 65535);
         lm_vk_arg args[4] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true}};
-        st = lm_vk_dispatch(v, "nn_rows", spec, 9, args, 4, &pc, sizeof pc, groups, 1, 1);
+        st = lm_vk_dispatch(v, "nn_rows", spec, 7, args, 4, &pc, sizeof pc, groups, 1, 1);
     }
     for (int i = 0; i < 3; i++) lm_vk_free(v->dev, own[i]);
     return st;
@@ -331,12 +335,13 @@ static lm_status run_attention(lm_vk_dev *v, lm_array *node)
     attn_strides(k, &pc.ok, pc.sk);
     attn_strides(val, &pc.ov, pc.sv);
     if (mask) attn_strides(mask, &pc.om, pc.sm);
-    uint32_t spec[6] = {q->dtype, k->dtype, val->dtype, node->dtype,
-                        mask ? (uint32_t)node->params.i[1] : 0u, node->params.i[0] != 0};
+    pc.mask = mask ? (uint32_t)node->params.i[1] : 0u;
+    pc.causal = node->params.i[0] != 0;
+    uint32_t spec[4] = {q->dtype, k->dtype, val->dtype, node->dtype};
     lm_vk_arg args[5] = {{lm_vk_mem_of(q), false}, {lm_vk_mem_of(k), false}, {lm_vk_mem_of(val), false},
                          {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
     uint32_t groups = pc.items < 65535 ? pc.items : 65535;
-    return lm_vk_dispatch(v, "nn_attn", spec, 6, args, 5, &pc, sizeof pc, groups ? groups : 1, 1, 1);
+    return lm_vk_dispatch(v, "nn_attn", spec, 4, args, 5, &pc, sizeof pc, groups ? groups : 1, 1, 1);
 }
 
 /* ------------------------------------------------------------- entry */

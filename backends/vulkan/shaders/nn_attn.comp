@@ -13,7 +13,9 @@
 // Q rows sit in shared memory, K and V are read from global
 // memory (cached), each thread owning 4 query rows x 8 columns (lane,
 // lane + 32, ...).  q, k, v and the mask may have any strides (broadcast
-// masks have stride 0).  D and Dv up to 256.
+// masks have stride 0).  D and Dv up to 256.  Dtypes are specialization
+// constants (loads fold to one path); the mask kind and causal flag are
+// push constants, read once per score, so one pipeline per dtype set.
 // Bindings: 0 = q, 1 = k, 2 = v, 3 = mask, 4 = output (contiguous).
 #include "common.glsl"
 
@@ -30,13 +32,12 @@ layout(constant_id = 0) const uint DTQ = 0;
 layout(constant_id = 1) const uint DTK = 0;
 layout(constant_id = 2) const uint DTV = 0;
 layout(constant_id = 3) const uint DTO = 0;
-layout(constant_id = 4) const uint MASK = 0;    // 0 none, 1 additive f32, 2 bool
-layout(constant_id = 5) const uint CAUSAL = 0;
 
 layout(push_constant) uniform PC {
     int Hq, Lq, Lk, D, Dv, nqb, grp;   // grp = Hq / Hk
     uint items;                         // B * Hq * nqb
     float scale;
+    uint mask, causal;                  // mask 0 none, 1 additive f32, 2 bool
     int oq, ok, ov, om;
     int sq[4], sk[4], sv[4], sm[4];
 } pc;
@@ -56,10 +57,10 @@ shared float fac[BQ], ms[BQ], ls[BQ];
 
 float score(int b, int h, int i, int j, float s)
 {
-    if (MASK == 1) s += ldf_3(DT_F32, pc.om + b * pc.sm[0] + h * pc.sm[1] + i * pc.sm[2] + j * pc.sm[3]);
-    if (MASK == 2 && uint(u8_3.v[pc.om + b * pc.sm[0] + h * pc.sm[1] + i * pc.sm[2] + j * pc.sm[3]]) == 0u)
+    if (pc.mask == 1u) s += ldf_3(DT_F32, pc.om + b * pc.sm[0] + h * pc.sm[1] + i * pc.sm[2] + j * pc.sm[3]);
+    if (pc.mask == 2u && uint(u8_3.v[pc.om + b * pc.sm[0] + h * pc.sm[1] + i * pc.sm[2] + j * pc.sm[3]]) == 0u)
         s = M_NINF;
-    if (CAUSAL != 0 && j > i) s = M_NINF;
+    if (pc.causal != 0u && j > i) s = M_NINF;
     return s;
 }
 
@@ -122,7 +123,7 @@ void main()
         int qb = int(w % uint(pc.nqb)), bh = int(w / uint(pc.nqb));
         int b = bh / pc.Hq, h = bh % pc.Hq, kh = h / pc.grp, i0 = qb * BQ;
         int bq = min(BQ, pc.Lq - i0);
-        int kend = CAUSAL != 0 ? min(pc.Lk, i0 + bq) : pc.Lk;
+        int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
         for (uint x = t; x < BQ * DMAX; x += gl_WorkGroupSize.x) {
             int row = int(x) / DMAX, e = int(x) % DMAX;
             float q = 0.0;

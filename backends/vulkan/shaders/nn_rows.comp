@@ -19,9 +19,7 @@ layout(constant_id = 2) const uint DTX = 0;
 layout(constant_id = 3) const uint DTW = 0;
 layout(constant_id = 4) const uint DTB = 0;
 layout(constant_id = 5) const uint DTO = 0;
-layout(constant_id = 6) const uint HAS_W = 0;
-layout(constant_id = 7) const uint HAS_B = 0;
-layout(constant_id = 8) const uint MODE = 0;
+layout(constant_id = 6) const uint MODE = 0;
 
 #define NR_SOFTMAX 0
 #define NR_LOG_SOFTMAX 1
@@ -34,6 +32,7 @@ layout(push_constant) uniform PC {
     uint spatial, cpg, groups;   // group norm: elements per channel, channels per group
     int off_x, off_w, off_b;
     float eps;
+    uint has_w, has_b;           // push constants, not variants: one test per element
 } pc;
 
 DECL_IO(0)
@@ -116,8 +115,8 @@ void norm_row(uint r, uint lane, uint lanes)
     for (uint i = lane; i < pc.len; i += lanes) {
         uint p = param_at(r, i);
         float y = (ld(r, i) - mean) * rstd;
-        if (HAS_W != 0) y *= ldf_1(DTW, pc.off_w + int(p));
-        if (HAS_B != 0) y += ldf_2(DTB, pc.off_b + int(p));
+        if (pc.has_w != 0u) y *= ldf_1(DTW, pc.off_w + int(p));
+        if (pc.has_b != 0u) y += ldf_2(DTB, pc.off_b + int(p));
         stf_3(DTO, at(r, i), y);
     }
 }
