@@ -79,6 +79,12 @@ static void test_softmax(void **state)
         {2, {7, 33}, -1}, {2, {3, 1000}, 1}, {2, {300, 6}, 0}, {3, {40, 17, 9}, 1},
         {3, {5, 3, 11}, 0}, {1, {1}, 0}, {2, {257, 5}, -1},
     };
+    /* more rows than one dispatch has workgroups (65535): the kernel loops */
+    int64_t many[2] = {65600, 20};
+    lm_array *xm = shaped(2, many, LM_F32, -6, 6, SPECIALS);
+    smctx cm = {false, -1, V_NONE};
+    nn_case("softmax f32 [65600,20]", 1, &xm, b_softmax, &cm, thr_for(LM_F32, true), false);
+    lm_array_release(xm);
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int d = 0; d < 3; d++)
             for (int lg = 0; lg < 2; lg++)
@@ -214,6 +220,7 @@ static void test_attention(void **state)
         {1, 3, 3, 17, 33, 80, 48, 1, true, true},
         {1, 1, 1, 9, 70, 256, 256, 2, true, false},
         {1, 1, 1, 40, 1, 64, 32, 0, false, false},
+        {1, 2, 2, 32, 64, 64, 64, 0, true, false},   /* whole query and key blocks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
