@@ -375,6 +375,34 @@ static void test_fallback(void **state)
     quick = was;
 }
 
+/* the temporary copies of strided inputs go back: active memory returns
+ * to where it was once the results are released */
+static void test_memory(void **state)
+{
+    (void)state;
+    int64_t sh[3] = {4, 9, 24};
+    lm_array *c = shaped(3, sh, LM_F32, -2, 2, 0), *x = lm_array_to(c, vk);
+    assert_int_equal(lm_array_eval(x), LM_OK);
+    size_t before = lm_device_memory(vk).active;
+    for (int k = 0; k < 3; k++) {
+        lm_array *t = lm_transpose(x, 0, 2);      /* [24, 9, 4], not contiguous */
+        lm_array *y = k == 0 ? lm_softmax(t, 1) : k == 1 ? lm_rms_norm(t, 2, NULL, 1e-6)
+                    : lm_rope(t, 4, false, 10000.0, 1.0, 0);
+        assert_int_equal(lm_array_eval(y), LM_OK);
+        assert_int_equal(lm_eval_last_stats().fallbacks, 0);
+        lm_array_release(y);
+        lm_array_release(t);
+    }
+    cases++;
+    if (lm_device_memory(vk).active != before) {
+        fprintf(stderr, "PARITY FAIL memory: active %zu bytes after, %zu before\n",
+                lm_device_memory(vk).active, before);
+        failures++;
+    }
+    lm_array_release(x);
+    lm_array_release(c);
+}
+
 #define VK_TEST(f) cmocka_unit_test(f)
 
 int main(void)
@@ -386,7 +414,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_rope),
-        VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback), VK_TEST(test_summary),
+        VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback), VK_TEST(test_memory), VK_TEST(test_summary),
     };
     const char *q = getenv("PARITY_QUICK");
     quick = q && *q && strcmp(q, "0");

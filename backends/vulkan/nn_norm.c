@@ -7,9 +7,9 @@
  * norms), nn_elem (+ _f64: a thread per output element: RoPE, the zeroing
  * pass of tril/triu, one_hot) and nn_attn (blocked attention with an online
  * softmax).  Row and element kernels take contiguous inputs: other views
- * are first copied into a temporary buffer (lm_vk_move), freed once the
- * recorded work completes.  Attention reads q, k, v and the mask through
- * their strides, so a broadcast mask is never materialised.
+ * are first copied into a temporary buffer (lm_vk_move).  Attention reads
+ * q, k, v and the mask through their strides, so a broadcast mask is never
+ * materialised.
  * f32/f16/bf16 storage, f32 arithmetic; f64 data is left to the CPU
  * fallback (GLSL has no double exp/log/sin/cos), except that f64 RoPE
  * angles are read and reduced in double where the device has it. */
@@ -120,10 +120,12 @@ static void contiguous_strides(const lm_array *a, int64_t *st)
     for (int d = a->ndim - 1; d >= 0; d--) { st[d] = s; s *= a->shape[d]; }
 }
 
-/* a contiguous view of `a`: a itself, or a temporary copy (*own, to be
- * given to lm_vk_free once the kernel that reads it is recorded) */
+/* a contiguous view of `a`: a itself, or a temporary copy in a buffer of
+ * the core's (counted, limited and cached like any other; *own, to be
+ * released once the kernel that reads it is recorded: a later node that
+ * reuses the buffer is ordered after that kernel by exec.c's barriers) */
 static lm_status contiguous_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem, int32_t *off,
-                                  lm_vk_mem **own)
+                                  lm_buffer **own)
 {
     *own = NULL;
     if (lm_array_is_contiguous(a)) {
@@ -131,20 +133,24 @@ static lm_status contiguous_input(lm_vk_dev *v, const lm_array *a, const lm_vk_m
         *off = (int32_t)a->offset;
         return LM_OK;
     }
-    void *h = NULL, *host = NULL;
-    lm_status st = lm_vk_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype), &h, &host);
-    if (st != LM_OK) return st;
+    lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
+    if (!b) return lm_error_status();
     int64_t cs[LM_MAX_DIMS];
     contiguous_strides(a, cs);
-    st = lm_vk_move(v, a, h, a->dtype, 0, cs);
+    lm_status st = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
     if (st != LM_OK) {
-        lm_vk_free(v->dev, h);
+        lm_buffer_release(b);
         return st;
     }
-    *own = h;
-    *mem = h;
+    *own = b;
+    *mem = b->handle;
     *off = 0;
     return LM_OK;
+}
+
+static void release(lm_buffer *b)
+{
+    if (b) lm_buffer_release(b);
 }
 
 /* ------------------------------------------------------------ rows */
@@ -197,7 +203,7 @@ static lm_status run_rows(lm_vk_dev *v, lm_array *node)
     if (has_w) in[1] = node->inputs[k++];
     if (has_b) in[2] = node->inputs[k++];
     const lm_vk_mem *mem[3] = {NULL, NULL, NULL};
-    lm_vk_mem *own[3] = {NULL, NULL, NULL};
+    lm_buffer *own[3] = {NULL, NULL, NULL};
     int32_t off[3] = {0, 0, 0};
     lm_status st = LM_OK;
     for (int i = 0; i < 3 && st == LM_OK; i++)
@@ -218,7 +224,7 @@ static lm_status run_rows(lm_vk_dev *v, lm_array *node)
         lm_vk_arg args[4] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true}};
         st = lm_vk_dispatch(v, "nn_rows", spec, 7, args, 4, &pc, sizeof pc, groups, 1, 1);
     }
-    for (int i = 0; i < 3; i++) lm_vk_free(v->dev, own[i]);
+    for (int i = 0; i < 3; i++) release(own[i]);
     return st;
 }
 
@@ -251,13 +257,13 @@ static lm_status run_rope(lm_vk_dev *v, lm_array *node)
     pc.dims = (int32_t)node->params.i[0];
     pc.trad = node->params.i[1] != 0;
     const lm_vk_mem *xm;
-    lm_vk_mem *own;
+    lm_buffer *own;
     lm_status s = contiguous_input(v, x, &xm, &pc.off_x, &own);
     if (s != LM_OK) return s;
     uint32_t dts[3] = {x->dtype, a->dtype, node->dtype};
     lm_vk_arg args[3] = {{xm, false}, {lm_vk_mem_of(a), false}, {lm_vk_mem_of(node), true}};
     s = elem_dispatch(v, a->dtype == LM_F64 ? "nn_elem_f64" : "nn_elem", NE_ROPE, dts, args, 3, &pc);
-    lm_vk_free(v->dev, own);
+    release(own);
     return s;
 }
 
@@ -294,7 +300,7 @@ static lm_status run_one_hot(lm_vk_dev *v, lm_array *node)
     pc.n = (uint32_t)node->size;
     pc.D = (int32_t)node->params.i[0];
     const lm_vk_mem *im;
-    lm_vk_mem *own;
+    lm_buffer *own;
     if ((s = contiguous_input(v, ix, &im, &pc.off_x, &own)) != LM_OK) return s;
     /* the report is checked when the batch completes (exec.c) */
     v->status_armed = true;
@@ -304,7 +310,7 @@ static lm_status run_one_hot(lm_vk_dev *v, lm_array *node)
     uint32_t dts[3] = {ix->dtype, LM_F32, LM_I64};
     lm_vk_arg args[4] = {{im, false}, {NULL, false}, {lm_vk_mem_of(node), true}, {v->status, true}};
     s = elem_dispatch(v, "nn_elem", NE_ONE_HOT, dts, args, 4, &pc);
-    lm_vk_free(v->dev, own);
+    release(own);
     return s;
 }
 
