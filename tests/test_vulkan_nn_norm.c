@@ -163,15 +163,16 @@ static void test_norms(void **state)
 typedef struct {
     int64_t B, Hq, Hk, Lq, Lk, D, Dv;
     int mask;        /* 0 none, 1 bool [Lq, Lk], 2 additive [B, 1, Lq, Lk] with -inf rows */
-    bool causal, tq; /* tq: q is a transposed view of [B, Lq, Hq, D] */
+    bool causal, tq; /* tq: q, k, v are transposed views of [B, L, H, D] */
 } actx;
 
 static lm_array *b_attn(lm_array **in, const void *p)
 {
     const actx *c = p;
-    lm_array *q = c->tq ? lm_transpose(in[0], 1, 2) : lm_array_retain(in[0]);
-    lm_array *r = lm_attention(q, in[1], in[2], c->mask ? in[3] : NULL, c->causal, 0);
-    lm_array_release(q);
+    lm_array *t[3];
+    for (int k = 0; k < 3; k++) t[k] = c->tq ? lm_transpose(in[k], 1, 2) : lm_array_retain(in[k]);
+    lm_array *r = lm_attention(t[0], t[1], t[2], c->mask ? in[3] : NULL, c->causal, 0);
+    for (int k = 0; k < 3; k++) lm_array_release(t[k]);
     return r;
 }
 
@@ -179,7 +180,10 @@ static void attn_case(const actx *c, lm_dtype dt)
 {
     int64_t qs[4] = {c->B, c->Hq, c->Lq, c->D}, ks[4] = {c->B, c->Hk, c->Lk, c->D};
     int64_t vs[4] = {c->B, c->Hk, c->Lk, c->Dv};
-    if (c->tq) { qs[1] = c->Lq; qs[2] = c->Hq; }
+    if (c->tq) {
+        qs[1] = c->Lq; qs[2] = c->Hq;
+        ks[1] = vs[1] = c->Lk; ks[2] = vs[2] = c->Hk;
+    }
     lm_array *in[4] = {shaped(4, qs, dt, -1, 1, 0), shaped(4, ks, dt, -1, 1, 0), shaped(4, vs, dt, -2, 2, 0), NULL};
     if (c->mask == 1) {
         int64_t ms[2] = {c->Lq, c->Lk};
@@ -201,7 +205,7 @@ static void attn_case(const actx *c, lm_dtype dt)
     snprintf(what, sizeof what, "attention %s B%lld Hq%lld Hk%lld Lq%lld Lk%lld D%lld Dv%lld mask%d%s%s",
              lm_dtype_name(dt), (long long)c->B, (long long)c->Hq, (long long)c->Hk, (long long)c->Lq,
              (long long)c->Lk, (long long)c->D, (long long)c->Dv, c->mask, c->causal ? " causal" : "",
-             c->tq ? " transposed q" : "");
+             c->tq ? " transposed" : "");
     nn_case(what, c->mask ? 4 : 3, in, b_attn, c, thr_for(dt, true), false);
     for (int k = 0; k < 4; k++) lm_array_release(in[k]);
 }

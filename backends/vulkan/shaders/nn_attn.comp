@@ -10,9 +10,10 @@
 // output so far; then every thread updates its part of the BQ x Dv output
 // held in registers (O = O * factor + P V).  At the end O /= l.  The same
 // recurrence as the CPU kernel (backends/cpu/nn_attention.c), in f32.
-// Q rows sit in shared memory, K and V are read from global
-// memory (cached), each thread owning 4 query rows x 8 columns (lane,
-// lane + 32, ...).  q, k, v and the mask may have any strides (broadcast
+// Q rows sit in shared memory and K blocks pass through it (loaded along
+// rows, so reads coalesce); V is read from global memory, neighbouring
+// threads on neighbouring columns.  Each thread owns 4 query rows x 8
+// output columns (lane, lane + 32, ...).  q, k, v and the mask may have any strides (broadcast
 // masks have stride 0).  D and Dv up to 256.  Dtypes are specialization
 // constants (loads fold to one path); the mask kind and causal flag are
 // push constants, read once per score, so one pipeline per dtype set.
@@ -26,6 +27,7 @@
 #define RG 4                  // row groups: 128 threads = 4 x 32 lanes
 #define RPT (BQ / RG)         // rows per thread
 #define CPT (DMAX / LANES)    // output columns per thread
+#define KC 32                 // dims of a K block staged at a time
 
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint DTQ = 0;
@@ -53,6 +55,7 @@ DECL_IO(4)
 
 shared float qs[BQ * DMAX];
 shared float ss[BQ * BK];
+shared float ks[BK * (KC + 1)];   // padded: lane c reads row c without bank conflicts
 shared float fac[BQ], ms[BQ], ls[BQ];
 
 float score(int b, int h, int i, int j, float s)
@@ -65,20 +68,29 @@ float score(int b, int h, int i, int j, float s)
 }
 
 // scores of this thread's RPT rows against key j0 + lane (-inf past kend
-// and for rows past the last query, whose mask must not be read)
+// and for rows past the last query, whose mask must not be read).  K comes
+// through shared memory KC dims at a time, loaded along its rows, so the
+// global reads coalesce where K's last dim is contiguous.
 void block_scores(int b, int h, int kh, int i0, int bq, int j0, int kend)
 {
     uint t = gl_LocalInvocationID.x, lane = t % LANES, rg = t / LANES;
-    int j = j0 + int(lane);
+    int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1];
     float s[RPT];
     [[unroll]] for (int r = 0; r < RPT; r++) s[r] = 0.0;
-    if (j < kend) {
-        int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1] + j * pc.sk[2];
-        for (int e = 0; e < pc.D; e++) {
-            float kv = ldf_1(DTK, kb + e * pc.sk[3]);
-            [[unroll]] for (int r = 0; r < RPT; r++) s[r] += qs[(rg + r * RG) * DMAX + e] * kv;
+    for (int e0 = 0; e0 < pc.D; e0 += KC) {
+        for (uint x = t; x < BK * KC; x += gl_WorkGroupSize.x) {
+            int c = int(x) / KC, e = e0 + int(x) % KC, j = j0 + c;
+            ks[c * (KC + 1) + int(x) % KC] = j < kend && e < pc.D ? ldf_1(DTK, kb + j * pc.sk[2] + e * pc.sk[3]) : 0.0;
         }
+        barrier();
+        int ne = min(KC, pc.D - e0);
+        for (int e = 0; e < ne; e++) {
+            float kv = ks[int(lane) * (KC + 1) + e];
+            [[unroll]] for (int r = 0; r < RPT; r++) s[r] += qs[(rg + r * RG) * DMAX + e0 + e] * kv;
+        }
+        barrier();
     }
+    int j = j0 + int(lane);
     [[unroll]] for (int r = 0; r < RPT; r++) {
         int row = int(rg) + r * RG;
         float v = j < kend && row < bq ? score(b, h, i0 + row, j, s[r] * pc.scale) : M_NINF;
