@@ -261,7 +261,8 @@ static void test_rope(void **state)
         for (int kind = 0; kind < 4; kind++)
             for (int trad = 0; trad < 2; trad++)
                 for (int tv = 0; tv < 2; tv++) {
-                    int64_t D = 40, dims = kind == 0 && trad ? 24 : 40, L = 13, H = 3;
+                    /* partial rotation (dims < D) for rope and rope_angles */
+                    int64_t D = 40, dims = kind == 0 ? 24 : kind == 3 ? 16 : 40, L = 13, H = 3;
                     /* x is [B, H, L, D], or a transposed view of [B, L, H, D] */
                     int64_t xs[4] = {2, tv ? L : H, tv ? H : L, D};
                     int64_t fs = dims / 2, ps[2] = {L, dims == 40 ? 3 : 2}, as[3] = {1, L, dims / 2};
