@@ -104,7 +104,8 @@ bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node)
     case LM_OP_ROPE:
         return node->ninputs == 2 && rope_ok(v, node);
     case LM_OP_TRIL: case LM_OP_TRIU:
-        return node->ninputs == 1 && lm_vk_dtype_ok(v, node->dtype) && node->inputs[0]->dtype == node->dtype;
+        /* raw bits move: f64 too, with or without shaderFloat64 */
+        return node->ninputs == 1 && node->dtype < LM_DTYPE_COUNT && node->inputs[0]->dtype == node->dtype;
     case LM_OP_ONE_HOT:
         return node->ninputs == 1 && lm_dtype_is_int(node->inputs[0]->dtype) && node->dtype == LM_I64;
     default:
