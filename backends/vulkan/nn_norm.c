@@ -22,6 +22,8 @@ enum { NE_ROPE, NE_TRIL, NE_TRIU, NE_ONE_HOT };
 
 #define ATTN_BQ 16        /* queries per workgroup (nn_attn.comp) */
 #define ATTN_DMAX 256     /* largest head dim of q/k and of v */
+/* nn_attn's shared memory: q rows, scores, a K block (32 x 33), row state */
+#define ATTN_SHARED (4 * (ATTN_BQ * ATTN_DMAX + ATTN_BQ * 32 + 32 * 33 + 3 * ATTN_BQ))
 #define ELEM_MAXLEAD 7    /* leading dims of a RoPE input after collapsing */
 
 typedef struct rows_pc {
@@ -78,7 +80,7 @@ static bool attention_ok(lm_vk_dev *v, const lm_array *node)
     }
     /* five buffers: the wide descriptor layout */
     return node->inputs[0]->shape[3] <= ATTN_DMAX && node->inputs[2]->shape[3] <= ATTN_DMAX &&
-           v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS;
+           v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS && v->feat.max_shared >= ATTN_SHARED;
 }
 
 static bool rope_ok(lm_vk_dev *v, const lm_array *node)
