@@ -77,6 +77,12 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+# The CPU kernels' block loops vectorise only where GCC may version them for
+# aliasing, which its -O2 cost model ("very-cheap") refuses; elementwise
+# results do not change (no reassociation).
+VECT_FLAG := $(shell $(CC) -fvect-cost-model=dynamic -Werror -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
+$(BUILD)/obj/backends/cpu/%.o: CFLAGS += $(VECT_FLAG)
+
 $(LIB): $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -22,7 +22,8 @@ w("")
 w("## Conventions")
 w("")
 w("- Axes and indices are 1-based; negative values count from the end (`-1` is the last).")
-w("  Index tensors (argmax results, `index_select`, `take_along_axis`) are 1-based too.")
+w("  Index tensors (argmax, topk, sort and argsort results; `index_select`, `take_along_axis`,")
+w("  `scatter`, `one_hot`, `embedding` inputs) are 1-based too; an index 0 is an error.")
 w("- Ranges in indexing are inclusive: `t[{ {2, 4}, {}, 3 }]` takes rows 2..4, every column")
 w("  of axis 2 and element 3 of axis 3 (which removes that axis); `{start, stop, step}`")
 w("  with a negative step runs backwards.  `t[i]` selects along axis 1.")
@@ -37,6 +38,10 @@ w("- Memory: tensors are freed when Lua collects them; the binding paces Lua's c
 w("  by the bytes tensors hold (and switches it to incremental mode for that) and collects")
 w("  fully once before failing an allocation.  `t:free()` and `local t <close> = ...`")
 w("  free at once; `t:keep()` protects a tensor from `lm.sweep()`.")
+w("- The neural-network functions (`lm.conv2d`, `lm.layer_norm`, `lm.attention`...) take")
+w("  PyTorch's (torch.nn.functional's) parameters in PyTorch's order, positionally or by name")
+w("  in a trailing table: `lm.conv2d(x, w, b, 1, 1)` is `lm.conv2d(x, w, b, {padding = 1})`.")
+w("  An unknown option name is an error.  docs/NN.md has the details.")
 w("- Errors raise Lua errors naming the op, shapes and dtypes, e.g.")
 w("  `add: shapes [2] and [3] cannot be broadcast`.")
 w("")
@@ -65,12 +70,23 @@ w("`t.shape` (a new table), `t.dtype` (\"f32\"...), `t.ndim`, `t.size`, `t.nbyte
 w("(\"cpu\", \"vulkan:0\"), `t.evaluated`, `t.kept`, `t.freed`, `t.T` (last two axes swapped),")
 w("`#t` (length of axis 1).")
 
+-- an alias's docstring says "Alias of lm.x": list it under lm.x, not as an entry of its own
+local aliases = {}
+for n, d in pairs(docs) do
+  local target = d:match("\nAlias of ([%w_.:]+)")
+  if target then
+    aliases[target] = aliases[target] or {}
+    table.insert(aliases[target], n)
+  end
+end
+
 for _, g in ipairs(groups) do
   local names = {}
   for n in pairs(docs) do
     -- lm.exp(t) is t:exp(): document it once, as the method
     local method = docs["t:" .. (n:match("^lm%.([%w_]+)$") or "")]
-    if g.match(n) and not (method and method == docs[n]) then names[#names + 1] = n end
+    local alias = docs[n]:match("\nAlias of ")
+    if g.match(n) and not alias and not (method and method == docs[n]) then names[#names + 1] = n end
   end
   table.sort(names)
   if #names > 0 then
@@ -87,6 +103,12 @@ for _, g in ipairs(groups) do
       w("")
       w("### `" .. sig .. "`")
       if rest ~= "" then w(""); w(rest) end
+      local also = aliases[n] or aliases[n:gsub("^t:", "lm.")]
+      if also then
+        table.sort(also)
+        for i, a in ipairs(also) do also[i] = "`" .. a .. "`" end
+        w(""); w("Also as " .. table.concat(also, ", ") .. " (PyTorch's name).")
+      end
     end
   end
 end

@@ -116,24 +116,10 @@ lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *field, lua_Number d
 }
 
 /* Lua index i (1-based, negative from the end) -> the core's 0-based index
- * (negative from the end): i > 0 ? i - 1 : i. */
+ * (negative from the end): i > 0 ? i - 1 : i; 0 is an error. */
 lm_array *lm_lua_index_tensor(lua_State *L, int idx)
 {
-    lm_array *t = lm_lua_to_array(L, idx, LM_I64);
-    if (!t) lm_lua_error(L);
-    if (!lm_dtype_is_int(t->dtype)) {
-        const char *name = lm_dtype_name(t->dtype);
-        lm_array_release(t);
-        luaL_error(L, "index tensor must have an integer dtype, got %s", name);
-    }
-    lm_array *pos = lm_binary_scalar(LM_OP_GT, t, 0, false);
-    lm_array *dec = lm_binary_scalar(LM_OP_SUB, t, 1, false);
-    lm_array *r = lm_where(pos, dec, t);
-    lm_array_release(pos);
-    lm_array_release(dec);
-    lm_array_release(t);
-    if (!r) lm_lua_error(L);
-    return r;
+    return lm_lua_index_arg(L, idx, "index", "the index tensor", 0, false);
 }
 
 lm_array *lm_lua_one_based(lm_array *idx)

@@ -42,6 +42,46 @@ lm_array *lm_lua_index_tensor(lua_State *L, int idx);
 /* The core's 0-based index tensor turned 1-based (takes over idx). */
 lm_array *lm_lua_one_based(lm_array *idx);
 
+/* ---- l_nnargs.c: PyTorch-style arguments of the NN functions ---- */
+#define LM_NN_MAX_ARGS 12
+/* names: the parameters after the input in PyTorch's order, NULL-ended;
+ * "causal|is_causal" accepts either spelling.  at[i] is the stack index
+ * of parameter i's value, 0 when not given (nil counts as not given). */
+typedef struct lm_nn_args {
+    lua_State *L;
+    const char *fname;
+    const char *const *names;
+    int n;
+    int at[LM_NN_MAX_ARGS];
+} lm_nn_args;
+/* Reads positional values from arg `first` on and a trailing options
+ * table; raises on unknown names, names given twice, too many values. */
+void lm_nn_args_read(lua_State *L, lm_nn_args *a, const char *fname, const char *const *names,
+                     int first);
+bool lm_nn_has(const lm_nn_args *a, int i);
+const char *lm_nn_name(const lm_nn_args *a, int i);
+/* Readers return dflt when the value is absent and raise on a wrong type. */
+lm_array *lm_nn_tensor(const lm_nn_args *a, int i, bool required);   /* borrowed */
+lua_Integer lm_nn_int(const lm_nn_args *a, int i, lua_Integer dflt);
+double lm_nn_num(const lm_nn_args *a, int i, double dflt);
+bool lm_nn_bool(const lm_nn_args *a, int i, bool dflt);
+const char *lm_nn_string(const lm_nn_args *a, int i, const char *dflt);
+/* An integer or a table of 1..max integers into out; returns the count
+ * (0 when absent). */
+int lm_nn_ints(const lm_nn_args *a, int i, int64_t *out, int max);
+/* An integer or {h, w}: out = {v, v} or {h, w}; {dflt, dflt} when absent. */
+void lm_nn_pair(const lm_nn_args *a, int i, int64_t dflt, int64_t out[2]);
+/* A 1-based axis (negative from the end) as the core's 0-based one. */
+int lm_nn_axis(const lm_nn_args *a, int i, int ndim, int dflt);
+/* Lua indices at arg (a tensor or table; 1-based, negative from the end)
+ * as the core's 0-based i64 tensor (new reference, lazy).  An evaluated
+ * tensor is checked at once: 0, and with n > 0 values outside -n..n, raise
+ * an error naming fname and what.  A lazy one is checked by the op at
+ * evaluation.  wrap: negatives become i + n here (for ops that do not
+ * count from the end themselves). */
+lm_array *lm_lua_index_arg(lua_State *L, int arg, const char *fname, const char *what, int64_t n,
+                           bool wrap);
+
 /* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
 void lm_lua_open_compile(lua_State *L);   /* module table on top */
 
@@ -70,7 +110,10 @@ extern const lm_lua_func lm_lua_index_methods[];
 extern const lm_lua_func lm_lua_op_methods[];    /* tensor methods and lm.* */
 extern const lm_lua_func lm_lua_op_module[];     /* lm.* only */
 extern const lm_lua_func lm_lua_create_funcs[];
-extern const lm_lua_func lm_lua_nn_funcs[];
+extern const lm_lua_func lm_lua_nn_funcs[];       /* l_nn.c: lm.* only */
+extern const lm_lua_func lm_lua_nn_methods[];     /* l_nn.c: methods and lm.* */
+extern const lm_lua_func lm_lua_nnseq_funcs[];    /* l_nnseq.c */
+extern const lm_lua_func lm_lua_nnseq_methods[];
 void lm_lua_open_doc(lua_State *L);               /* registry of docstrings */
 /* Pushes the docstring of the value at idx (or of a name) or nil. */
 void lm_lua_push_doc(lua_State *L, int idx);

@@ -10,8 +10,11 @@ LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
 
 $(BUILD)/obj/lua/%.o: CFLAGS += $(LUA_CFLAGS)
 
+# -z nodelete: stock lua5.4 dlcloses C modules when its state closes, while
+# the CPU pool's worker threads still run code inside the library (they
+# are never joined at exit); unmapping under them crashed scripts at exit.
 $(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
-	$(CC) -shared -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) -lm -lpthread -ldl
+	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen.so
 TEST_SCRIPTS += tests/lua/run.sh

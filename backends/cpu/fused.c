@@ -17,6 +17,7 @@ typedef struct {
     const lm_fused *g;
     int64_t st[MAXREG][LM_MAX_DIMS];
     int direct[MAXREG];
+    int constant[MAXREG];   /* one element broadcast: its register is filled once */
     int failed;
 } fz_ctx;
 
@@ -64,6 +65,18 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
     }
 }
 
+/* a one-element input (a scalar operand) broadcast over a whole register */
+static void fill_constant(char *reg, const lm_array *in)
+{
+    size_t esz = lm_dtype_size(in->dtype);
+    memcpy(reg, lm_cpu_ptr(in), esz);
+    for (size_t have = 1; have < BLOCK;) {
+        size_t m = have < BLOCK - have ? have : BLOCK - have;
+        memcpy(reg + have * esz, reg, m * esz);
+        have += m;
+    }
+}
+
 static void fused_task(void *p, int64_t b0, int64_t e0)
 {
     fz_ctx *c = p;
@@ -78,12 +91,16 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
     char *t1 = mem + (size_t)nreg * BLOCK * 8, *t2 = t1 + BLOCK * 8, *t3 = t2 + BLOCK * 8;
     void *rp[MAXREG];
     size_t osz = lm_dtype_size(node->dtype);
+    for (int k = 0; k < g->ninputs; k++)
+        if (c->constant[k]) fill_constant(rp[k] = mem + (size_t)k * BLOCK * 8, node->inputs[k]);
     for (int64_t blk = b0; blk < e0; blk++) {
         int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
         for (int k = 0; k < g->ninputs; k++) {
             const lm_array *in = node->inputs[k];
             size_t esz = lm_dtype_size(in->dtype);
-            if (c->direct[k]) {
+            if (c->constant[k]) {
+                continue;
+            } else if (c->direct[k]) {
                 rp[k] = (char *)lm_cpu_ptr(in) + b * (int64_t)esz;
             } else {
                 rp[k] = mem + (size_t)k * BLOCK * 8;
@@ -113,6 +130,7 @@ lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out)
         const lm_array *in = out->inputs[k];
         lm_cpu_bcast_strides(in, out, c.st[k]);
         c.direct[k] = in->ndim == out->ndim && in->size == out->size && lm_array_is_contiguous(in);
+        c.constant[k] = in->size == 1 && out->size > 1;
     }
     lm_cpu_parallel_for((out->size + BLOCK - 1) / BLOCK, 4, fused_task, &c);
     if (c.failed) return lm_error_set(LM_ERR_NOMEM, "fused: out of host memory for block registers");

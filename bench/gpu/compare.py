@@ -2,8 +2,9 @@
 """compare.py - runs the same benchmarks in PyTorch CUDA and sets Lumen's
 figures (vkbench output, read from a file or run here) beside them with the
 ratio Lumen/PyTorch (for times: PyTorch/Lumen, so > 1 is always better).
-Usage: compare.py VKBENCH_BINARY [quick|fused|fused-quick]
-(fused: only the compiled/uncompiled elementwise chains and the copy)"""
+Usage: compare.py VKBENCH_BINARY [quick|fused|fused-quick|nn|nn-quick]
+(fused: only the compiled/uncompiled elementwise chains and the copy;
+nn: conv2d 3x3 128->128 and attention B=1 H=24 D=128)"""
 import subprocess, sys, time
 
 def torch_figures(quick, fused_only=False):
@@ -65,10 +66,42 @@ def torch_figures(quick, fused_only=False):
     out["device"] = (torch.cuda.get_device_name(0) + ", torch " + torch.__version__, "")
     return out
 
-def lumen_figures(binary, quick, fused_only=False):
+def torch_nn_figures(quick):
+    import torch
+    F = torch.nn.functional
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = "cuda"
+    out = {}
+
+    def best(fn, reps):
+        fn(); torch.cuda.synchronize()
+        b = 1e30
+        for _ in range(reps):
+            torch.cuda.synchronize(); t0 = time.perf_counter()
+            fn(); torch.cuda.synchronize()
+            b = min(b, time.perf_counter() - t0)
+        return b
+
+    hw = 64 if quick else 512
+    for name, dt in (("f32", torch.float32), ("f16", torch.float16)):
+        x = torch.randn(1, 128, hw, hw, device=dev, dtype=dt)
+        w = torch.randn(128, 128, 3, 3, device=dev, dtype=dt)
+        b = torch.randn(128, device=dev, dtype=dt)
+        out[f"conv3x3_{name}_{hw}"] = (1e3 * best(lambda: F.conv2d(x, w, b, padding=1), 5), "ms")
+    L = 256 if quick else 4096
+    for name, dt, causal in (("f32", torch.float32, False), ("f16", torch.float16, False),
+                             ("f16", torch.float16, True)):
+        q, k, v = (torch.randn(1, 24, L, 128, device=dev, dtype=dt) for _ in range(3))
+        key = f"attn{'_causal' if causal else ''}_{name}_{L}"
+        out[key] = (1e3 * best(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), 3), "ms")
+    out["device"] = (torch.cuda.get_device_name(0) + ", torch " + torch.__version__, "")
+    return out
+
+def lumen_figures(binary, quick, only=None):
     import os
     args = [binary] + (["quick"] if quick else [])
-    env = dict(os.environ, VKBENCH_ONLY="fused") if fused_only else None
+    env = dict(os.environ, VKBENCH_ONLY=only) if only else None
     res = {}
     p = subprocess.run(args, capture_output=True, text=True, env=env)
     for line in p.stdout.splitlines():
@@ -88,10 +121,11 @@ def lumen_figures(binary, quick, fused_only=False):
 def main():
     binary = sys.argv[1] if len(sys.argv) > 1 else "build/bench/vkbench"
     mode = sys.argv[2] if len(sys.argv) > 2 else ""
-    quick = mode in ("quick", "fused-quick")
+    quick = mode in ("quick", "fused-quick", "nn-quick")
     fused = mode in ("fused", "fused-quick")
-    lum, rc = lumen_figures(binary, quick, fused)
-    tor = torch_figures(quick, fused)
+    nn = mode in ("nn", "nn-quick")
+    lum, rc = lumen_figures(binary, quick, "fused" if fused else "nn" if nn else None)
+    tor = torch_nn_figures(quick) if nn else torch_figures(quick, fused)
     print("Lumen (Vulkan):", lum.get("device", ("?", ""))[0])
     print("PyTorch (CUDA):", tor["device"][0])
     print(f"{'benchmark':<22}{'Lumen':>14}{'PyTorch':>14}  {'unit':<9}{'ratio':>7}")

@@ -4,6 +4,7 @@
 #   sh bench/gpu/run.sh            (full sizes: matmul to 8192, 256M elements)
 #   sh bench/gpu/run.sh quick      (small sizes, a smoke run)
 #   sh bench/gpu/run.sh fused      (only the fused chains and the copy)
+#   sh bench/gpu/run.sh nn         (conv2d 3x3 and attention; nn-quick: small)
 # Needs build/bench/vkbench built here (make; it links liblumen.a and
 # libvulkan only) and, on the device, a Vulkan loader (libvulkan.so.1: set
 # LD_LIBRARY_PATH to a carried copy) plus python3 with torch+CUDA.

@@ -2,7 +2,9 @@
  * line each, for bench/gpu/compare.py to set beside PyTorch CUDA.
  * Links only liblumen.a, libvulkan and libm (OpenBLAS is opened at run time
  * by the CPU backend and is not needed here).
- * Usage: vkbench [quick]   (quick: small sizes, for a smoke run) */
+ * Usage: vkbench [quick]   (quick: small sizes, for a smoke run)
+ * VKBENCH_ONLY=fused: the fused chains and the copy; VKBENCH_ONLY=nn: conv2d
+ * and attention (the image-model shapes of the Vulkan issue). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +163,53 @@ static void bench_fused(int64_t n)
     for (int k = 0; k < 3; k++) lm_array_release(in[k]);
 }
 
+/* ---- neural-network ops: conv2d 3x3 and attention ---- */
+static lm_array *g_conv(lm_array **in)
+{
+    const int64_t st[2] = {1, 1}, pad[4] = {1, 1, 1, 1}, dil[2] = {1, 1};
+    return lm_conv2d(in[0], in[1], in[2], st, pad, dil, 1);
+}
+static lm_array *g_attn(lm_array **in) { return lm_attention(in[0], in[1], in[2], NULL, false, 0); }
+static lm_array *g_attn_causal(lm_array **in) { return lm_attention(in[0], in[1], in[2], NULL, true, 0); }
+
+/* conv2d 3x3, 128 -> 128 channels at hw x hw, batch 1, bias */
+static void bench_conv(int64_t hw, lm_dtype dt)
+{
+    int64_t xs[4] = {1, 128, hw, hw}, ws[4] = {128, 128, 3, 3}, bs[1] = {128};
+    lm_array *in[3] = {randn(4, xs, dt), randn(4, ws, dt), randn(1, bs, dt)};
+    double t = best_time(g_conv, in, 5);
+    double flop = 2.0 * 128 * 128 * 9 * (double)hw * (double)hw;
+    printf("conv3x3_%s_%lld %.3f ms\n", lm_dtype_name(dt), (long long)hw, t * 1e3);
+    printf("# conv3x3_%s_%lld: %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n", lm_dtype_name(dt),
+           (long long)hw, flop / t * 1e-12, (long long)lm_eval_last_stats().fallbacks);
+    fflush(stdout);
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
+/* attention B=1, H=24, L, D=128 */
+static void bench_attn(int64_t L, lm_dtype dt, bool causal)
+{
+    int64_t s[4] = {1, 24, L, 128};
+    lm_array *in[3] = {randn(4, s, dt), randn(4, s, dt), randn(4, s, dt)};
+    double t = best_time(causal ? g_attn_causal : g_attn, in, 3);
+    double flop = 4.0 * 24 * (double)L * (double)L * 128 / (causal ? 2 : 1);
+    printf("attn%s_%s_%lld %.3f ms\n", causal ? "_causal" : "", lm_dtype_name(dt), (long long)L, t * 1e3);
+    printf("# attn%s_%s_%lld: %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n",
+           causal ? "_causal" : "", lm_dtype_name(dt), (long long)L, flop / t * 1e-12,
+           (long long)lm_eval_last_stats().fallbacks);
+    fflush(stdout);
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
+static void bench_nn(bool quick)
+{
+    bench_conv(quick ? 64 : 512, LM_F32);
+    bench_conv(quick ? 64 : 512, LM_F16);
+    bench_attn(quick ? 256 : 4096, LM_F32, false);
+    bench_attn(quick ? 256 : 4096, LM_F16, false);
+    bench_attn(quick ? 256 : 4096, LM_F16, true);
+}
+
 /* a 10,000-node chain of tiny adds in one eval: time per node */
 static void bench_overhead(void)
 {
@@ -201,6 +250,10 @@ int main(int argc, char **argv)
         printf("copy_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 8e-9 * (double)n / best_time(g_copy, &x, 5));
         lm_array_release(x);
         bench_fused(n);
+        return 0;
+    }
+    if (only && !strcmp(only, "nn")) {
+        bench_nn(quick);
         return 0;
     }
     for (int t = 0; t < 3; t++)

@@ -73,11 +73,17 @@ expect "continued chunk runs" '^20$'
 # ---- completion (never evaluates) ----
 send 'lm.zer'; key Tab; key Enter
 expect "completes module fields" '^> lm\.zeros$'
+send 'lm.softm'; key Tab; key Enter
+expect "completes NN functions" '^> lm\.softmax$'
+send 'lm.scaled_dot'; key Tab; key Enter
+expect "completes long NN names" '^> lm\.scaled_dot_product_attention$'
 line 'z = lm.ones{2} + 1'
 send 'z:resh'; key Tab; send '{2, 1}.shape[1]'; key Enter
 expect "completes tensor methods" '^> z:reshape{2, 1}.shape\[1\]$'
 send 'z.evalu'; key Tab; key Enter
 expect "completes tensor properties without evaluating" '^false$'
+send 'z:log_so'; key Tab; send '()[2]:exp():item()'; key Enter
+expect "completes NN tensor methods" '^> z:log_softmax()\[2\]:exp():item()$'
 line 'my_long_global_name = 1'
 send 'my_long_gl'; key Tab; key Enter
 expect "completes globals" '^> my_long_global_name$'

@@ -132,4 +132,15 @@
 #define FS_HII 16
 #define FZ_MAXWORDS (FZ_STEP + FZ_MAXSTEP * FZ_STEP_WORDS)
 
+/* sort.comp / sort_merge.comp modes (nn_index.c) */
+#define SORT_VALUES 0    /* write the sorted values (x's dtype) */
+#define SORT_INDICES 1   /* write the sorted indices (i64) */
+#define SORT_RUNS 2      /* write sorted (key, index) runs for merging */
+#define SORT_MERGE 3     /* merge pairs of runs (sort_merge.comp) */
+
+/* scatter.comp modes (nn_index.c) */
+#define SC_DIRECT 0      /* one invocation walks each fiber */
+#define SC_NORM 1        /* normalise indices into rows [fiber, T] */
+#define SC_APPLY 2       /* apply runs of one destination, rows sorted */
+
 #endif
