@@ -1,16 +1,372 @@
-/* nn_norm.c - neural-network kernels on Vulkan (see nn.c for the family).
- * None yet: every op of the family is reported unsupported. */
+/* nn_norm.c - softmax, log_softmax, layer/rms/group norm, attention, RoPE,
+ * tril/triu and one_hot on Vulkan (the node contract is core/ops_nn.h; the
+ * CPU kernels in backends/cpu/nn_norm.c, nn_attention.c and nn_index.c
+ * define the results).
+ *
+ * Three shaders: nn_rows (a workgroup or a thread per row: softmax and the
+ * norms), nn_elem (+ _f64: a thread per output element: RoPE, the zeroing
+ * pass of tril/triu, one_hot) and nn_attn (blocked attention with an online
+ * softmax).  Row and element kernels take contiguous inputs: other views
+ * are first copied into a temporary buffer (lm_vk_move).  Attention reads
+ * q, k, v and the mask through their strides, so a broadcast mask is never
+ * materialised.
+ * f32/f16/bf16 storage, f32 arithmetic; f64 data is left to the CPU
+ * fallback (GLSL has no double exp/log/sin/cos), except that f64 RoPE
+ * angles are read and reduced in double where the device has it. */
+#include <stdio.h>
 #include "backends/vulkan/vk.h"
+
+/* must match the shaders' codes */
+enum { NR_SOFTMAX, NR_LOG_SOFTMAX, NR_LAYER_NORM, NR_RMS_NORM, NR_GROUP_NORM };
+enum { NE_ROPE, NE_TRIL, NE_TRIU, NE_ONE_HOT };
+
+#define ATTN_BQ 16        /* queries per workgroup (nn_attn.comp) */
+#define ATTN_DMAX 256     /* largest head dim of q/k and of v */
+/* nn_attn's shared memory: q rows, scores, a K block (32 x 33), row state */
+#define ATTN_SHARED (4 * (ATTN_BQ * ATTN_DMAX + ATTN_BQ * 32 + 32 * 33 + 3 * ATTN_BQ))
+#define ELEM_MAXLEAD 7    /* leading dims of a RoPE input after collapsing */
+
+typedef struct rows_pc {
+    uint32_t rows, len, inner, spatial, cpg, groups;
+    int32_t off_x, off_w, off_b;
+    float eps;
+    uint32_t has_w, has_b;
+} rows_pc;
+
+typedef struct elem_pc {
+    uint32_t n;
+    int32_t off_x, off_a, D, dims, trad, nlead, ast_last;
+    int32_t lshape[ELEM_MAXLEAD], last[ELEM_MAXLEAD];
+} elem_pc;
+
+typedef struct attn_pc {
+    int32_t Hq, Lq, Lk, D, Dv, nqb, grp;
+    uint32_t items;
+    float scale;
+    uint32_t mask, causal;
+    int32_t oq, ok, ov, om;
+    int32_t sq[4], sk[4], sv[4], sm[4];
+} attn_pc;
+
+/* ------------------------------------------------------------ support */
+
+static bool is_half_or_f32(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
+
+static bool inputs_fit(const lm_array *node)
+{
+    if (!lm_vk_fits_i32(node)) return false;
+    for (int k = 0; k < node->ninputs; k++)
+        if (!lm_vk_fits_i32(node->inputs[k])) return false;
+    return true;
+}
+
+static bool floats_ok(const lm_array *node)
+{
+    if (!is_half_or_f32(node->dtype)) return false;
+    for (int k = 0; k < node->ninputs; k++)
+        if (!is_half_or_f32(node->inputs[k]->dtype)) return false;
+    return true;
+}
+
+static bool attention_ok(lm_vk_dev *v, const lm_array *node)
+{
+    if (node->ninputs < 3 || !is_half_or_f32(node->dtype)) return false;
+    for (int k = 0; k < 3; k++)
+        if (!is_half_or_f32(node->inputs[k]->dtype)) return false;
+    if (node->ninputs > 3) {
+        lm_dtype mt = node->inputs[3]->dtype;
+        if (!(node->params.i[1] == 1 && mt == LM_F32) && !(node->params.i[1] == 2 && mt == LM_BOOL))
+            return false;
+    }
+    /* five buffers: the wide descriptor layout */
+    return node->inputs[0]->shape[3] <= ATTN_DMAX && node->inputs[2]->shape[3] <= ATTN_DMAX &&
+           v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS && v->feat.max_shared >= ATTN_SHARED;
+}
+
+static bool rope_ok(lm_vk_dev *v, const lm_array *node)
+{
+    const lm_array *x = node->inputs[0], *a = node->inputs[1];
+    if (!is_half_or_f32(x->dtype) || node->dtype != x->dtype) return false;
+    if (!is_half_or_f32(a->dtype) && !(a->dtype == LM_F64 && v->feat.f64)) return false;
+    int64_t sh[LM_MAX_DIMS], st[1][LM_MAX_DIMS];
+    memcpy(sh, x->shape, sizeof sh);
+    memcpy(st[0], a->strides, sizeof st[0]);
+    return lm_vk_collapse(x->ndim - 1, sh, 1, st) <= ELEM_MAXLEAD;
+}
 
 bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node)
 {
-    (void)v;
-    (void)node;
-    return false;
+    if (!inputs_fit(node)) return false;
+    switch (node->op) {
+    case LM_OP_SOFTMAX: case LM_OP_LOG_SOFTMAX: case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM:
+    case LM_OP_GROUP_NORM:
+        return floats_ok(node);
+    case LM_OP_ATTENTION:
+        return attention_ok(v, node);
+    case LM_OP_ROPE:
+        return node->ninputs == 2 && rope_ok(v, node);
+    case LM_OP_TRIL: case LM_OP_TRIU:
+        /* raw bits move: f64 too, with or without shaderFloat64 */
+        return node->ninputs == 1 && node->dtype < LM_DTYPE_COUNT && node->inputs[0]->dtype == node->dtype;
+    case LM_OP_ONE_HOT:
+        return node->ninputs == 1 && lm_dtype_is_int(node->inputs[0]->dtype) && node->dtype == LM_I64;
+    default:
+        return false;
+    }
 }
+
+/* ------------------------------------------------------ input staging */
+
+static void contiguous_strides(const lm_array *a, int64_t *st)
+{
+    int64_t s = 1;
+    for (int d = a->ndim - 1; d >= 0; d--) { st[d] = s; s *= a->shape[d]; }
+}
+
+/* a contiguous view of `a`: a itself, or a temporary copy in a buffer of
+ * the core's (counted, limited and cached like any other; *own, to be
+ * released once the kernel that reads it is recorded: a later node that
+ * reuses the buffer is ordered after that kernel by exec.c's barriers) */
+static lm_status contiguous_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem, int32_t *off,
+                                  lm_buffer **own)
+{
+    *own = NULL;
+    if (lm_array_is_contiguous(a)) {
+        *mem = lm_vk_mem_of(a);
+        *off = (int32_t)a->offset;
+        return LM_OK;
+    }
+    lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
+    if (!b) return lm_error_status();
+    int64_t cs[LM_MAX_DIMS];
+    contiguous_strides(a, cs);
+    lm_status st = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
+    if (st != LM_OK) {
+        lm_buffer_release(b);
+        return st;
+    }
+    *own = b;
+    *mem = b->handle;
+    *off = 0;
+    return LM_OK;
+}
+
+static void release(lm_buffer *b)
+{
+    if (b) lm_buffer_release(b);
+}
+
+/* ------------------------------------------------------------ rows */
+
+static uint32_t rows_code(lm_op op)
+{
+    switch (op) {
+    case LM_OP_SOFTMAX: return NR_SOFTMAX;
+    case LM_OP_LOG_SOFTMAX: return NR_LOG_SOFTMAX;
+    case LM_OP_LAYER_NORM: return NR_LAYER_NORM;
+    case LM_OP_RMS_NORM: return NR_RMS_NORM;
+    default: return NR_GROUP_NORM;
+    }
+}
+
+/* the row geometry of node: rows of len elements, inner apart */
+static void rows_geometry(const lm_array *node, rows_pc *pc)
+{
+    const lm_array *x = node->inputs[0];
+    const lm_params *p = &node->params;
+    int64_t len = 1, inner = 1;
+    if (node->op == LM_OP_SOFTMAX || node->op == LM_OP_LOG_SOFTMAX) {
+        int axis = (int)p->i[0];
+        len = x->shape[axis];
+        for (int d = axis + 1; d < x->ndim; d++) inner *= x->shape[d];
+    } else if (node->op == LM_OP_GROUP_NORM) {
+        int64_t G = p->i[0], C = x->shape[1];
+        len = x->size / x->shape[0] / G;
+        pc->cpg = (uint32_t)(C / G);
+        pc->spatial = (uint32_t)(len / (C / G));
+        pc->groups = (uint32_t)G;
+    } else {
+        for (int d = x->ndim - (int)p->i[0]; d < x->ndim; d++) len *= x->shape[d];
+    }
+    pc->len = (uint32_t)len;
+    pc->inner = (uint32_t)inner;
+    pc->rows = (uint32_t)(node->size / len);
+    pc->eps = (float)p->f[0];
+}
+
+static lm_status run_rows(lm_vk_dev *v, lm_array *node)
+{
+    rows_pc pc;
+    memset(&pc, 0, sizeof pc);
+    rows_geometry(node, &pc);
+    bool norm = node->op != LM_OP_SOFTMAX && node->op != LM_OP_LOG_SOFTMAX;
+    bool has_w = norm && node->params.i[1], has_b = norm && node->op != LM_OP_RMS_NORM && node->params.i[2];
+    const lm_array *in[3] = {node->inputs[0], NULL, NULL};
+    int k = 1;
+    if (has_w) in[1] = node->inputs[k++];
+    if (has_b) in[2] = node->inputs[k++];
+    const lm_vk_mem *mem[3] = {NULL, NULL, NULL};
+    lm_buffer *own[3] = {NULL, NULL, NULL};
+    int32_t off[3] = {0, 0, 0};
+    lm_status st = LM_OK;
+    for (int i = 0; i < 3 && st == LM_OK; i++)
+        if (in[i]) st = contiguous_input(v, in[i], &mem[i], &off[i], &own[i]);
+    if (st == LM_OK) {
+        pc.off_x = off[0];
+        pc.off_w = off[1];
+        pc.off_b = off[2];
+        /* a thread per row where rows interleave (softmax over a non-last
+         * axis: neighbouring threads read neighbouring elements) or are tiny */
+        bool per_thread = (pc.inner > 1 && pc.rows >= 256) || pc.len <= 16;
+        uint32_t local = per_thread ? 64 : pc.len <= 512 ? 64 : 256;
+        pc.has_w = has_w;
+        pc.has_b = has_b;
+        uint32_t spec[7] = {local, rows_code(node->op), in[0]->dtype, in[1] ? in[1]->dtype : LM_F32,
+                            in[2] ? in[2]->dtype : LM_F32, node->dtype, per_thread};
+        uint32_t groups = per_thread ? lm_vk_groups(v, pc.rows, local) : (pc.rows < 65535 ? pc.rows : 65535);
+        lm_vk_arg args[4] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true}};
+        st = lm_vk_dispatch(v, "nn_rows", spec, 7, args, 4, &pc, sizeof pc, groups, 1, 1);
+    }
+    for (int i = 0; i < 3; i++) release(own[i]);
+    return st;
+}
+
+/* ---------------------------------------------------- element kernels */
+
+static lm_status elem_dispatch(lm_vk_dev *v, const char *shader, uint32_t op, const uint32_t *dts,
+                               const lm_vk_arg *args, int nargs, const elem_pc *pc)
+{
+    uint32_t spec[4] = {op, dts[0], dts[1], dts[2]};
+    return lm_vk_dispatch(v, shader, spec, 4, args, nargs, pc, sizeof *pc, lm_vk_groups(v, pc->n, 256), 1, 1);
+}
+
+static lm_status run_rope(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *x = node->inputs[0], *a = node->inputs[1];
+    elem_pc pc;
+    memset(&pc, 0, sizeof pc);
+    int64_t sh[LM_MAX_DIMS], st[1][LM_MAX_DIMS];
+    memcpy(sh, x->shape, sizeof sh);
+    memcpy(st[0], a->strides, sizeof st[0]);
+    pc.nlead = lm_vk_collapse(x->ndim - 1, sh, 1, st);
+    for (int d = 0; d < pc.nlead; d++) {
+        pc.lshape[d] = (int32_t)sh[d];
+        pc.last[d] = (int32_t)st[0][d];
+    }
+    pc.n = (uint32_t)node->size;
+    pc.off_a = (int32_t)a->offset;
+    pc.ast_last = (int32_t)a->strides[x->ndim - 1];
+    pc.D = (int32_t)x->shape[x->ndim - 1];
+    pc.dims = (int32_t)node->params.i[0];
+    pc.trad = node->params.i[1] != 0;
+    const lm_vk_mem *xm;
+    lm_buffer *own;
+    lm_status s = contiguous_input(v, x, &xm, &pc.off_x, &own);
+    if (s != LM_OK) return s;
+    uint32_t dts[3] = {x->dtype, a->dtype, node->dtype};
+    lm_vk_arg args[3] = {{xm, false}, {lm_vk_mem_of(a), false}, {lm_vk_mem_of(node), true}};
+    s = elem_dispatch(v, a->dtype == LM_F64 ? "nn_elem_f64" : "nn_elem", NE_ROPE, dts, args, 3, &pc);
+    release(own);
+    return s;
+}
+
+/* a copy of x, then the excluded triangle zeroed in place */
+static lm_status run_tri(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *x = node->inputs[0];
+    int64_t cs[LM_MAX_DIMS];
+    contiguous_strides(node, cs);
+    lm_status s = lm_vk_move(v, x, lm_vk_mem_of(node), node->dtype, 0, cs);
+    if (s != LM_OK) return s;
+    int64_t M = node->shape[node->ndim - 2], N = node->shape[node->ndim - 1], k = node->params.i[0];
+    /* past either edge every row keeps all or nothing: clamp into int32 */
+    int64_t lim = M + N + 1;
+    k = k < -lim ? -lim : k > lim ? lim : k;
+    elem_pc pc;
+    memset(&pc, 0, sizeof pc);
+    pc.n = (uint32_t)node->size;
+    pc.D = (int32_t)N;
+    pc.dims = (int32_t)M;
+    pc.trad = (int32_t)k;
+    uint32_t dts[3] = {node->dtype, LM_F32, node->dtype};
+    lm_vk_arg args[3] = {{NULL, false}, {NULL, false}, {lm_vk_mem_of(node), true}};
+    return elem_dispatch(v, "nn_elem", node->op == LM_OP_TRIL ? NE_TRIL : NE_TRIU, dts, args, 3, &pc);
+}
+
+static lm_status run_one_hot(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *ix = node->inputs[0];
+    lm_status s = lm_vk_status_init(v);
+    if (s != LM_OK) return s;
+    elem_pc pc;
+    memset(&pc, 0, sizeof pc);
+    pc.n = (uint32_t)node->size;
+    pc.D = (int32_t)node->params.i[0];
+    const lm_vk_mem *im;
+    lm_buffer *own;
+    if ((s = contiguous_input(v, ix, &im, &pc.off_x, &own)) != LM_OK) return s;
+    /* the report is checked when the batch completes (exec.c) */
+    v->status_armed = true;
+    snprintf(v->status_op, sizeof v->status_op, "one_hot");
+    v->status_axis = node->ndim - 1;
+    v->status_len = node->params.i[0];
+    uint32_t dts[3] = {ix->dtype, LM_F32, LM_I64};
+    lm_vk_arg args[4] = {{im, false}, {NULL, false}, {lm_vk_mem_of(node), true}, {v->status, true}};
+    s = elem_dispatch(v, "nn_elem", NE_ONE_HOT, dts, args, 4, &pc);
+    release(own);
+    return s;
+}
+
+/* ---------------------------------------------------------- attention */
+
+static void attn_strides(const lm_array *a, int32_t *off, int32_t *st)
+{
+    *off = (int32_t)a->offset;
+    for (int d = 0; d < 4; d++) st[d] = (int32_t)a->strides[d];
+}
+
+static lm_status run_attention(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *q = node->inputs[0], *k = node->inputs[1], *val = node->inputs[2];
+    const lm_array *mask = node->ninputs > 3 ? node->inputs[3] : NULL;
+    attn_pc pc;
+    memset(&pc, 0, sizeof pc);
+    pc.Hq = (int32_t)q->shape[1];
+    pc.Lq = (int32_t)q->shape[2];
+    pc.Lk = (int32_t)k->shape[2];
+    pc.D = (int32_t)q->shape[3];
+    pc.Dv = (int32_t)val->shape[3];
+    pc.nqb = (pc.Lq + ATTN_BQ - 1) / ATTN_BQ;
+    pc.grp = (int32_t)(q->shape[1] / k->shape[1]);
+    pc.items = (uint32_t)(q->shape[0] * q->shape[1] * pc.nqb);
+    pc.scale = (float)node->params.f[0];
+    attn_strides(q, &pc.oq, pc.sq);
+    attn_strides(k, &pc.ok, pc.sk);
+    attn_strides(val, &pc.ov, pc.sv);
+    if (mask) attn_strides(mask, &pc.om, pc.sm);
+    pc.mask = mask ? (uint32_t)node->params.i[1] : 0u;
+    pc.causal = node->params.i[0] != 0;
+    uint32_t spec[4] = {q->dtype, k->dtype, val->dtype, node->dtype};
+    lm_vk_arg args[5] = {{lm_vk_mem_of(q), false}, {lm_vk_mem_of(k), false}, {lm_vk_mem_of(val), false},
+                         {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
+    uint32_t groups = pc.items < 65535 ? pc.items : 65535;
+    return lm_vk_dispatch(v, "nn_attn", spec, 4, args, 5, &pc, sizeof pc, groups ? groups : 1, 1, 1);
+}
+
+/* ------------------------------------------------------------- entry */
 
 lm_status lm_vk_run_nn_norm(lm_vk_dev *v, lm_array *node)
 {
-    (void)v;
-    return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: op %s is not implemented", lm_op_name(node->op));
+    if (!lm_vk_supports_nn_norm(v, node))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s of %s is not implemented", lm_op_name(node->op),
+                            lm_dtype_name(node->dtype));
+    lm_status st;
+    switch (node->op) {
+    case LM_OP_ATTENTION: st = run_attention(v, node); break;
+    case LM_OP_ROPE: st = run_rope(v, node); break;
+    case LM_OP_TRIL: case LM_OP_TRIU: st = run_tri(v, node); break;
+    case LM_OP_ONE_HOT: st = run_one_hot(v, node); break;
+    default: st = run_rows(v, node); break;
+    }
+    return st == LM_OK ? st : lm_error_prefix("%s", lm_op_name(node->op));
 }

@@ -1,0 +1,436 @@
+/* test_vulkan_nn_norm.c - the norm family of neural-network ops on Vulkan
+ * (backends/vulkan/nn_norm.c) against the CPU backend: softmax and
+ * log_softmax over every kind of axis, layer/rms/group norm with and without
+ * affine parameters, attention (masks, causal, grouped heads, head dims 40
+ * to 256, L = 1 and L not a multiple of the block), every RoPE builder,
+ * tril/triu and one_hot, in f32/f16/bf16 (tril/triu in any dtype), on
+ * contiguous, transposed and sliced inputs.  Each supported case must run
+ * on the GPU (no CPU fallback counted); f64 cases must give the CPU's
+ * result through the fallback.  Same harness as test_vulkan_parity.c
+ * (NMSE per dtype, NaN/Inf positions, guard arrays); PARITY_QUICK=1 runs
+ * a sixth of the cases (the validation-layer pass). */
+#include "testutil.h"
+#ifdef LM_HAVE_VULKAN
+
+#include "parity/parity.h"
+
+static const lm_dtype fdt[3] = {LM_F32, LM_F16, LM_BF16};
+
+/* run_case, plus: the Vulkan result must not have needed the CPU fallback
+ * (or must have, when expect_fallback) */
+static void nn_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr,
+                    bool expect_fallback)
+{
+    if (skip_case()) return;
+    lm_array *gin[4];
+    for (int k = 0; k < nin; k++) {
+        gin[k] = lm_array_to(cin[k], vk);
+        assert_non_null(gin[k]);
+        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+    }
+    lm_array *g0 = guard();
+    lm_array *rc = f(cin, ctx), *rg = f(gin, ctx);
+    if (!rc || !rg) {
+        fprintf(stderr, "PARITY FAIL %s: build failed: %s\n", what, lm_error_message());
+        failures++;
+    } else {
+        lm_array *g1 = guard();
+        assert_int_equal(lm_array_eval(rc), LM_OK);
+        lm_status st = lm_array_eval(rg);
+        int64_t fb = lm_eval_last_stats().fallbacks;
+        if (st == LM_OK && (fb != 0) != expect_fallback) {
+            fprintf(stderr, "PARITY FAIL %s: %lld CPU fallbacks (expected %s)\n", what, (long long)fb,
+                    expect_fallback ? "some" : "none");
+            failures++;
+        }
+        compare(what, rc, rg, thr);
+        check_guard(what, g0);
+        check_guard(what, g1);
+        lm_array_release(g1);
+    }
+    lm_array_release(g0);
+    lm_array_release(rc);
+    lm_array_release(rg);
+    for (int k = 0; k < nin; k++) lm_array_release(gin[k]);
+}
+
+static lm_array *shaped(int nd, const int64_t *sh, lm_dtype dt, double lo, double hi, int flags)
+{
+    return data(nd, sh, dt, lo, hi, flags);
+}
+
+/* ------------------------------------------------------------ softmax */
+
+typedef struct { bool lg; int axis; view_kind view; } smctx;
+
+static lm_array *b_softmax(lm_array **in, const void *p)
+{
+    const smctx *c = p;
+    lm_array *x = apply_view(in[0], c->view);
+    lm_array *r = c->lg ? lm_log_softmax(x, c->axis) : lm_softmax(x, c->axis);
+    lm_array_release(x);
+    return r;
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    struct { int nd; int64_t sh[3]; int axis; } shapes[] = {
+        {2, {7, 33}, -1}, {2, {3, 1000}, 1}, {2, {300, 6}, 0}, {3, {40, 17, 9}, 1},
+        {3, {5, 3, 11}, 0}, {1, {1}, 0}, {2, {257, 5}, -1},
+    };
+    /* more rows than one dispatch has workgroups (65535): the kernel loops */
+    int64_t many[2] = {65600, 20};
+    lm_array *xm = shaped(2, many, LM_F32, -6, 6, SPECIALS);
+    smctx cm = {false, -1, V_NONE};
+    nn_case("softmax f32 [65600,20]", 1, &xm, b_softmax, &cm, thr_for(LM_F32, true), false);
+    lm_array_release(xm);
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int d = 0; d < 3; d++)
+            for (int lg = 0; lg < 2; lg++)
+                for (view_kind vw = V_NONE; vw <= V_SLICE; vw++) {
+                    if (vw == V_SLICE && shapes[s].sh[shapes[s].nd - 1] < 2) continue;
+                    lm_array *x = shaped(shapes[s].nd, shapes[s].sh, fdt[d], -6, 6, d == 0 ? SPECIALS : 0);
+                    smctx c = {lg, shapes[s].axis, vw};
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s shape %zu axis %d%s", lg ? "log_softmax" : "softmax",
+                             lm_dtype_name(fdt[d]), s, c.axis, view_name[vw]);
+                    nn_case(what, 1, &x, b_softmax, &c, thr_for(fdt[d], true), false);
+                    lm_array_release(x);
+                }
+}
+
+/* ------------------------------------------------------------ norms */
+
+typedef struct { lm_op op; int naxes; int64_t groups; bool w, b; view_kind view; } nctx;
+
+static lm_array *b_norm(lm_array **in, const void *p)
+{
+    const nctx *c = p;
+    lm_array *x = apply_view(in[0], c->view);
+    lm_array *w = c->w ? in[1] : NULL, *b = c->b ? in[2] : NULL, *r;
+    if (c->op == LM_OP_LAYER_NORM) r = lm_layer_norm(x, c->naxes, w, b, 1e-5);
+    else if (c->op == LM_OP_RMS_NORM) r = lm_rms_norm(x, c->naxes, w, 1e-6);
+    else r = lm_group_norm(x, c->groups, w, b, 1e-5);
+    lm_array_release(x);
+    return r;
+}
+
+/* x of shape sh (as the op sees it, after the view) and affine params */
+static void norm_cases(lm_op op, int nd, const int64_t *sh, int naxes, int64_t groups, const char *name)
+{
+    for (int d = 0; d < 3; d++)
+        for (int aff = 0; aff < 3; aff++)
+            for (view_kind vw = V_NONE; vw <= V_SLICE; vw += 2) {
+                /* a sliced view: the stored x is twice as wide in its last axis */
+                int64_t xs[4];
+                memcpy(xs, sh, sizeof(int64_t) * (size_t)nd);
+                if (vw == V_SLICE) xs[nd - 1] = 2 * sh[nd - 1] + 1;
+                lm_array *in[3];
+                in[0] = shaped(nd, xs, fdt[d], -3, 5, aff == 2 ? SPECIALS : 0);
+                int64_t ps[4], pn = op == LM_OP_GROUP_NORM ? 1 : naxes;
+                if (op == LM_OP_GROUP_NORM) ps[0] = sh[1];
+                else memcpy(ps, sh + nd - naxes, sizeof(int64_t) * (size_t)naxes);
+                /* weights in another float dtype than x, once */
+                lm_dtype wdt = aff == 1 ? LM_F32 : fdt[d];
+                in[1] = shaped((int)pn, ps, wdt, 0.5, 1.5, 0);
+                in[2] = shaped((int)pn, ps, wdt, -1, 1, 0);
+                nctx c = {op, naxes, groups, aff > 0, aff > 0 && op != LM_OP_RMS_NORM, vw};
+                char what[160];
+                snprintf(what, sizeof what, "%s %s %s%s%s", name, lm_dtype_name(fdt[d]),
+                         aff ? "affine" : "plain", aff == 2 ? " specials" : "", view_name[vw]);
+                nn_case(what, 3, in, b_norm, &c, thr_for(fdt[d], true), false);
+                for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+            }
+}
+
+static void test_norms(void **state)
+{
+    (void)state;
+    int64_t a[2] = {6, 37}, b[3] = {4, 5, 130}, c[4] = {2, 6, 5, 7}, e[3] = {3, 8, 11}, f[2] = {3, 700};
+    norm_cases(LM_OP_LAYER_NORM, 2, a, 1, 0, "layer_norm [6,37]");
+    norm_cases(LM_OP_LAYER_NORM, 3, b, 2, 0, "layer_norm [4,5,130] over 2 axes");
+    norm_cases(LM_OP_LAYER_NORM, 2, f, 1, 0, "layer_norm [3,700]");
+    norm_cases(LM_OP_RMS_NORM, 2, a, 1, 0, "rms_norm [6,37]");
+    norm_cases(LM_OP_RMS_NORM, 3, b, 1, 0, "rms_norm [4,5,130]");
+    norm_cases(LM_OP_GROUP_NORM, 4, c, 0, 3, "group_norm [2,6,5,7] g3");
+    norm_cases(LM_OP_GROUP_NORM, 3, e, 0, 2, "group_norm [3,8,11] g2");
+    norm_cases(LM_OP_GROUP_NORM, 3, e, 0, 8, "group_norm [3,8,11] g8");
+}
+
+/* ---------------------------------------------------------- attention */
+
+typedef struct {
+    int64_t B, Hq, Hk, Lq, Lk, D, Dv;
+    int mask;        /* 0 none, 1 bool [Lq, Lk], 2 additive [B, 1, Lq, Lk] with -inf rows */
+    bool causal, tq; /* tq: q, k, v are transposed views of [B, L, H, D] */
+} actx;
+
+static lm_array *b_attn(lm_array **in, const void *p)
+{
+    const actx *c = p;
+    lm_array *t[3];
+    for (int k = 0; k < 3; k++) t[k] = c->tq ? lm_transpose(in[k], 1, 2) : lm_array_retain(in[k]);
+    lm_array *r = lm_attention(t[0], t[1], t[2], c->mask ? in[3] : NULL, c->causal, 0);
+    for (int k = 0; k < 3; k++) lm_array_release(t[k]);
+    return r;
+}
+
+static void attn_case(const actx *c, lm_dtype dt)
+{
+    int64_t qs[4] = {c->B, c->Hq, c->Lq, c->D}, ks[4] = {c->B, c->Hk, c->Lk, c->D};
+    int64_t vs[4] = {c->B, c->Hk, c->Lk, c->Dv};
+    if (c->tq) {
+        qs[1] = c->Lq; qs[2] = c->Hq;
+        ks[1] = vs[1] = c->Lk; ks[2] = vs[2] = c->Hk;
+    }
+    lm_array *in[4] = {shaped(4, qs, dt, -1, 1, 0), shaped(4, ks, dt, -1, 1, 0), shaped(4, vs, dt, -2, 2, 0), NULL};
+    if (c->mask == 1) {
+        int64_t ms[2] = {c->Lq, c->Lk};
+        lm_array *m = shaped(2, ms, LM_F32, 0, 1, 0), *h = lm_full(0, NULL, 0.3, LM_F32, cpu);
+        in[3] = lm_binary(LM_OP_GT, m, h);
+        assert_int_equal(lm_array_eval(in[3]), LM_OK);
+        lm_array_release(m);
+        lm_array_release(h);
+    } else if (c->mask == 2) {
+        int64_t ms[4] = {c->B, 1, c->Lq, c->Lk};
+        int64_t n = c->B * c->Lq * c->Lk;
+        float *v = malloc(sizeof(float) * (size_t)n);
+        for (int64_t i = 0; i < n; i++) v[i] = urand() < 0.2 ? -INFINITY : (float)(urand() * 2 - 1);
+        for (int64_t j = 0; j < c->Lk && c->Lq > 1; j++) v[c->Lk + j] = -INFINITY;   /* row 1: nothing visible */
+        in[3] = lm_from_data(4, ms, LM_F32, v, cpu);
+        free(v);
+    }
+    char what[200];
+    snprintf(what, sizeof what, "attention %s B%lld Hq%lld Hk%lld Lq%lld Lk%lld D%lld Dv%lld mask%d%s%s",
+             lm_dtype_name(dt), (long long)c->B, (long long)c->Hq, (long long)c->Hk, (long long)c->Lq,
+             (long long)c->Lk, (long long)c->D, (long long)c->Dv, c->mask, c->causal ? " causal" : "",
+             c->tq ? " transposed" : "");
+    nn_case(what, c->mask ? 4 : 3, in, b_attn, c, thr_for(dt, true), false);
+    for (int k = 0; k < 4; k++) lm_array_release(in[k]);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    const actx cases[] = {
+        {1, 2, 2, 1, 1, 64, 64, 0, false, false},
+        {1, 2, 2, 1, 1, 64, 64, 0, true, false},
+        {2, 4, 2, 37, 37, 64, 64, 0, true, false},
+        {2, 4, 2, 37, 37, 64, 64, 1, false, true},
+        {1, 2, 1, 20, 45, 128, 128, 2, false, false},
+        {1, 2, 1, 20, 45, 128, 128, 0, true, false},
+        {1, 1, 1, 33, 17, 40, 40, 0, true, false},
+        {1, 3, 3, 17, 33, 80, 48, 1, true, true},
+        {1, 1, 1, 9, 70, 256, 256, 2, true, false},
+        {1, 1, 1, 40, 1, 64, 32, 0, false, false},
+        {1, 2, 2, 32, 64, 64, 64, 0, true, false},   /* whole query and key blocks */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+}
+
+/* --------------------------------------------------------------- rope */
+
+typedef struct { int kind; int64_t dims; bool trad; view_kind view; } rctx;
+
+static lm_array *b_rope(lm_array **in, const void *p)
+{
+    const rctx *c = p;
+    lm_array *x = c->view == V_T ? lm_transpose(in[0], 1, 2) : lm_array_retain(in[0]), *r = NULL;
+    switch (c->kind) {
+    case 0: r = lm_rope(x, c->dims, c->trad, 10000.0, 1.0, 1000); break;
+    case 1: r = lm_rope_freqs(x, c->dims, c->trad, in[1], 0.5, 3); break;
+    case 2: {
+        int64_t axes[3] = {c->dims / 2 - 2 * (c->dims / 8), 2 * (c->dims / 8), c->dims / 2};
+        if (axes[0] <= 0) { axes[0] = c->dims / 2; axes[1] = c->dims / 2; axes[2] = 0; }
+        r = lm_rope_multi(x, in[2], axes[2] ? 3 : 2, axes, 10000.0, c->trad);
+        break;
+    }
+    default: r = lm_rope_angles(x, in[3], c->dims, c->trad); break;
+    }
+    lm_array_release(x);
+    return r;
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    const char *kinds[] = {"rope", "rope_freqs", "rope_multi", "rope_angles f32"};
+    for (int d = 0; d < 3; d++)
+        for (int kind = 0; kind < 4; kind++)
+            for (int trad = 0; trad < 2; trad++)
+                for (int tv = 0; tv < 2; tv++) {
+                    /* partial rotation (dims < D) for rope and rope_angles */
+                    int64_t D = 40, dims = kind == 0 ? 24 : kind == 3 ? 16 : 40, L = 13, H = 3;
+                    /* x is [B, H, L, D], or a transposed view of [B, L, H, D] */
+                    int64_t xs[4] = {2, tv ? L : H, tv ? H : L, D};
+                    int64_t fs = dims / 2, ps[2] = {L, dims == 40 ? 3 : 2}, as[3] = {1, L, dims / 2};
+                    lm_array *in[4] = {shaped(4, xs, fdt[d], -2, 2, 0), shaped(1, &fs, LM_F32, 0.01, 1, 0),
+                                       shaped(2, ps, LM_F32, 0, 300, 0), shaped(3, as, LM_F32, -400, 400, 0)};
+                    rctx c = {kind, dims, trad, tv ? V_T : V_NONE};
+                    char what[160];
+                    snprintf(what, sizeof what, "%s %s dims %lld%s%s", kinds[kind], lm_dtype_name(fdt[d]),
+                             (long long)dims, trad ? " traditional" : "", tv ? " transposed" : "");
+                    nn_case(what, 4, in, b_rope, &c, thr_for(fdt[d], true), false);
+                    for (int k = 0; k < 4; k++) lm_array_release(in[k]);
+                }
+}
+
+/* ------------------------------------------------- tril, triu, one_hot */
+
+typedef struct { bool upper; int64_t k; view_kind view; } tctx;
+
+static lm_array *b_tri(lm_array **in, const void *p)
+{
+    const tctx *c = p;
+    lm_array *x = apply_view(in[0], c->view);
+    lm_array *r = c->upper ? lm_triu(x, c->k) : lm_tril(x, c->k);
+    lm_array_release(x);
+    return r;
+}
+
+static void test_tri(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16, LM_F64, LM_I32, LM_I64, LM_U8, LM_BOOL};
+    const int64_t ks[] = {0, -1, 2, -100, 100};
+    int64_t sh[3] = {3, 7, 9};
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+        for (size_t k = 0; k < sizeof ks / sizeof *ks; k++)
+            for (int up = 0; up < 2; up++) {
+                view_kind vw = k % 2 ? V_T : V_NONE;
+                lm_array *x = shaped(3, sh, dts[d], -50, 50, 0);
+                tctx c = {up, ks[k], vw};
+                char what[120];
+                snprintf(what, sizeof what, "%s %s k %lld%s", up ? "triu" : "tril", lm_dtype_name(dts[d]),
+                         (long long)ks[k], view_name[vw]);
+                nn_case(what, 1, &x, b_tri, &c, 0, false);
+                lm_array_release(x);
+            }
+}
+
+typedef struct { int64_t nc; bool sliced; } octx;
+
+static lm_array *b_one_hot(lm_array **in, const void *p)
+{
+    const octx *c = p;
+    lm_array *x = c->sliced ? lm_slice(in[0], 1, 1, in[0]->shape[1], 2) : lm_array_retain(in[0]);
+    lm_array *r = lm_one_hot(x, c->nc);
+    lm_array_release(x);
+    return r;
+}
+
+static void test_one_hot(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_I64, LM_I32, LM_U8, LM_I16};
+    int64_t sh[2] = {5, 9};
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+        for (int sl = 0; sl < 2; sl++) {
+            lm_array *x = shaped(2, sh, dts[d], 0, 7, 0);
+            octx c = {7, sl};
+            char what[120];
+            snprintf(what, sizeof what, "one_hot %s%s", lm_dtype_name(dts[d]), sl ? " sliced" : "");
+            nn_case(what, 1, &x, b_one_hot, &c, 0, false);
+            lm_array_release(x);
+        }
+    /* an index out of range is an error from the same eval, as on the CPU */
+    int64_t bad[3] = {0, 9, 1}, n = 3;
+    lm_array *i = lm_from_data(1, &n, LM_I64, bad, vk), *o = lm_one_hot(i, 4);
+    cases++;
+    if (lm_array_eval(o) != LM_ERR_ARG) {
+        fprintf(stderr, "PARITY FAIL one_hot out of range: no error\n");
+        failures++;
+    }
+    lm_array_release(o);
+    lm_array_release(i);
+}
+
+/* ----------------------------------------------------- CPU fallback */
+
+static lm_array *b_f64(lm_array **in, const void *p)
+{
+    (void)p;
+    lm_array *s = lm_softmax(in[0], -1), *l = lm_layer_norm(s, 1, NULL, NULL, 1e-5);
+    lm_array_release(s);
+    return l;
+}
+
+static lm_array *b_attn_long_d(lm_array **in, const void *p)
+{
+    (void)p;
+    return lm_attention(in[0], in[0], in[0], NULL, true, 0);
+}
+
+static void test_fallback(void **state)
+{
+    (void)state;
+    bool was = quick;
+    quick = false;   /* always run: it is the one check of the fallback */
+    int64_t sh[2] = {5, 19};
+    lm_array *x = shaped(2, sh, LM_F64, -4, 4, SPECIALS);
+    nn_case("f64 softmax + layer_norm through the CPU fallback", 1, &x, b_f64, NULL, 0, true);
+    lm_array_release(x);
+    int64_t qs[4] = {1, 1, 5, 300};
+    x = shaped(4, qs, LM_F32, -1, 1, 0);
+    nn_case("attention with D 300 through the CPU fallback", 1, &x, b_attn_long_d, NULL, 0, true);
+    lm_array_release(x);
+    quick = was;
+}
+
+/* the temporary copies of strided inputs go back: active memory returns
+ * to where it was once the results are released */
+static void test_memory(void **state)
+{
+    (void)state;
+    int64_t sh[3] = {4, 9, 24};
+    lm_array *c = shaped(3, sh, LM_F32, -2, 2, 0), *x = lm_array_to(c, vk);
+    assert_int_equal(lm_array_eval(x), LM_OK);
+    size_t before = lm_device_memory(vk).active;
+    for (int k = 0; k < 3; k++) {
+        lm_array *t = lm_transpose(x, 0, 2);      /* [24, 9, 4], not contiguous */
+        lm_array *y = k == 0 ? lm_softmax(t, 1) : k == 1 ? lm_rms_norm(t, 2, NULL, 1e-6)
+                    : lm_rope(t, 4, false, 10000.0, 1.0, 0);
+        assert_int_equal(lm_array_eval(y), LM_OK);
+        assert_int_equal(lm_eval_last_stats().fallbacks, 0);
+        lm_array_release(y);
+        lm_array_release(t);
+    }
+    cases++;
+    if (lm_device_memory(vk).active != before) {
+        fprintf(stderr, "PARITY FAIL memory: active %zu bytes after, %zu before\n",
+                lm_device_memory(vk).active, before);
+        failures++;
+    }
+    lm_array_release(x);
+    lm_array_release(c);
+}
+
+#define VK_TEST(f) cmocka_unit_test(f)
+
+int main(void)
+{
+    parity_setup(NULL);
+    if (!vk) {
+        printf("test_vulkan_nn_norm: no Vulkan device (%s); skipped\n", lm_vulkan_status());
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_rope),
+        VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback), VK_TEST(test_memory), VK_TEST(test_summary),
+    };
+    const char *q = getenv("PARITY_QUICK");
+    quick = q && *q && strcmp(q, "0");
+    const char *only = getenv("PARITY_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+int main(void)
+{
+    printf("test_vulkan_nn_norm: built without Vulkan; skipped\n");
+    return 0;
+}
+#endif
