@@ -1,0 +1,56 @@
+// conv_gemm.glsl - the convolution hooks of matmul_f32.glsl (included by it
+// when MM_CONV is defined, see conv_gemm.comp): conv2d as an implicit GEMM.
+//
+// Per batch entry z = (image n, group g):  C[o][p] = sum_k A[o][k] * B[k][p]
+// with A = the group's weights [O/g, C/g*KH*KW] (k-contiguous, so the
+// shared A path of the GEMM reads them as they are), p = oy*OW + ox an
+// output pixel and B[k = (c, kh, kw)][p] = x[n, g*C/g + c, oy*sh - pt +
+// kh*dh, ox*sw - pl + kw*dw], zero outside the input - the im2col matrix,
+// computed from its address as each tile is staged instead of being
+// written out.  The output [N, O, OH*OW] is exactly the GEMM's contiguous
+// [batch, M, N] result.  The bias (binding 3) is added on store.
+// The batch walk of main() uses bshape = {N, G}, bsa = {0, weights of one
+// group}, bsb = {x's image stride, x's stride of one group}.
+
+layout(constant_id = 8) const uint DTBIAS = 0;
+
+layout(push_constant) uniform PC {
+    int M, N, K, nb;            // M = O/g, N = OH*OW, K = C/g*KH*KW, nb = 2
+    int off_a, off_b;
+    int sam, sak;               // weights: o stride, k stride (1)
+    int off_bias, s_bias;       // off_bias < 0: no bias
+    int bshape[2], bsa[2], bsb[2];
+    int H, W, OW, KW, KHW;
+    int sh, sw, pt, pl, dh, dw;
+    int sxc, sxh, sxw;          // x's strides in elements
+} pc;
+
+DECL_IO(3)
+
+// chunk c of the B tile at depth k0: row k = k0 + c / 32, the 4 output
+// pixels from n0 + (c % 32) * 4 (the B_NCONTIG layout of fetch_b)
+vec4 conv_fetch_b(int c, int k0)
+{
+    vec4 r = vec4(0.0);
+    int k = k0 + c / 32, p = n0 + (c % 32) * 4;
+    if (k >= pc.K) return r;
+    int ch = k / pc.KHW, kk = k - ch * pc.KHW;
+    int kh = kk / pc.KW, kw = kk - kh * pc.KW;
+    int base = ob + ch * pc.sxc, dy = kh * pc.dh - pc.pt, dx = kw * pc.dw - pc.pl;
+    int oy = p / pc.OW, ox = p - oy * pc.OW;
+    [[unroll]] for (int j = 0; j < 4; j++) {
+        int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
+        if (p + j < pc.N && iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W)
+            r[j] = ldf_1(DTB, base + iy * pc.sxh + ix * pc.sxw);
+        if (++ox == pc.OW) { ox = 0; oy++; }
+    }
+    return r;
+}
+
+// the bias of row gm (output channel g*M + gm) of this workgroup's batch entry
+float conv_bias(int gm)
+{
+    if (pc.off_bias < 0) return 0.0;
+    int g = int(gl_WorkGroupID.z) % pc.bshape[1];
+    return ldf_3(DTBIAS, pc.off_bias + (g * pc.M + gm) * pc.s_bias);
+}
