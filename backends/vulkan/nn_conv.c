@@ -131,41 +131,68 @@ static const lm_array *bias_of(const lm_array *node, int32_t *off, int32_t *stri
     return b;
 }
 
-static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
+/* the GEMM's view of the conv: A = weights, B = the unfolded input */
+static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
     const int64_t *p = node->params.i;
-    gemm_pc pc = {0};
-    pc.M = (int32_t)g->Og;
-    pc.N = (int32_t)(g->OH * g->OW);
-    pc.K = (int32_t)(g->Cg * g->KH * g->KW);
-    pc.nb = 2;
-    pc.off_a = (int32_t)w->offset;
-    pc.off_b = (int32_t)x->offset;
-    pc.sam = (int32_t)w->strides[0];
-    pc.sak = 1;
-    const lm_array *b = bias_of(node, &pc.off_bias, &pc.s_bias);
-    pc.bshape[0] = (int32_t)g->N;
-    pc.bshape[1] = (int32_t)g->G;
-    pc.bsa[1] = (int32_t)(g->Og * w->strides[0]);
-    pc.bsb[0] = (int32_t)x->strides[0];
-    pc.bsb[1] = (int32_t)(g->Cg * x->strides[1]);
-    pc.H = (int32_t)g->H; pc.W = (int32_t)g->W; pc.OW = (int32_t)g->OW;
-    pc.KW = (int32_t)g->KW; pc.KHW = (int32_t)(g->KH * g->KW);
-    pc.sh = (int32_t)p[0]; pc.sw = (int32_t)p[1]; pc.pt = (int32_t)p[2]; pc.pl = (int32_t)p[3];
-    pc.dh = (int32_t)p[6]; pc.dw = (int32_t)p[7];
-    pc.sxc = (int32_t)x->strides[1]; pc.sxh = (int32_t)x->strides[2]; pc.sxw = (int32_t)x->strides[3];
-    /* 4-element weight loads need every row start on a 16-byte boundary */
-    bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 &&
-                 lm_vk_mem_of(w)->off % 16 == 0;
-    bool c_vec = pc.N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
-    uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec,
-                        b ? b->dtype : node->dtype};
+    memset(pc, 0, sizeof *pc);
+    pc->M = (int32_t)g->Og;
+    pc->N = (int32_t)(g->OH * g->OW);
+    pc->K = (int32_t)(g->Cg * g->KH * g->KW);
+    pc->nb = 2;
+    pc->off_a = (int32_t)w->offset;
+    pc->off_b = (int32_t)x->offset;
+    pc->sam = (int32_t)w->strides[0];
+    pc->sak = 1;
+    bias_of(node, &pc->off_bias, &pc->s_bias);
+    pc->bshape[0] = (int32_t)g->N;
+    pc->bshape[1] = (int32_t)g->G;
+    pc->bsa[1] = (int32_t)(g->Og * w->strides[0]);
+    pc->bsb[0] = (int32_t)x->strides[0];
+    pc->bsb[1] = (int32_t)(g->Cg * x->strides[1]);
+    pc->H = (int32_t)g->H; pc->W = (int32_t)g->W; pc->OW = (int32_t)g->OW;
+    pc->KW = (int32_t)g->KW; pc->KHW = (int32_t)(g->KH * g->KW);
+    pc->sh = (int32_t)p[0]; pc->sw = (int32_t)p[1]; pc->pt = (int32_t)p[2]; pc->pl = (int32_t)p[3];
+    pc->dh = (int32_t)p[6]; pc->dw = (int32_t)p[7];
+    pc->sxc = (int32_t)x->strides[1]; pc->sxh = (int32_t)x->strides[2]; pc->sxw = (int32_t)x->strides[3];
+}
+
+static bool coop_fits(lm_vk_dev *v, const lm_array *node)
+{
+    const lm_vk_features *ft = &v->feat;
+    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return false;
+    if (node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16) return false;
+    const char *env = getenv("LUMEN_VK_COOP");
+    if (env && !strcmp(env, "0")) return false;
+    for (int i = 0; i < ft->ncoop; i++)
+        if (ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16) return true;
+    return false;
+}
+
+static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
+{
+    gemm_pc pc;
+    gemm_params(node, g, &pc);
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const lm_array *b = node->params.i[9] ? node->inputs[2] : NULL;
     lm_vk_arg args[4] = {{lm_vk_mem_of(w), false}, {lm_vk_mem_of(x), false},
                          {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
+    uint32_t gx = (uint32_t)((pc.N + 127) / 128), gy = (uint32_t)((pc.M + 127) / 128);
+    uint32_t gz = (uint32_t)(g->N * g->G), bdt = b ? b->dtype : node->dtype;
+    bool wal = lm_vk_mem_of(w)->off % 16 == 0;
+    if (coop_fits(v, node)) {
+        /* 16-byte weight loads: 8 halves */
+        bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
+        uint32_t spec[9] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, 0, 0, bdt};
+        return lm_vk_dispatch(v, "conv_coop", spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+    }
+    /* 4-element weight loads need every row start on a 16-byte boundary */
+    bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;
+    bool c_vec = pc.N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
+    uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
     const char *shader = v->feat.max_shared >= 33792 ? "conv_gemm" : "conv_gemm_np";
-    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc, (uint32_t)((pc.N + 127) / 128),
-                          (uint32_t)((pc.M + 127) / 128), (uint32_t)(g->N * g->G));
+    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
 }
 
 static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)

@@ -1,5 +1,7 @@
-// conv_gemm.glsl - the convolution hooks of matmul_f32.glsl (included by it
-// when MM_CONV is defined, see conv_gemm.comp): conv2d as an implicit GEMM.
+// conv_gemm.glsl - the convolution hooks of matmul_f32.glsl and
+// matmul_coop.glsl (included by them when MM_CONV is defined: conv_gemm.comp,
+// and conv_coop.comp with MM_COOP for f16 on tensor cores): conv2d as an
+// implicit GEMM.
 //
 // Per batch entry z = (image n, group g):  C[o][p] = sum_k A[o][k] * B[k][p]
 // with A = the group's weights [O/g, C/g*KH*KW] (k-contiguous, so the
@@ -27,16 +29,48 @@ layout(push_constant) uniform PC {
 
 DECL_IO(3)
 
+// where row k = (c, kh, kw) of B reads: channel c's plane (base) and the
+// offsets of tap (kh, kw) from an output pixel's scaled position
+void conv_row(int k, out int base, out int dy, out int dx)
+{
+    int ch = k / pc.KHW, kk = k - ch * pc.KHW;
+    int kh = kk / pc.KW, kw = kk - kh * pc.KW;
+    base = ob + ch * pc.sxc;
+    dy = kh * pc.dh - pc.pt;
+    dx = kw * pc.dw - pc.pl;
+}
+
+#ifdef MM_COOP
+// conv_coop.comp: chunk c of the B tile at depth k0 as 8 raw f16 values,
+// row k0 + c / (BN/8), pixels n0 + (c % (BN/8)) * 8.. (matmul_coop.glsl's
+// B_NCONTIG staging)
+uvec4 conv_fetch_b(int c, int k0)
+{
+    uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    int k = k0 + c / (BN / 8), p = n0 + (c % (BN / 8)) * 8;
+    if (k < pc.K) {
+        int base, dy, dx;
+        conv_row(k, base, dy, dx);
+        int oy = p / pc.OW, ox = p - oy * pc.OW;
+        [[unroll]] for (int j = 0; j < 8; j++) {
+            int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
+            if (p + j < pc.N && iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W)
+                h[j] = uint(u16_1.v[base + iy * pc.sxh + ix * pc.sxw]);
+            if (++ox == pc.OW) { ox = 0; oy++; }
+        }
+    }
+    return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+}
+#else
 // chunk c of the B tile at depth k0: row k = k0 + c / 32, the 4 output
-// pixels from n0 + (c % 32) * 4 (the B_NCONTIG layout of fetch_b)
+// pixels from n0 + (c % 32) * 4 (matmul_f32.glsl's B_NCONTIG layout)
 vec4 conv_fetch_b(int c, int k0)
 {
     vec4 r = vec4(0.0);
     int k = k0 + c / 32, p = n0 + (c % 32) * 4;
     if (k >= pc.K) return r;
-    int ch = k / pc.KHW, kk = k - ch * pc.KHW;
-    int kh = kk / pc.KW, kw = kk - kh * pc.KW;
-    int base = ob + ch * pc.sxc, dy = kh * pc.dh - pc.pt, dx = kw * pc.dw - pc.pl;
+    int base, dy, dx;
+    conv_row(k, base, dy, dx);
     int oy = p / pc.OW, ox = p - oy * pc.OW;
     [[unroll]] for (int j = 0; j < 4; j++) {
         int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
@@ -46,6 +80,7 @@ vec4 conv_fetch_b(int c, int k0)
     }
     return r;
 }
+#endif
 
 // the bias of row gm (output channel g*M + gm) of this workgroup's batch entry
 float conv_bias(int gm)
