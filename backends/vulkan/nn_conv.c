@@ -16,6 +16,10 @@
  * gather kernel, shaders/pool.comp, with the op in a push constant so each
  * dtype is one pipeline.
  *
+ * f16 x f16 convs can run on tensor cores instead (conv_coop.comp:
+ * matmul_coop.glsl with the same hooks), for now only when asked
+ * (LUMEN_VK_CONV_COOP=1, see coop_fits).
+ *
  * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
  * arithmetic in f32 as on the CPU, rounded once on store; nearest
  * upsampling moves raw bits and takes every dtype.  f64 (and max_pool of
@@ -158,13 +162,18 @@ static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
     pc->sxc = (int32_t)x->strides[1]; pc->sxh = (int32_t)x->strides[2]; pc->sxw = (int32_t)x->strides[3];
 }
 
+/* f16 x f16 on tensor cores (conv_coop.comp, matmul_coop.glsl's kernel with
+ * the same hooks) where matmul would use them: the 16x16x16 shape, subgroups
+ * of 32, 48 KiB of shared memory, LUMEN_VK_COOP not 0.  Only with
+ * LUMEN_VK_CONV_COOP=1 for now: no device with cooperative matrices has run
+ * test_vulkan_nn_conv over this kernel yet (lavapipe has none). */
 static bool coop_fits(lm_vk_dev *v, const lm_array *node)
 {
     const lm_vk_features *ft = &v->feat;
     if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return false;
     if (node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16) return false;
-    const char *env = getenv("LUMEN_VK_COOP");
-    if (env && !strcmp(env, "0")) return false;
+    const char *on = getenv("LUMEN_VK_CONV_COOP"), *env = getenv("LUMEN_VK_COOP");
+    if (!on || strcmp(on, "1") || (env && !strcmp(env, "0"))) return false;
     for (int i = 0; i < ft->ncoop; i++)
         if (ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16) return true;
     return false;
