@@ -129,6 +129,10 @@ static void test_conv_gemm(void **state)
             conv_case("conv2d (gemm)", &cv, xs, ws, 32, dt, dt, dt, 0);
         }
     }
+    /* several tiles along M (136 channels) and N (144 pixels), 9 steps of k */
+    cctx big = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xb[4] = {1, 16, 12, 12}, wb[4] = {136, 16, 3, 3};
+    conv_case("conv2d 136 channels (gemm, 2x2 tiles)", &big, xb, wb, 136, LM_F32, LM_F32, LM_F32, 0);
     /* 1x1 and conv1d (f32 only) */
     cctx one = {K_CONV2D, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
     int64_t xs[4] = {1, 16, 5, 8}, ws[4] = {24, 16, 1, 1};
