@@ -1,7 +1,7 @@
 /* test_vulkan_nn_conv.c - the convolution family on Vulkan against the CPU
  * (backends/vulkan/nn_conv.c): conv1d/conv2d through both the implicit
  * GEMM and the direct kernel (stride, asymmetric padding, dilation, groups,
- * depthwise, 1x1, bias or none, mixed dtypes), conv_transpose2d (stride,
+ * depthwise, 1x1, bias or none, mixed dtypes), conv_transpose2d (both paths; stride,
  * output_padding, dilation, groups), max/avg/adaptive-avg pooling,
  * nearest/bilinear upsampling with and without align_corners, on
  * transposed, channel-sliced and reversed input views, in f32, f16 and
@@ -182,6 +182,18 @@ static void test_conv_transpose(void **state)
         int64_t xs2[4] = {1, 6, 4, 7}, ws2[4] = {6, 2, 3, 4};
         conv_case("conv_transpose2d groups 2 dilation", &g2, xs2, ws2, 0, dt, dt, dt, 0);
     }
+    /* the GEMM's transposed mode: 16 output channels per group; aligned
+     * shapes in f32/f16 and unaligned in bf16 (the conv GEMM's pipelines) */
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        int64_t u = dt == LM_BF16;
+        cctx s2 = {K_CONVT, {2, 2}, {1, 1}, {1, 1}, {1 - u, 1 - u}, 1, (xview)(X_REV - t), false};
+        int64_t xs[4] = {2, 8, 5, 6}, ws[4] = {8, 16, 3, 3};
+        conv_case("conv_transpose2d stride 2 (gemm)", &s2, xs, ws, 16, dt, dt, dt, SPECIALS);
+    }
+    cctx g2 = {K_CONVT, {2, 3}, {1, 1}, {2, 1}, {1, 0}, 2, X_PLAIN, false};
+    int64_t xg[4] = {1, 8, 4, 4}, wg[4] = {8, 16, 3, 3};
+    conv_case("conv_transpose2d groups 2 dilation (gemm)", &g2, xg, wg, 32, LM_F32, LM_F32, LM_F32, 0);
     cctx dw = {K_CONVT, {2, 1}, {0, 1}, {1, 1}, {0, 0}, 5, X_PLAIN, false};
     int64_t xs[4] = {1, 5, 6, 5}, ws[4] = {5, 1, 4, 3};
     conv_case("conv_transpose2d depthwise", &dw, xs, ws, 5, LM_F32, LM_F32, LM_F32, 0);

@@ -10,9 +10,11 @@
  * output channels per group: depthwise, small grouped convs), where the
  * weights are not contiguous over (c, kh, kw), or the grid would not fit,
  * conv_direct.comp computes each output element on its own.
- * conv_transpose2d always uses conv_direct.comp, as a gather (each output
- * pixel sums the input pixels that the CPU's col2im would scatter onto it),
- * so no two invocations write one element.  Pools and upsampling are one
+ * conv_transpose2d runs as a gather on the same two kernels (each output
+ * pixel sums the input pixels that the CPU's col2im would scatter onto it,
+ * so no two invocations write one element): the GEMM's transposed mode
+ * reads B through the inverse mapping, zero where a tap does not divide by
+ * the stride.  Pools and upsampling are one
  * gather kernel, shaders/pool.comp, with the op in a push constant so each
  * dtype is one pipeline.
  *
@@ -63,11 +65,12 @@ bool lm_vk_supports_nn_conv(lm_vk_dev *v, const lm_array *node)
 
 /* ---------------------------------------------------------------- conv */
 
-/* push constants of shaders/conv_gemm.glsl */
+/* push constants of shaders/conv_gemm.glsl (exactly LM_VK_PUSH_BYTES) */
 typedef struct gemm_pc {
     int32_t M, N, K, nb, off_a, off_b, sam, sak, off_bias, s_bias;
     int32_t bshape[2], bsa[2], bsb[2];
     int32_t H, W, OW, KW, KHW, sh, sw, pt, pl, dh, dw, sxc, sxh, sxw;
+    int32_t transpose, swc;
 } gemm_pc;
 
 /* push constants of shaders/conv_direct.comp */
@@ -96,11 +99,12 @@ static geom geom_of(const lm_array *node)
     return g;
 }
 
-/* the weights' (c, kh, kw) dims read as one unit-stride k dim */
-static bool k_contiguous(const lm_array *w)
+/* the weights' dims from `from` to 3 ((c, kh, kw) for conv, (kh, kw) for
+ * conv_transpose) read as one unit-stride dim */
+static bool k_contiguous(const lm_array *w, int from)
 {
     int64_t s = 1;
-    for (int d = 3; d >= 1; d--) {
+    for (int d = 3; d >= from; d--) {
         if (w->shape[d] != 1 && w->strides[d] != s) return false;
         s *= w->shape[d];
     }
@@ -113,14 +117,16 @@ static bool gemm_off(void)
     return e && !strcmp(e, "0");
 }
 
-/* Does the implicit GEMM suit this conv?  Its tiles are 128 output
- * channels by 128 pixels: below 16 channels per group most of each tile
- * would be idle work, and the direct kernel does better. */
+/* Does the implicit GEMM suit this conv or conv_transpose?  Its tiles are
+ * 128 output channels by 128 pixels: below 16 channels per group most of
+ * each tile would be idle work, and the direct kernel does better. */
 static bool gemm_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
 {
     const lm_vk_features *ft = &v->feat;
-    if (node->op != LM_OP_CONV || ft->max_shared < 32768 || gemm_off()) return false;
-    if (g->Og < 16 || g->Cg * g->KH * g->KW < 16 || !k_contiguous(node->inputs[1])) return false;
+    if (ft->max_shared < 32768 || gemm_off()) return false;
+    bool transpose = node->op == LM_OP_CONV_TRANSPOSE;
+    if (g->Og < 16 || g->Cg * g->KH * g->KW < 16 || !k_contiguous(node->inputs[1], transpose ? 2 : 1))
+        return false;
     int64_t pixels = g->OH * g->OW;
     return (pixels + 127) / 128 <= ft->max_groups[0] && (g->Og + 127) / 128 <= ft->max_groups[1] &&
            g->N * g->G <= ft->max_groups[2];
@@ -147,12 +153,15 @@ static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
     pc->nb = 2;
     pc->off_a = (int32_t)w->offset;
     pc->off_b = (int32_t)x->offset;
-    pc->sam = (int32_t)w->strides[0];
+    pc->transpose = node->op == LM_OP_CONV_TRANSPOSE;
+    /* conv: w[o, k]; conv_transpose: w[c, o, kh, kw] (conv_fetch_a) */
+    pc->sam = (int32_t)w->strides[pc->transpose ? 1 : 0];
+    pc->swc = (int32_t)w->strides[0];
     pc->sak = 1;
     bias_of(node, &pc->off_bias, &pc->s_bias);
     pc->bshape[0] = (int32_t)g->N;
     pc->bshape[1] = (int32_t)g->G;
-    pc->bsa[1] = (int32_t)(g->Og * w->strides[0]);
+    pc->bsa[1] = (int32_t)((pc->transpose ? g->Cg : g->Og) * w->strides[0]);
     pc->bsb[0] = (int32_t)x->strides[0];
     pc->bsb[1] = (int32_t)(g->Cg * x->strides[1]);
     pc->H = (int32_t)g->H; pc->W = (int32_t)g->W; pc->OW = (int32_t)g->OW;
@@ -171,7 +180,8 @@ static bool coop_fits(lm_vk_dev *v, const lm_array *node)
 {
     const lm_vk_features *ft = &v->feat;
     if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return false;
-    if (node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16) return false;
+    if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
+        return false;
     const char *on = getenv("LUMEN_VK_CONV_COOP"), *env = getenv("LUMEN_VK_COOP");
     if (!on || strcmp(on, "1") || (env && !strcmp(env, "0"))) return false;
     for (int i = 0; i < ft->ncoop; i++)
@@ -199,6 +209,10 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     /* 4-element weight loads need every row start on a 16-byte boundary */
     bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;
     bool c_vec = pc.N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
+    /* conv_transpose reads its weights by element whatever A_VEC says: give
+     * it the value that a conv of the same output alignment would, so the
+     * two share a pipeline */
+    if (pc.transpose) a_vec = c_vec;
     uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
     const char *shader = v->feat.max_shared >= 33792 ? "conv_gemm" : "conv_gemm_np";
     return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);

@@ -13,6 +13,14 @@
 // [batch, M, N] result.  The bias (binding 3) is added on store.
 // The batch walk of main() uses bshape = {N, G}, bsa = {0, weights of one
 // group}, bsb = {x's image stride, x's stride of one group}.
+//
+// transpose != 0 (f32 kernel only): conv_transpose2d in gather form, A =
+// w[g*C/g + c, o, kh, kw] (weights [Cin, O/g, KH, KW], read through
+// conv_fetch_a since c is not contiguous with (kh, kw)), B[k][p] = x[n,
+// g*C/g + c, iy, ix] where oy = iy*sh - pt + kh*dh, i.e. iy = (oy + pt -
+// kh*dh) / sh when that divides, zero otherwise.  A stride-s conv_transpose
+// thus multiplies 1/(sh*sw) of B's entries by zeros, which the tiling still
+// makes cheaper than conv_direct.comp's per-output loop.
 
 layout(constant_id = 8) const uint DTBIAS = 0;
 
@@ -25,6 +33,7 @@ layout(push_constant) uniform PC {
     int H, W, OW, KW, KHW;
     int sh, sw, pt, pl, dh, dw;
     int sxc, sxh, sxw;          // x's strides in elements
+    int transpose, swc;         // conv_transpose; its weights' input-channel stride
 } pc;
 
 DECL_IO(3)
@@ -74,9 +83,30 @@ vec4 conv_fetch_b(int c, int k0)
     int oy = p / pc.OW, ox = p - oy * pc.OW;
     [[unroll]] for (int j = 0; j < 4; j++) {
         int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
-        if (p + j < pc.N && iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W)
+        bool inside = iy >= 0 && ix >= 0;
+        if (pc.transpose != 0) {     // the input pixel whose tap (kh, kw) lands here
+            int ty = oy - dy, tx = ox - dx;
+            iy = ty / pc.sh;
+            ix = tx / pc.sw;
+            inside = ty >= 0 && tx >= 0 && iy * pc.sh == ty && ix * pc.sw == tx;
+        }
+        if (p + j < pc.N && inside && iy < pc.H && ix < pc.W)
             r[j] = ldf_1(DTB, base + iy * pc.sxh + ix * pc.sxw);
         if (++ox == pc.OW) { ox = 0; oy++; }
+    }
+    return r;
+}
+
+// conv_transpose: chunk c of the A tile, row m = m0 + c / 4, the 4
+// weights k0 + (c % 4) * 4.. of output channel m (A_KCONTIG layout)
+vec4 conv_fetch_a(int c, int k0)
+{
+    vec4 r = vec4(0.0);
+    int m = m0 + c / 4, k = k0 + (c % 4) * 4;
+    if (m >= pc.M) return r;
+    [[unroll]] for (int j = 0; j < 4; j++) {
+        int ch = (k + j) / pc.KHW;
+        if (k + j < pc.K) r[j] = ldf_0(DTA, oa + ch * pc.swc + m * pc.sam + (k + j - ch * pc.KHW));
     }
     return r;
 }

@@ -99,6 +99,9 @@ int oa, ob, m0, n0;
 // m-contiguous: k = c / 32, m = (c % 32) * 4..
 vec4 fetch_a(int c, int k0)
 {
+#ifdef MM_CONV
+    if (pc.transpose != 0) return conv_fetch_a(c, k0);   // conv_transpose's weights
+#endif
     if (A_KCONTIG)
         return fetch0(oa, m0 + c / 4, pc.M, pc.sam, k0 + (c % 4) * 4, pc.K, pc.sak);
     return fetch0(oa, k0 + c / 32, pc.K, pc.sak, m0 + (c % 32) * 4, pc.M, pc.sam);
