@@ -1,16 +1,340 @@
-/* nn_conv.c - neural-network kernels on Vulkan (see nn.c for the family).
- * None yet: every op of the family is reported unsupported. */
+/* nn_conv.c - convolution, pooling and resampling on Vulkan (see nn.c for
+ * the family; the node contract is core/ops_nn.h, the semantics those of
+ * backends/cpu/nn_conv.c and nn_pool.c).
+ *
+ * conv2d (conv1d arrives as conv2d with H = 1) runs as an implicit GEMM on
+ * the shared f32 matmul kernel: shaders/conv_gemm.comp is matmul_f32.glsl
+ * with MM_CONV defined, whose B tiles are read from the input through the
+ * im2col mapping (shaders/conv_gemm.glsl), one batch entry per (image,
+ * group), bias added on store.  Where 128-row tiles would mostly idle (few
+ * output channels per group: depthwise, small grouped convs), where the
+ * weights are not contiguous over (c, kh, kw), or the grid would not fit,
+ * conv_direct.comp computes each output element on its own.
+ * conv_transpose2d runs as a gather on the same two kernels (each output
+ * pixel sums the input pixels that the CPU's col2im would scatter onto it,
+ * so no two invocations write one element): the GEMM's transposed mode
+ * reads B through the inverse mapping, zero where a tap does not divide by
+ * the stride.  Pools and upsampling are one
+ * gather kernel, shaders/pool.comp, with the op in a push constant so each
+ * dtype is one pipeline.
+ *
+ * f16 x f16 convs can run on tensor cores instead (conv_coop.comp:
+ * matmul_coop.glsl with the same hooks), for now only when asked
+ * (LUMEN_VK_CONV_COOP=1, see coop_fits).
+ *
+ * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
+ * arithmetic in f32 as on the CPU, rounded once on store; nearest
+ * upsampling moves raw bits and takes every dtype.  f64 (and max_pool of
+ * integers) are unsupported here and run on the CPU through eval's
+ * fallback. */
+#include <stdlib.h>
+#include <string.h>
 #include "backends/vulkan/vk.h"
+
+static bool float_storage(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
+
+static bool conv_ok(const lm_array *node)
+{
+    int nin = node->params.i[9] ? 3 : 2;
+    if (node->ninputs != nin || node->ndim != 4 || !float_storage(node->dtype)) return false;
+    for (int k = 0; k < nin; k++)
+        if (!float_storage(node->inputs[k]->dtype)) return false;
+    return node->inputs[0]->ndim == 4 && node->inputs[1]->ndim == 4;
+}
 
 bool lm_vk_supports_nn_conv(lm_vk_dev *v, const lm_array *node)
 {
     (void)v;
-    (void)node;
+    const lm_array *x = node->ninputs > 0 ? node->inputs[0] : NULL;
+    switch (node->op) {
+    case LM_OP_CONV:
+    case LM_OP_CONV_TRANSPOSE:
+        return conv_ok(node);
+    case LM_OP_MAX_POOL:
+    case LM_OP_AVG_POOL:
+    case LM_OP_ADAPTIVE_AVG_POOL:
+        return node->ninputs == 1 && x->ndim == 4 && float_storage(node->dtype) && x->dtype == node->dtype;
+    case LM_OP_UPSAMPLE:
+        if (node->ninputs != 1 || x->ndim != 4 || x->dtype != node->dtype) return false;
+        return node->params.i[0] == LM_UPSAMPLE_NEAREST ||
+               (node->params.i[0] == LM_UPSAMPLE_BILINEAR && float_storage(node->dtype));
+    default:
+        return false;
+    }
+}
+
+/* ---------------------------------------------------------------- conv */
+
+/* push constants of shaders/conv_gemm.glsl (exactly LM_VK_PUSH_BYTES) */
+typedef struct gemm_pc {
+    int32_t M, N, K, nb, off_a, off_b, sam, sak, off_bias, s_bias;
+    int32_t bshape[2], bsa[2], bsb[2];
+    int32_t H, W, OW, KW, KHW, sh, sw, pt, pl, dh, dw, sxc, sxh, sxw;
+    int32_t transpose, swc;
+} gemm_pc;
+
+/* push constants of shaders/conv_direct.comp */
+typedef struct direct_pc {
+    uint32_t n;
+    int32_t transpose, O, OH, OW;
+    int32_t off_x, sxn, sxc, sxh, sxw, H, W;
+    int32_t off_w, sw0, sw1, sw2, sw3, KH, KW;
+    int32_t Cg, Og, sh, sw, pt, pl, dh, dw, off_b, s_b;
+} direct_pc;
+
+_Static_assert(sizeof(gemm_pc) <= LM_VK_PUSH_BYTES, "conv_gemm push constants");
+_Static_assert(sizeof(direct_pc) <= LM_VK_PUSH_BYTES, "conv_direct push constants");
+
+/* shapes of a conv or conv_transpose node: Cg input and Og output channels
+ * per group */
+typedef struct geom { int64_t N, O, OH, OW, H, W, KH, KW, G, Cg, Og; } geom;
+
+static geom geom_of(const lm_array *node)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    geom g = {x->shape[0], node->shape[1], node->shape[2], node->shape[3], x->shape[2], x->shape[3],
+              w->shape[2], w->shape[3], node->params.i[8], 0, 0};
+    g.Cg = x->shape[1] / g.G;
+    g.Og = g.O / g.G;
+    return g;
+}
+
+/* the weights' dims from `from` to 3 ((c, kh, kw) for conv, (kh, kw) for
+ * conv_transpose) read as one unit-stride dim */
+static bool k_contiguous(const lm_array *w, int from)
+{
+    int64_t s = 1;
+    for (int d = 3; d >= from; d--) {
+        if (w->shape[d] != 1 && w->strides[d] != s) return false;
+        s *= w->shape[d];
+    }
+    return true;
+}
+
+static bool gemm_off(void)
+{
+    const char *e = getenv("LUMEN_VK_CONV_GEMM");
+    return e && !strcmp(e, "0");
+}
+
+/* Does the implicit GEMM suit this conv or conv_transpose?  Its tiles are
+ * 128 output channels by 128 pixels: below 16 channels per group most of
+ * each tile would be idle work, and the direct kernel does better. */
+static bool gemm_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
+{
+    const lm_vk_features *ft = &v->feat;
+    if (ft->max_shared < 32768 || gemm_off()) return false;
+    bool transpose = node->op == LM_OP_CONV_TRANSPOSE;
+    if (g->Og < 16 || g->Cg * g->KH * g->KW < 16 || !k_contiguous(node->inputs[1], transpose ? 2 : 1))
+        return false;
+    int64_t pixels = g->OH * g->OW;
+    return (pixels + 127) / 128 <= ft->max_groups[0] && (g->Og + 127) / 128 <= ft->max_groups[1] &&
+           g->N * g->G <= ft->max_groups[2];
+}
+
+/* binding 3 and its offset/stride (-1: no bias) */
+static const lm_array *bias_of(const lm_array *node, int32_t *off, int32_t *stride)
+{
+    const lm_array *b = node->params.i[9] ? node->inputs[2] : NULL;
+    *off = b ? (int32_t)b->offset : -1;
+    *stride = b ? (int32_t)b->strides[0] : 0;
+    return b;
+}
+
+/* the GEMM's view of the conv: A = weights, B = the unfolded input */
+static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t *p = node->params.i;
+    memset(pc, 0, sizeof *pc);
+    pc->M = (int32_t)g->Og;
+    pc->N = (int32_t)(g->OH * g->OW);
+    pc->K = (int32_t)(g->Cg * g->KH * g->KW);
+    pc->nb = 2;
+    pc->off_a = (int32_t)w->offset;
+    pc->off_b = (int32_t)x->offset;
+    pc->transpose = node->op == LM_OP_CONV_TRANSPOSE;
+    /* conv: w[o, k]; conv_transpose: w[c, o, kh, kw] (conv_fetch_a) */
+    pc->sam = (int32_t)w->strides[pc->transpose ? 1 : 0];
+    pc->swc = (int32_t)w->strides[0];
+    pc->sak = 1;
+    bias_of(node, &pc->off_bias, &pc->s_bias);
+    pc->bshape[0] = (int32_t)g->N;
+    pc->bshape[1] = (int32_t)g->G;
+    pc->bsa[1] = (int32_t)((pc->transpose ? g->Cg : g->Og) * w->strides[0]);
+    pc->bsb[0] = (int32_t)x->strides[0];
+    pc->bsb[1] = (int32_t)(g->Cg * x->strides[1]);
+    pc->H = (int32_t)g->H; pc->W = (int32_t)g->W; pc->OW = (int32_t)g->OW;
+    pc->KW = (int32_t)g->KW; pc->KHW = (int32_t)(g->KH * g->KW);
+    pc->sh = (int32_t)p[0]; pc->sw = (int32_t)p[1]; pc->pt = (int32_t)p[2]; pc->pl = (int32_t)p[3];
+    pc->dh = (int32_t)p[6]; pc->dw = (int32_t)p[7];
+    pc->sxc = (int32_t)x->strides[1]; pc->sxh = (int32_t)x->strides[2]; pc->sxw = (int32_t)x->strides[3];
+}
+
+/* f16 x f16 on tensor cores (conv_coop.comp, matmul_coop.glsl's kernel with
+ * the same hooks) where matmul would use them: the 16x16x16 shape, subgroups
+ * of 32, 48 KiB of shared memory, LUMEN_VK_COOP not 0.  Only with
+ * LUMEN_VK_CONV_COOP=1 for now: no device with cooperative matrices has run
+ * test_vulkan_nn_conv over this kernel yet (lavapipe has none). */
+static bool coop_fits(lm_vk_dev *v, const lm_array *node)
+{
+    const lm_vk_features *ft = &v->feat;
+    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return false;
+    if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
+        return false;
+    const char *on = getenv("LUMEN_VK_CONV_COOP"), *env = getenv("LUMEN_VK_COOP");
+    if (!on || strcmp(on, "1") || (env && !strcmp(env, "0"))) return false;
+    for (int i = 0; i < ft->ncoop; i++)
+        if (ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16) return true;
     return false;
+}
+
+static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
+{
+    gemm_pc pc;
+    gemm_params(node, g, &pc);
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const lm_array *b = node->params.i[9] ? node->inputs[2] : NULL;
+    lm_vk_arg args[4] = {{lm_vk_mem_of(w), false}, {lm_vk_mem_of(x), false},
+                         {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
+    uint32_t gx = (uint32_t)((pc.N + 127) / 128), gy = (uint32_t)((pc.M + 127) / 128);
+    uint32_t gz = (uint32_t)(g->N * g->G), bdt = b ? b->dtype : node->dtype;
+    bool wal = lm_vk_mem_of(w)->off % 16 == 0;
+    if (coop_fits(v, node)) {
+        /* 16-byte weight loads: 8 halves */
+        bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
+        uint32_t spec[9] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, 0, 0, bdt};
+        return lm_vk_dispatch(v, "conv_coop", spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+    }
+    /* 4-element weight loads need every row start on a 16-byte boundary */
+    bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;
+    bool c_vec = pc.N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
+    /* conv_transpose reads its weights by element whatever A_VEC says: give
+     * it the value that a conv of the same output alignment would, so the
+     * two share a pipeline */
+    if (pc.transpose) a_vec = c_vec;
+    uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
+    const char *shader = v->feat.max_shared >= 33792 ? "conv_gemm" : "conv_gemm_np";
+    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+}
+
+static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t *p = node->params.i;
+    direct_pc pc = {0};
+    pc.n = (uint32_t)node->size;
+    pc.transpose = node->op == LM_OP_CONV_TRANSPOSE;
+    pc.O = (int32_t)g->O; pc.OH = (int32_t)g->OH; pc.OW = (int32_t)g->OW;
+    pc.off_x = (int32_t)x->offset;
+    pc.sxn = (int32_t)x->strides[0]; pc.sxc = (int32_t)x->strides[1];
+    pc.sxh = (int32_t)x->strides[2]; pc.sxw = (int32_t)x->strides[3];
+    pc.H = (int32_t)g->H; pc.W = (int32_t)g->W;
+    pc.off_w = (int32_t)w->offset;
+    pc.sw0 = (int32_t)w->strides[0]; pc.sw1 = (int32_t)w->strides[1];
+    pc.sw2 = (int32_t)w->strides[2]; pc.sw3 = (int32_t)w->strides[3];
+    pc.KH = (int32_t)g->KH; pc.KW = (int32_t)g->KW;
+    pc.Cg = (int32_t)g->Cg; pc.Og = (int32_t)g->Og;
+    pc.sh = (int32_t)p[0]; pc.sw = (int32_t)p[1]; pc.pt = (int32_t)p[2]; pc.pl = (int32_t)p[3];
+    pc.dh = (int32_t)p[6]; pc.dw = (int32_t)p[7];
+    const lm_array *b = bias_of(node, &pc.off_b, &pc.s_b);
+    uint32_t spec[4] = {x->dtype, w->dtype, node->dtype, b ? b->dtype : node->dtype};
+    lm_vk_arg args[4] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false},
+                         {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
+    return lm_vk_dispatch(v, "conv_direct", spec, 4, args, 4, &pc, sizeof pc,
+                          lm_vk_groups(v, pc.n, 256), 1, 1);
+}
+
+static lm_status run_conv(lm_vk_dev *v, lm_array *node)
+{
+    geom g = geom_of(node);
+    return gemm_fits(v, node, &g) ? run_gemm(v, node, &g) : run_direct(v, node, &g);
+}
+
+/* ------------------------------------------------- pooling, upsampling */
+
+/* push constants of shaders/pool.comp; op codes P_* there */
+typedef struct pool_pc {
+    uint32_t n;
+    int32_t op, C, OH, OW, H, W;
+    int32_t off, sxn, sxc, sxh, sxw;
+    int32_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int32_t count_pad, divisor, align;
+    float fh, fw;
+} pool_pc;
+
+_Static_assert(sizeof(pool_pc) <= LM_VK_PUSH_BYTES, "pool push constants");
+
+enum { P_MAX, P_AVG, P_ADAPTIVE, P_NEAREST, P_BILINEAR };
+
+/* the unsigned type of t's width: nearest moves raw bits */
+static lm_dtype raw_of(lm_dtype t)
+{
+    switch (lm_dtype_size(t)) {
+    case 1: return LM_U8;
+    case 2: return LM_I16;
+    case 4: return LM_I32;
+    default: return LM_I64;
+    }
+}
+
+/* bilinear's source/destination scale along an axis, as the CPU's make_taps */
+static float bilinear_scale(int64_t in, int64_t out, double scale, bool align)
+{
+    if (!align) return (float)scale;
+    return out > 1 ? (float)((double)(in - 1) / (double)(out - 1)) : 0.0f;
+}
+
+static void pool_params(const lm_array *node, pool_pc *pc)
+{
+    const int64_t *p = node->params.i;
+    const lm_array *x = node->inputs[0];
+    if (node->op == LM_OP_ADAPTIVE_AVG_POOL) {
+        pc->op = P_ADAPTIVE;
+    } else if (node->op == LM_OP_UPSAMPLE) {
+        bool bilinear = p[0] == LM_UPSAMPLE_BILINEAR;
+        pc->op = bilinear ? P_BILINEAR : P_NEAREST;
+        pc->align = bilinear && p[1];
+        pc->fh = bilinear ? bilinear_scale(x->shape[2], node->shape[2], node->params.f[0], p[1])
+                          : (float)node->params.f[0];
+        pc->fw = bilinear ? bilinear_scale(x->shape[3], node->shape[3], node->params.f[1], p[1])
+                          : (float)node->params.f[1];
+    } else {
+        pc->op = node->op == LM_OP_MAX_POOL ? P_MAX : P_AVG;
+        pc->kh = (int32_t)p[0]; pc->kw = (int32_t)p[1];
+        pc->sh = (int32_t)p[2]; pc->sw = (int32_t)p[3];
+        pc->ph = (int32_t)p[4]; pc->pw = (int32_t)p[5];
+        pc->dh = (int32_t)p[6]; pc->dw = (int32_t)p[7];
+        if (pc->op == P_AVG) {
+            pc->dh = pc->dw = 1;
+            pc->count_pad = (int32_t)p[9];
+            pc->divisor = (int32_t)p[10];
+        }
+    }
+}
+
+static lm_status run_pool(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *x = node->inputs[0];
+    pool_pc pc = {0};
+    pc.n = (uint32_t)node->size;
+    pc.C = (int32_t)node->shape[1]; pc.OH = (int32_t)node->shape[2]; pc.OW = (int32_t)node->shape[3];
+    pc.H = (int32_t)x->shape[2]; pc.W = (int32_t)x->shape[3];
+    pc.off = (int32_t)x->offset;
+    pc.sxn = (int32_t)x->strides[0]; pc.sxc = (int32_t)x->strides[1];
+    pc.sxh = (int32_t)x->strides[2]; pc.sxw = (int32_t)x->strides[3];
+    pool_params(node, &pc);
+    uint32_t spec[1] = {pc.op == P_NEAREST ? raw_of(node->dtype) : node->dtype};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(node), true}};
+    return lm_vk_dispatch(v, "pool", spec, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.n, 256), 1, 1);
 }
 
 lm_status lm_vk_run_nn_conv(lm_vk_dev *v, lm_array *node)
 {
-    (void)v;
-    return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: op %s is not implemented", lm_op_name(node->op));
+    if (!lm_vk_supports_nn_conv(v, node))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s of %s is not implemented", lm_op_name(node->op),
+                            lm_dtype_name(node->dtype));
+    lm_status st = node->op == LM_OP_CONV || node->op == LM_OP_CONV_TRANSPOSE ? run_conv(v, node)
+                                                                             : run_pool(v, node);
+    return st == LM_OK ? st : lm_error_prefix("%s", lm_op_name(node->op));
 }

@@ -21,6 +21,8 @@
 // matmul_coop_n8.comp 16x8x16): the C side picks one that the device
 // lists in vkGetPhysicalDeviceCooperativeMatrixPropertiesNV.
 // Bindings: 0 = A, 1 = B, 2 = C (contiguous [batch, M, N]).
+// With MM_CONV defined (conv_coop.comp) B is a convolution's input read
+// through an im2col mapping and a bias is added on store (conv_gemm.glsl).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -55,12 +57,15 @@ layout(constant_id = 4) const bool B_NCONTIG = true;   // stage B as [k][n]
 layout(constant_id = 5) const bool A_VEC = false;      // 16-byte loads along the staged rows
 layout(constant_id = 6) const bool B_VEC = false;
 
+// conv_coop.comp (MM_CONV) declares its own push constants in conv_gemm.glsl
+#ifndef MM_CONV
 layout(push_constant) uniform PC {
     int M, N, K, nb;
     int off_a, off_b;
     int sam, sak, sbk, sbn;
     int bshape[4], bsa[4], bsb[4];
 } pc;
+#endif
 
 DECL_BUF(0)
 DECL_BUF(1)
@@ -91,6 +96,10 @@ int oa, ob, m0, n0;
 
 uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 
+#ifdef MM_CONV
+#include "conv_gemm.glsl"
+#endif
+
 // chunk c (8 consecutive halves along the contiguous dim) of a staged tile
 // with rows along `r` (limit rlim, stride srow) and the contiguous dim
 // along `cl` (limit clim, stride scol)
@@ -118,12 +127,16 @@ uvec4 fetch_a(int c, int k0)
 
 uvec4 fetch_b(int c, int k0)
 {
+#ifdef MM_CONV
+    return conv_fetch_b(c, k0);      // B is the input, unfolded as it is read
+#else
     if (B_NCONTIG) {
         int r = c / (BN / 8), cc = (c % (BN / 8)) * 8;
         return fetch1(ob, k0 + r, pc.K, pc.sbk, n0 + cc, pc.N, pc.sbn);
     }
     int r = c / (BK / 8), cc = (c % (BK / 8)) * 8;
     return fetch1(ob, n0 + r, pc.N, pc.sbn, k0 + cc, pc.K, pc.sbk);
+#endif
 }
 
 // where chunk c lands in its buffer, in uvec4 units
@@ -236,7 +249,11 @@ void main()
                            gl_SemanticsAcquireRelease);
             for (int e = lane; e < FM * FN; e += 32) {
                 int gm = gm0 + e / FN, gn = gn0 + e % FN;
+#ifdef MM_CONV
+                if (gm < pc.M && gn < pc.N) stf_2(DTO, oc + gm * pc.N + gn, Cs[cs + e] + conv_bias(gm));
+#else
                 if (gm < pc.M && gn < pc.N) stf_2(DTO, oc + gm * pc.N + gn, Cs[cs + e]);
+#endif
             }
             controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
                            gl_SemanticsAcquireRelease);

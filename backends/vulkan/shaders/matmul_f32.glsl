@@ -17,6 +17,8 @@
 // Tile sizes are compile-time: as specialization constants the NVIDIA
 // compiler kept the accumulators in local memory.
 // Bindings: 0 = A, 1 = B, 2 = C (contiguous [batch, M, N]).
+// With MM_CONV defined (conv_gemm.comp) B is a convolution's input read
+// through an im2col mapping and a bias is added on store (conv_gemm.glsl).
 #include "common.glsl"
 
 #define BM 128
@@ -41,12 +43,15 @@ layout(constant_id = 5) const bool A_VEC = false;
 layout(constant_id = 6) const bool B_VEC = false;
 layout(constant_id = 7) const bool C_VEC = false;      // N % 4 == 0
 
+// conv_gemm.comp (MM_CONV) declares its own push constants in conv_gemm.glsl
+#ifndef MM_CONV
 layout(push_constant) uniform PC {
     int M, N, K, nb;
     int off_a, off_b;
     int sam, sak, sbk, sbn;
     int bshape[4], bsa[4], bsb[4];
 } pc;
+#endif
 
 DECL_IO(0)
 DECL_IO(1)
@@ -86,10 +91,17 @@ FETCH(fetch1, 1, DTB, b4, bh4, B_VEC)
 
 int oa, ob, m0, n0;
 
+#ifdef MM_CONV
+#include "conv_gemm.glsl"
+#endif
+
 // chunk c (0..511) of the A tile: k-contiguous: m = c / 4, k = (c % 4) * 4..;
 // m-contiguous: k = c / 32, m = (c % 32) * 4..
 vec4 fetch_a(int c, int k0)
 {
+#ifdef MM_CONV
+    if (pc.transpose != 0) return conv_fetch_a(c, k0);   // conv_transpose's weights
+#endif
     if (A_KCONTIG)
         return fetch0(oa, m0 + c / 4, pc.M, pc.sam, k0 + (c % 4) * 4, pc.K, pc.sak);
     return fetch0(oa, k0 + c / 32, pc.K, pc.sak, m0 + (c % 32) * 4, pc.M, pc.sam);
@@ -97,9 +109,13 @@ vec4 fetch_a(int c, int k0)
 
 vec4 fetch_b(int c, int k0)
 {
+#ifdef MM_CONV
+    return conv_fetch_b(c, k0);      // B is the input, unfolded as it is read
+#else
     if (B_NCONTIG)
         return fetch1(ob, k0 + c / 32, pc.K, pc.sbk, n0 + (c % 32) * 4, pc.N, pc.sbn);
     return fetch1(ob, n0 + c / 4, pc.N, pc.sbn, k0 + (c % 4) * 4, pc.K, pc.sbk);
+#endif
 }
 
 // writes chunk c of A into buffer `buf` (As[k][m])
@@ -134,6 +150,9 @@ void put_b(int buf, int c, vec4 x)
 void store_row(int oc, int gm, int gn, vec4 x)
 {
     if (gm >= pc.M) return;
+#ifdef MM_CONV
+    x += vec4(conv_bias(gm));
+#endif
     int at = oc + gm * pc.N + gn;
     if (C_VEC && gn + 4 <= pc.N) {
         if (DTO == DT_F32) { c4.v[at >> 2] = x; return; }

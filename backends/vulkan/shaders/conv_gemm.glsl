@@ -1,0 +1,121 @@
+// conv_gemm.glsl - the convolution hooks of matmul_f32.glsl and
+// matmul_coop.glsl (included by them when MM_CONV is defined: conv_gemm.comp,
+// and conv_coop.comp with MM_COOP for f16 on tensor cores): conv2d as an
+// implicit GEMM.
+//
+// Per batch entry z = (image n, group g):  C[o][p] = sum_k A[o][k] * B[k][p]
+// with A = the group's weights [O/g, C/g*KH*KW] (k-contiguous, so the
+// shared A path of the GEMM reads them as they are), p = oy*OW + ox an
+// output pixel and B[k = (c, kh, kw)][p] = x[n, g*C/g + c, oy*sh - pt +
+// kh*dh, ox*sw - pl + kw*dw], zero outside the input - the im2col matrix,
+// computed from its address as each tile is staged instead of being
+// written out.  The output [N, O, OH*OW] is exactly the GEMM's contiguous
+// [batch, M, N] result.  The bias (binding 3) is added on store.
+// The batch walk of main() uses bshape = {N, G}, bsa = {0, weights of one
+// group}, bsb = {x's image stride, x's stride of one group}.
+//
+// transpose != 0 (f32 kernel only): conv_transpose2d in gather form, A =
+// w[g*C/g + c, o, kh, kw] (weights [Cin, O/g, KH, KW], read through
+// conv_fetch_a since c is not contiguous with (kh, kw)), B[k][p] = x[n,
+// g*C/g + c, iy, ix] where oy = iy*sh - pt + kh*dh, i.e. iy = (oy + pt -
+// kh*dh) / sh when that divides, zero otherwise.  A stride-s conv_transpose
+// thus multiplies 1/(sh*sw) of B's entries by zeros, which the tiling still
+// makes cheaper than conv_direct.comp's per-output loop.
+
+layout(constant_id = 8) const uint DTBIAS = 0;
+
+layout(push_constant) uniform PC {
+    int M, N, K, nb;            // M = O/g, N = OH*OW, K = C/g*KH*KW, nb = 2
+    int off_a, off_b;
+    int sam, sak;               // weights: o stride, k stride (1)
+    int off_bias, s_bias;       // off_bias < 0: no bias
+    int bshape[2], bsa[2], bsb[2];
+    int H, W, OW, KW, KHW;
+    int sh, sw, pt, pl, dh, dw;
+    int sxc, sxh, sxw;          // x's strides in elements
+    int transpose, swc;         // conv_transpose; its weights' input-channel stride
+} pc;
+
+DECL_IO(3)
+
+// where row k = (c, kh, kw) of B reads: channel c's plane (base) and the
+// offsets of tap (kh, kw) from an output pixel's scaled position
+void conv_row(int k, out int base, out int dy, out int dx)
+{
+    int ch = k / pc.KHW, kk = k - ch * pc.KHW;
+    int kh = kk / pc.KW, kw = kk - kh * pc.KW;
+    base = ob + ch * pc.sxc;
+    dy = kh * pc.dh - pc.pt;
+    dx = kw * pc.dw - pc.pl;
+}
+
+#ifdef MM_COOP
+// conv_coop.comp: chunk c of the B tile at depth k0 as 8 raw f16 values,
+// row k0 + c / (BN/8), pixels n0 + (c % (BN/8)) * 8.. (matmul_coop.glsl's
+// B_NCONTIG staging)
+uvec4 conv_fetch_b(int c, int k0)
+{
+    uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
+    int k = k0 + c / (BN / 8), p = n0 + (c % (BN / 8)) * 8;
+    if (k < pc.K) {
+        int base, dy, dx;
+        conv_row(k, base, dy, dx);
+        int oy = p / pc.OW, ox = p - oy * pc.OW;
+        [[unroll]] for (int j = 0; j < 8; j++) {
+            int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
+            if (p + j < pc.N && iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W)
+                h[j] = uint(u16_1.v[base + iy * pc.sxh + ix * pc.sxw]);
+            if (++ox == pc.OW) { ox = 0; oy++; }
+        }
+    }
+    return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+}
+#else
+// chunk c of the B tile at depth k0: row k = k0 + c / 32, the 4 output
+// pixels from n0 + (c % 32) * 4 (matmul_f32.glsl's B_NCONTIG layout)
+vec4 conv_fetch_b(int c, int k0)
+{
+    vec4 r = vec4(0.0);
+    int k = k0 + c / 32, p = n0 + (c % 32) * 4;
+    if (k >= pc.K) return r;
+    int base, dy, dx;
+    conv_row(k, base, dy, dx);
+    int oy = p / pc.OW, ox = p - oy * pc.OW;
+    [[unroll]] for (int j = 0; j < 4; j++) {
+        int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
+        bool inside = iy >= 0 && ix >= 0;
+        if (pc.transpose != 0) {     // the input pixel whose tap (kh, kw) lands here
+            int ty = oy - dy, tx = ox - dx;
+            iy = ty / pc.sh;
+            ix = tx / pc.sw;
+            inside = ty >= 0 && tx >= 0 && iy * pc.sh == ty && ix * pc.sw == tx;
+        }
+        if (p + j < pc.N && inside && iy < pc.H && ix < pc.W)
+            r[j] = ldf_1(DTB, base + iy * pc.sxh + ix * pc.sxw);
+        if (++ox == pc.OW) { ox = 0; oy++; }
+    }
+    return r;
+}
+
+// conv_transpose: chunk c of the A tile, row m = m0 + c / 4, the 4
+// weights k0 + (c % 4) * 4.. of output channel m (A_KCONTIG layout)
+vec4 conv_fetch_a(int c, int k0)
+{
+    vec4 r = vec4(0.0);
+    int m = m0 + c / 4, k = k0 + (c % 4) * 4;
+    if (m >= pc.M) return r;
+    [[unroll]] for (int j = 0; j < 4; j++) {
+        int ch = (k + j) / pc.KHW;
+        if (k + j < pc.K) r[j] = ldf_0(DTA, oa + ch * pc.swc + m * pc.sam + (k + j - ch * pc.KHW));
+    }
+    return r;
+}
+#endif
+
+// the bias of row gm (output channel g*M + gm) of this workgroup's batch entry
+float conv_bias(int gm)
+{
+    if (pc.off_bias < 0) return 0.0;
+    int g = int(gl_WorkGroupID.z) % pc.bshape[1];
+    return ldf_3(DTBIAS, pc.off_bias + (g * pc.M + gm) * pc.s_bias);
+}

@@ -1,0 +1,344 @@
+/* test_vulkan_nn_conv.c - the convolution family on Vulkan against the CPU
+ * (backends/vulkan/nn_conv.c): conv1d/conv2d through both the implicit
+ * GEMM and the direct kernel (stride, asymmetric padding, dilation, groups,
+ * depthwise, 1x1, bias or none, mixed dtypes), conv_transpose2d (both paths; stride,
+ * output_padding, dilation, groups), max/avg/adaptive-avg pooling,
+ * nearest/bilinear upsampling with and without align_corners, on
+ * transposed, channel-sliced and reversed input views, in f32, f16 and
+ * bf16 (nearest also in integer dtypes); f64 conv and integer max_pool run
+ * through the CPU fallback and must still agree.  Shapes stay small and
+ * the kinds of cases few: each dtype combination is a pipeline, and
+ * lavapipe takes seconds for a GEMM one.  Uses tests/parity/parity.h. */
+#include "testutil.h"
+#ifdef LM_HAVE_VULKAN
+
+#include "parity/parity.h"
+
+static const lm_dtype fdts[] = {LM_F32, LM_F16, LM_BF16};
+#define NFDT 3
+
+/* ---- views of the input x, made from data of a matching shape ---- */
+typedef enum { X_PLAIN, X_T, X_CH, X_REV } xview;
+static const char *xview_name[] = {"", " x transposed", " x channel-sliced", " x reversed"};
+
+/* the data shape that view v turns into shape s[4] */
+static void xview_source(xview v, const int64_t *s, int64_t *src)
+{
+    memcpy(src, s, 4 * sizeof *s);
+    if (v == X_T) { src[2] = s[3]; src[3] = s[2]; }
+    if (v == X_CH) src[1] = 2 * s[1];
+}
+
+static lm_array *xview_apply(lm_array *a, xview v)
+{
+    switch (v) {
+    case X_T: return lm_transpose(a, 2, 3);
+    case X_CH: return lm_slice(a, 1, 1, a->shape[1], 2);
+    case X_REV: return lm_slice(a, 3, a->shape[3] - 1, -a->shape[3] - 1, -1);
+    default: return lm_array_retain(a);
+    }
+}
+
+/* a CPU input of shape s[4] in dtype dt, for view v */
+static lm_array *xdata(const int64_t *s, lm_dtype dt, xview v, int flags)
+{
+    int64_t src[4];
+    xview_source(v, s, src);
+    return data(4, src, dt, -1, 1, flags);
+}
+
+/* ---- conv ---- */
+typedef enum { K_CONV2D, K_CONV1D, K_CONVT } conv_kind;
+
+typedef struct {
+    conv_kind kind;
+    int64_t stride[2], pad[4], dil[2], opad[2], groups;
+    xview xv;
+    bool wt;           /* weights as a transposed (KH<->KW) view */
+} cctx;
+
+/* what b_conv gets: the case and whether in[2] is a bias */
+typedef struct { cctx c; bool bias; } cbuild;
+
+static lm_array *b_conv(lm_array **in, const void *p)
+{
+    const cctx *c = &((const cbuild *)p)->c;
+    lm_array *x = xview_apply(in[0], c->xv);
+    lm_array *w = c->wt ? lm_transpose(in[1], 2, 3) : lm_array_retain(in[1]);
+    lm_array *b = ((const cbuild *)p)->bias ? in[2] : NULL, *r = NULL;
+    if (c->kind == K_CONV1D) {
+        lm_array *x3 = lm_squeeze(x, 2), *w3 = lm_squeeze(w, 2);
+        r = lm_conv1d(x3, w3, b, c->stride[1], &c->pad[2], c->dil[1], c->groups);
+        lm_array_release(x3);
+        lm_array_release(w3);
+    } else if (c->kind == K_CONVT) {
+        r = lm_conv_transpose2d(x, w, b, c->stride, c->pad, c->opad, c->dil, c->groups);
+    } else {
+        r = lm_conv2d(x, w, b, c->stride, c->pad, c->dil, c->groups);
+    }
+    lm_array_release(x);
+    lm_array_release(w);
+    return r;
+}
+
+/* x[xs] (after the view), weights ws (before the wt view), bias of nb
+ * entries (0 = none) in dtypes xd, wd, bd */
+static void conv_case(const char *name, const cctx *c, const int64_t *xs, const int64_t *ws, int64_t nb,
+                      lm_dtype xd, lm_dtype wd, lm_dtype bd, int flags)
+{
+    lm_array *in[3] = {xdata(xs, xd, c->xv, flags), data(4, ws, wd, -0.5, 0.5, 0), NULL};
+    if (nb) in[2] = data(1, &nb, bd, -1, 1, 0);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s/%s/%s%s%s%s", name, lm_dtype_name(xd), lm_dtype_name(wd),
+             nb ? lm_dtype_name(bd) : "-", xview_name[c->xv], c->wt ? " w transposed" : "",
+             nb ? "" : " no bias");
+    lm_dtype worst = xd == LM_BF16 || wd == LM_BF16 || bd == LM_BF16 ? LM_BF16
+                   : xd == LM_F16 || wd == LM_F16 || bd == LM_F16 ? LM_F16 : LM_F32;
+    cbuild cb = {*c, nb != 0};
+    run_case(what, nb ? 3 : 2, in, b_conv, &cb, thr_for(worst, false));
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
+/* implicit GEMM: 16 or more output channels per group, k >= 16.  Each
+ * dtype combination, and aligned (k and OH*OW multiples of 4: vector
+ * loads and stores) or not, is a pipeline that takes lavapipe seconds to
+ * build, so f32 and f16 use aligned shapes and bf16 unaligned ones (u):
+ * three GEMM pipelines in all. */
+static void test_conv_gemm(void **state)
+{
+    (void)state;
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        int64_t u = dt == LM_BF16;
+        cctx pad1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+        int64_t xs[4] = {2, 8 - u, 8 + u, 10 + u}, ws[4] = {32, 8 - u, 3, 3};
+        conv_case("conv2d 3x3 pad 1 (gemm)", &pad1, xs, ws, 32, dt, dt, dt, SPECIALS);
+        /* stride, asymmetric padding, dilation; odd sizes */
+        cctx odd = {K_CONV2D, {2, 1}, {1, 2, 0, 1}, {2, 1}, {0, 0}, 1, X_PLAIN, false};
+        int64_t xs2[4] = {1, 6 - u, 13, 10 + u}, ws2[4] = {20, 6 - u, 3, 2};
+        conv_case("conv2d stride/pad/dilation (gemm)", &odd, xs2, ws2, 0, dt, dt, dt, 0);
+        /* two groups of 16 */
+        cctx grp = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 2, X_PLAIN, false};
+        int64_t xs3[4] = {2, 8 - 2 * u, 7, 8 - u}, ws3[4] = {32, 4 - u, 3, 3};
+        conv_case("conv2d groups 2 (gemm)", &grp, xs3, ws3, 32, dt, dt, dt, 0);
+        /* input views */
+        for (int v = X_T; v <= X_REV; v++) {
+            if (t && v != X_T + t - 1) continue;      /* f16/bf16: one view each */
+            cctx cv = pad1;
+            cv.xv = (xview)v;
+            conv_case("conv2d (gemm)", &cv, xs, ws, 32, dt, dt, dt, 0);
+        }
+    }
+    /* several tiles along M (136 channels) and N (144 pixels), 9 steps of k */
+    cctx big = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xb[4] = {1, 16, 12, 12}, wb[4] = {136, 16, 3, 3};
+    conv_case("conv2d 136 channels (gemm, 2x2 tiles)", &big, xb, wb, 136, LM_F32, LM_F32, LM_F32, 0);
+    /* 1x1 and conv1d (f32 only) */
+    cctx one = {K_CONV2D, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xs[4] = {1, 16, 5, 8}, ws[4] = {24, 16, 1, 1};
+    conv_case("conv2d 1x1 (gemm)", &one, xs, ws, 24, LM_F32, LM_F32, LM_F32, 0);
+    cctx c1 = {K_CONV1D, {1, 2}, {0, 0, 2, 1}, {1, 2}, {0, 0}, 1, X_PLAIN, false};
+    int64_t x1[4] = {2, 8, 1, 17}, w1[4] = {24, 8, 1, 3};
+    conv_case("conv1d stride 2 dilation 2 (gemm)", &c1, x1, w1, 24, LM_F32, LM_F32, LM_F32, SPECIALS);
+}
+
+/* the direct kernel: depthwise, few channels, transposed weights */
+static void test_conv_direct(void **state)
+{
+    (void)state;
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        cctx dw = {K_CONV2D, {2, 2}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 6, X_PLAIN, false};
+        int64_t xs[4] = {2, 6, 8, 9}, ws[4] = {6, 1, 3, 3};
+        conv_case("conv2d depthwise stride 2", &dw, xs, ws, 6, dt, dt, dt, SPECIALS);
+        cctx few = {K_CONV2D, {1, 2}, {2, 0, 1, 2}, {1, 2}, {0, 0}, 1, (xview)(X_T + t), false};
+        int64_t xs2[4] = {1, 3, 10, 12}, ws2[4] = {4, 3, 5, 3};
+        conv_case("conv2d 4 channels", &few, xs2, ws2, 0, dt, dt, dt, 0);
+        cctx g3 = {K_CONV2D, {1, 1}, {0, 1, 1, 0}, {2, 1}, {0, 0}, 3, X_PLAIN, true};
+        int64_t xs3[4] = {2, 6, 9, 7}, ws3[4] = {9, 2, 2, 3};
+        conv_case("conv2d groups 3", &g3, xs3, ws3, 9, dt, dt, dt, 0);
+        cctx c1 = {K_CONV1D, {1, 3}, {0, 0, 1, 2}, {1, 1}, {0, 0}, 2, X_PLAIN, false};
+        int64_t x1[4] = {2, 4, 1, 23}, w1[4] = {6, 2, 1, 4};
+        conv_case("conv1d groups 2 stride 3", &c1, x1, w1, 6, dt, dt, dt, 0);
+    }
+    /* a big channel count with transposed weights leaves the GEMM too */
+    cctx wt = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, true};
+    int64_t xs[4] = {1, 8, 6, 5}, ws[4] = {32, 8, 3, 3};
+    conv_case("conv2d w transposed", &wt, xs, ws, 32, LM_F32, LM_F32, LM_F32, 0);
+    cctx pad1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xs5[4] = {1, 8, 6, 6}, ws5[4] = {8, 8, 3, 3};
+    conv_case("conv2d mixed", &pad1, xs5, ws5, 8, LM_F32, LM_F16, LM_BF16, 0);
+}
+
+static void test_conv_transpose(void **state)
+{
+    (void)state;
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        cctx s2 = {K_CONVT, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, X_PLAIN, false};
+        int64_t xs[4] = {2, 4, 5, 6}, ws[4] = {4, 3, 3, 3};
+        conv_case("conv_transpose2d stride 2 output_padding 1", &s2, xs, ws, 3, dt, dt, dt, SPECIALS);
+        cctx g2 = {K_CONVT, {3, 2}, {2, 0}, {2, 1}, {1, 0}, 2, (xview)(X_T + t), false};
+        int64_t xs2[4] = {1, 6, 4, 7}, ws2[4] = {6, 2, 3, 4};
+        conv_case("conv_transpose2d groups 2 dilation", &g2, xs2, ws2, 0, dt, dt, dt, 0);
+    }
+    /* the GEMM's transposed mode: 16 output channels per group; aligned
+     * shapes in f32/f16 and unaligned in bf16 (the conv GEMM's pipelines) */
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        int64_t u = dt == LM_BF16;
+        cctx s2 = {K_CONVT, {2, 2}, {1, 1}, {1, 1}, {1 - u, 1 - u}, 1, (xview)(X_REV - t), false};
+        int64_t xs[4] = {2, 8, 5, 6}, ws[4] = {8, 16, 3, 3};
+        conv_case("conv_transpose2d stride 2 (gemm)", &s2, xs, ws, 16, dt, dt, dt, SPECIALS);
+    }
+    cctx g2 = {K_CONVT, {2, 3}, {1, 1}, {2, 1}, {1, 0}, 2, X_PLAIN, false};
+    int64_t xg[4] = {1, 8, 4, 4}, wg[4] = {8, 16, 3, 3};
+    conv_case("conv_transpose2d groups 2 dilation (gemm)", &g2, xg, wg, 32, LM_F32, LM_F32, LM_F32, 0);
+    cctx dw = {K_CONVT, {2, 1}, {0, 1}, {1, 1}, {0, 0}, 5, X_PLAIN, false};
+    int64_t xs[4] = {1, 5, 6, 5}, ws[4] = {5, 1, 4, 3};
+    conv_case("conv_transpose2d depthwise", &dw, xs, ws, 5, LM_F32, LM_F32, LM_F32, 0);
+}
+
+/* f64 has no kernel here: the node runs on the CPU and agrees bitwise */
+static void test_conv_f64_fallback(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 4, 6, 7}, ws[4] = {16, 4, 3, 3}, p1[4] = {1, 1, 1, 1};
+    lm_array *xc = data(4, xs, LM_F64, -1, 1, 0), *wc = data(4, ws, LM_F64, -1, 1, 0);
+    lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xg), LM_OK);
+    assert_int_equal(lm_array_eval(wg), LM_OK);
+    lm_array *rc = lm_conv2d(xc, wc, NULL, NULL, p1, NULL, 1), *rg = lm_conv2d(xg, wg, NULL, NULL, p1, NULL, 1);
+    assert_int_equal(lm_array_eval(rg), LM_OK);
+    assert_true(lm_eval_last_stats().fallbacks >= 1);
+    assert_true(rg->device == vk);
+    compare("conv2d f64 (CPU fallback)", rc, rg, 0);
+    lm_array_release(rc); lm_array_release(rg);
+    lm_array_release(xg); lm_array_release(wg);
+    lm_array_release(xc); lm_array_release(wc);
+}
+
+/* ---- pooling and upsampling ---- */
+typedef enum { P_MAX, P_AVG, P_ADAPT, P_NEAR, P_BILIN } pool_kind;
+
+typedef struct {
+    pool_kind kind;
+    int64_t k[2], s[2], p[2], d[2];
+    bool ceil, cip, align, by_scale;
+    int64_t div, size[2];
+    double scale[2];
+    xview xv;
+} pctx;
+
+static lm_array *b_pool(lm_array **in, const void *pv)
+{
+    const pctx *c = pv;
+    lm_array *x = xview_apply(in[0], c->xv), *r = NULL;
+    switch (c->kind) {
+    case P_MAX: r = lm_max_pool2d(x, c->k, c->s, c->p, c->d, c->ceil); break;
+    case P_AVG: r = lm_avg_pool2d(x, c->k, c->s, c->p, c->ceil, c->cip, c->div); break;
+    case P_ADAPT: r = lm_adaptive_avg_pool2d(x, c->size); break;
+    default:
+        r = lm_upsample(x, c->by_scale ? NULL : c->size, c->by_scale ? c->scale : NULL,
+                        c->kind == P_NEAR ? LM_UPSAMPLE_NEAREST : LM_UPSAMPLE_BILINEAR, c->align);
+    }
+    lm_array_release(x);
+    return r;
+}
+
+static void pool_case(const char *name, const pctx *c, const int64_t *xs, lm_dtype dt, int flags)
+{
+    bool fl = lm_dtype_is_float(dt);
+    int64_t src[4];
+    xview_source(c->xv, xs, src);
+    lm_array *x = data(4, src, dt, fl ? -2 : 0, fl ? 2 : 100, flags);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s[%lld,%lld,%lld,%lld]%s", name, lm_dtype_name(dt), (long long)xs[0],
+             (long long)xs[1], (long long)xs[2], (long long)xs[3], xview_name[c->xv]);
+    run_case(what, 1, &x, b_pool, c, thr_for(dt, false));
+    lm_array_release(x);
+}
+
+static void test_pool(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {2, 3, 9, 11}, xs2[4] = {1, 4, 8, 7};
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        xview v = (xview)(X_T + t);
+        pctx mx = {.kind = P_MAX, .k = {3, 3}, .s = {2, 2}, .p = {1, 1}, .d = {1, 1}};
+        pool_case("max_pool2d 3x3 stride 2 pad 1", &mx, xs, dt, SPECIALS);
+        pctx mx2 = {.kind = P_MAX, .k = {2, 3}, .s = {2, 1}, .p = {1, 1}, .d = {2, 1}, .ceil = true, .xv = v};
+        pool_case("max_pool2d dilation ceil_mode", &mx2, xs2, dt, 0);
+        pctx av = {.kind = P_AVG, .k = {3, 2}, .s = {2, 2}, .p = {1, 1}, .ceil = true, .cip = true};
+        pool_case("avg_pool2d ceil_mode count_include_pad", &av, xs, dt, SPECIALS);
+        pctx av2 = {.kind = P_AVG, .k = {3, 3}, .s = {2, 3}, .p = {1, 1}, .ceil = true, .xv = v};
+        pool_case("avg_pool2d ceil_mode exclude pad", &av2, xs2, dt, 0);
+        pctx av3 = {.kind = P_AVG, .k = {2, 2}, .s = {1, 2}, .p = {1, 0}, .div = 3};
+        pool_case("avg_pool2d divisor 3", &av3, xs2, dt, 0);
+        pctx ad = {.kind = P_ADAPT, .size = {4, 3}, .xv = v};
+        pool_case("adaptive_avg_pool2d 4x3", &ad, xs, dt, 0);
+        pctx ad2 = {.kind = P_ADAPT, .size = {11, 1}};
+        pool_case("adaptive_avg_pool2d 11x1", &ad2, xs2, dt, SPECIALS);
+    }
+    /* integer max_pool runs on the CPU */
+    pctx mx = {.kind = P_MAX, .k = {2, 2}, .s = {2, 2}, .p = {1, 0}, .d = {1, 1}};
+    pool_case("max_pool2d (CPU fallback)", &mx, xs, LM_I32, 0);
+}
+
+static void test_upsample(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 3, 5, 7};
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        xview v = (xview)(X_T + t);
+        pctx n2 = {.kind = P_NEAR, .by_scale = true, .scale = {2, 2}};
+        pool_case("upsample nearest x2", &n2, xs, dt, SPECIALS);
+        pctx n3 = {.kind = P_NEAR, .size = {9, 4}, .xv = v};
+        pool_case("upsample nearest to 9x4", &n3, xs, dt, 0);
+        pctx b1 = {.kind = P_BILIN, .by_scale = true, .scale = {1.5, 2.5}};
+        pool_case("upsample bilinear x1.5,x2.5", &b1, xs, dt, 0);
+        pctx b2 = {.kind = P_BILIN, .size = {8, 13}, .align = true, .xv = v};
+        pool_case("upsample bilinear align_corners", &b2, xs, dt, 0);
+        pctx b3 = {.kind = P_BILIN, .size = {3, 4}};
+        pool_case("upsample bilinear down to 3x4", &b3, xs, dt, SPECIALS);
+        pctx b4 = {.kind = P_BILIN, .size = {1, 6}, .align = true};
+        pool_case("upsample bilinear align_corners to 1 row", &b4, xs, dt, 0);
+    }
+    /* nearest moves raw bits: every dtype */
+    const lm_dtype raw[] = {LM_I32, LM_U8, LM_I64, LM_F64, LM_BOOL, LM_I16};
+    for (size_t k = 0; k < sizeof raw / sizeof *raw; k++) {
+        pctx n = {.kind = P_NEAR, .by_scale = true, .scale = {1.7, 0.6}, .xv = X_REV};
+        pool_case("upsample nearest x1.7,x0.6", &n, xs, raw[k], 0);
+    }
+}
+
+#define VK_TEST(f) cmocka_unit_test(f)
+
+int main(void)
+{
+    parity_setup(NULL);
+    if (!vk) {
+        printf("test_vulkan_nn_conv: no Vulkan device (%s); skipped\n", lm_vulkan_status());
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        VK_TEST(test_conv_gemm), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
+        VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
+        VK_TEST(test_summary),
+    };
+    const char *q = getenv("PARITY_QUICK");
+    quick = q && *q && strcmp(q, "0");
+    const char *only = getenv("PARITY_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+int main(void)
+{
+    printf("test_vulkan_nn_conv: built without Vulkan; skipped\n");
+    return 0;
+}
+#endif
