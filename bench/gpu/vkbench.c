@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "core/lumen.h"
+#include "backends/vulkan/vulkan.h"
 
 static double now(void)
 {
@@ -237,7 +238,10 @@ int main(int argc, char **argv)
     if (lm_init() != LM_OK) die("init");
     const char *spec = getenv("LUMEN_DEVICE");
     dev = lm_device_find(spec && *spec ? spec : "vulkan");
-    if (!dev || strncmp(dev->spec, "vulkan", 6)) die("no Vulkan device");
+    if (!dev || strncmp(dev->spec, "vulkan", 6)) {
+        fprintf(stderr, "vkbench: Vulkan: %s\n", lm_vulkan_status());
+        die("no Vulkan device");
+    }
     printf("device %s | %s\n", dev->name, dev->info);
     fflush(stdout);
     const lm_dtype dts[3] = {LM_F32, LM_F16, LM_BF16};

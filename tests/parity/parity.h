@@ -18,6 +18,8 @@ static int failures, cases;
 /* PARITY_QUICK=1 (the validation-layer pass): every 6th case only, a
  * deterministic sample over every group, to bound the layer's cost */
 static bool quick;
+/* PARITY_VERBOSE=1: each case's name before it runs (to find a hang) */
+static bool verbose;
 static int sampled;
 PARITY_UNUSED static bool skip_case(void) { return quick && sampled++ % 6 != 0; }
 
@@ -143,6 +145,7 @@ PARITY_UNUSED static void check_guard(const char *what, lm_array *g)
 PARITY_UNUSED static void run_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr)
 {
     if (skip_case()) return;
+    if (verbose) fprintf(stderr, "case %s\n", what);
     lm_array *gin[4];
     for (int k = 0; k < nin; k++) {
         gin[k] = lm_array_to(cin[k], vk);
@@ -190,6 +193,8 @@ PARITY_UNUSED static int parity_setup(void **state)
     vk = NULL;
     for (int i = 0; i < lm_device_count(); i++)
         if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    const char *v = getenv("PARITY_VERBOSE");
+    verbose = v && *v && strcmp(v, "0");
     return 0;
 }
 
