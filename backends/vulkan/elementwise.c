@@ -7,6 +7,7 @@
  * f32/f16/bf16 (as the CPU does), double for f64 and int64 for integers,
  * with the result converted (round to nearest even) on store. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 
@@ -126,6 +127,30 @@ typedef struct ew_job {
     double lo, hi;
 } ew_job;
 
+/* the shader's four-at-a-time path: a flat f32 unary or binary op whose
+ * operands are all contiguous and 16-byte aligned, n a multiple of 4
+ * (LUMEN_VK_VEC4=0 turns it off, for comparisons) */
+static bool vec4_fits(const ew_job *j, int ndim, int64_t (*st)[LM_MAX_DIMS])
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("LUMEN_VK_VEC4");
+        off = e && !strcmp(e, "0");
+    }
+    if (off || ndim != 1 || j->n % 4 || j->mode == EW_WHERE) return false;
+    if (j->mode == EW_UNARY && j->code == U_CLAMP) return false;   /* bounds ride in the stride slots */
+    /* f32 arithmetic, or a raw copy of 4-byte elements (describe() makes a
+     * same-dtype copy an I32 move) */
+    bool raw = j->kind == KIND_I && j->out_strided && j->dt[0] == LM_I32 && j->dt[3] == LM_I32;
+    if (j->kind != KIND_F && !raw) return false;
+    for (int k = 0; k <= j->nin; k++) {
+        int slot = k < j->nin ? k : 3;
+        if ((!raw && j->dt[slot] != LM_F32) || j->off[slot] % 4 || j->mem[slot]->off % 16) return false;
+        if (st[k][0] != 1) return false;   /* st[nin]: the output's (a copy's) strides */
+    }
+    return true;
+}
+
 static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
 {
     int nops = j->nin + 1;
@@ -158,12 +183,14 @@ static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
         memcpy(&pc.st[12], &j->lo, 8);
         memcpy(&pc.st[14], &j->hi, 8);
     }
-    uint32_t spec[9] = {(uint32_t)j->code, j->dt[0], j->dt[1], j->dt[2], j->dt[3],
-                        (uint32_t)j->kind, (uint32_t)ndim, (uint32_t)j->mode, j->out_strided};
+    bool vec4 = vec4_fits(j, ndim, st);
+    uint32_t spec[10] = {(uint32_t)j->code, j->dt[0], j->dt[1], j->dt[2], j->dt[3],
+                         (uint32_t)j->kind, (uint32_t)ndim, (uint32_t)j->mode, j->out_strided, vec4};
     lm_vk_arg args[4] = {{j->mem[0], false}, {j->mem[1], false}, {j->mem[2], false}, {j->mem[3], true}};
     const char *shader = j->kind == KIND_D ? "eltwise_f64" : "eltwise";
-    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc,
-                          lm_vk_groups(v, (uint64_t)j->n, 256), 1, 1);
+    uint64_t items = vec4 ? (uint64_t)j->n / 4 : (uint64_t)j->n;
+    return lm_vk_dispatch(v, shader, spec, 10, args, 4, &pc, sizeof pc,
+                          lm_vk_groups(v, items, 256), 1, 1);
 }
 
 static bool describe(const lm_array *node, ew_job *j)
