@@ -30,6 +30,8 @@
 // Max is NaN-propagating and a block with nothing visible yet adds nothing,
 // as in the CPU kernel (backends/cpu/nn_attention.c), so NaN and fully
 // masked rows come out as there.
+// Global loads for the next chunk (Q/K, V, or the next key block's first
+// Q/K chunk) are issued before the arithmetic on the current one.
 // Shared memory: a 16 KiB region (the Q and K chunks, or the V chunk, or
 // the row partials) and 16 KiB of P: 32 KiB in all.
 // Bindings: 0 = q, 1 = k, 2 = v, 3 = output (contiguous [B, Hq, Lq, HD]).
@@ -103,44 +105,69 @@ void put_dim_major(int base, int d0, int row, vec4 a, vec4 b)
     }
 }
 
-// chunk e0 of the Q block (rows past bq zero) and of the key block (rows
-// past nk zero), thread t taking 8 dims of one row
-void stage_qk(int qb, int kb, int bq, int nk, int e0)
+// Staging is split into a fetch (global loads into f[4], 16 floats per
+// thread) and a put (f to shared memory after a barrier): each fetch is
+// issued before the arithmetic on the chunk already in shared memory, so
+// the loads' latency hides behind it, with one chunk of registers.
+
+// chunk e0 of the Q block (rows past bq zero, pre-scaled) and of the key
+// block (rows past nk zero): thread t takes 8 dims of one row
+void fetch_qk(int qb, int kb, int bq, int nk, int e0, out vec4 f[4])
 {
     int t = int(gl_LocalInvocationID.x), row = t % BQ, d0 = (t / BQ) * 8;
-    vec4 a = vec4(0.0), b = vec4(0.0);
-    if (row < bq) load_q(DTQ, qb + row * pc.sq[2] + e0 + d0, a, b);
-    put_dim_major(0, d0, row, a * pc.scale, b * pc.scale);
-    a = vec4(0.0);
-    b = vec4(0.0);
-    if (row < nk) load_k(DTK, kb + row * pc.sk[2] + e0 + d0, a, b);
-    put_dim_major(KOFF, d0, row, a, b);
+    [[unroll]] for (int k = 0; k < 4; k++) f[k] = vec4(0.0);
+    if (row < bq) load_q(DTQ, qb + row * pc.sq[2] + e0 + d0, f[0], f[1]);
+    if (row < nk) load_k(DTK, kb + row * pc.sk[2] + e0 + d0, f[2], f[3]);
+    f[0] *= pc.scale;
+    f[1] *= pc.scale;
 }
 
-// VC rows of V from key j (rows past nk zero: their P is 0, and 0 * a
-// stale NaN would not be), row-major
-void stage_v(int vb, int nk)
+void put_qk(vec4 f[4])
+{
+    int t = int(gl_LocalInvocationID.x), row = t % BQ, d0 = (t / BQ) * 8;
+    put_dim_major(0, d0, row, f[0], f[1]);
+    put_dim_major(KOFF, d0, row, f[2], f[3]);
+}
+
+// VC rows of V from vb (rows past nk zero: their P is 0, and 0 * a stale
+// NaN would not be), row-major; thread t takes 8 dims of two rows
+void fetch_v(int vb, int nk, out vec4 f[4])
 {
     int t = int(gl_LocalInvocationID.x);
     [[unroll]] for (int u = 0; u < 2; u++) {
         int x = t + u * NT, row = x / (HD / 8), d0 = (x % (HD / 8)) * 8;
-        vec4 a = vec4(0.0), b = vec4(0.0);
-        if (row < nk) load_v(DTV, vb + row * pc.sv[2] + d0, a, b);
-        R[(row * HD + d0) >> 2] = a;
-        R[((row * HD + d0) >> 2) + 1] = b;
+        f[2 * u] = vec4(0.0);
+        f[2 * u + 1] = vec4(0.0);
+        if (row < nk) load_v(DTV, vb + row * pc.sv[2] + d0, f[2 * u], f[2 * u + 1]);
     }
 }
 
-// S = (scale * log2 e) Q K^T for this thread's 4 x 4 tile
-void block_scores(int qb, int kb, int bq, int nk, out vec4 s[4])
+void put_v(vec4 f[4])
+{
+    int t = int(gl_LocalInvocationID.x);
+    [[unroll]] for (int u = 0; u < 2; u++) {
+        int x = t + u * NT, i = (x / (HD / 8)) * (HD / 4) + (x % (HD / 8)) * 2;
+        R[i] = f[2 * u];
+        R[i + 1] = f[2 * u + 1];
+    }
+}
+
+// S = (scale * log2 e) Q K^T for this thread's 4 x 4 tile, from f holding
+// the first chunk; f is left holding the first V chunk (vb)
+void block_scores(int qb, int kb, int vb, int bq, int nk, inout vec4 f[4], out vec4 s[4])
 {
     int t = int(gl_LocalInvocationID.x), ty = t / 16, tx = t % 16;
     [[unroll]] for (int r = 0; r < 4; r++) s[r] = vec4(0.0);
     for (int e0 = 0; e0 < HD; e0 += DC) {
         barrier();   // the region's last readers are done
-        stage_qk(qb, kb, bq, nk, e0);
+        put_qk(f);
         barrier();
-        [[unroll]] for (int d = 0; d < DC; d++) {
+        if (e0 + DC < HD) fetch_qk(qb, kb, bq, nk, e0 + DC, f);
+        else fetch_v(vb, nk, f);
+        // not unrolled here: unrolled (fully or by 4), lavapipe took 3x as
+        // long to compile it and ran it at half the speed; the trip count
+        // is a constant, so a GPU driver's compiler unrolls as suits it
+        for (int d = 0; d < DC; d++) {
             vec4 a = R[d * (BQ / 4) + ty], k = R[KOFF + d * (BK / 4) + tx];
             s[0] += a.x * k;
             s[1] += a.y * k;
@@ -184,13 +211,14 @@ void main()
         int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
         int qb = pc.oq + b * pc.sq[0] + h * pc.sq[1] + i0 * pc.sq[2];
         int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
-        vec4 acc[4][CW], m = vec4(M_NINF), l = vec4(0.0);
+        vec4 acc[4][CW], m = vec4(M_NINF), l = vec4(0.0), f[4];
         [[unroll]] for (int r = 0; r < 4; r++)
             [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] = vec4(0.0);
+        if (kend > 0) fetch_qk(qb, kb, bq, min(BK, kend), 0, f);
         for (int j0 = 0; j0 < kend; j0 += BK) {
             int nk = min(BK, kend - j0);
             vec4 s[4];
-            block_scores(qb, kb + j0 * pc.sk[2], bq, nk, s);
+            block_scores(qb, kb + j0 * pc.sk[2], vb + j0 * pc.sv[2], bq, nk, f, s);
             [[unroll]] for (int r = 0; r < 4; r++)
                 [[unroll]] for (int c = 0; c < 4; c++) {
                     int j = tx * 4 + c;
@@ -198,23 +226,25 @@ void main()
                 }
             vec4 mb = block_max(s), p[4];
             [[unroll]] for (int r = 0; r < 4; r++) {
-                float mn = nmax(m[r], mb[r]), f = 1.0;
+                float mn = nmax(m[r], mb[r]), fr = 1.0;
                 p[r] = vec4(0.0);
                 if (mn != M_NINF) {   // else nothing visible yet: the block adds nothing
-                    f = m[r] == M_NINF ? 0.0 : exp2(m[r] - mn);
+                    fr = m[r] == M_NINF ? 0.0 : exp2(m[r] - mn);
                     p[r] = exp2(s[r] - mn);
                 }
-                l[r] = l[r] * f + (p[r].x + p[r].y + p[r].z + p[r].w);
+                l[r] = l[r] * fr + (p[r].x + p[r].y + p[r].z + p[r].w);
                 m[r] = mn;
-                [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] *= f;
+                [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] *= fr;
             }
             [[unroll]] for (int c = 0; c < 4; c++)
                 P4[(tx * 4 + c) * (BQ / 4) + (ty ^ (tx & 7))] = vec4(p[0][c], p[1][c], p[2][c], p[3][c]);
             for (int v0 = 0; v0 < nk; v0 += VC) {
                 barrier();   // the partials' and the last chunk's readers are done; P is written
-                stage_v(vb + (j0 + v0) * pc.sv[2], nk - v0);
+                put_v(f);
                 barrier();
-                [[unroll]] for (int jj = 0; jj < VC; jj++) {
+                if (v0 + VC < nk) fetch_v(vb + (j0 + v0 + VC) * pc.sv[2], nk - v0 - VC, f);
+                else if (j0 + BK < kend) fetch_qk(qb, kb + (j0 + BK) * pc.sk[2], bq, min(BK, kend - j0 - BK), 0, f);
+                for (int jj = 0; jj < VC; jj++) {   // not unrolled, as the scores
                     int j = v0 + jj;
                     vec4 pj = P4[j * (BQ / 4) + (ty ^ ((j >> 2) & 7))];
                     [[unroll]] for (int c = 0; c < CW; c++) {
