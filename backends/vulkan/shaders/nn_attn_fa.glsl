@@ -199,9 +199,96 @@ vec4 block_max(vec4 s[4])
     return mb;
 }
 
-void main()
+// -inf past the block's nk keys and, under causal, above the diagonal
+void mask_scores(int i0, int j0, int nk, inout vec4 s[4])
 {
     int t = int(gl_LocalInvocationID.x), ty = t / 16, tx = t % 16;
+    [[unroll]] for (int r = 0; r < 4; r++)
+        [[unroll]] for (int c = 0; c < 4; c++) {
+            int j = tx * 4 + c;
+            if (j >= nk || (pc.causal != 0u && j0 + j > i0 + ty * 4 + r)) s[r][c] = M_NINF;
+        }
+}
+
+// the online-softmax step for this thread's rows, given the block maxima
+// mb: m' = max(m, mb), P = exp2(S - m') to shared memory, and the factor
+// f = exp2(m - m') applied to the partial sums l and the output so far
+void online_softmax(vec4 mb, vec4 s[4], inout vec4 m, inout vec4 l, inout vec4 acc[4][CW])
+{
+    int t = int(gl_LocalInvocationID.x), ty = t / 16, tx = t % 16;
+    vec4 p[4];
+    [[unroll]] for (int r = 0; r < 4; r++) {
+        float mn = nmax(m[r], mb[r]), f = 1.0;
+        p[r] = vec4(0.0);
+        if (mn != M_NINF) {   // else nothing visible yet: the block adds nothing
+            f = m[r] == M_NINF ? 0.0 : exp2(m[r] - mn);
+            p[r] = exp2(s[r] - mn);
+        }
+        l[r] = l[r] * f + (p[r].x + p[r].y + p[r].z + p[r].w);
+        m[r] = mn;
+        [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] *= f;
+    }
+    [[unroll]] for (int c = 0; c < 4; c++)
+        P4[(tx * 4 + c) * (BQ / 4) + (ty ^ (tx & 7))] = vec4(p[0][c], p[1][c], p[2][c], p[3][c]);
+}
+
+// O += P V over the block's nk keys (V from vb, its first chunk in f);
+// the last chunk's fetch is the next key block's first Q/K chunk (K from
+// kbn, nkn keys; none where nkn is 0)
+void block_pv(int vb, int nk, int qb, int bq, int kbn, int nkn, inout vec4 f[4], inout vec4 acc[4][CW])
+{
+    int t = int(gl_LocalInvocationID.x), ty = t / 16, tx = t % 16;
+    for (int v0 = 0; v0 < nk; v0 += VC) {
+        barrier();   // the partials' and the last chunk's readers are done; P is written
+        put_v(f);
+        barrier();
+        if (v0 + VC < nk) fetch_v(vb + (v0 + VC) * pc.sv[2], nk - v0 - VC, f);
+        else if (nkn > 0) fetch_qk(qb, kbn, bq, nkn, 0, f);
+        for (int jj = 0; jj < VC; jj++) {   // not unrolled, as the scores
+            int j = v0 + jj;
+            vec4 pj = P4[j * (BQ / 4) + (ty ^ ((j >> 2) & 7))];
+            [[unroll]] for (int c = 0; c < CW; c++) {
+                vec4 vv = R[jj * (HD / 4) + c * 16 + tx];
+                acc[0][c] += pj.x * vv;
+                acc[1][c] += pj.y * vv;
+                acc[2][c] += pj.z * vv;
+                acc[3][c] += pj.w * vv;
+            }
+        }
+    }
+}
+
+// O / l for the block's bq rows (l: the sum of each row's 16 partials;
+// 0 where no key was visible, which gives NaN as on the CPU)
+void store_rows(int bh, int i0, int bq, vec4 l, vec4 acc[4][CW])
+{
+    int t = int(gl_LocalInvocationID.x), ty = t / 16, tx = t % 16;
+    barrier();   // the last chunk's readers are done
+    [[unroll]] for (int r = 0; r < 4; r++) R[(ty * 4 + r) * 4 + tx / 4][tx & 3] = l[r];
+    barrier();
+    [[unroll]] for (int r = 0; r < 4; r++) {
+        int row = ty * 4 + r;
+        vec4 x = R[row * 4] + R[row * 4 + 1] + R[row * 4 + 2] + R[row * 4 + 3];
+        float sum = (x.x + x.y) + (x.z + x.w), inv = sum > 0.0 ? 1.0 / sum : M_NAN;
+        int ob = (bh * pc.Lq + i0 + row) * HD;
+        // an if, not a continue: spirv-opt does not unroll a loop with a
+        // continue, and acc indexed by a loop variable would go to memory
+        [[unroll]] for (int c = 0; c < CW; c++) {
+            int col = c * 64 + tx * 4;
+            vec4 o = acc[r][c] * inv;
+            if (row < bq) {
+                if (DTO == DT_F32) {
+                    o4.v[(ob + col) >> 2] = o;
+                } else {
+                    [[unroll]] for (int k = 0; k < 4; k++) stf_3(DTO, ob + col + k, o[k]);
+                }
+            }
+        }
+    }
+}
+
+void main()
+{
     uint bhn = pc.items / uint(pc.nqb);
     for (uint w = gl_WorkGroupID.x; w < pc.items; w += gl_NumWorkGroups.x) {
         // the last query blocks (the longest under causal) go first
@@ -216,66 +303,13 @@ void main()
             [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] = vec4(0.0);
         if (kend > 0) fetch_qk(qb, kb, bq, min(BK, kend), 0, f);
         for (int j0 = 0; j0 < kend; j0 += BK) {
-            int nk = min(BK, kend - j0);
+            int nk = min(BK, kend - j0), nkn = max(0, min(BK, kend - j0 - BK));
             vec4 s[4];
             block_scores(qb, kb + j0 * pc.sk[2], vb + j0 * pc.sv[2], bq, nk, f, s);
-            [[unroll]] for (int r = 0; r < 4; r++)
-                [[unroll]] for (int c = 0; c < 4; c++) {
-                    int j = tx * 4 + c;
-                    if (j >= nk || (pc.causal != 0u && j0 + j > i0 + ty * 4 + r)) s[r][c] = M_NINF;
-                }
-            vec4 mb = block_max(s), p[4];
-            [[unroll]] for (int r = 0; r < 4; r++) {
-                float mn = nmax(m[r], mb[r]), fr = 1.0;
-                p[r] = vec4(0.0);
-                if (mn != M_NINF) {   // else nothing visible yet: the block adds nothing
-                    fr = m[r] == M_NINF ? 0.0 : exp2(m[r] - mn);
-                    p[r] = exp2(s[r] - mn);
-                }
-                l[r] = l[r] * fr + (p[r].x + p[r].y + p[r].z + p[r].w);
-                m[r] = mn;
-                [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] *= fr;
-            }
-            [[unroll]] for (int c = 0; c < 4; c++)
-                P4[(tx * 4 + c) * (BQ / 4) + (ty ^ (tx & 7))] = vec4(p[0][c], p[1][c], p[2][c], p[3][c]);
-            for (int v0 = 0; v0 < nk; v0 += VC) {
-                barrier();   // the partials' and the last chunk's readers are done; P is written
-                put_v(f);
-                barrier();
-                if (v0 + VC < nk) fetch_v(vb + (j0 + v0 + VC) * pc.sv[2], nk - v0 - VC, f);
-                else if (j0 + BK < kend) fetch_qk(qb, kb + (j0 + BK) * pc.sk[2], bq, min(BK, kend - j0 - BK), 0, f);
-                for (int jj = 0; jj < VC; jj++) {   // not unrolled, as the scores
-                    int j = v0 + jj;
-                    vec4 pj = P4[j * (BQ / 4) + (ty ^ ((j >> 2) & 7))];
-                    [[unroll]] for (int c = 0; c < CW; c++) {
-                        vec4 vv = R[jj * (HD / 4) + c * 16 + tx];
-                        acc[0][c] += pj.x * vv;
-                        acc[1][c] += pj.y * vv;
-                        acc[2][c] += pj.z * vv;
-                        acc[3][c] += pj.w * vv;
-                    }
-                }
-            }
+            mask_scores(i0, j0, nk, s);
+            online_softmax(block_max(s), s, m, l, acc);
+            block_pv(vb + j0 * pc.sv[2], nk, qb, bq, kb + (j0 + BK) * pc.sk[2], nkn, f, acc);
         }
-        // the row sums: the 16 partials of each row
-        barrier();
-        [[unroll]] for (int r = 0; r < 4; r++) R[(ty * 4 + r) * 4 + tx / 4][tx & 3] = l[r];
-        barrier();
-        [[unroll]] for (int r = 0; r < 4; r++) {
-            int row = ty * 4 + r;
-            vec4 x = R[row * 4] + R[row * 4 + 1] + R[row * 4 + 2] + R[row * 4 + 3];
-            float sum = (x.x + x.y) + (x.z + x.w), inv = sum > 0.0 ? 1.0 / sum : M_NAN;
-            if (row >= bq) continue;
-            int ob = (bh * pc.Lq + i0 + row) * HD;
-            [[unroll]] for (int c = 0; c < CW; c++) {
-                int col = c * 64 + tx * 4;
-                vec4 o = acc[r][c] * inv;
-                if (DTO == DT_F32) {
-                    o4.v[(ob + col) >> 2] = o;
-                } else {
-                    [[unroll]] for (int k = 0; k < 4; k++) stf_3(DTO, ob + col + k, o[k]);
-                }
-            }
-        }
+        store_rows(bh, i0, bq, l, acc);
     }
 }
