@@ -2,7 +2,8 @@
  * (backends/vulkan/nn_norm.c) against the CPU backend: softmax and
  * log_softmax over every kind of axis, layer/rms/group norm with and without
  * affine parameters, attention (masks, causal, grouped heads, head dims 40
- * to 256, L = 1 and L not a multiple of the block), every RoPE builder,
+ * to 256, L = 1 and L not a multiple of the block; the tiled kernel's
+ * cases on their own, with views it copies), every RoPE builder,
  * tril/triu and one_hot, in f32/f16/bf16 (tril/triu in any dtype), on
  * contiguous, transposed and sliced inputs.  Each supported case must run
  * on the GPU (no CPU fallback counted); f64 cases must give the CPU's
@@ -160,17 +161,34 @@ static void test_norms(void **state)
 
 /* ---------------------------------------------------------- attention */
 
+/* how q, k and v reach lm_attention */
+enum {
+    AV_NONE,      /* contiguous */
+    AV_LH,        /* transposed views of [B, L, H, D] (unit-stride rows: the fast kernel reads them as they are) */
+    AV_DL,        /* transposed views of [B, H, D, L] (strided head dim: the fast kernel copies them) */
+    AV_SLICE,     /* [B, H, L, D + 1] from element 1 of the last dim (rows off the vector alignment: copied too) */
+};
+
 typedef struct {
     int64_t B, Hq, Hk, Lq, Lk, D, Dv;
     int mask;        /* 0 none, 1 bool [Lq, Lk], 2 additive [B, 1, Lq, Lk] with -inf rows */
-    bool causal, tq; /* tq: q, k, v are transposed views of [B, L, H, D] */
+    bool causal;
+    int view;        /* AV_* */
 } actx;
+
+static lm_array *attn_view(lm_array *a, int view)
+{
+    if (view == AV_LH) return lm_transpose(a, 1, 2);
+    if (view == AV_DL) return lm_transpose(a, 2, 3);
+    if (view == AV_SLICE) return lm_slice(a, 3, 1, a->shape[3], 1);
+    return lm_array_retain(a);
+}
 
 static lm_array *b_attn(lm_array **in, const void *p)
 {
     const actx *c = p;
     lm_array *t[3];
-    for (int k = 0; k < 3; k++) t[k] = c->tq ? lm_transpose(in[k], 1, 2) : lm_array_retain(in[k]);
+    for (int k = 0; k < 3; k++) t[k] = attn_view(in[k], c->view);
     lm_array *r = lm_attention(t[0], t[1], t[2], c->mask ? in[3] : NULL, c->causal, 0);
     for (int k = 0; k < 3; k++) lm_array_release(t[k]);
     return r;
@@ -180,9 +198,15 @@ static void attn_case(const actx *c, lm_dtype dt)
 {
     int64_t qs[4] = {c->B, c->Hq, c->Lq, c->D}, ks[4] = {c->B, c->Hk, c->Lk, c->D};
     int64_t vs[4] = {c->B, c->Hk, c->Lk, c->Dv};
-    if (c->tq) {
+    if (c->view == AV_LH) {
         qs[1] = c->Lq; qs[2] = c->Hq;
         ks[1] = vs[1] = c->Lk; ks[2] = vs[2] = c->Hk;
+    } else if (c->view == AV_DL) {
+        qs[2] = c->D; qs[3] = c->Lq;
+        ks[2] = c->D; ks[3] = c->Lk;
+        vs[2] = c->Dv; vs[3] = c->Lk;
+    } else if (c->view == AV_SLICE) {
+        qs[3]++; ks[3]++; vs[3]++;
     }
     lm_array *in[4] = {shaped(4, qs, dt, -1, 1, 0), shaped(4, ks, dt, -1, 1, 0), shaped(4, vs, dt, -2, 2, 0), NULL};
     if (c->mask == 1) {
@@ -205,7 +229,7 @@ static void attn_case(const actx *c, lm_dtype dt)
     snprintf(what, sizeof what, "attention %s B%lld Hq%lld Hk%lld Lq%lld Lk%lld D%lld Dv%lld mask%d%s%s",
              lm_dtype_name(dt), (long long)c->B, (long long)c->Hq, (long long)c->Hk, (long long)c->Lq,
              (long long)c->Lk, (long long)c->D, (long long)c->Dv, c->mask, c->causal ? " causal" : "",
-             c->tq ? " transposed" : "");
+             c->view == AV_LH ? " transposed" : c->view == AV_DL ? " strided-d" : c->view == AV_SLICE ? " sliced" : "");
     nn_case(what, c->mask ? 4 : 3, in, b_attn, c, thr_for(dt, true), false);
     for (int k = 0; k < 4; k++) lm_array_release(in[k]);
 }
@@ -225,6 +249,29 @@ static void test_attention(void **state)
         {1, 1, 1, 9, 70, 256, 256, 2, true, false},
         {1, 1, 1, 40, 1, 64, 32, 0, false, false},
         {1, 2, 2, 32, 64, 64, 64, 0, true, false},   /* whole query and key blocks */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+}
+
+/* the tiled kernel (nn_attn_fa.c: no mask or causal, D = Dv in {64, 128,
+ * 256}) around its 64 x 64 blocks: partial blocks, L = 1, Lq != Lk either
+ * way under causal (rows past Lk see every key), grouped heads, views it
+ * reads as they are and views it copies first */
+static void test_attention_fast(void **state)
+{
+    (void)state;
+    const actx cases[] = {
+        {1, 2, 2, 1, 1, 128, 128, 0, false, AV_NONE},
+        {1, 2, 1, 1, 1, 64, 64, 0, true, AV_NONE},
+        {1, 4, 2, 100, 100, 128, 128, 0, true, AV_NONE},
+        {1, 2, 1, 70, 150, 64, 64, 0, true, AV_NONE},
+        {1, 2, 2, 150, 70, 64, 64, 0, true, AV_NONE},
+        {2, 2, 1, 65, 130, 128, 128, 0, false, AV_LH},
+        {1, 4, 2, 33, 77, 64, 64, 0, false, AV_DL},
+        {1, 2, 2, 45, 45, 128, 128, 0, true, AV_SLICE},
+        {1, 1, 1, 20, 40, 256, 256, 0, true, AV_NONE},
+        {1, 2, 2, 128, 192, 64, 64, 0, false, AV_NONE},   /* whole blocks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
@@ -417,8 +464,9 @@ int main(void)
         return 0;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_rope),
-        VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback), VK_TEST(test_memory), VK_TEST(test_summary),
+        VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_attention_fast),
+        VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
+        VK_TEST(test_memory), VK_TEST(test_summary),
     };
     const char *q = getenv("PARITY_QUICK");
     quick = q && *q && strcmp(q, "0");

@@ -7,9 +7,10 @@
  * norms), nn_elem (+ _f64: a thread per output element: RoPE, the zeroing
  * pass of tril/triu, one_hot) and nn_attn (blocked attention with an online
  * softmax).  Row and element kernels take contiguous inputs: other views
- * are first copied into a temporary buffer (lm_vk_move).  Attention reads
+ * are first copied into a temporary buffer (lm_vk_move).  nn_attn reads
  * q, k, v and the mask through their strides, so a broadcast mask is never
- * materialised.
+ * materialised; the common case (no mask or causal, D = Dv in {64, 128,
+ * 256}) goes to the tiled kernel of nn_attn_fa.c instead.
  * f32/f16/bf16 storage, f32 arithmetic; f64 data is left to the CPU
  * fallback (GLSL has no double exp/log/sin/cos), except that f64 RoPE
  * angles are read and reduced in double where the device has it. */
@@ -329,6 +330,8 @@ static lm_status run_attention(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *q = node->inputs[0], *k = node->inputs[1], *val = node->inputs[2];
     const lm_array *mask = node->ninputs > 3 ? node->inputs[3] : NULL;
+    const char *fast = lm_vk_attn_fast_shader(v, node);
+    if (fast) return lm_vk_run_attn_fast(v, node, fast);
     attn_pc pc;
     memset(&pc, 0, sizeof pc);
     pc.Hq = (int32_t)q->shape[1];

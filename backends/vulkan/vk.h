@@ -205,6 +205,10 @@ bool lm_vk_supports_nn(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn_norm(lm_vk_dev *v, lm_array *node);
+/* nn_attn_fa.c: the tiled attention kernel for no mask or causal, D = Dv
+ * in {64, 128, 256}; the shader to use, or NULL where it does not apply */
+const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node);
+lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader);
 bool lm_vk_supports_nn_conv(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn_conv(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_nn_index(lm_vk_dev *v, const lm_array *node);

@@ -1,0 +1,111 @@
+/* nn_attn_fa.c - the fast attention kernel on Vulkan (shaders/nn_attn_fa*.comp,
+ * FlashAttention-2 style tiles: 64 queries x 64 keys per step, 256 threads)
+ * for the common case: no mask or causal only, D = Dv in {64, 128, 256},
+ * f32/f16/bf16 storage.  nn_norm.c asks lm_vk_attn_fast_shader first and
+ * keeps nn_attn.comp for everything else (masks, other head dims).
+ *
+ * The kernel reads rows of 8 elements as vectors, so q, k and v must have a
+ * unit-stride head dim and offsets and other strides that keep each row
+ * vector-aligned; a transposed [B, L, H, D] view qualifies as it is.  Other
+ * views are first copied into a contiguous temporary (lm_vk_move), which
+ * is released once the kernel is recorded (the core orders its reuse).
+ * LUMEN_VK_ATTN_FAST=0 turns the path off (for comparisons). */
+#include <stdlib.h>
+#include "backends/vulkan/vk.h"
+
+#define FA_SHARED (32 * 1024)   /* the kernel's shared memory */
+#define LOG2E 1.4426950408889634
+
+typedef struct fa_pc {
+    int32_t Hq, Lq, Lk, nqb, grp;
+    uint32_t items, causal;
+    float scale;
+    int32_t oq, ok, ov;
+    int32_t sq[3], sk[3], sv[3];
+} fa_pc;
+
+static bool fast_off(void)
+{
+    const char *e = getenv("LUMEN_VK_ATTN_FAST");
+    return e && !strcmp(e, "0");
+}
+
+const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
+{
+    if (fast_off() || node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
+    int64_t D = node->inputs[0]->shape[3];
+    if (node->inputs[2]->shape[3] != D) return NULL;
+    return D == 64 ? "nn_attn_fa64" : D == 128 ? "nn_attn_fa128" : D == 256 ? "nn_attn_fa256" : NULL;
+}
+
+/* can the kernel read a's rows as it is (unit-stride head dim, every row
+ * starting on a 16-byte vector: 4 f32 or 8 16-bit elements)? */
+static bool rows_aligned(const lm_array *a)
+{
+    int64_t w = a->dtype == LM_F32 ? 4 : 8;
+    if (a->strides[3] != 1 || a->offset % w) return false;
+    for (int d = 0; d < 3; d++)
+        if (a->strides[d] % w) return false;
+    return true;
+}
+
+/* a itself where its rows are aligned, else a contiguous copy in *own;
+ * *off and st[3] are the element offset and batch/head/row strides to use */
+static lm_status fa_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem, int32_t *off, int32_t *st,
+                          lm_buffer **own)
+{
+    *own = NULL;
+    if (rows_aligned(a)) {
+        *mem = lm_vk_mem_of(a);
+        *off = (int32_t)a->offset;
+        for (int d = 0; d < 3; d++) st[d] = (int32_t)a->strides[d];
+        return LM_OK;
+    }
+    lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
+    if (!b) return lm_error_status();
+    int64_t cs[4] = {a->shape[1] * a->shape[2] * a->shape[3], a->shape[2] * a->shape[3], a->shape[3], 1};
+    lm_status s = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
+    if (s != LM_OK) {
+        lm_buffer_release(b);
+        return s;
+    }
+    *own = b;
+    *mem = b->handle;
+    *off = 0;
+    for (int d = 0; d < 3; d++) st[d] = (int32_t)cs[d];
+    return LM_OK;
+}
+
+static void fa_geometry(const lm_array *node, fa_pc *pc)
+{
+    const lm_array *q = node->inputs[0], *k = node->inputs[1];
+    pc->Hq = (int32_t)q->shape[1];
+    pc->Lq = (int32_t)q->shape[2];
+    pc->Lk = (int32_t)k->shape[2];
+    pc->nqb = (pc->Lq + 63) / 64;
+    pc->grp = (int32_t)(q->shape[1] / k->shape[1]);
+    pc->items = (uint32_t)(q->shape[0] * q->shape[1] * pc->nqb);
+    pc->causal = node->params.i[0] != 0;
+    /* scores in base 2: exp(x) = exp2(x * log2 e), folded into q */
+    pc->scale = (float)(node->params.f[0] * LOG2E);
+}
+
+lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader)
+{
+    fa_pc pc;
+    memset(&pc, 0, sizeof pc);
+    fa_geometry(node, &pc);
+    const lm_vk_mem *mem[3] = {NULL, NULL, NULL};
+    lm_buffer *own[3] = {NULL, NULL, NULL};
+    int32_t *off[3] = {&pc.oq, &pc.ok, &pc.ov}, *st[3] = {pc.sq, pc.sk, pc.sv};
+    lm_status s = LM_OK;
+    for (int i = 0; i < 3 && s == LM_OK; i++) s = fa_input(v, node->inputs[i], &mem[i], off[i], st[i], &own[i]);
+    if (s == LM_OK) {
+        uint32_t spec[4] = {node->inputs[0]->dtype, node->inputs[1]->dtype, node->inputs[2]->dtype, node->dtype};
+        lm_vk_arg args[4] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true}};
+        s = lm_vk_dispatch(v, shader, spec, 4, args, 4, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
+    }
+    for (int i = 0; i < 3; i++)
+        if (own[i]) lm_buffer_release(own[i]);
+    return s;
+}
