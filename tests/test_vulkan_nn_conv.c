@@ -328,11 +328,7 @@ int main(void)
         VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
         VK_TEST(test_summary),
     };
-    const char *q = getenv("PARITY_QUICK");
-    quick = q && *q && strcmp(q, "0");
-    const char *only = getenv("PARITY_ONLY");
-    if (only && *only) cmocka_set_test_filter(only);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return PARITY_RUN(tests);
 }
 
 #else

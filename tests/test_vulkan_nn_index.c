@@ -343,11 +343,7 @@ int main(void)
         VK_TEST(test_sort_axes), VK_TEST(test_sort_lengths), VK_TEST(test_sort_odd_inputs), VK_TEST(test_topk), VK_TEST(test_scatter), VK_TEST(test_scatter_long),
         VK_TEST(test_scatter_out_of_range), VK_TEST(test_f64_fallback), VK_TEST(test_summary),
     };
-    const char *q = getenv("PARITY_QUICK");
-    quick = q && *q && strcmp(q, "0");
-    const char *only = getenv("PARITY_ONLY");
-    if (only && *only) cmocka_set_test_filter(only);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return PARITY_RUN(tests);
 }
 
 #else

@@ -22,37 +22,7 @@ static const lm_dtype fdt[3] = {LM_F32, LM_F16, LM_BF16};
 static void nn_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr,
                     bool expect_fallback)
 {
-    if (skip_case()) return;
-    lm_array *gin[4];
-    for (int k = 0; k < nin; k++) {
-        gin[k] = lm_array_to(cin[k], vk);
-        assert_non_null(gin[k]);
-        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
-    }
-    lm_array *g0 = guard();
-    lm_array *rc = f(cin, ctx), *rg = f(gin, ctx);
-    if (!rc || !rg) {
-        fprintf(stderr, "PARITY FAIL %s: build failed: %s\n", what, lm_error_message());
-        failures++;
-    } else {
-        lm_array *g1 = guard();
-        assert_int_equal(lm_array_eval(rc), LM_OK);
-        lm_status st = lm_array_eval(rg);
-        int64_t fb = lm_eval_last_stats().fallbacks;
-        if (st == LM_OK && (fb != 0) != expect_fallback) {
-            fprintf(stderr, "PARITY FAIL %s: %lld CPU fallbacks (expected %s)\n", what, (long long)fb,
-                    expect_fallback ? "some" : "none");
-            failures++;
-        }
-        compare(what, rc, rg, thr);
-        check_guard(what, g0);
-        check_guard(what, g1);
-        lm_array_release(g1);
-    }
-    lm_array_release(g0);
-    lm_array_release(rc);
-    lm_array_release(rg);
-    for (int k = 0; k < nin; k++) lm_array_release(gin[k]);
+    run_case_fb(what, nin, cin, f, ctx, thr, expect_fallback ? 1 : 0);
 }
 
 static lm_array *shaped(int nd, const int64_t *sh, lm_dtype dt, double lo, double hi, int flags)
@@ -468,11 +438,7 @@ int main(void)
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),
     };
-    const char *q = getenv("PARITY_QUICK");
-    quick = q && *q && strcmp(q, "0");
-    const char *only = getenv("PARITY_ONLY");
-    if (only && *only) cmocka_set_test_filter(only);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return PARITY_RUN(tests);
 }
 
 #else

@@ -456,12 +456,7 @@ int main(void)
         VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
     };
-    /* PARITY_ONLY=test_matmul runs one group (plus the summary) */
-    const char *q = getenv("PARITY_QUICK");
-    quick = q && *q && strcmp(q, "0");
-    const char *only = getenv("PARITY_ONLY");
-    if (only && *only) cmocka_set_test_filter(only);
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return PARITY_RUN(tests);   /* PARITY_ONLY=test_matmul runs one group */
 }
 
 #else

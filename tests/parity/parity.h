@@ -142,7 +142,11 @@ PARITY_UNUSED static void check_guard(const char *what, lm_array *g)
         if (v[i] != 12345.0f) { report(what, "guard array overwritten (element %g)", i); return; }
 }
 
-PARITY_UNUSED static void run_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr)
+/* one case: the graph f builds on CPU inputs cin and on their Vulkan copies,
+ * compared with threshold thr, guards checked.  fallback: -1 ignores CPU
+ * fallbacks, 0 requires the Vulkan graph to need none, 1 requires some. */
+PARITY_UNUSED static void run_case_fb(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx,
+                                      double thr, int fallback)
 {
     if (skip_case()) return;
     if (verbose) fprintf(stderr, "case %s\n", what);
@@ -159,6 +163,16 @@ PARITY_UNUSED static void run_case(const char *what, int nin, lm_array **cin, bu
         failures++;
     } else {
         lm_array *g1 = guard();     /* allocated after the graph's inputs, before its output */
+        if (fallback >= 0) {
+            assert_int_equal(lm_array_eval(rc), LM_OK);
+            lm_status st = lm_array_eval(rg);
+            int64_t fb = lm_eval_last_stats().fallbacks;
+            if (st == LM_OK && (fb != 0) != (fallback != 0)) {
+                fprintf(stderr, "PARITY FAIL %s: %lld CPU fallbacks (expected %s)\n", what, (long long)fb,
+                        fallback ? "some" : "none");
+                failures++;
+            }
+        }
         compare(what, rc, rg, thr);
         check_guard(what, g0);
         check_guard(what, g1);
@@ -168,6 +182,11 @@ PARITY_UNUSED static void run_case(const char *what, int nin, lm_array **cin, bu
     lm_array_release(rc);
     lm_array_release(rg);
     for (int k = 0; k < nin; k++) lm_array_release(gin[k]);
+}
+
+PARITY_UNUSED static void run_case(const char *what, int nin, lm_array **cin, build_fn f, const void *ctx, double thr)
+{
+    run_case_fb(what, nin, cin, f, ctx, thr, -1);
 }
 
 /* ---- views applied to inputs before the op ---- */
@@ -197,6 +216,21 @@ PARITY_UNUSED static int parity_setup(void **state)
     verbose = v && *v && strcmp(v, "0");
     return 0;
 }
+
+/* the environment of a parity program's main: PARITY_QUICK=1 samples every
+ * sixth case, PARITY_ONLY=<group> runs one group (see PARITY_RUN) */
+PARITY_UNUSED static void parity_env(void)
+{
+    const char *q = getenv("PARITY_QUICK");
+    quick = q && *q && strcmp(q, "0");
+    const char *only = getenv("PARITY_ONLY");
+    if (only && *only) cmocka_set_test_filter(only);
+}
+
+/* a parity program's exit status: cmocka's, and failed cases count even when
+ * PARITY_ONLY filtered out test_summary, which asserts on them */
+#define PARITY_RUN(tests) \
+    (parity_env(), cmocka_run_group_tests(tests, NULL, NULL) + (failures != 0))
 
 PARITY_UNUSED static void test_summary(void **state)
 {
