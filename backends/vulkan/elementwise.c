@@ -283,7 +283,7 @@ lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_d
     j.n = a->size;
     memcpy(j.shape, a->shape, sizeof j.shape);
     memcpy(j.st[0], a->strides, sizeof j.st[0]);
-    memcpy(j.st[3], dst_strides, sizeof j.st[3]);
+    memcpy(j.st[3], dst_strides, sizeof(int64_t) * (size_t)a->ndim);   /* callers pass a->ndim of them */
     j.out_strided = true;
     if (!j.n) return LM_OK;
     return ew_launch(v, &j);

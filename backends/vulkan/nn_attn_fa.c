@@ -63,7 +63,7 @@ static lm_status fa_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem
     }
     lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
     if (!b) return lm_error_status();
-    int64_t cs[4] = {a->shape[1] * a->shape[2] * a->shape[3], a->shape[2] * a->shape[3], a->shape[3], 1};
+    int64_t cs[LM_MAX_DIMS] = {a->shape[1] * a->shape[2] * a->shape[3], a->shape[2] * a->shape[3], a->shape[3], 1};
     lm_status s = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
     if (s != LM_OK) {
         lm_buffer_release(b);

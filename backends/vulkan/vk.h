@@ -221,7 +221,7 @@ int lm_vk_unary_code(lm_op op);
 int lm_vk_binary_code(lm_op op);
 int lm_vk_kind_for(const lm_dtype *vals, int n, lm_dtype out);
 /* copies a (any strides) into dst, an array of dtype dt at element offset
- * doff with strides dst_strides (bit-exact when the dtypes agree) */
+ * doff with strides dst_strides[0..a->ndim) (bit-exact when the dtypes agree) */
 lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,
                      int64_t doff, const int64_t *dst_strides);
 /* fills n elements of dst (dtype dt) with value, converted as the CPU does */
