@@ -86,7 +86,7 @@ int lm_vk_kind_for(const lm_dtype *vals, int n, lm_dtype out)
 }
 
 /* the integer dtype of the same width: a bit-exact copy */
-static lm_dtype raw_dtype(lm_dtype t)
+lm_dtype lm_vk_raw_dtype(lm_dtype t)
 {
     switch (lm_dtype_size(t)) {
     case 1: return LM_U8;
@@ -104,7 +104,7 @@ static void broadcast_strides(const lm_array *a, int ndim, const int64_t *shape,
     }
 }
 
-static void contiguous_strides(int ndim, const int64_t *shape, int64_t *out)
+void lm_vk_contiguous_strides(int ndim, const int64_t *shape, int64_t *out)
 {
     int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) { out[d] = s; s *= shape[d]; }
@@ -218,12 +218,12 @@ static bool describe(const lm_array *node, ew_job *j)
         memcpy(j->st[3], node->strides, sizeof j->st[3]);
         j->off[3] = node->offset;
     } else {
-        contiguous_strides(node->ndim, node->shape, j->st[3]);
+        lm_vk_contiguous_strides(node->ndim, node->shape, j->st[3]);
     }
     const lm_dtype *vals = j->mode == EW_WHERE ? &j->dt[1] : j->dt;
     j->kind = lm_vk_kind_for(vals, j->mode == EW_WHERE ? 2 : j->nin, node->dtype);
     if (node->op == LM_OP_COPY && node->inputs[0]->dtype == node->dtype) {
-        j->dt[0] = j->dt[3] = raw_dtype(node->dtype);
+        j->dt[0] = j->dt[3] = lm_vk_raw_dtype(node->dtype);
         j->kind = KIND_I;
     }
     if (node->op == LM_OP_CLAMP) {
@@ -268,7 +268,7 @@ lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_d
     j.nin = 1;
     if (a->dtype == dt) {
         j.kind = KIND_I;
-        j.dt[0] = j.dt[3] = raw_dtype(dt);
+        j.dt[0] = j.dt[3] = lm_vk_raw_dtype(dt);
     } else {
         j.dt[0] = a->dtype;
         j.dt[3] = dt;
@@ -287,4 +287,20 @@ lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_d
     j.out_strided = true;
     if (!j.n) return LM_OK;
     return ew_launch(v, &j);
+}
+
+lm_status lm_vk_contiguous_copy(lm_vk_dev *v, const lm_array *a, lm_buffer **out)
+{
+    *out = NULL;
+    lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
+    if (!b) return lm_error_status();
+    int64_t cs[LM_MAX_DIMS];
+    lm_vk_contiguous_strides(a->ndim, a->shape, cs);
+    lm_status st = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
+    if (st != LM_OK) {
+        lm_buffer_release(b);
+        return st;
+    }
+    *out = b;
+    return LM_OK;
 }

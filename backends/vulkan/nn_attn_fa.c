@@ -61,16 +61,11 @@ static lm_status fa_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem
         for (int d = 0; d < 3; d++) st[d] = (int32_t)a->strides[d];
         return LM_OK;
     }
-    lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
-    if (!b) return lm_error_status();
-    int64_t cs[LM_MAX_DIMS] = {a->shape[1] * a->shape[2] * a->shape[3], a->shape[2] * a->shape[3], a->shape[3], 1};
-    lm_status s = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
-    if (s != LM_OK) {
-        lm_buffer_release(b);
-        return s;
-    }
-    *own = b;
-    *mem = b->handle;
+    lm_status s = lm_vk_contiguous_copy(v, a, own);
+    if (s != LM_OK) return s;
+    int64_t cs[LM_MAX_DIMS];
+    lm_vk_contiguous_strides(a->ndim, a->shape, cs);
+    *mem = (*own)->handle;
     *off = 0;
     for (int d = 0; d < 3; d++) st[d] = (int32_t)cs[d];
     return LM_OK;

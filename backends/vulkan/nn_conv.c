@@ -269,17 +269,6 @@ _Static_assert(sizeof(pool_pc) <= LM_VK_PUSH_BYTES, "pool push constants");
 
 enum { P_MAX, P_AVG, P_ADAPTIVE, P_NEAREST, P_BILINEAR };
 
-/* the unsigned type of t's width: nearest moves raw bits */
-static lm_dtype raw_of(lm_dtype t)
-{
-    switch (lm_dtype_size(t)) {
-    case 1: return LM_U8;
-    case 2: return LM_I16;
-    case 4: return LM_I32;
-    default: return LM_I64;
-    }
-}
-
 /* bilinear's source/destination scale along an axis, as the CPU's make_taps */
 static float bilinear_scale(int64_t in, int64_t out, double scale, bool align)
 {
@@ -326,7 +315,7 @@ static lm_status run_pool(lm_vk_dev *v, lm_array *node)
     pc.sxn = (int32_t)x->strides[0]; pc.sxc = (int32_t)x->strides[1];
     pc.sxh = (int32_t)x->strides[2]; pc.sxw = (int32_t)x->strides[3];
     pool_params(node, &pc);
-    uint32_t spec[1] = {pc.op == P_NEAREST ? raw_of(node->dtype) : node->dtype};
+    uint32_t spec[1] = {pc.op == P_NEAREST ? lm_vk_raw_dtype(node->dtype) : node->dtype};
     lm_vk_arg args[2] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(node), true}};
     return lm_vk_dispatch(v, "pool", spec, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.n, 256), 1, 1);
 }

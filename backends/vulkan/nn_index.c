@@ -115,20 +115,6 @@ static bool move_ok(const lm_array *a, const int64_t *st)
     return lm_vk_collapse(a->ndim, shape, 2, s) <= EW_MAXDIM;
 }
 
-static void contiguous(int ndim, const int64_t *shape, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = ndim - 1; d >= 0; d--) { st[d] = s; s *= shape[d]; }
-}
-
-static bool is_contiguous(const lm_array *a)
-{
-    int64_t st[LM_MAX_DIMS];
-    contiguous(a->ndim, a->shape, st);
-    for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] > 1 && a->strides[d] != st[d]) return false;
-    return true;
-}
 
 /* rows x len of (key, index) fit the multi-pass sort's scratch and its
  * 32-bit word addressing (keys and indices up to 3n words) */
@@ -160,12 +146,12 @@ static bool supports_scatter(lm_vk_dev *v, const lm_array *node)
     /* f64 sums would need double arithmetic in the shader: the CPU's */
     if (node->op == LM_OP_SCATTER_ADD && node->dtype == LM_F64) return false;
     int64_t st[LM_MAX_DIMS];
-    contiguous(node->ndim, node->shape, st);
+    lm_vk_contiguous_strides(node->ndim, node->shape, st);
     if (!move_ok(a, st)) return false;
-    contiguous(ix->ndim, ix->shape, st);
+    lm_vk_contiguous_strides(ix->ndim, ix->shape, st);
     uint64_t n = (uint64_t)ix->size;
-    if (!is_contiguous(ix) && (!move_ok(ix, st) || n * 8 > v->feat.max_range)) return false;
-    if (!is_contiguous(src) && (!move_ok(src, st) || n * lm_dtype_size(src->dtype) > v->feat.max_range))
+    if (!lm_array_is_contiguous(ix) && (!move_ok(ix, st) || n * 8 > v->feat.max_range)) return false;
+    if (!lm_array_is_contiguous(src) && (!move_ok(src, st) || n * lm_dtype_size(src->dtype) > v->feat.max_range))
         return false;
     int64_t T = ix->shape[node->params.i[0]];
     if (T >= SCATTER_SORT_MIN)     /* normalised indices and their order: i64 each */
@@ -283,9 +269,9 @@ static lm_status dense(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **m, int
     *own = NULL;
     *m = lm_vk_mem_of(a);
     *off = a->offset;
-    if (is_contiguous(a)) return LM_OK;
+    if (lm_array_is_contiguous(a)) return LM_OK;
     int64_t st[LM_MAX_DIMS];
-    contiguous(a->ndim, a->shape, st);
+    lm_vk_contiguous_strides(a->ndim, a->shape, st);
     lm_status s = scratch(v, (uint64_t)a->size * lm_dtype_size(a->dtype), own);
     if (s != LM_OK) return s;
     *m = *own;
@@ -356,7 +342,7 @@ static lm_status run_scatter(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *a = node->inputs[0], *ix = node->inputs[1], *src = node->inputs[2];
     int64_t st[LM_MAX_DIMS];
-    contiguous(node->ndim, node->shape, st);
+    lm_vk_contiguous_strides(node->ndim, node->shape, st);
     lm_status s = lm_vk_move(v, a, lm_vk_mem_of(node), node->dtype, 0, st);
     if (s != LM_OK || ix->size == 0) return s;
     if ((s = lm_vk_status_init(v)) != LM_OK) return s;

@@ -118,36 +118,18 @@ bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node)
 
 /* ------------------------------------------------------ input staging */
 
-static void contiguous_strides(const lm_array *a, int64_t *st)
-{
-    int64_t s = 1;
-    for (int d = a->ndim - 1; d >= 0; d--) { st[d] = s; s *= a->shape[d]; }
-}
-
-/* a contiguous view of `a`: a itself, or a temporary copy in a buffer of
- * the core's (counted, limited and cached like any other; *own, to be
- * released once the kernel that reads it is recorded: a later node that
- * reuses the buffer is ordered after that kernel by exec.c's barriers) */
+/* a contiguous view of `a`: a itself, or a temporary copy (*own, see
+ * lm_vk_contiguous_copy) */
 static lm_status contiguous_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem, int32_t *off,
                                   lm_buffer **own)
 {
     *own = NULL;
-    if (lm_array_is_contiguous(a)) {
-        *mem = lm_vk_mem_of(a);
-        *off = (int32_t)a->offset;
-        return LM_OK;
-    }
-    lm_buffer *b = lm_buffer_alloc(v->dev, (size_t)a->size * lm_dtype_size(a->dtype));
-    if (!b) return lm_error_status();
-    int64_t cs[LM_MAX_DIMS];
-    contiguous_strides(a, cs);
-    lm_status st = lm_vk_move(v, a, b->handle, a->dtype, 0, cs);
-    if (st != LM_OK) {
-        lm_buffer_release(b);
-        return st;
-    }
-    *own = b;
-    *mem = b->handle;
+    *mem = lm_vk_mem_of(a);
+    *off = (int32_t)a->offset;
+    if (lm_array_is_contiguous(a)) return LM_OK;
+    lm_status st = lm_vk_contiguous_copy(v, a, own);
+    if (st != LM_OK) return st;
+    *mem = (*own)->handle;
     *off = 0;
     return LM_OK;
 }
@@ -276,7 +258,7 @@ static lm_status run_tri(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *x = node->inputs[0];
     int64_t cs[LM_MAX_DIMS];
-    contiguous_strides(node, cs);
+    lm_vk_contiguous_strides(node->ndim, node->shape, cs);
     lm_status s = lm_vk_move(v, x, lm_vk_mem_of(node), node->dtype, 0, cs);
     if (s != LM_OK) return s;
     int64_t M = node->shape[node->ndim - 2], N = node->shape[node->ndim - 1], k = node->params.i[0];

@@ -14,16 +14,6 @@ typedef struct index_pc {
     int32_t shape[8], sa[8], si[8];
 } index_pc;
 
-static lm_dtype raw_of(lm_dtype t)
-{
-    switch (lm_dtype_size(t)) {
-    case 1: return LM_U8;
-    case 2: return LM_I16;
-    case 4: return LM_I32;
-    default: return LM_I64;
-    }
-}
-
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node)
 {
     (void)v;
@@ -96,7 +86,7 @@ static lm_status run_index(lm_vk_dev *v, lm_array *node)
     snprintf(v->status_op, sizeof v->status_op, "%s", lm_op_name(node->op));
     v->status_axis = axis;
     v->status_len = a->shape[axis];
-    uint32_t spec[1] = {raw_of(node->dtype)};
+    uint32_t spec[1] = {lm_vk_raw_dtype(node->dtype)};
     lm_vk_arg args[4] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(idx), false},
                          {lm_vk_mem_of(node), true}, {v->status, true}};
     return lm_vk_dispatch(v, "index", spec, 1, args, 4, &pc, sizeof pc,

@@ -224,6 +224,14 @@ int lm_vk_kind_for(const lm_dtype *vals, int n, lm_dtype out);
  * doff with strides dst_strides[0..a->ndim) (bit-exact when the dtypes agree) */
 lm_status lm_vk_move(lm_vk_dev *v, const lm_array *a, const lm_vk_mem *dst, lm_dtype dt,
                      int64_t doff, const int64_t *dst_strides);
+/* a's elements copied into a new core buffer in row-major order (*out, the
+ * caller's reference: counted, limited and cached like any other; release
+ * it once the kernel that reads it is recorded, since exec.c's barriers
+ * order a later user of the buffer after that kernel) */
+lm_status lm_vk_contiguous_copy(lm_vk_dev *v, const lm_array *a, lm_buffer **out);
+/* row-major strides of shape; the same-width raw dtype that moves t's bits */
+void lm_vk_contiguous_strides(int ndim, const int64_t *shape, int64_t *out);
+lm_dtype lm_vk_raw_dtype(lm_dtype t);
 /* fills n elements of dst (dtype dt) with value, converted as the CPU does */
 lm_status lm_vk_fill(lm_vk_dev *v, const lm_vk_mem *dst, lm_dtype dt, int64_t n, double value);
 
