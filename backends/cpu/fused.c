@@ -96,11 +96,10 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
     for (int64_t blk = b0; blk < e0; blk++) {
         int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
         for (int k = 0; k < g->ninputs; k++) {
+            if (c->constant[k]) continue;   /* filled above */
             const lm_array *in = node->inputs[k];
             size_t esz = lm_dtype_size(in->dtype);
-            if (c->constant[k]) {
-                continue;
-            } else if (c->direct[k]) {
+            if (c->direct[k]) {
                 rp[k] = (char *)lm_cpu_ptr(in) + b * (int64_t)esz;
             } else {
                 rp[k] = mem + (size_t)k * BLOCK * 8;

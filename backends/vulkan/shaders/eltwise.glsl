@@ -176,19 +176,18 @@ void element(uint i)
     }
 }
 
-vec4 as_vec4(uvec4 u) { return uintBitsToFloat(u); }
-
 void element4(uint i)
 {
+    uint ia = uint(pc.off[0]) / 4u + i;
     // a copy's output offset rides in slot 2 (it writes through strides)
     uint o = uint(OUT_STRIDED ? pc.off[2] : pc.off[3]) / 4u + i;
     if (KIND == KIND_I) {   // a same-dtype copy of 4-byte elements: the bits
-        v4_3.v[o] = v4_0.v[uint(pc.off[0]) / 4u + i];
+        v4_3.v[o] = v4_0.v[ia];
         return;
     }
-    vec4 a = as_vec4(v4_0.v[uint(pc.off[0]) / 4u + i]), r;
+    vec4 a = uintBitsToFloat(v4_0.v[ia]), r;
     if (MODE == EW_BINARY) {
-        vec4 b = as_vec4(v4_1.v[uint(pc.off[1]) / 4u + i]);
+        vec4 b = uintBitsToFloat(v4_1.v[uint(pc.off[1]) / 4u + i]);
         r = vec4(bin_f(a.x, b.x), bin_f(a.y, b.y), bin_f(a.z, b.z), bin_f(a.w, b.w));
     } else {
         r = vec4(un_f(a.x), un_f(a.y), un_f(a.z), un_f(a.w));
