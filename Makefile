@@ -29,7 +29,8 @@ LIBS    := -lm -lpthread -ldl
 DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   libopenblas-dev libpng-dev zlib1g-dev libcmocka-dev python3-numpy python3-torch \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
-  vulkan-validationlayers libshaderc-dev
+  vulkan-validationlayers libshaderc-dev \
+  libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
 
 LIB     := $(BUILD)/liblumen.a
 CORE_SRC := $(wildcard core/*.c) $(wildcard backends/cpu/*.c)
