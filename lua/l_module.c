@@ -31,5 +31,6 @@ int luaopen_lumen(lua_State *L)
     lm_lua_install_oom_hook(L);
     lm_lua_open_io(L);
     lm_lua_open_compile(L);
+    lm_lua_open_grad(L);
     return 1;
 }

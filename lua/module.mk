@@ -20,3 +20,12 @@ ALL_TARGETS += $(BUILD)/lumen.so
 TEST_SCRIPTS += tests/lua/run.sh
 
 -include $(LUA_OBJ:.o=.d)
+
+# lm.grad & co. and lm.optim are Lua (lua/l_grad.lua, lua/l_optim.lua),
+# embedded in l_grad.o as one C string.
+LUA_EMBED := lua/l_grad.lua lua/l_optim.lua
+$(BUILD)/gen/l_grad_lua.h: $(LUA_EMBED)
+	@mkdir -p $(dir $@)
+	{ echo 'static const char lm_grad_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(LUA_EMBED); echo ';'; } > $@
+$(BUILD)/obj/lua/l_grad.o: $(BUILD)/gen/l_grad_lua.h
+$(BUILD)/obj/lua/l_grad.o: CFLAGS += -I$(BUILD)/gen
