@@ -205,6 +205,11 @@ static lm_status binary_rule(scope *s, lm_array *n, lm_array *g, const bool *nee
 static lm_array *reduce_rule(scope *s, lm_array *n, lm_array *g)
 {
     lm_array *x = n->inputs[0];
+    if (n->op == LM_OP_CUMSUM) {   /* reversed cumsum: total - cumsum + g */
+        int ax = (int)n->params.i[0];
+        lm_array *tot = K(s, lm_broadcast_to(K(s, lm_reduce(LM_OP_SUM, g, 1, &ax, true)), g->ndim, g->shape));
+        return BI(ADD, BI(SUB, tot, K(s, lm_cumsum(g, ax))), g);
+    }
     int64_t mask = n->params.i[0];
     int64_t count = 1;
     for (int d = 0; d < x->ndim; d++)
@@ -232,11 +237,6 @@ static lm_array *reduce_rule(scope *s, lm_array *n, lm_array *g)
         lm_array *mean = K(s, lm_broadcast_to(K(s, lm_reduce(LM_OP_MEAN, x, na, axes, true)), x->ndim, x->shape));
         lm_array *r = BS(MUL, BI(MUL, ge, BI(SUB, x, mean)), 2.0 / (double)(count - n->params.i[2]));
         return n->op == LM_OP_VAR ? r : BI(DIV, BS(MUL, r, 0.5), ye);
-    }
-    case LM_OP_CUMSUM: {   /* reversed cumsum: total - cumsum + g */
-        int ax = (int)n->params.i[0];
-        lm_array *tot = K(s, lm_broadcast_to(K(s, lm_reduce(LM_OP_SUM, g, 1, &ax, true)), g->ndim, g->shape));
-        return BI(ADD, BI(SUB, tot, K(s, lm_cumsum(g, ax))), g);
     }
     default: return NULL;
     }
