@@ -224,9 +224,15 @@ lm_status lm_vjp(int nout, lm_array *const *outputs, lm_array *const *cotangents
         if (n->input >= 0 || !n->cot || !n->need || lm_grad_is_stop(n->a)) continue;
         lm_array *a = n->a;
         if (!lm_dtype_is_float(a->dtype)) {
+            /* name the op that made the integers, not the +1 or cast after it */
+            const lm_array *o = a;
+            while ((lm_op_class_of(o->op) == LM_CLASS_UNARY || lm_op_class_of(o->op) == LM_CLASS_BINARY ||
+                    o->op == LM_OP_VIEW) && o->ninputs > 0 && o->inputs[0] &&
+                   !lm_dtype_is_float(o->inputs[0]->dtype) && o->inputs[0]->ninputs > 0)
+                o = o->inputs[0];
             char s1[64];
             st = lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s is not differentiable (its output is %s)",
-                              lm_op_name(a->op), lm_desc(s1, sizeof s1, a));
+                              lm_op_name(o->op), lm_desc(s1, sizeof s1, o));
             break;
         }
         bool need[64] = {0};

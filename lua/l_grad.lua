@@ -10,7 +10,7 @@ local function check_opts(fname, opts, allowed)
   if opts == nil then return {} end
   if type(opts) ~= "table" then error(fname .. ": options must be a table, got " .. type(opts), 3) end
   for k in pairs(opts) do
-    if not allowed[k] then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
+    if allowed[k] == nil then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
   end
   return opts
 end

@@ -144,3 +144,221 @@ for _, c in ipairs(cases) do
     fd_check(c[1], c[2], args, c[6], c[7])
   end)
 end
+
+-- ---- against PyTorch autograd (f32 inputs, f64 references) ----
+local FXT
+local function fx()
+  FXT = FXT or lm.load(FX .. "grad.npz")
+  return FXT
+end
+
+local function maxrel(a, b)
+  local d = (a:astype("f64") - b:astype("f64")):abs():max():item()
+  return d / (1 + b:astype("f64"):abs():max():item())
+end
+
+local ce_lbl = lm.tensor({2, 1, 4}, "i64")   -- PyTorch's {1, 0, 3}, 1-based
+local torch_cases = {
+  exp_tanh = function(x) return x:exp() * x:tanh() end,
+  sigmoid_silu = function(x) return x:sigmoid() + x:silu() end,
+  gelu = function(x) return x:gelu() + x:gelu_tanh() end,
+  relu_abs = function(x) return x:relu() + x:abs() end,
+  log_sqrt = function(x) return x:log() + x:sqrt() + x:rsqrt() end,
+  broadcast = function(a, b) return a * b + a / (b:abs() + 1) - b end,
+  pow = function(a, b) return a:abs() ^ b end,
+  maximum = function(a, b) return lm.maximum(a, b) + lm.minimum(a, b * 2) end,
+  where_clamp = function(a, b) return lm.where(a:gt(0), a, b) + a:clamp(-1, 1) end,
+  reductions = function(x)
+    return lm.concat({x:sum(2), x:mean(2), x:max(2), x:logsumexp(2), x:var(2, {ddof = 1})}, 1)
+  end,
+  views = function(x) return x:permute{3, 1, 2}:reshape{4, 6}[{{2, 3}, {1, 6, 2}}] * 2 end,
+  matmul = function(a, b) return a:matmul(b) end,
+  linear = function(x, w, b) return lm.linear(x, w, b) end,
+  softmax = function(x) return x:softmax(2) * 3 + x:log_softmax(1) end,
+  layer_norm = function(x, w, b) return lm.layer_norm(x, {4}, w, b) end,
+  rms_norm = function(x, w) return lm.rms_norm(x, {4}, w, 1e-6) end,
+  group_norm = function(x, w, b) return lm.group_norm(x, 2, w, b) end,
+  conv2d = function(x, w, b) return lm.conv2d(x, w, b, {stride = 2, padding = 1}) end,
+  conv_transpose2d = function(x, w, b)
+    return lm.conv_transpose2d(x, w, b, {stride = 2, padding = 1, output_padding = 1})
+  end,
+  max_pool2d = function(x) return lm.max_pool2d(x, 2) end,
+  avg_pool2d = function(x) return lm.avg_pool2d(x, 3, {stride = 2, padding = 1}) end,
+  nearest = function(x) return lm.interpolate(x, {scale_factor = 2}) end,
+  bilinear = function(x) return lm.interpolate(x, {size = {5, 4}, mode = "bilinear"}) end,
+  sdpa = function(q, k, v) return lm.attention(q, k, v, nil, {causal = true}) end,
+  embedding = function(w) return lm.embedding(lm.tensor({{3, 1}, {4, 3}}, "i64"), w) end,
+  cross_entropy = function(x)
+    return -(x:log_softmax(2) * lm.one_hot(ce_lbl, 4):astype("f32")):sum(2)
+  end,
+}
+
+local names = {}
+for k in pairs(torch_cases) do names[#names + 1] = k end
+table.sort(names)
+for _, name in ipairs(names) do
+  test("grad of " .. name .. " matches PyTorch autograd (f32)", function()
+    local t = fx()
+    local args, nums = {}, {}
+    while t[name .. ".in" .. (#args + 1)] do
+      args[#args + 1] = t[name .. ".in" .. (#args + 1)]
+      nums[#nums + 1] = #nums + 1
+    end
+    ok(#args > 0, "fixture has inputs")
+    local R = t[name .. ".r"]
+    local f = torch_cases[name]
+    local g = lm.grad(function(...) return (f(...) * R):sum() end, {argnums = nums})(table.unpack(args))
+    for i = 1, #args do
+      local ref = t[name .. ".g" .. i]
+      eq(table.concat(g[i].shape, "x"), table.concat(ref.shape, "x"), name .. " grad shape " .. i)
+      local e = maxrel(g[i], ref)
+      if e > 2e-5 then error(string.format("%s: grad %d differs from PyTorch by %.3g (relative)", name, i, e)) end
+    end
+  end)
+end
+
+-- ---- the API ----
+test("grad of nested parameter tables keeps their structure", function()
+  local p = {layers = {{w = lm.ones{2, 2}}, {w = lm.ones{2, 2} * 2}}, scale = lm.tensor(3.0), name = "m"}
+  local g = lm.grad(function(p, x) return (x:matmul(p.layers[1].w):matmul(p.layers[2].w) * p.scale):sum() end)(
+    p, lm.ones{1, 2})
+  eq(g.name, "m")
+  eq(g.layers[1].w.shape[1], 2)
+  near(g.scale:item(), 16)
+  near(g.layers[2].w:sum():item(), 4 * 3 * 2)
+end)
+
+test("value_and_grad returns the value, argnums picks arguments", function()
+  local f = function(a, b) return (a * b):sum(), a + 1 end
+  local v, g, aux = lm.value_and_grad(f, {argnums = {1, 2}})(lm.tensor{1, 2}, lm.tensor{3, 4})
+  near(v:item(), 11)
+  T.same(g[1]:totable(), {3, 4})
+  T.same(g[2]:totable(), {1, 2})
+  T.same(aux:totable(), {2, 3})
+  local g2 = lm.grad(f, {argnums = 2})(lm.tensor{1, 2}, lm.tensor{3, 4})
+  T.same(g2:totable(), {1, 2})
+end)
+
+test("vjp with explicit cotangents, stop_gradient", function()
+  local ys, vj = lm.vjp(function(x) return x * x, x:sum() end, {lm.tensor{1, 2, 3}}, {lm.tensor{1, 0, 2}, 1})
+  T.same(ys[1]:totable(), {1, 4, 9})
+  T.same(vj[1]:totable(), {3, 1, 13})
+  local g = lm.grad(function(x) return (lm.stop_gradient(x * 2) * x):sum() end)(lm.tensor{1, 2})
+  T.same(g:totable(), {2, 4})
+end)
+
+test("non-differentiable ops and bad calls are errors naming them", function()
+  raises(function() lm.grad(function(x) return x:argmax():astype("f32"):sum() end)(lm.tensor{1, 2}) end,
+    "argmax")
+  raises(function() lm.grad(function(x) return x:gt(1):astype("f32"):sum() end)(lm.tensor{1, 2}) end, "gt")
+  raises(function() lm.grad(function(x) return x * 2 end)(lm.tensor{1, 2}) end, "scalar")
+  raises(function() lm.grad(function(x) return x end, {argnum = 1}) end, "unknown option 'argnum'")
+  raises(function() lm.grad(function(x) return x:sum() end, {argnums = 3})(lm.tensor{1}) end, "argnum 3")
+end)
+
+test("gradients need no graph after the step (live arrays come back down)", function()
+  local w = lm.randn({8, 8}, {seed = 5})
+  local vg = lm.value_and_grad(function(w, x) return (x:matmul(w):tanh()):sum() end)
+  vg(w, lm.ones{2, 8})
+  collectgarbage(); collectgarbage()
+  local before = lm.live()
+  for _ = 1, 5 do vg(w, lm.ones{2, 8}) end
+  collectgarbage(); collectgarbage()
+  ok(lm.live() <= before + 2, "live arrays " .. lm.live() .. " vs " .. before)
+end)
+
+test("lm.compile of a function calling lm.grad", function()
+  local w = lm.randn({4, 3}, {seed = 9})
+  local step = lm.compile(function(w, x) return lm.grad(function(w) return (x:matmul(w)):square():sum() end)(w) end)
+  local x = lm.randn({2, 4}, {seed = 10})
+  local g1 = step(w, x)
+  local g0 = lm.grad(function(w) return (x:matmul(w)):square():sum() end)(w)
+  ok(maxrel(g1, g0) < 1e-6, "compiled grad equals plain grad")
+end)
+
+-- ---- optimisers against torch.optim (3 steps on fixed gradients) ----
+for _, c in ipairs{
+  {"sgd", function() return lm.optim.sgd{lr = 0.1, momentum = 0.9, weight_decay = 0.01, dampening = 0.1} end},
+  {"nesterov", function() return lm.optim.sgd{lr = 0.1, momentum = 0.9, nesterov = true} end},
+  {"adamw", function() return lm.optim.adamw{lr = 0.01, beta1 = 0.8, beta2 = 0.95, eps = 1e-6, weight_decay = 0.1} end},
+} do
+  test("optim." .. c[1] .. " follows torch.optim step by step", function()
+    local t = fx()
+    local params = {p = t["optim.p0"]:astype("f64")}
+    local opt = c[2]()
+    for i = 1, 3 do
+      opt:update(params, {p = t["optim.grad" .. i]:astype("f64")})
+      local e = maxrel(params.p, t["optim." .. c[1] .. i])
+      if e > 1e-12 then error(string.format("step %d differs from torch by %.3g", i, e)) end
+    end
+  end)
+end
+
+test("optim: unknown options are errors, schedules, clipping, save/load", function()
+  raises(function() lm.optim.sgd{lr = 0.1, momentun = 0.9} end, "unknown option 'momentun'")
+  local cos = lm.optim.cosine_decay(1.0, 10, 0.1)
+  near(cos(1), 1.0); near(cos(11), 0.1); near(cos(6), 0.55)
+  local warm = lm.optim.linear_warmup(4, 2.0)
+  near(warm(1), 0.5); near(warm(10), 2.0)
+  near(lm.optim.step_decay(1, 0.5, 2)(3), 0.5)
+  local g, n = lm.optim.clip_grad_norm({a = lm.tensor{3, 0}, b = {lm.tensor{4}}}, 1)
+  near(n, 5)
+  near(g.a:totable()[1], 0.6, 1e-5)
+  local params = {w = lm.tensor{1, 2}, sub = {b = lm.tensor{3}}}
+  local opt = lm.optim.adamw{lr = 0.1}
+  opt:update(params, {w = lm.tensor{1, 1}, sub = {b = lm.tensor{1}}})
+  local path = os.tmpname() .. ".safetensors"
+  lm.optim.save(path, params, opt)
+  local p2 = {w = lm.zeros{2}, sub = {b = lm.zeros{1}}}
+  local opt2 = lm.optim.adamw{lr = 0.1}
+  lm.optim.load(path, p2, opt2)
+  os.remove(path)
+  T.same(p2.w:totable(), params.w:totable())
+  eq(opt2.step, 1)
+  opt:update(params, {w = lm.tensor{1, 1}, sub = {b = lm.tensor{1}}})
+  opt2:update(p2, {w = lm.tensor{1, 1}, sub = {b = lm.tensor{1}}})
+  T.same(p2.w:totable(), params.w:totable())
+end)
+
+test("data: seeded permutation and batches", function()
+  local p1, p2 = lm.data.permutation(10, 3), lm.data.permutation(10, 3)
+  T.same(p1, p2)
+  local seen = {}
+  for _, v in ipairs(p1) do seen[v] = true end
+  for i = 1, 10 do ok(seen[i], "permutation holds " .. i) end
+  local X = lm.arange(0, 10):reshape{10, 1}
+  local n = 0
+  for x in lm.data.batches({X}, 4, {seed = 1}) do n = n + 1; eq(x.shape[1], n < 3 and 4 or 2) end
+  eq(n, 3)
+  n = 0
+  for x in lm.data.batches({X}, 4, {seed = 1, drop_last = true}) do n = n + 1 end
+  eq(n, 2)
+end)
+
+-- ---- a short training run against PyTorch ----
+test("30 SGD steps of an MLP on Fashion-MNIST follow PyTorch's losses", function()
+  local D = "/usr/share/datasets/fashion-mnist/"
+  local f = io.open(D .. "train-images-idx3-ubyte.gz")
+  if not f then return end   -- dataset-fashion-mnist not installed
+  f:close()
+  local t = lm.load(FX .. "train_mlp.npz")
+  local steps, B = 30, 16
+  local X = lm.data.load_idx(D .. "train-images-idx3-ubyte.gz", steps * B):reshape{steps * B, 784}:astype("f32") / 255
+  local Y = lm.data.load_idx(D .. "train-labels-idx1-ubyte.gz", steps * B):astype("i64") + 1
+  local params = {w1 = t.w1, b1 = t.b1, w2 = t.w2, b2 = t.b2}
+  local opt = lm.optim.sgd{lr = 0.1, momentum = 0.9}
+  local function loss_fn(p, x, y)
+    local h = lm.linear(x, p.w1, p.b1):relu()
+    local logits = lm.linear(h, p.w2, p.b2)
+    return -(logits:log_softmax(2) * lm.one_hot(y, 10):astype("f32")):sum() / x.shape[1]
+  end
+  local vg = lm.value_and_grad(loss_fn)
+  local ref = t.losses:totable()
+  for s = 1, steps do
+    local x = X[{{(s - 1) * B + 1, s * B}}]
+    local y = Y[{{(s - 1) * B + 1, s * B}}]
+    local loss, g = vg(params, x, y)
+    opt:update(params, g)
+    near(loss:item(), ref[s], 1e-4, "loss at step " .. s)
+  end
+end)
