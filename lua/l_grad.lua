@@ -129,5 +129,15 @@ function lm.vjp(f, primals, cotangents, ...)
   return ys, vjps
 end
 
-lm._map_tree = map_tree
-lm._check_opts = check_opts
+local doc = lm._set_doc
+doc(lm.grad, "lm.grad", "lm.grad(f, {argnums=1}) -> function\n"
+  .. "A function returning the gradient of f (which must return a one-element tensor first) with\n"
+  .. "respect to argument argnums (an integer, or a list: then a list of gradients).  Arguments may be\n"
+  .. "tensors or nested tables of tensors; gradients come back in the same structure.  f must not\n"
+  .. "evaluate what the result depends on (an evaluated tensor drops its graph).")
+doc(lm.value_and_grad, "lm.value_and_grad", "lm.value_and_grad(f, {argnums=1}) -> function\n"
+  .. "Like lm.grad, but the function returns f's value, the gradients, then f's other results.\n"
+  .. "Value and gradients are evaluated together.")
+doc(lm.vjp, "lm.vjp", "lm.vjp(f, primals, cotangents) -> outputs, vjps\n"
+  .. "Runs f(table.unpack(primals)) and pulls the cotangents (tensors or numbers, one per output)\n"
+  .. "back to every primal: vjps[i] has primals[i]'s structure.")

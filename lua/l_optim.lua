@@ -4,8 +4,8 @@
 -- Parameter tables are nested Lua tables of tensors; an optimiser's update
 -- builds the new tensors lazily, evaluates them together and puts them in
 -- place of the old ones in the same table.
-local lm = ...
-local map_tree, check_opts, is_tensor = lm._map_tree, lm._check_opts, lm.is_tensor
+-- (this file is run in one chunk after l_grad.lua: its locals lm,
+-- map_tree, check_opts and is_tensor are in scope)
 local optim = {}
 lm.optim = optim
 
@@ -231,3 +231,23 @@ function data.batches(tensors, batch, opts)
     return table.unpack(out)
   end
 end
+
+doc(optim.sgd, "lm.optim.sgd", "lm.optim.sgd{lr=0.01, momentum=0, dampening=0, weight_decay=0, nesterov=false}\n"
+  .. "-> optimiser: torch.optim.SGD.  opt:update(params, grads) replaces the tensors of the (nested)\n"
+  .. "params table by their updated values (evaluated); lr may be a function step -> lr.")
+doc(optim.adamw, "lm.optim.adamw", "lm.optim.adamw{lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2}\n"
+  .. "-> optimiser: torch.optim.AdamW's update rule exactly (decoupled decay, bias corrections).")
+doc(optim.cosine_decay, "lm.optim.cosine_decay", "lm.optim.cosine_decay(init, steps, [final=0]) -> schedule")
+doc(optim.step_decay, "lm.optim.step_decay", "lm.optim.step_decay(init, gamma, every) -> schedule")
+doc(optim.linear_warmup, "lm.optim.linear_warmup", "lm.optim.linear_warmup(steps, lr_or_schedule) -> schedule")
+doc(optim.clip_grad_norm, "lm.optim.clip_grad_norm", "lm.optim.clip_grad_norm(grads, max_norm) -> grads, norm\n"
+  .. "torch.nn.utils.clip_grad_norm_: scales every gradient by max_norm / (norm + 1e-6) when that is < 1.")
+doc(optim.save, "lm.optim.save", "lm.optim.save(path, params, [opt])\nParameters (param.<a.b.c>) and the "
+  .. "optimiser's state (optim.<name>::<field>, optim.__step) as one safetensors file.")
+doc(optim.load, "lm.optim.load", "lm.optim.load(path, params, [opt]) -> params\nFills params (same structure "
+  .. "as saved) and opt's state from lm.optim.save's file.")
+doc(optim.flatten, "lm.optim.flatten", "lm.optim.flatten(tree) -> {[\"a.b.1\"] = tensor}")
+doc(data.permutation, "lm.data.permutation", "lm.data.permutation(n, seed) -> list\nA permutation of 1..n "
+  .. "fixed by the seed (xorshift64*, Fisher-Yates): the same on every machine.")
+doc(data.batches, "lm.data.batches", "lm.data.batches({X, Y, ...}, batch, {shuffle=true, seed=0, drop_last=false})\n"
+  .. "-> iterator of batches (rows picked along axis 1 of every tensor).")
