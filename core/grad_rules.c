@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "grad.h"
 #include "ops_nn.h"
+#include "compile.h"
 
 typedef struct scope {
     lm_array **tmp;
@@ -596,6 +597,31 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
         }
         return y;
     }
+    case LM_OP_FUSED: {   /* a compiled elementwise chain: its steps one by one */
+        const struct lm_fused *f = P->ext;
+        if (!f || f->ninputs > n->ninputs) return NULL;
+        lm_array **regs = calloc((size_t)(f->ninputs + f->nsteps), sizeof *regs);
+        if (!regs) return NULL;
+        for (int k = 0; k < f->ninputs; k++) regs[k] = K(s, lm_broadcast_to(lv[k], n->ndim, n->shape));
+        lm_array *r = NULL;
+        for (int k = 0; k < f->nsteps; k++) {
+            const lm_fused_step *st = &f->steps[k];
+            lm_array *a[3] = {0};
+            for (int j = 0; j < st->nin; j++) a[j] = regs[st->in[j]];
+            if (st->op == LM_OP_CAST) r = K(s, lm_cast(a[0], st->dtype));
+            else if (st->op == LM_OP_CLAMP)
+                r = K(s, lm_clamp(a[0], (st->params.i[0] & 1) ? st->params.f[0] : NAN,
+                                  (st->params.i[0] & 2) ? st->params.f[1] : NAN));
+            else if (st->op == LM_OP_WHERE) r = K(s, lm_where(a[0], a[1], a[2]));
+            else if (lm_op_class_of(st->op) == LM_CLASS_BINARY) r = K(s, lm_binary(st->op, a[0], a[1]));
+            else r = K(s, lm_unary(st->op, a[0]));
+            if (r && r->dtype != st->dtype) r = K(s, lm_cast(r, st->dtype));
+            regs[f->ninputs + k] = r;
+            if (!r) break;
+        }
+        free(regs);
+        return r;
+    }
     default:
         return NULL;
     }
@@ -603,8 +629,8 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
 
 static lm_status composite_rule(scope *s, lm_array *n, lm_array *g, const bool *need, lm_array **gin)
 {
-    lm_array *lv[8] = {0};
-    if (n->ninputs > 8) return LM_ERR_UNSUPPORTED;
+    lm_array *lv[64] = {0};
+    if (n->ninputs > 64) return LM_ERR_UNSUPPORTED;
     for (int i = 0; i < n->ninputs; i++) {
         /* inputs that need no gradient enter as constants */
         lv[i] = need[i] ? K(s, lm_grad_leaf(n->inputs[i])) : K(s, lm_stop_gradient(n->inputs[i]));
@@ -617,11 +643,11 @@ static lm_status composite_rule(scope *s, lm_array *n, lm_array *g, const bool *
     }
     if (y->dtype != n->dtype) y = K(s, lm_cast(y, n->dtype));
     lm_array *gg = g;
-    lm_array *ins[8];
-    int map[8], m = 0;
+    lm_array *ins[64];
+    int map[64], m = 0;
     for (int i = 0; i < n->ninputs; i++)
         if (need[i]) { map[m] = i; ins[m++] = lv[i]; }
-    lm_array *outs[8] = {0};
+    lm_array *outs[64] = {0};
     lm_status st = lm_vjp(1, &y, &gg, m, ins, outs);
     if (st != LM_OK) return st;
     for (int j = 0; j < m; j++) gin[map[j]] = K(s, outs[j]);
@@ -714,7 +740,7 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
         case LM_OP_TRIU: r[0] = K(s, lm_triu(g, n->params.i[0])); break;
         case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_GROUP_NORM: case LM_OP_ATTENTION:
         case LM_OP_ROPE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL:
-        case LM_OP_UPSAMPLE:
+        case LM_OP_UPSAMPLE: case LM_OP_FUSED:
             st = composite_rule(s, n, g, need, r);
             if (st == LM_ERR_UNSUPPORTED && lm_error_message()[0] == 0) handled = false;
             break;

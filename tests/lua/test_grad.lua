@@ -362,3 +362,12 @@ test("30 SGD steps of an MLP on Fashion-MNIST follow PyTorch's losses", function
     near(loss:item(), ref[s], 1e-4, "loss at step " .. s)
   end
 end)
+
+test("lm.grad of a compiled function (fused elementwise chains) equals the plain one", function()
+  local function f(x, w) return ((x * w):sin():exp() * x + w):tanh():sum() end
+  local cf = lm.compile(f)
+  local x, w = lm.randn({3, 4}, {seed = 21}), lm.randn({4}, {seed = 22})
+  local g1 = lm.grad(cf, {argnums = {1, 2}})(x, w)
+  local g0 = lm.grad(f, {argnums = {1, 2}})(x, w)
+  ok(maxrel(g1[1], g0[1]) < 1e-5 and maxrel(g1[2], g0[2]) < 1e-5, "compiled and plain gradients agree")
+end)
