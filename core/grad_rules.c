@@ -298,6 +298,42 @@ static lm_array *view_rule(scope *s, lm_array *n, lm_array *g)
     if (!g) return NULL;
     if (vv.size == in->size && is_plain(&vv) && is_plain(in))
         return K(s, lm_reshape(g, in->ndim, in->shape));
+    /* the common geometries without a host map: a permutation of the
+     * input's axes (transposes), and a step-1 box of a contiguous input */
+    if (vv.ndim == in->ndim && vv.size > 0) {
+        int perm[LM_MAX_DIMS], used = 0;
+        bool ok = vv.offset == in->offset;
+        for (int d = 0; ok && d < vv.ndim; d++) {
+            perm[d] = -1;
+            for (int e = 0; e < in->ndim; e++)
+                if (!((used >> e) & 1) && in->shape[e] == vv.shape[d] &&
+                    (vv.shape[d] == 1 || in->strides[e] == vv.strides[d])) { perm[d] = e; used |= 1 << e; break; }
+            ok = perm[d] >= 0;
+        }
+        if (ok) {
+            int inv[LM_MAX_DIMS];
+            for (int d = 0; d < vv.ndim; d++) inv[perm[d]] = d;
+            return K(s, lm_permute(g, inv));
+        }
+        if (is_plain(in)) {
+            int64_t rem = vv.offset, start[LM_MAX_DIMS];
+            ok = true;
+            for (int d = 0; ok && d < in->ndim; d++) {
+                ok = vv.shape[d] <= in->shape[d] && (vv.shape[d] == 1 || vv.strides[d] == in->strides[d]);
+                start[d] = in->strides[d] ? rem / in->strides[d] : 0;
+                rem -= start[d] * in->strides[d];
+                ok = ok && start[d] + vv.shape[d] <= in->shape[d];
+            }
+            if (ok && rem == 0) {
+                int64_t pads[2 * LM_MAX_DIMS];
+                for (int d = 0; d < in->ndim; d++) {
+                    pads[2 * d] = start[d];
+                    pads[2 * d + 1] = in->shape[d] - start[d] - vv.shape[d];
+                }
+                return K(s, lm_pad(K(s, lm_reshape(g, vv.ndim, vv.shape)), pads, 0));
+            }
+        }
+    }
     int64_t *map = view_map(&vv, in);
     if (!map) { lm_error_set(LM_ERR_NOMEM, "grad: out of memory for a view's map"); return NULL; }
     bool ident = vv.size == in->size;

@@ -29,3 +29,4 @@ $(BUILD)/gen/l_grad_lua.h: $(LUA_EMBED)
 	{ echo 'static const char lm_grad_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(LUA_EMBED); echo ';'; } > $@
 $(BUILD)/obj/lua/l_grad.o: $(BUILD)/gen/l_grad_lua.h
 $(BUILD)/obj/lua/l_grad.o: CFLAGS += -I$(BUILD)/gen
+BENCH_SCRIPTS += bench/train.sh
