@@ -97,6 +97,7 @@ local cases = {
   {"transpose", function(x) return x:transpose(1, 2) * 1 end, {{3, 4}}},
   {"permute", function(x) return x:permute{3, 1, 2} * 1 end, {{2, 3, 4}}},
   {"slice step", function(x) return x[{{1, 3}, {1, 4, 2}}] * 1 end, {{3, 4}}},
+  {"slice box", function(x) return x[{{2, 3}, {2, 4}}] * 1 end, {{3, 5}}},
   {"broadcast_to", function(x) return x:broadcast_to{3, 2, 4} * 1 end, {{2, 1}}},
   {"squeeze/unsqueeze", function(x) return x:unsqueeze(1):squeeze(1) * 1 end, {{3, 4}}},
   {"concat", function(a, b) return lm.concat({a, b}, 2) end, {{3, 2}, {3, 4}}},
