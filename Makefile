@@ -2,12 +2,21 @@
 # runs every test, `make check` runs them under ASan+UBSan, `make bench`
 # prints benchmarks beside their peers, `make deps` installs Debian packages.
 #
+# Every target that builds first runs the dependency step (mk/deps.sh:
+# installs missing Debian packages as root, else prints the apt-get line and
+# stops), then decides the configuration (mk/config.sh writes
+# $(BUILD)/config.mk; make rereads the makefiles when it changes), so one
+# `make` on a fresh machine installs and builds everything.  The compiler
+# flags are part of the build: objects depend on $(BUILD)/flags.stamp, which
+# changes when CFLAGS or the configuration do.
+#
 # Switches: NATIVE=1 (-march=native), VULKAN=0 (build without Vulkan),
 # SAN=1 (sanitizers; `make check` uses build/san), BUILD=dir.
 
 BUILD   ?= build
 NATIVE  ?= 0
 SAN     ?= 0
+VULKAN  ?= 1
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
@@ -25,17 +34,38 @@ CFLAGS  += $(CFLAGS_BASE)
 LDFLAGS += $(LDFLAGS_BASE)
 LIBS    := -lm -lpthread -ldl
 
-# Debian packages the project needs (build, tests, references).
+# Debian packages the project needs (build, tests, references, set-up).
+# TOOL=PKG+PKG: those packages unless the command TOOL is already on PATH.
 DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   libopenblas-dev libpng-dev zlib1g-dev libcmocka-dev python3-numpy python3-torch \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
   vulkan-validationlayers libshaderc-dev \
-  libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist
+  libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist \
+  npm=nodejs+npm
+
+# Goals that need no configuration (and so install nothing).
+NOCONFIG_GOALS := clean deps fresh-check help
+ifneq ($(MAKECMDGOALS),)
+ifeq ($(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),)
+NO_CONFIG := 1
+endif
+endif
+
+ifndef NO_CONFIG
+include $(BUILD)/config.mk
+endif
+
+# Runs on every invocation; rewrites config.mk only when it changes.
+$(BUILD)/config.mk: FORCE
+	@sh mk/deps.sh $(DEPS_PKGS)
+	@mkdir -p $(BUILD)
+	@VULKAN=$(VULKAN) sh mk/config.sh > $@.tmp; \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; echo "make: configuration written to $@"; fi
 
 LIB     := $(BUILD)/liblumen.a
 CORE_SRC := $(wildcard core/*.c) $(wildcard backends/cpu/*.c)
 C_TESTS_SRC := $(wildcard tests/test_*.c)
-TEST_SCRIPTS :=
+TEST_SCRIPTS := tests/suites_selftest.sh
 BENCH_SCRIPTS :=
 ALL_TARGETS :=
 
@@ -51,30 +81,19 @@ ALL_TARGETS :=
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check bench run install clean test-c
+.PHONY: all deps test check bench run install clean fresh-check FORCE
 .DEFAULT_GOAL := all
 
-all: $(BUILD)/.deps $(LIB) $(C_TESTS) $(ALL_TARGETS)
-
-# The dependency step: cheap when everything is installed (one dpkg-query).
-$(BUILD)/.deps: Makefile
-	@$(MAKE) --no-print-directory deps
-	@mkdir -p $(BUILD) && touch $@
+all: $(LIB) $(C_TESTS) $(ALL_TARGETS)
 
 deps:
-	@missing=$$(dpkg-query -W -f='$${Package} $${Status}\n' $(DEPS_PKGS) 2>/dev/null \
-	  | awk '$$NF=="installed"{print $$1}' | sort > /tmp/lumen-have.$$$$; \
-	  for p in $(DEPS_PKGS); do grep -qx "$$p" /tmp/lumen-have.$$$$ || echo $$p; done; rm -f /tmp/lumen-have.$$$$); \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	if [ "$$(id -u)" = 0 ]; then \
-	  echo "make deps: installing:" $$missing; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || exit 1; \
-	else \
-	  echo "make deps: missing Debian packages; run as root:"; \
-	  echo "  apt-get install -y" $$missing; exit 1; \
-	fi
+	@sh mk/deps.sh $(DEPS_PKGS)
 
-$(BUILD)/obj/%.o: %.c
+# The flags stamp: rewritten (and so newer than every object) only when
+# the compiler, the flags or the libraries change.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -88,15 +107,15 @@ $(LIB): $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(LIB)
+$(BUILD)/tests/%: tests/%.c $(LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests -MMD -MP -MF $@.d $< -o $@ $(LIB) $(LDFLAGS) -lcmocka $(LIBS) $(LIB_EXTRA)
 
-test: all
-	@fail=0; for t in $(C_TESTS); do echo "== $$t"; $$t || fail=1; done; \
-	for s in $(TEST_SCRIPTS); do echo "== $$s"; BUILD=$(BUILD) sh $$s || fail=1; done; \
-	if [ $$fail = 0 ]; then echo "make test: all suites passed"; else echo "make test: FAILURES"; fi; \
-	exit $$fail
+# tests/run_suites.sh runs every suite, counts what each reports and ends
+# with one line "N passed, N failed, N skipped" over all of them.
+test: all $(TEST_PREREQS)
+	@BUILD=$(BUILD) VULKAN_REQUESTED=$(VULKAN_REQUESTED) VK_ENABLED=$(VK_ENABLED) \
+	  VK_REASON="$(VK_REASON)" sh tests/run_suites.sh $(C_TESTS) $(TEST_SCRIPTS)
 
 # LeakSanitizer ignores leaks inside the Vulkan driver (lavapipe keeps
 # allocations alive past exit); leaks in Lumen's own code still fail.
@@ -109,5 +128,18 @@ bench: all
 
 clean:
 	rm -rf build
+
+# Optional, not in CI: a clean Debian 12 chroot (debootstrap) with only make
+# and gcc runs the README's two commands on a fresh clone of HEAD.
+fresh-check:
+	sh mk/fresh-check.sh
+
+FORCE:
+
+ifndef NO_CONFIG
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_STAMP).new,$(CC) $(CFLAGS) | $(LDFLAGS) | $(LIBS) $(LIB_EXTRA) | $(VK_ENABLED))
+$(shell cmp -s $(FLAGS_STAMP).new $(FLAGS_STAMP) && rm -f $(FLAGS_STAMP).new || mv -f $(FLAGS_STAMP).new $(FLAGS_STAMP))
+endif
 
 -include $(CORE_OBJ:.o=.d) $(C_TESTS:=.d)

@@ -164,7 +164,7 @@ int main(void)
         if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) vk = lm_device_at(i);
     if (!vk) {
         printf("test_vulkan: no Vulkan device (%s); skipped\n", lm_vulkan_status());
-        return 0;
+        return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_devices_listed), cmocka_unit_test(test_memory_returns),
@@ -179,6 +179,6 @@ int main(void)
 int main(void)
 {
     printf("test_vulkan: built without Vulkan; skipped\n");
-    return 0;
+    return LM_TEST_SKIP;
 }
 #endif

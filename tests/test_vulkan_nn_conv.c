@@ -321,7 +321,7 @@ int main(void)
     parity_setup(NULL);
     if (!vk) {
         printf("test_vulkan_nn_conv: no Vulkan device (%s); skipped\n", lm_vulkan_status());
-        return 0;
+        return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_conv_gemm), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
@@ -335,6 +335,6 @@ int main(void)
 int main(void)
 {
     printf("test_vulkan_nn_conv: built without Vulkan; skipped\n");
-    return 0;
+    return LM_TEST_SKIP;
 }
 #endif

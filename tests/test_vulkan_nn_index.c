@@ -337,7 +337,7 @@ int main(void)
     parity_setup(NULL);
     if (!vk) {
         printf("test_vulkan_nn_index: no Vulkan device (%s); skipped\n", lm_vulkan_status());
-        return 0;
+        return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_sort_axes), VK_TEST(test_sort_lengths), VK_TEST(test_sort_odd_inputs), VK_TEST(test_topk), VK_TEST(test_scatter), VK_TEST(test_scatter_long),
@@ -350,6 +350,6 @@ int main(void)
 int main(void)
 {
     printf("test_vulkan_nn_index: built without Vulkan; skipped\n");
-    return 0;
+    return LM_TEST_SKIP;
 }
 #endif

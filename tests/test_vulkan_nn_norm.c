@@ -431,7 +431,7 @@ int main(void)
     parity_setup(NULL);
     if (!vk) {
         printf("test_vulkan_nn_norm: no Vulkan device (%s); skipped\n", lm_vulkan_status());
-        return 0;
+        return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_attention_fast),
@@ -445,6 +445,6 @@ int main(void)
 int main(void)
 {
     printf("test_vulkan_nn_norm: built without Vulkan; skipped\n");
-    return 0;
+    return LM_TEST_SKIP;
 }
 #endif

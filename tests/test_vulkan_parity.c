@@ -449,7 +449,7 @@ int main(void)
     parity_setup(NULL);
     if (!vk) {
         printf("test_vulkan_parity: no Vulkan device (%s); skipped\n", lm_vulkan_status());
-        return 0;
+        return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
@@ -463,6 +463,6 @@ int main(void)
 int main(void)
 {
     printf("test_vulkan_parity: built without Vulkan; skipped\n");
-    return 0;
+    return LM_TEST_SKIP;
 }
 #endif

@@ -1,14 +1,10 @@
 # backends/vulkan/module.mk - the Vulkan backend, built when VULKAN != 0 and
-# both the Vulkan headers (pkg-config vulkan) and glslc are present.
+# both the Vulkan headers (pkg-config vulkan) and glslc are present: that is
+# decided by mk/config.sh after the dependency step (VK_ENABLED in
+# $(BUILD)/config.mk), not here.
 # Shaders under shaders/*.comp become SPIR-V at build time and are embedded
 # in the library as byte arrays ($(BUILD)/gen/vk_shaders.c), so a machine
 # without a shader compiler runs the result.
-
-VULKAN ?= 1
-VK_ENABLED :=
-ifneq ($(VULKAN),0)
-VK_ENABLED := $(shell pkg-config --exists vulkan 2>/dev/null && command -v glslc >/dev/null 2>&1 && echo yes)
-endif
 
 ifeq ($(VK_ENABLED),yes)
 VK_DIR     := backends/vulkan
@@ -21,8 +17,8 @@ GLSLC      ?= glslc
 GLSLC_FLAGS := --target-env=vulkan1.2 -O -I$(VK_DIR)/shaders
 
 CORE_SRC  += $(wildcard $(VK_DIR)/*.c) $(VK_GEN)
-CFLAGS    += -DLM_HAVE_VULKAN $(shell pkg-config --cflags vulkan)
-LIB_EXTRA += $(shell pkg-config --libs vulkan)
+CFLAGS    += -DLM_HAVE_VULKAN $(VK_CFLAGS)
+LIB_EXTRA += $(VK_LIBS)
 
 # fused_spec is left to the driver to optimise: spirv-opt would inline its
 # 32 unspecialised steps into a 1.5 MB module (35 s to build); the driver
