@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """PyTorch CPU peer of bench/train_step.lua: the same steps, ms per step."""
+import os
 import time
 import torch
 import torch.nn.functional as F
+
+torch.set_num_threads(os.cpu_count() or 1)   # Lumen's pool uses every core too
 
 
 def bench(key, params, loss_fn, steps):
