@@ -87,11 +87,17 @@ local function value_and_grad_impl(fname, f, opts)
   end
 end
 
-function lm.value_and_grad(f, opts)
+local function no_extra(fname, n)
+  if n > 0 then error(fname .. ": takes f and an options table; got " .. n .. " more arguments", 3) end
+end
+
+function lm.value_and_grad(f, opts, ...)
+  no_extra("value_and_grad", select("#", ...))
   return value_and_grad_impl("value_and_grad", f, opts)
 end
 
-function lm.grad(f, opts)
+function lm.grad(f, opts, ...)
+  no_extra("grad", select("#", ...))
   local vg = value_and_grad_impl("grad", f, opts)
   return function(...)
     local _, g = vg(...)

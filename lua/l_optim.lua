@@ -98,7 +98,8 @@ local function make(fname, defaults, rule, opts)
 end
 
 -- torch.optim.SGD
-function optim.sgd(opts)
+function optim.sgd(opts, ...)
+  if select("#", ...) > 0 then error("optim.sgd: takes one options table", 2) end
   return make("optim.sgd", {lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false},
     function(hp, p, g, st, lr)
       if hp.weight_decay ~= 0 then g = g + p * hp.weight_decay end
@@ -115,7 +116,8 @@ function optim.sgd(opts)
 end
 
 -- torch.optim.AdamW (decoupled weight decay, bias corrections as PyTorch)
-function optim.adamw(opts)
+function optim.adamw(opts, ...)
+  if select("#", ...) > 0 then error("optim.adamw: takes one options table", 2) end
   return make("optim.adamw", {lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2},
     function(hp, p, g, st, lr, step)
       local b1, b2 = hp.beta1, hp.beta2
@@ -208,7 +210,10 @@ function data.permutation(n, seed)
 end
 
 -- batches over tensors sharing their first axis: for x, y in data.batches({X, Y}, 64, {shuffle=, seed=}) do
-function data.batches(tensors, batch, opts)
+function data.batches(tensors, batch, opts, ...)
+  if select("#", ...) > 0 then error("data.batches: takes tensors, batch and an options table", 2) end
+  if type(tensors) ~= "table" or not is_tensor(tensors[1]) then error("data.batches: want a list of tensors", 2) end
+  if math.type(batch) ~= "integer" or batch < 1 then error("data.batches: batch must be a positive integer", 2) end
   opts = check_opts("data.batches", opts, {shuffle = true, seed = true, drop_last = true})
   local n = tensors[1].shape[1]
   local order

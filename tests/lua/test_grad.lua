@@ -254,6 +254,8 @@ test("non-differentiable ops and bad calls are errors naming them", function()
   raises(function() lm.grad(function(x) return x:gt(1):astype("f32"):sum() end)(lm.tensor{1, 2}) end, "gt")
   raises(function() lm.grad(function(x) return x * 2 end)(lm.tensor{1, 2}) end, "scalar")
   raises(function() lm.grad(function(x) return x end, {argnum = 1}) end, "unknown option 'argnum'")
+  raises(function() lm.grad(function(x) return x end, {}, 2) end, "more arguments")
+  raises(function() lm.optim.sgd({lr = 1}, 2) end, "one options table")
   raises(function() lm.grad(function(x) return x:sum() end, {argnums = 3})(lm.tensor{1}) end, "argnum 3")
 end)
 
