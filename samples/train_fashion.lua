@@ -12,8 +12,10 @@ local lm = require "lumen"
 local steps = tonumber(arg and arg[1]) or 3000
 local out = arg and arg[2] or "fashion_grid.png"
 local D = "/usr/share/datasets/fashion-mnist/"
-local WEIGHTS = "samples/models/fashion_flow.safetensors"
-local B, C, NCLS = 64, 32, 10
+local WEIGHTS = os.getenv("FLOW_WEIGHTS") or "samples/models/fashion_flow.safetensors"
+-- FLOW_BATCH / FLOW_WIDTH shrink the recipe for a quick try (the shipped
+-- recipe is 64 / 32)
+local B, C, NCLS = tonumber(os.getenv("FLOW_BATCH")) or 64, tonumber(os.getenv("FLOW_WIDTH")) or 32, 10
 local function now()   -- wall clock (os.clock adds up every thread's CPU time)
   local f = io.open("/proc/uptime")
   local t = f and tonumber(f:read("*l"):match("^(%S+)"))
