@@ -338,15 +338,16 @@ static inline int64_t ipow(int64_t x, int64_t y)
 static void binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
 {
     switch (op) {
-    case LM_OP_ADD: BIN(float, float, x + y); return;
-    case LM_OP_SUB: BIN(float, float, x - y); return;
-    case LM_OP_MUL: BIN(float, float, x * y); return;
-    case LM_OP_DIV: BIN(float, float, x / y); return;
+    /* at the CPU's vector width (vmath.h) */
+    case LM_OP_ADD: lm_vm->binary[LM_VM_ADD](o, a, sa, bb, sb, n); return;
+    case LM_OP_SUB: lm_vm->binary[LM_VM_SUB](o, a, sa, bb, sb, n); return;
+    case LM_OP_MUL: lm_vm->binary[LM_VM_MUL](o, a, sa, bb, sb, n); return;
+    case LM_OP_DIV: lm_vm->binary[LM_VM_DIV](o, a, sa, bb, sb, n); return;
     case LM_OP_POW: lm_vm->binary[LM_VM_POW](o, a, sa, bb, sb, n); return;
-    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
-    case LM_OP_MAXIMUM: BIN(float, float, (x > y || x != x) ? x : y); return;
-    case LM_OP_MINIMUM: BIN(float, float, (x < y || x != x) ? x : y); return;
+    case LM_OP_MAXIMUM: lm_vm->binary[LM_VM_MAXIMUM](o, a, sa, bb, sb, n); return;
+    case LM_OP_MINIMUM: lm_vm->binary[LM_VM_MINIMUM](o, a, sa, bb, sb, n); return;
     case LM_OP_ATAN2: lm_vm->binary[LM_VM_ATAN2](o, a, sa, bb, sb, n); return;
+    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
     BIN_COMPARE(float)
     default: return;
     }

@@ -21,8 +21,12 @@ typedef enum {
     LM_VM_NUNARY
 } lm_vm_unary;
 
-/* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value) */
-typedef enum { LM_VM_POW, LM_VM_ATAN2, LM_VM_NBINARY } lm_vm_binary;
+/* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value).
+ * maximum/minimum return a NaN operand (the first when both are). */
+typedef enum {
+    LM_VM_ADD, LM_VM_SUB, LM_VM_MUL, LM_VM_DIV, LM_VM_MAXIMUM, LM_VM_MINIMUM, LM_VM_POW, LM_VM_ATAN2,
+    LM_VM_NBINARY
+} lm_vm_binary;
 
 typedef void (*lm_vm_map)(float *o, const float *x, int64_t n);
 typedef void (*lm_vm_map2)(float *o, const float *a, int sa, const float *b, int sb, int64_t n);
@@ -34,6 +38,9 @@ typedef struct lm_vmath {
     lm_vm_map2 binary[LM_VM_NBINARY];
     /* o[i] = exp(x[i] - m) (o may be x); returns the sum of the o[i] */
     double (*exp_sub_sum)(float *o, const float *x, int64_t n, float m);
+    /* dst[i] = src[i] with stores that bypass the caches (for outputs far
+     * larger than them: no read of each line before it is written) */
+    void (*stream_copy)(float *dst, const float *src, int64_t n);
     /* half and bfloat16 to and from f32, round to nearest even */
     void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
     void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);

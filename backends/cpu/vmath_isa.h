@@ -4,7 +4,8 @@
  *   VM_TABLE      the table's symbol, VM_NAME its name
  *   VF, VW        the f32 vector type (__m128, __m256, __m512) and its lanes
  *   VM_SL(f)      SLEEF's u10 function f at this width (Sleef_expf8_u10avx2)
- *   VLOAD, VSTORE unaligned load and store, VSQRT(v) the hardware square root
+ *   VLOAD, VSTORE unaligned load and store, VSTREAM aligned non-temporal store,
+ *   VSQRT(v) the hardware square root
  *   VM_F16C       (optional) VH2F(p) / VF2H(p, v): halves <-> VF (F16C)
  * Only static functions here: nothing compiled for a wide instruction set
  * may be shared with (and picked by the linker for) code that runs on any
@@ -107,8 +108,32 @@ static inline VF vm_load_or(const float *p, int s, VF one) { return s ? VLOAD(p)
             memcpy(o + i, ta, (size_t)(n - i) * sizeof(float)); \
         } \
     }
+static inline VF vm_add(VF a, VF b) { return a + b; }
+static inline VF vm_sub(VF a, VF b) { return a - b; }
+static inline VF vm_mul(VF a, VF b) { return a * b; }
+static inline VF vm_div(VF a, VF b) { return a / b; }
+static inline VF vm_max(VF a, VF b) { return vm_sel((a > b) | (a != a), a, b); }
+static inline VF vm_min(VF a, VF b) { return vm_sel((a < b) | (a != a), a, b); }
+VM_MAP2(add, vm_add)
+VM_MAP2(sub, vm_sub)
+VM_MAP2(mul, vm_mul)
+VM_MAP2(div, vm_div)
+VM_MAP2(max, vm_max)
+VM_MAP2(min, vm_min)
 VM_MAP2(pow, VM_SL(pow))
 VM_MAP2(atan2, VM_SL(atan2))
+
+static void stream_copy(float *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    while (i < n && ((uintptr_t)(dst + i) & (VW * 4 - 1))) {
+        dst[i] = src[i];
+        i++;
+    }
+    for (; i + VW <= n; i += VW) VSTREAM(dst + i, VLOAD(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence();
+}
 
 /* Two vectors per step keep two exp chains in flight; f32 partial sums
  * are folded into a double every 2048 elements so long rows stay exact
@@ -197,7 +222,12 @@ const lm_vmath VM_TABLE = {
         [LM_VM_SILU] = map_silu, [LM_VM_GELU] = map_gelu, [LM_VM_GELU_TANH] = map_gelu_tanh,
         [LM_VM_SOFTPLUS] = map_softplus,
     },
-    .binary = {[LM_VM_POW] = map2_pow, [LM_VM_ATAN2] = map2_atan2},
+    .binary = {
+        [LM_VM_ADD] = map2_add, [LM_VM_SUB] = map2_sub, [LM_VM_MUL] = map2_mul, [LM_VM_DIV] = map2_div,
+        [LM_VM_MAXIMUM] = map2_max, [LM_VM_MINIMUM] = map2_min, [LM_VM_POW] = map2_pow,
+        [LM_VM_ATAN2] = map2_atan2,
+    },
+    .stream_copy = stream_copy,
     .exp_sub_sum = exp_sub_sum,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
