@@ -265,15 +265,28 @@ static void assign_task(void *p, int64_t b0, int64_t e0)
     }
 }
 
+/* an f32 or f64 op applied in place to a stretch of the output */
+static void unary_seg(void *ctx, void *seg, int64_t n)
+{
+    const lm_array *node = ctx;
+    lm_cpu_ew_unary(node->op, &node->params, node->dtype, seg, seg, n);
+}
+
 lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
 {
     (void)d;
     ew_ctx c;
     lm_op op = node->op;
     const lm_array *in = node->inputs[0];
-    if ((op == LM_OP_COPY || op == LM_OP_CAST) && in->dtype == node->dtype && node->offset == 0 &&
-        in->ndim == node->ndim && in->size == node->size && lm_array_is_contiguous(node) &&
-        lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
+    bool same_layout = in->dtype == node->dtype && node->offset == 0 && in->ndim == node->ndim &&
+                       in->size == node->size && lm_array_is_contiguous(node);
+    if ((op == LM_OP_COPY || op == LM_OP_CAST) && same_layout && lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
+        return LM_OK;
+    /* a transposed input: transpose block by block into the output and
+     * apply the op to each block while it is in cache */
+    bool float_op = (node->dtype == LM_F32 || node->dtype == LM_F64) && op != LM_OP_ISNAN &&
+                    op != LM_OP_ISINF && op != LM_OP_LOGICAL_NOT;
+    if (float_op && same_layout && in->size >= 4096 && lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, node))
         return LM_OK;
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
     ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));

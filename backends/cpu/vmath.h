@@ -41,6 +41,9 @@ typedef struct lm_vmath {
     /* dst[i] = src[i] with stores that bypass the caches (for outputs far
      * larger than them: no read of each line before it is written) */
     void (*stream_copy)(float *dst, const float *src, int64_t n);
+    /* dst[r*ldd + c] = src[c*lds + r] for r < R, c < C: 4-byte elements
+     * (any bits) moved through in-register transposes of 8x8 (4x4 on SSE2) */
+    void (*transpose32)(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t R, int64_t C);
     /* half and bfloat16 to and from f32, round to nearest even */
     void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
     void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);

@@ -169,6 +169,59 @@ static double exp_sub_sum(float *o, const float *x, int64_t n, float m)
     return acc;
 }
 
+/* ---- transposes of 4-byte elements ---- */
+static inline void vm_t4(float *d, int64_t ldd, const float *s, int64_t lds)
+{
+    __m128 a0 = _mm_loadu_ps(s), a1 = _mm_loadu_ps(s + lds), a2 = _mm_loadu_ps(s + 2 * lds),
+           a3 = _mm_loadu_ps(s + 3 * lds);
+    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+    _mm_storeu_ps(d, a0);
+    _mm_storeu_ps(d + ldd, a1);
+    _mm_storeu_ps(d + 2 * ldd, a2);
+    _mm_storeu_ps(d + 3 * ldd, a3);
+}
+
+#ifdef __AVX__
+#define VM_TB 8
+static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ldd, const float *s, int64_t lds)
+{
+    __m256 r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(s + k * lds);
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(d + k * ldd, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(d + (k + 4) * ldd, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    }
+}
+#else
+#define VM_TB 4
+#define vm_tblock vm_t4
+#endif
+
+static void transpose32(void *dstv, int64_t ldd, const void *srcv, int64_t lds, int64_t R, int64_t C)
+{
+    float *dst = dstv;
+    const float *src = srcv;
+    int64_t r = 0;
+    for (; r + VM_TB <= R; r += VM_TB) {
+        int64_t c = 0;
+        for (; c + VM_TB <= C; c += VM_TB) vm_tblock(dst + r * ldd + c, ldd, src + c * lds + r, lds);
+        for (; c < C; c++)
+            for (int64_t k = 0; k < VM_TB; k++) memcpy(dst + (r + k) * ldd + c, src + c * lds + r + k, 4);
+    }
+    for (; r < R; r++)
+        for (int64_t c = 0; c < C; c++) memcpy(dst + r * ldd + c, src + c * lds + r, 4);
+}
+
 /* ---- half and bfloat16 ---- */
 #ifdef VM_F16C
 static void f16_to_f32(float *o, const uint16_t *x, int64_t n)
@@ -228,6 +281,7 @@ const lm_vmath VM_TABLE = {
         [LM_VM_ATAN2] = map2_atan2,
     },
     .stream_copy = stream_copy,
+    .transpose32 = transpose32,
     .exp_sub_sum = exp_sub_sum,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
