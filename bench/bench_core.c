@@ -106,6 +106,10 @@ static void bench_bandwidth(void)
     lm_array *h = lm_cast(x, LM_F16);
     force(h);
     EW("add_f16_16M", 1.5, lm_binary(LM_OP_ADD, h, h), "stream-triad", triad);
+    lm_array *bh = lm_cast(x, LM_BF16);
+    force(bh);
+    EW("add_bf16_16M", 1.5, lm_binary(LM_OP_ADD, bh, bh), "stream-triad", triad);
+    lm_array_release(bh);
     lm_array_release(h);
     lm_array_release(m);
     lm_array_release(mt);

@@ -4,6 +4,7 @@
  * binary ops with a transposed operand, and fused chains whose outputs are
  * large enough to be streamed past the caches. */
 #include "testutil.h"
+#include "core/dtype.h"
 
 static lm_array *iota(int nd, const int64_t *sh, lm_dtype dt)
 {
@@ -152,6 +153,42 @@ static void test_fused_streamed_output(void **state)
     lm_array_release(x);
 }
 
+/* f16 and bf16 compute in f32 registers: a + b rounds the f32 sum once */
+static void test_half_elementwise(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F16, LM_BF16};
+    const int64_t n = 10007;
+    for (int k = 0; k < 2; k++) {
+        lm_array *a = lm_random_uniform(1, &n, -4, 4, dts[k], lm_random_key(11), NULL);
+        lm_array *b = lm_random_uniform(1, &n, -4, 4, dts[k], lm_random_key(12), NULL);
+        lm_array *y = lm_binary(LM_OP_ADD, a, b), *e = lm_unary(LM_OP_EXP, a);
+        float *av = malloc(4 * n), *bv = malloc(4 * n), *yv = malloc(4 * n), *ev = malloc(4 * n);
+        uint16_t *h = malloc(2 * n);
+        assert_int_equal(lm_array_read(a, av, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(b, bv, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(y, yv, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(e, ev, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(y, h, dts[k]), LM_OK);
+        for (int64_t i = 0; i < n; i++) {
+            float s = av[i] + bv[i];
+            float want = dts[k] == LM_F16 ? lm_f16_to_f32(lm_f32_to_f16(s)) : lm_bf16_to_f32(lm_f32_to_bf16(s));
+            if (yv[i] != want) fail_msg("%s add[%lld] = %g, want %g", lm_dtype_name(dts[k]), (long long)i, yv[i], want);
+            float ex = expf(av[i]);
+            assert_true(fabsf(ev[i] - ex) <= (dts[k] == LM_F16 ? 1e-3f : 8e-3f) * ex);
+        }
+        free(av);
+        free(bv);
+        free(yv);
+        free(ev);
+        free(h);
+        lm_array_release(a);
+        lm_array_release(b);
+        lm_array_release(y);
+        lm_array_release(e);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -166,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_transposed_unary),
         cmocka_unit_test(test_permuted_and_binary),
         cmocka_unit_test(test_fused_streamed_output),
+        cmocka_unit_test(test_half_elementwise),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

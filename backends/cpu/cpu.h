@@ -28,6 +28,10 @@ void lm_cpu_gather(void *dst, lm_dtype dt, const void *base, lm_dtype st, int nd
                    const int64_t *shape, const int64_t *strides, int64_t start,
                    int64_t count);
 
+/* lm_convert, with the half and bfloat16 pairs at the CPU's vector width
+ * (vmath.h); the same results. */
+void lm_cpu_convert(void *dst, lm_dtype dt, const void *src, lm_dtype st, int64_t n);
+
 /* ---- thread pool (backends/cpu/threads.c) ---- */
 typedef void (*lm_cpu_task)(void *ctx, int64_t begin, int64_t end);
 /* Splits [0, n) into chunks of at least `grain` and runs fn on the pool

@@ -247,7 +247,7 @@ static void unary_task(void *p, int64_t b0, int64_t e0)
         if (c->ct == LM_F32) unary_f32(op, &node->params, o, x, n);
         else if (c->ct == LM_F64) unary_f64(op, &node->params, o, x, n);
         else unary_i64(op, &node->params, o, x, n);
-        if (o == ob) lm_convert(out, node->dtype, ob, c->ct, (size_t)n);
+        if (o == ob) lm_cpu_convert(out, node->dtype, ob, c->ct, (size_t)n);
     }
 }
 
@@ -424,7 +424,7 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
         if (c->ct == LM_F32) binary_f32(node->op, o, x, sa, y, sb, n);
         else if (c->ct == LM_F64) binary_f64(node->op, o, x, sa, y, sb, n);
         else binary_i64(node->op, o, x, sa, y, sb, n);
-        if (o == ob) lm_convert(out, node->dtype, ob, c->ct, (size_t)n);
+        if (o == ob) lm_cpu_convert(out, node->dtype, ob, c->ct, (size_t)n);
     }
 }
 

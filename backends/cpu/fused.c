@@ -38,7 +38,7 @@ static const void *as_type(const fz_ctx *c, void *const *rp, int r, lm_dtype ct,
 {
     lm_dtype t = reg_dtype(c, r);
     if (t == ct) return rp[r];
-    lm_convert(tmp, ct, rp[r], t, (size_t)n);
+    lm_cpu_convert(tmp, ct, rp[r], t, (size_t)n);
     return tmp;
 }
 
@@ -48,7 +48,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
     lm_op op = s->op;
     lm_op_class cls = lm_op_class_of(op);
     if (op == LM_OP_CAST || op == LM_OP_COPY) {
-        lm_convert(out, s->dtype, rp[s->in[0]], reg_dtype(c, s->in[0]), (size_t)n);
+        lm_cpu_convert(out, s->dtype, rp[s->in[0]], reg_dtype(c, s->in[0]), (size_t)n);
     } else if (op == LM_OP_WHERE) {
         const uint8_t *cond = as_type(c, rp, s->in[0], LM_BOOL, t1, n);
         const char *a = rp[s->in[1]], *b = rp[s->in[2]];
@@ -60,7 +60,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         const void *x = as_type(c, rp, s->in[0], ct, t1, n);
         void *o = to_bool || s->dtype == ct ? out : (void *)t2;
         lm_cpu_ew_unary(op, &s->params, ct, o, x, n);
-        if (o == t2) lm_convert(out, s->dtype, t2, ct, (size_t)n);
+        if (o == t2) lm_cpu_convert(out, s->dtype, t2, ct, (size_t)n);
     } else {
         lm_dtype ct = lm_cpu_compute_type(reg_dtype(c, s->in[0]));
         const void *a = as_type(c, rp, s->in[0], ct, t1, n);
@@ -68,7 +68,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         bool to_bool = op >= LM_OP_EQ && op <= LM_OP_LOGICAL_XOR;
         void *o = to_bool || s->dtype == ct ? out : (void *)t3;
         lm_cpu_ew_binary(op, ct, o, a, 1, b, 1, n);
-        if (o == t3) lm_convert(out, s->dtype, t3, ct, (size_t)n);
+        if (o == t3) lm_cpu_convert(out, s->dtype, t3, ct, (size_t)n);
     }
 }
 

@@ -5,6 +5,15 @@
 #include "cpu.h"
 #include "vmath.h"
 
+void lm_cpu_convert(void *dst, lm_dtype dt, const void *src, lm_dtype st, int64_t n)
+{
+    if (dt == LM_F32 && st == LM_F16) lm_vm->f16_to_f32(dst, src, n);
+    else if (dt == LM_F32 && st == LM_BF16) lm_vm->bf16_to_f32(dst, src, n);
+    else if (dt == LM_F16 && st == LM_F32) lm_vm->f32_to_f16(dst, src, n);
+    else if (dt == LM_BF16 && st == LM_F32) lm_vm->f32_to_bf16(dst, src, n);
+    else lm_convert(dst, dt, src, st, (size_t)n);
+}
+
 /* Drops size-1 dims and merges dims that are contiguous with each other. */
 static int collapse(int ndim, const int64_t *shape, const int64_t *strides, int64_t *sh, int64_t *st)
 {
@@ -58,12 +67,12 @@ void lm_cpu_gather(void *dst, lm_dtype dt, const void *base, lm_dtype st, int nd
         if (dt == st) {
             strided_copy(out, src, sd[n - 1], run, ssz);
         } else if (sd[n - 1] == 1) {
-            lm_convert(out, dt, src, st, (size_t)run);
+            lm_cpu_convert(out, dt, src, st, (size_t)run);
         } else {
             for (int64_t done = 0; done < run;) {
                 int64_t m = run - done < 4096 ? run - done : 4096;
                 strided_copy(tmp, src + done * sd[n - 1] * (int64_t)ssz, sd[n - 1], m, ssz);
-                lm_convert(out + done * (int64_t)dsz, dt, tmp, st, (size_t)m);
+                lm_cpu_convert(out + done * (int64_t)dsz, dt, tmp, st, (size_t)m);
                 done += m;
             }
         }

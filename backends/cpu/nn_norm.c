@@ -191,10 +191,10 @@ static void row_done(const rows_ctx *c, int64_t r, const void *buf, void *tmp)
     int64_t outer = r / c->inner, j = r % c->inner;
     char *dst = (char *)lm_cpu_ptr(o) + (outer * c->len * c->inner + j) * (int64_t)osz;
     if (c->inner == 1) {
-        lm_convert(dst, o->dtype, buf, c->ct, (size_t)c->len);
+        lm_cpu_convert(dst, o->dtype, buf, c->ct, (size_t)c->len);
         return;
     }
-    lm_convert(tmp, o->dtype, buf, c->ct, (size_t)c->len);
+    lm_cpu_convert(tmp, o->dtype, buf, c->ct, (size_t)c->len);
     lm_cpu_scatter(dst, o->dtype, 1, &c->len, &c->inner, 0, c->len, tmp);
 }
 
