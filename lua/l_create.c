@@ -329,10 +329,9 @@ const lm_lua_func lm_lua_create_funcs[] = {
      "many.  For loops that cannot wait for Lua's collector."},
     {"live", m_live, "lm.live() -> integer\nThe number of live core arrays (a leak check)."},
     {"is_tensor", m_is_tensor, "lm.is_tensor(x) -> boolean\nTrue when x is a tensor."},
-    {"clock", m_clock, "lm.clock() -> seconds\nA monotonic wall clock (a float; only differences mean "
-     "something).  Work runs lazily and a device may still be busy: time\n  local t0 = lm.clock(); "
-     "y = f(x):eval(); lm.sync(); print(lm.clock() - t0)\nos.clock() is the process's CPU time summed "
-     "over every thread, not wall time."},
+    {"clock", m_clock, "lm.clock() -> seconds\nA monotonic wall clock (a float; only differences "
+     "mean something).  os.clock() is the process's CPU time summed over every thread instead.  "
+     "Work is lazy: evaluate what you time, and lm.sync() before reading the clock again."},
     {"sync", m_sync, "lm.sync([device])\nWaits until the device (every device when none is named) "
      "has finished the work handed to it, as the REPL's :time does before reading the clock.  "
      "Evaluation on the CPU is already synchronous."},

@@ -536,7 +536,7 @@ static const lm_lua_func io_funcs[] = {
      "Default tolerances are torch.testing's for the less precise dtype.\n"
      "print(report) shows a compact table."},
     {"allclose", l_allclose,
-     "lm.allclose(a, b, [rtol=1e-5], [atol=1e-8], [equal_nan=false] | {rtol=, atol=, equal_nan=})\n"
+     "lm.allclose(a, b, [rtol=1e-5, atol=1e-8, equal_nan=false] | [{rtol=, atol=, equal_nan=}])\n"
      "  -> boolean\n"
      "numpy.allclose: |a - b| <= atol + rtol*|b| everywhere, shapes broadcast.  rtol, atol\n"
      "and equal_nan come positionally or by name: lm.allclose(a, b, {atol = 1e-6})."},
