@@ -97,6 +97,8 @@ typedef struct lm_eval_stats {
     int64_t nodes;       /* nodes run (views included) */
     int64_t kernels;     /* backend kernel launches (run + run_fused) */
     int64_t fallbacks;   /* nodes its device could not run, run on the CPU */
+    int64_t cpu_nodes;   /* kernels the CPU ran: CPU-device nodes and fallbacks */
+    int64_t transfers;   /* copies between devices (uploads of loaded tensors) */
 } lm_eval_stats;
 lm_eval_stats lm_eval_last_stats(void);
 /* Counts of kernel launches since start (for fusion tests). */
