@@ -398,6 +398,11 @@ static void read_png_opts(lua_State *L, int opts, lm_png_opts *o)
     }
 }
 
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const lm_kv *)a)->key, ((const lm_kv *)b)->key);
+}
+
 static int l_write_png(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
@@ -417,6 +422,9 @@ static int l_write_png(lua_State *L)
             kv[k].key = (char *)lua_tostring(L, -2);
             kv[k++].value = (char *)lua_tostring(L, -1);
         }
+        /* Lua's table order changes from run to run: sorted keys keep the
+         * file's bytes reproducible */
+        qsort(kv, (size_t)o.ntext, sizeof *kv, cmp_kv);
         o.text = kv;
     }
     lm_array *a = arg_array(L, 2);
