@@ -228,7 +228,7 @@ local function new_progress(total, mode)
   local tty = mode == "bar"
   local t0 = B.now()
   local last = -1
-  local P = {done = 0, made = 0, existed = 0, failed = 0, pending = 0}
+  local P = {done = 0, made = 0, existed = 0, failed = 0, pending = 0, by_rank = {}}
   function P.line(final)
     local el = B.now() - t0
     local rate = P.made > 0 and P.made / el or 0
@@ -449,7 +449,9 @@ function lm.batch(o)
       held[next_rec] = nil
       if mf then mf:write(r.line, "\n") end
       if r.status ~= "pending" then P.done = P.done + 1 end
-      if r.status == "ok" then P.made = P.made + 1
+      if r.status == "ok" then
+        P.made = P.made + 1
+        P.by_rank[(r.rank or 0) + 1] = (P.by_rank[(r.rank or 0) + 1] or 0) + 1
       elseif r.status == "exists" then P.existed = P.existed + 1
       elseif r.status == "failed" then
         P.failed = P.failed + 1
@@ -473,7 +475,7 @@ function lm.batch(o)
     if dist and root then
       for _, m in ipairs(dist.poll()) do
         local r = dec(m.line)
-        take(m.index, {line = m.line, status = r.status, err = r.error, file = r.file or (r.files or {})[1],
+        take(m.index, {line = m.line, status = r.status, rank = m.rank, err = r.error, file = r.file or (r.files or {})[1],
                         seed = (r.params or {}).seed})
       end
     end
@@ -656,6 +658,11 @@ function lm.batch(o)
   local elapsed = B.now() - t0
   if root then
     P.finish()
+    if dist and mode ~= "off" then
+      local per = {}
+      for r = 1, dist.size do per[r] = tostring(P.by_rank[r] or 0) end
+      io.stderr:write(string.format("batch: %d processes made %s images\n", dist.size, table.concat(per, " + ")))
+    end
     if interrupted then io.stderr:write("batch: interrupted; run the same command again to finish\n") end
     for _, f in ipairs(failures) do io.stderr:write("batch: failed: ", f, "\n") end
     if P.failed > #failures then io.stderr:write(string.format("batch: ... %d failures in all\n", P.failed)) end

@@ -8,7 +8,9 @@
  * records to rank 0, which writes the one manifest in index order and draws
  * the progress bar for the whole run.  Each rank renders on the GPU its
  * node-local rank picks (vulkan:K, K = local rank mod the number of GPUs)
- * unless LUMEN_DEVICE says otherwise, or on the CPU. */
+ * unless LUMEN_DEVICE says otherwise, or on the CPU with the cores it is
+ * bound to (LUMEN_THREADS, unless set). */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +73,7 @@ static int d_send(lua_State *L)
     return 0;
 }
 
-/* poll() -> {{index=, line=}, ...}: records that have arrived (rank 0) */
+/* poll() -> {{index=, line=, rank=}, ...}: records that have arrived (rank 0) */
 static int d_poll(lua_State *L)
 {
     lua_newtable(L);
@@ -90,9 +92,11 @@ static int d_poll(lua_State *L)
         else if (n >= 8) {
             int64_t index;
             memcpy(&index, buf, 8);
-            lua_createtable(L, 0, 2);
+            lua_createtable(L, 0, 3);
             lua_pushinteger(L, (lua_Integer)index);
             lua_setfield(L, -2, "index");
+            lua_pushinteger(L, st.MPI_SOURCE);
+            lua_setfield(L, -2, "rank");
             lua_pushlstring(L, buf + 8, (size_t)n - 8);
             lua_setfield(L, -2, "line");
             lua_rawseti(L, -2, ++k);
@@ -129,7 +133,20 @@ static bool mpi_start(int *argc, char ***argv)
     MPI_Comm local;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, dist.rank, MPI_INFO_NULL, &local);
     MPI_Comm_rank(local, &dist.local_rank);
+    int local_size = 1;
+    MPI_Comm_size(local, &local_size);
     MPI_Comm_free(&local);
+    /* CPU threads: the cores this rank is bound to (mpirun binds by
+     * default), or a share of the node's; never a full pool per rank */
+    if (!getenv("LUMEN_THREADS")) {
+        cpu_set_t set;
+        long online = sysconf(_SC_NPROCESSORS_ONLN), n = online;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+        if (n >= online) n = online / local_size;
+        char buf[24];
+        snprintf(buf, sizeof buf, "%ld", n < 1 ? 1 : n);
+        setenv("LUMEN_THREADS", buf, 1);
+    }
     MPI_Win_allocate(dist.rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL,
                      MPI_COMM_WORLD, &dist.counter, &dist.win);
     if (dist.rank == 0) *dist.counter = 0;
