@@ -120,6 +120,12 @@ check "LUMEN_THREADS=1 gives the same bytes (64x64)" 'same_set "$T/t0" "$T/t1"' 
 BATCH_PX=64 LUMEN_THREADS=2 run --seeds 1-12 -o "$T/t2/%05d.png" --batch-size 5 > "$T/log" 2>&1
 check "LUMEN_THREADS=2 with --batch-size 5 gives the same bytes (64x64)" 'same_set "$T/t0" "$T/t2"' "$T/log"
 
+# ---- across devices: CPU and Vulkan within a tolerance ----
+BATCH_PX=32 "$LUMEN" tests/batch/devices.lua > "$T/log" 2>&1
+if grep -q '^VK_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  check "Vulkan renders the jobs within 1e-5 of the CPU" '[ "$(grep -c "^seed [0-9] ok " "$T/log")" = 4 ]' "$T/log"
+fi
+
 # ---- failures ----
 "$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/fail/%05d.png" --nan-check > "$T/log" 2>&1
 rc=$?
