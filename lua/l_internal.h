@@ -99,6 +99,7 @@ lm_array *lm_lua_index_arg(lua_State *L, int arg, const char *fname, const char 
 void lm_lua_open_compile(lua_State *L);   /* module table on top */
 /* ---- l_grad.c: lm.grad, lm.value_and_grad, lm.vjp, lm.stop_gradient, lm.optim ---- */
 void lm_lua_open_grad(lua_State *L);      /* module table on top */
+void lm_lua_open_batch(lua_State *L);     /* module table on top: lm.batch */
 
 /* ---- l_print.c ---- */
 /* Pushes the full text of a (evaluates it; reads back only printed edges). */

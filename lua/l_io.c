@@ -181,6 +181,11 @@ static lm_file_format save_format(lua_State *L, const char *path, int opts)
     return LM_FORMAT_UNKNOWN;
 }
 
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const lm_kv *)a)->key, ((const lm_kv *)b)->key);
+}
+
 static void read_png_opts(lua_State *L, int opts, lm_png_opts *o);
 
 static int l_save(lua_State *L)
@@ -436,6 +441,9 @@ static void read_png_opts(lua_State *L, int opts, lm_png_opts *o)
             kv[k].key = (char *)lua_tostring(L, -2);
             kv[k++].value = (char *)lua_tostring(L, -1);
         }
+        /* Lua's table order changes from run to run: sorted keys keep the
+         * file's bytes reproducible */
+        qsort(kv, (size_t)o->ntext, sizeof *kv, cmp_kv);
         o->text = kv;
     }
 }
