@@ -77,6 +77,7 @@ ALL_TARGETS :=
 -include tests/module.mk
 -include bench/module.mk
 -include core/io.mk
+-include models.mk
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)
