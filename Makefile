@@ -78,6 +78,8 @@ ALL_TARGETS :=
 -include tests/module.mk
 -include bench/module.mk
 -include core/io.mk
+-include tests/samples/module.mk
+-include models.mk
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)
