@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/cpu_isa.sh - the CPU backend's math at every instruction-set level
 # this machine runs (LUMEN_ISA=sse2|avx2|avx512, backends/cpu/vmath.h): the
-# elementwise, fused, NN and vmath suites and the Lua API tests, on the CPU
+# elementwise, fused, NN, layout and vmath suites and the Lua NN and compile
+# tests, on the CPU
 # device, once per level.  Ends with "N passed, N failed" (run_suites.sh).
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -25,7 +26,7 @@ for isa in $levels; do
       f=$((f + 1))
     fi
   done
-  out=$(LUMEN_ISA=$isa LUMEN_DEVICE=cpu "$BUILD/lumen" tests/lua/runner.lua tests/lua/test_api.lua \
+  out=$(LUMEN_ISA=$isa LUMEN_DEVICE=cpu "$BUILD/lumen" tests/lua/runner.lua \
         tests/lua/test_nn.lua tests/lua/test_compile.lua 2>&1)
   line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
   if [ -n "$line" ]; then
