@@ -2,8 +2,7 @@
 # tests/cpu_isa.sh - the CPU backend's math at every instruction-set level
 # this machine runs (LUMEN_ISA=sse2|avx2|avx512, backends/cpu/vmath.h): the
 # elementwise, fused, NN, layout and vmath suites and the Lua NN and compile
-# tests, on the CPU
-# device, once per level.  Ends with "N passed, N failed" (run_suites.sh).
+# tests, on the CPU device, once per level.  Ends with "N passed, N failed" (run_suites.sh).
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
