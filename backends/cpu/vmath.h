@@ -11,6 +11,7 @@
 #ifndef LM_VMATH_H
 #define LM_VMATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* functions with a vector form: o[i] = f(x[i]) */
@@ -36,6 +37,10 @@ typedef struct lm_vmath {
     int lanes;          /* f32 lanes per vector */
     lm_vm_map unary[LM_VM_NUNARY];
     lm_vm_map2 binary[LM_VM_NBINARY];
+    /* the largest x[i], or NaN when any is NaN (-inf for n = 0) */
+    float (*max)(const float *x, int64_t n);
+    /* o[i] = x[i] * s (o may be x); nt: streamed past the caches */
+    void (*scale)(float *o, const float *x, int64_t n, float s, bool nt);
     /* o[i] = exp(x[i] - m) (o may be x); returns the sum of the o[i] */
     double (*exp_sub_sum)(float *o, const float *x, int64_t n, float m);
     /* dst[i] = src[i] with stores that bypass the caches (for outputs far

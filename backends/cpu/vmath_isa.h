@@ -135,6 +135,53 @@ static void stream_copy(float *dst, const float *src, int64_t n)
     _mm_sfence();
 }
 
+/* four accumulators; NaN is found by a sum of x - x (inf - inf is NaN
+ * too, so a row with an infinity is rescanned for a real NaN) */
+static float row_max(const float *x, int64_t n)
+{
+    VF m0 = vm_splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0, bad = vm_splat(0);
+    int64_t i = 0;
+    for (; i + 4 * VW <= n; i += 4 * VW) {
+        VF a = VLOAD(x + i), b = VLOAD(x + i + VW), c = VLOAD(x + i + 2 * VW), d = VLOAD(x + i + 3 * VW);
+        m0 = vm_sel(a > m0, a, m0);
+        m1 = vm_sel(b > m1, b, m1);
+        m2 = vm_sel(c > m2, c, m2);
+        m3 = vm_sel(d > m3, d, m3);
+        bad += (a - a) + (b - b) + (c - c) + (d - d);
+    }
+    m0 = vm_sel(m1 > m0, m1, m0);
+    m2 = vm_sel(m3 > m2, m3, m2);
+    m0 = vm_sel(m2 > m0, m2, m0);
+    float t[VW], u[VW], r = -INFINITY, b = 0;
+    VSTORE(t, m0);
+    VSTORE(u, bad);
+    for (int k = 0; k < VW; k++) {
+        r = t[k] > r ? t[k] : r;
+        b += u[k];
+    }
+    for (; i < n; i++) {
+        r = x[i] > r ? x[i] : r;
+        b += x[i] - x[i];
+    }
+    if (b != b)
+        for (i = 0; i < n; i++)
+            if (x[i] != x[i]) return NAN;
+    return r;
+}
+
+static void scale(float *o, const float *x, int64_t n, float s, bool nt)
+{
+    VF sv = vm_splat(s);
+    int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(o + i) & (VW * 4 - 1)); i++) o[i] = x[i] * s;
+        for (; i + VW <= n; i += VW) VSTREAM(o + i, VLOAD(x + i) * sv);
+    } else {
+        for (; i + VW <= n; i += VW) VSTORE(o + i, VLOAD(x + i) * sv);
+    }
+    for (; i < n; i++) o[i] = x[i] * s;
+}
+
 /* Two vectors per step keep two exp chains in flight; f32 partial sums
  * are folded into a double every 2048 elements so long rows stay exact
  * to f32 rounding of each term. */
@@ -282,6 +329,8 @@ const lm_vmath VM_TABLE = {
     },
     .stream_copy = stream_copy,
     .transpose32 = transpose32,
+    .max = row_max,
+    .scale = scale,
     .exp_sub_sum = exp_sub_sum,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
