@@ -114,6 +114,18 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
                 lm_cpu_gather(rp[k], in->dtype, lm_cpu_ptr(in), in->dtype, node->ndim, node->shape, c->st[k], b, n);
             }
         }
+        /* the next block's direct inputs are fetched while this one runs:
+         * a block's bursts of 4 KiB reads, then L1 work, leave the
+         * hardware prefetchers behind */
+        if (blk + 1 < e0)
+            for (int k = 0; k < g->ninputs; k++) {
+                if (!c->direct[k] || c->constant[k]) continue;
+                const lm_array *in = node->inputs[k];
+                size_t esz = lm_dtype_size(in->dtype);
+                const char *nx = (const char *)lm_cpu_ptr(in) + (b + BLOCK) * (int64_t)esz;
+                int64_t bytes = (node->size - b - BLOCK < BLOCK ? node->size - b - BLOCK : BLOCK) * (int64_t)esz;
+                for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(nx + off);
+            }
         char *out = (char *)lm_cpu_ptr(node) + b * (int64_t)osz;
         for (int s = 0; s < g->nsteps; s++) {
             int r = g->ninputs + s;
