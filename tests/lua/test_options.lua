@@ -256,6 +256,12 @@ test("x:gelu{approximate=} against PyTorch; a positional string is an error", fu
   ok(lm.compare(x:gelu{approximate = "none"}, exact).max_abs < 1e-12, "none")
   ok(lm.compare(x:gelu{approximate = "tanh"}, tanh).max_abs < 1e-12, "tanh")
   ok(lm.compare(lm.gelu(x, {approximate = "tanh"}), tanh).max_abs < 1e-12, "lm.gelu")
+  -- f32 on every device (Vulkan: lavapipe here) against the same values
+  for _, d in ipairs(lm.devices()) do
+    local xf = x:astype("f32"):to(d.spec)
+    ok(lm.compare(xf:gelu{approximate = "tanh"}:astype("f64"), tanh).max_abs < 2e-6, d.spec .. " tanh")
+    ok(lm.compare(xf:gelu{approximate = "none"}:astype("f64"), exact).max_abs < 2e-6, d.spec .. " none")
+  end
   -- the two forms differ enough here that a silent mix-up would show
   ok(lm.compare(exact, tanh).max_abs > 1e-4, "fixtures differ")
   -- f32, by hand: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) at x = 1
@@ -272,7 +278,14 @@ test("lm.clock is a monotonic wall clock; lm.sync waits for the devices", functi
   eq(math.type(t0), "float")
   local y = lm.rand{64, 64}:matmul(lm.rand{64, 64}):eval()
   lm.sync()
-  for _, d in ipairs(lm.devices()) do lm.sync(d.spec) end
+  -- on every device (Vulkan: lavapipe here), work then a wait for its queue
+  for _, d in ipairs(lm.devices()) do
+    local a = lm.rand({32, 32}, {seed = 1, device = d.spec})
+    local z = a:matmul(a):sum()
+    lm.sync(d.spec)
+    near(z:item(), lm.rand({32, 32}, {seed = 1}):matmul(lm.rand({32, 32}, {seed = 1})):sum():item(), 1e-4, d.spec)
+    lm.sync(d.spec)
+  end
   local t1 = lm.clock()
   ok(t1 >= t0, "monotonic")
   ok(t1 - t0 < 3600, "seconds, not a raw counter")
