@@ -208,6 +208,11 @@ test("options of the wrong kind are errors naming the function", function()
   raises(function() lm.var(lm.zeros{3}, 1, {keepdims = true, ddf = 1}) end, "(known: keepdims, ddof)")
   raises(function() lm.grad(function(a) return a:sum() end, {argnum = 1}) end,
          "grad: unknown option 'argnum' (known: argnums)")
+  -- a known option of the wrong type names the function too (never silently true)
+  raises(function() lm.zeros{3}:sum(1, {keepdims = "false"}) end, "sum: option 'keepdims' must be a boolean, got string")
+  raises(function() lm.compile(function(a) return a end, {cache = "big"}) end, "lm.compile: option 'cache' must be an integer")
+  raises(function() lm.randn({2}, {std = "wide"}) end, "lm.randn: option 'std' must be a number")
+  raises(function() lm.set_printoptions{precision = 1.5} end, "lm.set_printoptions: option 'precision' must be an integer")
   -- every known name still works
   eq(lm.zeros{2, 3}:var(2, {keepdims = true, ddof = 1}).shape[2], 1)
   eq(lm.rand({2}, {seed = 1, low = 2, high = 3, dtype = "f64"}).dtype, "f64")
