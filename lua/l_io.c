@@ -50,6 +50,7 @@ static double opt_num(lua_State *L, int opts, const char *name, double dflt)
 static bool opt_bool(lua_State *L, int opts, const char *name, bool dflt)
 {
     if (!opt_field(L, opts, name)) return dflt;
+    if (!lua_isboolean(L, -1)) luaL_error(L, "option '%s' must be a boolean", name);
     bool v = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;
