@@ -407,7 +407,7 @@ static lm_array *to_array(const png_ctx *c, const png_out *po, const lm_png_opts
     int64_t shape[3];
     if (hwc) { shape[0] = po->h; shape[1] = po->w; shape[2] = po->channels; }
     else { shape[0] = po->channels; shape[1] = po->h; shape[2] = po->w; }
-    lm_array *a = lm_from_data(3, shape, dt, out, NULL);
+    lm_array *a = lm_from_data(3, shape, dt, out, lm_device_cpu());
     free(out);
     return a;
 }
