@@ -1,6 +1,7 @@
 /* test_shape_overflow.c - checked arithmetic over shapes: a zero dimension
  * never hides an overflow of sizes, strides or offsets (core/node.c,
- * core/ops_view.c, core/ops_other.c, core/ops_nn.c, the file readers).
+ * core/ops_view.c, core/ops_other.c, core/ops_nn.c, the file readers), and
+ * the readers' size checks for the inputs make fuzz found (tests/fuzz/regress/).
  * Run under UBSan by make check; a signed overflow there aborts the suite. */
 #include "testutil.h"
 #include "core/io.h"
@@ -176,6 +177,31 @@ static void test_png_chunk_claim(void **state)
     free(d);
 }
 
+/* fuzz_png: a 71-byte PNG whose last chunk header (no room for its CRC)
+ * claims 1.2 GB; libpng allocated and cleared that much (seconds, 1.1 GB
+ * of RSS) before the chunk walk also covered such headers. */
+static void test_png_cut_chunk_header(void **state)
+{
+    (void)state;
+    const char *path = "tests/fuzz/regress/png/last-chunk-header-claims-1.2gb";
+    size_t n;
+    unsigned char *d = read_file(path, &n);
+    assert_int_equal(n, 71);
+    lm_tensor_set text = {0};
+    expect_error(lm_png_read_mem(d, n, path, NULL, &text),
+                 "bad PNG: chunk tEXt claims 1207959571 bytes, the file has 0 left");
+    lm_tensor_set_free(&text);
+    /* every cut of a chunk header near the end: an error, never a read past it */
+    for (size_t len = 8; len < n; len++) {
+        unsigned char *cut = malloc(len);
+        memcpy(cut, d, len);
+        lm_array *a = lm_png_read_mem(cut, len, path, NULL, NULL);
+        assert_null(a);
+        free(cut);
+    }
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_npy_regressions),
         cmocka_unit_test(test_safetensors_shape),
         cmocka_unit_test(test_png_chunk_claim),
+        cmocka_unit_test(test_png_cut_chunk_header),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
     if (lm_array_live_count() != 0) {
