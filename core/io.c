@@ -164,6 +164,11 @@ lm_status lm_load_file_to(const char *path, lm_device *dev, lm_tensor_set *out)
     return st;
 }
 
+lm_status lm_load_file(const char *path, lm_tensor_set *out)
+{
+    return lm_load_file_to(path, NULL, out);
+}
+
 static lm_status load_host(const char *path, lm_tensor_set *out)
 {
     memset(out, 0, sizeof *out);

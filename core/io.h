@@ -60,10 +60,7 @@ lm_file_format lm_detect_mem(const void *data, size_t size);
  * The tensors belong to dev (NULL: the default device), as created ones do:
  * one not read onto dev becomes a lazy copy to it (lm_tensor_set_place). */
 lm_status lm_load_file_to(const char *path, lm_device *dev, lm_tensor_set *out);
-static inline lm_status lm_load_file(const char *path, lm_tensor_set *out)
-{
-    return lm_load_file_to(path, NULL, out);
-}
+lm_status lm_load_file(const char *path, lm_tensor_set *out);   /* dev = NULL */
 /* Gives every array of s to dev (NULL: the default device).  An array on
  * another device becomes a lazy copy to dev, so a tensor read from a file
  * (a mapped safetensors tensor stays mapped until then) is uploaded once, on
