@@ -4,6 +4,7 @@
  * the readers' size checks for the inputs make fuzz found (tests/fuzz/regress/).
  * Run under UBSan by make check; a signed overflow there aborts the suite. */
 #include "testutil.h"
+#include "core/image.h"
 #include "core/io.h"
 #include "io_test.h"
 
@@ -122,6 +123,17 @@ static void test_shape_ops(void **state)
     for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
 }
 
+static void test_image_grid(void **state)
+{
+    (void)state;
+    lm_array *img = lm_zeros(3, (int64_t[]){1, (int64_t)1 << 29, (int64_t)1 << 29}, LM_F32, NULL);
+    lm_array *two[2] = {img, img};   /* lazy: never allocated */
+    expect_error(lm_image_grid(2, two, 1, 2, 0, LM_LAYOUT_CHW),
+                 "grid: 2 images of 536870912x536870912 with pad 2 make a sheet too large");
+    expect_error(lm_image_grid(2, two, 1, INT32_MAX, 0, LM_LAYOUT_CHW), "make a sheet too large");
+    lm_array_release(img);
+}
+
 static unsigned char *read_file(const char *path, size_t *n)
 {
     unsigned char *d = NULL;
@@ -209,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_creation),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_image_grid),
         cmocka_unit_test(test_npy_regressions),
         cmocka_unit_test(test_safetensors_shape),
         cmocka_unit_test(test_png_chunk_claim),
