@@ -57,7 +57,7 @@ local mid = lm.tensor{0.05, 0.55, 0.60}:reshape{3, 1, 1}
 local high = lm.tensor{1.00, 0.93, 0.75}:reshape{3, 1, 1}
 local lower = low + (mid - low) * (v * 2):clamp(0, 1)
 local rgb = lower + (high - mid) * (v * 2 - 1):clamp(0, 1)
-lm.image.write_png(out, rgb)
+lm.image.write_png(out, rgb, {level = 6})
 print(string.format("%s  %dx%d  %d steps  F=%g k=%g  V mean %.4f std %.4f  device %s",
   out, N, N, steps, F, K, uv[1][2]:mean():item(), uv[1][2]:std():item(),
   lm.device()))
