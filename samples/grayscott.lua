@@ -42,8 +42,9 @@ local step = lm.compile(function(uv)        -- uv: [1, 2, N, N]
   return uv
 end)
 
--- start: U = 1 everywhere, V = 1 in a few random 8x8 blocks
-local blocks = lm.rand({1, 1, N // 8, N // 8}, {seed = seed}):gt(0.93):astype("f32")
+-- start: U = 1 everywhere, V = 1 in a few random 8x8 blocks and the middle one
+local blocks = lm.rand({1, 1, N // 8, N // 8}, {seed = seed}):gt(0.93):astype("f32"):eval()
+blocks[{1, 1, N // 16 + 1, N // 16 + 1}] = 1
 local v0 = lm.upsample(blocks, {scale_factor = 8, mode = "nearest"})
 local uv = lm.concat({1 - v0 * 0.5, v0 * 0.25}, 2)
 for _ = 1, math.ceil(steps / UNROLL) do
