@@ -234,7 +234,8 @@ local function new_progress(total, mode)
     local rate = P.made > 0 and P.made / el or 0
     local left = total - P.done
     local eta = rate > 0 and left / rate or math.huge
-    local s = string.format("%d/%d  %.1f img/s  %s %s  failed %d", P.done, total, rate,
+    local s = string.format("%d/%d  %s img/s  %s %s  failed %d", P.done, total,
+      string.format(rate < 10 and "%.2f" or "%.1f", rate),
       final and "elapsed" or "ETA", fmt_time(final and el or eta), P.failed)
     if P.existed > 0 then s = s .. string.format("  (%d existed)", P.existed) end
     return s
