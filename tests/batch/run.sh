@@ -144,6 +144,15 @@ check "an out pattern naming one file for many jobs is an error" '[ $? = 2 ] || 
 "$LUMEN" batch "$JOB" --seeds 1-8 --bogus > "$T/log" 2>&1
 check "an unknown option is an error" '[ $? != 0 ] && grep -q "unknown option" "$T/log"' "$T/log"
 
+# ---- several named images per job ----
+"$LUMEN" batch tests/batch/named.lua --seeds 1-3 -o "$T/named/%03d.png" > "$T/log" 2>&1
+check "named outputs: one file per name" '[ $? = 0 ] && [ -e "$T/named/002_color.png" ] && [ -e "$T/named/002_gray.png" ] && [ "$(count_png "$T/named")" = 6 ]' "$T/log"
+cp "$T/named/002_gray.png" "$T/gray2.png"
+rm "$T/named/002_gray.png"
+"$LUMEN" batch tests/batch/named.lua --seeds 1-3 -o "$T/named/%03d.png" > "$T/log" 2>&1
+check "named outputs: a job missing one of its files is made again" \
+  'grep "\"index\":2," "$T/named/manifest.jsonl" | grep -q "\"status\":\"ok\"" && [ "$(grep -c exists "$T/named/manifest.jsonl")" = 2 ] && cmp -s "$T/gray2.png" "$T/named/002_gray.png"' "$T/named/manifest.jsonl"
+
 # ---- params files and the PNG text ----
 printf 'seed,scale,note\n4,2.5,"a, b"\n9,1,plain\n' > "$T/p.csv"
 printf '{"seed":4,"scale":2.5,"note":"a, b"}\n\n{"seed":9,"scale":1,"note":"plain"}\n' > "$T/p.jsonl"
