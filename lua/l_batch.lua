@@ -322,7 +322,7 @@ local function write_sheet(path, entries, thumb)
   local g = lm.image.grid(tiles, {nrow = nrow, pad = 2})
   local d = dirname(path)
   if d then B.mkdirs(d) end
-  lm.image.write_png(path, g)
+  lm.image.write_png(path, g, {level = 9})   -- written once: worth the smaller file
 end
 
 -- ---- the run ----
