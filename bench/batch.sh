@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/batch.sh - `lumen batch`: images/s of the CPPN sample at 512x512 on
 # one and two processes (mpirun), the runner's overhead per image against a
-# bare render + write_png loop (128x128, ~50 ms images on a quiet machine, and
+# bare render + write_png loop (256x256, ~50 ms images here, and
 # 8x8, where the absolute cost per image shows), and RSS after 100
 # and 10,000 tiny images.  BATCH_BENCH_N: images of the 512x512 runs (16).
 BUILD=${BUILD:-build}
@@ -25,7 +25,7 @@ if command -v mpirun >/dev/null 2>&1 && grep -q '^MPI_ENABLED := yes' "$BUILD/co
 else
   echo "| 512x512 CPPN, $N images, 1 process | $r1 img/s | | | |"
 fi
-"$L" bench/batch_overhead.lua "$T/ovh" 128 20 6
+"$L" bench/batch_overhead.lua "$T/ovh" 256 12 6
 rm -rf "$T/ovh"
 "$L" bench/batch_overhead.lua "$T/ovh" 8 500 4
 rm -rf "$T/ovh"
