@@ -674,7 +674,7 @@ function lm.batch(o)
           manifest = manifest}
 end
 
-lm._set_doc(lm.batch, "lm.batch",
+lm.batch = lm._set_doc(lm.batch, "lm.batch",
   "lm.batch{script= | render=, render_batch=, seeds='1-16' | params=file | jobs={...},\n"
   .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
   .. "  manifest=, progress='auto', names=, png={...}} -> summary\n"

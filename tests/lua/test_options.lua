@@ -81,6 +81,7 @@ local recipes = {
   ["lm.optim.sgd"] = function() return {} end,
   ["lm.optim.adamw"] = function() return {} end,
   ["lm.data.batches"] = function() return {{lm.zeros{4, 2}}, 2} end,
+  ["lm.batch"] = function() return {} end,
 }
 
 -- calls e with its leading arguments and then the extra values
