@@ -304,7 +304,11 @@ int lm_cli_batch(int argc, char **argv)
     }
 #endif
     if (lm_repl_docall(L, 1, 1, false) != LUA_OK) {
-        lm_repl_report(L, "lumen batch");
+        lm_repl_report(L, "lumen");
+#ifdef LM_HAVE_MPI
+        /* the other ranks would wait for this one's records forever */
+        if (mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
         goto done;
     }
     lua_getfield(L, -1, "interrupted");

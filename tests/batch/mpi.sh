@@ -68,5 +68,13 @@ rc=$?
 check "mpirun -np 2 with failing jobs exits nonzero (got $rc)" '[ $rc != 0 ]' "$T/log"
 check "its manifest records the three failures" '[ "$(grep -c "\"status\":\"failed\"" "$T/f/manifest.jsonl")" = 3 ]' "$T/log"
 
+# an error outside the jobs ends every rank (no rank waits forever)
+timeout 120 $MPIRUN -np 2 "$LUMEN" batch "$JOB" --seeds 1-5-x -o "$T/bad/%05d.png" > "$T/log" 2>&1
+rc=$?
+check "mpirun -np 2 with a bad seed list fails and ends (status $rc)" '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "cannot read" "$T/log"' "$T/log"
+timeout 120 $MPIRUN -np 2 "$LUMEN" batch tests/batch/rank1_fails.lua --seeds 1-50 -o "$T/bad1/%05d.png" > "$T/log" 2>&1
+rc=$?
+check "mpirun -np 2 where rank 1 cannot start fails and ends (status $rc)" '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1 cannot start" "$T/log"' "$T/log"
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
