@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,6 +157,15 @@ static int l_rss(lua_State *L)
     return 1;
 }
 
+/* columns of the terminal on fd, or nil */
+static int l_term_width(lua_State *L)
+{
+    struct winsize ws;
+    if (ioctl((int)luaL_checkinteger(L, 1), TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
+    lua_pushinteger(L, ws.ws_col);
+    return 1;
+}
+
 static int l_isatty(lua_State *L)
 {
     lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
@@ -258,6 +268,7 @@ static const lm_lua_func batch_helpers[] = {
     {"now", l_now, "lm._batch.now() -> seconds\nA monotonic clock (internal)."},
     {"rss", l_rss, "lm._batch.rss() -> bytes\nResident set size of the process (internal)."},
     {"isatty", l_isatty, "lm._batch.isatty(fd) -> boolean\n(internal)"},
+    {"term_width", l_term_width, "lm._batch.term_width(fd) -> columns | nil\n(internal)"},
     {"mkdirs", l_mkdirs, "lm._batch.mkdirs(dir) -> true | nil, message\n(internal)"},
     {"sigint", l_sigint, "lm._batch.sigint([on]) -> count\nThe run's Ctrl-C handler (internal)."},
     {"in_job", l_in_job, "lm._batch.in_job(flag)\n(internal)"},

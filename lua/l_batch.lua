@@ -246,9 +246,16 @@ local function new_progress(total, mode)
     if not force and now - last < (tty and 0.1 or 10) then return end
     last = now
     if tty then
-      local w = 24
-      local k = total > 0 and math.floor(w * P.done / total) or w
-      io.stderr:write("\r\27[K[", string.rep("#", k), string.rep(".", w - k), "] ", P.line(false))
+      -- one line, never wrapped (\r could not go back over a wrapped one):
+      -- the bar shrinks or goes on a narrow terminal
+      local text, cols = P.line(false), B.term_width(2) or 80
+      local w = math.min(24, cols - #text - 4)
+      local s = text
+      if w >= 5 then
+        local k = total > 0 and math.floor(w * P.done / total) or w
+        s = "[" .. string.rep("#", k) .. string.rep(".", w - k) .. "] " .. text
+      end
+      io.stderr:write("\r\27[K", s:sub(1, cols - 1))
     else
       io.stderr:write("batch: ", P.line(false), "\n")
     end
