@@ -388,6 +388,14 @@ local function outputs_of(spec, r, index)
   return out
 end
 
+-- the render function gets a copy: what it changes never reaches the
+-- manifest or the PNG text
+local function copy(p)
+  local c = {}
+  for k, v in pairs(p) do c[k] = v end
+  return c
+end
+
 local function has_nan(t)
   local ok, bad = pcall(function() return (t:isnan():any():item()) or (t:isinf():any():item()) end)
   return ok and bad
@@ -505,7 +513,7 @@ function lm.batch(o)
     end
     return true
   end
-  local made_dirs = {}
+  local made_dirs = {n = 0}
   local function write_job(index, p, files, outs)
     for k, pair in ipairs(outs) do
       local t = pair[2]
@@ -516,7 +524,9 @@ function lm.batch(o)
       if d and not made_dirs[d] then
         local ok, err = B.mkdirs(d)
         if not ok then error(err, 0) end
-        made_dirs[d] = true
+        -- bounded: a {seed} in the directory makes one per job
+        if made_dirs.n > 256 then made_dirs = {n = 0} end
+        made_dirs[d], made_dirs.n = true, made_dirs.n + 1
       end
     end
     for k, pair in ipairs(outs) do
@@ -539,7 +549,7 @@ function lm.batch(o)
     local ok, res
     if #group == 1 and spec.render then
       ok, res = pcall(function()
-        local outs = outputs_of(spec, spec.render(group[1].p), group[1].index)
+        local outs = outputs_of(spec, spec.render(copy(group[1].p)), group[1].index)
         local ts = {}
         for _, pr in ipairs(outs) do ts[#ts + 1] = pr[2] end
         lm.eval(table.unpack(ts))
@@ -548,7 +558,7 @@ function lm.batch(o)
     else
       ok, res = pcall(function()
         local ps = {}
-        for k, j in ipairs(group) do ps[k] = j.p end
+        for k, j in ipairs(group) do ps[k] = copy(j.p) end
         local r = spec.render_batch(ps)
         local per = {}
         local outs = outputs_of(spec, r, group[1].index)
