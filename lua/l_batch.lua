@@ -436,6 +436,13 @@ function lm.batch(o)
   local png = spec.png or {}
   local layout = png.layout
 
+  local mode = o.progress
+  if mode == nil or mode == "auto" then mode = B.isatty(2) and "bar" or "lines" end
+  if mode == true then mode = "bar" elseif mode == false then mode = "off" end
+  if mode ~= "bar" and mode ~= "lines" and mode ~= "off" then
+    fail("progress must be 'bar', 'lines', 'off' or 'auto', not '" .. tostring(mode) .. "'")
+  end
+
   -- manifest: explicit, or beside the outputs (not for --only)
   local manifest = o.manifest
   if manifest == nil and not only then manifest = (dirname(pattern) or ".") .. "/manifest.jsonl" end
@@ -447,9 +454,6 @@ function lm.batch(o)
     mf = io.open(manifest .. ".tmp", "w") or fail("cannot write " .. manifest .. ".tmp")
   end
 
-  local mode = o.progress
-  if mode == nil or mode == "auto" then mode = B.isatty(2) and "bar" or "lines" end
-  if mode == true then mode = "bar" elseif mode == false then mode = "off" end
   if not root then mode = "off" end
   local P = new_progress(only and 1 or total, mode)
   local sheet_entries, sheet_max = {}, o.sheet_max or 64

@@ -178,8 +178,14 @@ made=$(sed -n 's/^made \([0-9]*\) failed 0 .*/\1/p' "$T/log")
 r100=$(sed -n 's/.* rss100 \([0-9]*\) .*/\1/p' "$T/log")
 rN=$(sed -n 's/.* rss10000 \([0-9]*\)$/\1/p' "$T/log")
 check "10,000 tiny images all made" '[ "$made" = 10000 ]' "$T/log"
-check "RSS after 10,000 images within 4 MiB of RSS after 100 ($r100 -> $rN)" \
-  '[ -n "$r100" ] && [ -n "$rN" ] && [ $((rN - r100)) -lt 4194304 ]' "$T/log"
+# AddressSanitizer holds freed memory in its quarantine (up to 256 MiB): RSS
+# grows by design there, so flatness is checked in plain builds only
+if grep -q fsanitize "$BUILD/flags.stamp" 2>/dev/null; then
+  echo "note: RSS flatness not checked under sanitizers ($r100 -> $rN)"
+else
+  check "RSS after 10,000 images within 4 MiB of RSS after 100 ($r100 -> $rN)" \
+    '[ -n "$r100" ] && [ -n "$rN" ] && [ $((rN - r100)) -lt 4194304 ]' "$T/log"
+fi
 rm -rf "$T/rss"
 
 echo "$pass passed, $fail failed"
