@@ -698,7 +698,7 @@ end
 lm.batch = lm._set_doc(lm.batch, "lm.batch",
   "lm.batch{script= | render=, render_batch=, seeds='1-16' | params=file | jobs={...},\n"
   .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
-  .. "  manifest=, progress='auto', names=, png={...}} -> summary\n"
+  .. "  sheet_size=96, manifest=, progress='auto', names=, png={...}, args={...}} -> summary\n"
   .. "Runs a render function once per job and writes its image(s) as PNG.  Jobs are seeds\n"
   .. "(a range like '1-1000') or the lines of a params file (.jsonl objects or .csv with a\n"
   .. "header); the function gets a table of the job's parameters (seed always set) and\n"
@@ -708,4 +708,5 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "skipped (resume); failures are recorded and the rest go on; each PNG carries an\n"
   .. "A1111-style 'parameters' text and the manifest (JSON Lines, default beside the\n"
   .. "outputs) one record per job.  Ctrl-C stops after abandoning the current image.\n"
-  .. "summary: total, done, made, existed, failed, pending, interrupted, seconds.")
+  .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"
+  .. "pending, interrupted, seconds.  docs/BATCH.md has the details.")
