@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/batch.sh - `lumen batch`: images/s of the CPPN sample at 512x512 on
-# one and two processes (mpirun), the runner's overhead per image against a
+# one and two processes (mpirun), --batch-size 8 against 1 (128x128), the runner's overhead per image against a
 # bare render + write_png loop (256x256, ~50 ms images here, and
 # 8x8, where the absolute cost per image shows), and RSS after 100
 # and 10,000 tiny images.  BATCH_BENCH_N: images of the 512x512 runs (16).
@@ -25,6 +25,10 @@ if command -v mpirun >/dev/null 2>&1 && grep -q '^MPI_ENABLED := yes' "$BUILD/co
 else
   echo "| 512x512 CPPN, $N images, 1 process | $r1 img/s | | | |"
 fi
+"$L" batch samples/batch_cppn.lua --seeds 1-48 -o "$T/b1/%05d.png" --manifest none --progress lines -- 128 2> "$T/logb1" || cat "$T/logb1"
+"$L" batch samples/batch_cppn.lua --seeds 1-48 -o "$T/b8/%05d.png" --manifest none --progress lines --batch-size 8 -- 128 2> "$T/logb8" || cat "$T/logb8"
+b1=$(rate "$T/logb1"); b8=$(rate "$T/logb8")
+echo "| 128x128 CPPN, 48 images, --batch-size 8 | $b8 img/s | --batch-size 1 | $b1 img/s | $(echo "$b8 $b1" | awk '{ printf "%.2fx", $1 / $2 }') |"
 "$L" bench/batch_overhead.lua "$T/ovh" 256 12 6
 rm -rf "$T/ovh"
 "$L" bench/batch_overhead.lua "$T/ovh" 8 500 4
