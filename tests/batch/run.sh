@@ -104,6 +104,18 @@ interrupt_test sigint INT
 interrupt_test sigint2 INT INT
 interrupt_test sigkill KILL
 
+# ---- lm.batch from a script: Ctrl-C returns, the script goes on ----
+BATCH_DELAY_MS=20 "$LUMEN" tests/batch/lua_api.lua "$T/lua" > "$T/log.lua" 2>&1 &
+pid=$!
+wait_count "$T/lua" 40 $pid
+kill -INT $pid
+wait $pid
+rc=$?
+check "lm.batch: a Ctrl-C ends the call with interrupted = true (script status $rc)" \
+  '[ $rc = 0 ] && grep -q "^first	[0-9]*	[1-9][0-9]*	true$" "$T/log.lua"' "$T/log.lua"
+check "lm.batch: a second call in the same script finishes the set" \
+  'grep -q "^second	200	0	false$" "$T/log.lua" && same_set "$T/lua" "$T/ref"' "$T/log.lua"
+
 # ---- same bytes: --only, batch size, thread count ----
 run --seeds 1-200 -o "$T/only/%05d.png" --only 37 > "$T/log" 2>&1
 check "--only 37 makes one image" '[ $? = 0 ] && [ "$(count_png "$T/only")" = 1 ]' "$T/log"
