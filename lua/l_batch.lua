@@ -90,7 +90,25 @@ local function csv_fields(line)
   end
 end
 
+-- a folder: one job per PNG in it, in name order, with path, file and stem
+local function folder_source(dir, names)
+  return #names, function()
+    local i = 0
+    return function()
+      i = i + 1
+      local f = names[i]
+      if not f then return nil end
+      return i, {path = dir .. "/" .. f, file = f, stem = f:gsub("%.[^.]*$", ""), seed = i}
+    end
+  end
+end
+
 local function params_source(path)
+  local names = B.listdir(path, ".png")
+  if names then
+    if #names == 0 then fail("params: no .png files in " .. path) end
+    return folder_source(path:gsub("/+$", ""), names)
+  end
   local kind = path:match("%.csv$") and "csv" or "jsonl"
   local f, err = io.open(path, "r")
   if not f then fail("params: " .. tostring(err)) end
@@ -700,8 +718,8 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
   .. "  sheet_size=96, manifest=, progress='auto', names=, png={...}, args={...}} -> summary\n"
   .. "Runs a render function once per job and writes its image(s) as PNG.  Jobs are seeds\n"
-  .. "(a range like '1-1000') or the lines of a params file (.jsonl objects or .csv with a\n"
-  .. "header); the function gets a table of the job's parameters (seed always set) and\n"
+  .. "(a range like '1-1000'), the lines of a params file (.jsonl objects or .csv with a\n"
+  .. "header) or the PNGs of a folder (path, file, stem); the function gets a table of the job's parameters (seed always set) and\n"
   .. "returns an image tensor, or a table of them named in names.  render_batch gets a list\n"
   .. "of parameter tables and returns images stacked on a leading axis (batch_size > 1).\n"
   .. "out: %05d is the job index, {seed} / {column} a parameter.  Existing outputs are\n"

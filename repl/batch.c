@@ -26,7 +26,7 @@
 static void batch_usage(FILE *f)
 {
     fprintf(f,
-            "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv]\n"
+            "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv|DIR]\n"
             "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
             "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
             "         [--progress bar|lines|off] [-- script args]\n"

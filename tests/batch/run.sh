@@ -178,6 +178,15 @@ check "the PNG carries an A1111-style parameters text" \
   'grep -q "^Seed: 4, Size: 16x16, Index: 1, note: \"a, b\", scale: 2.5, Script: job.lua, Lumen: " "$T/text"' "$T/text"
 check "and its parameters as JSON" 'grep -q "\"params\":{\"note\":\"a, b\",\"scale\":2.5,\"seed\":4}" "$T/text"' "$T/text"
 
+# ---- a folder as the job list (samples/batch_upscale.lua) ----
+mkdir -p "$T/in"
+cp "$T/ref/00003.png" "$T/in/b.png"; cp "$T/ref/00001.png" "$T/in/a.PNG"; echo x > "$T/in/notes.txt"
+"$LUMEN" batch samples/batch_upscale.lua --params "$T/in/" -o "$T/up/{stem}.png" -- 2 > "$T/log" 2>&1
+check "a folder is one job per PNG in it" '[ $? = 0 ] && [ "$(count_png "$T/up")" = 2 ] && [ -e "$T/up/a.png" ] && [ -e "$T/up/b.png" ]' "$T/log"
+check "jobs of a folder come in name order" 'grep -q "\"index\":1,\"params\":{\"file\":\"a.PNG\"" "$T/up/manifest.jsonl"' "$T/up/manifest.jsonl"
+"$LUMEN" -e "local t = lm.image.read_png('$T/up/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
+check "the upscale sample doubles the size" 'grep -q "^32	32$" "$T/size"' "$T/size"
+
 # ---- progress bar on a terminal, contact sheet ----
 script -qec "'$LUMEN' batch '$JOB' --seeds 1-30 -o '$T/tty/%05d.png' --sheet '$T/tty/sheet.png'" /dev/null > "$T/log" 2>&1
 check "a terminal gets a progress bar" 'grep -q "\[#*\.*\] [0-9]*/30 .*img/s.*ETA" "$T/log"' "$T/log"
