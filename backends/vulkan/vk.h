@@ -56,6 +56,7 @@ typedef struct lm_vk_features {
     bool f16, f64, int8, int16;
     bool coopmat_nv;              /* some f16 x f16 + f32 shape, subgroup scope */
     bool vk_memory_model;         /* vulkanMemoryModel (the coop shaders use it) */
+    bool vk_memory_model_device;  /* vulkanMemoryModelDeviceScope */
     int ncoop;                    /* those shapes (M, N, K), the driver's order */
     uint8_t coop_mnk[8][3];
     bool subgroup_arith;
