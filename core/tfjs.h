@@ -1,0 +1,73 @@
+/* tfjs.h - TensorFlow.js layers models (model.json + binary weight shards)
+ * as Lumen graphs, and their converted safetensors form.
+ *
+ * A model.json holds a Keras functional topology ("modelTopology") and a
+ * "weightsManifest": groups of little-endian shards, concatenated per group,
+ * holding the named weights in order.  lm_tfjs_load parses both (cJSON),
+ * checks every weight's name, shape, dtype and byte count against the
+ * manifest and the layers, converts the kernels once from TF's HWIO to
+ * Lumen's OIHW, and keeps them on the device.  lm_tfjs_forward then builds
+ * the whole network as a lazy graph in NCHW for an input of any size.
+ *
+ * Layers: InputLayer, Conv2D (strides, dilation, groups, "same"/"valid",
+ * use_bias, its activation), Activation, ReLU, LeakyReLU, PReLU (per
+ * channel), Add, Multiply, Concatenate, UpSampling2D (nearest), and
+ * UpscalerJS's MultiplyBeta (x * 0.2, as UpscalerJS ignores its config)
+ * and PixelShuffle<N>x (tf.depthToSpace, NHWC channel order).  Anything
+ * else, or an option a layer does not support, is LM_ERR_UNSUPPORTED naming
+ * the layer and the field; a malformed file is LM_ERR_FORMAT.
+ *
+ * Ownership: lm_tfjs_load returns a model the caller frees with
+ * lm_tfjs_free (which releases its weights).  Arrays passed in are
+ * borrowed; lm_tfjs_forward returns a new reference. */
+#ifndef LM_TFJS_H
+#define LM_TFJS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "array.h"
+#include "device.h"
+#include "io.h"
+
+typedef struct lm_tfjs_model lm_tfjs_model;
+
+/* path: a model.json (shards beside it, paths relative to it) or a
+ * safetensors file written by lm_tfjs_save.  dev NULL = default device. */
+lm_tfjs_model *lm_tfjs_load(const char *path, lm_device *dev);
+
+/* The bytes of one shard named in the manifest (a path relative to the
+ * model), or NULL with the error set.  The bytes must stay valid until
+ * lm_tfjs_load_mem returns. */
+typedef const void *(*lm_tfjs_shard_fn)(void *ctx, const char *path, size_t *size);
+/* model.json text in memory; `what` names it in errors. */
+lm_tfjs_model *lm_tfjs_load_mem(const char *json, size_t len, const char *what,
+                                lm_tfjs_shard_fn shard, void *ctx, lm_device *dev);
+
+void lm_tfjs_free(lm_tfjs_model *m);   /* NULL is fine */
+
+/* x [N, C, H, W] (C = the input layer's channels, any float dtype) in the
+ * model's own value range -> the output [N, C', H*s, W*s], lazy. */
+lm_array *lm_tfjs_forward(lm_tfjs_model *m, lm_array *x);
+
+/* What the model is: its name ("generator"), the number of layers, the
+ * input and output channels, the spatial factor s (output size / input
+ * size; 0 when that is not a whole number), and the radius in input pixels of its receptive
+ * field (how far one output pixel sees). */
+const char *lm_tfjs_name(const lm_tfjs_model *m);
+int lm_tfjs_layer_count(const lm_tfjs_model *m);
+int64_t lm_tfjs_in_channels(const lm_tfjs_model *m);
+int64_t lm_tfjs_out_channels(const lm_tfjs_model *m);
+int64_t lm_tfjs_scale(const lm_tfjs_model *m);
+int64_t lm_tfjs_receptive_radius(const lm_tfjs_model *m);
+/* How many layers of each class: "Conv2D:154 Activation:120 ..." (in
+ * first-seen order), for tests and inspection. */
+const char *lm_tfjs_summary(const lm_tfjs_model *m);
+/* String metadata carried by a converted safetensors (NULL if absent). */
+const char *lm_tfjs_meta(const lm_tfjs_model *m, const char *key);
+
+/* Writes the converted weights (OIHW, float32, "<layer>/kernel" ...) and
+ * the topology (metadata "tfjs.topology") plus nmeta extra pairs. */
+lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
+                       const lm_kv *meta);
+
+#endif

@@ -1,0 +1,265 @@
+/* test_tfjs.c - core/tfjs.c: a small TF.js layers model that uses every
+ * supported layer (tests/ref/gen_tfjs.py computes its output in NHWC with
+ * numpy) runs to the same values; the converted safetensors loads back to
+ * the same model; malformed model.json and shards give errors naming the
+ * layer and field, never crashes; the real ESRGAN packages (when `make
+ * models` fetched them) parse to the layer counts they have. */
+#include "testutil.h"
+#include "core/io.h"
+#include "core/tfjs.h"
+
+#define TF_DIR LM_FIXTURES "tfjs/"
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    buf[len] = 0;
+    *n = (size_t)len;
+    return buf;
+}
+
+static lm_array *npy(const char *name)
+{
+    tu_fixture fx;
+    assert_int_equal(tu_load(name, &fx), 0);
+    lm_array *a = tu_array(&fx, LM_F32);
+    tu_free(&fx);
+    return a;
+}
+
+static void check_forward(lm_tfjs_model *m)
+{
+    lm_array *x = npy("tfjs/x.npy");
+    tu_fixture y;
+    assert_int_equal(tu_load("tfjs/y.npy", &y), 0);
+    lm_array *out = lm_tfjs_forward(m, x);
+    if (!out) fprintf(stderr, "%s\n", lm_error_message());
+    tu_assert_close(out, &y, 1e-5, 1e-5, "tiny model");
+    lm_array_release(out);
+    lm_array_release(x);
+    tu_free(&y);
+}
+
+static void test_tiny_model(void **state)
+{
+    (void)state;
+    lm_tfjs_model *m = lm_tfjs_load(TF_DIR "model.json", NULL);
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    assert_string_equal(lm_tfjs_name(m), "tiny");
+    assert_string_equal(lm_tfjs_summary(m),
+                        "InputLayer:1 Conv2D:5 PixelShuffle2x:1 Concatenate:1 MultiplyBeta:1 "
+                        "Add:1 Activation:1 LeakyReLU:1 UpSampling2D:1");
+    assert_int_equal(lm_tfjs_layer_count(m), 13);
+    assert_int_equal(lm_tfjs_in_channels(m), 3);
+    assert_int_equal(lm_tfjs_out_channels(m), 3);
+    assert_int_equal(lm_tfjs_scale(m), 2);
+    assert_true(lm_tfjs_receptive_radius(m) >= 4);
+    check_forward(m);
+    /* a wrong input is an error naming the shapes */
+    int64_t s[4] = {1, 4, 5, 5};
+    lm_array *bad = lm_zeros(4, s, LM_F32, NULL);
+    assert_null(lm_tfjs_forward(m, bad));
+    assert_non_null(strstr(lm_error_message(), "[1,4,5,5]"));
+    lm_array_release(bad);
+    lm_tfjs_free(m);
+}
+
+static void test_convert_roundtrip(void **state)
+{
+    (void)state;
+    lm_tfjs_model *m = lm_tfjs_load(TF_DIR "model.json", NULL);
+    assert_non_null(m);
+    const char *path = "build/test_tfjs_tiny.safetensors";
+    lm_kv kv[1] = {{"lumen.range", "1"}};
+    assert_int_equal(lm_tfjs_save(m, path, 1, kv), LM_OK);
+    lm_tfjs_free(m);
+    lm_tfjs_model *back = lm_tfjs_load(path, NULL);
+    if (!back) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(back);
+    assert_string_equal(lm_tfjs_meta(back, "lumen.range"), "1");
+    assert_string_equal(lm_tfjs_meta(back, "lumen.kernel_layout"), "OIHW");
+    assert_int_equal(lm_tfjs_layer_count(back), 13);
+    check_forward(back);
+    lm_tfjs_free(back);
+    /* a plain safetensors without the topology says so */
+    int64_t s[1] = {2};
+    lm_array *z = lm_zeros(1, s, LM_F32, NULL);
+    const char *name = "z";
+    assert_int_equal(lm_save_safetensors(path, 1, &name, &z, 0, NULL), LM_OK);
+    lm_array_release(z);
+    assert_null(lm_tfjs_load(path, NULL));
+    assert_non_null(strstr(lm_error_message(), "tfjs.topology"));
+    remove(path);
+}
+
+/* ---- malformed inputs through lm_tfjs_load_mem ---- */
+typedef struct shards {
+    char *data[2];
+    size_t size[2];
+    int cut;        /* bytes removed from the second shard (negative: added) */
+    bool missing;   /* the second shard cannot be read */
+} shards;
+
+static const void *get_shard(void *ctx, const char *path, size_t *size)
+{
+    shards *s = ctx;
+    int i = strstr(path, "shard2") ? 1 : 0;
+    if (i == 1 && s->missing) {
+        lm_error_set(LM_ERR_IO, "%s: cannot open: No such file or directory", path);
+        return NULL;
+    }
+    *size = s->size[i] - (i == 1 ? (size_t)s->cut : 0);
+    return s->data[i];
+}
+
+static void load_shards(shards *s)
+{
+    size_t n;
+    memset(s, 0, sizeof *s);
+    s->data[0] = slurp(TF_DIR "group1-shard1of2.bin", &s->size[0]);
+    char *b = slurp(TF_DIR "group1-shard2of2.bin", &n);
+    s->data[1] = realloc(b, n + 8);
+    memset(s->data[1] + n, 0, 8);
+    s->size[1] = n;
+}
+
+/* text with the first `from` replaced by `to` */
+static char *replace(const char *text, const char *from, const char *to)
+{
+    const char *p = strstr(text, from);
+    assert_non_null(p);
+    size_t n = strlen(text) - strlen(from) + strlen(to);
+    char *r = malloc(n + 1);
+    size_t a = (size_t)(p - text);
+    memcpy(r, text, a);
+    strcpy(r + a, to);
+    strcat(r, p + strlen(from));
+    return r;
+}
+
+static void expect_error(const char *json, shards *s, const char *want1, const char *want2)
+{
+    lm_tfjs_model *m = lm_tfjs_load_mem(json, strlen(json), "m.json", get_shard, s, NULL);
+    if (m) fprintf(stderr, "loaded, expected an error with '%s'\n", want1);
+    assert_null(m);
+    const char *msg = lm_error_message();
+    if (!strstr(msg, want1) || (want2 && !strstr(msg, want2)))
+        fprintf(stderr, "message: %s\nexpected: '%s' and '%s'\n", msg, want1, want2 ? want2 : "");
+    assert_non_null(strstr(msg, want1));
+    if (want2) assert_non_null(strstr(msg, want2));
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    size_t n;
+    char *json = slurp(TF_DIR "model.json", &n);
+    shards s;
+    load_shards(&s);
+    /* the good text loads from memory */
+    lm_tfjs_model *m = lm_tfjs_load_mem(json, n, "m.json", get_shard, &s, NULL);
+    assert_non_null(m);
+    lm_tfjs_free(m);
+
+    static const struct { const char *from, *to, *want1, *want2; } edits[] = {
+        {"\"PixelShuffle2x\"", "\"Bogus\"", "layer 'ps' (Bogus)", "layer class 'Bogus' is not supported"},
+        {"\"channels_last\"", "\"channels_first\"", "layer 'c1' (Conv2D): data_format", "only channels_last"},
+        {"\"padding\": \"same\"", "\"padding\": \"causal\"", "layer 'c1' (Conv2D): padding", "causal"},
+        {"\"activation\": \"relu\"", "\"activation\": \"mish\"", "layer 'c1' (Conv2D): activation", "mish"},
+        {"\"filters\": 4", "\"filters\": 5", "layer 'c1' (Conv2D): kernel", "has shape [3,3,3,4], the layer needs [3,3,3,5]"},
+        {"[\"c1\", 0, 0", "[\"nope\", 0, 0", "inbound_nodes", "'nope' is not a layer defined before"},
+        {"[\"c1\", 0, 0", "[\"c1\", 1, 0", "inbound_nodes", "shared layers"},
+        {"\"name\": \"c1/bias\"", "\"name\": \"c9/bias\"", "weight 'c1/bias' is not in the weights", NULL},
+        {"\"dtype\": \"float32\"}", "\"dtype\": \"int32\"}", "dtype 'int32'", NULL},
+        {"group1-shard1of2.bin", "../secret.bin", "inside the model's folder", NULL},
+        {"\"Functional\"", "\"Sequential\"", "Functional models only", NULL},
+        {"\"layers-model\"", "\"graph-model\"", "only layers-model", NULL},
+        {"\"output_layers\": [", "\"output_layers\": [[\"in\", 0, 0], ", "output_layers", "exactly one"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        char *t = replace(json, edits[i].from, edits[i].to);
+        expect_error(t, &s, edits[i].want1, edits[i].want2);
+        free(t);
+    }
+    /* dilation with a stride (c2 has stride 2) */
+    char *t = replace(json, "\"strides\": [2, 2], \"padding\": \"same\", \"data_format\": "
+                      "\"channels_last\", \"dilation_rate\": [1, 1]",
+                      "\"strides\": [2, 2], \"padding\": \"same\", \"data_format\": "
+                      "\"channels_last\", \"dilation_rate\": [2, 2]");
+    expect_error(t, &s, "layer 'c2' (Conv2D): dilation_rate", "strides");
+    free(t);
+    /* shards: truncated, too long, missing */
+    s.cut = 4;
+    expect_error(json, &s, "a shard is missing or truncated", "out/bias");
+    s.cut = -4;
+    expect_error(json, &s, "shards hold 3024 bytes, its weights 3020", NULL);
+    s.cut = 0;
+    s.missing = true;
+    expect_error(json, &s, "group1-shard2of2.bin", "cannot open");
+    s.missing = false;
+    /* every prefix of the text fails cleanly */
+    for (size_t len = 0; len < n; len += 37) {
+        lm_tfjs_model *p = lm_tfjs_load_mem(json, len, "m.json", get_shard, &s, NULL);
+        assert_null(p);
+        assert_non_null(strstr(lm_error_message(), "m.json"));
+    }
+    expect_error("[1, 2]", &s, "modelTopology", "missing");
+    expect_error("{\"modelTopology\": {}, \"weightsManifest\": []}", &s, "modelTopology",
+                 "expected model_config");
+    /* a file that is not there */
+    assert_null(lm_tfjs_load("build/no/such/model.json", NULL));
+    assert_non_null(strstr(lm_error_message(), "build/no/such/model.json"));
+    free(json);
+    free(s.data[0]);
+    free(s.data[1]);
+}
+
+/* The real packages, when fetched: the layer counts of each. */
+static void test_esrgan_packages(void **state)
+{
+    (void)state;
+    static const struct { const char *pkg, *summary; } pk[] = {
+        {"esrgan-slim", "InputLayer:1 Conv2D:12 Activation:4 Concatenate:3 Add:3 UpSampling2D:1"},
+        {"esrgan-medium", "InputLayer:1 Conv2D:28 Activation:12 Concatenate:11 Add:11 UpSampling2D:1"},
+        {"esrgan-thick", "InputLayer:1 Conv2D:154 Activation:120 Concatenate:120 MultiplyBeta:40 "
+                         "Add:41 PixelShuffle4x:1"},
+    };
+    for (size_t i = 0; i < sizeof pk / sizeof *pk; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "build/models/%s/models/x4/model.json", pk[i].pkg);
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            printf("%s not fetched (make models): skipped\n", pk[i].pkg);
+            continue;
+        }
+        fclose(f);
+        lm_tfjs_model *m = lm_tfjs_load(path, lm_device_cpu());
+        if (!m) fprintf(stderr, "%s\n", lm_error_message());
+        assert_non_null(m);
+        assert_string_equal(lm_tfjs_summary(m), pk[i].summary);
+        assert_int_equal(lm_tfjs_scale(m), 4);
+        assert_int_equal(lm_tfjs_in_channels(m), 3);
+        assert_int_equal(lm_tfjs_out_channels(m), 3);
+        lm_tfjs_free(m);
+    }
+}
+
+int main(void)
+{
+    assert_int_equal(lm_init(), LM_OK);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_model),
+        cmocka_unit_test(test_convert_roundtrip),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_esrgan_packages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
