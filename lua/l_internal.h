@@ -87,6 +87,8 @@ void lm_lua_open_compile(lua_State *L);   /* module table on top */
 /* ---- l_grad.c: lm.grad, lm.value_and_grad, lm.vjp, lm.stop_gradient, lm.optim ---- */
 void lm_lua_open_grad(lua_State *L);      /* module table on top */
 
+/* ---- l_models.c: lm.models (TF.js layers models) ---- */
+void lm_lua_open_models(lua_State *L);    /* module table on top */
 /* ---- l_print.c ---- */
 /* Pushes the full text of a (evaluates it; reads back only printed edges). */
 void lm_lua_push_format(lua_State *L, lm_array *a);

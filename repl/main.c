@@ -6,6 +6,7 @@
  *   lumen -e 'code'       runs code;  -i  stays interactive afterwards
  *   lumen -               runs stdin as a script
  *   lumen compare|inspect ...   the files subcommands (repl/cli_files.c)
+ *   lumen upscale|convert ...   pretrained upscalers (repl/cli_models.c)
  *
  * Ctrl-C follows lua.c: the handler sets a hook that raises "interrupted"
  * at the next Lua instruction, and lm_cancel() stops a running evaluation
@@ -24,6 +25,7 @@
 
 int luaopen_lumen(lua_State *L);
 int lm_cli_files(int argc, char **argv);
+int lm_cli_models(int argc, char **argv);
 
 bool lm_repl_color;
 
@@ -175,7 +177,8 @@ static void usage(const char *prog)
             "  -v         show version\n"
             "  -          run stdin as a script\n"
             "  --         stop handling options\n"
-            "  compare|inspect ...   file subcommands (lumen compare -h)\n",
+            "  compare|inspect ...   file subcommands (lumen compare -h)\n"
+            "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n",
             prog);
 }
 
@@ -246,6 +249,7 @@ int main(int argc, char **argv)
 {
     int r = lm_cli_files(argc, argv);
     if (r >= 0) return r;
+    if ((r = lm_cli_models(argc, argv)) >= 0) return r;
     const char *prog = argc > 0 && argv[0] ? argv[0] : "lumen";
 
     /* first pass: validate options and find the script */
