@@ -11,7 +11,7 @@ if [ ! -f "$json" ]; then echo "# esrgan: $json missing (make models); skipped";
 runs=${ESRGAN_RUNS:-2}
 d=$(mktemp -d)
 out=$d/report
-LUMEN_DEVICE=cpu "$BUILD/lumen" bench/esrgan.lua "$d" "$runs" >>"$out" || { echo "esrgan.lua failed" >&2; rm -rf "$d"; exit 1; }
+"$BUILD/bench/esrgan" "$LUMEN_MODELS" "$d" "$runs" >>"$out" || { echo "bench/esrgan failed" >&2; rm -rf "$d"; exit 1; }
 /usr/bin/python3 bench/peer_esrgan.py "$json" "$d" "$runs" >>"$out" || echo "peer_esrgan.py failed" >&2
 echo "# esrgan-thick x4 256x256, $(date -u +%Y-%m-%d) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads, $runs runs after a warm-up"
 /usr/bin/python3 bench/report.py <"$out"

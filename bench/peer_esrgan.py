@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch CPU peer of bench/esrgan.lua: esrgan-thick x4 written in PyTorch
+"""PyTorch CPU peer of bench/esrgan.c: esrgan-thick x4 written in PyTorch
 from the package's model.json (layers, TF's "same" padding, depthToSpace
 order, MultiplyBeta 0.2) with the weights read from its shards (HWIO ->
 OIHW), run on the same input; checks its output against Lumen's and prints
