@@ -105,6 +105,8 @@ void lm_lua_open_compile(lua_State *L);   /* module table on top */
 void lm_lua_open_grad(lua_State *L);      /* module table on top */
 void lm_lua_open_batch(lua_State *L);     /* module table on top: lm.batch */
 
+/* ---- l_models.c: lm.models (TF.js layers models) ---- */
+void lm_lua_open_models(lua_State *L);    /* module table on top */
 /* ---- l_print.c ---- */
 /* Pushes the full text of a (evaluates it; reads back only printed edges). */
 void lm_lua_push_format(lua_State *L, lm_array *a);
