@@ -26,9 +26,10 @@ static lua_model *check_model(lua_State *L, int idx)
 static int l_load(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
+    static const char *const known[] = {"device", "scale", "range", NULL};
     lm_lua_opts o;
-    lm_lua_opts_read(L, 2, &o);
-    int scale = (int)lm_lua_opt_int(L, 2, "scale", 4);
+    lm_lua_opts_read(L, 2, &o, "lm.models.load", known);
+    int scale = (int)lm_lua_opt_int(L, 2, "lm.models.load", "scale", 4);
     lua_model *u = lua_newuserdatauv(L, sizeof *u, 0);
     memset(u, 0, sizeof *u);
     luaL_setmetatable(L, LM_LUA_MODEL);
@@ -37,7 +38,7 @@ static int l_load(lua_State *L)
     if (!u->m) return lm_lua_error(L);
     const char *r = lm_tfjs_meta(u->m, "lumen.range");
     if (r) u->range = atof(r);
-    u->range = lm_lua_opt_num(L, 2, "range", u->range);
+    u->range = lm_lua_opt_num(L, 2, "lm.models.load", "range", u->range);
     if (!(u->range > 0)) return luaL_error(L, "lm.models.load: range must be positive");
     return 1;
 }
@@ -67,8 +68,10 @@ static int l_upscale(lua_State *L)
     lm_upscale_opts o;
     lm_upscale_opts_init(&o);
     o.range = u->range;
-    o.tile = lm_lua_opt_int(L, 3, "tile", 0);
-    o.overlap = lm_lua_opt_int(L, 3, "overlap", -1);
+    static const char *const known[] = {"tile", "overlap", NULL};
+    lm_lua_check_opts(L, 3, "model:upscale", known);
+    o.tile = lm_lua_opt_int(L, 3, "model:upscale", "tile", 0);
+    o.overlap = lm_lua_opt_int(L, 3, "model:upscale", "overlap", -1);
     if (o.tile < 0) return luaL_error(L, "model:upscale: tile must be >= 0");
     return lm_lua_push_array(L, lm_tfjs_upscale(u->m, img, &o));
 }
