@@ -5,13 +5,12 @@
  * place when it is contiguous and of the compute dtype, else gathered
  * through its strides into a per-task buffer; results go straight into the
  * output when possible.  Rows run in parallel.  f32/f16/bf16 compute in
- * f32 with 8-wide vector loops (statistics merged in f64 chunk by chunk, so
- * long rows stay accurate); f64 computes in f64 with plain loops. */
+ * f32 with the vmath table's row helpers at the CPU's width (statistics
+ * merged in f64 chunk by chunk, so long rows stay accurate); f64 computes
+ * in f64 with plain loops. */
 #include <stdlib.h>
 #include "nn.h"
 #include "vmath.h"
-
-#define STAT_CHUNK 512
 
 /* ------------------------------------------------------- f32 row helpers */
 
@@ -25,83 +24,15 @@ float nn_max_row(const float *x, int64_t n) { return lm_vm->max(x, n); }
 
 void nn_scale_row(float *o, const float *x, int64_t n, float s, bool nt) { lm_vm->scale(o, x, n, s, nt); }
 
-/* mean and sum of squared deviations, chunk by chunk (Chan's merge) */
-NN_CLONES static void stats_row(const float *x, int64_t n, double *mean_out, double *m2_out)
+/* statistics and affine maps at the CPU's width (vmath.h) */
+static void stats_row(const float *x, int64_t n, double *mean, double *m2) { lm_vm->moments(x, n, mean, m2); }
+static double sumsq_row(const float *x, int64_t n) { return lm_vm->sumsq(x, n); }
+static void affine_row(float *o, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b,
+                       bool nt)
 {
-    double mean = 0, m2 = 0, cnt = 0;
-    for (int64_t c0 = 0; c0 < n; c0 += STAT_CHUNK) {
-        int64_t len = n - c0 < STAT_CHUNK ? n - c0 : STAT_CHUNK;
-        const float *p = x + c0;
-        nn_v8f s = nn_splat8(0);
-        int64_t i = 0;
-        float tail = 0;
-        for (; i + 8 <= len; i += 8) s += nn_load8(p + i);
-        for (; i < len; i++) tail += p[i];
-        float cm = (nn_hsum8(s) + tail) / (float)len;
-        nn_v8f q = nn_splat8(0), cv = nn_splat8(cm);
-        float qt = 0;
-        for (i = 0; i + 8 <= len; i += 8) {
-            nn_v8f d = nn_load8(p + i) - cv;
-            q += d * d;
-        }
-        for (; i < len; i++) qt += (p[i] - cm) * (p[i] - cm);
-        double cq = (double)nn_hsum8(q) + qt, nb = (double)len, d = (double)cm - mean;
-        mean += d * nb / (cnt + nb);
-        m2 += cq + d * d * cnt * nb / (cnt + nb);
-        cnt += nb;
-    }
-    *mean_out = mean;
-    *m2_out = m2;
+    lm_vm->affine(o, x, n, mean, rstd, w, b, nt);
 }
-
-NN_CLONES static double sumsq_row(const float *x, int64_t n)
-{
-    double acc = 0;
-    for (int64_t c0 = 0; c0 < n; c0 += STAT_CHUNK) {
-        int64_t len = n - c0 < STAT_CHUNK ? n - c0 : STAT_CHUNK, i = 0;
-        const float *p = x + c0;
-        nn_v8f s = nn_splat8(0);
-        for (; i + 8 <= len; i += 8) {
-            nn_v8f v = nn_load8(p + i);
-            s += v * v;
-        }
-        double t = nn_hsum8(s);
-        for (; i < len; i++) t += (double)p[i] * p[i];
-        acc += t;
-    }
-    return acc;
-}
-
-/* o = (x - mean) * rstd * w + b, w/b optional (per element) */
-NN_CLONES static void affine_row(float *o, const float *x, int64_t n, float mean, float rstd,
-                                 const float *w, const float *b, bool nt)
-{
-    nn_v8f mv = nn_splat8(mean), rv = nn_splat8(rstd);
-    int64_t i = nn_head(o, n, nt);
-    for (int64_t k = 0; k < i; k++) o[k] = (x[k] - mean) * rstd * (w ? w[k] : 1.0f) + (b ? b[k] : 0.0f);
-    for (; i + 8 <= n; i += 8) {
-        nn_v8f y = (nn_load8(x + i) - mv) * rv;
-        if (w) y *= nn_load8(w + i);
-        if (b) y += nn_load8(b + i);
-        nn_put8(o + i, y, nt);
-    }
-    for (; i < n; i++) {
-        float y = (x[i] - mean) * rstd;
-        if (w) y *= w[i];
-        if (b) y += b[i];
-        o[i] = y;
-    }
-}
-
-/* o = x * a + c */
-NN_CLONES static void axpb_row(float *o, const float *x, int64_t n, float a, float c, bool nt)
-{
-    nn_v8f av = nn_splat8(a), cv = nn_splat8(c);
-    int64_t i = nn_head(o, n, nt);
-    for (int64_t k = 0; k < i; k++) o[k] = x[k] * a + c;
-    for (; i + 8 <= n; i += 8) nn_put8(o + i, nn_load8(x + i) * av + cv, nt);
-    for (; i < n; i++) o[i] = x[i] * a + c;
-}
+static void axpb_row(float *o, const float *x, int64_t n, float a, float c, bool nt) { lm_vm->axpb(o, x, n, a, c, nt); }
 
 /* ------------------------------------------------------------ row access */
 

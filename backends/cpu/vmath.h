@@ -41,6 +41,15 @@ typedef struct lm_vmath {
     float (*max)(const float *x, int64_t n);
     /* o[i] = x[i] * s (o may be x); nt: streamed past the caches */
     void (*scale)(float *o, const float *x, int64_t n, float s, bool nt);
+    /* mean and sum of squared deviations of x (f32 chunks of 512 merged in
+     * double, Chan's rule), and the sum of squares */
+    void (*moments)(const float *x, int64_t n, double *mean, double *m2);
+    double (*sumsq)(const float *x, int64_t n);
+    /* o[i] = (x[i] - mean) * rstd * w[i] + b[i] (w, b may be NULL) */
+    void (*affine)(float *o, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b,
+                   bool nt);
+    /* o[i] = x[i] * a + c */
+    void (*axpb)(float *o, const float *x, int64_t n, float a, float c, bool nt);
     /* o[i] = exp(x[i] - m) (o may be x); returns the sum of the o[i] */
     double (*exp_sub_sum)(float *o, const float *x, int64_t n, float m);
     /* dst[i] = src[i] with stores that bypass the caches (for outputs far

@@ -187,6 +187,117 @@ static void scale(float *o, const float *x, int64_t n, float s, bool nt)
     for (; i < n; i++) o[i] = x[i] * s;
 }
 
+static inline float vm_hsum(VF v)
+{
+    float t[VW], s = 0;
+    VSTORE(t, v);
+    for (int k = 0; k < VW; k++) s += t[k];
+    return s;
+}
+
+#define STAT_CHUNK 512
+static void moments(const float *x, int64_t n, double *mean_out, double *m2_out)
+{
+    double mean = 0, m2 = 0, cnt = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += STAT_CHUNK) {
+        int64_t len = n - c0 < STAT_CHUNK ? n - c0 : STAT_CHUNK, i = 0;
+        const float *p = x + c0;
+        VF s0 = vm_splat(0), s1 = vm_splat(0);
+        float tail = 0;
+        for (; i + 2 * VW <= len; i += 2 * VW) {
+            s0 += VLOAD(p + i);
+            s1 += VLOAD(p + i + VW);
+        }
+        for (; i < len; i++) tail += p[i];
+        float cm = (vm_hsum(s0 + s1) + tail) / (float)len;
+        VF q0 = vm_splat(0), q1 = vm_splat(0), cv = vm_splat(cm);
+        float qt = 0;
+        for (i = 0; i + 2 * VW <= len; i += 2 * VW) {
+            VF d0 = VLOAD(p + i) - cv, d1 = VLOAD(p + i + VW) - cv;
+            q0 += d0 * d0;
+            q1 += d1 * d1;
+        }
+        for (; i < len; i++) qt += (p[i] - cm) * (p[i] - cm);
+        double cq = (double)vm_hsum(q0 + q1) + qt, nb = (double)len, d = (double)cm - mean;
+        mean += d * nb / (cnt + nb);
+        m2 += cq + d * d * cnt * nb / (cnt + nb);
+        cnt += nb;
+    }
+    *mean_out = mean;
+    *m2_out = m2;
+}
+
+static double sumsq(const float *x, int64_t n)
+{
+    double acc = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += STAT_CHUNK) {
+        int64_t len = n - c0 < STAT_CHUNK ? n - c0 : STAT_CHUNK, i = 0;
+        const float *p = x + c0;
+        VF s0 = vm_splat(0), s1 = vm_splat(0);
+        for (; i + 2 * VW <= len; i += 2 * VW) {
+            VF a = VLOAD(p + i), b = VLOAD(p + i + VW);
+            s0 += a * a;
+            s1 += b * b;
+        }
+        double t = vm_hsum(s0 + s1);
+        for (; i < len; i++) t += (double)p[i] * p[i];
+        acc += t;
+    }
+    return acc;
+}
+
+/* streamed stores need an aligned start: elements before it one by one */
+static inline int64_t vm_head(const float *o, int64_t n, bool nt)
+{
+    int64_t h = nt ? (int64_t)((((uintptr_t)0 - (uintptr_t)o) & (VW * 4 - 1)) / 4) : 0;
+    return h < n ? h : n;
+}
+
+/* one loop per (w, b, nt) case, so no test runs per vector */
+#define VM_AFFINE_LOOP(EXPR) \
+    do { \
+        if (nt) \
+            for (; i + VW <= n; i += VW) { VF y = (VLOAD(x + i) - mv) * rv; VSTREAM(o + i, EXPR); } \
+        else \
+            for (; i + VW <= n; i += VW) { VF y = (VLOAD(x + i) - mv) * rv; VSTORE(o + i, EXPR); } \
+    } while (0)
+
+static inline void affine_scalar(float *o, const float *x, int64_t k0, int64_t k1, float mean, float rstd,
+                                 const float *w, const float *b)
+{
+    for (int64_t k = k0; k < k1; k++) {
+        float y = (x[k] - mean) * rstd;
+        if (w) y *= w[k];
+        if (b) y += b[k];
+        o[k] = y;
+    }
+}
+
+static void affine(float *o, const float *x, int64_t n, float mean, float rstd, const float *w, const float *b,
+                   bool nt)
+{
+    VF mv = vm_splat(mean), rv = vm_splat(rstd);
+    int64_t i = vm_head(o, n, nt);
+    affine_scalar(o, x, 0, i, mean, rstd, w, b);
+    if (w && b) VM_AFFINE_LOOP(y * VLOAD(w + i) + VLOAD(b + i));
+    else if (w) VM_AFFINE_LOOP(y * VLOAD(w + i));
+    else if (b) VM_AFFINE_LOOP(y + VLOAD(b + i));
+    else VM_AFFINE_LOOP(y);
+    affine_scalar(o, x, i, n, mean, rstd, w, b);
+}
+
+static void axpb(float *o, const float *x, int64_t n, float a, float c, bool nt)
+{
+    VF av = vm_splat(a), cv = vm_splat(c);
+    int64_t i = vm_head(o, n, nt);
+    for (int64_t k = 0; k < i; k++) o[k] = x[k] * a + c;
+    if (nt)
+        for (; i + VW <= n; i += VW) VSTREAM(o + i, VLOAD(x + i) * av + cv);
+    else
+        for (; i + VW <= n; i += VW) VSTORE(o + i, VLOAD(x + i) * av + cv);
+    for (; i < n; i++) o[i] = x[i] * a + c;
+}
+
 /* Two vectors per step keep two exp chains in flight; f32 partial sums
  * are folded into a double every 2048 elements so long rows stay exact
  * to f32 rounding of each term. */
@@ -334,6 +445,10 @@ const lm_vmath VM_TABLE = {
     },
     .stream_copy = stream_copy,
     .transpose32 = transpose32,
+    .moments = moments,
+    .sumsq = sumsq,
+    .affine = affine,
+    .axpb = axpb,
     .max = row_max,
     .scale = scale,
     .exp_sub_sum = exp_sub_sum,
