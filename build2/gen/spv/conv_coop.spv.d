@@ -1,1 +1,0 @@
-build2/gen/spv/conv_coop.spv: backends/vulkan/shaders/conv_coop.comp backends/vulkan/shaders/conv_gemm.glsl backends/vulkan/shaders/vkops.h backends/vulkan/shaders/common.glsl backends/vulkan/shaders/matmul_coop.glsl

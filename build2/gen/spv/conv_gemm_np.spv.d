@@ -1,1 +1,0 @@
-build2/gen/spv/conv_gemm_np.spv: backends/vulkan/shaders/conv_gemm_np.comp backends/vulkan/shaders/conv_gemm.glsl backends/vulkan/shaders/vkops.h backends/vulkan/shaders/common.glsl backends/vulkan/shaders/matmul_f32.glsl

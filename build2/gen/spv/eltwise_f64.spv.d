@@ -1,1 +1,0 @@
-build2/gen/spv/eltwise_f64.spv: backends/vulkan/shaders/eltwise_f64.comp backends/vulkan/shaders/ewops.glsl backends/vulkan/shaders/math.glsl backends/vulkan/shaders/vkops.h backends/vulkan/shaders/common.glsl backends/vulkan/shaders/eltwise.glsl

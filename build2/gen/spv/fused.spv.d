@@ -1,1 +1,0 @@
-build2/gen/spv/fused.spv: backends/vulkan/shaders/fused.comp backends/vulkan/shaders/ewops.glsl backends/vulkan/shaders/vkops.h backends/vulkan/shaders/common.glsl backends/vulkan/shaders/math.glsl backends/vulkan/shaders/fused.glsl

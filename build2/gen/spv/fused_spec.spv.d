@@ -1,1 +1,0 @@
-build2/gen/spv/fused_spec.spv: backends/vulkan/shaders/fused_spec.comp backends/vulkan/shaders/ewops.glsl backends/vulkan/shaders/vkops.h backends/vulkan/shaders/common.glsl backends/vulkan/shaders/math.glsl backends/vulkan/shaders/fused.glsl

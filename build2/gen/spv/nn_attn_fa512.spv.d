@@ -1,1 +1,0 @@
-build2/gen/spv/nn_attn_fa512.spv: backends/vulkan/shaders/nn_attn_fa512.comp backends/vulkan/shaders/vkops.h backends/vulkan/shaders/common.glsl backends/vulkan/shaders/nn_attn_fa.glsl

@@ -1,2 +1,0 @@
-build2/obj/core/error.o: core/error.c core/error.h
-core/error.h:
