@@ -1,12 +1,12 @@
 /* nn.h - internals shared by the CPU kernels of the neural-network ops
- * (backends/cpu/nn*.c): kernel entry points, f32 staging of outputs, and
- * the 8-wide vector helpers the hot loops use.
+ * (backends/cpu/nn*.c): kernel entry points, f32 staging of outputs.
  *
- * The build targets baseline x86-64 (SSE2) unless NATIVE=1, so the hot
- * row kernels are compiled twice with NN_CLONES: an x86-64-v3 copy (AVX2,
- * FMA, with mul+add contracted) picked at load time when the CPU has it.
- * The helpers below are always_inline so they take the caller's
- * instruction set.  (Sanitizer builds skip the clones.) */
+ * The build targets baseline x86-64 (SSE2) unless NATIVE=1.  The row
+ * helpers of the norms, softmax and attention run at the CPU's width
+ * through the vmath table (vmath.h); loops that stay here and are hot
+ * (Winograd's transforms) are compiled twice with NN_CLONES: an x86-64-v3
+ * copy (AVX2, FMA, with mul+add contracted) picked at load time when the
+ * CPU has it.  (Sanitizer builds skip the clones.) */
 #ifndef LM_CPU_NN_H
 #define LM_CPU_NN_H
 
@@ -24,8 +24,6 @@
 #define NN_CLONES
 #endif
 #define NN_INLINE static inline __attribute__((always_inline))
-/* the vector helpers are always inlined, so no vector crosses a call */
-#pragma GCC diagnostic ignored "-Wpsabi"
 
 /* ---- kernels (one per family) ---- */
 lm_status lm_nn_conv(lm_array *node);            /* nn_conv.c */
@@ -58,78 +56,12 @@ void nn_out_end(lm_array *node, float *stage);
  * own threads do not fight the pool's. */
 int nn_blas_threads(int n);
 
-/* ---- 8-wide float vectors (GCC vector extensions) ---- */
-typedef float nn_v8f __attribute__((vector_size(32)));
-typedef int32_t nn_v8i __attribute__((vector_size(32)));
-
-NN_INLINE nn_v8f nn_load8(const float *p) { nn_v8f v; memcpy(&v, p, 32); return v; }
-NN_INLINE void nn_store8(float *p, nn_v8f v) { memcpy(p, &v, 32); }
-/* A store that bypasses the caches when nt (p 16-byte aligned): for
- * outputs far larger than the caches, it saves reading every line before
- * writing it.  Callers end with nn_stream_fence(). */
-NN_INLINE void nn_put8(float *p, nn_v8f v, bool nt)
-{
-#if defined(__SSE2__)
-    if (nt) {
-        __m128 lo, hi;
-        memcpy(&lo, &v, 16);
-        memcpy(&hi, (char *)&v + 16, 16);
-        _mm_stream_ps(p, lo);
-        _mm_stream_ps(p + 4, hi);
-        return;
-    }
-#endif
-    (void)nt;
-    memcpy(p, &v, 32);
-}
+/* Ends a task's streamed (non-temporal) stores. */
 NN_INLINE void nn_stream_fence(void)
 {
 #if defined(__SSE2__)
     _mm_sfence();
 #endif
-}
-/* elements to handle one by one before p + i is 32-byte aligned */
-NN_INLINE int64_t nn_head(const float *p, int64_t n, bool nt)
-{
-    int64_t h = nt ? (int64_t)(((32 - ((uintptr_t)p & 31)) & 31) / 4) : 0;
-    return h < n ? h : n;
-}
-NN_INLINE nn_v8f nn_splat8(float x) { return (nn_v8f){x, x, x, x, x, x, x, x}; }
-/* mask ? a : b, mask lanes all-ones or zero */
-NN_INLINE nn_v8f nn_sel8(nn_v8i mask, nn_v8f a, nn_v8f b)
-{
-    return (nn_v8f)((mask & (nn_v8i)a) | (~mask & (nn_v8i)b));
-}
-NN_INLINE float nn_hsum8(nn_v8f v)
-{
-    return ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
-}
-NN_INLINE float nn_hmax8(nn_v8f v)
-{
-    float m = v[0];
-    for (int i = 1; i < 8; i++) m = v[i] > m ? v[i] : m;
-    return m;
-}
-
-/* exp for x <= 0 (the shifted scores of a softmax): Cephes expf's
- * polynomial, evaluated in Estrin form for a shorter dependency chain;
- * about 1e-7 relative error.  Below -87.3 the result is exactly 0, so
- * masked (-inf) scores vanish; NaN stays NaN. */
-NN_INLINE nn_v8f nn_exp8_neg(nn_v8f x)
-{
-    nn_v8i under = x < nn_splat8(-87.3f);
-    x = nn_sel8(under, nn_splat8(-87.3f), x);
-    const nn_v8f magic = nn_splat8(12582912.0f);   /* 1.5 * 2^23: round to nearest */
-    nn_v8f r = (x * nn_splat8(1.44269504088896341f) + magic) - magic;
-    x = x - r * nn_splat8(0.693359375f) + r * nn_splat8(2.12194440e-4f);
-    nn_v8f x2 = x * x;
-    nn_v8f p1 = nn_splat8(1.9875691500e-4f) * x + nn_splat8(1.3981999507e-3f);
-    nn_v8f p2 = nn_splat8(8.3334519073e-3f) * x + nn_splat8(4.1665795894e-2f);
-    nn_v8f p3 = nn_splat8(1.6666665459e-1f) * x + nn_splat8(5.0000001201e-1f);
-    nn_v8f p = ((p1 * x2 + p2) * x2 + p3) * x2 + x + nn_splat8(1.0f);
-    nn_v8i n = __builtin_convertvector(r, nn_v8i);
-    p = p * (nn_v8f)((n + 127) << 23);
-    return (nn_v8f)((nn_v8i)p & ~under);
 }
 
 /* Row helpers (nn_norm.c), used by attention too. */
