@@ -410,18 +410,21 @@ static void f32_to_f16(uint16_t *o, const float *x, int64_t n)
 }
 #endif
 
-/* plain integer loops the compiler vectorises at this width; the same
- * rounding (nearest even, NaN kept quiet) as lm_f32_to_bf16 */
+/* plain integer loops the compiler vectorises at this width (memcpy keeps
+ * them within the aliasing rules); the same rounding (nearest even, NaN
+ * kept quiet) as lm_f32_to_bf16 */
 static void bf16_to_f32(float *o, const uint16_t *x, int64_t n)
 {
-    uint32_t *u = (uint32_t *)(void *)o;
-    for (int64_t i = 0; i < n; i++) u[i] = (uint32_t)x[i] << 16;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(o + i, &u, 4);
+    }
 }
 static void f32_to_bf16(uint16_t *o, const float *x, int64_t n)
 {
-    const uint32_t *u = (const uint32_t *)(const void *)x;
     for (int64_t i = 0; i < n; i++) {
-        uint32_t v = u[i];
+        uint32_t v;
+        memcpy(&v, x + i, 4);
         uint32_t r = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16, q = (v >> 16) | 0x40u;
         o[i] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? q : r);
     }
