@@ -181,11 +181,17 @@ check "and its parameters as JSON" 'grep -q "\"params\":{\"note\":\"a, b\",\"sca
 # ---- a folder as the job list (samples/batch_upscale.lua) ----
 mkdir -p "$T/in"
 cp "$T/ref/00003.png" "$T/in/b.png"; cp "$T/ref/00001.png" "$T/in/a.PNG"; echo x > "$T/in/notes.txt"
-"$LUMEN" batch samples/batch_upscale.lua --params "$T/in/" -o "$T/up/{stem}.png" -- 2 > "$T/log" 2>&1
+"$LUMEN" batch samples/batch_upscale.lua --params "$T/in/" -o "$T/up/{stem}.png" -- bilinear 2 > "$T/log" 2>&1
 check "a folder is one job per PNG in it" '[ $? = 0 ] && [ "$(count_png "$T/up")" = 2 ] && [ -e "$T/up/a.png" ] && [ -e "$T/up/b.png" ]' "$T/log"
 check "jobs of a folder come in name order" 'grep -q "\"index\":1,\"params\":{\"file\":\"a.PNG\"" "$T/up/manifest.jsonl"' "$T/up/manifest.jsonl"
 "$LUMEN" -e "local t = lm.image.read_png('$T/up/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
 check "the upscale sample doubles the size" 'grep -q "^32	32$" "$T/size"' "$T/size"
+if [ -d "$BUILD/models/esrgan-slim" ]; then   # `make models` (make test prepares it)
+  "$LUMEN" batch samples/batch_upscale.lua --params "$T/in" -o "$T/esr/{stem}.png" -- esrgan-slim 2 > "$T/log" 2>&1
+  "$LUMEN" -e "local t = lm.image.read_png('$T/esr/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
+  check "the upscale sample runs ESRGAN (esrgan-slim x2) over a folder" \
+    '[ "$(count_png "$T/esr")" = 2 ] && grep -q "^32	32$" "$T/size"' "$T/log"
+fi
 
 # ---- progress bar on a terminal, contact sheet ----
 script -qec "'$LUMEN' batch '$JOB' --seeds 1-30 -o '$T/tty/%05d.png' --sheet '$T/tty/sheet.png'" /dev/null > "$T/log" 2>&1
