@@ -14,9 +14,8 @@ local model = MODEL ~= "bilinear" and lm.models.load(MODEL, {scale = SCALE}) or 
 
 return function(p)
   local img = lm.image.read_png(p.path, {dtype = "f32"})   -- [C, H, W] in 0..1
-  -- whole images: model:upscale(img, {tile = 256}) tiles big ones, but its argument
-  -- check counts self against the options today (lua/l_models.c)
-  if model then return model:upscale(img):clamp(0, 1) end
+  -- tiles of 256 input pixels: the model's working memory is one tile's
+  if model then return model:upscale(img, {tile = 256, overlap = 16}):clamp(0, 1) end
   local c, h, w = img.shape[1], img.shape[2], img.shape[3]
   return lm.upsample(img:reshape{1, c, h, w}, {scale_factor = SCALE, mode = "bilinear"})
     :reshape{c, h * SCALE, w * SCALE}:clamp(0, 1)
