@@ -149,6 +149,11 @@ check "an error in the script is recorded with its message" 'grep -q "seed 3 is 
 check "--nan-check records a NaN image" 'grep "\"index\":5," "$T/fail/manifest.jsonl" | grep -q NaN'
 check "a non-tensor result is recorded" 'grep "\"index\":7," "$T/fail/manifest.jsonl" | grep -q "not a tensor"'
 check "failures are reported on stderr" 'grep -q "failed: job 3: .*seed 3 is bad" "$T/log"' "$T/log"
+"$LUMEN" batch tests/batch/batch_fail.lua --seeds 1-8 -o "$T/bf4/%05d.png" --batch-size 4 > "$T/log" 2>&1
+"$LUMEN" batch tests/batch/batch_fail.lua --seeds 1-8 -o "$T/bf1/%05d.png" > "$T/log1" 2>&1
+check "a failing batch is retried job by job: only the bad job fails" \
+  '[ "$(grep -c "\"status\":\"failed\"" "$T/bf4/manifest.jsonl")" = 1 ] && grep -q "seed 4 is bad" "$T/bf4/manifest.jsonl" && [ "$(count_png "$T/bf4")" = 7 ]' "$T/log"
+check "and the others have the bytes of one-at-a-time rendering" 'same_set "$T/bf4" "$T/bf1"' "$T/log1"
 "$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/nonan/%05d.png" > "$T/log" 2>&1
 check "without --nan-check a NaN image is written" '[ -e "$T/nonan/00005.png" ]' "$T/log"
 "$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/x.png" > "$T/log" 2>&1
