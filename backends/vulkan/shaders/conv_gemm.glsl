@@ -52,7 +52,12 @@ void conv_row(int k, out int base, out int dy, out int dx)
 #ifdef MM_COOP
 // conv_coop.comp: chunk c of the B tile at depth k0 as 8 raw f16 values,
 // row k0 + c / (BN/8), pixels n0 + (c % (BN/8)) * 8.. (matmul_coop.glsl's
-// B_NCONTIG staging)
+// B_NCONTIG staging).  With B_VEC (the host's promise: stride and dilation
+// 1 along x, unit x stride, OW % 8 == 0, even offsets and strides) the 8
+// pixels lie in one output row and read 8 consecutive inputs: one 16-byte
+// load where they are aligned, else 4 or 5 words shifted into place, and
+// element by element only at the left and right edges.  (Bindings are
+// whole 256-byte-aligned ranges, so the word past an odd run is readable.)
 uvec4 conv_fetch_b(int c, int k0)
 {
     uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
@@ -61,6 +66,19 @@ uvec4 conv_fetch_b(int c, int k0)
         int base, dy, dx;
         conv_row(k, base, dy, dx);
         int oy = p / pc.OW, ox = p - oy * pc.OW;
+        if (B_VEC) {
+            int iy = oy * pc.sh + dy, ix = ox + dx;
+            if (p >= pc.N || iy < 0 || iy >= pc.H) return uvec4(0u);
+            if (ix >= 0 && ix + 8 <= pc.W) {
+                int at = base + iy * pc.sxh + ix, w = at >> 1;
+                if ((at & 7) == 0) return b4.v[at >> 3];
+                uint u0 = u32_1.v[w], u1 = u32_1.v[w + 1], u2 = u32_1.v[w + 2], u3 = u32_1.v[w + 3];
+                if ((at & 1) == 0) return uvec4(u0, u1, u2, u3);
+                uint u4 = u32_1.v[w + 4];
+                return uvec4((u0 >> 16) | (u1 << 16), (u1 >> 16) | (u2 << 16), (u2 >> 16) | (u3 << 16),
+                             (u3 >> 16) | (u4 << 16));
+            }
+        }
         [[unroll]] for (int j = 0; j < 8; j++) {
             int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
             if (p + j < pc.N && iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W)
