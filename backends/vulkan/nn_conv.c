@@ -214,8 +214,10 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
         bool b_run = pc.sw == 1 && pc.dw == 1 && pc.sxw == 1 && pc.OW % 8 == 0 && pc.off_b % 2 == 0 &&
                      pc.sxc % 2 == 0 && pc.sxh % 2 == 0 && pc.bsb[0] % 2 == 0 && pc.bsb[1] % 2 == 0 &&
                      lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_RUNS");
-        uint32_t spec[9] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, b_run, 0, bdt};
-        return lm_vk_dispatch(v, "conv_coop", spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+        /* the kernel's width and taps are compile-time (one pipeline each) */
+        uint32_t spec[11] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, b_run, 0, bdt, (uint32_t)pc.KW,
+                             (uint32_t)pc.KHW};
+        return lm_vk_dispatch(v, "conv_coop", spec, 11, args, 4, &pc, sizeof pc, gx, gy, gz);
     }
     /* 4-element weight loads need every row start on a 16-byte boundary */
     bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;

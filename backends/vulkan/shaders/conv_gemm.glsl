@@ -38,12 +38,24 @@ layout(push_constant) uniform PC {
 
 DECL_IO(3)
 
+#ifdef MM_COOP
+// the kernel's width and taps as specialization constants (the divisions
+// below become multiplications; the host passes them), 0: push constants
+layout(constant_id = 9) const int CKW = 0;
+layout(constant_id = 10) const int CKHW = 0;
+#define KW_ (CKW > 0 ? CKW : pc.KW)
+#define KHW_ (CKHW > 0 ? CKHW : pc.KHW)
+#else
+#define KW_ pc.KW
+#define KHW_ pc.KHW
+#endif
+
 // where row k = (c, kh, kw) of B reads: channel c's plane (base) and the
 // offsets of tap (kh, kw) from an output pixel's scaled position
 void conv_row(int k, out int base, out int dy, out int dx)
 {
-    int ch = k / pc.KHW, kk = k - ch * pc.KHW;
-    int kh = kk / pc.KW, kw = kk - kh * pc.KW;
+    int ch = k / KHW_, kk = k - ch * KHW_;
+    int kh = kk / KW_, kw = kk - kh * KW_;
     base = ob + ch * pc.sxc;
     dy = kh * pc.dh - pc.pt;
     dx = kw * pc.dw - pc.pl;
@@ -58,6 +70,20 @@ void conv_row(int k, out int base, out int dy, out int dx)
 // load where they are aligned, else 4 or 5 words shifted into place, and
 // element by element only at the left and right edges.  (Bindings are
 // whole 256-byte-aligned ranges, so the word past an odd run is readable.)
+// Every chunk of a thread starts at the same pixel (c % (BN/8) = tid %
+// (BN/8)): conv_init() finds it once, before the first fetch.
+#if (NT % (BN / 8)) != 0
+#error "conv_coop: a thread's chunks must share their pixels"
+#endif
+int g_oy, g_ox;
+
+void conv_init()
+{
+    int p = n0 + (int(gl_LocalInvocationID.x) % (BN / 8)) * 8;
+    g_oy = p / pc.OW;
+    g_ox = p - g_oy * pc.OW;
+}
+
 uvec4 conv_fetch_b(int c, int k0)
 {
     uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
@@ -65,7 +91,7 @@ uvec4 conv_fetch_b(int c, int k0)
     if (k < pc.K) {
         int base, dy, dx;
         conv_row(k, base, dy, dx);
-        int oy = p / pc.OW, ox = p - oy * pc.OW;
+        int oy = g_oy, ox = g_ox;
         if (B_VEC) {
             int iy = oy * pc.sh + dy, ix = ox + dx;
             if (p >= pc.N || iy < 0 || iy >= pc.H) return uvec4(0u);
