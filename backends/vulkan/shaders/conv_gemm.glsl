@@ -66,10 +66,13 @@ void conv_row(int k, out int base, out int dy, out int dx)
 // row k0 + c / (BN/8), pixels n0 + (c % (BN/8)) * 8.. (matmul_coop.glsl's
 // B_NCONTIG staging).  With B_VEC (the host's promise: stride and dilation
 // 1 along x, unit x stride, OW % 8 == 0, even offsets and strides) the 8
-// pixels lie in one output row and read 8 consecutive inputs: one 16-byte
-// load where they are aligned, else 4 or 5 words shifted into place, and
-// element by element only at the left and right edges.  (Bindings are
-// whole 256-byte-aligned ranges, so the word past an odd run is readable.)
+// pixels lie in one output row and read 8 consecutive inputs: 5 words
+// (clamped to the binding), shifted by half a word where the run starts on
+// an odd element, the halves outside the input row zeroed.  No branch
+// depends on the tap or the pixel's place in its row, so a subgroup with
+// chunks at the row's edges and in its middle stays converged (with a
+// separate path for the edges, as first written, every subgroup paid for
+// it and the runs gained nothing).
 // Every chunk of a thread starts at the same pixel (c % (BN/8) = tid %
 // (BN/8)): conv_init() finds it once, before the first fetch.
 #if (NT % (BN / 8)) != 0
@@ -94,16 +97,19 @@ uvec4 conv_fetch_b(int c, int k0)
         int oy = g_oy, ox = g_ox;
         if (B_VEC) {
             int iy = oy * pc.sh + dy, ix = ox + dx;
-            if (p >= pc.N || iy < 0 || iy >= pc.H) return uvec4(0u);
-            if (ix >= 0 && ix + 8 <= pc.W) {
-                int at = base + iy * pc.sxh + ix, w = at >> 1;
-                if ((at & 7) == 0) return b4.v[at >> 3];
-                uint u0 = u32_1.v[w], u1 = u32_1.v[w + 1], u2 = u32_1.v[w + 2], u3 = u32_1.v[w + 3];
-                if ((at & 1) == 0) return uvec4(u0, u1, u2, u3);
-                uint u4 = u32_1.v[w + 4];
-                return uvec4((u0 >> 16) | (u1 << 16), (u1 >> 16) | (u2 << 16), (u2 >> 16) | (u3 << 16),
-                             (u3 >> 16) | (u4 << 16));
+            if (p >= pc.N || iy < 0 || iy >= pc.H || ix >= pc.W || ix + 8 <= 0) return uvec4(0u);
+            int at = base + iy * pc.sxh + ix, w = at >> 1, last = int(u32_1.v.length()) - 1;
+            uint u[5];
+            [[unroll]] for (int i = 0; i < 5; i++) u[i] = u32_1.v[clamp(w + i, 0, last)];
+            bool odd = (at & 1) != 0;
+            uvec4 r;
+            [[unroll]] for (int i = 0; i < 4; i++) {
+                uint x = odd ? (u[i] >> 16) | (u[i + 1] << 16) : u[i];
+                int e = ix + 2 * i;
+                uint keep = (e >= 0 && e < pc.W ? 0xffffu : 0u) | (e + 1 >= 0 && e + 1 < pc.W ? 0xffff0000u : 0u);
+                r[i] = x & keep;
             }
+            return r;
         }
         [[unroll]] for (int j = 0; j < 8; j++) {
             int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
