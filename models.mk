@@ -8,3 +8,10 @@ TEST_PREREQS += models
 
 # core/tfjs.c parses model.json with cJSON (Debian libcjson-dev)
 LIB_EXTRA += $(CJSON_LIBS)
+TEST_SCRIPTS += tests/models/golden.sh tests/models/upscale.sh
+BENCH_SCRIPTS += bench/esrgan.sh
+# bench/esrgan.c is not a bench_*.c: it takes the models folder (bench/esrgan.sh)
+$(BUILD)/bench/esrgan: bench/esrgan.c bench/bench.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ibench $< -o $@ $(LIB) $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+ALL_TARGETS += $(BUILD)/bench/esrgan

@@ -1073,6 +1073,7 @@ done:
 
 /* ---- inspection and saving ---- */
 const char *lm_tfjs_name(const lm_tfjs_model *m) { return m->name; }
+lm_device *lm_tfjs_device(const lm_tfjs_model *m) { return m->dev; }
 int lm_tfjs_layer_count(const lm_tfjs_model *m) { return m->n; }
 int64_t lm_tfjs_in_channels(const lm_tfjs_model *m) { return m->l[m->input].ch; }
 int64_t lm_tfjs_out_channels(const lm_tfjs_model *m) { return m->l[m->output].ch; }

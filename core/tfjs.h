@@ -54,6 +54,7 @@ lm_array *lm_tfjs_forward(lm_tfjs_model *m, lm_array *x);
  * size; 0 when that is not a whole number), and the radius in input pixels of its receptive
  * field (how far one output pixel sees). */
 const char *lm_tfjs_name(const lm_tfjs_model *m);
+lm_device *lm_tfjs_device(const lm_tfjs_model *m);   /* where its weights live */
 int lm_tfjs_layer_count(const lm_tfjs_model *m);
 int64_t lm_tfjs_in_channels(const lm_tfjs_model *m);
 int64_t lm_tfjs_out_channels(const lm_tfjs_model *m);
@@ -69,5 +70,34 @@ const char *lm_tfjs_meta(const lm_tfjs_model *m, const char *key);
  * the topology (metadata "tfjs.topology") plus nmeta extra pairs. */
 lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
                        const lm_kv *meta);
+
+/* ---- upscaling images (core/tfjs_upscale.c) ---- */
+
+/* Finds a model: `model` is a package name under the models folder
+ * ($LUMEN_MODELS, else build/models: "esrgan-slim" -> <dir>/esrgan-slim/
+ * models/x<scale>/model.json), or the path of a model.json or converted
+ * safetensors.  Writes the path into path[n] and the value range the model
+ * works in into *range (255 for esrgan-slim/-medium, 1 for esrgan-thick
+ * and unknown models; a converted file's "lumen.range" is read at load).
+ * A package that is not there is LM_ERR_IO saying to run `make models`. */
+lm_status lm_tfjs_find(const char *model, int scale, char *path, size_t n, double *range);
+
+typedef struct lm_upscale_opts {
+    int64_t tile;       /* input tile side in pixels; 0 = the whole image at once */
+    int64_t overlap;    /* context pixels around each tile; < 0 = default (16) */
+    double range;       /* the model's value range (255 or 1); <= 0 = 1 */
+    /* called after each tile (done of total); may be NULL */
+    void (*progress)(void *ctx, int64_t done, int64_t total);
+    void *progress_ctx;
+} lm_upscale_opts;
+void lm_upscale_opts_init(lm_upscale_opts *o);
+
+/* img [C, H, W] with values 0..1 (any dtype, any device), C = 1 gray, 2
+ * gray+alpha, 3 RGB, 4 RGBA -> a new evaluated f32 CPU array [C', H*s,
+ * W*s], values 0..1 (not clamped), C' = 3 or 4 (gray becomes RGB).  Tiles
+ * of o->tile pixels are run with o->overlap pixels of context on each side
+ * (the model's working memory is bounded by the tile); alpha is resized
+ * bilinearly.  Needs a whole-number scale and 3 input channels. */
+lm_array *lm_tfjs_upscale(lm_tfjs_model *m, lm_array *img, const lm_upscale_opts *o);
 
 #endif

@@ -33,5 +33,6 @@ int luaopen_lumen(lua_State *L)
     lm_lua_open_compile(L);
     lm_lua_open_grad(L);
     lm_lua_open_batch(L);
+    lm_lua_open_models(L);
     return 1;
 }

@@ -7,6 +7,7 @@
  *   lumen -               runs stdin as a script
  *   lumen compare|inspect ...   the files subcommands (repl/cli_files.c)
  *   lumen batch SCRIPT ...      batch image generation (repl/batch.c)
+ *   lumen upscale|convert ...   pretrained upscalers (repl/cli_models.c)
  *
  * Ctrl-C follows lua.c: the handler sets a hook that raises "interrupted"
  * at the next Lua instruction, and lm_cancel() stops a running evaluation
@@ -26,6 +27,7 @@
 int luaopen_lumen(lua_State *L);
 int lm_cli_files(int argc, char **argv);
 int lm_cli_batch(int argc, char **argv);   /* repl/batch.c */
+int lm_cli_models(int argc, char **argv);
 
 bool lm_repl_color;
 
@@ -178,7 +180,8 @@ static void usage(const char *prog)
             "  -          run stdin as a script\n"
             "  --         stop handling options\n"
             "  compare|inspect ...   file subcommands (lumen compare -h)\n"
-            "  batch SCRIPT ...      batch image generation (lumen batch -h)\n",
+            "  batch SCRIPT ...      batch image generation (lumen batch -h)\n"
+            "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n",
             prog);
 }
 
@@ -250,6 +253,7 @@ int main(int argc, char **argv)
     int r = lm_cli_files(argc, argv);
     if (r < 0) r = lm_cli_batch(argc, argv);
     if (r >= 0) return r;
+    if ((r = lm_cli_models(argc, argv)) >= 0) return r;
     const char *prog = argc > 0 && argv[0] ? argv[0] : "lumen";
 
     /* first pass: validate options and find the script */

@@ -4,6 +4,7 @@
  * the same model; malformed model.json and shards give errors naming the
  * layer and field, never crashes; the real ESRGAN packages (when `make
  * models` fetched them) parse to the layer counts they have. */
+#include <dirent.h>
 #include "testutil.h"
 #include "core/io.h"
 #include "core/tfjs.h"
@@ -222,6 +223,42 @@ static void test_malformed(void **state)
     free(s.data[1]);
 }
 
+/* Inputs kept from fuzzing (tests/fuzz/regress/tfjs: model.json, NUL,
+ * the bytes of every shard) load or fail cleanly; the seed loads. */
+static const void *same_shard(void *ctx, const char *path, size_t *size)
+{
+    (void)path;
+    shards *s = ctx;
+    *size = s->size[0];
+    return s->data[0];
+}
+
+static void test_fuzz_regress(void **state)
+{
+    (void)state;
+    const char *dir = "tests/fuzz/regress/tfjs";
+    DIR *dd = opendir(dir);
+    assert_non_null(dd);
+    int seen = 0;
+    for (struct dirent *e; (e = readdir(dd));) {
+        if (e->d_name[0] == '.') continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        size_t n;
+        char *d = slurp(path, &n);
+        char *nul = memchr(d, 0, n);
+        size_t jlen = nul ? (size_t)(nul - d) : n;
+        shards s = {{nul ? nul + 1 : d + n}, {nul ? n - jlen - 1 : 0}, 0, false};
+        lm_tfjs_model *m = lm_tfjs_load_mem(d, jlen, path, same_shard, &s, NULL);
+        if (!strcmp(e->d_name, "seed_tiny")) assert_non_null(m);
+        lm_tfjs_free(m);
+        free(d);
+        seen++;
+    }
+    closedir(dd);
+    assert_true(seen >= 1);
+}
+
 /* The real packages, when fetched: the layer counts of each. */
 static void test_esrgan_packages(void **state)
 {
@@ -259,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_tiny_model),
         cmocka_unit_test(test_convert_roundtrip),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_fuzz_regress),
         cmocka_unit_test(test_esrgan_packages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,192 @@
+/* tfjs_upscale.c - images of any size through a TF.js upscaler: finding the
+ * model, tiling with context around each tile, alpha, value ranges.
+ *
+ * Each tile is cut with `overlap` pixels of real image around it (fewer at
+ * the image's edges, where TF's zero padding is what the untiled run sees
+ * too), run through the model alone, and only its centre kept, so the
+ * model's working memory is that of one tile and seams stay below what an
+ * 8-bit pixel can show (tests/models/upscale.sh holds tiled against
+ * untiled). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "lumen.h"
+#include "tfjs.h"
+
+#define DEFAULT_OVERLAP 16
+
+/* The packages `make models` fetches and the range each works in (from
+ * UpscalerJS's model definitions: "rdn" models take 0..255, "rrdn" 0..1). */
+static const struct { const char *name; double range; } known[] = {
+    {"esrgan-slim", 255}, {"esrgan-medium", 255}, {"esrgan-thick", 1},
+};
+
+static double known_range(const char *path)
+{
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
+        const char *p = strstr(path, known[i].name);
+        size_t n = strlen(known[i].name);
+        if (p && (p[n] == 0 || p[n] == '/')) return known[i].range;
+    }
+    return 1;
+}
+
+lm_status lm_tfjs_find(const char *model, int scale, char *path, size_t n, double *range)
+{
+    if (!model || !*model) return lm_error_set(LM_ERR_ARG, "upscale: no model given");
+    *range = known_range(model);
+    size_t len = strlen(model);
+    bool is_path = strchr(model, '/') || (len > 5 && !strcmp(model + len - 5, ".json")) ||
+                   (len > 12 && !strcmp(model + len - 12, ".safetensors"));
+    if (is_path) {
+        if ((size_t)snprintf(path, n, "%s", model) >= n)
+            return lm_error_set(LM_ERR_ARG, "upscale: model path too long");
+        return access(path, R_OK) == 0
+                   ? LM_OK
+                   : lm_error_set(LM_ERR_IO, "upscale: model file '%s' cannot be read", path);
+    }
+    const char *dir = getenv("LUMEN_MODELS");
+    if (!dir || !*dir) dir = "build/models";
+    char pkg[1024];
+    snprintf(pkg, sizeof pkg, "%s/%s", dir, model);
+    if (access(pkg, R_OK) != 0)
+        return lm_error_set(LM_ERR_IO, "upscale: model '%s' is not in %s: run `make models` (or "
+                            "set LUMEN_MODELS to the folder that holds it)", model, dir);
+    if ((size_t)snprintf(path, n, "%s/models/x%d/model.json", pkg, scale) >= n)
+        return lm_error_set(LM_ERR_ARG, "upscale: model path too long");
+    if (access(path, R_OK) != 0)
+        return lm_error_set(LM_ERR_IO, "upscale: model '%s' has no x%d (%s is missing)", model,
+                            scale, path);
+    return LM_OK;
+}
+
+void lm_upscale_opts_init(lm_upscale_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->overlap = -1;
+    o->range = 1;
+}
+
+/* One tile: rows [y0, y1) x cols [x0, x1) of the input with context, run,
+ * and its centre written into out (3 planes of OH x OW). */
+static lm_status run_tile(lm_tfjs_model *m, const float *rgb, int64_t H, int64_t W, int64_t y0,
+                          int64_t y1, int64_t x0, int64_t x1, int64_t ov, double range,
+                          int64_t s, float *out)
+{
+    int64_t cy0 = y0 - ov < 0 ? 0 : y0 - ov, cy1 = y1 + ov > H ? H : y1 + ov;
+    int64_t cx0 = x0 - ov < 0 ? 0 : x0 - ov, cx1 = x1 + ov > W ? W : x1 + ov;
+    int64_t h = cy1 - cy0, w = cx1 - cx0;
+    float *crop = malloc((size_t)(3 * h * w) * sizeof *crop);
+    float *res = malloc((size_t)(3 * h * s * w * s) * sizeof *res);
+    lm_status st = LM_OK;
+    if (!crop || !res) {
+        st = lm_error_set(LM_ERR_NOMEM, "upscale: out of memory for a %lldx%lld tile",
+                          (long long)h, (long long)w);
+        goto done;
+    }
+    for (int c = 0; c < 3; c++)
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++)
+                crop[(c * h + y) * w + x] = (float)(rgb[(c * H + cy0 + y) * W + cx0 + x] * range);
+    int64_t shape[4] = {1, 3, h, w};
+    lm_array *xin = lm_from_data(4, shape, LM_F32, crop, lm_tfjs_device(m));
+    lm_array *y = xin ? lm_tfjs_forward(m, xin) : NULL;
+    lm_array_release(xin);
+    if (!y || lm_array_eval(y) != LM_OK || lm_array_read(y, res, LM_F32) != LM_OK) {
+        lm_array_release(y);
+        st = lm_error_status() ? lm_error_status() : LM_ERR_DEVICE;
+        goto done;
+    }
+    lm_array_release(y);
+    int64_t OH = H * s, OW = W * s, rh = h * s, rw = w * s;
+    float inv = (float)(1.0 / range);
+    for (int c = 0; c < 3; c++)
+        for (int64_t oy = y0 * s; oy < y1 * s; oy++) {
+            const float *src = res + (c * rh + oy - cy0 * s) * rw + (x0 - cx0) * s;
+            float *dst = out + (c * OH + oy) * OW + x0 * s;
+            for (int64_t k = 0; k < (x1 - x0) * s; k++) dst[k] = src[k] * inv;
+        }
+done:
+    free(crop);
+    free(res);
+    return st;
+}
+
+static lm_status upscale_alpha(const float *alpha, int64_t H, int64_t W, int64_t s, float *out)
+{
+    int64_t shape[4] = {1, 1, H, W};
+    double sc[2] = {(double)s, (double)s};
+    lm_array *a = lm_from_data(4, shape, LM_F32, alpha, lm_device_cpu());
+    lm_array *u = lm_upsample(a, NULL, sc, LM_UPSAMPLE_BILINEAR, false);
+    lm_status st = u ? lm_array_read(u, out, LM_F32) : lm_error_status();
+    lm_array_release(a);
+    lm_array_release(u);
+    return st;
+}
+
+lm_array *lm_tfjs_upscale(lm_tfjs_model *m, lm_array *img, const lm_upscale_opts *opts)
+{
+    lm_upscale_opts o;
+    if (opts) o = *opts;
+    else lm_upscale_opts_init(&o);
+    char sh[96];
+    if (!m || !img) {
+        lm_error_set(LM_ERR_ARG, "upscale: NULL model or image");
+        return NULL;
+    }
+    int64_t s = lm_tfjs_scale(m);
+    if (img->ndim != 3 || img->shape[0] < 1 || img->shape[0] > 4) {
+        lm_error_set(LM_ERR_SHAPE, "upscale: image %s, expected [C, H, W] with C 1..4",
+                     lm_shape_str(sh, sizeof sh, img->ndim, img->shape));
+        return NULL;
+    }
+    if (s < 1 || lm_tfjs_in_channels(m) != 3 || lm_tfjs_out_channels(m) != 3) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "upscale: model '%s' is not an RGB upscaler (%lld -> %lld "
+                     "channels, scale %lld)", lm_tfjs_name(m), (long long)lm_tfjs_in_channels(m),
+                     (long long)lm_tfjs_out_channels(m), (long long)s);
+        return NULL;
+    }
+    int64_t C = img->shape[0], H = img->shape[1], W = img->shape[2];
+    int64_t ov = o.overlap < 0 ? DEFAULT_OVERLAP : o.overlap;
+    int64_t T = o.tile > 0 ? o.tile : (H > W ? H : W);
+    double range = o.range > 0 ? o.range : 1;
+    bool alpha = C == 2 || C == 4;
+    float *pix = malloc((size_t)(C * H * W + 3 * H * W) * sizeof *pix + 1);
+    if (!pix) {
+        lm_error_set(LM_ERR_NOMEM, "upscale: out of memory for a %lldx%lld image", (long long)H,
+                     (long long)W);
+        return NULL;
+    }
+    lm_array *out = NULL;
+    if (lm_array_read(img, pix, LM_F32) != LM_OK) goto fail;
+    /* the colour planes; gray is repeated into RGB */
+    float *rgb = pix;
+    if (C <= 2) {
+        rgb = pix + C * H * W;
+        for (int c = 0; c < 3; c++) memcpy(rgb + c * H * W, pix, (size_t)(H * W) * sizeof *pix);
+    }
+    int64_t oshape[3] = {alpha ? 4 : 3, H * s, W * s};
+    out = lm_zeros(3, oshape, LM_F32, lm_device_cpu());
+    if (!out || lm_array_eval(out) != LM_OK) goto fail;
+    float *dst = (float *)out->buf->host + out->offset;
+    int64_t ny = (H + T - 1) / T, nx = (W + T - 1) / T, done = 0;
+    for (int64_t ty = 0; ty < ny; ty++)
+        for (int64_t tx = 0; tx < nx; tx++) {
+            int64_t y0 = ty * T, x0 = tx * T;
+            int64_t y1 = y0 + T > H ? H : y0 + T, x1 = x0 + T > W ? W : x0 + T;
+            if (run_tile(m, rgb, H, W, y0, y1, x0, x1, ov, range, s, dst) != LM_OK) {
+                lm_error_prefix("upscale: tile at (%lld, %lld)", (long long)y0, (long long)x0);
+                goto fail;
+            }
+            if (o.progress) o.progress(o.progress_ctx, ++done, ny * nx);
+        }
+    if (alpha && upscale_alpha(pix + (C - 1) * H * W, H, W, s, dst + 3 * H * s * W * s) != LM_OK)
+        goto fail;
+    free(pix);
+    return out;
+fail:
+    free(pix);
+    lm_array_release(out);
+    return NULL;
+}

@@ -1,0 +1,209 @@
+/* l_models.c - lm.models: pretrained TF.js layers models (core/tfjs.h) from
+ * Lua.  A model is a userdata that is called like a function on image
+ * tensors; its values are always 0..1 on the Lua side whatever range the
+ * network itself works in (esrgan-slim/-medium take 0..255). */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include "core/tfjs.h"
+#include "l_internal.h"
+
+#define LM_LUA_MODEL "lumen.model"
+
+typedef struct lua_model {
+    lm_tfjs_model *m;
+    double range;
+    char path[1024];
+} lua_model;
+
+static lua_model *check_model(lua_State *L, int idx)
+{
+    lua_model *u = luaL_checkudata(L, idx, LM_LUA_MODEL);
+    if (!u->m) luaL_error(L, "model was freed");
+    return u;
+}
+
+static int l_load(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    static const char *const known[] = {"device", "scale", "range", NULL};
+    lm_lua_opts o;
+    lm_lua_opts_read(L, 2, &o, "lm.models.load", known);
+    int scale = (int)lm_lua_opt_int(L, 2, "lm.models.load", "scale", 4);
+    lua_model *u = lua_newuserdatauv(L, sizeof *u, 0);
+    memset(u, 0, sizeof *u);
+    luaL_setmetatable(L, LM_LUA_MODEL);
+    if (lm_tfjs_find(name, scale, u->path, sizeof u->path, &u->range) != LM_OK) return lm_lua_error(L);
+    u->m = lm_tfjs_load(u->path, o.device);
+    if (!u->m) return lm_lua_error(L);
+    const char *r = lm_tfjs_meta(u->m, "lumen.range");
+    if (r) u->range = atof(r);
+    u->range = lm_lua_opt_num(L, 2, "lm.models.load", "range", u->range);
+    if (!(u->range > 0)) return luaL_error(L, "lm.models.load: range must be positive");
+    return 1;
+}
+
+/* model(x): [C,H,W] or [N,C,H,W], values 0..1 -> the output, lazy */
+static int l_call(lua_State *L)
+{
+    lua_model *u = check_model(L, 1);
+    lm_array *x = lm_lua_check_array(L, 2);
+    bool single = x->ndim == 3;
+    lm_array *x4 = single ? lm_unsqueeze(x, 0) : lm_array_retain(x);
+    lm_array *xs = lm_binary_scalar(LM_OP_MUL, x4, u->range, false);
+    lm_array *y = lm_tfjs_forward(u->m, xs);
+    lm_array *ys = lm_binary_scalar(LM_OP_MUL, y, 1.0 / u->range, false);
+    lm_array *r = single ? lm_squeeze(ys, 0) : lm_array_retain(ys);
+    lm_array_release(x4);
+    lm_array_release(xs);
+    lm_array_release(y);
+    lm_array_release(ys);
+    return lm_lua_push_array(L, r);
+}
+
+static int l_upscale(lua_State *L)
+{
+    lua_model *u = check_model(L, 1);
+    lm_array *img = lm_lua_check_array(L, 2);
+    lm_upscale_opts o;
+    lm_upscale_opts_init(&o);
+    o.range = u->range;
+    static const char *const known[] = {"tile", "overlap", NULL};
+    lm_lua_check_opts(L, 3, "model:upscale", known);
+    o.tile = lm_lua_opt_int(L, 3, "model:upscale", "tile", 0);
+    o.overlap = lm_lua_opt_int(L, 3, "model:upscale", "overlap", -1);
+    if (o.tile < 0) return luaL_error(L, "model:upscale: tile must be >= 0");
+    return lm_lua_push_array(L, lm_tfjs_upscale(u->m, img, &o));
+}
+
+static int l_save(lua_State *L)
+{
+    lua_model *u = check_model(L, 1);
+    const char *path = luaL_checkstring(L, 2);
+    char range[32], scale[32];
+    snprintf(range, sizeof range, "%g", u->range);
+    snprintf(scale, sizeof scale, "%lld", (long long)lm_tfjs_scale(u->m));
+    lm_kv kv[3] = {{"lumen.range", range}, {"lumen.scale", scale}, {"lumen.source", u->path}};
+    if (lm_tfjs_save(u->m, path, 3, kv) != LM_OK) return lm_lua_error(L);
+    return 0;
+}
+
+static int l_free(lua_State *L)
+{
+    lua_model *u = luaL_checkudata(L, 1, LM_LUA_MODEL);
+    lm_tfjs_free(u->m);
+    u->m = NULL;
+    return 0;
+}
+
+static int l_tostring(lua_State *L)
+{
+    lua_model *u = luaL_checkudata(L, 1, LM_LUA_MODEL);
+    if (!u->m) lua_pushliteral(L, "<model (freed)>");
+    else {
+        char buf[1200];
+        snprintf(buf, sizeof buf, "<model %s x%d, %d layers, range 0..%g, %s>", u->path,
+                 (int)lm_tfjs_scale(u->m), lm_tfjs_layer_count(u->m), u->range,
+                 lm_tfjs_device(u->m)->spec);
+        lua_pushstring(L, buf);
+    }
+    return 1;
+}
+
+static const lm_lua_func model_methods[] = {
+    {"upscale", l_upscale,
+     "model:upscale(img, {tile=0, overlap=16}) -> tensor\n"
+     "Upscales img [C,H,W] (values 0..1; C 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA) by the model's\n"
+     "scale, in tiles of `tile` input pixels (0 = whole image) with `overlap` pixels of context\n"
+     "each side.  Returns an evaluated f32 CPU tensor [3 or 4, H*s, W*s], 0..1 (alpha resized\n"
+     "bilinearly; gray comes back as RGB)."},
+    {"save", l_save,
+     "model:save(path)\n"
+     "Writes the converted weights (OIHW) and the topology as a safetensors file that\n"
+     "lm.models.load reads back (also `lumen convert`)."},
+    {"free", l_free, "model:free()\nReleases the model's weights now."},
+    {NULL, NULL, NULL},
+};
+
+static int l_index(lua_State *L)
+{
+    lua_model *u = check_model(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    if (!strcmp(k, "scale")) lua_pushinteger(L, lm_tfjs_scale(u->m));
+    else if (!strcmp(k, "range")) lua_pushnumber(L, u->range);
+    else if (!strcmp(k, "name")) lua_pushstring(L, lm_tfjs_name(u->m));
+    else if (!strcmp(k, "path")) lua_pushstring(L, u->path);
+    else if (!strcmp(k, "layers")) lua_pushinteger(L, lm_tfjs_layer_count(u->m));
+    else if (!strcmp(k, "summary")) lua_pushstring(L, lm_tfjs_summary(u->m));
+    else if (!strcmp(k, "device")) lua_pushstring(L, lm_tfjs_device(u->m)->spec);
+    else if (!strcmp(k, "radius")) lua_pushinteger(L, lm_tfjs_receptive_radius(u->m));
+    else {
+        luaL_getmetatable(L, LM_LUA_MODEL);
+        lua_getfield(L, -1, "methods");
+        lua_getfield(L, -1, k);
+    }
+    return 1;
+}
+
+static int l_dir(lua_State *L)
+{
+    const char *d = getenv("LUMEN_MODELS");
+    lua_pushstring(L, d && *d ? d : "build/models");
+    return 1;
+}
+
+static int l_list(lua_State *L)
+{
+    l_dir(L);
+    DIR *d = opendir(lua_tostring(L, -1));
+    lua_newtable(L);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    if (d) closedir(d);
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, -3);
+    lua_call(L, 1, 0);
+    lua_pop(L, 1);
+    return 1;
+}
+
+static const lm_lua_func models_funcs[] = {
+    {"load", l_load,
+     "lm.models.load(name_or_path, {scale=4, device=nil, range=nil}) -> model\n"
+     "Loads a TensorFlow.js layers model: a package fetched by `make models` (esrgan-slim,\n"
+     "esrgan-medium, esrgan-thick; `scale` picks models/x<scale>), or the path of any\n"
+     "model.json or converted safetensors.  model(x) runs it on x [C,H,W] or [N,C,H,W] with\n"
+     "values 0..1 (lazy result, same layout, 0..1, not clamped); the model's own range\n"
+     "(0..255 for esrgan-slim/-medium) is applied inside.  Fields: scale, range, name, path,\n"
+     "layers, summary, device, radius."},
+    {"list", l_list, "lm.models.list() -> {names}\nThe packages in the models folder."},
+    {"dir", l_dir, "lm.models.dir() -> string\nThe models folder ($LUMEN_MODELS or build/models)."},
+    {NULL, NULL, NULL},
+};
+
+void lm_lua_open_models(lua_State *L)
+{
+    luaL_newmetatable(L, LM_LUA_MODEL);
+    lua_pushcfunction(L, l_call);
+    lua_setfield(L, -2, "__call");
+    lua_pushcfunction(L, l_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, l_free);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, l_free);
+    lua_setfield(L, -2, "__close");
+    lua_pushcfunction(L, l_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_newtable(L);
+    lm_lua_register(L, "model:", model_methods);
+    lua_setfield(L, -2, "methods");
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lm_lua_register(L, "lm.models.", models_funcs);
+    lua_setfield(L, -2, "models");
+}
