@@ -7,7 +7,8 @@
 # packages it needs (DEBS: libvulkan1, vulkan-validationlayers, liblua5.4-0,
 # libcmocka0, libpng16-16, libreadline8, ...), unpacked here, not in /.
 #   DEBS=/path/to/debs OUT=/path/to/logs sh bench/gpu/device_run.sh [steps]
-# steps: any of test (test-conv: the conv tests only) vae ops, vae-base ops-base (before 2026-11-25's changes:
+# steps: any of test (test-conv: the conv tests only; test-all: test_vulkan and
+# test_vulkan_parity too) vae ops, vae-base ops-base (before 2026-11-25's changes:
 # f32-arithmetic f16 convs, element-wise im2col gathers, a workgroup per
 # norm row), vae-nosplit (D = 512 attention in one workgroup per query block)
 # (default: test vae ops vae-base ops-base)
@@ -29,12 +30,14 @@ BASE="LUMEN_VK_CONV_COOP=0 LUMEN_VK_NORM_SPLIT=0"
 for s in $steps; do
     echo "=== $s"
     case $s in
-    test|test-conv)
+    test|test-conv|test-all)
         # every log into one file (few files come back from the device)
         T="$OUT/tests.log"
         runs="test_vulkan_nn_norm:1:1 test_vulkan_nn_conv:1:1 test_vulkan_nn_conv:0:1 test_vulkan_nn_conv:1:0"
         [ $s = test ] && runs="$runs test_vulkan_nn_norm:1:0"
         [ $s = test-conv ] && runs="test_vulkan_nn_conv:1:1 test_vulkan_nn_conv:1:0"
+        [ $s = test-all ] && runs="$runs test_vulkan_nn_norm:1:0 test_vulkan:1:1 test_vulkan:1:0 test_vulkan_parity:1:1
+                                    test_vulkan_parity:1:0"
         for run in $runs; do
             run=$(echo $run | tr : ' ')
             set -- $run
