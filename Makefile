@@ -71,12 +71,14 @@ ALL_TARGETS :=
 
 # Each room of the house adds itself here (sources, rules, tests).  Rules in
 # the fragments may name $(LIB) and $(BUILD) as prerequisites (defined above).
+-include backends/cpu/module.mk
 -include backends/vulkan/module.mk
 -include lua/module.mk
 -include repl/module.mk
 -include tests/module.mk
 -include bench/module.mk
 -include core/io.mk
+-include tests/samples/module.mk
 -include models.mk
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)

@@ -2,12 +2,6 @@
 -- an MLP and a small conv net, timed in ms per step; bench/peer_train.py
 -- times the same steps in PyTorch.  Run by bench/train.sh.
 local lm = require "lumen"
-local function now()   -- wall clock (os.clock adds up every thread's CPU time)
-  local f = io.open("/proc/uptime")
-  local t = f and tonumber(f:read("*l"):match("^(%S+)"))
-  if f then f:close() end
-  return t or os.time()
-end
 local function init(shape, fan_in, seed)
   local k = 1 / math.sqrt(fan_in)
   return (lm.rand(shape, {seed = seed}) * (2 * k) - k):eval()
@@ -17,9 +11,11 @@ local function bench(name, params, loss_fn, x, y, steps)
   local vg = lm.value_and_grad(loss_fn)
   local opt = lm.optim.sgd{lr = 0.01, momentum = 0.9}
   for _ = 1, 3 do local _, g = vg(params, x, y); opt:update(params, g) end
-  local t0 = now()
+  lm.sync()
+  local t0 = lm.clock()   -- wall clock (os.clock adds up every thread's CPU time)
   for _ = 1, steps do local _, g = vg(params, x, y); opt:update(params, g) end
-  local ms = (now() - t0) * 1000 / steps
+  lm.sync()
+  local ms = (lm.clock() - t0) * 1000 / steps
   print(string.format("RESULT %s %.4g ms", name, ms))
 end
 

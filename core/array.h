@@ -60,6 +60,18 @@ static inline bool lm_array_is_evaluated(const lm_array *a) { return a->buf != 0
 bool lm_array_is_contiguous(const lm_array *a);
 size_t lm_array_nbytes(const lm_array *a);     /* size * dtype size */
 
+/* The most elements (counting a zero dimension as 1, as strides do) an
+ * array may span, so that byte counts, strides and offsets of any array
+ * fit in int64_t with room for the widest dtype. */
+#define LM_MAX_SPAN (INT64_MAX / 16)
+/* Checks a shape before anything multiplies over it: no negative
+ * dimension, and the product of its dimensions, zeros counted as 1, at most
+ * LM_MAX_SPAN.  Sets "<what>: ..." naming the shape and returns
+ * LM_ERR_SHAPE otherwise; *numel (may be NULL) gets the element count. */
+lm_status lm_shape_check(const char *what, int ndim, const int64_t *shape, int64_t *numel);
+/* The same test without a message (for readers that report their own). */
+bool lm_shape_fits(int ndim, const int64_t *shape, int64_t *numel);
+
 /* keep: the array survives lm_sweep() and holds a reference of its own
  * until lm_array_unkeep() (MLX Keep, ollama Pin). */
 void lm_array_keep(lm_array *a);
@@ -85,6 +97,8 @@ typedef struct lm_eval_stats {
     int64_t nodes;       /* nodes run (views included) */
     int64_t kernels;     /* backend kernel launches (run + run_fused) */
     int64_t fallbacks;   /* nodes its device could not run, run on the CPU */
+    int64_t cpu_nodes;   /* kernels the CPU ran: CPU-device nodes and fallbacks */
+    int64_t transfers;   /* copies between devices (uploads of loaded tensors) */
 } lm_eval_stats;
 lm_eval_stats lm_eval_last_stats(void);
 /* Counts of kernel launches since start (for fusion tests). */

@@ -116,6 +116,12 @@ lm_device *lm_device_cpu(void)
     return devices[0];
 }
 
+lm_status lm_device_sync(lm_device *d)
+{
+    if (!d) return lm_error_set(LM_ERR_ARG, "sync: no device");
+    return d->backend->sync ? d->backend->sync(d) : LM_OK;
+}
+
 /* At unload (dlclose of lumen.so, or exit) hand the CPU's cached buffers
  * back, so leak checkers see only real leaks.  Other backends may already
  * have torn down their devices by then; their caches die with the process. */

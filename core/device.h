@@ -65,6 +65,9 @@ lm_device *lm_device_find(const char *spec);
 lm_device *lm_device_default(void);
 void lm_device_set_default(lm_device *d);
 lm_device *lm_device_cpu(void);
+/* Waits until d has finished the work handed to it (the backend's sync
+ * entry; a no-op where evaluation is synchronous, as on the CPU). */
+lm_status lm_device_sync(lm_device *d);
 /* Called by backends at init to add their devices; the registry keeps d. */
 lm_status lm_device_register(lm_device *d);
 

@@ -5,6 +5,7 @@
  * holds a reference to its inputs; right after it runs it drops them (the
  * MLX detach), so an intermediate nobody names is freed exactly after its
  * last consumer and its buffer goes back to the cache for the next node. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -97,15 +98,45 @@ static lm_status transfer(lm_array *node)
     return st;
 }
 
-/* LUMEN_FALLBACK=0 turns the host fallback off (unsupported nodes fail) */
-static bool fallback_enabled(void)
+/* LUMEN_FALLBACK: "0" turns the host fallback off (unsupported nodes fail),
+ * "quiet" runs it without a word, anything else (the default) says so on
+ * stderr once per op, dtype, shape and device.  Read at each fallback, so a
+ * program (or a test) may change it between evaluations. */
+typedef enum { FALLBACK_OFF, FALLBACK_QUIET, FALLBACK_WARN } fallback_mode;
+
+static fallback_mode fallback_get(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("LUMEN_FALLBACK");
-        on = !(e && !strcmp(e, "0"));
+    const char *e = getenv("LUMEN_FALLBACK");
+    if (e && !strcmp(e, "0")) return FALLBACK_OFF;
+    if (e && !strcmp(e, "quiet")) return FALLBACK_QUIET;
+    return FALLBACK_WARN;
+}
+
+/* Says once per (op, dtype, shape, device) that a node ran on the CPU: a
+ * silent fallback once cost a VAE decoder a fifth of its time unnoticed.
+ * The keys seen are remembered as hashes in a bounded table; past it,
+ * warnings stop (the count in lm_eval_last_stats() goes on). */
+static void fallback_warn(const lm_array *a)
+{
+    static uint64_t seen[512];
+    static int nseen;
+    if (fallback_get() != FALLBACK_WARN || nseen < 0) return;
+    char key[256], s[96];
+    snprintf(key, sizeof key, "%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
+    uint64_t h = 1469598103934665603u;   /* FNV-1a over the key and the device */
+    for (const char *p = key; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+    for (const char *p = a->device->spec; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+    for (int i = 0; i < nseen; i++)
+        if (seen[i] == h) return;
+    fprintf(stderr, "lumen: %s is not supported on %s (%s); running it on the CPU "
+            "(LUMEN_FALLBACK=quiet hides this, LUMEN_FALLBACK=0 makes it an error)\n",
+            key, a->device->spec, a->device->name);
+    if (nseen == (int)(sizeof seen / sizeof *seen)) {
+        fprintf(stderr, "lumen: more CPU fallbacks follow, not listed\n");
+        nseen = -1;
+        return;
     }
-    return on;
+    seen[nseen++] = h;
 }
 
 /* A node its device cannot run (an op or dtype the backend lacks) runs on
@@ -148,6 +179,7 @@ static lm_status run_on_host(lm_array *a)
     free(stand);
     free(ins);
     last_stats.fallbacks++;
+    if (st == LM_OK) fallback_warn(a);
     return st;
 }
 
@@ -164,7 +196,7 @@ static lm_status run_node(lm_array *a)
     bool host = false;
     if (!cross && !d->backend->supports(d, a)) {
         lm_device *cpu = lm_device_cpu();
-        host = fallback_enabled() && d != cpu && a->op != LM_OP_FUSED && cpu->backend->supports(cpu, a);
+        host = fallback_get() != FALLBACK_OFF && d != cpu && a->op != LM_OP_FUSED && cpu->backend->supports(cpu, a);
         if (!host)
             return lm_error_set(LM_ERR_UNSUPPORTED, "%s: not supported on %s for %s",
                                 lm_op_name(a->op), d->spec, lm_desc(s, sizeof s, a));
@@ -173,6 +205,8 @@ static lm_status run_node(lm_array *a)
     if (!a->buf) return lm_error_prefix("%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
     lm_status st = cross ? transfer(a) : host ? run_on_host(a) : d->backend->run(d, a);
     last_stats.kernels++;
+    if (cross) last_stats.transfers++;
+    else if (host || d == lm_device_cpu()) last_stats.cpu_nodes++;
     kernel_total++;
     if (st != LM_OK) {
         lm_buffer_release(a->buf);

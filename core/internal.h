@@ -10,6 +10,10 @@ void lm_array_detach(lm_array *a);
  * evaluated). */
 lm_array *lm_view_new(lm_array *base, int ndim, const int64_t *shape,
                       const int64_t *strides, int64_t offset);
+/* Checked int64 arithmetic for sizes, strides and offsets: false on
+ * overflow (then *out is unspecified). */
+static inline bool lm_mul64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline bool lm_add64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
 /* formats "f32[2,3]" for messages */
 const char *lm_desc(char *buf, size_t n, const lm_array *a);
 #endif

@@ -263,12 +263,15 @@ lm_array *lm_load_npy_mem(const void *data, size_t size, const char *what)
     npy_hdr h;
     npy_type t;
     if (parse_dict(&lx, &h) != LM_OK || parse_descr(what, h.descr, &t) != LM_OK) return NULL;
-    uint64_t count = 1, nbytes;
-    for (int i = 0; i < h.ndim; i++)
-        if (!lm_io_mul(count, (uint64_t)h.shape[i], INT64_MAX, &count)) {
-            lm_error_set(LM_ERR_FORMAT, "%s: npy shape too large", what);
-            return NULL;
-        }
+    int64_t numel;
+    uint64_t count, nbytes;
+    if (!lm_shape_fits(h.ndim, h.shape, &numel)) {
+        char sh[96];
+        lm_error_set(LM_ERR_FORMAT, "%s: npy shape %s too large", what,
+                     lm_shape_str(sh, sizeof sh, h.ndim, h.shape));
+        return NULL;
+    }
+    count = (uint64_t)numel;
     size_t off = (size_t)(hdr - (const char *)d) + hlen;
     if (!lm_io_mul(count, (uint64_t)t.size, UINT64_MAX, &nbytes) || nbytes > size - off) {
         char sh[96];

@@ -365,10 +365,11 @@ static lm_status check_entries(st_parser *ps, uint64_t data_len)
     for (int i = 0; i < ps->n; i++) {
         st_entry *e = &ps->e[i];
         uint64_t nbytes = e->usize ? (uint64_t)e->usize : lm_dtype_size(e->dt);
-        for (int d = 0; d < e->ndim; d++)
-            if (!lm_io_mul(nbytes, (uint64_t)e->shape[d], UINT64_MAX, &nbytes))
-                return lm_error_set(LM_ERR_FORMAT, "%s: tensor '%s': shape too large",
-                                    ps->what, e->name);
+        int64_t numel;
+        if (!lm_shape_fits(e->ndim, e->shape, &numel))
+            return lm_error_set(LM_ERR_FORMAT, "%s: tensor '%s': shape %s too large",
+                                ps->what, e->name, lm_shape_str((char[96]){0}, 96, e->ndim, e->shape));
+        nbytes *= (uint64_t)numel;   /* numel <= LM_MAX_SPAN, usize <= 8 */
         if (e->begin > e->end || e->end > data_len)
             return lm_error_set(LM_ERR_FORMAT,
                 "%s: tensor '%s': data_offsets [%llu, %llu] outside the %llu data bytes",

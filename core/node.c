@@ -5,7 +5,7 @@
  * kernels run on other threads but never touch reference counts. */
 #include <stdlib.h>
 #include <string.h>
-#include "lumen.h"
+#include "internal.h"
 
 static lm_array *live_head;
 static int64_t live_count;
@@ -160,6 +160,30 @@ int lm_sweep(void)
 
 int64_t lm_array_live_count(void) { return live_count; }
 
+bool lm_shape_fits(int ndim, const int64_t *shape, int64_t *numel)
+{
+    int64_t span = 1, size = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) return false;
+        /* zeros count as 1: strides of the other dimensions are still products */
+        if (!lm_mul64(span, shape[d] ? shape[d] : 1, &span) || span > LM_MAX_SPAN) return false;
+        size *= shape[d];   /* <= span, cannot overflow */
+    }
+    if (numel) *numel = size;
+    return true;
+}
+
+lm_status lm_shape_check(const char *what, int ndim, const int64_t *shape, int64_t *numel)
+{
+    if (lm_shape_fits(ndim, shape, numel)) return LM_OK;
+    char s[160];
+    lm_shape_str(s, sizeof s, ndim, shape);
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] < 0) return lm_error_set(LM_ERR_SHAPE, "%s: negative dimension in shape %s", what, s);
+    return lm_error_set(LM_ERR_SHAPE, "%s: shape %s is too large (its dimensions, zeros counted as 1, "
+                        "multiply past %lld elements)", what, s, (long long)LM_MAX_SPAN);
+}
+
 /* A bare array registered as live, refcount 1. */
 lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device *dev)
 {
@@ -171,20 +195,8 @@ lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device 
         lm_error_set(LM_ERR_SHAPE, "arrays have at most %d dimensions, got %d", LM_MAX_DIMS, ndim);
         return NULL;
     }
-    int64_t size = 1;
-    for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0) {
-            char s[128];
-            lm_error_set(LM_ERR_SHAPE, "negative dimension in shape %s",
-                         lm_shape_str(s, sizeof s, ndim, shape));
-            return NULL;
-        }
-        if (shape[d] && size > INT64_MAX / 16 / shape[d]) {
-            lm_error_set(LM_ERR_SHAPE, "shape too large");
-            return NULL;
-        }
-        size *= shape[d];
-    }
+    int64_t size;
+    if (lm_shape_check("array", ndim, shape, &size) != LM_OK) return NULL;
     lm_array *a = calloc(1, sizeof *a);
     if (!a) {
         lm_error_set(LM_ERR_NOMEM, "out of host memory for an array");
@@ -221,6 +233,7 @@ lm_array *lm_node_new(lm_op op, lm_dtype dt, int ndim, const int64_t *shape,
         }
     }
     if (!dev) dev = ninputs ? inputs[0]->device : lm_device_default();
+    if (lm_shape_check(lm_op_name(op), ndim, shape, NULL) != LM_OK) return NULL;
     lm_array *a = lm_array_alloc(dt, ndim, shape, dev);
     if (!a) return NULL;
     a->op = op;

@@ -52,15 +52,37 @@ static bool check_bias(const char *op, const lm_array *b, int64_t n)
     return check_float(op, "bias", b);
 }
 
+/* Kernel sizes, strides, paddings and dilations are at most 2^31, so that
+ * sums of them with dimensions (at most LM_MAX_SPAN) cannot overflow; their
+ * products with dimensions go through lm_mul64. */
+#define NN_PARAM_MAX ((int64_t)1 << 31)
+
 static bool check_positive(const char *op, const char *what, const int64_t *v, int n, int64_t min)
 {
     for (int i = 0; i < n; i++)
-        if (v[i] < min) {
+        if (v[i] > NN_PARAM_MAX) {
+            lm_error_set(LM_ERR_ARG, "%s: %s must be at most %lld, got %lld", op, what,
+                         (long long)NN_PARAM_MAX, (long long)v[i]);
+            return false;
+        } else if (v[i] < min) {
             lm_error_set(LM_ERR_ARG, "%s: %s must be >= %lld, got %lld", op, what, (long long)min,
                          (long long)v[i]);
             return false;
         }
     return true;
+}
+
+/* d * (k - 1) + 1, the extent of a dilated kernel; false (with a message)
+ * past LM_MAX_SPAN, which no input can hold. */
+static bool dilated(const char *op, int64_t d, int64_t k, int64_t *out)
+{
+    if (lm_mul64(d, k - 1, out) && *out < LM_MAX_SPAN) {
+        *out += 1;
+        return true;
+    }
+    lm_error_set(LM_ERR_SHAPE, "%s: kernel %lld with dilation %lld is too large", op, (long long)k,
+                 (long long)d);
+    return false;
 }
 
 /* The shared conv2d validation and node; `op` names the user's function. */
@@ -74,14 +96,16 @@ static lm_array *conv2d_node(const char *op, lm_array *x, lm_array *w, lm_array 
         !check_positive(op, "dilation", dil, 2, 1) || !check_positive(op, "padding", pad, 4, 0))
         return NULL;
     int64_t C = x->shape[1], O = w->shape[0];
-    if (groups < 1 || C % groups || O % groups || w->shape[1] * groups != C) {
+    int64_t wc;
+    if (groups < 1 || C % groups || O % groups || !lm_mul64(w->shape[1], groups, &wc) || wc != C) {
         lm_error_set(LM_ERR_SHAPE, "%s: groups=%lld do not fit input %s and weight %s "
                      "(need C %% groups == 0, O %% groups == 0, weight.shape[1] == C/groups)",
                      op, (long long)groups, DESC(s1, x), DESC(s2, w));
         return NULL;
     }
     if (!check_bias(op, b, O)) return NULL;
-    int64_t eh = dil[0] * (w->shape[2] - 1) + 1, ew = dil[1] * (w->shape[3] - 1) + 1;
+    int64_t eh, ew;
+    if (!dilated(op, dil[0], w->shape[2], &eh) || !dilated(op, dil[1], w->shape[3], &ew)) return NULL;
     int64_t ph = x->shape[2] + pad[0] + pad[1], pw = x->shape[3] + pad[2] + pad[3];
     if (eh > ph || ew > pw) {
         lm_error_set(LM_ERR_SHAPE, "%s: kernel %lldx%lld (dilated) is larger than the padded input "
@@ -155,10 +179,21 @@ lm_array *lm_conv_transpose2d(lm_array *x, lm_array *w, lm_array *b, const int64
                      op, (long long)op_[0], (long long)op_[1]);
         return NULL;
     }
-    int64_t Cout = w->shape[1] * groups;
+    int64_t Cout, oh, ow, eh, ew;
+    if (!lm_mul64(w->shape[1], groups, &Cout)) {
+        lm_error_set(LM_ERR_SHAPE, "%s: groups=%lld times weight %s overflows", op, (long long)groups,
+                     DESC(s2, w));
+        return NULL;
+    }
     if (!check_bias(op, b, Cout)) return NULL;
-    int64_t oh = (x->shape[2] - 1) * st[0] - 2 * pd[0] + dl[0] * (w->shape[2] - 1) + op_[0] + 1;
-    int64_t ow = (x->shape[3] - 1) * st[1] - 2 * pd[1] + dl[1] * (w->shape[3] - 1) + op_[1] + 1;
+    if (!dilated(op, dl[0], w->shape[2], &eh) || !dilated(op, dl[1], w->shape[3], &ew)) return NULL;
+    /* (in - 1) * stride - 2 * pad + extent + output_padding, each term checked */
+    if (!lm_mul64(x->shape[2] - 1, st[0], &oh) || !lm_add64(oh, eh + op_[0] - 2 * pd[0], &oh) ||
+        !lm_mul64(x->shape[3] - 1, st[1], &ow) || !lm_add64(ow, ew + op_[1] - 2 * pd[1], &ow)) {
+        lm_error_set(LM_ERR_SHAPE, "%s: output size of input %s, weight %s overflows", op, DESC(s1, x),
+                     DESC(s2, w));
+        return NULL;
+    }
     if (oh <= 0 || ow <= 0) {
         lm_error_set(LM_ERR_SHAPE, "%s: padding leaves an empty output (%lldx%lld) for input %s, weight %s",
                      op, (long long)oh, (long long)ow, DESC(s1, x), DESC(s2, w));
@@ -182,8 +217,9 @@ lm_array *lm_conv_transpose2d(lm_array *x, lm_array *w, lm_array *b, const int64
 static bool pool_out(const char *op, const lm_array *x, int axis, int64_t k, int64_t s, int64_t p,
                      int64_t d, bool ceil_mode, int64_t *out)
 {
-    int64_t in = x->shape[axis], ek = d * (k - 1) + 1;
+    int64_t in = x->shape[axis], ek;
     char s1[160];
+    if (!dilated(op, d, k, &ek)) return false;
     if (p * 2 > k) {
         lm_error_set(LM_ERR_ARG, "%s: padding %lld must be at most half the kernel %lld", op,
                      (long long)p, (long long)k);
@@ -287,7 +323,12 @@ lm_array *lm_upsample(lm_array *x, const int64_t size[2], const double scale[2],
                 lm_error_set(LM_ERR_ARG, "%s: scale factors must be positive, got %g", op, scale[a]);
                 return NULL;
             }
-            shape[2 + a] = (int64_t)floor((double)in * scale[a]);
+            double o = floor((double)in * scale[a]);
+            if (o > (double)LM_MAX_SPAN) {
+                lm_error_set(LM_ERR_SHAPE, "%s: scale factor %g makes a too large output", op, scale[a]);
+                return NULL;
+            }
+            shape[2 + a] = (int64_t)o;
             p.f[a] = 1.0 / scale[a];
             p.f[2 + a] = scale[a];             /* exact, for lm_nn_rebuild */
         } else {

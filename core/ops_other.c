@@ -94,7 +94,10 @@ lm_array *lm_concat(int n, lm_array *const *arrays, int axis)
                          i + 1, SHAPE(s1, a), SHAPE(s2, f), axis);
             return NULL;
         }
-        shape[axis] += a->shape[axis];
+        if (!lm_add64(shape[axis], a->shape[axis], &shape[axis])) {
+            lm_error_set(LM_ERR_SHAPE, "concat: axis %d sums past 64 bits", axis);
+            return NULL;
+        }
         dt = lm_dtype_promote(dt, a->dtype);
     }
     lm_array **in = calloc((size_t)n, sizeof *in);
@@ -208,7 +211,12 @@ lm_array *lm_pad(lm_array *a, const int64_t *pads, double value)
         }
         p.i[2 * d] = pads[2 * d];
         p.i[2 * d + 1] = pads[2 * d + 1];
-        shape[d] = a->shape[d] + pads[2 * d] + pads[2 * d + 1];
+        if (!lm_add64(a->shape[d], pads[2 * d], &shape[d]) ||
+            !lm_add64(shape[d], pads[2 * d + 1], &shape[d])) {
+            lm_error_set(LM_ERR_SHAPE, "pad: padding %lld, %lld on axis %d of size %lld overflows",
+                         (long long)pads[2 * d], (long long)pads[2 * d + 1], d, (long long)a->shape[d]);
+            return NULL;
+        }
     }
     p.f[0] = value;
     return lm_node_new(LM_OP_PAD, a->dtype, a->ndim, shape, 1, &a, &p, NULL);

@@ -69,7 +69,10 @@ lm_array *lm_reshape(lm_array *a, int ndim, const int64_t *shape)
         else if (shape[d] < 0) {
             lm_error_set(LM_ERR_SHAPE, "reshape: bad shape %s", lm_shape_str(s2, sizeof s2, ndim, shape));
             return NULL;
-        } else known *= shape[d];
+        } else if (!lm_mul64(known, shape[d], &known)) {
+            lm_error_set(LM_ERR_SHAPE, "reshape: shape %s is too large", lm_shape_str(s2, sizeof s2, ndim, shape));
+            return NULL;
+        }
     }
     if (infer >= 0) {
         if (known == 0 || a->size % known) {
@@ -85,6 +88,8 @@ lm_array *lm_reshape(lm_array *a, int ndim, const int64_t *shape)
                      (long long)a->size, lm_shape_str(s2, sizeof s2, ndim, shape));
         return NULL;
     }
+    /* an empty array fits any shape with a zero in it: bound the others */
+    if (lm_shape_check("reshape", ndim, sh, NULL) != LM_OK) return NULL;
     int64_t st[LM_MAX_DIMS];
     if (a->size > 0 && reshape_strides(a, ndim, sh, st))
         return lm_view_new(a, ndim, sh, st, a->offset);
@@ -143,13 +148,15 @@ lm_array *lm_slice(lm_array *a, int axis, int64_t start, int64_t stop, int64_t s
     if (stop < 0) { stop += n; if (stop < 0) stop = step < 0 ? -1 : 0; }
     else if (stop >= n) stop = step < 0 ? n - 1 : n;
     int64_t len = 0;
-    if (step > 0 && stop > start) len = (stop - start + step - 1) / step;
-    if (step < 0 && start > stop) len = (start - stop + (-step) - 1) / (-step);
+    /* written so that a step near INT64_MIN/MAX cannot overflow */
+    if (step > 0 && stop > start) len = (stop - start - 1) / step + 1;
+    if (step < 0 && start > stop) len = step < -n ? 1 : (start - stop - 1) / -step + 1;
     int64_t sh[LM_MAX_DIMS], st[LM_MAX_DIMS];
     memcpy(sh, a->shape, sizeof sh);
     memcpy(st, a->strides, sizeof st);
     sh[axis] = len;
-    st[axis] = a->strides[axis] * step;
+    /* a step past the axis leaves one element, whose stride does not matter */
+    if (len <= 1 || !lm_mul64(a->strides[axis], step, &st[axis])) st[axis] = a->strides[axis];
     int64_t off = a->offset + (len ? start * a->strides[axis] : 0);
     return lm_view_new(a, a->ndim, sh, st, off);
 }
@@ -216,7 +223,8 @@ lm_array *lm_unsqueeze(lm_array *a, int axis)
     for (int d = 0, s = 0; d <= a->ndim; d++) {
         if (d == axis) {
             sh[d] = 1;
-            st[d] = s < a->ndim ? a->strides[s] * a->shape[s] : 1;
+            /* any stride serves a size-1 axis; this one keeps contiguity visible */
+            if (s >= a->ndim || !lm_mul64(a->strides[s], a->shape[s], &st[d])) st[d] = 1;
         } else {
             sh[d] = a->shape[s];
             st[d] = a->strides[s++];

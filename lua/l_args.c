@@ -64,7 +64,62 @@ lm_device *lm_lua_check_device(lua_State *L, int arg)
     return d;
 }
 
-void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o)
+/* ---- the options rule: every key of an options table must be known ---- */
+
+bool lm_lua_opt_name_matches(const char *spec, const char *k)
+{
+    size_t kl = strlen(k);
+    for (const char *p = spec; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == kl && !strncmp(p, k, len)) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+void lm_lua_opts_unknown(lua_State *L, const char *fname, const char *k, const char *const *known)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; known && known[i]; i++) {
+        if (i) luaL_addstring(&b, ", ");
+        for (const char *p = known[i]; *p; p++) luaL_addchar(&b, *p == '|' ? '/' : *p);
+    }
+    luaL_pushresult(&b);
+    const char *list = lua_tostring(L, -1);
+    luaL_error(L, "%s: unknown option '%s' (known: %s)", fname, k, *list ? list : "none");
+}
+
+int lm_lua_check_opts(lua_State *L, int arg, const char *fname, const char *const *known)
+{
+    if (lua_isnoneornil(L, arg)) return 0;
+    arg = lua_absindex(L, arg);
+    if (lua_type(L, arg) != LUA_TTABLE)
+        luaL_error(L, "%s: argument %d must be an options table, got %s", fname, arg,
+                   luaL_typename(L, arg));
+    for (lua_pushnil(L); lua_next(L, arg); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "%s: option names must be strings, got %s", fname, luaL_typename(L, -2));
+        const char *k = lua_tostring(L, -2);
+        bool found = false;
+        for (int i = 0; known && known[i] && !found; i++) found = lm_lua_opt_name_matches(known[i], k);
+        if (!found) lm_lua_opts_unknown(L, fname, k, known);
+    }
+    return arg;
+}
+
+void lm_lua_check_nargs(lua_State *L, int max, const char *fname)
+{
+    int n = lua_gettop(L);
+    if (n > max) luaL_error(L, "%s: too many arguments (%d given, at most %d)", fname, n, max);
+}
+
+static const char *const DTYPE_DEVICE[] = {"dtype", "device", NULL};
+
+void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
+                      const char *const *known)
 {
     o->dtype = LM_DTYPE_COUNT;
     o->device = NULL;
@@ -73,7 +128,7 @@ void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o)
         o->dtype = lm_lua_check_dtype(L, arg);
         return;
     }
-    luaL_checktype(L, arg, LUA_TTABLE);
+    lm_lua_check_opts(L, arg, fname, known ? known : DTYPE_DEVICE);
     if (lua_getfield(L, arg, "dtype") != LUA_TNIL) o->dtype = lm_lua_check_dtype(L, -1);
     lua_pop(L, 1);
     if (lua_getfield(L, arg, "device") != LUA_TNIL) o->device = lm_lua_check_device(L, -1);

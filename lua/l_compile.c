@@ -253,7 +253,9 @@ static int compiled_tostring(lua_State *L)
 
 static int l_compile(lua_State *L)
 {
+    static const char *const KNOWN[] = {"shapeless", "name", "cache", NULL};
     luaL_checktype(L, 1, LUA_TFUNCTION);
+    lm_lua_check_opts(L, 2, "lm.compile", KNOWN);
     bool shapeless = lm_lua_opt_bool(L, 2, "shapeless", false);
     lua_Integer cap = lm_lua_opt_int(L, 2, "cache", 16);
     if (cap < 1) return luaL_error(L, "compile: cache must be at least 1");

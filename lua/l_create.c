@@ -2,6 +2,7 @@
  * module-level state: devices, memory, random seed, print options. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 #include "core/backend.h"
 #include "l_internal.h"
 
@@ -12,7 +13,7 @@ static lm_dtype dtype_or(const lm_lua_opts *o, lm_dtype d) { return o->dtype == 
 static int c_tensor(lua_State *L)
 {
     lm_lua_opts o;
-    lm_lua_opts_read(L, 2, &o);
+    lm_lua_opts_read(L, 2, &o, "lm.tensor", NULL);
     if (lua_type(L, 1) == LUA_TNUMBER || lua_type(L, 1) == LUA_TBOOLEAN) {
         /* an explicit tensor from a number is not a weak scalar */
         lm_dtype dt = dtype_or(&o, lua_isboolean(L, 1) ? LM_BOOL : LM_F32);
@@ -40,20 +41,21 @@ static int c_tensor(lua_State *L)
     return lm_lua_push_array(L, lm_lua_to_array_on(L, 1, o.dtype, o.device));
 }
 
-static int fill(lua_State *L, double v, bool has_value)
+static int fill(lua_State *L, double v, bool has_value, const char *fname)
 {
     int64_t shape[LM_MAX_DIMS];
     int next;
     int n = lm_lua_shape(L, 1, shape, &next);
     if (has_value) v = luaL_checknumber(L, next++);
     lm_lua_opts o;
-    lm_lua_opts_read(L, next, &o);
+    lm_lua_opts_read(L, next, &o, fname, NULL);
+    lm_lua_check_nargs(L, next, fname);
     return lm_lua_push_array(L, lm_full(n, shape, v, dtype_or(&o, LM_F32), o.device));
 }
 
-static int c_zeros(lua_State *L) { return fill(L, 0, false); }
-static int c_ones(lua_State *L) { return fill(L, 1, false); }
-static int c_full(lua_State *L) { return fill(L, 0, true); }
+static int c_zeros(lua_State *L) { return fill(L, 0, false, "lm.zeros"); }
+static int c_ones(lua_State *L) { return fill(L, 1, false, "lm.ones"); }
+static int c_full(lua_State *L) { return fill(L, 0, true, "lm.full"); }
 
 /* lm.arange([start,] stop [, step], [opts]) */
 static int c_arange(lua_State *L)
@@ -67,7 +69,8 @@ static int c_arange(lua_State *L)
     double stop = nnum > 1 ? lua_tonumber(L, 2) : lua_tonumber(L, 1);
     double step = nnum > 2 ? lua_tonumber(L, 3) : 1;
     lm_lua_opts o;
-    lm_lua_opts_read(L, nnum + 1, &o);
+    lm_lua_opts_read(L, nnum + 1, &o, "lm.arange", NULL);
+    lm_lua_check_nargs(L, nnum + 1, "lm.arange");
     return lm_lua_push_array(L, lm_arange(start, stop, step, dtype_or(&o, ints ? LM_I64 : LM_F32), o.device));
 }
 
@@ -76,7 +79,7 @@ static int c_linspace(lua_State *L)
     double a = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
     lua_Integer n = luaL_optinteger(L, 3, 50);
     lm_lua_opts o;
-    lm_lua_opts_read(L, 4, &o);
+    lm_lua_opts_read(L, 4, &o, "lm.linspace", NULL);
     return lm_lua_push_array(L, lm_linspace(a, b, n, dtype_or(&o, LM_F32), o.device));
 }
 
@@ -88,7 +91,8 @@ static int c_eye(lua_State *L)
     if (lua_type(L, arg) == LUA_TNUMBER) m = lua_tointeger(L, arg++);
     if (lua_type(L, arg) == LUA_TNUMBER) k = lua_tointeger(L, arg++);
     lm_lua_opts o;
-    lm_lua_opts_read(L, arg, &o);
+    lm_lua_opts_read(L, arg, &o, "lm.eye", NULL);
+    lm_lua_check_nargs(L, arg, "lm.eye");
     return lm_lua_push_array(L, lm_eye(n, m, k, dtype_or(&o, LM_F32), o.device));
 }
 
@@ -108,11 +112,15 @@ static lm_key key_from(lua_State *L, int opt)
 
 static int random_tensor(lua_State *L, bool normal)
 {
+    static const char *const UNIFORM[] = {"seed", "low", "high", "dtype", "device", NULL};
+    static const char *const NORMAL[] = {"seed", "mean", "std", "dtype", "device", NULL};
+    const char *fname = normal ? "lm.randn" : "lm.rand";
     int64_t shape[LM_MAX_DIMS];
     int next;
     int n = lm_lua_shape(L, 1, shape, &next);
     lm_lua_opts o;
-    lm_lua_opts_read(L, next, &o);
+    lm_lua_opts_read(L, next, &o, fname, normal ? NORMAL : UNIFORM);
+    lm_lua_check_nargs(L, next, fname);
     lm_key k = key_from(L, next);
     lm_dtype dt = dtype_or(&o, LM_F32);
     if (normal) {
@@ -251,8 +259,10 @@ static int m_is_tensor(lua_State *L)
 
 static int m_set_printoptions(lua_State *L)
 {
+    static const char *const KNOWN[] = {"precision", "threshold", "edgeitems", "linewidth", NULL};
     lm_print_opts *p = &lm_lua_print_opts;
     luaL_checktype(L, 1, LUA_TTABLE);
+    lm_lua_check_opts(L, 1, "lm.set_printoptions", KNOWN);
     p->precision = (int)lm_lua_opt_int(L, 1, "precision", p->precision);
     p->threshold = (int)lm_lua_opt_int(L, 1, "threshold", p->threshold);
     p->edgeitems = (int)lm_lua_opt_int(L, 1, "edgeitems", p->edgeitems);
@@ -262,23 +272,45 @@ static int m_set_printoptions(lua_State *L)
     return 0;
 }
 
+/* ---- time ---- */
+
+static int m_clock(lua_State *L)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    lua_pushnumber(L, (lua_Number)t.tv_sec + (lua_Number)t.tv_nsec * 1e-9);
+    return 1;
+}
+
+/* lm.sync([device]): every device when none is named */
+static int m_sync(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1)) {
+        if (lm_device_sync(lm_lua_check_device(L, 1)) != LM_OK) return lm_lua_error(L);
+        return 0;
+    }
+    for (int i = 0; i < lm_device_count(); i++)
+        if (lm_device_sync(lm_device_at(i)) != LM_OK) return lm_lua_error(L);
+    return 0;
+}
+
 const lm_lua_func lm_lua_create_funcs[] = {
     {"tensor", c_tensor, "lm.tensor(data, [{dtype=, device=}]) -> tensor\nA tensor from a number, a "
      "boolean, a nested table ({{1, 2}, {3, 4}}) or a list of tensors (stacked).  Numbers become f32 "
      "and booleans bool unless dtype says otherwise."},
-    {"zeros", c_zeros, "lm.zeros(shape, [{dtype=, device=} | dtype]) -> tensor\nA tensor of zeros; "
-     "shape is a table {2, 3} (or the numbers 2, 3)."},
-    {"ones", c_ones, "lm.ones(shape, [opts]) -> tensor\nA tensor of ones."},
+    {"zeros", c_zeros, "lm.zeros(shape | n1, n2, ..., [{dtype=, device=} | dtype]) -> tensor\nA "
+     "tensor of zeros; shape is a table {2, 3} (or the numbers 2, 3)."},
+    {"ones", c_ones, "lm.ones(shape | n1, n2, ..., [opts]) -> tensor\nA tensor of ones."},
     {"full", c_full, "lm.full(shape, value, [opts]) -> tensor\nA tensor filled with value."},
     {"arange", c_arange, "lm.arange([start=0,] stop, [step=1], [opts]) -> tensor\nstart, start+step, "
      "... up to but excluding stop (numpy.arange).  i64 when every argument is an integer, else f32."},
     {"linspace", c_linspace, "lm.linspace(start, stop, [n=50], [opts]) -> tensor\nn evenly spaced "
      "points from start to stop inclusive."},
     {"eye", c_eye, "lm.eye(n, [m=n], [k=0], [opts]) -> tensor\nAn n x m matrix with ones on diagonal k."},
-    {"rand", c_rand, "lm.rand(shape, [{seed=, low=0, high=1, dtype=, device=}]) -> tensor\nUniform "
-     "random numbers in [low, high).  The same seed gives the same tensor on every device."},
-    {"randn", c_randn, "lm.randn(shape, [{seed=, mean=0, std=1, dtype=, device=}]) -> tensor\nNormal "
-     "random numbers."},
+    {"rand", c_rand, "lm.rand(shape | n1, n2, ..., [{seed=, low=0, high=1, dtype=, device=}]) "
+     "-> tensor\nUniform random numbers in [low, high).  The same seed gives the same tensor on every device."},
+    {"randn", c_randn, "lm.randn(shape | n1, n2, ..., [{seed=, mean=0, std=1, dtype=, device=}]) "
+     "-> tensor\nNormal random numbers."},
     {"seed", c_seed, "lm.seed(n)\nResets the generator that rand/randn use when no seed is given."},
     {"devices", m_devices, "lm.devices() -> {{name=, spec=, backend=, kind=, memory=, info=, default=}, ...}\n"
      "The devices Lumen can run on."},
@@ -297,6 +329,12 @@ const lm_lua_func lm_lua_create_funcs[] = {
      "many.  For loops that cannot wait for Lua's collector."},
     {"live", m_live, "lm.live() -> integer\nThe number of live core arrays (a leak check)."},
     {"is_tensor", m_is_tensor, "lm.is_tensor(x) -> boolean\nTrue when x is a tensor."},
+    {"clock", m_clock, "lm.clock() -> seconds\nA monotonic wall clock (a float; only differences "
+     "mean something).  os.clock() is the process's CPU time summed over every thread instead.  "
+     "Work is lazy: evaluate what you time, and lm.sync() before reading the clock again."},
+    {"sync", m_sync, "lm.sync([device])\nWaits until the device (every device when none is named) "
+     "has finished the work handed to it, as the REPL's :time does before reading the clock.  "
+     "Evaluation on the CPU is already synchronous."},
     {"set_printoptions", m_set_printoptions, "lm.set_printoptions{precision=4, threshold=1000, "
      "edgeitems=3, linewidth=80}\nHow tensors print: fraction digits, the element count past which "
      "printing summarises, the items kept at each end, the line width."},

@@ -26,31 +26,113 @@ static void push_registry_table(lua_State *L, const char *key, const char *mode)
     lua_setfield(L, LUA_REGISTRYINDEX, key);
 }
 
-void lm_lua_register(lua_State *L, const char *prefix, const lm_lua_func *funcs)
+/* The most arguments a function takes, read from its docstring's
+ * signature (the first bracket group, opened on the first line), self included:
+ * "t:slice(axis, start, stop[, step])" -> 5, "lm.set_printoptions{...}" ->
+ * 1.  -1 when the signature has "..." or there is no docstring: such a
+ * function checks its own count (lm_lua_check_nargs). */
+static int doc_arity(const char *doc)
+{
+    if (!doc) return -1;
+    const char *nl = strchr(doc, '\n'), *end = doc + strlen(doc);
+    if (!nl) nl = end;
+    const char *p = doc;
+    while (p < nl && *p != '(' && *p != '{') p++;
+    if (p == nl) return -1;
+    int self = !strncmp(doc, "t:", 2);
+    if (*p == '{') return 1 + self;
+    int depth = 0, commas = 0;
+    bool any = false;
+    for (; p < end; p++) {
+        if (*p == '(' || *p == '{') depth++;
+        else if (*p == ')' || *p == '}') { if (--depth == 0) break; }
+        else if (*p == ',' && depth == 1) commas++;
+        else if (depth == 1 && !strncmp(p, "...", 3)) return -1;
+        else if (*p != ' ' && *p != '[' && *p != ']') any = true;
+    }
+    if (p == end) return -1;   /* unbalanced: do not guess */
+    return (any ? commas + 1 : 0) + self;
+}
+
+/* Every registered function runs through this closure: upvalues are the
+ * function (C or Lua), its arity (self included) and its full name.  A
+ * call with more arguments than the signature has is an error naming the
+ * function, so a misread signature never computes a silently wrong number. */
+static int checked_call(lua_State *L)
+{
+    int max = (int)lua_tointeger(L, lua_upvalueindex(2));
+    int n = lua_gettop(L);
+    if (n > max) {
+        const char *name = lua_tostring(L, lua_upvalueindex(3));
+        int self = !strncmp(name, "t:", 2);
+        return luaL_error(L, "%s: too many arguments (%d given, at most %d)", name, n - self,
+                          max - self);
+    }
+    lua_CFunction f = lua_tocfunction(L, lua_upvalueindex(1));
+    if (f) return f(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+void lm_lua_push_checked(lua_State *L, int fn, const char *doc, const char *full)
+{
+    fn = lua_absindex(L, fn);
+    int max = doc_arity(doc);
+    lua_pushvalue(L, fn);
+    if (max < 0) return;
+    lua_pushinteger(L, max);
+    lua_pushstring(L, full);
+    lua_pushcclosure(L, checked_call, 3);
+}
+
+static void register_funcs(lua_State *L, const char *prefix, const lm_lua_func *funcs, bool check)
 {
     int t = lua_gettop(L);
     push_registry_table(L, DOCS, NULL);
     push_registry_table(L, NAMES, "k");
     for (const lm_lua_func *f = funcs; f->name; f++) {
+        const char *full = lua_pushfstring(L, "%s%s", prefix, f->name);
         lua_pushcfunction(L, f->fn);
+        lm_lua_push_checked(L, -1, check ? f->doc : NULL, full);
+        lua_remove(L, -2);
+        lua_pushvalue(L, -1);
         lua_setfield(L, t, f->name);
-        lua_pushfstring(L, "%s%s", prefix, f->name);
         if (f->doc) {
             lua_pushstring(L, f->doc);
-            lua_setfield(L, t + 1, lua_tostring(L, -2));
+            lua_setfield(L, t + 1, full);
         }
-        lua_pushcfunction(L, f->fn);
-        if (lua_rawget(L, t + 2) == LUA_TNIL) {      /* first name wins */
-            lua_pop(L, 1);
-            lua_pushcfunction(L, f->fn);
+        /* first name wins: a light C function is the same value in every
+         * table that holds it */
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, t + 2) == LUA_TNIL) {
             lua_pushvalue(L, -2);
+            lua_pushvalue(L, -4);
             lua_rawset(L, t + 2);
-        } else {
-            lua_pop(L, 1);
         }
-        lua_pop(L, 1);
+        lua_settop(L, t + 2);
     }
     lua_settop(L, t);
+}
+
+void lm_lua_register(lua_State *L, const char *prefix, const lm_lua_func *funcs)
+{
+    register_funcs(L, prefix, funcs, true);
+}
+
+void lm_lua_register_nn(lua_State *L, const char *prefix, const lm_lua_func *funcs)
+{
+    register_funcs(L, prefix, funcs, false);
+}
+
+/* lm._arity(f) -> integer|nil: the most arguments f takes (self included),
+ * nil when it is variadic or not a registered function (tests use it). */
+static int l_arity(lua_State *L)
+{
+    if (lua_tocfunction(L, 1) == checked_call && lua_getupvalue(L, 1, 2)) return 1;
+    lua_pushnil(L);
+    return 1;
 }
 
 /* The docstring for a name as typed: "lm.zeros", "lumen.zeros", "zeros",
@@ -232,6 +314,8 @@ static const lm_lua_func doc_funcs[] = {
     {"help", l_help, "lm.help([x])\nPrints the documentation of a function, method, the module "
      "(help(lm)) or a tensor's methods (help(t)).  The REPL also has it as help(x) and ?x."},
     {"doc", l_doc, "lm.doc([x]) -> string|nil\nThe documentation help(x) prints, as a string."},
+    {"_arity", l_arity, "lm._arity(f) -> integer|nil\nThe most arguments a Lumen function takes "
+     "(self included), nil when variadic (internal; tests use it)."},
     {"docs", l_docs, "lm.docs() -> table\nEvery docstring by full name ({[\"lm.zeros\"] = \"...\"}); "
      "docs/API.md is generated from it."},
     {NULL, NULL, NULL},

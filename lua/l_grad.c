@@ -115,27 +115,32 @@ static const lm_lua_func data_funcs[] = {
     {NULL, NULL, NULL},
 };
 
-/* lm._set_doc(fn, name, doc): docstrings for the functions written in Lua
- * (the registry tables of l_doc.c) */
+/* lm._set_doc(fn, name, doc) -> fn: docstrings for the functions written
+ * in Lua (the registry tables of l_doc.c); returns fn checked against the
+ * arity of doc's signature, as lm_lua_register does for C functions. */
 static int l_set_doc(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     const char *name = luaL_checkstring(L, 2);
-    luaL_checkstring(L, 3);
+    const char *doc = luaL_checkstring(L, 3);
+    lm_lua_push_checked(L, 1, doc, name);
+    int fn = lua_gettop(L);
     if (lua_getfield(L, LUA_REGISTRYINDEX, "lumen.docs") == LUA_TTABLE) {
         lua_pushvalue(L, 3);
         lua_setfield(L, -2, name);
     }
     if (lua_getfield(L, LUA_REGISTRYINDEX, "lumen.docnames") == LUA_TTABLE) {
-        lua_pushvalue(L, 1);
+        lua_pushvalue(L, fn);
         lua_pushvalue(L, 2);
         lua_rawset(L, -3);
     }
-    return 0;
+    lua_settop(L, fn);
+    return 1;
 }
 
 static const lm_lua_func grad_funcs[] = {
-    {"_set_doc", l_set_doc, "lm._set_doc(fn, name, doc)\nRecords the docstring of a function written in Lua (internal)."},
+    {"_set_doc", l_set_doc, "lm._set_doc(fn, name, doc) -> fn\nRecords the docstring of a function "
+     "written in Lua and returns it checked against the signature's arity (internal)."},
     {"stop_gradient", l_stop_gradient,
      "lm.stop_gradient(x) -> tensor\nx itself as far as values go; no gradient flows back through it."},
     {"_vjp", l_vjp_core, "lm._vjp(outputs, cotangents, inputs) -> grads\nThe backward pass over lists "

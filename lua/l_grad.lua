@@ -10,7 +10,13 @@ local function check_opts(fname, opts, allowed)
   if opts == nil then return {} end
   if type(opts) ~= "table" then error(fname .. ": options must be a table, got " .. type(opts), 3) end
   for k in pairs(opts) do
-    if allowed[k] == nil then error(fname .. ": unknown option '" .. tostring(k) .. "'", 3) end
+    if allowed[k] == nil then
+      -- the message of the C functions' options rule (lua/l_args.c)
+      local known = {}
+      for name in pairs(allowed) do known[#known + 1] = name end
+      table.sort(known)
+      error(fname .. ": unknown option '" .. tostring(k) .. "' (known: " .. table.concat(known, ", ") .. ")", 3)
+    end
   end
   return opts
 end
@@ -87,17 +93,13 @@ local function value_and_grad_impl(fname, f, opts)
   end
 end
 
-local function no_extra(fname, n)
-  if n > 0 then error(fname .. ": takes f and an options table; got " .. n .. " more arguments", 3) end
-end
-
-function lm.value_and_grad(f, opts, ...)
-  no_extra("value_and_grad", select("#", ...))
+-- extra positional arguments are errors: lm._set_doc (below) wraps each
+-- function in a check against its docstring's signature
+function lm.value_and_grad(f, opts)
   return value_and_grad_impl("value_and_grad", f, opts)
 end
 
-function lm.grad(f, opts, ...)
-  no_extra("grad", select("#", ...))
+function lm.grad(f, opts)
   local vg = value_and_grad_impl("grad", f, opts)
   return function(...)
     local _, g = vg(...)
@@ -106,8 +108,7 @@ function lm.grad(f, opts, ...)
 end
 
 -- lm.vjp(f, primals, cotangents) -> outputs, vjps
-function lm.vjp(f, primals, cotangents, ...)
-  if select("#", ...) > 0 then error("vjp: takes f, primals, cotangents; got extra arguments", 2) end
+function lm.vjp(f, primals, cotangents)
   if type(primals) ~= "table" or type(cotangents) ~= "table" then
     error("vjp: primals and cotangents must be lists", 2)
   end
@@ -136,14 +137,14 @@ function lm.vjp(f, primals, cotangents, ...)
 end
 
 local doc = lm._set_doc
-doc(lm.grad, "lm.grad", "lm.grad(f, {argnums=1}) -> function\n"
+lm.grad = doc(lm.grad, "lm.grad", "lm.grad(f, {argnums=1}) -> function\n"
   .. "A function returning the gradient of f (which must return a one-element tensor first) with\n"
   .. "respect to argument argnums (an integer, or a list: then a list of gradients).  Arguments may be\n"
   .. "tensors or nested tables of tensors; gradients come back in the same structure.  f must not\n"
   .. "evaluate what the result depends on (an evaluated tensor drops its graph).")
-doc(lm.value_and_grad, "lm.value_and_grad", "lm.value_and_grad(f, {argnums=1}) -> function\n"
+lm.value_and_grad = doc(lm.value_and_grad, "lm.value_and_grad", "lm.value_and_grad(f, {argnums=1}) -> function\n"
   .. "Like lm.grad, but the function returns f's value, the gradients, then f's other results.\n"
   .. "Value and gradients are evaluated together.")
-doc(lm.vjp, "lm.vjp", "lm.vjp(f, primals, cotangents) -> outputs, vjps\n"
+lm.vjp = doc(lm.vjp, "lm.vjp", "lm.vjp(f, primals, cotangents) -> outputs, vjps\n"
   .. "Runs f(table.unpack(primals)) and pulls the cotangents (tensors or numbers, one per output)\n"
   .. "back to every primal: vjps[i] has primals[i]'s structure.")

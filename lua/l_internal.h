@@ -30,7 +30,20 @@ typedef struct lm_lua_opts {
     lm_dtype dtype;        /* LM_DTYPE_COUNT when not given */
     lm_device *device;     /* NULL when not given */
 } lm_lua_opts;
-void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o);
+/* fname names the function in errors; known lists the accepted option
+ * names (NULL: dtype and device). */
+void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
+                      const char *const *known);
+/* The options rule: an options table may hold only the names in known
+ * (NULL-ended; "causal|is_causal" accepts either spelling).  Raises
+ * "fname: unknown option 'k' (known: a, b)" otherwise, and when the value at
+ * arg is neither nil nor a table.  Returns arg's absolute index, 0 for nil. */
+int lm_lua_check_opts(lua_State *L, int arg, const char *fname, const char *const *known);
+void lm_lua_opts_unknown(lua_State *L, const char *fname, const char *k, const char *const *known);
+bool lm_lua_opt_name_matches(const char *spec, const char *k);
+/* Raises "fname: too many arguments" when more than max values were passed
+ * (for the variadic functions, which the registration cannot check). */
+void lm_lua_check_nargs(lua_State *L, int max, const char *fname);
 lm_dtype lm_lua_check_dtype(lua_State *L, int arg);
 lm_device *lm_lua_check_device(lua_State *L, int arg);
 bool lm_lua_opt_bool(lua_State *L, int arg, const char *field, bool dflt);
@@ -86,6 +99,7 @@ lm_array *lm_lua_index_arg(lua_State *L, int arg, const char *fname, const char 
 void lm_lua_open_compile(lua_State *L);   /* module table on top */
 /* ---- l_grad.c: lm.grad, lm.value_and_grad, lm.vjp, lm.stop_gradient, lm.optim ---- */
 void lm_lua_open_grad(lua_State *L);      /* module table on top */
+void lm_lua_open_batch(lua_State *L);     /* module table on top: lm.batch */
 
 /* ---- l_models.c: lm.models (TF.js layers models) ---- */
 void lm_lua_open_models(lua_State *L);    /* module table on top */
@@ -119,6 +133,14 @@ extern const lm_lua_func lm_lua_nn_methods[];     /* l_nn.c: methods and lm.* */
 extern const lm_lua_func lm_lua_nnseq_funcs[];    /* l_nnseq.c */
 extern const lm_lua_func lm_lua_nnseq_methods[];
 void lm_lua_open_doc(lua_State *L);               /* registry of docstrings */
+/* lm_lua_register for functions that read their arguments with
+ * lm_nn_args_read, which checks the count against their parameter list
+ * (the docstring shows the options table, not every positional slot). */
+void lm_lua_register_nn(lua_State *L, const char *prefix, const lm_lua_func *funcs);
+/* Pushes the function at fn as Lua should see it: wrapped so that a call
+ * with more arguments than doc's signature has raises an error naming
+ * full ("lm.zeros"); unwrapped when the signature has "..." or no doc. */
+void lm_lua_push_checked(lua_State *L, int fn, const char *doc, const char *full);
 /* Pushes the docstring of the value at idx (or of a name) or nil. */
 void lm_lua_push_doc(lua_State *L, int idx);
 /* Pushes the table of methods shared by all tensors (registry field). */

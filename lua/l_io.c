@@ -7,12 +7,26 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lumen_lua.h"
+#include "l_internal.h"
 #include "core/compare.h"
 #include "core/image.h"
 #include "core/io.h"
 
 #define REPORT_MT "lumen.compare_report"
+
+/* The option names each function knows (the options rule, l_args.c). */
+static const char *const LOAD_OPTS[] = {"device", NULL};
+static const char *const SAVE_ST_OPTS[] = {"format", "metadata", NULL};
+static const char *const SAVE_NPZ_OPTS[] = {"format", "compress", NULL};
+static const char *const SAVE_NPY_OPTS[] = {"format", NULL};
+static const char *const SAVE_PNG_OPTS[] = {"format", "layout", "range", "bits", "level", "text", NULL};
+static const char *const WRITE_PNG_OPTS[] = {"layout", "range", "bits", "level", "text", NULL};
+static const char *const READ_PNG_OPTS[] = {"layout", "dtype", NULL};
+#define COMPARE_OPTS "rtol", "atol", "equal_nan", "check_dtype", "peak"
+static const char *const CMP_OPTS[] = {COMPARE_OPTS, NULL};
+static const char *const CMP_FILE_OPTS[] = {COMPARE_OPTS, "only", "allow_missing", NULL};
+static const char *const GRID_OPTS[] = {"nrow", "pad", "pad_value", "layout", NULL};
+static const char *const DIFF_OPTS[] = {"scale", "layout", NULL};
 
 /* ---- small helpers ---- */
 
@@ -51,11 +65,10 @@ static const char *opt_str(lua_State *L, int opts, const char *name, const char 
     return s;
 }
 
-static int opts_arg(lua_State *L, int idx)
+/* The options table at idx checked against known: its index, 0 if nil. */
+static int opts_arg(lua_State *L, int idx, const char *fname, const char *const *known)
 {
-    if (lua_isnoneornil(L, idx)) return 0;
-    luaL_checktype(L, idx, LUA_TTABLE);
-    return lua_absindex(L, idx);
+    return lm_lua_check_opts(L, idx, fname, known);
 }
 
 /* The tensor at idx, or a new one made from a number/table and left on the
@@ -113,6 +126,7 @@ static void push_set(lua_State *L, lm_tensor_set *s)
 static int l_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
+    opts_arg(L, 2, "lm.load", LOAD_OPTS);
     lm_tensor_set s;
     if (lm_load_file(path, &s) != LM_OK) return lm_lua_error(L);
     lua_settop(L, 1);
@@ -167,11 +181,23 @@ static lm_file_format save_format(lua_State *L, const char *path, int opts)
     return LM_FORMAT_UNKNOWN;
 }
 
+static int cmp_kv(const void *a, const void *b)
+{
+    return strcmp(((const lm_kv *)a)->key, ((const lm_kv *)b)->key);
+}
+
+static void read_png_opts(lua_State *L, int opts, lm_png_opts *o);
+
 static int l_save(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    int opts = opts_arg(L, 3);
-    lm_file_format fmt = save_format(L, path, opts);
+    lm_file_format fmt = save_format(L, path, lua_istable(L, 3) ? 3 : 0);
+    const char *const *known = fmt == LM_FORMAT_NPY   ? SAVE_NPY_OPTS
+                               : fmt == LM_FORMAT_NPZ ? SAVE_NPZ_OPTS
+                               : fmt == LM_FORMAT_PNG ? SAVE_PNG_OPTS
+                                                      : SAVE_ST_OPTS;
+    /* an option of another format (bits for a .npy) is unknown here */
+    int opts = opts_arg(L, 3, "lm.save", known);
     if (fmt == LM_FORMAT_NPY || fmt == LM_FORMAT_PNG) {
         if (lua_istable(L, 2) && !luaL_testudata(L, 2, LM_LUA_TENSOR)) {
             lua_pushnil(L);
@@ -181,8 +207,10 @@ static int l_save(lua_State *L)
                                   fmt == LM_FORMAT_NPY ? "npy" : "png");
             lua_settop(L, 3);
         }
+        lm_png_opts o;
+        if (fmt == LM_FORMAT_PNG) read_png_opts(L, opts, &o);
         lm_array *a = arg_array(L, 2);
-        lm_status st = fmt == LM_FORMAT_NPY ? lm_save_npy(path, a) : lm_png_write(path, a, NULL);
+        lm_status st = fmt == LM_FORMAT_NPY ? lm_save_npy(path, a) : lm_png_write(path, a, &o);
         return st == LM_OK ? 0 : lm_lua_error(L);
     }
     const char **names;
@@ -289,7 +317,7 @@ static int report_tostring(lua_State *L)
 static int l_compare(lua_State *L)
 {
     luaL_checkany(L, 2);
-    int opts = opts_arg(L, 3);
+    int opts = opts_arg(L, 3, "lm.compare", CMP_OPTS);
     lm_compare_opts o;
     read_compare_opts(L, opts, &o);
     lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
@@ -299,11 +327,15 @@ static int l_compare(lua_State *L)
     return 1;
 }
 
+/* numpy.allclose(a, b, rtol, atol, equal_nan): positionally or by name */
 static int l_allclose(lua_State *L)
 {
+    static const char *const NAMES[] = {"rtol", "atol", "equal_nan", NULL};
     luaL_checkany(L, 2);
-    double rtol = luaL_optnumber(L, 3, 1e-5), atol = luaL_optnumber(L, 4, 1e-8);
-    bool equal_nan = lua_toboolean(L, 5);
+    lm_nn_args args;
+    lm_nn_args_read(L, &args, "lm.allclose", NAMES, 3);
+    double rtol = lm_nn_num(&args, 0, 1e-5), atol = lm_nn_num(&args, 1, 1e-8);
+    bool equal_nan = lm_nn_bool(&args, 2, false);
     lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
     bool ok;
     if (lm_allclose(a, b, rtol, atol, equal_nan, &ok) != LM_OK) return lm_lua_error(L);
@@ -359,7 +391,7 @@ static int l_compare_file(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    int opts = opts_arg(L, 3);
+    int opts = opts_arg(L, 3, "lm.compare_file", CMP_FILE_OPTS);
     lm_compare_opts o;
     read_compare_opts(L, opts, &o);
     const char *only = opt_str(L, opts, "only", NULL);
@@ -396,20 +428,12 @@ static void read_png_opts(lua_State *L, int opts, lm_png_opts *o)
         if (!lm_dtype_from_name(dt, &o->dtype)) luaL_error(L, "unknown dtype '%s'", dt);
         o->has_dtype = true;
     }
-}
-
-static int l_write_png(lua_State *L)
-{
-    const char *path = luaL_checkstring(L, 1);
-    luaL_checkany(L, 2);
-    int opts = opts_arg(L, 3);
-    lm_png_opts o;
-    read_png_opts(L, opts, &o);
     if (opt_field(L, opts, "text")) {
+        /* the entries live in a userdata left on the stack */
         int t = lua_gettop(L);
         luaL_checktype(L, t, LUA_TTABLE);
-        for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) o.ntext++;
-        lm_kv *kv = lua_newuserdatauv(L, sizeof(lm_kv) * (size_t)(o.ntext + 1), 0);
+        for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) o->ntext++;
+        lm_kv *kv = lua_newuserdatauv(L, sizeof(lm_kv) * (size_t)(o->ntext + 1), 0);
         int k = 0;
         for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
             if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
@@ -417,8 +441,20 @@ static int l_write_png(lua_State *L)
             kv[k].key = (char *)lua_tostring(L, -2);
             kv[k++].value = (char *)lua_tostring(L, -1);
         }
-        o.text = kv;
+        /* Lua's table order changes from run to run: sorted keys keep the
+         * file's bytes reproducible */
+        qsort(kv, (size_t)o->ntext, sizeof *kv, cmp_kv);
+        o->text = kv;
     }
+}
+
+static int l_write_png(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    luaL_checkany(L, 2);
+    int opts = opts_arg(L, 3, "lm.image.write_png", WRITE_PNG_OPTS);
+    lm_png_opts o;
+    read_png_opts(L, opts, &o);
     lm_array *a = arg_array(L, 2);
     if (lm_png_write(path, a, &o) != LM_OK) return lm_lua_error(L);
     lua_pushinteger(L, a->ndim == 4 ? a->shape[0] : 1);
@@ -428,7 +464,7 @@ static int l_write_png(lua_State *L)
 static int l_read_png(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    int opts = opts_arg(L, 2);
+    int opts = opts_arg(L, 2, "lm.image.read_png", READ_PNG_OPTS);
     lm_png_opts o;
     read_png_opts(L, opts, &o);
     lm_tensor_set text = {0};
@@ -445,7 +481,7 @@ static int l_read_png(lua_State *L)
 
 static int l_grid(lua_State *L)
 {
-    int opts = opts_arg(L, 2);
+    int opts = opts_arg(L, 2, "lm.image.grid", GRID_OPTS);
     int nrow = (int)opt_num(L, opts, "nrow", 8), pad = (int)opt_num(L, opts, "pad", 2);
     double pv = opt_num(L, opts, "pad_value", 0);
     lm_layout layout = opt_layout(L, opts);
@@ -470,7 +506,7 @@ static int l_diff(lua_State *L)
 {
     luaL_checkany(L, 2);
     const char *path = luaL_checkstring(L, 3);
-    int opts = opts_arg(L, 4);
+    int opts = opts_arg(L, 4, "lm.image.diff", DIFF_OPTS);
     double scale = opt_num(L, opts, "scale", 0);
     lm_layout layout = opt_layout(L, opts);
     lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
@@ -488,16 +524,18 @@ static int l_diff(lua_State *L)
 
 static const lm_lua_func io_funcs[] = {
     {"load", l_load,
-     "lm.load(path) -> tensors, metadata\n"
+     "lm.load(path, [{device=}]) -> tensors, metadata\n"
      "Loads a safetensors, .npz, .npy or PNG file, chosen by content.  safetensors and\n"
      "npz give a table name -> tensor (safetensors tensors map the file: no copy until\n"
      "used); .npy and PNG give the tensor itself.  metadata: the safetensors\n"
      "__metadata__ or PNG text as a table of strings."},
     {"save", l_save,
-     "lm.save(path, tensors, {format=, metadata=, compress=})\n"
+     "lm.save(path, tensors, [{format=, metadata=, compress=, bits=, ...}])\n"
      "Writes a table name -> tensor (or one tensor) as .safetensors (with metadata, a\n"
-     "table of strings), .npz (compress=true deflates) or .npy (one tensor), by\n"
-     "extension or format=.  The file appears complete or not at all."},
+     "table of strings), .npz (compress=true deflates), .npy (one tensor) or PNG (one\n"
+     "image; the options of lm.image.write_png: layout=, range=, bits=8|16, level=,\n"
+     "text=), by extension or format=.  An option the format does not have is an error.\n"
+     "The file appears complete or not at all."},
     {"compare", l_compare,
      "lm.compare(a, b, {rtol=, atol=, equal_nan=true, check_dtype=false, peak=}) -> report\n"
      "Holds a against the reference b: report.ok, shape_equal, dtype_equal, max_abs,\n"
@@ -506,8 +544,10 @@ static const lm_lua_func io_funcs[] = {
      "Default tolerances are torch.testing's for the less precise dtype.\n"
      "print(report) shows a compact table."},
     {"allclose", l_allclose,
-     "lm.allclose(a, b, rtol=1e-5, atol=1e-8, equal_nan=false) -> boolean\n"
-     "numpy.allclose: |a - b| <= atol + rtol*|b| everywhere, shapes broadcast."},
+     "lm.allclose(a, b, [rtol=1e-5, atol=1e-8, equal_nan=false] | [{rtol=, atol=, equal_nan=}])\n"
+     "  -> boolean\n"
+     "numpy.allclose: |a - b| <= atol + rtol*|b| everywhere, shapes broadcast.  rtol, atol\n"
+     "and equal_nan come positionally or by name: lm.allclose(a, b, {atol = 1e-6})."},
     {"compare_file", l_compare_file,
      "lm.compare_file(path, {name = tensor, ...}, {rtol=, atol=, only=, allow_missing=})\n"
      "  -> report\n"

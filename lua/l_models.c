@@ -26,8 +26,9 @@ static lua_model *check_model(lua_State *L, int idx)
 static int l_load(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
+    static const char *const known[] = {"scale", "device", "range", NULL};
     lm_lua_opts o;
-    lm_lua_opts_read(L, 2, &o);
+    lm_lua_opts_read(L, 2, &o, "lm.models.load", known);
     int scale = (int)lm_lua_opt_int(L, 2, "scale", 4);
     lua_model *u = lua_newuserdatauv(L, sizeof *u, 0);
     memset(u, 0, sizeof *u);
@@ -64,6 +65,8 @@ static int l_upscale(lua_State *L)
 {
     lua_model *u = check_model(L, 1);
     lm_array *img = lm_lua_check_array(L, 2);
+    static const char *const known[] = {"tile", "overlap", NULL};
+    lm_lua_check_opts(L, 3, "model:upscale", known);
     lm_upscale_opts o;
     lm_upscale_opts_init(&o);
     o.range = u->range;

@@ -18,13 +18,13 @@ int luaopen_lumen(lua_State *L)
     lm_lua_register(L, "lm.", lm_lua_op_methods);
     lm_lua_register(L, "lm.", lm_lua_op_module);
     lm_lua_register(L, "lm.", lm_lua_create_funcs);
-    lm_lua_register(L, "lm.", lm_lua_nn_methods);
-    lm_lua_register(L, "lm.", lm_lua_nnseq_methods);
-    lm_lua_register(L, "lm.", lm_lua_nn_funcs);
-    lm_lua_register(L, "lm.", lm_lua_nnseq_funcs);
+    lm_lua_register_nn(L, "lm.", lm_lua_nn_methods);
+    lm_lua_register_nn(L, "lm.", lm_lua_nnseq_methods);
+    lm_lua_register_nn(L, "lm.", lm_lua_nn_funcs);
+    lm_lua_register_nn(L, "lm.", lm_lua_nnseq_funcs);
     lm_lua_push_methods(L);
-    lm_lua_register(L, "t:", lm_lua_nn_methods);
-    lm_lua_register(L, "t:", lm_lua_nnseq_methods);
+    lm_lua_register_nn(L, "t:", lm_lua_nn_methods);
+    lm_lua_register_nn(L, "t:", lm_lua_nnseq_methods);
     lua_pop(L, 1);
     lua_pushliteral(L, LUMEN_VERSION);
     lua_setfield(L, -2, "version");
@@ -32,6 +32,7 @@ int luaopen_lumen(lua_State *L)
     lm_lua_open_io(L);
     lm_lua_open_compile(L);
     lm_lua_open_grad(L);
+    lm_lua_open_batch(L);
     lm_lua_open_models(L);
     return 1;
 }

@@ -13,20 +13,6 @@
 #include <string.h>
 #include "l_internal.h"
 
-/* Does the option key k spell parameter spec ("causal|is_causal")? */
-static bool name_matches(const char *spec, const char *k)
-{
-    size_t kl = strlen(k);
-    for (const char *p = spec; *p;) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == kl && !strncmp(p, k, len)) return true;
-        if (!bar) break;
-        p = bar + 1;
-    }
-    return false;
-}
-
 /* The parameter name as users see it in messages: the first spelling. */
 static const char *shown(lua_State *L, const char *spec)
 {
@@ -43,21 +29,8 @@ static bool is_options(lua_State *L, int i)
 static int find_name(const lm_nn_args *a, const char *k)
 {
     for (int i = 0; i < a->n; i++)
-        if (name_matches(a->names[i], k)) return i;
+        if (lm_lua_opt_name_matches(a->names[i], k)) return i;
     return -1;
-}
-
-/* Raises "fname: unknown option 'k' (known: a, b, c)". */
-static void unknown_option(lm_nn_args *a, const char *k)
-{
-    luaL_Buffer b;
-    luaL_buffinit(a->L, &b);
-    for (int i = 0; i < a->n; i++) {
-        if (i) luaL_addstring(&b, ", ");
-        for (const char *p = a->names[i]; *p; p++) luaL_addchar(&b, *p == '|' ? '/' : *p);
-    }
-    luaL_pushresult(&b);
-    luaL_error(a->L, "%s: unknown option '%s' (known: %s)", a->fname, k, lua_tostring(a->L, -1));
 }
 
 /* Checks every key of the options table at t, then pushes each given value
@@ -72,7 +45,7 @@ static void read_options(lm_nn_args *a, int t)
             luaL_error(L, "%s: option names must be strings, got %s", a->fname, luaL_typename(L, -1));
         const char *k = lua_tostring(L, -1);
         int i = find_name(a, k);
-        if (i < 0) unknown_option(a, k);
+        if (i < 0) lm_lua_opts_unknown(L, a->fname, k, a->names);
         if (a->at[i])
             luaL_error(L, "%s: %s given both as argument %d and as an option", a->fname,
                        shown(L, a->names[i]), a->at[i]);

@@ -22,7 +22,7 @@ static int unary(lua_State *L, lm_op op)
     X(rsqrt, RSQRT, "1 / sqrt(x)") X(square, SQUARE, "x * x") X(reciprocal, RECIPROCAL, "1 / x") \
     X(sin, SIN, "the sine") X(cos, COS, "the cosine") X(tan, TAN, "the tangent") \
     X(tanh, TANH, "the hyperbolic tangent") X(sigmoid, SIGMOID, "1 / (1 + e^-x)") \
-    X(relu, RELU, "max(x, 0)") X(gelu, GELU, "GELU, the exact (erf) form") \
+    X(relu, RELU, "max(x, 0)") \
     X(gelu_tanh, GELU_TANH, "GELU, the tanh approximation") X(silu, SILU, "x * sigmoid(x) (swish)") \
     X(softplus, SOFTPLUS, "log(1 + e^x)") X(erf, ERF, "the error function") \
     X(floor, FLOOR, "rounds down") X(ceil, CEIL, "rounds up") X(round, ROUND, "rounds half to even") \
@@ -31,6 +31,28 @@ static int unary(lua_State *L, lm_op op)
 
 #define UNARY_FN(name, OP, doc) static int u_##name(lua_State *L) { return unary(L, LM_OP_##OP); }
 UNARY_OPS(UNARY_FN)
+
+/* t:gelu{approximate="tanh"}: as in PyTorch, approximate is keyword-only,
+ * so x:gelu("tanh") is an error rather than the erf form. */
+static int o_gelu(lua_State *L)
+{
+    static const char *const KNOWN[] = {"approximate", NULL};
+    lm_array *a = lm_lua_check_array(L, 1);
+    if (lua_type(L, 2) == LUA_TSTRING)
+        return luaL_error(L, "gelu: approximate is given by name: x:gelu{approximate = \"%s\"}",
+                          lua_tostring(L, 2));
+    int opts = lm_lua_check_opts(L, 2, "gelu", KNOWN);
+    const char *ap = "none";
+    if (opts && lua_getfield(L, opts, "approximate") != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            return luaL_error(L, "gelu: approximate must be \"none\" or \"tanh\", got %s",
+                              luaL_typename(L, -1));
+        ap = lua_tostring(L, -1);
+    }
+    if (strcmp(ap, "none") && strcmp(ap, "tanh"))
+        return luaL_error(L, "gelu: approximate must be \"none\" or \"tanh\", not \"%s\"", ap);
+    return lm_lua_push_array(L, lm_unary(strcmp(ap, "tanh") ? LM_OP_GELU : LM_OP_GELU_TANH, a));
+}
 
 static int binary(lua_State *L, lm_op op)
 {
@@ -126,12 +148,17 @@ static int read_axes(lua_State *L, int arg, int ndim, int *axes, const char *fna
     return n;
 }
 
-/* t:sum(axis, {keepdims=true}): the options table may also come second. */
+/* t:sum(axis, {keepdims=true}): the options table may also come second;
+ * keepdims may come third as a boolean. */
 static int reduce(lua_State *L, lm_op op, const char *fname)
 {
+    static const char *const KEEP[] = {"keepdims", NULL};
+    static const char *const KEEP_DDOF[] = {"keepdims", "ddof", NULL};
     lm_array *a = lm_lua_check_array(L, 1);
     int axes[LM_MAX_DIMS], opt = 3;
     if (lua_istable(L, 2) && !lua_rawlen(L, 2) && lua_isnoneornil(L, 3)) opt = 2;
+    if (lua_type(L, opt) != LUA_TBOOLEAN)
+        lm_lua_check_opts(L, opt, fname, op == LM_OP_VAR || op == LM_OP_STD ? KEEP_DDOF : KEEP);
     int n = opt == 2 ? 0 : read_axes(L, 2, a->ndim, axes, fname);
     bool keep = lm_lua_opt_bool(L, opt, "keepdims", lua_type(L, opt) == LUA_TBOOLEAN && lua_toboolean(L, opt));
     if (op == LM_OP_VAR || op == LM_OP_STD) {
@@ -171,6 +198,8 @@ static int argreduce(lua_State *L, lm_op op, const char *fname)
     lm_array *a = lm_lua_check_array(L, 1);
     int axis = lua_isnoneornil(L, 2) || lua_istable(L, 2) ? LM_AXIS_ALL : lm_lua_axis(L, 2, a->ndim, fname);
     int opt = lua_istable(L, 2) ? 2 : 3;
+    static const char *const KEEP[] = {"keepdims", NULL};
+    lm_lua_check_opts(L, opt, fname, KEEP);
     bool keep = lm_lua_opt_bool(L, opt, "keepdims", false);
     lm_array *r = lm_argreduce(op, a, axis, keep);
     return lm_lua_push_array(L, r ? lm_lua_one_based(r) : NULL);
@@ -194,6 +223,7 @@ static int s_reshape(lua_State *L)
     int64_t shape[LM_MAX_DIMS];
     int n = 0;
     bool tbl = lua_istable(L, 2);
+    if (tbl) lm_lua_check_nargs(L, 2, "reshape");
     int count = tbl ? (int)luaL_len(L, 2) : lua_gettop(L) - 1;
     if (count > LM_MAX_DIMS) return luaL_error(L, "reshape: more than %d dimensions", LM_MAX_DIMS);
     for (int i = 0; i < count; i++) {
@@ -210,6 +240,7 @@ static int s_permute(lua_State *L)
     lm_array *a = lm_lua_check_array(L, 1);
     int perm[LM_MAX_DIMS];
     bool tbl = lua_istable(L, 2);
+    if (tbl) lm_lua_check_nargs(L, 2, "permute");
     int n = tbl ? (int)luaL_len(L, 2) : lua_gettop(L) - 1;
     if (n != a->ndim) return luaL_error(L, "permute: %d axes given for a %d-d tensor", n, a->ndim);
     for (int i = 0; i < n; i++) {
@@ -261,7 +292,9 @@ static int s_broadcast_to(lua_State *L)
 {
     lm_array *a = lm_lua_check_array(L, 1);
     int64_t shape[LM_MAX_DIMS];
-    int n = lm_lua_shape(L, 2, shape, NULL);
+    int next;
+    int n = lm_lua_shape(L, 2, shape, &next);
+    lm_lua_check_nargs(L, next - 1, "broadcast_to");
     return lm_lua_push_array(L, lm_broadcast_to(a, n, shape));
 }
 
@@ -370,6 +403,10 @@ static int j_split(lua_State *L)
 
 const lm_lua_func lm_lua_op_methods[] = {
     UNARY_OPS(UNARY_ENTRY)
+    {"gelu", o_gelu, "t:gelu([{approximate=\"none\"|\"tanh\"}]) -> tensor\nElementwise GELU, "
+     "x * Phi(x): the exact erf form (approximate=\"none\", the default) or the tanh approximation "
+     "0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (approximate=\"tanh\").  As in PyTorch, "
+     "approximate is given by name only."},
     BINARY_OPS(BINARY_ENTRY)
     {"clamp", o_clamp, "t:clamp(lo, hi) -> tensor\nLimits t to [lo, hi]; either bound may be nil."},
     {"astype", o_astype, "t:astype(dtype) -> tensor\nt converted to dtype (\"f32\", \"f16\", \"bf16\", "
@@ -397,9 +434,9 @@ const lm_lua_func lm_lua_op_methods[] = {
     {"argmin", r_argmin, "t:argmin([axis], [{keepdims=true}]) -> tensor\n1-based i64 index of the "
      "smallest value along axis (of the flattened tensor when nil)."},
     {"cumsum", r_cumsum, "t:cumsum(axis) -> tensor\nRunning sums along axis."},
-    {"reshape", s_reshape, "t:reshape{shape} -> tensor\nThe same elements in a new shape (one entry may "
+    {"reshape", s_reshape, "t:reshape(shape | n1, n2, ...) -> tensor\nThe same elements in a new shape (one entry may "
      "be -1); a view when strides allow."},
-    {"permute", s_permute, "t:permute{axes} -> tensor\nA view with the axes reordered (1-based)."},
+    {"permute", s_permute, "t:permute(axes | a1, a2, ...) -> tensor\nA view with the axes reordered (1-based)."},
     {"transpose", s_transpose, "t:transpose([a, b]) -> tensor\nA view with axes a and b swapped (the "
      "last two by default).  t.T does the same."},
     {"squeeze", s_squeeze, "t:squeeze([axis]) -> tensor\nRemoves axis (of size 1), or every axis of "
@@ -408,7 +445,7 @@ const lm_lua_func lm_lua_op_methods[] = {
      "axis (1..ndim+1; -1 appends)."},
     {"flatten", s_flatten, "t:flatten([first, last]) -> tensor\nMerges axes first..last (all by "
      "default) into one."},
-    {"broadcast_to", s_broadcast_to, "t:broadcast_to{shape} -> tensor\nA view of t repeated to shape "
+    {"broadcast_to", s_broadcast_to, "t:broadcast_to(shape | n1, n2, ...) -> tensor\nA view of t repeated to shape "
      "(numpy broadcasting)."},
     {"contiguous", s_contiguous, "t:contiguous() -> tensor\nt itself when already row-major "
      "contiguous, else a contiguous copy."},

@@ -98,8 +98,7 @@ local function make(fname, defaults, rule, opts)
 end
 
 -- torch.optim.SGD
-function optim.sgd(opts, ...)
-  if select("#", ...) > 0 then error("optim.sgd: takes one options table", 2) end
+function optim.sgd(opts)
   return make("optim.sgd", {lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0, nesterov = false},
     function(hp, p, g, st, lr)
       if hp.weight_decay ~= 0 then g = g + p * hp.weight_decay end
@@ -116,8 +115,7 @@ function optim.sgd(opts, ...)
 end
 
 -- torch.optim.AdamW (decoupled weight decay, bias corrections as PyTorch)
-function optim.adamw(opts, ...)
-  if select("#", ...) > 0 then error("optim.adamw: takes one options table", 2) end
+function optim.adamw(opts)
   return make("optim.adamw", {lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2},
     function(hp, p, g, st, lr, step)
       local b1, b2 = hp.beta1, hp.beta2
@@ -210,8 +208,7 @@ function data.permutation(n, seed)
 end
 
 -- batches over tensors sharing their first axis: for x, y in data.batches({X, Y}, 64, {shuffle=, seed=}) do
-function data.batches(tensors, batch, opts, ...)
-  if select("#", ...) > 0 then error("data.batches: takes tensors, batch and an options table", 2) end
+function data.batches(tensors, batch, opts)
   if type(tensors) ~= "table" or not is_tensor(tensors[1]) then error("data.batches: want a list of tensors", 2) end
   if math.type(batch) ~= "integer" or batch < 1 then error("data.batches: batch must be a positive integer", 2) end
   opts = check_opts("data.batches", opts, {shuffle = true, seed = true, drop_last = true})
@@ -237,22 +234,22 @@ function data.batches(tensors, batch, opts, ...)
   end
 end
 
-doc(optim.sgd, "lm.optim.sgd", "lm.optim.sgd{lr=0.01, momentum=0, dampening=0, weight_decay=0, nesterov=false}\n"
+optim.sgd = doc(optim.sgd, "lm.optim.sgd", "lm.optim.sgd{lr=0.01, momentum=0, dampening=0, weight_decay=0, nesterov=false}\n"
   .. "-> optimiser: torch.optim.SGD.  opt:update(params, grads) replaces the tensors of the (nested)\n"
   .. "params table by their updated values (evaluated); lr may be a function step -> lr.")
-doc(optim.adamw, "lm.optim.adamw", "lm.optim.adamw{lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2}\n"
+optim.adamw = doc(optim.adamw, "lm.optim.adamw", "lm.optim.adamw{lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=1e-2}\n"
   .. "-> optimiser: torch.optim.AdamW's update rule exactly (decoupled decay, bias corrections).")
-doc(optim.cosine_decay, "lm.optim.cosine_decay", "lm.optim.cosine_decay(init, steps, [final=0]) -> schedule")
-doc(optim.step_decay, "lm.optim.step_decay", "lm.optim.step_decay(init, gamma, every) -> schedule")
-doc(optim.linear_warmup, "lm.optim.linear_warmup", "lm.optim.linear_warmup(steps, lr_or_schedule) -> schedule")
-doc(optim.clip_grad_norm, "lm.optim.clip_grad_norm", "lm.optim.clip_grad_norm(grads, max_norm) -> grads, norm\n"
+optim.cosine_decay = doc(optim.cosine_decay, "lm.optim.cosine_decay", "lm.optim.cosine_decay(init, steps, [final=0]) -> schedule")
+optim.step_decay = doc(optim.step_decay, "lm.optim.step_decay", "lm.optim.step_decay(init, gamma, every) -> schedule")
+optim.linear_warmup = doc(optim.linear_warmup, "lm.optim.linear_warmup", "lm.optim.linear_warmup(steps, lr_or_schedule) -> schedule")
+optim.clip_grad_norm = doc(optim.clip_grad_norm, "lm.optim.clip_grad_norm", "lm.optim.clip_grad_norm(grads, max_norm) -> grads, norm\n"
   .. "torch.nn.utils.clip_grad_norm_: scales every gradient by max_norm / (norm + 1e-6) when that is < 1.")
-doc(optim.save, "lm.optim.save", "lm.optim.save(path, params, [opt])\nParameters (param.<a.b.c>) and the "
+optim.save = doc(optim.save, "lm.optim.save", "lm.optim.save(path, params, [opt])\nParameters (param.<a.b.c>) and the "
   .. "optimiser's state (optim.<name>::<field>, optim.__step) as one safetensors file.")
-doc(optim.load, "lm.optim.load", "lm.optim.load(path, params, [opt]) -> params\nFills params (same structure "
+optim.load = doc(optim.load, "lm.optim.load", "lm.optim.load(path, params, [opt]) -> params\nFills params (same structure "
   .. "as saved) and opt's state from lm.optim.save's file.")
-doc(optim.flatten, "lm.optim.flatten", "lm.optim.flatten(tree) -> {[\"a.b.1\"] = tensor}")
-doc(data.permutation, "lm.data.permutation", "lm.data.permutation(n, seed) -> list\nA permutation of 1..n "
+optim.flatten = doc(optim.flatten, "lm.optim.flatten", "lm.optim.flatten(tree) -> {[\"a.b.1\"] = tensor}")
+data.permutation = doc(data.permutation, "lm.data.permutation", "lm.data.permutation(n, seed) -> list\nA permutation of 1..n "
   .. "fixed by the seed (xorshift64*, Fisher-Yates): the same on every machine.")
-doc(data.batches, "lm.data.batches", "lm.data.batches({X, Y, ...}, batch, {shuffle=true, seed=0, drop_last=false})\n"
+data.batches = doc(data.batches, "lm.data.batches", "lm.data.batches({X, Y, ...}, batch, {shuffle=true, seed=0, drop_last=false})\n"
   .. "-> iterator of batches (rows picked along axis 1 of every tensor).")

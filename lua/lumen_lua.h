@@ -21,7 +21,9 @@ typedef struct lm_lua_func {
 
 /* Sets each function as a field of the table at the top of the stack and
  * records its docstring under `prefix .. name` (prefix like "lm." or
- * "lm.image."). */
+ * "lm.image.").  A call with more arguments than the docstring's signature
+ * lists ("lm.save(path, tensors, [opts])": 3) raises "lm.save: too many
+ * arguments"; a signature with "..." leaves the count to the function. */
 void lm_lua_register(lua_State *L, const char *prefix, const lm_lua_func *funcs);
 
 /* Pushes a tensor userdata taking over the caller's reference to a.  If a is

@@ -14,7 +14,7 @@ $(BUILD)/obj/lua/%.o: CFLAGS += $(LUA_CFLAGS)
 # the CPU pool's worker threads still run code inside the library (they
 # are never joined at exit); unmapping under them crashed scripts at exit.
 $(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
-	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) -lm -lpthread -ldl
+	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen.so
 TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh
@@ -30,3 +30,10 @@ $(BUILD)/gen/l_grad_lua.h: $(LUA_EMBED)
 $(BUILD)/obj/lua/l_grad.o: $(BUILD)/gen/l_grad_lua.h
 $(BUILD)/obj/lua/l_grad.o: CFLAGS += -I$(BUILD)/gen
 BENCH_SCRIPTS += bench/train.sh
+
+# lm.batch is Lua (lua/l_batch.lua) over C helpers in l_batch.c (JSON by cJSON).
+$(BUILD)/gen/l_batch_lua.h: lua/l_batch.lua
+	@mkdir -p $(dir $@)
+	{ echo 'static const char lm_batch_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+$(BUILD)/obj/lua/l_batch.o: $(BUILD)/gen/l_batch_lua.h
+$(BUILD)/obj/lua/l_batch.o: CFLAGS += -I$(BUILD)/gen $(CJSON_CFLAGS)

@@ -6,6 +6,7 @@
  *   lumen -e 'code'       runs code;  -i  stays interactive afterwards
  *   lumen -               runs stdin as a script
  *   lumen compare|inspect ...   the files subcommands (repl/cli_files.c)
+ *   lumen batch SCRIPT ...      batch image generation (repl/batch.c)
  *   lumen upscale|convert ...   pretrained upscalers (repl/cli_models.c)
  *
  * Ctrl-C follows lua.c: the handler sets a hook that raises "interrupted"
@@ -25,7 +26,8 @@
 
 int luaopen_lumen(lua_State *L);
 int lm_cli_files(int argc, char **argv);
-int lm_cli_models(int argc, char **argv);
+int lm_cli_batch(int argc, char **argv);   /* repl/batch.c */
+int lm_cli_models(int argc, char **argv);  /* repl/cli_models.c */
 
 bool lm_repl_color;
 
@@ -178,6 +180,7 @@ static void usage(const char *prog)
             "  -          run stdin as a script\n"
             "  --         stop handling options\n"
             "  compare|inspect ...   file subcommands (lumen compare -h)\n"
+            "  batch SCRIPT ...      batch image generation (lumen batch -h)\n"
             "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n",
             prog);
 }
@@ -223,7 +226,7 @@ static int require_global(lua_State *L, const char *name)
     return status;
 }
 
-static bool open_lumen(lua_State *L)
+bool lm_repl_open_lumen(lua_State *L)
 {
     luaL_openlibs(L);
     lua_pushcfunction(L, luaopen_lumen);
@@ -248,8 +251,9 @@ static bool open_lumen(lua_State *L)
 int main(int argc, char **argv)
 {
     int r = lm_cli_files(argc, argv);
+    if (r < 0) r = lm_cli_batch(argc, argv);
+    if (r < 0) r = lm_cli_models(argc, argv);
     if (r >= 0) return r;
-    if ((r = lm_cli_models(argc, argv)) >= 0) return r;
     const char *prog = argc > 0 && argv[0] ? argv[0] : "lumen";
 
     /* first pass: validate options and find the script */
@@ -274,7 +278,7 @@ int main(int argc, char **argv)
     lua_State *L = luaL_newstate();
     if (!L) { fprintf(stderr, "lumen: cannot create the Lua state\n"); return 1; }
     lm_repl_signals_init(L);
-    if (!open_lumen(L)) { lua_close(L); return 1; }
+    if (!lm_repl_open_lumen(L)) { lua_close(L); return 1; }
     create_arg_table(L, argv, argc, script ? script : argc);
     if (version) {
         lua_getglobal(L, "lm");

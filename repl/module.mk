@@ -4,12 +4,17 @@ REPL_SRC := $(wildcard repl/*.c)
 REPL_OBJ := $(REPL_SRC:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/obj/repl/%.o: CFLAGS += $(LUA_CFLAGS)
+# MPI (optional): only `lumen batch` uses it (repl/batch.c)
+ifeq ($(MPI_ENABLED),yes)
+$(BUILD)/obj/repl/batch.o: CFLAGS += -DLM_HAVE_MPI $(MPI_CFLAGS)
+REPL_MPI_LIBS := $(MPI_LIBS)
+endif
 
 $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
-	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
+	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen
-TEST_SCRIPTS += tests/repl/run.sh
+TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/mpi.sh
 
 run: $(BUILD)/lumen
 	$(BUILD)/lumen

@@ -16,6 +16,9 @@ extern bool lm_repl_color;      /* colours on stderr/stdout (a terminal, no NO_C
 int lm_repl_docall(lua_State *L, int narg, int nres, bool traceback);
 /* Prints the error message on top of the stack (and pops it). */
 void lm_repl_report(lua_State *L, const char *progname);
+/* luaL_openlibs and the module lumen as the globals lumen, lm and help;
+ * false (error reported) if the module cannot start */
+bool lm_repl_open_lumen(lua_State *L);
 /* Signals: the SIGINT handler (installed once) and its self-pipe, which
  * wakes the prompt's select() when Ctrl-C arrives at the prompt. */
 void lm_repl_signals_init(lua_State *L);

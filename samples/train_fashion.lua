@@ -18,12 +18,7 @@ local D = "/usr/share/datasets/fashion-mnist/"
 local WEIGHTS
 -- FLOW_BATCH / FLOW_WIDTH change the recipe (the shipped one is 32 / 16)
 local B, C, NCLS = tonumber(os.getenv("FLOW_BATCH")) or 32, tonumber(os.getenv("FLOW_WIDTH")) or 16, 10
-local function now()   -- wall clock (os.clock adds up every thread's CPU time)
-  local f = io.open("/proc/uptime")
-  local t = f and tonumber(f:read("*l"):match("^(%S+)"))
-  if f then f:close() end
-  return t or os.time()
-end
+local now = lm.clock   -- wall clock (os.clock adds up every thread's CPU time)
 
 WEIGHTS = os.getenv("FLOW_WEIGHTS") or string.format("samples/models/fashion_flow_w%d.safetensors", C)
 

@@ -2,8 +2,9 @@
  * (backends/vulkan/nn_norm.c) against the CPU backend: softmax and
  * log_softmax over every kind of axis, layer/rms/group norm with and without
  * affine parameters, attention (masks, causal, grouped heads, head dims 40
- * to 256, L = 1 and L not a multiple of the block; the tiled kernel's
- * cases on their own, with views it copies), every RoPE builder,
+ * to 512, L = 1 and L not a multiple of the block; the tiled kernel's
+ * cases on their own, with views it copies, D = 512 split and not),
+ * every RoPE builder,
  * tril/triu and one_hot, in f32/f16/bf16 (tril/triu in any dtype), on
  * contiguous, transposed and sliced inputs.  Each supported case must run
  * on the GPU (no CPU fallback counted); f64 cases must give the CPU's
@@ -219,6 +220,11 @@ static void test_attention(void **state)
         {1, 1, 1, 9, 70, 256, 256, 2, true, false},
         {1, 1, 1, 40, 1, 64, 32, 0, false, false},
         {1, 2, 2, 32, 64, 64, 64, 0, true, false},   /* whole query and key blocks */
+        /* nn_attn512: D or Dv over 256 */
+        {1, 2, 1, 19, 45, 300, 300, 2, true, false},
+        {1, 1, 1, 9, 40, 512, 512, 1, false, false},
+        {1, 2, 2, 17, 33, 64, 512, 0, true, false},
+        {1, 1, 1, 8, 32, 512, 96, 0, false, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
@@ -245,6 +251,26 @@ static void test_attention_fast(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+}
+
+/* D = 512 (a VAE's mid-block attention) in both kernels: one workgroup
+ * per query block, and two with 256 output columns each */
+static void test_attention_fast512(void **state)
+{
+    (void)state;
+    const actx cases[] = {
+        {1, 1, 1, 70, 130, 512, 512, 0, false, AV_NONE},
+        {1, 2, 1, 65, 65, 512, 512, 0, true, AV_NONE},
+        {1, 1, 1, 1, 1, 512, 512, 0, false, AV_NONE},
+        {2, 1, 1, 40, 64, 512, 512, 0, false, AV_LH},
+    };
+    const char *split[2] = {"0", "1"};
+    for (int s = 0; s < 2; s++) {
+        setenv("LUMEN_VK_ATTN_SPLIT", split[s], 1);
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+    }
+    unsetenv("LUMEN_VK_ATTN_SPLIT");
 }
 
 /* --------------------------------------------------------------- rope */
@@ -389,9 +415,9 @@ static void test_fallback(void **state)
     lm_array *x = shaped(2, sh, LM_F64, -4, 4, SPECIALS);
     nn_case("f64 softmax + layer_norm through the CPU fallback", 1, &x, b_f64, NULL, 0, true);
     lm_array_release(x);
-    int64_t qs[4] = {1, 1, 5, 300};
+    int64_t qs[4] = {1, 1, 5, 600};
     x = shaped(4, qs, LM_F32, -1, 1, 0);
-    nn_case("attention with D 300 through the CPU fallback", 1, &x, b_attn_long_d, NULL, 0, true);
+    nn_case("attention with D 600 through the CPU fallback", 1, &x, b_attn_long_d, NULL, 0, true);
     lm_array_release(x);
     quick = was;
 }
@@ -435,6 +461,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_attention_fast),
+        VK_TEST(test_attention_fast512),
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),
     };

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cpu.h"
+#include "vmath.h"
 
 static lm_status cpu_alloc(lm_device *d, size_t bytes, void **handle, void **host)
 {
@@ -106,8 +107,9 @@ lm_status lm_cpu_register(void)
     snprintf(d->kind, sizeof d->kind, "cpu");
     cpu_name(d->name, sizeof d->name);
     lm_blas_init();
-    snprintf(d->info, sizeof d->info, "threads=%d blas=OpenBLAS core=%s", lm_cpu_threads(),
-             lm_blas_core());
+    lm_vmath_init();
+    snprintf(d->info, sizeof d->info, "threads=%d isa=%s blas=OpenBLAS core=%s", lm_cpu_threads(),
+             lm_vm->name, lm_blas_core());
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && psz > 0) d->mem.device_total = (size_t)pages * (size_t)psz;
     return lm_device_register(d);

@@ -98,7 +98,6 @@ static const void *ew_load(const ew_ctx *c, int k, int64_t b, int64_t n, void *b
 
 /* ---------------------------------------------------------------- unary */
 
-static float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 static double sigmoid_d(double x)
 {
     if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -137,16 +136,24 @@ static double sigmoid_d(double x)
     default: for (int64_t i = 0; i < n; i++) o[i] = x[i]; break; \
     } } while (0)
 
+/* f32 ops with a vector form go through the vmath table (SLEEF at the
+ * CPU's width); the rest are loops the compiler vectorises, or libm */
+static const signed char vm_of_op[LM_OP_COUNT] = {
+    [LM_OP_EXP] = LM_VM_EXP + 1, [LM_OP_LOG] = LM_VM_LOG + 1, [LM_OP_LOG1P] = LM_VM_LOG1P + 1,
+    [LM_OP_EXPM1] = LM_VM_EXPM1 + 1, [LM_OP_SIN] = LM_VM_SIN + 1, [LM_OP_COS] = LM_VM_COS + 1,
+    [LM_OP_TAN] = LM_VM_TAN + 1, [LM_OP_TANH] = LM_VM_TANH + 1, [LM_OP_ERF] = LM_VM_ERF + 1,
+    [LM_OP_SQRT] = LM_VM_SQRT + 1, [LM_OP_RSQRT] = LM_VM_RSQRT + 1, [LM_OP_SIGMOID] = LM_VM_SIGMOID + 1,
+    [LM_OP_SILU] = LM_VM_SILU + 1, [LM_OP_GELU] = LM_VM_GELU + 1, [LM_OP_GELU_TANH] = LM_VM_GELU_TANH + 1,
+    [LM_OP_SOFTPLUS] = LM_VM_SOFTPLUS + 1,
+};
+
 static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
-    switch (op) {
-    case LM_OP_EXP: lm_vexp_map(LM_VEXP, o, x, n); return;
-    case LM_OP_SIGMOID: lm_vexp_map(LM_VSIGMOID, o, x, n); return;
-    case LM_OP_SILU: lm_vexp_map(LM_VSILU, o, x, n); return;
-    case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = gelu_f(x[i]); return;
-    case LM_OP_GELU_TANH: lm_vexp_map(LM_VGELU_TANH, o, x, n); return;
-    default: UNARY_FLOAT(float, f, o, x, n, op, p);
+    if ((unsigned)op < LM_OP_COUNT && vm_of_op[op]) {
+        lm_vm->unary[vm_of_op[op] - 1](o, x, n);
+        return;
     }
+    UNARY_FLOAT(float, f, o, x, n, op, p);
 }
 
 static void unary_f64(lm_op op, const lm_params *p, double *o, const double *x, int64_t n)
@@ -335,11 +342,11 @@ static void binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb,
     case LM_OP_SUB: BIN(float, float, x - y); return;
     case LM_OP_MUL: BIN(float, float, x * y); return;
     case LM_OP_DIV: BIN(float, float, x / y); return;
-    case LM_OP_POW: BIN(float, float, powf(x, y)); return;
+    case LM_OP_POW: lm_vm->binary[LM_VM_POW](o, a, sa, bb, sb, n); return;
     case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
     case LM_OP_MAXIMUM: BIN(float, float, (x > y || x != x) ? x : y); return;
     case LM_OP_MINIMUM: BIN(float, float, (x < y || x != x) ? x : y); return;
-    case LM_OP_ATAN2: BIN(float, float, atan2f(x, y)); return;
+    case LM_OP_ATAN2: lm_vm->binary[LM_VM_ATAN2](o, a, sa, bb, sb, n); return;
     BIN_COMPARE(float)
     default: return;
     }

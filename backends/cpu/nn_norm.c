@@ -9,6 +9,7 @@
  * long rows stay accurate); f64 computes in f64 with plain loops. */
 #include <stdlib.h>
 #include "nn.h"
+#include "vmath.h"
 
 #define STAT_CHUNK 512
 
@@ -33,29 +34,10 @@ NN_CLONES float nn_max_row(const float *x, int64_t n)
     return r;
 }
 
-/* two vectors per step: independent chains keep both FP pipes busy */
-NN_CLONES double nn_exp_sub_sum(float *o, const float *x, int64_t n, float m)
+/* SLEEF's exp at the CPU's width (vmath.h) */
+double nn_exp_sub_sum(float *o, const float *x, int64_t n, float m)
 {
-    nn_v8f s0 = nn_splat8(0), s1 = nn_splat8(0), mv = nn_splat8(m);
-    double acc = 0;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        nn_v8f e0 = nn_exp8_neg(nn_load8(x + i) - mv), e1 = nn_exp8_neg(nn_load8(x + i + 8) - mv);
-        nn_store8(o + i, e0);
-        nn_store8(o + i + 8, e1);
-        s0 += e0;
-        s1 += e1;
-        if ((i & 2047) == 2032) {   /* f32 partial sums stay short */
-            acc += nn_hsum8(s0 + s1);
-            s0 = s1 = nn_splat8(0);
-        }
-    }
-    acc += nn_hsum8(s0 + s1);
-    for (; i < n; i++) {
-        o[i] = expf(x[i] - m);
-        acc += o[i];
-    }
-    return acc;
+    return lm_vm->exp_sub_sum(o, x, n, m);
 }
 
 NN_CLONES void nn_scale_row(float *o, const float *x, int64_t n, float s, bool nt)

@@ -1,86 +1,59 @@
-/* vmath.h - vectorised exp for f32 kernels (4 lanes with GCC vector
- * extensions: plain SSE2, so it needs no -march and no ABI change).
+/* vmath.h - vectorised f32 math for the CPU kernels, at the width of the
+ * running CPU.
  *
- * Cephes' expf: n = round(x / ln2), r = x - n ln2 in two parts, a degree-5
- * polynomial, then 2^n applied in two halves so results that are subnormal
- * stay right.  Max error about 1 ulp over the normal range; overflow gives
- * inf, NaN stays NaN.  Used for exp, sigmoid, silu and the tanh form of
- * GELU; libm stays in use for everything else. */
+ * The transcendentals come from SLEEF (the 1.0-ulp "u10" variants); each
+ * instruction set has its own table, built from one body (vmath_isa.h) in
+ * its own file compiled for that set (vmath_sse2.c, vmath_avx2.c,
+ * vmath_avx512.c).  lm_vmath_init() picks the widest table the CPU runs
+ * once, at start; LUMEN_ISA=sse2|avx2|avx512 forces a narrower one.  The
+ * library itself stays built for baseline x86-64.  Accuracy per function:
+ * docs/CPU_MATH.md.  f64 keeps libm. */
 #ifndef LM_VMATH_H
 #define LM_VMATH_H
 
 #include <stdint.h>
-#include <string.h>
 
-typedef float lm_v8f __attribute__((vector_size(16)));
-typedef int32_t lm_v8i __attribute__((vector_size(16)));
+/* functions with a vector form: o[i] = f(x[i]) */
+typedef enum {
+    LM_VM_EXP, LM_VM_LOG, LM_VM_LOG1P, LM_VM_EXPM1, LM_VM_SIN, LM_VM_COS, LM_VM_TAN,
+    LM_VM_TANH, LM_VM_ERF, LM_VM_SQRT, LM_VM_RSQRT, LM_VM_SIGMOID, LM_VM_SILU,
+    LM_VM_GELU, LM_VM_GELU_TANH, LM_VM_SOFTPLUS,
+    LM_VM_NUNARY
+} lm_vm_unary;
 
-static inline lm_v8f lm_v8_exp(lm_v8f x)
-{
-    const lm_v8f hi = (lm_v8f){0} + 88.7228394f, lo = (lm_v8f){0} - 103.972084f;
-    lm_v8f xc = x;
-    xc = (lm_v8f)((lm_v8i)xc & (xc <= hi)) + (lm_v8f)((lm_v8i)hi & ~(xc <= hi));
-    xc = (lm_v8f)((lm_v8i)xc & (xc >= lo)) + (lm_v8f)((lm_v8i)lo & ~(xc >= lo));
-    lm_v8f fx = xc * 1.44269504088896341f;
-    /* round to nearest: truncate (fx + 0.5) and fix negatives */
-    lm_v8f t = fx + 0.5f;
-    lm_v8i n = __builtin_convertvector(t, lm_v8i);
-    lm_v8f nf = __builtin_convertvector(n, lm_v8f);
-    n -= (lm_v8i)(nf > t) & 1;
-    nf = __builtin_convertvector(n, lm_v8f);
-    lm_v8f r = xc - nf * 0.693359375f - nf * -2.12194440e-4f;
-    lm_v8f y = (lm_v8f){0} + 1.9875691500e-4f;
-    y = y * r + 1.3981999507e-3f;
-    y = y * r + 8.3334519073e-3f;
-    y = y * r + 4.1665795894e-2f;
-    y = y * r + 1.6666665459e-1f;
-    y = y * r + 5.0000001201e-1f;
-    y = y * r * r + r + 1.0f;
-    lm_v8i n1 = n >> 1, n2 = n - n1;
-    lm_v8f s1 = (lm_v8f)((n1 + 127) << 23), s2 = (lm_v8f)((n2 + 127) << 23);
-    y = y * s1 * s2;
-    lm_v8i over = x > hi;
-    const lm_v8f inf = (lm_v8f){0} + __builtin_inff();
-    y = (lm_v8f)(((lm_v8i)y & ~over) | ((lm_v8i)inf & over));
-    lm_v8i nan = x != x;
-    return (lm_v8f)(((lm_v8i)y & ~nan) | ((lm_v8i)x & nan));
-}
+/* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value) */
+typedef enum { LM_VM_POW, LM_VM_ATAN2, LM_VM_NBINARY } lm_vm_binary;
 
-/* o[i] = f(x[i]) for the four exp-based functions, 4 at a time */
-enum { LM_VEXP, LM_VSIGMOID, LM_VSILU, LM_VGELU_TANH };
+typedef void (*lm_vm_map)(float *o, const float *x, int64_t n);
+typedef void (*lm_vm_map2)(float *o, const float *a, int sa, const float *b, int sb, int64_t n);
 
-static inline lm_v8f lm_v8_apply(int fn, lm_v8f v)
-{
-    switch (fn) {
-    case LM_VEXP: return lm_v8_exp(v);
-    case LM_VSIGMOID: return 1.0f / (1.0f + lm_v8_exp(-v));
-    case LM_VSILU: return v / (1.0f + lm_v8_exp(-v));
-    default: {
-        /* 0.5 x (1 + tanh(u)) == x * sigmoid(2u) */
-        lm_v8f u = 0.79788456080286536f * (v + 0.044715f * v * v * v);
-        return v / (1.0f + lm_v8_exp(-2.0f * u));
-    }
-    }
-}
+typedef struct lm_vmath {
+    const char *name;   /* "sse2", "avx2", "avx512" */
+    int lanes;          /* f32 lanes per vector */
+    lm_vm_map unary[LM_VM_NUNARY];
+    lm_vm_map2 binary[LM_VM_NBINARY];
+    /* o[i] = exp(x[i] - m) (o may be x); returns the sum of the o[i] */
+    double (*exp_sub_sum)(float *o, const float *x, int64_t n, float m);
+    /* half and bfloat16 to and from f32, round to nearest even */
+    void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
+    void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);
+    void (*bf16_to_f32)(float *o, const uint16_t *x, int64_t n);
+    void (*f32_to_bf16)(uint16_t *o, const float *x, int64_t n);
+} lm_vmath;
 
-static inline void lm_vexp_map(int fn, float *o, const float *x, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        lm_v8f v;
-        memcpy(&v, x + i, sizeof v);
-        v = lm_v8_apply(fn, v);
-        memcpy(o + i, &v, sizeof v);
-    }
-    if (i < n) {
-        float tmp[4] = {0};
-        memcpy(tmp, x + i, (size_t)(n - i) * sizeof(float));
-        lm_v8f v;
-        memcpy(&v, tmp, sizeof v);
-        v = lm_v8_apply(fn, v);
-        memcpy(tmp, &v, sizeof v);
-        memcpy(o + i, tmp, (size_t)(n - i) * sizeof(float));
-    }
-}
+/* The table in use (the SSE2 one until lm_vmath_init runs). */
+extern const lm_vmath *lm_vm;
+
+/* Picks the table once: the widest the CPU and OS support, or LUMEN_ISA's
+ * when set and supported (an unknown or unsupported LUMEN_ISA is reported
+ * on stderr once and the widest supported table is used instead). */
+void lm_vmath_init(void);
+
+/* The table for an instruction set by name, or NULL when this CPU cannot
+ * run it (or the name is unknown).  Tests use it to run each level. */
+const lm_vmath *lm_vmath_get(const char *isa);
+
+/* Makes `t` the table in use (tests; t from lm_vmath_get). */
+void lm_vmath_use(const lm_vmath *t);
 
 #endif

@@ -1,8 +1,13 @@
 /* nn_attn_fa.c - the fast attention kernel on Vulkan (shaders/nn_attn_fa*.comp,
  * FlashAttention-2 style tiles: 64 queries x 64 keys per step, 256 threads)
- * for the common case: no mask or causal only, D = Dv in {64, 128, 256},
- * f32/f16/bf16 storage.  nn_norm.c asks lm_vk_attn_fast_shader first and
- * keeps nn_attn.comp for everything else (masks, other head dims).
+ * for the common case: no mask or causal only, D = Dv in {64, 128, 256,
+ * 512}, f32/f16/bf16 storage.  nn_norm.c asks lm_vk_attn_fast_shader first
+ * and keeps nn_attn.comp for everything else (masks, other head dims).
+ * D = 512 has two kernels: nn_attn_fa512 (a workgroup per block of 64
+ * queries) and nn_attn_fa512s (two per block, 256 output columns each,
+ * the scores computed by both): the second where there are few query
+ * blocks to spread over the GPU (a VAE's single-head attention);
+ * LUMEN_VK_ATTN_SPLIT=0/1 forces either.
  *
  * The kernel reads rows of 8 elements as vectors, so q, k and v must have a
  * unit-stride head dim and offsets and other strides that keep each row
@@ -30,11 +35,25 @@ static bool fast_off(void)
     return e && !strcmp(e, "0");
 }
 
+/* workgroups per query block of D = 512: 2 below FA_SPLIT_BELOW query
+ * blocks in all (or as LUMEN_VK_ATTN_SPLIT says) */
+#define FA_SPLIT_BELOW 256
+
+static int fa512_split(const lm_array *node)
+{
+    const char *e = getenv("LUMEN_VK_ATTN_SPLIT");
+    if (e && *e) return strcmp(e, "0") ? 2 : 1;
+    const lm_array *q = node->inputs[0];
+    int64_t blocks = q->shape[0] * q->shape[1] * ((q->shape[2] + 63) / 64);
+    return blocks < FA_SPLIT_BELOW ? 2 : 1;
+}
+
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
 {
     if (fast_off() || node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
     int64_t D = node->inputs[0]->shape[3];
     if (node->inputs[2]->shape[3] != D) return NULL;
+    if (D == 512) return fa512_split(node) == 2 ? "nn_attn_fa512s" : "nn_attn_fa512";
     return D == 64 ? "nn_attn_fa64" : D == 128 ? "nn_attn_fa128" : D == 256 ? "nn_attn_fa256" : NULL;
 }
 
@@ -71,7 +90,7 @@ static lm_status fa_input(lm_vk_dev *v, const lm_array *a, const lm_vk_mem **mem
     return LM_OK;
 }
 
-static void fa_geometry(const lm_array *node, fa_pc *pc)
+static void fa_geometry(const lm_array *node, const char *shader, fa_pc *pc)
 {
     const lm_array *q = node->inputs[0], *k = node->inputs[1];
     pc->Hq = (int32_t)q->shape[1];
@@ -79,7 +98,9 @@ static void fa_geometry(const lm_array *node, fa_pc *pc)
     pc->Lk = (int32_t)k->shape[2];
     pc->nqb = (pc->Lq + 63) / 64;
     pc->grp = (int32_t)(q->shape[1] / k->shape[1]);
-    pc->items = (uint32_t)(q->shape[0] * q->shape[1] * pc->nqb);
+    /* items: workgroups' worth of work, the slices of a query block too */
+    int split = strcmp(shader, "nn_attn_fa512s") ? 1 : 2;
+    pc->items = (uint32_t)(q->shape[0] * q->shape[1] * pc->nqb * split);
     pc->causal = node->params.i[0] != 0;
     /* scores in base 2: exp(x) = exp2(x * log2 e), folded into q */
     pc->scale = (float)(node->params.f[0] * LOG2E);
@@ -89,7 +110,7 @@ lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader)
 {
     fa_pc pc;
     memset(&pc, 0, sizeof pc);
-    fa_geometry(node, &pc);
+    fa_geometry(node, shader, &pc);
     const lm_vk_mem *mem[3] = {NULL, NULL, NULL};
     lm_buffer *own[3] = {NULL, NULL, NULL};
     int32_t *off[3] = {&pc.oq, &pc.ok, &pc.ov}, *st[3] = {pc.sq, pc.sk, pc.sv};

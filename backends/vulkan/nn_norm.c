@@ -9,8 +9,10 @@
  * softmax).  Row and element kernels take contiguous inputs: other views
  * are first copied into a temporary buffer (lm_vk_move).  nn_attn reads
  * q, k, v and the mask through their strides, so a broadcast mask is never
- * materialised; the common case (no mask or causal, D = Dv in {64, 128,
- * 256}) goes to the tiled kernel of nn_attn_fa.c instead.
+ * materialised (nn_attn512 where D or Dv is over 256, up to 512); the
+ * common case (no mask or causal, D = Dv in {64, 128, 256, 512}) goes to
+ * the tiled kernel of nn_attn_fa.c instead.  Larger head dims are left to
+ * the CPU.
  * f32/f16/bf16 storage, f32 arithmetic; f64 data is left to the CPU
  * fallback (GLSL has no double exp/log/sin/cos), except that f64 RoPE
  * angles are read and reduced in double where the device has it. */
@@ -21,10 +23,12 @@
 enum { NR_SOFTMAX, NR_LOG_SOFTMAX, NR_LAYER_NORM, NR_RMS_NORM, NR_GROUP_NORM };
 enum { NE_ROPE, NE_TRIL, NE_TRIU, NE_ONE_HOT };
 
-#define ATTN_BQ 16        /* queries per workgroup (nn_attn.comp) */
-#define ATTN_DMAX 256     /* largest head dim of q/k and of v */
-/* nn_attn's shared memory: q rows, scores, a K block (32 x 33), row state */
-#define ATTN_SHARED (4 * (ATTN_BQ * ATTN_DMAX + ATTN_BQ * 32 + 32 * 33 + 3 * ATTN_BQ))
+/* the general kernels: nn_attn (D, Dv <= 256, 16 queries per workgroup)
+ * and nn_attn512 (<= 512, 8 queries); must match the .comp files */
+#define ATTN_DMAX 512     /* largest head dim of q/k and of v */
+#define ATTN_BQ(dmax) ((dmax) > 256 ? 8 : 16)
+/* their shared memory: q rows, scores, a K block (32 x 33), row state */
+#define ATTN_SHARED(bq, dmax) (4 * ((bq) * (dmax) + (bq) * 32 + 32 * 33 + 3 * (bq)))
 #define ELEM_MAXLEAD 7    /* leading dims of a RoPE input after collapsing */
 
 typedef struct rows_pc {
@@ -69,6 +73,13 @@ static bool floats_ok(const lm_array *node)
     return true;
 }
 
+/* the larger of D and Dv */
+static int64_t attn_dmax(const lm_array *node)
+{
+    int64_t d = node->inputs[0]->shape[3], dv = node->inputs[2]->shape[3];
+    return d > dv ? d : dv;
+}
+
 static bool attention_ok(lm_vk_dev *v, const lm_array *node)
 {
     if (node->ninputs < 3 || !is_half_or_f32(node->dtype)) return false;
@@ -79,9 +90,11 @@ static bool attention_ok(lm_vk_dev *v, const lm_array *node)
         if (!(node->params.i[1] == 1 && mt == LM_F32) && !(node->params.i[1] == 2 && mt == LM_BOOL))
             return false;
     }
-    /* five buffers: the wide descriptor layout */
-    return node->inputs[0]->shape[3] <= ATTN_DMAX && node->inputs[2]->shape[3] <= ATTN_DMAX &&
-           v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS && v->feat.max_shared >= ATTN_SHARED;
+    if (lm_vk_attn_fast_shader(v, node)) return true;
+    /* the general kernel: five buffers (the wide descriptor layout) */
+    int64_t d = attn_dmax(node);
+    return d <= ATTN_DMAX && v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS &&
+           v->feat.max_shared >= ATTN_SHARED(ATTN_BQ(d), d);
 }
 
 static bool rope_ok(lm_vk_dev *v, const lm_array *node)
@@ -321,7 +334,9 @@ static lm_status run_attention(lm_vk_dev *v, lm_array *node)
     pc.Lk = (int32_t)k->shape[2];
     pc.D = (int32_t)q->shape[3];
     pc.Dv = (int32_t)val->shape[3];
-    pc.nqb = (pc.Lq + ATTN_BQ - 1) / ATTN_BQ;
+    int64_t dmax = attn_dmax(node);
+    int bq = ATTN_BQ(dmax);
+    pc.nqb = (pc.Lq + bq - 1) / bq;
     pc.grp = (int32_t)(q->shape[1] / k->shape[1]);
     pc.items = (uint32_t)(q->shape[0] * q->shape[1] * pc.nqb);
     pc.scale = (float)node->params.f[0];
@@ -335,7 +350,8 @@ static lm_status run_attention(lm_vk_dev *v, lm_array *node)
     lm_vk_arg args[5] = {{lm_vk_mem_of(q), false}, {lm_vk_mem_of(k), false}, {lm_vk_mem_of(val), false},
                          {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
     uint32_t groups = pc.items < 65535 ? pc.items : 65535;
-    return lm_vk_dispatch(v, "nn_attn", spec, 4, args, 5, &pc, sizeof pc, groups ? groups : 1, 1, 1);
+    return lm_vk_dispatch(v, dmax > 256 ? "nn_attn512" : "nn_attn", spec, 4, args, 5, &pc, sizeof pc,
+                          groups ? groups : 1, 1, 1);
 }
 
 /* ------------------------------------------------------------- entry */

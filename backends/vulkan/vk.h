@@ -158,11 +158,11 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
 /* records an update of n bytes (multiple of 4, <= 65536) at byte offset 0
  * of dst from host memory, ordered like a dispatch that writes dst */
 lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n);
-/* shaders named "fused..." and "nn_attn" (five buffers) bind
- * LM_VK_WIDE_BINDINGS buffers */
+/* shaders named "fused..." and "nn_attn", "nn_attn512" (five buffers)
+ * bind LM_VK_WIDE_BINDINGS buffers */
 static inline bool lm_vk_wide(const char *shader)
 {
-    return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn");
+    return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512");
 }
 /* groups for n invocations of `local` threads, capped (kernels loop) */
 uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);
@@ -206,7 +206,7 @@ lm_status lm_vk_run_nn(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn_norm(lm_vk_dev *v, lm_array *node);
 /* nn_attn_fa.c: the tiled attention kernel for no mask or causal, D = Dv
- * in {64, 128, 256}; the shader to use, or NULL where it does not apply */
+ * in {64, 128, 256, 512}; the shader to use, or NULL where it does not apply */
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader);
 bool lm_vk_supports_nn_conv(lm_vk_dev *v, const lm_array *node);

@@ -20,7 +20,7 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lcjson -lm -lpthread -ldl
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lsleef -lcjson -lm -lpthread -ldl
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 

@@ -61,6 +61,14 @@ line 'lm.ones{2} + lm.ones{3}'
 expect "op errors name the shapes" '\[2\].*\[3\]'
 line 'lm.tensor{1, 2} * 2'
 expect "session usable after an error" '^\[2., 4.\]$'
+line 'lm.save("x.npy", lm.zeros{1}, {bitz = 1})'
+expect "an unknown option names the function and the option" "lm.save: unknown option 'bitz'"
+line 'lm.ones{2}:gelu("tanh")'
+expect "a positional gelu string is an error" 'gelu: approximate is given by name'
+line 'lm.zeros({2}, "f32", 3)'
+expect "extra arguments name the function" 'lm.zeros: too many arguments'
+line 'lm.tensor{3, 4} * 2'
+expect "session usable after option errors" '^\[6., 8.\]$'
 expect "tensor footer" '^<tensor f32 \[2\] [a-z0-9:]*>$'
 
 # ---- continuation ----

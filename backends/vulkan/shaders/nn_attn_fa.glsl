@@ -1,8 +1,12 @@
 // nn_attn_fa.glsl - scaled dot-product attention for the common case,
 // FlashAttention-2 style on SIMT cores: q, k, v with a unit-stride head
-// dim (vector-aligned rows), D = Dv = HD (64, 128 or 256: the including
-// .comp file defines HD, so every loop bound is a compile-time constant),
-// no mask or causal only.  nn_attn.comp stays the general kernel.
+// dim (vector-aligned rows), D = Dv = HD (64, 128, 256 or 512: the
+// including .comp file defines HD, so every loop bound is a compile-time
+// constant), no mask or causal only.  nn_attn.comp stays the general kernel.
+// A .comp may also define HV < HD: each workgroup then computes the scores
+// over all HD dims but only HV output columns (a slice of V), HD / HV
+// workgroups per query block: more workgroups and fewer registers each,
+// for the price of recomputing Q K^T per slice (head dim 512, few heads).
 //
 // 256 invocations own a block of 64 queries of one (batch, head) and fold
 // in blocks of 64 keys with an online softmax (no L x L matrix anywhere).
@@ -41,8 +45,12 @@
 #define BK 64
 #define NT 256
 #define DC 32                 // head dims of a Q/K chunk
-#define CW (HD / 64)          // vec4 output columns per thread
-#define VC (4096 / HD)        // keys of a V chunk (fills the region)
+#ifndef HV
+#define HV HD                 // output columns (of V) per workgroup
+#endif
+#define NSPLIT (HD / HV)      // workgroups per query block
+#define CW (HV / 64)          // vec4 output columns per thread
+#define VC (4096 / HV)        // keys of a V chunk (fills the region)
 #define KOFF (DC * BQ / 4)    // the K chunk's start in the region (vec4s)
 
 layout(local_size_x = NT) in;
@@ -72,7 +80,7 @@ layout(std430, set = 0, binding = 3) writeonly buffer O4 { vec4 v[]; } o4;
 #define M_NAN uintBitsToFloat(0x7fc00000u)
 #define M_NINF uintBitsToFloat(0xff800000u)
 
-shared vec4 R[1024];      // Qc[DC][BQ] + Kc[DC][BK], or Vc[VC][HD], or partials[BQ][16]
+shared vec4 R[1024];      // Qc[DC][BQ] + Kc[DC][BK], or Vc[VC][HV], or partials[BQ][16]
 shared vec4 P4[1024];     // P[BK][BQ], vec4 columns swizzled by key
 
 vec4 widen(uint dt, uvec2 h)
@@ -135,7 +143,7 @@ void fetch_v(int vb, int nk, out vec4 f[4])
 {
     int t = int(gl_LocalInvocationID.x);
     [[unroll]] for (int u = 0; u < 2; u++) {
-        int x = t + u * NT, row = x / (HD / 8), d0 = (x % (HD / 8)) * 8;
+        int x = t + u * NT, row = x / (HV / 8), d0 = (x % (HV / 8)) * 8;
         f[2 * u] = vec4(0.0);
         f[2 * u + 1] = vec4(0.0);
         if (row < nk) load_v(DTV, vb + row * pc.sv[2] + d0, f[2 * u], f[2 * u + 1]);
@@ -146,7 +154,7 @@ void put_v(vec4 f[4])
 {
     int t = int(gl_LocalInvocationID.x);
     [[unroll]] for (int u = 0; u < 2; u++) {
-        int x = t + u * NT, i = (x / (HD / 8)) * (HD / 4) + (x % (HD / 8)) * 2;
+        int x = t + u * NT, i = (x / (HV / 8)) * (HV / 4) + (x % (HV / 8)) * 2;
         R[i] = f[2 * u];
         R[i + 1] = f[2 * u + 1];
     }
@@ -248,7 +256,7 @@ void block_pv(int vb, int nk, int qb, int bq, int kbn, int nkn, inout vec4 f[4],
             int j = v0 + jj;
             vec4 pj = P4[j * (BQ / 4) + (ty ^ ((j >> 2) & 7))];
             [[unroll]] for (int c = 0; c < CW; c++) {
-                vec4 vv = R[jj * (HD / 4) + c * 16 + tx];
+                vec4 vv = R[jj * (HV / 4) + c * 16 + tx];
                 acc[0][c] += pj.x * vv;
                 acc[1][c] += pj.y * vv;
                 acc[2][c] += pj.z * vv;
@@ -260,7 +268,7 @@ void block_pv(int vb, int nk, int qb, int bq, int kbn, int nkn, inout vec4 f[4],
 
 // O / l for the block's bq rows (l: the sum of each row's 16 partials;
 // 0 where no key was visible, which gives NaN as on the CPU)
-void store_rows(int bh, int i0, int bq, vec4 l, vec4 acc[4][CW])
+void store_rows(int bh, int i0, int bq, int col0, vec4 l, vec4 acc[4][CW])
 {
     int t = int(gl_LocalInvocationID.x), ty = t / 16, tx = t % 16;
     barrier();   // the last chunk's readers are done
@@ -270,7 +278,7 @@ void store_rows(int bh, int i0, int bq, vec4 l, vec4 acc[4][CW])
         int row = ty * 4 + r;
         vec4 x = R[row * 4] + R[row * 4 + 1] + R[row * 4 + 2] + R[row * 4 + 3];
         float sum = (x.x + x.y) + (x.z + x.w), inv = sum > 0.0 ? 1.0 / sum : M_NAN;
-        int ob = (bh * pc.Lq + i0 + row) * HD;
+        int ob = (bh * pc.Lq + i0 + row) * HD + col0;
         // an if, not a continue: spirv-opt does not unroll a loop with a
         // continue, and acc indexed by a loop variable would go to memory
         [[unroll]] for (int c = 0; c < CW; c++) {
@@ -289,15 +297,18 @@ void store_rows(int bh, int i0, int bq, vec4 l, vec4 acc[4][CW])
 
 void main()
 {
-    uint bhn = pc.items / uint(pc.nqb);
+    uint bhn = pc.items / uint(pc.nqb * NSPLIT);
     for (uint w = gl_WorkGroupID.x; w < pc.items; w += gl_NumWorkGroups.x) {
-        // the last query blocks (the longest under causal) go first
-        int bh = int(w % bhn), qblk = pc.nqb - 1 - int(w / bhn);
+        // the last query blocks (the longest under causal) go first; the
+        // slices of one query block are neighbours (they share Q and K)
+        uint wb = w / uint(NSPLIT);
+        int col0 = int(w % uint(NSPLIT)) * HV;
+        int bh = int(wb % bhn), qblk = pc.nqb - 1 - int(wb / bhn);
         int b = bh / pc.Hq, h = bh % pc.Hq, kh = h / pc.grp, i0 = qblk * BQ;
         int bq = min(BQ, pc.Lq - i0);
         int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
         int qb = pc.oq + b * pc.sq[0] + h * pc.sq[1] + i0 * pc.sq[2];
-        int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
+        int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1] + col0;
         vec4 acc[4][CW], m = vec4(M_NINF), l = vec4(0.0), f[4];
         [[unroll]] for (int r = 0; r < 4; r++)
             [[unroll]] for (int c = 0; c < CW; c++) acc[r][c] = vec4(0.0);
@@ -310,6 +321,6 @@ void main()
             online_softmax(block_max(s), s, m, l, acc);
             block_pv(vb + j0 * pc.sv[2], nk, qb, bq, kb + (j0 + BK) * pc.sk[2], nkn, f, acc);
         }
-        store_rows(bh, i0, bq, l, acc);
+        store_rows(bh, i0, bq, col0, l, acc);
     }
 }

@@ -1,0 +1,206 @@
+/* vmath_isa.h - the body of one vmath table (vmath.h), included once by
+ * each vmath_<isa>.c.  That file is compiled for its instruction set and
+ * defines, before including this one:
+ *   VM_TABLE      the table's symbol, VM_NAME its name
+ *   VF, VW        the f32 vector type (__m128, __m256, __m512) and its lanes
+ *   VM_SL(f)      SLEEF's u10 function f at this width (Sleef_expf8_u10avx2)
+ *   VLOAD, VSTORE unaligned load and store, VSQRT(v) the hardware square root
+ *   VM_F16C       (optional) VH2F(p) / VF2H(p, v): halves <-> VF (F16C)
+ * Only static functions here: nothing compiled for a wide instruction set
+ * may be shared with (and picked by the linker for) code that runs on any
+ * x86-64.  Vector operators are GCC's vector extensions on the intrinsic
+ * types. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <sleef.h>
+#include "core/dtype.h"
+#include "vmath.h"
+
+typedef int32_t vm_vi __attribute__((vector_size(VW * 4)));
+
+static inline VF vm_splat(float x) { return (VF){0} + x; }
+/* mask ? a : b, mask lanes all ones or zero */
+static inline VF vm_sel(vm_vi m, VF a, VF b) { return (VF)(((vm_vi)a & m) | ((vm_vi)b & ~m)); }
+
+/* ---- the functions, one vector at a time ---- */
+static inline VF vm_exp(VF v) { return VM_SL(exp)(v); }
+static inline VF vm_log(VF v) { return VM_SL(log)(v); }
+static inline VF vm_log1p(VF v) { return VM_SL(log1p)(v); }
+static inline VF vm_expm1(VF v) { return VM_SL(expm1)(v); }
+static inline VF vm_sin(VF v) { return VM_SL(sin)(v); }
+static inline VF vm_cos(VF v) { return VM_SL(cos)(v); }
+static inline VF vm_tan(VF v) { return VM_SL(tan)(v); }
+static inline VF vm_tanh(VF v) { return VM_SL(tanh)(v); }
+static inline VF vm_erf(VF v) { return VM_SL(erf)(v); }
+static inline VF vm_sqrt(VF v) { return VSQRT(v); }
+static inline VF vm_rsqrt(VF v) { return vm_splat(1.0f) / VSQRT(v); }
+/* exp of -|x| only, so a large negative x gives e / (1 + e), not 1 / inf */
+static inline VF vm_sigmoid(VF v)
+{
+    VF neg = vm_sel(v > vm_splat(0.0f), -v, v), e = vm_exp(neg), s = vm_splat(1.0f) / (vm_splat(1.0f) + e);
+    return vm_sel(v > vm_splat(0.0f), s, e * s);
+}
+static inline VF vm_silu(VF v) { return v * vm_sigmoid(v); }
+static inline VF vm_gelu(VF v)
+{
+    return vm_splat(0.5f) * v * (vm_splat(1.0f) + vm_erf(v * vm_splat(0.70710678118654752f)));
+}
+/* 0.5 x (1 + tanh(u)) == x * sigmoid(2u): one exp instead of a tanh */
+static inline VF vm_gelu_tanh(VF v)
+{
+    VF u = vm_splat(0.79788456080286536f) * (v + vm_splat(0.044715f) * v * v * v);
+    return v * vm_sigmoid(vm_splat(2.0f) * u);
+}
+static inline VF vm_softplus(VF v)
+{
+    return vm_sel(v > vm_splat(20.0f), v, vm_log1p(vm_exp(v)));
+}
+
+/* whole vectors, then the tail through a zero-padded vector (the padding's
+ * results are thrown away; floating-point exceptions are not trapped) */
+#define VM_MAP(name, FN) \
+    static void map_##name(float *o, const float *x, int64_t n) \
+    { \
+        int64_t i = 0; \
+        for (; i + VW <= n; i += VW) VSTORE(o + i, FN(VLOAD(x + i))); \
+        if (i < n) { \
+            float t[VW] = {0}; \
+            memcpy(t, x + i, (size_t)(n - i) * sizeof(float)); \
+            VSTORE(t, FN(VLOAD(t))); \
+            memcpy(o + i, t, (size_t)(n - i) * sizeof(float)); \
+        } \
+    }
+VM_MAP(exp, vm_exp)
+VM_MAP(log, vm_log)
+VM_MAP(log1p, vm_log1p)
+VM_MAP(expm1, vm_expm1)
+VM_MAP(sin, vm_sin)
+VM_MAP(cos, vm_cos)
+VM_MAP(tan, vm_tan)
+VM_MAP(tanh, vm_tanh)
+VM_MAP(erf, vm_erf)
+VM_MAP(sqrt, vm_sqrt)
+VM_MAP(rsqrt, vm_rsqrt)
+VM_MAP(sigmoid, vm_sigmoid)
+VM_MAP(silu, vm_silu)
+VM_MAP(gelu, vm_gelu)
+VM_MAP(gelu_tanh, vm_gelu_tanh)
+VM_MAP(softplus, vm_softplus)
+
+static inline VF vm_load_or(const float *p, int s, VF one) { return s ? VLOAD(p) : one; }
+
+#define VM_MAP2(name, FN) \
+    static void map2_##name(float *o, const float *a, int sa, const float *b, int sb, int64_t n) \
+    { \
+        VF a1 = vm_splat(a[0]), b1 = vm_splat(b[0]); \
+        int64_t i = 0; \
+        for (; i + VW <= n; i += VW) \
+            VSTORE(o + i, FN(vm_load_or(a + i * sa, sa, a1), vm_load_or(b + i * sb, sb, b1))); \
+        if (i < n) { \
+            float ta[VW] = {0}, tb[VW] = {0}; \
+            for (int64_t k = i; k < n; k++) { \
+                ta[k - i] = a[k * sa]; \
+                tb[k - i] = b[k * sb]; \
+            } \
+            VSTORE(ta, FN(VLOAD(ta), VLOAD(tb))); \
+            memcpy(o + i, ta, (size_t)(n - i) * sizeof(float)); \
+        } \
+    }
+VM_MAP2(pow, VM_SL(pow))
+VM_MAP2(atan2, VM_SL(atan2))
+
+/* Two vectors per step keep two exp chains in flight; f32 partial sums
+ * are folded into a double every 2048 elements so long rows stay exact
+ * to f32 rounding of each term. */
+static double exp_sub_sum(float *o, const float *x, int64_t n, float m)
+{
+    VF s0 = vm_splat(0), s1 = vm_splat(0), mv = vm_splat(m);
+    double acc = 0;
+    int64_t i = 0, since = 0;
+    for (; i + 2 * VW <= n; i += 2 * VW) {
+        VF e0 = vm_exp(VLOAD(x + i) - mv), e1 = vm_exp(VLOAD(x + i + VW) - mv);
+        VSTORE(o + i, e0);
+        VSTORE(o + i + VW, e1);
+        s0 += e0;
+        s1 += e1;
+        if ((since += 2 * VW) >= 2048) {
+            float t[VW];
+            VSTORE(t, s0 + s1);
+            for (int k = 0; k < VW; k++) acc += t[k];
+            s0 = s1 = vm_splat(0);
+            since = 0;
+        }
+    }
+    float t[2 * VW];   /* the tail is shorter than two vectors */
+    VSTORE(t, s0 + s1);
+    for (int k = 0; k < VW; k++) acc += t[k];
+    if (i < n) {
+        int64_t r = n - i;
+        for (int64_t k = 0; k < r; k++) t[k] = x[i + k] - m;
+        map_exp(t, t, r);
+        for (int64_t k = 0; k < r; k++) acc += (o[i + k] = t[k]);
+    }
+    return acc;
+}
+
+/* ---- half and bfloat16 ---- */
+#ifdef VM_F16C
+static void f16_to_f32(float *o, const uint16_t *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) VSTORE(o + i, VH2F(x + i));
+    for (; i < n; i++) o[i] = lm_f16_to_f32(x[i]);
+}
+static void f32_to_f16(uint16_t *o, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + VW <= n; i += VW) VF2H(o + i, VLOAD(x + i));
+    for (; i < n; i++) o[i] = lm_f32_to_f16(x[i]);
+}
+#else
+static void f16_to_f32(float *o, const uint16_t *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] = lm_f16_to_f32(x[i]);
+}
+static void f32_to_f16(uint16_t *o, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) o[i] = lm_f32_to_f16(x[i]);
+}
+#endif
+
+/* plain integer loops the compiler vectorises at this width; the same
+ * rounding (nearest even, NaN kept quiet) as lm_f32_to_bf16 */
+static void bf16_to_f32(float *o, const uint16_t *x, int64_t n)
+{
+    uint32_t *u = (uint32_t *)(void *)o;
+    for (int64_t i = 0; i < n; i++) u[i] = (uint32_t)x[i] << 16;
+}
+static void f32_to_bf16(uint16_t *o, const float *x, int64_t n)
+{
+    const uint32_t *u = (const uint32_t *)(const void *)x;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = u[i];
+        uint32_t r = (v + 0x7fffu + ((v >> 16) & 1u)) >> 16, q = (v >> 16) | 0x40u;
+        o[i] = (uint16_t)((v & 0x7fffffffu) > 0x7f800000u ? q : r);
+    }
+}
+
+const lm_vmath VM_TABLE = {
+    .name = VM_NAME,
+    .lanes = VW,
+    .unary = {
+        [LM_VM_EXP] = map_exp, [LM_VM_LOG] = map_log, [LM_VM_LOG1P] = map_log1p,
+        [LM_VM_EXPM1] = map_expm1, [LM_VM_SIN] = map_sin, [LM_VM_COS] = map_cos,
+        [LM_VM_TAN] = map_tan, [LM_VM_TANH] = map_tanh, [LM_VM_ERF] = map_erf,
+        [LM_VM_SQRT] = map_sqrt, [LM_VM_RSQRT] = map_rsqrt, [LM_VM_SIGMOID] = map_sigmoid,
+        [LM_VM_SILU] = map_silu, [LM_VM_GELU] = map_gelu, [LM_VM_GELU_TANH] = map_gelu_tanh,
+        [LM_VM_SOFTPLUS] = map_softplus,
+    },
+    .binary = {[LM_VM_POW] = map2_pow, [LM_VM_ATAN2] = map2_atan2},
+    .exp_sub_sum = exp_sub_sum,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
+};

@@ -1,0 +1,14 @@
+/* vmath_sse2.c - the vmath table for baseline x86-64: 4 lanes of SSE2
+ * (compiled with -msse2 only; see module.mk). */
+#include <immintrin.h>
+
+#define VM_TABLE lm_vmath_sse2
+#define VM_NAME "sse2"
+#define VF __m128
+#define VW 4
+#define VM_SL(f) Sleef_##f##f4_u10sse2
+#define VLOAD(p) _mm_loadu_ps(p)
+#define VSTORE(p, v) _mm_storeu_ps((p), (v))
+#define VSQRT(v) _mm_sqrt_ps(v)
+
+#include "vmath_isa.h"

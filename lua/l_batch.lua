@@ -1,0 +1,689 @@
+-- l_batch.lua - lm.batch: runs a render function over a list of jobs (seeds
+-- or the rows of a params file) and writes one PNG per job, with a progress
+-- bar, resume, failure records, a JSON Lines manifest and a contact sheet
+-- (embedded in lumen.so; `lumen batch` is its command line, repl/batch.c).
+--
+-- Jobs are numbered 1..N in list order; every decision about a job depends
+-- on its index and parameters only, so any order, batch size or number of
+-- processes gives the same files.  Outputs are written under a temporary
+-- name and renamed (lm.image.write_png does), so a file under its final name
+-- is complete: resume skips those.  Memory stays flat: jobs are read from
+-- their source as they run, and only the manifest's reorder buffer (jobs
+-- finished out of order by other processes) and the contact sheet's first
+-- entries are kept.
+local lm = ...
+local B = lm._batch
+local enc, dec = B.json_encode, B.json_decode
+
+local function fail(msg) error("batch: " .. msg, 0) end
+
+-- ---- job sources: each yields (index, params) in index order ----
+
+-- "1-1000", "7", "1,5,10-20" (or a number, or a list of numbers) -> ranges
+local function parse_seeds(spec)
+  local ranges, total = {}, 0
+  local function add(a, b)
+    if math.type(a) ~= "integer" or math.type(b) ~= "integer" or b < a then
+      fail("bad seed range " .. tostring(a) .. "-" .. tostring(b))
+    end
+    ranges[#ranges + 1] = {a, b}
+    total = total + (b - a + 1)
+  end
+  if type(spec) == "number" then add(math.tointeger(spec), math.tointeger(spec))
+  elseif type(spec) == "table" then
+    for _, s in ipairs(spec) do add(math.tointeger(s), math.tointeger(s)) end
+  elseif type(spec) == "string" then
+    for part in spec:gmatch("[^,]+") do
+      local a, b = part:match("^%s*(%-?%d+)%s*%-%s*(%-?%d+)%s*$")
+      if not a then a = part:match("^%s*(%-?%d+)%s*$"); b = a end
+      if not a then fail("seeds: cannot read '" .. part .. "' (use 1-1000 or 1,5,9-12)") end
+      add(math.tointeger(tonumber(a)), math.tointeger(tonumber(b)))
+    end
+  else fail("seeds must be a string like '1-100', a number or a list") end
+  if total == 0 then fail("seeds: no seeds") end
+  return ranges, total
+end
+
+local function seed_source(spec)
+  local ranges, total = parse_seeds(spec)
+  return total, function()
+    local r, s, i = 1, ranges[1][1] - 1, 0
+    return function()
+      s = s + 1
+      if s > ranges[r][2] then
+        r = r + 1
+        if not ranges[r] then return nil end
+        s = ranges[r][1]
+      end
+      i = i + 1
+      return i, {seed = s}
+    end
+  end
+end
+
+-- CSV (RFC 4180: quoted fields, "" inside quotes; a header row names the
+-- columns).  Fields that read as numbers become numbers.
+local function csv_fields(line)
+  local out, pos, n = {}, 1, #line
+  while true do
+    local v
+    if line:sub(pos, pos) == '"' then
+      local buf, i = {}, pos + 1
+      while true do
+        local q = line:find('"', i, true)
+        if not q then return nil end
+        buf[#buf + 1] = line:sub(i, q - 1)
+        if line:sub(q + 1, q + 1) == '"' then buf[#buf + 1] = '"'; i = q + 2
+        else pos = q + 1; break end
+      end
+      v = table.concat(buf)
+    else
+      local c = line:find(",", pos, true) or n + 1
+      v = line:sub(pos, c - 1)
+      pos = c
+    end
+    out[#out + 1] = v
+    local ch = line:sub(pos, pos)
+    if ch == "," then pos = pos + 1
+    elseif ch == "" then return out
+    else return nil end
+  end
+end
+
+local function params_source(path)
+  local kind = path:match("%.csv$") and "csv" or "jsonl"
+  local f, err = io.open(path, "r")
+  if not f then fail("params: " .. tostring(err)) end
+  -- first pass: count jobs (and check the header)
+  local total, header = 0, nil
+  for line in f:lines() do
+    line = line:gsub("\r$", "")
+    if line:match("%S") then
+      if kind == "csv" and not header then header = csv_fields(line) or fail("params: bad CSV header in " .. path)
+      else total = total + 1 end
+    end
+  end
+  f:close()
+  if total == 0 then fail("params: no jobs in " .. path) end
+  return total, function()
+    local lines, i, lineno, hdr = io.lines(path), 0, 0, nil
+    return function()
+      for line in lines do
+        lineno = lineno + 1
+        line = line:gsub("\r$", "")
+        if line:match("%S") then
+          if kind == "csv" and not hdr then hdr = csv_fields(line)
+          else
+            i = i + 1
+            local p
+            if kind == "csv" then
+              local v = csv_fields(line)
+              if not v then fail(string.format("params: %s:%d: bad CSV line", path, lineno)) end
+              if #v ~= #hdr then
+                fail(string.format("params: %s:%d: %d fields, the header has %d", path, lineno, #v, #hdr))
+              end
+              p = {}
+              for k, name in ipairs(hdr) do p[name] = tonumber(v[k]) or v[k] end
+            else
+              local m
+              p, m = dec(line)
+              if type(p) ~= "table" then
+                fail(string.format("params: %s:%d: %s", path, lineno, m or "not a JSON object"))
+              end
+              -- a manifest record is a params line too (its params field)
+              if type(p.params) == "table" and p.index then p = p.params end
+            end
+            if p.seed == nil then p.seed = i end
+            return i, p
+          end
+        end
+      end
+      return nil
+    end
+  end
+end
+
+local function list_source(jobs)
+  return #jobs, function()
+    local i = 0
+    return function()
+      i = i + 1
+      local p = jobs[i]
+      if p == nil then return nil end
+      local c = {}
+      for k, v in pairs(p) do c[k] = v end
+      if c.seed == nil then c.seed = i end
+      return i, c
+    end
+  end
+end
+
+-- ---- output names ----
+
+-- %d / %05d: the job index; {key}: a parameter ({seed}, {index}, {name}:
+-- the output's name when the function returns several)
+local function out_path(pattern, index, p, name)
+  local s = pattern:gsub("%%(0?%d*)d", function(w) return string.format("%" .. w .. "d", index) end)
+  s = s:gsub("{([%w_]+)}", function(k)
+    if k == "index" then return tostring(index) end
+    if k == "name" then return name or "" end
+    local v = p[k]
+    if v == nil then fail("out: no parameter '" .. k .. "' for {" .. k .. "}") end
+    if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
+    return (tostring(v):gsub("[/%z]", "_"))
+  end)
+  if name and not pattern:find("{name}", 1, true) then
+    s = s:gsub("(%.[%w]+)$", "_" .. name .. "%1")
+  end
+  return s
+end
+
+local function dirname(path) return path:match("^(.*)/[^/]*$") end
+
+-- ---- text carried by each PNG ----
+
+local function a1111_value(v)
+  local s = tostring(v)
+  if s:find('[,:"\n]') then return enc(s) end
+  return s
+end
+
+-- A1111's "parameters": an optional prompt line, then "Key: value, ...".
+local function parameters_text(p, index, size, script)
+  local keys = {}
+  for k in pairs(p) do
+    if k ~= "seed" and k ~= "prompt" and k ~= "negative_prompt" and type(k) == "string" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local parts = {}
+  if p.prompt then parts[#parts + 1] = tostring(p.prompt) .. "\n" end
+  if p.negative_prompt then parts[#parts + 1] = "Negative prompt: " .. tostring(p.negative_prompt) .. "\n" end
+  local kv = {"Seed: " .. a1111_value(p.seed), "Size: " .. size, "Index: " .. index}
+  for _, k in ipairs(keys) do
+    local v = p[k]
+    if type(v) ~= "table" then kv[#kv + 1] = k .. ": " .. a1111_value(v) end
+  end
+  if script then kv[#kv + 1] = "Script: " .. a1111_value(script) end
+  kv[#kv + 1] = "Lumen: " .. lm.version
+  return table.concat(parts) .. table.concat(kv, ", ")
+end
+
+local function image_size(t, layout)
+  local s = t.shape
+  if #s == 2 then return s[2] .. "x" .. s[1] end
+  if layout == "HWC" then return s[2] .. "x" .. s[1] end
+  return s[#s] .. "x" .. s[#s - 1]
+end
+
+-- ---- progress ----
+
+local function fmt_time(s)
+  if s ~= s or s == math.huge then return "--:--" end
+  s = math.floor(s + 0.5)
+  if s >= 3600 then return string.format("%d:%02d:%02d", s // 3600, s % 3600 // 60, s % 60) end
+  return string.format("%d:%02d", s // 60, s % 60)
+end
+
+local function new_progress(total, mode)
+  local tty = mode == "bar"
+  local t0 = B.now()
+  local last = -1
+  local P = {done = 0, made = 0, existed = 0, failed = 0, pending = 0, by_rank = {}}
+  function P.line(final)
+    local el = B.now() - t0
+    local rate = P.made > 0 and P.made / el or 0
+    local left = total - P.done
+    local eta = rate > 0 and left / rate or math.huge
+    local s = string.format("%d/%d  %.1f img/s  %s %s  failed %d", P.done, total, rate,
+      final and "elapsed" or "ETA", fmt_time(final and el or eta), P.failed)
+    if P.existed > 0 then s = s .. string.format("  (%d existed)", P.existed) end
+    return s
+  end
+  function P.draw(force)
+    if mode == "off" then return end
+    local now = B.now()
+    if not force and now - last < (tty and 0.1 or 10) then return end
+    last = now
+    if tty then
+      local w = 24
+      local k = total > 0 and math.floor(w * P.done / total) or w
+      io.stderr:write("\r\27[K[", string.rep("#", k), string.rep(".", w - k), "] ", P.line(false))
+    else
+      io.stderr:write("batch: ", P.line(false), "\n")
+    end
+    io.stderr:flush()
+  end
+  function P.finish()
+    if mode == "off" then return end
+    if tty then io.stderr:write("\r\27[K") end
+    io.stderr:write("batch: ", P.line(true), "\n")
+    io.stderr:flush()
+  end
+  return P
+end
+
+-- ---- contact sheet ----
+
+-- 3x5 digits (and '-') for the seed labels, one string of 15 bits per glyph
+local GLYPHS = {
+  ["0"] = "111101101101111", ["1"] = "010110010010111", ["2"] = "111001111100111",
+  ["3"] = "111001111001111", ["4"] = "101101111001001", ["5"] = "111100111001111",
+  ["6"] = "111100111101111", ["7"] = "111001010010010", ["8"] = "111101111101111",
+  ["9"] = "111101111001111", ["-"] = "000000111000000",
+}
+
+-- a [3, 14, w] strip: white digits (2x scale) on black
+local function label_strip(text, w)
+  local h, sc = 14, 2
+  local px = {}
+  for i = 1, h * w do px[i] = 0 end
+  local x0 = math.max(0, (w - #text * 8 + 2) // 2)
+  for c = 1, #text do
+    local g = GLYPHS[text:sub(c, c)]
+    if g then
+      for gy = 0, 4 do
+        for gx = 0, 2 do
+          if g:sub(gy * 3 + gx + 1, gy * 3 + gx + 1) == "1" then
+            for dy = 0, sc - 1 do
+              for dx = 0, sc - 1 do
+                local x, y = x0 + (c - 1) * 8 + gx * sc + dx, 2 + gy * sc + dy
+                if x < w then px[y * w + x + 1] = 1 end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  return lm.tensor(px):reshape{1, h, w}:broadcast_to{3, h, w}
+end
+
+local function write_sheet(path, entries, thumb)
+  if #entries == 0 then return end
+  local first = lm.image.read_png(entries[1].file, {dtype = "f32"})
+  local H, W = first.shape[2], first.shape[3]
+  local s = thumb / math.max(H, W)
+  local th, tw = math.max(1, math.floor(H * s + 0.5)), math.max(1, math.floor(W * s + 0.5))
+  local tiles = {}
+  for i, e in ipairs(entries) do
+    local ok, img = pcall(lm.image.read_png, e.file, {dtype = "f32"})
+    if ok then
+      local c = img.shape[1]
+      if c == 1 or c == 2 then img = img:slice(1, 1, 1):broadcast_to{3, img.shape[2], img.shape[3]}
+      elseif c == 4 then img = img:slice(1, 1, 3) end
+      local t = lm.adaptive_avg_pool2d(img:reshape{1, 3, img.shape[2], img.shape[3]}, {th, tw})
+      tiles[#tiles + 1] = lm.concat({t:reshape{3, th, tw}, label_strip(tostring(e.label), tw)}, 2):eval()
+    end
+    if i % 16 == 0 then collectgarbage("step") end
+  end
+  if #tiles == 0 then return end
+  local nrow = math.ceil(math.sqrt(#tiles))
+  local g = lm.image.grid(tiles, {nrow = nrow, pad = 2})
+  local d = dirname(path)
+  if d then B.mkdirs(d) end
+  lm.image.write_png(path, g)
+end
+
+-- ---- the run ----
+
+local KNOWN = {
+  script = true, render = true, render_batch = true, seeds = true, params = true, jobs = true,
+  out = true, only = true, batch_size = true, nan_check = true, sheet = true, sheet_max = true,
+  sheet_size = true, manifest = true, progress = true, args = true, names = true, png = true,
+  _dist = true,
+}
+
+-- the script: a file returning a function, or a table {render=, render_batch=,
+-- names=, png=}; or functions given directly
+local function load_spec(o)
+  local spec = {}
+  if o.script then
+    local chunk, err = loadfile(o.script)
+    if not chunk then fail(err) end
+    local r = chunk(table.unpack(o.args or {}))
+    if type(r) == "function" then spec.render = r
+    elseif type(r) == "table" then for k, v in pairs(r) do spec[k] = v end
+    elseif r == nil then spec.render, spec.render_batch = rawget(_G, "render"), rawget(_G, "render_batch")
+    else fail(o.script .. " returned a " .. type(r) .. " (want a function or a table)") end
+  end
+  for _, k in ipairs{"render", "render_batch", "names", "png"} do
+    if o[k] ~= nil then spec[k] = o[k] end
+  end
+  if not spec.render and not spec.render_batch then
+    fail((o.script or "lm.batch") .. ": no render function (return a function, or {render=, render_batch=})")
+  end
+  return spec
+end
+
+local function check_image(name, t, index)
+  if not lm.is_tensor(t) then
+    error(string.format("job %d: the render function returned a %s%s, not a tensor", index,
+      type(t), name and (" for '" .. name .. "'") or ""), 0)
+  end
+end
+
+-- list of {name, tensor} from what a render function returned
+local function outputs_of(spec, r, index)
+  if lm.is_tensor(r) or not spec.names then
+    if type(r) == "table" and not lm.is_tensor(r) then
+      error(string.format("job %d: the render function returned a table: declare names = {...} "
+        .. "in the script's table to write several images per job", index), 0)
+    end
+    check_image(nil, r, index)
+    return {{nil, r}}
+  end
+  local out = {}
+  for _, n in ipairs(spec.names) do
+    check_image(n, r[n], index)
+    out[#out + 1] = {n, r[n]}
+  end
+  return out
+end
+
+local function has_nan(t)
+  local ok, bad = pcall(function() return (t:isnan():any():item()) or (t:isinf():any():item()) end)
+  return ok and bad
+end
+
+function lm.batch(o)
+  if type(o) ~= "table" then fail("takes a table of options") end
+  for k in pairs(o) do if not KNOWN[k] then fail("unknown option '" .. tostring(k) .. "'") end end
+  local spec = load_spec(o)
+  local nsrc = (o.seeds and 1 or 0) + (o.params and 1 or 0) + (o.jobs and 1 or 0)
+  if nsrc > 1 then fail("give one of seeds, params and jobs") end
+  local total, source
+  if o.params then total, source = params_source(o.params)
+  elseif o.jobs then total, source = list_source(o.jobs)
+  else total, source = seed_source(o.seeds or "1-16") end
+  local pattern = o.out or "out/%05d.png"
+  if total > 1 and not pattern:find("%%0?%d*d") and not pattern:find("{[%w_]+}") then
+    fail("out '" .. pattern .. "' names one file for " .. total .. " jobs: put %05d or {seed} in it")
+  end
+  local only = o.only and math.tointeger(o.only)
+  if o.only and (not only or only < 1 or only > total) then
+    fail("only " .. tostring(o.only) .. " is not a job index (1.." .. total .. ")")
+  end
+  local bs = math.tointeger(o.batch_size or 1)
+  if not bs or bs < 1 then fail("batch_size must be a positive integer") end
+  if bs > 1 and not spec.render_batch then bs = 1 end
+  local dist = o._dist
+  local root = not dist or dist.rank == 0
+  if dist and not os.getenv("LUMEN_DEVICE") then
+    -- one GPU per process on a node, by node-local rank; else the CPU
+    local gpus = {}
+    for _, d in ipairs(lm.devices()) do
+      if d.kind:match("gpu$") and d.kind ~= "cpu-gpu" then gpus[#gpus + 1] = d.spec end
+    end
+    if #gpus > 0 then lm.device(gpus[dist.local_rank % #gpus + 1]) end
+  end
+  local script_name = o.script and o.script:match("[^/]*$") or nil
+  local png = spec.png or {}
+  local layout = png.layout
+
+  -- manifest: explicit, or beside the outputs (not for --only)
+  local manifest = o.manifest
+  if manifest == nil and not only then manifest = (dirname(pattern) or ".") .. "/manifest.jsonl" end
+  if manifest == false or manifest == "" or manifest == "none" then manifest = nil end
+  local mf
+  if root and manifest then
+    local d = dirname(manifest)
+    if d then B.mkdirs(d) end
+    mf = io.open(manifest .. ".tmp", "w") or fail("cannot write " .. manifest .. ".tmp")
+  end
+
+  local mode = o.progress
+  if mode == nil or mode == "auto" then mode = B.isatty(2) and "bar" or "lines" end
+  if mode == true then mode = "bar" elseif mode == false then mode = "off" end
+  if not root then mode = "off" end
+  local P = new_progress(only and 1 or total, mode)
+  local sheet_entries, sheet_max = {}, o.sheet_max or 64
+  local failures = {}
+
+  -- records reach the manifest in index order: those that finish early
+  -- (other processes) wait in `held` until the ones before them are in
+  local next_rec, held = only or 1, {}
+  local function take(index, rec)
+    held[index] = rec
+    while held[next_rec] do
+      local r = held[next_rec]
+      held[next_rec] = nil
+      if mf then mf:write(r.line, "\n") end
+      if r.status ~= "pending" then P.done = P.done + 1 end
+      if r.status == "ok" then
+        P.made = P.made + 1
+        P.by_rank[(r.rank or 0) + 1] = (P.by_rank[(r.rank or 0) + 1] or 0) + 1
+      elseif r.status == "exists" then P.existed = P.existed + 1
+      elseif r.status == "failed" then
+        P.failed = P.failed + 1
+        if #failures < 20 then failures[#failures + 1] = string.format("job %d: %s", next_rec, r.err) end
+      elseif r.status == "pending" then P.pending = P.pending + 1 end
+      if (r.status == "ok" or r.status == "exists") and o.sheet and #sheet_entries < sheet_max then
+        sheet_entries[#sheet_entries + 1] = {file = r.file, label = r.seed}
+      end
+      next_rec = only and math.huge or next_rec + 1
+    end
+    P.draw(false)
+  end
+  local function record(index, p, files, status, err)
+    local r = {index = index, status = status, params = p, error = err}
+    if #files == 1 then r.file = files[1] else r.files = files end
+    local rec = {line = enc(r), status = status, err = err, file = files[1], seed = p.seed}
+    if dist and not root then dist.send(index, rec.line)
+    else take(index, rec) end
+  end
+  local function absorb()   -- root: records other processes sent
+    if dist and root then
+      for _, m in ipairs(dist.poll()) do
+        local r = dec(m.line)
+        take(m.index, {line = m.line, status = r.status, rank = m.rank, err = r.error, file = r.file or (r.files or {})[1],
+                        seed = (r.params or {}).seed})
+      end
+    end
+  end
+
+  local function files_of(index, p)
+    if spec.names then
+      local f = {}
+      for k, n in ipairs(spec.names) do f[k] = out_path(pattern, index, p, n) end
+      return f
+    end
+    return {out_path(pattern, index, p, nil)}
+  end
+  local function complete(files)
+    for _, f in ipairs(files) do
+      local h = io.open(f, "rb")
+      if not h then return false end
+      h:close()
+    end
+    return true
+  end
+  local made_dirs = {}
+  local function write_job(index, p, files, outs)
+    for k, pair in ipairs(outs) do
+      local t = pair[2]
+      if o.nan_check and has_nan(t) then
+        error(string.format("NaN or Inf in %s", pair[1] or "the image"), 0)
+      end
+      local d = dirname(files[k])
+      if d and not made_dirs[d] then
+        local ok, err = B.mkdirs(d)
+        if not ok then error(err, 0) end
+        made_dirs[d] = true
+      end
+    end
+    for k, pair in ipairs(outs) do
+      local t = pair[2]
+      local text = {parameters = parameters_text(p, index, image_size(t, layout), script_name),
+                    lumen = enc{index = index, params = p, script = script_name, name = pair[1]}}
+      local po = {text = text}
+      for kk, v in pairs(png) do po[kk] = v end
+      po.text = text
+      lm.image.write_png(files[k], t, po)
+    end
+  end
+
+  local interrupted = false
+  local function stopped() return B.sigint() > 0 end
+
+  -- one job, or a group through render_batch: returns false when interrupted
+  local function run_group(group)
+    B.in_job(true)
+    local ok, res
+    if #group == 1 and spec.render then
+      ok, res = pcall(function()
+        local outs = outputs_of(spec, spec.render(group[1].p), group[1].index)
+        local ts = {}
+        for _, pr in ipairs(outs) do ts[#ts + 1] = pr[2] end
+        lm.eval(table.unpack(ts))
+        return {outs}
+      end)
+    else
+      ok, res = pcall(function()
+        local ps = {}
+        for k, j in ipairs(group) do ps[k] = j.p end
+        local r = spec.render_batch(ps)
+        local per = {}
+        local outs = outputs_of(spec, r, group[1].index)
+        local ts = {}
+        for _, pr in ipairs(outs) do
+          if pr[2].ndim < 1 or pr[2].shape[1] ~= #group then
+            error(string.format("render_batch returned %s for %d jobs: want a leading axis of %d",
+              pr[2]:brief(), #group, #group), 0)
+          end
+          ts[#ts + 1] = pr[2]
+        end
+        lm.eval(table.unpack(ts))
+        for k = 1, #group do
+          local o1 = {}
+          for m, pr in ipairs(outs) do o1[m] = {pr[1], pr[2]:select(1, k)} end
+          per[k] = o1
+        end
+        return per
+      end)
+    end
+    B.in_job(false)
+    if stopped() then return false end
+    if not ok and #group > 1 and spec.render then
+      -- a failing batch: each job alone, so only the bad ones fail
+      for _, j in ipairs(group) do
+        if not run_group({j}) then return false end
+      end
+      return true
+    end
+    for k, j in ipairs(group) do
+      local wok, werr = ok, res
+      if ok then wok, werr = pcall(write_job, j.index, j.p, j.files, res[k]) end
+      if stopped() then return false end
+      if wok then record(j.index, j.p, j.files, "ok")
+      else record(j.index, j.p, j.files, "failed", tostring(werr)) end
+      j.recorded = true
+    end
+    return true
+  end
+
+  B.sigint(true)
+  local t0 = B.now()
+  local okrun, runerr = pcall(function()
+    -- the jobs this process takes: all (one process), or chunks the
+    -- distributor hands out in increasing index order
+    local it = source()
+    local lo, hi = 1, total
+    local function claim()
+      if not dist then return end
+      lo, hi = dist.next(bs)
+      if lo > total then lo = nil else hi = math.min(hi, total) end
+    end
+    claim()
+    local group = {}
+    local last_index = 0
+    while lo do
+      if stopped() then interrupted = true; break end
+      local index, p = it()
+      if not index then break end
+      last_index = index
+      while lo and index > hi do claim() end
+      if not lo then break end
+      if index >= lo and (not only or index == only) then
+        local files = files_of(index, p)
+        if not only and complete(files) then
+          for _, f in ipairs(files) do os.remove(f .. ".tmp") end
+          record(index, p, files, "exists")
+        else
+          group[#group + 1] = {index = index, p = p, files = files}
+        end
+      end
+      if #group > 0 and (#group >= bs or index == hi or index == only) then
+        local g = group
+        group = {}
+        if not run_group(g) then interrupted = true; group = g; break end
+      end
+      if only and index >= only then break end
+      absorb()
+    end
+    if #group > 0 and not interrupted then
+      if not run_group(group) then interrupted = true else group = {} end
+    end
+    if interrupted then
+      -- what this process did not do: recorded as pending (a rerun makes them)
+      local k = 0
+      for _, j in ipairs(group) do
+        if not j.recorded then record(j.index, j.p, j.files, "pending") end
+        k = j.index
+      end
+      if not dist then
+        while true do
+          local index, p = it()
+          if not index then break end
+          if index > last_index and index > k and (not only or index == only) then
+            record(index, p, files_of(index, p), "pending")
+          end
+        end
+      end
+    end
+    if dist then
+      dist.finish()
+      while root and not dist.all_done() do absorb() end
+      absorb()
+    end
+  end)
+  B.sigint(false)
+  if not okrun then
+    if mf then mf:close(); os.remove(manifest .. ".tmp") end
+    error(runerr, 0)
+  end
+  if mf then
+    mf:close()
+    os.rename(manifest .. ".tmp", manifest)
+  end
+  local elapsed = B.now() - t0
+  if root then
+    P.finish()
+    if dist and mode ~= "off" then
+      local per = {}
+      for r = 1, dist.size do per[r] = tostring(P.by_rank[r] or 0) end
+      io.stderr:write(string.format("batch: %d processes made %s images\n", dist.size, table.concat(per, " + ")))
+    end
+    if interrupted then io.stderr:write("batch: interrupted; run the same command again to finish\n") end
+    for _, f in ipairs(failures) do io.stderr:write("batch: failed: ", f, "\n") end
+    if P.failed > #failures then io.stderr:write(string.format("batch: ... %d failures in all\n", P.failed)) end
+    if o.sheet and not interrupted then write_sheet(o.sheet, sheet_entries, o.sheet_size or 96) end
+  end
+  return {total = only and 1 or total, done = P.done, made = P.made, existed = P.existed,
+          failed = P.failed, pending = P.pending, interrupted = interrupted, seconds = elapsed,
+          manifest = manifest}
+end
+
+lm._set_doc(lm.batch, "lm.batch",
+  "lm.batch{script= | render=, render_batch=, seeds='1-16' | params=file | jobs={...},\n"
+  .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
+  .. "  manifest=, progress='auto', names=, png={...}} -> summary\n"
+  .. "Runs a render function once per job and writes its image(s) as PNG.  Jobs are seeds\n"
+  .. "(a range like '1-1000') or the lines of a params file (.jsonl objects or .csv with a\n"
+  .. "header); the function gets a table of the job's parameters (seed always set) and\n"
+  .. "returns an image tensor, or a table of them named in names.  render_batch gets a list\n"
+  .. "of parameter tables and returns images stacked on a leading axis (batch_size > 1).\n"
+  .. "out: %05d is the job index, {seed} / {column} a parameter.  Existing outputs are\n"
+  .. "skipped (resume); failures are recorded and the rest go on; each PNG carries an\n"
+  .. "A1111-style 'parameters' text and the manifest (JSON Lines, default beside the\n"
+  .. "outputs) one record per job.  Ctrl-C stops after abandoning the current image.\n"
+  .. "summary: total, done, made, existed, failed, pending, interrupted, seconds.")

@@ -1,0 +1,321 @@
+/* batch.c - `lumen batch SCRIPT.lua [options]`: the command line of
+ * lm.batch (lua/l_batch.lua), and its MPI distributor.
+ *
+ * Under mpirun (built with MPI: LM_HAVE_MPI) every rank runs lm.batch with
+ * a `_dist` table: rank 0 keeps a job counter in an MPI window and each
+ * rank, rank 0 included, takes the next chunk of jobs with an atomic
+ * fetch-and-add, so fast ranks take more.  Ranks send their manifest
+ * records to rank 0, which writes the one manifest in index order and draws
+ * the progress bar for the whole run.  Each rank renders on the GPU its
+ * node-local rank picks (vulkan:K, K = local rank mod the number of GPUs)
+ * unless LUMEN_DEVICE says otherwise, or on the CPU with the cores it is
+ * bound to (LUMEN_THREADS, unless set). */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <lualib.h>
+#include "lua/lumen_lua.h"
+#include "repl.h"
+#ifdef LM_HAVE_MPI
+#include <mpi.h>
+#endif
+
+static void batch_usage(void)
+{
+    fprintf(stderr,
+            "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv]\n"
+            "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
+            "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
+            "         [--progress bar|lines|off] [-- script args]\n"
+            "  SCRIPT returns a function from a job's parameters (seed, params columns) to\n"
+            "  an image tensor, or a table {render=, render_batch=, names=, png=}.\n"
+            "  Existing outputs are kept (resume); exit status 1 if a job failed, 130 if\n"
+            "  interrupted.  Under mpirun the jobs are shared among the ranks.\n"
+            "  docs/BATCH.md has the details.\n");
+}
+
+#ifdef LM_HAVE_MPI
+enum { TAG_REC = 1, TAG_DONE = 2 };
+
+typedef struct mpi_dist {
+    int rank, size, local_rank;
+    MPI_Win win;
+    int64_t *counter;        /* rank 0's window: jobs handed out so far */
+    int done_ranks;          /* rank 0: ranks that sent TAG_DONE */
+} mpi_dist;
+
+static mpi_dist dist;
+
+/* next(n) -> first, last: the next n job indices (1-based) */
+static int d_next(lua_State *L)
+{
+    int64_t n = (int64_t)luaL_checkinteger(L, 1), old = 0;
+    MPI_Fetch_and_op(&n, &old, MPI_INT64_T, 0, 0, MPI_SUM, dist.win);
+    MPI_Win_flush(0, dist.win);
+    lua_pushinteger(L, (lua_Integer)old + 1);
+    lua_pushinteger(L, (lua_Integer)(old + n));
+    return 2;
+}
+
+/* send(index, line): a manifest record to rank 0 */
+static int d_send(lua_State *L)
+{
+    int64_t index = (int64_t)luaL_checkinteger(L, 1);
+    size_t n;
+    const char *line = luaL_checklstring(L, 2, &n);
+    char *buf = lua_newuserdatauv(L, n + 8, 0);
+    memcpy(buf, &index, 8);
+    memcpy(buf + 8, line, n);
+    MPI_Send(buf, (int)(n + 8), MPI_CHAR, 0, TAG_REC, MPI_COMM_WORLD);
+    return 0;
+}
+
+/* poll() -> {{index=, line=, rank=}, ...}: records that have arrived (rank 0) */
+static int d_poll(lua_State *L)
+{
+    lua_newtable(L);
+    int k = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st);
+        if (!flag) break;
+        int n = 0;
+        MPI_Get_count(&st, MPI_CHAR, &n);
+        char *buf = malloc((size_t)n + 1);
+        if (!buf) return luaL_error(L, "batch: out of memory receiving a record");
+        MPI_Recv(buf, n, MPI_CHAR, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (st.MPI_TAG == TAG_DONE) dist.done_ranks++;
+        else if (n >= 8) {
+            int64_t index;
+            memcpy(&index, buf, 8);
+            lua_createtable(L, 0, 3);
+            lua_pushinteger(L, (lua_Integer)index);
+            lua_setfield(L, -2, "index");
+            lua_pushinteger(L, st.MPI_SOURCE);
+            lua_setfield(L, -2, "rank");
+            lua_pushlstring(L, buf + 8, (size_t)n - 8);
+            lua_setfield(L, -2, "line");
+            lua_rawseti(L, -2, ++k);
+        }
+        free(buf);
+    }
+    return 1;
+}
+
+static int d_finish(lua_State *L)
+{
+    (void)L;
+    if (dist.rank != 0) MPI_Send(NULL, 0, MPI_CHAR, 0, TAG_DONE, MPI_COMM_WORLD);
+    return 0;
+}
+
+/* all_done() -> whether every other rank has finished (rank 0); waits a
+ * millisecond when not, so rank 0's wait does not spin a core */
+static int d_all_done(lua_State *L)
+{
+    bool done = dist.done_ranks >= dist.size - 1;
+    if (!done) nanosleep(&(struct timespec){0, 1000000}, NULL);
+    lua_pushboolean(L, done);
+    return 1;
+}
+
+static bool mpi_start(int *argc, char ***argv)
+{
+    /* only under a launcher: a plain `lumen batch` never starts MPI */
+    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK") && !getenv("PMI_RANK")) return false;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &dist.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &dist.size);
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, dist.rank, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &dist.local_rank);
+    int local_size = 1;
+    MPI_Comm_size(local, &local_size);
+    MPI_Comm_free(&local);
+    /* CPU threads: the cores this rank is bound to (mpirun binds by
+     * default), or a share of the node's; never a full pool per rank */
+    if (!getenv("LUMEN_THREADS")) {
+        cpu_set_t set;
+        long online = sysconf(_SC_NPROCESSORS_ONLN), n = online;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+        if (n >= online) n = online / local_size;
+        char buf[24];
+        snprintf(buf, sizeof buf, "%ld", n < 1 ? 1 : n);
+        setenv("LUMEN_THREADS", buf, 1);
+    }
+    MPI_Win_allocate(dist.rank == 0 ? (MPI_Aint)sizeof(int64_t) : 0, sizeof(int64_t), MPI_INFO_NULL,
+                     MPI_COMM_WORLD, &dist.counter, &dist.win);
+    if (dist.rank == 0) *dist.counter = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Win_lock_all(0, dist.win);
+    return true;
+}
+
+static void mpi_stop(void)
+{
+    MPI_Win_unlock_all(dist.win);
+    MPI_Win_free(&dist.win);
+    MPI_Finalize();
+}
+
+/* the `_dist` option */
+static void push_dist(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        {"next", d_next}, {"send", d_send}, {"poll", d_poll},
+        {"finish", d_finish}, {"all_done", d_all_done}, {NULL, NULL},
+    };
+    lua_newtable(L);
+    luaL_setfuncs(L, fns, 0);
+    lua_pushinteger(L, dist.rank);
+    lua_setfield(L, -2, "rank");
+    lua_pushinteger(L, dist.size);
+    lua_setfield(L, -2, "size");
+    lua_pushinteger(L, dist.local_rank);
+    lua_setfield(L, -2, "local_rank");
+}
+#endif
+
+static int set_opt(lua_State *L, const char *key, const char *val, bool integer)
+{
+    if (integer) {
+        char *end;
+        long long v = strtoll(val, &end, 10);
+        if (!*val || *end) {
+            fprintf(stderr, "lumen batch: --%s wants an integer, not '%s'\n", key, val);
+            return -1;
+        }
+        lua_pushinteger(L, (lua_Integer)v);
+    } else {
+        lua_pushstring(L, val);
+    }
+    lua_setfield(L, -2, key);
+    return 0;
+}
+
+/* the options table of lm.batch from argv (on top of the stack) */
+static int parse_args(lua_State *L, int argc, char **argv)
+{
+    static const struct { const char *flag, *key; bool integer; } opts[] = {
+        {"--seeds", "seeds", false}, {"--params", "params", false}, {"-o", "out", false},
+        {"--out", "out", false}, {"--only", "only", true}, {"--batch-size", "batch_size", true},
+        {"--sheet", "sheet", false}, {"--sheet-max", "sheet_max", true},
+        {"--manifest", "manifest", false}, {"--progress", "progress", false},
+    };
+    lua_newtable(L);
+    int nargs = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            lua_newtable(L);
+            for (int k = i + 1; k < argc; k++) {
+                lua_pushstring(L, argv[k]);
+                lua_rawseti(L, -2, ++nargs);
+            }
+            lua_setfield(L, -2, "args");
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { batch_usage(); return 0; }
+        if (!strcmp(a, "--nan-check")) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "nan_check");
+            continue;
+        }
+        if (a[0] != '-') {
+            if (lua_getfield(L, -1, "script") != LUA_TNIL) {
+                fprintf(stderr, "lumen batch: two scripts: '%s' and '%s'\n", lua_tostring(L, -1), a);
+                return -1;
+            }
+            lua_pop(L, 1);
+            lua_pushstring(L, a);
+            lua_setfield(L, -2, "script");
+            continue;
+        }
+        size_t k = 0, nopts = sizeof opts / sizeof opts[0];
+        const char *val = NULL;
+        for (; k < nopts; k++) {
+            size_t n = strlen(opts[k].flag);
+            if (!strncmp(a, opts[k].flag, n) && a[n] == '=') { val = a + n + 1; break; }
+            if (!strcmp(a, opts[k].flag)) break;
+        }
+        if (k == nopts) {
+            fprintf(stderr, "lumen batch: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (!val) {
+            if (++i >= argc) { fprintf(stderr, "lumen batch: %s needs a value\n", a); return -1; }
+            val = argv[i];
+        }
+        if (set_opt(L, opts[k].key, val, opts[k].integer) != 0) return -1;
+    }
+    if (lua_getfield(L, -1, "script") == LUA_TNIL) {
+        lua_pop(L, 1);
+        batch_usage();
+        return -1;
+    }
+    lua_pop(L, 1);
+    return 1;
+}
+
+static int summary_int(lua_State *L, const char *key)
+{
+    lua_getfield(L, -1, key);
+    int v = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+int lm_cli_batch(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "batch")) return -1;
+    bool mpi = false;
+#ifdef LM_HAVE_MPI
+    mpi = mpi_start(&argc, &argv);
+#endif
+    int rc = 1;
+    lua_State *L = luaL_newstate();
+    if (!L) { fprintf(stderr, "lumen: cannot create the Lua state\n"); goto done; }
+    lm_repl_signals_init(L);
+    if (!lm_repl_open_lumen(L)) goto done;
+    lua_getglobal(L, "lm");
+    lua_getfield(L, -1, "batch");
+    lua_remove(L, -2);
+    int pr = parse_args(L, argc, argv);
+    if (pr <= 0) { rc = pr == 0 ? 0 : 2; goto done; }
+    /* arg for the script, as `lumen script.lua args` gives it */
+    lua_getfield(L, -1, "script");
+    lua_createtable(L, 0, 1);
+    lua_insert(L, -2);
+    lua_rawseti(L, -2, 0);
+    if (lua_getfield(L, -2, "args") == LUA_TTABLE) {
+        for (lua_Integer i = 1; lua_geti(L, -1, i) != LUA_TNIL; i++) lua_rawseti(L, -3, i);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_setglobal(L, "arg");
+#ifdef LM_HAVE_MPI
+    if (mpi) {
+        push_dist(L);
+        lua_setfield(L, -2, "_dist");
+    }
+#endif
+    if (lm_repl_docall(L, 1, 1, false) != LUA_OK) {
+        lm_repl_report(L, "lumen batch");
+        goto done;
+    }
+    lua_getfield(L, -1, "interrupted");
+    bool interrupted = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    rc = interrupted ? 130 : summary_int(L, "failed") > 0 ? 1 : 0;
+done:
+    if (L) lua_close(L);
+#ifdef LM_HAVE_MPI
+    if (mpi) mpi_stop();
+#endif
+    (void)mpi;
+    return rc;
+}

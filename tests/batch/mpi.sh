@@ -1,0 +1,72 @@
+#!/bin/sh
+# tests/batch/mpi.sh - `mpirun -np 2 lumen batch` on the CPU: the same
+# bytes as one process, one complete manifest, work shared by both ranks,
+# resume across rank counts (a one-process run killed midway finished by two
+# processes, and the other way round), failures counted by rank 0.
+# Skips (77) when lumen was built without MPI or mpirun is missing.
+# Prints "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+LUMEN="$(pwd)/$BUILD/lumen"
+JOB="$(pwd)/tests/batch/job.lua"
+if ! grep -q '^MPI_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null; then
+  echo "skip: lumen built without MPI (no ompi-c from pkg-config)"; exit 77
+fi
+if ! command -v mpirun >/dev/null 2>&1; then echo "skip: no mpirun (openmpi-bin)"; exit 77; fi
+T=$(mktemp -d /tmp/lumen-batch-mpi.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
+check() { if eval "$2"; then ok; else bad "$1" "$(cat "${3:-/dev/null}" 2>/dev/null)"; fi; }
+same_set() {
+  (cd "$1" && ls | grep '\.png$') > "$T/la"
+  (cd "$2" && ls | grep '\.png$') > "$T/lb"
+  cmp -s "$T/la" "$T/lb" || return 1
+  while read -r f; do cmp -s "$1/$f" "$2/$f" || return 1; done < "$T/la"
+}
+count_png() { ls "$1" 2>/dev/null | grep -c '\.png$'; }
+# the manifest's records without the output directory (it differs per run)
+records() { sed 's|"file":"[^"]*/|"file":"|' "$1"; }
+
+MPIRUN="mpirun --oversubscribe"
+[ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+np() { n=$1; shift; $MPIRUN -np "$n" "$LUMEN" batch "$JOB" "$@"; }
+
+"$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/one/%05d.png" > "$T/log" 2>&1
+check "one process: 100 images" '[ $? = 0 ] && [ "$(count_png "$T/one")" = 100 ]' "$T/log"
+BATCH_DELAY_MS=5 np 2 --seeds 1-100 -o "$T/two/%05d.png" > "$T/log" 2>&1
+check "mpirun -np 2: succeeds" '[ $? = 0 ]' "$T/log"
+check "mpirun -np 2: byte-identical to one process" 'same_set "$T/one" "$T/two"' "$T/log"
+check "mpirun -np 2: one manifest, the same records as one process" \
+  'records "$T/one/manifest.jsonl" > "$T/m1" && records "$T/two/manifest.jsonl" > "$T/m2" && cmp -s "$T/m1" "$T/m2"' "$T/log"
+check "mpirun -np 2: one progress summary, from rank 0" '[ "$(grep -c "^batch: 100/100 " "$T/log")" = 1 ]' "$T/log"
+check "mpirun -np 2: both ranks made images" 'grep -Eq "^batch: 2 processes made [1-9][0-9]* \+ [1-9][0-9]* images" "$T/log"' "$T/log"
+
+# resume across rank counts: one process killed midway, two finish
+BATCH_DELAY_MS=20 "$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/r1/%05d.png" > "$T/log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 1200 ] && [ "$(count_png "$T/r1")" -lt 30 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -KILL $pid; wait $pid 2>/dev/null
+n=$(count_png "$T/r1")
+check "a one-process run killed midway ($n made)" '[ "$n" -ge 30 ] && [ "$n" -lt 100 ]'
+np 2 --seeds 1-100 -o "$T/r1/%05d.png" > "$T/log" 2>&1
+check "two processes finish it, byte-identical" '[ $? = 0 ] && same_set "$T/one" "$T/r1"' "$T/log"
+check "and its manifest lists every job made or existing" \
+  '[ "$(grep -c "\"status\":\"ok\"\|\"status\":\"exists\"" "$T/r1/manifest.jsonl")" = 100 ]' "$T/r1/manifest.jsonl"
+# two processes on half the jobs, one process finishes all
+np 2 --seeds 1-100 -o "$T/r2/%05d.png" > "$T/log" 2>&1
+rm -f "$T"/r2/0000[0-9].png "$T"/r2/0005*.png
+"$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/r2/%05d.png" > "$T/log" 2>&1
+check "one process completes a two-process set, byte-identical" '[ $? = 0 ] && same_set "$T/one" "$T/r2"' "$T/log"
+check "it made only the missing ones" 'grep -q "^batch: 100/100 .*(81 existed)" "$T/log"' "$T/log"
+
+# failures on any rank reach rank 0's manifest and the exit status
+$MPIRUN -np 2 "$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/f/%05d.png" --nan-check > "$T/log" 2>&1
+rc=$?
+check "mpirun -np 2 with failing jobs exits nonzero (got $rc)" '[ $rc != 0 ]' "$T/log"
+check "its manifest records the three failures" '[ "$(grep -c "\"status\":\"failed\"" "$T/f/manifest.jsonl")" = 3 ]' "$T/log"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,177 @@
+#!/bin/sh
+# tests/batch/run.sh - `lumen batch` and lm.batch: a 200-image run stopped
+# midway by SIGINT (once, twice) and by SIGKILL, then resumed, ends with the
+# same bytes as an uninterrupted run and never a partial file under a final
+# name; --only, --batch-size and LUMEN_THREADS give the same bytes; failures
+# are recorded and the rest go on; params files (CSV, JSON Lines, a
+# manifest); the PNG text; the progress bar and lines; the contact sheet;
+# flat memory over 10,000 images; MPI (tests/batch/mpi.sh).
+# Prints "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+LUMEN="$(pwd)/$BUILD/lumen"
+JOB="$(pwd)/tests/batch/job.lua"
+T=$(mktemp -d /tmp/lumen-batch.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
+# check NAME COMMAND [LOG]: passes when COMMAND succeeds
+check() { if eval "$2"; then ok; else bad "$1" "$(cat "${3:-/dev/null}" 2>/dev/null)"; fi; }
+
+# same_set A B: the same PNG names in both, byte for byte
+same_set() {
+  (cd "$1" && ls | grep '\.png$') > "$T/la"
+  (cd "$2" && ls | grep '\.png$') > "$T/lb"
+  cmp -s "$T/la" "$T/lb" || return 1
+  while read -r f; do cmp -s "$1/$f" "$2/$f" || return 1; done < "$T/la"
+}
+# finals_ok DIR REF: every PNG under a final name in DIR equals REF's
+finals_ok() {
+  for f in "$1"/*.png; do
+    [ -e "$f" ] || continue
+    cmp -s "$f" "$2/$(basename "$f")" || return 1
+  done
+}
+count_png() { ls "$1" 2>/dev/null | grep -c '\.png$'; }
+no_tmp() { [ "$(ls "$1" | grep -c '\.tmp$')" = 0 ]; }
+# waits (up to 120 s) until DIR holds at least N PNGs or PID has ended
+wait_count() {
+  i=0
+  while [ $i -lt 1200 ] && [ "$(count_png "$1")" -lt "$2" ] && kill -0 "$3" 2>/dev/null; do
+    sleep 0.1; i=$((i + 1))
+  done
+}
+# manifest FILE N STATUSES: N records, indices 1..N in order, statuses from
+# the comma-separated list
+manifest() {
+  /usr/bin/python3 - "$@" <<'EOF'
+import json, sys
+path, n, allowed = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+recs = [json.loads(l) for l in open(path)]
+assert len(recs) == n, f"{len(recs)} records, want {n}"
+for i, r in enumerate(recs, 1):
+    assert r["index"] == i, f"record {i} has index {r['index']}"
+    assert r["status"] in allowed, f"record {i}: status {r['status']}"
+    assert "params" in r and "seed" in r["params"]
+EOF
+}
+
+run() { "$LUMEN" batch "$JOB" "$@"; }
+
+# ---- an uninterrupted run: the reference ----
+run --seeds 1-200 -o "$T/ref/%05d.png" > "$T/log" 2>&1
+check "a 200-image run succeeds" '[ $? = 0 ]' "$T/log"
+check "it writes 200 images" '[ "$(count_png "$T/ref")" = 200 ]' "$T/log"
+check "its manifest has 200 ok records in order" 'manifest "$T/ref/manifest.jsonl" 200 ok 2>"$T/err"' "$T/err"
+check "plain progress lines when stderr is not a terminal" 'grep -q "^batch: 200/200 .*img/s.*failed 0" "$T/log"' "$T/log"
+cp -r "$T/ref" "$T/ref2"
+run --seeds 1-200 -o "$T/ref2/%05d.png" > "$T/log" 2>&1
+check "a rerun of a complete set succeeds" '[ $? = 0 ]' "$T/log"
+check "a rerun skips every output" 'manifest "$T/ref2/manifest.jsonl" 200 exists 2>"$T/err"' "$T/err"
+check "a rerun leaves the files as they were" 'same_set "$T/ref" "$T/ref2"'
+
+# ---- Ctrl-C midway, then resume ----
+interrupt_test() {   # NAME SIGNALS...: signals sent one after the other
+  name=$1; shift
+  d="$T/$name"
+  BATCH_DELAY_MS=20 "$LUMEN" batch "$JOB" --seeds 1-200 -o "$d/%05d.png" > "$T/log.$name" 2>&1 &
+  pid=$!
+  wait_count "$d" 40 $pid
+  for s in "$@"; do kill -"$s" $pid 2>/dev/null; sleep 0.05; done
+  wait $pid
+  rc=$?
+  n=$(count_png "$d")
+  case $1 in
+    KILL) check "$name: SIGKILL ends the run (status $rc)" '[ $rc = 137 ]' "$T/log.$name" ;;
+    *) check "$name: the run exits with status 130 (got $rc)" '[ $rc = 130 ]' "$T/log.$name" ;;
+  esac
+  check "$name: stopped midway ($n of 200 made)" '[ "$n" -ge 40 ] && [ "$n" -lt 200 ]'
+  check "$name: every file under a final name is complete" 'finals_ok "$d" "$T/ref"'
+  if [ "$1" = INT ] && [ $# = 1 ]; then
+    check "$name: the manifest records the rest as pending" \
+      'manifest "$d/manifest.jsonl" 200 ok,pending 2>"$T/err" && grep -q pending "$d/manifest.jsonl"' "$T/err"
+    check "$name: the message says how to finish" 'grep -q "run the same command again" "$T/log.$name"' "$T/log.$name"
+  fi
+  run --seeds 1-200 -o "$d/%05d.png" > "$T/log.$name" 2>&1
+  check "$name: the resumed run succeeds" '[ $? = 0 ]' "$T/log.$name"
+  check "$name: resumed set is byte-identical to the uninterrupted one" 'same_set "$d" "$T/ref"'
+  check "$name: the resumed manifest is complete" 'manifest "$d/manifest.jsonl" 200 ok,exists 2>"$T/err"' "$T/err"
+  check "$name: no temporary file is left" 'no_tmp "$d"'
+}
+interrupt_test sigint INT
+interrupt_test sigint2 INT INT
+interrupt_test sigkill KILL
+
+# ---- same bytes: --only, batch size, thread count ----
+run --seeds 1-200 -o "$T/only/%05d.png" --only 37 > "$T/log" 2>&1
+check "--only 37 makes one image" '[ $? = 0 ] && [ "$(count_png "$T/only")" = 1 ]' "$T/log"
+check "--only 37 regenerates the same bytes" 'cmp -s "$T/only/00037.png" "$T/ref/00037.png"'
+check "--only writes no manifest unless asked" '[ ! -e "$T/only/manifest.jsonl" ]'
+run --params "$T/ref/manifest.jsonl" -o "$T/fromman/%05d.png" --only 123 > "$T/log" 2>&1
+check "a manifest is a params file: --only 123 from it gives the same bytes" \
+  'cmp -s "$T/fromman/00123.png" "$T/ref/00123.png"' "$T/log"
+run --seeds 1-200 -o "$T/bs/%05d.png" --batch-size 7 > "$T/log" 2>&1
+check "--batch-size 7 gives the same bytes" '[ $? = 0 ] && same_set "$T/bs" "$T/ref"' "$T/log"
+BATCH_PX=64 run --seeds 1-12 -o "$T/t0/%05d.png" > "$T/log" 2>&1
+BATCH_PX=64 LUMEN_THREADS=1 run --seeds 1-12 -o "$T/t1/%05d.png" > "$T/log" 2>&1
+check "LUMEN_THREADS=1 gives the same bytes (64x64)" 'same_set "$T/t0" "$T/t1"' "$T/log"
+BATCH_PX=64 LUMEN_THREADS=2 run --seeds 1-12 -o "$T/t2/%05d.png" --batch-size 5 > "$T/log" 2>&1
+check "LUMEN_THREADS=2 with --batch-size 5 gives the same bytes (64x64)" 'same_set "$T/t0" "$T/t2"' "$T/log"
+
+# ---- across devices: CPU and Vulkan within a tolerance ----
+BATCH_PX=32 "$LUMEN" tests/batch/devices.lua > "$T/log" 2>&1
+if grep -q '^VK_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  check "Vulkan renders the jobs within 1e-5 of the CPU" '[ "$(grep -c "^seed [0-9] ok " "$T/log")" = 4 ]' "$T/log"
+fi
+
+# ---- failures ----
+"$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/fail/%05d.png" --nan-check > "$T/log" 2>&1
+rc=$?
+check "a failed job makes the exit status 1 (got $rc)" '[ $rc = 1 ]' "$T/log"
+check "the other jobs go on" '[ "$(count_png "$T/fail")" = 5 ]' "$T/log"
+check "failures are recorded in the manifest" \
+  'manifest "$T/fail/manifest.jsonl" 8 ok,failed 2>"$T/err" && [ "$(grep -c "\"status\":\"failed\"" "$T/fail/manifest.jsonl")" = 3 ]' "$T/err"
+check "an error in the script is recorded with its message" 'grep -q "seed 3 is bad" "$T/fail/manifest.jsonl"'
+check "--nan-check records a NaN image" 'grep "\"index\":5," "$T/fail/manifest.jsonl" | grep -q NaN'
+check "a non-tensor result is recorded" 'grep "\"index\":7," "$T/fail/manifest.jsonl" | grep -q "not a tensor"'
+check "failures are reported on stderr" 'grep -q "failed: job 3: .*seed 3 is bad" "$T/log"' "$T/log"
+"$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/nonan/%05d.png" > "$T/log" 2>&1
+check "without --nan-check a NaN image is written" '[ -e "$T/nonan/00005.png" ]' "$T/log"
+"$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/x.png" > "$T/log" 2>&1
+check "an out pattern naming one file for many jobs is an error" '[ $? = 2 ] || grep -q "names one file" "$T/log"' "$T/log"
+"$LUMEN" batch "$JOB" --seeds 1-8 --bogus > "$T/log" 2>&1
+check "an unknown option is an error" '[ $? != 0 ] && grep -q "unknown option" "$T/log"' "$T/log"
+
+# ---- params files and the PNG text ----
+printf 'seed,scale,note\n4,2.5,"a, b"\n9,1,plain\n' > "$T/p.csv"
+printf '{"seed":4,"scale":2.5,"note":"a, b"}\n\n{"seed":9,"scale":1,"note":"plain"}\n' > "$T/p.jsonl"
+run --params "$T/p.csv" -o "$T/csv/{seed}.png" > "$T/log" 2>&1
+check "a CSV params file runs" '[ $? = 0 ] && [ -e "$T/csv/4.png" ] && [ -e "$T/csv/9.png" ]' "$T/log"
+run --params "$T/p.jsonl" -o "$T/jsonl/{seed}.png" > "$T/log" 2>&1
+check "the same params as JSON Lines give the same bytes" 'same_set "$T/csv" "$T/jsonl"' "$T/log"
+check "a params column changes the image" '! cmp -s "$T/csv/4.png" "$T/ref/00004.png"'
+"$LUMEN" -e "local _, m = lm.image.read_png('$T/csv/4.png'); io.write(m.parameters, '\n', m.lumen, '\n')" > "$T/text" 2>&1
+check "the PNG carries an A1111-style parameters text" \
+  'grep -q "^Seed: 4, Size: 16x16, Index: 1, note: \"a, b\", scale: 2.5, Script: job.lua, Lumen: " "$T/text"' "$T/text"
+check "and its parameters as JSON" 'grep -q "\"params\":{\"note\":\"a, b\",\"scale\":2.5,\"seed\":4}" "$T/text"' "$T/text"
+
+# ---- progress bar on a terminal, contact sheet ----
+script -qec "'$LUMEN' batch '$JOB' --seeds 1-30 -o '$T/tty/%05d.png' --sheet '$T/tty/sheet.png'" /dev/null > "$T/log" 2>&1
+check "a terminal gets a progress bar" 'grep -q "\[#*\.*\] [0-9]*/30 .*img/s.*ETA" "$T/log"' "$T/log"
+"$LUMEN" -e "local s = lm.image.read_png('$T/tty/sheet.png'); print(s.shape[1], s.shape[2], s.shape[3])" > "$T/sheet" 2>&1
+check "the contact sheet is a 6x5 grid of labelled thumbnails" 'grep -q "^3	562	590$" "$T/sheet"' "$T/sheet"
+
+# ---- flat memory ----
+"$LUMEN" tests/batch/rss.lua "$T/rss" 10000 > "$T/log" 2>&1
+made=$(sed -n 's/^made \([0-9]*\) failed 0 .*/\1/p' "$T/log")
+r100=$(sed -n 's/.* rss100 \([0-9]*\) .*/\1/p' "$T/log")
+rN=$(sed -n 's/.* rss10000 \([0-9]*\)$/\1/p' "$T/log")
+check "10,000 tiny images all made" '[ "$made" = 10000 ]' "$T/log"
+check "RSS after 10,000 images within 4 MiB of RSS after 100 ($r100 -> $rN)" \
+  '[ -n "$r100" ] && [ -n "$rN" ] && [ $((rN - r100)) -lt 4194304 ]' "$T/log"
+rm -rf "$T/rss"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
