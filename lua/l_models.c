@@ -26,7 +26,7 @@ static lua_model *check_model(lua_State *L, int idx)
 static int l_load(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
-    static const char *const known[] = {"scale", "device", "range", NULL};
+    static const char *const known[] = {"scale", "device", "range", "dtype", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.models.load", known);
     int scale = (int)lm_lua_opt_int(L, 2, "scale", 4);
@@ -36,6 +36,7 @@ static int l_load(lua_State *L)
     if (lm_tfjs_find(name, scale, u->path, sizeof u->path, &u->range) != LM_OK) return lm_lua_error(L);
     u->m = lm_tfjs_load(u->path, o.device);
     if (!u->m) return lm_lua_error(L);
+    if (o.dtype != LM_DTYPE_COUNT && lm_tfjs_set_dtype(u->m, o.dtype) != LM_OK) return lm_lua_error(L);
     const char *r = lm_tfjs_meta(u->m, "lumen.range");
     if (r) u->range = atof(r);
     u->range = lm_lua_opt_num(L, 2, "range", u->range);
@@ -122,6 +123,7 @@ static int l_index(lua_State *L)
     else if (!strcmp(k, "summary")) lua_pushstring(L, lm_tfjs_summary(u->m));
     else if (!strcmp(k, "device")) lua_pushstring(L, lm_tfjs_device(u->m)->spec);
     else if (!strcmp(k, "radius")) lua_pushinteger(L, lm_tfjs_receptive_radius(u->m));
+    else if (!strcmp(k, "dtype")) lua_pushstring(L, lm_dtype_name(lm_tfjs_dtype(u->m)));
     else {
         luaL_getmetatable(L, LM_LUA_MODEL);
         lua_getfield(L, -1, "methods");
@@ -159,13 +161,14 @@ static int l_list(lua_State *L)
 
 static const lm_lua_func models_funcs[] = {
     {"load", l_load,
-     "lm.models.load(name_or_path, {scale=4, device=nil, range=nil}) -> model\n"
+     "lm.models.load(name_or_path, {scale=4, device=nil, range=nil, dtype=\"f32\"}) -> model\n"
      "Loads a TensorFlow.js layers model: a package fetched by `make models` (esrgan-slim,\n"
      "esrgan-medium, esrgan-thick; `scale` picks models/x<scale>), or the path of any\n"
      "model.json or converted safetensors.  model(x) runs it on x [C,H,W] or [N,C,H,W] with\n"
      "values 0..1 (lazy result, same layout, 0..1, not clamped); the model's own range\n"
      "(0..255 for esrgan-slim/-medium) is applied inside.  Fields: scale, range, name, path,\n"
-     "layers, summary, device, radius."},
+     "layers, summary, device, radius, dtype.  dtype=\"f16\" keeps the weights in f16 and\n"
+     "computes in f16 (input and output stay in their own dtype)."},
     {"upscale", l_upscale,
      "lm.models.upscale(model, img, {tile=0, overlap=16}) -> tensor\n"
      "Also model:upscale(img, {...}).  Upscales img [C,H,W] (values 0..1; C 1 gray, 2\n"
