@@ -92,7 +92,10 @@ local recipes = {
   ["lm.optim.adamw"] = function() return {} end,
   ["lm.data.batches"] = function() return {{lm.zeros{4, 2}}, 2} end,
   ["lm.batch"] = function() return {} end,
-  ["lm.models.load"] = function() return {"esrgan-slim"} end,
+  ["lm.models.load"] = function() return {"tests/ref/fixtures/tfjs/model.json"} end,
+  ["lm.models.upscale"] = function()
+    return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
+  end,
 }
 
 -- calls e with its leading arguments and then the extra values
