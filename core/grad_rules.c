@@ -427,7 +427,17 @@ static lm_status conv_rule(scope *s, lm_array *n, lm_array *g, const bool *need,
     int64_t KH = w->shape[2], KW = w->shape[3];
     if (n->op == LM_OP_CONV) {
         int64_t pad4[4] = {p[2], p[4], p[3], p[5]};   /* top, bottom, left, right */
-        if (need[0]) {
+        int64_t fp[4] = {dil[0] * (KH - 1) - p[2], dil[0] * (KH - 1) - p[4], dil[1] * (KW - 1) - p[3],
+                         dil[1] * (KW - 1) - p[5]};
+        if (need[0] && st[0] == 1 && st[1] == 1 && groups == 1 && fp[0] >= 0 && fp[1] >= 0 && fp[2] >= 0 &&
+            fp[3] >= 0) {
+            /* stride 1: the adjoint is a conv with the kernel flipped and
+             * its channel axes swapped, which runs on the forward conv's
+             * fast paths (Winograd for 3x3) instead of GEMM + col2im */
+            lm_array *wf = K(s, lm_slice(K(s, lm_slice(w, 2, -1, -(KH + 1), -1)), 3, -1, -(KW + 1), -1));
+            lm_array *wt = K(s, lm_contiguous(permute0213(s, wf)));
+            gin[0] = K(s, lm_conv2d(g, wt, NULL, st, fp, dil, 1));
+        } else if (need[0]) {
             int64_t ph[2] = {p[2], p[3]}, op[2];
             for (int a = 0; a < 2; a++) {
                 int64_t in = x->shape[2 + a], k = a ? KW : KH;
