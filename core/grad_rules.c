@@ -614,6 +614,20 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
     }
     case LM_OP_UPSAMPLE: {
         lm_array *y = x;
+        /* nearest by whole factors: x broadcast over [N,C,H,kh,W,kw], whose
+         * gradient is a sum over the kh x kw blocks (not a scatter) */
+        int64_t k[2] = {0, 0};
+        for (int a = 0; a < 2 && p[0] == LM_UPSAMPLE_NEAREST; a++) {
+            int64_t in = x->shape[2 + a], out = n->shape[2 + a];
+            k[a] = in > 0 && out % in == 0 ? out / in : 0;
+            for (int64_t d = 0; d < out && k[a]; d++)
+                if ((int64_t)floorf((float)d * (float)P->f[a]) != d / k[a]) k[a] = 0;
+        }
+        if (k[0] && k[1] && x->ndim == 4) {
+            int64_t s6[6] = {x->shape[0], x->shape[1], x->shape[2], 1, x->shape[3], 1};
+            int64_t b6[6] = {x->shape[0], x->shape[1], x->shape[2], k[0], x->shape[3], k[1]};
+            return K(s, lm_reshape(K(s, lm_broadcast_to(K(s, lm_reshape(x, 6, s6)), 6, b6)), 4, n->shape));
+        }
         for (int a = 0; a < 2; a++) {
             int64_t in = x->shape[2 + a], out = n->shape[2 + a];
             double sc = P->f[a];
