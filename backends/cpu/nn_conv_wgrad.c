@@ -8,10 +8,12 @@
  * handful of columns.  Here the unfolding is transposed: one row per
  * output element (b, oy, ox), holding the input window under the kernel
  * (KW contiguous floats at a time for an undilated kernel), and one GEMM
- * Y^T [B*OH*OW, Co] = T [B*OH*OW, Ci*KH*KW] x W^T.  Input channels are
- * taken in bands so T stays near BAND_BYTES; the bands accumulate
- * (beta = 1).  T's rows are filled on the pool, the GEMM is OpenBLAS's
- * threaded one. */
+ * Y^T [B*OH*OW, Co] = T [B*OH*OW, Ci*KH*KW] x W^T.  The rows of Y^T are
+ * split among the pool's threads, each unfolding its rows into its own
+ * buffer and calling a single-threaded GEMM (as conv2d's im2col path
+ * does: OpenBLAS's own threads wait by spinning, which costs dearly on a
+ * loaded machine); input channels go in bands so a buffer stays near
+ * BAND_BYTES, the bands accumulating (beta = 1). */
 #include <stdlib.h>
 #include "nn.h"
 
@@ -19,17 +21,17 @@
 
 typedef struct {
     const char *x;            /* [B, Ci, H, W] */
-    char *t;                  /* [B*OH*OW, cc*KH*KW] */
+    const char *w;            /* [Co, Ci*KH*KW] */
+    char *yt;                 /* [B*OH*OW, Co] */
     size_t esz;
-    int64_t Ci, H, W, KH, KW, OH, OW, sh, sw, pt, pl, dh, dw;
-    int64_t c0, cc;           /* band of input channels */
+    int64_t Ci, H, W, KH, KW, OH, OW, sh, sw, pt, pl, dh, dw, Co;
+    int64_t rows, rb, cc;     /* rows of Y^T (B*OH*OW), rows per item, input channels per band */
+    int failed;               /* 1 out of memory, 2 cancelled */
 } wg_ctx;
 
-static void wg_rows(void *p, int64_t r0, int64_t r1)
+static void wg_rows(const wg_ctx *c, char *t, int64_t r0, int64_t r1, int64_t c0, int64_t cn)
 {
-    const wg_ctx *c = p;
     size_t esz = c->esz;
-    int64_t KK = c->KH * c->KW, ld = c->cc * KK;
     for (int64_t r = r0; r < r1; r++) {
         int64_t ox = r % c->OW, oy = (r / c->OW) % c->OH, b = r / (c->OW * c->OH);
         int64_t ix0 = ox * c->sw - c->pl;
@@ -38,9 +40,9 @@ static void wg_rows(void *p, int64_t r0, int64_t r1)
         int64_t hi = c->W - ix0 <= 0 ? 0 : (c->W - ix0 + c->dw - 1) / c->dw;
         if (hi > c->KW) hi = c->KW;
         if (lo > hi) lo = hi;
-        char *dst = c->t + r * ld * (int64_t)esz;
-        for (int64_t ci = 0; ci < c->cc; ci++) {
-            const char *plane = c->x + ((b * c->Ci + c->c0 + ci) * c->H * c->W) * (int64_t)esz;
+        char *dst = t + (r - r0) * cn * c->KH * c->KW * (int64_t)esz;
+        for (int64_t ci = 0; ci < cn; ci++) {
+            const char *plane = c->x + ((b * c->Ci + c0 + ci) * c->H * c->W) * (int64_t)esz;
             for (int64_t ky = 0; ky < c->KH; ky++, dst += c->KW * (int64_t)esz) {
                 int64_t iy = oy * c->sh - c->pt + ky * c->dh;
                 if (iy < 0 || iy >= c->H) {
@@ -62,40 +64,70 @@ static void wg_rows(void *p, int64_t r0, int64_t r1)
     }
 }
 
+/* items i: rows [i*rb, (i+1)*rb) of Y^T, unfolded a band of channels at a
+ * time into this task's buffer, each band one single-threaded GEMM */
+static void wg_task(void *p, int64_t i0, int64_t i1)
+{
+    wg_ctx *c = p;
+    size_t esz = c->esz;
+    int64_t KK = c->KH * c->KW;
+    char *t = malloc((size_t)(c->rb * c->cc * KK) * esz);
+    if (!t) {
+        __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t r0 = i * c->rb, r1 = r0 + c->rb;
+        if (r1 > c->rows) r1 = c->rows;
+        for (int64_t c0 = 0; c0 < c->Ci; c0 += c->cc) {
+            if (lm_cancel_requested()) {
+                __atomic_store_n(&c->failed, 2, __ATOMIC_RELAXED);
+                free(t);
+                return;
+            }
+            int64_t cn = c->Ci - c0 < c->cc ? c->Ci - c0 : c->cc, k = cn * KK;
+            wg_rows(c, t, r0, r1, c0, cn);
+            const char *wb = c->w + c0 * KK * (int64_t)esz;   /* W's columns of the band */
+            char *y = c->yt + r0 * c->Co * (int64_t)esz;
+            if (esz == 8)
+                lm_dgemm(LM_CBLAS_NOTRANS, LM_CBLAS_TRANS, (int)(r1 - r0), (int)c->Co, (int)k, 1.0,
+                         (const double *)t, (int)k, (const double *)wb, (int)(c->Ci * KK), c0 ? 1.0 : 0.0,
+                         (double *)y, (int)c->Co);
+            else
+                lm_sgemm(LM_CBLAS_NOTRANS, LM_CBLAS_TRANS, (int)(r1 - r0), (int)c->Co, (int)k, 1.0f,
+                         (const float *)t, (int)k, (const float *)wb, (int)(c->Ci * KK), c0 ? 1.0f : 0.0f,
+                         (float *)y, (int)c->Co);
+        }
+    }
+    free(t);
+}
+
 lm_status nn_conv_wgrad(const void *x, const void *w, void *out, bool f64, int64_t B, int64_t Ci, int64_t H,
                         int64_t W, int64_t Co, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
                         const int64_t *p)
 {
     size_t esz = f64 ? 8 : 4;
     int64_t M = B * OH * OW, KK = KH * KW;
-    int64_t cc = (int64_t)(BAND_BYTES / ((size_t)M * (size_t)KK * esz));
-    if (cc < 1) cc = 1;
-    if (cc > Ci) cc = Ci;
-    char *t = malloc((size_t)(M * cc * KK) * esz);
-    char *yt = t ? malloc((size_t)(M * Co) * esz) : NULL;
-    if (!yt) {
-        free(t);
+    char *yt = malloc((size_t)(M * Co) * esz);
+    if (!yt) return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a [%lld,%lld] product",
+                                 (long long)M, (long long)Co);
+    wg_ctx c = {x, w, yt, esz, Ci, H, W, KH, KW, OH, OW, p[0], p[1], p[2], p[3], p[6], p[7], Co, M, 0, 0, 0};
+    /* a few items per thread; each unfolds at most BAND_BYTES */
+    int64_t items = 4 * lm_cpu_threads();
+    c.rb = (M + items - 1) / items;
+    if (c.rb < 16) c.rb = 16;
+    if (c.rb > M) c.rb = M;
+    c.cc = (int64_t)(BAND_BYTES / ((size_t)c.rb * (size_t)KK * esz));
+    if (c.cc < 1) c.cc = 1;
+    if (c.cc > Ci) c.cc = Ci;
+    int old = nn_blas_threads(1);
+    lm_cpu_parallel_for((M + c.rb - 1) / c.rb, 1, wg_task, &c);
+    if (old > 0) nn_blas_threads(old);
+    if (c.failed) {
+        free(yt);
+        if (c.failed == 2) return lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
         return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
-                            (long long)M, (long long)(cc * KK));
-    }
-    wg_ctx c = {x, t, esz, Ci, H, W, KH, KW, OH, OW, p[0], p[1], p[2], p[3], p[6], p[7], 0, 0};
-    for (int64_t c0 = 0; c0 < Ci; c0 += cc) {
-        if (lm_cancel_requested()) {
-            free(t);
-            free(yt);
-            return lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
-        }
-        c.c0 = c0;
-        c.cc = Ci - c0 < cc ? Ci - c0 : cc;
-        lm_cpu_parallel_for(M, 1, wg_rows, &c);
-        int64_t k = c.cc * KK;
-        const char *wb = (const char *)w + c0 * KK * (int64_t)esz;   /* W [Co, Ci*KK], columns of the band */
-        if (f64)
-            lm_dgemm(LM_CBLAS_NOTRANS, LM_CBLAS_TRANS, (int)M, (int)Co, (int)k, 1.0, (const double *)t, (int)k,
-                     (const double *)wb, (int)(Ci * KK), c0 ? 1.0 : 0.0, (double *)yt, (int)Co);
-        else
-            lm_sgemm(LM_CBLAS_NOTRANS, LM_CBLAS_TRANS, (int)M, (int)Co, (int)k, 1.0f, (const float *)t, (int)k,
-                     (const float *)wb, (int)(Ci * KK), c0 ? 1.0f : 0.0f, (float *)yt, (int)Co);
+                            (long long)c.rb, (long long)(c.cc * KK));
     }
     /* Y^T [(b, oy, ox), co] -> Y [b, co, oy, ox] */
     int64_t P = OH * OW;
@@ -106,7 +138,6 @@ lm_status nn_conv_wgrad(const void *x, const void *w, void *out, bool f64, int64
                 if (f64) ((double *)out)[d] = ((const double *)yt)[s];
                 else ((float *)out)[d] = ((const float *)yt)[s];
             }
-    free(t);
     free(yt);
     return LM_OK;
 }
