@@ -24,18 +24,24 @@ local function signature(doc)
 end
 
 -- the documented functions: full name -> {fn =, doc =, method =}
+-- objects whose methods are documented as "<prefix>:name"
+local model = lm.models.load("esrgan-slim", {scale = 2})   -- make test fetches it (make models)
+local selves = {t = lm.zeros{1}, model = model}
+
 local function documented()
-  local x = lm.zeros{1}
   local out = {}
   for name, doc in pairs(lm.docs()) do
-    local fn
-    if name:sub(1, 2) == "t:" then
-      fn = x[name:sub(3)]
+    local fn, self
+    local prefix, method = name:match("^(%w+):([%w_]+)$")
+    if prefix then
+      self = selves[prefix]
+      fn = self and self[method]
     else
       fn = {lm = lm}   -- lm is no global under stock lua5.4
       for part in name:gmatch("[^.]+") do fn = type(fn) == "table" and fn[part] or nil end
     end
-    out[name] = {fn = fn, doc = doc, sig = signature(doc), method = doc:sub(1, 2) == "t:"}
+    out[name] = {fn = fn, doc = doc, sig = signature(doc), method = prefix ~= nil or doc:sub(1, 2) == "t:",
+                 self = prefix ~= "t" and self or nil}
   end
   return out
 end
@@ -81,13 +87,19 @@ local recipes = {
   ["lm.optim.sgd"] = function() return {} end,
   ["lm.optim.adamw"] = function() return {} end,
   ["lm.data.batches"] = function() return {{lm.zeros{4, 2}}, 2} end,
+  ["lm.models.load"] = function() return {"esrgan-slim"} end,
+  ["model:upscale"] = function() return {model, lm.rand{3, 4, 4}} end,
   ["lm.batch"] = function() return {} end,
 }
 
 -- calls e with its leading arguments and then the extra values
 local function call(name, e, ...)
   local args
-  if e.method or nn_style(e) then args = {x4()}
+  if e.self then
+    local r = recipes[name]
+    if not r then return false, "no recipe" end
+    args = r()
+  elseif e.method or nn_style(e) then args = {x4()}
   else
     local r = recipes[name]
     if not r then return false, "no recipe" end
