@@ -6,7 +6,7 @@ batches (DIR/batches.safetensors) with the same step (MSE flow loss,
 clip_grad_norm_ 1.0, AdamW with the recipe's schedule).  Prints its rate
 (PEER line), its losses beside Lumen's (DIR/losses_lumen.txt) and their
 largest relative difference.
-  peer_train_flow.py DIR [STEPS=12] [--device cpu|cuda]"""
+  peer_train_flow.py DIR [STEPS=12] [--device cpu|cuda] [--threads N]"""
 import argparse
 import json
 import math
@@ -91,9 +91,13 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("steps", nargs="?", type=int, default=12)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: every core)")
     a = ap.parse_args()
     dev = torch.device(a.device)
-    torch.set_num_threads(os.cpu_count() or 1)   # Lumen's pool uses every core too
+    torch.set_num_threads(a.threads or os.cpu_count() or 1)   # Lumen's pool uses every core too
+    # f32 throughout, as Lumen computes (CUDA would round convs to TF32 by default)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     init = load_safetensors(os.path.join(a.dir, "init.safetensors"))
     p = {k[len("param."):]: v.to(dev).requires_grad_(True) for k, v in init.items() if k.startswith("param.")}
     bt = load_safetensors(os.path.join(a.dir, "batches.safetensors"))

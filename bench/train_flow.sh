@@ -14,6 +14,9 @@ out="$dir/out"
 "$BUILD/lumen" bench/train_flow.lua "$dir" "$STEPS" >>"$out" || { echo "train_flow.lua failed" >&2; exit 1; }
 status=0
 /usr/bin/python3 bench/peer_train_flow.py "$dir" "$STEPS" --device "${PEER_DEVICE:-cpu}" >>"$out" || status=1
+# and PyTorch on one thread: its threads spin-wait, which a loaded machine punishes
+[ "${PEER_DEVICE:-cpu}" = cpu ] && [ "$(nproc)" -gt 1 ] &&
+  /usr/bin/python3 bench/peer_train_flow.py "$dir" "$STEPS" --threads 1 | grep '^PEER' >>"$out"
 echo "# flow UNet training, $(date -u +%Y-%m-%d) on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) threads"
 /usr/bin/python3 bench/report.py <"$out"
 exit $status
