@@ -27,6 +27,24 @@ static inline double bench_now(void)
     (out) = best_; \
 } while (0)
 
+/* best of `reps` timings of A and of B, run alternately, so that the load
+ * of a shared machine changing during the run touches both alike (a
+ * figure and its peer) */
+#define BENCH_PAIR(reps, ta, tb, A, B) do { \
+    double ba_ = 1e30, bb_ = 1e30; \
+    for (int r_ = 0; r_ < (reps); r_++) { \
+        double t0_ = bench_now(); \
+        A; \
+        double t1_ = bench_now(); \
+        B; \
+        double t2_ = bench_now(); \
+        if (t1_ - t0_ < ba_) ba_ = t1_ - t0_; \
+        if (t2_ - t1_ < bb_) bb_ = t2_ - t1_; \
+    } \
+    (ta) = ba_; \
+    (tb) = bb_; \
+} while (0)
+
 #define RESULT(key, value, unit) printf("RESULT %s %.4g %s\n", key, (double)(value), unit)
 #define PEER(key, name, value, unit) printf("PEER %s %s %.4g %s\n", key, name, (double)(value), unit)
 #endif

@@ -87,25 +87,35 @@ static void bench_bandwidth(void)
     BENCH_BEST(5, t_scale, lm_cpu_parallel_for(n, 1 << 16, scale_task, &sc));
     double triad = 3 * gb / t_triad, scale = 2 * gb / t_scale;
     printf("INFO STREAM loops on %d threads: scale %.1f GB/s, triad %.1f GB/s\n", lm_cpu_threads(), scale, triad);
-#define EW(key, bytes_mul, expr, peer_name, peer_val) do { \
-        BENCH_BEST(5, t, { lm_array *r_ = (expr); force(r_); lm_array_release(r_); }); \
+    /* each op alternates with its STREAM loop (bytes: the loop's own) */
+#define EW(key, bytes_mul, expr, ...) EW_(key, bytes_mul, expr, __VA_ARGS__)
+#define EW_(key, bytes_mul, expr, peer_name, peer_task, peer_bytes) do { \
+        double tp_; \
+        BENCH_PAIR(7, t, tp_, { lm_array *r_ = (expr); force(r_); lm_array_release(r_); }, \
+                   lm_cpu_parallel_for(n, 1 << 16, peer_task, &sc)); \
         RESULT(key, (bytes_mul) * gb / t, "GB/s"); \
-        PEER(key, peer_name, peer_val, "GB/s"); \
+        PEER(key, peer_name, (peer_bytes) * gb / tp_, "GB/s"); \
     } while (0)
-    EW("add_f32_16M", 3, lm_binary(LM_OP_ADD, x, y), "stream-triad", triad);
-    EW("mul_scalar_f32_16M", 2, lm_binary_scalar(LM_OP_MUL, x, 3.0, false), "stream-scale", scale);
-    EW("neg_f32_16M", 2, lm_unary(LM_OP_NEG, x), "stream-scale", scale);
-    EW("exp_f32_16M", 2, lm_unary(LM_OP_EXP, x), "stream-scale", scale);
+#define TRIAD "stream-triad", triad_task, 3
+#define SCALE "stream-scale", scale_task, 2
+    EW("add_f32_16M", 3, lm_binary(LM_OP_ADD, x, y), TRIAD);
+    EW("mul_scalar_f32_16M", 2, lm_binary_scalar(LM_OP_MUL, x, 3.0, false), SCALE);
+    EW("neg_f32_16M", 2, lm_unary(LM_OP_NEG, x), SCALE);
+    EW("exp_f32_16M", 2, lm_unary(LM_OP_EXP, x), SCALE);
     /* strided and broadcast paths */
     int64_t sq[2] = {4096, 4096};
     lm_array *m = lm_reshape(x, 2, sq);
     lm_array *mt = lm_transpose(m, 0, 1);
     lm_array *row = lm_slice(y, 0, 0, 4096, 1);
-    EW("neg_transposed_f32_16M", 2, lm_unary(LM_OP_NEG, mt), "stream-scale", scale);
-    EW("add_row_broadcast_f32_16M", 2, lm_binary(LM_OP_ADD, m, row), "stream-scale", scale);
+    EW("neg_transposed_f32_16M", 2, lm_unary(LM_OP_NEG, mt), SCALE);
+    EW("add_row_broadcast_f32_16M", 2, lm_binary(LM_OP_ADD, m, row), SCALE);
     lm_array *h = lm_cast(x, LM_F16);
     force(h);
-    EW("add_f16_16M", 1.5, lm_binary(LM_OP_ADD, h, h), "stream-triad", triad);
+    EW("add_f16_16M", 1.5, lm_binary(LM_OP_ADD, h, h), TRIAD);
+    lm_array *bh = lm_cast(x, LM_BF16);
+    force(bh);
+    EW("add_bf16_16M", 1.5, lm_binary(LM_OP_ADD, bh, bh), TRIAD);
+    lm_array_release(bh);
     lm_array_release(h);
     lm_array_release(m);
     lm_array_release(mt);

@@ -58,11 +58,17 @@ with torch.no_grad():
         peer(f"attention_L{L}_peak", (peak - base) / 1024, "MB")
         del q, k, v
 
-    for C, HW in ((64, 256), (128, 128)):
-        x = torch.randn(1, C, HW, HW)
-        w = torch.randn(C, C, 3, 3)
-        t = best(lambda: F.conv2d(x, w, padding=1))
-        peer(f"conv2d_3x3_{C}c_{HW}", 2.0 * C * C * 9 * HW * HW / t * 1e-9, "GFLOP/s")
+    for key, ci, co, hw, k, st in (("conv2d_3x3_64c_256", 64, 64, 256, 3, 1),
+                                   ("conv2d_3x3_128c_128", 128, 128, 128, 3, 1),
+                                   ("conv2d_1x1_128c_128", 128, 128, 128, 1, 1),
+                                   ("conv2d_3x3s2_64to128_128", 64, 128, 128, 3, 2),
+                                   ("conv2d_esrgan_64to32_256", 64, 32, 256, 3, 1),
+                                   ("conv2d_esrgan_192to64_128", 192, 64, 128, 3, 1)):
+        x = torch.randn(1, ci, hw, hw)
+        w = torch.randn(co, ci, k, k)
+        t = best(lambda: F.conv2d(x, w, stride=st, padding=k // 2))
+        oh = (hw + 2 * (k // 2) - k) // st + 1
+        peer(key, 2.0 * co * ci * k * k * oh * oh / t * 1e-9, "GFLOP/s")
 
     x = torch.randn(4096, 4096)
     w, b = torch.randn(4096), torch.randn(4096)

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "image.h"
-#include "lumen.h"
+#include "internal.h"
 
 typedef struct geom { int64_t c, h, w; } geom;
 
@@ -56,8 +56,15 @@ lm_array *lm_image_grid(int n, lm_array *const *images, int nrow, int pad, doubl
         }
     int64_t xm = nrow > 0 ? (nrow < n ? nrow : n) : (8 < n ? 8 : n);
     int64_t ym = (n + xm - 1) / xm;
-    int64_t sh = ym * (g.h + pad) + pad, sw = xm * (g.w + pad) + pad;
-    size_t total = (size_t)(g.c * sh * sw), one = (size_t)(g.c * g.h * g.w);
+    int64_t sh, sw, chw;
+    if (!lm_mul64(ym, g.h + pad, &sh) || !lm_add64(sh, pad, &sh) || !lm_mul64(xm, g.w + pad, &sw) ||
+        !lm_add64(sw, pad, &sw) || !lm_mul64(sh, sw, &chw) || !lm_mul64(chw, g.c, &chw) ||
+        !lm_shape_fits(1, &chw, NULL)) {
+        lm_error_set(LM_ERR_SHAPE, "grid: %d images of %lldx%lld with pad %d make a sheet too large", n,
+                     (long long)g.h, (long long)g.w, pad);
+        return NULL;
+    }
+    size_t total = (size_t)chw, one = (size_t)(g.c * g.h * g.w);
     double *sheet = malloc(total * sizeof *sheet + 1), *img = malloc(one * sizeof *img + 1);
     lm_dtype dt = images[0]->dtype;
     void *out = malloc(total * lm_dtype_size(dt) + 1);

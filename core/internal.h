@@ -14,6 +14,9 @@ lm_array *lm_view_new(lm_array *base, int ndim, const int64_t *shape,
  * overflow (then *out is unspecified). */
 static inline bool lm_mul64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool lm_add64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+/* The device a node with these inputs runs on (the placement rule), or
+ * NULL with an error naming op and the devices. */
+lm_device *lm_node_place(const char *op, int n, lm_array *const *inputs);
 /* formats "f32[2,3]" for messages */
 const char *lm_desc(char *buf, size_t n, const lm_array *a);
 #endif

@@ -142,7 +142,34 @@ static char *file_stem(const char *path)
     return strndup(b, n);
 }
 
+lm_status lm_tensor_set_place(lm_tensor_set *s, lm_device *dev)
+{
+    if (!dev && !(dev = lm_device_default())) return lm_error_status();
+    for (int i = 0; i < s->count; i++) {
+        if (s->arrays[i]->device == dev) continue;
+        lm_array *t = lm_array_to(s->arrays[i], dev);
+        if (!t) return lm_error_prefix("load: tensor '%s' to %s", s->names[i], dev->spec);
+        lm_array_release(s->arrays[i]);
+        s->arrays[i] = t;
+    }
+    return LM_OK;
+}
+
+static lm_status load_host(const char *path, lm_tensor_set *out);
+
+lm_status lm_load_file_to(const char *path, lm_device *dev, lm_tensor_set *out)
+{
+    lm_status st = load_host(path, out);
+    if (st == LM_OK && (st = lm_tensor_set_place(out, dev)) != LM_OK) lm_tensor_set_free(out);
+    return st;
+}
+
 lm_status lm_load_file(const char *path, lm_tensor_set *out)
+{
+    return lm_load_file_to(path, NULL, out);
+}
+
+static lm_status load_host(const char *path, lm_tensor_set *out)
 {
     memset(out, 0, sizeof *out);
     lm_file_format fmt = lm_file_detect(path);

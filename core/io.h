@@ -56,8 +56,19 @@ lm_file_format lm_file_detect(const char *path);
 lm_file_format lm_detect_mem(const void *data, size_t size);
 
 /* Loads any tensor file (chosen by content): safetensors, npz, npy (one
- * tensor named after the file's stem, e.g. "x" for "dir/x.npy"). */
-lm_status lm_load_file(const char *path, lm_tensor_set *out);
+ * tensor named after the file's stem, e.g. "x" for "dir/x.npy"), PNG.
+ * The tensors belong to dev (NULL: the default device), as created ones do:
+ * one not read onto dev becomes a lazy copy to it (lm_tensor_set_place). */
+lm_status lm_load_file_to(const char *path, lm_device *dev, lm_tensor_set *out);
+lm_status lm_load_file(const char *path, lm_tensor_set *out);   /* dev = NULL */
+/* Gives every array of s to dev (NULL: the default device).  An array on
+ * another device becomes a lazy copy to dev, so a tensor read from a file
+ * (a mapped safetensors tensor stays mapped until then) is uploaded once, on
+ * first use, and holds the device copy from then on, while it lives. */
+lm_status lm_tensor_set_place(lm_tensor_set *s, lm_device *dev);
+
+/* The readers below (path and memory forms) return host arrays, on the CPU
+ * device: lm_load_file_to places them. */
 
 /* ---- safetensors (core/io_safetensors.c) ---- */
 /* Header length bound, as in the reference implementation (100 MB). */

@@ -282,7 +282,7 @@ lm_array *lm_load_npy_mem(const void *data, size_t size, const char *what)
     }
     void *host = decode_data(d + off, &h, &t, (size_t)count, what);
     if (!host) return NULL;
-    lm_array *a = lm_from_data(h.ndim, h.shape, t.dt, host, NULL);
+    lm_array *a = lm_from_data(h.ndim, h.shape, t.dt, host, lm_device_cpu());
     free(host);
     return a;
 }

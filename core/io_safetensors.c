@@ -455,7 +455,7 @@ static lm_array *widen_tensor(const st_entry *e, const unsigned char *p)
             return NULL;
         } else ((int64_t *)b)[i] = (int64_t)lm_io_le64(q);
     }
-    lm_array *a = lm_from_data(e->ndim, e->shape, e->dt, b, NULL);
+    lm_array *a = lm_from_data(e->ndim, e->shape, e->dt, b, lm_device_cpu());
     free(b);
     return a;
 }
@@ -464,12 +464,12 @@ static lm_array *widen_tensor(const st_entry *e, const unsigned char *p)
 static lm_array *copy_tensor(const st_entry *e, const unsigned char *p)
 {
     if (e->usize) return widen_tensor(e, p);
-    if (e->dt != LM_BOOL) return lm_from_data(e->ndim, e->shape, e->dt, p, NULL);
+    if (e->dt != LM_BOOL) return lm_from_data(e->ndim, e->shape, e->dt, p, lm_device_cpu());
     size_t n = (size_t)(e->end - e->begin);
     unsigned char *b = malloc(n ? n : 1);
     if (!b) { lm_error_set(LM_ERR_NOMEM, "load: out of memory"); return NULL; }
     for (size_t i = 0; i < n; i++) b[i] = p[i] != 0;
-    lm_array *a = lm_from_data(e->ndim, e->shape, LM_BOOL, b, NULL);
+    lm_array *a = lm_from_data(e->ndim, e->shape, LM_BOOL, b, lm_device_cpu());
     free(b);
     return a;
 }

@@ -42,6 +42,19 @@ lm_array *lm_array_retain(lm_array *a)
     return a;
 }
 
+static bool stack_push(lm_array ***stack, int64_t *n, int64_t *cap, lm_array *a)
+{
+    if (*n == *cap) {
+        int64_t nc = *cap ? *cap * 2 : 64;
+        lm_array **ns = realloc(*stack, (size_t)nc * sizeof *ns);
+        if (!ns) return false;
+        *stack = ns;
+        *cap = nc;
+    }
+    (*stack)[(*n)++] = a;
+    return true;
+}
+
 /* Drops the graph part of a node (inputs, params) - used after evaluation
  * and on free.  Inputs whose count reaches zero are queued, not recursed
  * into, so a 1,000,000-node chain does not overflow the stack. */
@@ -49,16 +62,8 @@ static void drop_graph(lm_array *a, lm_array ***stack, int64_t *n, int64_t *cap)
 {
     for (int i = 0; i < a->ninputs; i++) {
         lm_array *in = a->inputs[i];
-        if (in && --in->refcount == 0) {
-            if (*n == *cap) {
-                int64_t nc = *cap ? *cap * 2 : 64;
-                lm_array **ns = realloc(*stack, (size_t)nc * sizeof *ns);
-                if (!ns) { in->refcount++; continue; }   /* leak rather than crash */
-                *stack = ns;
-                *cap = nc;
-            }
-            (*stack)[(*n)++] = in;
-        }
+        if (in && --in->refcount == 0 && !stack_push(stack, n, cap, in))
+            in->refcount++;   /* leak rather than crash */
     }
     free(a->inputs);
     a->inputs = NULL;
@@ -139,17 +144,48 @@ void lm_array_free(lm_array *a)
     lm_array_release(a);
 }
 
+/* a private mark: the array is in the pending graph of a kept array */
+#define SWEEP_HELD (1u << 31)
+
+/* Marks every array a kept lazy array still needs (a loaded weight not yet
+ * uploaded holds its host copy): sweeping those would break the kept one.
+ * False when out of memory (then nothing is swept). */
+static bool mark_held(void)
+{
+    lm_array **stack = NULL;
+    int64_t n = 0, cap = 0;
+    bool ok = true;
+    for (lm_array *a = live_head; a && ok; a = a->live_next) {
+        if (!(a->flags & LM_ARRAY_KEPT) || !a->ninputs) continue;
+        ok = stack_push(&stack, &n, &cap, a);
+        while (ok && n > 0) {
+            lm_array *x = stack[--n];
+            for (int i = 0; i < x->ninputs && ok; i++) {
+                lm_array *in = x->inputs[i];
+                if (in->flags & SWEEP_HELD) continue;
+                in->flags |= SWEEP_HELD;
+                ok = stack_push(&stack, &n, &cap, in);
+            }
+        }
+    }
+    free(stack);
+    return ok;
+}
+
 int lm_sweep(void)
 {
+    bool marked = mark_held();
+    const uint32_t spare = LM_ARRAY_KEPT | LM_ARRAY_FREED | SWEEP_HELD;
     /* Collect first: freeing drops inputs, which may unlink other arrays. */
     int64_t n = 0;
     for (lm_array *a = live_head; a; a = a->live_next)
-        if (!(a->flags & (LM_ARRAY_KEPT | LM_ARRAY_FREED))) n++;
-    lm_array **v = malloc((size_t)(n ? n : 1) * sizeof *v);
+        if (!(a->flags & spare)) n++;
+    lm_array **v = marked ? malloc((size_t)(n ? n : 1) * sizeof *v) : NULL;
+    for (lm_array *a = live_head; a; a = a->live_next) a->flags &= ~SWEEP_HELD;
     if (!v) return 0;
     int64_t k = 0;
     for (lm_array *a = live_head; a && k < n; a = a->live_next)
-        if (!(a->flags & (LM_ARRAY_KEPT | LM_ARRAY_FREED))) v[k++] = lm_array_retain(a);
+        if (!(a->flags & spare)) v[k++] = lm_array_retain(a);
     for (int64_t i = 0; i < k; i++) {
         lm_array_free(v[i]);
         lm_array_release(v[i]);
@@ -221,6 +257,30 @@ lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device 
     return a;
 }
 
+/* The placement rule (docs/CORE.md "Where work runs"): inputs on one device
+ * keep the work there; inputs on several run on the default device when one
+ * of them is on it, else fail naming the devices.  Weak scalars (numbers
+ * from the host language) follow the others; argument order never counts. */
+lm_device *lm_node_place(const char *op, int n, lm_array *const *inputs)
+{
+    lm_device *def = lm_device_default(), *first = NULL, *other = NULL;
+    bool on_default = false;
+    for (int pass = 0; pass < 2 && !first; pass++)   /* weak scalars count only if alone */
+        for (int i = 0; i < n; i++) {
+            const lm_array *a = inputs[i];
+            if (pass == 0 && (a->flags & LM_ARRAY_WEAK) && a->ndim == 0) continue;
+            if (!first) first = a->device;
+            else if (a->device != first && !other) other = a->device;
+            if (a->device == def) on_default = true;
+        }
+    if (!first) return def;
+    if (!other) return first;
+    if (on_default) return def;
+    lm_error_set(LM_ERR_DEVICE, "%s: inputs on %s and %s, and none on the default device %s; "
+                 "move them to one device with to()", op, first->spec, other->spec, def->spec);
+    return NULL;
+}
+
 lm_array *lm_node_new(lm_op op, lm_dtype dt, int ndim, const int64_t *shape,
                       int ninputs, lm_array *const *inputs, const lm_params *p,
                       lm_device *dev)
@@ -232,7 +292,7 @@ lm_array *lm_node_new(lm_op op, lm_dtype dt, int ndim, const int64_t *shape,
             return NULL;
         }
     }
-    if (!dev) dev = ninputs ? inputs[0]->device : lm_device_default();
+    if (!dev && !(dev = lm_node_place(lm_op_name(op), ninputs, inputs))) return NULL;
     if (lm_shape_check(lm_op_name(op), ndim, shape, NULL) != LM_OK) return NULL;
     lm_array *a = lm_array_alloc(dt, ndim, shape, dev);
     if (!a) return NULL;

@@ -43,7 +43,10 @@ lm_array *lm_cast(lm_array *a, lm_dtype dt)
         return NULL;
     }
     if (a->dtype == dt) return lm_array_retain(a);
-    return lm_node_new(LM_OP_CAST, dt, a->ndim, a->shape, 1, &a, NULL, NULL);
+    lm_array *r = lm_node_new(LM_OP_CAST, dt, a->ndim, a->shape, 1, &a, NULL, NULL);
+    /* a cast number is still a number: it must not decide where work runs */
+    if (r && a->ndim == 0) r->flags |= a->flags & LM_ARRAY_WEAK;
+    return r;
 }
 
 lm_array *lm_clamp(lm_array *a, double lo, double hi)
@@ -108,7 +111,7 @@ lm_array *lm_binary(lm_op op, lm_array *a, lm_array *b)
     lm_array *ca = lm_cast(a, ct), *cb = lm_cast(b, ct);
     lm_array *ab[2] = {ca, cb};
     lm_array *r = NULL;
-    if (ca && cb) r = lm_node_new(op, out, n, shape, 2, ab, NULL, a->device);
+    if (ca && cb) r = lm_node_new(op, out, n, shape, 2, ab, NULL, NULL);
     lm_array_release(ca);
     lm_array_release(cb);
     return r;
@@ -138,7 +141,7 @@ lm_array *lm_where(lm_array *cond, lm_array *a, lm_array *b)
     lm_array *c = lm_cast(cond, LM_BOOL), *ca = lm_cast(a, ct), *cb = lm_cast(b, ct);
     lm_array *in[3] = {c, ca, cb};
     lm_array *r = NULL;
-    if (c && ca && cb) r = lm_node_new(LM_OP_WHERE, ct, n2, s2, 3, in, NULL, a->device);
+    if (c && ca && cb) r = lm_node_new(LM_OP_WHERE, ct, n2, s2, 3, in, NULL, NULL);
     lm_array_release(c);
     lm_array_release(ca);
     lm_array_release(cb);

@@ -46,7 +46,7 @@ lm_array *lm_matmul(lm_array *a, lm_array *b)
     bv = lm_broadcast_to(cb, nb + 2, sb);
     if (!av || !bv) goto done;
     lm_array *in[2] = {av, bv};
-    r = lm_node_new(LM_OP_MATMUL, dt, nb + 2, so, 2, in, NULL, a->device);
+    r = lm_node_new(LM_OP_MATMUL, dt, nb + 2, so, 2, in, NULL, NULL);
     if (r && (a->ndim == 1 || b->ndim == 1)) {
         lm_array *t = lm_squeeze(r, a->ndim == 1 ? -2 : -1);
         lm_array_release(r);

@@ -135,36 +135,42 @@ void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
     lua_pop(L, 1);
 }
 
-bool lm_lua_opt_bool(lua_State *L, int arg, const char *field, bool dflt)
+bool lm_lua_opt_bool(lua_State *L, int arg, const char *fname, const char *field, bool dflt)
 {
     if (!lua_istable(L, arg)) return dflt;
     bool v = dflt;
-    if (lua_getfield(L, arg, field) != LUA_TNIL) v = lua_toboolean(L, -1);
+    if (lua_getfield(L, arg, field) != LUA_TNIL) {
+        if (!lua_isboolean(L, -1))
+            luaL_error(L, "%s: option '%s' must be a boolean, got %s", fname, field, luaL_typename(L, -1));
+        v = lua_toboolean(L, -1);
+    }
     lua_pop(L, 1);
     return v;
 }
 
-lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *field, lua_Integer dflt)
+lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char *field,
+                           lua_Integer dflt)
 {
     if (!lua_istable(L, arg)) return dflt;
     lua_Integer v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         int ok;
         v = lua_tointegerx(L, -1, &ok);
-        if (!ok) luaL_error(L, "option '%s' must be an integer", field);
+        if (!ok) luaL_error(L, "%s: option '%s' must be an integer", fname, field);
     }
     lua_pop(L, 1);
     return v;
 }
 
-lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *field, lua_Number dflt)
+lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
+                          lua_Number dflt)
 {
     if (!lua_istable(L, arg)) return dflt;
     lua_Number v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         int ok;
         v = lua_tonumberx(L, -1, &ok);
-        if (!ok) luaL_error(L, "option '%s' must be a number", field);
+        if (!ok) luaL_error(L, "%s: option '%s' must be a number", fname, field);
     }
     lua_pop(L, 1);
     return v;

@@ -11,10 +11,13 @@
  * temporary name and renamed, so nothing half-written carries a final name.
  * The handler in place before the run is restored after it. */
 #include <errno.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,6 +159,15 @@ static int l_rss(lua_State *L)
     return 1;
 }
 
+/* columns of the terminal on fd, or nil */
+static int l_term_width(lua_State *L)
+{
+    struct winsize ws;
+    if (ioctl((int)luaL_checkinteger(L, 1), TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0) return 0;
+    lua_pushinteger(L, ws.ws_col);
+    return 1;
+}
+
 static int l_isatty(lua_State *L)
 {
     lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
@@ -181,6 +193,51 @@ static int l_mkdirs(lua_State *L)
         p[i] = c;
     }
     lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int cmp_strs(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* listdir(dir, suffix) -> sorted names ending in suffix (case-insensitive),
+ * or nil + message when dir is not a directory */
+static int l_listdir(lua_State *L)
+{
+    const char *dir = luaL_checkstring(L, 1);
+    size_t ns;
+    const char *suffix = luaL_optlstring(L, 2, "", &ns);
+    DIR *d = opendir(dir);
+    if (!d) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", dir, strerror(errno));
+        return 2;
+    }
+    size_t n = 0, cap = 64;
+    char **names = malloc(cap * sizeof *names);
+    struct dirent *e;
+    while (names && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.' || len < ns || strcasecmp(e->d_name + len - ns, suffix)) continue;
+        if (n == cap) {
+            char **grown = realloc(names, (cap *= 2) * sizeof *names);
+            if (!grown) break;
+            names = grown;
+        }
+        if (!(names[n] = strdup(e->d_name))) break;
+        n++;
+    }
+    closedir(d);
+    if (!names) return luaL_error(L, "listdir: out of memory");
+    qsort(names, n, sizeof *names, cmp_strs);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+        free(names[i]);
+    }
+    free(names);
     return 1;
 }
 
@@ -258,6 +315,9 @@ static const lm_lua_func batch_helpers[] = {
     {"now", l_now, "lm._batch.now() -> seconds\nA monotonic clock (internal)."},
     {"rss", l_rss, "lm._batch.rss() -> bytes\nResident set size of the process (internal)."},
     {"isatty", l_isatty, "lm._batch.isatty(fd) -> boolean\n(internal)"},
+    {"term_width", l_term_width, "lm._batch.term_width(fd) -> columns | nil\n(internal)"},
+    {"listdir", l_listdir, "lm._batch.listdir(dir, [suffix]) -> names | nil, message\nSorted file "
+     "names in dir ending in suffix (internal)."},
     {"mkdirs", l_mkdirs, "lm._batch.mkdirs(dir) -> true | nil, message\n(internal)"},
     {"sigint", l_sigint, "lm._batch.sigint([on]) -> count\nThe run's Ctrl-C handler (internal)."},
     {"in_job", l_in_job, "lm._batch.in_job(flag)\n(internal)"},

@@ -90,7 +90,25 @@ local function csv_fields(line)
   end
 end
 
+-- a folder: one job per PNG in it, in name order, with path, file and stem
+local function folder_source(dir, names)
+  return #names, function()
+    local i = 0
+    return function()
+      i = i + 1
+      local f = names[i]
+      if not f then return nil end
+      return i, {path = dir .. "/" .. f, file = f, stem = f:gsub("%.[^.]*$", ""), seed = i}
+    end
+  end
+end
+
 local function params_source(path)
+  local names = B.listdir(path, ".png")
+  if names then
+    if #names == 0 then fail("params: no .png files in " .. path) end
+    return folder_source(path:gsub("/+$", ""), names)
+  end
   local kind = path:match("%.csv$") and "csv" or "jsonl"
   local f, err = io.open(path, "r")
   if not f then fail("params: " .. tostring(err)) end
@@ -234,7 +252,8 @@ local function new_progress(total, mode)
     local rate = P.made > 0 and P.made / el or 0
     local left = total - P.done
     local eta = rate > 0 and left / rate or math.huge
-    local s = string.format("%d/%d  %.1f img/s  %s %s  failed %d", P.done, total, rate,
+    local s = string.format("%d/%d  %s img/s  %s %s  failed %d", P.done, total,
+      string.format(rate < 10 and "%.2f" or "%.1f", rate),
       final and "elapsed" or "ETA", fmt_time(final and el or eta), P.failed)
     if P.existed > 0 then s = s .. string.format("  (%d existed)", P.existed) end
     return s
@@ -245,9 +264,16 @@ local function new_progress(total, mode)
     if not force and now - last < (tty and 0.1 or 10) then return end
     last = now
     if tty then
-      local w = 24
-      local k = total > 0 and math.floor(w * P.done / total) or w
-      io.stderr:write("\r\27[K[", string.rep("#", k), string.rep(".", w - k), "] ", P.line(false))
+      -- one line, never wrapped (\r could not go back over a wrapped one):
+      -- the bar shrinks or goes on a narrow terminal
+      local text, cols = P.line(false), B.term_width(2) or 80
+      local w = math.min(24, cols - #text - 4)
+      local s = text
+      if w >= 5 then
+        local k = total > 0 and math.floor(w * P.done / total) or w
+        s = "[" .. string.rep("#", k) .. string.rep(".", w - k) .. "] " .. text
+      end
+      io.stderr:write("\r\27[K", s:sub(1, cols - 1))
     else
       io.stderr:write("batch: ", P.line(false), "\n")
     end
@@ -321,7 +347,7 @@ local function write_sheet(path, entries, thumb)
   local g = lm.image.grid(tiles, {nrow = nrow, pad = 2})
   local d = dirname(path)
   if d then B.mkdirs(d) end
-  lm.image.write_png(path, g)
+  lm.image.write_png(path, g, {level = 9})   -- written once: worth the smaller file
 end
 
 -- ---- the run ----
@@ -380,6 +406,14 @@ local function outputs_of(spec, r, index)
   return out
 end
 
+-- the render function gets a copy: what it changes never reaches the
+-- manifest or the PNG text
+local function copy(p)
+  local c = {}
+  for k, v in pairs(p) do c[k] = v end
+  return c
+end
+
 local function has_nan(t)
   local ok, bad = pcall(function() return (t:isnan():any():item()) or (t:isinf():any():item()) end)
   return ok and bad
@@ -420,6 +454,13 @@ function lm.batch(o)
   local png = spec.png or {}
   local layout = png.layout
 
+  local mode = o.progress
+  if mode == nil or mode == "auto" then mode = B.isatty(2) and "bar" or "lines" end
+  if mode == true then mode = "bar" elseif mode == false then mode = "off" end
+  if mode ~= "bar" and mode ~= "lines" and mode ~= "off" then
+    fail("progress must be 'bar', 'lines', 'off' or 'auto', not '" .. tostring(mode) .. "'")
+  end
+
   -- manifest: explicit, or beside the outputs (not for --only)
   local manifest = o.manifest
   if manifest == nil and not only then manifest = (dirname(pattern) or ".") .. "/manifest.jsonl" end
@@ -431,9 +472,6 @@ function lm.batch(o)
     mf = io.open(manifest .. ".tmp", "w") or fail("cannot write " .. manifest .. ".tmp")
   end
 
-  local mode = o.progress
-  if mode == nil or mode == "auto" then mode = B.isatty(2) and "bar" or "lines" end
-  if mode == true then mode = "bar" elseif mode == false then mode = "off" end
   if not root then mode = "off" end
   local P = new_progress(only and 1 or total, mode)
   local sheet_entries, sheet_max = {}, o.sheet_max or 64
@@ -497,7 +535,7 @@ function lm.batch(o)
     end
     return true
   end
-  local made_dirs = {}
+  local made_dirs = {n = 0}
   local function write_job(index, p, files, outs)
     for k, pair in ipairs(outs) do
       local t = pair[2]
@@ -508,7 +546,9 @@ function lm.batch(o)
       if d and not made_dirs[d] then
         local ok, err = B.mkdirs(d)
         if not ok then error(err, 0) end
-        made_dirs[d] = true
+        -- bounded: a {seed} in the directory makes one per job
+        if made_dirs.n > 256 then made_dirs = {n = 0} end
+        made_dirs[d], made_dirs.n = true, made_dirs.n + 1
       end
     end
     for k, pair in ipairs(outs) do
@@ -531,7 +571,7 @@ function lm.batch(o)
     local ok, res
     if #group == 1 and spec.render then
       ok, res = pcall(function()
-        local outs = outputs_of(spec, spec.render(group[1].p), group[1].index)
+        local outs = outputs_of(spec, spec.render(copy(group[1].p)), group[1].index)
         local ts = {}
         for _, pr in ipairs(outs) do ts[#ts + 1] = pr[2] end
         lm.eval(table.unpack(ts))
@@ -540,7 +580,7 @@ function lm.batch(o)
     else
       ok, res = pcall(function()
         local ps = {}
-        for k, j in ipairs(group) do ps[k] = j.p end
+        for k, j in ipairs(group) do ps[k] = copy(j.p) end
         local r = spec.render_batch(ps)
         local per = {}
         local outs = outputs_of(spec, r, group[1].index)
@@ -673,17 +713,19 @@ function lm.batch(o)
           manifest = manifest}
 end
 
-lm._set_doc(lm.batch, "lm.batch",
+lm.batch = lm._set_doc(lm.batch, "lm.batch",
   "lm.batch{script= | render=, render_batch=, seeds='1-16' | params=file | jobs={...},\n"
   .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
-  .. "  manifest=, progress='auto', names=, png={...}} -> summary\n"
+  .. "  sheet_size=96, manifest=, progress='auto', names=, png={...}, args={...}} -> summary\n"
   .. "Runs a render function once per job and writes its image(s) as PNG.  Jobs are seeds\n"
-  .. "(a range like '1-1000') or the lines of a params file (.jsonl objects or .csv with a\n"
-  .. "header); the function gets a table of the job's parameters (seed always set) and\n"
-  .. "returns an image tensor, or a table of them named in names.  render_batch gets a list\n"
-  .. "of parameter tables and returns images stacked on a leading axis (batch_size > 1).\n"
+  .. "(a range like '1-1000'), the lines of a params file (.jsonl objects or .csv with a\n"
+  .. "header) or the PNGs of a folder (path, file, stem); the function gets a table of the\n"
+  .. "job's parameters (seed always set) and returns an image tensor, or a table of them\n"
+  .. "named in names.  render_batch gets a list of parameter tables and returns images\n"
+  .. "stacked on a leading axis (batch_size > 1).\n"
   .. "out: %05d is the job index, {seed} / {column} a parameter.  Existing outputs are\n"
   .. "skipped (resume); failures are recorded and the rest go on; each PNG carries an\n"
   .. "A1111-style 'parameters' text and the manifest (JSON Lines, default beside the\n"
   .. "outputs) one record per job.  Ctrl-C stops after abandoning the current image.\n"
-  .. "summary: total, done, made, existed, failed, pending, interrupted, seconds.")
+  .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"
+  .. "pending, interrupted, seconds.  docs/BATCH.md has the details.")

@@ -256,8 +256,8 @@ static int l_compile(lua_State *L)
     static const char *const KNOWN[] = {"shapeless", "name", "cache", NULL};
     luaL_checktype(L, 1, LUA_TFUNCTION);
     lm_lua_check_opts(L, 2, "lm.compile", KNOWN);
-    bool shapeless = lm_lua_opt_bool(L, 2, "shapeless", false);
-    lua_Integer cap = lm_lua_opt_int(L, 2, "cache", 16);
+    bool shapeless = lm_lua_opt_bool(L, 2, "lm.compile", "shapeless", false);
+    lua_Integer cap = lm_lua_opt_int(L, 2, "lm.compile", "cache", 16);
     if (cap < 1) return luaL_error(L, "compile: cache must be at least 1");
     const char *name = "fn";
     if (lua_istable(L, 2)) {

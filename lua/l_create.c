@@ -124,10 +124,12 @@ static int random_tensor(lua_State *L, bool normal)
     lm_key k = key_from(L, next);
     lm_dtype dt = dtype_or(&o, LM_F32);
     if (normal) {
-        double mean = lm_lua_opt_num(L, next, "mean", 0), std = lm_lua_opt_num(L, next, "std", 1);
+        double mean = lm_lua_opt_num(L, next, fname, "mean", 0);
+        double std = lm_lua_opt_num(L, next, fname, "std", 1);
         return lm_lua_push_array(L, lm_random_normal(n, shape, mean, std, dt, k, o.device));
     }
-    double lo = lm_lua_opt_num(L, next, "low", 0), hi = lm_lua_opt_num(L, next, "high", 1);
+    double lo = lm_lua_opt_num(L, next, fname, "low", 0);
+    double hi = lm_lua_opt_num(L, next, fname, "high", 1);
     return lm_lua_push_array(L, lm_random_uniform(n, shape, lo, hi, dt, k, o.device));
 }
 
@@ -263,10 +265,10 @@ static int m_set_printoptions(lua_State *L)
     lm_print_opts *p = &lm_lua_print_opts;
     luaL_checktype(L, 1, LUA_TTABLE);
     lm_lua_check_opts(L, 1, "lm.set_printoptions", KNOWN);
-    p->precision = (int)lm_lua_opt_int(L, 1, "precision", p->precision);
-    p->threshold = (int)lm_lua_opt_int(L, 1, "threshold", p->threshold);
-    p->edgeitems = (int)lm_lua_opt_int(L, 1, "edgeitems", p->edgeitems);
-    p->linewidth = (int)lm_lua_opt_int(L, 1, "linewidth", p->linewidth);
+    p->precision = (int)lm_lua_opt_int(L, 1, "lm.set_printoptions", "precision", p->precision);
+    p->threshold = (int)lm_lua_opt_int(L, 1, "lm.set_printoptions", "threshold", p->threshold);
+    p->edgeitems = (int)lm_lua_opt_int(L, 1, "lm.set_printoptions", "edgeitems", p->edgeitems);
+    p->linewidth = (int)lm_lua_opt_int(L, 1, "lm.set_printoptions", "linewidth", p->linewidth);
     if (p->precision < 0 || p->precision > 17) p->precision = 4;
     if (p->edgeitems < 1) p->edgeitems = 1;
     return 0;

@@ -46,9 +46,13 @@ bool lm_lua_opt_name_matches(const char *spec, const char *k);
 void lm_lua_check_nargs(lua_State *L, int max, const char *fname);
 lm_dtype lm_lua_check_dtype(lua_State *L, int arg);
 lm_device *lm_lua_check_device(lua_State *L, int arg);
-bool lm_lua_opt_bool(lua_State *L, int arg, const char *field, bool dflt);
-lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *field, lua_Integer dflt);
-lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *field, lua_Number dflt);
+/* Option field of the table at arg (dflt when arg is no table or the field
+ * is nil); a value of the wrong type raises an error naming fname. */
+bool lm_lua_opt_bool(lua_State *L, int arg, const char *fname, const char *field, bool dflt);
+lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char *field,
+                           lua_Integer dflt);
+lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
+                          lua_Number dflt);
 /* An integer tensor of 1-based indices (negative from the end) turned into
  * the core's 0-based convention (new reference; lazy). */
 lm_array *lm_lua_index_tensor(lua_State *L, int idx);

@@ -50,6 +50,7 @@ static double opt_num(lua_State *L, int opts, const char *name, double dflt)
 static bool opt_bool(lua_State *L, int opts, const char *name, bool dflt)
 {
     if (!opt_field(L, opts, name)) return dflt;
+    if (!lua_isboolean(L, -1)) luaL_error(L, "option '%s' must be a boolean", name);
     bool v = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;
@@ -123,12 +124,22 @@ static void push_set(lua_State *L, lm_tensor_set *s)
 
 /* ---- load / save ---- */
 
+/* opts.device ("cpu", "vulkan", "vulkan:0"; default: the default device) */
+static lm_device *opt_device(lua_State *L, int opts)
+{
+    const char *spec = opt_str(L, opts, "device", NULL);
+    if (!spec) return lm_device_default();
+    lm_device *d = lm_device_find(spec);
+    if (!d) luaL_error(L, "load: option 'device': %s", lm_error_message());
+    return d;
+}
+
 static int l_load(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    opts_arg(L, 2, "lm.load", LOAD_OPTS);
+    lm_device *dev = opt_device(L, opts_arg(L, 2, "lm.load", LOAD_OPTS));
     lm_tensor_set s;
-    if (lm_load_file(path, &s) != LM_OK) return lm_lua_error(L);
+    if (lm_load_file_to(path, dev, &s) != LM_OK) return lm_lua_error(L);
     lua_settop(L, 1);
     if ((s.format == LM_FORMAT_NPY || s.format == LM_FORMAT_PNG) && s.count == 1) {
         lm_array *a = s.arrays[0];
@@ -468,7 +479,9 @@ static int l_read_png(lua_State *L)
     lm_png_opts o;
     read_png_opts(L, opts, &o);
     lm_tensor_set text = {0};
-    lm_array *a = lm_png_read(path, &o, &text);
+    /* an image read is a loaded tensor: it belongs to the default device */
+    lm_array *h = lm_png_read(path, &o, &text), *a = lm_array_to(h, NULL);
+    lm_array_release(h);
     if (!a) {
         lm_tensor_set_free(&text);
         return lm_lua_error(L);
@@ -528,7 +541,9 @@ static const lm_lua_func io_funcs[] = {
      "Loads a safetensors, .npz, .npy or PNG file, chosen by content.  safetensors and\n"
      "npz give a table name -> tensor (safetensors tensors map the file: no copy until\n"
      "used); .npy and PNG give the tensor itself.  metadata: the safetensors\n"
-     "__metadata__ or PNG text as a table of strings."},
+     "__metadata__ or PNG text as a table of strings.  The tensors belong to the default\n"
+     "device (each is uploaded once, on first use, and stays there); device=\"cpu\" keeps\n"
+     "them in host memory, device=\"vulkan\" or \"vulkan:N\" names a device."},
     {"save", l_save,
      "lm.save(path, tensors, [{format=, metadata=, compress=, bits=, ...}])\n"
      "Writes a table name -> tensor (or one tensor) as .safetensors (with metadata, a\n"

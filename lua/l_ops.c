@@ -160,9 +160,10 @@ static int reduce(lua_State *L, lm_op op, const char *fname)
     if (lua_type(L, opt) != LUA_TBOOLEAN)
         lm_lua_check_opts(L, opt, fname, op == LM_OP_VAR || op == LM_OP_STD ? KEEP_DDOF : KEEP);
     int n = opt == 2 ? 0 : read_axes(L, 2, a->ndim, axes, fname);
-    bool keep = lm_lua_opt_bool(L, opt, "keepdims", lua_type(L, opt) == LUA_TBOOLEAN && lua_toboolean(L, opt));
+    bool keep = lm_lua_opt_bool(L, opt, fname, "keepdims",
+                                lua_type(L, opt) == LUA_TBOOLEAN && lua_toboolean(L, opt));
     if (op == LM_OP_VAR || op == LM_OP_STD) {
-        int ddof = (int)lm_lua_opt_int(L, opt, "ddof", 0);
+        int ddof = (int)lm_lua_opt_int(L, opt, fname, "ddof", 0);
         return lm_lua_push_array(L, op == LM_OP_VAR ? lm_var(a, n, axes, ddof, keep)
                                                     : lm_std(a, n, axes, ddof, keep));
     }
@@ -200,7 +201,7 @@ static int argreduce(lua_State *L, lm_op op, const char *fname)
     int opt = lua_istable(L, 2) ? 2 : 3;
     static const char *const KEEP[] = {"keepdims", NULL};
     lm_lua_check_opts(L, opt, fname, KEEP);
-    bool keep = lm_lua_opt_bool(L, opt, "keepdims", false);
+    bool keep = lm_lua_opt_bool(L, opt, fname, "keepdims", false);
     lm_array *r = lm_argreduce(op, a, axis, keep);
     return lm_lua_push_array(L, r ? lm_lua_one_based(r) : NULL);
 }

@@ -23,10 +23,10 @@
 #include <mpi.h>
 #endif
 
-static void batch_usage(void)
+static void batch_usage(FILE *f)
 {
-    fprintf(stderr,
-            "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv]\n"
+    fprintf(f,
+            "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv|DIR]\n"
             "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
             "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
             "         [--progress bar|lines|off] [-- script args]\n"
@@ -219,7 +219,7 @@ static int parse_args(lua_State *L, int argc, char **argv)
             lua_setfield(L, -2, "args");
             break;
         }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { batch_usage(); return 0; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { batch_usage(stdout); return 0; }
         if (!strcmp(a, "--nan-check")) {
             lua_pushboolean(L, 1);
             lua_setfield(L, -2, "nan_check");
@@ -254,7 +254,7 @@ static int parse_args(lua_State *L, int argc, char **argv)
     }
     if (lua_getfield(L, -1, "script") == LUA_TNIL) {
         lua_pop(L, 1);
-        batch_usage();
+        batch_usage(stderr);
         return -1;
     }
     lua_pop(L, 1);
@@ -304,7 +304,11 @@ int lm_cli_batch(int argc, char **argv)
     }
 #endif
     if (lm_repl_docall(L, 1, 1, false) != LUA_OK) {
-        lm_repl_report(L, "lumen batch");
+        lm_repl_report(L, "lumen");
+#ifdef LM_HAVE_MPI
+        /* the other ranks would wait for this one's records forever */
+        if (mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
         goto done;
     }
     lua_getfield(L, -1, "interrupted");

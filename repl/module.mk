@@ -29,3 +29,4 @@ docs/API.md: $(BUILD)/lumen docs/gen_api.lua
 	$(BUILD)/lumen docs/gen_api.lua > $@
 
 -include $(REPL_OBJ:.o=.d)
+BENCH_SCRIPTS += bench/batch.sh

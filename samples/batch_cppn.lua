@@ -14,25 +14,25 @@ local args = {...}
 local SIZE = tonumber(args[1]) or 256
 local WIDTH = tonumber(args[2]) or 32
 
--- [H*W, 3] coordinates: x, y in [-1, 1] and the radius
+-- [H*W, 4] inputs: x, y in [-1, 1], the radius and 1 (the first layer's bias)
 local coords = (function()
   local x = lm.linspace(-1, 1, SIZE):reshape{1, SIZE}:broadcast_to{SIZE, SIZE}
   local y = lm.linspace(-1, 1, SIZE):reshape{SIZE, 1}:broadcast_to{SIZE, SIZE}
   local r = (x * x + y * y):sqrt()
-  return lm.stack({x, y, r}, 3):reshape{SIZE * SIZE, 3}:eval():keep()
+  return lm.stack({x, y, r, lm.ones{SIZE, SIZE}}, 3):reshape{SIZE * SIZE, 4}:eval():keep()
 end)()
 
 -- the weights of one job: a list of matrices, all from its seed
 local function weights(p)
   local depth, scale = p.depth or 3, p.scale or 3
   local ws, key = {}, p.seed * 1000
-  ws[1] = lm.randn({3, WIDTH}, {seed = key}) * scale
-  for l = 2, depth do ws[l] = lm.randn({WIDTH, WIDTH}, {seed = key + l}) * (1.5 / math.sqrt(WIDTH)) end
+  ws[1] = lm.randn({4, WIDTH}, {seed = key}) * scale
+  for l = 2, depth do ws[l] = lm.randn({WIDTH, WIDTH}, {seed = key + l}) * (2.5 / math.sqrt(WIDTH)) end
   ws[depth + 1] = lm.randn({WIDTH, 3}, {seed = key + 99}) * (2 / math.sqrt(WIDTH))
   return ws
 end
 
--- h [..., H*W, 3] through the layers; ws[l] [..., in, out]
+-- h [..., H*W, 4] through the layers; ws[l] [..., in, out]
 local function net(h, ws)
   for l = 1, #ws - 1 do h = h:matmul(ws[l]):tanh() end
   return h:matmul(ws[#ws]):sigmoid()
@@ -56,7 +56,7 @@ local function render_batch(ps)
     ws[l] = lm.stack(col, 1)
   end
   local n = #ps
-  local h = coords:reshape{1, SIZE * SIZE, 3}:broadcast_to{n, SIZE * SIZE, 3}
+  local h = coords:reshape{1, SIZE * SIZE, 4}:broadcast_to{n, SIZE * SIZE, 4}
   return net(h, ws):reshape{n, SIZE, SIZE, 3}:permute{1, 4, 2, 3}
 end
 

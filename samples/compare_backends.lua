@@ -49,8 +49,9 @@ end
 lm.device("cpu")
 
 local sheet_cpu, sheet_other = lm.image.grid(cpu_imgs), lm.image.grid(other_imgs)
-lm.image.write_png(outdir .. "/compare_cpu.png", sheet_cpu)
-lm.image.write_png(outdir .. "/compare_" .. other:gsub(":", "") .. ".png", sheet_other)
+lm.image.write_png(outdir .. "/compare_cpu.png", sheet_cpu, {level = 6})
+lm.image.write_png(outdir .. "/compare_" .. other:gsub(":", "") .. ".png", sheet_other,
+  {level = 6})
 local d = lm.image.diff(sheet_other, sheet_cpu, outdir .. "/compare_diff.png")
 print(string.format("diff image: %s/compare_diff.png (max %.3g, mean %.3g)", outdir,
   d.max, d.mean))

@@ -11,18 +11,30 @@
 -- CPPN_SCALE (zoom out: coordinates span -SCALE..SCALE, 1.0), CPPN_GAIN
 -- (weight gain of the hidden layers: more is busier, 3.0), CPPN_SEED.
 --
--- As a function of a seed: loading this file from another script (or from
--- `lumen batch`) renders nothing and returns {generate = generate}; it also
--- defines the global generate(params).
+-- As a function of a seed: loaded from another script (dofile, loadfile) or
+-- by `lumen batch`, this file renders nothing and returns
+-- {generate = generate, render = generate}.  generate(params) takes seed,
+-- width, height, depth, hidden, scale and gain (each optional, defaults from
+-- the environment above; a width alone makes a square) and returns a lazy
+-- f32 [3, height, width] image in 0..1, the same for the same params.
 --   local cppn = dofile("samples/cppn.lua")
 --   local img = cppn.generate{seed = 3, width = 256, height = 256}
--- generate(params) takes seed, width, height, depth, hidden, scale and gain
--- (each optional) and returns a lazy f32 [3, height, width] image in 0..1.
+--   CPPN_SIZE=256 build/lumen batch samples/cppn.lua --seeds 1-64 -o 'out/%03d.png'
 local lm = require "lumen"
 
 local function env_number(name, default)
   return tonumber(os.getenv(name)) or default
 end
+local size = env_number("CPPN_SIZE", 512)
+local defaults = {
+  seed = env_number("CPPN_SEED", 1),
+  width = env_number("CPPN_WIDTH", size),
+  height = env_number("CPPN_HEIGHT", size),
+  depth = env_number("CPPN_DEPTH", 4),
+  hidden = env_number("CPPN_HIDDEN", 32),
+  scale = env_number("CPPN_SCALE", 1.0),
+  gain = env_number("CPPN_GAIN", 3.0),
+}
 
 local function linear(h, fan_in, fan_out, seed, std)
   local w = lm.randn({fan_in, fan_out}, {seed = seed, std = std})
@@ -30,15 +42,14 @@ local function linear(h, fan_in, fan_out, seed, std)
   return h:matmul(w) + b
 end
 
-function generate(params)
+local function generate(params)
   params = params or {}
-  local seed = params.seed or 1
-  local W = params.width or 512
-  local H = params.height or W
-  local depth = params.depth or 4
-  local hidden = params.hidden or 32
-  local scale = params.scale or 1.0
-  local gain = params.gain or 3.0
+  -- numbers or numeric strings (a params file's columns); else the default
+  local function get(k) return tonumber(params[k]) or defaults[k] end
+  local seed, depth, hidden, scale, gain =
+    get("seed"), get("depth"), get("hidden"), get("scale"), get("gain")
+  local W = get("width")
+  local H = tonumber(params.height) or (tonumber(params.width) and W) or defaults.height
 
   -- pixel coordinates, the short side spanning -scale..scale
   local aspect = W / H
@@ -59,25 +70,23 @@ function generate(params)
   return rgb:sigmoid():reshape{H, W, 3}:permute{3, 1, 2}
 end
 
-local M = {generate = generate}
-
--- run as the script (not loaded by another one): render one picture
-if arg and arg[0] and debug.getinfo(1, "S").source == "@" .. arg[0] then
-  local seed = tonumber(arg[1]) or env_number("CPPN_SEED", 1)
-  local out = arg[2] or string.format("cppn_%d.png", seed)
-  local size = env_number("CPPN_SIZE", 512)
-  local params = {
-    seed = seed,
-    width = env_number("CPPN_WIDTH", size),
-    height = env_number("CPPN_HEIGHT", size),
-    depth = env_number("CPPN_DEPTH", 4),
-    hidden = env_number("CPPN_HIDDEN", 32),
-    scale = env_number("CPPN_SCALE", 1.0),
-    gain = env_number("CPPN_GAIN", 3.0),
-  }
-  local img = generate(params)
-  lm.image.write_png(out, img, {text = {seed = tostring(seed)}})
-  print(string.format("%s  %dx%d  seed %d  device %s", out, params.width,
-    params.height, seed, lm.device()))
+-- the script lumen runs has no Lua function above it on the stack; a file
+-- loaded by dofile or loadfile from Lua (lumen batch too) has one
+local function loaded_from_lua()
+  for level = 3, math.huge do          -- 1: this function, 2: the file's chunk
+    local info = debug.getinfo(level, "S")
+    if not info then return false end
+    if info.what ~= "C" then return true end
+  end
 end
-return M
+
+if not loaded_from_lua() then
+  local seed = tonumber(arg and arg[1]) or defaults.seed
+  local out = arg and arg[2] or string.format("cppn_%d.png", seed)
+  local img = generate{seed = seed}
+  -- zlib level 6: a third smaller than the fast default, ~50 ms at 512x512
+  lm.image.write_png(out, img, {level = 6, text = {seed = tostring(seed)}})
+  print(string.format("%s  %dx%d  seed %d  device %s", out, defaults.width,
+    defaults.height, seed, lm.device()))
+end
+return {generate = generate, render = generate}

@@ -42,8 +42,9 @@ local step = lm.compile(function(uv)        -- uv: [1, 2, N, N]
   return uv
 end)
 
--- start: U = 1 everywhere, V = 1 in a few random 8x8 blocks
-local blocks = lm.rand({1, 1, N // 8, N // 8}, {seed = seed}):gt(0.93):astype("f32")
+-- start: U = 1 everywhere, V = 1 in a few random 8x8 blocks and the middle one
+local blocks = lm.rand({1, 1, N // 8, N // 8}, {seed = seed}):gt(0.93):astype("f32"):eval()
+blocks[{1, 1, N // 16 + 1, N // 16 + 1}] = 1
 local v0 = lm.upsample(blocks, {scale_factor = 8, mode = "nearest"})
 local uv = lm.concat({1 - v0 * 0.5, v0 * 0.25}, 2)
 for _ = 1, math.ceil(steps / UNROLL) do
@@ -57,7 +58,7 @@ local mid = lm.tensor{0.05, 0.55, 0.60}:reshape{3, 1, 1}
 local high = lm.tensor{1.00, 0.93, 0.75}:reshape{3, 1, 1}
 local lower = low + (mid - low) * (v * 2):clamp(0, 1)
 local rgb = lower + (high - mid) * (v * 2 - 1):clamp(0, 1)
-lm.image.write_png(out, rgb)
+lm.image.write_png(out, rgb, {level = 6})
 print(string.format("%s  %dx%d  %d steps  F=%g k=%g  V mean %.4f std %.4f  device %s",
   out, N, N, steps, F, K, uv[1][2]:mean():item(), uv[1][2]:std():item(),
   lm.device()))

@@ -69,7 +69,7 @@ local c, d = col{1.0, 1.0, 1.0}, col{0.0, 0.10, 0.20}
 local rgb = a + b * ((c * t + d) * (2 * math.pi)):cos()
 rgb = lm.where(escaped:reshape{1, H, W}, rgb, 0)
 
-lm.image.write_png(out, rgb)
+lm.image.write_png(out, rgb, {level = 6})
 print(string.format("%s  %dx%d  %s  %d iterations  %.1f%% escaped  device %s",
   out, W, H, mandelbrot and "mandelbrot" or
   string.format("julia c=%g%+gi", c_re, c_im), iters,

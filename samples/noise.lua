@@ -66,6 +66,6 @@ for k = 1, #ramp - 1 do
   rgb = rgb + (rgb_of(b) - rgb_of(a)) * t
 end
 
-lm.image.write_png(out, rgb)
+lm.image.write_png(out, rgb, {level = 6})
 print(string.format("%s  %dx%d  %d octaves  %s  mean height %.3f  device %s",
   out, N, N, octaves, style, h:mean():item(), lm.device()))

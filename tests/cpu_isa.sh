@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/cpu_isa.sh - the CPU backend's math at every instruction-set level
 # this machine runs (LUMEN_ISA=sse2|avx2|avx512, backends/cpu/vmath.h): the
-# elementwise, fused, NN and vmath suites and the Lua API tests, on the CPU
-# device, once per level.  Ends with "N passed, N failed" (run_suites.sh).
+# elementwise, fused, NN, layout and vmath suites and the Lua NN and compile
+# tests, on the CPU device, once per level.  Ends with "N passed, N failed" (run_suites.sh).
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
@@ -10,7 +10,7 @@ has() { case " $flags " in *" $1 "*) return 0 ;; esac; return 1; }
 levels=sse2
 has avx2 && has fma && has f16c && levels="$levels avx2"
 has avx512f && has avx2 && has fma && has f16c && levels="$levels avx512"
-suites="test_cpu_vmath test_ops_ref test_compile test_nn_norm test_nn_attention test_nn_conv test_grad test_array"
+suites="test_cpu_vmath test_cpu_layout test_cpu_conv test_ops_ref test_compile test_nn_norm test_nn_attention test_nn_conv test_grad test_array"
 p=0 f=0
 for isa in $levels; do
   for s in $suites; do
@@ -25,7 +25,7 @@ for isa in $levels; do
       f=$((f + 1))
     fi
   done
-  out=$(LUMEN_ISA=$isa LUMEN_DEVICE=cpu "$BUILD/lumen" tests/lua/runner.lua tests/lua/test_api.lua \
+  out=$(LUMEN_ISA=$isa LUMEN_DEVICE=cpu "$BUILD/lumen" tests/lua/runner.lua \
         tests/lua/test_nn.lua tests/lua/test_compile.lua 2>&1)
   line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
   if [ -n "$line" ]; then

@@ -34,6 +34,16 @@ static double r_gelu_tanh(double x)
 }
 static double r_softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
 static double r_rsqrt(double x) { return 1 / sqrt(x); }
+static double r_add(double a, double b) { return a + b; }
+static double r_sub(double a, double b) { return a - b; }
+static double r_mul(double a, double b) { return a * b; }
+static double r_div(double a, double b) { return a / b; }
+static double r_max(double a, double b) { return a > b || a != a ? a : b; }
+static double r_min(double a, double b) { return a < b || a != a ? a : b; }
+static double (*const binary_refs[LM_VM_NBINARY])(double, double) = {
+    [LM_VM_ADD] = r_add, [LM_VM_SUB] = r_sub, [LM_VM_MUL] = r_mul, [LM_VM_DIV] = r_div,
+    [LM_VM_MAXIMUM] = r_max, [LM_VM_MINIMUM] = r_min, [LM_VM_POW] = pow, [LM_VM_ATAN2] = atan2,
+};
 
 typedef struct {
     lm_vm_unary fn;
@@ -182,17 +192,39 @@ static void test_tails(void **state)
             float c = 1.25f;
             for (int n = 0; n <= 3 * t->lanes + 1; n++) {
                 t->binary[fn](y, b, 1, &c, 0, n);
-                for (int i = 0; i < n; i++) {
-                    double ref = fn == LM_VM_POW ? pow(b[i], c) : atan2(b[i], c);
-                    assert_true(ulp_err(y[i], ref) <= 1.0);
-                }
+                for (int i = 0; i < n; i++) assert_true(ulp_err(y[i], binary_refs[fn](b[i], c)) <= 1.0);
                 t->binary[fn](y, &c, 0, b, 1, n);
-                for (int i = 0; i < n; i++) {
-                    double ref = fn == LM_VM_POW ? pow(c, b[i]) : atan2(c, b[i]);
-                    assert_true(ulp_err(y[i], ref) <= 1.0);
-                }
+                for (int i = 0; i < n; i++) assert_true(ulp_err(y[i], binary_refs[fn](c, b[i])) <= 1.0);
             }
         }
+    }
+}
+
+/* maximum/minimum propagate NaN (the first operand's when both are);
+ * stream_copy copies any length at any alignment */
+static void test_minmax_stream(void **state)
+{
+    (void)state;
+    const float a[6] = {1, NAN, 3, -0.0f, INFINITY, NAN}, b[6] = {2, 5, NAN, 0.0f, 1, -NAN};
+    float y[6], buf[200], src[200];
+    for (int i = 0; i < 200; i++) src[i] = (float)i;
+    for (size_t l = 0; l < sizeof isas / sizeof isas[0]; l++) {
+        const lm_vmath *t = lm_vmath_get(isas[l]);
+        if (!t) continue;
+        for (int fn = LM_VM_MAXIMUM; fn <= LM_VM_MINIMUM; fn++) {
+            t->binary[fn](y, a, 1, b, 1, 6);
+            for (int i = 0; i < 6; i++) {
+                double r = binary_refs[fn](a[i], b[i]);
+                if (isnan(r)) assert_true(isnan(y[i]));
+                else assert_memory_equal(&y[i], &(float){(float)r}, 4);
+            }
+        }
+        for (int off = 0; off < 16; off++)
+            for (int n = 0; n < 150; n += 7) {
+                memset(buf, 0, sizeof buf);
+                t->stream_copy(buf + off, src, n);
+                for (int i = 0; i < 200; i++) assert_true(buf[i] == (i >= off && i < off + n ? src[i - off] : 0));
+            }
     }
 }
 
@@ -207,7 +239,7 @@ static void test_binary_accuracy(void **state)
     for (size_t l = 0; l < sizeof isas / sizeof isas[0]; l++) {
         const lm_vmath *t = lm_vmath_get(isas[l]);
         if (!t) continue;
-        for (int fn = 0; fn < LM_VM_NBINARY; fn++) {
+        for (int fn = LM_VM_POW; fn <= LM_VM_ATAN2; fn++) {
             for (int i = 0; i < N; i++)
                 for (int j = 0; j < N; j++) {
                     /* pow: bases (0, 100], exponents [-20, 20]; atan2: both signs */
@@ -358,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_unary_specials),
         cmocka_unit_test(test_tails),
         cmocka_unit_test(test_binary_accuracy),
+        cmocka_unit_test(test_minmax_stream),
         cmocka_unit_test(test_exp_sub_sum),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_ops_each_level),

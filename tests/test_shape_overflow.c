@@ -1,8 +1,10 @@
 /* test_shape_overflow.c - checked arithmetic over shapes: a zero dimension
  * never hides an overflow of sizes, strides or offsets (core/node.c,
- * core/ops_view.c, core/ops_other.c, core/ops_nn.c, the file readers).
+ * core/ops_view.c, core/ops_other.c, core/ops_nn.c, the file readers), and
+ * the readers' size checks for the inputs make fuzz found (tests/fuzz/regress/).
  * Run under UBSan by make check; a signed overflow there aborts the suite. */
 #include "testutil.h"
+#include "core/image.h"
 #include "core/io.h"
 #include "io_test.h"
 
@@ -121,6 +123,17 @@ static void test_shape_ops(void **state)
     for (int i = 0; i < 5; i++) lm_array_release(arr[i]);
 }
 
+static void test_image_grid(void **state)
+{
+    (void)state;
+    lm_array *img = lm_zeros(3, (int64_t[]){1, (int64_t)1 << 29, (int64_t)1 << 29}, LM_F32, NULL);
+    lm_array *two[2] = {img, img};   /* lazy: never allocated */
+    expect_error(lm_image_grid(2, two, 1, 2, 0, LM_LAYOUT_CHW),
+                 "grid: 2 images of 536870912x536870912 with pad 2 make a sheet too large");
+    expect_error(lm_image_grid(2, two, 1, INT32_MAX, 0, LM_LAYOUT_CHW), "make a sheet too large");
+    lm_array_release(img);
+}
+
 static unsigned char *read_file(const char *path, size_t *n)
 {
     unsigned char *d = NULL;
@@ -176,6 +189,31 @@ static void test_png_chunk_claim(void **state)
     free(d);
 }
 
+/* fuzz_png: a 71-byte PNG whose last chunk header (no room for its CRC)
+ * claims 1.2 GB; libpng allocated and cleared that much (seconds, 1.1 GB
+ * of RSS) before the chunk walk also covered such headers. */
+static void test_png_cut_chunk_header(void **state)
+{
+    (void)state;
+    const char *path = "tests/fuzz/regress/png/last-chunk-header-claims-1.2gb";
+    size_t n;
+    unsigned char *d = read_file(path, &n);
+    assert_int_equal(n, 71);
+    lm_tensor_set text = {0};
+    expect_error(lm_png_read_mem(d, n, path, NULL, &text),
+                 "bad PNG: chunk tEXt claims 1207959571 bytes, the file has 0 left");
+    lm_tensor_set_free(&text);
+    /* every cut of a chunk header near the end: an error, never a read past it */
+    for (size_t len = 8; len < n; len++) {
+        unsigned char *cut = malloc(len);
+        memcpy(cut, d, len);
+        lm_array *a = lm_png_read_mem(cut, len, path, NULL, NULL);
+        assert_null(a);
+        free(cut);
+    }
+    free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,11 +221,16 @@ int main(void)
         cmocka_unit_test(test_creation),
         cmocka_unit_test(test_views),
         cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_image_grid),
         cmocka_unit_test(test_npy_regressions),
         cmocka_unit_test(test_safetensors_shape),
         cmocka_unit_test(test_png_chunk_claim),
+        cmocka_unit_test(test_png_cut_chunk_header),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);
-    assert_int_equal(lm_array_live_count(), 0);
+    if (lm_array_live_count() != 0) {
+        printf("test_shape_overflow: %lld arrays left alive\n", (long long)lm_array_live_count());
+        return 1;
+    }
     return r;
 }

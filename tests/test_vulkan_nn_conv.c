@@ -8,7 +8,11 @@
  * bf16 (nearest also in integer dtypes); f64 conv and integer max_pool run
  * through the CPU fallback and must still agree.  Shapes stay small and
  * the kinds of cases few: each dtype combination is a pipeline, and
- * lavapipe takes seconds for a GEMM one.  Uses tests/parity/parity.h. */
+ * lavapipe takes seconds for a GEMM one.  f16 x f16 convs take the
+ * tensor-core kernel (conv_coop.comp) where the device has NV cooperative
+ * matrices (the H100: run there too, LUMEN_VK_CONV_COOP=0 for the other
+ * path); lavapipe has none, so there they check the f32-arithmetic GEMM.
+ * Uses tests/parity/parity.h. */
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
 

@@ -128,6 +128,11 @@ static void test_norms(void **state)
     norm_cases(LM_OP_GROUP_NORM, 4, c, 0, 3, "group_norm [2,6,5,7] g3");
     norm_cases(LM_OP_GROUP_NORM, 3, e, 0, 2, "group_norm [3,8,11] g2");
     norm_cases(LM_OP_GROUP_NORM, 3, e, 0, 8, "group_norm [3,8,11] g8");
+    /* few long rows: nn_norm_split (chunks of 4096, the last one partial) */
+    int64_t g[4] = {1, 32, 70, 70}, l[3] = {2, 9, 1000};
+    norm_cases(LM_OP_GROUP_NORM, 4, g, 0, 8, "group_norm [1,32,70,70] g8 (split rows)");
+    norm_cases(LM_OP_LAYER_NORM, 3, l, 2, 0, "layer_norm [2,9,1000] over 2 axes (split rows)");
+    norm_cases(LM_OP_RMS_NORM, 3, l, 2, 0, "rms_norm [2,9,1000] over 2 axes (split rows)");
 }
 
 /* ---------------------------------------------------------- attention */

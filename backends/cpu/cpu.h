@@ -28,6 +28,10 @@ void lm_cpu_gather(void *dst, lm_dtype dt, const void *base, lm_dtype st, int nd
                    const int64_t *shape, const int64_t *strides, int64_t start,
                    int64_t count);
 
+/* lm_convert, with the half and bfloat16 pairs at the CPU's vector width
+ * (vmath.h); the same results. */
+void lm_cpu_convert(void *dst, lm_dtype dt, const void *src, lm_dtype st, int64_t n);
+
 /* ---- thread pool (backends/cpu/threads.c) ---- */
 typedef void (*lm_cpu_task)(void *ctx, int64_t begin, int64_t end);
 /* Splits [0, n) into chunks of at least `grain` and runs fn on the pool
@@ -69,6 +73,10 @@ void lm_cpu_scatter(void *base, lm_dtype dt, int ndim, const int64_t *shape, con
 /* Copies a transposed layout ([..., R, C] with R of stride 1) to dst in
  * row-major order by cache-sized tiles; false if a has another layout. */
 bool lm_cpu_transpose_copy(void *dst, const lm_array *a);
+/* The same, calling fn(ctx, seg, n) on each stretch of n elements of dst
+ * just written, while it is still in cache (fn works in place). */
+typedef void (*lm_cpu_seg_fn)(void *ctx, void *seg, int64_t n);
+bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *ctx);
 /* Elementwise steps on blocks, shared by the plain and fused kernels:
  * inputs and output in the compute dtype ct (f32, f64 or i64; bool-valued
  * ops write u8).  sa/sb are 1 for a block, 0 for one broadcast value. */

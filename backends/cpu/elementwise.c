@@ -247,7 +247,7 @@ static void unary_task(void *p, int64_t b0, int64_t e0)
         if (c->ct == LM_F32) unary_f32(op, &node->params, o, x, n);
         else if (c->ct == LM_F64) unary_f64(op, &node->params, o, x, n);
         else unary_i64(op, &node->params, o, x, n);
-        if (o == ob) lm_convert(out, node->dtype, ob, c->ct, (size_t)n);
+        if (o == ob) lm_cpu_convert(out, node->dtype, ob, c->ct, (size_t)n);
     }
 }
 
@@ -265,15 +265,28 @@ static void assign_task(void *p, int64_t b0, int64_t e0)
     }
 }
 
+/* an f32 or f64 op applied in place to a stretch of the output */
+static void unary_seg(void *ctx, void *seg, int64_t n)
+{
+    const lm_array *node = ctx;
+    lm_cpu_ew_unary(node->op, &node->params, node->dtype, seg, seg, n);
+}
+
 lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
 {
     (void)d;
     ew_ctx c;
     lm_op op = node->op;
     const lm_array *in = node->inputs[0];
-    if ((op == LM_OP_COPY || op == LM_OP_CAST) && in->dtype == node->dtype && node->offset == 0 &&
-        in->ndim == node->ndim && in->size == node->size && lm_array_is_contiguous(node) &&
-        lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
+    bool same_layout = in->dtype == node->dtype && node->offset == 0 && in->ndim == node->ndim &&
+                       in->size == node->size && lm_array_is_contiguous(node);
+    if ((op == LM_OP_COPY || op == LM_OP_CAST) && same_layout && lm_cpu_transpose_copy(lm_cpu_ptr(node), in))
+        return LM_OK;
+    /* a transposed input: transpose block by block into the output and
+     * apply the op to each block while it is in cache */
+    bool float_op = (node->dtype == LM_F32 || node->dtype == LM_F64) && op != LM_OP_ISNAN &&
+                    op != LM_OP_ISINF && op != LM_OP_LOGICAL_NOT;
+    if (float_op && same_layout && in->size >= 4096 && lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, node))
         return LM_OK;
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
     ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
@@ -338,15 +351,16 @@ static inline int64_t ipow(int64_t x, int64_t y)
 static void binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
 {
     switch (op) {
-    case LM_OP_ADD: BIN(float, float, x + y); return;
-    case LM_OP_SUB: BIN(float, float, x - y); return;
-    case LM_OP_MUL: BIN(float, float, x * y); return;
-    case LM_OP_DIV: BIN(float, float, x / y); return;
+    /* at the CPU's vector width (vmath.h) */
+    case LM_OP_ADD: lm_vm->binary[LM_VM_ADD](o, a, sa, bb, sb, n); return;
+    case LM_OP_SUB: lm_vm->binary[LM_VM_SUB](o, a, sa, bb, sb, n); return;
+    case LM_OP_MUL: lm_vm->binary[LM_VM_MUL](o, a, sa, bb, sb, n); return;
+    case LM_OP_DIV: lm_vm->binary[LM_VM_DIV](o, a, sa, bb, sb, n); return;
     case LM_OP_POW: lm_vm->binary[LM_VM_POW](o, a, sa, bb, sb, n); return;
-    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
-    case LM_OP_MAXIMUM: BIN(float, float, (x > y || x != x) ? x : y); return;
-    case LM_OP_MINIMUM: BIN(float, float, (x < y || x != x) ? x : y); return;
+    case LM_OP_MAXIMUM: lm_vm->binary[LM_VM_MAXIMUM](o, a, sa, bb, sb, n); return;
+    case LM_OP_MINIMUM: lm_vm->binary[LM_VM_MINIMUM](o, a, sa, bb, sb, n); return;
     case LM_OP_ATAN2: lm_vm->binary[LM_VM_ATAN2](o, a, sa, bb, sb, n); return;
+    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
     BIN_COMPARE(float)
     default: return;
     }
@@ -410,7 +424,7 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
         if (c->ct == LM_F32) binary_f32(node->op, o, x, sa, y, sb, n);
         else if (c->ct == LM_F64) binary_f64(node->op, o, x, sa, y, sb, n);
         else binary_i64(node->op, o, x, sa, y, sb, n);
-        if (o == ob) lm_convert(out, node->dtype, ob, c->ct, (size_t)n);
+        if (o == ob) lm_cpu_convert(out, node->dtype, ob, c->ct, (size_t)n);
     }
 }
 

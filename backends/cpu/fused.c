@@ -8,9 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
+#include "vmath.h"
 
 #define BLOCK 1024
 #define MAXREG 48
+/* Registers lie REG_STRIDE bytes apart: a multiple of 4 KiB would put the
+ * same element of every register at the same address bits, and each step's
+ * loads would wait on its stores to another register (4K aliasing); 192
+ * more bytes (three cache lines) keep them apart and 64-byte aligned. */
+#define REG_STRIDE (BLOCK * 8 + 192)
 
 typedef struct {
     lm_array *out;
@@ -18,6 +24,7 @@ typedef struct {
     int64_t st[MAXREG][LM_MAX_DIMS];
     int direct[MAXREG];
     int constant[MAXREG];   /* one element broadcast: its register is filled once */
+    bool nt;                /* output far larger than the caches: stream it */
     int failed;
 } fz_ctx;
 
@@ -31,7 +38,7 @@ static const void *as_type(const fz_ctx *c, void *const *rp, int r, lm_dtype ct,
 {
     lm_dtype t = reg_dtype(c, r);
     if (t == ct) return rp[r];
-    lm_convert(tmp, ct, rp[r], t, (size_t)n);
+    lm_cpu_convert(tmp, ct, rp[r], t, (size_t)n);
     return tmp;
 }
 
@@ -41,7 +48,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
     lm_op op = s->op;
     lm_op_class cls = lm_op_class_of(op);
     if (op == LM_OP_CAST || op == LM_OP_COPY) {
-        lm_convert(out, s->dtype, rp[s->in[0]], reg_dtype(c, s->in[0]), (size_t)n);
+        lm_cpu_convert(out, s->dtype, rp[s->in[0]], reg_dtype(c, s->in[0]), (size_t)n);
     } else if (op == LM_OP_WHERE) {
         const uint8_t *cond = as_type(c, rp, s->in[0], LM_BOOL, t1, n);
         const char *a = rp[s->in[1]], *b = rp[s->in[2]];
@@ -53,7 +60,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         const void *x = as_type(c, rp, s->in[0], ct, t1, n);
         void *o = to_bool || s->dtype == ct ? out : (void *)t2;
         lm_cpu_ew_unary(op, &s->params, ct, o, x, n);
-        if (o == t2) lm_convert(out, s->dtype, t2, ct, (size_t)n);
+        if (o == t2) lm_cpu_convert(out, s->dtype, t2, ct, (size_t)n);
     } else {
         lm_dtype ct = lm_cpu_compute_type(reg_dtype(c, s->in[0]));
         const void *a = as_type(c, rp, s->in[0], ct, t1, n);
@@ -61,7 +68,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         bool to_bool = op >= LM_OP_EQ && op <= LM_OP_LOGICAL_XOR;
         void *o = to_bool || s->dtype == ct ? out : (void *)t3;
         lm_cpu_ew_binary(op, ct, o, a, 1, b, 1, n);
-        if (o == t3) lm_convert(out, s->dtype, t3, ct, (size_t)n);
+        if (o == t3) lm_cpu_convert(out, s->dtype, t3, ct, (size_t)n);
     }
 }
 
@@ -83,16 +90,17 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
     const lm_fused *g = c->g;
     lm_array *node = c->out;
     int nreg = g->ninputs + g->nsteps;
-    char *mem = malloc((size_t)(nreg + 3) * BLOCK * 8);
+    char *mem = NULL;
+    if (posix_memalign((void **)&mem, 64, (size_t)(nreg + 3) * REG_STRIDE) != 0) mem = NULL;
     if (!mem) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    char *t1 = mem + (size_t)nreg * BLOCK * 8, *t2 = t1 + BLOCK * 8, *t3 = t2 + BLOCK * 8;
+    char *t1 = mem + (size_t)nreg * REG_STRIDE, *t2 = t1 + REG_STRIDE, *t3 = t2 + REG_STRIDE;
     void *rp[MAXREG];
     size_t osz = lm_dtype_size(node->dtype);
     for (int k = 0; k < g->ninputs; k++)
-        if (c->constant[k]) fill_constant(rp[k] = mem + (size_t)k * BLOCK * 8, node->inputs[k]);
+        if (c->constant[k]) fill_constant(rp[k] = mem + (size_t)k * REG_STRIDE, node->inputs[k]);
     for (int64_t blk = b0; blk < e0; blk++) {
         int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
         for (int k = 0; k < g->ninputs; k++) {
@@ -102,16 +110,30 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
             if (c->direct[k]) {
                 rp[k] = (char *)lm_cpu_ptr(in) + b * (int64_t)esz;
             } else {
-                rp[k] = mem + (size_t)k * BLOCK * 8;
+                rp[k] = mem + (size_t)k * REG_STRIDE;
                 lm_cpu_gather(rp[k], in->dtype, lm_cpu_ptr(in), in->dtype, node->ndim, node->shape, c->st[k], b, n);
             }
         }
+        /* the next block's direct inputs are fetched while this one runs:
+         * a block's bursts of 4 KiB reads, then L1 work, leave the
+         * hardware prefetchers behind */
+        if (blk + 1 < e0)
+            for (int k = 0; k < g->ninputs; k++) {
+                if (!c->direct[k] || c->constant[k]) continue;
+                const lm_array *in = node->inputs[k];
+                size_t esz = lm_dtype_size(in->dtype);
+                const char *nx = (const char *)lm_cpu_ptr(in) + (b + BLOCK) * (int64_t)esz;
+                int64_t bytes = (node->size - b - BLOCK < BLOCK ? node->size - b - BLOCK : BLOCK) * (int64_t)esz;
+                for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(nx + off);
+            }
+        char *out = (char *)lm_cpu_ptr(node) + b * (int64_t)osz;
         for (int s = 0; s < g->nsteps; s++) {
             int r = g->ninputs + s;
             bool last = s == g->nsteps - 1;
-            rp[r] = last ? (char *)lm_cpu_ptr(node) + b * (int64_t)osz : mem + (size_t)r * BLOCK * 8;
+            rp[r] = last && !c->nt ? out : mem + (size_t)r * REG_STRIDE;
             run_step(c, &g->steps[s], rp, rp[r], t1, t2, t3, n);
         }
+        if (c->nt) lm_vm->stream_copy((float *)(void *)out, rp[nreg - 1], n * (int64_t)osz / 4);
     }
     free(mem);
 }
@@ -131,6 +153,9 @@ lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out)
         c.direct[k] = in->ndim == out->ndim && in->size == out->size && lm_array_is_contiguous(in);
         c.constant[k] = in->size == 1 && out->size > 1;
     }
+    /* whole 4-byte words per block (f32, f64, i32, i64 results) */
+    size_t osz = lm_dtype_size(out->dtype);
+    c.nt = osz % 4 == 0 && lm_array_nbytes(out) >= (16u << 20);
     lm_cpu_parallel_for((out->size + BLOCK - 1) / BLOCK, 4, fused_task, &c);
     if (c.failed) return lm_error_set(LM_ERR_NOMEM, "fused: out of host memory for block registers");
     return LM_OK;

@@ -3,6 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
+#include "vmath.h"
+
+void lm_cpu_convert(void *dst, lm_dtype dt, const void *src, lm_dtype st, int64_t n)
+{
+    if (dt == LM_F32 && st == LM_F16) lm_vm->f16_to_f32(dst, src, n);
+    else if (dt == LM_F32 && st == LM_BF16) lm_vm->bf16_to_f32(dst, src, n);
+    else if (dt == LM_F16 && st == LM_F32) lm_vm->f32_to_f16(dst, src, n);
+    else if (dt == LM_BF16 && st == LM_F32) lm_vm->f32_to_bf16(dst, src, n);
+    else lm_convert(dst, dt, src, st, (size_t)n);
+}
 
 /* Drops size-1 dims and merges dims that are contiguous with each other. */
 static int collapse(int ndim, const int64_t *shape, const int64_t *strides, int64_t *sh, int64_t *st)
@@ -57,12 +67,12 @@ void lm_cpu_gather(void *dst, lm_dtype dt, const void *base, lm_dtype st, int nd
         if (dt == st) {
             strided_copy(out, src, sd[n - 1], run, ssz);
         } else if (sd[n - 1] == 1) {
-            lm_convert(out, dt, src, st, (size_t)run);
+            lm_cpu_convert(out, dt, src, st, (size_t)run);
         } else {
             for (int64_t done = 0; done < run;) {
                 int64_t m = run - done < 4096 ? run - done : 4096;
                 strided_copy(tmp, src + done * sd[n - 1] * (int64_t)ssz, sd[n - 1], m, ssz);
-                lm_convert(out + done * (int64_t)dsz, dt, tmp, st, (size_t)m);
+                lm_cpu_convert(out + done * (int64_t)dsz, dt, tmp, st, (size_t)m);
                 done += m;
             }
         }
@@ -139,45 +149,71 @@ void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned)
 }
 
 /* A transposed layout ([..., R, C] whose R axis has stride 1) read row by
- * row touches a new cache line and often a new page per element; copying it
- * in 32x32 tiles reads and writes whole lines.  Writes a's elements in
- * row-major order to dst (a's dtype).  False when a has another layout. */
+ * row touches a new cache line and often a new page per element.  Copied
+ * by blocks instead: 4-byte elements in blocks of TR x TC (a band of TC
+ * source rows read front to back, whole destination lines written)
+ * through the vmath table's register transposes; other sizes in 32x32
+ * tiles of plain moves.  Writes a's elements in row-major order to dst
+ * (a's dtype); false when a has another layout. */
 #define TS 32
-typedef struct { const lm_array *a; char *dst; int64_t R, C, sB, sC, B; size_t esz; } tr_ctx;
+#define TR 256
+#define TC 64
+typedef struct {
+    const lm_array *a;
+    char *dst;
+    int64_t R, C, sB, sC, B, ur, uc;   /* ur x uc: the block */
+    size_t esz;
+    lm_cpu_seg_fn fn;
+    void *fn_ctx;
+} tr_ctx;
 
 static void transpose_task(void *p, int64_t b0, int64_t e0)
 {
     tr_ctx *t = p;
     const char *src = lm_cpu_ptr(t->a);
-    int64_t tiles_r = (t->R + TS - 1) / TS, tiles_c = (t->C + TS - 1) / TS;
+    int64_t tiles_r = (t->R + t->ur - 1) / t->ur, tiles_c = (t->C + t->uc - 1) / t->uc;
     for (int64_t w = b0; w < e0; w++) {
-        int64_t bi = w / (tiles_r * tiles_c), tr = (w / tiles_c) % tiles_r, tc = w % tiles_c;
-        int64_t r0 = tr * TS, c0 = tc * TS;
-        int64_t r1 = r0 + TS < t->R ? r0 + TS : t->R, c1 = c0 + TS < t->C ? c0 + TS : t->C;
+        /* column bands outermost, so a task reads its band's rows front to back */
+        int64_t bi = w / (tiles_r * tiles_c), tc = (w / tiles_r) % tiles_c, tr = w % tiles_r;
+        int64_t r0 = tr * t->ur, c0 = tc * t->uc;
+        int64_t r1 = r0 + t->ur < t->R ? r0 + t->ur : t->R, c1 = c0 + t->uc < t->C ? c0 + t->uc : t->C;
         const char *sb = src + bi * t->sB * (int64_t)t->esz;
         char *db = t->dst + bi * t->R * t->C * (int64_t)t->esz;
+        if (t->esz == 4) {
+            lm_vm->transpose32(db + (r0 * t->C + c0) * 4, t->C, sb + (c0 * t->sC + r0) * 4, t->sC, r1 - r0, c1 - c0);
+            if (t->fn)
+                for (int64_t r = r0; r < r1; r++) t->fn(t->fn_ctx, db + (r * t->C + c0) * 4, c1 - c0);
+            continue;
+        }
 #define TILE(T) \
         for (int64_t c = c0; c < c1; c++) \
             for (int64_t r = r0; r < r1; r++) \
                 ((T *)db)[r * t->C + c] = ((const T *)sb)[r + c * t->sC]
         switch (t->esz) {
         case 8: TILE(uint64_t); break;
-        case 4: TILE(uint32_t); break;
         case 2: TILE(uint16_t); break;
         default: TILE(uint8_t); break;
         }
 #undef TILE
+        if (t->fn)
+            for (int64_t r = r0; r < r1; r++) t->fn(t->fn_ctx, db + (r * t->C + c0) * (int64_t)t->esz, c1 - c0);
     }
 }
 
-bool lm_cpu_transpose_copy(void *dst, const lm_array *a)
+bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *ctx)
 {
     int64_t sh[LM_MAX_DIMS], sd[LM_MAX_DIMS];
     int n = collapse(a->ndim, a->shape, a->strides, sh, sd);
     if (n < 2 || n > 3 || sd[n - 2] != 1 || sd[n - 1] == 1) return false;
+    size_t esz = lm_dtype_size(a->dtype);
     tr_ctx t = {a, dst, sh[n - 2], sh[n - 1], n == 3 ? sd[0] : 0, sd[n - 1], n == 3 ? sh[0] : 1,
-                lm_dtype_size(a->dtype)};
-    int64_t work = t.B * ((t.R + TS - 1) / TS) * ((t.C + TS - 1) / TS);
-    lm_cpu_parallel_for(work, 16, transpose_task, &t);
+                esz == 4 ? TR : TS, esz == 4 ? TC : TS, esz, fn, ctx};
+    int64_t work = t.B * ((t.R + t.ur - 1) / t.ur) * ((t.C + t.uc - 1) / t.uc);
+    lm_cpu_parallel_for(work, esz == 4 ? 1 : 16, transpose_task, &t);
     return true;
+}
+
+bool lm_cpu_transpose_copy(void *dst, const lm_array *a)
+{
+    return lm_cpu_transpose_map(dst, a, NULL, NULL);
 }

@@ -170,7 +170,7 @@ lm_status lm_cpu_run_matmul(lm_device *d, lm_array *node)
             gemm_one(&c, bi);
         }
     }
-    if (c.outf && st == LM_OK) lm_convert(lm_cpu_ptr(node), node->dtype, c.outf, LM_F32, (size_t)node->size);
+    if (c.outf && st == LM_OK) lm_cpu_convert(lm_cpu_ptr(node), node->dtype, c.outf, LM_F32, (size_t)node->size);
 done:
     free(c.outf);
     free(owned_a);

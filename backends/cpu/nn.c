@@ -52,7 +52,7 @@ float *nn_out_begin(lm_array *node, float **stage)
 void nn_out_end(lm_array *node, float *stage)
 {
     if (!stage) return;
-    lm_convert(lm_cpu_ptr(node), node->dtype, stage, LM_F32, (size_t)node->size);
+    lm_cpu_convert(lm_cpu_ptr(node), node->dtype, stage, LM_F32, (size_t)node->size);
     free(stage);
 }
 

@@ -30,6 +30,10 @@
 /* ---- kernels (one per family) ---- */
 lm_status lm_nn_conv(lm_array *node);            /* nn_conv.c */
 lm_status lm_nn_conv_transpose(lm_array *node);  /* nn_conv.c */
+/* 3x3 stride-1 conv2d of f32 [N, C, H, W] by [O, C, 3, 3] into [N, O, OH,
+ * OW], padding pt (top) and pl (left) (nn_conv_wino.c) */
+lm_status nn_conv_winograd(const float *x, const float *w, float *out, int64_t N, int64_t C, int64_t H,
+                           int64_t W, int64_t O, int64_t OH, int64_t OW, int64_t pt, int64_t pl);
 lm_status lm_nn_pool(lm_array *node);            /* nn_pool.c: max, avg, adaptive */
 lm_status lm_nn_upsample(lm_array *node);        /* nn_pool.c */
 lm_status lm_nn_softmax(lm_array *node);         /* nn_norm.c: softmax, log_softmax */

@@ -181,6 +181,16 @@ lm_status lm_nn_conv(lm_array *node)
         if (bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
         goto done;
     }
+    /* 3x3, stride 1, undilated, enough channels for the GEMMs: Winograd
+     * (2.25x fewer flops); LUMEN_CONV=im2col turns it off */
+    const char *how = getenv("LUMEN_CONV");
+    if (c.ct == LM_F32 && c.G == 1 && c.KH == 3 && c.KW == 3 && p->i[0] == 1 && p->i[1] == 1 && p->i[6] == 1 &&
+        p->i[7] == 1 && c.C >= 16 && c.O >= 16 && !(how && !strcmp(how, "im2col"))) {
+        st = nn_conv_winograd((const float *)c.xd, (const float *)c.wd, (float *)c.out, N, c.C, c.H, c.W, c.O,
+                              c.OH, c.OW, p->i[2], p->i[3]);
+        if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
+        goto done;
+    }
     c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
                p->i[4] == 0 && p->i[5] == 0;
     /* bands small enough to stay in this core's L2, and enough of them

@@ -15,39 +15,15 @@
 
 /* ------------------------------------------------------- f32 row helpers */
 
-NN_CLONES float nn_max_row(const float *x, int64_t n)
-{
-    nn_v8f m = nn_splat8(-INFINITY), bad = nn_splat8(0);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        nn_v8f v = nn_load8(x + i);
-        m = nn_sel8(v > m, v, m);
-        bad += v - v;   /* NaN (or inf - inf) poisons: any NaN makes the row NaN */
-    }
-    float r = nn_hmax8(m), b = nn_hsum8(bad);
-    for (; i < n; i++) {
-        if (x[i] > r) r = x[i];
-        b += x[i] - x[i];
-    }
-    if (b != b)   /* an inf or a NaN somewhere: NaN wins */
-        for (i = 0; i < n; i++) if (x[i] != x[i]) return NAN;
-    return r;
-}
-
-/* SLEEF's exp at the CPU's width (vmath.h) */
+/* the row helpers at the CPU's width (vmath.h); SLEEF's exp */
 double nn_exp_sub_sum(float *o, const float *x, int64_t n, float m)
 {
     return lm_vm->exp_sub_sum(o, x, n, m);
 }
 
-NN_CLONES void nn_scale_row(float *o, const float *x, int64_t n, float s, bool nt)
-{
-    nn_v8f sv = nn_splat8(s);
-    int64_t i = nn_head(o, n, nt);
-    for (int64_t k = 0; k < i; k++) o[k] = x[k] * s;
-    for (; i + 8 <= n; i += 8) nn_put8(o + i, nn_load8(x + i) * sv, nt);
-    for (; i < n; i++) o[i] = x[i] * s;
-}
+float nn_max_row(const float *x, int64_t n) { return lm_vm->max(x, n); }
+
+void nn_scale_row(float *o, const float *x, int64_t n, float s, bool nt) { lm_vm->scale(o, x, n, s, nt); }
 
 /* mean and sum of squared deviations, chunk by chunk (Chan's merge) */
 NN_CLONES static void stats_row(const float *x, int64_t n, double *mean_out, double *m2_out)
@@ -191,10 +167,10 @@ static void row_done(const rows_ctx *c, int64_t r, const void *buf, void *tmp)
     int64_t outer = r / c->inner, j = r % c->inner;
     char *dst = (char *)lm_cpu_ptr(o) + (outer * c->len * c->inner + j) * (int64_t)osz;
     if (c->inner == 1) {
-        lm_convert(dst, o->dtype, buf, c->ct, (size_t)c->len);
+        lm_cpu_convert(dst, o->dtype, buf, c->ct, (size_t)c->len);
         return;
     }
-    lm_convert(tmp, o->dtype, buf, c->ct, (size_t)c->len);
+    lm_cpu_convert(tmp, o->dtype, buf, c->ct, (size_t)c->len);
     lm_cpu_scatter(dst, o->dtype, 1, &c->len, &c->inner, 0, c->len, tmp);
 }
 

@@ -186,7 +186,7 @@ static lm_status run_planes(lm_array *node, lm_cpu_task fn, void *ctx)
     int64_t work = c.OH * c.OW + 1;
     *cp = c;
     lm_cpu_parallel_for(planes, work >= 4096 ? 1 : 4096 / work, fn, ctx);
-    if (own_y) lm_convert(lm_cpu_ptr(node), node->dtype, own_y, c.ct, (size_t)node->size);
+    if (own_y) lm_cpu_convert(lm_cpu_ptr(node), node->dtype, own_y, c.ct, (size_t)node->size);
     free(own_x);
     free(own_y);
     return LM_OK;

@@ -1,4 +1,5 @@
 /* vmath.c - chooses the vmath table (vmath.h) once, at start. */
+#include <cpuid.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,14 @@ extern const lm_vmath lm_vmath_sse2, lm_vmath_avx2, lm_vmath_avx512;
 
 const lm_vmath *lm_vm = &lm_vmath_sse2;
 
+/* F16C from CPUID leaf 1: clang before 16 has no "f16c" for
+ * __builtin_cpu_supports (and make fuzz builds with clang) */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 /* widest first; __builtin_cpu_supports also checks that the OS saves the
  * wider registers */
 static bool runs(const lm_vmath *t)
@@ -16,10 +25,9 @@ static bool runs(const lm_vmath *t)
     __builtin_cpu_init();
     if (t == &lm_vmath_avx512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+               __builtin_cpu_supports("fma") && has_f16c();
     if (t == &lm_vmath_avx2)
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     return true;
 }
 

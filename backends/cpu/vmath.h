@@ -11,6 +11,7 @@
 #ifndef LM_VMATH_H
 #define LM_VMATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* functions with a vector form: o[i] = f(x[i]) */
@@ -21,8 +22,12 @@ typedef enum {
     LM_VM_NUNARY
 } lm_vm_unary;
 
-/* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value) */
-typedef enum { LM_VM_POW, LM_VM_ATAN2, LM_VM_NBINARY } lm_vm_binary;
+/* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value).
+ * maximum/minimum return a NaN operand (the first when both are). */
+typedef enum {
+    LM_VM_ADD, LM_VM_SUB, LM_VM_MUL, LM_VM_DIV, LM_VM_MAXIMUM, LM_VM_MINIMUM, LM_VM_POW, LM_VM_ATAN2,
+    LM_VM_NBINARY
+} lm_vm_binary;
 
 typedef void (*lm_vm_map)(float *o, const float *x, int64_t n);
 typedef void (*lm_vm_map2)(float *o, const float *a, int sa, const float *b, int sb, int64_t n);
@@ -32,8 +37,18 @@ typedef struct lm_vmath {
     int lanes;          /* f32 lanes per vector */
     lm_vm_map unary[LM_VM_NUNARY];
     lm_vm_map2 binary[LM_VM_NBINARY];
+    /* the largest x[i], or NaN when any is NaN (-inf for n = 0) */
+    float (*max)(const float *x, int64_t n);
+    /* o[i] = x[i] * s (o may be x); nt: streamed past the caches */
+    void (*scale)(float *o, const float *x, int64_t n, float s, bool nt);
     /* o[i] = exp(x[i] - m) (o may be x); returns the sum of the o[i] */
     double (*exp_sub_sum)(float *o, const float *x, int64_t n, float m);
+    /* dst[i] = src[i] with stores that bypass the caches (for outputs far
+     * larger than them: no read of each line before it is written) */
+    void (*stream_copy)(float *dst, const float *src, int64_t n);
+    /* dst[r*ldd + c] = src[c*lds + r] for r < R, c < C: 4-byte elements
+     * (any bits) moved through in-register transposes of 8x8 (4x4 on SSE2) */
+    void (*transpose32)(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t R, int64_t C);
     /* half and bfloat16 to and from f32, round to nearest even */
     void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
     void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);

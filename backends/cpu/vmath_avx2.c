@@ -9,6 +9,7 @@
 #define VM_SL(f) Sleef_##f##f8_u10avx2
 #define VLOAD(p) _mm256_loadu_ps(p)
 #define VSTORE(p, v) _mm256_storeu_ps((p), (v))
+#define VSTREAM(p, v) _mm256_stream_ps((p), (v))
 #define VSQRT(v) _mm256_sqrt_ps(v)
 #define VM_F16C
 #define VH2F(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))

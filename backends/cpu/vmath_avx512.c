@@ -9,6 +9,7 @@
 #define VM_SL(f) Sleef_##f##f16_u10avx512f
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
+#define VSTREAM(p, v) _mm512_stream_ps((p), (v))
 #define VSQRT(v) _mm512_sqrt_ps(v)
 #define VM_F16C
 #define VH2F(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))

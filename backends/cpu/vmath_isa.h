@@ -4,7 +4,8 @@
  *   VM_TABLE      the table's symbol, VM_NAME its name
  *   VF, VW        the f32 vector type (__m128, __m256, __m512) and its lanes
  *   VM_SL(f)      SLEEF's u10 function f at this width (Sleef_expf8_u10avx2)
- *   VLOAD, VSTORE unaligned load and store, VSQRT(v) the hardware square root
+ *   VLOAD, VSTORE unaligned load and store, VSTREAM aligned non-temporal store,
+ *   VSQRT(v) the hardware square root
  *   VM_F16C       (optional) VH2F(p) / VF2H(p, v): halves <-> VF (F16C)
  * Only static functions here: nothing compiled for a wide instruction set
  * may be shared with (and picked by the linker for) code that runs on any
@@ -107,8 +108,79 @@ static inline VF vm_load_or(const float *p, int s, VF one) { return s ? VLOAD(p)
             memcpy(o + i, ta, (size_t)(n - i) * sizeof(float)); \
         } \
     }
+static inline VF vm_add(VF a, VF b) { return a + b; }
+static inline VF vm_sub(VF a, VF b) { return a - b; }
+static inline VF vm_mul(VF a, VF b) { return a * b; }
+static inline VF vm_div(VF a, VF b) { return a / b; }
+static inline VF vm_max(VF a, VF b) { return vm_sel((a > b) | (a != a), a, b); }
+static inline VF vm_min(VF a, VF b) { return vm_sel((a < b) | (a != a), a, b); }
+VM_MAP2(add, vm_add)
+VM_MAP2(sub, vm_sub)
+VM_MAP2(mul, vm_mul)
+VM_MAP2(div, vm_div)
+VM_MAP2(max, vm_max)
+VM_MAP2(min, vm_min)
 VM_MAP2(pow, VM_SL(pow))
 VM_MAP2(atan2, VM_SL(atan2))
+
+static void stream_copy(float *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    while (i < n && ((uintptr_t)(dst + i) & (VW * 4 - 1))) {
+        dst[i] = src[i];
+        i++;
+    }
+    for (; i + VW <= n; i += VW) VSTREAM(dst + i, VLOAD(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+    _mm_sfence();
+}
+
+/* four accumulators; NaN is found by a sum of x - x (inf - inf is NaN
+ * too, so a row with an infinity is rescanned for a real NaN) */
+static float row_max(const float *x, int64_t n)
+{
+    VF m0 = vm_splat(-INFINITY), m1 = m0, m2 = m0, m3 = m0, bad = vm_splat(0);
+    int64_t i = 0;
+    for (; i + 4 * VW <= n; i += 4 * VW) {
+        VF a = VLOAD(x + i), b = VLOAD(x + i + VW), c = VLOAD(x + i + 2 * VW), d = VLOAD(x + i + 3 * VW);
+        m0 = vm_sel(a > m0, a, m0);
+        m1 = vm_sel(b > m1, b, m1);
+        m2 = vm_sel(c > m2, c, m2);
+        m3 = vm_sel(d > m3, d, m3);
+        bad += (a - a) + (b - b) + (c - c) + (d - d);
+    }
+    m0 = vm_sel(m1 > m0, m1, m0);
+    m2 = vm_sel(m3 > m2, m3, m2);
+    m0 = vm_sel(m2 > m0, m2, m0);
+    float t[VW], u[VW], r = -INFINITY, b = 0;
+    VSTORE(t, m0);
+    VSTORE(u, bad);
+    for (int k = 0; k < VW; k++) {
+        r = t[k] > r ? t[k] : r;
+        b += u[k];
+    }
+    for (; i < n; i++) {
+        r = x[i] > r ? x[i] : r;
+        b += x[i] - x[i];
+    }
+    if (b != b)
+        for (i = 0; i < n; i++)
+            if (x[i] != x[i]) return NAN;
+    return r;
+}
+
+static void scale(float *o, const float *x, int64_t n, float s, bool nt)
+{
+    VF sv = vm_splat(s);
+    int64_t i = 0;
+    if (nt) {
+        for (; i < n && ((uintptr_t)(o + i) & (VW * 4 - 1)); i++) o[i] = x[i] * s;
+        for (; i + VW <= n; i += VW) VSTREAM(o + i, VLOAD(x + i) * sv);
+    } else {
+        for (; i + VW <= n; i += VW) VSTORE(o + i, VLOAD(x + i) * sv);
+    }
+    for (; i < n; i++) o[i] = x[i] * s;
+}
 
 /* Two vectors per step keep two exp chains in flight; f32 partial sums
  * are folded into a double every 2048 elements so long rows stay exact
@@ -142,6 +214,59 @@ static double exp_sub_sum(float *o, const float *x, int64_t n, float m)
         for (int64_t k = 0; k < r; k++) acc += (o[i + k] = t[k]);
     }
     return acc;
+}
+
+/* ---- transposes of 4-byte elements ---- */
+static inline void vm_t4(float *d, int64_t ldd, const float *s, int64_t lds)
+{
+    __m128 a0 = _mm_loadu_ps(s), a1 = _mm_loadu_ps(s + lds), a2 = _mm_loadu_ps(s + 2 * lds),
+           a3 = _mm_loadu_ps(s + 3 * lds);
+    _MM_TRANSPOSE4_PS(a0, a1, a2, a3);
+    _mm_storeu_ps(d, a0);
+    _mm_storeu_ps(d + ldd, a1);
+    _mm_storeu_ps(d + 2 * ldd, a2);
+    _mm_storeu_ps(d + 3 * ldd, a3);
+}
+
+#ifdef __AVX__
+#define VM_TB 8
+static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ldd, const float *s, int64_t lds)
+{
+    __m256 r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(s + k * lds);
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(d + k * ldd, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(d + (k + 4) * ldd, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    }
+}
+#else
+#define VM_TB 4
+#define vm_tblock vm_t4
+#endif
+
+static void transpose32(void *dstv, int64_t ldd, const void *srcv, int64_t lds, int64_t R, int64_t C)
+{
+    float *dst = dstv;
+    const float *src = srcv;
+    int64_t r = 0;
+    for (; r + VM_TB <= R; r += VM_TB) {
+        int64_t c = 0;
+        for (; c + VM_TB <= C; c += VM_TB) vm_tblock(dst + r * ldd + c, ldd, src + c * lds + r, lds);
+        for (; c < C; c++)
+            for (int64_t k = 0; k < VM_TB; k++) memcpy(dst + (r + k) * ldd + c, src + c * lds + r + k, 4);
+    }
+    for (; r < R; r++)
+        for (int64_t c = 0; c < C; c++) memcpy(dst + r * ldd + c, src + c * lds + r, 4);
 }
 
 /* ---- half and bfloat16 ---- */
@@ -197,7 +322,15 @@ const lm_vmath VM_TABLE = {
         [LM_VM_SILU] = map_silu, [LM_VM_GELU] = map_gelu, [LM_VM_GELU_TANH] = map_gelu_tanh,
         [LM_VM_SOFTPLUS] = map_softplus,
     },
-    .binary = {[LM_VM_POW] = map2_pow, [LM_VM_ATAN2] = map2_atan2},
+    .binary = {
+        [LM_VM_ADD] = map2_add, [LM_VM_SUB] = map2_sub, [LM_VM_MUL] = map2_mul, [LM_VM_DIV] = map2_div,
+        [LM_VM_MAXIMUM] = map2_max, [LM_VM_MINIMUM] = map2_min, [LM_VM_POW] = map2_pow,
+        [LM_VM_ATAN2] = map2_atan2,
+    },
+    .stream_copy = stream_copy,
+    .transpose32 = transpose32,
+    .max = row_max,
+    .scale = scale,
     .exp_sub_sum = exp_sub_sum,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,

@@ -9,6 +9,7 @@
 #define VM_SL(f) Sleef_##f##f4_u10sse2
 #define VLOAD(p) _mm_loadu_ps(p)
 #define VSTORE(p, v) _mm_storeu_ps((p), (v))
+#define VSTREAM(p, v) _mm_stream_ps((p), (v))
 #define VSQRT(v) _mm_sqrt_ps(v)
 
 #include "vmath_isa.h"

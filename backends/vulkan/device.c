@@ -163,6 +163,7 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
     ft->vk_memory_model = f12.vulkanMemoryModel;
+    ft->vk_memory_model_device = f12.vulkanMemoryModelDeviceScope;
     coopmat_nv_shapes(v->phys, ft);
     /* the cooperative-matrix shaders need f16 arithmetic and the Vulkan
      * memory model (glslang declares it for GL_KHR_memory_scope_semantics) */
@@ -307,6 +308,10 @@ static VkResult create_device(lm_vk_dev *v)
         .pNext = v->feat.coopmat_nv ? &cm : NULL,
         .storageBuffer8BitAccess = VK_TRUE, .shaderFloat16 = v->feat.f16,
         .vulkanMemoryModel = v->feat.coopmat_nv,
+        /* with the memory model on, the status reports' device-scope
+         * atomics (nn_elem, index, ...) need this too (the validation layer
+         * says so: VUID-RuntimeSpirv-vulkanMemoryModel-06265) */
+        .vulkanMemoryModelDeviceScope = v->feat.coopmat_nv && v->feat.vk_memory_model_device,
         .shaderInt8 = v->feat.int8};
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,

@@ -18,9 +18,9 @@
  * gather kernel, shaders/pool.comp, with the op in a push constant so each
  * dtype is one pipeline.
  *
- * f16 x f16 convs can run on tensor cores instead (conv_coop.comp:
- * matmul_coop.glsl with the same hooks), only when asked
- * (LUMEN_VK_CONV_COOP=1, see coop_fits).
+ * f16 x f16 convs run on tensor cores instead where the device has NV
+ * cooperative matrices (conv_coop.comp: matmul_coop.glsl with the same
+ * hooks; LUMEN_VK_CONV_COOP=0 turns that off, see coop_fits).
  *
  * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
  * arithmetic in f32 as on the CPU, rounded once on store; nearest
@@ -173,11 +173,11 @@ static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
 
 /* f16 x f16 on tensor cores (conv_coop.comp, matmul_coop.glsl's kernel with
  * the same hooks) where matmul would use them: the 16x16x16 shape, subgroups
- * of 32, 48 KiB of shared memory, LUMEN_VK_COOP not 0, and only with
- * LUMEN_VK_CONV_COOP=1: test_vulkan_nn_conv passed over it on an H100, but
- * its speed there varied from run to run (conv 3x3 128 channels 512x512:
- * 2.2, 7.2 and 9.9 ms against a steady 4.3 ms for the f32-arithmetic GEMM),
- * so it is not the default until that is understood. */
+ * of 32, 48 KiB of shared memory, LUMEN_VK_COOP not 0.  The default since
+ * it measured faster at every VAE and ESRGAN shape on an H100 (2026-11-25,
+ * bench/gpu/ops.py: 2.0-2.2x the f32-arithmetic GEMM at 128-512 channels,
+ * 1.3-1.7x at 32-64 output channels, five batches within 10% of each
+ * other); LUMEN_VK_CONV_COOP=0 turns it off. */
 static bool coop_fits(lm_vk_dev *v, const lm_array *node)
 {
     const lm_vk_features *ft = &v->feat;
@@ -185,7 +185,7 @@ static bool coop_fits(lm_vk_dev *v, const lm_array *node)
     if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
         return false;
     const char *on = getenv("LUMEN_VK_CONV_COOP"), *env = getenv("LUMEN_VK_COOP");
-    if (!on || strcmp(on, "1") || (env && !strcmp(env, "0"))) return false;
+    if ((on && !strcmp(on, "0")) || (env && !strcmp(env, "0"))) return false;
     for (int i = 0; i < ft->ncoop; i++)
         if (ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16) return true;
     return false;

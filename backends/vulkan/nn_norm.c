@@ -4,7 +4,8 @@
  * define the results).
  *
  * Three shaders: nn_rows (a workgroup or a thread per row: softmax and the
- * norms), nn_elem (+ _f64: a thread per output element: RoPE, the zeroing
+ * norms; few long norm rows go to nn_norm_split, several workgroups a
+ * row), nn_elem (+ _f64: a thread per output element: RoPE, the zeroing
  * pass of tril/triu, one_hot) and nn_attn (blocked attention with an online
  * softmax).  Row and element kernels take contiguous inputs: other views
  * are first copied into a temporary buffer (lm_vk_move).  nn_attn reads
@@ -17,6 +18,7 @@
  * fallback (GLSL has no double exp/log/sin/cos), except that f64 RoPE
  * angles are read and reduced in double where the device has it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include "backends/vulkan/vk.h"
 
 /* must match the shaders' codes */
@@ -190,6 +192,54 @@ static void rows_geometry(const lm_array *node, rows_pc *pc)
     pc->eps = (float)p->f[0];
 }
 
+/* nn_norm_split.comp: layer/rms/group norm rows of at least SPLIT_MIN_LEN
+ * elements, fewer than SPLIT_MAX_ROWS of them, cut into chunks of at least
+ * SPLIT_CHUNK elements (at most SPLIT_MAX_CHUNKS per row), a workgroup each */
+#define SPLIT_MIN_LEN 8192
+#define SPLIT_MAX_ROWS 512
+#define SPLIT_CHUNK 4096
+#define SPLIT_MAX_CHUNKS 32768
+
+typedef struct split_pc {
+    uint32_t rows, len, chunk, nch, spatial, cpg, groups;
+    int32_t off_x, off_w, off_b;
+    float eps;
+    uint32_t has_w, has_b;
+} split_pc;
+
+static bool use_split(lm_vk_dev *v, const lm_array *node, const rows_pc *pc)
+{
+    if (node->op != LM_OP_LAYER_NORM && node->op != LM_OP_RMS_NORM && node->op != LM_OP_GROUP_NORM) return false;
+    const char *e = getenv("LUMEN_VK_NORM_SPLIT");
+    if (e && !strcmp(e, "0")) return false;
+    return pc->inner == 1 && pc->len >= SPLIT_MIN_LEN && pc->rows < SPLIT_MAX_ROWS &&
+           v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS;
+}
+
+/* the two dispatches of nn_norm_split over contiguous inputs mem/off */
+static lm_status run_norm_split(lm_vk_dev *v, lm_array *node, const rows_pc *r, const lm_vk_mem **mem,
+                                const uint32_t *dts)
+{
+    split_pc pc = {r->rows, r->len, SPLIT_CHUNK, 0, r->spatial, r->cpg, r->groups, r->off_x, r->off_w,
+                   r->off_b, r->eps, r->has_w, r->has_b};
+    if ((pc.len + pc.chunk - 1) / pc.chunk > SPLIT_MAX_CHUNKS)
+        pc.chunk = (pc.len + SPLIT_MAX_CHUNKS - 1) / SPLIT_MAX_CHUNKS;
+    pc.nch = (pc.len + pc.chunk - 1) / pc.chunk;
+    lm_buffer *stats = lm_buffer_alloc(v->dev, (size_t)pc.rows * pc.nch * 2 * sizeof(float));
+    if (!stats) return lm_error_status();
+    lm_vk_arg args[5] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true},
+                         {stats->handle, true}};
+    lm_status st = LM_OK;
+    for (uint32_t stage = 0; stage < 2 && st == LM_OK; stage++) {
+        uint32_t spec[6] = {stage, rows_code(node->op), dts[0], dts[1], dts[2], dts[3]};
+        args[3].write = stage == 1;
+        args[4].write = stage == 0;
+        st = lm_vk_dispatch(v, "nn_norm_split", spec, 6, args, 5, &pc, sizeof pc, pc.nch, pc.rows, 1);
+    }
+    lm_buffer_release(stats);
+    return st;
+}
+
 static lm_status run_rows(lm_vk_dev *v, lm_array *node)
 {
     rows_pc pc;
@@ -217,6 +267,13 @@ static lm_status run_rows(lm_vk_dev *v, lm_array *node)
         uint32_t local = per_thread ? 64 : pc.len <= 512 ? 64 : 256;
         pc.has_w = has_w;
         pc.has_b = has_b;
+        if (use_split(v, node, &pc)) {
+            uint32_t dts[4] = {in[0]->dtype, in[1] ? in[1]->dtype : LM_F32, in[2] ? in[2]->dtype : LM_F32,
+                               node->dtype};
+            st = run_norm_split(v, node, &pc, mem, dts);
+            for (int i = 0; i < 3; i++) release(own[i]);
+            return st;
+        }
         uint32_t spec[7] = {local, rows_code(node->op), in[0]->dtype, in[1] ? in[1]->dtype : LM_F32,
                             in[2] ? in[2]->dtype : LM_F32, node->dtype, per_thread};
         uint32_t groups = per_thread ? lm_vk_groups(v, pc.rows, local) : (pc.rows < 65535 ? pc.rows : 65535);

@@ -56,6 +56,7 @@ typedef struct lm_vk_features {
     bool f16, f64, int8, int16;
     bool coopmat_nv;              /* some f16 x f16 + f32 shape, subgroup scope */
     bool vk_memory_model;         /* vulkanMemoryModel (the coop shaders use it) */
+    bool vk_memory_model_device;  /* vulkanMemoryModelDeviceScope */
     int ncoop;                    /* those shapes (M, N, K), the driver's order */
     uint8_t coop_mnk[8][3];
     bool subgroup_arith;
@@ -158,11 +159,12 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
 /* records an update of n bytes (multiple of 4, <= 65536) at byte offset 0
  * of dst from host memory, ordered like a dispatch that writes dst */
 lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n);
-/* shaders named "fused..." and "nn_attn", "nn_attn512" (five buffers)
- * bind LM_VK_WIDE_BINDINGS buffers */
+/* shaders named "fused..." and "nn_attn", "nn_attn512", "nn_norm_split"
+ * (five buffers) bind LM_VK_WIDE_BINDINGS buffers */
 static inline bool lm_vk_wide(const char *shader)
 {
-    return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512");
+    return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512") ||
+           !strcmp(shader, "nn_norm_split");
 }
 /* groups for n invocations of `local` threads, capped (kernels loop) */
 uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);

@@ -15,9 +15,11 @@ FUZZ_OBJ = $(FUZZ_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 
 .PHONY: fuzz fuzz-build
 
+# -MMD: a changed header rebuilds the objects that include it
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+-include $(FUZZ_OBJ:.o=.d)
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lsleef -lcjson -lm -lpthread -ldl

@@ -176,6 +176,13 @@ test("errors name the op, shapes and dtypes and leave the state usable", functio
   eq((lm.ones{2} + 1):sum():item(), 4)
 end)
 
+test("a zero dimension does not hide a shape too large (make fuzz, issue 16)", function()
+  raises(function() lm.zeros{18888888888888, 71, 0, 79, 2, 1, 79, 2} end,
+         "full: shape [18888888888888,71,0,79,2,1,79,2] is too large")
+  same(lm.zeros{4, 0, 5}.shape, {4, 0, 5})
+  raises(function() lm.zeros{0}:reshape{2^40, 2^40, 0} end, "reshape: shape")
+end)
+
 test("devices and memory queries", function()
   local ds = lm.devices()
   ok(#ds >= 1, "a device")

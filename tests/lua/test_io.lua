@@ -92,6 +92,36 @@ test("bad files raise errors naming the file", function()
   raises(function() lm.load("/nonexistent.npy") end, "cannot open")
 end)
 
+test("loaded tensors belong to the default device; device= keeps them elsewhere", function()
+  local p = tmp .. "/place.safetensors"
+  lm.save(p, {w = lm.arange(4):astype("f32")})
+  local def = lm.device()
+  eq(lm.load(p).w.device, def)
+  local c = lm.load(p, {device = "cpu"})
+  eq(c.w.device, "cpu")
+  same(c.w:totable(), {0, 1, 2, 3})
+  raises(function() lm.load(p, {device = "tpu"}) end, "load: option 'device': no device 'tpu'")
+  -- with a Vulkan device as the default, a host tensor and a device tensor
+  -- meet on the device in either order, and the upload happens once
+  local vk
+  for _, d in ipairs(lm.devices()) do if d.backend == "vulkan" and not vk then vk = d.spec end end
+  if not vk then return end
+  lm.device(vk)
+  local ok_, err = pcall(function()
+    local w = lm.load(p).w
+    eq(w.device, vk)
+    local h = lm.load(p, {device = "cpu"}).w
+    local r = lm.arange(4):astype("f32")
+    eq((h + r).device, vk)
+    eq((r + h).device, vk)
+    eq((h * 2).device, "cpu")
+    same((w + r):totable(), {0, 2, 4, 6})
+    same((r + h):totable(), {0, 2, 4, 6})
+  end)
+  lm.device(def)
+  assert(ok_, err)
+end)
+
 test("remove the temporary files", function()
   ok(os.execute("rm -rf '" .. tmp .. "'"), "rm")
 end)

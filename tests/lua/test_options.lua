@@ -24,18 +24,24 @@ local function signature(doc)
 end
 
 -- the documented functions: full name -> {fn =, doc =, method =}
+-- objects whose methods are documented as "<prefix>:name"
+local model = lm.models.load("esrgan-slim", {scale = 2})   -- make test fetches it (make models)
+local selves = {t = lm.zeros{1}, model = model}
+
 local function documented()
-  local x = lm.zeros{1}
   local out = {}
   for name, doc in pairs(lm.docs()) do
-    local fn
-    if name:sub(1, 2) == "t:" then
-      fn = x[name:sub(3)]
+    local fn, self
+    local prefix, method = name:match("^(%w+):([%w_]+)$")
+    if prefix then
+      self = selves[prefix]
+      fn = self and self[method]
     else
       fn = {lm = lm}   -- lm is no global under stock lua5.4
       for part in name:gmatch("[^.]+") do fn = type(fn) == "table" and fn[part] or nil end
     end
-    out[name] = {fn = fn, doc = doc, sig = signature(doc), method = doc:sub(1, 2) == "t:"}
+    out[name] = {fn = fn, doc = doc, sig = signature(doc), method = prefix ~= nil or doc:sub(1, 2) == "t:",
+                 self = prefix ~= "t" and self or nil}
   end
   return out
 end
@@ -81,16 +87,19 @@ local recipes = {
   ["lm.optim.sgd"] = function() return {} end,
   ["lm.optim.adamw"] = function() return {} end,
   ["lm.data.batches"] = function() return {{lm.zeros{4, 2}}, 2} end,
-  ["lm.models.load"] = function() return {"tests/ref/fixtures/tfjs/model.json"} end,
-  ["lm.models.upscale"] = function()
-    return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
-  end,
+  ["lm.models.load"] = function() return {"esrgan-slim"} end,
+  ["model:upscale"] = function() return {model, lm.rand{3, 4, 4}} end,
+  ["lm.batch"] = function() return {} end,
 }
 
 -- calls e with its leading arguments and then the extra values
 local function call(name, e, ...)
   local args
-  if e.method or nn_style(e) then args = {x4()}
+  if e.self then
+    local r = recipes[name]
+    if not r then return false, "no recipe" end
+    args = r()
+  elseif e.method or nn_style(e) then args = {x4()}
   else
     local r = recipes[name]
     if not r then return false, "no recipe" end
@@ -211,6 +220,11 @@ test("options of the wrong kind are errors naming the function", function()
   raises(function() lm.var(lm.zeros{3}, 1, {keepdims = true, ddf = 1}) end, "(known: keepdims, ddof)")
   raises(function() lm.grad(function(a) return a:sum() end, {argnum = 1}) end,
          "grad: unknown option 'argnum' (known: argnums)")
+  -- a known option of the wrong type names the function too (never silently true)
+  raises(function() lm.zeros{3}:sum(1, {keepdims = "false"}) end, "sum: option 'keepdims' must be a boolean, got string")
+  raises(function() lm.compile(function(a) return a end, {cache = "big"}) end, "lm.compile: option 'cache' must be an integer")
+  raises(function() lm.randn({2}, {std = "wide"}) end, "lm.randn: option 'std' must be a number")
+  raises(function() lm.set_printoptions{precision = 1.5} end, "lm.set_printoptions: option 'precision' must be an integer")
   -- every known name still works
   eq(lm.zeros{2, 3}:var(2, {keepdims = true, ddof = 1}).shape[2], 1)
   eq(lm.rand({2}, {seed = 1, low = 2, high = 3, dtype = "f64"}).dtype, "f64")
@@ -259,6 +273,12 @@ test("x:gelu{approximate=} against PyTorch; a positional string is an error", fu
   ok(lm.compare(x:gelu{approximate = "none"}, exact).max_abs < 1e-12, "none")
   ok(lm.compare(x:gelu{approximate = "tanh"}, tanh).max_abs < 1e-12, "tanh")
   ok(lm.compare(lm.gelu(x, {approximate = "tanh"}), tanh).max_abs < 1e-12, "lm.gelu")
+  -- f32 on every device (Vulkan: lavapipe here) against the same values
+  for _, d in ipairs(lm.devices()) do
+    local xf = x:astype("f32"):to(d.spec)
+    ok(lm.compare(xf:gelu{approximate = "tanh"}:astype("f64"), tanh).max_abs < 2e-6, d.spec .. " tanh")
+    ok(lm.compare(xf:gelu{approximate = "none"}:astype("f64"), exact).max_abs < 2e-6, d.spec .. " none")
+  end
   -- the two forms differ enough here that a silent mix-up would show
   ok(lm.compare(exact, tanh).max_abs > 1e-4, "fixtures differ")
   -- f32, by hand: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) at x = 1
@@ -275,7 +295,14 @@ test("lm.clock is a monotonic wall clock; lm.sync waits for the devices", functi
   eq(math.type(t0), "float")
   local y = lm.rand{64, 64}:matmul(lm.rand{64, 64}):eval()
   lm.sync()
-  for _, d in ipairs(lm.devices()) do lm.sync(d.spec) end
+  -- on every device (Vulkan: lavapipe here), work then a wait for its queue
+  for _, d in ipairs(lm.devices()) do
+    local a = lm.rand({32, 32}, {seed = 1, device = d.spec})
+    local z = a:matmul(a):sum()
+    lm.sync(d.spec)
+    near(z:item(), lm.rand({32, 32}, {seed = 1}):matmul(lm.rand({32, 32}, {seed = 1})):sum():item(), 1e-4, d.spec)
+    lm.sync(d.spec)
+  end
   local t1 = lm.clock()
   ok(t1 >= t0, "monotonic")
   ok(t1 - t0 < 3600, "seconds, not a raw counter")

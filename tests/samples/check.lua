@@ -53,7 +53,8 @@ elseif cmd == "generate" then
   if type(m) ~= "table" or type(m.generate) ~= "function" then
     fail("%s returns no generate function", arg[2])
   end
-  if generate ~= m.generate then fail("no global generate") end
+  if m.render ~= m.generate then fail("render (lumen batch's name) is not generate") end
+  if rawget(_G, "generate") then fail("a global generate leaked") end
   local a = m.generate{seed = 3, width = 40, height = 24}
   local b = m.generate{seed = 3, width = 40, height = 24}
   local c = m.generate{seed = 4, width = 40, height = 24}

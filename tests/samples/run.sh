@@ -84,7 +84,15 @@ run cpu "$c/cppn6.log" CPPN_WIDTH=96 CPPN_HEIGHT=64 "$LUMEN" samples/cppn.lua 6 
 t "cppn: seed 6 is another picture" sh -c "! cmp -s '$c/cppn5.png' '$c/cppn6.png'"
 run cpu "$c/noise4.log" NOISE_SIZE=64 "$LUMEN" samples/noise.lua "$c/noise4.png" 4
 t "noise: seed 4 is another picture" sh -c "! cmp -s '$c/noise.png' '$c/noise4.png'"
-t "cppn: generate(params) as lumen batch calls it" check generate samples/cppn.lua
+t "cppn: generate(params) from another script" check generate samples/cppn.lua
+# lumen batch loads cppn.lua as a module: same pixels as the script, and no
+# picture of its own (cppn_1.png) in the working directory
+b="$OUT/batch"; mkdir -p "$b"
+lumen_abs="$(cd "$BUILD" && pwd)/lumen"
+t "cppn: lumen batch seeds 5-6 run" sh -c "cd '$b' && CPPN_WIDTH=96 CPPN_HEIGHT=64 \
+  '$lumen_abs' batch '$PWD/samples/cppn.lua' --seeds 5-6 -o %d.png --progress off"
+t "cppn: lumen batch job 1 (seed 5) is the script's picture" check close "$b/1.png" "$c/cppn5.png" 0 0
+t "cppn: lumen batch wrote only its outputs" sh -c "cd '$b' && test ! -e cppn_1.png && test -s 2.png"
 
 # Vulkan against the CPU
 if [ $vulkan = yes ]; then
