@@ -127,6 +127,62 @@ static void test_convert_roundtrip(void **state)
     remove(path);
 }
 
+/* lm_tfjs_upscale: tiles with enough context give the untiled result; alpha
+ * is resized bilinearly; gray comes back as RGB; a bad image is an error.
+ * (The small model's stride-2 convolution wants even sizes and tile
+ * offsets, as it would in Keras.) */
+static void test_upscale_tiles(void **state)
+{
+    (void)state;
+    lm_tfjs_model *m = lm_tfjs_load(TF_DIR "model.json", NULL);
+    assert_non_null(m);
+    int64_t shape[3] = {4, 14, 12};
+    lm_array *img = lm_random_uniform(3, shape, 0, 1, LM_F32, lm_random_key(7), NULL);
+    assert_non_null(img);
+    lm_upscale_opts o;
+    lm_upscale_opts_init(&o);
+    lm_array *whole = lm_tfjs_upscale(m, img, &o);
+    if (!whole) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(whole);
+    assert_int_equal(whole->shape[0], 4);
+    assert_int_equal(whole->shape[1], 28);
+    assert_int_equal(whole->shape[2], 24);
+    o.tile = 4;
+    o.overlap = 2 * ((lm_tfjs_receptive_radius(m) + 3) / 2);
+    lm_array *tiled = lm_tfjs_upscale(m, img, &o);
+    double *a = tu_read(whole);
+    tu_assert_close_data(tiled, a, whole->size, 1e-5, 1e-5, "tiled vs whole");
+    /* alpha: the input's fourth plane resized bilinearly */
+    lm_array *alpha = lm_slice(img, 0, 3, 4, 1);
+    int64_t s4[4] = {1, 1, 14, 12};
+    lm_array *a4 = lm_reshape(alpha, 4, s4);
+    double sc[2] = {2, 2};
+    lm_array *up = lm_upsample(a4, NULL, sc, LM_UPSAMPLE_BILINEAR, false);
+    double *u = tu_read(up);
+    lm_array *wa = lm_slice(whole, 0, 3, 4, 1);
+    tu_assert_close_data(wa, u, 28 * 24, 1e-6, 1e-6, "alpha");
+    /* gray: the same as RGB made of three copies */
+    lm_array *gray = lm_slice(img, 0, 0, 1, 1);
+    lm_array *g3 = lm_concat(3, (lm_array *[]){gray, gray, gray}, 0);
+    lm_array *from_gray = lm_tfjs_upscale(m, gray, NULL);
+    lm_array *from_rgb = lm_tfjs_upscale(m, g3, NULL);
+    assert_non_null(from_gray);
+    assert_int_equal(from_gray->shape[0], 3);
+    double *r = tu_read(from_rgb);
+    tu_assert_close_data(from_gray, r, from_rgb->size, 0, 0, "gray");
+    /* errors */
+    int64_t bad[3] = {5, 4, 4};
+    lm_array *five = lm_zeros(3, bad, LM_F32, NULL);
+    assert_null(lm_tfjs_upscale(m, five, NULL));
+    assert_non_null(strstr(lm_error_message(), "[5,4,4]"));
+    free(a);
+    free(u);
+    free(r);
+    lm_array *rel[] = {img, whole, tiled, alpha, a4, up, wa, gray, g3, from_gray, from_rgb, five};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) lm_array_release(rel[i]);
+    lm_tfjs_free(m);
+}
+
 /* ---- malformed inputs through lm_tfjs_load_mem ---- */
 typedef struct shards {
     char *data[2];
@@ -322,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_tiny_model),
         cmocka_unit_test(test_half),
         cmocka_unit_test(test_convert_roundtrip),
+        cmocka_unit_test(test_upscale_tiles),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_fuzz_regress),
         cmocka_unit_test(test_esrgan_packages),
