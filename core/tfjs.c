@@ -66,6 +66,7 @@ struct lm_tfjs_model {
     int input, output;
     char *topology;          /* modelTopology as JSON text (for save) */
     lm_device *dev;
+    lm_dtype dtype;          /* of the weights and the computation (f32 by default) */
     lm_tensor_set meta;      /* metadata of a converted file */
     char summary[512];
 };
@@ -743,6 +744,7 @@ static lm_tfjs_model *build(const char *what, const cJSON *topo, tf_wset *ws, lm
         return NULL;
     }
     m->dev = dev ? dev : lm_device_default();
+    m->dtype = LM_F32;
     const char *nm = str_field(cfg, "name");
     m->name = strdup(nm ? nm : "model");
     m->topology = cJSON_PrintUnformatted(topo);
@@ -1047,7 +1049,8 @@ lm_array *lm_tfjs_forward(lm_tfjs_model *m, lm_array *x)
     for (int i = 0; i < m->n; i++)
         for (int j = 0; j < m->l[i].nin; j++)
             if (last[m->l[i].in[j]] < i) last[m->l[i].in[j]] = i;
-    v[m->input] = lm_array_retain(x);
+    v[m->input] = x->dtype == m->dtype ? lm_array_retain(x) : lm_cast(x, m->dtype);
+    if (!v[m->input]) goto done;
     for (int i = 0; i < m->n; i++) {
         const tf_layer *l = &m->l[i];
         if (l->kind == K_INPUT) continue;
@@ -1062,7 +1065,7 @@ lm_array *lm_tfjs_forward(lm_tfjs_model *m, lm_array *x)
                 v[l->in[j]] = NULL;
             }
     }
-    out = lm_array_retain(v[m->output]);
+    out = x->dtype == m->dtype ? lm_array_retain(v[m->output]) : lm_cast(v[m->output], x->dtype);
 done:
     if (v)
         for (int i = 0; i < m->n; i++) lm_array_release(v[i]);
@@ -1070,6 +1073,33 @@ done:
     free(last);
     return out;
 }
+
+lm_status lm_tfjs_set_dtype(lm_tfjs_model *m, lm_dtype dt)
+{
+    if (!lm_dtype_is_float(dt))
+        return lm_error_set(LM_ERR_DTYPE, "tfjs %s: dtype %s is not a float type", m->name,
+                            lm_dtype_name(dt));
+    for (int i = 0; i < m->n; i++) {
+        lm_array **ws[2] = {&m->l[i].w, &m->l[i].b};
+        for (int j = 0; j < 2; j++) {
+            lm_array *w = *ws[j];
+            if (!w || w->dtype == dt) continue;
+            lm_array *c = lm_cast(w, dt);
+            if (!c || lm_array_eval(c) != LM_OK) {
+                lm_array_release(c);
+                return lm_error_prefix("tfjs %s: layer '%s'", m->name, m->l[i].name);
+            }
+            lm_array_keep(c);
+            lm_array_unkeep(w);
+            lm_array_release(w);
+            *ws[j] = c;
+        }
+    }
+    m->dtype = dt;
+    return LM_OK;
+}
+
+lm_dtype lm_tfjs_dtype(const lm_tfjs_model *m) { return m->dtype; }
 
 /* ---- inspection and saving ---- */
 const char *lm_tfjs_name(const lm_tfjs_model *m) { return m->name; }

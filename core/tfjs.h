@@ -49,6 +49,13 @@ void lm_tfjs_free(lm_tfjs_model *m);   /* NULL is fine */
  * model's own value range -> the output [N, C', H*s, W*s], lazy. */
 lm_array *lm_tfjs_forward(lm_tfjs_model *m, lm_array *x);
 
+/* Casts the weights to dt (f32, f16, bf16, f64) once; lm_tfjs_forward then
+ * computes in dt (an input of another dtype is cast to dt and the output
+ * back to the input's dtype).  Saving casts nothing: lm_tfjs_save writes the
+ * weights as they are. */
+lm_status lm_tfjs_set_dtype(lm_tfjs_model *m, lm_dtype dt);
+lm_dtype lm_tfjs_dtype(const lm_tfjs_model *m);
+
 /* What the model is: its name ("generator"), the number of layers, the
  * input and output channels, the spatial factor s (output size / input
  * size; 0 when that is not a whole number), and the radius in input pixels of its receptive
@@ -66,7 +73,8 @@ const char *lm_tfjs_summary(const lm_tfjs_model *m);
 /* String metadata carried by a converted safetensors (NULL if absent). */
 const char *lm_tfjs_meta(const lm_tfjs_model *m, const char *key);
 
-/* Writes the converted weights (OIHW, float32, "<layer>/kernel" ...) and
+/* Writes the converted weights (OIHW, "<layer>/kernel" ..., in the model's
+ * dtype: f32 unless lm_tfjs_set_dtype changed it) and
  * the topology (metadata "tfjs.topology") plus nmeta extra pairs. */
 lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
                        const lm_kv *meta);

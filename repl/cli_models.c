@@ -2,7 +2,7 @@
  * TF.js upscalers (core/tfjs.h) on the command line.
  *
  *   lumen upscale IN.png... -o OUT [--model esrgan-slim] [--scale 4]
- *         [--device cpu|vulkan] [--tile 256] [--overlap 16] [--quiet]
+ *         [--device cpu|vulkan] [--tile 256] [--overlap 16] [--dtype f16] [--quiet]
  *       OUT is a file for one input, a folder (made if needed) for several
  *       or when it ends in '/'.  Alpha is kept, 16-bit input gives 16-bit
  *       output, the PNG carries the model and scale as tEXt chunks.  Exit 0
@@ -21,7 +21,7 @@
 #include "core/tfjs.h"
 
 typedef struct up_args {
-    const char *model, *out, *device;
+    const char *model, *out, *device, *dtype;
     int scale;
     int64_t tile, overlap;
     bool quiet;
@@ -34,7 +34,7 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "lumen: %s\n", msg);
     fprintf(stderr,
             "usage: lumen upscale IN.png... -o OUT [--model NAME|PATH] [--scale N] [--device D]\n"
-            "                     [--tile N] [--overlap N] [--quiet]\n"
+            "                     [--tile N] [--overlap N] [--dtype f32|f16|bf16] [--quiet]\n"
             "       lumen convert MODEL OUT.safetensors [--scale N]\n"
             "MODEL: esrgan-slim, esrgan-medium, esrgan-thick (fetched by `make models` into\n"
             "$LUMEN_MODELS or build/models), a model.json, or a converted .safetensors\n");
@@ -153,6 +153,7 @@ static int cmd_upscale(int argc, char **argv)
         if (!strcmp(s, "-o") && more) a.out = argv[++i];
         else if (!strcmp(s, "--model") && more) a.model = argv[++i];
         else if (!strcmp(s, "--device") && more) a.device = argv[++i];
+        else if (!strcmp(s, "--dtype") && more) a.dtype = argv[++i];
         else if (!strcmp(s, "--scale") && more && parse_int(argv[i + 1], 1, &v)) a.scale = (int)v, i++;
         else if (!strcmp(s, "--tile") && more && parse_int(argv[i + 1], 0, &v)) a.tile = v, i++;
         else if (!strcmp(s, "--overlap") && more && parse_int(argv[i + 1], 0, &v)) a.overlap = v, i++;
@@ -183,6 +184,15 @@ static int cmd_upscale(int argc, char **argv)
         report("upscale", NULL);
         free(a.in);
         return 1;
+    }
+    lm_dtype dt = LM_F32;
+    bool bad_dt = a.dtype && !lm_dtype_from_name(a.dtype, &dt);
+    if (bad_dt || (a.dtype && lm_tfjs_set_dtype(m, dt) != LM_OK)) {
+        if (bad_dt) fprintf(stderr, "lumen upscale: --dtype %s: unknown dtype\n", a.dtype);
+        else report("upscale", NULL);
+        lm_tfjs_free(m);
+        free(a.in);
+        return 2;
     }
     const char *r = lm_tfjs_meta(m, "lumen.range");
     if (r) range = atof(r);

@@ -27,7 +27,7 @@
 int luaopen_lumen(lua_State *L);
 int lm_cli_files(int argc, char **argv);
 int lm_cli_batch(int argc, char **argv);   /* repl/batch.c */
-int lm_cli_models(int argc, char **argv);
+int lm_cli_models(int argc, char **argv);  /* repl/cli_models.c */
 
 bool lm_repl_color;
 
@@ -252,8 +252,8 @@ int main(int argc, char **argv)
 {
     int r = lm_cli_files(argc, argv);
     if (r < 0) r = lm_cli_batch(argc, argv);
+    if (r < 0) r = lm_cli_models(argc, argv);
     if (r >= 0) return r;
-    if ((r = lm_cli_models(argc, argv)) >= 0) return r;
     const char *prog = argc > 0 && argv[0] ? argv[0] : "lumen";
 
     /* first pass: validate options and find the script */

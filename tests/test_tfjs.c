@@ -73,6 +73,32 @@ static void test_tiny_model(void **state)
     lm_tfjs_free(m);
 }
 
+/* f16 and bf16 weights and computation stay close to f32 (values ~1) */
+static void test_half(void **state)
+{
+    (void)state;
+    lm_tfjs_model *m = lm_tfjs_load(TF_DIR "model.json", NULL);
+    assert_non_null(m);
+    lm_array *x = npy("tfjs/x.npy");
+    tu_fixture y;
+    assert_int_equal(tu_load("tfjs/y.npy", &y), 0);
+    const lm_dtype dts[2] = {LM_F16, LM_BF16};
+    const double tol[2] = {4e-3, 3e-2};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(lm_tfjs_set_dtype(m, dts[i]), LM_OK);
+        assert_int_equal(lm_tfjs_dtype(m), dts[i]);
+        lm_array *out = lm_tfjs_forward(m, x);
+        assert_non_null(out);
+        assert_int_equal(out->dtype, LM_F32);    /* the input's dtype */
+        tu_assert_close(out, &y, tol[i], tol[i], lm_dtype_name(dts[i]));
+        lm_array_release(out);
+    }
+    assert_int_equal(lm_tfjs_set_dtype(m, LM_I32), LM_ERR_DTYPE);
+    lm_array_release(x);
+    tu_free(&y);
+    lm_tfjs_free(m);
+}
+
 static void test_convert_roundtrip(void **state)
 {
     (void)state;
@@ -294,6 +320,7 @@ int main(void)
     assert_int_equal(lm_init(), LM_OK);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_model),
+        cmocka_unit_test(test_half),
         cmocka_unit_test(test_convert_roundtrip),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_fuzz_regress),

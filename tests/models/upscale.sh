@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/models/upscale.sh - `lumen upscale`, `lumen convert` and lm.models
-# end to end on esrgan-medium x2 (CPU): a 16-bit RGBA image of 100x90
+# end to end on esrgan-medium x2 (CPU, and Vulkan where it runs): a 16-bit RGBA image of 100x90
 # through tiles of 40 (overlap 16) equals the untiled result within 1/255,
 # stays 16-bit RGBA with its alpha resized, carries the model and scale in
 # tEXt chunks; several files go to a folder; the converted safetensors
@@ -43,6 +43,18 @@ check "many files into a folder" "$L" upscale "$T/in16.png" "$LUMEN_MODELS/esrga
 check "convert to safetensors" "$L" convert esrgan-medium "$T/medium2.safetensors" --scale 2
 check "upscale with the converted model" "$L" upscale "$T/in16.png" -o "$T/conv.png" --model "$T/medium2.safetensors" --scale 2 --tile 0 --quiet
 check "results (upscale_check.lua)" "$L" tests/models/upscale_check.lua "$T" "$LUMEN_MODELS"
+# --device vulkan (lavapipe here) gives the CPU's pixels within 1/255
+if LUMEN_DEVICE=vulkan "$L" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
+  check "upscale --device vulkan" env LUMEN_DEVICE=vulkan "$L" upscale "$T/in16.png" -o "$T/vk.png" --model esrgan-medium --scale 2 --tile 40 --device vulkan --quiet
+  check "vulkan pixels == cpu pixels" "$L" -e "
+    local a = lm.image.read_png('$T/vk.png', {dtype='f32'})
+    local b = lm.image.read_png('$T/tiled.png', {dtype='f32'})
+    local d = (a - b):abs():max():item()
+    print(('vulkan vs cpu max %.3g'):format(d))
+    assert(d <= 1 / 255, 'vulkan differs from the cpu by ' .. d)"
+else
+  echo "no Vulkan device: the --device vulkan check is skipped"
+fi
 fails "a missing package says make models" "make models" env LUMEN_MODELS="$T/none" "$L" upscale "$T/in16.png" -o "$T/x.png"
 fails "a scale the package lacks" "has no x5" "$L" upscale "$T/in16.png" -o "$T/x.png" --scale 5
 fails "an unreadable input" "nothere.png" "$L" upscale "$T/nothere.png" -o "$T/x.png" --scale 2
