@@ -101,9 +101,9 @@ def main():
     init = load_safetensors(os.path.join(a.dir, "init.safetensors"))
     p = {k[len("param."):]: v.to(dev).requires_grad_(True) for k, v in init.items() if k.startswith("param.")}
     bt = load_safetensors(os.path.join(a.dir, "batches.safetensors"))
-    B = bt["x1.1"].shape[0]
-    batches = [(bt[f"x1.{s}"].to(dev), (bt[f"y.{s}"] - 1).to(dev), bt[f"x0.{s}"].to(dev), bt[f"t.{s}"].to(dev))
-               for s in range(1, a.steps + 1)]
+    B = bt["x1"].shape[1]
+    batches = [(bt["x1"][s].to(dev), (bt["y"][s] - 1).to(dev), bt["x0"][s].to(dev), bt["t"][s].to(dev))
+               for s in range(a.steps)]
     names = sorted(p)
     opt = torch.optim.AdamW([p[k] for k in names], lr=2e-3, weight_decay=0.0)
 

@@ -2,8 +2,8 @@
 -- samples/train_fashion.lua (the flow UNet, width 16, batch 32: forward,
 -- lm.value_and_grad, gradient clipping, AdamW with the recipe's schedule),
 -- timed in examples/s.  It writes the initial weights (DIR/init.safetensors)
--- and the batches it trains on (DIR/batches.safetensors: x1, y, x0, t per
--- step, Fashion-MNIST in the recipe's order) for bench/peer_train_flow.py,
+-- and the batches it trains on (DIR/batches.safetensors: x1, y, x0, t with
+-- the steps on the leading axis, Fashion-MNIST in the recipe's order) for bench/peer_train_flow.py,
 -- which runs the same steps in PyTorch, and its losses (DIR/losses_lumen.txt).
 -- A DIR that already holds batches.safetensors is trained on those (so a
 -- machine without the dataset can run it; LUMEN_DEVICE=vulkan for the GPU).
@@ -26,10 +26,15 @@ local f = io.open(DIR .. "/batches.safetensors")
 if f then
   f:close()
   local saved = lm.load(DIR .. "/batches.safetensors")
+  if saved.x1.shape[1] < STEPS then
+    error("train_flow.lua: " .. DIR .. "/batches.safetensors holds fewer than " .. STEPS .. " steps")
+  end
   for s = 1, STEPS do
-    local b = {saved["x1." .. s], saved["y." .. s], saved["x0." .. s], saved["t." .. s]}
-    if not b[1] then error("train_flow.lua: " .. DIR .. "/batches.safetensors holds fewer than " .. STEPS .. " steps") end
-    for k = 1, 4 do b[k] = b[k]:contiguous():eval() end
+    local b = {}
+    for k, name in ipairs{"x1", "y", "x0", "t"} do
+      local v = saved[name][{{s, s}}]
+      b[k] = v:reshape(table.move(v.shape, 2, #v.shape, 1, {})):contiguous():eval()
+    end
     batches[s] = b
   end
 else
@@ -45,7 +50,12 @@ else
     local x0 = lm.randn({B, 1, 28, 28}, {seed = 10 * s + 2}):eval()
     local t = lm.rand({B}, {seed = 10 * s + 3}):eval()
     batches[s] = {x1, y, x0, t}
-    saved["x1." .. s], saved["y." .. s], saved["x0." .. s], saved["t." .. s] = x1, y, x0, t
+  end
+  -- one tensor per field, steps on the leading axis
+  for k, name in ipairs{"x1", "y", "x0", "t"} do
+    local col = {}
+    for s = 1, STEPS do col[s] = batches[s][k] end
+    saved[name] = lm.stack(col, 1)
   end
   lm.save(DIR .. "/batches.safetensors", saved)
 end
