@@ -45,7 +45,14 @@ mount --rbind /dev "$ROOT/dev" && mounted="/dev $mounted"
 echo "fresh-check: git clone of HEAD into $ROOT/root/lumen"
 git clone -q --no-hardlinks "$SRC" "$ROOT/root/lumen" || exit 1
 
-in_root() { chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 /bin/sh -c "cd /root/lumen && $1"; }
+# A machine of this workplace reaches the npm registry through its network's
+# certificate authority (the host names it in NODE_EXTRA_CA_CERTS); the
+# chroot gets the same file and setting, nothing else of the host's.
+extra_ca=
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f "$NODE_EXTRA_CA_CERTS" ]; then
+  cp "$NODE_EXTRA_CA_CERTS" "$ROOT/root/host-extra-ca.crt" && extra_ca="NODE_EXTRA_CA_CERTS=/root/host-extra-ca.crt"
+fi
+in_root() { chroot "$ROOT" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb LANG=C.UTF-8 $extra_ca /bin/sh -c "cd /root/lumen && $1"; }
 
 fail=0
 echo "fresh-check: printf 'print(#lm.devices())' | make run"

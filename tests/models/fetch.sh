@@ -7,7 +7,8 @@
 # sha512 pinned here, then extracted.  A package already extracted from a
 # checked tarball (DIR/<name>/.integrity holds the hash) is left alone, so
 # the step is idempotent and offline once done.  Exit 77 when a package is
-# missing and npm is not installed (tests then skip with that reason).
+# missing and npm is not installed or cannot reach the registry (tests then
+# skip with that reason); a tarball whose hash differs is an error.
 set -eu
 DIR=${1:-${BUILD:-build}/models}
 
@@ -34,7 +35,12 @@ echo "$PACKAGES" | while read -r name version sha; do
   tmp=$(mktemp -d "$DIR/.fetch.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   echo "models: npm pack @upscalerjs/$name@$version"
-  (cd "$tmp" && npm pack --silent "@upscalerjs/$name@$version" >/dev/null)
+  if ! (cd "$tmp" && npm pack --loglevel=error "@upscalerjs/$name@$version" >"$tmp/npm.log" 2>&1); then
+    # no registry (offline, a proxy's certificate): the model tests skip with this reason
+    echo "models: npm pack @upscalerjs/$name@$version failed; run \`make models\` where the npm registry is reachable:" >&2
+    grep -i -m3 "err" "$tmp/npm.log" >&2 || true
+    exit 77
+  fi
   tgz="$tmp/upscalerjs-$name-$version.tgz"
   # npm's integrity is base64 of the digest; sha512sum prints hex
   want_hex=$(echo "$sha" | base64 -d | od -An -v -tx1 | tr -d ' \n')
