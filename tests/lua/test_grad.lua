@@ -116,6 +116,8 @@ local cases = {
   {"layer_norm", function(x, w, b) return lm.layer_norm(x, {4}, w, b) end, {{3, 4}, {4}, {4}}},
   {"rms_norm", function(x, w) return lm.rms_norm(x, {4}, w, 1e-6) end, {{3, 4}, {4}}},
   {"group_norm", function(x, w, b) return lm.group_norm(x, 2, w, b) end, {{2, 4, 2, 2}, {4}, {4}}},
+  {"group_norm 3-d, no affine", function(x) return lm.group_norm(x, 2) end, {{2, 4, 5}}},
+  {"group_norm weight only", function(x, w) return lm.group_norm(x, 4, w) end, {{1, 4, 3, 2}, {4}}},
   {"conv2d", function(x, w, b) return lm.conv2d(x, w, b, {padding = 1}) end, {{2, 2, 4, 4}, {3, 2, 3, 3}, {3}}},
   {"conv2d stride 2", function(x, w) return lm.conv2d(x, w, nil, {stride = 2, padding = 1}) end,
    {{1, 2, 5, 5}, {2, 2, 3, 3}}},
