@@ -694,6 +694,49 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
     }
 }
 
+/* group_norm's textbook backward (as PyTorch's): with xhat = (x - mean) *
+ * rstd per (image, group), dx = rstd * (gy - mean(gy) - xhat * mean(gy *
+ * xhat)) where gy = g * weight, dweight = sum(g * xhat), dbias = sum(g):
+ * fewer passes over the activations than differentiating the rebuilt
+ * primitives */
+static lm_status group_norm_rule(scope *s, lm_array *n, lm_array *g, const bool *need, lm_array **gin)
+{
+    const int64_t *p = n->params.i;
+    lm_array *x = n->inputs[0];
+    int iw = p[1] ? 1 : 0, ib = p[2] ? 1 + (p[1] ? 1 : 0) : 0;
+    int64_t N = x->shape[0], C = x->shape[1], sh3[3] = {N, p[0], -1}, cs[LM_MAX_DIMS];
+    int ax = 2, red[LM_MAX_DIMS], nred = 0;
+    cs[0] = C;
+    for (int d = 1; d < x->ndim - 1; d++) cs[d] = 1;
+    for (int d = 0; d < x->ndim; d++)
+        if (d != 1) red[nred++] = d;
+    lm_array *xr = K(s, lm_reshape(x, 3, sh3));
+    lm_array *xc = BI(SUB, xr, K(s, lm_reduce(LM_OP_MEAN, xr, 1, &ax, true)));
+    lm_array *var = K(s, lm_reduce(LM_OP_MEAN, UN(SQUARE, xc), 1, &ax, true));
+    lm_array *rstd = UN(RSQRT, BS(ADD, var, n->params.f[0]));
+    lm_array *xhat = BI(MUL, xc, rstd);
+    if (iw && need[iw]) {
+        lm_array *w = n->inputs[iw];
+        lm_array *r = K(s, lm_reduce(LM_OP_SUM, BI(MUL, g, K(s, lm_reshape(xhat, x->ndim, x->shape))), nred, red, false));
+        gin[iw] = r && r->dtype != w->dtype ? K(s, lm_cast(r, w->dtype)) : r;
+    }
+    if (ib && need[ib]) {
+        lm_array *b = n->inputs[ib];
+        lm_array *r = K(s, lm_reduce(LM_OP_SUM, g, nred, red, false));
+        gin[ib] = r && r->dtype != b->dtype ? K(s, lm_cast(r, b->dtype)) : r;
+    }
+    if (need[0]) {
+        lm_array *gy = iw ? BI(MUL, g, K(s, lm_reshape(n->inputs[iw], x->ndim - 1, cs))) : g;
+        lm_array *gr = K(s, lm_reshape(gy, 3, sh3));
+        lm_array *m1 = K(s, lm_reduce(LM_OP_MEAN, gr, 1, &ax, true));
+        lm_array *m2 = K(s, lm_reduce(LM_OP_MEAN, BI(MUL, gr, xhat), 1, &ax, true));
+        lm_array *dx = BI(MUL, BI(SUB, BI(SUB, gr, m1), BI(MUL, xhat, m2)), rstd);
+        dx = K(s, lm_reshape(dx, x->ndim, x->shape));
+        gin[0] = dx && dx->dtype != x->dtype ? K(s, lm_cast(dx, x->dtype)) : dx;
+    }
+    return s->failed ? lm_error_status() : LM_OK;
+}
+
 static lm_status composite_rule(scope *s, lm_array *n, lm_array *g, const bool *need, lm_array **gin)
 {
     lm_array *lv[64] = {0};
@@ -805,7 +848,10 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
         }
         case LM_OP_TRIL: r[0] = K(s, lm_tril(g, n->params.i[0])); break;
         case LM_OP_TRIU: r[0] = K(s, lm_triu(g, n->params.i[0])); break;
-        case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_GROUP_NORM: case LM_OP_ATTENTION:
+        case LM_OP_GROUP_NORM:
+            st = group_norm_rule(s, n, g, need, r);
+            break;
+        case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_ATTENTION:
         case LM_OP_ROPE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL:
         case LM_OP_UPSAMPLE: case LM_OP_FUSED:
             st = composite_rule(s, n, g, need, r);

@@ -116,6 +116,8 @@ local cases = {
   {"layer_norm", function(x, w, b) return lm.layer_norm(x, {4}, w, b) end, {{3, 4}, {4}, {4}}},
   {"rms_norm", function(x, w) return lm.rms_norm(x, {4}, w, 1e-6) end, {{3, 4}, {4}}},
   {"group_norm", function(x, w, b) return lm.group_norm(x, 2, w, b) end, {{2, 4, 2, 2}, {4}, {4}}},
+  {"group_norm 3-d, no affine", function(x) return lm.group_norm(x, 2) end, {{2, 4, 5}}},
+  {"group_norm weight only", function(x, w) return lm.group_norm(x, 4, w) end, {{1, 4, 3, 2}, {4}}},
   {"conv2d", function(x, w, b) return lm.conv2d(x, w, b, {padding = 1}) end, {{2, 2, 4, 4}, {3, 2, 3, 3}, {3}}},
   {"conv2d stride 2", function(x, w) return lm.conv2d(x, w, nil, {stride = 2, padding = 1}) end,
    {{1, 2, 5, 5}, {2, 2, 3, 3}}},
@@ -394,10 +396,11 @@ end
 
 test("conv2d's weight gradient (a large-kernel conv on the CPU) equals its definition", function()
   for _, c in ipairs{{s = 1, d = 1, p = 1, H = 12, W = 11}, {s = 2, d = 1, p = 1, H = 13, W = 12},
-                     {s = 1, d = 2, p = 2, H = 10, W = 9}, {s = 2, d = 1, p = 0, H = 9, W = 9}} do
+                     {s = 1, d = 2, p = 2, H = 10, W = 9}, {s = 2, d = 1, p = 0, H = 9, W = 9},
+                     {s = 1, d = 1, p = 1, H = 12, W = 12, O = 1}, {s = 1, d = 1, p = 1, H = 12, W = 12, N = 1}} do
     for _, dt in ipairs{"f32", "f64"} do
-      local x = lm.randn({2, 3, c.H, c.W}, {seed = 41}):astype(dt)
-      local w = (lm.randn({4, 3, 3, 3}, {seed = 42}) * 0.2):astype(dt)
+      local x = lm.randn({c.N or 2, 3, c.H, c.W}, {seed = 41}):astype(dt)
+      local w = (lm.randn({c.O or 4, 3, 3, 3}, {seed = 42}) * 0.2):astype(dt)
       local y = lm.conv2d(x, w, nil, {stride = c.s, dilation = c.d, padding = c.p})
       local g = lm.randn(y.shape, {seed = 43}):astype(dt)
       local dw = lm.grad(function(w) return (lm.conv2d(x, w, nil, {stride = c.s, dilation = c.d, padding = c.p}) * g):sum() end)(w)
