@@ -45,7 +45,13 @@ static int read_line(const char *prompt, char **out)
     bool quit;
     line_ready = false;
     got_line = NULL;
-    lm_repl_take_sigint(&quit);
+    /* a Ctrl-C left from before drops nothing now, but a second one that
+     * came while the first was being handled still quits */
+    if (lm_repl_take_sigint(&quit) && quit) {
+        fputs("^C\n", stdout);
+        fflush(stdout);
+        return READ_QUIT;
+    }
     fflush(stdout);
     rl_callback_handler_install(prompt, on_line);
     while (!line_ready) {

@@ -152,7 +152,9 @@ expect "Ctrl-D quits" '^EXIT=0$'
 
 # ---- a second Ctrl-C within a second quits ----
 start
-key C-c C-c   # one tmux call: two separate ones can be a second apart on a loaded machine
+# the second is sent once the first shows: two SIGINTs pending together
+# are one signal (they coalesce), and a loaded machine delays the handler
+key C-c; wait_for '^\^C'; key C-c
 expect "double Ctrl-C quits" '^EXIT='
 
 # ---- -i runs a script, then stays ----
