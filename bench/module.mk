@@ -8,3 +8,7 @@ BENCH_SCRIPTS += bench/run.sh
 $(BUILD)/bench/%: bench/%.c bench/bench.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ibench $< -o $@ $(LIB) $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+
+# The STREAM-style peer loops are compiled as the CPU kernels are (with
+# GCC's dynamic vectoriser cost model), so they run at full vector width.
+$(BUILD)/bench/%: CFLAGS += $(VECT_FLAG)

@@ -33,6 +33,6 @@ for key in order:
     for name, pv, pu in ps:
         ratio = ""
         if val is not None and pv > 0 and val > 0:
-            r = val / pv if unit in ("GFLOP/s", "GB/s", "Gelem/s") else pv / val
+            r = val / pv if unit in ("GFLOP/s", "GB/s", "Gelem/s", "ex/s") else pv / val
             ratio = f"{r:.2f}x"
         print(f"| {key} | {lum} | {name} | {pv:.4g} {pu} | {ratio} |")

@@ -427,7 +427,17 @@ static lm_status conv_rule(scope *s, lm_array *n, lm_array *g, const bool *need,
     int64_t KH = w->shape[2], KW = w->shape[3];
     if (n->op == LM_OP_CONV) {
         int64_t pad4[4] = {p[2], p[4], p[3], p[5]};   /* top, bottom, left, right */
-        if (need[0]) {
+        int64_t fp[4] = {dil[0] * (KH - 1) - p[2], dil[0] * (KH - 1) - p[4], dil[1] * (KW - 1) - p[3],
+                         dil[1] * (KW - 1) - p[5]};
+        if (need[0] && st[0] == 1 && st[1] == 1 && groups == 1 && fp[0] >= 0 && fp[1] >= 0 && fp[2] >= 0 &&
+            fp[3] >= 0) {
+            /* stride 1: the adjoint is a conv with the kernel flipped and
+             * its channel axes swapped, which runs on the forward conv's
+             * fast paths (Winograd for 3x3) instead of GEMM + col2im */
+            lm_array *wf = K(s, lm_slice(K(s, lm_slice(w, 2, -1, -(KH + 1), -1)), 3, -1, -(KW + 1), -1));
+            lm_array *wt = K(s, lm_contiguous(permute0213(s, wf)));
+            gin[0] = K(s, lm_conv2d(g, wt, NULL, st, fp, dil, 1));
+        } else if (need[0]) {
             int64_t ph[2] = {p[2], p[3]}, op[2];
             for (int a = 0; a < 2; a++) {
                 int64_t in = x->shape[2 + a], k = a ? KW : KH;
@@ -604,6 +614,20 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
     }
     case LM_OP_UPSAMPLE: {
         lm_array *y = x;
+        /* nearest by whole factors: x broadcast over [N,C,H,kh,W,kw], whose
+         * gradient is a sum over the kh x kw blocks (not a scatter) */
+        int64_t k[2] = {0, 0};
+        for (int a = 0; a < 2 && p[0] == LM_UPSAMPLE_NEAREST; a++) {
+            int64_t in = x->shape[2 + a], out = n->shape[2 + a];
+            k[a] = in > 0 && out % in == 0 ? out / in : 0;
+            for (int64_t d = 0; d < out && k[a]; d++)
+                if ((int64_t)floorf((float)d * (float)P->f[a]) != d / k[a]) k[a] = 0;
+        }
+        if (k[0] && k[1] && x->ndim == 4) {
+            int64_t s6[6] = {x->shape[0], x->shape[1], x->shape[2], 1, x->shape[3], 1};
+            int64_t b6[6] = {x->shape[0], x->shape[1], x->shape[2], k[0], x->shape[3], k[1]};
+            return K(s, lm_reshape(K(s, lm_broadcast_to(K(s, lm_reshape(x, 6, s6)), 6, b6)), 4, n->shape));
+        }
         for (int a = 0; a < 2; a++) {
             int64_t in = x->shape[2 + a], out = n->shape[2 + a];
             double sc = P->f[a];

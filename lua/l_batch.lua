@@ -485,7 +485,9 @@ function lm.batch(o)
     while held[next_rec] do
       local r = held[next_rec]
       held[next_rec] = nil
-      if mf then mf:write(r.line, "\n") end
+      if mf and not mf:write(r.line, "\n") then
+        fail("cannot write the manifest " .. manifest .. ".tmp (disk full?)")
+      end
       if r.status ~= "pending" then P.done = P.done + 1 end
       if r.status == "ok" then
         P.made = P.made + 1
@@ -692,8 +694,14 @@ function lm.batch(o)
     error(runerr, 0)
   end
   if mf then
+    -- a manifest that could not be written completely never takes the name
+    local okw, werr = mf:flush()
     mf:close()
-    os.rename(manifest .. ".tmp", manifest)
+    if okw then okw, werr = os.rename(manifest .. ".tmp", manifest) end
+    if not okw then
+      os.remove(manifest .. ".tmp")
+      fail("manifest " .. manifest .. ": " .. tostring(werr))
+    end
   end
   local elapsed = B.now() - t0
   if root then

@@ -27,18 +27,10 @@ static void push_registry_table(lua_State *L, const char *key, const char *mode)
 }
 
 /* The most arguments a function takes, read from its docstring's
- * signature (the first bracket group, opened on the first line), self included:
- * "t:slice(axis, start, stop[, step])" -> 5, "lm.set_printoptions{...}" ->
+ * signature (the first bracket group, opened on the first line), self included
+ * for a method (a name with ':'): "t:slice(axis, start, stop[, step])" -> 5, "lm.set_printoptions{...}" ->
  * 1.  -1 when the signature has "..." or there is no docstring: such a
  * function checks its own count (lm_lua_check_nargs). */
-/* 1 when name (or a docstring's first word) is a method, "t:exp" or
- * "model:upscale(img)": its calls pass self first. */
-static int method_self(const char *name)
-{
-    const char *c = strpbrk(name, ":({ \n");
-    return c && *c == ':';
-}
-
 static int doc_arity(const char *doc)
 {
     if (!doc) return -1;
@@ -47,7 +39,7 @@ static int doc_arity(const char *doc)
     const char *p = doc;
     while (p < nl && *p != '(' && *p != '{') p++;
     if (p == nl) return -1;
-    int self = method_self(doc);
+    int self = memchr(doc, ':', (size_t)(p - doc)) != NULL;   /* t:exp(), model:save(path) */
     if (*p == '{') return 1 + self;
     int depth = 0, commas = 0;
     bool any = false;
@@ -72,7 +64,7 @@ static int checked_call(lua_State *L)
     int n = lua_gettop(L);
     if (n > max) {
         const char *name = lua_tostring(L, lua_upvalueindex(3));
-        int self = method_self(name);
+        int self = strchr(name, ':') != NULL;
         return luaL_error(L, "%s: too many arguments (%d given, at most %d)", name, n - self,
                           max - self);
     }

@@ -29,7 +29,7 @@ $(BUILD)/gen/l_grad_lua.h: $(LUA_EMBED)
 	{ echo 'static const char lm_grad_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $(LUA_EMBED); echo ';'; } > $@
 $(BUILD)/obj/lua/l_grad.o: $(BUILD)/gen/l_grad_lua.h
 $(BUILD)/obj/lua/l_grad.o: CFLAGS += -I$(BUILD)/gen
-BENCH_SCRIPTS += bench/train.sh
+BENCH_SCRIPTS += bench/train.sh bench/train_flow.sh
 
 # lm.batch is Lua (lua/l_batch.lua) over C helpers in l_batch.c (JSON by cJSON).
 $(BUILD)/gen/l_batch_lua.h: lua/l_batch.lua

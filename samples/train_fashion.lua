@@ -12,81 +12,19 @@
 -- steps = 0 they are loaded from there and only the sampler runs.
 -- A larger recipe: FLOW_WIDTH=32 FLOW_BATCH=64 (438k parameters), 3000 steps.
 local lm = require "lumen"
+-- the model, its initialisation, loss and sampler (shared with fashion_batch.lua)
+local flow = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "models/fashion_flow.lua")
 local steps = tonumber(arg and arg[1]) or 500
 local out = arg and arg[2] or "fashion_grid.png"
 local D = "/usr/share/datasets/fashion-mnist/"
-local WEIGHTS
 -- FLOW_BATCH / FLOW_WIDTH change the recipe (the shipped one is 32 / 16)
-local B, C, NCLS = tonumber(os.getenv("FLOW_BATCH")) or 32, tonumber(os.getenv("FLOW_WIDTH")) or 16, 10
+local B, C, NCLS = tonumber(os.getenv("FLOW_BATCH")) or 32, tonumber(os.getenv("FLOW_WIDTH")) or 16, flow.NCLS
 local now = lm.clock   -- wall clock (os.clock adds up every thread's CPU time)
+local WEIGHTS = os.getenv("FLOW_WEIGHTS") or flow.weights_path(C)
+local P = flow.init(C)
+local loss_fn = flow.loss
 
-WEIGHTS = os.getenv("FLOW_WEIGHTS") or string.format("samples/models/fashion_flow_w%d.safetensors", C)
-
--- ---- parameters (PyTorch's default initialisation: U(-1/sqrt(fan_in), ..)) ----
-local seed = 0
-local function uniform(shape, fan_in)
-  seed = seed + 1
-  local k = 1 / math.sqrt(fan_in)
-  return (lm.rand(shape, {seed = seed}) * (2 * k) - k):eval()
-end
-local function conv(cin, cout, k)
-  return {w = uniform({cout, cin, k, k}, cin * k * k), b = uniform({cout}, cin * k * k)}
-end
-local function lin(cin, cout) return {w = uniform({cout, cin}, cin), b = uniform({cout}, cin)} end
-local function block(cin, cout)   -- GroupNorm-SiLU-conv twice, with the embedding added between
-  return {n1 = {w = lm.ones{cin}, b = lm.zeros{cin}}, c1 = conv(cin, cout, 3), e = lin(4 * C, cout),
-          n2 = {w = lm.ones{cout}, b = lm.zeros{cout}}, c2 = conv(cout, cout, 3),
-          skip = cin ~= cout and conv(cin, cout, 1) or nil}
-end
-local P = {
-  t1 = lin(C, 4 * C), t2 = lin(4 * C, 4 * C), cls = {w = uniform({NCLS + 1, 4 * C}, 1)},
-  inp = conv(1, C, 3),
-  d1 = block(C, C), down1 = conv(C, 2 * C, 3),           -- 28 -> 14
-  d2 = block(2 * C, 2 * C), down2 = conv(2 * C, 2 * C, 3), -- 14 -> 7
-  mid = block(2 * C, 2 * C),
-  u2 = block(4 * C, 2 * C), u1 = block(3 * C, C),
-  outn = {w = lm.ones{C}, b = lm.zeros{C}}, outc = conv(C, 1, 3),
-}
-
-local function count(t)
-  local n = 0
-  for _, v in pairs(lm.optim.flatten(t)) do n = n + v.size end
-  return n
-end
-
-local function gn(p, x) return lm.group_norm(x, 8, p.w, p.b) end
-local function cv(p, x, stride) return lm.conv2d(x, p.w, p.b, {stride = stride or 1, padding = (p.w.shape[3] - 1) // 2}) end
-local function res(p, x, emb)
-  local h = cv(p.c1, gn(p.n1, x):silu())
-  h = h + lm.linear(emb, p.e.w, p.e.b):reshape{emb.shape[1], -1, 1, 1}
-  h = cv(p.c2, gn(p.n2, h):silu())
-  return h + (p.skip and cv(p.skip, x) or x)
-end
-
--- v(x_t, t, class): class NCLS + 1 is "no class" (guidance)
-local function model(p, x, t, y)
-  local te = lm.timestep_embedding(t * 1000, C)
-  local emb = lm.linear(lm.linear(te, p.t1.w, p.t1.b):silu(), p.t2.w, p.t2.b) + lm.embedding(y, p.cls.w)
-  emb = emb:silu()
-  local h0 = cv(p.inp, x)
-  local h1 = res(p.d1, h0, emb)
-  local h2 = res(p.d2, cv(p.down1, h1, 2), emb)
-  local m = res(p.mid, cv(p.down2, h2, 2), emb)
-  local u = lm.interpolate(m, {scale_factor = 2})
-  u = res(p.u2, lm.concat({u, h2}, 2), emb)
-  u = lm.interpolate(u, {scale_factor = 2})
-  u = res(p.u1, lm.concat({u, h1}, 2), emb)
-  return cv(p.outc, gn(p.outn, u):silu())
-end
-
-local function loss_fn(p, x1, y, x0, t)
-  local tb = t:reshape{-1, 1, 1, 1}
-  local xt = x0 * (1 - tb) + x1 * tb
-  local v = model(p, xt, t, y)
-  return (v - (x1 - x0)):square():mean()
-end
-
-print(string.format("model: %d parameters", count(P)))
+print(string.format("model: %d parameters", flow.count(P)))
 if steps > 0 then
   local X = lm.data.load_idx(D .. "train-images-idx3-ubyte.gz"):reshape{-1, 1, 28, 28}
   local Y = lm.data.load_idx(D .. "train-labels-idx1-ubyte.gz"):astype("i64") + 1
@@ -125,15 +63,10 @@ else
 end
 
 -- ---- Euler sampler with classifier-free guidance ----
-local per, nsteps, scale = 8, tonumber(os.getenv("FLOW_STEPS")) or 20, 2.0
+local per = 8
 local y = lm.arange(1, NCLS + 1):astype("i64"):reshape{NCLS, 1}:broadcast_to{NCLS, per}:reshape{-1}
-local ynull = lm.full({NCLS * per}, NCLS + 1, {dtype = "i64"})
-local x = lm.randn({NCLS * per, 1, 28, 28}, {seed = 1234})
-for i = 0, nsteps - 1 do
-  local t = lm.full({NCLS * per}, i / nsteps)
-  local vc, vu = model(P, x, t, y), model(P, x, t, ynull)
-  x = (x + (vu + (vc - vu) * scale) * (1 / nsteps)):eval()
-end
+local x = flow.sample(P, lm.randn({NCLS * per, 1, 28, 28}, {seed = 1234}), y,
+                      {steps = tonumber(os.getenv("FLOW_STEPS")) or 20, guidance = 2.0})
 local grid = lm.image.grid((x:clamp(-1, 1) + 1) / 2, {nrow = per, pad = 2})
 lm.image.write_png(out, grid)
 print("wrote " .. out)

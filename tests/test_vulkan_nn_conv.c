@@ -133,6 +133,16 @@ static void test_conv_gemm(void **state)
             conv_case("conv2d (gemm)", &cv, xs, ws, 32, dt, dt, dt, 0);
         }
     }
+    /* f16: rows of 24 pixels, read by runs of 8 on the tensor-core kernel
+     * (aligned, odd and even offsets, edges; conv_gemm.glsl's B_VEC) */
+    cctx run8 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xr[4] = {1, 16, 16, 24}, wr[4] = {32, 16, 3, 3};
+    /* no NaN/Inf here: the CPU runs this shape by Winograd, whose transforms
+     * spread an input infinity over its tile's outputs (the direct sum does not) */
+    conv_case("conv2d 3x3 pad 1, 24-pixel rows (gemm)", &run8, xr, wr, 32, LM_F16, LM_F16, LM_F16, 0);
+    cctx pad2 = {K_CONV2D, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t wr5[4] = {16, 16, 5, 5};
+    conv_case("conv2d 5x5 pad 2, 24-pixel rows (gemm)", &pad2, xr, wr5, 16, LM_F16, LM_F16, LM_F16, 0);
     /* several tiles along M (136 channels) and N (144 pixels), 9 steps of k */
     cctx big = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
     int64_t xb[4] = {1, 16, 12, 12}, wb[4] = {136, 16, 3, 3};

@@ -25,8 +25,41 @@ typedef struct {
     int direct[MAXREG];
     int constant[MAXREG];   /* one element broadcast: its register is filled once */
     bool nt;                /* output far larger than the caches: stream it */
+    int slot[MAXREG];       /* each register's block buffer (-1: read in place) */
+    int nslots;
     int failed;
 } fz_ctx;
+
+/* Registers share block buffers once dead (after their last reader), so a
+ * long chain works in two or three buffers that stay in L1 instead of one
+ * per step.  A step's output never shares a buffer with its own inputs;
+ * scalar inputs keep theirs (filled once per task). */
+static void assign_slots(fz_ctx *c)
+{
+    const lm_fused *g = c->g;
+    int nreg = g->ninputs + g->nsteps, last[MAXREG];
+    bool busy[MAXREG] = {0};
+    for (int r = 0; r < nreg; r++) last[r] = -1;
+    for (int s = 0; s < g->nsteps; s++)
+        for (int j = 0; j < g->steps[s].nin; j++) last[g->steps[s].in[j]] = s;
+    c->nslots = 0;
+    for (int k = 0; k < g->ninputs; k++) {
+        c->slot[k] = c->direct[k] && !c->constant[k] ? -1 : c->nslots;
+        if (c->slot[k] >= 0) busy[c->nslots++] = true;
+    }
+    for (int s = 0; s < g->nsteps; s++) {
+        int r = g->ninputs + s, free_slot = 0;
+        while (free_slot < c->nslots && busy[free_slot]) free_slot++;
+        if (free_slot == c->nslots) c->nslots++;
+        c->slot[r] = free_slot;
+        busy[free_slot] = true;
+        for (int j = 0; j < g->steps[s].nin; j++) {
+            int q = g->steps[s].in[j];
+            if (last[q] == s && c->slot[q] >= 0 && !(q < g->ninputs && c->constant[q])) busy[c->slot[q]] = false;
+        }
+        if (last[r] < 0) busy[free_slot] = false;   /* nobody reads it (the output) */
+    }
+}
 
 static lm_dtype reg_dtype(const fz_ctx *c, int r)
 {
@@ -62,12 +95,15 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         lm_cpu_ew_unary(op, &s->params, ct, o, x, n);
         if (o == t2) lm_cpu_convert(out, s->dtype, t2, ct, (size_t)n);
     } else {
+        /* a scalar operand is passed as one value (stride 0), not a block */
         lm_dtype ct = lm_cpu_compute_type(reg_dtype(c, s->in[0]));
-        const void *a = as_type(c, rp, s->in[0], ct, t1, n);
-        const void *b = as_type(c, rp, s->in[1], ct, t2, n);
+        int sa = s->in[0] < c->g->ninputs && c->constant[s->in[0]] ? 0 : 1;
+        int sb = s->in[1] < c->g->ninputs && c->constant[s->in[1]] ? 0 : 1;
+        const void *a = as_type(c, rp, s->in[0], ct, t1, sa ? n : 1);
+        const void *b = as_type(c, rp, s->in[1], ct, t2, sb ? n : 1);
         bool to_bool = op >= LM_OP_EQ && op <= LM_OP_LOGICAL_XOR;
         void *o = to_bool || s->dtype == ct ? out : (void *)t3;
-        lm_cpu_ew_binary(op, ct, o, a, 1, b, 1, n);
+        lm_cpu_ew_binary(op, ct, o, a, sa, b, sb, n);
         if (o == t3) lm_cpu_convert(out, s->dtype, t3, ct, (size_t)n);
     }
 }
@@ -91,16 +127,16 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
     lm_array *node = c->out;
     int nreg = g->ninputs + g->nsteps;
     char *mem = NULL;
-    if (posix_memalign((void **)&mem, 64, (size_t)(nreg + 3) * REG_STRIDE) != 0) mem = NULL;
+    if (posix_memalign((void **)&mem, 64, (size_t)(c->nslots + 3) * REG_STRIDE) != 0) mem = NULL;
     if (!mem) {
         __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
         return;
     }
-    char *t1 = mem + (size_t)nreg * REG_STRIDE, *t2 = t1 + REG_STRIDE, *t3 = t2 + REG_STRIDE;
+    char *t1 = mem + (size_t)c->nslots * REG_STRIDE, *t2 = t1 + REG_STRIDE, *t3 = t2 + REG_STRIDE;
     void *rp[MAXREG];
     size_t osz = lm_dtype_size(node->dtype);
     for (int k = 0; k < g->ninputs; k++)
-        if (c->constant[k]) fill_constant(rp[k] = mem + (size_t)k * REG_STRIDE, node->inputs[k]);
+        if (c->constant[k]) fill_constant(rp[k] = mem + (size_t)c->slot[k] * REG_STRIDE, node->inputs[k]);
     for (int64_t blk = b0; blk < e0; blk++) {
         int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;
         for (int k = 0; k < g->ninputs; k++) {
@@ -110,7 +146,7 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
             if (c->direct[k]) {
                 rp[k] = (char *)lm_cpu_ptr(in) + b * (int64_t)esz;
             } else {
-                rp[k] = mem + (size_t)k * REG_STRIDE;
+                rp[k] = mem + (size_t)c->slot[k] * REG_STRIDE;
                 lm_cpu_gather(rp[k], in->dtype, lm_cpu_ptr(in), in->dtype, node->ndim, node->shape, c->st[k], b, n);
             }
         }
@@ -130,7 +166,7 @@ static void fused_task(void *p, int64_t b0, int64_t e0)
         for (int s = 0; s < g->nsteps; s++) {
             int r = g->ninputs + s;
             bool last = s == g->nsteps - 1;
-            rp[r] = last && !c->nt ? out : mem + (size_t)r * REG_STRIDE;
+            rp[r] = last && !c->nt ? out : mem + (size_t)c->slot[r] * REG_STRIDE;
             run_step(c, &g->steps[s], rp, rp[r], t1, t2, t3, n);
         }
         if (c->nt) lm_vm->stream_copy((float *)(void *)out, rp[nreg - 1], n * (int64_t)osz / 4);
@@ -153,6 +189,7 @@ lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out)
         c.direct[k] = in->ndim == out->ndim && in->size == out->size && lm_array_is_contiguous(in);
         c.constant[k] = in->size == 1 && out->size > 1;
     }
+    assign_slots(&c);
     /* whole 4-byte words per block (f32, f64, i32, i64 results) */
     size_t osz = lm_dtype_size(out->dtype);
     c.nt = osz % 4 == 0 && lm_array_nbytes(out) >= (16u << 20);

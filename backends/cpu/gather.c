@@ -156,8 +156,8 @@ void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned)
  * tiles of plain moves.  Writes a's elements in row-major order to dst
  * (a's dtype); false when a has another layout. */
 #define TS 32
-#define TR 256
-#define TC 64
+#define TR 128
+#define TC 128
 typedef struct {
     const lm_array *a;
     char *dst;

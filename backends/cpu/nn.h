@@ -34,6 +34,12 @@ lm_status lm_nn_conv_transpose(lm_array *node);  /* nn_conv.c */
  * OW], padding pt (top) and pl (left) (nn_conv_wino.c) */
 lm_status nn_conv_winograd(const float *x, const float *w, float *out, int64_t N, int64_t C, int64_t H,
                            int64_t W, int64_t O, int64_t OH, int64_t OW, int64_t pt, int64_t pl);
+/* conv2d whose kernel is much larger than its output (a weight gradient):
+ * x [B, Ci, H, W] by w [Co, Ci, KH, KW] into out [B, Co, OH, OW], f32 or
+ * f64, p the conv node's params (nn_conv_wgrad.c) */
+lm_status nn_conv_wgrad(const void *x, const void *w, void *out, bool f64, int64_t B, int64_t Ci, int64_t H,
+                        int64_t W, int64_t Co, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                        const int64_t *p);
 lm_status lm_nn_pool(lm_array *node);            /* nn_pool.c: max, avg, adaptive */
 lm_status lm_nn_upsample(lm_array *node);        /* nn_pool.c */
 lm_status lm_nn_softmax(lm_array *node);         /* nn_norm.c: softmax, log_softmax */

@@ -191,6 +191,12 @@ lm_status lm_nn_conv(lm_array *node)
         if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
         goto done;
     }
+    /* a kernel far larger than the output (a weight gradient): unfold per output element */
+    if (c.G == 1 && c.KH * c.KW >= 16 && c.KH * c.KW >= 4 * c.OH * c.OW && !(how && !strcmp(how, "im2col"))) {
+        st = nn_conv_wgrad(c.xd, c.wd, c.out, c.ct == LM_F64, N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, p->i);
+        if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
+        goto done;
+    }
     c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
                p->i[4] == 0 && p->i[5] == 0;
     /* bands small enough to stay in this core's L2, and enough of them

@@ -243,6 +243,10 @@ lm_status lm_nn_softmax(lm_array *node)
     int axis = (int)node->params.i[0];
     rows_ctx c;
     rows_setup(&c, node, axis, node->shape[axis]);
+    /* the exponentials go straight into the output row and are scaled
+     * there while it is in cache: measured faster than a scratch row and
+     * streamed stores, though the row is read once more from memory */
+    c.nt = false;
     return rows_run(&c, softmax_row);
 }
 

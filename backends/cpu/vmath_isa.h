@@ -89,15 +89,20 @@ VM_MAP(gelu, vm_gelu)
 VM_MAP(gelu_tanh, vm_gelu_tanh)
 VM_MAP(softplus, vm_softplus)
 
-static inline VF vm_load_or(const float *p, int s, VF one) { return s ? VLOAD(p) : one; }
-
+/* one loop per broadcast case, so no test runs per vector */
 #define VM_MAP2(name, FN) \
     static void map2_##name(float *o, const float *a, int sa, const float *b, int sb, int64_t n) \
     { \
         VF a1 = vm_splat(a[0]), b1 = vm_splat(b[0]); \
         int64_t i = 0; \
-        for (; i + VW <= n; i += VW) \
-            VSTORE(o + i, FN(vm_load_or(a + i * sa, sa, a1), vm_load_or(b + i * sb, sb, b1))); \
+        if (sa && sb) \
+            for (; i + VW <= n; i += VW) VSTORE(o + i, FN(VLOAD(a + i), VLOAD(b + i))); \
+        else if (sa) \
+            for (; i + VW <= n; i += VW) VSTORE(o + i, FN(VLOAD(a + i), b1)); \
+        else if (sb) \
+            for (; i + VW <= n; i += VW) VSTORE(o + i, FN(a1, VLOAD(b + i))); \
+        else \
+            for (; i + VW <= n; i += VW) VSTORE(o + i, FN(a1, b1)); \
         if (i < n) { \
             float ta[VW] = {0}, tb[VW] = {0}; \
             for (int64_t k = i; k < n; k++) { \

@@ -111,10 +111,16 @@ static bool k_contiguous(const lm_array *w, int from)
     return true;
 }
 
+/* is environment variable name set to 0? */
+static bool getenv_off(const char *name)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0");
+}
+
 static bool gemm_off(void)
 {
-    const char *e = getenv("LUMEN_VK_CONV_GEMM");
-    return e && !strcmp(e, "0");
+    return getenv_off("LUMEN_VK_CONV_GEMM");
 }
 
 /* Does the implicit GEMM suit this conv or conv_transpose?  Its tiles are
@@ -184,8 +190,7 @@ static bool coop_fits(lm_vk_dev *v, const lm_array *node)
     if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return false;
     if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
         return false;
-    const char *on = getenv("LUMEN_VK_CONV_COOP"), *env = getenv("LUMEN_VK_COOP");
-    if ((on && !strcmp(on, "0")) || (env && !strcmp(env, "0"))) return false;
+    if (getenv_off("LUMEN_VK_CONV_COOP") || getenv_off("LUMEN_VK_COOP")) return false;
     for (int i = 0; i < ft->ncoop; i++)
         if (ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16) return true;
     return false;
@@ -205,8 +210,14 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     if (coop_fits(v, node)) {
         /* 16-byte weight loads: 8 halves */
         bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
-        uint32_t spec[9] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, 0, 0, bdt};
-        return lm_vk_dispatch(v, "conv_coop", spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+        /* the input read by runs of 8 pixels (conv_gemm.glsl's B_VEC) */
+        bool b_run = pc.sw == 1 && pc.dw == 1 && pc.sxw == 1 && pc.OW % 8 == 0 && pc.off_b % 2 == 0 &&
+                     pc.sxc % 2 == 0 && pc.sxh % 2 == 0 && pc.bsb[0] % 2 == 0 && pc.bsb[1] % 2 == 0 &&
+                     lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_RUNS");
+        /* the kernel's width and taps are compile-time (one pipeline each) */
+        uint32_t spec[11] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, b_run, 0, bdt, (uint32_t)pc.KW,
+                             (uint32_t)pc.KHW};
+        return lm_vk_dispatch(v, "conv_coop", spec, 11, args, 4, &pc, sizeof pc, gx, gy, gz);
     }
     /* 4-element weight loads need every row start on a 16-byte boundary */
     bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;

@@ -7,6 +7,8 @@
 #   sh bench/gpu/run.sh nn         (conv2d 3x3 and attention; nn-quick: small)
 #   sh bench/gpu/run.sh vae        (an SD VAE decoder, whole and per stage:
 #                                   bench/gpu/vae.py; vae-quick: 8x8 latent)
+#   sh bench/gpu/run.sh ops        (convs and GroupNorm at VAE/ESRGAN shapes:
+#                                   bench/gpu/ops.py)
 # Needs build/bench/vkbench built here (make; it links liblumen.a and
 # libvulkan only) and, on the device, a Vulkan loader (libvulkan.so.1: set
 # LD_LIBRARY_PATH to a carried copy) plus python3 with torch+CUDA.
@@ -18,5 +20,6 @@ date -u +"date: %Y-%m-%d %H:%M UTC"
 case "$1" in
 vae) exec python3 bench/gpu/vae.py "$BUILD/lumen" ;;
 vae-quick) exec python3 bench/gpu/vae.py "$BUILD/lumen" quick ;;
+ops) exec python3 bench/gpu/ops.py "$BUILD/lumen" ;;
 esac
 exec python3 bench/gpu/compare.py "$BIN" "$@"

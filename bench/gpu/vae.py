@@ -218,9 +218,10 @@ def main():
     print("PyTorch:", torch.__version__, torch.cuda.get_device_name(0) if dev == "cuda" else dev, "TF32 off")
     print(f"VAE decoder {hw}x{hw} -> {hw * 8}x{hw * 8}, ms: median [min-max of 5 batches]")
     print(f"{'stage':<20}{'Lumen':>24}{'PyTorch':>24}{'ratio':>8}")
-    for k, (tv, tlo, thi) in res.items():
+    for k, v in res.items():
         if k.endswith("maxabs"):
             continue
+        tv, tlo, thi = v
         lv = lum.get(k)
         ls = f"{lv[0]:.2f} [{lv[1]:.2f}-{lv[2]:.2f}]" if lv else "-"
         r = f"{tv / lv[0]:.2f}" if lv and lv[0] > 0 else "-"

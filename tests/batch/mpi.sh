@@ -50,6 +50,10 @@ check "mpirun -np 2: one manifest, the same records as one process" \
 check "mpirun -np 2: one progress summary, from rank 0" '[ "$(grep -c "^batch: 100/100 " "$T/log")" = 1 ]' "$T/log"
 check "mpirun -np 2: both ranks made images" 'grep -Eq "^batch: 2 processes made [1-9][0-9]* \+ [1-9][0-9]* images" "$T/log"' "$T/log"
 
+BATCH_DELAY_MS=2 np 2 --seeds 1-100 -o "$T/twob/%05d.png" --batch-size 3 > "$T/log" 2>&1
+check "mpirun -np 2 --batch-size 3: byte-identical to one process, one at a time" \
+  '[ $? = 0 ] && same_set "$T/one" "$T/twob"' "$T/log"
+
 # resume across rank counts: one process killed midway, two finish
 BATCH_DELAY_MS=20 "$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/r1/%05d.png" > "$T/log" 2>&1 &
 pid=$!

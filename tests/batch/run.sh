@@ -149,6 +149,11 @@ check "an error in the script is recorded with its message" 'grep -q "seed 3 is 
 check "--nan-check records a NaN image" 'grep "\"index\":5," "$T/fail/manifest.jsonl" | grep -q NaN'
 check "a non-tensor result is recorded" 'grep "\"index\":7," "$T/fail/manifest.jsonl" | grep -q "not a tensor"'
 check "failures are reported on stderr" 'grep -q "failed: job 3: .*seed 3 is bad" "$T/log"' "$T/log"
+"$LUMEN" batch tests/batch/batch_fail.lua --seeds 1-8 -o "$T/bf4/%05d.png" --batch-size 4 > "$T/log" 2>&1
+"$LUMEN" batch tests/batch/batch_fail.lua --seeds 1-8 -o "$T/bf1/%05d.png" > "$T/log1" 2>&1
+check "a failing batch is retried job by job: only the bad job fails" \
+  '[ "$(grep -c "\"status\":\"failed\"" "$T/bf4/manifest.jsonl")" = 1 ] && grep -q "seed 4 is bad" "$T/bf4/manifest.jsonl" && [ "$(count_png "$T/bf4")" = 7 ]' "$T/log"
+check "and the others have the bytes of one-at-a-time rendering" 'same_set "$T/bf4" "$T/bf1"' "$T/log1"
 "$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/nonan/%05d.png" > "$T/log" 2>&1
 check "without --nan-check a NaN image is written" '[ -e "$T/nonan/00005.png" ]' "$T/log"
 "$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/x.png" > "$T/log" 2>&1
@@ -181,11 +186,17 @@ check "and its parameters as JSON" 'grep -q "\"params\":{\"note\":\"a, b\",\"sca
 # ---- a folder as the job list (samples/batch_upscale.lua) ----
 mkdir -p "$T/in"
 cp "$T/ref/00003.png" "$T/in/b.png"; cp "$T/ref/00001.png" "$T/in/a.PNG"; echo x > "$T/in/notes.txt"
-"$LUMEN" batch samples/batch_upscale.lua --params "$T/in/" -o "$T/up/{stem}.png" -- 2 > "$T/log" 2>&1
+"$LUMEN" batch samples/batch_upscale.lua --params "$T/in/" -o "$T/up/{stem}.png" -- bilinear 2 > "$T/log" 2>&1
 check "a folder is one job per PNG in it" '[ $? = 0 ] && [ "$(count_png "$T/up")" = 2 ] && [ -e "$T/up/a.png" ] && [ -e "$T/up/b.png" ]' "$T/log"
 check "jobs of a folder come in name order" 'grep -q "\"index\":1,\"params\":{\"file\":\"a.PNG\"" "$T/up/manifest.jsonl"' "$T/up/manifest.jsonl"
 "$LUMEN" -e "local t = lm.image.read_png('$T/up/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
 check "the upscale sample doubles the size" 'grep -q "^32	32$" "$T/size"' "$T/size"
+if [ -d "$BUILD/models/esrgan-slim" ]; then   # `make models` (make test prepares it)
+  "$LUMEN" batch samples/batch_upscale.lua --params "$T/in" -o "$T/esr/{stem}.png" -- esrgan-slim 2 > "$T/log" 2>&1
+  "$LUMEN" -e "local t = lm.image.read_png('$T/esr/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
+  check "the upscale sample runs ESRGAN (esrgan-slim x2) over a folder" \
+    '[ "$(count_png "$T/esr")" = 2 ] && grep -q "^32	32$" "$T/size"' "$T/log"
+fi
 
 # ---- progress bar on a terminal, contact sheet ----
 script -qec "'$LUMEN' batch '$JOB' --seeds 1-30 -o '$T/tty/%05d.png' --sheet '$T/tty/sheet.png'" /dev/null > "$T/log" 2>&1

@@ -121,6 +121,8 @@ local cases = {
    {{1, 2, 5, 5}, {2, 2, 3, 3}}},
   {"conv2d groups dilation", function(x, w) return lm.conv2d(x, w, nil, {groups = 2, dilation = 2}) end,
    {{1, 4, 5, 5}, {2, 2, 2, 2}}},
+  {"conv2d dilation same", function(x, w) return lm.conv2d(x, w, nil, {padding = "same", dilation = {1, 2}}) end,
+   {{1, 2, 5, 6}, {2, 2, 2, 3}}},
   {"conv1d", function(x, w) return lm.conv1d(x, w, nil, {padding = 1}) end, {{2, 2, 5}, {3, 2, 3}}},
   {"conv_transpose2d", function(x, w, b) return lm.conv_transpose2d(x, w, b, {stride = 2, padding = 1}) end,
    {{1, 2, 3, 3}, {2, 3, 3, 3}, {3}}},
@@ -363,6 +365,46 @@ test("30 SGD steps of an MLP on Fashion-MNIST follow PyTorch's losses", function
     local loss, g = vg(params, x, y)
     opt:update(params, g)
     near(loss:item(), ref[s], 1e-4, "loss at step " .. s)
+  end
+end)
+
+test("conv2d's input gradient at stride 1 (a flipped-kernel conv, Winograd in f32) equals conv_transpose2d's", function()
+  local x = lm.randn({2, 16, 9, 10}, {seed = 31})
+  local w = lm.randn({24, 16, 3, 3}, {seed = 32}) * 0.1
+  local g = lm.randn({2, 24, 9, 10}, {seed = 33})
+  local dx = lm.grad(function(x) return (lm.conv2d(x, w, nil, {padding = 1}) * g):sum() end)(x)
+  local ref = lm.conv_transpose2d(g, w, nil, {padding = 1})
+  eq(table.concat(dx.shape, "x"), "2x16x9x10", "shape")
+  ok(maxrel(dx, ref) < 1e-4, "flipped-kernel conv equals conv_transpose2d: " .. maxrel(dx, ref))
+end)
+
+-- dW[o,c,ky,kx] = sum over n, oy, ox of g[n,o,oy,ox] * xpad[n,c,oy*s+ky*d,ox*s+kx*d], by matmuls
+local function conv_wgrad_ref(x, g, k, s, d, p)
+  local N, C = x.shape[1], x.shape[2]
+  local O, OH, OW = g.shape[2], g.shape[3], g.shape[4]
+  local xp = lm.pad(x:astype("f64"), {0, 0, 0, 0, p, p, p, p})
+  local g2 = g:astype("f64"):transpose(1, 2):reshape{O, -1}
+  local cols = {}
+  for ky = 0, k - 1 do for kx = 0, k - 1 do
+    local xs = xp[{{}, {}, {ky * d + 1, ky * d + 1 + (OH - 1) * s, s}, {kx * d + 1, kx * d + 1 + (OW - 1) * s, s}}]
+    cols[#cols + 1] = g2:matmul(xs:transpose(1, 2):reshape{C, -1}:transpose(1, 2))
+  end end
+  return lm.stack(cols, 3):reshape{O, C, k, k}
+end
+
+test("conv2d's weight gradient (a large-kernel conv on the CPU) equals its definition", function()
+  for _, c in ipairs{{s = 1, d = 1, p = 1, H = 12, W = 11}, {s = 2, d = 1, p = 1, H = 13, W = 12},
+                     {s = 1, d = 2, p = 2, H = 10, W = 9}, {s = 2, d = 1, p = 0, H = 9, W = 9}} do
+    for _, dt in ipairs{"f32", "f64"} do
+      local x = lm.randn({2, 3, c.H, c.W}, {seed = 41}):astype(dt)
+      local w = (lm.randn({4, 3, 3, 3}, {seed = 42}) * 0.2):astype(dt)
+      local y = lm.conv2d(x, w, nil, {stride = c.s, dilation = c.d, padding = c.p})
+      local g = lm.randn(y.shape, {seed = 43}):astype(dt)
+      local dw = lm.grad(function(w) return (lm.conv2d(x, w, nil, {stride = c.s, dilation = c.d, padding = c.p}) * g):sum() end)(w)
+      local ref = conv_wgrad_ref(x, g, 3, c.s, c.d, c.p)
+      local tol = dt == "f32" and 1e-5 or 1e-12
+      ok(maxrel(dw, ref) < tol, string.format("%s stride %d dilation %d: %g", dt, c.s, c.d, maxrel(dw, ref)))
+    end
   end
 end)
 

@@ -1,6 +1,6 @@
 -- test_options.lua - one rule for options and arguments (lua/l_args.c,
 -- lua/l_doc.c): every function of lm (and of lm.image, lm.optim, lm.data)
--- and every tensor method that takes an options table rejects an unknown
+-- and every tensor or model method that takes an options table rejects an unknown
 -- option name with an error naming the function and the option; a call
 -- with more positional arguments than a function takes is an error naming
 -- it.  The walk goes over every documented name (lm.docs()), so a new
@@ -23,25 +23,29 @@ local function signature(doc)
   return doc:match(first:sub(at, at) == "(" and "%b()" or "%b{}", at) or ""
 end
 
--- the documented functions: full name -> {fn =, doc =, method =}
--- objects whose methods are documented as "<prefix>:name"
-local model = lm.models.load("esrgan-slim", {scale = 2})   -- make test fetches it (make models)
-local selves = {t = lm.zeros{1}, model = model}
+-- objects whose methods are documented as "kind:name": a tensor, a model
+local model = lm.models.load("tests/ref/fixtures/tfjs/model.json")
+local receivers = {t = lm.zeros{1}, model = model}
+-- the leading arguments of a method call (self first)
+local leading = {
+  t = function() return {lm.rand{1, 2, 4, 4}} end,
+  model = function() return {model, lm.rand{3, 4, 4}} end,
+}
 
+-- the documented functions: full name -> {fn =, doc =, sig =, recv =}
 local function documented()
   local out = {}
   for name, doc in pairs(lm.docs()) do
-    local fn, self
-    local prefix, method = name:match("^(%w+):([%w_]+)$")
-    if prefix then
-      self = selves[prefix]
-      fn = self and self[method]
+    local fn
+    local kind, method = name:match("^(%w+):([%w_]+)$")
+    if kind then
+      fn = receivers[kind] and receivers[kind][method]
     else
       fn = {lm = lm}   -- lm is no global under stock lua5.4
       for part in name:gmatch("[^.]+") do fn = type(fn) == "table" and fn[part] or nil end
     end
-    out[name] = {fn = fn, doc = doc, sig = signature(doc), method = prefix ~= nil or doc:sub(1, 2) == "t:",
-                 self = prefix ~= "t" and self or nil}
+    -- lm.exp is t:exp: the docstring says how it is called
+    out[name] = {fn = fn, doc = doc, sig = signature(doc), recv = doc:match("^(%w+):")}
   end
   return out
 end
@@ -87,19 +91,18 @@ local recipes = {
   ["lm.optim.sgd"] = function() return {} end,
   ["lm.optim.adamw"] = function() return {} end,
   ["lm.data.batches"] = function() return {{lm.zeros{4, 2}}, 2} end,
-  ["lm.models.load"] = function() return {"esrgan-slim"} end,
-  ["model:upscale"] = function() return {model, lm.rand{3, 4, 4}} end,
   ["lm.batch"] = function() return {} end,
+  ["lm.models.load"] = function() return {"tests/ref/fixtures/tfjs/model.json"} end,
+  ["lm.models.upscale"] = function()
+    return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
+  end,
 }
 
 -- calls e with its leading arguments and then the extra values
 local function call(name, e, ...)
   local args
-  if e.self then
-    local r = recipes[name]
-    if not r then return false, "no recipe" end
-    args = r()
-  elseif e.method or nn_style(e) then args = {x4()}
+  if e.recv then args = leading[e.recv]()
+  elseif nn_style(e) then args = {x4()}
   else
     local r = recipes[name]
     if not r then return false, "no recipe" end
@@ -197,6 +200,10 @@ test("argument counts: the limits are the signatures', and in the message", func
   raises(function() lm.conv2d(x4(), lm.rand{2, 2, 1, 1}, nil, 1, 0, 1, 1, 1) end, "conv2d: too many arguments")
   raises(function() lm.allclose(img, img, 1e-5, 1e-8, false, 1) end, "lm.allclose: too many arguments")
   raises(function() lm.optim.cosine_decay(1, 10, 0, 5) end, "lm.optim.cosine_decay: too many arguments")
+  -- model:upscale is lm.models.upscale(model, ...): the error names that
+  raises(function() model:upscale(lm.rand{3, 4, 4}, {}, 1) end, "lm.models.upscale: too many arguments (4 given, at most 3)")
+  -- a method of another kind of object counts self too
+  eq(model:upscale(lm.rand{3, 4, 4}, {tile = 0}).shape[2], 8)
   -- what the signatures allow still works
   eq(lm.zeros(2, 3, {dtype = "i32"}).dtype, "i32")
   eq(lm.arange(1, 7, 2, {dtype = "f32"}):totable()[3], 5)

@@ -38,12 +38,24 @@ layout(push_constant) uniform PC {
 
 DECL_IO(3)
 
+#ifdef MM_COOP
+// the kernel's width and taps as specialization constants (the divisions
+// below become multiplications; the host passes them), 0: push constants
+layout(constant_id = 9) const int CKW = 0;
+layout(constant_id = 10) const int CKHW = 0;
+#define KW_ (CKW > 0 ? CKW : pc.KW)
+#define KHW_ (CKHW > 0 ? CKHW : pc.KHW)
+#else
+#define KW_ pc.KW
+#define KHW_ pc.KHW
+#endif
+
 // where row k = (c, kh, kw) of B reads: channel c's plane (base) and the
 // offsets of tap (kh, kw) from an output pixel's scaled position
 void conv_row(int k, out int base, out int dy, out int dx)
 {
-    int ch = k / pc.KHW, kk = k - ch * pc.KHW;
-    int kh = kk / pc.KW, kw = kk - kh * pc.KW;
+    int ch = k / KHW_, kk = k - ch * KHW_;
+    int kh = kk / KW_, kw = kk - kh * KW_;
     base = ob + ch * pc.sxc;
     dy = kh * pc.dh - pc.pt;
     dx = kw * pc.dw - pc.pl;
@@ -52,7 +64,29 @@ void conv_row(int k, out int base, out int dy, out int dx)
 #ifdef MM_COOP
 // conv_coop.comp: chunk c of the B tile at depth k0 as 8 raw f16 values,
 // row k0 + c / (BN/8), pixels n0 + (c % (BN/8)) * 8.. (matmul_coop.glsl's
-// B_NCONTIG staging)
+// B_NCONTIG staging).  With B_VEC (the host's promise: stride and dilation
+// 1 along x, unit x stride, OW % 8 == 0, even offsets and strides) the 8
+// pixels lie in one output row and read 8 consecutive inputs: 5 words
+// (clamped to the binding), shifted by half a word where the run starts on
+// an odd element, the halves outside the input row zeroed.  No branch
+// depends on the tap or the pixel's place in its row, so a subgroup with
+// chunks at the row's edges and in its middle stays converged (with a
+// separate path for the edges, as first written, every subgroup paid for
+// it and the runs gained nothing).
+// Every chunk of a thread starts at the same pixel (c % (BN/8) = tid %
+// (BN/8)): conv_init() finds it once, before the first fetch.
+#if (NT % (BN / 8)) != 0
+#error "conv_coop: a thread's chunks must share their pixels"
+#endif
+int g_oy, g_ox;
+
+void conv_init()
+{
+    int p = n0 + (int(gl_LocalInvocationID.x) % (BN / 8)) * 8;
+    g_oy = p / pc.OW;
+    g_ox = p - g_oy * pc.OW;
+}
+
 uvec4 conv_fetch_b(int c, int k0)
 {
     uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
@@ -60,7 +94,23 @@ uvec4 conv_fetch_b(int c, int k0)
     if (k < pc.K) {
         int base, dy, dx;
         conv_row(k, base, dy, dx);
-        int oy = p / pc.OW, ox = p - oy * pc.OW;
+        int oy = g_oy, ox = g_ox;
+        if (B_VEC) {
+            int iy = oy * pc.sh + dy, ix = ox + dx;
+            if (p >= pc.N || iy < 0 || iy >= pc.H || ix >= pc.W || ix + 8 <= 0) return uvec4(0u);
+            int at = base + iy * pc.sxh + ix, w = at >> 1, last = int(u32_1.v.length()) - 1;
+            uint u[5];
+            [[unroll]] for (int i = 0; i < 5; i++) u[i] = u32_1.v[clamp(w + i, 0, last)];
+            bool odd = (at & 1) != 0;
+            uvec4 r;
+            [[unroll]] for (int i = 0; i < 4; i++) {
+                uint x = odd ? (u[i] >> 16) | (u[i + 1] << 16) : u[i];
+                int e = ix + 2 * i;
+                uint keep = (e >= 0 && e < pc.W ? 0xffffu : 0u) | (e + 1 >= 0 && e + 1 < pc.W ? 0xffff0000u : 0u);
+                r[i] = x & keep;
+            }
+            return r;
+        }
         [[unroll]] for (int j = 0; j < 8; j++) {
             int iy = oy * pc.sh + dy, ix = ox * pc.sw + dx;
             if (p + j < pc.N && iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W)

@@ -172,6 +172,9 @@ void main()
     }
     m0 = int(gl_WorkGroupID.y) * BM;
     n0 = int(gl_WorkGroupID.x) * BN;
+#ifdef MM_CONV
+    conv_init();
+#endif
     int wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
 
     fcoopmatNV<32, gl_ScopeSubgroup, FM, FN> acc[FRM * FRN];
