@@ -26,7 +26,7 @@ static lua_model *check_model(lua_State *L, int idx)
 static int l_load(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
-    static const char *const known[] = {"device", "scale", "range", "dtype", NULL};
+    static const char *const known[] = {"scale", "device", "range", "dtype", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.models.load", known);
     int scale = (int)lm_lua_opt_int(L, 2, "lm.models.load", "scale", 4);
@@ -66,14 +66,14 @@ static int l_upscale(lua_State *L)
 {
     lua_model *u = check_model(L, 1);
     lm_array *img = lm_lua_check_array(L, 2);
+    static const char *const known[] = {"tile", "overlap", NULL};
+    lm_lua_check_opts(L, 3, "lm.models.upscale", known);
     lm_upscale_opts o;
     lm_upscale_opts_init(&o);
     o.range = u->range;
-    static const char *const known[] = {"tile", "overlap", NULL};
-    lm_lua_check_opts(L, 3, "model:upscale", known);
-    o.tile = lm_lua_opt_int(L, 3, "model:upscale", "tile", 0);
-    o.overlap = lm_lua_opt_int(L, 3, "model:upscale", "overlap", -1);
-    if (o.tile < 0) return luaL_error(L, "model:upscale: tile must be >= 0");
+    o.tile = lm_lua_opt_int(L, 3, "lm.models.upscale", "tile", 0);
+    o.overlap = lm_lua_opt_int(L, 3, "lm.models.upscale", "overlap", -1);
+    if (o.tile < 0) return luaL_error(L, "lm.models.upscale: tile must be >= 0");
     return lm_lua_push_array(L, lm_tfjs_upscale(u->m, img, &o));
 }
 
@@ -110,21 +110,6 @@ static int l_tostring(lua_State *L)
     }
     return 1;
 }
-
-static const lm_lua_func model_methods[] = {
-    {"upscale", l_upscale,
-     "model:upscale(img, {tile=0, overlap=16}) -> tensor\n"
-     "Upscales img [C,H,W] (values 0..1; C 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA) by the model's\n"
-     "scale, in tiles of `tile` input pixels (0 = whole image) with `overlap` pixels of context\n"
-     "each side.  Returns an evaluated f32 CPU tensor [3 or 4, H*s, W*s], 0..1 (alpha resized\n"
-     "bilinearly; gray comes back as RGB)."},
-    {"save", l_save,
-     "model:save(path)\n"
-     "Writes the converted weights (OIHW) and the topology as a safetensors file that\n"
-     "lm.models.load reads back (also `lumen convert`)."},
-    {"free", l_free, "model:free()\nReleases the model's weights now."},
-    {NULL, NULL, NULL},
-};
 
 static int l_index(lua_State *L)
 {
@@ -184,6 +169,17 @@ static const lm_lua_func models_funcs[] = {
      "(0..255 for esrgan-slim/-medium) is applied inside.  Fields: scale, range, name, path,\n"
      "layers, summary, device, radius, dtype.  dtype=\"f16\" keeps the weights in f16 and\n"
      "computes in f16 (input and output stay in their own dtype)."},
+    {"upscale", l_upscale,
+     "lm.models.upscale(model, img, {tile=0, overlap=16}) -> tensor\n"
+     "Also model:upscale(img, {...}).  Upscales img [C,H,W] (values 0..1; C 1 gray, 2\n"
+     "gray+alpha, 3 RGB, 4 RGBA) by the model's scale, in tiles of `tile` input pixels (0 =\n"
+     "whole image) with `overlap` pixels of context each side.  Returns an evaluated f32 CPU\n"
+     "tensor [3 or 4, H*s, W*s], 0..1 (alpha resized bilinearly; gray comes back as RGB)."},
+    {"save", l_save,
+     "lm.models.save(model, path)\n"
+     "Also model:save(path).  Writes the converted weights (OIHW) and the topology as a\n"
+     "safetensors file that lm.models.load reads back (as `lumen convert` does)."},
+    {"free", l_free, "lm.models.free(model)\nAlso model:free().  Releases the model's weights now."},
     {"list", l_list, "lm.models.list() -> {names}\nThe packages in the models folder."},
     {"dir", l_dir, "lm.models.dir() -> string\nThe models folder ($LUMEN_MODELS or build/models)."},
     {NULL, NULL, NULL},
@@ -203,10 +199,16 @@ void lm_lua_open_models(lua_State *L)
     lua_pushcfunction(L, l_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_newtable(L);
-    lm_lua_register(L, "model:", model_methods);
-    lua_setfield(L, -2, "methods");
-    lua_pop(L, 1);
-    lua_newtable(L);
     lm_lua_register(L, "lm.models.", models_funcs);
-    lua_setfield(L, -2, "models");
+    /* model:upscale(...) is lm.models.upscale(model, ...): the same checked
+     * functions in the metatable's methods table */
+    lua_newtable(L);
+    static const char *const methods[] = {"upscale", "save", "free"};
+    for (int i = 0; i < 3; i++) {
+        lua_getfield(L, -2, methods[i]);
+        lua_setfield(L, -2, methods[i]);
+    }
+    lua_setfield(L, -3, "methods");
+    lua_setfield(L, -3, "models");
+    lua_pop(L, 1);
 }

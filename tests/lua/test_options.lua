@@ -93,6 +93,9 @@ local recipes = {
   ["lm.data.batches"] = function() return {{lm.zeros{4, 2}}, 2} end,
   ["lm.batch"] = function() return {} end,
   ["lm.models.load"] = function() return {"tests/ref/fixtures/tfjs/model.json"} end,
+  ["lm.models.upscale"] = function()
+    return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
+  end,
 }
 
 -- calls e with its leading arguments and then the extra values
@@ -197,7 +200,8 @@ test("argument counts: the limits are the signatures', and in the message", func
   raises(function() lm.conv2d(x4(), lm.rand{2, 2, 1, 1}, nil, 1, 0, 1, 1, 1) end, "conv2d: too many arguments")
   raises(function() lm.allclose(img, img, 1e-5, 1e-8, false, 1) end, "lm.allclose: too many arguments")
   raises(function() lm.optim.cosine_decay(1, 10, 0, 5) end, "lm.optim.cosine_decay: too many arguments")
-  raises(function() model:upscale(lm.rand{3, 4, 4}, {}, 1) end, "model:upscale: too many arguments (3 given, at most 2)")
+  -- model:upscale is lm.models.upscale(model, ...): the error names that
+  raises(function() model:upscale(lm.rand{3, 4, 4}, {}, 1) end, "lm.models.upscale: too many arguments (4 given, at most 3)")
   -- a method of another kind of object counts self too
   eq(model:upscale(lm.rand{3, 4, 4}, {tile = 0}).shape[2], 8)
   -- what the signatures allow still works
