@@ -35,7 +35,7 @@ echo "$PACKAGES" | while read -r name version sha; do
   tmp=$(mktemp -d "$DIR/.fetch.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   echo "models: npm pack @upscalerjs/$name@$version"
-  if ! (cd "$tmp" && npm pack --loglevel=error "@upscalerjs/$name@$version" >"$tmp/npm.log" 2>&1); then
+  if ! (cd "$tmp" && npm pack --loglevel=error "@upscalerjs/$name@$version") >"$tmp/npm.log" 2>&1; then
     # no registry (offline, a proxy's certificate): the model tests skip with this reason
     echo "models: npm pack @upscalerjs/$name@$version failed; run \`make models\` where the npm registry is reachable:" >&2
     grep -i -m3 "err" "$tmp/npm.log" >&2 || true
