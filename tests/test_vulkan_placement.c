@@ -366,31 +366,6 @@ int main(void)
 }
 
 #else
-/* A kept weight not yet uploaded survives lm_sweep with its host copy. */
-static void test_kept_loaded_survives_sweep(void **state)
-{
-    (void)state;
-    float v[4] = {1.5f, -2, 3, 4};
-    lm_array *h = on(lm_device_cpu(), v, 4);
-    char path[] = "/tmp/lumen-sweep-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    assert_int_equal(lm_save_safetensors(path, 1, (const char *[]){"w"}, &h, 0, NULL), LM_OK);
-    lm_array_release(h);
-    lm_tensor_set s;
-    assert_int_equal(lm_load_file(path, &s), LM_OK);
-    unlink(path);
-    lm_array *w = s.arrays[0];
-    assert_false(lm_array_is_evaluated(w));
-    lm_array_keep(w);
-    lm_sweep();
-    expect_vals(w, v, 4);
-    assert_ptr_equal(w->device, vk);
-    lm_array_unkeep(w);
-    lm_tensor_set_free(&s);
-}
-
 int main(void)
 {
     printf("test_vulkan_placement: built without Vulkan; skipped\n");
