@@ -6,12 +6,7 @@
 local lm = require "lumen"
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
 
-local function now()   -- wall clock (os.clock adds up every thread's CPU time)
-  local f = io.open("/proc/uptime")
-  local t = f and tonumber(f:read("*l"):match("^(%S+)"))
-  if f then f:close() end
-  return t or os.time()
-end
+local now = lm.clock   -- monotonic wall clock (os.clock adds up every thread's CPU time)
 
 local function timed(fn)
   fn():eval(); fn():eval()

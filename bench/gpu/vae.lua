@@ -10,15 +10,10 @@ local wpath, iopath = arg[1], arg[2]
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
 local check_only = os.getenv("VAE_CHECK_ONLY") == "1"   -- outputs only, no timing (a local smoke run)
 
-local function now()   -- wall clock (os.clock adds up every thread's CPU time)
-  local f = io.open("/proc/uptime")
-  local t = f and tonumber(f:read("*l"):match("^(%S+)"))
-  if f then f:close() end
-  return t or os.time()
-end
+local now = lm.clock   -- monotonic wall clock (os.clock adds up every thread's CPU time)
 
 -- median, min and max (ms) of 5 batches of calls, each batch long enough
--- for /proc/uptime's 10 ms steps (>= 0.3 s), after two warm-up calls
+-- to time well (>= 0.3 s), after two warm-up calls
 local function timed(fn)
   fn():eval(); fn():eval()
   local t0, reps = now(), 0
