@@ -23,6 +23,7 @@
  * LUMEN_VK_ATTN_COOP=0 keeps them on the SIMT kernel.  bf16 stays there:
  * NV cooperative matrices have no bf16 type, and f16 would change values
  * outside its range (see matmul_coop.c). */
+#include <stdio.h>
 #include <stdlib.h>
 #include "backends/vulkan/vk.h"
 
@@ -78,7 +79,12 @@ static const char *coop_shader(const lm_vk_dev *v, const lm_array *node, int64_t
     for (int i = 0; i < 3; i++)
         if (node->inputs[i]->dtype != LM_F16) return NULL;
     if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
-    return D == 64 ? "nn_attn_coop64" : D == 128 ? "nn_attn_coop128" : NULL;
+    if (D != 64 && D != 128) return NULL;
+    /* LUMEN_VK_ATTN_COOP=<variant>: nn_attn_coopD_<variant> (measurements) */
+    static char name[48];
+    snprintf(name, sizeof name, "nn_attn_coop%d%s%s", (int)D, e && *e && strcmp(e, "1") ? "_" : "",
+             e && *e && strcmp(e, "1") ? e : "");
+    return name;
 }
 
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
@@ -131,7 +137,8 @@ static void fa_geometry(const lm_array *node, const char *shader, fa_pc *pc)
     pc->Hq = (int32_t)q->shape[1];
     pc->Lq = (int32_t)q->shape[2];
     pc->Lk = (int32_t)k->shape[2];
-    pc->nqb = (pc->Lq + 63) / 64;
+    int bq = strstr(shader, "_w8") ? 128 : 64;   /* query rows per workgroup */
+    pc->nqb = (pc->Lq + bq - 1) / bq;
     pc->grp = (int32_t)(q->shape[1] / k->shape[1]);
     /* items: workgroups' worth of work, the slices of a query block too */
     int split = strcmp(shader, "nn_attn_fa512s") ? 1 : 2;

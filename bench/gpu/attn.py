@@ -7,7 +7,15 @@ LUMEN_VK_ATTN_COOP=0), the ratio PyTorch/Lumen of the medians (> 1: Lumen
 faster).  Usage: attn.py VKBENCH_BINARY [quick] [reps-of-the-whole-sweep]"""
 import os, subprocess, sys, time
 
-VARIANTS = (("coop", {}), ("simt", {"LUMEN_VK_ATTN_COOP": "0"}))
+VARIANTS = [("coop", {}), ("simt", {"LUMEN_VK_ATTN_COOP": "0"})]
+# ATTN_VARIANTS="name=value[:D],...": more settings of LUMEN_VK_ATTN_COOP
+# (kernel variants, for measurements), each over the first
+# ATTN_VARIANT_SHAPES shapes (those of head dim D only, where given)
+for item in filter(None, os.environ.get("ATTN_VARIANTS", "").split(",")):
+    n, v = item.split("=")
+    v, d = (v.split(":") + [""])[:2]
+    VARIANTS.append((n, {"LUMEN_VK_ATTN_COOP": v, "VKBENCH_ATTN_D": d,
+                         "VKBENCH_ATTN_FIRST": os.environ.get("ATTN_VARIANT_SHAPES", "8")}))
 
 def lumen(binary, quick, env_extra):
     env = dict(os.environ, VKBENCH_ONLY="attn", **env_extra)

@@ -254,8 +254,12 @@ static void bench_attn_sweep(bool quick)
         {1024, 128, LM_F16, true},  {4096, 64, LM_F16, false},  {4096, 64, LM_F16, true},
         {4096, 128, LM_BF16, false}, {4096, 128, LM_F32, false},
     };
-    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
-        bench_attn_med(quick ? shapes[i].L / 16 : shapes[i].L, shapes[i].D, shapes[i].dt, shapes[i].causal);
+    /* VKBENCH_ATTN_FIRST=n: the first n shapes only; VKBENCH_ATTN_D=d: head dim d only */
+    const char *first = getenv("VKBENCH_ATTN_FIRST"), *d = getenv("VKBENCH_ATTN_D");
+    size_t n = sizeof shapes / sizeof *shapes;
+    if (first && atoi(first) > 0 && (size_t)atoi(first) < n) n = (size_t)atoi(first);
+    for (size_t i = 0; i < n; i++)
+        if (!d || !*d || atoi(d) == shapes[i].D) bench_attn_med(quick ? shapes[i].L / 16 : shapes[i].L, shapes[i].D, shapes[i].dt, shapes[i].causal);
 }
 
 /* a 10,000-node chain of tiny adds in one eval: time per node */

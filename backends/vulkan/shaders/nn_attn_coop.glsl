@@ -42,9 +42,12 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "common.glsl"
 
-#define BQ 64
+#ifndef NSG
+#define NSG 4                  // subgroups (of 16 query rows each)
+#endif
+#define BQ (16 * NSG)
 #define BK 64
-#define NT 128
+#define NT (32 * NSG)
 #define KS (HD / 8 + 1)        // K/V row stride in uvec4 (HD + 8 halves)
 #define SS 17                  // S row stride in uvec4 (68 floats)
 #define PS 9                   // P row stride in uvec4 (72 halves)
@@ -52,6 +55,9 @@
 #define CPR (HD / 8)           // uvec4 per row of a tile
 #define NL (BK * CPR / NT)     // uvec4 per invocation and tile
 #define NF (HD / 16)           // fragments along the head dim
+#ifndef SWAP_QK
+#define SWAP_QK 0              // 1: S^T = K Q^T, every per-step load row-major
+#endif
 
 layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint DTQ = 0;
@@ -75,8 +81,8 @@ DECL_IO(3)
 #define M_NAN uintBitsToFloat(0x7fc00000u)
 #define M_NINF uintBitsToFloat(0xff800000u)
 
-shared uvec4 KV[BK * KS];         // the Q block at the start, then K or V
-shared uvec4 SP[4 * SG_AREA];     // per subgroup: S (f32), then P (f16) over it
+shared uvec4 KV[BK * KS];         // K or V
+shared uvec4 SP[NSG * SG_AREA];   // per subgroup: its Q rows, S (f32), then P (f16) over S
 shared float FS[BQ];              // per row: the factor f, at the end 1 / l
 
 float nmax(float a, float b) { return b > a || isnan(b) ? b : a; }
@@ -91,7 +97,6 @@ void NAME(int e0, int rs, int nrows, out uvec4 g[NL]) { \
         g[u] = row < nrows ? BUF.v[(e0 + row * rs + c * 8) >> 3] : uvec4(0u); \
     } \
 }
-FETCH(fetch_q, q8)
 FETCH(fetch_k, k8)
 FETCH(fetch_v, v8)
 
@@ -112,11 +117,16 @@ void sg_barrier()
 #define F16M fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define F32M fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 
-// O[c] *= FS[row] for each component (rm: the row of each component)
-void scale_rows(F32M rm, int sg, inout F32M o[NF])
+// the components of a 16 x 16 f32 matrix per invocation (subgroups of 32)
+#define NC 8
+
+// O[c] *= FS[row] for each component (rows: the row of each component).
+// A loop up to rm.length() (variant _len) left the component index to
+// the driver, which kept the accumulators in memory: 3x slower.
+void scale_rows(int rows[NC], inout F32M o[NF])
 {
-    for (int i = 0; i < rm.length(); i++) {
-        float f = FS[sg * 16 + int(rm[i])];
+    [[unroll]] for (int i = 0; i < NC; i++) {
+        float f = FS[rows[i]];
         [[unroll]] for (int c = 0; c < NF; c++) o[c][i] *= f;
     }
 }
@@ -135,6 +145,8 @@ void main()
     sg_barrier();
     F32M rm;
     coopMatLoadNV(rm, SP, sb, 4, false);
+    int rows[NC];
+    [[unroll]] for (int i = 0; i < NC; i++) rows[i] = sg * 16 + int(rm[i]);
 
     uint bhn = pc.items / uint(pc.nqb);
     for (uint w = gl_WorkGroupID.x; w < pc.items; w += gl_NumWorkGroups.x) {
@@ -147,13 +159,16 @@ void main()
         int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
         int qi = i0 + sg * 16 + r;          // this invocation's query (softmax pass)
 
+        // this subgroup's 16 rows of Q through its area (rows past bq zero)
+        [[unroll]] for (int u = 0; u < CPR / 2; u++) {
+            int x = lane + 32 * u, row = x / CPR, c = x % CPR, qr = sg * 16 + row;
+            SP[sb + row * KS + c] = qr < bq ? q8.v[(qb + qr * pc.sq[2] + c * 8) >> 3] : uvec4(0u);
+        }
+        sg_barrier();
+        F16M qf[NF];   // Q (A operand), or with SWAP_QK Q^T (B operand)
+        [[unroll]] for (int c = 0; c < NF; c++) coopMatLoadNV(qf[c], SP, sb + c * 2, KS, SWAP_QK != 0);
+        sg_barrier();
         uvec4 g[NL];
-        fetch_q(qb, pc.sq[2], bq, g);
-        barrier();   // the last block's readers of KV and SP are done
-        put(g);
-        barrier();
-        F16M qf[NF];
-        [[unroll]] for (int c = 0; c < NF; c++) coopMatLoadNV(qf[c], KV, sg * 16 * KS + c * 2, KS, false);
         if (kend > 0) fetch_k(kb, pc.sk[2], min(BK, kend), g);
 
         F32M o[NF];
@@ -161,22 +176,29 @@ void main()
         float m = M_NINF, l = 0.0;
         for (int j0 = 0; j0 < kend; j0 += BK) {
             int nk = min(BK, kend - j0);
-            barrier();   // Q's or V's readers are done
+            barrier();   // the last V's readers are done
             put(g);
             barrier();
             fetch_v(vb + j0 * pc.sv[2], pc.sv[2], nk, g);
 
             F32M s[4];
             [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0);
+#ifndef DIAG_NOMMA
             [[unroll]] for (int c = 0; c < NF; c++)
                 [[unroll]] for (int j = 0; j < 4; j++) {
                     F16M kf;
-                    coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true);
+                    coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, SWAP_QK == 0);
+#if SWAP_QK
+                    s[j] = coopMatMulAddNV(kf, qf[c], s[j]);
+#else
                     s[j] = coopMatMulAddNV(qf[c], kf, s[j]);
+#endif
                 }
-            [[unroll]] for (int j = 0; j < 4; j++) coopMatStoreNV(s[j], SP, sb + j * 4, SS, false);
+#endif
+            [[unroll]] for (int j = 0; j < 4; j++) coopMatStoreNV(s[j], SP, sb + j * 4, SS, SWAP_QK != 0);
             sg_barrier();
 
+#ifndef DIAG_NOSM
             // the softmax pass over this invocation's 32 scores
             vec4 x[8];
             float mb = M_NINF;
@@ -205,8 +227,11 @@ void main()
             sg_barrier();   // every row's S is read
             [[unroll]] for (int k = 0; k < 4; k++) SP[sb + r * PS + h * 4 + k] = pw[k];
             if (h == 0) FS[sg * 16 + r] = f;
+#endif
             sg_barrier();
-            scale_rows(rm, sg, o);
+#ifndef DIAG_NOSC
+            scale_rows(rows, o);
+#endif
             F16M pf[4];
             [[unroll]] for (int j = 0; j < 4; j++) coopMatLoadNV(pf[j], SP, sb + j * 2, PS, false);
 
@@ -214,12 +239,16 @@ void main()
             put(g);
             barrier();
             if (j0 + BK < kend) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), g);
+#ifndef DIAG_NOMMA
             [[unroll]] for (int j = 0; j < 4; j++)
                 [[unroll]] for (int c = 0; c < NF; c++) {
                     F16M vf;
                     coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false);
                     o[c] = coopMatMulAddNV(pf[j], vf, o[c]);
                 }
+#else
+            if (pc.Lq < 0) [[unroll]] for (int c = 0; c < NF; c++) o[c] = coopMatMulAddNV(pf[0], pf[1], o[c]);
+#endif
         }
 
         // O / l (l: the pair's partials; 0 where no key was visible, which
@@ -228,7 +257,7 @@ void main()
         sg_barrier();
         if (h == 0) FS[sg * 16 + r] = l > 0.0 ? 1.0 / l : M_NAN;
         sg_barrier();
-        scale_rows(rm, sg, o);
+        scale_rows(rows, o);
         int ob = (bh * pc.Lq + i0 + sg * 16) * HD;
         int nrow = min(16, bq - sg * 16);
         [[unroll]] for (int c = 0; c < NF; c++) {
