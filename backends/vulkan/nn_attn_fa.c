@@ -29,6 +29,7 @@
 
 #define FA_SHARED (32 * 1024)   /* the kernel's shared memory */
 #define COOP_SHARED (35 * 1024) /* nn_attn_coop128's */
+#define COOP_DEFAULT "r4"       /* the variant on NVIDIA's driver */
 #define LOG2E 1.4426950408889634
 
 typedef struct fa_pc {
@@ -80,11 +81,22 @@ static const char *coop_shader(const lm_vk_dev *v, const lm_array *node, int64_t
         if (node->inputs[i]->dtype != LM_F16) return NULL;
     if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
     if (D != 64 && D != 128) return NULL;
-    /* LUMEN_VK_ATTN_COOP=<variant>: nn_attn_coopD_<variant> (measurements) */
+    /* the softmax in registers relies on NVIDIA's layout of accumulators
+     * (the shader checks it); elsewhere S and P go through shared memory.
+     * LUMEN_VK_ATTN_COOP=<variant> picks nn_attn_coopD_<variant> (smem:
+     * nn_attn_coopD), for measurements */
+    const char *var = v->props.vendorID == 0x10de ? COOP_DEFAULT : "smem";
+    if (e && *e && strcmp(e, "1")) var = e;
     static char name[48];
-    snprintf(name, sizeof name, "nn_attn_coop%d%s%s", (int)D, e && *e && strcmp(e, "1") ? "_" : "",
-             e && *e && strcmp(e, "1") ? e : "");
+    snprintf(name, sizeof name, "nn_attn_coop%d%s%s", (int)D, strcmp(var, "smem") ? "_" : "",
+             strcmp(var, "smem") ? var : "");
     return name;
+}
+
+/* query rows per workgroup: 128 for the variants of 8 subgroups */
+static int block_rows(const char *shader)
+{
+    return strstr(shader, "_r8") || strstr(shader, "_w8") ? 128 : 64;
 }
 
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
@@ -137,7 +149,7 @@ static void fa_geometry(const lm_array *node, const char *shader, fa_pc *pc)
     pc->Hq = (int32_t)q->shape[1];
     pc->Lq = (int32_t)q->shape[2];
     pc->Lk = (int32_t)k->shape[2];
-    int bq = strstr(shader, "_w8") ? 128 : 64;   /* query rows per workgroup */
+    int bq = block_rows(shader);
     pc->nqb = (pc->Lq + bq - 1) / bq;
     pc->grp = (int32_t)(q->shape[1] / k->shape[1]);
     /* items: workgroups' worth of work, the slices of a query block too */

@@ -39,6 +39,7 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #include "common.glsl"
 
@@ -81,9 +82,17 @@ DECL_IO(3)
 #define M_NAN uintBitsToFloat(0x7fc00000u)
 #define M_NINF uintBitsToFloat(0xff800000u)
 
-shared uvec4 KV[BK * KS];         // K or V
+shared uvec4 KV[BK * KS];         // K or V (REGS: also Q at the start and O at the end)
+#ifdef DUAL
+shared uvec4 VS[BK * KS];         // V, where K keeps KV
+#define VBUF VS
+#else
+#define VBUF KV
+#endif
+#ifndef REGS
 shared uvec4 SP[NSG * SG_AREA];   // per subgroup: its Q rows, S (f32), then P (f16) over S
 shared float FS[BQ];              // per row: the factor f, at the end 1 / l
+#endif
 
 float nmax(float a, float b) { return b > a || isnan(b) ? b : a; }
 
@@ -100,14 +109,17 @@ void NAME(int e0, int rs, int nrows, out uvec4 g[NL]) { \
 FETCH(fetch_k, k8)
 FETCH(fetch_v, v8)
 
-void put(uvec4 g[NL])
-{
-    int t = int(gl_LocalInvocationID.x);
-    [[unroll]] for (int u = 0; u < NL; u++) {
-        int x = t + u * NT;
-        KV[(x / CPR) * KS + x % CPR] = g[u];
-    }
+// a tile from registers to shared memory
+#define PUT(NAME, BUF) \
+void NAME(uvec4 g[NL]) { \
+    int t = int(gl_LocalInvocationID.x); \
+    [[unroll]] for (int u = 0; u < NL; u++) { \
+        int x = t + u * NT; \
+        BUF[(x / CPR) * KS + x % CPR] = g[u]; \
+    } \
 }
+PUT(put, KV)
+PUT(put_v, VBUF)
 
 void sg_barrier()
 {
@@ -119,6 +131,10 @@ void sg_barrier()
 
 // the components of a 16 x 16 f32 matrix per invocation (subgroups of 32)
 #define NC 8
+
+#ifdef REGS
+#include "nn_attn_coop_regs.glsl"
+#else
 
 // O[c] *= FS[row] for each component (rows: the row of each component).
 // A loop up to rm.length() (variant _len) left the component index to
@@ -271,3 +287,4 @@ void main()
         }
     }
 }
+#endif
