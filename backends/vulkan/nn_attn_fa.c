@@ -19,17 +19,17 @@
  * Where the device has NV cooperative matrices with 16x16x16 f16 fragments
  * (and subgroups of 32), f16 q, k and v with D = Dv = 64 or 128 take the
  * tensor-core kernel instead (shaders/nn_attn_coop*.comp: the same push
- * constants, block of 64 queries and input handling, 128 threads);
+ * constants, block of 64 queries and input handling, 128 threads; the
+ * variants are described in nn_attn_coop.glsl and nn_attn_coop_regs.glsl);
  * LUMEN_VK_ATTN_COOP=0 keeps them on the SIMT kernel.  bf16 stays there:
  * NV cooperative matrices have no bf16 type, and f16 would change values
  * outside its range (see matmul_coop.c). */
-#include <stdio.h>
 #include <stdlib.h>
 #include "backends/vulkan/vk.h"
 
 #define FA_SHARED (32 * 1024)   /* the kernel's shared memory */
 #define COOP_SHARED (35 * 1024) /* nn_attn_coop128's */
-#define COOP_DEFAULT "r4"       /* the variant on NVIDIA's driver */
+#define COOP_DEFAULT 1          /* the variant on NVIDIA's driver: r4 */
 #define LOG2E 1.4426950408889634
 
 typedef struct fa_pc {
@@ -81,22 +81,16 @@ static const char *coop_shader(const lm_vk_dev *v, const lm_array *node, int64_t
         if (node->inputs[i]->dtype != LM_F16) return NULL;
     if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
     if (D != 64 && D != 128) return NULL;
-    /* the softmax in registers relies on NVIDIA's layout of accumulators
-     * (the shader checks it); elsewhere S and P go through shared memory.
-     * LUMEN_VK_ATTN_COOP=<variant> picks nn_attn_coopD_<variant> (smem:
-     * nn_attn_coopD), for measurements */
-    const char *var = v->props.vendorID == 0x10de ? COOP_DEFAULT : "smem";
-    if (e && *e && strcmp(e, "1")) var = e;
-    static char name[48];
-    snprintf(name, sizeof name, "nn_attn_coop%d%s%s", (int)D, strcmp(var, "smem") ? "_" : "",
-             strcmp(var, "smem") ? var : "");
-    return name;
-}
-
-/* query rows per workgroup: 128 for the variants of 8 subgroups */
-static int block_rows(const char *shader)
-{
-    return strstr(shader, "_r8") || strstr(shader, "_w8") ? 128 : 64;
+    /* the softmax in registers (r4, r4q) relies on NVIDIA's layout of
+     * accumulators (the shader checks it); elsewhere S and P go through
+     * shared memory (smem).  LUMEN_VK_ATTN_COOP=smem/r4/r4q forces one. */
+    static const char *const vars[3] = {"smem", "r4", "r4q"};
+    static const char *const names[2][3] = {{"nn_attn_coop64", "nn_attn_coop64_r4", "nn_attn_coop64_r4q"},
+                                            {"nn_attn_coop128", "nn_attn_coop128_r4", "nn_attn_coop128_r4q"}};
+    int k = v->props.vendorID == 0x10de ? COOP_DEFAULT : 0;
+    for (int i = 0; e && i < 3; i++)
+        if (!strcmp(e, vars[i])) k = i;
+    return names[D == 128][k];
 }
 
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
@@ -149,8 +143,7 @@ static void fa_geometry(const lm_array *node, const char *shader, fa_pc *pc)
     pc->Hq = (int32_t)q->shape[1];
     pc->Lq = (int32_t)q->shape[2];
     pc->Lk = (int32_t)k->shape[2];
-    int bq = block_rows(shader);
-    pc->nqb = (pc->Lq + bq - 1) / bq;
+    pc->nqb = (pc->Lq + 63) / 64;
     pc->grp = (int32_t)(q->shape[1] / k->shape[1]);
     /* items: workgroups' worth of work, the slices of a query block too */
     int split = strcmp(shader, "nn_attn_fa512s") ? 1 : 2;

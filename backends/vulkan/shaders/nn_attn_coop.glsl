@@ -34,6 +34,9 @@
 // key that the causal mask hides from a row still reaches that row
 // (0 * NaN) when the key is in the row's last key block.
 // Shared memory (HD = 128): K/V 17 KiB, S/P 17 KiB, factors 256 bytes.
+// That is the portable kernel (nn_attn_coop64/128.comp, "smem"); with REGS
+// defined the softmax runs on the accumulators in registers instead
+// (nn_attn_coop_regs.glsl: NVIDIA's layout, the default there).
 // Bindings: 0 = q, 1 = k, 2 = v, 3 = output (contiguous [B, Hq, Lq, HD]).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -56,9 +59,6 @@
 #define CPR (HD / 8)           // uvec4 per row of a tile
 #define NL (BK * CPR / NT)     // uvec4 per invocation and tile
 #define NF (HD / 16)           // fragments along the head dim
-#ifndef SWAP_QK
-#define SWAP_QK 0              // 1: S^T = K Q^T, every per-step load row-major
-#endif
 
 layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint DTQ = 0;
@@ -83,12 +83,6 @@ DECL_IO(3)
 #define M_NINF uintBitsToFloat(0xff800000u)
 
 shared uvec4 KV[BK * KS];         // K or V (REGS: also Q at the start and O at the end)
-#ifdef DUAL
-shared uvec4 VS[BK * KS];         // V, where K keeps KV
-#define VBUF VS
-#else
-#define VBUF KV
-#endif
 #ifndef REGS
 shared uvec4 SP[NSG * SG_AREA];   // per subgroup: its Q rows, S (f32), then P (f16) over S
 shared float FS[BQ];              // per row: the factor f, at the end 1 / l
@@ -110,16 +104,14 @@ FETCH(fetch_k, k8)
 FETCH(fetch_v, v8)
 
 // a tile from registers to shared memory
-#define PUT(NAME, BUF) \
-void NAME(uvec4 g[NL]) { \
-    int t = int(gl_LocalInvocationID.x); \
-    [[unroll]] for (int u = 0; u < NL; u++) { \
-        int x = t + u * NT; \
-        BUF[(x / CPR) * KS + x % CPR] = g[u]; \
-    } \
+void put(uvec4 g[NL])
+{
+    int t = int(gl_LocalInvocationID.x);
+    [[unroll]] for (int u = 0; u < NL; u++) {
+        int x = t + u * NT;
+        KV[(x / CPR) * KS + x % CPR] = g[u];
+    }
 }
-PUT(put, KV)
-PUT(put_v, VBUF)
 
 void sg_barrier()
 {
@@ -137,8 +129,8 @@ void sg_barrier()
 #else
 
 // O[c] *= FS[row] for each component (rows: the row of each component).
-// A loop up to rm.length() (variant _len) left the component index to
-// the driver, which kept the accumulators in memory: 3x slower.
+// The trip count is a constant (NC), so every component index is one
+// (a loop up to rm.length() measured the same on the H100).
 void scale_rows(int rows[NC], inout F32M o[NF])
 {
     [[unroll]] for (int i = 0; i < NC; i++) {
@@ -181,8 +173,8 @@ void main()
             SP[sb + row * KS + c] = qr < bq ? q8.v[(qb + qr * pc.sq[2] + c * 8) >> 3] : uvec4(0u);
         }
         sg_barrier();
-        F16M qf[NF];   // Q (A operand), or with SWAP_QK Q^T (B operand)
-        [[unroll]] for (int c = 0; c < NF; c++) coopMatLoadNV(qf[c], SP, sb + c * 2, KS, SWAP_QK != 0);
+        F16M qf[NF];
+        [[unroll]] for (int c = 0; c < NF; c++) coopMatLoadNV(qf[c], SP, sb + c * 2, KS, false);
         sg_barrier();
         uvec4 g[NL];
         if (kend > 0) fetch_k(kb, pc.sk[2], min(BK, kend), g);
@@ -199,22 +191,15 @@ void main()
 
             F32M s[4];
             [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0);
-#ifndef DIAG_NOMMA
             [[unroll]] for (int c = 0; c < NF; c++)
                 [[unroll]] for (int j = 0; j < 4; j++) {
                     F16M kf;
-                    coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, SWAP_QK == 0);
-#if SWAP_QK
-                    s[j] = coopMatMulAddNV(kf, qf[c], s[j]);
-#else
+                    coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true);
                     s[j] = coopMatMulAddNV(qf[c], kf, s[j]);
-#endif
                 }
-#endif
-            [[unroll]] for (int j = 0; j < 4; j++) coopMatStoreNV(s[j], SP, sb + j * 4, SS, SWAP_QK != 0);
+            [[unroll]] for (int j = 0; j < 4; j++) coopMatStoreNV(s[j], SP, sb + j * 4, SS, false);
             sg_barrier();
 
-#ifndef DIAG_NOSM
             // the softmax pass over this invocation's 32 scores
             vec4 x[8];
             float mb = M_NINF;
@@ -243,11 +228,8 @@ void main()
             sg_barrier();   // every row's S is read
             [[unroll]] for (int k = 0; k < 4; k++) SP[sb + r * PS + h * 4 + k] = pw[k];
             if (h == 0) FS[sg * 16 + r] = f;
-#endif
             sg_barrier();
-#ifndef DIAG_NOSC
             scale_rows(rows, o);
-#endif
             F16M pf[4];
             [[unroll]] for (int j = 0; j < 4; j++) coopMatLoadNV(pf[j], SP, sb + j * 2, PS, false);
 
@@ -255,16 +237,12 @@ void main()
             put(g);
             barrier();
             if (j0 + BK < kend) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), g);
-#ifndef DIAG_NOMMA
             [[unroll]] for (int j = 0; j < 4; j++)
                 [[unroll]] for (int c = 0; c < NF; c++) {
                     F16M vf;
                     coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false);
                     o[c] = coopMatMulAddNV(pf[j], vf, o[c]);
                 }
-#else
-            if (pc.Lq < 0) [[unroll]] for (int c = 0; c < NF; c++) o[c] = coopMatMulAddNV(pf[0], pf[1], o[c]);
-#endif
         }
 
         // O / l (l: the pair's partials; 0 where no key was visible, which

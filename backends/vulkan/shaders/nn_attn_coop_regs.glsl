@@ -15,7 +15,15 @@
 // same shape keeps each element's position), which is the A operand of
 // O += P V; O's rows are scaled by the factor of the component's row.
 // Shared memory holds only the K or V tile (and Q at the start, O at the
-// end), so a workgroup can take 128 queries (NSG = 8) at HD = 128.
+// end): 17 KiB at HD = 128.  With QSHARED (variant r4q) Q stays in shared
+// memory and is read again for every key block (32 registers fewer).
+// Measured on an H100 and dropped (docs/VULKAN.md): 8 subgroups (128
+// queries a workgroup), K and V in separate buffers with 2 barriers per
+// key block instead of 4, the next K tile's loads issued a block early.
+
+#ifdef QSHARED
+shared uvec4 QS[BQ * KS];         // each subgroup's 16 rows of Q
+#endif
 
 void main()
 {
@@ -53,6 +61,16 @@ void main()
         int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
         int q0 = i0 + sg * 16;              // this subgroup's first query
 
+#ifdef QSHARED
+        // this subgroup's 16 rows of Q to its part of QS (rows past bq
+        // zero), read again each key block: 32 registers fewer
+        [[unroll]] for (int u = 0; u < CPR / 2; u++) {
+            int x = lane + 32 * u, row = x / CPR, c = x % CPR, qr = sg * 16 + row;
+            QS[(sg * 16 + row) * KS + c] = qr < bq ? q8.v[(qb + qr * pc.sq[2] + c * 8) >> 3] : uvec4(0u);
+        }
+        sg_barrier();
+        uvec4 g[NL];
+#else
         // Q, 64 rows at a time through KV (rows past bq zero)
         F16M qf[NF];
         uvec4 g[NL];
@@ -68,12 +86,8 @@ void main()
                 [[unroll]] for (int c = 0; c < NF; c++)
                     coopMatLoadNV(qf[c], KV, (sg * 16 - p * BK) * KS + c * 2, KS, false);
         }
-        if (kend > 0) fetch_k(kb, pc.sk[2], min(BK, kend), g);
-#ifdef DUAL
-        barrier();   // Q's readers are done
-        put(g);
-        barrier();
 #endif
+        if (kend > 0) fetch_k(kb, pc.sk[2], min(BK, kend), g);
 
         F32M o[NF];
         [[unroll]] for (int c = 0; c < NF; c++) o[c] = F32M(0.0);
@@ -81,25 +95,27 @@ void main()
         for (int j0 = 0; j0 < kend; j0 += BK) {
             int nk = min(BK, kend - j0);
             bool more = j0 + BK < kend;
-#ifndef DUAL
             barrier();   // Q's or the last V's readers are done
             put(g);
             barrier();
-#endif
-#ifdef EARLYK
-            uvec4 gk[NL];   // the next K tile, in flight during this block's scores
-            if (more) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), gk);
-#endif
             fetch_v(vb + j0 * pc.sv[2], pc.sv[2], nk, g);
 
             F32M s[4];
             [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0);
-            [[unroll]] for (int c = 0; c < NF; c++)
+            [[unroll]] for (int c = 0; c < NF; c++) {
+#ifdef QSHARED
+                F16M qa;
+                coopMatLoadNV(qa, QS, sg * 16 * KS + c * 2, KS, false);
+#define QA qa
+#else
+#define QA qf[c]
+#endif
                 [[unroll]] for (int j = 0; j < 4; j++) {
                     F16M kf;
                     coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true);
-                    s[j] = coopMatMulAddNV(qf[c], kf, s[j]);
+                    s[j] = coopMatMulAddNV(QA, kf, s[j]);
                 }
+            }
 
             // scale, mask, row maxima over the quad
             vec2 mb = vec2(M_NINF);
@@ -143,32 +159,16 @@ void main()
                 [[unroll]] for (int c = 0; c < NF; c++) o[c][i] *= fi;
             }
 
-#ifdef DUAL
-            put_v(g);    // the last V's readers were done at the last barrier
-            barrier();   // and now this block's K readers
-#ifndef EARLYK
-            if (more) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), g);
-#endif
-#else
             barrier();   // K's readers are done
-            put_v(g);
+            put(g);
             barrier();
             if (more) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), g);
-#endif
             [[unroll]] for (int j = 0; j < 4; j++)
                 [[unroll]] for (int c = 0; c < NF; c++) {
                     F16M vf;
-                    coopMatLoadNV(vf, VBUF, j * 16 * KS + c * 2, KS, false);
+                    coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false);
                     o[c] = coopMatMulAddNV(pf[j], vf, o[c]);
                 }
-#ifdef DUAL
-#ifdef EARLYK
-            if (more) put(gk);
-#else
-            if (more) put(g);
-#endif
-            barrier();   // K visible; V's readers done
-#endif
         }
 
         // O / l (l summed over the quad; 0 where no key was visible, which

@@ -1,7 +1,0 @@
-#version 450
-// nn_attn_coop128_r4d.comp - nn_attn_coop.glsl for head dim 128, softmax in registers, 4 subgroups, K and V apart
-#define HD 128
-#define REGS
-#define NSG 4
-#define DUAL
-#include "nn_attn_coop.glsl"

@@ -1,7 +1,0 @@
-#version 450
-// nn_attn_coop64_r8d.comp - nn_attn_coop.glsl for head dim 64, softmax in registers, 8 subgroups, K and V apart
-#define HD 64
-#define REGS
-#define NSG 8
-#define DUAL
-#include "nn_attn_coop.glsl"
