@@ -29,7 +29,6 @@
 
 #define FA_SHARED (32 * 1024)   /* the kernel's shared memory */
 #define COOP_SHARED (35 * 1024) /* nn_attn_coop128's */
-#define COOP_DEFAULT 1          /* the variant on NVIDIA's driver: r4 */
 #define LOG2E 1.4426950408889634
 
 typedef struct fa_pc {
@@ -81,16 +80,15 @@ static const char *coop_shader(const lm_vk_dev *v, const lm_array *node, int64_t
         if (node->inputs[i]->dtype != LM_F16) return NULL;
     if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
     if (D != 64 && D != 128) return NULL;
-    /* the softmax in registers (r4, r4q) relies on NVIDIA's layout of
+    /* the softmax in registers (r4) relies on NVIDIA's layout of
      * accumulators (the shader checks it); elsewhere S and P go through
-     * shared memory (smem).  LUMEN_VK_ATTN_COOP=smem/r4/r4q forces one. */
-    static const char *const vars[3] = {"smem", "r4", "r4q"};
-    static const char *const names[2][3] = {{"nn_attn_coop64", "nn_attn_coop64_r4", "nn_attn_coop64_r4q"},
-                                            {"nn_attn_coop128", "nn_attn_coop128_r4", "nn_attn_coop128_r4q"}};
-    int k = v->props.vendorID == 0x10de ? COOP_DEFAULT : 0;
-    for (int i = 0; e && i < 3; i++)
-        if (!strcmp(e, vars[i])) k = i;
-    return names[D == 128][k];
+     * shared memory (smem).  LUMEN_VK_ATTN_COOP=smem or r4 forces one. */
+    static const char *const names[2][2] = {{"nn_attn_coop64", "nn_attn_coop64_r4"},
+                                            {"nn_attn_coop128", "nn_attn_coop128_r4"}};
+    bool regs = v->props.vendorID == 0x10de;
+    if (e && !strcmp(e, "smem")) regs = false;
+    if (e && !strcmp(e, "r4")) regs = true;
+    return names[D == 128][regs];
 }
 
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)

@@ -15,15 +15,11 @@
 // same shape keeps each element's position), which is the A operand of
 // O += P V; O's rows are scaled by the factor of the component's row.
 // Shared memory holds only the K or V tile (and Q at the start, O at the
-// end): 17 KiB at HD = 128.  With QSHARED (variant r4q) Q stays in shared
-// memory and is read again for every key block (32 registers fewer).
-// Measured on an H100 and dropped (docs/VULKAN.md): 8 subgroups (128
-// queries a workgroup), K and V in separate buffers with 2 barriers per
-// key block instead of 4, the next K tile's loads issued a block early.
-
-#ifdef QSHARED
-shared uvec4 QS[BQ * KS];         // each subgroup's 16 rows of Q
-#endif
+// end): 17 KiB at HD = 128.  Measured on an H100 and dropped
+// (docs/VULKAN.md): 8 subgroups (128 queries a workgroup), K and V in
+// separate buffers with 2 barriers per key block instead of 4, the next K
+// tile's loads issued a block early, Q re-read from shared memory each
+// key block instead of held in registers.
 
 void main()
 {
@@ -61,16 +57,6 @@ void main()
         int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
         int q0 = i0 + sg * 16;              // this subgroup's first query
 
-#ifdef QSHARED
-        // this subgroup's 16 rows of Q to its part of QS (rows past bq
-        // zero), read again each key block: 32 registers fewer
-        [[unroll]] for (int u = 0; u < CPR / 2; u++) {
-            int x = lane + 32 * u, row = x / CPR, c = x % CPR, qr = sg * 16 + row;
-            QS[(sg * 16 + row) * KS + c] = qr < bq ? q8.v[(qb + qr * pc.sq[2] + c * 8) >> 3] : uvec4(0u);
-        }
-        sg_barrier();
-        uvec4 g[NL];
-#else
         // Q, 64 rows at a time through KV (rows past bq zero)
         F16M qf[NF];
         uvec4 g[NL];
@@ -86,7 +72,6 @@ void main()
                 [[unroll]] for (int c = 0; c < NF; c++)
                     coopMatLoadNV(qf[c], KV, (sg * 16 - p * BK) * KS + c * 2, KS, false);
         }
-#endif
         if (kend > 0) fetch_k(kb, pc.sk[2], min(BK, kend), g);
 
         F32M o[NF];
@@ -102,20 +87,12 @@ void main()
 
             F32M s[4];
             [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0);
-            [[unroll]] for (int c = 0; c < NF; c++) {
-#ifdef QSHARED
-                F16M qa;
-                coopMatLoadNV(qa, QS, sg * 16 * KS + c * 2, KS, false);
-#define QA qa
-#else
-#define QA qf[c]
-#endif
+            [[unroll]] for (int c = 0; c < NF; c++)
                 [[unroll]] for (int j = 0; j < 4; j++) {
                     F16M kf;
                     coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true);
-                    s[j] = coopMatMulAddNV(QA, kf, s[j]);
+                    s[j] = coopMatMulAddNV(qf[c], kf, s[j]);
                 }
-            }
 
             // scale, mask, row maxima over the quad
             vec2 mb = vec2(M_NINF);
