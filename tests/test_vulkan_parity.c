@@ -295,6 +295,10 @@ static void test_matmul(void **state)
         {129, 77, 65, 0, false, false}, {129, 77, 65, 2, false, false},
         {129, 72, 136, 0, false, false}, {96, 136, 80, 0, true, true},
         {257, 40, 130, 0, false, true}, {200, 264, 72, 3, false, false},
+        /* the 128x256 / 256x128 tiles (depth 16): edges past a second
+         * tile, whole tiles (no bounds checks), transposed, batched */
+        {300, 48, 520, 0, false, false}, {256, 64, 256, 0, false, false},
+        {264, 40, 272, 2, true, true}, {136, 24, 260, 0, true, false},
     };
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)

@@ -104,9 +104,8 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
     if (pc.K == 0)     /* an empty sum: zeros */
         return lm_vk_fill(v, lm_vk_mem_of(node), node->dtype, node->size, 0.0);
     /* f16 on tensor cores where the device has them (matmul_coop.c) */
-    const char *coop = lm_vk_coop_shader(v, node);
-    if (coop) {
-        lm_status cst = lm_vk_run_matmul_coop(v, node, coop, &pc, batch);
+    if (lm_vk_coop_fits(v, node, &pc)) {
+        lm_status cst = lm_vk_run_matmul_coop(v, node, &pc, batch);
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
     /* big products: vec4 loads, double-buffered tiles (matmul_f32.comp);
