@@ -213,9 +213,9 @@ static const coop_tile *conv_tile(int32_t og)
     const char *e = getenv("LUMEN_VK_CONV_TILE");
     for (size_t i = 0; e && i < sizeof conv_tiles / sizeof *conv_tiles; i++)
         if (!strcmp(e, conv_tiles[i].name)) return &conv_tiles[i];
-    if (og <= 32) return &conv_tiles[3];
-    if (og <= 64) return &conv_tiles[1];
-    return &conv_tiles[0];
+    /* H100 (docs/VULKAN.md): m64w8 (114 registers, two workgroups per SM)
+     * led at every shape up to 64 channels, 128 above */
+    return og <= 64 ? &conv_tiles[2] : &conv_tiles[0];
 }
 
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)

@@ -193,8 +193,9 @@ typedef struct lm_vk_mm_pc {
     int32_t bshape[4], bsa[4], bsb[4];
 } lm_vk_mm_pc;
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
- * cooperative matrices; whether it takes this node, and running it */
-bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc);
+ * cooperative matrices (and bf16 through scaled f16 copies); whether it
+ * takes this node, and running it */
+bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);

@@ -29,8 +29,8 @@
 // With MM_CONV defined (conv_coop*.comp) B is a convolution's input read
 // through an im2col mapping and a bias is added on store (conv_gemm.glsl).
 // With MM_SCALED (matmul_coop_bf16*.comp) A and B are f16 copies of bf16
-// operands scaled by powers of two per row of A and column of B (bindings
-// 3 and 4 hold the exponents, matmul_scale.comp) and C is unscaled on store.
+// operands scaled by powers of two per row of A and column of B (binding 3
+// holds the exponents, matmul_scale.comp) and C is unscaled on store.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -82,6 +82,9 @@ layout(push_constant) uniform PC {
     int off_a, off_b;
     int sam, sak, sbk, sbn;
     int bshape[4], bsa[4], bsb[4];
+#ifdef MM_SCALED
+    int e_off;                  // where B's exponents start in binding 3
+#endif
 } pc;
 #endif
 
@@ -93,10 +96,9 @@ layout(std430, set = 0, binding = 1) buffer Bv4_1 { uvec4 v[]; } b4;
 layout(std430, set = 0, binding = 2) buffer Cf32_2 { float v[]; } c32;
 layout(std430, set = 0, binding = 2) buffer Cf16_2 { float16_t v[]; } c16;
 #ifdef MM_SCALED
-// the power-of-two exponents the operands were scaled by, per (batch, row
-// of A) and (batch, column of B)
-layout(std430, set = 0, binding = 3) readonly buffer Ea { int v[]; } ea;
-layout(std430, set = 0, binding = 4) readonly buffer Eb { int v[]; } eb;
+// the power-of-two exponents the operands were scaled by: per (batch, row
+// of A) from 0, per (batch, column of B) from pc.e_off
+layout(std430, set = 0, binding = 3) readonly buffer Ex { int v[]; } ex;
 #endif
 
 // Shared rows are padded by 8 halves (16 bytes) so that the 8 rows one
@@ -294,7 +296,10 @@ void main()
                 x += conv_bias(gm);
 #endif
 #ifdef MM_SCALED
-                x = ldexp(x, -(ea.v[batch * pc.M + gm] + eb.v[batch * pc.N + gn]));
+                // in three steps: each factor stays a normal float, and each
+                // partial result lies between x and the final one
+                int sc = -(ex.v[batch * pc.M + gm] + ex.v[pc.e_off + batch * pc.N + gn]), s3 = sc / 3;
+                x = ldexp(ldexp(ldexp(x, s3), s3), sc - 2 * s3);
 #endif
                 stf_2(DTO, oc + gm * pc.N + gn, x);
             }
