@@ -184,12 +184,14 @@ static lm_status scale_operand(lm_vk_dev *v, const lm_vk_mem *src, const lm_vk_m
                           lm_vk_groups(v, (uint64_t)(batch * s.R * s.L), 256), 1, 1);
 }
 
-static lm_status scratch(lm_vk_dev *v, int64_t bytes, lm_vk_mem **out)
+/* scratch from the core's buffer cache: at 8192 the copies are 128 MiB
+ * each, which fresh allocations (zeroed by the driver) would pay for on
+ * every call; the cache's reuse within an evaluation is ordered by the
+ * dispatches' barriers like any node's output */
+static lm_status scratch(lm_vk_dev *v, int64_t bytes, lm_buffer **out)
 {
-    void *h = NULL, *host = NULL;
-    lm_status st = lm_vk_alloc(v->dev, (size_t)bytes, &h, &host);
-    *out = h;
-    return st;
+    *out = lm_buffer_alloc(v->dev, (size_t)bytes);
+    return *out ? LM_OK : lm_error_status();
 }
 
 static lm_status run_bf16(lm_vk_dev *v, const coop_variant *c, lm_array *node, const lm_vk_mm_pc *pc,
@@ -198,12 +200,12 @@ static lm_status run_bf16(lm_vk_dev *v, const coop_variant *c, lm_array *node, c
     int64_t na = batch * pc->M * pc->K, nbe = batch * pc->K * pc->N;
     if (na >= INT32_MAX || nbe >= INT32_MAX || batch * (pc->M + pc->N) >= INT32_MAX)
         return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: bf16 matmul operands beyond 2^31 elements");
-    lm_vk_mem *ex = NULL, *a16 = NULL, *b16 = NULL;
+    lm_buffer *ex = NULL, *a16 = NULL, *b16 = NULL;
     lm_status st = scratch(v, 4 * batch * (pc->M + pc->N), &ex);
     if (st == LM_OK) st = scratch(v, 2 * na, &a16);
     if (st == LM_OK) st = scratch(v, 2 * nbe, &b16);
-    if (st == LM_OK) st = scale_operand(v, lm_vk_mem_of(node->inputs[0]), ex, a16, pc, false, batch);
-    if (st == LM_OK) st = scale_operand(v, lm_vk_mem_of(node->inputs[1]), ex, b16, pc, true, batch);
+    if (st == LM_OK) st = scale_operand(v, lm_vk_mem_of(node->inputs[0]), ex->handle, a16->handle, pc, false, batch);
+    if (st == LM_OK) st = scale_operand(v, lm_vk_mem_of(node->inputs[1]), ex->handle, b16->handle, pc, true, batch);
     if (st == LM_OK) {
         /* the copies are contiguous: A [batch][M][K], B [batch][K][N] */
         scaled_pc s = {.mm = {.M = pc->M, .N = pc->N, .K = pc->K, .nb = 1, .sam = pc->K, .sak = 1,
@@ -212,12 +214,11 @@ static lm_status run_bf16(lm_vk_dev *v, const coop_variant *c, lm_array *node, c
         s.mm.bshape[0] = (int32_t)batch;
         s.mm.bsa[0] = pc->M * pc->K;
         s.mm.bsb[0] = pc->K * pc->N;
-        st = gemm(v, c, node, a16, b16, ex, &s.mm, sizeof s, batch);
+        st = gemm(v, c, node, a16->handle, b16->handle, ex->handle, &s.mm, sizeof s, batch);
     }
-    /* freed once the recorded kernels have run */
-    if (ex) lm_vk_free(v->dev, ex);
-    if (a16) lm_vk_free(v->dev, a16);
-    if (b16) lm_vk_free(v->dev, b16);
+    if (ex) lm_buffer_release(ex);
+    if (a16) lm_buffer_release(a16);
+    if (b16) lm_buffer_release(b16);
     return st;
 }
 

@@ -8,6 +8,7 @@
 # (LUMEN_VK_CONV_TILE) at ESRGAN and VAE shapes beside cuDNN, and the
 # matmul / conv parity tests under every variant.
 #   SWEEP="stats peer mm conv test" OUT=... sh bench/gpu/mm_sweep.sh
+# SWEEP=check: the defaults only (short parity runs, then figures)
 OUT=${OUT:-/tmp/out}
 SWEEP=${SWEEP:-stats peer mm conv test}
 MMV=${MMV:-"128x128 w4 128x128w32 128x256 256x128 128x256s1 256x128s1 k64s1 w4k64s1 n8 128x256n8"}
@@ -84,6 +85,27 @@ for c in sys.argv[1:]:
         echo "test_vulkan_nn_conv m32 validated: rc $?"
         grep -h "FAIL\|validation" "$OUT/t.log" | head -3 | cut -c 1-300
         rm -f "$OUT/t.log"
+        ;;
+    check)
+        # the defaults' short check: parity (bf16 through the scaled path,
+        # under the validation layer too), conv tests, then the figures
+        tp() {   # tp NAME ENV... : one parity/conv test run, its verdict
+            name=$1; shift
+            env "$@" >"$OUT/t.log" 2>&1
+            echo "$name: rc $? $(grep -c 'PARITY FAIL' "$OUT/t.log") failures, $(grep -ci 'validation' "$OUT/t.log") validation lines"
+            grep -h "FAIL\|alidation" "$OUT/t.log" | head -3 | cut -c 1-300
+        }
+        tp "bf16 range" PARITY_ONLY=test_matmul_bf16_range build/tests/test_vulkan_parity
+        tp "bf16 range validated" LUMEN_VK_VALIDATE=1 PARITY_ONLY=test_matmul_bf16_range build/tests/test_vulkan_parity
+        tp "nn_conv validated" LUMEN_VK_VALIDATE=1 build/tests/test_vulkan_nn_conv
+        tp "test_matmul validated quick" LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 PARITY_ONLY=test_matmul build/tests/test_vulkan_parity
+        tp "test_matmul" PARITY_ONLY=test_matmul build/tests/test_vulkan_parity
+        rm -f "$OUT/t.log"
+        for dt in f16 bf16; do
+            VKBENCH_ONLY=mm VKBENCH_DTYPE=$dt VKBENCH_SIZES=$SIZES build/bench/vkbench 2>&1 | grep -v "^device"
+        done
+        SWEEP=peer SIZES=$SIZES sh "$0" | grep -v "f32\|=== sweep"
+        SWEEP=conv CONVT=m64w8 CASES="conv:64:32:256:3:f16 conv:192:32:256:3:f16 conv:64:32:128:3:f16 conv:192:64:128:3:f16 conv:64:64:256:3:f16" sh "$0"
         ;;
     esac
 done
