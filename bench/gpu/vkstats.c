@@ -4,7 +4,8 @@
  * VK_KHR_pipeline_executable_properties' statistics captured and every
  * statistic printed (on NVIDIA: registers, shared memory, spills), so
  * that register pressure in a kernel variant shows without a profiler.
- * Usage: vkstats matmul_coop:1,1,1,1,1,1,1,0,0,0,0,1,0,1 ... */
+ * Usage: vkstats matmul_coop:1,1,1,1,1,1,1,0,0,0,0,1,0,1 ...
+ * (VKSTATS_IR=1 also prints the driver's internal representations) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,9 @@ int main(int argc, char **argv)
         (PFN_vkGetPipelineExecutablePropertiesKHR)vkGetDeviceProcAddr(dev, "vkGetPipelineExecutablePropertiesKHR");
     PFN_vkGetPipelineExecutableStatisticsKHR get_stats =
         (PFN_vkGetPipelineExecutableStatisticsKHR)vkGetDeviceProcAddr(dev, "vkGetPipelineExecutableStatisticsKHR");
+    PFN_vkGetPipelineExecutableInternalRepresentationsKHR get_ir =
+        (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(
+            dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
     VkDescriptorSetLayoutBinding b[5];
     for (int i = 0; i < 5; i++)
         b[i] = (VkDescriptorSetLayoutBinding){(uint32_t)i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
@@ -92,7 +96,8 @@ int main(int argc, char **argv)
         VkSpecializationInfo si = {ns, me, ns * 4, spec};
         VkComputePipelineCreateInfo ci = {
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-            .flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
+            .flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
+                     VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR,
             .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                       .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main",
                       .pSpecializationInfo = ns ? &si : NULL},
@@ -126,6 +131,28 @@ int main(int argc, char **argv)
             }
         }
         printf("\n");
+        /* VKSTATS_IR=1: the driver's internal representations too (on
+         * NVIDIA the machine code, where it gives it), to check for HMMA
+         * and LDSM in a tensor-core kernel */
+        const char *ir = getenv("VKSTATS_IR");
+        for (uint32_t e = 0; ir && *ir == '1' && e < ne; e++) {
+            VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                              .pipeline = pipe, .executableIndex = e};
+            uint32_t nr = 0;
+            get_ir(dev, &ei, &nr, NULL);
+            VkPipelineExecutableInternalRepresentationKHR *r = calloc(nr ? nr : 1, sizeof *r);
+            for (uint32_t i = 0; i < nr; i++) r[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+            get_ir(dev, &ei, &nr, r);
+            for (uint32_t i = 0; i < nr; i++) r[i].pData = calloc(1, r[i].dataSize + 1);
+            get_ir(dev, &ei, &nr, r);
+            for (uint32_t i = 0; i < nr; i++) {
+                printf("--- %s (%s, %zu bytes)\n", r[i].name, r[i].description, r[i].dataSize);
+                if (r[i].isText) fwrite(r[i].pData, 1, strnlen(r[i].pData, r[i].dataSize), stdout);
+                printf("\n");
+                free(r[i].pData);
+            }
+            free(r);
+        }
         fflush(stdout);
         vkDestroyPipeline(dev, pipe, NULL);
         vkDestroyShaderModule(dev, mod, NULL);
