@@ -1,0 +1,284 @@
+/* test_profile.c - core/profile.c: rows per (op, kernel, shapes, dtype,
+ * device) with the right counts, times that add up to the total, nothing
+ * recorded while no profile is open, nesting and its limit; on Vulkan
+ * (lavapipe here) GPU times from timestamp queries with the shaders' names,
+ * transfers with their bytes and CPU fallbacks as rows. */
+#include "testutil.h"
+#include "core/profile.h"
+
+static lm_device *cpu_dev(void) { return lm_device_cpu(); }
+
+static const lm_profile_row *find(const lm_profile *p, const char *op, const char *device)
+{
+    for (int i = 0; i < p->nrows; i++)
+        if (!strcmp(p->rows[i].op, op) && !strcmp(p->rows[i].device, device)) return &p->rows[i];
+    return NULL;
+}
+
+static int rows_of(const lm_profile *p, const char *op)
+{
+    int n = 0;
+    for (int i = 0; i < p->nrows; i++) n += !strcmp(p->rows[i].op, op);
+    return n;
+}
+
+/* every row's times are sane and the rows add up to the total */
+static void check_sums(const lm_profile *p)
+{
+    double sum = 0;
+    for (int i = 0; i < p->nrows; i++) {
+        const lm_profile_row *r = &p->rows[i];
+        assert_true(r->count > 0);
+        assert_true(r->min_ms >= 0);
+        assert_true(r->min_ms <= r->total_ms / (double)r->count + 1e-9);
+        assert_true(r->total_ms / (double)r->count <= r->max_ms + 1e-9);
+        if (i) assert_true(p->rows[i - 1].total_ms >= r->total_ms);   /* sorted */
+        sum += r->total_ms;
+    }
+    assert_true(fabs(sum - p->total_ms) <= 1e-9 * (1 + sum));
+}
+
+static lm_array *filled(int64_t r, int64_t c, double v, lm_device *d)
+{
+    lm_array *a = lm_full(2, (int64_t[]){r, c}, v, LM_F32, d);
+    assert_non_null(a);
+    assert_int_equal(lm_array_eval(a), LM_OK);
+    return a;
+}
+
+/* x @ w three times, then + 1: one matmul row of count 3 */
+static void run_chain(lm_device *d, double *out)
+{
+    lm_array *x = filled(8, 8, 0.5, d), *w = filled(8, 8, 0.25, d);
+    lm_array *y = lm_array_retain(x);
+    for (int i = 0; i < 3; i++) {
+        lm_array *n = lm_matmul(y, w);
+        lm_array_release(y);
+        y = n;
+    }
+    lm_array *one = lm_scalar(1.0, LM_F32, d);
+    lm_array *z = lm_binary(LM_OP_ADD, y, one);
+    assert_int_equal(lm_array_eval(z), LM_OK);
+    assert_int_equal(lm_array_get(z, (int64_t[]){0, 0}, out), LM_OK);
+    lm_array_release(x);
+    lm_array_release(w);
+    lm_array_release(y);
+    lm_array_release(one);
+    lm_array_release(z);
+}
+
+static void test_counts_and_sums_cpu(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    double v = 0;
+    run_chain(cpu_dev(), &v);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    /* x @ w is 1 everywhere, then 2, then 4; + 1 */
+    assert_true(fabs(v - 5.0) < 1e-5);
+    assert_int_equal(rows_of(p, "matmul"), 1);
+    const lm_profile_row *mm = find(p, "matmul", "cpu");
+    assert_non_null(mm);
+    assert_int_equal(mm->count, 3);
+    assert_string_equal(mm->shape, "[8,8] [8,8] -> [8,8]");
+    assert_string_equal(mm->dtype, "f32");
+    assert_string_equal(mm->timer, "host");
+    const lm_profile_row *add = find(p, "add", "cpu");
+    assert_non_null(add);
+    assert_int_equal(add->count, 1);
+    assert_string_equal(add->shape, "[8,8] [] -> [8,8]");
+    assert_int_equal(p->evals, 3);   /* x, w, then z (the read evaluates nothing) */
+    check_sums(p);
+    char *text = lm_profile_format(p);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "lumen profile: 3 evaluations"));
+    assert_non_null(strstr(text, "matmul"));
+    free(text);
+    lm_profile_free(p);
+    assert_int_equal(lm_profile_depth(), 0);
+}
+
+static void test_off_records_nothing(void **state)
+{
+    (void)state;
+    double v;
+    run_chain(cpu_dev(), &v);   /* no profile open: nothing kept for later */
+    assert_int_equal(lm_profile_depth(), 0);
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    assert_int_equal(p->nrows, 0);
+    assert_int_equal(p->evals, 0);
+    assert_true(p->total_ms == 0);
+    lm_profile_free(p);
+    /* closing what is not open is an error, not a crash */
+    assert_null(lm_profile_end());
+    assert_int_equal(lm_error_status(), LM_ERR_STATE);
+    lm_error_clear();
+}
+
+static void test_nesting(void **state)
+{
+    (void)state;
+    double v;
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    run_chain(cpu_dev(), &v);
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    run_chain(cpu_dev(), &v);
+    lm_profile *inner = lm_profile_end();
+    lm_profile *outer = lm_profile_end();
+    assert_non_null(inner);
+    assert_non_null(outer);
+    assert_int_equal(find(inner, "matmul", "cpu")->count, 3);
+    assert_int_equal(find(outer, "matmul", "cpu")->count, 6);
+    assert_true(outer->total_ms >= inner->total_ms);
+    lm_profile_free(inner);
+    lm_profile_free(outer);
+    /* a limit, and an error naming it past it */
+    for (int i = 0; i < LM_PROFILE_DEPTH; i++) assert_int_equal(lm_profile_begin(), LM_OK);
+    assert_int_equal(lm_profile_begin(), LM_ERR_STATE);
+    assert_non_null(strstr(lm_error_message(), "profile"));
+    lm_error_clear();
+    for (int i = 0; i < LM_PROFILE_DEPTH; i++) lm_profile_free(lm_profile_end());
+    assert_int_equal(lm_profile_depth(), 0);
+}
+
+static void test_fused_names_its_steps(void **state)
+{
+    (void)state;
+    int64_t shape[1] = {16};
+    lm_array *ph = lm_placeholder(1, shape, LM_F32, cpu_dev());
+    lm_array *two = lm_scalar(2.0, LM_F32, cpu_dev());
+    lm_array *t = lm_binary(LM_OP_MUL, ph, two);
+    lm_array *o = lm_unary(LM_OP_EXP, t);
+    lm_compiled *c = lm_compile_graph(1, &ph, 1, &o, LM_COMPILE_ON);
+    assert_non_null(c);
+    lm_array *x = filled(1, 16, 0.5, cpu_dev());
+    lm_array *xr = lm_reshape(x, 1, shape);
+    lm_array *out = NULL;
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    assert_int_equal(lm_compiled_call(c, 1, &xr, &out), 1);
+    assert_int_equal(lm_array_eval(out), LM_OK);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    const lm_profile_row *f = find(p, "fused", "cpu");
+    assert_non_null(f);
+    assert_non_null(strstr(f ? f->kernel : "", "fused(mul,exp)"));
+    assert_int_equal(f->count, 1);
+    lm_profile_free(p);
+    lm_array_release(out);
+    lm_array_release(xr);
+    lm_array_release(x);
+    lm_compiled_free(c);
+    lm_array_release(o);
+    lm_array_release(t);
+    lm_array_release(two);
+    lm_array_release(ph);
+}
+
+#ifdef LM_HAVE_VULKAN
+static lm_device *vk;
+
+static void test_vulkan_gpu_times(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    double v = 0;
+    run_chain(vk, &v);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    assert_true(fabs(v - 5.0) < 1e-4);
+    const lm_profile_row *mm = find(p, "matmul", vk->spec);
+    assert_non_null(mm);
+    assert_int_equal(mm->count, 3);
+    assert_string_equal(mm->timer, "gpu");
+    assert_true(mm->total_ms > 0);
+    assert_true(mm->min_ms > 0);
+    assert_true(strlen(mm->kernel) > 0);   /* the shader's name */
+    assert_non_null(strstr(mm ? mm->kernel : "", "matmul"));
+    /* the scalar and the value read back are transfers, with their bytes */
+    const lm_profile_row *up = find(p, "upload", vk->spec), *down = find(p, "download", vk->spec);
+    assert_non_null(up);
+    assert_non_null(down);
+    assert_int_equal(down->bytes, 4);
+    assert_int_equal(down->count, 1);
+    assert_string_equal(down->timer, "host");
+    check_sums(p);
+    lm_profile_free(p);
+}
+
+static void test_vulkan_fallback_row(void **state)
+{
+    (void)state;
+    setenv("LUMEN_FALLBACK", "quiet", 1);
+    double x[4] = {0, 1, 2, 3};
+    lm_array *a = lm_from_data(1, (int64_t[]){4}, LM_F64, x, vk);
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    lm_array *e = lm_unary(LM_OP_EXP, a);   /* no exact f64 exp on the GPU */
+    assert_int_equal(lm_array_eval(e), LM_OK);
+    lm_profile *p = lm_profile_end();
+    unsetenv("LUMEN_FALLBACK");
+    assert_non_null(p);
+    const lm_profile_row *r = find(p, "exp", "cpu");
+    assert_non_null(r);
+    char want[64];
+    snprintf(want, sizeof want, "fallback from %s", vk->spec);
+    assert_string_equal(r->kernel, want);
+    assert_string_equal(r->timer, "host");
+    /* its input came down and its result went up: 32 bytes each */
+    assert_int_equal(find(p, "download", vk->spec)->bytes, 32);
+    assert_int_equal(find(p, "upload", vk->spec)->bytes, 32);
+    check_sums(p);
+    lm_profile_free(p);
+    lm_array_release(e);
+    lm_array_release(a);
+}
+
+static void test_vulkan_without_timestamps(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_NO_TIMESTAMPS", "1", 1);
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    double v = 0;
+    run_chain(vk, &v);
+    lm_profile *p = lm_profile_end();
+    unsetenv("LUMEN_VK_NO_TIMESTAMPS");
+    assert_non_null(p);
+    const lm_profile_row *mm = find(p, "matmul", vk->spec), *sub = find(p, "submit", vk->spec);
+    assert_non_null(mm);
+    assert_string_equal(mm->timer, "none");
+    assert_true(mm->total_ms == 0);
+    assert_non_null(sub);
+    assert_true(sub->total_ms > 0);
+    assert_non_null(strstr(p->notes, "cannot time kernels"));
+    check_sums(p);
+    lm_profile_free(p);
+}
+#endif
+
+int main(void)
+{
+    const struct CMUnitTest cpu_tests[] = {
+        cmocka_unit_test(test_counts_and_sums_cpu),
+        cmocka_unit_test(test_off_records_nothing),
+        cmocka_unit_test(test_nesting),
+        cmocka_unit_test(test_fused_names_its_steps),
+    };
+    int failed = cmocka_run_group_tests_name("profile (cpu)", cpu_tests, NULL, NULL);
+#ifdef LM_HAVE_VULKAN
+    for (int i = 0; i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    if (!vk) {
+        printf("test_profile: no Vulkan device; its Vulkan tests did not run\n");
+        return failed;
+    }
+    const struct CMUnitTest vk_tests[] = {
+        cmocka_unit_test(test_vulkan_gpu_times),
+        cmocka_unit_test(test_vulkan_fallback_row),
+        cmocka_unit_test(test_vulkan_without_timestamps),
+    };
+    failed += cmocka_run_group_tests_name("profile (vulkan)", vk_tests, NULL, NULL);
+#endif
+    return failed;
+}
