@@ -245,7 +245,7 @@ void lm_profile_eval_end(bool top)
     lm_profile *p = lm_profile_end();
     depth = d;
     if (p) {
-        char *text = lm_profile_format(p);
+        char *text = lm_profile_format(p, 0);
         if (text) fputs(text, stderr);
         free(text);
         lm_profile_free(p);
@@ -353,7 +353,7 @@ static int width(const lm_profile *p, size_t off, int least, int most)
     return w < most ? w : most;
 }
 
-char *lm_profile_format(const lm_profile *p)
+char *lm_profile_format(const lm_profile *p, int max_rows)
 {
     text t = {0};
     int64_t count = 0;
@@ -367,7 +367,8 @@ char *lm_profile_format(const lm_profile *p)
     int wdt = width(p, offsetof(lm_profile_row, dtype), 5, 23);
     put(&t, "  %-*s %-*s %-*s %-*s %-5s %7s %10s %6s %9s %9s %9s  %s\n", wop, "op", wk, "kernel", wdev,
         "device", wdt, "dtype", "timer", "count", "total ms", "%", "mean ms", "min ms", "max ms", "shape");
-    for (int i = 0; i < p->nrows; i++) {
+    int shown = max_rows > 0 && max_rows < p->nrows ? max_rows : p->nrows;
+    for (int i = 0; i < shown; i++) {
         const lm_profile_row *r = &p->rows[i];
         char shape[200];
         if (r->bytes) {
@@ -384,6 +385,12 @@ char *lm_profile_format(const lm_profile *p)
             (long long)r->count, r->total_ms, p->total_ms > 0 ? 100.0 * r->total_ms / p->total_ms : 0.0,
             r->count ? r->total_ms / (double)r->count : 0.0, r->min_ms, r->max_ms, shape);
     }
+    if (shown < p->nrows) {
+        double rest = 0;
+        for (int i = shown; i < p->nrows; i++) rest += p->rows[i].total_ms;
+        put(&t, "  ... %d more rows, %.3f ms (%.1f%%)\n", p->nrows - shown, rest,
+            p->total_ms > 0 ? 100.0 * rest / p->total_ms : 0.0);
+    }
     if (t.failed) {
         free(t.s);
         return NULL;
@@ -399,7 +406,7 @@ static void report_at_exit(void)
     depth = 1;   /* sessions left open by a script that failed are not the environment's */
     lm_profile *p = lm_profile_end();
     if (!p) return;
-    char *s = lm_profile_format(p);
+    char *s = lm_profile_format(p, 0);
     if (s) fputs(s, stderr);
     free(s);
     lm_profile_free(p);

@@ -61,8 +61,9 @@ lm_status lm_profile_begin(void);
  * (the session is closed either way). */
 lm_profile *lm_profile_end(void);
 void lm_profile_free(lm_profile *p);
-/* The report as a table (caller frees); NULL when out of memory. */
-char *lm_profile_format(const lm_profile *p);
+/* The report as a table (caller frees): the first max_rows rows (all when
+ * max_rows <= 0) and a line for the rest.  NULL when out of memory. */
+char *lm_profile_format(const lm_profile *p, int max_rows);
 /* Open sessions (0: profiling is off). */
 int lm_profile_depth(void);
 /* Reads LUMEN_PROFILE; lm_init calls it once. */

@@ -1,12 +1,13 @@
 /* l_profile.c - lm.profile: where a function's evaluation spends its time,
  * kernel by kernel (core/profile.h does the counting).  The profile is
  * closed on every way out of fn, so an error leaves no session open. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "l_internal.h"
 #include "core/profile.h"
 
-static const char *const KNOWN[] = {"print", NULL};
+static const char *const KNOWN[] = {"print", "rows", NULL};
 
 static void set_num(lua_State *L, const char *k, double v)
 {
@@ -74,9 +75,11 @@ static int m_profile(lua_State *L)
 {
     int fn = 1;
     bool print = true;
+    lua_Integer rows = 0;
     if (lua_type(L, 1) == LUA_TTABLE) {
         lm_lua_check_opts(L, 1, "lm.profile", KNOWN);
         print = lm_lua_opt_bool(L, 1, "lm.profile", "print", true);
+        rows = lm_lua_opt_int(L, 1, "lm.profile", "rows", 0);
         fn = 2;
     }
     if (lua_type(L, fn) != LUA_TFUNCTION && !luaL_getmetafield(L, fn, "__call"))
@@ -91,7 +94,7 @@ static int m_profile(lua_State *L)
         return lua_error(L);   /* fn's error (or the evaluation's), as fn raised it */
     }
     if (!p) return lm_lua_error(L);
-    char *text = lm_profile_format(p);
+    char *text = lm_profile_format(p, rows > INT_MAX ? INT_MAX : (int)rows);
     if (print && text) {
         fputs(text, stdout);
         fflush(stdout);
@@ -104,14 +107,14 @@ static int m_profile(lua_State *L)
 
 static const lm_lua_func funcs[] = {
     {"profile", m_profile,
-     "lm.profile([opts,] fn, ...) -> fn's results..., profile\nRuns fn(...) with profiling on, "
+     "lm.profile([{print=true, rows=0},] fn, ...) -> fn's results..., profile\nRuns fn(...) with profiling on, "
      "evaluates the tensors it returns, prints a table of every kernel and transfer that ran (op, "
      "kernel, device, dtype, count, total/mean/min/max ms, shapes), sorted by total time, and returns "
      "fn's results followed by the profile: a list of rows {op=, kernel=, shape=, dtype=, device=, "
      "timer=, count=, bytes=, total_ms=, mean_ms=, min_ms=, max_ms=, host_ms=, percent=} with fields "
-     "total_ms, evals, notes and text (the table).  Times are GPU time from timestamp queries on "
+     "total_ms, evals, notes and text (the table as printed).  Times are GPU time from timestamp queries on "
      "Vulkan (timer 'gpu'), wall time on the CPU and for transfers (timer 'host'); host_ms is the time "
-     "the host spent in the call.  Options {print=true}: print=false only returns the profile.  "
+     "the host spent in the call.  Options {print=true, rows=0}: print=false only returns the profile; rows=N prints the N rows that took longest and one line for the rest (0: all).  "
      "Profiles nest (an inner one's work is in the outer one too).  LUMEN_PROFILE=1 in the environment "
      "prints such a table on stderr after each evaluation, LUMEN_PROFILE=total once at exit."},
     {NULL, NULL, NULL},

@@ -90,10 +90,17 @@ static void test_counts_and_sums_cpu(void **state)
     assert_string_equal(add->shape, "[8,8] [] -> [8,8]");
     assert_int_equal(p->evals, 3);   /* x, w, then z (the read evaluates nothing) */
     check_sums(p);
-    char *text = lm_profile_format(p);
+    char *text = lm_profile_format(p, 0);
     assert_non_null(text);
     assert_non_null(strstr(text, "lumen profile: 3 evaluations"));
     assert_non_null(strstr(text, "matmul"));
+    free(text);
+    text = lm_profile_format(p, 1);   /* the longest row and a line for the others */
+    assert_non_null(text);
+    assert_non_null(strstr(text, p->rows[0].op));
+    char more[48];
+    snprintf(more, sizeof more, "... %d more rows", p->nrows - 1);
+    assert_non_null(strstr(text, more));
     free(text);
     lm_profile_free(p);
     assert_int_equal(lm_profile_depth(), 0);

@@ -98,9 +98,13 @@ end)
 
 test("options and arguments follow the options rule", function()
   raises(function() lm.profile({prints = false}, function() end) end,
-         "lm.profile: unknown option 'prints' (known: print)")
+         "lm.profile: unknown option 'prints' (known: print, rows)")
   raises(function() lm.profile(42) end, "lm.profile: argument 1 must be a function, got number")
   raises(function() lm.profile({print = "no"}, function() end) end, "option 'print' must be a boolean")
+  raises(function() lm.profile({rows = 1.5}, function() end) end, "option 'rows' must be an integer")
+  local _, p = lm.profile({print = false, rows = 1}, chain("cpu"))
+  ok(#p >= 3, "every row is returned")
+  ok(p.text:find("... " .. (#p - 1) .. " more rows", 1, true), "the table shows one: " .. p.text)
 end)
 
 local vk
