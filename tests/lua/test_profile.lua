@@ -103,7 +103,7 @@ test("options and arguments follow the options rule", function()
   raises(function() lm.profile({print = "no"}, function() end) end, "option 'print' must be a boolean")
   raises(function() lm.profile({rows = 1.5}, function() end) end, "option 'rows' must be an integer")
   local _, _, p = lm.profile({print = false, rows = 1}, chain("cpu"))
-  ok(#p >= 3, "every row is returned")
+  ok(#p >= 2, "every row is returned (matmul, add)")
   ok(p.text:find("... " .. (#p - 1) .. " more rows", 1, true), "the table shows one: " .. p.text)
 end)
 
