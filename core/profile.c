@@ -222,9 +222,9 @@ void lm_profile_device_time(int64_t id, double ms)
     entries[id].got_time = true;
 }
 
-void lm_profile_eval_end(bool top)
+/* every entry's time into the open sessions' rows */
+static void settle(void)
 {
-    if (!top) return;
     for (int64_t i = 0; i < nentries; i++) {
         const entry *e = &entries[i];
         if (e->dropped) continue;
@@ -232,11 +232,17 @@ void lm_profile_eval_end(bool top)
         const char *timer = !e->device_timed ? "host" : e->got_time ? "gpu" : "none";
         add_sample(e, timer, e->device_timed ? e->dev_ms : e->host_ms, e->host_ms, 0);
     }
-    if (nentries)
-        for (int k = 0; k < depth; k++) sessions[k].evals++;
-    bool report = env == ENV_EVAL && depth && nentries;
     nentries = 0;
     current = -1;
+}
+
+void lm_profile_eval_end(bool top)
+{
+    if (!top) return;
+    settle();
+    for (int k = 0; k < depth; k++) sessions[k].evals++;
+    /* transfers outside an evaluation (reading a value back) are in the next report */
+    bool report = env == ENV_EVAL && depth && sessions[0].n;
     if (!report) return;
     /* LUMEN_PROFILE=1: the outermost session is the environment's; it
      * reports and starts again */
@@ -288,7 +294,7 @@ lm_profile *lm_profile_end(void)
 {
     if (!depth) return lm_error_set(LM_ERR_STATE, "profile: no profile is open"), NULL;
     sync_all();
-    lm_profile_eval_end(true);   /* nodes run outside an evaluation (none today) */
+    settle();   /* nodes run outside an evaluation (none today) */
     session *s = &sessions[--depth];
     lm_profile *p = calloc(1, sizeof *p);
     if (!p) {
