@@ -5,6 +5,9 @@
  * transfers with their bytes and CPU fallbacks as rows. */
 #include "testutil.h"
 #include "core/profile.h"
+#ifdef LM_HAVE_VULKAN
+#include "backends/vulkan/vulkan.h"
+#endif
 
 static lm_device *cpu_dev(void) { return lm_device_cpu(); }
 
@@ -190,10 +193,20 @@ static lm_device *vk;
 static void test_vulkan_gpu_times(void **state)
 {
     (void)state;
-    assert_int_equal(lm_profile_begin(), LM_OK);
+    /* no profile open: no timestamps recorded */
     double v = 0;
+    int64_t t0 = lm_vulkan_timestamp_count(), d0 = lm_vulkan_dispatch_count();
+    run_chain(vk, &v);
+    int64_t plain = lm_vulkan_dispatch_count() - d0;
+    assert_int_equal(lm_vulkan_timestamp_count(), t0);
+    assert_true(plain >= 4);
+    /* profiled: two per dispatch, and no dispatch more */
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    d0 = lm_vulkan_dispatch_count();
     run_chain(vk, &v);
     lm_profile *p = lm_profile_end();
+    assert_int_equal(lm_vulkan_dispatch_count() - d0, plain);
+    assert_true(lm_vulkan_timestamp_count() - t0 >= 2 * plain);
     assert_non_null(p);
     assert_true(fabs(v - 5.0) < 1e-4);
     const lm_profile_row *mm = find(p, "matmul", vk->spec);
@@ -280,12 +293,17 @@ int main(void)
         printf("test_profile: no Vulkan device; its Vulkan tests did not run\n");
         return failed;
     }
+    /* LUMEN_VK_VALIDATE=1 runs these under the validation layer: none may complain */
     const struct CMUnitTest vk_tests[] = {
         cmocka_unit_test(test_vulkan_gpu_times),
         cmocka_unit_test(test_vulkan_fallback_row),
         cmocka_unit_test(test_vulkan_without_timestamps),
     };
     failed += cmocka_run_group_tests_name("profile (vulkan)", vk_tests, NULL, NULL);
+    if (lm_vulkan_validation_messages()) {
+        printf("test_profile: %lld validation messages\n", (long long)lm_vulkan_validation_messages());
+        failed++;
+    }
 #endif
     return failed;
 }

@@ -20,8 +20,9 @@
 #include "backends/vulkan/vk.h"
 #include "core/profile.h"
 
-static int64_t dispatches;
+static int64_t dispatches, timestamps;
 int64_t lm_vulkan_dispatch_count(void) { return dispatches; }
+int64_t lm_vulkan_timestamp_count(void) { return timestamps; }
 
 static lm_status make_layout(lm_vk_dev *v, int nb, VkDescriptorSetLayout *dsl, VkPipelineLayout *layout)
 {
@@ -123,6 +124,7 @@ static void prof_stamp(lm_vk_dev *v, int64_t entry, bool after)
 {
     if (entry < 0 || !v->stamping) return;
     vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qpool, (uint32_t)(2 * v->nstamps + after));
+    timestamps++;
     if (!after) return;
     v->stamp_entry[v->nstamps++] = entry;
 }
