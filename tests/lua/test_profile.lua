@@ -140,3 +140,34 @@ if vk then
     eq(fb, os.getenv("LUMEN_FALLBACK"))
   end)
 end
+
+-- LUMEN_PROFILE in the environment of a fresh process
+local lumen_bin = (os.getenv("BUILD") or "build") .. "/lumen"
+local function run_env(value, code)
+  local p = assert(io.popen(string.format("LUMEN_DEVICE=cpu LUMEN_PROFILE=%s %s -e '%s' 2>&1", value, lumen_bin, code)))
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+local function count(s, what)
+  local n = 0
+  for _ in s:gmatch(what) do n = n + 1 end
+  return n
+end
+
+test("LUMEN_PROFILE=1: a table after each evaluation; =total: one at exit", function()
+  local code = "local x = lm.ones{4, 4}; x:matmul(x):eval(); x:matmul(x):eval(); print(\"done\")"
+  local per = run_env("1", code)
+  eq(count(per, "lumen profile: 1 evaluation"), 2, "one per product (the first makes x): " .. per)
+  eq(count(per, "\n  matmul "), 2, "one matmul row in each of the two reports")
+  ok(per:find("done", 1, true))
+  local total = run_env("total", code)
+  eq(count(total, "lumen profile:"), 1, "one report: " .. total)
+  ok(total:find("lumen profile: 2 evaluations", 1, true), total)
+  ok(total:find("done\n", 1, true) < total:find("lumen profile", 1, true), "at exit, after the script's output")
+  ok(total:match("\n  matmul +sgemm +cpu +f32 +host +2 "), "both products in one row: " .. total)
+  local bad = run_env("yes", code)
+  ok(bad:find("LUMEN_PROFILE=yes: expected 1", 1, true), bad)
+  eq(count(run_env("0", code), "lumen profile"), 0, "0 is off")
+end)
