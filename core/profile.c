@@ -311,6 +311,39 @@ lm_profile *lm_profile_end(void)
     return p;
 }
 
+/* rows equal on every field kept become one */
+static bool same_key(const lm_profile_row *a, const lm_profile_row *b)
+{
+    return !strcmp(a->op, b->op) && !strcmp(a->kernel, b->kernel) && !strcmp(a->shape, b->shape) &&
+           !strcmp(a->dtype, b->dtype) && !strcmp(a->device, b->device) && !strcmp(a->timer, b->timer);
+}
+
+void lm_profile_group(lm_profile *p, lm_profile_by by)
+{
+    if (by == LM_PROFILE_BY_SHAPE) return;
+    int n = 0;
+    for (int i = 0; i < p->nrows; i++) {
+        lm_profile_row r = p->rows[i];
+        r.shape[0] = 0;
+        if (by == LM_PROFILE_BY_OP) r.kernel[0] = 0;
+        int k = 0;
+        while (k < n && !same_key(&p->rows[k], &r)) k++;
+        if (k == n) {
+            p->rows[n++] = r;
+            continue;
+        }
+        lm_profile_row *m = &p->rows[k];
+        if (r.min_ms < m->min_ms) m->min_ms = r.min_ms;
+        if (r.max_ms > m->max_ms) m->max_ms = r.max_ms;
+        m->count += r.count;
+        m->bytes += r.bytes;
+        m->total_ms += r.total_ms;
+        m->host_ms += r.host_ms;
+    }
+    p->nrows = n;
+    if (n) qsort(p->rows, (size_t)n, sizeof *p->rows, by_total);
+}
+
 void lm_profile_free(lm_profile *p)
 {
     if (!p) return;

@@ -61,6 +61,12 @@ lm_status lm_profile_begin(void);
  * (the session is closed either way). */
 lm_profile *lm_profile_end(void);
 void lm_profile_free(lm_profile *p);
+/* Merges rows that differ only in what is not kept: BY_SHAPE keeps every
+ * field (the rows as made), BY_KERNEL drops the shapes, BY_OP the shapes and
+ * the kernels (one row per op, dtype, device and timer).  Counts, times and
+ * bytes add up; the order is by total again. */
+typedef enum { LM_PROFILE_BY_SHAPE, LM_PROFILE_BY_KERNEL, LM_PROFILE_BY_OP } lm_profile_by;
+void lm_profile_group(lm_profile *p, lm_profile_by by);
 /* The report as a table (caller frees): the first max_rows rows (all when
  * max_rows <= 0) and a line for the rest.  NULL when out of memory. */
 char *lm_profile_format(const lm_profile *p, int max_rows);

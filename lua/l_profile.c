@@ -4,10 +4,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "l_internal.h"
 #include "core/profile.h"
 
-static const char *const KNOWN[] = {"print", "rows", NULL};
+static const char *const KNOWN[] = {"print", "rows", "by", NULL};
 
 static void set_num(lua_State *L, const char *k, double v)
 {
@@ -70,16 +71,34 @@ static bool eval_results(lua_State *L, int idx)
     return false;
 }
 
+/* the option by = "shape" | "kernel" | "op" of the table at 1 */
+static lm_profile_by check_by(lua_State *L)
+{
+    static const char *const names[] = {"shape", "kernel", "op"};
+    lm_profile_by by = LM_PROFILE_BY_SHAPE;
+    if (lua_getfield(L, 1, "by") != LUA_TNIL) {
+        const char *s = lua_tostring(L, -1);
+        int k = 0;
+        while (k < 3 && !(lua_type(L, -1) == LUA_TSTRING && !strcmp(s, names[k]))) k++;
+        if (k == 3) luaL_error(L, "lm.profile: option 'by' must be \"shape\", \"kernel\" or \"op\"");
+        by = (lm_profile_by)k;
+    }
+    lua_pop(L, 1);
+    return by;
+}
+
 /* lm.profile([opts,] fn, ...) -> fn's results..., profile */
 static int m_profile(lua_State *L)
 {
     int fn = 1;
     bool print = true;
     lua_Integer rows = 0;
+    lm_profile_by by = LM_PROFILE_BY_SHAPE;
     if (lua_type(L, 1) == LUA_TTABLE) {
         lm_lua_check_opts(L, 1, "lm.profile", KNOWN);
         print = lm_lua_opt_bool(L, 1, "lm.profile", "print", true);
         rows = lm_lua_opt_int(L, 1, "lm.profile", "rows", 0);
+        by = check_by(L);
         fn = 2;
     }
     if (lua_type(L, fn) != LUA_TFUNCTION && !luaL_getmetafield(L, fn, "__call"))
@@ -94,6 +113,7 @@ static int m_profile(lua_State *L)
         return lua_error(L);   /* fn's error (or the evaluation's), as fn raised it */
     }
     if (!p) return lm_lua_error(L);
+    lm_profile_group(p, by);
     char *text = lm_profile_format(p, rows > INT_MAX ? INT_MAX : (int)rows);
     if (print && text) {
         fputs(text, stdout);
@@ -107,14 +127,14 @@ static int m_profile(lua_State *L)
 
 static const lm_lua_func funcs[] = {
     {"profile", m_profile,
-     "lm.profile([{print=true, rows=0},] fn, ...) -> fn's results..., profile\nRuns fn(...) with profiling on, "
+     "lm.profile([{print=true, rows=0, by=\"shape\"},] fn, ...) -> fn's results..., profile\nRuns fn(...) with profiling on, "
      "evaluates the tensors it returns, prints a table of every kernel and transfer that ran (op, "
      "kernel, device, dtype, count, total/mean/min/max ms, shapes), sorted by total time, and returns "
      "fn's results followed by the profile: a list of rows {op=, kernel=, shape=, dtype=, device=, "
      "timer=, count=, bytes=, total_ms=, mean_ms=, min_ms=, max_ms=, host_ms=, percent=} with fields "
      "total_ms, evals, notes and text (the table as printed).  Times are GPU time from timestamp queries on "
      "Vulkan (timer 'gpu'), wall time on the CPU and for transfers (timer 'host'); host_ms is the time "
-     "the host spent in the call.  Options {print=true, rows=0}: print=false only returns the profile; rows=N prints the N rows that took longest and one line for the rest (0: all).  "
+     "the host spent in the call.  Options {print=true, rows=0}: print=false only returns the profile; rows=N prints the N rows that took longest and one line for the rest (0: all); by=\"kernel\" merges the rows that differ only in shapes, by=\"op\" also those that differ in kernels (one row per op, dtype and device).  "
      "Profiles nest (an inner one's work is in the outer one too).  LUMEN_PROFILE=1 in the environment "
      "prints such a table on stderr after each evaluation, LUMEN_PROFILE=total once at exit."},
     {NULL, NULL, NULL},

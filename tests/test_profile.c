@@ -109,6 +109,36 @@ static void test_counts_and_sums_cpu(void **state)
     assert_int_equal(lm_profile_depth(), 0);
 }
 
+/* matmuls of two shapes: two rows, one when grouped by kernel or op */
+static void test_group(void **state)
+{
+    (void)state;
+    lm_array *a = filled(4, 8, 1, cpu_dev()), *b = filled(8, 2, 1, cpu_dev()), *c = filled(8, 8, 1, cpu_dev());
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    lm_array *x = lm_matmul(a, b), *y = lm_matmul(c, c), *z = lm_matmul(c, c);
+    lm_array *all[3] = {x, y, z};
+    assert_int_equal(lm_eval(all, 3), LM_OK);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    assert_int_equal(rows_of(p, "matmul"), 2);
+    double total = p->total_ms;
+    lm_profile_group(p, LM_PROFILE_BY_KERNEL);
+    assert_int_equal(rows_of(p, "matmul"), 1);
+    const lm_profile_row *r = find(p, "matmul", "cpu");
+    assert_int_equal(r->count, 3);
+    assert_string_equal(r->kernel, "sgemm");
+    assert_string_equal(r->shape, "");
+    assert_true(fabs(r->total_ms - total) < 1e-9);
+    lm_profile_group(p, LM_PROFILE_BY_OP);
+    assert_int_equal(p->nrows, 1);
+    assert_string_equal(p->rows[0].kernel, "");
+    assert_int_equal(p->rows[0].count, 3);
+    check_sums(p);
+    lm_profile_free(p);
+    lm_array *mine[] = {a, b, c, x, y, z};
+    for (int i = 0; i < 6; i++) lm_array_release(mine[i]);
+}
+
 static void test_off_records_nothing(void **state)
 {
     (void)state;
@@ -281,6 +311,7 @@ int main(void)
 {
     const struct CMUnitTest cpu_tests[] = {
         cmocka_unit_test(test_counts_and_sums_cpu),
+        cmocka_unit_test(test_group),
         cmocka_unit_test(test_off_records_nothing),
         cmocka_unit_test(test_nesting),
         cmocka_unit_test(test_fused_names_its_steps),

@@ -96,9 +96,25 @@ test("compiled chains are one row named after their steps", function()
   ok(fused[1].kernel:find("fused(add,mul,exp)", 1, true), "kernel " .. fused[1].kernel)
 end)
 
+test("by = 'kernel' or 'op' merges the rows that differ in shapes (and kernels)", function()
+  local a, b = lm.ones{4, 8}:eval(), lm.ones{8, 8}:eval()
+  local function f() return a:matmul(b), b:matmul(b), b:matmul(b) end
+  local _, _, _, p = lm.profile({print = false}, f)
+  eq(#rows_of(p, "matmul"), 2)
+  for _, by in ipairs{"kernel", "op"} do
+    _, _, _, p = lm.profile({print = false, by = by}, f)
+    local mm = rows_of(p, "matmul")
+    eq(#mm, 1, by)
+    eq(mm[1].count, 3, by)
+    eq(mm[1].shape, "", by)
+    eq(mm[1].kernel, by == "op" and "" or "sgemm", by)
+  end
+  raises(function() lm.profile({by = "name"}, f) end, "lm.profile: option 'by' must be \"shape\", \"kernel\" or \"op\"")
+end)
+
 test("options and arguments follow the options rule", function()
   raises(function() lm.profile({prints = false}, function() end) end,
-         "lm.profile: unknown option 'prints' (known: print, rows)")
+         "lm.profile: unknown option 'prints' (known: print, rows, by)")
   raises(function() lm.profile(42) end, "lm.profile: argument 1 must be a function, got number")
   raises(function() lm.profile({print = "no"}, function() end) end, "option 'print' must be a boolean")
   raises(function() lm.profile({rows = 1.5}, function() end) end, "option 'rows' must be an integer")
