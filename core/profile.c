@@ -16,7 +16,7 @@
 #include "profile.h"
 
 typedef struct {
-    char op[32], kernel[96], shape[160], dtype[24], device[32];
+    lm_profile_row key;      /* op, kernel, shape, dtype, device; the rest unused */
     char names[96];          /* kernels the backend named */
     bool device_timed, host_only, dropped, got_time;
     double t0, host_ms, dev_ms, child_ms;
@@ -69,44 +69,47 @@ static void copy_str(char *dst, size_t n, const char *src)
 
 /* ---- rows ---- */
 
-static lm_profile_row *row_find(session *s, const entry *e, const char *timer)
+static bool same_key(const lm_profile_row *a, const lm_profile_row *b)
 {
-    for (int i = 0; i < s->n; i++) {
-        lm_profile_row *r = &s->rows[i];
-        if (!strcmp(r->op, e->op) && !strcmp(r->kernel, e->kernel) && !strcmp(r->shape, e->shape) &&
-            !strcmp(r->dtype, e->dtype) && !strcmp(r->device, e->device) && !strcmp(r->timer, timer))
-            return r;
-    }
-    if (s->n == s->cap) {
-        int nc = s->cap ? s->cap * 2 : 64;
-        lm_profile_row *nr = realloc(s->rows, (size_t)nc * sizeof *nr);
-        if (!nr) return NULL;   /* a profile short of a row beats a failed evaluation */
-        s->rows = nr;
-        s->cap = nc;
-    }
-    lm_profile_row *r = &s->rows[s->n++];
-    memset(r, 0, sizeof *r);
-    copy_str(r->op, sizeof r->op, e->op);
-    copy_str(r->kernel, sizeof r->kernel, e->kernel);
-    copy_str(r->shape, sizeof r->shape, e->shape);
-    copy_str(r->dtype, sizeof r->dtype, e->dtype);
-    copy_str(r->device, sizeof r->device, e->device);
-    copy_str(r->timer, sizeof r->timer, timer);
-    return r;
+    return !strcmp(a->op, b->op) && !strcmp(a->kernel, b->kernel) && !strcmp(a->shape, b->shape) &&
+           !strcmp(a->dtype, b->dtype) && !strcmp(a->device, b->device) && !strcmp(a->timer, b->timer);
 }
 
-static void add_sample(const entry *e, const char *timer, double ms, double host_ms, int64_t bytes)
+static void row_merge(lm_profile_row *dst, const lm_profile_row *src)
 {
-    if (ms < 0) ms = 0;
+    if (src->min_ms < dst->min_ms) dst->min_ms = src->min_ms;
+    if (src->max_ms > dst->max_ms) dst->max_ms = src->max_ms;
+    dst->count += src->count;
+    dst->bytes += src->bytes;
+    dst->total_ms += src->total_ms;
+    dst->host_ms += src->host_ms;
+}
+
+/* one node's or transfer's time, as a row of count 1, into every open session */
+static void add_sample(const lm_profile_row *key, const char *timer, double ms, double host_ms, int64_t bytes)
+{
+    lm_profile_row one = *key;
+    copy_str(one.timer, sizeof one.timer, timer);
+    one.count = 1;
+    one.bytes = bytes;
+    one.total_ms = one.min_ms = one.max_ms = ms < 0 ? 0 : ms;
+    one.host_ms = host_ms;
     for (int k = 0; k < depth; k++) {
-        lm_profile_row *r = row_find(&sessions[k], e, timer);
-        if (!r) continue;
-        if (r->count == 0 || ms < r->min_ms) r->min_ms = ms;
-        if (ms > r->max_ms) r->max_ms = ms;
-        r->count++;
-        r->total_ms += ms;
-        r->host_ms += host_ms;
-        r->bytes += bytes;
+        session *s = &sessions[k];
+        int i = 0;
+        while (i < s->n && !same_key(&s->rows[i], &one)) i++;
+        if (i < s->n) {
+            row_merge(&s->rows[i], &one);
+            continue;
+        }
+        if (s->n == s->cap) {
+            int nc = s->cap ? s->cap * 2 : 64;
+            lm_profile_row *nr = realloc(s->rows, (size_t)nc * sizeof *nr);
+            if (!nr) continue;   /* a profile short of a row beats a failed evaluation */
+            s->rows = nr;
+            s->cap = nc;
+        }
+        s->rows[s->n++] = one;
     }
 }
 
@@ -133,32 +136,32 @@ static void shape_of(char *buf, size_t n, const lm_array *a)
 static void key_of(entry *e, const lm_array *a, lm_profile_kind kind)
 {
     char s[48];
-    size_t k = 0, n = sizeof e->shape;
+    size_t k = 0, n = sizeof e->key.shape;
     int shown = a->ninputs < 4 ? a->ninputs : 4;
     for (int i = 0; i < shown && k < n; i++) {
         shape_of(s, sizeof s, a->inputs[i]);
-        k += (size_t)snprintf(e->shape + k, n - k, "%s ", s);
+        k += (size_t)snprintf(e->key.shape + k, n - k, "%s ", s);
     }
-    if (a->ninputs > shown && k < n) k += (size_t)snprintf(e->shape + k, n - k, "+%d ", a->ninputs - shown);
+    if (a->ninputs > shown && k < n) k += (size_t)snprintf(e->key.shape + k, n - k, "+%d ", a->ninputs - shown);
     shape_of(s, sizeof s, a);
-    if (k < n) snprintf(e->shape + k, n - k, "%s%s", a->ninputs ? "-> " : "", s);
-    copy_str(e->op, sizeof e->op, lm_op_name(a->op));
+    if (k < n) snprintf(e->key.shape + k, n - k, "%s%s", a->ninputs ? "-> " : "", s);
+    copy_str(e->key.op, sizeof e->key.op, lm_op_name(a->op));
     lm_dtype in = a->ninputs ? a->inputs[0]->dtype : a->dtype;
-    if (in != a->dtype) snprintf(e->dtype, sizeof e->dtype, "%s->%s", lm_dtype_name(in), lm_dtype_name(a->dtype));
-    else copy_str(e->dtype, sizeof e->dtype, lm_dtype_name(a->dtype));
+    if (in != a->dtype) snprintf(e->key.dtype, sizeof e->key.dtype, "%s->%s", lm_dtype_name(in), lm_dtype_name(a->dtype));
+    else copy_str(e->key.dtype, sizeof e->key.dtype, lm_dtype_name(a->dtype));
     if (kind == LM_PROFILE_FALLBACK) {
-        copy_str(e->device, sizeof e->device, "cpu");
-        snprintf(e->kernel, sizeof e->kernel, "fallback from %s", a->device->spec);
+        copy_str(e->key.device, sizeof e->key.device, "cpu");
+        snprintf(e->key.kernel, sizeof e->key.kernel, "fallback from %s", a->device->spec);
     } else {
-        copy_str(e->device, sizeof e->device, a->device->spec);
+        copy_str(e->key.device, sizeof e->key.device, a->device->spec);
     }
     if (a->op == LM_OP_FUSED && a->params.ext) {
         const lm_fused *f = a->params.ext;
-        k = (size_t)snprintf(e->kernel, sizeof e->kernel, "fused(");
-        for (int i = 0; i < f->nsteps && k < sizeof e->kernel; i++)
-            k += (size_t)snprintf(e->kernel + k, sizeof e->kernel - k, "%s%s", i ? "," : "",
+        k = (size_t)snprintf(e->key.kernel, sizeof e->key.kernel, "fused(");
+        for (int i = 0; i < f->nsteps && k < sizeof e->key.kernel; i++)
+            k += (size_t)snprintf(e->key.kernel + k, sizeof e->key.kernel - k, "%s%s", i ? "," : "",
                                   lm_op_name(f->steps[i].op));
-        if (k < sizeof e->kernel) snprintf(e->kernel + k, sizeof e->kernel - k, ")");
+        if (k < sizeof e->key.kernel) snprintf(e->key.kernel + k, sizeof e->key.kernel - k, ")");
     }
 }
 
@@ -187,11 +190,12 @@ void lm_profile_node_end(bool ok)
     e->host_ms = lm_profile_now_ms() - e->t0 - e->child_ms;
     if (e->host_ms < 0) e->host_ms = 0;
     e->dropped = !ok;
+    char *kernel = e->key.kernel;
     if (e->names[0]) {
-        if (!e->kernel[0]) copy_str(e->kernel, sizeof e->kernel, e->names);
+        if (!kernel[0]) copy_str(kernel, sizeof e->key.kernel, e->names);
         else {
-            size_t k = strlen(e->kernel);
-            snprintf(e->kernel + k, sizeof e->kernel - k, " [%s]", e->names);
+            size_t k = strlen(kernel);
+            snprintf(kernel + k, sizeof e->key.kernel - k, " [%s]", e->names);
         }
     }
     current = -1;
@@ -230,7 +234,7 @@ static void settle(void)
         if (e->dropped) continue;
         /* a device that could not time its kernels: "none" (its submits are rows) */
         const char *timer = !e->device_timed ? "host" : e->got_time ? "gpu" : "none";
-        add_sample(e, timer, e->device_timed ? e->dev_ms : e->host_ms, e->host_ms, 0);
+        add_sample(&e->key, timer, e->device_timed ? e->dev_ms : e->host_ms, e->host_ms, 0);
     }
     nentries = 0;
     current = -1;
@@ -263,13 +267,13 @@ void lm_profile_eval_end(bool top)
 static void add_host(const char *op, const lm_device *d, double ms, int64_t bytes, const char *kernel)
 {
     if (!depth) return;
-    entry e = {0};
-    copy_str(e.op, sizeof e.op, op);
-    copy_str(e.device, sizeof e.device, d->spec);
-    copy_str(e.kernel, sizeof e.kernel, kernel);
+    lm_profile_row key = {0};
+    copy_str(key.op, sizeof key.op, op);
+    copy_str(key.device, sizeof key.device, d->spec);
+    copy_str(key.kernel, sizeof key.kernel, kernel);
     /* inside a node, its own host time excludes this */
     if (current >= 0) entries[current].child_ms += ms;
-    add_sample(&e, "host", ms, ms, bytes);
+    add_sample(&key, "host", ms, ms, bytes);
 }
 
 void lm_profile_transfer(const lm_device *d, bool upload, size_t bytes, double ms)
@@ -311,13 +315,6 @@ lm_profile *lm_profile_end(void)
     return p;
 }
 
-/* rows equal on every field kept become one */
-static bool same_key(const lm_profile_row *a, const lm_profile_row *b)
-{
-    return !strcmp(a->op, b->op) && !strcmp(a->kernel, b->kernel) && !strcmp(a->shape, b->shape) &&
-           !strcmp(a->dtype, b->dtype) && !strcmp(a->device, b->device) && !strcmp(a->timer, b->timer);
-}
-
 void lm_profile_group(lm_profile *p, lm_profile_by by)
 {
     if (by == LM_PROFILE_BY_SHAPE) return;
@@ -332,13 +329,7 @@ void lm_profile_group(lm_profile *p, lm_profile_by by)
             p->rows[n++] = r;
             continue;
         }
-        lm_profile_row *m = &p->rows[k];
-        if (r.min_ms < m->min_ms) m->min_ms = r.min_ms;
-        if (r.max_ms > m->max_ms) m->max_ms = r.max_ms;
-        m->count += r.count;
-        m->bytes += r.bytes;
-        m->total_ms += r.total_ms;
-        m->host_ms += r.host_ms;
+        row_merge(&p->rows[k], &r);
     }
     p->nrows = n;
     if (n) qsort(p->rows, (size_t)n, sizeof *p->rows, by_total);
