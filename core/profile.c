@@ -395,8 +395,13 @@ char *lm_profile_format(const lm_profile *p, int max_rows)
     int wk = width(p, offsetof(lm_profile_row, kernel), 6, 48);
     int wdev = width(p, offsetof(lm_profile_row, device), 6, 31);
     int wdt = width(p, offsetof(lm_profile_row, dtype), 5, 23);
-    put(&t, "  %-*s %-*s %-*s %-*s %-5s %7s %10s %6s %9s %9s %9s  %s\n", wop, "op", wk, "kernel", wdev,
-        "device", wdt, "dtype", "timer", "count", "total ms", "%", "mean ms", "min ms", "max ms", "shape");
+    /* where a device timed the kernels, the host's time recording them too
+     * (a launch cost the GPU time does not show) */
+    bool device_rows = false;
+    for (int i = 0; i < p->nrows; i++) device_rows |= strcmp(p->rows[i].timer, "host") != 0;
+    put(&t, "  %-*s %-*s %-*s %-*s %-5s %7s %10s %6s %9s %9s %9s%s  %s\n", wop, "op", wk, "kernel", wdev,
+        "device", wdt, "dtype", "timer", "count", "total ms", "%", "mean ms", "min ms", "max ms",
+        device_rows ? "   host ms" : "", "shape");
     int shown = max_rows > 0 && max_rows < p->nrows ? max_rows : p->nrows;
     for (int i = 0; i < shown; i++) {
         const lm_profile_row *r = &p->rows[i];
@@ -410,10 +415,12 @@ char *lm_profile_format(const lm_profile *p, int max_rows)
         } else {
             copy_str(shape, sizeof shape, r->shape);
         }
-        put(&t, "  %-*.*s %-*.*s %-*.*s %-*.*s %-5s %7lld %10.3f %6.1f %9.3f %9.3f %9.3f  %s\n", wop, wop,
+        char host[16] = "";
+        if (device_rows) snprintf(host, sizeof host, " %9.3f", r->host_ms);
+        put(&t, "  %-*.*s %-*.*s %-*.*s %-*.*s %-5s %7lld %10.3f %6.1f %9.3f %9.3f %9.3f%s  %s\n", wop, wop,
             r->op, wk, wk, r->kernel, wdev, wdev, r->device, wdt, wdt, r->dtype, r->timer,
             (long long)r->count, r->total_ms, p->total_ms > 0 ? 100.0 * r->total_ms / p->total_ms : 0.0,
-            r->count ? r->total_ms / (double)r->count : 0.0, r->min_ms, r->max_ms, shape);
+            r->count ? r->total_ms / (double)r->count : 0.0, r->min_ms, r->max_ms, host, shape);
     }
     if (shown < p->nrows) {
         double rest = 0;
