@@ -134,7 +134,7 @@ static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, si
     double t0 = timed ? lm_profile_now_ms() : 0;
     if (st == LM_OK)
         st = up ? d->backend->upload(d, handle, off, host, n) : d->backend->download(d, handle, off, host, n);
-    if (timed && st == LM_OK) lm_profile_transfer(d, up, n, lm_profile_now_ms() - t0);
+    if (timed && st == LM_OK) lm_profile_host(up ? "upload" : "download", "", d, lm_profile_now_ms() - t0, (int64_t)n);
     return st;
 }
 

@@ -264,26 +264,15 @@ void lm_profile_eval_end(bool top)
 
 /* ---- host-timed pieces ---- */
 
-static void add_host(const char *op, const lm_device *d, double ms, int64_t bytes, const char *kernel)
+void lm_profile_host(const char *op, const char *kernel, const lm_device *d, double ms, int64_t bytes)
 {
     if (!depth) return;
     lm_profile_row key = {0};
     copy_str(key.op, sizeof key.op, op);
     copy_str(key.device, sizeof key.device, d->spec);
     copy_str(key.kernel, sizeof key.kernel, kernel);
-    /* inside a node, its own host time excludes this */
     if (current >= 0) entries[current].child_ms += ms;
     add_sample(&key, "host", ms, ms, bytes);
-}
-
-void lm_profile_transfer(const lm_device *d, bool upload, size_t bytes, double ms)
-{
-    add_host(upload ? "upload" : "download", d, ms, (int64_t)bytes, "");
-}
-
-void lm_profile_submit(const lm_device *d, double ms)
-{
-    add_host("submit", d, ms, 0, "queue without timestamps");
 }
 
 /* ---- closing and reporting ---- */
@@ -408,7 +397,7 @@ char *lm_profile_format(const lm_profile *p, int max_rows)
         char shape[200];
         if (r->bytes) {
             bytes_str(shape, sizeof shape, r->bytes);
-            if (r->total_ms > 0) {
+            if (r->total_ms > 0 && (!strcmp(r->op, "upload") || !strcmp(r->op, "download"))) {
                 size_t k = strlen(shape);
                 snprintf(shape + k, sizeof shape - k, " (%.2f GB/s)", (double)r->bytes / (r->total_ms * 1e6));
             }

@@ -13,9 +13,11 @@
  * the kernel's own), or, where the queue cannot time, no time per node and
  * one "submit" row of host time around each submit (said in the notes).
  * Transfers between host and device are rows of their own (op "upload" /
- * "download", bytes moved, host wall time after the device is idle), and a
- * node its device could not run is a row on device "cpu" whose kernel says
- * "fallback from <device>" (its copies are the transfer rows).
+ * "download", bytes moved, host wall time after the device is idle), so are
+ * allocations that miss the buffer cache ("alloc") and GPU pipelines created
+ * on first use ("pipeline"); a node its device could not run is a row on
+ * device "cpu" whose kernel says "fallback from <device>" (its copies are the
+ * transfer rows).
  *
  * LUMEN_PROFILE (read once, at lm_init): "1" prints a report on stderr
  * after each top-level evaluation that ran a node; "total" prints one at
@@ -91,10 +93,12 @@ void lm_profile_kernel_name(const char *name);
  * time (no session, no node, or a node timed on the host). */
 int64_t lm_profile_device_entry(void);
 void lm_profile_device_time(int64_t entry, double ms);
-/* A transfer between host and device d (upload: host -> d). */
-void lm_profile_transfer(const lm_device *d, bool upload, size_t bytes, double ms);
-/* Host time around one submit of d, where the device cannot time kernels. */
-void lm_profile_submit(const lm_device *d, double ms);
+/* Host work that is no node's kernel, as a row of its own (timer "host"):
+ * op "upload"/"download" (a transfer, bytes moved), "alloc" (memory from the
+ * backend on a cache miss, bytes), "pipeline" (a GPU pipeline created on first
+ * use, kernel = its shader), "submit" (host time around a submit where the
+ * device cannot time kernels).  Inside a node, its own host time excludes it. */
+void lm_profile_host(const char *op, const char *kernel, const lm_device *d, double ms, int64_t bytes);
 /* A line for the report's notes, once per session. */
 void lm_profile_note(const char *text);
 /* A monotonic clock in milliseconds. */

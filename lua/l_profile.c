@@ -128,8 +128,9 @@ static int m_profile(lua_State *L)
 static const lm_lua_func funcs[] = {
     {"profile", m_profile,
      "lm.profile([{print=true, rows=0, by=\"shape\"},] fn, ...) -> fn's results..., profile\nRuns fn(...) with profiling on, "
-     "evaluates the tensors it returns, prints a table of every kernel and transfer that ran (op, "
-     "kernel, device, dtype, count, total/mean/min/max ms, shapes), sorted by total time, and returns "
+     "evaluates the tensors it returns, prints a table of every kernel that ran, and of the host work "
+     "around them (transfers, allocations, pipeline creation), with op, "
+     "kernel, device, dtype, count, total/mean/min/max ms and shapes, sorted by total time, and returns "
      "fn's results followed by the profile: a list of rows {op=, kernel=, shape=, dtype=, device=, "
      "timer=, count=, bytes=, total_ms=, mean_ms=, min_ms=, max_ms=, host_ms=, percent=} with fields "
      "total_ms, evals, notes and text (the table as printed).  Times are GPU time from timestamp queries on "

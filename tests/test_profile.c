@@ -121,7 +121,9 @@ static void test_group(void **state)
     lm_profile *p = lm_profile_end();
     assert_non_null(p);
     assert_int_equal(rows_of(p, "matmul"), 2);
-    double total = p->total_ms;
+    double total = 0;   /* the matmuls' (the outputs' allocations are rows too) */
+    for (int i = 0; i < p->nrows; i++)
+        if (!strcmp(p->rows[i].op, "matmul")) total += p->rows[i].total_ms;
     lm_profile_group(p, LM_PROFILE_BY_KERNEL);
     assert_int_equal(rows_of(p, "matmul"), 1);
     const lm_profile_row *r = find(p, "matmul", "cpu");
@@ -130,13 +132,38 @@ static void test_group(void **state)
     assert_string_equal(r->shape, "");
     assert_true(fabs(r->total_ms - total) < 1e-9);
     lm_profile_group(p, LM_PROFILE_BY_OP);
-    assert_int_equal(p->nrows, 1);
-    assert_string_equal(p->rows[0].kernel, "");
-    assert_int_equal(p->rows[0].count, 3);
+    assert_int_equal(rows_of(p, "matmul"), 1);
+    r = find(p, "matmul", "cpu");
+    assert_string_equal(r->kernel, "");
+    assert_int_equal(r->count, 3);
     check_sums(p);
     lm_profile_free(p);
     lm_array *mine[] = {a, b, c, x, y, z};
     for (int i = 0; i < 6; i++) lm_array_release(mine[i]);
+}
+
+/* a buffer the cache cannot give is an "alloc" row; the second time it can */
+static void test_alloc_rows(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(lm_profile_begin(), LM_OK);
+        lm_array *a = lm_full(1, (int64_t[]){777777}, 2.0, LM_F32, cpu_dev());
+        assert_int_equal(lm_array_eval(a), LM_OK);
+        lm_array_release(a);
+        lm_profile *p = lm_profile_end();
+        assert_non_null(p);
+        const lm_profile_row *r = find(p, "alloc", "cpu");
+        if (round == 0) {
+            assert_non_null(r);
+            assert_true(r->bytes >= 777777 * 4);
+            assert_string_equal(r->timer, "host");
+        } else {
+            assert_null(r);
+        }
+        check_sums(p);
+        lm_profile_free(p);
+    }
 }
 
 static void test_off_records_nothing(void **state)
@@ -285,6 +312,37 @@ static void test_vulkan_fallback_row(void **state)
     lm_array_release(a);
 }
 
+/* a pipeline created on first use is a row of its own; the second use has none */
+static void test_vulkan_pipeline_rows(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        lm_array *a = lm_full(1, (int64_t[]){5}, 4.0, LM_F16, vk);
+        assert_int_equal(lm_array_eval(a), LM_OK);
+        assert_int_equal(lm_profile_begin(), LM_OK);
+        lm_array *r = lm_unary(LM_OP_SQRT, a);   /* used nowhere else in this program */
+        assert_int_equal(lm_array_eval(r), LM_OK);
+        lm_profile *p = lm_profile_end();
+        assert_non_null(p);
+        const lm_profile_row *pl = find(p, "pipeline", vk->spec);
+        if (round == 0) {
+            assert_non_null(pl);
+            assert_true(pl->total_ms > 0);
+            assert_true(strlen(pl->kernel) > 0);
+            /* the node's own host time leaves the creation out */
+            const lm_profile_row *sq = find(p, "sqrt", vk->spec);
+            assert_non_null(sq);
+            assert_true(sq->host_ms < pl->total_ms);
+        } else {
+            assert_null(pl);
+        }
+        check_sums(p);
+        lm_profile_free(p);
+        lm_array_release(r);
+        lm_array_release(a);
+    }
+}
+
 static void test_vulkan_without_timestamps(void **state)
 {
     (void)state;
@@ -312,6 +370,7 @@ int main(void)
     const struct CMUnitTest cpu_tests[] = {
         cmocka_unit_test(test_counts_and_sums_cpu),
         cmocka_unit_test(test_group),
+        cmocka_unit_test(test_alloc_rows),
         cmocka_unit_test(test_off_records_nothing),
         cmocka_unit_test(test_nesting),
         cmocka_unit_test(test_fused_names_its_steps),
@@ -328,6 +387,7 @@ int main(void)
     const struct CMUnitTest vk_tests[] = {
         cmocka_unit_test(test_vulkan_gpu_times),
         cmocka_unit_test(test_vulkan_fallback_row),
+        cmocka_unit_test(test_vulkan_pipeline_rows),
         cmocka_unit_test(test_vulkan_without_timestamps),
     };
     failed += cmocka_run_group_tests_name("profile (vulkan)", vk_tests, NULL, NULL);

@@ -179,7 +179,7 @@ lm_status lm_vk_flush(lm_vk_dev *v)
         st = lm_vk_check(v, vkWaitForFences(v->device, 1, &v->fence, VK_TRUE, UINT64_MAX),
                          "vkWaitForFences");
     if (st == LM_OK && v->stamping) prof_read(v);
-    else if (st == LM_OK && v->prof) lm_profile_submit(v->dev, lm_profile_now_ms() - t0);
+    else if (st == LM_OK && v->prof) lm_profile_host("submit", "queue without timestamps", v->dev, lm_profile_now_ms() - t0, 0);
     v->nstamps = 0;
     vkResetFences(v->device, 1, &v->fence);
     vkResetCommandBuffer(v->cb, 0);
