@@ -107,6 +107,13 @@ typedef struct lm_vk_dev {
     struct lm_vk_fzcache *fz;          /* fused programs on the device (fused.c) */
     lm_vk_mem written[64], read[64];   /* ranges touched since the last barrier */
     int nwritten, nread;
+    /* profiling (core/profile.h): set per command buffer, off otherwise */
+    bool prof;                         /* this command buffer is profiled */
+    bool stamping;                     /* ... with timestamps (else host time per submit) */
+    uint32_t ts_bits;                  /* the queue's timestampValidBits (0: cannot time) */
+    VkQueryPool qpool;                 /* 2 timestamps per dispatch, made on first use */
+    int nstamps;                       /* dispatches timed in the open command buffer */
+    int64_t stamp_entry[LM_VK_BATCH];  /* the profiler's entry of each */
     /* pipelines */
     VkPipelineCache pcache;
     bool pcache_dirty;
