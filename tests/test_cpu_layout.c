@@ -64,6 +64,11 @@ static void test_transposed_unary(void **state)
             check_transposed(2, s2[i], dts[k], LM_OP_COPY);
             if (dts[k] != LM_I32) check_transposed(2, s2[i], dts[k], LM_OP_EXP);
         }
+    /* outputs of 16 MiB and more are streamed past the caches */
+    const int64_t big[2] = {2051, 2053};
+    check_transposed(2, big, LM_F32, LM_OP_NEG);
+    check_transposed(2, big, LM_F32, LM_OP_COPY);
+    check_transposed(2, big, LM_F32, LM_OP_EXP);
     const int64_t s3[3] = {3, 129, 257};
     check_transposed(3, s3, LM_F32, LM_OP_EXP);
     check_transposed(3, s3, LM_F32, LM_OP_ABS);

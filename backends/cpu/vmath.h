@@ -56,8 +56,14 @@ typedef struct lm_vmath {
      * larger than them: no read of each line before it is written) */
     void (*stream_copy)(float *dst, const float *src, int64_t n);
     /* dst[r*ldd + c] = src[c*lds + r] for r < R, c < C: 4-byte elements
-     * (any bits) moved through in-register transposes of 8x8 (4x4 on SSE2) */
-    void (*transpose32)(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t R, int64_t C);
+     * (any bits) moved through in-register transposes of 16x16 (AVX-512),
+     * 8x8 (AVX2) or 4x4 (SSE2).  With fn, fn(ctx, seg, n) is applied to
+     * each block of the result (n contiguous elements, in place) while it
+     * is in L1, before it is written out; nt: written with streamed stores
+     * (whole lines, no read for ownership), for outputs far larger than
+     * the caches. */
+    void (*transpose32)(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t R, int64_t C,
+                        void (*fn)(void *ctx, void *seg, int64_t n), void *ctx, bool nt);
     /* half and bfloat16 to and from f32, round to nearest even */
     void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
     void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);

@@ -344,7 +344,38 @@ static inline void vm_t4(float *d, int64_t ldd, const float *s, int64_t lds)
     _mm_storeu_ps(d + 3 * ldd, a3);
 }
 
-#ifdef __AVX__
+#if defined(__AVX512F__)
+/* 16x16: within each 128-bit lane by unpacks and shuffles (4x4 blocks),
+ * then the lanes by two rounds of shuffle_f32x4 */
+#define VM_TB 16
+static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ldd, const float *s, int64_t lds)
+{
+    __m512 r[16], t[16];
+    for (int k = 0; k < 16; k++) r[k] = _mm512_loadu_ps(s + k * lds);
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 16; k += 4) {
+        r[k] = _mm512_shuffle_ps(t[k], t[k + 2], 0x44);
+        r[k + 1] = _mm512_shuffle_ps(t[k], t[k + 2], 0xEE);
+        r[k + 2] = _mm512_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        r[k + 3] = _mm512_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[k + 4], 0x88);
+        t[k + 4] = _mm512_shuffle_f32x4(r[k], r[k + 4], 0xDD);
+        t[k + 8] = _mm512_shuffle_f32x4(r[k + 8], r[k + 12], 0x88);
+        t[k + 12] = _mm512_shuffle_f32x4(r[k + 8], r[k + 12], 0xDD);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm512_storeu_ps(d + k * ldd, _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88));
+        _mm512_storeu_ps(d + (k + 8) * ldd, _mm512_shuffle_f32x4(t[k], t[k + 8], 0xDD));
+        _mm512_storeu_ps(d + (k + 4) * ldd, _mm512_shuffle_f32x4(t[k + 4], t[k + 12], 0x88));
+        _mm512_storeu_ps(d + (k + 12) * ldd, _mm512_shuffle_f32x4(t[k + 4], t[k + 12], 0xDD));
+    }
+}
+#elif defined(__AVX__)
 #define VM_TB 8
 static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ldd, const float *s, int64_t lds)
 {
@@ -370,19 +401,62 @@ static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ld
 #define vm_tblock vm_t4
 #endif
 
-static void transpose32(void *dstv, int64_t ldd, const void *srcv, int64_t lds, int64_t R, int64_t C)
+/* a block of up to VM_TB rows of dst (h x w) from src, into buf (pitch w) */
+static inline void vm_tchunk(float *buf, const float *src, int64_t lds, int64_t h, int64_t w)
+{
+    int64_t c = 0;
+    if (h == VM_TB)
+        for (; c + VM_TB <= w; c += VM_TB) vm_tblock(buf + c, w, src + c * lds, lds);
+    for (; c < w; c++)
+        for (int64_t r = 0; r < h; r++) memcpy(buf + r * w + c, src + c * lds + r, 4);
+}
+
+static void transpose32(void *dstv, int64_t ldd, const void *srcv, int64_t lds, int64_t R, int64_t C,
+                        void (*fn)(void *ctx, void *seg, int64_t n), void *ctx, bool nt)
 {
     float *dst = dstv;
     const float *src = srcv;
-    int64_t r = 0;
-    for (; r + VM_TB <= R; r += VM_TB) {
-        int64_t c = 0;
-        for (; c + VM_TB <= C; c += VM_TB) vm_tblock(dst + r * ldd + c, ldd, src + c * lds + r, lds);
-        for (; c < C; c++)
-            for (int64_t k = 0; k < VM_TB; k++) memcpy(dst + (r + k) * ldd + c, src + c * lds + r + k, 4);
+    if (!fn && !nt) {   /* straight into dst */
+        int64_t r = 0;
+        for (; r + VM_TB <= R; r += VM_TB) {
+            int64_t c = 0;
+            for (; c + VM_TB <= C; c += VM_TB) vm_tblock(dst + r * ldd + c, ldd, src + c * lds + r, lds);
+            for (; c < C; c++)
+                for (int64_t k = 0; k < VM_TB; k++) memcpy(dst + (r + k) * ldd + c, src + c * lds + r + k, 4);
+        }
+        for (; r < R; r++)
+            for (int64_t c = 0; c < C; c++) memcpy(dst + r * ldd + c, src + c * lds + r, 4);
+        return;
     }
-    for (; r < R; r++)
-        for (int64_t c = 0; c < C; c++) memcpy(dst + r * ldd + c, src + c * lds + r, 4);
+    /* through a buffer in L1: VM_TB rows of up to TBW, the op applied
+     * there in one call, then the rows out (whole lines when streamed) */
+    enum { TBW = 64 };
+    _Alignas(64) float buf[VM_TB * TBW];
+    for (int64_t r0 = 0; r0 < R; r0 += VM_TB)
+        for (int64_t c0 = 0; c0 < C; c0 += TBW) {
+            int64_t h = R - r0 < VM_TB ? R - r0 : VM_TB, w = C - c0 < TBW ? C - c0 : TBW;
+            /* the next block's source lines are fetched while this one
+             * is moved: one line from each of many rows is more streams
+             * than the hardware prefetchers follow */
+            int64_t cn = c0 + TBW < C ? c0 + TBW : 0, rn = c0 + TBW < C ? r0 : r0 + VM_TB;
+            if (rn < R)
+                for (int64_t k = cn; k < cn + TBW && k < C; k++) _mm_prefetch((const char *)(src + k * lds + rn), _MM_HINT_T0);
+            vm_tchunk(buf, src + c0 * lds + r0, lds, h, w);
+            if (fn) fn(ctx, buf, h * w);
+            for (int64_t r = 0; r < h; r++) {
+                float *d = dst + (r0 + r) * ldd + c0;
+                const float *s = buf + r * w;
+                if (!nt) {
+                    memcpy(d, s, (size_t)w * 4);
+                    continue;
+                }
+                int64_t i = 0;
+                for (; i < w && ((uintptr_t)(d + i) & (VW * 4 - 1)); i++) d[i] = s[i];
+                for (; i + VW <= w; i += VW) VSTREAM(d + i, VLOAD(s + i));
+                for (; i < w; i++) d[i] = s[i];
+            }
+        }
+    if (nt) _mm_sfence();
 }
 
 /* ---- half and bfloat16 ---- */
