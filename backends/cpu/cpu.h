@@ -83,6 +83,8 @@ bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *
 lm_dtype lm_cpu_compute_type(lm_dtype t);
 void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n);
 void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n);
+/* The vmath table's function (lm_vm_unary) for an f32 unary op, or -1. */
+int lm_cpu_vm_unary_of(lm_op op);
 /* Strides of input `in` aligned to the output shape (0 on broadcast axes). */
 void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *strides);
 

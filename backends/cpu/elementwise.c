@@ -147,6 +147,11 @@ static const signed char vm_of_op[LM_OP_COUNT] = {
     [LM_OP_SOFTPLUS] = LM_VM_SOFTPLUS + 1,
 };
 
+int lm_cpu_vm_unary_of(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT ? vm_of_op[op] - 1 : -1;
+}
+
 static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
     if ((unsigned)op < LM_OP_COUNT && vm_of_op[op]) {
