@@ -194,6 +194,67 @@ static void test_half_elementwise(void **state)
     }
 }
 
+/* f16 and bf16 binary ops (one pass through registers): each result is
+ * the f32 result rounded once to the dtype, bit for bit, with NaN, ±inf,
+ * ±0, subnormal and overflowing operands, a broadcast row and a scalar */
+static float round_to(lm_dtype dt, float v)
+{
+    return dt == LM_F16 ? lm_f16_to_f32(lm_f32_to_f16(v)) : lm_bf16_to_f32(lm_f32_to_bf16(v));
+}
+
+static void test_half_binary_specials(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F16, LM_BF16};
+    const lm_op ops[] = {LM_OP_ADD, LM_OP_SUB, LM_OP_MUL, LM_OP_DIV, LM_OP_MAXIMUM, LM_OP_MINIMUM};
+    const int64_t R = 19, C = 263, n = R * C, sh[2] = {R, C};
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 6e-8f, -3e-5f, 65504.0f, 3e38f, 1e-40f, 1.0f};
+    float *av = malloc(sizeof(float) * n), *bv = malloc(sizeof(float) * n), *yv = malloc(sizeof(float) * n);
+    for (int k = 0; k < 2; k++) {
+        lm_dtype dt = dts[k];
+        for (int64_t i = 0; i < n; i++) {
+            av[i] = (float)((i * 7919) % 2001) / 250.0f - 4.0f;
+            bv[i] = (float)((i * 104729) % 1999) / 300.0f - 3.0f;
+            if (i % 7 == 0) av[i] = special[(i / 7) % 12];
+            if (i % 5 == 0) bv[i] = special[(i / 5) % 12];
+            av[i] = round_to(dt, av[i]);
+            bv[i] = round_to(dt, bv[i]);
+        }
+        lm_array *a0 = lm_from_data(2, sh, LM_F32, av, NULL), *b0 = lm_from_data(2, sh, LM_F32, bv, NULL);
+        lm_array *a = lm_cast(a0, dt), *b = lm_cast(b0, dt);
+        lm_array *row = lm_slice(b, 0, 3, 4, 1);   /* [1, C], broadcast over rows */
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+            for (int form = 0; form < 3; form++) {
+                lm_array *y = form == 0   ? lm_binary(ops[o], a, b)
+                              : form == 1 ? lm_binary(ops[o], a, row)
+                                          : lm_binary_scalar(ops[o], a, -1.5, false);
+                assert_int_equal(y->dtype, dt);
+                assert_int_equal(lm_array_read(y, yv, LM_F32), LM_OK);
+                for (int64_t i = 0; i < n; i++) {
+                    float x = av[i], z = form == 0 ? bv[i] : form == 1 ? bv[3 * C + i % C] : -1.5f, r;
+                    switch (ops[o]) {
+                    case LM_OP_ADD: r = x + z; break;
+                    case LM_OP_SUB: r = x - z; break;
+                    case LM_OP_MUL: r = x * z; break;
+                    case LM_OP_DIV: r = x / z; break;
+                    case LM_OP_MAXIMUM: r = x > z || x != x ? x : z; break;
+                    default: r = x < z || x != x ? x : z; break;
+                    }
+                    float want = round_to(dt, r);
+                    if (memcmp(&yv[i], &want, 4) && !(isnan(yv[i]) && isnan(want)))
+                        fail_msg("%s %s form %d [%lld]: %g op %g = %g, want %g", lm_dtype_name(dt), lm_op_name(ops[o]),
+                                 form, (long long)i, x, z, yv[i], want);
+                }
+                lm_array_release(y);
+            }
+        lm_array *arr[] = {a0, b0, a, b, row};
+        for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) lm_array_release(arr[i]);
+    }
+    free(av);
+    free(bv);
+    free(yv);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -209,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_permuted_and_binary),
         cmocka_unit_test(test_fused_streamed_output),
         cmocka_unit_test(test_half_elementwise),
+        cmocka_unit_test(test_half_binary_specials),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

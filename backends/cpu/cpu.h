@@ -64,6 +64,8 @@ lm_status lm_cpu_run_other(lm_device *d, lm_array *node);
 lm_status lm_cpu_run_nn(lm_device *d, lm_array *node);     /* nn_*.c */
 bool lm_cpu_supports_nn(const lm_array *node);
 lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out);
+/* Whether the fused kernel's register path (vmath chain) computes op. */
+bool lm_cpu_vc_supported(lm_op op);
 
 
 /* The inverse of lm_cpu_gather for one dtype: writes count contiguous

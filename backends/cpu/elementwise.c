@@ -277,9 +277,29 @@ static void unary_seg(void *ctx, void *seg, int64_t n)
     lm_cpu_ew_unary(node->op, &node->params, node->dtype, seg, seg, n);
 }
 
+/* An f16 or bf16 result of contiguous (or broadcast) float inputs runs as
+ * a one-step fused group, whose register path converts in registers (F16C,
+ * bf16 by shifts) and makes one pass instead of convert, op, convert. */
+static bool half_via_chain(lm_device *d, lm_array *node, lm_status *st)
+{
+    if ((node->dtype != LM_F16 && node->dtype != LM_BF16) || node->ninputs > 3 || !lm_cpu_vc_supported(node->op))
+        return false;
+    for (int k = 0; k < node->ninputs; k++) {
+        const lm_array *in = node->inputs[k];
+        if ((in->dtype != LM_F32 && in->dtype != LM_F16 && in->dtype != LM_BF16) || !lm_array_is_contiguous(in))
+            return false;
+    }
+    lm_fused_step step = {.op = node->op, .dtype = node->dtype, .nin = node->ninputs, .in = {0, 1, 2},
+                          .params = node->params};
+    lm_fused g = {.ninputs = node->ninputs, .nsteps = 1, .steps = &step};
+    *st = lm_cpu_run_fused(d, &g, node);
+    return true;
+}
+
 lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
 {
-    (void)d;
+    lm_status st;
+    if (half_via_chain(d, node, &st)) return st;
     ew_ctx c;
     lm_op op = node->op;
     const lm_array *in = node->inputs[0];
@@ -435,7 +455,8 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
 
 lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
 {
-    (void)d;
+    lm_status st;
+    if (half_via_chain(d, node, &st)) return st;
     ew_ctx c;
     ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);

@@ -159,6 +159,11 @@ static int vc_op(lm_op op)
     }
 }
 
+bool lm_cpu_vc_supported(lm_op op)
+{
+    return vc_op(op) >= 0;
+}
+
 /* The group as a program when every value is f32, f16 or bf16 and every
  * step has a vector form; false otherwise (the block path runs it). */
 static bool vc_compile(const fz_ctx *c, lm_vc_prog *p)
