@@ -187,38 +187,53 @@ static void scale(float *o, const float *x, int64_t n, float s, bool nt)
     for (; i < n; i++) o[i] = x[i] * s;
 }
 
+/* the lanes' sum by halving (a tree, not a serial chain) */
 static inline float vm_hsum(VF v)
 {
-    float t[VW], s = 0;
-    VSTORE(t, v);
-    for (int k = 0; k < VW; k++) s += t[k];
-    return s;
+#if VW == 16
+    __m256 h = _mm512_castps512_ps256(v) + _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m128 q = _mm256_castps256_ps128(h) + _mm256_extractf128_ps(h, 1);
+#elif VW == 8
+    __m128 q = _mm256_castps256_ps128(v) + _mm256_extractf128_ps(v, 1);
+#else
+    __m128 q = v;
+#endif
+    q = q + _mm_movehl_ps(q, q);
+    q = q + _mm_shuffle_ps(q, q, 1);
+    return _mm_cvtss_f32(q);
 }
 
 #define STAT_CHUNK 512
+/* per chunk of 512 (in L1): its f32 mean from four running sums, then the
+ * squared deviations from it, merged into the row's in double */
 static void moments(const float *x, int64_t n, double *mean_out, double *m2_out)
 {
     double mean = 0, m2 = 0, cnt = 0;
     for (int64_t c0 = 0; c0 < n; c0 += STAT_CHUNK) {
         int64_t len = n - c0 < STAT_CHUNK ? n - c0 : STAT_CHUNK, i = 0;
         const float *p = x + c0;
-        VF s0 = vm_splat(0), s1 = vm_splat(0);
+        VF s0 = vm_splat(0), s1 = s0, s2 = s0, s3 = s0;
         float tail = 0;
-        for (; i + 2 * VW <= len; i += 2 * VW) {
+        for (; i + 4 * VW <= len; i += 4 * VW) {
             s0 += VLOAD(p + i);
             s1 += VLOAD(p + i + VW);
+            s2 += VLOAD(p + i + 2 * VW);
+            s3 += VLOAD(p + i + 3 * VW);
         }
         for (; i < len; i++) tail += p[i];
-        float cm = (vm_hsum(s0 + s1) + tail) / (float)len;
-        VF q0 = vm_splat(0), q1 = vm_splat(0), cv = vm_splat(cm);
+        float cm = (vm_hsum((s0 + s1) + (s2 + s3)) + tail) / (float)len;
+        VF q0 = vm_splat(0), q1 = q0, q2 = q0, q3 = q0, cv = vm_splat(cm);
         float qt = 0;
-        for (i = 0; i + 2 * VW <= len; i += 2 * VW) {
-            VF d0 = VLOAD(p + i) - cv, d1 = VLOAD(p + i + VW) - cv;
+        for (i = 0; i + 4 * VW <= len; i += 4 * VW) {
+            VF d0 = VLOAD(p + i) - cv, d1 = VLOAD(p + i + VW) - cv, d2 = VLOAD(p + i + 2 * VW) - cv,
+               d3 = VLOAD(p + i + 3 * VW) - cv;
             q0 += d0 * d0;
             q1 += d1 * d1;
+            q2 += d2 * d2;
+            q3 += d3 * d3;
         }
         for (; i < len; i++) qt += (p[i] - cm) * (p[i] - cm);
-        double cq = (double)vm_hsum(q0 + q1) + qt, nb = (double)len, d = (double)cm - mean;
+        double cq = (double)vm_hsum((q0 + q1) + (q2 + q3)) + qt, nb = (double)len, d = (double)cm - mean;
         mean += d * nb / (cnt + nb);
         m2 += cq + d * d * cnt * nb / (cnt + nb);
         cnt += nb;
