@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/lumen.h"
 #include "core/compile.h"
+#include "vmath.h"
 
 /* Host address of element 0 of a (buf->host + offset * elemsize). */
 static inline void *lm_cpu_ptr(const lm_array *a)
@@ -66,6 +67,9 @@ bool lm_cpu_supports_nn(const lm_array *node);
 lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out);
 /* Whether the fused kernel's register path (vmath chain) computes op. */
 bool lm_cpu_vc_supported(lm_op op);
+/* *p = the f32 unary op as a register program (vmath.h chain); false if
+ * it has none. */
+bool lm_cpu_vc_unary(lm_vc_prog *p, lm_op op, const lm_params *params);
 
 
 /* The inverse of lm_cpu_gather for one dtype: writes count contiguous

@@ -270,11 +270,23 @@ static void assign_task(void *p, int64_t b0, int64_t e0)
     }
 }
 
-/* an f32 or f64 op applied in place to a stretch of the output */
+/* an f32 or f64 op applied in place to a stretch of the output: f32 ops
+ * with a register program at the table's width */
+typedef struct {
+    const lm_array *node;
+    bool vc;
+    lm_vc_prog prog;
+} seg_ctx;
+
 static void unary_seg(void *ctx, void *seg, int64_t n)
 {
-    const lm_array *node = ctx;
-    lm_cpu_ew_unary(node->op, &node->params, node->dtype, seg, seg, n);
+    const seg_ctx *c = ctx;
+    if (c->vc) {
+        const void *in[1] = {seg};
+        lm_vm->chain(&c->prog, seg, in, n, false);
+        return;
+    }
+    lm_cpu_ew_unary(c->node->op, &c->node->params, c->node->dtype, seg, seg, n);
 }
 
 /* An f16 or bf16 result of contiguous (or broadcast) float inputs runs as
@@ -311,8 +323,11 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
      * apply the op to each block while it is in cache */
     bool float_op = (node->dtype == LM_F32 || node->dtype == LM_F64) && op != LM_OP_ISNAN &&
                     op != LM_OP_ISINF && op != LM_OP_LOGICAL_NOT;
-    if (float_op && same_layout && in->size >= 4096 && lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, node))
-        return LM_OK;
+    if (float_op && same_layout && in->size >= 4096) {
+        seg_ctx sc = {.node = node};
+        sc.vc = node->dtype == LM_F32 && lm_cpu_vc_unary(&sc.prog, op, &node->params);
+        if (lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, &sc)) return LM_OK;
+    }
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
     ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
     int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;

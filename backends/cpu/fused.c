@@ -164,6 +164,33 @@ bool lm_cpu_vc_supported(lm_op op)
     return vc_op(op) >= 0;
 }
 
+/* the instruction of a step (its operand filled in by the caller) */
+static lm_vc_ins vc_step(lm_op op, const lm_params *params)
+{
+    int vop = vc_op(op);
+    lm_vc_ins ins = {.op = (uint8_t)vop};
+    if (vop == LM_VC_UNARY) ins.fn = (uint8_t)lm_cpu_vm_unary_of(op);
+    if (vop == LM_VC_CLAMP) {
+        ins.has = (uint8_t)params->i[0];
+        ins.k = (float)params->f[0];
+        ins.k2 = (float)params->f[1];
+    }
+    return ins;
+}
+
+bool lm_cpu_vc_unary(lm_vc_prog *p, lm_op op, const lm_params *params)
+{
+    int vop = vc_op(op);
+    if (vop < 0 || vop >= LM_VC_ADD) return false;
+    memset(p, 0, sizeof *p);
+    p->nin = 1;
+    p->in_src[0] = p->out_src = LM_VC_IN_F32;
+    p->ins[0] = (lm_vc_ins){.op = LM_VC_LOAD, .src = LM_VC_IN_F32};
+    p->ins[1] = vc_step(op, params);
+    p->n = 2;
+    return true;
+}
+
 /* The group as a program when every value is f32, f16 or bf16 and every
  * step has a vector form; false otherwise (the block path runs it). */
 static bool vc_compile(const fz_ctx *c, lm_vc_prog *p)
@@ -191,15 +218,9 @@ static bool vc_compile(const fz_ctx *c, lm_vc_prog *p)
         } else {
             int vop = vc_op(op);
             if (vop < 0 || st->nin != (vop >= LM_VC_ADD && vop <= LM_VC_ATAN2 ? 2 : 1)) return false;
-            lm_vc_ins ins = {.op = (uint8_t)vop};
+            lm_vc_ins ins = vc_step(op, &st->params);
             if (st->nin == 1) {
                 if (!vc_take(&b, st->in[0], s)) return false;
-                if (vop == LM_VC_UNARY) ins.fn = (uint8_t)lm_cpu_vm_unary_of(op);
-                if (vop == LM_VC_CLAMP) {
-                    ins.has = (uint8_t)st->params.i[0];
-                    ins.k = (float)st->params.f[0];
-                    ins.k2 = (float)st->params.f[1];
-                }
             } else {
                 int q0 = st->in[0], q1 = st->in[1];
                 /* the second operand already in the accumulator: read the
