@@ -172,6 +172,8 @@ static int table_tensors(lua_State *L, int idx, const char ***names, lm_array **
     int k = 0;
     for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) (*names)[k++] = lua_tostring(L, -2);
     qsort(*names, (size_t)n, sizeof **names, cmp_str);
+    /* each entry leaves its value (and a converted copy) on the stack */
+    luaL_checkstack(L, 2 * n + LUA_MINSTACK, "lm.save: too many tensors in one table");
     for (int i = 0; i < n; i++) {
         lua_getfield(L, idx, (*names)[i]);
         (*arrays)[i] = arg_array(L, -1);   /* converted values stay on the stack */
@@ -506,6 +508,7 @@ static int l_grid(lua_State *L)
         int n = (int)luaL_len(L, 1);
         if (n < 1) return luaL_error(L, "grid: no images");
         lm_array **imgs = lua_newuserdatauv(L, sizeof(lm_array *) * (size_t)n, 0);
+        luaL_checkstack(L, 2 * n + LUA_MINSTACK, "lm.image.grid: too many images");
         for (int i = 0; i < n; i++) {
             lua_rawgeti(L, 1, i + 1);
             imgs[i] = arg_array(L, -1);

@@ -122,6 +122,24 @@ test("loaded tensors belong to the default device; device= keeps them elsewhere"
   assert(ok_, err)
 end)
 
+test("a table of many tensors saves and loads (Lua stack grows as needed)", function()
+  -- 400 entries, half given as plain numbers that lm.save converts: each
+  -- keeps a value on the Lua stack while the file is written
+  local t = {}
+  for i = 1, 400 do t[string.format("w%03d", i)] = i % 2 == 0 and lm.full({2}, i) or i end
+  local p = tmp .. "/many.safetensors"
+  lm.save(p, t)
+  local back = lm.load(p)
+  local n = 0
+  for _ in pairs(back) do n = n + 1 end
+  eq(n, 400)
+  same(back.w400:totable(), {400, 400})
+  eq(back.w399:item(), 399)
+  local imgs = {}
+  for i = 1, 300 do imgs[i] = {{{i / 300}}} end
+  same(lm.image.grid(imgs, {nrow = 30, pad = 0}).shape, {1, 10, 30})
+end)
+
 test("remove the temporary files", function()
   ok(os.execute("rm -rf '" .. tmp .. "'"), "rm")
 end)
