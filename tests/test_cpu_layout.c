@@ -255,6 +255,48 @@ static void test_half_binary_specials(void **state)
     free(yv);
 }
 
+/* both operands of a binary op transposed alike ([R, C] and batched
+ * [B, R, C] views, one large enough to be streamed): the op on the rows
+ * as stored, then transposed out; value for value */
+static void check_pair(int nd, const int64_t *sh, lm_op op)
+{
+    lm_array *x = iota(nd, sh, LM_F32), *y0 = iota(nd, sh, LM_F32);
+    lm_array *y = lm_unary(LM_OP_SIN, y0);
+    lm_array *xt = lm_transpose(x, nd - 2, nd - 1), *yt = lm_transpose(y, nd - 2, nd - 1);
+    lm_array *z = lm_binary(op, xt, yt);
+    int64_t n = x->size, B = nd == 3 ? sh[0] : 1, R = sh[nd - 2], C = sh[nd - 1];
+    float *xv = malloc(sizeof(float) * (size_t)n), *yv = malloc(sizeof(float) * (size_t)n),
+          *zv = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(lm_array_read(x, xv, LM_F32), LM_OK);
+    assert_int_equal(lm_array_read(y, yv, LM_F32), LM_OK);
+    assert_int_equal(lm_array_read(z, zv, LM_F32), LM_OK);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = 0; r < R; r++) {
+                float p = xv[(b * R + r) * C + c], q = yv[(b * R + r) * C + c];
+                float want = op == LM_OP_ADD ? p + q : op == LM_OP_DIV ? p / q : (p > q || p != p ? p : q);
+                float got = zv[(b * C + c) * R + r];
+                if (memcmp(&got, &want, 4))
+                    fail_msg("%s of transposed pair at (%lld,%lld,%lld): %g, want %g", lm_op_name(op), (long long)b,
+                             (long long)c, (long long)r, got, want);
+            }
+    free(xv);
+    free(yv);
+    free(zv);
+    lm_array *arr[] = {x, y0, y, xt, yt, z};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) lm_array_release(arr[i]);
+}
+
+static void test_transposed_pair(void **state)
+{
+    (void)state;
+    const int64_t s2[2] = {300, 517}, s3[3] = {3, 129, 257}, big[2] = {2051, 2053};
+    check_pair(2, s2, LM_OP_ADD);
+    check_pair(2, s2, LM_OP_DIV);
+    check_pair(3, s3, LM_OP_MAXIMUM);
+    check_pair(2, big, LM_OP_ADD);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -271,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_fused_streamed_output),
         cmocka_unit_test(test_half_elementwise),
         cmocka_unit_test(test_half_binary_specials),
+        cmocka_unit_test(test_transposed_pair),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -83,6 +83,12 @@ bool lm_cpu_transpose_copy(void *dst, const lm_array *a);
  * just written, while it is still in cache (fn works in place). */
 typedef void (*lm_cpu_seg_fn)(void *ctx, void *seg, int64_t n);
 bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *ctx);
+/* dst = fn(a, b) in row-major order for two 4-byte operands of one
+ * transposed layout (the same shape and strides): fn(ctx, o, x, y, n) on
+ * stretches of their source rows, then tiles transposed out; false if
+ * they have another layout. */
+typedef void (*lm_cpu_pair_fn)(void *ctx, void *o, const void *x, const void *y, int64_t n);
+bool lm_cpu_transpose_map2(void *dst, const lm_array *a, const lm_array *b, lm_cpu_pair_fn fn, void *ctx);
 /* Elementwise steps on blocks, shared by the plain and fused kernels:
  * inputs and output in the compute dtype ct (f32, f64 or i64; bool-valued
  * ops write u8).  sa/sb are 1 for a block, 0 for one broadcast value. */
