@@ -255,15 +255,18 @@ static void test_half_binary_specials(void **state)
     free(yv);
 }
 
-/* both operands of a binary op transposed alike ([R, C] and batched
- * [B, R, C] views, one large enough to be streamed): the op on the rows
- * as stored, then transposed out; value for value */
-static void check_pair(int nd, const int64_t *sh, lm_op op)
+/* a binary op of a transposed operand ([R, C] and batched [B, R, C]
+ * views, one large enough to be streamed) with an operand transposed alike
+ * (mode 0: the op on the rows as stored, then transposed out) or
+ * row-major, first or second (modes 1, 2: the transposed tile in cache,
+ * then the op by rows); value for value */
+static void check_pair(int nd, const int64_t *sh, lm_op op, int mode)
 {
     lm_array *x = iota(nd, sh, LM_F32), *y0 = iota(nd, sh, LM_F32);
     lm_array *y = lm_unary(LM_OP_SIN, y0);
     lm_array *xt = lm_transpose(x, nd - 2, nd - 1), *yt = lm_transpose(y, nd - 2, nd - 1);
-    lm_array *z = lm_binary(op, xt, yt);
+    lm_array *yc = lm_contiguous(yt);   /* row-major, xt's shape */
+    lm_array *z = mode == 0 ? lm_binary(op, xt, yt) : mode == 1 ? lm_binary(op, xt, yc) : lm_binary(op, yc, xt);
     int64_t n = x->size, B = nd == 3 ? sh[0] : 1, R = sh[nd - 2], C = sh[nd - 1];
     float *xv = malloc(sizeof(float) * (size_t)n), *yv = malloc(sizeof(float) * (size_t)n),
           *zv = malloc(sizeof(float) * (size_t)n);
@@ -274,16 +277,21 @@ static void check_pair(int nd, const int64_t *sh, lm_op op)
         for (int64_t c = 0; c < C; c++)
             for (int64_t r = 0; r < R; r++) {
                 float p = xv[(b * R + r) * C + c], q = yv[(b * R + r) * C + c];
+                if (mode == 2) {
+                    float t = p;
+                    p = q;
+                    q = t;
+                }
                 float want = op == LM_OP_ADD ? p + q : op == LM_OP_DIV ? p / q : (p > q || p != p ? p : q);
                 float got = zv[(b * C + c) * R + r];
                 if (memcmp(&got, &want, 4))
-                    fail_msg("%s of transposed pair at (%lld,%lld,%lld): %g, want %g", lm_op_name(op), (long long)b,
-                             (long long)c, (long long)r, got, want);
+                    fail_msg("%s of transposed pair (mode %d) at (%lld,%lld,%lld): %g, want %g", lm_op_name(op), mode,
+                             (long long)b, (long long)c, (long long)r, got, want);
             }
     free(xv);
     free(yv);
     free(zv);
-    lm_array *arr[] = {x, y0, y, xt, yt, z};
+    lm_array *arr[] = {x, y0, y, xt, yt, yc, z};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) lm_array_release(arr[i]);
 }
 
@@ -291,10 +299,12 @@ static void test_transposed_pair(void **state)
 {
     (void)state;
     const int64_t s2[2] = {300, 517}, s3[3] = {3, 129, 257}, big[2] = {2051, 2053};
-    check_pair(2, s2, LM_OP_ADD);
-    check_pair(2, s2, LM_OP_DIV);
-    check_pair(3, s3, LM_OP_MAXIMUM);
-    check_pair(2, big, LM_OP_ADD);
+    for (int mode = 0; mode < 3; mode++) {
+        check_pair(2, s2, LM_OP_ADD, mode);
+        check_pair(2, s2, LM_OP_DIV, mode);
+        check_pair(3, s3, LM_OP_MAXIMUM, mode);
+        check_pair(2, big, LM_OP_ADD, mode);
+    }
 }
 
 static int setup(void **state)

@@ -83,10 +83,11 @@ bool lm_cpu_transpose_copy(void *dst, const lm_array *a);
  * just written, while it is still in cache (fn works in place). */
 typedef void (*lm_cpu_seg_fn)(void *ctx, void *seg, int64_t n);
 bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *ctx);
-/* dst = fn(a, b) in row-major order for two 4-byte operands of one
- * transposed layout (the same shape and strides): fn(ctx, o, x, y, n) on
- * stretches of their source rows, then tiles transposed out; false if
- * they have another layout. */
+/* dst = fn(a, b) in row-major order for a transposed 4-byte operand a and
+ * a b of a's shape, either of the same layout (fn on stretches of their
+ * rows as stored, then tiles transposed out) or row-major (a's tiles
+ * transposed into cache, then fn with b's rows into dst); false for other
+ * layouts.  fn(ctx, o, x, y, n): x from a, y from b. */
 typedef void (*lm_cpu_pair_fn)(void *ctx, void *o, const void *x, const void *y, int64_t n);
 bool lm_cpu_transpose_map2(void *dst, const lm_array *a, const lm_array *b, lm_cpu_pair_fn fn, void *ctx);
 /* Elementwise steps on blocks, shared by the plain and fused kernels:

@@ -468,23 +468,31 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
     }
 }
 
+typedef struct {
+    lm_op op;
+    bool swap;   /* the transposed operand is the second */
+} pair_ctx;
+
 static void binary_pair(void *ctx, void *o, const void *x, const void *y, int64_t n)
 {
-    const lm_array *node = ctx;
-    binary_f32(node->op, o, x, 1, y, 1, n);
+    const pair_ctx *c = ctx;
+    if (c->swap) binary_f32(c->op, o, y, 1, x, 1, n);
+    else binary_f32(c->op, o, x, 1, y, 1, n);
 }
 
 lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
 {
     lm_status st;
     if (half_via_chain(d, node, &st)) return st;
-    /* both operands transposed alike: the op on their rows as stored,
-     * then the result's tiles transposed (no staged copies) */
+    /* a transposed operand, the other transposed alike or row-major: by
+     * tiles in cache (no staged copies) */
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
     if (node->dtype == LM_F32 && a->dtype == LM_F32 && b->dtype == LM_F32 && a->ndim == node->ndim &&
-        a->size == node->size && node->size >= 4096 && !lm_array_is_contiguous(a) &&
-        lm_cpu_transpose_map2(lm_cpu_ptr(node), a, b, binary_pair, node))
-        return LM_OK;
+        a->size == node->size && node->size >= 4096) {
+        pair_ctx pc = {node->op, lm_array_is_contiguous(a)};
+        if (pc.swap && lm_cpu_transpose_map2(lm_cpu_ptr(node), b, a, binary_pair, &pc)) return LM_OK;
+        if (!pc.swap && lm_cpu_transpose_map2(lm_cpu_ptr(node), a, b, binary_pair, &pc)) return LM_OK;
+    }
     ew_ctx c;
     ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
