@@ -143,6 +143,13 @@ static void test_conv_gemm(void **state)
     cctx pad2 = {K_CONV2D, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
     int64_t wr5[4] = {16, 16, 5, 5};
     conv_case("conv2d 5x5 pad 2, 24-pixel rows (gemm)", &pad2, xr, wr5, 16, LM_F16, LM_F16, LM_F16, 0);
+    /* the small-channel tensor-core tiles (32 and 64 rows): 40 channels over
+     * two images with K = 216 (edges in M and K), and 64 channels with K =
+     * 288 (whole weight tiles, no bounds checks), several pixel tiles */
+    int64_t xm[4] = {2, 24, 16, 24}, wm[4] = {40, 24, 3, 3};
+    conv_case("conv2d 40 channels, 2 images (gemm)", &run8, xm, wm, 40, LM_F16, LM_F16, LM_F16, 0);
+    int64_t xm2[4] = {1, 32, 20, 24}, wm2[4] = {64, 32, 3, 3};
+    conv_case("conv2d 64 channels, K = 288 (gemm)", &run8, xm2, wm2, 64, LM_F16, LM_F16, LM_F16, 0);
     /* several tiles along M (136 channels) and N (144 pixels), 9 steps of k */
     cctx big = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
     int64_t xb[4] = {1, 16, 12, 12}, wb[4] = {136, 16, 3, 3};

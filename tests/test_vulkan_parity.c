@@ -295,6 +295,10 @@ static void test_matmul(void **state)
         {129, 77, 65, 0, false, false}, {129, 77, 65, 2, false, false},
         {129, 72, 136, 0, false, false}, {96, 136, 80, 0, true, true},
         {257, 40, 130, 0, false, true}, {200, 264, 72, 3, false, false},
+        /* the 128x256 / 256x128 tiles (depth 16): edges past a second
+         * tile, whole tiles (no bounds checks), transposed, batched */
+        {300, 48, 520, 0, false, false}, {256, 64, 256, 0, false, false},
+        {264, 40, 272, 2, true, true}, {136, 24, 260, 0, true, false},
     };
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
@@ -314,6 +318,45 @@ static void test_matmul(void **state)
             lm_array_release(in[0]);
             lm_array_release(in[1]);
         }
+}
+
+/* bf16 near its range limits: the tensor-core path scales each row of A
+ * and column of B by a power of two into f16's range (matmul_coop.c), so
+ * magnitudes f16 cannot hold (2^126, 2^-130 subnormals) must come out as the
+ * CPU's f32 arithmetic gives them, without overflow.  ea/eb: the operands'
+ * binary exponents; spread > 0 gives every element its own exponent in
+ * [e - spread, e] (dynamic range within a row); rows: A's rows cycle
+ * through exponents ea, ea - 100, ea - 200 (each row its own scale). */
+static lm_array *ranged(int64_t r, int64_t c, int e, int spread, bool rows)
+{
+    double *v = malloc(sizeof(double) * (size_t)(r * c));
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++) {
+            int x = e - (spread ? (int)(urand() * spread) : 0) - (rows ? (int)(i % 3) * 100 : 0);
+            v[i * c + j] = ldexp(urand() * 2 - 1, x);
+        }
+    int64_t s[2] = {r, c};
+    return from_doubles(2, s, LM_BF16, v);
+}
+
+static void test_matmul_bf16_range(void **state)
+{
+    (void)state;
+    const struct { int ea, eb, spread; bool rows; const char *what; } cs[] = {
+        {126, -100, 0, false, "bf16 matmul, A near bf16's max (2^126), B 2^-100"},
+        {-120, 100, 0, false, "bf16 matmul, A 2^-120, B 2^100"},
+        {-128, 110, 0, false, "bf16 matmul, A bf16 subnormals (2^-128..2^-135), B 2^110"},
+        {100, -60, 0, true, "bf16 matmul, A rows at 2^100, 2^0, 2^-100, B 2^-60"},
+        {20, 0, 40, false, "bf16 matmul, 2^40 of range within each row of A"},
+    };
+    const int64_t m = 130, k = 72, n = 264;
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        lm_array *in[2] = {ranged(m, k, cs[i].ea, cs[i].spread, cs[i].rows), ranged(k, n, cs[i].eb, 0, false)};
+        mctx c = {m, k, n, 0, false, false};
+        run_case(cs[i].what, 2, in, b_matmul, &c, 1e-4);
+        lm_array_release(in[0]);
+        lm_array_release(in[1]);
+    }
 }
 
 /* ---- shape ops and creation ---- */
@@ -453,7 +496,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_shape_ops),
+        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_bf16_range), VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
     };
     return PARITY_RUN(tests);   /* PARITY_ONLY=test_matmul runs one group */

@@ -1,84 +1,232 @@
 /* matmul_coop.c - matmul on tensor cores through VK_NV_cooperative_matrix
  * (shaders/matmul_coop.glsl): f16 x f16 inputs, f32 accumulation, f16 or f32
- * results.  Used by matmul.c where the device lists an f16 shape this build
- * has a shader for; everything else (f32, bf16, mixed dtypes, devices
- * without cooperative matrices such as lavapipe) keeps the tiled kernel.
+ * results; and bf16 x bf16 through exactly scaled f16 copies.  Used by
+ * matmul.c where the device lists an f16 shape this build has a shader for;
+ * everything else (f32, mixed dtypes, devices without cooperative matrices
+ * such as lavapipe) keeps the tiled kernels.
  *
- * bf16 stays on the tiled f32 kernel: VK_NV_cooperative_matrix has no bf16
- * component type, and converting bf16 to f16 would lose its exponent range
- * (values past 65504 or below 2^-24 change), so results would differ from
- * the CPU's f32 arithmetic.  A KHR variant with bf16 needs a glslc that
- * knows GL_EXT_bfloat16, which Debian 12's does not.
+ * bf16: VK_NV_cooperative_matrix has no bf16 type, and a plain conversion
+ * to f16 would lose bf16's exponent range.  So each row of A and column of
+ * B is first scaled by the power of two that brings its largest magnitude
+ * to [2^14, 2^15) (shaders/matmul_scale.comp: exponents, then the f16
+ * copies, exact to 2^-17 of the row's largest value), multiplied in f32 on
+ * the tensor cores, and C unscaled on store (MM_SCALED).  LUMEN_VK_COOP_BF16=0
+ * keeps bf16 on the f32-arithmetic kernel.
  *
- * LUMEN_VK_COOP=n8 prefers 16x8x16 fragments, =s stages tiles as f16
- * scalars in shared memory (a debugging variant), =0 turns the path off.
- * Measured on an H100: 8 subgroups of 64x32 (the default) 136 TFLOP/s at
- * 8192; 4 subgroups of 64x64 (WARPS=4 in matmul_coop.glsl) only 64, so
- * that variant is not built. */
+ * Block tiles (one shader each, see the table): the default is chosen by
+ * shape (pick_tile, from measurements on an H100); LUMEN_VK_COOP=<variant>
+ * forces one (w4, 128x256, ..., n8 for 16x8x16 fragments), =0 turns the
+ * path off.  LUMEN_VK_COOP_DIRECT=0 stages every result through shared
+ * memory, LUMEN_VK_COOP_SWZ=<rows> groups the tile order for L2 (0, the
+ * default: row by row). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 
-/* the shaders built, by fragment shape */
-static const struct { uint8_t m, n, k; const char *shader; } variants[] = {
-    {16, 16, 16, "matmul_coop"},
-    {16, 8, 16, "matmul_coop_n8"},
-};
+/* the shaders built: fragment shape and block tile */
+typedef struct coop_variant {
+    const char *name;        /* LUMEN_VK_COOP value */
+    const char *shader;
+    const char *scaled;      /* the same tile for scaled bf16, or NULL */
+    uint8_t fm, fn, fk;
+    uint16_t bm, bn;
+} coop_variant;
 
-static const char *pick(const lm_vk_features *ft, const char *env)
+/* H100, 2026-11-25 (docs/VULKAN.md): every tile ran at 160-185 TFLOP/s at
+ * 8192 with 168-255 registers a thread (one workgroup per SM); 128x256s1
+ * was fastest from 2048 up, k64s1 at 1024 */
+static const coop_variant variants[] = {
+    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128},            /* 8 subgroups of 64x32, BK 32 */
+    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128},              /* 4 of 64x64 */
+    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128}, /* 8 of 32x64 */
+    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256},    /* 8 of 64x64, BK 16 */
+    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128},    /* 8 of 64x64, BK 16 */
+    {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256}, /* BK 32, one stage */
+    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128}, /* BK 32, one stage */
+    {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128}, /* 8 of 64x32, BK 64 */
+    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128},    /* 4 of 64x64, BK 64, one stage */
+    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128},
+    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256},
+};
+#define NVARIANTS (int)(sizeof variants / sizeof *variants)
+
+static bool listed(const lm_vk_features *ft, const coop_variant *c)
 {
-    bool n8 = env && !strcmp(env, "n8");
-    const char *first = NULL;
     for (int i = 0; i < ft->ncoop; i++)
-        for (size_t j = 0; j < sizeof variants / sizeof *variants; j++) {
-            if (ft->coop_mnk[i][0] != variants[j].m || ft->coop_mnk[i][1] != variants[j].n ||
-                ft->coop_mnk[i][2] != variants[j].k)
-                continue;
-            if (!first) first = variants[j].shader;
-            if (n8 && variants[j].n == 8) return variants[j].shader;
-        }
-    if (first && env && !strcmp(env, "s") && !strcmp(first, "matmul_coop")) return "matmul_coop_s";
-    return first;
+        if (ft->coop_mnk[i][0] == c->fm && ft->coop_mnk[i][1] == c->fn && ft->coop_mnk[i][2] == c->fk)
+            return true;
+    return false;
 }
 
-const char *lm_vk_coop_shader(lm_vk_dev *v, const lm_array *node)
+static const coop_variant *find(const lm_vk_features *ft, const char *name)
+{
+    for (int j = 0; j < NVARIANTS; j++)
+        if (!strcmp(variants[j].name, name) && listed(ft, &variants[j])) return &variants[j];
+    return NULL;
+}
+
+/* the default tile for an M x N (x batch) product: 128x256 where that
+ * makes enough workgroups (2048x2048 makes 128), else 128x128 of depth 64 */
+static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch)
+{
+    int64_t big = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
+    const coop_variant *c = find(ft, big >= 96 ? "128x256s1" : "k64s1");
+    return c ? c : find(ft, "n8");
+}
+
+static int env_int(const char *name, int dflt)
+{
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : dflt;
+}
+
+static const coop_variant *variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc,
+                                       int64_t batch)
 {
     const lm_vk_features *ft = &v->feat;
     /* the shaders' tiling assumes subgroups of 32 and up to 48 KiB of
-     * shared memory */
+     * shared memory; the bf16 scaling reduces over subgroups */
     if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return NULL;
-    if (node->ninputs != 2 || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
-        return NULL;
-    if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
+    if (node->ninputs != 2) return NULL;
+    lm_dtype ta = node->inputs[0]->dtype, tb = node->inputs[1]->dtype;
+    bool f16 = ta == LM_F16 && tb == LM_F16 && (node->dtype == LM_F16 || node->dtype == LM_F32);
+    bool bf16 = ta == LM_BF16 && tb == LM_BF16 && (node->dtype == LM_BF16 || node->dtype == LM_F32) &&
+                ft->subgroup_arith && env_int("LUMEN_VK_COOP_BF16", 1) != 0;
+    if (!f16 && !bf16) return NULL;
     const char *env = getenv("LUMEN_VK_COOP");
     if (env && !strcmp(env, "0")) return NULL;
-    return pick(ft, env);
+    const coop_variant *c = env && *env ? find(ft, env) : NULL;
+    if (!c || (bf16 && !c->scaled)) c = pick_tile(ft, pc, batch);
+    return c && (!bf16 || c->scaled) ? c : NULL;
+}
+
+bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+{
+    return variant_for(v, node, pc, batch) != NULL;
 }
 
 /* can a 16-byte load start at every chunk of 8 along the contiguous dim? */
-static bool vec_ok(const lm_array *x, int64_t off, int64_t srow, int64_t scol)
+static bool vec_ok(const lm_vk_mem *m, int64_t off, int64_t srow, int64_t scol, int nb, const int32_t *bs)
 {
-    return scol == 1 && off % 8 == 0 && srow % 8 == 0 && lm_vk_mem_of(x)->off % 16 == 0;
+    bool ok = scol == 1 && off % 8 == 0 && srow % 8 == 0 && m->off % 16 == 0;
+    for (int d = 0; d < nb; d++) ok &= bs[d] % 8 == 0;     /* the batch offsets too */
+    return ok;
 }
 
-lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const char *shader,
-                                const lm_vk_mm_pc *pc, int64_t batch)
+/* the GEMM on f16 operands ma, mb into node (pc: lm_vk_mm_pc, with e_off
+ * after it for the scaled shader, whose exponents are ex) */
+static lm_status gemm(lm_vk_dev *v, const coop_variant *c, lm_array *node, const lm_vk_mem *ma,
+                      const lm_vk_mem *mb, const lm_vk_mem *ex, const lm_vk_mm_pc *pc, size_t pcsize,
+                      int64_t batch)
 {
-    const lm_array *a = node->inputs[0], *b = node->inputs[1];
     /* stage each operand with its unit-stride dim contiguous in shared memory;
      * with neither stride 1 the layout does not matter (element loads) */
     bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
-    bool a_vec = a_k ? vec_ok(a, pc->off_a, pc->sam, pc->sak) : vec_ok(a, pc->off_a, pc->sak, pc->sam);
-    bool b_vec = b_n ? vec_ok(b, pc->off_b, pc->sbk, pc->sbn) : vec_ok(b, pc->off_b, pc->sbn, pc->sbk);
-    /* the batch offsets must keep the alignment too */
-    for (int d = 0; d < pc->nb; d++) {
-        a_vec &= pc->bsa[d] % 8 == 0;
-        b_vec &= pc->bsb[d] % 8 == 0;
-    }
-    uint32_t spec[7] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec};
-    lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
-                         {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, shader, spec, 7, args, 3, pc, sizeof *pc,
-                          (uint32_t)((pc->N + 127) / 128), (uint32_t)((pc->M + 127) / 128),
+    bool a_vec = a_k ? vec_ok(ma, pc->off_a, pc->sam, pc->sak, pc->nb, pc->bsa)
+                     : vec_ok(ma, pc->off_a, pc->sak, pc->sam, pc->nb, pc->bsa);
+    bool b_vec = b_n ? vec_ok(mb, pc->off_b, pc->sbk, pc->sbn, pc->nb, pc->bsb)
+                     : vec_ok(mb, pc->off_b, pc->sbn, pc->sbk, pc->nb, pc->bsb);
+    /* straight coopMatStore of interior fragments: C rows 16-byte aligned */
+    bool direct = pc->N % 8 == 0 && lm_vk_mem_of(node)->off % 16 == 0 && env_int("LUMEN_VK_COOP_DIRECT", 1) != 0;
+    /* whole tiles only: no bounds checks in the loads */
+    bool full = a_vec && b_vec && pc->M % c->bm == 0 && pc->N % c->bn == 0 && pc->K % 64 == 0;
+    uint32_t gx = (uint32_t)((pc->N + c->bn - 1) / c->bn), gy = (uint32_t)((pc->M + c->bm - 1) / c->bm);
+    int swz = env_int("LUMEN_VK_COOP_SWZ", 0);
+    if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
+    uint32_t spec[14] = {LM_F16, LM_F16, node->dtype, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
+                         direct, (uint32_t)swz, full};
+    lm_vk_arg args[4] = {{ma, false}, {mb, false}, {lm_vk_mem_of(node), true}, {ex, false}};
+    return lm_vk_dispatch(v, ex ? c->scaled : c->shader, spec, 14, args, ex ? 4 : 3, pc, pcsize, gx, gy,
                           (uint32_t)batch);
+}
+
+/* ---- bf16: scaled f16 copies (shaders/matmul_scale.comp) ---- */
+typedef struct scale_pc {
+    int32_t R, L, nbatch, off, s_i, s_j, nb, e_base;
+    int32_t bshape[4], bs[4];
+} scale_pc;
+
+typedef struct scaled_pc {
+    lm_vk_mm_pc mm;
+    int32_t e_off;
+} scaled_pc;
+
+/* exponents of A's rows (is_b false) or B's columns into ex, then the
+ * scaled f16 copy into dst: A as [batch][M][K], B as [batch][K][N] */
+static lm_status scale_operand(lm_vk_dev *v, const lm_vk_mem *src, const lm_vk_mem *ex, const lm_vk_mem *dst,
+                               const lm_vk_mm_pc *pc, bool is_b, int64_t batch)
+{
+    scale_pc s = {0};
+    s.R = is_b ? pc->N : pc->M;
+    s.L = pc->K;
+    s.nbatch = (int32_t)batch;
+    s.off = is_b ? pc->off_b : pc->off_a;
+    s.s_i = is_b ? pc->sbn : pc->sam;
+    s.s_j = is_b ? pc->sbk : pc->sak;
+    s.nb = pc->nb;
+    s.e_base = is_b ? (int32_t)(batch * pc->M) : 0;
+    for (int d = 0; d < pc->nb; d++) {
+        s.bshape[d] = pc->bshape[d];
+        s.bs[d] = is_b ? pc->bsb[d] : pc->bsa[d];
+    }
+    bool rows = s.s_j == 1;
+    int64_t nout = batch * s.R;
+    int64_t groups = rows ? (nout + 7) / 8 : (nout + 31) / 32;
+    if (groups > 65535) groups = 65535;     /* the kernel loops */
+    uint32_t spec0[3] = {0, rows, is_b};
+    lm_vk_arg a0[2] = {{src, false}, {ex, true}};
+    lm_status st = lm_vk_dispatch(v, "matmul_scale", spec0, 3, a0, 2, &s, sizeof s, (uint32_t)groups, 1, 1);
+    if (st != LM_OK) return st;
+    uint32_t spec1[3] = {1, rows, is_b};
+    lm_vk_arg a1[3] = {{src, false}, {ex, false}, {dst, true}};
+    return lm_vk_dispatch(v, "matmul_scale", spec1, 3, a1, 3, &s, sizeof s,
+                          lm_vk_groups(v, (uint64_t)(batch * s.R * s.L), 256), 1, 1);
+}
+
+/* scratch from the core's buffer cache: at 8192 the copies are 128 MiB
+ * each, which fresh allocations (zeroed by the driver) would pay for on
+ * every call; the cache's reuse within an evaluation is ordered by the
+ * dispatches' barriers like any node's output */
+static lm_status scratch(lm_vk_dev *v, int64_t bytes, lm_buffer **out)
+{
+    *out = lm_buffer_alloc(v->dev, (size_t)bytes);
+    return *out ? LM_OK : lm_error_status();
+}
+
+static lm_status run_bf16(lm_vk_dev *v, const coop_variant *c, lm_array *node, const lm_vk_mm_pc *pc,
+                          int64_t batch)
+{
+    int64_t na = batch * pc->M * pc->K, nbe = batch * pc->K * pc->N;
+    if (na >= INT32_MAX || nbe >= INT32_MAX || batch * (pc->M + pc->N) >= INT32_MAX)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: bf16 matmul operands beyond 2^31 elements");
+    lm_buffer *ex = NULL, *a16 = NULL, *b16 = NULL;
+    lm_status st = scratch(v, 4 * batch * (pc->M + pc->N), &ex);
+    if (st == LM_OK) st = scratch(v, 2 * na, &a16);
+    if (st == LM_OK) st = scratch(v, 2 * nbe, &b16);
+    if (st == LM_OK) st = scale_operand(v, lm_vk_mem_of(node->inputs[0]), ex->handle, a16->handle, pc, false, batch);
+    if (st == LM_OK) st = scale_operand(v, lm_vk_mem_of(node->inputs[1]), ex->handle, b16->handle, pc, true, batch);
+    if (st == LM_OK) {
+        /* the copies are contiguous: A [batch][M][K], B [batch][K][N] */
+        scaled_pc s = {.mm = {.M = pc->M, .N = pc->N, .K = pc->K, .nb = 1, .sam = pc->K, .sak = 1,
+                              .sbk = pc->N, .sbn = 1},
+                       .e_off = (int32_t)(batch * pc->M)};
+        s.mm.bshape[0] = (int32_t)batch;
+        s.mm.bsa[0] = pc->M * pc->K;
+        s.mm.bsb[0] = pc->K * pc->N;
+        st = gemm(v, c, node, a16->handle, b16->handle, ex->handle, &s.mm, sizeof s, batch);
+    }
+    if (ex) lm_buffer_release(ex);
+    if (a16) lm_buffer_release(a16);
+    if (b16) lm_buffer_release(b16);
+    return st;
+}
+
+lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+{
+    const coop_variant *c = variant_for(v, node, pc, batch);
+    if (!c) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no cooperative-matrix kernel for this matmul");
+    if (node->inputs[0]->dtype == LM_BF16) return run_bf16(v, c, node, pc, batch);
+    return gemm(v, c, node, lm_vk_mem_of(node->inputs[0]), lm_vk_mem_of(node->inputs[1]), NULL, pc, sizeof *pc,
+                batch);
 }

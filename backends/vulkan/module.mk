@@ -52,3 +52,11 @@ $(BUILD)/bench/vkbench: bench/gpu/vkbench.c $(BUILD)/liblumen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 endif
+
+# Driver statistics (registers, spills) of the kernels' pipelines.
+ifeq ($(VK_ENABLED),yes)
+ALL_TARGETS += $(BUILD)/bench/vkstats
+$(BUILD)/bench/vkstats: bench/gpu/vkstats.c $(BUILD)/liblumen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+endif

@@ -196,6 +196,28 @@ static bool coop_fits(lm_vk_dev *v, const lm_array *node)
     return false;
 }
 
+/* conv_coop's block tiles (output channels x pixels), by the output
+ * channels of a group: 128-row tiles would leave most of their rows idle
+ * at ESRGAN's 32 and 64.  LUMEN_VK_CONV_TILE=<name> forces one. */
+typedef struct coop_tile { const char *name, *shader; int bm, bn; } coop_tile;
+static const coop_tile conv_tiles[] = {
+    {"128", "conv_coop", 128, 128},          /* 8 subgroups of 64x32 */
+    {"m64", "conv_coop_m64", 64, 128},       /* 4 of 32x64 */
+    {"m64w8", "conv_coop_m64w8", 64, 128},   /* 8 of 32x32 */
+    {"m32", "conv_coop_m32", 32, 128},       /* 4 of 32x32 */
+    {"m32n256", "conv_coop_m32n256", 32, 256}, /* 4 of 32x64 */
+};
+
+static const coop_tile *conv_tile(int32_t og)
+{
+    const char *e = getenv("LUMEN_VK_CONV_TILE");
+    for (size_t i = 0; e && i < sizeof conv_tiles / sizeof *conv_tiles; i++)
+        if (!strcmp(e, conv_tiles[i].name)) return &conv_tiles[i];
+    /* H100 (docs/VULKAN.md): m64w8 (114 registers, two workgroups per SM)
+     * led at every shape up to 64 channels, 128 above */
+    return og <= 64 ? &conv_tiles[2] : &conv_tiles[0];
+}
+
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
 {
     gemm_pc pc;
@@ -214,10 +236,15 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
         bool b_run = pc.sw == 1 && pc.dw == 1 && pc.sxw == 1 && pc.OW % 8 == 0 && pc.off_b % 2 == 0 &&
                      pc.sxc % 2 == 0 && pc.sxh % 2 == 0 && pc.bsb[0] % 2 == 0 && pc.bsb[1] % 2 == 0 &&
                      lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_RUNS");
+        const coop_tile *t = conv_tile(pc.M);
+        gx = (uint32_t)((pc.N + t->bn - 1) / t->bn);
+        gy = (uint32_t)((pc.M + t->bm - 1) / t->bm);
+        /* whole weight tiles: no bounds checks on A */
+        bool full = a_vec && pc.M % t->bm == 0 && pc.K % 32 == 0;
         /* the kernel's width and taps are compile-time (one pipeline each) */
-        uint32_t spec[11] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, b_run, 0, bdt, (uint32_t)pc.KW,
-                             (uint32_t)pc.KHW};
-        return lm_vk_dispatch(v, "conv_coop", spec, 11, args, 4, &pc, sizeof pc, gx, gy, gz);
+        uint32_t spec[14] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, b_run, 0, bdt, (uint32_t)pc.KW,
+                             (uint32_t)pc.KHW, 0, 0, full};
+        return lm_vk_dispatch(v, t->shader, spec, 14, args, 4, &pc, sizeof pc, gx, gy, gz);
     }
     /* 4-element weight loads need every row start on a 16-byte boundary */
     bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;

@@ -193,10 +193,10 @@ typedef struct lm_vk_mm_pc {
     int32_t bshape[4], bsa[4], bsb[4];
 } lm_vk_mm_pc;
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
- * cooperative matrices; the shader to use, or NULL where it does not fit */
-const char *lm_vk_coop_shader(lm_vk_dev *v, const lm_array *node);
-lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const char *shader,
-                                const lm_vk_mm_pc *pc, int64_t batch);
+ * cooperative matrices (and bf16 through scaled f16 copies); whether it
+ * takes this node, and running it */
+bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
+lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
 /* nn.c: the neural-network ops (core/ops_nn.h's node contract), routed to

@@ -11,6 +11,7 @@
 # test_vulkan_parity too) vae ops, vae-base ops-base (before 2026-11-25's changes:
 # f32-arithmetic f16 convs, element-wise im2col gathers, a workgroup per
 # norm row), vae-nosplit (D = 512 attention in one workgroup per query block)
+# sweep (bench/gpu/mm_sweep.sh: tensor-core matmul/conv variants; SWEEP= picks parts)
 # (default: test vae ops vae-base ops-base)
 DEBS=${DEBS:-..}
 OUT=${OUT:-/tmp/out}
@@ -61,6 +62,7 @@ for s in $steps; do
     vae-nosplit) LUMEN_VK_ATTN_SPLIT=0 python3 bench/gpu/vae.py build/lumen 2>&1 | tee "$OUT/vae_nosplit.log" ;;
     ops) python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops.log" ;;
     ops-base) env $BASE python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_base.log" ;;
+    sweep) OUT="$OUT" sh bench/gpu/mm_sweep.sh 2>&1 | tee "$OUT/sweep.log" ;;
     ops-noruns) LUMEN_VK_CONV_RUNS=0 python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_noruns.log" ;;
     esac
 done

@@ -81,6 +81,44 @@ static void bench_matmul(int64_t n, lm_dtype dt)
     lm_array_release(in[1]);
 }
 
+/* VKBENCH_ONLY=mm: matmul at VKBENCH_SIZES (a comma list, default
+ * 1024,2048,4096,8192) in VKBENCH_DTYPE (default f16), as the median, min
+ * and max of 7 timed evaluations (for variant sweeps, see bench/gpu/mm_sweep.sh) */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench_mm_spread(void)
+{
+    const char *sz = getenv("VKBENCH_SIZES"), *dn = getenv("VKBENCH_DTYPE");
+    lm_dtype dt = LM_F16;
+    if (dn && !strcmp(dn, "f32")) dt = LM_F32;
+    if (dn && !strcmp(dn, "bf16")) dt = LM_BF16;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", sz && *sz ? sz : "1024,2048,4096,8192");
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        int64_t n = atoll(t), s[2] = {n, n};
+        lm_array *in[2] = {randn(2, s, dt), randn(2, s, dt)};
+        double ts[8];
+        for (int r = 0; r < 8; r++) {
+            lm_array *g = g_matmul(in);
+            double t0 = now();
+            if (!g || lm_array_eval(g) != LM_OK) die("eval");
+            ts[r] = now() - t0;
+            lm_array_release(g);
+        }
+        qsort(ts + 1, 7, sizeof *ts, cmp_double);   /* the first run makes pipelines */
+        double f = 2.0 * (double)n * (double)n * (double)n * 1e-12;
+        printf("matmul_%s_%lld %.1f [%.1f-%.1f] TFLOP/s\n", lm_dtype_name(dt), (long long)n, f / ts[4], f / ts[7],
+               f / ts[1]);
+        fflush(stdout);
+        lm_array_release(in[0]);
+        lm_array_release(in[1]);
+    }
+}
+
 static void bench_stream(int64_t n)
 {
     lm_array *in[2] = {randn(1, &n, LM_F32), randn(1, &n, LM_F32)};
@@ -254,6 +292,10 @@ int main(int argc, char **argv)
         printf("copy_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 8e-9 * (double)n / best_time(g_copy, &x, 5));
         lm_array_release(x);
         bench_fused(n);
+        return 0;
+    }
+    if (only && !strcmp(only, "mm")) {
+        bench_mm_spread();
         return 0;
     }
     if (only && !strcmp(only, "nn")) {

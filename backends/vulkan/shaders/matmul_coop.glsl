@@ -2,27 +2,35 @@
 // (GL_NV_cooperative_matrix), accumulating in f32, C stored as f16 or f32
 // (rounded to nearest even once, as the CPU).
 //
-// A workgroup of WARPS subgroups of 32 computes a 128x128 tile of C; each
-// subgroup a WM x WN part of it as FRM x FRN fragments of FM x FN: 8
-// subgroups of 64x32.  (WARPS=4, 64x64 each, halves the shared-memory reads
-// per multiply but ran at half the speed on an H100, likely from register
-// pressure with 16 accumulators, so no shader uses it.)  A and B tiles of depth BK = 32 are staged in shared memory as
-// raw f16 bits, double buffered: the global loads for step k+1 are issued
-// into registers before the fragments of step k are multiplied, so one
-// barrier per step suffices.  Each operand is staged with its contiguous
+// A workgroup of WARPS subgroups of 32 computes a BM x BN tile of C; each
+// subgroup a WM x WN part of it as FRM x FRN fragments of FM x FN.  The
+// tile shape is compile-time (one .comp per shape: matmul_coop.comp is
+// 128x128 with 8 subgroups of 64x32, the others say theirs).  A and B tiles
+// of depth BK are staged in shared memory as raw f16 bits, STAGES buffers:
+// with 2, the global loads for step k+1 are issued into registers before
+// the fragments of step k are multiplied and one barrier per step
+// suffices; with 1 (bigger tiles in 48 KiB) the registers are stored
+// between two barriers.  Each operand is staged with its contiguous
 // dimension contiguous in shared memory (A as [m][k] or [k][m], B as
 // [k][n] or [n][k]) and loaded into fragments row- or column-major to
 // match, so transposed views need no extra pass.  Loads are 16-byte
 // vectors where the operand is contiguous and aligned (spec constants
-// A_VEC/B_VEC); other strides and the tile edges load element by element,
-// padding with zeros.  The accumulators go out through a small per-subgroup
-// shared buffer, which is where the M/N edges are cut off.
-// Fragment sizes are compile-time (matmul_coop.comp 16x16x16,
-// matmul_coop_n8.comp 16x8x16): the C side picks one that the device
-// lists in vkGetPhysicalDeviceCooperativeMatrixPropertiesNV.
+// A_VEC/B_VEC; FULL: every tile whole, no bounds checks); other strides and
+// the tile edges load element by element, padding with zeros.  Interior
+// fragments are stored straight to C (C_DIRECT: the host's promise that C
+// rows are 16-byte aligned); edge fragments go out through a per-subgroup
+// shared buffer (aliasing the A tiles), which is where the M/N edges are
+// cut off.  SWZ > 0 walks the tiles in groups of SWZ tile rows, so that
+// workgroups running together share A rows and B columns in L2.
+// Fragment sizes are compile-time too (16x16x16, or 16x8x16 with FN=8):
+// the C side picks shaders whose shape the device lists in
+// vkGetPhysicalDeviceCooperativeMatrixPropertiesNV.
 // Bindings: 0 = A, 1 = B, 2 = C (contiguous [batch, M, N]).
-// With MM_CONV defined (conv_coop.comp) B is a convolution's input read
+// With MM_CONV defined (conv_coop*.comp) B is a convolution's input read
 // through an im2col mapping and a bias is added on store (conv_gemm.glsl).
+// With MM_SCALED (matmul_coop_bf16*.comp) A and B are f16 copies of bf16
+// operands scaled by powers of two per row of A and column of B (binding 3
+// holds the exponents, matmul_scale.comp) and C is unscaled on store.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -34,19 +42,25 @@
 #define FN 16
 #define FK 16
 #endif
-#ifndef WARPS
-#define WARPS 8
-#endif
+#ifndef BM
 #define BM 128
 #define BN 128
 #define BK 32
-#define WM 64                  // a subgroup's part: 2 x (WARPS / 2) subgroups
-#define WN (BN / (WARPS / 2))
+#define WM 64
+#define WN 32
+#endif
+#ifndef STAGES
+#define STAGES 2
+#endif
 #define FRM (WM / FM)
 #define FRN (WN / FN)
-#define NT (WARPS * 32)        // invocations
-#define CHUNKS (BM * BK / 8)   // 16-byte chunks per staged tile (= BN*BK/8)
-#define CPT (CHUNKS / NT)      // chunks per invocation and operand
+#define WARPS ((BM / WM) * (BN / WN))
+#define NT (WARPS * 32)          // invocations
+#define CPT_A (BM * BK / 8 / NT)  // 16-byte chunks per invocation of a staged A tile
+#define CPT_B (BN * BK / 8 / NT)
+#if CPT_A * NT * 8 != BM * BK || CPT_B * NT * 8 != BN * BK
+#error "matmul_coop: a staged tile must split evenly over the invocations"
+#endif
 
 layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint DTA = 1;
@@ -56,6 +70,10 @@ layout(constant_id = 3) const bool A_KCONTIG = true;   // stage A as [m][k]
 layout(constant_id = 4) const bool B_NCONTIG = true;   // stage B as [k][n]
 layout(constant_id = 5) const bool A_VEC = false;      // 16-byte loads along the staged rows
 layout(constant_id = 6) const bool B_VEC = false;
+// 7-10: conv_gemm.glsl's
+layout(constant_id = 11) const bool C_DIRECT = false;  // interior fragments stored straight to C
+layout(constant_id = 12) const int SWZ = 0;            // tile rows per L2 group (0: row by row)
+layout(constant_id = 13) const bool FULL = false;      // M, N, K multiples of the tile, vector loads
 
 // conv_coop.comp (MM_CONV) declares its own push constants in conv_gemm.glsl
 #ifndef MM_CONV
@@ -64,6 +82,9 @@ layout(push_constant) uniform PC {
     int off_a, off_b;
     int sam, sak, sbk, sbn;
     int bshape[4], bsa[4], bsb[4];
+#ifdef MM_SCALED
+    int e_off;                  // where B's exponents start in binding 3
+#endif
 } pc;
 #endif
 
@@ -72,25 +93,37 @@ DECL_BUF(1)
 DECL_IO(2)
 layout(std430, set = 0, binding = 0) buffer Bv4_0 { uvec4 v[]; } a4;
 layout(std430, set = 0, binding = 1) buffer Bv4_1 { uvec4 v[]; } b4;
+layout(std430, set = 0, binding = 2) buffer Cf32_2 { float v[]; } c32;
+layout(std430, set = 0, binding = 2) buffer Cf16_2 { float16_t v[]; } c16;
+#ifdef MM_SCALED
+// the power-of-two exponents the operands were scaled by: per (batch, row
+// of A) from 0, per (batch, column of B) from pc.e_off
+layout(std430, set = 0, binding = 3) readonly buffer Ex { int v[]; } ex;
+#endif
 
 // Shared rows are padded by 8 halves (16 bytes) so that the 8 rows one
 // fragment load touches at a time fall in distinct banks.  Strides are in
-// uvec4 units (8 halves): [m][k] / [n][k] rows are BK + 8 halves, [k][m] /
-// [k][n] rows BM + 8.  One buffer holds either layout (128 x 40 >= 32 x 136).
+// uvec4 units (8 halves): [m][k] / [n][k] rows are BK + 8 halves, [k][m]
+// rows BM + 8, [k][n] rows BN + 8.  A buffer holds either layout.
 #define SK ((BK + 8) / 8)
-#define SMN ((BM + 8) / 8)
-#define TILE (BM * SK)
-#ifdef SH_SCALAR
-// debugging variant: shared memory as f16 scalars, strides in halves
-shared float16_t As[2 * TILE * 8];
-shared float16_t Bs[2 * TILE * 8];
-#define SH_UNIT 8
+#define SMA ((BM + 8) / 8)
+#define SNB ((BN + 8) / 8)
+#if BM * SK > BK * SMA
+#define TILE_A (BM * SK)
 #else
-shared uvec4 As[2 * TILE];
-shared uvec4 Bs[2 * TILE];
-#define SH_UNIT 1
+#define TILE_A (BK * SMA)
 #endif
-shared float Cs[WARPS * FM * FN];
+#if BN * SK > BK * SNB
+#define TILE_B (BN * SK)
+#else
+#define TILE_B (BK * SNB)
+#endif
+shared uvec4 As[STAGES * TILE_A];
+shared uvec4 Bs[STAGES * TILE_B];
+// the store's staging areas (FM x FN f32 per subgroup) reuse the A tiles
+#if WARPS * FM * FN / 4 > STAGES * TILE_A
+#error "matmul_coop: the store staging does not fit in the A tiles"
+#endif
 
 int oa, ob, m0, n0;
 
@@ -106,7 +139,7 @@ uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 #define FETCH(NAME, U16, V4, VEC) \
 uvec4 NAME(int base, int grow, int rlim, int srow, int gcol, int clim, int scol) { \
     int at = base + grow * srow + gcol * scol; \
-    if (VEC && grow < rlim && gcol + 8 <= clim) return V4.v[at >> 3]; \
+    if (VEC && (FULL || (grow < rlim && gcol + 8 <= clim))) return V4.v[at >> 3]; \
     uint h[8]; \
     [[unroll]] for (int j = 0; j < 8; j++) \
         h[j] = grow < rlim && gcol + j < clim ? uint(U16.v[at + j * scol]) : 0u; \
@@ -139,23 +172,13 @@ uvec4 fetch_b(int c, int k0)
 #endif
 }
 
-// where chunk c lands in its buffer, in uvec4 units
-int slot(int c, bool rows_are_k, int rowlen)
+// where chunk c lands in its buffer, in uvec4 units, for rows of rowlen
+// halves (row stride rs uvec4s)
+int slot(int c, int rowlen, int rs)
 {
     int per = rowlen / 8;
-    return (c / per) * (rows_are_k ? SMN : SK) + c % per;
+    return (c / per) * rs + c % per;
 }
-
-#ifdef SH_SCALAR
-#define PUT(S, at, V) { \
-    f16vec2 p0 = unpackFloat2x16((V).x), p1 = unpackFloat2x16((V).y), \
-            p2 = unpackFloat2x16((V).z), p3 = unpackFloat2x16((V).w); \
-    int e = (at) * 8; \
-    S[e] = p0.x; S[e + 1] = p0.y; S[e + 2] = p1.x; S[e + 3] = p1.y; \
-    S[e + 4] = p2.x; S[e + 5] = p2.y; S[e + 6] = p3.x; S[e + 7] = p3.y; }
-#else
-#define PUT(S, at, V) S[at] = V;
-#endif
 
 void main()
 {
@@ -170,8 +193,17 @@ void main()
         oa += c * pc.bsa[d];
         ob += c * pc.bsb[d];
     }
-    m0 = int(gl_WorkGroupID.y) * BM;
-    n0 = int(gl_WorkGroupID.x) * BN;
+    int tm = int(gl_WorkGroupID.y), tn = int(gl_WorkGroupID.x);
+    if (SWZ > 0) {
+        // groups of SWZ tile rows, walked column by column within a group
+        int gx = int(gl_NumWorkGroups.x), gy = int(gl_NumWorkGroups.y);
+        int pid = tn + tm * gx, width = SWZ * gx, grp = pid / width;
+        int first = grp * SWZ, gsz = min(gy - first, SWZ), w = pid - grp * width;
+        tm = first + w % gsz;
+        tn = w / gsz;
+    }
+    m0 = tm * BM;
+    n0 = tn * BN;
 #ifdef MM_CONV
     conv_init();
 #endif
@@ -181,33 +213,26 @@ void main()
     [[unroll]] for (int i = 0; i < FRM * FRN; i++)
         acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
 
-    // slots of this thread's two chunks (same every step)
-    int sa[CPT], sb[CPT];
-    [[unroll]] for (int i = 0; i < CPT; i++) {
-        int c = tid + i * NT;
-        sa[i] = A_KCONTIG ? slot(c, false, BK) : slot(c, true, BM);
-        sb[i] = B_NCONTIG ? slot(c, true, BN) : slot(c, false, BK);
-    }
-    uvec4 ra[CPT], rb[CPT];
-    [[unroll]] for (int i = 0; i < CPT; i++) {
-        ra[i] = fetch_a(tid + i * NT, 0);
-        rb[i] = fetch_b(tid + i * NT, 0);
-    }
-    [[unroll]] for (int i = 0; i < CPT; i++) {
-        PUT(As, sa[i], ra[i]);
-        PUT(Bs, sb[i], rb[i]);
-    }
+    // slots of this thread's chunks (same every step)
+    int sa[CPT_A], sb[CPT_B];
+    [[unroll]] for (int i = 0; i < CPT_A; i++)
+        sa[i] = A_KCONTIG ? slot(tid + i * NT, BK, SK) : slot(tid + i * NT, BM, SMA);
+    [[unroll]] for (int i = 0; i < CPT_B; i++)
+        sb[i] = B_NCONTIG ? slot(tid + i * NT, BN, SNB) : slot(tid + i * NT, BK, SK);
+    uvec4 ra[CPT_A], rb[CPT_B];
+    [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CPT_A; i++) As[sa[i]] = ra[i];
+    [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[sb[i]] = rb[i];
     barrier();
 
     int nk = (pc.K + BK - 1) / BK;
     for (int kt = 0; kt < nk; kt++) {
-        int cur = (kt & 1) * TILE;
+        int ca = STAGES == 2 ? (kt & 1) * TILE_A : 0, cb = STAGES == 2 ? (kt & 1) * TILE_B : 0;
         bool more = kt + 1 < nk;
         if (more) {
-            [[unroll]] for (int i = 0; i < CPT; i++) {
-                ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
-                rb[i] = fetch_b(tid + i * NT, (kt + 1) * BK);
-            }
+            [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
+            [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, (kt + 1) * BK);
         }
         [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
             fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> fa[FRM];
@@ -215,48 +240,68 @@ void main()
             [[unroll]] for (int i = 0; i < FRM; i++) {
                 int m = wm + i * FM;
                 if (A_KCONTIG)
-                    coopMatLoadNV(fa[i], As, (cur + m * SK + kk / 8) * SH_UNIT, SK * SH_UNIT, false);
+                    coopMatLoadNV(fa[i], As, ca + m * SK + kk / 8, SK, false);
                 else
-                    coopMatLoadNV(fa[i], As, (cur + kk * SMN + m / 8) * SH_UNIT, SMN * SH_UNIT, true);
+                    coopMatLoadNV(fa[i], As, ca + kk * SMA + m / 8, SMA, true);
             }
             [[unroll]] for (int j = 0; j < FRN; j++) {
                 int n = wn + j * FN;
                 if (B_NCONTIG)
-                    coopMatLoadNV(fb[j], Bs, (cur + kk * SMN + n / 8) * SH_UNIT, SMN * SH_UNIT, false);
+                    coopMatLoadNV(fb[j], Bs, cb + kk * SNB + n / 8, SNB, false);
                 else
-                    coopMatLoadNV(fb[j], Bs, (cur + n * SK + kk / 8) * SH_UNIT, SK * SH_UNIT, true);
+                    coopMatLoadNV(fb[j], Bs, cb + n * SK + kk / 8, SK, true);
             }
             [[unroll]] for (int i = 0; i < FRM; i++)
                 [[unroll]] for (int j = 0; j < FRN; j++)
                     acc[i * FRN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * FRN + j]);
         }
         if (more) {
-            int nxt = TILE - cur;
-            [[unroll]] for (int i = 0; i < CPT; i++) {
-                PUT(As, nxt + sa[i], ra[i]);
-                PUT(Bs, nxt + sb[i], rb[i]);
-            }
+            if (STAGES == 1) barrier();     // every subgroup is done with the tiles
+            int na = STAGES == 2 ? TILE_A - ca : 0, nb = STAGES == 2 ? TILE_B - cb : 0;
+            [[unroll]] for (int i = 0; i < CPT_A; i++) As[na + sa[i]] = ra[i];
+            [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[nb + sb[i]] = rb[i];
         }
         barrier();
     }
 
-    // out through this subgroup's FM x FN staging area, cut at the edges
+    // interior fragments straight to C; the others through this subgroup's
+    // FM x FN f32 staging area in As (free after the loop's last barrier),
+    // cut at the edges
     int oc = batch * pc.M * pc.N;
-    int cs = sg * FM * FN;
+    int cs = sg * (FM * FN / 4);
     [[unroll]] for (int i = 0; i < FRM; i++)
         [[unroll]] for (int j = 0; j < FRN; j++) {
             int gm0 = m0 + wm + i * FM, gn0 = n0 + wn + j * FN;
             if (gm0 >= pc.M || gn0 >= pc.N) continue;     // uniform in the subgroup
-            coopMatStoreNV(acc[i * FRN + j], Cs, cs, FN, false);
+#if !defined(MM_CONV) && !defined(MM_SCALED)
+            if (C_DIRECT && gm0 + FM <= pc.M && gn0 + FN <= pc.N) {
+                if (DTO == DT_F32) {
+                    coopMatStoreNV(acc[i * FRN + j], c32.v, oc + gm0 * pc.N + gn0, pc.N, false);
+                } else {
+                    fcoopmatNV<16, gl_ScopeSubgroup, FM, FN> h =
+                        fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>(acc[i * FRN + j]);
+                    coopMatStoreNV(h, c16.v, oc + gm0 * pc.N + gn0, pc.N, false);
+                }
+                continue;
+            }
+#endif
+            coopMatStoreNV(acc[i * FRN + j], As, cs, FN / 4, false);
             controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
                            gl_SemanticsAcquireRelease);
             for (int e = lane; e < FM * FN; e += 32) {
                 int gm = gm0 + e / FN, gn = gn0 + e % FN;
+                if (gm >= pc.M || gn >= pc.N) continue;
+                float x = uintBitsToFloat(As[cs + e / 4][e % 4]);
 #ifdef MM_CONV
-                if (gm < pc.M && gn < pc.N) stf_2(DTO, oc + gm * pc.N + gn, Cs[cs + e] + conv_bias(gm));
-#else
-                if (gm < pc.M && gn < pc.N) stf_2(DTO, oc + gm * pc.N + gn, Cs[cs + e]);
+                x += conv_bias(gm);
 #endif
+#ifdef MM_SCALED
+                // in three steps: each factor stays a normal float, and each
+                // partial result lies between x and the final one
+                int sc = -(ex.v[batch * pc.M + gm] + ex.v[pc.e_off + batch * pc.N + gn]), s3 = sc / 3;
+                x = ldexp(ldexp(ldexp(x, s3), s3), sc - 2 * s3);
+#endif
+                stf_2(DTO, oc + gm * pc.N + gn, x);
             }
             controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
                            gl_SemanticsAcquireRelease);

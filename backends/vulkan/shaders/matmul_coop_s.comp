@@ -1,3 +1,0 @@
-#version 450
-#define SH_SCALAR
-#include "matmul_coop.glsl"
