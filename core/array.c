@@ -166,6 +166,7 @@ lm_status lm_array_assign(lm_array *dst, lm_array *src)
     for (int d = 0; d < dst->ndim; d++) node->strides[d] = dst->strides[d];
     node->offset = dst->offset;
     node->buf = lm_buffer_retain(dst->buf);
+    lm_buffer_written(dst->buf);   /* what backends derived from the old contents goes */
     st = lm_eval_into(node);
     lm_array_release(node);
     return st;

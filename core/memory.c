@@ -145,9 +145,39 @@ lm_buffer *lm_buffer_wrap(lm_device *d, void *host, size_t size,
     return b;
 }
 
+void lm_buffer_attach(lm_buffer *b, lm_derived *d)
+{
+    d->next = b->derived;
+    b->derived = d;
+}
+
+void lm_buffer_detach(lm_buffer *b, lm_derived *d)
+{
+    for (lm_derived **pp = &b->derived; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            d->next = NULL;
+            return;
+        }
+}
+
+void lm_buffer_written(lm_buffer *b)
+{
+    lm_derived *d;
+    /* unlink before each drop: a drop may look at the list */
+    while (b && (d = b->derived)) {
+        b->derived = d->next;
+        d->next = NULL;
+        d->drop(d);
+    }
+}
+
 void lm_buffer_release(lm_buffer *b)
 {
     if (!b || __atomic_sub_fetch(&b->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
+    /* data derived from these contents dies with them (a cached buffer
+     * comes back to a later array as fresh memory) */
+    lm_buffer_written(b);
     if (b->release) {
         /* foreign memory: not counted, never cached */
         b->release(b->release_ctx);
