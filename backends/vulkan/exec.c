@@ -115,7 +115,8 @@ static bool prof_stamps(lm_vk_dev *v)
 /* the profiler's entry for a dispatch about to be recorded, or -1 */
 static int64_t prof_entry(lm_vk_dev *v, const char *kernel)
 {
-    if (!v->prof) return -1;
+    /* a transfer's copies are the core's upload/download rows, not the node's */
+    if (!v->prof || v->in_transfer) return -1;
     lm_profile_kernel_name(kernel);
     return lm_profile_device_entry();
 }

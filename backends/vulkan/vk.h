@@ -82,6 +82,8 @@ typedef struct lm_vk_dev {
     uint32_t qfam;
     uint32_t mt_device, mt_host;  /* memory type indices */
     bool unified;                 /* device-local memory is host-visible */
+    bool no_map;                  /* LUMEN_VK_NO_MAP=1: device blocks unmapped (tests) */
+    bool in_transfer;             /* recording a host transfer's copies (not profiled as kernels) */
     /* memory */
     lm_vk_block *blocks;
     VkDeviceSize block_size;
