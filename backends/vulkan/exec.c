@@ -202,7 +202,15 @@ lm_status lm_vk_flush(lm_vk_dev *v)
 
 lm_status lm_vk_begin(lm_device *d)
 {
-    return lm_vk_ensure_up(lm_vk_of(d));
+    lm_vk_dev *v = lm_vk_of(d);
+    /* a command buffer opened outside the evaluation (small uploads, see
+     * memory.c) was opened with the profile as it was then: submit it, so
+     * the evaluation's kernels are timed (or not) as the profile is now */
+    if (v->up && v->recording && v->prof != (lm_profile_depth() > 0)) {
+        lm_status st = lm_vk_flush(v);
+        if (st != LM_OK) return st;
+    }
+    return lm_vk_ensure_up(v);
 }
 
 lm_status lm_vk_sync(lm_device *d)
