@@ -721,7 +721,7 @@ static void chain(const lm_vc_prog *p, void *out, const void *const *in, int64_t
     if (i < n) {
         /* the tail through zero-padded copies (the padding's results are
          * thrown away) */
-        _Alignas(64) float tin[LM_VC_MAXIN][VC_G], tout[VC_G];
+        float tin[p->nin > 0 ? p->nin : 1][VC_G], tout[VC_G];
         const void *tp[LM_VC_MAXIN];
         for (int k = 0; k < p->nin; k++) {
             tp[k] = tin[k];
