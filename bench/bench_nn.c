@@ -64,6 +64,34 @@ static void bench_conv(const char *key, int64_t Ci, int64_t Co, int64_t HW, int6
     lm_array_release(w);
 }
 
+/* a small 3x3 conv (a tile, batch 1) where preparing the weights is a
+ * large part of each call: with the prepared weights kept on the weight
+ * (backends/cpu/conv_pack.c) beside the same conv preparing them every
+ * call (LUMEN_CONV_PACK=0), alternately */
+static void bench_conv_pack(const char *key, int64_t Ci, int64_t Co, int64_t HW)
+{
+    int64_t xs[4] = {1, Ci, HW, HW}, ws[4] = {Co, Ci, 3, 3}, pad[4] = {1, 1, 1, 1};
+    lm_array *x = randn(4, xs, 1), *w = randn(4, ws, 2);
+    double t, t0;
+    BENCH_PAIR(40, t, t0, {
+        unsetenv("LUMEN_CONV_PACK");
+        lm_array *y = lm_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+        force(y);
+        lm_array_release(y);
+    }, {
+        setenv("LUMEN_CONV_PACK", "0", 1);
+        lm_array *y = lm_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+        force(y);
+        lm_array_release(y);
+    });
+    unsetenv("LUMEN_CONV_PACK");
+    double flop = 2.0 * Co * Ci * 9 * HW * HW * 1e-9;
+    RESULT(key, flop / t, "GFLOP/s");
+    PEER(key, "lumen-unpacked", flop / t0, "GFLOP/s");
+    lm_array_release(x);
+    lm_array_release(w);
+}
+
 typedef struct { float *a; const float *b; } copy_ctx;
 static void copy_task(void *p, int64_t b, int64_t e)
 {
@@ -142,6 +170,8 @@ int main(void)
     bench_conv("conv2d_3x3s2_64to128_128", 64, 128, 128, 3, 2);
     bench_conv("conv2d_esrgan_64to32_256", 64, 32, 256, 3, 1);
     bench_conv("conv2d_esrgan_192to64_128", 192, 64, 128, 3, 1);
+    bench_conv_pack("conv2d_3x3_64c_32", 64, 64, 32);
+    bench_conv_pack("conv2d_esrgan_192to64_64", 192, 64, 64);
     bench_norms();
     return 0;
 }

@@ -63,7 +63,9 @@ with torch.no_grad():
                                    ("conv2d_1x1_128c_128", 128, 128, 128, 1, 1),
                                    ("conv2d_3x3s2_64to128_128", 64, 128, 128, 3, 2),
                                    ("conv2d_esrgan_64to32_256", 64, 32, 256, 3, 1),
-                                   ("conv2d_esrgan_192to64_128", 192, 64, 128, 3, 1)):
+                                   ("conv2d_esrgan_192to64_128", 192, 64, 128, 3, 1),
+                                   ("conv2d_3x3_64c_32", 64, 64, 32, 3, 1),
+                                   ("conv2d_esrgan_192to64_64", 192, 64, 64, 3, 1)):
         x = torch.randn(1, ci, hw, hw)
         w = torch.randn(co, ci, k, k)
         t = best(lambda: F.conv2d(x, w, stride=st, padding=k // 2))

@@ -17,6 +17,17 @@ typedef struct lm_device lm_device;
 typedef struct lm_backend lm_backend;
 
 /* A block of device memory.  Reference counted: views share it. */
+/* Data a backend derived from a buffer's contents (transformed conv
+ * weights, say), hung on the buffer so that it lives no longer than the
+ * contents it was computed from.  The owner embeds this link in its own
+ * struct; the core calls drop() (which frees that struct) when the buffer
+ * is written in place or released.  Like the rest of the core's memory
+ * bookkeeping, used from the evaluating thread only. */
+typedef struct lm_derived {
+    struct lm_derived *next;
+    void (*drop)(struct lm_derived *d);
+} lm_derived;
+
 typedef struct lm_buffer {
     lm_device *device;
     void *handle;      /* the backend's object */
@@ -28,6 +39,7 @@ typedef struct lm_buffer {
     /* set by lm_buffer_wrap: memory the core does not own (a file mapping) */
     void (*release)(void *ctx);
     void *release_ctx;
+    lm_derived *derived;         /* backends' data derived from the contents */
 } lm_buffer;
 
 typedef struct lm_memstats {
@@ -68,6 +80,10 @@ lm_device *lm_device_cpu(void);
 /* Waits until d has finished the work handed to it (the backend's sync
  * entry; a no-op where evaluation is synchronous, as on the CPU). */
 lm_status lm_device_sync(lm_device *d);
+/* Copies between host memory and a buffer's handle on d (the backend's
+ * upload/download, counted by the profiler); the core's only way across. */
+lm_status lm_device_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
+lm_status lm_device_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
 /* Called by backends at init to add their devices; the registry keeps d. */
 lm_status lm_device_register(lm_device *d);
 
@@ -83,6 +99,14 @@ lm_buffer *lm_buffer_wrap(lm_device *d, void *host, size_t size,
                           void (*release)(void *ctx), void *ctx);
 lm_buffer *lm_buffer_retain(lm_buffer *b);
 void lm_buffer_release(lm_buffer *b);        /* back to the cache (or freed) */
+/* Derived data (see lm_derived): attach hangs d on b; detach unlinks d
+ * without dropping it (an owner evicting its own entry); lm_buffer_written
+ * drops everything hung on b, and must be called by whoever writes into a
+ * buffer that already holds contents (lm_array_assign does); a node's
+ * fresh output needs nothing, as release dropped its old data. */
+void lm_buffer_attach(lm_buffer *b, lm_derived *d);
+void lm_buffer_detach(lm_buffer *b, lm_derived *d);
+void lm_buffer_written(lm_buffer *b);
 lm_memstats lm_device_memory(lm_device *d);
 void lm_device_reset_peak(lm_device *d);
 void lm_device_set_memory_limit(lm_device *d, size_t bytes);   /* 0 = none */

@@ -2,8 +2,13 @@
  * stride-1 convolutions with enough channels run by Winograd F(2x2, 3x3)
  * (backends/cpu/nn_conv_wino.c), checked against the im2col + GEMM path
  * (LUMEN_CONV=im2col) and against a direct sum in double, over odd and even
- * sizes, paddings 0/1/2 and asymmetric, batches, bias, f16 inputs. */
+ * sizes, paddings 0/1/2 and asymmetric, batches, bias, f16 inputs.  Then the
+ * weights prepared once (backends/cpu/conv_pack.c): the same bits with the
+ * cache as without it, over repeated calls, in-place writes to the weight,
+ * a freed weight whose buffer serves the next one, views, dtypes, the
+ * size cap. */
 #include "testutil.h"
+#include "backends/cpu/nn.h"
 
 static lm_array *randn(int nd, const int64_t *sh, uint64_t seed)
 {
@@ -90,6 +95,226 @@ static void test_winograd_matches(void **state)
     check(1, 32, 16, 20, 20, p1, true, LM_F16);
 }
 
+/* ---- weights prepared once ---- */
+
+/* conv2d(x, w) evaluated, its bits into out (f32, y->size elements) */
+static int64_t conv_bits(lm_array *x, lm_array *w, const int64_t *pad, float **out, bool transpose)
+{
+    lm_array *y = transpose ? lm_conv_transpose2d(x, w, NULL, NULL, pad, NULL, NULL, 1)
+                            : lm_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+    assert_non_null(y);
+    assert_int_equal(lm_array_eval(y), LM_OK);
+    int64_t n = y->size;
+    *out = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(lm_array_read(y, *out, LM_F32), LM_OK);
+    lm_array_release(y);
+    return n;
+}
+
+/* the conv with the cache, twice (the second a hit), bitwise equal to the
+ * conv without it; returns the cache's misses during the first call */
+static int64_t check_cached(lm_array *x, lm_array *w, const int64_t *pad, bool transpose)
+{
+    float *ref, *a, *b;
+    setenv("LUMEN_CONV_PACK", "0", 1);
+    int64_t n = conv_bits(x, w, pad, &ref, transpose);
+    unsetenv("LUMEN_CONV_PACK");
+    int64_t h0, m0, h1, m1, h2, m2;
+    lm_cpu_pack_stats(&h0, &m0, NULL, NULL);
+    conv_bits(x, w, pad, &a, transpose);
+    lm_cpu_pack_stats(&h1, &m1, NULL, NULL);
+    conv_bits(x, w, pad, &b, transpose);
+    lm_cpu_pack_stats(&h2, &m2, NULL, NULL);
+    assert_memory_equal(a, ref, sizeof(float) * (size_t)n);
+    assert_memory_equal(b, ref, sizeof(float) * (size_t)n);
+    /* what the first call kept or found, the second found */
+    assert_int_equal(m2, m1);
+    assert_int_equal(h2 - h1, (m1 - m0) + (h1 - h0));
+    free(ref);
+    free(a);
+    free(b);
+    return m1 - m0;
+}
+
+static const int64_t PAD1[4] = {1, 1, 1, 1};
+
+static void test_pack_repeat_and_write(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 32, 12, 12}, ws[4] = {32, 32, 3, 3};
+    lm_array *x = randn(4, xs, 11), *w = randn(4, ws, 12);
+    assert_int_equal(check_cached(x, w, PAD1, false), 1);   /* Winograd's filters */
+    int64_t e0;
+    size_t b0;
+    lm_cpu_pack_stats(NULL, NULL, &e0, &b0);
+    assert_true(e0 >= 1);
+    assert_true(b0 >= NN_WINO_BYTES(32, 32));
+    /* an in-place write (a training step) drops the entry: the next call
+     * sees the new weights, not the old transform */
+    float *before;
+    int64_t n = conv_bits(x, w, PAD1, &before, false);
+    lm_array *w2 = lm_binary_scalar(LM_OP_MUL, w, -0.5, false);
+    assert_int_equal(lm_array_assign(w, w2), LM_OK);
+    lm_array_release(w2);
+    int64_t e1;
+    lm_cpu_pack_stats(NULL, NULL, &e1, NULL);
+    assert_int_equal(e1, e0 - 1);
+    assert_int_equal(check_cached(x, w, PAD1, false), 1);
+    float *after;
+    conv_bits(x, w, PAD1, &after, false);
+    /* -0.5 is exact in binary: every output is -0.5 times the old one */
+    for (int64_t i = 0; i < n; i++) assert_true(after[i] == -0.5f * before[i]);
+    free(before);
+    free(after);
+    /* a write into part of the buffer (a view of it) drops it as well */
+    lm_array *row = lm_slice(w, 0, 0, 1, 1);
+    lm_array *z = lm_scalar(0, LM_F32, NULL);
+    assert_int_equal(lm_array_eval(row), LM_OK);
+    assert_int_equal(lm_array_assign(row, z), LM_OK);
+    assert_int_equal(check_cached(x, w, PAD1, false), 1);
+    conv_bits(x, w, PAD1, &after, false);
+    for (int64_t i = 0; i < 12 * 12; i++) assert_true(after[i] == 0.0f);   /* output channel 0 */
+    free(after);
+    lm_array_release(row);
+    lm_array_release(z);
+    lm_array_release(x);
+    lm_array_release(w);
+}
+
+/* a freed weight's entry goes with it; the next weight of the same size
+ * gets the same buffer from the core's cache and must not see the old
+ * transform */
+static void test_pack_free_and_reuse(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 16, 10, 10}, ws[4] = {16, 16, 3, 3};
+    lm_array *x = randn(4, xs, 21), *w = randn(4, ws, 22);
+    check_cached(x, w, PAD1, false);
+    int64_t e0, e1;
+    lm_cpu_pack_stats(NULL, NULL, &e0, NULL);
+    lm_buffer *old = w->buf;
+    void *host = old->host;
+    lm_array_release(w);
+    lm_cpu_pack_stats(NULL, NULL, &e1, NULL);
+    assert_int_equal(e1, e0 - 1);
+    w = randn(4, ws, 23);
+    assert_ptr_equal(w->buf, old);      /* the same struct and memory, new contents */
+    assert_ptr_equal(w->buf->host, host);
+    assert_int_equal(check_cached(x, w, PAD1, false), 1);
+    lm_array_release(w);
+    lm_array_release(x);
+}
+
+/* views of one buffer: a permuted (HWIO stored) weight, and two halves of
+ * one tensor, each its own entry */
+static void test_pack_views(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 16, 9, 11}, hs[4] = {3, 3, 16, 32}, big[4] = {64, 16, 3, 3};
+    lm_array *x = randn(4, xs, 31), *hwio = randn(4, hs, 32), *wb = randn(4, big, 33);
+    int perm[4] = {3, 2, 0, 1};
+    lm_array *w = lm_permute(hwio, perm);
+    assert_int_equal(lm_array_eval(w), LM_OK);
+    assert_false(lm_array_is_contiguous(w));
+    assert_int_equal(check_cached(x, w, PAD1, false), 1);
+    lm_array *lo = lm_slice(wb, 0, 0, 32, 1), *hi = lm_slice(wb, 0, 32, 64, 1);
+    assert_int_equal(lm_array_eval(lo), LM_OK);
+    assert_int_equal(lm_array_eval(hi), LM_OK);
+    assert_ptr_equal(lo->buf, hi->buf);
+    assert_int_equal(check_cached(x, lo, PAD1, false), 1);
+    assert_int_equal(check_cached(x, hi, PAD1, false), 1);
+    float *a, *b;
+    int64_t n = conv_bits(x, lo, PAD1, &a, false);
+    conv_bits(x, hi, PAD1, &b, false);
+    assert_true(memcmp(a, b, sizeof(float) * (size_t)n) != 0);
+    free(a);
+    free(b);
+    lm_array_release(lo);
+    lm_array_release(hi);
+    lm_array_release(w);
+    lm_array_release(hwio);
+    lm_array_release(wb);
+    lm_array_release(x);
+}
+
+/* f16 and bf16 weights (converted once), f64 (im2col) with a strided
+ * weight, an f16 conv, conv_transpose2d with f16 weights */
+static void test_pack_dtypes(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 16, 8, 8}, ws[4] = {16, 16, 3, 3}, ts[4] = {16, 8, 3, 3};
+    lm_array *x = randn(4, xs, 41), *w = randn(4, ws, 42), *wt = randn(4, ts, 43);
+    lm_dtype dts[2] = {LM_F16, LM_BF16};
+    for (int i = 0; i < 2; i++) {
+        lm_array *wh = lm_cast(w, dts[i]);
+        assert_int_equal(lm_array_eval(wh), LM_OK);
+        assert_int_equal(check_cached(x, wh, PAD1, false), 1);   /* f32 conv: Winograd from f16 */
+        lm_array *xh = lm_cast(x, dts[i]);
+        assert_int_equal(lm_array_eval(xh), LM_OK);
+        assert_int_equal(check_cached(xh, wh, PAD1, false), 0);  /* the entry above serves it */
+        lm_array_release(xh);
+        lm_array_release(wh);
+    }
+    /* 1x1 f64 by a strided weight: an f64 copy, kept */
+    lm_array *x64 = lm_cast(x, LM_F64), *w64 = lm_cast(w, LM_F64);
+    assert_int_equal(lm_array_eval(x64), LM_OK);
+    assert_int_equal(lm_array_eval(w64), LM_OK);
+    lm_array *w11 = lm_slice(w64, 2, 1, 2, 1);
+    lm_array *w1 = lm_slice(w11, 3, 1, 2, 1);
+    assert_int_equal(lm_array_eval(w1), LM_OK);
+    const int64_t p0[4] = {0, 0, 0, 0};
+    assert_int_equal(check_cached(x64, w1, p0, false), 1);
+    assert_int_equal(check_cached(x64, w64, PAD1, false), 0);   /* contiguous f64: its own memory */
+    lm_array *th = lm_cast(wt, LM_F16);
+    assert_int_equal(lm_array_eval(th), LM_OK);
+    assert_int_equal(check_cached(x, th, PAD1, true), 1);
+    lm_array_release(th);
+    lm_array_release(w1);
+    lm_array_release(w11);
+    lm_array_release(x64);
+    lm_array_release(w64);
+    lm_array_release(wt);
+    lm_array_release(w);
+    lm_array_release(x);
+}
+
+/* LUMEN_CONV_PACK_MB: an entry past the cap is not kept; the least
+ * recently used entries make room */
+static void test_pack_cap(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 128, 4, 4}, ws[4] = {128, 128, 3, 3};   /* 1 MiB of filters each */
+    lm_array *x = randn(4, xs, 51), *a = randn(4, ws, 52), *b = randn(4, ws, 53);
+    int64_t e0, e1, e2;
+    lm_cpu_pack_stats(NULL, NULL, &e0, NULL);
+    setenv("LUMEN_CONV_PACK_MB", "1", 1);   /* 1 MiB exactly: fits one */
+    assert_int_equal(check_cached(x, a, PAD1, false), 1);
+    lm_cpu_pack_stats(NULL, NULL, &e1, NULL);
+    assert_int_equal(e1, 1);                 /* the earlier tests' entries made room */
+    assert_int_equal(check_cached(x, b, PAD1, false), 1);
+    lm_cpu_pack_stats(NULL, NULL, &e2, NULL);
+    assert_int_equal(e2, 1);                 /* a's went */
+    int64_t ws2[4] = {160, 128, 3, 3};
+    lm_array *c = randn(4, ws2, 54);
+    float *r1, *r2;
+    int64_t m0, m1;
+    lm_cpu_pack_stats(NULL, &m0, NULL, NULL);
+    int64_t n = conv_bits(x, c, PAD1, &r1, false);   /* past the cap: computed, not kept */
+    conv_bits(x, c, PAD1, &r2, false);
+    lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
+    assert_int_equal(m1, m0);
+    assert_int_equal(e2, 1);
+    assert_memory_equal(r1, r2, sizeof(float) * (size_t)n);
+    free(r1);
+    free(r2);
+    unsetenv("LUMEN_CONV_PACK_MB");
+    (void)e0;
+    lm_array_release(c);
+    lm_array_release(a);
+    lm_array_release(b);
+    lm_array_release(x);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -102,6 +327,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_winograd_matches),
+        cmocka_unit_test(test_pack_repeat_and_write),
+        cmocka_unit_test(test_pack_free_and_reuse),
+        cmocka_unit_test(test_pack_views),
+        cmocka_unit_test(test_pack_dtypes),
+        cmocka_unit_test(test_pack_cap),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

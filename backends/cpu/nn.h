@@ -29,9 +29,28 @@
 lm_status lm_nn_conv(lm_array *node);            /* nn_conv.c */
 lm_status lm_nn_conv_transpose(lm_array *node);  /* nn_conv.c */
 /* 3x3 stride-1 conv2d of f32 [N, C, H, W] by [O, C, 3, 3] into [N, O, OH,
- * OW], padding pt (top) and pl (left) (nn_conv_wino.c) */
-lm_status nn_conv_winograd(const float *x, const float *w, float *out, int64_t N, int64_t C, int64_t H,
+ * OW], padding pt (top) and pl (left), given the weights transformed by
+ * nn_wino_weights (nn_conv_wino.c) */
+lm_status nn_conv_winograd(const float *x, const float *u, float *out, int64_t N, int64_t C, int64_t H,
                            int64_t W, int64_t O, int64_t OH, int64_t OW, int64_t pt, int64_t pl);
+/* u [16, O, C] (NN_WINO_BYTES(O, C) bytes) = Winograd's G g G^T of each
+ * 3x3 filter g of w [O, C, 3, 3] */
+#define NN_WINO_BYTES(O, C) (sizeof(float) * 16 * (size_t)(O) * (size_t)(C))
+void nn_wino_weights(float *u, const float *w, int64_t O, int64_t C);
+
+/* ---- weights prepared once (conv_pack.c) ---- */
+enum { NN_PACK_COPY_F32, NN_PACK_COPY_F64, NN_PACK_WINO };
+/* Writes what kind `kind` derives from weight w into dst (bytes long). */
+typedef lm_status (*nn_pack_fill)(void *dst, const lm_array *w, void *ctx);
+/* What fill derives from w (bytes long; kind names the derivation and
+ * everything it depends on besides w): kept on w's buffer from an earlier
+ * call, else filled now and kept.  *owned gets what the caller must free()
+ * when it was not kept (cache off or full of larger entries).  The pointer
+ * stays valid until the next nn_pack or a write to w.  NULL + error when
+ * out of memory or when fill fails. */
+const void *nn_pack(const lm_array *w, int kind, size_t bytes, nn_pack_fill fill, void *ctx, void **owned);
+/* Counters of the cache since start, and what it holds now (for tests). */
+void lm_cpu_pack_stats(int64_t *hits, int64_t *misses, int64_t *entries, size_t *bytes);
 /* conv2d whose kernel is much larger than its output (a weight gradient):
  * x [B, Ci, H, W] by w [Co, Ci, KH, KW] into out [B, Co, OH, OW], f32 or
  * f64, p the conv node's params (nn_conv_wgrad.c) */

@@ -16,6 +16,7 @@
  * element).  f32/f16/bf16 compute in f32 (sgemm), f64 in f64. */
 #include <stdlib.h>
 #include "nn.h"
+#include "core/profile.h"
 
 #define BAND_BYTES (2u << 20)
 #define MIN_COLS 512
@@ -98,6 +99,39 @@ static void add_bias(void *out, const void *bias, int64_t N, int64_t O, int64_t 
     lm_cpu_parallel_for(N * O, plane >= 4096 ? 1 : 4096 / plane + 1, bias_task, &c);
 }
 
+/* A weight in ct, contiguous: its own memory, or a converted copy kept on
+ * its buffer by nn_pack (f16/bf16 or strided weights are converted once). */
+static lm_status fill_copy(void *dst, const lm_array *w, void *ctx)
+{
+    lm_dtype ct = *(const lm_dtype *)ctx;
+    void *owned = NULL;
+    const void *src = lm_cpu_contiguous(w, ct, &owned);
+    if (!src) return lm_error_status();
+    memcpy(dst, src, (size_t)w->size * lm_dtype_size(ct));
+    free(owned);
+    return LM_OK;
+}
+
+static const char *weights_in(const lm_array *w, lm_dtype ct, void **owned)
+{
+    *owned = NULL;
+    if (w->dtype == ct && lm_array_is_contiguous(w)) return lm_cpu_ptr(w);
+    return nn_pack(w, ct == LM_F64 ? NN_PACK_COPY_F64 : NN_PACK_COPY_F32, (size_t)w->size * lm_dtype_size(ct),
+                   fill_copy, &ct, owned);
+}
+
+/* Winograd's transformed filters of a [O, C, 3, 3] weight */
+static lm_status fill_wino(void *dst, const lm_array *w, void *ctx)
+{
+    (void)ctx;
+    void *owned = NULL;
+    const float *wd = lm_cpu_contiguous(w, LM_F32, &owned);
+    if (!wd) return lm_error_status();
+    nn_wino_weights(dst, wd, w->shape[0], w->shape[1]);
+    free(owned);
+    return LM_OK;
+}
+
 /* the node's output in ct: its own buffer, or a staging copy (f16/bf16) */
 static void *out_begin(lm_array *node, lm_dtype ct, float **stage)
 {
@@ -171,8 +205,16 @@ lm_status lm_nn_conv(lm_array *node)
     void *ox = NULL, *ow = NULL, *ob = NULL;
     float *stage = NULL;
     lm_status st = LM_OK;
+    /* 3x3, stride 1, undilated, enough channels for the GEMMs: Winograd
+     * (2.25x fewer flops); LUMEN_CONV=im2col turns it off */
+    const char *how = getenv("LUMEN_CONV");
+    bool im2col = how && !strcmp(how, "im2col");
+    bool wino = c.ct == LM_F32 && c.G == 1 && c.KH == 3 && c.KW == 3 && p->i[0] == 1 && p->i[1] == 1 &&
+                p->i[6] == 1 && p->i[7] == 1 && c.C >= 16 && c.O >= 16 && !im2col;
     c.xd = lm_cpu_contiguous(x, c.ct, &ox);
-    c.wd = c.xd ? lm_cpu_contiguous(w, c.ct, &ow) : NULL;
+    if (c.xd)
+        c.wd = wino ? nn_pack(w, NN_PACK_WINO, NN_WINO_BYTES(c.O, c.C), fill_wino, NULL, &ow)
+                    : weights_in(w, c.ct, &ow);
     const char *bd = c.wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], c.ct, &ob) : NULL;
     c.out = c.wd && (bd || !p->i[9]) ? out_begin(node, c.ct, &stage) : NULL;
     if (!c.out) { st = lm_error_status(); goto done; }
@@ -181,24 +223,23 @@ lm_status lm_nn_conv(lm_array *node)
         if (bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
         goto done;
     }
-    /* 3x3, stride 1, undilated, enough channels for the GEMMs: Winograd
-     * (2.25x fewer flops); LUMEN_CONV=im2col turns it off */
-    const char *how = getenv("LUMEN_CONV");
-    if (c.ct == LM_F32 && c.G == 1 && c.KH == 3 && c.KW == 3 && p->i[0] == 1 && p->i[1] == 1 && p->i[6] == 1 &&
-        p->i[7] == 1 && c.C >= 16 && c.O >= 16 && !(how && !strcmp(how, "im2col"))) {
+    if (wino) {   /* c.wd holds the transformed weights */
+        lm_profile_kernel_name("winograd");
         st = nn_conv_winograd((const float *)c.xd, (const float *)c.wd, (float *)c.out, N, c.C, c.H, c.W, c.O,
                               c.OH, c.OW, p->i[2], p->i[3]);
         if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
         goto done;
     }
     /* a kernel far larger than the output (a weight gradient): unfold per output element */
-    if (c.G == 1 && c.KH * c.KW >= 16 && c.KH * c.KW >= 4 * c.OH * c.OW && !(how && !strcmp(how, "im2col"))) {
+    if (c.G == 1 && c.KH * c.KW >= 16 && c.KH * c.KW >= 4 * c.OH * c.OW && !im2col) {
+        lm_profile_kernel_name("unfold_per_output");
         st = nn_conv_wgrad(c.xd, c.wd, c.out, c.ct == LM_F64, N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, p->i);
         if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
         goto done;
     }
     c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
                p->i[4] == 0 && p->i[5] == 0;
+    lm_profile_kernel_name(c.direct ? "gemm_1x1" : "im2col_gemm");
     /* bands small enough to stay in this core's L2, and enough of them
      * that every thread has a few */
     int64_t rows_fit = (int64_t)(BAND_BYTES / ((size_t)c.K * c.esz * (size_t)c.OW));
@@ -273,7 +314,7 @@ lm_status lm_nn_conv_transpose(lm_array *node)
     float *stage = NULL;
     lm_status st = LM_OK;
     const char *xd = lm_cpu_contiguous(x, ct, &ox);
-    const char *wd = xd ? lm_cpu_contiguous(w, ct, &ow) : NULL;
+    const char *wd = xd ? weights_in(w, ct, &ow) : NULL;
     const char *bd = wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], ct, &ob) : NULL;
     char *out = wd && (bd || !p->i[9]) ? out_begin(node, ct, &stage) : NULL;
     if (!out) { st = lm_error_status(); goto done; }

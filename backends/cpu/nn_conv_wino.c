@@ -9,7 +9,8 @@
  * C + O per tile).  Errors stay at f32 rounding (the transforms' constants
  * are 0, +-1 and 1/2).
  *
- * The weights are transformed once per call; tiles go in chunks (whole
+ * The caller transforms the weights (nn_wino_weights), once per weight
+ * through the pack cache (conv_pack.c); tiles go in chunks (whole
  * rows of tiles of one image) that run in parallel, each task transforming its
  * chunk into its own V, calling 16 single-threaded sgemms into its own M
  * and writing the output blocks.  f32 only, groups = 1. */
@@ -26,7 +27,7 @@ typedef struct {
 } wino_ctx;
 
 /* U[k][o][c] = (G g G^T)[k] for each 3x3 filter g = w[o][c] */
-static void transform_weights(float *u, const float *w, int64_t O, int64_t C)
+void nn_wino_weights(float *u, const float *w, int64_t O, int64_t C)
 {
     for (int64_t o = 0; o < O; o++)
         for (int64_t c = 0; c < C; c++) {
@@ -153,10 +154,10 @@ static void wino_task(void *p, int64_t b0, int64_t b1)
     free(buf);
 }
 
-lm_status nn_conv_winograd(const float *x, const float *w, float *out, int64_t N, int64_t C, int64_t H,
+lm_status nn_conv_winograd(const float *x, const float *u, float *out, int64_t N, int64_t C, int64_t H,
                            int64_t W, int64_t O, int64_t OH, int64_t OW, int64_t pt, int64_t pl)
 {
-    wino_ctx c = {x, NULL, out, N, C, H, W, O, OH, OW, pt, pl, (OH + 1) / 2, (OW + 1) / 2, 0, 0, 0};
+    wino_ctx c = {x, u, out, N, C, H, W, O, OH, OW, pt, pl, (OH + 1) / 2, (OW + 1) / 2, 0, 0, 0};
     c.ntiles = N * c.th * c.tw;
     /* chunks of whole rows of tiles, their V and M together near the size
      * of L2, and enough of them for every thread */
@@ -165,15 +166,9 @@ lm_status nn_conv_winograd(const float *x, const float *w, float *out, int64_t N
     c.chunk = (c.th + split - 1) / split;
     if (c.chunk > fit) c.chunk = fit;
     if (c.chunk < 1) c.chunk = 1;
-    float *u = malloc(sizeof(float) * 16 * (size_t)(O * C));
-    if (!u) return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for %lldx%lld transformed weights",
-                                (long long)O, (long long)C);
-    transform_weights(u, w, O, C);
-    c.u = u;
     int old = nn_blas_threads(1);
     lm_cpu_parallel_for(N * ((c.th + c.chunk - 1) / c.chunk), 1, wino_task, &c);
     if (old > 0) nn_blas_threads(old);
-    free(u);
     if (c.failed == 1) return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for Winograd tiles");
     if (c.failed == 2) return lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
     return LM_OK;

@@ -74,6 +74,23 @@ test("conv2d: options by name and by position", function()
   close(lm.conv2d(x, fx("conv_w1"), {padding = "valid"}), "conv_1x1")
 end)
 
+-- The CPU keeps Winograd's transformed filters on the weight's buffer
+-- (backends/cpu/conv_pack.c): an in-place write must drop them.  Doubling
+-- is exact, so the results are compared bit for bit.
+test("conv2d: an in-place write to the weight is seen by the next call", function()
+  local x = lm.randn({1, 16, 8, 8}, {seed = 5})
+  local w = lm.randn({16, 16, 3, 3}, {seed = 6}):eval()
+  local y1 = lm.conv2d(x, w, nil, 1, 1):eval()
+  same(lm.conv2d(x, w, nil, 1, 1):totable(), y1:totable())
+  w:set(nil, w * 2)
+  local y2 = (y1 * 2):eval()
+  same(lm.conv2d(x, w, nil, 1, 1):totable(), y2:totable())
+  w:set(1, 0)                                   -- output channel 1 only
+  local y3 = lm.conv2d(x, w, nil, 1, 1):eval()
+  eq(y3:select(2, 1):abs():max():item(), 0)
+  same(y3:select(2, 2):totable(), y2:select(2, 2):totable())
+end)
+
 test("conv1d and conv_transpose2d", function()
   close(lm.conv1d(fx("conv1d_x"), fx("conv1d_w"), fx("conv_b"), {stride = 2, padding = {1, 2}}), "conv1d")
   local x, w = fx("convt_x"), fx("convt_w")
