@@ -278,8 +278,7 @@ lm_status lm_eval(lm_array *const *arrays, int n)
     return st;
 }
 
-/* Runs one node whose buffer the caller set (lm_array_assign). */
-lm_status lm_eval_into(lm_array *node)
+static lm_status eval_into(lm_array *node)
 {
     lm_device *d = node->device;
     lm_status st = check_usable(node->inputs[0]);
@@ -296,6 +295,16 @@ lm_status lm_eval_into(lm_array *node)
         lm_status s2 = d->backend->sync(d);
         if (st == LM_OK) st = s2;
     }
+    return st;
+}
+
+/* Runs one node whose buffer the caller set (lm_array_assign); for the
+ * profile its input's evaluation and the node are one evaluation. */
+lm_status lm_eval_into(lm_array *node)
+{
+    eval_depth++;
+    lm_status st = eval_into(node);
+    eval_depth--;
     profile_settle();
     return st;
 }

@@ -1,10 +1,13 @@
 /* fused.c - fused elementwise groups (compile) run block by block.
  *
- * Each block of the output (BLOCK elements) is produced by running every
- * step of the group over registers of BLOCK elements that stay in L1/L2,
- * so the chain reads its inputs and writes its output once, whatever its
- * length.  Registers hold values in their step's dtype, exactly as the
- * unfused nodes would store them, so results match the unfused graph. */
+ * A group of f32/f16/bf16 values whose steps all have a vector form is
+ * compiled into a register program (vc_compile; vmath.h "chain"): each
+ * block runs it over an accumulator of a few vectors held in registers.
+ * Other groups run every step over block registers of BLOCK elements that
+ * stay in L1/L2.  Either way the chain reads its inputs and writes its
+ * output once, whatever its length, and values are rounded to each step's
+ * dtype exactly as the unfused nodes store them, so results match the
+ * unfused graph. */
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"

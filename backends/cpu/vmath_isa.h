@@ -564,20 +564,20 @@ static inline VF vm_ld_bf16(const uint16_t *p)
 #endif
 }
 
-/* f32 bits rounded to bf16 in the high half (nearest even; a NaN kept
+/* f32 bits rounded to bf16 in the low half (nearest even; a NaN kept
  * quiet), as lm_f32_to_bf16 */
 static inline vm_vu vm_bf16_bits(VF v)
 {
-    vm_vu u = (vm_vu)v, r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u, q = (u & 0xffff0000u) | 0x400000u;
+    vm_vu u = (vm_vu)v, r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, q = (u >> 16) | 0x40u;
     vm_vi nan = (vm_vi)(u & 0x7fffffffu) > 0x7f800000;
     return (vm_vu)(((vm_vi)q & nan) | ((vm_vi)r & ~nan));
 }
 
-static inline VF vm_round_bf16(VF v) { return (VF)vm_bf16_bits(v); }
+static inline VF vm_round_bf16(VF v) { return (VF)(vm_bf16_bits(v) << 16); }
 
 static inline void vm_st_bf16(uint16_t *p, VF v)
 {
-    vm_vu h = vm_bf16_bits(v) >> 16;
+    vm_vu h = vm_bf16_bits(v);
 #if VW == 16
     _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16((__m512i)h));
 #elif VW == 8
@@ -721,7 +721,7 @@ static void chain(const lm_vc_prog *p, void *out, const void *const *in, int64_t
     if (i < n) {
         /* the tail through zero-padded copies (the padding's results are
          * thrown away) */
-        _Alignas(64) float tin[LM_VC_MAXIN][VC_G], tout[VC_G];
+        float tin[p->nin > 0 ? p->nin : 1][VC_G], tout[VC_G];
         const void *tp[LM_VC_MAXIN];
         for (int k = 0; k < p->nin; k++) {
             tp[k] = tin[k];

@@ -12,6 +12,8 @@
 # f32-arithmetic f16 convs, element-wise im2col gathers, a workgroup per
 # norm row), vae-nosplit (D = 512 attention in one workgroup per query block)
 # sweep (bench/gpu/mm_sweep.sh: tensor-core matmul/conv variants; SWEEP= picks parts)
+# profile (test_profile under the validation layer, then lm.profile's table of one
+# whole VAE decoder call in f32 and f16: docs/PROFILE.md)
 # (default: test vae ops vae-base ops-base)
 DEBS=${DEBS:-..}
 OUT=${OUT:-/tmp/out}
@@ -63,6 +65,9 @@ for s in $steps; do
     ops) python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops.log" ;;
     ops-base) env $BASE python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_base.log" ;;
     sweep) OUT="$OUT" sh bench/gpu/mm_sweep.sh 2>&1 | tee "$OUT/sweep.log" ;;
+    profile)
+        LUMEN_VK_VALIDATE=1 build/tests/test_profile 2>&1 | grep -E "PASSED|FAIL|validation" | tee "$OUT/profile.log"
+        VAE_PROFILE=1 VAE_CHECK_ONLY=1 python3 bench/gpu/vae.py build/lumen 2>&1 | tee -a "$OUT/profile.log" ;;
     ops-noruns) LUMEN_VK_CONV_RUNS=0 python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_noruns.log" ;;
     esac
 done
