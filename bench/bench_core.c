@@ -108,6 +108,7 @@ static void bench_bandwidth(void)
     lm_array *mt = lm_transpose(m, 0, 1);
     lm_array *row = lm_slice(y, 0, 0, 4096, 1);
     EW("neg_transposed_f32_16M", 2, lm_unary(LM_OP_NEG, mt), SCALE);
+    EW("add_transposed_f32_16M", 3, lm_binary(LM_OP_ADD, mt, mt), TRIAD);
     EW("add_row_broadcast_f32_16M", 2, lm_binary(LM_OP_ADD, m, row), SCALE);
     lm_array *h = lm_cast(x, LM_F16);
     force(h);

@@ -26,7 +26,7 @@ lm_array *lm_from_data(int ndim, const int64_t *shape, lm_dtype dt, const void *
         return NULL;
     }
     if (n && data) {
-        lm_status st = a->device->backend->upload(a->device, a->buf->handle, 0, data, n);
+        lm_status st = lm_device_upload(a->device, a->buf->handle, 0, data, n);
         if (st != LM_OK) {
             lm_array_release(a);
             return NULL;
@@ -105,7 +105,7 @@ lm_status lm_array_read(lm_array *a, void *dst, lm_dtype as)
     if (c->buf->host) {
         lm_convert(dst, as, (char *)c->buf->host + off, c->dtype, (size_t)c->size);
     } else if (c->dtype == as) {
-        st = c->device->backend->download(c->device, c->buf->handle, off, dst, n);
+        st = lm_device_download(c->device, c->buf->handle, off, dst, n);
     } else {
         st = lm_error_set(LM_ERR_STATE, "read: internal dtype mismatch");
     }
@@ -128,7 +128,7 @@ lm_status lm_array_get(lm_array *a, const int64_t *index, double *out)
     unsigned char tmp[8];
     size_t esz = lm_dtype_size(a->dtype);
     if (a->buf->host) memcpy(tmp, (char *)a->buf->host + off * (int64_t)esz, esz);
-    else if ((st = a->device->backend->download(a->device, a->buf->handle,
+    else if ((st = lm_device_download(a->device, a->buf->handle,
                                                 (size_t)off * esz, tmp, esz)) != LM_OK)
         return st;
     lm_convert(out, LM_F64, tmp, a->dtype, 1);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "profile.h"
 
 #define MAX_DEVICES 16
 static lm_device *devices[MAX_DEVICES];
@@ -60,6 +61,7 @@ lm_status lm_init(void)
         else fprintf(stderr, "lumen: LUMEN_DEVICE=%s: %s; using %s\n", env,
                      lm_error_message(), default_device->spec);
     }
+    lm_profile_init_env();
     return LM_OK;
 }
 
@@ -120,6 +122,30 @@ lm_status lm_device_sync(lm_device *d)
 {
     if (!d) return lm_error_set(LM_ERR_ARG, "sync: no device");
     return d->backend->sync ? d->backend->sync(d) : LM_OK;
+}
+
+/* While profiling, a transfer is timed after the device's pending work is
+ * done (the backend would wait for it anyway), so the row is the copy's own
+ * time.  Copies into CPU memory are memcpy, not transfers: not rows. */
+static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, size_t n, bool up)
+{
+    bool timed = lm_profile_depth() && d != lm_device_cpu();
+    lm_status st = timed ? lm_device_sync(d) : LM_OK;
+    double t0 = timed ? lm_profile_now_ms() : 0;
+    if (st == LM_OK)
+        st = up ? d->backend->upload(d, handle, off, host, n) : d->backend->download(d, handle, off, host, n);
+    if (timed && st == LM_OK) lm_profile_host(up ? "upload" : "download", "", d, lm_profile_now_ms() - t0, (int64_t)n);
+    return st;
+}
+
+lm_status lm_device_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n)
+{
+    return transfer(d, handle, off, (void *)src, n, true);
+}
+
+lm_status lm_device_download(lm_device *d, void *handle, size_t off, void *dst, size_t n)
+{
+    return transfer(d, handle, off, dst, n, false);
 }
 
 /* At unload (dlclose of lumen.so, or exit) hand the CPU's cached buffers

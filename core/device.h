@@ -80,6 +80,10 @@ lm_device *lm_device_cpu(void);
 /* Waits until d has finished the work handed to it (the backend's sync
  * entry; a no-op where evaluation is synchronous, as on the CPU). */
 lm_status lm_device_sync(lm_device *d);
+/* Copies between host memory and a buffer's handle on d (the backend's
+ * upload/download, counted by the profiler); the core's only way across. */
+lm_status lm_device_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
+lm_status lm_device_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
 /* Called by backends at init to add their devices; the registry keeps d. */
 lm_status lm_device_register(lm_device *d);
 

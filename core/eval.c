@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "profile.h"
 
 static _Thread_local lm_eval_stats last_stats;
 static int64_t kernel_total;
@@ -87,13 +88,13 @@ static lm_status transfer(lm_array *node)
     size_t n = lm_array_nbytes(node);
     size_t off = (size_t)src->offset * lm_dtype_size(src->dtype);
     if (src->buf->host)
-        return dd->backend->upload(dd, node->buf->handle, 0, (char *)src->buf->host + off, n);
+        return lm_device_upload(dd, node->buf->handle, 0, (char *)src->buf->host + off, n);
     if (node->buf->host)
-        return sd->backend->download(sd, src->buf->handle, off, node->buf->host, n);
+        return lm_device_download(sd, src->buf->handle, off, node->buf->host, n);
     void *tmp = malloc(n ? n : 1);
     if (!tmp) return lm_error_set(LM_ERR_NOMEM, "to: out of host memory staging %zu bytes", n);
-    lm_status st = sd->backend->download(sd, src->buf->handle, off, tmp, n);
-    if (st == LM_OK) st = dd->backend->upload(dd, node->buf->handle, 0, tmp, n);
+    lm_status st = lm_device_download(sd, src->buf->handle, off, tmp, n);
+    if (st == LM_OK) st = lm_device_upload(dd, node->buf->handle, 0, tmp, n);
     free(tmp);
     return st;
 }
@@ -161,7 +162,7 @@ static lm_status run_on_host(lm_array *a)
         stand[k].device = cpu;
         stand[k].buf = lm_buffer_alloc(cpu, in->buf->size);
         if (!stand[k].buf) { st = lm_error_prefix("%s: host copy of input %d", lm_op_name(a->op), k + 1); break; }
-        st = in->device->backend->download(in->device, in->buf->handle, 0, stand[k].buf->host, in->buf->size);
+        st = lm_device_download(in->device, in->buf->handle, 0, stand[k].buf->host, in->buf->size);
     }
     lm_array out = *a;
     out.device = cpu;
@@ -172,7 +173,7 @@ static lm_status run_on_host(lm_array *a)
         if (!out.buf) st = lm_error_prefix("%s: host result", lm_op_name(a->op));
     }
     if (st == LM_OK) st = cpu->backend->run(cpu, &out);
-    if (st == LM_OK) st = d->backend->upload(d, a->buf->handle, 0, out.buf->host, lm_array_nbytes(a));
+    if (st == LM_OK) st = lm_device_upload(d, a->buf->handle, 0, out.buf->host, lm_array_nbytes(a));
     if (out.buf) lm_buffer_release(out.buf);
     for (int j = 0; j < k && j < n; j++)
         if (stand[j].buf != a->inputs[j]->buf && stand[j].buf) lm_buffer_release(stand[j].buf);
@@ -203,7 +204,10 @@ static lm_status run_node(lm_array *a)
     }
     a->buf = lm_buffer_alloc(d, lm_array_nbytes(a));
     if (!a->buf) return lm_error_prefix("%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
+    /* a transfer's rows are its copies' (lm_device_upload/download) */
+    if (!cross) lm_profile_node_begin(a, host ? LM_PROFILE_FALLBACK : LM_PROFILE_KERNEL);
     lm_status st = cross ? transfer(a) : host ? run_on_host(a) : d->backend->run(d, a);
+    if (!cross) lm_profile_node_end(st == LM_OK);
     last_stats.kernels++;
     if (cross) last_stats.transfers++;
     else if (host || d == lm_device_cpu()) last_stats.cpu_nodes++;
@@ -226,6 +230,15 @@ static void devices_of(const vec *order, lm_device **devs, int *ndev)
     }
 }
 
+static int eval_depth;   /* lm_eval inside lm_eval (lm_eval_into) */
+
+/* The profiler settles its nodes' times once the outermost evaluation has
+ * synced its devices. */
+static void profile_settle(void)
+{
+    if (lm_profile_depth()) lm_profile_eval_end(eval_depth == 0);
+}
+
 lm_status lm_eval(lm_array *const *arrays, int n)
 {
     vec order = {0};
@@ -240,6 +253,7 @@ lm_status lm_eval(lm_array *const *arrays, int n)
     lm_device *devs[16];
     int ndev = 0;
     devices_of(&order, devs, &ndev);
+    eval_depth++;
     for (int k = 0; k < ndev && st == LM_OK; k++)
         if (devs[k]->backend->begin) st = devs[k]->backend->begin(devs[k]);
     for (int64_t i = 0; i < order.n && st == LM_OK; i++) {
@@ -257,6 +271,8 @@ lm_status lm_eval(lm_array *const *arrays, int n)
         lm_status s2 = devs[k]->backend->sync(devs[k]);
         if (st == LM_OK) st = s2;
     }
+    eval_depth--;
+    profile_settle();
     for (int i = 0; i < n; i++) lm_array_release(arrays[i]);
     free(order.v);
     return st;
@@ -272,11 +288,14 @@ lm_status lm_eval_into(lm_array *node)
     if (!d->backend->supports(d, node))
         return lm_error_set(LM_ERR_UNSUPPORTED, "assign: not supported on %s", d->spec);
     if (d->backend->begin && (st = d->backend->begin(d)) != LM_OK) return st;
+    lm_profile_node_begin(node, LM_PROFILE_KERNEL);
     st = d->backend->run(d, node);
+    lm_profile_node_end(st == LM_OK);
     kernel_total++;
     if (d->backend->sync) {
         lm_status s2 = d->backend->sync(d);
         if (st == LM_OK) st = s2;
     }
+    profile_settle();
     return st;
 }

@@ -107,6 +107,7 @@ void lm_lua_open_batch(lua_State *L);     /* module table on top: lm.batch */
 
 /* ---- l_models.c: lm.models (TF.js layers models) ---- */
 void lm_lua_open_models(lua_State *L);    /* module table on top */
+void lm_lua_open_profile(lua_State *L);   /* l_profile.c: lm.profile; module table on top */
 /* ---- l_print.c ---- */
 /* Pushes the full text of a (evaluates it; reads back only printed edges). */
 void lm_lua_push_format(lua_State *L, lm_array *a);

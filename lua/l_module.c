@@ -34,5 +34,6 @@ int luaopen_lumen(lua_State *L)
     lm_lua_open_grad(L);
     lm_lua_open_batch(L);
     lm_lua_open_models(L);
+    lm_lua_open_profile(L);
     return 1;
 }

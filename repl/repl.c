@@ -200,8 +200,9 @@ static double now_s(void)
     return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* :time expr - wall time of running expr and evaluating tensors it returns */
-static void cmd_time(lua_State *L, const char *expr)
+/* Loads expr as a function ("return expr", else as a statement); false
+ * after reporting a syntax error. */
+static bool load_expr(lua_State *L, const char *expr)
 {
     lua_pushfstring(L, "return %s", expr);
     int status = luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=stdin");
@@ -209,13 +210,20 @@ static void cmd_time(lua_State *L, const char *expr)
     if (status != LUA_OK) {
         lua_pop(L, 1);
         status = luaL_loadbuffer(L, expr, strlen(expr), "=stdin");
-        if (status != LUA_OK) { lm_repl_report(L, NULL); return; }
+        if (status != LUA_OK) { lm_repl_report(L, NULL); return false; }
     }
+    return true;
+}
+
+/* :time expr - wall time of running expr and evaluating tensors it returns */
+static void cmd_time(lua_State *L, const char *expr)
+{
+    if (!load_expr(L, expr)) return;
     int base = lua_gettop(L) - 1;
     lm_repl_push_helper(L, "timed");
     lua_insert(L, -2);
     lua_pushnumber(L, now_s());
-    status = lm_repl_docall(L, 2, LUA_MULTRET, false);
+    int status = lm_repl_docall(L, 2, LUA_MULTRET, false);
     double t = now_s();
     if (status != LUA_OK) { lm_repl_report(L, NULL); return; }
     /* timed() returns its start time then the values */
@@ -227,6 +235,18 @@ static void cmd_time(lua_State *L, const char *expr)
     if (dt < 1e-3) printf("wall time: %.1f us\n", dt * 1e6);
     else if (dt < 1) printf("wall time: %.2f ms\n", dt * 1e3);
     else printf("wall time: %.3f s\n", dt);
+}
+
+/* :profile expr - lm.profile's table for running expr, then its values */
+static void cmd_profile(lua_State *L, const char *expr)
+{
+    if (!load_expr(L, expr)) return;
+    int base = lua_gettop(L) - 1;
+    lm_repl_push_helper(L, "profiled");
+    lua_insert(L, -2);
+    if (lm_repl_docall(L, 1, LUA_MULTRET, false) != LUA_OK) { lm_repl_report(L, NULL); return; }
+    show_results(L, base);
+    lua_settop(L, base);
 }
 
 static void call_helper(lua_State *L, const char *name, const char *arg)
@@ -242,6 +262,7 @@ static void call_helper(lua_State *L, const char *name, const char *arg)
 
 static const char COMMANDS_HELP[] =
     "  :time expr   run expr (evaluating the tensors it returns) and show the wall time\n"
+    "  :profile expr  the same with a table of the kernels it ran and their times (lm.profile)\n"
     "  :mem         memory per device\n"
     "  :q           quit (also Ctrl-D)\n"
     "  ?name        help for a function, e.g. ?lm.zeros or ?t:sum\n"
@@ -253,6 +274,7 @@ static bool command(lua_State *L, const char *line)
     const char *c = line + 1;
     if (!strcmp(c, "q") || !strcmp(c, "quit") || !strcmp(c, "exit")) return true;
     if (!strncmp(c, "time", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_time(L, skip_space(c + 4));
+    else if (!strncmp(c, "profile", 7) && (c[7] == ' ' || c[7] == '\t')) cmd_profile(L, skip_space(c + 7));
     else if (!strcmp(c, "mem") || !strcmp(c, "memory")) call_helper(L, "mem", NULL);
     else if (!strcmp(c, "help") || !strcmp(c, "h") || !strcmp(c, "?")) fputs(COMMANDS_HELP, stdout);
     else fprintf(stderr, "unknown command :%s (try :help)\n", c);

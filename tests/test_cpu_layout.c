@@ -64,6 +64,11 @@ static void test_transposed_unary(void **state)
             check_transposed(2, s2[i], dts[k], LM_OP_COPY);
             if (dts[k] != LM_I32) check_transposed(2, s2[i], dts[k], LM_OP_EXP);
         }
+    /* outputs of 16 MiB and more are streamed past the caches */
+    const int64_t big[2] = {2051, 2053};
+    check_transposed(2, big, LM_F32, LM_OP_NEG);
+    check_transposed(2, big, LM_F32, LM_OP_COPY);
+    check_transposed(2, big, LM_F32, LM_OP_EXP);
     const int64_t s3[3] = {3, 129, 257};
     check_transposed(3, s3, LM_F32, LM_OP_EXP);
     check_transposed(3, s3, LM_F32, LM_OP_ABS);
@@ -189,6 +194,119 @@ static void test_half_elementwise(void **state)
     }
 }
 
+/* f16 and bf16 binary ops (one pass through registers): each result is
+ * the f32 result rounded once to the dtype, bit for bit, with NaN, ±inf,
+ * ±0, subnormal and overflowing operands, a broadcast row and a scalar */
+static float round_to(lm_dtype dt, float v)
+{
+    return dt == LM_F16 ? lm_f16_to_f32(lm_f32_to_f16(v)) : lm_bf16_to_f32(lm_f32_to_bf16(v));
+}
+
+static void test_half_binary_specials(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F16, LM_BF16};
+    const lm_op ops[] = {LM_OP_ADD, LM_OP_SUB, LM_OP_MUL, LM_OP_DIV, LM_OP_MAXIMUM, LM_OP_MINIMUM};
+    const int64_t R = 19, C = 263, n = R * C, sh[2] = {R, C};
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 6e-8f, -3e-5f, 65504.0f, 3e38f, 1e-40f, 1.0f};
+    float *av = malloc(sizeof(float) * n), *bv = malloc(sizeof(float) * n), *yv = malloc(sizeof(float) * n);
+    for (int k = 0; k < 2; k++) {
+        lm_dtype dt = dts[k];
+        for (int64_t i = 0; i < n; i++) {
+            av[i] = (float)((i * 7919) % 2001) / 250.0f - 4.0f;
+            bv[i] = (float)((i * 104729) % 1999) / 300.0f - 3.0f;
+            if (i % 7 == 0) av[i] = special[(i / 7) % 12];
+            if (i % 5 == 0) bv[i] = special[(i / 5) % 12];
+            av[i] = round_to(dt, av[i]);
+            bv[i] = round_to(dt, bv[i]);
+        }
+        lm_array *a0 = lm_from_data(2, sh, LM_F32, av, NULL), *b0 = lm_from_data(2, sh, LM_F32, bv, NULL);
+        lm_array *a = lm_cast(a0, dt), *b = lm_cast(b0, dt);
+        lm_array *row = lm_slice(b, 0, 3, 4, 1);   /* [1, C], broadcast over rows */
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+            for (int form = 0; form < 3; form++) {
+                lm_array *y = form == 0   ? lm_binary(ops[o], a, b)
+                              : form == 1 ? lm_binary(ops[o], a, row)
+                                          : lm_binary_scalar(ops[o], a, -1.5, false);
+                assert_int_equal(y->dtype, dt);
+                assert_int_equal(lm_array_read(y, yv, LM_F32), LM_OK);
+                for (int64_t i = 0; i < n; i++) {
+                    float x = av[i], z = form == 0 ? bv[i] : form == 1 ? bv[3 * C + i % C] : -1.5f, r;
+                    switch (ops[o]) {
+                    case LM_OP_ADD: r = x + z; break;
+                    case LM_OP_SUB: r = x - z; break;
+                    case LM_OP_MUL: r = x * z; break;
+                    case LM_OP_DIV: r = x / z; break;
+                    case LM_OP_MAXIMUM: r = x > z || x != x ? x : z; break;
+                    default: r = x < z || x != x ? x : z; break;
+                    }
+                    float want = round_to(dt, r);
+                    if (memcmp(&yv[i], &want, 4) && !(isnan(yv[i]) && isnan(want)))
+                        fail_msg("%s %s form %d [%lld]: %g op %g = %g, want %g", lm_dtype_name(dt), lm_op_name(ops[o]),
+                                 form, (long long)i, x, z, yv[i], want);
+                }
+                lm_array_release(y);
+            }
+        lm_array *arr[] = {a0, b0, a, b, row};
+        for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) lm_array_release(arr[i]);
+    }
+    free(av);
+    free(bv);
+    free(yv);
+}
+
+/* a binary op of a transposed operand ([R, C] and batched [B, R, C]
+ * views, one large enough to be streamed) with an operand transposed alike
+ * (mode 0: the op on the rows as stored, then transposed out) or
+ * row-major, first or second (modes 1, 2: the transposed tile in cache,
+ * then the op by rows); value for value */
+static void check_pair(int nd, const int64_t *sh, lm_op op, int mode)
+{
+    lm_array *x = iota(nd, sh, LM_F32), *y0 = iota(nd, sh, LM_F32);
+    lm_array *y = lm_unary(LM_OP_SIN, y0);
+    lm_array *xt = lm_transpose(x, nd - 2, nd - 1), *yt = lm_transpose(y, nd - 2, nd - 1);
+    lm_array *yc = lm_contiguous(yt);   /* row-major, xt's shape */
+    lm_array *z = mode == 0 ? lm_binary(op, xt, yt) : mode == 1 ? lm_binary(op, xt, yc) : lm_binary(op, yc, xt);
+    int64_t n = x->size, B = nd == 3 ? sh[0] : 1, R = sh[nd - 2], C = sh[nd - 1];
+    float *xv = malloc(sizeof(float) * (size_t)n), *yv = malloc(sizeof(float) * (size_t)n),
+          *zv = malloc(sizeof(float) * (size_t)n);
+    assert_int_equal(lm_array_read(x, xv, LM_F32), LM_OK);
+    assert_int_equal(lm_array_read(y, yv, LM_F32), LM_OK);
+    assert_int_equal(lm_array_read(z, zv, LM_F32), LM_OK);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = 0; r < R; r++) {
+                float p = xv[(b * R + r) * C + c], q = yv[(b * R + r) * C + c];
+                if (mode == 2) {
+                    float t = p;
+                    p = q;
+                    q = t;
+                }
+                float want = op == LM_OP_ADD ? p + q : op == LM_OP_DIV ? p / q : (p > q || p != p ? p : q);
+                float got = zv[(b * C + c) * R + r];
+                if (memcmp(&got, &want, 4))
+                    fail_msg("%s of transposed pair (mode %d) at (%lld,%lld,%lld): %g, want %g", lm_op_name(op), mode,
+                             (long long)b, (long long)c, (long long)r, got, want);
+            }
+    free(xv);
+    free(yv);
+    free(zv);
+    lm_array *arr[] = {x, y0, y, xt, yt, yc, z};
+    for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++) lm_array_release(arr[i]);
+}
+
+static void test_transposed_pair(void **state)
+{
+    (void)state;
+    const int64_t s2[2] = {300, 517}, s3[3] = {3, 129, 257}, big[2] = {2051, 2053};
+    for (int mode = 0; mode < 3; mode++) {
+        check_pair(2, s2, LM_OP_ADD, mode);
+        check_pair(2, s2, LM_OP_DIV, mode);
+        check_pair(3, s3, LM_OP_MAXIMUM, mode);
+        check_pair(2, big, LM_OP_ADD, mode);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -204,6 +322,8 @@ int main(void)
         cmocka_unit_test(test_permuted_and_binary),
         cmocka_unit_test(test_fused_streamed_output),
         cmocka_unit_test(test_half_elementwise),
+        cmocka_unit_test(test_half_binary_specials),
+        cmocka_unit_test(test_transposed_pair),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -228,6 +228,53 @@ static void test_minmax_stream(void **state)
     }
 }
 
+/* transpose32 at every level: ragged sizes around each block width, with
+ * and without an op applied per block, with and without streamed stores,
+ * rows that do and do not start on a cache line */
+static void negate_seg(void *ctx, void *seg, int64_t n)
+{
+    (void)ctx;
+    float *p = seg;
+    for (int64_t i = 0; i < n; i++) p[i] = -p[i];
+}
+
+static void test_transpose32(void **state)
+{
+    (void)state;
+    const int64_t sizes[] = {1, 3, 4, 7, 8, 15, 16, 17, 33, 63, 64, 65, 130};
+    enum { LD = 160 };
+    float *src = malloc(sizeof(float) * LD * LD), *dst = malloc(sizeof(float) * (LD * LD + 16));
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (int i = 0; i < LD * LD; i++) src[i] = (float)i * 0.5f - 1000.0f;
+    for (size_t l = 0; l < sizeof isas / sizeof isas[0]; l++) {
+        const lm_vmath *t = lm_vmath_get(isas[l]);
+        if (!t) continue;
+        for (size_t a = 0; a < sizeof sizes / sizeof sizes[0]; a++)
+            for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++)
+                for (int mode = 0; mode < 4; mode++) {
+                    int64_t R = sizes[a], C = sizes[b], ldd = LD - (mode & 1);
+                    bool neg = mode >= 2, nt = mode & 1;
+                    for (int i = 0; i < LD * LD + 16; i++) dst[i] = NAN;
+                    float *d = dst + (mode & 1);   /* streamed rows start off a line */
+                    t->transpose32(d, ldd, src, LD, R, C, neg ? negate_seg : NULL, NULL, nt);
+                    for (int64_t r = 0; r < R; r++)
+                        for (int64_t c = 0; c < C; c++) {
+                            float want = neg ? -src[c * LD + r] : src[c * LD + r];
+                            if (d[r * ldd + c] != want)
+                                fail_msg("%s transpose32 %lldx%lld mode %d at (%lld,%lld): %g, want %g", isas[l],
+                                         (long long)R, (long long)C, mode, (long long)r, (long long)c,
+                                         d[r * ldd + c], want);
+                        }
+                    /* nothing outside the R x C block is written */
+                    for (int64_t r = 0; r < R; r++) assert_true(isnan(d[r * ldd + C]) || C == ldd);
+                    assert_true(isnan(d[R * ldd]) || R * ldd >= LD * LD);
+                }
+    }
+    free(src);
+    free(dst);
+}
+
 static void test_binary_accuracy(void **state)
 {
     (void)state;
@@ -391,6 +438,7 @@ int main(void)
         cmocka_unit_test(test_tails),
         cmocka_unit_test(test_binary_accuracy),
         cmocka_unit_test(test_minmax_stream),
+        cmocka_unit_test(test_transpose32),
         cmocka_unit_test(test_exp_sub_sum),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_ops_each_level),

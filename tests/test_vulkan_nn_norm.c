@@ -150,6 +150,7 @@ typedef struct {
     int mask;        /* 0 none, 1 bool [Lq, Lk], 2 additive [B, 1, Lq, Lk] with -inf rows */
     bool causal;
     int view;        /* AV_* */
+    bool specials;   /* NaN, Inf and zeros in q */
 } actx;
 
 static lm_array *attn_view(lm_array *a, int view)
@@ -184,7 +185,8 @@ static void attn_case(const actx *c, lm_dtype dt)
     } else if (c->view == AV_SLICE) {
         qs[3]++; ks[3]++; vs[3]++;
     }
-    lm_array *in[4] = {shaped(4, qs, dt, -1, 1, 0), shaped(4, ks, dt, -1, 1, 0), shaped(4, vs, dt, -2, 2, 0), NULL};
+    lm_array *in[4] = {shaped(4, qs, dt, -1, 1, c->specials ? SPECIALS : 0), shaped(4, ks, dt, -1, 1, 0),
+                       shaped(4, vs, dt, -2, 2, 0), NULL};
     if (c->mask == 1) {
         int64_t ms[2] = {c->Lq, c->Lk};
         lm_array *m = shaped(2, ms, LM_F32, 0, 1, 0), *h = lm_full(0, NULL, 0.3, LM_F32, cpu);
@@ -202,10 +204,11 @@ static void attn_case(const actx *c, lm_dtype dt)
         free(v);
     }
     char what[200];
-    snprintf(what, sizeof what, "attention %s B%lld Hq%lld Hk%lld Lq%lld Lk%lld D%lld Dv%lld mask%d%s%s",
+    snprintf(what, sizeof what, "attention %s B%lld Hq%lld Hk%lld Lq%lld Lk%lld D%lld Dv%lld mask%d%s%s%s",
              lm_dtype_name(dt), (long long)c->B, (long long)c->Hq, (long long)c->Hk, (long long)c->Lq,
              (long long)c->Lk, (long long)c->D, (long long)c->Dv, c->mask, c->causal ? " causal" : "",
-             c->view == AV_LH ? " transposed" : c->view == AV_DL ? " strided-d" : c->view == AV_SLICE ? " sliced" : "");
+             c->view == AV_LH ? " transposed" : c->view == AV_DL ? " strided-d" : c->view == AV_SLICE ? " sliced" : "",
+             c->specials ? " specials in q" : "");
     nn_case(what, c->mask ? 4 : 3, in, b_attn, c, thr_for(dt, true), false);
     for (int k = 0; k < 4; k++) lm_array_release(in[k]);
 }
@@ -214,22 +217,22 @@ static void test_attention(void **state)
 {
     (void)state;
     const actx cases[] = {
-        {1, 2, 2, 1, 1, 64, 64, 0, false, false},
-        {1, 2, 2, 1, 1, 64, 64, 0, true, false},
-        {2, 4, 2, 37, 37, 64, 64, 0, true, false},
-        {2, 4, 2, 37, 37, 64, 64, 1, false, true},
-        {1, 2, 1, 20, 45, 128, 128, 2, false, false},
-        {1, 2, 1, 20, 45, 128, 128, 0, true, false},
-        {1, 1, 1, 33, 17, 40, 40, 0, true, false},
-        {1, 3, 3, 17, 33, 80, 48, 1, true, true},
-        {1, 1, 1, 9, 70, 256, 256, 2, true, false},
-        {1, 1, 1, 40, 1, 64, 32, 0, false, false},
-        {1, 2, 2, 32, 64, 64, 64, 0, true, false},   /* whole query and key blocks */
+        {1, 2, 2, 1, 1, 64, 64, 0, false, false, false},
+        {1, 2, 2, 1, 1, 64, 64, 0, true, false, false},
+        {2, 4, 2, 37, 37, 64, 64, 0, true, false, false},
+        {2, 4, 2, 37, 37, 64, 64, 1, false, true, false},
+        {1, 2, 1, 20, 45, 128, 128, 2, false, false, false},
+        {1, 2, 1, 20, 45, 128, 128, 0, true, false, false},
+        {1, 1, 1, 33, 17, 40, 40, 0, true, false, false},
+        {1, 3, 3, 17, 33, 80, 48, 1, true, true, false},
+        {1, 1, 1, 9, 70, 256, 256, 2, true, false, false},
+        {1, 1, 1, 40, 1, 64, 32, 0, false, false, false},
+        {1, 2, 2, 32, 64, 64, 64, 0, true, false, false},   /* whole query and key blocks */
         /* nn_attn512: D or Dv over 256 */
-        {1, 2, 1, 19, 45, 300, 300, 2, true, false},
-        {1, 1, 1, 9, 40, 512, 512, 1, false, false},
-        {1, 2, 2, 17, 33, 64, 512, 0, true, false},
-        {1, 1, 1, 8, 32, 512, 96, 0, false, true},
+        {1, 2, 1, 19, 45, 300, 300, 2, true, false, false},
+        {1, 1, 1, 9, 40, 512, 512, 1, false, false, false},
+        {1, 2, 2, 17, 33, 64, 512, 0, true, false, false},
+        {1, 1, 1, 8, 32, 512, 96, 0, false, true, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
@@ -243,16 +246,16 @@ static void test_attention_fast(void **state)
 {
     (void)state;
     const actx cases[] = {
-        {1, 2, 2, 1, 1, 128, 128, 0, false, AV_NONE},
-        {1, 2, 1, 1, 1, 64, 64, 0, true, AV_NONE},
-        {1, 4, 2, 100, 100, 128, 128, 0, true, AV_NONE},
-        {1, 2, 1, 70, 150, 64, 64, 0, true, AV_NONE},
-        {1, 2, 2, 150, 70, 64, 64, 0, true, AV_NONE},
-        {2, 2, 1, 65, 130, 128, 128, 0, false, AV_LH},
-        {1, 4, 2, 33, 77, 64, 64, 0, false, AV_DL},
-        {1, 2, 2, 45, 45, 128, 128, 0, true, AV_SLICE},
-        {1, 1, 1, 20, 40, 256, 256, 0, true, AV_NONE},
-        {1, 2, 2, 128, 192, 64, 64, 0, false, AV_NONE},   /* whole blocks */
+        {1, 2, 2, 1, 1, 128, 128, 0, false, AV_NONE, false},
+        {1, 2, 1, 1, 1, 64, 64, 0, true, AV_NONE, false},
+        {1, 4, 2, 100, 100, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 1, 70, 150, 64, 64, 0, true, AV_NONE, false},
+        {1, 2, 2, 150, 70, 64, 64, 0, true, AV_NONE, false},
+        {2, 2, 1, 65, 130, 128, 128, 0, false, AV_LH, false},
+        {1, 4, 2, 33, 77, 64, 64, 0, false, AV_DL, false},
+        {1, 2, 2, 45, 45, 128, 128, 0, true, AV_SLICE, false},
+        {1, 1, 1, 20, 40, 256, 256, 0, true, AV_NONE, false},
+        {1, 2, 2, 128, 192, 64, 64, 0, false, AV_NONE, false},   /* whole blocks */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
@@ -264,10 +267,10 @@ static void test_attention_fast512(void **state)
 {
     (void)state;
     const actx cases[] = {
-        {1, 1, 1, 70, 130, 512, 512, 0, false, AV_NONE},
-        {1, 2, 1, 65, 65, 512, 512, 0, true, AV_NONE},
-        {1, 1, 1, 1, 1, 512, 512, 0, false, AV_NONE},
-        {2, 1, 1, 40, 64, 512, 512, 0, false, AV_LH},
+        {1, 1, 1, 70, 130, 512, 512, 0, false, AV_NONE, false},
+        {1, 2, 1, 65, 65, 512, 512, 0, true, AV_NONE, false},
+        {1, 1, 1, 1, 1, 512, 512, 0, false, AV_NONE, false},
+        {2, 1, 1, 40, 64, 512, 512, 0, false, AV_LH, false},
     };
     const char *split[2] = {"0", "1"};
     for (int s = 0; s < 2; s++) {
@@ -276,6 +279,45 @@ static void test_attention_fast512(void **state)
             for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
     }
     unsetenv("LUMEN_VK_ATTN_SPLIT");
+}
+
+/* the tensor-core kernel (nn_attn_coop*.comp, f16 q/k/v, D = Dv = 64 or
+ * 128; taken only where the device has NV cooperative matrices, so on
+ * lavapipe these run on the SIMT kernel): its 64 x 64 blocks, 16-row
+ * slices per subgroup (Lq 1, 15, 17, 80), several key blocks, causal with
+ * Lq != Lk both ways, grouped heads, views, NaN/Inf/zeros in q, and the
+ * path off (LUMEN_VK_ATTN_COOP=0).  LUMEN_TEST_ATTN_COOP=1 (set on a
+ * device with them) requires every case to have taken it. */
+static void test_attention_coop(void **state)
+{
+    (void)state;
+    const actx cc[] = {
+        {1, 1, 1, 1, 1, 64, 64, 0, false, AV_NONE, false},
+        {1, 2, 2, 1, 300, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 1, 15, 15, 64, 64, 0, true, AV_NONE, false},
+        {2, 4, 2, 17, 200, 128, 128, 0, false, AV_NONE, false},
+        {1, 6, 2, 80, 80, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 2, 200, 130, 64, 64, 0, true, AV_NONE, false},
+        {1, 2, 2, 130, 257, 64, 64, 0, true, AV_NONE, false},
+        {1, 1, 1, 256, 256, 128, 128, 0, true, AV_NONE, false},
+        {2, 2, 1, 65, 130, 128, 128, 0, true, AV_LH, false},
+        {1, 2, 2, 33, 77, 64, 64, 0, false, AV_DL, false},
+        {1, 2, 2, 45, 90, 128, 128, 0, false, AV_SLICE, false},
+        {1, 2, 2, 100, 100, 64, 64, 0, false, AV_NONE, true},
+        {1, 2, 1, 70, 70, 128, 128, 0, true, AV_NONE, true},
+    };
+    size_t n = sizeof cc / sizeof *cc;
+    int64_t before = lm_vulkan_attn_coop_count(), c0 = cases;   /* PARITY_QUICK samples cases */
+    for (size_t i = 0; i < n; i++) attn_case(&cc[i], LM_F16);
+    int64_t ran = lm_vulkan_attn_coop_count() - before, run = cases - c0;
+    printf("test_attention_coop: %lld of %lld f16 cases on tensor cores\n", (long long)ran, (long long)run);
+    const char *req = getenv("LUMEN_TEST_ATTN_COOP");
+    if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
+    setenv("LUMEN_VK_ATTN_COOP", "0", 1);
+    before = lm_vulkan_attn_coop_count();
+    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_F16);
+    unsetenv("LUMEN_VK_ATTN_COOP");
+    assert_int_equal(lm_vulkan_attn_coop_count(), before);
 }
 
 /* --------------------------------------------------------------- rope */
@@ -466,7 +508,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_attention_fast),
-        VK_TEST(test_attention_fast512),
+        VK_TEST(test_attention_fast512), VK_TEST(test_attention_coop),
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),
     };

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/lumen.h"
 #include "core/compile.h"
+#include "vmath.h"
 
 /* Host address of element 0 of a (buf->host + offset * elemsize). */
 static inline void *lm_cpu_ptr(const lm_array *a)
@@ -64,6 +65,11 @@ lm_status lm_cpu_run_other(lm_device *d, lm_array *node);
 lm_status lm_cpu_run_nn(lm_device *d, lm_array *node);     /* nn_*.c */
 bool lm_cpu_supports_nn(const lm_array *node);
 lm_status lm_cpu_run_fused(lm_device *d, lm_fused *group, lm_array *out);
+/* Whether the fused kernel's register path (vmath chain) computes op. */
+bool lm_cpu_vc_supported(lm_op op);
+/* *p = the f32 unary op as a register program (vmath.h chain); false if
+ * it has none. */
+bool lm_cpu_vc_unary(lm_vc_prog *p, lm_op op, const lm_params *params);
 
 
 /* The inverse of lm_cpu_gather for one dtype: writes count contiguous
@@ -77,12 +83,21 @@ bool lm_cpu_transpose_copy(void *dst, const lm_array *a);
  * just written, while it is still in cache (fn works in place). */
 typedef void (*lm_cpu_seg_fn)(void *ctx, void *seg, int64_t n);
 bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *ctx);
+/* dst = fn(a, b) in row-major order for a transposed 4-byte operand a and
+ * a b of a's shape, either of the same layout (fn on stretches of their
+ * rows as stored, then tiles transposed out) or row-major (a's tiles
+ * transposed into cache, then fn with b's rows into dst); false for other
+ * layouts.  fn(ctx, o, x, y, n): x from a, y from b. */
+typedef void (*lm_cpu_pair_fn)(void *ctx, void *o, const void *x, const void *y, int64_t n);
+bool lm_cpu_transpose_map2(void *dst, const lm_array *a, const lm_array *b, lm_cpu_pair_fn fn, void *ctx);
 /* Elementwise steps on blocks, shared by the plain and fused kernels:
  * inputs and output in the compute dtype ct (f32, f64 or i64; bool-valued
  * ops write u8).  sa/sb are 1 for a block, 0 for one broadcast value. */
 lm_dtype lm_cpu_compute_type(lm_dtype t);
 void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n);
 void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n);
+/* The vmath table's function (lm_vm_unary) for an f32 unary op, or -1. */
+int lm_cpu_vm_unary_of(lm_op op);
 /* Strides of input `in` aligned to the output shape (0 on broadcast axes). */
 void lm_cpu_bcast_strides(const lm_array *in, const lm_array *out, int64_t *strides);
 

@@ -147,6 +147,11 @@ static const signed char vm_of_op[LM_OP_COUNT] = {
     [LM_OP_SOFTPLUS] = LM_VM_SOFTPLUS + 1,
 };
 
+int lm_cpu_vm_unary_of(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT ? vm_of_op[op] - 1 : -1;
+}
+
 static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
     if ((unsigned)op < LM_OP_COUNT && vm_of_op[op]) {
@@ -265,16 +270,48 @@ static void assign_task(void *p, int64_t b0, int64_t e0)
     }
 }
 
-/* an f32 or f64 op applied in place to a stretch of the output */
+/* an f32 or f64 op applied in place to a stretch of the output: f32 ops
+ * with a register program at the table's width */
+typedef struct {
+    const lm_array *node;
+    bool vc;
+    lm_vc_prog prog;
+} seg_ctx;
+
 static void unary_seg(void *ctx, void *seg, int64_t n)
 {
-    const lm_array *node = ctx;
-    lm_cpu_ew_unary(node->op, &node->params, node->dtype, seg, seg, n);
+    const seg_ctx *c = ctx;
+    if (c->vc) {
+        const void *in[1] = {seg};
+        lm_vm->chain(&c->prog, seg, in, n, false);
+        return;
+    }
+    lm_cpu_ew_unary(c->node->op, &c->node->params, c->node->dtype, seg, seg, n);
+}
+
+/* An f16 or bf16 result of contiguous (or broadcast) float inputs runs as
+ * a one-step fused group, whose register path converts in registers (F16C,
+ * bf16 by shifts) and makes one pass instead of convert, op, convert. */
+static bool half_via_chain(lm_device *d, lm_array *node, lm_status *st)
+{
+    if ((node->dtype != LM_F16 && node->dtype != LM_BF16) || node->ninputs > 3 || !lm_cpu_vc_supported(node->op))
+        return false;
+    for (int k = 0; k < node->ninputs; k++) {
+        const lm_array *in = node->inputs[k];
+        if ((in->dtype != LM_F32 && in->dtype != LM_F16 && in->dtype != LM_BF16) || !lm_array_is_contiguous(in))
+            return false;
+    }
+    lm_fused_step step = {.op = node->op, .dtype = node->dtype, .nin = node->ninputs, .in = {0, 1, 2},
+                          .params = node->params};
+    lm_fused g = {.ninputs = node->ninputs, .nsteps = 1, .steps = &step};
+    *st = lm_cpu_run_fused(d, &g, node);
+    return true;
 }
 
 lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
 {
-    (void)d;
+    lm_status st;
+    if (half_via_chain(d, node, &st)) return st;
     ew_ctx c;
     lm_op op = node->op;
     const lm_array *in = node->inputs[0];
@@ -286,8 +323,11 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
      * apply the op to each block while it is in cache */
     bool float_op = (node->dtype == LM_F32 || node->dtype == LM_F64) && op != LM_OP_ISNAN &&
                     op != LM_OP_ISINF && op != LM_OP_LOGICAL_NOT;
-    if (float_op && same_layout && in->size >= 4096 && lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, node))
-        return LM_OK;
+    if (float_op && same_layout && in->size >= 4096) {
+        seg_ctx sc = {.node = node};
+        sc.vc = node->dtype == LM_F32 && lm_cpu_vc_unary(&sc.prog, op, &node->params);
+        if (lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, &sc)) return LM_OK;
+    }
     bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
     ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
     int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;
@@ -428,9 +468,31 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
     }
 }
 
+typedef struct {
+    lm_op op;
+    bool swap;   /* the transposed operand is the second */
+} pair_ctx;
+
+static void binary_pair(void *ctx, void *o, const void *x, const void *y, int64_t n)
+{
+    const pair_ctx *c = ctx;
+    if (c->swap) binary_f32(c->op, o, y, 1, x, 1, n);
+    else binary_f32(c->op, o, x, 1, y, 1, n);
+}
+
 lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
 {
-    (void)d;
+    lm_status st;
+    if (half_via_chain(d, node, &st)) return st;
+    /* a transposed operand, the other transposed alike or row-major: by
+     * tiles in cache (no staged copies) */
+    const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    if (node->dtype == LM_F32 && a->dtype == LM_F32 && b->dtype == LM_F32 && a->ndim == node->ndim &&
+        a->size == node->size && node->size >= 4096) {
+        pair_ctx pc = {node->op, lm_array_is_contiguous(a)};
+        if (pc.swap && lm_cpu_transpose_map2(lm_cpu_ptr(node), b, a, binary_pair, &pc)) return LM_OK;
+        if (!pc.swap && lm_cpu_transpose_map2(lm_cpu_ptr(node), a, b, binary_pair, &pc)) return LM_OK;
+    }
     ew_ctx c;
     ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);

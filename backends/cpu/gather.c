@@ -152,8 +152,11 @@ void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned)
  * row touches a new cache line and often a new page per element.  Copied
  * by blocks instead: 4-byte elements in blocks of TR x TC (a band of TC
  * source rows read front to back, whole destination lines written)
- * through the vmath table's register transposes; other sizes in 32x32
- * tiles of plain moves.  Writes a's elements in row-major order to dst
+ * through the vmath table's register transposes (the op, if any, applied
+ * to each small block in L1 before it is written); other sizes in 32x32
+ * tiles of plain moves.  An output far larger than the caches is written
+ * with streamed stores (no read of each line before it is written) in
+ * blocks of 64 x 512, long runs of whole lines.  Writes a's elements in row-major order to dst
  * (a's dtype); false when a has another layout. */
 #define TS 32
 #define TR 128
@@ -165,6 +168,10 @@ typedef struct {
     size_t esz;
     lm_cpu_seg_fn fn;
     void *fn_ctx;
+    bool nt;   /* output far larger than the caches: streamed stores */
+    const lm_array *b;   /* a second operand: of a's layout, or row-major (b_rows) */
+    lm_cpu_pair_fn pair;
+    bool b_rows;
 } tr_ctx;
 
 static void transpose_task(void *p, int64_t b0, int64_t e0)
@@ -179,10 +186,35 @@ static void transpose_task(void *p, int64_t b0, int64_t e0)
         int64_t r1 = r0 + t->ur < t->R ? r0 + t->ur : t->R, c1 = c0 + t->uc < t->C ? c0 + t->uc : t->C;
         const char *sb = src + bi * t->sB * (int64_t)t->esz;
         char *db = t->dst + bi * t->R * t->C * (int64_t)t->esz;
+        if (t->pair && t->b_rows) {
+            /* b in the output's order: a's tile transposed into cache, then
+             * the op with b's rows straight into the output */
+            _Alignas(64) float buf[TR / 2 * TC];
+            const char *bb = (const char *)lm_cpu_ptr(t->b) + bi * t->R * t->C * 4;
+            int64_t h = r1 - r0, w = c1 - c0;
+            lm_vm->transpose32(buf, w, sb + (c0 * t->sC + r0) * 4, t->sC, h, w, NULL, NULL, false);
+            for (int64_t r = 0; r < h; r++) {
+                int64_t off = ((r0 + r) * t->C + c0) * 4;
+                t->pair(t->fn_ctx, db + off, buf + r * w, bb + off, w);
+            }
+            continue;
+        }
+        if (t->pair) {
+            /* a and b share a layout: the op on their source rows into a
+             * tile in cache, then the tile transposed out */
+            _Alignas(64) float buf[TR / 2 * TC];
+            const char *bb = (const char *)lm_cpu_ptr(t->b) + bi * t->sB * 4;
+            int64_t h = r1 - r0, w = c1 - c0;
+            for (int64_t k = 0; k < w; k++) {
+                int64_t off = ((c0 + k) * t->sC + r0) * 4;
+                t->pair(t->fn_ctx, buf + k * h, sb + off, bb + off, h);
+            }
+            lm_vm->transpose32(db + (r0 * t->C + c0) * 4, t->C, buf, h, h, w, NULL, NULL, t->nt);
+            continue;
+        }
         if (t->esz == 4) {
-            lm_vm->transpose32(db + (r0 * t->C + c0) * 4, t->C, sb + (c0 * t->sC + r0) * 4, t->sC, r1 - r0, c1 - c0);
-            if (t->fn)
-                for (int64_t r = r0; r < r1; r++) t->fn(t->fn_ctx, db + (r * t->C + c0) * 4, c1 - c0);
+            lm_vm->transpose32(db + (r0 * t->C + c0) * 4, t->C, sb + (c0 * t->sC + r0) * 4, t->sC, r1 - r0, c1 - c0,
+                               t->fn, t->fn_ctx, t->nt);
             continue;
         }
 #define TILE(T) \
@@ -206,10 +238,30 @@ bool lm_cpu_transpose_map(void *dst, const lm_array *a, lm_cpu_seg_fn fn, void *
     int n = collapse(a->ndim, a->shape, a->strides, sh, sd);
     if (n < 2 || n > 3 || sd[n - 2] != 1 || sd[n - 1] == 1) return false;
     size_t esz = lm_dtype_size(a->dtype);
+    bool nt = esz == 4 && lm_array_nbytes(a) >= (16u << 20);
     tr_ctx t = {a, dst, sh[n - 2], sh[n - 1], n == 3 ? sd[0] : 0, sd[n - 1], n == 3 ? sh[0] : 1,
-                esz == 4 ? TR : TS, esz == 4 ? TC : TS, esz, fn, ctx};
+                esz != 4 ? TS : nt ? TR / 2 : TR, esz != 4 ? TS : nt ? TC * 4 : TC, esz, fn, ctx, nt, NULL, NULL, false};
     int64_t work = t.B * ((t.R + t.ur - 1) / t.ur) * ((t.C + t.uc - 1) / t.uc);
     lm_cpu_parallel_for(work, esz == 4 ? 1 : 16, transpose_task, &t);
+    return true;
+}
+
+bool lm_cpu_transpose_map2(void *dst, const lm_array *a, const lm_array *b, lm_cpu_pair_fn fn, void *ctx)
+{
+    int64_t sh[LM_MAX_DIMS], sd[LM_MAX_DIMS];
+    if (lm_dtype_size(a->dtype) != 4 || lm_dtype_size(b->dtype) != 4 || a->ndim != b->ndim) return false;
+    bool same = true;
+    for (int d = 0; d < a->ndim; d++) {
+        if (a->shape[d] != b->shape[d]) return false;
+        if (a->shape[d] != 1 && a->strides[d] != b->strides[d]) same = false;
+    }
+    if (!same && !lm_array_is_contiguous(b)) return false;
+    int n = collapse(a->ndim, a->shape, a->strides, sh, sd);
+    if (n < 2 || n > 3 || sd[n - 2] != 1 || sd[n - 1] == 1) return false;
+    tr_ctx t = {a, dst, sh[n - 2], sh[n - 1], n == 3 ? sd[0] : 0, sd[n - 1], n == 3 ? sh[0] : 1, TR / 2, TC, 4,
+                NULL, ctx, same && lm_array_nbytes(a) >= (16u << 20), b, fn, !same};
+    int64_t work = t.B * ((t.R + t.ur - 1) / t.ur) * ((t.C + t.uc - 1) / t.uc);
+    lm_cpu_parallel_for(work, 1, transpose_task, &t);
     return true;
 }
 

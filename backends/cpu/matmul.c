@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
+#include "core/profile.h"
 
 /* BLAS layout of a rows x cols matrix with strides (rs, cs), or false. */
 static bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int *trans, int64_t *ld)
@@ -97,7 +98,10 @@ lm_status lm_cpu_run_matmul(lm_device *d, lm_array *node)
 {
     (void)d;
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
-    if (!lm_dtype_is_float(node->dtype)) return int_matmul(node);
+    if (!lm_dtype_is_float(node->dtype)) {
+        lm_profile_kernel_name("int_matmul");
+        return int_matmul(node);
+    }
     int nd = node->ndim;
     mm_ctx c;
     memset(&c, 0, sizeof c);
@@ -118,6 +122,9 @@ lm_status lm_cpu_run_matmul(lm_device *d, lm_array *node)
     /* operands usable in place: the compute dtype and a BLAS layout */
     bool a_ok = a->dtype == c.ct && blas_layout(c.M, c.K, a->strides[nd - 2], a->strides[nd - 1], &t, &ld);
     bool b_ok = b->dtype == c.ct && blas_layout(c.K, c.N, b->strides[nd - 2], b->strides[nd - 1], &t, &ld);
+    /* an operand BLAS cannot read in place is copied first: a cost worth seeing */
+    lm_profile_kernel_name(c.ct == LM_F64 ? "dgemm" : "sgemm");
+    if (!a_ok || !b_ok) lm_profile_kernel_name("operand_copy");
     if (a_ok) {
         c.pa = lm_cpu_ptr(a);
         memcpy(c.sa, a->strides, sizeof c.sa);

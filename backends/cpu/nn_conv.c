@@ -16,6 +16,7 @@
  * element).  f32/f16/bf16 compute in f32 (sgemm), f64 in f64. */
 #include <stdlib.h>
 #include "nn.h"
+#include "core/profile.h"
 
 #define BAND_BYTES (2u << 20)
 #define MIN_COLS 512
@@ -223,6 +224,7 @@ lm_status lm_nn_conv(lm_array *node)
         goto done;
     }
     if (wino) {   /* c.wd holds the transformed weights */
+        lm_profile_kernel_name("winograd");
         st = nn_conv_winograd((const float *)c.xd, (const float *)c.wd, (float *)c.out, N, c.C, c.H, c.W, c.O,
                               c.OH, c.OW, p->i[2], p->i[3]);
         if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
@@ -230,12 +232,14 @@ lm_status lm_nn_conv(lm_array *node)
     }
     /* a kernel far larger than the output (a weight gradient): unfold per output element */
     if (c.G == 1 && c.KH * c.KW >= 16 && c.KH * c.KW >= 4 * c.OH * c.OW && !im2col) {
+        lm_profile_kernel_name("unfold_per_output");
         st = nn_conv_wgrad(c.xd, c.wd, c.out, c.ct == LM_F64, N, c.C, c.H, c.W, c.O, c.KH, c.KW, c.OH, c.OW, p->i);
         if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
         goto done;
     }
     c.direct = c.KH == 1 && c.KW == 1 && p->i[0] == 1 && p->i[1] == 1 && p->i[2] == 0 && p->i[3] == 0 &&
                p->i[4] == 0 && p->i[5] == 0;
+    lm_profile_kernel_name(c.direct ? "gemm_1x1" : "im2col_gemm");
     /* bands small enough to stay in this core's L2, and enough of them
      * that every thread has a few */
     int64_t rows_fit = (int64_t)(BAND_BYTES / ((size_t)c.K * c.esz * (size_t)c.OW));

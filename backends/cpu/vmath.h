@@ -29,6 +29,41 @@ typedef enum {
     LM_VM_NBINARY
 } lm_vm_binary;
 
+/* A compiled elementwise chain (fused.c) as a straight-line program over
+ * an accumulator of a few f32 vectors that stays in registers: each
+ * instruction combines the accumulator with one operand (a constant, an
+ * input read at the current position, a spilled value, or the accumulator
+ * itself).  Values are f32 in registers; f16/bf16 steps round through
+ * their dtype, so results equal the unfused ops' bit for bit. */
+typedef enum {
+    LM_VC_LOAD,         /* acc = operand */
+    LM_VC_SPILL,        /* slot[idx] = acc */
+    LM_VC_UNARY,        /* acc = f(acc), f an lm_vm_unary (fn) */
+    LM_VC_NEG, LM_VC_ABS, LM_VC_SQUARE, LM_VC_RECIP, LM_VC_RELU, LM_VC_SIGN,
+    LM_VC_CLAMP,        /* bounds k (has & 1), k2 (has & 2) */
+    /* acc = acc op operand, or operand op acc when rev */
+    LM_VC_ADD, LM_VC_SUB, LM_VC_MUL, LM_VC_DIV, LM_VC_MAX, LM_VC_MIN, LM_VC_POW, LM_VC_ATAN2,
+    LM_VC_ROUND_F16, LM_VC_ROUND_BF16   /* acc rounded to that dtype (nearest even) */
+} lm_vc_op;
+
+typedef enum {
+    LM_VC_NONE, LM_VC_CONST, LM_VC_IN_F32, LM_VC_IN_F16, LM_VC_IN_BF16, LM_VC_SLOT, LM_VC_ACC
+} lm_vc_src;
+
+typedef struct {
+    uint8_t op, src, idx, fn;   /* idx: the input or slot; fn: the lm_vm_unary */
+    uint8_t rev, has;
+    float k, k2;                /* the constant operand; clamp's bounds */
+} lm_vc_ins;
+
+enum { LM_VC_MAXINS = 192, LM_VC_MAXSLOTS = 48, LM_VC_MAXIN = 48 };
+typedef struct {
+    int n, nslots, nin;
+    uint8_t in_src[LM_VC_MAXIN];   /* each input's kind (LM_VC_IN_*), for tails */
+    uint8_t out_src;               /* the output's dtype, as an LM_VC_IN_* kind */
+    lm_vc_ins ins[LM_VC_MAXINS];
+} lm_vc_prog;
+
 typedef void (*lm_vm_map)(float *o, const float *x, int64_t n);
 typedef void (*lm_vm_map2)(float *o, const float *a, int sa, const float *b, int sb, int64_t n);
 
@@ -56,8 +91,17 @@ typedef struct lm_vmath {
      * larger than them: no read of each line before it is written) */
     void (*stream_copy)(float *dst, const float *src, int64_t n);
     /* dst[r*ldd + c] = src[c*lds + r] for r < R, c < C: 4-byte elements
-     * (any bits) moved through in-register transposes of 8x8 (4x4 on SSE2) */
-    void (*transpose32)(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t R, int64_t C);
+     * (any bits) moved through in-register transposes of 16x16 (AVX-512),
+     * 8x8 (AVX2) or 4x4 (SSE2).  With fn, fn(ctx, seg, n) is applied to
+     * each block of the result (n contiguous elements, in place) while it
+     * is in L1, before it is written out; nt: written with streamed stores
+     * (whole lines, no read for ownership), for outputs far larger than
+     * the caches. */
+    void (*transpose32)(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t R, int64_t C,
+                        void (*fn)(void *ctx, void *seg, int64_t n), void *ctx, bool nt);
+    /* out[i] = program p over in[k][i], i < n (inputs and output in the
+     * dtypes p names); nt: the output streamed past the caches */
+    void (*chain)(const lm_vc_prog *p, void *out, const void *const *in, int64_t n, bool nt);
     /* half and bfloat16 to and from f32, round to nearest even */
     void (*f16_to_f32)(float *o, const uint16_t *x, int64_t n);
     void (*f32_to_f16)(uint16_t *o, const float *x, int64_t n);

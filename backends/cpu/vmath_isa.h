@@ -187,38 +187,53 @@ static void scale(float *o, const float *x, int64_t n, float s, bool nt)
     for (; i < n; i++) o[i] = x[i] * s;
 }
 
+/* the lanes' sum by halving (a tree, not a serial chain) */
 static inline float vm_hsum(VF v)
 {
-    float t[VW], s = 0;
-    VSTORE(t, v);
-    for (int k = 0; k < VW; k++) s += t[k];
-    return s;
+#if VW == 16
+    __m256 h = _mm512_castps512_ps256(v) + _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m128 q = _mm256_castps256_ps128(h) + _mm256_extractf128_ps(h, 1);
+#elif VW == 8
+    __m128 q = _mm256_castps256_ps128(v) + _mm256_extractf128_ps(v, 1);
+#else
+    __m128 q = v;
+#endif
+    q = q + _mm_movehl_ps(q, q);
+    q = q + _mm_shuffle_ps(q, q, 1);
+    return _mm_cvtss_f32(q);
 }
 
 #define STAT_CHUNK 512
+/* per chunk of 512 (in L1): its f32 mean from four running sums, then the
+ * squared deviations from it, merged into the row's in double */
 static void moments(const float *x, int64_t n, double *mean_out, double *m2_out)
 {
     double mean = 0, m2 = 0, cnt = 0;
     for (int64_t c0 = 0; c0 < n; c0 += STAT_CHUNK) {
         int64_t len = n - c0 < STAT_CHUNK ? n - c0 : STAT_CHUNK, i = 0;
         const float *p = x + c0;
-        VF s0 = vm_splat(0), s1 = vm_splat(0);
+        VF s0 = vm_splat(0), s1 = s0, s2 = s0, s3 = s0;
         float tail = 0;
-        for (; i + 2 * VW <= len; i += 2 * VW) {
+        for (; i + 4 * VW <= len; i += 4 * VW) {
             s0 += VLOAD(p + i);
             s1 += VLOAD(p + i + VW);
+            s2 += VLOAD(p + i + 2 * VW);
+            s3 += VLOAD(p + i + 3 * VW);
         }
         for (; i < len; i++) tail += p[i];
-        float cm = (vm_hsum(s0 + s1) + tail) / (float)len;
-        VF q0 = vm_splat(0), q1 = vm_splat(0), cv = vm_splat(cm);
+        float cm = (vm_hsum((s0 + s1) + (s2 + s3)) + tail) / (float)len;
+        VF q0 = vm_splat(0), q1 = q0, q2 = q0, q3 = q0, cv = vm_splat(cm);
         float qt = 0;
-        for (i = 0; i + 2 * VW <= len; i += 2 * VW) {
-            VF d0 = VLOAD(p + i) - cv, d1 = VLOAD(p + i + VW) - cv;
+        for (i = 0; i + 4 * VW <= len; i += 4 * VW) {
+            VF d0 = VLOAD(p + i) - cv, d1 = VLOAD(p + i + VW) - cv, d2 = VLOAD(p + i + 2 * VW) - cv,
+               d3 = VLOAD(p + i + 3 * VW) - cv;
             q0 += d0 * d0;
             q1 += d1 * d1;
+            q2 += d2 * d2;
+            q3 += d3 * d3;
         }
         for (; i < len; i++) qt += (p[i] - cm) * (p[i] - cm);
-        double cq = (double)vm_hsum(q0 + q1) + qt, nb = (double)len, d = (double)cm - mean;
+        double cq = (double)vm_hsum((q0 + q1) + (q2 + q3)) + qt, nb = (double)len, d = (double)cm - mean;
         mean += d * nb / (cnt + nb);
         m2 += cq + d * d * cnt * nb / (cnt + nb);
         cnt += nb;
@@ -344,7 +359,38 @@ static inline void vm_t4(float *d, int64_t ldd, const float *s, int64_t lds)
     _mm_storeu_ps(d + 3 * ldd, a3);
 }
 
-#ifdef __AVX__
+#if defined(__AVX512F__)
+/* 16x16: within each 128-bit lane by unpacks and shuffles (4x4 blocks),
+ * then the lanes by two rounds of shuffle_f32x4 */
+#define VM_TB 16
+static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ldd, const float *s, int64_t lds)
+{
+    __m512 r[16], t[16];
+    for (int k = 0; k < 16; k++) r[k] = _mm512_loadu_ps(s + k * lds);
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 16; k += 4) {
+        r[k] = _mm512_shuffle_ps(t[k], t[k + 2], 0x44);
+        r[k + 1] = _mm512_shuffle_ps(t[k], t[k + 2], 0xEE);
+        r[k + 2] = _mm512_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        r[k + 3] = _mm512_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[k + 4], 0x88);
+        t[k + 4] = _mm512_shuffle_f32x4(r[k], r[k + 4], 0xDD);
+        t[k + 8] = _mm512_shuffle_f32x4(r[k + 8], r[k + 12], 0x88);
+        t[k + 12] = _mm512_shuffle_f32x4(r[k + 8], r[k + 12], 0xDD);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm512_storeu_ps(d + k * ldd, _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88));
+        _mm512_storeu_ps(d + (k + 8) * ldd, _mm512_shuffle_f32x4(t[k], t[k + 8], 0xDD));
+        _mm512_storeu_ps(d + (k + 4) * ldd, _mm512_shuffle_f32x4(t[k + 4], t[k + 12], 0x88));
+        _mm512_storeu_ps(d + (k + 12) * ldd, _mm512_shuffle_f32x4(t[k + 4], t[k + 12], 0xDD));
+    }
+}
+#elif defined(__AVX__)
 #define VM_TB 8
 static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ldd, const float *s, int64_t lds)
 {
@@ -370,19 +416,62 @@ static inline __attribute__((always_inline)) void vm_tblock(float *d, int64_t ld
 #define vm_tblock vm_t4
 #endif
 
-static void transpose32(void *dstv, int64_t ldd, const void *srcv, int64_t lds, int64_t R, int64_t C)
+/* a block of up to VM_TB rows of dst (h x w) from src, into buf (pitch w) */
+static inline void vm_tchunk(float *buf, const float *src, int64_t lds, int64_t h, int64_t w)
+{
+    int64_t c = 0;
+    if (h == VM_TB)
+        for (; c + VM_TB <= w; c += VM_TB) vm_tblock(buf + c, w, src + c * lds, lds);
+    for (; c < w; c++)
+        for (int64_t r = 0; r < h; r++) memcpy(buf + r * w + c, src + c * lds + r, 4);
+}
+
+static void transpose32(void *dstv, int64_t ldd, const void *srcv, int64_t lds, int64_t R, int64_t C,
+                        void (*fn)(void *ctx, void *seg, int64_t n), void *ctx, bool nt)
 {
     float *dst = dstv;
     const float *src = srcv;
-    int64_t r = 0;
-    for (; r + VM_TB <= R; r += VM_TB) {
-        int64_t c = 0;
-        for (; c + VM_TB <= C; c += VM_TB) vm_tblock(dst + r * ldd + c, ldd, src + c * lds + r, lds);
-        for (; c < C; c++)
-            for (int64_t k = 0; k < VM_TB; k++) memcpy(dst + (r + k) * ldd + c, src + c * lds + r + k, 4);
+    if (!fn && !nt) {   /* straight into dst */
+        int64_t r = 0;
+        for (; r + VM_TB <= R; r += VM_TB) {
+            int64_t c = 0;
+            for (; c + VM_TB <= C; c += VM_TB) vm_tblock(dst + r * ldd + c, ldd, src + c * lds + r, lds);
+            for (; c < C; c++)
+                for (int64_t k = 0; k < VM_TB; k++) memcpy(dst + (r + k) * ldd + c, src + c * lds + r + k, 4);
+        }
+        for (; r < R; r++)
+            for (int64_t c = 0; c < C; c++) memcpy(dst + r * ldd + c, src + c * lds + r, 4);
+        return;
     }
-    for (; r < R; r++)
-        for (int64_t c = 0; c < C; c++) memcpy(dst + r * ldd + c, src + c * lds + r, 4);
+    /* through a buffer in L1: VM_TB rows of up to TBW, the op applied
+     * there in one call, then the rows out (whole lines when streamed) */
+    enum { TBW = 64 };
+    _Alignas(64) float buf[VM_TB * TBW];
+    for (int64_t r0 = 0; r0 < R; r0 += VM_TB)
+        for (int64_t c0 = 0; c0 < C; c0 += TBW) {
+            int64_t h = R - r0 < VM_TB ? R - r0 : VM_TB, w = C - c0 < TBW ? C - c0 : TBW;
+            /* the next block's source lines are fetched while this one
+             * is moved: one line from each of many rows is more streams
+             * than the hardware prefetchers follow */
+            int64_t cn = c0 + TBW < C ? c0 + TBW : 0, rn = c0 + TBW < C ? r0 : r0 + VM_TB;
+            if (rn < R)
+                for (int64_t k = cn; k < cn + TBW && k < C; k++) _mm_prefetch((const char *)(src + k * lds + rn), _MM_HINT_T0);
+            vm_tchunk(buf, src + c0 * lds + r0, lds, h, w);
+            if (fn) fn(ctx, buf, h * w);
+            for (int64_t r = 0; r < h; r++) {
+                float *d = dst + (r0 + r) * ldd + c0;
+                const float *s = buf + r * w;
+                if (!nt) {
+                    memcpy(d, s, (size_t)w * 4);
+                    continue;
+                }
+                int64_t i = 0;
+                for (; i < w && ((uintptr_t)(d + i) & (VW * 4 - 1)); i++) d[i] = s[i];
+                for (; i + VW <= w; i += VW) VSTREAM(d + i, VLOAD(s + i));
+                for (; i < w; i++) d[i] = s[i];
+            }
+        }
+    if (nt) _mm_sfence();
 }
 
 /* ---- half and bfloat16 ---- */
@@ -430,6 +519,224 @@ static void f32_to_bf16(uint16_t *o, const float *x, int64_t n)
     }
 }
 
+
+/* ---- halves and bfloat16 in registers ---- */
+typedef uint32_t vm_vu __attribute__((vector_size(VW * 4)));
+
+static inline VF vm_ld_f16(const uint16_t *p)
+{
+#ifdef VM_F16C
+    return VH2F(p);
+#else
+    float t[VW];
+    for (int k = 0; k < VW; k++) t[k] = lm_f16_to_f32(p[k]);
+    return VLOAD(t);
+#endif
+}
+
+static inline void vm_st_f16(uint16_t *p, VF v)
+{
+#ifdef VM_F16C
+    VF2H(p, v);
+#else
+    float t[VW];
+    VSTORE(t, v);
+    for (int k = 0; k < VW; k++) p[k] = lm_f32_to_f16(t[k]);
+#endif
+}
+
+static inline VF vm_round_f16(VF v)
+{
+    uint16_t h[VW];
+    vm_st_f16(h, v);
+    return vm_ld_f16(h);
+}
+
+/* bf16 -> f32 is the 16 bits moved up */
+static inline VF vm_ld_bf16(const uint16_t *p)
+{
+#if VW == 16
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p)), 16));
+#elif VW == 8
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p)), 16));
+#else
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64((const __m128i *)(const void *)p)));
+#endif
+}
+
+/* f32 bits rounded to bf16 in the high half (nearest even; a NaN kept
+ * quiet), as lm_f32_to_bf16 */
+static inline vm_vu vm_bf16_bits(VF v)
+{
+    vm_vu u = (vm_vu)v, r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u, q = (u & 0xffff0000u) | 0x400000u;
+    vm_vi nan = (vm_vi)(u & 0x7fffffffu) > 0x7f800000;
+    return (vm_vu)(((vm_vi)q & nan) | ((vm_vi)r & ~nan));
+}
+
+static inline VF vm_round_bf16(VF v) { return (VF)vm_bf16_bits(v); }
+
+static inline void vm_st_bf16(uint16_t *p, VF v)
+{
+    vm_vu h = vm_bf16_bits(v) >> 16;
+#if VW == 16
+    _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16((__m512i)h));
+#elif VW == 8
+    __m256i x = (__m256i)h;
+    _mm_storeu_si128((__m128i *)(void *)p, _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)));
+#else
+    /* sign-extended 16-bit values survive the signed saturating pack */
+    __m128i x = _mm_srai_epi32(_mm_slli_epi32((__m128i)h, 16), 16);
+    _mm_storel_epi64((__m128i *)(void *)p, _mm_packs_epi32(x, x));
+#endif
+}
+
+/* ---- compiled chains (vmath.h): an accumulator of VM_U vectors ---- */
+static inline VF vc_neg(VF v) { return -v; }
+static inline VF vc_abs(VF v) { return (VF)((vm_vi)v & 0x7fffffff); }
+static inline VF vc_square(VF v) { return v * v; }
+static inline VF vc_recip(VF v) { return vm_splat(1.0f) / v; }
+static inline VF vc_relu(VF v) { return vm_sel((v > vm_splat(0.0f)) | (v != v), v, vm_splat(0.0f)); }
+static inline VF vc_sign(VF v)
+{
+    VF z = vm_splat(0.0f), s = vm_sel(v > z, vm_splat(1.0f), vm_sel(v < z, vm_splat(-1.0f), z));
+    return vm_sel(v != v, v, s);
+}
+static inline VF vc_clamp(VF v, const lm_vc_ins *c)
+{
+    if (c->has & 1) v = vm_sel(v < vm_splat(c->k), vm_splat(c->k), v);
+    if (c->has & 2) v = vm_sel(v > vm_splat(c->k2), vm_splat(c->k2), v);
+    return v;
+}
+
+#if VW == 16
+#define VM_U 8
+#define VX(M, x) M(0, x) M(1, x) M(2, x) M(3, x) M(4, x) M(5, x) M(6, x) M(7, x)
+#else
+#define VM_U 4
+#define VX(M, x) M(0, x) M(1, x) M(2, x) M(3, x)
+#endif
+#define VC_G (VM_U * VW)   /* elements per group */
+
+#define VC_SPLAT(u, v) b##u = v;
+#define VC_LD32(u, q) b##u = VLOAD(q + u * VW);
+#define VC_LD16(u, q) b##u = vm_ld_f16(q + u * VW);
+#define VC_LDB16(u, q) b##u = vm_ld_bf16(q + u * VW);
+#define VC_LDSLOT(u, q) b##u = q[u];
+#define VC_ACC(u, x) b##u = a##u;
+#define VC_SET(u, x) a##u = b##u;
+#define VC_SPILL(u, q) q[u] = a##u;
+#define VC_UN(u, f) a##u = f(a##u);
+#define VC_CLAMP(u, c) a##u = vc_clamp(a##u, c);
+#define VC_BIN(u, f) a##u = rev ? f(b##u, a##u) : f(a##u, b##u);
+#define VC_ST32(u, o) VSTORE(o + u * VW, a##u);
+#define VC_NT32(u, o) VSTREAM(o + u * VW, a##u);
+#define VC_ST16(u, o) vm_st_f16(o + u * VW, a##u);
+#define VC_STB16(u, o) vm_st_bf16(o + u * VW, a##u);
+
+/* the program over VC_G elements at i */
+static void vc_group(const lm_vc_prog *p, void *out, const void *const *in, int64_t i, VF *slots, bool nt)
+{
+#define VC_DECL(u, x) VF a##u = vm_splat(0.0f), b##u = a##u;
+    VX(VC_DECL, 0)
+    for (int j = 0; j < p->n; j++) {
+        const lm_vc_ins *c = &p->ins[j];
+        bool rev = c->rev;
+        switch (c->src) {
+        case LM_VC_CONST: { VF k = vm_splat(c->k); VX(VC_SPLAT, k) break; }
+        case LM_VC_IN_F32: { const float *q = (const float *)in[c->idx] + i; VX(VC_LD32, q) break; }
+        case LM_VC_IN_F16: { const uint16_t *q = (const uint16_t *)in[c->idx] + i; VX(VC_LD16, q) break; }
+        case LM_VC_IN_BF16: { const uint16_t *q = (const uint16_t *)in[c->idx] + i; VX(VC_LDB16, q) break; }
+        case LM_VC_SLOT: { const VF *q = slots + c->idx * VM_U; VX(VC_LDSLOT, q) break; }
+        case LM_VC_ACC: VX(VC_ACC, 0) break;
+        default: break;
+        }
+        switch (c->op) {
+        case LM_VC_LOAD: VX(VC_SET, 0) break;
+        case LM_VC_SPILL: { VF *q = slots + c->idx * VM_U; VX(VC_SPILL, q) break; }
+        case LM_VC_UNARY:
+            switch (c->fn) {
+            case LM_VM_EXP: VX(VC_UN, vm_exp) break;
+            case LM_VM_LOG: VX(VC_UN, vm_log) break;
+            case LM_VM_LOG1P: VX(VC_UN, vm_log1p) break;
+            case LM_VM_EXPM1: VX(VC_UN, vm_expm1) break;
+            case LM_VM_SIN: VX(VC_UN, vm_sin) break;
+            case LM_VM_COS: VX(VC_UN, vm_cos) break;
+            case LM_VM_TAN: VX(VC_UN, vm_tan) break;
+            case LM_VM_TANH: VX(VC_UN, vm_tanh) break;
+            case LM_VM_ERF: VX(VC_UN, vm_erf) break;
+            case LM_VM_SQRT: VX(VC_UN, vm_sqrt) break;
+            case LM_VM_RSQRT: VX(VC_UN, vm_rsqrt) break;
+            case LM_VM_SIGMOID: VX(VC_UN, vm_sigmoid) break;
+            case LM_VM_SILU: VX(VC_UN, vm_silu) break;
+            case LM_VM_GELU: VX(VC_UN, vm_gelu) break;
+            case LM_VM_GELU_TANH: VX(VC_UN, vm_gelu_tanh) break;
+            case LM_VM_SOFTPLUS: VX(VC_UN, vm_softplus) break;
+            default: break;
+            }
+            break;
+        case LM_VC_NEG: VX(VC_UN, vc_neg) break;
+        case LM_VC_ABS: VX(VC_UN, vc_abs) break;
+        case LM_VC_SQUARE: VX(VC_UN, vc_square) break;
+        case LM_VC_RECIP: VX(VC_UN, vc_recip) break;
+        case LM_VC_RELU: VX(VC_UN, vc_relu) break;
+        case LM_VC_SIGN: VX(VC_UN, vc_sign) break;
+        case LM_VC_CLAMP: VX(VC_CLAMP, c) break;
+        case LM_VC_ADD: VX(VC_BIN, vm_add) break;
+        case LM_VC_SUB: VX(VC_BIN, vm_sub) break;
+        case LM_VC_MUL: VX(VC_BIN, vm_mul) break;
+        case LM_VC_DIV: VX(VC_BIN, vm_div) break;
+        case LM_VC_MAX: VX(VC_BIN, vm_max) break;
+        case LM_VC_MIN: VX(VC_BIN, vm_min) break;
+        case LM_VC_POW: VX(VC_BIN, VM_SL(pow)) break;
+        case LM_VC_ATAN2: VX(VC_BIN, VM_SL(atan2)) break;
+        case LM_VC_ROUND_F16: VX(VC_UN, vm_round_f16) break;
+        case LM_VC_ROUND_BF16: VX(VC_UN, vm_round_bf16) break;
+        default: break;
+        }
+    }
+    switch (p->out_src) {
+    case LM_VC_IN_F32: {
+        float *o = (float *)out + i;
+        if (nt) {
+            VX(VC_NT32, o)
+        } else {
+            VX(VC_ST32, o)
+        }
+        break;
+    }
+    case LM_VC_IN_F16: { uint16_t *o = (uint16_t *)out + i; VX(VC_ST16, o) break; }
+    case LM_VC_IN_BF16: { uint16_t *o = (uint16_t *)out + i; VX(VC_STB16, o) break; }
+    default: break;
+    }
+}
+
+static size_t vc_size(int src) { return src == LM_VC_IN_F32 ? 4 : 2; }
+
+static void chain(const lm_vc_prog *p, void *out, const void *const *in, int64_t n, bool nt)
+{
+    VF slots[(p->nslots > 0 ? p->nslots : 1) * VM_U];
+    nt = nt && p->out_src == LM_VC_IN_F32 && !((uintptr_t)out & (VW * 4 - 1));
+    int64_t i = 0;
+    for (; i + VC_G <= n; i += VC_G) vc_group(p, out, in, i, slots, nt);
+    if (i < n) {
+        /* the tail through zero-padded copies (the padding's results are
+         * thrown away) */
+        _Alignas(64) float tin[LM_VC_MAXIN][VC_G], tout[VC_G];
+        const void *tp[LM_VC_MAXIN];
+        for (int k = 0; k < p->nin; k++) {
+            tp[k] = tin[k];
+            if (!in[k]) continue;   /* a constant: in the program */
+            size_t esz = vc_size(p->in_src[k]);
+            memset(tin[k], 0, sizeof tin[k]);
+            memcpy(tin[k], (const char *)in[k] + i * (int64_t)esz, (size_t)(n - i) * esz);
+        }
+        vc_group(p, tout, tp, 0, slots, false);
+        size_t osz = vc_size(p->out_src);
+        memcpy((char *)out + i * (int64_t)osz, tout, (size_t)(n - i) * osz);
+    }
+    if (nt) _mm_sfence();
+}
+
 const lm_vmath VM_TABLE = {
     .name = VM_NAME,
     .lanes = VW,
@@ -447,6 +754,7 @@ const lm_vmath VM_TABLE = {
         [LM_VM_ATAN2] = map2_atan2,
     },
     .stream_copy = stream_copy,
+    .chain = chain,
     .transpose32 = transpose32,
     .moments = moments,
     .sumsq = sumsq,

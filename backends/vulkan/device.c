@@ -296,6 +296,7 @@ static VkResult create_device(lm_vk_dev *v)
     for (uint32_t i = 0; i < nq && v->qfam == UINT32_MAX; i++)
         if (qp[i].queueFlags & VK_QUEUE_COMPUTE_BIT) v->qfam = i;
     if (v->qfam == UINT32_MAX) return VK_ERROR_FEATURE_NOT_PRESENT;
+    v->ts_bits = qp[v->qfam].timestampValidBits;
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = v->qfam, .queueCount = 1,

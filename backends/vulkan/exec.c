@@ -7,12 +7,22 @@
  * node of the same evaluation).  After LM_VK_BATCH dispatches the buffer is
  * submitted and waited for, which bounds descriptor use and keeps Ctrl-C
  * (checked by the core between nodes) responsive.  Anything that touches
- * memory from the host (upload, download) first calls lm_vk_flush(). */
+ * memory from the host (upload, download) first calls lm_vk_flush().
+ *
+ * While the core profiles (core/profile.h) a command buffer is recorded
+ * with a timestamp before and after each dispatch of a node, and a barrier
+ * before each, so a dispatch's time is its own and not its neighbours';
+ * the stamps are read once the fence signals.  Otherwise none of this
+ * exists: no query pool, no stamps, no extra barriers. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
+#include "core/profile.h"
 
-static int64_t dispatches;
+static int64_t dispatches, timestamps;
 int64_t lm_vulkan_dispatch_count(void) { return dispatches; }
+int64_t lm_vulkan_timestamp_count(void) { return timestamps; }
 
 static lm_status make_layout(lm_vk_dev *v, int nb, VkDescriptorSetLayout *dsl, VkPipelineLayout *layout)
 {
@@ -75,6 +85,64 @@ void lm_vk_exec_shutdown(lm_vk_dev *v)
     if (v->dsl_wide) vkDestroyDescriptorSetLayout(v->device, v->dsl_wide, NULL);
     vkDestroyFence(v->device, v->fence, NULL);
     vkDestroyCommandPool(v->device, v->cmdpool, NULL);
+    if (v->qpool) vkDestroyQueryPool(v->device, v->qpool, NULL);
+}
+
+/* ---- profiling ---- */
+
+/* Whether this command buffer's dispatches get timestamps: the queue must
+ * have valid timestamp bits (LUMEN_VK_NO_TIMESTAMPS=1 acts as if it had
+ * none, to try the host-time path) and the pool must exist. */
+static bool prof_stamps(lm_vk_dev *v)
+{
+    const char *e = getenv("LUMEN_VK_NO_TIMESTAMPS");
+    if (!v->ts_bits || (e && !strcmp(e, "1"))) {
+        char note[160];
+        snprintf(note, sizeof note, "%s cannot time kernels: its rows hold no time, 'submit' rows the host time "
+                 "around each submit", v->dev->spec);
+        lm_profile_note(note);
+        return false;
+    }
+    if (v->qpool) return true;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = 2 * LM_VK_BATCH};
+    if (vkCreateQueryPool(v->device, &qi, NULL, &v->qpool) == VK_SUCCESS) return true;
+    v->qpool = VK_NULL_HANDLE;
+    lm_profile_note("vkCreateQueryPool failed: Vulkan rows hold no time");
+    return false;
+}
+
+/* the profiler's entry for a dispatch about to be recorded, or -1 */
+static int64_t prof_entry(lm_vk_dev *v, const char *kernel)
+{
+    /* a transfer's copies are the core's upload/download rows, not the node's */
+    if (!v->prof || v->in_transfer) return -1;
+    lm_profile_kernel_name(kernel);
+    return lm_profile_device_entry();
+}
+
+static void prof_stamp(lm_vk_dev *v, int64_t entry, bool after)
+{
+    if (entry < 0 || !v->stamping) return;
+    vkCmdWriteTimestamp(v->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, v->qpool, (uint32_t)(2 * v->nstamps + after));
+    timestamps++;
+    if (!after) return;
+    v->stamp_entry[v->nstamps++] = entry;
+}
+
+/* after the fence: each timed dispatch's ticks, in ms, to its node */
+static void prof_read(lm_vk_dev *v)
+{
+    static uint64_t ticks[2 * LM_VK_BATCH];
+    int n = v->nstamps;
+    v->nstamps = 0;
+    if (!n || vkGetQueryPoolResults(v->device, v->qpool, 0, (uint32_t)(2 * n), sizeof ticks, ticks,
+                                    sizeof *ticks, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+        return;
+    uint64_t mask = v->ts_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << v->ts_bits) - 1);
+    double ns_per_tick = v->props.limits.timestampPeriod;
+    for (int i = 0; i < n; i++)
+        lm_profile_device_time(v->stamp_entry[i], (double)((ticks[2 * i + 1] - ticks[2 * i]) & mask) * ns_per_tick / 1e6);
 }
 
 static lm_status open_cb(lm_vk_dev *v)
@@ -82,11 +150,15 @@ static lm_status open_cb(lm_vk_dev *v)
     if (v->recording) return LM_OK;
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    v->prof = lm_profile_depth() > 0;
+    v->stamping = v->prof && prof_stamps(v);
     lm_status st = lm_vk_check(v, vkBeginCommandBuffer(v->cb, &bi), "vkBeginCommandBuffer");
     if (st != LM_OK) return st;
     v->recording = true;
     v->ndispatch = 0;
     v->nwritten = v->nread = 0;
+    v->nstamps = 0;
+    if (v->stamping) vkCmdResetQueryPool(v->cb, v->qpool, 0, 2 * LM_VK_BATCH);
     return LM_OK;
 }
 
@@ -101,11 +173,15 @@ lm_status lm_vk_flush(lm_vk_dev *v)
     lm_status st = lm_vk_check(v, vkEndCommandBuffer(v->cb), "vkEndCommandBuffer");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                        .pCommandBuffers = &v->cb};
+    double t0 = v->prof && !v->stamping ? lm_profile_now_ms() : 0;
     if (st == LM_OK)
         st = lm_vk_check(v, vkQueueSubmit(v->queue, 1, &si, v->fence), "vkQueueSubmit");
     if (st == LM_OK)
         st = lm_vk_check(v, vkWaitForFences(v->device, 1, &v->fence, VK_TRUE, UINT64_MAX),
                          "vkWaitForFences");
+    if (st == LM_OK && v->stamping) prof_read(v);
+    else if (st == LM_OK && v->prof) lm_profile_host("submit", "queue without timestamps", v->dev, lm_profile_now_ms() - t0, 0);
+    v->nstamps = 0;
     vkResetFences(v->device, 1, &v->fence);
     vkResetCommandBuffer(v->cb, 0);
     vkResetDescriptorPool(v->device, v->dpool, 0);
@@ -146,10 +222,11 @@ static bool touched(const lm_vk_mem *set, int n, const lm_vk_mem *m)
     return false;
 }
 
-/* records a barrier if this kernel depends on an unbarriered one */
-static void order(lm_vk_dev *v, const lm_vk_arg *args, int nargs)
+/* records a barrier if this kernel depends on an unbarriered one (always
+ * when it is timed: then it runs alone) */
+static void order(lm_vk_dev *v, const lm_vk_arg *args, int nargs, bool timed)
 {
-    bool need = false;
+    bool need = timed && v->stamping;
     for (int i = 0; i < nargs; i++) {
         if (!args[i].mem) continue;
         need |= touched(v->written, v->nwritten, args[i].mem);
@@ -213,11 +290,14 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
                                       .pBufferInfo = &bi[i]};
     }
     vkUpdateDescriptorSets(v->device, (uint32_t)nb, w, 0, NULL);
-    order(v, args, nargs);
+    int64_t entry = prof_entry(v, shader);
+    order(v, args, nargs, entry >= 0);
     vkCmdBindPipeline(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
     vkCmdBindDescriptorSets(v->cb, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
     if (pcsize) vkCmdPushConstants(v->cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, (uint32_t)pcsize, pc);
+    prof_stamp(v, entry, false);
     vkCmdDispatch(v->cb, gx, gy, gz);
+    prof_stamp(v, entry, true);
     v->ndispatch++;
     dispatches++;
     return LM_OK;
@@ -229,9 +309,12 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
     lm_status st = make_room(v);
     if (st != LM_OK) return st;
     lm_vk_arg args[2] = {{src, false}, {dst, true}};
-    order(v, args, 2);
+    int64_t entry = prof_entry(v, "copy_buffer");
+    order(v, args, 2, entry >= 0);
     VkBufferCopy r = {.srcOffset = src->off + soff, .dstOffset = dst->off + doff, .size = n};
+    prof_stamp(v, entry, false);
     vkCmdCopyBuffer(v->cb, src->block->buf, dst->block->buf, 1, &r);
+    prof_stamp(v, entry, true);
     v->ndispatch++;
     return LM_OK;
 }
@@ -241,8 +324,11 @@ lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *da
     lm_status st = make_room(v);
     if (st != LM_OK) return st;
     lm_vk_arg args[1] = {{dst, true}};
-    order(v, args, 1);
+    int64_t entry = prof_entry(v, "update_buffer");
+    order(v, args, 1, entry >= 0);
+    prof_stamp(v, entry, false);
     vkCmdUpdateBuffer(v->cb, dst->block->buf, dst->off, (VkDeviceSize)n, data);
+    prof_stamp(v, entry, true);
     v->ndispatch++;
     return LM_OK;
 }

@@ -9,12 +9,20 @@
  * Transfers: on devices whose device-local memory is host-visible (lavapipe,
  * integrated GPUs) blocks stay mapped and transfers are memcpy; elsewhere
  * they go through a host-visible staging block in chunks.  A transfer first
- * completes recorded GPU work, so it never races a kernel. */
+ * completes recorded GPU work, so it never races a kernel - except a small
+ * upload (SMALL_UPLOAD bytes at most, whole words: a scalar, a shape table)
+ * to an unmapped block, which is recorded into the open command buffer as
+ * vkCmdUpdateBuffer (the data is copied when recorded) and ordered against
+ * the kernels around it like a dispatch: a model that makes its constants
+ * per call then costs no submit and wait per constant.
+ * LUMEN_VK_NO_MAP=1 leaves device blocks unmapped on any device (lavapipe
+ * included), so the staging and recorded paths can be tested there. */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 
 #define ALIGN 256u
+#define SMALL_UPLOAD 4096u
 
 static int find_type(lm_vk_dev *v, uint32_t bits, VkMemoryPropertyFlags want,
                      VkMemoryPropertyFlags avoid)
@@ -50,7 +58,9 @@ static void block_destroy(lm_vk_dev *v, lm_vk_block *b)
     free(b);
 }
 
-static lm_vk_block *block_new(lm_vk_dev *v, VkDeviceSize size, uint32_t mt, lm_status *st)
+/* tensors: a block for tensors (left unmapped under LUMEN_VK_NO_MAP=1),
+ * not the staging or status block */
+static lm_vk_block *block_new(lm_vk_dev *v, VkDeviceSize size, uint32_t mt, bool tensors, lm_status *st)
 {
     lm_vk_block *b = calloc(1, sizeof *b);
     if (!b) { *st = lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory"); return NULL; }
@@ -68,7 +78,8 @@ static lm_vk_block *block_new(lm_vk_dev *v, VkDeviceSize size, uint32_t mt, lm_s
     if ((*st = lm_vk_check(v, vkBindBufferMemory(v->device, b->buf, b->mem, 0),
                            "vkBindBufferMemory")) != LM_OK)
         goto fail;
-    if (v->memprops.memoryTypes[mt].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT)
+    if ((v->memprops.memoryTypes[mt].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+        !(v->no_map && tensors))
         if ((*st = lm_vk_check(v, vkMapMemory(v->device, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map),
                                "vkMapMemory")) != LM_OK)
             goto fail;
@@ -102,6 +113,8 @@ lm_status lm_vk_mem_init(lm_vk_dev *v)
     if (dev < 0) dev = host;
     if (dev < 0 || host < 0)
         return lm_error_set(LM_ERR_DEVICE, "vulkan: %s has no usable memory type", v->dev->name);
+    const char *nm = getenv("LUMEN_VK_NO_MAP");
+    v->no_map = nm && !strcmp(nm, "1");
     v->mt_device = (uint32_t)dev;
     v->mt_host = (uint32_t)host;
     v->unified = unified >= 0 || dev == host;
@@ -187,7 +200,7 @@ lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host)
     VkDeviceSize size = ((VkDeviceSize)(bytes ? bytes : 1) + ALIGN - 1) & ~(VkDeviceSize)(ALIGN - 1);
     m->size = size;
     if (size > v->block_size / 2) {
-        lm_vk_block *b = block_new(v, size, v->mt_device, &st);
+        lm_vk_block *b = block_new(v, size, v->mt_device, true, &st);
         if (!b) { free(m); return st; }
         b->dedicated = true;
         range_take(b, size, &m->off);
@@ -198,7 +211,7 @@ lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host)
         for (lm_vk_block *b = v->blocks; b && !m->block; b = b->next)
             if (!b->dedicated && range_take(b, size, &m->off)) m->block = b;
         if (!m->block) {
-            lm_vk_block *b = block_new(v, v->block_size, v->mt_device, &st);
+            lm_vk_block *b = block_new(v, v->block_size, v->mt_device, true, &st);
             if (!b) { free(m); return st; }
             range_take(b, size, &m->off);
             b->next = v->blocks;
@@ -253,7 +266,7 @@ static lm_status ensure_staging(lm_vk_dev *v)
     if (v->staging) return LM_OK;
     lm_status st;
     VkDeviceSize size = v->block_size < (64u << 20) ? v->block_size : (64u << 20);
-    v->staging = block_new(v, size, v->mt_host, &st);
+    v->staging = block_new(v, size, v->mt_host, false, &st);
     return v->staging ? LM_OK : st;
 }
 
@@ -277,6 +290,13 @@ static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, si
     if (off + n > m->size)
         return lm_error_set(LM_ERR_ARG, "vulkan: transfer of %zu bytes at %zu past a %zu-byte buffer",
                             n, off, (size_t)m->size);
+    if (up && !m->block->map && n && n <= SMALL_UPLOAD && n % 4 == 0 && (m->off + off) % 4 == 0) {
+        lm_vk_mem part = {.block = m->block, .off = m->off + off, .size = n};
+        v->in_transfer = true;
+        lm_status st = lm_vk_update_buffer(v, &part, host, n);
+        v->in_transfer = false;
+        return st;
+    }
     lm_status st = lm_vk_flush(v);
     if (st != LM_OK) return st;
     if (m->block->map) {
@@ -287,7 +307,9 @@ static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, si
     while (n && st == LM_OK) {
         if ((st = ensure_staging(v)) != LM_OK) return st;
         size_t chunk = n < v->staging->size ? n : (size_t)v->staging->size;
+        v->in_transfer = true;
         st = staged(v, m, off, host, chunk, up);
+        v->in_transfer = false;
         off += chunk;
         host = (char *)host + chunk;
         n -= chunk;
@@ -311,7 +333,7 @@ lm_status lm_vk_status_init(lm_vk_dev *v)
     lm_status st;
     lm_vk_mem *m = calloc(1, sizeof *m);
     if (!m) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
-    m->block = block_new(v, ALIGN, v->mt_host, &st);
+    m->block = block_new(v, ALIGN, v->mt_host, false, &st);
     if (!m->block) { free(m); return st; }
     m->size = ALIGN;
     memset(m->block->map, 0, 8);

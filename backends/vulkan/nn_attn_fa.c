@@ -14,11 +14,21 @@
  * vector-aligned; a transposed [B, L, H, D] view qualifies as it is.  Other
  * views are first copied into a contiguous temporary (lm_vk_move), which
  * is released once the kernel is recorded (the core orders its reuse).
- * LUMEN_VK_ATTN_FAST=0 turns the path off (for comparisons). */
+ * LUMEN_VK_ATTN_FAST=0 turns the path off (for comparisons).
+ *
+ * Where the device has NV cooperative matrices with 16x16x16 f16 fragments
+ * (and subgroups of 32), f16 q, k and v with D = Dv = 64 or 128 take the
+ * tensor-core kernel instead (shaders/nn_attn_coop*.comp: the same push
+ * constants, block of 64 queries and input handling, 128 threads; the
+ * variants are described in nn_attn_coop.glsl and nn_attn_coop_regs.glsl);
+ * LUMEN_VK_ATTN_COOP=0 keeps them on the SIMT kernel.  bf16 stays there:
+ * NV cooperative matrices have no bf16 type, and f16 would change values
+ * outside its range (see matmul_coop.c). */
 #include <stdlib.h>
 #include "backends/vulkan/vk.h"
 
 #define FA_SHARED (32 * 1024)   /* the kernel's shared memory */
+#define COOP_SHARED (35 * 1024) /* nn_attn_coop128's */
 #define LOG2E 1.4426950408889634
 
 typedef struct fa_pc {
@@ -48,11 +58,46 @@ static int fa512_split(const lm_array *node)
     return blocks < FA_SPLIT_BELOW ? 2 : 1;
 }
 
+static int64_t coop_runs;
+
+int64_t lm_vulkan_attn_coop_count(void)
+{
+    return coop_runs;
+}
+
+/* the tensor-core kernel for node, or NULL where it does not apply */
+static const char *coop_shader(const lm_vk_dev *v, const lm_array *node, int64_t D)
+{
+    const char *e = getenv("LUMEN_VK_ATTN_COOP");
+    if (e && !strcmp(e, "0")) return NULL;
+    const lm_vk_features *ft = &v->feat;
+    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < COOP_SHARED) return NULL;
+    bool f16x16 = false;
+    for (int i = 0; i < ft->ncoop; i++)
+        f16x16 |= ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16;
+    if (!f16x16) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (node->inputs[i]->dtype != LM_F16) return NULL;
+    if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
+    if (D != 64 && D != 128) return NULL;
+    /* the softmax in registers (r4) relies on NVIDIA's layout of
+     * accumulators (the shader checks it); elsewhere S and P go through
+     * shared memory (smem).  LUMEN_VK_ATTN_COOP=smem or r4 forces one. */
+    static const char *const names[2][2] = {{"nn_attn_coop64", "nn_attn_coop64_r4"},
+                                            {"nn_attn_coop128", "nn_attn_coop128_r4"}};
+    bool regs = v->props.vendorID == 0x10de;
+    if (e && !strcmp(e, "smem")) regs = false;
+    if (e && !strcmp(e, "r4")) regs = true;
+    return names[D == 128][regs];
+}
+
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
 {
     if (fast_off() || node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
     int64_t D = node->inputs[0]->shape[3];
     if (node->inputs[2]->shape[3] != D) return NULL;
+    const char *coop = coop_shader(v, node, D);
+    if (coop) return coop;
     if (D == 512) return fa512_split(node) == 2 ? "nn_attn_fa512s" : "nn_attn_fa512";
     return D == 64 ? "nn_attn_fa64" : D == 128 ? "nn_attn_fa128" : D == 256 ? "nn_attn_fa256" : NULL;
 }
@@ -120,6 +165,7 @@ lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader)
         uint32_t spec[4] = {node->inputs[0]->dtype, node->inputs[1]->dtype, node->inputs[2]->dtype, node->dtype};
         lm_vk_arg args[4] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true}};
         s = lm_vk_dispatch(v, shader, spec, 4, args, 4, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
+        if (s == LM_OK && !strncmp(shader, "nn_attn_coop", 12)) coop_runs++;
     }
     for (int i = 0; i < 3; i++)
         if (own[i]) lm_buffer_release(own[i]);

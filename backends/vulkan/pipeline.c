@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core/profile.h"
 #include "backends/vulkan/vk.h"
 
 static void cache_path(lm_vk_dev *v)
@@ -137,6 +138,7 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
             *out = p->pipe;
             return LM_OK;
         }
+    double t0 = lm_profile_depth() ? lm_profile_now_ms() : 0;   /* a first use: a profile row */
     VkShaderModule mod = VK_NULL_HANDLE;
     lm_status st = get_module(v, shader, &mod);
     if (st != LM_OK) return st;
@@ -165,5 +167,6 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
     v->pipes[h] = p;
     v->pcache_dirty = true;
     *out = p->pipe;
+    if (lm_profile_depth()) lm_profile_host("pipeline", shader, v->dev, lm_profile_now_ms() - t0, 0);
     return LM_OK;
 }

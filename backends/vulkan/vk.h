@@ -82,6 +82,8 @@ typedef struct lm_vk_dev {
     uint32_t qfam;
     uint32_t mt_device, mt_host;  /* memory type indices */
     bool unified;                 /* device-local memory is host-visible */
+    bool no_map;                  /* LUMEN_VK_NO_MAP=1: device blocks unmapped (tests) */
+    bool in_transfer;             /* recording a host transfer's copies (not profiled as kernels) */
     /* memory */
     lm_vk_block *blocks;
     VkDeviceSize block_size;
@@ -107,6 +109,13 @@ typedef struct lm_vk_dev {
     struct lm_vk_fzcache *fz;          /* fused programs on the device (fused.c) */
     lm_vk_mem written[64], read[64];   /* ranges touched since the last barrier */
     int nwritten, nread;
+    /* profiling (core/profile.h): set per command buffer, off otherwise */
+    bool prof;                         /* this command buffer is profiled */
+    bool stamping;                     /* ... with timestamps (else host time per submit) */
+    uint32_t ts_bits;                  /* the queue's timestampValidBits (0: cannot time) */
+    VkQueryPool qpool;                 /* 2 timestamps per dispatch, made on first use */
+    int nstamps;                       /* dispatches timed in the open command buffer */
+    int64_t stamp_entry[LM_VK_BATCH];  /* the profiler's entry of each */
     /* pipelines */
     VkPipelineCache pcache;
     bool pcache_dirty;
@@ -207,8 +216,9 @@ bool lm_vk_supports_nn(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn(lm_vk_dev *v, lm_array *node);
 bool lm_vk_supports_nn_norm(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_nn_norm(lm_vk_dev *v, lm_array *node);
-/* nn_attn_fa.c: the tiled attention kernel for no mask or causal, D = Dv
- * in {64, 128, 256, 512}; the shader to use, or NULL where it does not apply */
+/* nn_attn_fa.c: the tiled attention kernels for no mask or causal, D = Dv
+ * in {64, 128, 256, 512} (on tensor cores for f16 at 64 and 128 where the
+ * device has them); the shader to use, or NULL where none applies */
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader);
 bool lm_vk_supports_nn_conv(lm_vk_dev *v, const lm_array *node);

@@ -19,5 +19,10 @@ int64_t lm_vulkan_validation_messages(void);
 size_t lm_vulkan_reserved_bytes(lm_device *d);
 /* Dispatches recorded since start (for tests of batching). */
 int64_t lm_vulkan_dispatch_count(void);
+/* Attention kernels recorded on tensor cores since start (nn_attn_coop*),
+ * for tests that must see that path taken. */
+int64_t lm_vulkan_attn_coop_count(void);
+/* Timestamps written since start: only while a profile is open (tests). */
+int64_t lm_vulkan_timestamp_count(void);
 
 #endif

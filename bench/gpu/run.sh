@@ -5,6 +5,9 @@
 #   sh bench/gpu/run.sh quick      (small sizes, a smoke run)
 #   sh bench/gpu/run.sh fused      (only the fused chains and the copy)
 #   sh bench/gpu/run.sh nn         (conv2d 3x3 and attention; nn-quick: small)
+#   sh bench/gpu/run.sh attn       (attention over L, D, causal, dtype,
+#                                   medians, tensor-core kernel on and off:
+#                                   bench/gpu/attn.py; attn-quick: small)
 #   sh bench/gpu/run.sh vae        (an SD VAE decoder, whole and per stage:
 #                                   bench/gpu/vae.py; vae-quick: 8x8 latent)
 #   sh bench/gpu/run.sh ops        (convs and GroupNorm at VAE/ESRGAN shapes:
@@ -21,5 +24,7 @@ case "$1" in
 vae) exec python3 bench/gpu/vae.py "$BUILD/lumen" ;;
 vae-quick) exec python3 bench/gpu/vae.py "$BUILD/lumen" quick ;;
 ops) exec python3 bench/gpu/ops.py "$BUILD/lumen" ;;
+attn) exec python3 bench/gpu/attn.py "$BIN" ;;
+attn-quick) exec python3 bench/gpu/attn.py "$BIN" quick ;;
 esac
 exec python3 bench/gpu/compare.py "$BIN" "$@"

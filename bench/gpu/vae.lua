@@ -5,6 +5,7 @@
 --   build/lumen bench/gpu/vae.lua WEIGHTS IO
 -- IO holds the latent and PyTorch's outputs.  Prints "name median min max"
 -- in ms per line (f32_total, f32_conv_in, ...) and f32_maxabs/f16_maxabs.
+-- VAE_PROFILE=1 adds lm.profile's table of one whole call per dtype.
 local lm = require "lumen"
 local wpath, iopath = arg[1], arg[2]
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
@@ -93,6 +94,9 @@ for _, dtype in ipairs{"f32", "f16"} do
   local y = dec(z):eval()
   local r = lm.compare(y:astype("f32"):to("cpu"), ref)
   print(string.format("%s_maxabs %.6g", dtype, r.max_abs))
+  -- VAE_PROFILE=1: the kernels of one call (after the first, which made the
+  -- pipelines), longest first (docs/PROFILE.md)
+  if os.getenv("VAE_PROFILE") == "1" then lm.profile({rows = 30}, function() return dec(z) end) end
   if check_only then goto continue end
   print(string.format("%s_total %.3f %.3f %.3f", dtype, timed(function() return dec(z) end)))
   local h = z

@@ -4,7 +4,9 @@
  * by the CPU backend and is not needed here).
  * Usage: vkbench [quick]   (quick: small sizes, for a smoke run)
  * VKBENCH_ONLY=fused: the fused chains and the copy; VKBENCH_ONLY=nn: conv2d
- * and attention (the image-model shapes of the Vulkan issue). */
+ * and attention (the image-model shapes of the Vulkan issue);
+ * VKBENCH_ONLY=attn: attention B=1 H=24 over L, D, dtype and causal, the
+ * median, min and max of 9 evaluations each (bench/gpu/attn.py). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +251,49 @@ static void bench_nn(bool quick)
     bench_attn(quick ? 256 : 4096, LM_F16, true);
 }
 
+/* attention B=1, H=24: "attn[_causal]_DT_dD_L median ms" and a comment
+ * line with min, max and TFLOP/s of the median */
+static void bench_attn_med(int64_t L, int64_t D, lm_dtype dt, bool causal)
+{
+    int64_t s[4] = {1, 24, L, D};
+    lm_array *in[3] = {randn(4, s, dt), randn(4, s, dt), randn(4, s, dt)};
+    enum { REPS = 9 };
+    double t[REPS];
+    for (int r = 0; r < REPS + 1; r++) {
+        lm_array *g = (causal ? g_attn_causal : g_attn)(in);
+        if (!g) die("build");
+        double t0 = now();
+        if (lm_array_eval(g) != LM_OK) die("eval");
+        if (r > 0) t[r - 1] = now() - t0;   /* the first run makes pipelines */
+        lm_array_release(g);
+    }
+    qsort(t, REPS, sizeof *t, cmp_double);
+    char key[64];
+    snprintf(key, sizeof key, "attn%s_%s_d%lld_%lld", causal ? "_causal" : "", lm_dtype_name(dt), (long long)D,
+             (long long)L);
+    double flop = 4.0 * 24 * (double)L * (double)L * (double)D / (causal ? 2 : 1);
+    printf("%s %.4f ms\n", key, t[REPS / 2] * 1e3);
+    printf("# %s: min %.4f max %.4f ms, %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n", key, t[0] * 1e3,
+           t[REPS - 1] * 1e3, flop / t[REPS / 2] * 1e-12, (long long)lm_eval_last_stats().fallbacks);
+    fflush(stdout);
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
+static void bench_attn_sweep(bool quick)
+{
+    static const struct { int64_t L, D; lm_dtype dt; bool causal; } shapes[] = {
+        {4096, 128, LM_F16, false}, {4096, 128, LM_F16, true}, {1024, 128, LM_F16, false},
+        {1024, 128, LM_F16, true},  {4096, 64, LM_F16, false},  {4096, 64, LM_F16, true},
+        {4096, 128, LM_BF16, false}, {4096, 128, LM_F32, false},
+    };
+    /* VKBENCH_ATTN_FIRST=n: the first n shapes only; VKBENCH_ATTN_D=d: head dim d only */
+    const char *first = getenv("VKBENCH_ATTN_FIRST"), *d = getenv("VKBENCH_ATTN_D");
+    size_t n = sizeof shapes / sizeof *shapes;
+    if (first && atoi(first) > 0 && (size_t)atoi(first) < n) n = (size_t)atoi(first);
+    for (size_t i = 0; i < n; i++)
+        if (!d || !*d || atoi(d) == shapes[i].D) bench_attn_med(quick ? shapes[i].L / 16 : shapes[i].L, shapes[i].D, shapes[i].dt, shapes[i].causal);
+}
+
 /* a 10,000-node chain of tiny adds in one eval: time per node */
 static void bench_overhead(void)
 {
@@ -292,6 +337,10 @@ int main(int argc, char **argv)
         printf("copy_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 8e-9 * (double)n / best_time(g_copy, &x, 5));
         lm_array_release(x);
         bench_fused(n);
+        return 0;
+    }
+    if (only && !strcmp(only, "attn")) {
+        bench_attn_sweep(quick);
         return 0;
     }
     if (only && !strcmp(only, "mm")) {

@@ -2,6 +2,7 @@
 # validate.sh - the Vulkan tests once more under the Khronos validation layer
 # (LUMEN_VK_VALIDATE=1): any validation message fails the run.  The parity
 # harness runs a sixth of its cases here (PARITY_QUICK=1): the layer is slow.
+# Some run a second time with device memory unmapped (LUMEN_VK_NO_MAP=1).
 # Exits 77 (skipped, see tests/run_suites.sh) when the build has no Vulkan or
 # the machine has no device.
 BUILD=${BUILD:-build}
@@ -20,6 +21,25 @@ for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv 
         fail=$((fail + 1))
         echo "FAIL: $t under the validation layer (log: $BUILD/$t.validate.log)"
         grep -E "validation|FAIL" "$BUILD/$t.validate.log" | head -20
+    fi
+done
+# and with device memory left unmapped (LUMEN_VK_NO_MAP=1), as on a discrete
+# GPU: transfers through the staging block, small uploads recorded into the
+# command buffer (backends/vulkan/memory.c)
+for t in test_vulkan test_vulkan_placement test_profile test_vulkan_nn_conv; do
+    bin="$BUILD/tests/$t"
+    [ -x "$bin" ] || continue
+    LUMEN_VK_NO_MAP=1 LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 XDG_CACHE_HOME="$BUILD/cache" "$bin" >"$BUILD/$t.nomap.log" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
+        pass=$((pass + 1))
+    elif [ $rc = 77 ]; then
+        skip=$((skip + 1))
+        tail -1 "$BUILD/$t.nomap.log"
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $t with unmapped device memory, validated (log: $BUILD/$t.nomap.log)"
+        grep -E "validation|FAIL" "$BUILD/$t.nomap.log" | head -20
     fi
 done
 if [ $pass = 0 ] && [ $fail = 0 ]; then

@@ -120,6 +120,13 @@ line ':time lm.ones{100}:sum()'
 expect ":time reports wall time" '^wall time: '
 line ':mem'
 expect ":mem shows memory" '^cpu .*active'
+line ':profile lm.ones{3, 3}:matmul(lm.ones{3, 3}):sum()'
+expect ":profile prints the kernel table" '^  matmul  *sgemm  *cpu  *f32  *host  *1  '
+expect ":profile shows the values" '^27\.'
+line ':profile error("inside the profile")'
+expect ":profile reports an error" 'inside the profile'
+line ':profile lm.ones{5}:exp()'
+expect "the session profiles again after an error" '^  exp  .*cpu  *f32  *host  *1  .*\[5\] -> \[5\]'
 
 # ---- Ctrl-C ----
 send 'abc'; key C-c
