@@ -309,6 +309,26 @@ static void test_pack_cap(void **state)
     free(r2);
     unsetenv("LUMEN_CONV_PACK_MB");
     (void)e0;
+    /* a memory limit on the device caps the cache at a quarter of it: with
+     * a limit just above what is active, d's 1 MiB is not kept (and b's
+     * entry stays) */
+    lm_array *d = randn(4, ws, 55);
+    lm_cpu_pack_stats(NULL, &m0, NULL, NULL);
+    size_t limit = lm_device_memory(lm_device_cpu()).active + ((size_t)256 << 10);
+    assert_true(limit / 4 < NN_WINO_BYTES(128, 128));
+    lm_device_set_memory_limit(lm_device_cpu(), limit);
+    n = conv_bits(x, d, PAD1, &r1, false);
+    lm_device_set_memory_limit(lm_device_cpu(), 0);
+    lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
+    assert_int_equal(m1, m0);
+    assert_int_equal(e2, 1);                 /* b's, untouched */
+    conv_bits(x, d, PAD1, &r2, false);        /* no limit: kept */
+    lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
+    assert_int_equal(m1, m0 + 1);
+    assert_memory_equal(r1, r2, sizeof(float) * (size_t)n);
+    free(r1);
+    free(r2);
+    lm_array_release(d);
     lm_array_release(c);
     lm_array_release(a);
     lm_array_release(b);

@@ -8,8 +8,9 @@
  * hands to a later array never carries an old entry.  Within a buffer an
  * entry is found by the weight's geometry (offset, shape, strides, dtype)
  * and the kind of derivation.  All entries sit on one list, most recently
- * used first; past the cap (LUMEN_CONV_PACK_MB, default 256 MiB) the least
- * recently used go.  LUMEN_CONV_PACK=0 turns the cache off (every call
+ * used first; past the cap (LUMEN_CONV_PACK_MB, default 256 MiB, at most
+ * a quarter of the device's memory limit if set) the least recently used
+ * go.  LUMEN_CONV_PACK=0 turns the cache off (every call
  * derives into a temporary, as before).  The bytes are the cache's own,
  * not counted in lm_device_memory's active bytes. */
 #include <pthread.h>
@@ -72,11 +73,16 @@ static bool same_weight(const pack_entry *e, const lm_array *w, int kind)
     return true;
 }
 
-static size_t cap_bytes(void)
+/* LUMEN_CONV_PACK_MB, and at most a quarter of the weight's device's
+ * memory limit when one is set (whoever bounds the arrays' memory bounds
+ * this too) */
+static size_t cap_bytes(const lm_device *d)
 {
     const char *s = getenv("LUMEN_CONV_PACK_MB");
     long mb = s && *s ? strtol(s, NULL, 10) : 256;
-    return mb > 0 ? (size_t)mb << 20 : 0;
+    size_t cap = mb > 0 ? (size_t)mb << 20 : 0;
+    if (d && d->mem.limit && cap > d->mem.limit / 4) cap = d->mem.limit / 4;
+    return cap;
 }
 
 static bool enabled(void)
@@ -89,7 +95,7 @@ const void *nn_pack(const lm_array *w, int kind, size_t bytes, nn_pack_fill fill
 {
     *owned = NULL;
     lm_buffer *b = w->buf;
-    size_t cap = enabled() ? cap_bytes() : 0;
+    size_t cap = enabled() && b ? cap_bytes(b->device) : 0;
     if (cap && b) {
         pthread_mutex_lock(&lock);
         for (lm_derived *d = b->derived; d; d = d->next) {
