@@ -2,45 +2,38 @@
 # validate.sh - the Vulkan tests once more under the Khronos validation layer
 # (LUMEN_VK_VALIDATE=1): any validation message fails the run.  The parity
 # harness runs a sixth of its cases here (PARITY_QUICK=1): the layer is slow.
-# Some run a second time with device memory unmapped (LUMEN_VK_NO_MAP=1).
+# Some run a second time with device memory left unmapped (LUMEN_VK_NO_MAP=1),
+# as on a discrete GPU: transfers through the staging block, small uploads
+# recorded into the command buffer (backends/vulkan/memory.c).
 # Exits 77 (skipped, see tests/run_suites.sh) when the build has no Vulkan or
 # the machine has no device.
 BUILD=${BUILD:-build}
 pass=0 fail=0 skip=0
+# run TEST LOG-SUFFIX WHAT [VAR=VALUE...]
+run() {
+    t=$1 suffix=$2 what=$3
+    shift 3
+    bin="$BUILD/tests/$t"
+    [ -x "$bin" ] || return 0
+    log="$BUILD/$t.$suffix.log"
+    env "$@" LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 XDG_CACHE_HOME="$BUILD/cache" "$bin" >"$log" 2>&1
+    rc=$?
+    if [ $rc = 0 ]; then
+        pass=$((pass + 1))
+    elif [ $rc = 77 ]; then
+        skip=$((skip + 1))
+        tail -1 "$log"
+    else
+        fail=$((fail + 1))
+        echo "FAIL: $t $what (log: $log)"
+        grep -E "validation|FAIL" "$log" | head -20
+    fi
+}
 for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv test_vulkan_nn_index; do
-    bin="$BUILD/tests/$t"
-    [ -x "$bin" ] || continue
-    LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 XDG_CACHE_HOME="$BUILD/cache" "$bin" >"$BUILD/$t.validate.log" 2>&1
-    rc=$?
-    if [ $rc = 0 ]; then
-        pass=$((pass + 1))
-    elif [ $rc = 77 ]; then
-        skip=$((skip + 1))
-        tail -1 "$BUILD/$t.validate.log"
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $t under the validation layer (log: $BUILD/$t.validate.log)"
-        grep -E "validation|FAIL" "$BUILD/$t.validate.log" | head -20
-    fi
+    run $t validate "under the validation layer"
 done
-# and with device memory left unmapped (LUMEN_VK_NO_MAP=1), as on a discrete
-# GPU: transfers through the staging block, small uploads recorded into the
-# command buffer (backends/vulkan/memory.c)
 for t in test_vulkan test_vulkan_placement test_profile test_vulkan_nn_conv; do
-    bin="$BUILD/tests/$t"
-    [ -x "$bin" ] || continue
-    LUMEN_VK_NO_MAP=1 LUMEN_VK_VALIDATE=1 PARITY_QUICK=1 XDG_CACHE_HOME="$BUILD/cache" "$bin" >"$BUILD/$t.nomap.log" 2>&1
-    rc=$?
-    if [ $rc = 0 ]; then
-        pass=$((pass + 1))
-    elif [ $rc = 77 ]; then
-        skip=$((skip + 1))
-        tail -1 "$BUILD/$t.nomap.log"
-    else
-        fail=$((fail + 1))
-        echo "FAIL: $t with unmapped device memory, validated (log: $BUILD/$t.nomap.log)"
-        grep -E "validation|FAIL" "$BUILD/$t.nomap.log" | head -20
-    fi
+    run $t nomap "with unmapped device memory, validated" LUMEN_VK_NO_MAP=1
 done
 if [ $pass = 0 ] && [ $fail = 0 ]; then
     echo "validate.sh: no Vulkan device or no Vulkan build; skipped"
