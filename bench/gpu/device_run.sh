@@ -14,6 +14,9 @@
 # sweep (bench/gpu/mm_sweep.sh: tensor-core matmul/conv variants; SWEEP= picks parts)
 # profile (test_profile under the validation layer, then lm.profile's table of one
 # whole VAE decoder call in f32 and f16: docs/PROFILE.md)
+# esrgan (esrgan-thick x4 256x256 beside PyTorch CUDA, then its lm.profile table;
+# needs the package's models/x4 folder under $LUMEN_MODELS/esrgan-thick: 28 MB)
+# unmapped (test_vulkan's small-upload and transfer cases under the validation layer)
 # (default: test vae ops vae-base ops-base)
 DEBS=${DEBS:-..}
 OUT=${OUT:-/tmp/out}
@@ -68,6 +71,13 @@ for s in $steps; do
     profile)
         LUMEN_VK_VALIDATE=1 build/tests/test_profile 2>&1 | grep -E "PASSED|FAIL|validation" | tee "$OUT/profile.log"
         VAE_PROFILE=1 VAE_CHECK_ONLY=1 python3 bench/gpu/vae.py build/lumen 2>&1 | tee -a "$OUT/profile.log" ;;
+    esrgan)
+        M=${LUMEN_MODELS:-build/models}
+        LUMEN_MODELS=$M LUMEN_DEVICE=vulkan LUMEN_FALLBACK=0 build/lumen bench/gpu/esrgan.lua 2>&1 | tee "$OUT/esrgan.log"
+        python3 bench/gpu/peer_esrgan_cuda.py "$M/esrgan-thick/models/x4/model.json" bench 2>&1 | tee -a "$OUT/esrgan.log"
+        LUMEN_MODELS=$M LUMEN_DEVICE=vulkan LUMEN_FALLBACK=0 build/lumen bench/gpu/esrgan_profile.lua 2>&1 | tee -a "$OUT/esrgan.log" ;;
+    unmapped)
+        LUMEN_VK_VALIDATE=1 build/tests/test_vulkan 2>&1 | grep -E "PASSED|FAIL|ERROR|validation" | tee "$OUT/unmapped.log" ;;
     ops-noruns) LUMEN_VK_CONV_RUNS=0 python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_noruns.log" ;;
     esac
 done
