@@ -2,7 +2,8 @@
  * stride-1 convolutions with enough channels run by Winograd F(2x2, 3x3)
  * (backends/cpu/nn_conv_wino.c), checked against the im2col + GEMM path
  * (LUMEN_CONV=im2col) and against a direct sum in double, over odd and even
- * sizes, paddings 0/1/2 and asymmetric, batches, bias, f16 inputs.  Then the
+ * sizes, paddings 0/1/2 and asymmetric, batches, bias, f16 inputs; an Inf or
+ * NaN in x or w takes im2col.  Then the
  * weights prepared once (backends/cpu/conv_pack.c): the same bits with the
  * cache as without it, over repeated calls, in-place writes to the weight,
  * a freed weight whose buffer serves the next one, views, dtypes, the
@@ -137,6 +138,46 @@ static int64_t check_cached(lm_array *x, lm_array *w, const int64_t *pad, bool t
 }
 
 static const int64_t PAD1[4] = {1, 1, 1, 1};
+
+/* An Inf or NaN in x (or w) reaches only the outputs whose window holds it:
+ * such convolutions take im2col (Winograd's transforms would spread it over
+ * whole tiles), so they equal LUMEN_CONV=im2col bit for bit */
+static void test_winograd_nonfinite(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {1, 16, 8, 8}, ws[4] = {16, 16, 3, 3}, pad[4] = {1, 1, 1, 1};
+    float bad[2] = {INFINITY, NAN};
+    for (int k = 0; k < 4; k++) {
+        lm_array *x = randn(4, xs, 11), *w = randn(4, ws, 12);
+        float *xv = malloc(4 * x->size), *wv = malloc(4 * w->size);
+        assert_int_equal(lm_array_read(x, xv, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(w, wv, LM_F32), LM_OK);
+        bool in_w = k >= 2;
+        if (in_w) wv[(2 * 16 + 5) * 9 + 4] = bad[k % 2];   /* output channel 2 */
+        else xv[(3 * 8 + 4) * 8 + 4] = bad[k % 2];          /* channel 3, pixel (4, 4) */
+        lm_array *xb = lm_from_data(4, xs, LM_F32, xv, NULL), *wb = lm_from_data(4, ws, LM_F32, wv, NULL);
+        lm_array *y = lm_conv2d(xb, wb, NULL, NULL, pad, NULL, 1);
+        assert_int_equal(lm_array_eval(y), LM_OK);
+        setenv("LUMEN_CONV", "im2col", 1);
+        lm_array *r = lm_conv2d(xb, wb, NULL, NULL, pad, NULL, 1);
+        assert_int_equal(lm_array_eval(r), LM_OK);
+        unsetenv("LUMEN_CONV");
+        float yv[16 * 64], rv[16 * 64];
+        assert_int_equal(lm_array_read(y, yv, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(r, rv, LM_F32), LM_OK);
+        assert_memory_equal(yv, rv, sizeof yv);
+        for (int o = 0; o < 16; o++)
+            for (int i = 0; i < 8; i++)
+                for (int j = 0; j < 8; j++) {
+                    bool touched = in_w ? o == 2 : (abs(i - 4) <= 1 && abs(j - 4) <= 1);
+                    assert_true(isfinite(yv[(o * 8 + i) * 8 + j]) == !touched);
+                }
+        lm_array *arrs[] = {x, w, xb, wb, y, r};
+        for (int i = 0; i < 6; i++) lm_array_release(arrs[i]);
+        free(xv);
+        free(wv);
+    }
+}
 
 static void test_pack_repeat_and_write(void **state)
 {
@@ -347,6 +388,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_winograd_matches),
+        cmocka_unit_test(test_winograd_nonfinite),
         cmocka_unit_test(test_pack_repeat_and_write),
         cmocka_unit_test(test_pack_free_and_reuse),
         cmocka_unit_test(test_pack_views),

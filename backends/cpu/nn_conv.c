@@ -120,6 +120,22 @@ static const char *weights_in(const lm_array *w, lm_dtype ct, void **owned)
                    fill_copy, &ct, owned);
 }
 
+/* no Inf or NaN among n floats (exponent bits all ones) */
+static bool all_finite(const float *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i += 4096) {
+        int64_t e = n - i < 4096 ? n - i : 4096;
+        uint32_t bad = 0;
+        for (int64_t k = 0; k < e; k++) {
+            uint32_t u;
+            memcpy(&u, p + i + k, sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad) return false;
+    }
+    return true;
+}
+
 /* Winograd's transformed filters of a [O, C, 3, 3] weight */
 static lm_status fill_wino(void *dst, const lm_array *w, void *ctx)
 {
@@ -212,9 +228,20 @@ lm_status lm_nn_conv(lm_array *node)
     bool wino = c.ct == LM_F32 && c.G == 1 && c.KH == 3 && c.KW == 3 && p->i[0] == 1 && p->i[1] == 1 &&
                 p->i[6] == 1 && p->i[7] == 1 && c.C >= 16 && c.O >= 16 && !im2col;
     c.xd = lm_cpu_contiguous(x, c.ct, &ox);
-    if (c.xd)
-        c.wd = wino ? nn_pack(w, NN_PACK_WINO, NN_WINO_BYTES(c.O, c.C), fill_wino, NULL, &ow)
-                    : weights_in(w, c.ct, &ow);
+    /* Winograd's transforms mix a tile's inputs (and a filter's taps), so an
+     * Inf or NaN would spread over its whole tile; such inputs take im2col,
+     * where it reaches only the outputs it touches, as on the GPU and in
+     * PyTorch */
+    if (wino && c.xd && !all_finite((const float *)c.xd, N * c.C * c.H * c.W)) wino = false;
+    if (c.xd && wino) {
+        c.wd = nn_pack(w, NN_PACK_WINO, NN_WINO_BYTES(c.O, c.C), fill_wino, NULL, &ow);
+        if (c.wd && !all_finite((const float *)c.wd, 16 * c.O * c.C)) {
+            free(ow);
+            ow = NULL;
+            wino = false;
+        }
+    }
+    if (c.xd && !wino) c.wd = weights_in(w, c.ct, &ow);
     const char *bd = c.wd && p->i[9] ? lm_cpu_contiguous(node->inputs[2], c.ct, &ob) : NULL;
     c.out = c.wd && (bd || !p->i[9]) ? out_begin(node, c.ct, &stage) : NULL;
     if (!c.out) { st = lm_error_status(); goto done; }
