@@ -60,19 +60,7 @@
 #define NL (BK * CPR / NT)     // uvec4 per invocation and tile
 #define NF (HD / 16)           // fragments along the head dim
 
-layout(local_size_x = NT) in;
-layout(constant_id = 0) const uint DTQ = 0;
-layout(constant_id = 1) const uint DTK = 0;
-layout(constant_id = 2) const uint DTV = 0;
-layout(constant_id = 3) const uint DTO = 0;
-
-layout(push_constant) uniform PC {
-    int Hq, Lq, Lk, nqb, grp;          // grp = Hq / Hk
-    uint items, causal;                // items = B * Hq * nqb
-    float scale;                       // scale * log2(e)
-    int oq, ok, ov;                    // element offsets
-    int sq[3], sk[3], sv[3];           // batch, head and row strides
-} pc;
+#include "nn_attn_pc.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer Q8 { uvec4 v[]; } q8;
 layout(std430, set = 0, binding = 1) readonly buffer K8 { uvec4 v[]; } k8;
@@ -120,6 +108,26 @@ void sg_barrier()
 
 #define F16M fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define F32M fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+
+// the 16 x 64 scores S = Q K^T of a subgroup's queries (Q fragments qf)
+// and the key block staged in KV, and O += P V with the V block staged
+// there: the products both main()s share (macros, not functions, so each
+// expands in place with constant fragment indices)
+#define QK_SCORES(s, qf) \
+    [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0); \
+    [[unroll]] for (int c = 0; c < NF; c++) \
+        [[unroll]] for (int j = 0; j < 4; j++) { \
+            F16M kf; \
+            coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true); \
+            s[j] = coopMatMulAddNV(qf[c], kf, s[j]); \
+        }
+#define ADD_PV(o, pf) \
+    [[unroll]] for (int j = 0; j < 4; j++) \
+        [[unroll]] for (int c = 0; c < NF; c++) { \
+            F16M vf; \
+            coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false); \
+            o[c] = coopMatMulAddNV(pf[j], vf, o[c]); \
+        }
 
 // the components of a 16 x 16 f32 matrix per invocation (subgroups of 32)
 #define NC 8
@@ -190,13 +198,7 @@ void main()
             fetch_v(vb + j0 * pc.sv[2], pc.sv[2], nk, g);
 
             F32M s[4];
-            [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0);
-            [[unroll]] for (int c = 0; c < NF; c++)
-                [[unroll]] for (int j = 0; j < 4; j++) {
-                    F16M kf;
-                    coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true);
-                    s[j] = coopMatMulAddNV(qf[c], kf, s[j]);
-                }
+            QK_SCORES(s, qf);
             [[unroll]] for (int j = 0; j < 4; j++) coopMatStoreNV(s[j], SP, sb + j * 4, SS, false);
             sg_barrier();
 
@@ -237,12 +239,7 @@ void main()
             put(g);
             barrier();
             if (j0 + BK < kend) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), g);
-            [[unroll]] for (int j = 0; j < 4; j++)
-                [[unroll]] for (int c = 0; c < NF; c++) {
-                    F16M vf;
-                    coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false);
-                    o[c] = coopMatMulAddNV(pf[j], vf, o[c]);
-                }
+            ADD_PV(o, pf);
         }
 
         // O / l (l: the pair's partials; 0 where no key was visible, which

@@ -86,13 +86,7 @@ void main()
             fetch_v(vb + j0 * pc.sv[2], pc.sv[2], nk, g);
 
             F32M s[4];
-            [[unroll]] for (int j = 0; j < 4; j++) s[j] = F32M(0.0);
-            [[unroll]] for (int c = 0; c < NF; c++)
-                [[unroll]] for (int j = 0; j < 4; j++) {
-                    F16M kf;
-                    coopMatLoadNV(kf, KV, j * 16 * KS + c * 2, KS, true);
-                    s[j] = coopMatMulAddNV(qf[c], kf, s[j]);
-                }
+            QK_SCORES(s, qf);
 
             // scale, mask, row maxima over the quad
             vec2 mb = vec2(M_NINF);
@@ -140,12 +134,7 @@ void main()
             put(g);
             barrier();
             if (more) fetch_k(kb + (j0 + BK) * pc.sk[2], pc.sk[2], min(BK, kend - j0 - BK), g);
-            [[unroll]] for (int j = 0; j < 4; j++)
-                [[unroll]] for (int c = 0; c < NF; c++) {
-                    F16M vf;
-                    coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false);
-                    o[c] = coopMatMulAddNV(pf[j], vf, o[c]);
-                }
+            ADD_PV(o, pf);
         }
 
         // O / l (l summed over the quad; 0 where no key was visible, which

@@ -53,19 +53,7 @@
 #define VC (4096 / HV)        // keys of a V chunk (fills the region)
 #define KOFF (DC * BQ / 4)    // the K chunk's start in the region (vec4s)
 
-layout(local_size_x = NT) in;
-layout(constant_id = 0) const uint DTQ = 0;
-layout(constant_id = 1) const uint DTK = 0;
-layout(constant_id = 2) const uint DTV = 0;
-layout(constant_id = 3) const uint DTO = 0;
-
-layout(push_constant) uniform PC {
-    int Hq, Lq, Lk, nqb, grp;          // grp = Hq / Hk
-    uint items, causal;                // items = B * Hq * nqb
-    float scale;                       // scale * log2(e)
-    int oq, ok, ov;                    // element offsets
-    int sq[3], sk[3], sv[3];           // batch, head and row strides
-} pc;
+#include "nn_attn_pc.glsl"
 
 // 4 or 8 elements at once: vec4 for f32, uvec4 = 8 halves for 16-bit dtypes
 layout(std430, set = 0, binding = 0) readonly buffer Q4 { vec4 v[]; } q4;
