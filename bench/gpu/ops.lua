@@ -2,25 +2,13 @@
 -- shapes of a VAE decoder and of ESRGAN, on the GPU.  Each argument names
 -- one case: conv:CIN:COUT:HW:K:DTYPE (batch 1, KxK, stride 1, 'same'
 -- padding, bias) or gn:C:HW:DTYPE (GroupNorm(32), affine, eps 1e-6).
--- Prints "case median min max" in ms (5 batches, see vae.lua's timed).
+-- Prints "case median min max" in ms (5 batches: timed.lua).
 local lm = require "lumen"
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
 
-local now = lm.clock   -- monotonic wall clock (os.clock adds up every thread's CPU time)
-
-local function timed(fn)
-  fn():eval(); fn():eval()
-  local t0, reps = now(), 0
-  repeat fn():eval(); reps = reps + 1 until now() - t0 >= 0.2
-  local per = {}
-  for b = 1, 5 do
-    local s = now()
-    for _ = 1, reps do fn():eval() end
-    per[b] = (now() - s) * 1000 / reps
-  end
-  table.sort(per)
-  return per[3], per[1], per[5]
-end
+-- median, min and max (ms) of 5 batches of calls of >= 0.2 s each
+local timed0 = dofile((arg[0]:match("^(.*/)") or "./") .. "timed.lua")
+local function timed(fn) return timed0(fn, 0.2) end
 
 for _, case in ipairs(arg) do
   local f = {}

@@ -11,23 +11,10 @@ local wpath, iopath = arg[1], arg[2]
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
 local check_only = os.getenv("VAE_CHECK_ONLY") == "1"   -- outputs only, no timing (a local smoke run)
 
-local now = lm.clock   -- monotonic wall clock (os.clock adds up every thread's CPU time)
-
 -- median, min and max (ms) of 5 batches of calls, each batch long enough
 -- to time well (>= 0.3 s), after two warm-up calls
-local function timed(fn)
-  fn():eval(); fn():eval()
-  local t0, reps = now(), 0
-  repeat fn():eval(); reps = reps + 1 until now() - t0 >= 0.3
-  local per = {}
-  for b = 1, 5 do
-    local s = now()
-    for _ = 1, reps do fn():eval() end
-    per[b] = (now() - s) * 1000 / reps
-  end
-  table.sort(per)
-  return per[3], per[1], per[5]
-end
+local timed0 = dofile((arg[0]:match("^(.*/)") or "./") .. "timed.lua")
+local function timed(fn) return timed0(fn, 0.3) end
 
 local W = lm.load(wpath)
 local IO = lm.load(iopath)
