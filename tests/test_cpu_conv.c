@@ -376,14 +376,6 @@ static void test_pack_cap(void **state)
     lm_array_release(x);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    if (lm_init() != LM_OK) return -1;
-    lm_device_set_default(lm_device_cpu());
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -395,5 +387,5 @@ int main(void)
         cmocka_unit_test(test_pack_dtypes),
         cmocka_unit_test(test_pack_cap),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, tu_setup_cpu, NULL);
 }

@@ -307,14 +307,6 @@ static void test_transposed_pair(void **state)
     }
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    if (lm_init() != LM_OK) return -1;
-    lm_device_set_default(lm_device_cpu());
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,5 +317,5 @@ int main(void)
         cmocka_unit_test(test_half_binary_specials),
         cmocka_unit_test(test_transposed_pair),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return cmocka_run_group_tests(tests, tu_setup_cpu, NULL);
 }

@@ -20,6 +20,16 @@
 #define LM_TEST_SKIP 77
 
 #ifndef LM_FIXTURES
+/* cmocka group setup for tests that pin the CPU's kernels (the default
+ * device would be a GPU where one exists) */
+static inline int tu_setup_cpu(void **state)
+{
+    (void)state;
+    if (lm_init() != LM_OK) return -1;
+    lm_device_set_default(lm_device_cpu());
+    return 0;
+}
+
 #define LM_FIXTURES "tests/ref/fixtures/"
 #endif
 
