@@ -283,19 +283,11 @@ static lm_status staged(lm_vk_dev *v, lm_vk_mem *m, size_t off, void *host, size
     return st;
 }
 
-static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, size_t n, bool up)
+static lm_status copy(lm_vk_dev *v, lm_vk_mem *m, size_t off, void *host, size_t n, bool up)
 {
-    lm_vk_dev *v = lm_vk_of(d);
-    lm_vk_mem *m = handle;
-    if (off + n > m->size)
-        return lm_error_set(LM_ERR_ARG, "vulkan: transfer of %zu bytes at %zu past a %zu-byte buffer",
-                            n, off, (size_t)m->size);
     if (up && !m->block->map && n && n <= SMALL_UPLOAD && n % 4 == 0 && (m->off + off) % 4 == 0) {
         lm_vk_mem part = {.block = m->block, .off = m->off + off, .size = n};
-        v->in_transfer = true;
-        lm_status st = lm_vk_update_buffer(v, &part, host, n);
-        v->in_transfer = false;
-        return st;
+        return lm_vk_update_buffer(v, &part, host, n);
     }
     lm_status st = lm_vk_flush(v);
     if (st != LM_OK) return st;
@@ -307,13 +299,26 @@ static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, si
     while (n && st == LM_OK) {
         if ((st = ensure_staging(v)) != LM_OK) return st;
         size_t chunk = n < v->staging->size ? n : (size_t)v->staging->size;
-        v->in_transfer = true;
         st = staged(v, m, off, host, chunk, up);
-        v->in_transfer = false;
         off += chunk;
         host = (char *)host + chunk;
         n -= chunk;
     }
+    return st;
+}
+
+static lm_status transfer(lm_device *d, void *handle, size_t off, void *host, size_t n, bool up)
+{
+    lm_vk_dev *v = lm_vk_of(d);
+    lm_vk_mem *m = handle;
+    if (off + n > m->size)
+        return lm_error_set(LM_ERR_ARG, "vulkan: transfer of %zu bytes at %zu past a %zu-byte buffer",
+                            n, off, (size_t)m->size);
+    /* the copies it records are the core's upload/download rows in a
+     * profile, not kernels of the node being run */
+    v->in_transfer = true;
+    lm_status st = copy(v, m, off, host, n, up);
+    v->in_transfer = false;
     return st;
 }
 
