@@ -144,6 +144,8 @@ lm_status lm_vk_mem_init(lm_vk_dev *v);
 void lm_vk_mem_shutdown(lm_vk_dev *v);
 lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host);
 void lm_vk_free(lm_device *d, void *handle);
+lm_status lm_vk_window(lm_device *d, void *handle, size_t off, size_t bytes, void **sub, void **host);
+void lm_vk_window_free(lm_device *d, void *sub);
 lm_status lm_vk_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
 lm_status lm_vk_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
 void lm_vk_release_deferred(lm_vk_dev *v);
