@@ -52,6 +52,7 @@ struct lm_array {
     lm_array *live_prev, *live_next; /* registry of live arrays (lm_sweep) */
     int64_t eval_mark;         /* eval bookkeeping */
     int64_t eval_uses;         /* ... references from the evaluation's pending nodes */
+    int64_t eval_last;         /* ... the order of the last of them */
     lm_array *place_in;        /* ... a concat whose output will hold this node's */
     int64_t place_at;          /* ... at this byte offset (core/eval.c) */
 };

@@ -234,8 +234,12 @@ static void plan_places(const vec *order)
     }
     if (!place_enabled()) return;
     for (int64_t i = 0; i < order->n; i++)
-        for (int k = 0; k < order->v[i]->ninputs; k++)
-            if (!order->v[i]->inputs[k]->buf) order->v[i]->inputs[k]->eval_uses++;
+        for (int k = 0; k < order->v[i]->ninputs; k++) {
+            lm_array *in = order->v[i]->inputs[k];
+            if (in->buf) continue;
+            in->eval_uses++;
+            in->eval_last = i;
+        }
     for (int64_t i = 0; i < order->n; i++) {
         lm_array *c = order->v[i];
         lm_device *d = c->device;
@@ -252,6 +256,19 @@ static void plan_places(const vec *order)
             in->place_in = c;
             in->place_at = off;
         }
+    }
+    /* A placed input holds the whole buffer of the outermost concat it
+     * went into (the root) as long as it lives: one read again much later
+     * (a long skip connection) would keep that buffer past the root's own
+     * last use, so it is copied instead.  Concats come after their inputs
+     * in the order: going backwards, a concat sent back to its own buffer
+     * is the root its inputs see. */
+    for (int64_t i = order->n - 1; i >= 0; i--) {
+        lm_array *x = order->v[i], *r = x->place_in;
+        if (!r) continue;
+        while (r->place_in) r = r->place_in;
+        bool held = r->refcount > r->eval_uses;   /* an output, kept, or a caller's */
+        if (!held && x->eval_last > r->eval_last) x->place_in = NULL;
     }
 }
 

@@ -3,7 +3,8 @@
  * every graph gives the same bytes as with LUMEN_CONCAT_INPLACE=0 (the
  * copying path), and lm_eval_last_stats().placed says where the producers
  * wrote in place: a dense block's chain of concats, a kept input and an
- * output (copied), an input used twice, a part that is not one block (a
+ * output (copied), an input used twice, one read again after the concat's
+ * last consumer (a long skip: copied), a part that is not one block (a
  * non-leading axis, batch 2) or not aligned, f16, a gradient, a compiled
  * function, and a failing evaluation (the concat stays pending). */
 #include "testutil.h"
@@ -236,6 +237,36 @@ static void test_input_used_twice(void **state)
     vec_free(&c);
 }
 
+/* x read again after the concat's last consumer (a long skip): placed, it
+ * would hold the concat's whole buffer that long, so it is copied; with
+ * the concat itself an output (alive anyway) it is placed */
+static int skip_build_n(void *p, lm_array **outs, bool hold)
+{
+    vec_ctx *c = p;
+    lm_array *x = lm_unary(LM_OP_EXP, c->a);
+    lm_array *cat = cat2(lm_array_retain(x), lm_unary(LM_OP_SIN, c->b), 0);
+    lm_array *twice = lm_binary_scalar(LM_OP_MUL, cat, 2, false);
+    lm_array *half = lm_slice(twice, 0, 0, c->n, 1);
+    outs[0] = lm_binary(LM_OP_ADD, half, x);
+    lm_array_release(x);
+    lm_array_release(twice);
+    lm_array_release(half);
+    if (hold) outs[1] = cat;
+    else lm_array_release(cat);
+    return hold ? 2 : 1;
+}
+static int skip_build(void *p, lm_array **outs) { return skip_build_n(p, outs, false); }
+static int skip_held_build(void *p, lm_array **outs) { return skip_build_n(p, outs, true); }
+
+static void test_long_skip_copied(void **state)
+{
+    (void)state;
+    vec_ctx c = vec_make(16);
+    assert_int_equal(both_ways(skip_build, &c), 1);
+    assert_int_equal(both_ways(skip_held_build, &c), 2);
+    vec_free(&c);
+}
+
 /* concat along a non-leading axis: no part is one block */
 static int axis_build(void *p, lm_array **outs)
 {
@@ -405,6 +436,7 @@ static int vk_setup(void **state)
     cmocka_unit_test(test_kept_input_copied), \
     cmocka_unit_test(test_output_input_copied), \
     cmocka_unit_test(test_input_used_twice), \
+    cmocka_unit_test(test_long_skip_copied), \
     cmocka_unit_test(test_non_leading_axis_copies), \
     cmocka_unit_test(test_misaligned_part_copies), \
     cmocka_unit_test(test_grad_through_concat), \
