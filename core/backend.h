@@ -7,10 +7,10 @@
  * backend.  One exception: for LM_OP_COPY the output may be strided (used by
  * lm_array_assign), so copy kernels honour node->strides/offset.
  *
- * A node's buffer may be a window of a concat's output (lm_buffer_window):
- * for a concat the core plans, in each evaluation, which inputs their
- * producer writes straight into the concat's output (core/eval.c); its
- * kernel skips those (lm_concat_placed) and is not run when all are.
+ * That buffer may be a window of a concat's output (lm_buffer_window): for
+ * each concat the core plans which inputs their producer writes straight
+ * into its part of the output (core/eval.c); the concat's kernel skips
+ * those (lm_concat_placed) and is not run when all are.
  *
  * Buffers handed back to the core's cache may be given to a later node of
  * the same evaluation; a backend that runs asynchronously orders such reuse
@@ -51,10 +51,10 @@ struct lm_backend {
  * Each registers its devices with lm_device_register; finding no device is
  * not an error. */
 lm_status lm_cpu_register(void);
+lm_status lm_vulkan_register(void);   /* only when built with LM_HAVE_VULKAN */
 
 /* Whether input k of concat node already sits in its part of node's output
- * (its producer wrote there), so the kernel must not copy it. */
+ * (its producer wrote there), so the kernel must not copy it (core/eval.c). */
 bool lm_concat_placed(const lm_array *node, int k);
-lm_status lm_vulkan_register(void);   /* only when built with LM_HAVE_VULKAN */
 
 #endif
