@@ -383,7 +383,7 @@ lm_status lm_eval(lm_array *const *arrays, int n)
     eval_depth++;
     for (int k = 0; k < ndev && st == LM_OK; k++)
         if (devs[k]->backend->begin) st = devs[k]->backend->begin(devs[k]);
-    plan_places(&order);
+    if (st == LM_OK) plan_places(&order);
     for (int64_t i = 0; i < order.n && st == LM_OK; i++) {
         lm_array *a = order.v[i];
         if (lm_cancel_requested()) {
