@@ -6,7 +6,8 @@
  * output (copied), an input used twice, one read again after the concat's
  * last consumer (a long skip: copied), a part that is not one block (a
  * non-leading axis, batch 2) or not aligned, f16, a gradient, a compiled
- * function, and a failing evaluation (the concat stays pending). */
+ * function, an input moved from the CPU (Vulkan: the transfer writes in
+ * place), and a failing evaluation (the concat stays pending). */
 #include "testutil.h"
 #include "core/compile.h"
 #include "core/grad.h"
@@ -389,6 +390,27 @@ static void test_failure_leaves_concat_pending(void **state)
     vec_free(&c);
 }
 
+/* an input computed on the CPU and moved to the device: the transfer
+ * writes into the concat's buffer on the device */
+static int moved_build(void *p, lm_array **outs)
+{
+    vec_ctx *c = p;
+    lm_array *ac = lm_array_to(c->a, lm_device_cpu());
+    lm_array *e = lm_unary(LM_OP_EXP, ac);
+    outs[0] = cat2(lm_array_to(e, dev), lm_unary(LM_OP_SIN, c->b), 0);
+    lm_array_release(ac);
+    lm_array_release(e);
+    return 1;
+}
+
+static void test_moved_input_placed(void **state)
+{
+    (void)state;
+    vec_ctx c = vec_make(64);
+    assert_int_equal(both_ways(moved_build, &c), 2);
+    vec_free(&c);
+}
+
 static int group_setup(lm_device *d)
 {
     dev = d;
@@ -460,7 +482,7 @@ int main(void)
         printf("test_concat_inplace: no Vulkan device (%s); its group not run\n", lm_vulkan_status());
         return r ? r : LM_TEST_SKIP;
     }
-    const struct CMUnitTest vk_tests[] = {BOTH_TESTS};
+    const struct CMUnitTest vk_tests[] = {BOTH_TESTS, cmocka_unit_test(test_moved_input_placed)};
     r |= cmocka_run_group_tests_name("vulkan", vk_tests, vk_setup, group_teardown);
     if (lm_vulkan_validation_messages() != 0) {
         printf("test_concat_inplace: %lld validation messages\n", (long long)lm_vulkan_validation_messages());
