@@ -212,11 +212,15 @@ void softmax_row(uint r)
     [[unroll]] for (uint k = 0; k < RMAX; k++)
         if (k < R) m = comb_max(comb_max(m, comb_max(v[k].x, v[k].y)), comb_max(v[k].z, v[k].w));
     m = wg_max(m);
+    // softmax keeps exp(x - m) in place of x (the padding's is 0)
     float s = 0.0;
     [[unroll]] for (uint k = 0; k < RMAX; k++)
         if (k < R) {
             uint e = el(0u, k);
-            [[unroll]] for (uint j = 0; j < 4; j++) s += e + j < pc.len ? exp(v[k][j] - m) : 0.0;
+            vec4 ex;
+            [[unroll]] for (uint j = 0; j < 4; j++) ex[j] = e + j < pc.len ? exp(v[k][j] - m) : 0.0;
+            s += (ex.x + ex.y) + (ex.z + ex.w);
+            if (OP == NR_SOFTMAX) v[k] = ex;
         }
     s = wg_sum(s);
     float inv = 1.0 / s, sub = m + log(s);
@@ -224,7 +228,7 @@ void softmax_row(uint r)
         if (k >= R) continue;
         uint e = el(0u, k);
         if (e >= pc.len) continue;
-        vec4 y = OP == NR_SOFTMAX ? exp(v[k] - m) * inv : v[k] - sub;
+        vec4 y = OP == NR_SOFTMAX ? v[k] * inv : v[k] - sub;
         st4(rb + e, rb + pc.len, y);
     }
 }
