@@ -307,9 +307,13 @@ static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const l
     uint32_t nt, rr;
     lm_vk_arg args[5] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true},
                          {NULL, false}};
+    /* 16-byte accesses of 16-bit data: pairs of vectors (LUMEN_VK_NORM_W8) */
+    bool w8 = vec && dts[0] != LM_F32 && dts[3] != LM_F32 && r->off_x % 8 == 0 && r->len % 8 == 0 &&
+              env_int("LUMEN_VK_NORM_W8", 0) != 0;
     if (vec_rows_shape(r->len, &nt, &rr)) {
-        uint32_t spec[9] = {nt, VM_ROWS, rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec};
-        return lm_vk_dispatch(v, "nn_norm_vec", spec, 9, args, 5, &pc, sizeof pc,
+        uint32_t spec[10] = {nt, VM_ROWS, rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
+                             w8 && rr % 2 == 0};
+        return lm_vk_dispatch(v, "nn_norm_vec", spec, 10, args, 5, &pc, sizeof pc,
                               pc.rows < 65535 ? pc.rows : 65535, 1, 1);
     }
     nt = VEC_SPLIT_NT;
@@ -332,13 +336,14 @@ static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const l
         if (modes[s] == VM_FINAL && !pc.fin) continue;
         if (only && ((!strcmp(only, "stats") && modes[s] != VM_STATS) || (!strcmp(only, "norm") && modes[s] == VM_STATS)))
             continue;
-        uint32_t spec[9] = {nt, modes[s], rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec};
+        uint32_t spec[10] = {nt, modes[s], rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
+                             w8 && rr % 2 == 0};
         args[3].write = modes[s] == VM_NORM;
         args[4].write = modes[s] != VM_NORM;
         if (modes[s] == VM_FINAL)
-            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 9, args, 5, &pc, sizeof pc, pc.rows, 1, 1);
+            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 10, args, 5, &pc, sizeof pc, pc.rows, 1, 1);
         else
-            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 9, args, 5, &pc, sizeof pc, pc.nch, pc.rows, 1);
+            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 10, args, 5, &pc, sizeof pc, pc.nch, pc.rows, 1);
     }
     lm_buffer_release(stats);
     return st;

@@ -42,6 +42,9 @@ layout(constant_id = 5) const uint DTB = 0;
 layout(constant_id = 6) const uint DTO = 0;
 layout(constant_id = 7) const uint R = 1;       // vectors per thread, 1..RMAX
 layout(constant_id = 8) const bool VEC = true;
+// 16-bit x and output, R even, rows and offset multiples of 8: a thread's
+// vectors 2p and 2p + 1 are 8 consecutive elements, one 16-byte access
+layout(constant_id = 9) const bool W8 = false;
 
 #define RMAX 8
 #define NR_SOFTMAX 0
@@ -140,14 +143,42 @@ void st4(uint e, uint end, vec4 y)
 vec4 v[RMAX];   // the tile's elements held by this thread
 
 // element index (in the row) of this thread's vector k, tile start t0
-uint el(uint t0, uint k) { return t0 + (k * NT + gl_LocalInvocationID.x) * 4u; }
+uint el(uint t0, uint k)
+{
+    if (W8) return t0 + ((k >> 1) * NT + gl_LocalInvocationID.x) * 8u + (k & 1u) * 4u;
+    return t0 + (k * NT + gl_LocalInvocationID.x) * 4u;
+}
+
+vec4 h4(uvec2 h) { return vec4(h2f(h.x & 0xffffu), h2f(h.x >> 16), h2f(h.y & 0xffffu), h2f(h.y >> 16)); }
+uvec2 f4(vec4 y) { return uvec2(f2h(y.x) | (f2h(y.y) << 16), f2h(y.z) | (f2h(y.w) << 16)); }
 
 // loads this thread's part of the tile at row r, elements t0 .. t1 - 1
 void load_tile(uint r, uint t0, uint t1, float pad)
 {
     uint rb = r * pc.len;
     [[unroll]] for (uint k = 0; k < RMAX; k++)
-        if (k < R) v[k] = ld4(rb + el(t0, k), rb + t1, pad);
+        if (k < R) {
+            uint e = rb + el(t0, k);
+            if (W8 && (k & 1u) == 0u && e + 7u < rb + t1) {
+                uvec4 h = x4.v[(uint(pc.off_x) + e) >> 3];
+                v[k] = h4(h.xy);
+                v[k + 1] = h4(h.zw);
+            } else if (!W8 || (k & 1u) == 0u || e + 3u >= rb + t1) {
+                v[k] = ld4(e, rb + t1, pad);
+            }
+        }
+}
+
+// writes this thread's part of the tile from v (row r, elements t0 .. t1)
+void store_tile(uint r, uint t0, uint t1)
+{
+    uint rb = r * pc.len;
+    [[unroll]] for (uint k = 0; k < RMAX; k++) {
+        if (k >= R) continue;
+        uint e = rb + el(t0, k);
+        if (W8 && (k & 1u) == 0u && e + 7u < rb + t1) o4.v[e >> 3] = uvec4(f4(v[k]), f4(v[k + 1]));
+        else if (!W8 || (k & 1u) == 0u || e + 3u >= rb + t1) st4(e, rb + t1, v[k]);
+    }
 }
 
 // the tile's mean (n elements; 0 for RMS norm) and centred sum of squares
@@ -176,7 +207,6 @@ vec2 tile_stats(uint t0, uint t1)
 // normalises and writes this thread's part of the tile (row r, t0 .. t1)
 void write_norm(uint r, uint t0, uint t1, float mean, float rstd)
 {
-    uint rb = r * pc.len;
     [[unroll]] for (uint k = 0; k < RMAX; k++) {
         if (k >= R) continue;
         uint e = el(t0, k);
@@ -201,13 +231,13 @@ void write_norm(uint r, uint t0, uint t1, float mean, float rstd)
                 if (pc.has_b != 0u) y[j] += ldf_2(DTB, pc.off_b + int(p));
             }
         }
-        st4(rb + e, rb + t1, y);
+        v[k] = y;
     }
+    store_tile(r, t0, t1);
 }
 
 void softmax_row(uint r)
 {
-    uint rb = r * pc.len;
     float m = M_NINF;
     [[unroll]] for (uint k = 0; k < RMAX; k++)
         if (k < R) m = comb_max(comb_max(m, comb_max(v[k].x, v[k].y)), comb_max(v[k].z, v[k].w));
@@ -224,13 +254,9 @@ void softmax_row(uint r)
         }
     s = wg_sum(s);
     float inv = 1.0 / s, sub = m + log(s);
-    [[unroll]] for (uint k = 0; k < RMAX; k++) {
-        if (k >= R) continue;
-        uint e = el(0u, k);
-        if (e >= pc.len) continue;
-        vec4 y = OP == NR_SOFTMAX ? v[k] * inv : v[k] - sub;
-        st4(rb + e, rb + pc.len, y);
-    }
+    [[unroll]] for (uint k = 0; k < RMAX; k++)
+        if (k < R) v[k] = OP == NR_SOFTMAX ? v[k] * inv : v[k] - sub;
+    store_tile(r, 0u, pc.len);
 }
 
 uint tile_len() { return NT * 4u * R; }
