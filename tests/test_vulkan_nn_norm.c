@@ -196,26 +196,27 @@ static void test_norms_vec(void **state)
     }
     /* the split's settings: a combining dispatch, tiles in the stats
      * pass's order, 8 vectors a thread, element loads, the kernels before
-     * nn_norm_vec (LUMEN_VK_NORM_VEC=0), 16-byte accesses of f16/bf16 */
-    const char *env[6][2] = {{"LUMEN_VK_NORM_FIN", "1"}, {"LUMEN_VK_NORM_REV", "0"}, {"LUMEN_VK_NORM_R", "8"},
-                             {"LUMEN_VK_NORM_VEC", "2"}, {"LUMEN_VK_NORM_VEC", "0"}, {"LUMEN_VK_NORM_W8", "1"}};
-    for (int e = 0; e < 6; e++) {
+     * nn_norm_vec (LUMEN_VK_NORM_VEC=0), 8-byte accesses of f16/bf16,
+     * f16 rounded by f32_to_f16 instead of packHalf2x16 */
+    /* f16/bf16 rows and tiles of multiples of 8 (16-byte accesses), the
+     * last pair partial */
+    int64_t w1[4] = {1, 16, 64, 66}, w2[2] = {3, 2000};
+    norm_big(LM_OP_GROUP_NORM, 4, w1, 0, 2, 1000, 1004, "group_norm [1,16,64,66] g2");
+    norm_big(LM_OP_LAYER_NORM, 2, w2, 1, 0, -3, 5, "layer_norm [3,2000]");
+    lm_array *xw = shaped(2, w2, LM_F16, -30, 30, 0);
+    smctx cw = {false, -1, V_NONE};
+    nn_case("softmax f16 [3,2000]", 1, &xw, b_softmax, &cw, thr_for(LM_F16, true), false);
+    lm_array_release(xw);
+    const char *env[7][2] = {{"LUMEN_VK_NORM_FIN", "1"}, {"LUMEN_VK_NORM_REV", "0"}, {"LUMEN_VK_NORM_R", "8"},
+                             {"LUMEN_VK_NORM_VEC", "2"}, {"LUMEN_VK_NORM_VEC", "0"}, {"LUMEN_VK_NORM_W8", "0"},
+                             {"LUMEN_VK_NORM_F16HW", "0"}};
+    for (int e = 0; e < 7; e++) {
         setenv(env[e][0], env[e][1], 1);
         char name[96];
         snprintf(name, sizeof name, "group_norm [1,8,99,99] g2 %s=%s", env[e][0], env[e][1]);
         norm_big(LM_OP_GROUP_NORM, 4, g1, 0, 2, 1000, 1004, name);
         snprintf(name, sizeof name, "layer_norm [3,4100] %s=%s", env[e][0], env[e][1]);
         norm_big(LM_OP_LAYER_NORM, 2, r1, 1, 0, -3, 5, name);
-        if (!strcmp(env[e][0], "LUMEN_VK_NORM_W8")) {
-            /* rows and tiles of multiples of 8, the last pair partial */
-            int64_t w1[4] = {1, 16, 64, 66}, w2[2] = {3, 2000};
-            norm_big(LM_OP_GROUP_NORM, 4, w1, 0, 2, 1000, 1004, "group_norm [1,16,64,66] g2 LUMEN_VK_NORM_W8=1");
-            norm_big(LM_OP_LAYER_NORM, 2, w2, 1, 0, -3, 5, "layer_norm [3,2000] LUMEN_VK_NORM_W8=1");
-            lm_array *x = shaped(2, w2, LM_F16, -30, 30, 0);
-            smctx c = {false, -1, V_NONE};
-            nn_case("softmax f16 [3,2000] LUMEN_VK_NORM_W8=1", 1, &x, b_softmax, &c, thr_for(LM_F16, true), false);
-            lm_array_release(x);
-        }
         unsetenv(env[e][0]);
     }
 }

@@ -309,11 +309,16 @@ static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const l
                          {NULL, false}};
     /* 16-byte accesses of 16-bit data: pairs of vectors (LUMEN_VK_NORM_W8) */
     bool w8 = vec && dts[0] != LM_F32 && dts[3] != LM_F32 && r->off_x % 8 == 0 && r->len % 8 == 0 &&
-              env_int("LUMEN_VK_NORM_W8", 0) != 0;
+              env_int("LUMEN_VK_NORM_W8", 1) != 0;
+    /* f16 stores by packHalf2x16 where its rounding is known to be to
+     * nearest even, as f32_to_f16 (NVIDIA's cvt.rn; LLVM's fptrunc in
+     * lavapipe): other drivers may truncate (AMD's pkrtz) */
+    bool rne = v->props.vendorID == 0x10de || v->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    uint32_t hw = env_int("LUMEN_VK_NORM_F16HW", rne) != 0;
     if (vec_rows_shape(r->len, &nt, &rr)) {
-        uint32_t spec[10] = {nt, VM_ROWS, rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
-                             w8 && rr % 2 == 0};
-        return lm_vk_dispatch(v, "nn_norm_vec", spec, 10, args, 5, &pc, sizeof pc,
+        uint32_t spec[11] = {nt, VM_ROWS, rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
+                             w8 && rr % 2 == 0, hw};
+        return lm_vk_dispatch(v, "nn_norm_vec", spec, 11, args, 5, &pc, sizeof pc,
                               pc.rows < 65535 ? pc.rows : 65535, 1, 1);
     }
     nt = VEC_SPLIT_NT;
@@ -336,14 +341,14 @@ static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const l
         if (modes[s] == VM_FINAL && !pc.fin) continue;
         if (only && ((!strcmp(only, "stats") && modes[s] != VM_STATS) || (!strcmp(only, "norm") && modes[s] == VM_STATS)))
             continue;
-        uint32_t spec[10] = {nt, modes[s], rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
-                             w8 && rr % 2 == 0};
+        uint32_t spec[11] = {nt, modes[s], rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
+                             w8 && rr % 2 == 0, hw};
         args[3].write = modes[s] == VM_NORM;
         args[4].write = modes[s] != VM_NORM;
         if (modes[s] == VM_FINAL)
-            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 10, args, 5, &pc, sizeof pc, pc.rows, 1, 1);
+            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 11, args, 5, &pc, sizeof pc, pc.rows, 1, 1);
         else
-            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 10, args, 5, &pc, sizeof pc, pc.nch, pc.rows, 1);
+            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 11, args, 5, &pc, sizeof pc, pc.nch, pc.rows, 1);
     }
     lm_buffer_release(stats);
     return st;

@@ -45,6 +45,11 @@ layout(constant_id = 8) const bool VEC = true;
 // 16-bit x and output, R even, rows and offset multiples of 8: a thread's
 // vectors 2p and 2p + 1 are 8 consecutive elements, one 16-byte access
 layout(constant_id = 9) const bool W8 = false;
+// f16 stores through packHalf2x16 (the host sets it only where the driver
+// is known to round it to nearest even); otherwise f32_to_f16's integer
+// rounding, whose ~20 integer operations an element made the f16 write
+// pass ALU-bound on the H100
+layout(constant_id = 10) const bool HWCVT = false;
 
 #define RMAX 8
 #define NR_SOFTMAX 0
@@ -109,8 +114,20 @@ float wg_max(float v)
     return r;
 }
 
-float h2f(uint h) { return DTX == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
 uint f2h(float f) { return DTO == DT_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
+
+vec4 h4(uvec2 h)
+{
+    if (DTX == DT_BF16)
+        return uintBitsToFloat(uvec4(h.x << 16, h.x & 0xffff0000u, h.y << 16, h.y & 0xffff0000u));
+    return vec4(unpackHalf2x16(h.x), unpackHalf2x16(h.y));
+}
+
+uvec2 f4(vec4 y)
+{
+    if (HWCVT && DTO == DT_F16) return uvec2(packHalf2x16(y.xy), packHalf2x16(y.zw));
+    return uvec2(f2h(y.x) | (f2h(y.y) << 16), f2h(y.z) | (f2h(y.w) << 16));
+}
 
 // elements e .. e + 3 of x (e a multiple of 4 with VEC), those at or past
 // `end` as `pad`
@@ -119,8 +136,7 @@ vec4 ld4(uint e, uint end, float pad)
     if (VEC && e + 3u < end) {
         uint q = (uint(pc.off_x) + e) >> 2;
         if (DTX == DT_F32) return uintBitsToFloat(x4.v[q]);
-        uvec2 h = x2.v[q];
-        return vec4(h2f(h.x & 0xffffu), h2f(h.x >> 16), h2f(h.y & 0xffffu), h2f(h.y >> 16));
+        return h4(x2.v[q]);
     }
     vec4 r;
     [[unroll]] for (uint j = 0; j < 4; j++)
@@ -133,7 +149,7 @@ void st4(uint e, uint end, vec4 y)
     if (VEC && e + 3u < end) {
         uint q = e >> 2;
         if (DTO == DT_F32) o4.v[q] = floatBitsToUint(y);
-        else o2.v[q] = uvec2(f2h(y.x) | (f2h(y.y) << 16), f2h(y.z) | (f2h(y.w) << 16));
+        else o2.v[q] = f4(y);
         return;
     }
     [[unroll]] for (uint j = 0; j < 4; j++)
@@ -149,8 +165,6 @@ uint el(uint t0, uint k)
     return t0 + (k * NT + gl_LocalInvocationID.x) * 4u;
 }
 
-vec4 h4(uvec2 h) { return vec4(h2f(h.x & 0xffffu), h2f(h.x >> 16), h2f(h.y & 0xffffu), h2f(h.y >> 16)); }
-uvec2 f4(vec4 y) { return uvec2(f2h(y.x) | (f2h(y.y) << 16), f2h(y.z) | (f2h(y.w) << 16)); }
 
 // loads this thread's part of the tile at row r, elements t0 .. t1 - 1
 void load_tile(uint r, uint t0, uint t1, float pad)
