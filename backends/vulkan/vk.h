@@ -204,6 +204,14 @@ typedef struct lm_vk_mm_pc {
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
  * cooperative matrices (and bf16 through scaled f16 copies); whether it
  * takes this node, and running it */
+/* a tile of the f32-arithmetic matmul (matmul.c), shared with conv_gemm */
+typedef struct {
+    const char *name, *shader, *conv;   /* conv: the conv_gemm build, or NULL */
+    const char *small;                  /* the tile to use where `shared` does not fit */
+    int bm, bn;
+    uint32_t shared;                    /* bytes of shared memory */
+} lm_vk_f32_tile;
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
