@@ -81,6 +81,9 @@ static const lm_vk_f32_tile f32_tiles[] = {
     {"128x256", "matmul_f32_128x256", "conv_gemm_128x256", NULL, 128, 256, 25088},
     {"128x256r", "matmul_f32_128x256r", NULL, NULL, 128, 256, 25088},
     {"256x128", "matmul_f32_256x128", "conv_gemm_256x128", NULL, 256, 128, 25088},
+    {"64x128", "matmul_f32_64x128", NULL, NULL, 64, 128, 25600},
+    {"64x128k8", "matmul_f32_64x128k8", NULL, NULL, 64, 128, 12800},
+    {"t128", "matmul_f32_t128", NULL, NULL, 128, 128, 16896},
     {"128x256k16", "matmul_f32_128x256k16", NULL, "128x256", 128, 256, 49152},
     {"256x128k16", "matmul_f32_256x128k16", NULL, "256x128", 256, 128, 49152},
 };

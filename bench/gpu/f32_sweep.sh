@@ -6,7 +6,7 @@
 # (MMV, CONVV, SIZES, CASES override the lists).  Figures: median [min-max]
 # of 7 runs (vkbench) / 5 batches (ops.lua); the peer the same way.
 SWEEP=${SWEEP:-peer mm stats conv}
-MMV=${MMV:-"128x128 w w_np wr k8 k8w 128x256 128x256r 256x128 128x256k16 256x128k16"}
+MMV=${MMV:-"128x128 w w_np wr k8 k8w 64x128 64x128k8 t128 128x256 128x256r 256x128 128x256k16 256x128k16"}
 CONVV=${CONVV:-"128x128 w k8w 128x256 256x128"}
 SIZES=${SIZES:-2048,4096,8192}
 CASES=${CASES:-"conv:128:128:512:3:f32 conv:256:256:256:3:f32 conv:512:512:128:3:f32 conv:512:512:64:3:f32 conv:512:256:256:1:f32"}
@@ -59,7 +59,7 @@ PY
         sp="0,0,0,1,1,1,1,1,0,0,1,0"
         cp="0,0,0,1,1,1,0,1,0"
         build/bench/vkstats matmul_f32:$sp matmul_f32_w:$sp matmul_f32_k8:$sp matmul_f32_k8w:$sp \
-            matmul_f32_128x256:$sp matmul_f32_256x128:$sp matmul_f32_128x256k16:$sp matmul_f32_256x128k16:$sp matmul_f32_w_np:$sp matmul_f32_wr:$sp matmul_f32_128x256r:$sp \
+            matmul_f32_128x256:$sp matmul_f32_256x128:$sp matmul_f32_128x256k16:$sp matmul_f32_256x128k16:$sp matmul_f32_w_np:$sp matmul_f32_wr:$sp matmul_f32_128x256r:$sp matmul_f32_64x128:$sp matmul_f32_64x128k8:$sp matmul_f32_t128:$sp \
             conv_gemm:$cp conv_gemm_128x256:$cp 2>&1 | cut -c 1-400
         ;;
     conv)

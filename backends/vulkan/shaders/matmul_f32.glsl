@@ -25,7 +25,8 @@
 // host's table in matmul.c gives each its name for LUMEN_VK_MM_F32):
 // BM x BN outputs per workgroup, depth BK, TM x TN per invocation (both
 // multiples of 4: TM/4 row groups of 4 rows TY*4 apart, TN/4 column groups
-// TX*4 apart, TX = BN/TN, TY = BM/TM, TX*TY = 256).  WT = 1 lays each
+// TX*4 apart, TX = BN/TN, TY = BM/TM, TX*TY = NT invocations, 256 unless
+// defined).  WT = 1 lays each
 // subgroup of 32 out as 8 x 4 invocations (a 32 x 32 warp tile per row and
 // column group), so a k step's A reads are 4 distinct vec4 and its B reads
 // 8 (one 128-byte shared wavefront each) instead of 2 and 16 (two).
@@ -51,14 +52,17 @@
 #ifndef RDB
 #define RDB 0
 #endif
+#ifndef NT
+#define NT 256
+#endif
 #define TX (BN / TN)
 #define TY (BM / TM)
-#if TX * TY != 256
-#error "matmul_f32: TX * TY must be 256"
+#if TX * TY != NT
+#error "matmul_f32: TX * TY must be NT"
 #endif
 // 4-element chunks of the A and B tiles per invocation
-#define CA (BM * BK / 1024)
-#define CB (BN * BK / 1024)
+#define CA (BM * BK / (4 * NT))
+#define CB (BN * BK / (4 * NT))
 // Shared row stride in floats: padded by a vec4 so the transposing stores
 // spread over the banks (33 KiB); matmul_f32_np.comp leaves it out
 // for devices with 32 KiB of shared memory (lavapipe).
@@ -68,7 +72,7 @@
 #define SA (BM + PAD)
 #define SB (BN + PAD)
 
-layout(local_size_x = 256) in;
+layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint DTA = 0;
 layout(constant_id = 1) const uint DTB = 0;
 layout(constant_id = 2) const uint DTO = 0;
@@ -239,10 +243,10 @@ void main()
         [[unroll]] for (int j = 0; j < TN / 4; j++) acc[i][j] = vec4(0.0);
 
     vec4 ra[CA], rb[CB];
-    [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * 256, 0);
-    [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * 256, 0);
-    [[unroll]] for (int i = 0; i < CA; i++) put_a(0, tid + i * 256, ra[i]);
-    [[unroll]] for (int i = 0; i < CB; i++) put_b(0, tid + i * 256, rb[i]);
+    [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CA; i++) put_a(0, tid + i * NT, ra[i]);
+    [[unroll]] for (int i = 0; i < CB; i++) put_b(0, tid + i * NT, rb[i]);
     barrier();
 
     int nk = (pc.K + BK - 1) / BK;
@@ -250,8 +254,8 @@ void main()
         int cur = kt & 1;
         bool more = kt + 1 < nk;
         if (more) {
-            [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * 256, (kt + 1) * BK);
-            [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * 256, (kt + 1) * BK);
+            [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
+            [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, (kt + 1) * BK);
         }
         int ab = cur * (BK * SA / 4), bb = cur * (BK * SB / 4);
         // RDB: step kk + 1's fragments are read before step kk's FMAs
@@ -270,8 +274,8 @@ void main()
                         acc[g * 4 + i][h] = fma(vec4(a[s][g][i]), b[s][h], acc[g * 4 + i][h]);
         }
         if (more) {
-            [[unroll]] for (int i = 0; i < CA; i++) put_a(cur ^ 1, tid + i * 256, ra[i]);
-            [[unroll]] for (int i = 0; i < CB; i++) put_b(cur ^ 1, tid + i * 256, rb[i]);
+            [[unroll]] for (int i = 0; i < CA; i++) put_a(cur ^ 1, tid + i * NT, ra[i]);
+            [[unroll]] for (int i = 0; i < CB; i++) put_b(cur ^ 1, tid + i * NT, rb[i]);
         }
         barrier();
     }
