@@ -22,6 +22,7 @@
 #define LM_VK_WIDE_BINDINGS 18    /* for "fused*" shaders: 16 inputs, out, program */
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
+#define LM_VK_MAX_SHADERS 128     /* embedded shader modules (one per .comp file) */
 #define LM_VK_BATCH 1024          /* dispatches per submit */
 
 typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;
@@ -121,7 +122,7 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
-    VkShaderModule modules[64];
+    VkShaderModule modules[LM_VK_MAX_SHADERS];
     const lm_vk_shader *module_src[64];
 } lm_vk_dev;
 
