@@ -4,10 +4,11 @@
 // big products that do not go to tensor cores.  matmul.glsl stays for small
 // ones.
 //
-// 256 invocations compute a 128x128 tile of C, each an 8x8 block of it:
-// rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3} and
-// 64+tx*4+{0..3}, so every operand read from shared memory is a vec4 (4
-// loads feed 64 FMAs) and those reads are broadcasts or consecutive.
+// By default 256 invocations compute a 128x128 tile of C, each an 8x8
+// block of it: rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3}
+// and 64+tx*4+{0..3}, so every operand read from shared memory is a vec4
+// (4 loads feed 64 FMAs) and those reads are broadcasts or consecutive
+// (other tiles: the macros below).
 // A and B tiles of depth BK = 16 are staged k-major (As[k][m], Bs[k][n]),
 // double buffered: the global loads for step k+1 go to registers before the
 // FMAs of step k, so one barrier per step suffices.  Global loads are vec4
