@@ -86,6 +86,7 @@ static const lm_vk_f32_tile f32_tiles[] = {
     {"t128", "matmul_f32_t128", "conv_gemm_t128", NULL, 128, 128, 16896},
     {"t128k16", "matmul_f32_t128k16", NULL, "t128", 128, 128, 33792},
     {"t128n", "matmul_f32_t128n", NULL, NULL, 128, 128, 16896},
+    {"t64", "matmul_f32_t64", NULL, NULL, 64, 128, 12800},
     {"128x256k16", "matmul_f32_128x256k16", NULL, "128x256", 128, 256, 49152},
     {"256x128k16", "matmul_f32_256x128k16", NULL, "256x128", 256, 128, 49152},
 };
