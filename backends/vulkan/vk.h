@@ -22,6 +22,7 @@
 #define LM_VK_WIDE_BINDINGS 18    /* for "fused*" shaders: 16 inputs, out, program */
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
+#define LM_VK_MAX_SHADERS 128     /* embedded shader modules (one per .comp file) */
 #define LM_VK_BATCH 1024          /* dispatches per submit */
 
 typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;
@@ -121,7 +122,7 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
-    VkShaderModule modules[64];
+    VkShaderModule modules[LM_VK_MAX_SHADERS];
     const lm_vk_shader *module_src[64];
 } lm_vk_dev;
 
@@ -206,6 +207,14 @@ typedef struct lm_vk_mm_pc {
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
  * cooperative matrices (and bf16 through scaled f16 copies); whether it
  * takes this node, and running it */
+/* a tile of the f32-arithmetic matmul (matmul.c), shared with conv_gemm */
+typedef struct {
+    const char *name, *shader, *conv;   /* conv: the conv_gemm build, or NULL */
+    const char *small;                  /* the tile to use where `shared` does not fit */
+    int bm, bn;
+    uint32_t shared;                    /* bytes of shared memory */
+} lm_vk_f32_tile;
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
