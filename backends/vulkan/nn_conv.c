@@ -218,6 +218,149 @@ static const coop_tile *conv_tile(int32_t og)
     return og <= 64 ? &conv_tiles[2] : &conv_tiles[0];
 }
 
+/* ------------------------------------------------------- halo tiles */
+
+/* push constants of shaders/conv_halo.glsl and conv_halo_w.comp */
+typedef struct halo_pc {
+    int32_t C, O, H, W, OH, OW, pt, pl;
+    int32_t off_x, sxn, sxc, sxh, CP, MP, OB;
+    int32_t off_bias, s_bias;
+} halo_pc;
+
+typedef struct halo_wpc {
+    uint32_t n;
+    int32_t O, C, KW, KHW, MP, CP;
+    int32_t off_w, sw0, sw1, sw2, sw3;
+} halo_wpc;
+
+_Static_assert(sizeof(halo_pc) <= LM_VK_PUSH_BYTES, "conv_halo push constants");
+
+/* conv_halo's tiles: output rows per workgroup (16 pixels wide) */
+typedef struct halo_tile { const char *name, *shader; int th; } halo_tile;
+static const halo_tile halo_tiles[] = {
+    {"h8", "conv_halo", 8},        /* 4 subgroups of 2 rows */
+    {"h4", "conv_halo_h4", 4},     /* 4 of 1 row */
+    {"h16", "conv_halo_h16", 16},  /* 8 of 2 rows */
+};
+
+static const halo_tile *halo_tile_for(void)
+{
+    const char *e = getenv("LUMEN_VK_CONV_HALO_TILE");
+    for (size_t i = 0; e && i < sizeof halo_tiles / sizeof *halo_tiles; i++)
+        if (!strcmp(e, halo_tiles[i].name)) return &halo_tiles[i];
+    return &halo_tiles[0];
+}
+
+/* LUMEN_VK_CONV_HALO: 0 never, 1 any output channel count (in blocks of
+ * 64), simt: conv_halo_simt.comp on any device (tests), unset: the
+ * default (halo_fits) */
+static const char *halo_env(void)
+{
+    const char *e = getenv("LUMEN_VK_CONV_HALO");
+    return e ? e : "";
+}
+
+/* Does conv_halo take this conv?  An f16 x f16 conv (on tensor cores: one
+ * that conv_coop would take, the caller checks), groups 1, stride and
+ * dilation 1, kernels up to 3x3, x unit-strided along W; by default at
+ * most 64 output channels. */
+static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
+{
+    const char *e = halo_env();
+    if (!strcmp(e, "0")) return false;
+    if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
+        return false;
+    const int64_t *p = node->params.i;
+    if (g->G != 1 || p[0] != 1 || p[1] != 1 || p[6] != 1 || p[7] != 1 || g->KH > 3 || g->KW > 3) return false;
+    if (node->inputs[0]->strides[3] != 1 && g->W > 1) return false;
+    if (!strcmp(e, "") && g->Og > 64) return false;
+    int64_t mp = (g->O + 63) / 64 * 64, cp = (g->Cg + 15) / 16 * 16;
+    const lm_vk_features *ft = &v->feat;
+    return g->KH * g->KW * mp * cp < INT32_MAX && (g->OW + 15) / 16 <= ft->max_groups[0] &&
+           (g->OH + 3) / 4 <= ft->max_groups[1] && g->N * (mp / 64) <= ft->max_groups[2];
+}
+
+/* conv_halo's packed weights ([tap][MP][CP] f16, conv_halo_w.comp), made
+ * on the GPU once per weight view and hung on the weight's buffer as
+ * derived data, which the core drops when the buffer is written or
+ * released */
+typedef struct halo_pack {
+    lm_derived link;                  /* first: the core hands it back */
+    lm_buffer *packed;
+    int64_t offset, shape[4], strides[4], mp;
+} halo_pack;
+
+static void halo_pack_drop(lm_derived *d)
+{
+    halo_pack *h = (halo_pack *)d;
+    lm_buffer_release(h->packed);
+    free(h);
+}
+
+static lm_status halo_weights(lm_vk_dev *v, const lm_array *w, int32_t MP, int32_t CP, const lm_vk_mem **out)
+{
+    for (lm_derived *d = w->buf->derived; d; d = d->next) {
+        const halo_pack *h = (const halo_pack *)d;
+        if (d->drop == halo_pack_drop && h->offset == w->offset && h->mp == MP &&
+            !memcmp(h->shape, w->shape, sizeof h->shape) && !memcmp(h->strides, w->strides, sizeof h->strides)) {
+            *out = (const lm_vk_mem *)h->packed->handle;
+            return LM_OK;
+        }
+    }
+    halo_pack *h = calloc(1, sizeof *h);
+    if (!h) return lm_error_set(LM_ERR_NOMEM, "vulkan: conv2d: out of memory for the packed weights");
+    int64_t khw = w->shape[2] * w->shape[3];
+    h->packed = lm_buffer_alloc(w->buf->device, (size_t)(2 * khw * MP * CP));
+    if (!h->packed) {
+        free(h);
+        return lm_error_status();
+    }
+    halo_wpc pc = {(uint32_t)(khw * MP * CP), (int32_t)w->shape[0], (int32_t)w->shape[1], (int32_t)w->shape[3],
+                   (int32_t)khw, MP, CP, (int32_t)w->offset, (int32_t)w->strides[0], (int32_t)w->strides[1],
+                   (int32_t)w->strides[2], (int32_t)w->strides[3]};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(w), false}, {(const lm_vk_mem *)h->packed->handle, true}};
+    lm_status st = lm_vk_dispatch(v, "conv_halo_w", NULL, 0, args, 2, &pc, sizeof pc,
+                                  lm_vk_groups(v, pc.n, 256), 1, 1);
+    if (st != LM_OK) {
+        halo_pack_drop(&h->link);
+        return st;
+    }
+    h->link.drop = halo_pack_drop;
+    h->offset = w->offset;
+    h->mp = MP;
+    memcpy(h->shape, w->shape, sizeof h->shape);
+    memcpy(h->strides, w->strides, sizeof h->strides);
+    lm_buffer_attach(w->buf, &h->link);
+    *out = (const lm_vk_mem *)h->packed->handle;
+    return LM_OK;
+}
+
+static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t *p = node->params.i;
+    static const halo_tile simt_tile = {"simt", "conv_halo_simt", 8};
+    const halo_tile *t = simt ? &simt_tile : halo_tile_for();
+    int32_t mf = g->O >= 64 ? 4 : (int32_t)((g->O + 15) / 16);
+    int32_t ob = (int32_t)((g->O + 16 * mf - 1) / (16 * mf)), mp = ob * 16 * mf, cp = (int32_t)((g->Cg + 15) / 16 * 16);
+    const lm_vk_mem *wp = NULL;
+    lm_status st = halo_weights(v, w, mp, cp, &wp);
+    if (st != LM_OK) return st;
+    halo_pc pc = {(int32_t)g->Cg, (int32_t)g->O, (int32_t)g->H, (int32_t)g->W, (int32_t)g->OH, (int32_t)g->OW,
+                  (int32_t)p[2], (int32_t)p[3], (int32_t)x->offset, (int32_t)x->strides[0],
+                  (int32_t)x->strides[1], (int32_t)x->strides[2], cp, mp, ob, 0, 0};
+    const lm_array *b = bias_of(node, &pc.off_bias, &pc.s_bias);
+    /* whole fragments straight to the output: 16-byte aligned rows */
+    bool direct = g->OW % 8 == 0 && (node->dtype == LM_F16 || node->dtype == LM_F32) &&
+                  lm_vk_mem_of(node)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_HALO_DIRECT");
+    uint32_t spec[6] = {node->dtype, b ? b->dtype : node->dtype, (uint32_t)g->KH, (uint32_t)g->KW, (uint32_t)mf,
+                        direct};
+    lm_vk_arg args[4] = {{wp, false}, {lm_vk_mem_of(x), false}, {lm_vk_mem_of(node), true},
+                         {b ? lm_vk_mem_of(b) : NULL, false}};
+    return lm_vk_dispatch(v, t->shader, spec, 6, args, 4, &pc, sizeof pc, (uint32_t)((g->OW + 15) / 16),
+                          (uint32_t)((g->OH + t->th - 1) / t->th), (uint32_t)(g->N * ob));
+}
+
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
 {
     gemm_pc pc;
@@ -229,6 +372,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     uint32_t gx = (uint32_t)((pc.N + 127) / 128), gy = (uint32_t)((pc.M + 127) / 128);
     uint32_t gz = (uint32_t)(g->N * g->G), bdt = b ? b->dtype : node->dtype;
     bool wal = lm_vk_mem_of(w)->off % 16 == 0;
+    if (coop_fits(v, node) && halo_fits(v, node, g)) return run_halo(v, node, g, false);
     if (coop_fits(v, node)) {
         /* 16-byte weight loads: 8 halves */
         bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
@@ -288,6 +432,7 @@ static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)
 static lm_status run_conv(lm_vk_dev *v, lm_array *node)
 {
     geom g = geom_of(node);
+    if (!strcmp(halo_env(), "simt") && halo_fits(v, node, &g)) return run_halo(v, node, &g, true);
     return gemm_fits(v, node, &g) ? run_gemm(v, node, &g) : run_direct(v, node, &g);
 }
 

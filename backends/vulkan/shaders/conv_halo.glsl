@@ -1,0 +1,269 @@
+// conv_halo.glsl - f16 conv2d, stride 1, dilation 1, KH, KW <= 3, on tensor
+// cores (GL_NV_cooperative_matrix) as a direct "halo tile" conv: the
+// small-channel convolutions (ESRGAN's dense blocks, 16-64 output channels)
+// that the implicit GEMM (conv_coop*.comp) runs at a fraction of cuDNN,
+// since it fetches and decodes each input pixel again for each of the taps.
+//
+// A workgroup of WARPS subgroups computes TH x TW output pixels (TW = 16:
+// one fragment column per output row) by MF * 16 output channels (MF <= 4,
+// a specialization constant) of one image.  For each chunk of CK = 16 input
+// channels it stages, once,
+//   - the input tile with its halo, (TH + 2) x (TW + 2) pixels, as [pixel]
+//     [channel] (channels contiguous, rows padded to 24 halves so that the 8
+//     rows of 16 bytes one fragment load touches fall in distinct banks), and
+//   - the weights of every tap for that chunk, [tap][out channel][channel]
+//     (rows padded the same way), copied as 16-byte vectors from the packed
+//     weights conv_halo_w.comp made (binding 0: [tap][MP][CP], zero-padded
+//     to whole fragments),
+// then accumulates, per tap (kh, kw) and output row y, the product
+// W[tap] (MF*16 x 16) @ X(y + kh, kw .. kw + 15) (16 channels x 16 pixels):
+// a shifted view of the staged tile is a column-major fragment whose
+// columns (pixels) start a whole padded row apart, so every view is an
+// aligned load straight from the staged tile, with no copy per tap.
+// The next chunk's global loads are issued into registers before the
+// current one is multiplied (one buffer, two barriers per chunk).
+// The bias initialises the f32 accumulators (a staged 16-wide tile of it);
+// interior fragments go straight to the output (C_DIRECT: the host's promise
+// of 16-byte aligned output rows), edge ones element by element through a
+// per-subgroup staging area, cut at the image's edges, rounded to nearest
+// even once.
+// Bindings: 0 = packed weights (f16), 1 = x (f16, unit stride along W),
+// 2 = output ([N, O, OH, OW] contiguous), 3 = bias.
+// With HALO_SIMT defined (conv_halo_simt.comp) the same kernel runs without
+// cooperative matrices: each lane holds 8 of a fragment's 256 elements and
+// the products read the staged tiles from shared memory, element by
+// element.  Slow, and meant for that: a device without tensor cores
+// (lavapipe) runs this file's staging, views, bias and stores through it
+// (LUMEN_VK_CONV_HALO=simt), so the parity tests check them there.
+#ifndef HALO_SIMT
+#extension GL_NV_cooperative_matrix : require
+#endif
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "common.glsl"
+
+#ifndef TH
+#define TH 8
+#define WARPS 4
+#endif
+#define TW 16
+#define CK 16
+#define NT (WARPS * 32)
+#define RN (TH / WARPS)          // output rows (fragments) per subgroup
+#define SW (TW + 2)              // staged tile width, pixels
+#define SH (TH + 2)
+#define NPX (SH * SW)
+#define RS 3                     // staged row stride, uvec4s (16 halves + 8 of padding)
+#define MFMAX 4
+#define TAPS 9
+#if RN * WARPS != TH
+#error "conv_halo: the tile's rows must split evenly over the subgroups"
+#endif
+
+layout(local_size_x = NT) in;
+layout(constant_id = 0) const uint DTO = 1;
+layout(constant_id = 1) const uint DTBIAS = 1;
+layout(constant_id = 2) const int KH = 3;
+layout(constant_id = 3) const int KW = 3;
+layout(constant_id = 4) const int MF = 4;           // output-channel fragments (1..4)
+layout(constant_id = 5) const bool C_DIRECT = false;
+
+layout(push_constant) uniform PC {
+    int C, O, H, W, OH, OW;     // C input, O output channels
+    int pt, pl;
+    int off_x, sxn, sxc, sxh;   // x's offset and strides in elements (unit stride along W)
+    int CP, MP;                 // the packed weights' padded channel counts
+    int OB;                     // blocks of MF*16 output channels
+    int off_bias, s_bias;       // off_bias < 0: no bias
+} pc;
+
+DECL_BUF(0)
+DECL_BUF(1)
+DECL_IO(2)
+DECL_IO(3)
+layout(std430, set = 0, binding = 0) buffer Wv4 { uvec4 v[]; } w4;
+layout(std430, set = 0, binding = 2) buffer Of32 { float v[]; } o32;
+layout(std430, set = 0, binding = 2) buffer Of16 { float16_t v[]; } o16;
+
+shared uvec4 Ws[TAPS * MFMAX * 16 * RS];
+shared uvec4 Xs[NPX * RS];
+
+#ifdef HALO_SIMT
+// a fragment: element e = lane + 32 * j is (row e / 16, column e % 16)
+struct frag { float v[8]; };
+#define ACC_T frag
+// a staged f16 element: uvec4 index q, half h (0..7)
+float hs_w(int q, int h) { return unpackHalf2x16(Ws[q][h >> 1] >> ((h & 1) * 16)).x; }
+float hs_x(int q, int h) { return unpackHalf2x16(Xs[q][h >> 1] >> ((h & 1) * 16)).x; }
+#else
+#define ACC_T fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#endif
+
+#if WARPS * 64 > NPX * RS || MFMAX * 16 * 4 > NPX * RS
+#error "conv_halo: the bias tile or the store staging does not fit in the input tile"
+#endif
+
+#define XI (NPX * (CK / 8))                     // input chunks of 8 halves
+#define XPT ((XI + NT - 1) / NT)
+#define WIMAX (TAPS * MFMAX * 16 * (CK / 8))    // weight chunks
+#define WPT ((WIMAX + NT - 1) / NT)
+
+uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
+
+int n_img, ob, oy0, ox0;
+
+// item i of the input chunk at channel c0: pixel i % NPX, channels
+// c0 + (i / NPX) * 8 .. + 7, zero outside the image and past C
+uvec4 fetch_x(int i, int c0)
+{
+    if (i >= XI) return uvec4(0u);
+    int px = i % NPX, g = i / NPX;
+    int iy = oy0 - pc.pt + px / SW, ix = ox0 - pc.pl + px % SW;
+    if (iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) return uvec4(0u);
+    int c = c0 + g * 8;
+    int at = pc.off_x + n_img * pc.sxn + c * pc.sxc + iy * pc.sxh + ix;
+    uint h[8];
+    [[unroll]] for (int j = 0; j < 8; j++) h[j] = c + j < pc.C ? uint(u16_1.v[at + j * pc.sxc]) : 0u;
+    return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+}
+
+// item i of the weight chunk at channel c0: row i / 2 = (tap, out channel)
+// of this workgroup's block, 8 channels c0 + (i % 2) * 8..
+uvec4 fetch_w(int i, int c0)
+{
+    int rows = KH * KW * MF * 16;
+    if (i >= rows * 2) return uvec4(0u);
+    int r = i >> 1, t = r / (MF * 16), m = r - t * (MF * 16);
+    return w4.v[((t * pc.MP + ob * MF * 16 + m) * pc.CP + c0) / 8 + (i & 1)];
+}
+
+int slot_w(int i) { int r = i >> 1; return r * RS + (i & 1); }
+
+void main()
+{
+    int tid = int(gl_LocalInvocationID.x);
+#ifdef HALO_SIMT
+    int sg = tid / 32, lane = tid % 32;
+#else
+    int sg = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
+#endif
+    ox0 = int(gl_WorkGroupID.x) * TW;
+    oy0 = int(gl_WorkGroupID.y) * TH;
+    n_img = int(gl_WorkGroupID.z) / pc.OB;
+    ob = int(gl_WorkGroupID.z) - n_img * pc.OB;
+    int o0 = ob * MF * 16;          // first output channel of the block
+
+    // the bias as a 16-wide f32 tile in Xs (row m: bias of channel o0 + m)
+    for (int e = tid; e < MF * 16 * 16; e += NT) {
+        int m = e / 16, o = o0 + m;
+        float b = pc.off_bias >= 0 && o < pc.O ? ldf_3(DTBIAS, pc.off_bias + o * pc.s_bias) : 0.0;
+        Xs[e / 4][e % 4] = floatBitsToUint(b);
+    }
+    barrier();
+    ACC_T acc[MFMAX * RN];
+    [[unroll]] for (int i = 0; i < MFMAX; i++) {
+        if (i >= MF) break;
+        ACC_T b;
+#ifdef HALO_SIMT
+        for (int j = 0; j < 8; j++) {
+            int e = lane + 32 * j;
+            b.v[j] = uintBitsToFloat(Xs[i * 64 + e / 4][e % 4]);
+        }
+#else
+        coopMatLoadNV(b, Xs, i * 64, 4, false);
+#endif
+        [[unroll]] for (int r = 0; r < RN; r++) acc[i * RN + r] = b;
+    }
+    barrier();
+
+    uvec4 rx[XPT], rw[WPT];
+    [[unroll]] for (int j = 0; j < XPT; j++) rx[j] = fetch_x(tid + j * NT, 0);
+    [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, 0);
+    int nk = (pc.C + CK - 1) / CK;
+    for (int kt = 0; kt < nk; kt++) {
+        [[unroll]] for (int j = 0; j < XPT; j++) {
+            int i = tid + j * NT;
+            if (i < XI) Xs[(i % NPX) * RS + i / NPX] = rx[j];
+        }
+        [[unroll]] for (int j = 0; j < WPT; j++) {
+            int i = tid + j * NT;
+            if (i < KH * KW * MF * 32) Ws[slot_w(i)] = rw[j];
+        }
+        barrier();
+        if (kt + 1 < nk) {
+            [[unroll]] for (int j = 0; j < XPT; j++) rx[j] = fetch_x(tid + j * NT, (kt + 1) * CK);
+            [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, (kt + 1) * CK);
+        }
+        [[unroll]] for (int t = 0; t < TAPS; t++) {
+            if (t >= KH * KW) break;
+            int kh = t / KW, kw = t - kh * KW;
+#ifdef HALO_SIMT
+            // A: row-major rows of RS uvec4s from (t * MF + i) * 16; B:
+            // column n (pixel) of output row y at ((y + kh) * SW + kw + n) * RS
+            for (int r = 0; r < RN; r++) {
+                int y = sg * RN + r;
+                for (int i = 0; i < MF; i++)
+                    for (int j = 0; j < 8; j++) {
+                        int e = lane + 32 * j, m = e / 16, n = e % 16;
+                        int qa = ((t * MF + i) * 16 + m) * RS, qb = ((y + kh) * SW + kw + n) * RS;
+                        float sum = acc[i * RN + r].v[j];
+                        for (int k = 0; k < 16; k++) sum += hs_w(qa + k / 8, k % 8) * hs_x(qb + k / 8, k % 8);
+                        acc[i * RN + r].v[j] = sum;
+                    }
+            }
+#else
+            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[MFMAX];
+            [[unroll]] for (int i = 0; i < MFMAX; i++)
+                if (i < MF) coopMatLoadNV(fa[i], Ws, ((t * MF + i) * 16) * RS, RS, false);
+            [[unroll]] for (int r = 0; r < RN; r++) {
+                int y = sg * RN + r;
+                fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb;
+                coopMatLoadNV(fb, Xs, ((y + kh) * SW + kw) * RS, RS, true);
+                [[unroll]] for (int i = 0; i < MFMAX; i++)
+                    if (i < MF) acc[i * RN + r] = coopMatMulAddNV(fa[i], fb, acc[i * RN + r]);
+            }
+#endif
+        }
+        barrier();
+    }
+
+    // store: interior fragments straight to the output, the others through
+    // this subgroup's 16 x 16 f32 area in Xs (free after the last barrier)
+    int plane = pc.OH * pc.OW;
+    int cs = sg * 64;
+    [[unroll]] for (int i = 0; i < MFMAX; i++) {
+        if (i >= MF) break;
+        [[unroll]] for (int r = 0; r < RN; r++) {
+            int oy = oy0 + sg * RN + r, oc = o0 + i * 16;
+            if (oy >= pc.OH || oc >= pc.O) continue;       // uniform in the subgroup
+            int base = (n_img * pc.O + oc) * plane + oy * pc.OW + ox0;
+#ifdef HALO_SIMT
+            for (int j = 0; j < 8; j++) {
+                int e = lane + 32 * j, m = e / 16, x = e % 16;
+                if (oc + m < pc.O && ox0 + x < pc.OW) stf_2(DTO, base + m * plane + x, acc[i * RN + r].v[j]);
+            }
+#else
+            if (C_DIRECT && ox0 + TW <= pc.OW && oc + 16 <= pc.O) {
+                if (DTO == DT_F32) {
+                    coopMatStoreNV(acc[i * RN + r], o32.v, base, plane, false);
+                } else {
+                    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> h = fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>(acc[i * RN + r]);
+                    coopMatStoreNV(h, o16.v, base, plane, false);
+                }
+                continue;
+            }
+            coopMatStoreNV(acc[i * RN + r], Xs, cs, 4, false);
+            controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                           gl_SemanticsAcquireRelease);
+            for (int e = lane; e < 256; e += 32) {
+                int m = e / 16, x = e % 16;
+                if (oc + m < pc.O && ox0 + x < pc.OW)
+                    stf_2(DTO, base + m * plane + x, uintBitsToFloat(Xs[cs + e / 4][e % 4]));
+            }
+            controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
+                           gl_SemanticsAcquireRelease);
+#endif
+        }
+    }
+}
