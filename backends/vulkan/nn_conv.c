@@ -251,19 +251,20 @@ static const halo_tile *halo_tile_for(void)
     return &halo_tiles[0];
 }
 
-/* LUMEN_VK_CONV_HALO: 0 never, 1 any output channel count (in blocks of
- * 64), simt: conv_halo_simt.comp on any device (tests), unset: the
- * default (halo_fits) */
+/* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels, all: any count
+ * (in blocks of 64), simt: conv_halo_simt.comp on any device (tests);
+ * unset: HALO_DEFAULT */
+#define HALO_DEFAULT "0"
 static const char *halo_env(void)
 {
     const char *e = getenv("LUMEN_VK_CONV_HALO");
-    return e ? e : "";
+    return e && *e ? e : HALO_DEFAULT;
 }
 
 /* Does conv_halo take this conv?  An f16 x f16 conv (on tensor cores: one
  * that conv_coop would take, the caller checks), groups 1, stride and
- * dilation 1, kernels up to 3x3, x unit-strided along W; by default at
- * most 64 output channels. */
+ * dilation 1, kernels up to 3x3, x unit-strided along W, at most 64
+ * output channels unless LUMEN_VK_CONV_HALO=all or simt. */
 static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
 {
     const char *e = halo_env();
@@ -273,7 +274,7 @@ static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
     const int64_t *p = node->params.i;
     if (g->G != 1 || p[0] != 1 || p[1] != 1 || p[6] != 1 || p[7] != 1 || g->KH > 3 || g->KW > 3) return false;
     if (node->inputs[0]->strides[3] != 1 && g->W > 1) return false;
-    if (!strcmp(e, "") && g->Og > 64) return false;
+    if (strcmp(e, "all") && strcmp(e, "simt") && g->Og > 64) return false;
     int64_t mp = (g->O + 63) / 64 * 64, cp = (g->Cg + 15) / 16 * 16;
     const lm_vk_features *ft = &v->feat;
     return g->KH * g->KW * mp * cp < INT32_MAX && (g->OW + 15) / 16 <= ft->max_groups[0] &&
