@@ -236,6 +236,23 @@ static bool ran_kernel(lm_array *r, const char *name)
     return found;
 }
 
+/* does a small f16 conv run the tensor-core halo kernel `shader` here? */
+static bool halo_on_tensor_cores(const char *shader)
+{
+    int64_t xs[4] = {1, 16, 8, 16}, ws[4] = {16, 16, 3, 3}, p1[4] = {1, 1, 1, 1};
+    lm_array *xc = data(4, xs, LM_F16, -1, 1, 0), *wc = data(4, ws, LM_F16, -0.5, 0.5, 0);
+    lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xg), LM_OK);
+    assert_int_equal(lm_array_eval(wg), LM_OK);
+    lm_array *r = lm_conv2d(xg, wg, NULL, NULL, p1, NULL, 1);
+    char both[64];
+    snprintf(both, sizeof both, "conv_halo_w+%s", shader);
+    bool on = ran_kernel(r, both);
+    lm_array *all[] = {xc, wc, xg, wg, r};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+    return on;
+}
+
 /* the small-channel f16 shapes of ESRGAN's dense blocks and their edges,
  * stride 1, through the halo-tile kernel: LUMEN_VK_CONV_HALO=simt runs its
  * staging, shifted views, packed weights, bias and stores without
@@ -244,14 +261,22 @@ static bool ran_kernel(lm_array *r, const char *name)
 static void test_conv_halo(void **state)
 {
     (void)state;
-    const char *old = getenv("LUMEN_VK_CONV_HALO");
-    char *saved = old ? strdup(old) : NULL;
-    const char *modes[2] = {"simt", "1"};
-    for (int m = 0; m < 2; m++) {
+    const char *envs[2] = {"LUMEN_VK_CONV_HALO", "LUMEN_VK_CONV_HALO_TILE"};
+    char *saved[2];
+    for (int i = 0; i < 2; i++) saved[i] = getenv(envs[i]) ? strdup(getenv(envs[i])) : NULL;
+    /* each mode with the default tile and with 32-channel chunks */
+    const char *modes[4] = {"simt", "1", "simt", "1"};
+    for (int m = 0; m < 4; m++) {
         setenv("LUMEN_VK_CONV_HALO", modes[m], 1);
+        if (m < 2) unsetenv("LUMEN_VK_CONV_HALO_TILE");
+        else setenv("LUMEN_VK_CONV_HALO_TILE", "h8k32", 1);
+        if (m % 2 && !halo_on_tensor_cores(m < 2 ? "conv_halo" : "conv_halo_k32")) {
+            printf("test_conv_halo: no tensor-core halo kernel on this device (LUMEN_VK_CONV_HALO=1 gives the GEMM)\n");
+            continue;
+        }
         char name[96];
 #define HALO_CASE(what, c, xs, ws, nb, bd) \
-        (snprintf(name, sizeof name, "conv2d halo=%s %s", modes[m], what), \
+        (snprintf(name, sizeof name, "conv2d halo=%s%s %s", modes[m], m < 2 ? "" : " k32", what), \
          conv_case(name, c, xs, ws, nb, LM_F16, LM_F16, bd, 0))
         cctx p1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
         /* ESRGAN: 64 -> 32 (two tiles each way, whole fragments stored
@@ -289,6 +314,7 @@ static void test_conv_halo(void **state)
     /* simt: the kernel ran; the packed weights are made once per weight
      * view and again after the weights are written in place */
     setenv("LUMEN_VK_CONV_HALO", "simt", 1);
+    unsetenv("LUMEN_VK_CONV_HALO_TILE");
     int64_t xs[4] = {1, 32, 8, 16}, ws[4] = {32, 32, 3, 3}, p1[4] = {1, 1, 1, 1};
     lm_array *xc = data(4, xs, LM_F16, -1, 1, 0), *wc = data(4, ws, LM_F16, -0.5, 0.5, 0);
     lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);
@@ -305,9 +331,11 @@ static void test_conv_halo(void **state)
     compare("conv2d halo=simt after the weights were assigned", e3, r3, thr_for(LM_F16, false));
     lm_array *all[] = {xc, wc, xg, wg, r1, r2, w2c, r3, e3};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
-    if (saved) setenv("LUMEN_VK_CONV_HALO", saved, 1);
-    else unsetenv("LUMEN_VK_CONV_HALO");
-    free(saved);
+    for (int i = 0; i < 2; i++) {
+        if (saved[i]) setenv(envs[i], saved[i], 1);
+        else unsetenv(envs[i]);
+        free(saved[i]);
+    }
 }
 
 /* f64 has no kernel here: the node runs on the CPU and agrees bitwise */

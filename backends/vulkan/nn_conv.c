@@ -235,12 +235,15 @@ typedef struct halo_wpc {
 
 _Static_assert(sizeof(halo_pc) <= LM_VK_PUSH_BYTES, "conv_halo push constants");
 
-/* conv_halo's tiles: output rows per workgroup (16 pixels wide) */
-typedef struct halo_tile { const char *name, *shader; int th; } halo_tile;
+/* conv_halo's tiles: output rows per workgroup (16 pixels wide), the most
+ * output-channel fragments of 16 per workgroup, input channels per chunk */
+typedef struct halo_tile { const char *name, *shader; int th, mfmax, ck; } halo_tile;
 static const halo_tile halo_tiles[] = {
-    {"h8", "conv_halo", 8},        /* 4 subgroups of 2 rows */
-    {"h4", "conv_halo_h4", 4},     /* 4 of 1 row */
-    {"h16", "conv_halo_h16", 16},  /* 8 of 2 rows */
+    {"h8", "conv_halo", 8, 4, 16},          /* 4 subgroups of 2 rows */
+    {"h4", "conv_halo_h4", 4, 4, 16},       /* 4 of 1 row */
+    {"h16", "conv_halo_h16", 16, 4, 16},    /* 8 of 2 rows */
+    {"h8k32", "conv_halo_k32", 8, 2, 32},   /* 4 of 2 rows, 32 channels a chunk */
+    {"h4k32", "conv_halo_h4k32", 4, 2, 32}, /* 4 of 1 row, the same */
 };
 
 static const halo_tile *halo_tile_for(void)
@@ -275,9 +278,9 @@ static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
     if (g->G != 1 || p[0] != 1 || p[1] != 1 || p[6] != 1 || p[7] != 1 || g->KH > 3 || g->KW > 3) return false;
     if (node->inputs[0]->strides[3] != 1 && g->W > 1) return false;
     if (strcmp(e, "all") && strcmp(e, "simt") && g->Og > 64) return false;
-    int64_t mp = (g->O + 63) / 64 * 64, cp = (g->Cg + 15) / 16 * 16;
+    int64_t mp = (g->O + 63) / 64 * 64, cp = (g->Cg + 31) / 32 * 32;
     const lm_vk_features *ft = &v->feat;
-    return g->KH * g->KW * mp * cp < INT32_MAX && (g->OW + 15) / 16 <= ft->max_groups[0] &&
+    return ft->max_shared >= 24 * 1024 && g->KH * g->KW * mp * cp < INT32_MAX && (g->OW + 15) / 16 <= ft->max_groups[0] &&
            (g->OH + 3) / 4 <= ft->max_groups[1] && g->N * (mp / 64) <= ft->max_groups[2];
 }
 
@@ -340,10 +343,15 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
     const int64_t *p = node->params.i;
-    static const halo_tile simt_tile = {"simt", "conv_halo_simt", 8};
-    const halo_tile *t = simt ? &simt_tile : halo_tile_for();
-    int32_t mf = g->O >= 64 ? 4 : (int32_t)((g->O + 15) / 16);
-    int32_t ob = (int32_t)((g->O + 16 * mf - 1) / (16 * mf)), mp = ob * 16 * mf, cp = (int32_t)((g->Cg + 15) / 16 * 16);
+    /* simt: the emulation with the chosen tile's channel chunk */
+    static const halo_tile simt_tiles[2] = {{"simt", "conv_halo_simt", 8, 4, 16},
+                                            {"simt", "conv_halo_simt_k32", 8, 2, 32}};
+    const halo_tile *t = halo_tile_for();
+    if (simt) t = &simt_tiles[t->ck == 32];
+    int32_t mf = (int32_t)((g->O + 15) / 16);
+    if (mf > t->mfmax) mf = t->mfmax;
+    /* whole fragments and chunks of 32 channels, zero-padded */
+    int32_t ob = (int32_t)((g->O + 16 * mf - 1) / (16 * mf)), mp = ob * 16 * mf, cp = (int32_t)((g->Cg + 31) / 32 * 32);
     const lm_vk_mem *wp = NULL;
     lm_status st = halo_weights(v, w, mp, cp, &wp);
     if (st != LM_OK) return st;

@@ -5,11 +5,11 @@
 // since it fetches and decodes each input pixel again for each of the taps.
 //
 // A workgroup of WARPS subgroups computes TH x TW output pixels (TW = 16:
-// one fragment column per output row) by MF * 16 output channels (MF <= 4,
-// a specialization constant) of one image.  For each chunk of CK = 16 input
+// one fragment column per output row) by MF * 16 output channels (MF <=
+// MFMAX, a specialization constant) of one image.  For each chunk of CK (16 or 32) input
 // channels it stages, once,
 //   - the input tile with its halo, (TH + 2) x (TW + 2) pixels, as [pixel]
-//     [channel] (channels contiguous, rows padded to 24 halves so that the 8
+//     [channel] (channels contiguous, rows padded by 8 halves so that the 8
 //     rows of 16 bytes one fragment load touches fall in distinct banks), and
 //   - the weights of every tap for that chunk, [tap][out channel][channel]
 //     (rows padded the same way), copied as 16-byte vectors from the packed
@@ -48,14 +48,23 @@
 #define WARPS 4
 #endif
 #define TW 16
-#define CK 16
+#ifndef CK
+#define CK 16                    // input channels per staged chunk (16 or 32)
+#endif
+#ifndef MFMAX
+#define MFMAX 4                  // the most output-channel fragments (MF <= MFMAX)
+#endif
+#define CQ (CK / 8)              // uvec4s of a staged row's data
 #define NT (WARPS * 32)
 #define RN (TH / WARPS)          // output rows (fragments) per subgroup
 #define SW (TW + 2)              // staged tile width, pixels
 #define SH (TH + 2)
 #define NPX (SH * SW)
-#define RS 3                     // staged row stride, uvec4s (16 halves + 8 of padding)
-#define MFMAX 4
+#ifdef HALO_SIMT
+#define RS CQ                    // no padding: 24 KiB of shared memory in all (lavapipe has 32)
+#else
+#define RS (CQ + 1)              // staged row stride, uvec4s (CK halves + 8 of padding)
+#endif
 #define TAPS 9
 #if RN * WARPS != TH
 #error "conv_halo: the tile's rows must split evenly over the subgroups"
@@ -132,13 +141,12 @@ uvec4 fetch_x(int i, int c0)
 // of this workgroup's block, 8 channels c0 + (i % 2) * 8..
 uvec4 fetch_w(int i, int c0)
 {
-    int rows = KH * KW * MF * 16;
-    if (i >= rows * 2) return uvec4(0u);
-    int r = i >> 1, t = r / (MF * 16), m = r - t * (MF * 16);
-    return w4.v[((t * pc.MP + ob * MF * 16 + m) * pc.CP + c0) / 8 + (i & 1)];
+    if (i >= KH * KW * MF * 16 * CQ) return uvec4(0u);
+    int r = i / CQ, t = r / (MF * 16), m = r - t * (MF * 16);
+    return w4.v[((t * pc.MP + ob * MF * 16 + m) * pc.CP + c0) / 8 + i % CQ];
 }
 
-int slot_w(int i) { int r = i >> 1; return r * RS + (i & 1); }
+int slot_w(int i) { return (i / CQ) * RS + i % CQ; }
 
 void main()
 {
@@ -188,7 +196,7 @@ void main()
         }
         [[unroll]] for (int j = 0; j < WPT; j++) {
             int i = tid + j * NT;
-            if (i < KH * KW * MF * 32) Ws[slot_w(i)] = rw[j];
+            if (i < KH * KW * MF * 16 * CQ) Ws[slot_w(i)] = rw[j];
         }
         barrier();
         if (kt + 1 < nk) {
@@ -208,20 +216,22 @@ void main()
                         int e = lane + 32 * j, m = e / 16, n = e % 16;
                         int qa = ((t * MF + i) * 16 + m) * RS, qb = ((y + kh) * SW + kw + n) * RS;
                         float sum = acc[i * RN + r].v[j];
-                        for (int k = 0; k < 16; k++) sum += hs_w(qa + k / 8, k % 8) * hs_x(qb + k / 8, k % 8);
+                        for (int k = 0; k < CK; k++) sum += hs_w(qa + k / 8, k % 8) * hs_x(qb + k / 8, k % 8);
                         acc[i * RN + r].v[j] = sum;
                     }
             }
 #else
-            fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[MFMAX];
-            [[unroll]] for (int i = 0; i < MFMAX; i++)
-                if (i < MF) coopMatLoadNV(fa[i], Ws, ((t * MF + i) * 16) * RS, RS, false);
-            [[unroll]] for (int r = 0; r < RN; r++) {
-                int y = sg * RN + r;
-                fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb;
-                coopMatLoadNV(fb, Xs, ((y + kh) * SW + kw) * RS, RS, true);
+            [[unroll]] for (int kq = 0; kq < CQ; kq += 2) {       // 16 channels a step
+                fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[MFMAX];
                 [[unroll]] for (int i = 0; i < MFMAX; i++)
-                    if (i < MF) acc[i * RN + r] = coopMatMulAddNV(fa[i], fb, acc[i * RN + r]);
+                    if (i < MF) coopMatLoadNV(fa[i], Ws, ((t * MF + i) * 16) * RS + kq, RS, false);
+                [[unroll]] for (int r = 0; r < RN; r++) {
+                    int y = sg * RN + r;
+                    fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb;
+                    coopMatLoadNV(fb, Xs, ((y + kh) * SW + kw) * RS + kq, RS, true);
+                    [[unroll]] for (int i = 0; i < MFMAX; i++)
+                        if (i < MF) acc[i * RN + r] = coopMatMulAddNV(fa[i], fb, acc[i * RN + r]);
+                }
             }
 #endif
         }
