@@ -2,7 +2,15 @@
  *
  * One job at a time: the caller publishes (fn, ctx, n, chunk), workers and
  * the caller take chunks with an atomic counter, and the caller waits until
- * every chunk is done.  Nested calls from inside a task run inline. */
+ * every chunk is done.  Nested calls from inside a task run inline.
+ *
+ * A worker joins a job under the lock (job.active) and leaves it under the
+ * lock; the next job is published only when no worker is inside the last
+ * one.  Without that, a worker woken for one job but slow to start could
+ * take a chunk from the job's counter after the caller had published the
+ * next: it then ran the next job's function with a stale chunk, counted it
+ * as finished, and the caller returned (its ctx gone from the stack) while
+ * chunks still ran. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,6 +32,7 @@ static struct {
     int64_t n, chunk, nchunks;
     int64_t next;       /* atomic: next chunk */
     int64_t finished;   /* chunks done, under mu */
+    int active;         /* workers inside run_chunks, under mu */
     uint64_t generation;
 } job;
 
@@ -49,9 +58,12 @@ static void *worker(void *arg)
     for (;;) {
         while (job.generation == seen) pthread_cond_wait(&wake, &mu);
         seen = job.generation;
+        if (index >= nthreads - 1) continue;   /* lm_cpu_set_threads idles us */
+        job.active++;
         pthread_mutex_unlock(&mu);
-        if (index < nthreads - 1) run_chunks();   /* lm_cpu_set_threads may idle us */
+        run_chunks();
         pthread_mutex_lock(&mu);
+        if (--job.active == 0) pthread_cond_signal(&done_cv);
     }
     return NULL;
 }
@@ -103,6 +115,7 @@ void lm_cpu_parallel_for(int64_t n, int64_t grain, lm_cpu_task fn, void *ctx)
     if (chunk < grain) chunk = grain;
     pthread_mutex_lock(&job_mu);
     pthread_mutex_lock(&mu);
+    while (job.active) pthread_cond_wait(&done_cv, &mu);   /* stragglers of the last job */
     job.fn = fn;
     job.ctx = ctx;
     job.n = n;
