@@ -264,19 +264,19 @@ static void test_conv_halo(void **state)
     const char *envs[2] = {"LUMEN_VK_CONV_HALO", "LUMEN_VK_CONV_HALO_TILE"};
     char *saved[2];
     for (int i = 0; i < 2; i++) saved[i] = getenv(envs[i]) ? strdup(getenv(envs[i])) : NULL;
-    /* each mode with the default tile and with 32-channel chunks */
-    const char *modes[4] = {"simt", "1", "simt", "1"};
-    for (int m = 0; m < 4; m++) {
-        setenv("LUMEN_VK_CONV_HALO", modes[m], 1);
-        if (m < 2) unsetenv("LUMEN_VK_CONV_HALO_TILE");
-        else setenv("LUMEN_VK_CONV_HALO_TILE", "h8k32", 1);
-        if (m % 2 && !halo_on_tensor_cores(m < 2 ? "conv_halo" : "conv_halo_k32")) {
+    /* each mode with the 16-channel chunks, the 32-channel ones, and the
+     * weights read from the packed buffer */
+    const char *tiles[3] = {"h8", "h8k32", "h8g"}, *shaders[3] = {"conv_halo", "conv_halo_k32", "conv_halo_g"};
+    for (int m = 0; m < 6; m++) {
+        setenv("LUMEN_VK_CONV_HALO", m % 2 ? "1" : "simt", 1);
+        setenv("LUMEN_VK_CONV_HALO_TILE", tiles[m / 2], 1);
+        if (m % 2 && !halo_on_tensor_cores(shaders[m / 2])) {
             printf("test_conv_halo: no tensor-core halo kernel on this device (LUMEN_VK_CONV_HALO=1 gives the GEMM)\n");
             continue;
         }
         char name[96];
 #define HALO_CASE(what, c, xs, ws, nb, bd) \
-        (snprintf(name, sizeof name, "conv2d halo=%s%s %s", modes[m], m < 2 ? "" : " k32", what), \
+        (snprintf(name, sizeof name, "conv2d halo=%s %s %s", m % 2 ? "1" : "simt", tiles[m / 2], what), \
          conv_case(name, c, xs, ws, nb, LM_F16, LM_F16, bd, 0))
         cctx p1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
         /* ESRGAN: 64 -> 32 (two tiles each way, whole fragments stored

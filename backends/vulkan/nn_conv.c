@@ -236,14 +236,18 @@ typedef struct halo_wpc {
 _Static_assert(sizeof(halo_pc) <= LM_VK_PUSH_BYTES, "conv_halo push constants");
 
 /* conv_halo's tiles: output rows per workgroup (16 pixels wide), the most
- * output-channel fragments of 16 per workgroup, input channels per chunk */
-typedef struct halo_tile { const char *name, *shader; int th, mfmax, ck; } halo_tile;
+ * output-channel fragments of 16 per workgroup, input channels per chunk;
+ * g: weight fragments read from the packed buffer (not staged), two input
+ * buffers.  simt: the emulation with the same chunk and weight path. */
+typedef struct halo_tile { const char *name, *shader, *simt; int th, mfmax, ck; } halo_tile;
 static const halo_tile halo_tiles[] = {
-    {"h8", "conv_halo", 8, 4, 16},          /* 4 subgroups of 2 rows */
-    {"h4", "conv_halo_h4", 4, 4, 16},       /* 4 of 1 row */
-    {"h16", "conv_halo_h16", 16, 4, 16},    /* 8 of 2 rows */
-    {"h8k32", "conv_halo_k32", 8, 2, 32},   /* 4 of 2 rows, 32 channels a chunk */
-    {"h4k32", "conv_halo_h4k32", 4, 2, 32}, /* 4 of 1 row, the same */
+    {"h8", "conv_halo", "conv_halo_simt", 8, 4, 16},              /* 4 subgroups of 2 rows */
+    {"h4", "conv_halo_h4", "conv_halo_simt", 4, 4, 16},           /* 4 of 1 row */
+    {"h16", "conv_halo_h16", "conv_halo_simt", 16, 4, 16},        /* 8 of 2 rows */
+    {"h8k32", "conv_halo_k32", "conv_halo_simt_k32", 8, 2, 32},   /* 4 of 2 rows, 32 channels a chunk */
+    {"h4k32", "conv_halo_h4k32", "conv_halo_simt_k32", 4, 2, 32}, /* 4 of 1 row, the same */
+    {"h8g", "conv_halo_g", "conv_halo_simt_g", 8, 4, 32},         /* 4 of 2 rows, g */
+    {"h4g", "conv_halo_h4g", "conv_halo_simt_g", 4, 4, 32},       /* 4 of 1 row, g */
 };
 
 static const halo_tile *halo_tile_for(void)
@@ -343,11 +347,7 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
     const int64_t *p = node->params.i;
-    /* simt: the emulation with the chosen tile's channel chunk */
-    static const halo_tile simt_tiles[2] = {{"simt", "conv_halo_simt", 8, 4, 16},
-                                            {"simt", "conv_halo_simt_k32", 8, 2, 32}};
     const halo_tile *t = halo_tile_for();
-    if (simt) t = &simt_tiles[t->ck == 32];
     int32_t mf = (int32_t)((g->O + 15) / 16);
     if (mf > t->mfmax) mf = t->mfmax;
     /* whole fragments and chunks of 32 channels, zero-padded */
@@ -366,8 +366,9 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
                         direct};
     lm_vk_arg args[4] = {{wp, false}, {lm_vk_mem_of(x), false}, {lm_vk_mem_of(node), true},
                          {b ? lm_vk_mem_of(b) : NULL, false}};
-    return lm_vk_dispatch(v, t->shader, spec, 6, args, 4, &pc, sizeof pc, (uint32_t)((g->OW + 15) / 16),
-                          (uint32_t)((g->OH + t->th - 1) / t->th), (uint32_t)(g->N * ob));
+    int th = simt ? 8 : t->th;      /* the emulation's tiles are 8 rows */
+    return lm_vk_dispatch(v, simt ? t->simt : t->shader, spec, 6, args, 4, &pc, sizeof pc,
+                          (uint32_t)((g->OW + 15) / 16), (uint32_t)((g->OH + th - 1) / th), (uint32_t)(g->N * ob));
 }
 
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)

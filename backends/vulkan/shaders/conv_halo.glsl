@@ -95,15 +95,25 @@ layout(std430, set = 0, binding = 0) buffer Wv4 { uvec4 v[]; } w4;
 layout(std430, set = 0, binding = 2) buffer Of32 { float v[]; } o32;
 layout(std430, set = 0, binding = 2) buffer Of16 { float16_t v[]; } o16;
 
+#ifdef WGLOBAL
+#define XST 2                    // input tile buffers
+layout(std430, set = 0, binding = 0) buffer Wh { float16_t v[]; } wh;
+#else
+#define XST 1
 shared uvec4 Ws[TAPS * MFMAX * 16 * RS];
-shared uvec4 Xs[NPX * RS];
+#endif
+shared uvec4 Xs[XST * NPX * RS];
 
 #ifdef HALO_SIMT
 // a fragment: element e = lane + 32 * j is (row e / 16, column e % 16)
 struct frag { float v[8]; };
 #define ACC_T frag
 // a staged f16 element: uvec4 index q, half h (0..7)
+#ifdef WGLOBAL
+float hs_w(int q, int h) { return unpackHalf2x16(uint(u16_0.v[q * 8 + h])).x; }   // q: global
+#else
 float hs_w(int q, int h) { return unpackHalf2x16(Ws[q][h >> 1] >> ((h & 1) * 16)).x; }
+#endif
 float hs_x(int q, int h) { return unpackHalf2x16(Xs[q][h >> 1] >> ((h & 1) * 16)).x; }
 #else
 #define ACC_T fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
@@ -115,8 +125,12 @@ float hs_x(int q, int h) { return unpackHalf2x16(Xs[q][h >> 1] >> ((h & 1) * 16)
 
 #define XI (NPX * (CK / 8))                     // input chunks of 8 halves
 #define XPT ((XI + NT - 1) / NT)
+#ifdef WGLOBAL
+#define WPT 1                                   // unused: fragments come from the buffer
+#else
 #define WIMAX (TAPS * MFMAX * 16 * (CK / 8))    // weight chunks
 #define WPT ((WIMAX + NT - 1) / NT)
+#endif
 
 uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 
@@ -187,21 +201,38 @@ void main()
 
     uvec4 rx[XPT], rw[WPT];
     [[unroll]] for (int j = 0; j < XPT; j++) rx[j] = fetch_x(tid + j * NT, 0);
+#ifndef WGLOBAL
     [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, 0);
+#endif
     int nk = (pc.C + CK - 1) / CK;
+    // WGLOBAL: two input buffers, the next chunk stored into the other one
+    // after the products, one barrier a chunk; else one buffer for each
+    // operand, stored between two barriers
+    [[unroll]] for (int j = 0; j < XPT; j++) {
+        int i = tid + j * NT;
+        if (i < XI) Xs[(i % NPX) * RS + i / NPX] = rx[j];
+    }
     for (int kt = 0; kt < nk; kt++) {
-        [[unroll]] for (int j = 0; j < XPT; j++) {
-            int i = tid + j * NT;
-            if (i < XI) Xs[(i % NPX) * RS + i / NPX] = rx[j];
+        int xb = XST == 2 ? (kt & 1) * NPX * RS : 0;
+        bool more = kt + 1 < nk;
+#ifndef WGLOBAL
+        if (kt > 0) {
+            [[unroll]] for (int j = 0; j < XPT; j++) {
+                int i = tid + j * NT;
+                if (i < XI) Xs[(i % NPX) * RS + i / NPX] = rx[j];
+            }
         }
         [[unroll]] for (int j = 0; j < WPT; j++) {
             int i = tid + j * NT;
             if (i < KH * KW * MF * 16 * CQ) Ws[slot_w(i)] = rw[j];
         }
+#endif
         barrier();
-        if (kt + 1 < nk) {
+        if (more) {
             [[unroll]] for (int j = 0; j < XPT; j++) rx[j] = fetch_x(tid + j * NT, (kt + 1) * CK);
+#ifndef WGLOBAL
             [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, (kt + 1) * CK);
+#endif
         }
         [[unroll]] for (int t = 0; t < TAPS; t++) {
             if (t >= KH * KW) break;
@@ -214,7 +245,12 @@ void main()
                 for (int i = 0; i < MF; i++)
                     for (int j = 0; j < 8; j++) {
                         int e = lane + 32 * j, m = e / 16, n = e % 16;
-                        int qa = ((t * MF + i) * 16 + m) * RS, qb = ((y + kh) * SW + kw + n) * RS;
+#ifdef WGLOBAL
+                        int qa = ((t * pc.MP + o0 + i * 16 + m) * pc.CP + kt * CK) / 8;
+#else
+                        int qa = ((t * MF + i) * 16 + m) * RS;
+#endif
+                        int qb = xb + ((y + kh) * SW + kw + n) * RS;
                         float sum = acc[i * RN + r].v[j];
                         for (int k = 0; k < CK; k++) sum += hs_w(qa + k / 8, k % 8) * hs_x(qb + k / 8, k % 8);
                         acc[i * RN + r].v[j] = sum;
@@ -223,20 +259,36 @@ void main()
 #else
             [[unroll]] for (int kq = 0; kq < CQ; kq += 2) {       // 16 channels a step
                 fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fa[MFMAX];
-                [[unroll]] for (int i = 0; i < MFMAX; i++)
+                [[unroll]] for (int i = 0; i < MFMAX; i++) {
+#ifdef WGLOBAL
+                    if (i < MF)
+                        coopMatLoadNV(fa[i], wh.v, (t * pc.MP + o0 + i * 16) * pc.CP + kt * CK + kq * 8, pc.CP, false);
+#else
                     if (i < MF) coopMatLoadNV(fa[i], Ws, ((t * MF + i) * 16) * RS + kq, RS, false);
+#endif
+                }
                 [[unroll]] for (int r = 0; r < RN; r++) {
                     int y = sg * RN + r;
                     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb;
-                    coopMatLoadNV(fb, Xs, ((y + kh) * SW + kw) * RS + kq, RS, true);
+                    coopMatLoadNV(fb, Xs, xb + ((y + kh) * SW + kw) * RS + kq, RS, true);
                     [[unroll]] for (int i = 0; i < MFMAX; i++)
                         if (i < MF) acc[i * RN + r] = coopMatMulAddNV(fa[i], fb, acc[i * RN + r]);
                 }
             }
 #endif
         }
+#ifdef WGLOBAL
+        if (more) {
+            [[unroll]] for (int j = 0; j < XPT; j++) {
+                int i = tid + j * NT;
+                if (i < XI) Xs[(NPX * RS - xb) + (i % NPX) * RS + i / NPX] = rx[j];
+            }
+        }
+#else
         barrier();
+#endif
     }
+    barrier();
 
     // store: interior fragments straight to the output, the others through
     // this subgroup's 16 x 16 f32 area in Xs (free after the last barrier)
