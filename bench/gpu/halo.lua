@@ -6,12 +6,20 @@
 --           per conv (what a model sees: no submit between kernels)
 --   gpu:    the kernel's own GPU time (lm.profile's timestamps), median of 9
 -- Each argument: CIN:COUT:HW[:N] (3x3, stride 1, padding 1, bias; N images).
--- Prints "case call med min max stream med min max gpu med min max" (ms).
+-- Prints "case call med min max stream med min max gpu med min max" (ms),
+-- after a "floor" line: one evaluation of a 16-element add.
 local lm = require "lumen"
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
 local timed = dofile((arg[0]:match("^(.*/)") or "./") .. "timed.lua")
 local batch_s = tonumber(os.getenv("HALO_BATCH_S") or "0.05")
 local R = 16
+
+-- the floor of one evaluation on this device: a 16-element add, submitted
+-- and waited for (what "call" pays besides the conv)
+do
+  local t = lm.zeros({16}):to(dev):eval()
+  print(string.format("floor %.4f %.4f %.4f", timed(function() return t + 1 end, batch_s)))
+end
 
 for _, case in ipairs(arg) do
   local f = {}
