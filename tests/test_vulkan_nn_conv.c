@@ -264,10 +264,12 @@ static void test_conv_halo(void **state)
     const char *envs[2] = {"LUMEN_VK_CONV_HALO", "LUMEN_VK_CONV_HALO_TILE"};
     char *saved[2];
     for (int i = 0; i < 2; i++) saved[i] = getenv(envs[i]) ? strdup(getenv(envs[i])) : NULL;
-    /* each mode with the 16-channel chunks, the 32-channel ones, and the
-     * weights read from the packed buffer */
-    const char *tiles[3] = {"h8", "h8k32", "h8g"}, *shaders[3] = {"conv_halo", "conv_halo_k32", "conv_halo_g"};
-    for (int m = 0; m < 6; m++) {
+    /* each mode with the 16-channel chunks, the 32-channel ones, the
+     * weights read from the packed buffer, and the input read by runs of 4
+     * pixels (where x allows) */
+    const char *tiles[4] = {"h8", "h8k32", "h8g", "h8gq"};
+    const char *shaders[4] = {"conv_halo", "conv_halo_k32", "conv_halo_g", "conv_halo_gq"};
+    for (int m = 0; m < 8; m++) {
         setenv("LUMEN_VK_CONV_HALO", m % 2 ? "1" : "simt", 1);
         setenv("LUMEN_VK_CONV_HALO_TILE", tiles[m / 2], 1);
         if (m % 2 && !halo_on_tensor_cores(shaders[m / 2])) {

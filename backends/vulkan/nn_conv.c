@@ -238,24 +238,40 @@ _Static_assert(sizeof(halo_pc) <= LM_VK_PUSH_BYTES, "conv_halo push constants");
 /* conv_halo's tiles: output rows per workgroup (16 pixels wide), the most
  * output-channel fragments of 16 per workgroup, input channels per chunk;
  * g: weight fragments read from the packed buffer (not staged), two input
- * buffers.  simt: the emulation with the same chunk and weight path. */
-typedef struct halo_tile { const char *name, *shader, *simt; int th, mfmax, ck; } halo_tile;
+ * buffers; q: the input read as aligned runs of 4 pixels (8-byte loads),
+ * where x allows (else the tile named by `plain`).  simt: the emulation
+ * with the same chunk, weight and input paths. */
+typedef struct halo_tile { const char *name, *shader, *simt; int th, mfmax, ck; const char *plain; } halo_tile;
 static const halo_tile halo_tiles[] = {
-    {"h8", "conv_halo", "conv_halo_simt", 8, 4, 16},              /* 4 subgroups of 2 rows */
-    {"h4", "conv_halo_h4", "conv_halo_simt", 4, 4, 16},           /* 4 of 1 row */
-    {"h16", "conv_halo_h16", "conv_halo_simt", 16, 4, 16},        /* 8 of 2 rows */
-    {"h8k32", "conv_halo_k32", "conv_halo_simt_k32", 8, 2, 32},   /* 4 of 2 rows, 32 channels a chunk */
-    {"h4k32", "conv_halo_h4k32", "conv_halo_simt_k32", 4, 2, 32}, /* 4 of 1 row, the same */
-    {"h8g", "conv_halo_g", "conv_halo_simt_g", 8, 4, 32},         /* 4 of 2 rows, g */
-    {"h4g", "conv_halo_h4g", "conv_halo_simt_g", 4, 4, 32},       /* 4 of 1 row, g */
+    {"h8", "conv_halo", "conv_halo_simt", 8, 4, 16, NULL},              /* 4 subgroups of 2 rows */
+    {"h4", "conv_halo_h4", "conv_halo_simt", 4, 4, 16, NULL},           /* 4 of 1 row */
+    {"h16", "conv_halo_h16", "conv_halo_simt", 16, 4, 16, NULL},        /* 8 of 2 rows */
+    {"h8k32", "conv_halo_k32", "conv_halo_simt_k32", 8, 2, 32, NULL},   /* 4 of 2 rows, 32 channels a chunk */
+    {"h4k32", "conv_halo_h4k32", "conv_halo_simt_k32", 4, 2, 32, NULL}, /* 4 of 1 row, the same */
+    {"h8g", "conv_halo_g", "conv_halo_simt_g", 8, 4, 32, NULL},         /* 4 of 2 rows, g */
+    {"h4g", "conv_halo_h4g", "conv_halo_simt_g", 4, 4, 32, NULL},       /* 4 of 1 row, g */
+    {"h8gq", "conv_halo_gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"},     /* h8g, q */
+    {"h4gq", "conv_halo_h4gq", "conv_halo_simt_gq", 4, 4, 32, "h4g"},   /* h4g, q */
 };
 
-static const halo_tile *halo_tile_for(void)
+static const halo_tile *halo_tile_named(const char *name)
 {
-    const char *e = getenv("LUMEN_VK_CONV_HALO_TILE");
-    for (size_t i = 0; e && i < sizeof halo_tiles / sizeof *halo_tiles; i++)
-        if (!strcmp(e, halo_tiles[i].name)) return &halo_tiles[i];
-    return &halo_tiles[0];
+    for (size_t i = 0; name && i < sizeof halo_tiles / sizeof *halo_tiles; i++)
+        if (!strcmp(name, halo_tiles[i].name)) return &halo_tiles[i];
+    return NULL;
+}
+
+/* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default); a q tile
+ * needs W, x's offset and strides multiples of 4 and an 8-byte aligned
+ * binding, and at most 4 columns of left padding */
+static const halo_tile *halo_tile_for(const lm_array *node)
+{
+    const halo_tile *t = halo_tile_named(getenv("LUMEN_VK_CONV_HALO_TILE"));
+    if (!t) t = &halo_tiles[0];
+    const lm_array *x = node->inputs[0];
+    bool runs = x->shape[3] % 4 == 0 && x->offset % 4 == 0 && x->strides[0] % 4 == 0 && x->strides[1] % 4 == 0 &&
+                x->strides[2] % 4 == 0 && lm_vk_mem_of(x)->off % 8 == 0 && node->params.i[3] <= 4;
+    return t->plain && !runs ? halo_tile_named(t->plain) : t;
 }
 
 /* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels, all: any count
@@ -347,7 +363,7 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
     const int64_t *p = node->params.i;
-    const halo_tile *t = halo_tile_for();
+    const halo_tile *t = halo_tile_for(node);
     int32_t mf = (int32_t)((g->O + 15) / 16);
     if (mf > t->mfmax) mf = t->mfmax;
     /* whole fragments and chunks of 32 channels, zero-padded */

@@ -57,7 +57,14 @@
 #define CQ (CK / 8)              // uvec4s of a staged row's data
 #define NT (WARPS * 32)
 #define RN (TH / WARPS)          // output rows (fragments) per subgroup
+#ifdef XQUAD
+// the input read as runs of 4 pixels (8-byte loads): the staged tile starts
+// 4 pixels left of the output tile, 6 runs wide
+#define QW 6
+#define SW (QW * 4)
+#else
 #define SW (TW + 2)              // staged tile width, pixels
+#endif
 #define SH (TH + 2)
 #define NPX (SH * SW)
 #ifdef HALO_SIMT
@@ -123,7 +130,13 @@ float hs_x(int q, int h) { return unpackHalf2x16(Xs[q][h >> 1] >> ((h & 1) * 16)
 #error "conv_halo: the bias tile or the store staging does not fit in the input tile"
 #endif
 
-#define XI (NPX * (CK / 8))                     // input chunks of 8 halves
+#ifdef XQUAD
+#define XU 4                                    // uvec4s (pixels) per input item
+#define XI (SH * QW * CQ)                       // input items: 4 pixels x 8 channels
+#else
+#define XU 1
+#define XI (NPX * CQ)                           // input items: 1 pixel x 8 channels
+#endif
 #define XPT ((XI + NT - 1) / NT)
 #ifdef WGLOBAL
 #define WPT 1                                   // unused: fragments come from the buffer
@@ -136,19 +149,65 @@ uint pack2(uint lo, uint hi) { return lo | (hi << 16); }
 
 int n_img, ob, oy0, ox0;
 
-// item i of the input chunk at channel c0: pixel i % NPX, channels
-// c0 + (i / NPX) * 8 .. + 7, zero outside the image and past C
-uvec4 fetch_x(int i, int c0)
+// the input tile's first column: XQUAD 4 pixels left of the output tile
+// (aligned runs), else the left padding
+int x_org() {
+#ifdef XQUAD
+    return 4;
+#else
+    return pc.pl;
+#endif
+}
+
+// item i of the input chunk at channel c0, zero outside the image and past
+// C: channels c0 + g * 8 .. + 7 of one pixel (px = i % NPX, g = i / NPX),
+// or with XQUAD of the 4 pixels of run q of staged row rr (i = (g * SH +
+// rr) * QW + q), read as 8-byte runs (the host's promise: W, x's offset and
+// strides multiples of 4, so a run is all in or all out)
+void fetch_x(int i, int c0, out uvec4 r[XU])
 {
-    if (i >= XI) return uvec4(0u);
+    [[unroll]] for (int p = 0; p < XU; p++) r[p] = uvec4(0u);
+    if (i >= XI) return;
+#ifdef XQUAD
+    int g = i / (SH * QW), rq = i - g * (SH * QW), rr = rq / QW, q = rq - rr * QW;
+    int iy = oy0 - pc.pt + rr, ix = ox0 - 4 + q * 4;
+#else
     int px = i % NPX, g = i / NPX;
     int iy = oy0 - pc.pt + px / SW, ix = ox0 - pc.pl + px % SW;
-    if (iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) return uvec4(0u);
+#endif
+    if (iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) return;
     int c = c0 + g * 8;
     int at = pc.off_x + n_img * pc.sxn + c * pc.sxc + iy * pc.sxh + ix;
+#ifdef XQUAD
+    uvec2 h[8];
+    [[unroll]] for (int j = 0; j < 8; j++)
+        h[j] = c + j < pc.C ? unpackUint2x32(u64_1.v[(at + j * pc.sxc) >> 2]) : uvec2(0u);
+    // pixel p of channel j: half p of the run; a uvec4 holds 8 channels
+    [[unroll]] for (int k = 0; k < 4; k++) {
+        uvec2 a = h[2 * k], b = h[2 * k + 1];
+        r[0][k] = (a.x & 0xffffu) | (b.x << 16);
+        r[1][k] = (a.x >> 16) | (b.x & 0xffff0000u);
+        r[2][k] = (a.y & 0xffffu) | (b.y << 16);
+        r[3][k] = (a.y >> 16) | (b.y & 0xffff0000u);
+    }
+#else
     uint h[8];
     [[unroll]] for (int j = 0; j < 8; j++) h[j] = c + j < pc.C ? uint(u16_1.v[at + j * pc.sxc]) : 0u;
-    return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+    r[0] = uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+#endif
+}
+
+// item i's slots in an input buffer starting at base (uvec4 units)
+void store_x(int i, uvec4 r[XU], int base)
+{
+    if (i >= XI) return;
+#ifdef XQUAD
+    int g = i / (SH * QW), rq = i - g * (SH * QW);
+    int px = rq * 4;       // (rr * QW + q) * 4 = rr * SW + q * 4
+#else
+    int px = i % NPX, g = i / NPX;
+#endif
+    [[unroll]] for (int p = 0; p < XU; p++) Xs[base + (px + p) * RS + g] = r[p];
 }
 
 // item i of the weight chunk at channel c0: row i / 2 = (tap, out channel)
@@ -199,8 +258,8 @@ void main()
     }
     barrier();
 
-    uvec4 rx[XPT], rw[WPT];
-    [[unroll]] for (int j = 0; j < XPT; j++) rx[j] = fetch_x(tid + j * NT, 0);
+    uvec4 rx[XPT][XU], rw[WPT];
+    [[unroll]] for (int j = 0; j < XPT; j++) fetch_x(tid + j * NT, 0, rx[j]);
 #ifndef WGLOBAL
     [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, 0);
 #endif
@@ -208,19 +267,14 @@ void main()
     // WGLOBAL: two input buffers, the next chunk stored into the other one
     // after the products, one barrier a chunk; else one buffer for each
     // operand, stored between two barriers
-    [[unroll]] for (int j = 0; j < XPT; j++) {
-        int i = tid + j * NT;
-        if (i < XI) Xs[(i % NPX) * RS + i / NPX] = rx[j];
-    }
+    [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, rx[j], 0);
+    int xsh = x_org() - pc.pl;      // the views' shift: staged column of output x, tap 0
     for (int kt = 0; kt < nk; kt++) {
         int xb = XST == 2 ? (kt & 1) * NPX * RS : 0;
         bool more = kt + 1 < nk;
 #ifndef WGLOBAL
         if (kt > 0) {
-            [[unroll]] for (int j = 0; j < XPT; j++) {
-                int i = tid + j * NT;
-                if (i < XI) Xs[(i % NPX) * RS + i / NPX] = rx[j];
-            }
+            [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, rx[j], 0);
         }
         [[unroll]] for (int j = 0; j < WPT; j++) {
             int i = tid + j * NT;
@@ -229,7 +283,7 @@ void main()
 #endif
         barrier();
         if (more) {
-            [[unroll]] for (int j = 0; j < XPT; j++) rx[j] = fetch_x(tid + j * NT, (kt + 1) * CK);
+            [[unroll]] for (int j = 0; j < XPT; j++) fetch_x(tid + j * NT, (kt + 1) * CK, rx[j]);
 #ifndef WGLOBAL
             [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, (kt + 1) * CK);
 #endif
@@ -239,7 +293,7 @@ void main()
             int kh = t / KW, kw = t - kh * KW;
 #ifdef HALO_SIMT
             // A: row-major rows of RS uvec4s from (t * MF + i) * 16; B:
-            // column n (pixel) of output row y at ((y + kh) * SW + kw + n) * RS
+            // column n (pixel) of output row y at ((y + kh) * SW + kw + xsh + n) * RS
             for (int r = 0; r < RN; r++) {
                 int y = sg * RN + r;
                 for (int i = 0; i < MF; i++)
@@ -250,7 +304,7 @@ void main()
 #else
                         int qa = ((t * MF + i) * 16 + m) * RS;
 #endif
-                        int qb = xb + ((y + kh) * SW + kw + n) * RS;
+                        int qb = xb + ((y + kh) * SW + kw + xsh + n) * RS;
                         float sum = acc[i * RN + r].v[j];
                         for (int k = 0; k < CK; k++) sum += hs_w(qa + k / 8, k % 8) * hs_x(qb + k / 8, k % 8);
                         acc[i * RN + r].v[j] = sum;
@@ -270,7 +324,7 @@ void main()
                 [[unroll]] for (int r = 0; r < RN; r++) {
                     int y = sg * RN + r;
                     fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> fb;
-                    coopMatLoadNV(fb, Xs, xb + ((y + kh) * SW + kw) * RS + kq, RS, true);
+                    coopMatLoadNV(fb, Xs, xb + ((y + kh) * SW + kw + xsh) * RS + kq, RS, true);
                     [[unroll]] for (int i = 0; i < MFMAX; i++)
                         if (i < MF) acc[i * RN + r] = coopMatMulAddNV(fa[i], fb, acc[i * RN + r]);
                 }
@@ -279,10 +333,7 @@ void main()
         }
 #ifdef WGLOBAL
         if (more) {
-            [[unroll]] for (int j = 0; j < XPT; j++) {
-                int i = tid + j * NT;
-                if (i < XI) Xs[(NPX * RS - xb) + (i % NPX) * RS + i / NPX] = rx[j];
-            }
+            [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, rx[j], NPX * RS - xb);
         }
 #else
         barrier();
