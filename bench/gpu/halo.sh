@@ -11,11 +11,11 @@
 #   stats: registers and shared memory of each pipeline (build/bench/vkstats)
 #   test:  test_vulkan_nn_conv with the halo kernel, under the validation
 #          layer and without
-#   HALO_STEPS="peer base h8 h8g h8gq h4gq h4g rrdb h8k32 test h4 h4k32 h16 stats test-nodirect" OUT=... sh bench/gpu/halo.sh
+#   HALO_STEPS="peer base h8 h8g h8gq h4gq h4g test rrdb h8k32 h4 h4k32 h16 stats test-nodirect" OUT=... sh bench/gpu/halo.sh
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 CASES=${HALO_CASES:-"64:32:128 96:32:128 192:64:128 64:32:256 192:32:256 64:64:256 16:16:256 48:48:128"}
-for s in ${HALO_STEPS:-peer base h8 h8g h8gq h4gq h4g rrdb h8k32 test h4 h4k32 h16 stats test-nodirect}; do
+for s in ${HALO_STEPS:-peer base h8 h8g h8gq h4gq h4g test rrdb h8k32 h4 h4k32 h16 stats test-nodirect}; do
     echo "=== $s $(date -u +%H:%M:%S)"
     case $s in
     peer)
