@@ -252,6 +252,7 @@ static const halo_tile halo_tiles[] = {
     {"h4g", "conv_halo_h4g", "conv_halo_simt_g", 4, 4, 32, NULL},       /* 4 of 1 row, g */
     {"h8gq", "conv_halo_gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"},     /* h8g, q */
     {"h4gq", "conv_halo_h4gq", "conv_halo_simt_gq", 4, 4, 32, "h4g"},   /* h4g, q */
+    {"h8w8gq", "conv_halo_w8gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"}, /* 8 of 1 row, g, q */
 };
 
 static const halo_tile *halo_tile_named(const char *name)

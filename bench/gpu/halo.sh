@@ -4,18 +4,18 @@
 # layers and driver set up as bench/gpu/device_run.sh does):
 #   peer:  cuDNN (TF32 off) per call (ops.py's synchronised wall clock, 5
 #          batches of 10) and per kernel (CUDA events over 50 calls, 5 times)
-#   base / h8 / h4 / h16 / h8k32 / h4k32 / h8g / h4g / h8gq / h4gq: bench/gpu/halo.lua with the implicit GEMM
+#   base and each halo tile (h8 h4 h16 h8k32 h4k32 h8g h4g h8gq h4gq h8w8gq): bench/gpu/halo.lua with the implicit GEMM
 #          (LUMEN_VK_CONV_HALO=0) and each halo tile (LUMEN_VK_CONV_HALO=1)
 #   rrdb:  one ESRGAN RRDB block (bench/gpu/rrdb.lua) at 128² and 256² with
 #          the GEMM and with the halo tiles RRDB_TILES, beside rrdb.py
 #   stats: registers and shared memory of each pipeline (build/bench/vkstats)
 #   test:  test_vulkan_nn_conv with the halo kernel, under the validation
 #          layer and without
-#   HALO_STEPS="peer base h8 h8g h8gq h4gq h4g test rrdb h8k32 h4 h4k32 h16 stats test-nodirect" OUT=... sh bench/gpu/halo.sh
+#   HALO_STEPS="peer base h8 h8g h8gq h4gq h4g test rrdb h8w8gq h8k32 h4 h4k32 h16 stats test-nodirect" OUT=... sh bench/gpu/halo.sh
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 CASES=${HALO_CASES:-"64:32:128 96:32:128 192:64:128 64:32:256 192:32:256 64:64:256 16:16:256 48:48:128"}
-for s in ${HALO_STEPS:-peer base h8 h8g h8gq h4gq h4g test rrdb h8k32 h4 h4k32 h16 stats test-nodirect}; do
+for s in ${HALO_STEPS:-peer base h8 h8g h8gq h4gq h4g test rrdb h8w8gq h8k32 h4 h4k32 h16 stats test-nodirect}; do
     echo "=== $s $(date -u +%H:%M:%S)"
     case $s in
     peer)
@@ -43,7 +43,7 @@ for c in sys.argv[1:]:
 PY
         ) ;;
     base) LUMEN_FALLBACK=0 LUMEN_VK_CONV_HALO=0 build/lumen bench/gpu/halo.lua $CASES 2>&1 ;;
-    h8|h4|h16|h8k32|h4k32|h8g|h4g|h8gq|h4gq) LUMEN_FALLBACK=0 LUMEN_VK_CONV_HALO=1 LUMEN_VK_CONV_HALO_TILE=$s build/lumen bench/gpu/halo.lua $CASES 2>&1 ;;
+    h8|h4|h16|h8k32|h4k32|h8g|h4g|h8gq|h4gq|h8w8gq) LUMEN_FALLBACK=0 LUMEN_VK_CONV_HALO=1 LUMEN_VK_CONV_HALO_TILE=$s build/lumen bench/gpu/halo.lua $CASES 2>&1 ;;
     rrdb)
         python3 bench/gpu/rrdb.py 128 256 2>&1
         echo "--- LUMEN_VK_CONV_HALO=0"
