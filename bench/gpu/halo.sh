@@ -4,13 +4,14 @@
 # layers and driver set up as bench/gpu/device_run.sh does):
 #   peer:  cuDNN (TF32 off) per call (ops.py's synchronised wall clock, 5
 #          batches of 10) and per kernel (CUDA events over 50 calls, 5 times)
-#   base and each halo tile (h8 h4 h16 h8k32 h4k32 h8g h4g h8gq h4gq h8w8gq): bench/gpu/halo.lua with the implicit GEMM
-#          (LUMEN_VK_CONV_HALO=0) and each halo tile (LUMEN_VK_CONV_HALO=1)
+#   base:  bench/gpu/halo.lua with the implicit GEMM (LUMEN_VK_CONV_HALO=0)
+#   h8, h4, h16, h8k32, h4k32, h8g, h4g, h8gq, h4gq, h8w8gq: the same with
+#          that halo tile (LUMEN_VK_CONV_HALO=1, LUMEN_VK_CONV_HALO_TILE)
 #   rrdb:  one ESRGAN RRDB block (bench/gpu/rrdb.lua) at 128² and 256² with
 #          the GEMM and with the halo tiles RRDB_TILES, beside rrdb.py
 #   stats: registers and shared memory of each pipeline (build/bench/vkstats)
-#   test:  test_vulkan_nn_conv with the halo kernel, under the validation
-#          layer and without
+#   test:  test_vulkan_nn_conv with the halo kernel under the validation
+#          layer (test-nodirect: every fragment stored element by element)
 #   HALO_STEPS="peer base h8 h8g h8gq h4gq h4g test rrdb h8w8gq h8k32 h4 h4k32 h16 stats test-nodirect" OUT=... sh bench/gpu/halo.sh
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
