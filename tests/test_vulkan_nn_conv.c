@@ -267,9 +267,9 @@ static void test_conv_halo(void **state)
     /* each mode with the 16-channel chunks, the 32-channel ones, the
      * weights read from the packed buffer, and the input read by runs of 4
      * pixels (where x allows) */
-    const char *tiles[4] = {"h8", "h8k32", "h8g", "h8gq"};
-    const char *shaders[4] = {"conv_halo", "conv_halo_k32", "conv_halo_g", "conv_halo_gq"};
-    for (int m = 0; m < 8; m++) {
+    const char *tiles[5] = {"h8", "h8k32", "h8g", "h8gq", "h8q"};
+    const char *shaders[5] = {"conv_halo", "conv_halo_k32", "conv_halo_g", "conv_halo_gq", "conv_halo_q"};
+    for (int m = 0; m < 10; m++) {
         setenv("LUMEN_VK_CONV_HALO", m % 2 ? "1" : "simt", 1);
         setenv("LUMEN_VK_CONV_HALO_TILE", tiles[m / 2], 1);
         if (m % 2 && !halo_on_tensor_cores(shaders[m / 2])) {
@@ -316,7 +316,7 @@ static void test_conv_halo(void **state)
     /* simt: the kernel ran; the packed weights are made once per weight
      * view and again after the weights are written in place */
     setenv("LUMEN_VK_CONV_HALO", "simt", 1);
-    unsetenv("LUMEN_VK_CONV_HALO_TILE");
+    setenv("LUMEN_VK_CONV_HALO_TILE", "h8", 1);
     int64_t xs[4] = {1, 32, 8, 16}, ws[4] = {32, 32, 3, 3}, p1[4] = {1, 1, 1, 1};
     lm_array *xc = data(4, xs, LM_F16, -1, 1, 0), *wc = data(4, ws, LM_F16, -0.5, 0.5, 0);
     lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);

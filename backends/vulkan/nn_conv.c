@@ -253,6 +253,9 @@ static const halo_tile halo_tiles[] = {
     {"h8gq", "conv_halo_gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"},     /* h8g, q */
     {"h4gq", "conv_halo_h4gq", "conv_halo_simt_gq", 4, 4, 32, "h4g"},   /* h4g, q */
     {"h8w8gq", "conv_halo_w8gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"}, /* 8 of 1 row, g, q */
+    {"h8q", "conv_halo_q", "conv_halo_simt_q", 8, 4, 16, "h8"},         /* h8, q */
+    {"h16q", "conv_halo_h16q", "conv_halo_simt_q", 16, 4, 16, "h16"},   /* h16, q */
+    {"h16w4q", "conv_halo_h16w4q", "conv_halo_simt_q", 16, 4, 16, "h16"}, /* 4 of 4 rows, q */
 };
 
 static const halo_tile *halo_tile_named(const char *name)
@@ -268,7 +271,9 @@ static const halo_tile *halo_tile_named(const char *name)
 static const halo_tile *halo_tile_for(const lm_array *node)
 {
     const halo_tile *t = halo_tile_named(getenv("LUMEN_VK_CONV_HALO_TILE"));
-    if (!t) t = &halo_tiles[0];
+    /* default: h8gq (the fastest on the H100 at 16-32 output channels,
+     * 2026-11-25 22:00, docs/VULKAN.md "Halo tiles") */
+    if (!t) t = halo_tile_named("h8gq");
     const lm_array *x = node->inputs[0];
     bool runs = x->shape[3] % 4 == 0 && x->offset % 4 == 0 && x->strides[0] % 4 == 0 && x->strides[1] % 4 == 0 &&
                 x->strides[2] % 4 == 0 && lm_vk_mem_of(x)->off % 8 == 0 && node->params.i[3] <= 4;
@@ -277,8 +282,9 @@ static const halo_tile *halo_tile_for(const lm_array *node)
 
 /* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels, all: any count
  * (in blocks of 64), simt: conv_halo_simt.comp on any device (tests);
- * unset: HALO_DEFAULT */
-#define HALO_DEFAULT "0"
+ * unset: up to 32 (where it measured faster than the implicit GEMM on the
+ * H100; at 48-64 the GEMM was as fast or faster) */
+#define HALO_DEFAULT "32"
 static const char *halo_env(void)
 {
     const char *e = getenv("LUMEN_VK_CONV_HALO");
@@ -287,8 +293,8 @@ static const char *halo_env(void)
 
 /* Does conv_halo take this conv?  An f16 x f16 conv (on tensor cores: one
  * that conv_coop would take, the caller checks), groups 1, stride and
- * dilation 1, kernels up to 3x3, x unit-strided along W, at most 64
- * output channels unless LUMEN_VK_CONV_HALO=all or simt. */
+ * dilation 1, kernels up to 3x3, x unit-strided along W, at most 32 output
+ * channels by default, 64 with LUMEN_VK_CONV_HALO=1, any with all or simt. */
 static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
 {
     const char *e = halo_env();
@@ -298,7 +304,7 @@ static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
     const int64_t *p = node->params.i;
     if (g->G != 1 || p[0] != 1 || p[1] != 1 || p[6] != 1 || p[7] != 1 || g->KH > 3 || g->KW > 3) return false;
     if (node->inputs[0]->strides[3] != 1 && g->W > 1) return false;
-    if (strcmp(e, "all") && strcmp(e, "simt") && g->Og > 64) return false;
+    if (strcmp(e, "all") && strcmp(e, "simt") && g->Og > (strcmp(e, "32") ? 64 : 32)) return false;
     int64_t mp = (g->O + 63) / 64 * 64, cp = (g->Cg + 31) / 32 * 32;
     const lm_vk_features *ft = &v->feat;
     return ft->max_shared >= 24 * 1024 && g->KH * g->KW * mp * cp < INT32_MAX && (g->OW + 15) / 16 <= ft->max_groups[0] &&

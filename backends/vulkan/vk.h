@@ -23,6 +23,7 @@
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
 #define LM_VK_BATCH 1024          /* dispatches per submit */
+#define LM_VK_MAX_SHADERS 128     /* embedded shaders (shader modules made on first use) */
 
 typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;
 
@@ -121,8 +122,8 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
-    VkShaderModule modules[64];
-    const lm_vk_shader *module_src[64];
+    VkShaderModule modules[LM_VK_MAX_SHADERS];   /* by index in lm_vk_shaders */
+    const lm_vk_shader *module_src[LM_VK_MAX_SHADERS];
 } lm_vk_dev;
 
 /* one operand of a dispatch: a buffer range and whether the kernel writes it */

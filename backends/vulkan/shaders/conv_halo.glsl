@@ -176,12 +176,16 @@ void fetch_x(int i, int c0, out uvec4 r[XU])
     int iy = oy0 - pc.pt + px / SW, ix = ox0 - pc.pl + px % SW;
 #endif
     if (iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) return;
+    // every load unconditional (channels past C read channel C - 1 and are
+    // zeroed after), so that a thread's loads are all in flight at once
     int c = c0 + g * 8;
-    int at = pc.off_x + n_img * pc.sxn + c * pc.sxc + iy * pc.sxh + ix;
+    int at = pc.off_x + n_img * pc.sxn + iy * pc.sxh + ix;
 #ifdef XQUAD
     uvec2 h[8];
     [[unroll]] for (int j = 0; j < 8; j++)
-        h[j] = c + j < pc.C ? unpackUint2x32(u64_1.v[(at + j * pc.sxc) >> 2]) : uvec2(0u);
+        h[j] = unpackUint2x32(u64_1.v[(at + min(c + j, pc.C - 1) * pc.sxc) >> 2]);
+    [[unroll]] for (int j = 0; j < 8; j++)
+        if (c + j >= pc.C) h[j] = uvec2(0u);
     // pixel p of channel j: half p of the run; a uvec4 holds 8 channels
     [[unroll]] for (int k = 0; k < 4; k++) {
         uvec2 a = h[2 * k], b = h[2 * k + 1];
@@ -192,7 +196,9 @@ void fetch_x(int i, int c0, out uvec4 r[XU])
     }
 #else
     uint h[8];
-    [[unroll]] for (int j = 0; j < 8; j++) h[j] = c + j < pc.C ? uint(u16_1.v[at + j * pc.sxc]) : 0u;
+    [[unroll]] for (int j = 0; j < 8; j++) h[j] = uint(u16_1.v[at + min(c + j, pc.C - 1) * pc.sxc]);
+    [[unroll]] for (int j = 0; j < 8; j++)
+        if (c + j >= pc.C) h[j] = 0u;
     r[0] = uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
 #endif
 }
