@@ -131,10 +131,8 @@ float hs_x(int q, int h) { return unpackHalf2x16(Xs[q][h >> 1] >> ((h & 1) * 16)
 #endif
 
 #ifdef XQUAD
-#define XU 4                                    // uvec4s (pixels) per input item
 #define XI (SH * QW * CQ)                       // input items: 4 pixels x 8 channels
 #else
-#define XU 1
 #define XI (NPX * CQ)                           // input items: 1 pixel x 8 channels
 #endif
 #define XPT ((XI + NT - 1) / NT)
@@ -159,61 +157,75 @@ int x_org() {
 #endif
 }
 
-// item i of the input chunk at channel c0, zero outside the image and past
-// C: channels c0 + g * 8 .. + 7 of one pixel (px = i % NPX, g = i / NPX),
-// or with XQUAD of the 4 pixels of run q of staged row rr (i = (g * SH +
-// rr) * QW + q), read as 8-byte runs (the host's promise: W, x's offset and
-// strides multiples of 4, so a run is all in or all out)
-void fetch_x(int i, int c0, out uvec4 r[XU])
-{
-    [[unroll]] for (int p = 0; p < XU; p++) r[p] = uvec4(0u);
-    if (i >= XI) return;
+// Item i of the input chunk at channel c0: channels c0 + g * 8 .. + 7 of
+// one pixel (px = i % NPX, g = i / NPX), or with XQUAD of the 4 pixels of
+// run q of staged row rr (i = (g * SH + rr) * QW + q), read as 8-byte runs
+// (the host's promise: W, x's offset and strides multiples of 4, so a run
+// is all in or all out).  fetch_x only loads, each load unconditional (the
+// address clamped into the image and to channel C - 1), so that all of a
+// thread's loads are in flight while the current chunk is multiplied;
+// store_x zeroes what lies outside the image or past C, packs 8 channels
+// per pixel and writes them to the staged tile.
 #ifdef XQUAD
-    int g = i / (SH * QW), rq = i - g * (SH * QW), rr = rq / QW, q = rq - rr * QW;
-    int iy = oy0 - pc.pt + rr, ix = ox0 - 4 + q * 4;
+#define RAW uvec2                // a run of 4 pixels of one channel
 #else
-    int px = i % NPX, g = i / NPX;
-    int iy = oy0 - pc.pt + px / SW, ix = ox0 - pc.pl + px % SW;
+#define RAW uint                 // one pixel of one channel
 #endif
-    if (iy < 0 || iy >= pc.H || ix < 0 || ix >= pc.W) return;
-    // every load unconditional (channels past C read channel C - 1 and are
-    // zeroed after), so that a thread's loads are all in flight at once
-    int c = c0 + g * 8;
-    int at = pc.off_x + n_img * pc.sxn + iy * pc.sxh + ix;
+
+void item_pos(int i, out int g, out int px, out int iy, out int ix)
+{
 #ifdef XQUAD
-    uvec2 h[8];
-    [[unroll]] for (int j = 0; j < 8; j++)
-        h[j] = unpackUint2x32(u64_1.v[(at + min(c + j, pc.C - 1) * pc.sxc) >> 2]);
-    [[unroll]] for (int j = 0; j < 8; j++)
-        if (c + j >= pc.C) h[j] = uvec2(0u);
-    // pixel p of channel j: half p of the run; a uvec4 holds 8 channels
-    [[unroll]] for (int k = 0; k < 4; k++) {
-        uvec2 a = h[2 * k], b = h[2 * k + 1];
-        r[0][k] = (a.x & 0xffffu) | (b.x << 16);
-        r[1][k] = (a.x >> 16) | (b.x & 0xffff0000u);
-        r[2][k] = (a.y & 0xffffu) | (b.y << 16);
-        r[3][k] = (a.y >> 16) | (b.y & 0xffff0000u);
-    }
+    g = i / (SH * QW);
+    int rq = i - g * (SH * QW), rr = rq / QW, q = rq - rr * QW;
+    px = rq * 4;           // (rr * QW + q) * 4 = rr * SW + q * 4
+    iy = oy0 - pc.pt + rr;
+    ix = ox0 - 4 + q * 4;
 #else
-    uint h[8];
-    [[unroll]] for (int j = 0; j < 8; j++) h[j] = uint(u16_1.v[at + min(c + j, pc.C - 1) * pc.sxc]);
-    [[unroll]] for (int j = 0; j < 8; j++)
-        if (c + j >= pc.C) h[j] = 0u;
-    r[0] = uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
+    g = i / NPX;
+    px = i - g * NPX;
+    iy = oy0 - pc.pt + px / SW;
+    ix = ox0 - pc.pl + px % SW;
 #endif
 }
 
-// item i's slots in an input buffer starting at base (uvec4 units)
-void store_x(int i, uvec4 r[XU], int base)
+void fetch_x(int i, int c0, out RAW r[8])
+{
+    int g, px, iy, ix;
+    item_pos(min(i, XI - 1), g, px, iy, ix);
+    int c = c0 + g * 8;
+    int at = pc.off_x + n_img * pc.sxn + clamp(iy, 0, pc.H - 1) * pc.sxh;
+#ifdef XQUAD
+    at += clamp(ix, 0, pc.W - 4);
+    [[unroll]] for (int j = 0; j < 8; j++) r[j] = unpackUint2x32(u64_1.v[(at + min(c + j, pc.C - 1) * pc.sxc) >> 2]);
+#else
+    at += clamp(ix, 0, pc.W - 1);
+    [[unroll]] for (int j = 0; j < 8; j++) r[j] = uint(u16_1.v[at + min(c + j, pc.C - 1) * pc.sxc]);
+#endif
+}
+
+void store_x(int i, int c0, RAW r[8], int base)
 {
     if (i >= XI) return;
+    int g, px, iy, ix;
+    item_pos(i, g, px, iy, ix);
+    int c = c0 + g * 8;
+    bool inside = iy >= 0 && iy < pc.H && ix >= 0 && ix < pc.W;
+    [[unroll]] for (int j = 0; j < 8; j++)
+        if (!inside || c + j >= pc.C) r[j] = RAW(0u);
 #ifdef XQUAD
-    int g = i / (SH * QW), rq = i - g * (SH * QW);
-    int px = rq * 4;       // (rr * QW + q) * 4 = rr * SW + q * 4
+    // pixel p of channel j: half p of the run; a uvec4 holds 8 channels
+    uvec4 v[4];
+    [[unroll]] for (int k = 0; k < 4; k++) {
+        uvec2 a = r[2 * k], b = r[2 * k + 1];
+        v[0][k] = (a.x & 0xffffu) | (b.x << 16);
+        v[1][k] = (a.x >> 16) | (b.x & 0xffff0000u);
+        v[2][k] = (a.y & 0xffffu) | (b.y << 16);
+        v[3][k] = (a.y >> 16) | (b.y & 0xffff0000u);
+    }
+    [[unroll]] for (int p = 0; p < 4; p++) Xs[base + (px + p) * RS + g] = v[p];
 #else
-    int px = i % NPX, g = i / NPX;
+    Xs[base + px * RS + g] = uvec4(pack2(r[0], r[1]), pack2(r[2], r[3]), pack2(r[4], r[5]), pack2(r[6], r[7]));
 #endif
-    [[unroll]] for (int p = 0; p < XU; p++) Xs[base + (px + p) * RS + g] = r[p];
 }
 
 // item i of the weight chunk at channel c0: row i / 2 = (tap, out channel)
@@ -264,7 +276,8 @@ void main()
     }
     barrier();
 
-    uvec4 rx[XPT][XU], rw[WPT];
+    RAW rx[XPT][8];
+    uvec4 rw[WPT];
     [[unroll]] for (int j = 0; j < XPT; j++) fetch_x(tid + j * NT, 0, rx[j]);
 #ifndef WGLOBAL
     [[unroll]] for (int j = 0; j < WPT; j++) rw[j] = fetch_w(tid + j * NT, 0);
@@ -273,14 +286,14 @@ void main()
     // WGLOBAL: two input buffers, the next chunk stored into the other one
     // after the products, one barrier a chunk; else one buffer for each
     // operand, stored between two barriers
-    [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, rx[j], 0);
+    [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, 0, rx[j], 0);
     int xsh = x_org() - pc.pl;      // the views' shift: staged column of output x, tap 0
     for (int kt = 0; kt < nk; kt++) {
         int xb = XST == 2 ? (kt & 1) * NPX * RS : 0;
         bool more = kt + 1 < nk;
 #ifndef WGLOBAL
         if (kt > 0) {
-            [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, rx[j], 0);
+            [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, kt * CK, rx[j], 0);
         }
         [[unroll]] for (int j = 0; j < WPT; j++) {
             int i = tid + j * NT;
@@ -339,7 +352,7 @@ void main()
         }
 #ifdef WGLOBAL
         if (more) {
-            [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, rx[j], NPX * RS - xb);
+            [[unroll]] for (int j = 0; j < XPT; j++) store_x(tid + j * NT, (kt + 1) * CK, rx[j], NPX * RS - xb);
         }
 #else
         barrier();
