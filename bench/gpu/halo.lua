@@ -5,8 +5,9 @@
 --   stream: 16 convs of the same input with 16 weight sets in one evaluation,
 --           per conv (what a model sees: no submit between kernels)
 --   gpu:    the kernel's own GPU time (lm.profile's timestamps), median of 9
+--   host:   the host's time recording the conv node (lm.profile), median of 9
 -- Each argument: CIN:COUT:HW[:N] (3x3, stride 1, padding 1, bias; N images).
--- Prints "case call med min max stream med min max gpu med min max" (ms),
+-- Prints "case call med min max stream med min max gpu med min max host" (ms),
 -- after a "floor" line: one evaluation of a 16-element add.
 local lm = require "lumen"
 local dev = os.getenv("VAE_DEVICE") or "vulkan"
@@ -39,16 +40,17 @@ for _, case in ipairs(arg) do
   -- timed() evaluates one tensor: hand it a holder whose eval runs all R
   local holder = {eval = function(t) lm.eval(table.unpack(t.o)) end}
   local sm, slo, shi = timed(function() holder.o = all(); return holder end, batch_s)
-  local g = {}
+  local g, h = {}, {}
   for i = 1, 9 do
     local _, prof = lm.profile({print = false}, one)
     for _, row in ipairs(prof) do
-      if row.op == "conv" then g[#g + 1] = row.total_ms end
+      if row.op == "conv" then g[#g + 1], h[#h + 1] = row.total_ms, row.host_ms end
     end
   end
   table.sort(g)
-  print(string.format("%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f", case, cm, clo, chi,
-                      sm / R, slo / R, shi / R, g[5] or -1, g[1] or -1, g[#g] or -1))
+  table.sort(h)
+  print(string.format("%s %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f %.4f", case, cm, clo, chi,
+                      sm / R, slo / R, shi / R, g[5] or -1, g[1] or -1, g[#g] or -1, h[5] or -1))
   io.stdout:flush()
   lm.clear_cache()
 end
