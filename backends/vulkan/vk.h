@@ -122,8 +122,8 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
-    VkShaderModule modules[LM_VK_MAX_SHADERS];
-    const lm_vk_shader *module_src[64];
+    VkShaderModule modules[LM_VK_MAX_SHADERS];   /* by index in lm_vk_shaders */
+    const lm_vk_shader *module_src[LM_VK_MAX_SHADERS];
 } lm_vk_dev;
 
 /* one operand of a dispatch: a buffer range and whether the kernel writes it */
