@@ -131,7 +131,7 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
 {
     uint32_t spec[LM_VK_MAX_SPEC] = {0};
     if (nspec > LM_VK_MAX_SPEC) return lm_error_set(LM_ERR_ARG, "vulkan: too many constants");
-    memcpy(spec, spec_in, (size_t)nspec * sizeof *spec);
+    if (nspec > 0) memcpy(spec, spec_in, (size_t)nspec * sizeof *spec);   /* spec_in may be NULL */
     unsigned h = hash_key(shader, spec, nspec);
     for (lm_vk_pipeline *p = v->pipes[h]; p; p = p->next)
         if (!strcmp(p->shader, shader) && !memcmp(p->spec, spec, sizeof spec)) {
