@@ -122,8 +122,8 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
-    VkShaderModule modules[LM_VK_MAX_SHADERS];
-    const lm_vk_shader *module_src[64];
+    VkShaderModule modules[LM_VK_MAX_SHADERS];   /* by index in lm_vk_shaders */
+    const lm_vk_shader *module_src[LM_VK_MAX_SHADERS];
 } lm_vk_dev;
 
 /* one operand of a dispatch: a buffer range and whether the kernel writes it */
@@ -145,6 +145,8 @@ lm_status lm_vk_mem_init(lm_vk_dev *v);
 void lm_vk_mem_shutdown(lm_vk_dev *v);
 lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host);
 void lm_vk_free(lm_device *d, void *handle);
+lm_status lm_vk_window(lm_device *d, void *handle, size_t off, size_t bytes, void **sub, void **host);
+void lm_vk_window_free(lm_device *d, void *sub);
 lm_status lm_vk_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
 lm_status lm_vk_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
 void lm_vk_release_deferred(lm_vk_dev *v);
@@ -169,12 +171,12 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
 /* records an update of n bytes (multiple of 4, <= 65536) at byte offset 0
  * of dst from host memory, ordered like a dispatch that writes dst */
 lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n);
-/* shaders named "fused..." and "nn_attn", "nn_attn512", "nn_norm_split"
- * (five buffers) bind LM_VK_WIDE_BINDINGS buffers */
+/* shaders named "fused..." and "nn_attn", "nn_attn512", "nn_norm_split",
+ * "nn_norm_vec" (five buffers) bind LM_VK_WIDE_BINDINGS buffers */
 static inline bool lm_vk_wide(const char *shader)
 {
     return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512") ||
-           !strcmp(shader, "nn_norm_split");
+           !strcmp(shader, "nn_norm_split") || !strcmp(shader, "nn_norm_vec");
 }
 /* groups for n invocations of `local` threads, capped (kernels loop) */
 uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);
