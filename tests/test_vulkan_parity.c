@@ -303,6 +303,8 @@ static void test_matmul(void **state)
          * depth 8 or 16): K odd (element loads), whole tiles of every
          * shape (no bounds checks), batched */
         {260, 77, 264, 2, false, true}, {512, 32, 512, 2, false, false},
+        /* 256 tiles of 128x128: the default tile for big grids (t128) */
+        {256, 8, 256, 64, false, false},
     };
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)

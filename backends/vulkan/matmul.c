@@ -101,21 +101,27 @@ static const lm_vk_f32_tile *f32_find(const lm_vk_dev *v, const char *name)
     return NULL;
 }
 
-const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv)
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch)
 {
     const lm_vk_f32_tile *t = f32_find(v, getenv(conv ? "LUMEN_VK_CONV_F32" : "LUMEN_VK_MM_F32"));
     if (t && (!conv || t->conv)) return t;
-    /* matmul: 128x128 tiles of 128 invocations with 16x8 results each
-     * (2026-11-25 sweep on the H100: 40.4 TFLOP/s at 8192 against 32.7
-     * for 256 invocations with 8x8, the f32 conv's tile); conv: padded
-     * shared rows (33 KiB) where the device has room, else 32 KiB */
-    return f32_find(v, conv ? "128x128" : "t128");
+    /* With 256 or more 128x128 tiles (two an SM of an H100 and more),
+     * tiles whose workgroups fit twice an SM: matmul t128 (128 invocations
+     * of 16x8: 0.73-0.78x PyTorch without TF32 at 2048-8192 on the H100
+     * against 0.61-0.64x), conv k8w (256 of 8x8, depth 8, 128 registers:
+     * 0.67-0.98x cuDNN against 0.59-0.86x).  Smaller grids keep the
+     * 256-invocation tile (8 subgroups an SM where an SM gets one tile;
+     * at 128 conv tiles it beat k8w by 25%), with padded shared rows (33
+     * KiB) where the device has room, else 32 KiB. */
+    int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128) * batch;
+    if (tiles >= 256) return f32_find(v, conv ? "k8w" : "t128");
+    return f32_find(v, "128x128");
 }
 
 static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
-    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false);
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false, pc->M, pc->N, batch);
     bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
     bool a_vec = a_k ? vec4_ok(a, pc->off_a, pc->sam, pc->sak, pc, pc->bsa)
                      : vec4_ok(a, pc->off_a, pc->sak, pc->sam, pc, pc->bsa);

@@ -431,7 +431,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
      * two share a pipeline */
     if (pc.transpose) a_vec = c_vec;
     uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
-    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, true);
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, true, pc.M, pc.N, gz);
     gx = (uint32_t)((pc.N + t->bn - 1) / t->bn);
     gy = (uint32_t)((pc.M + t->bm - 1) / t->bm);
     return lm_vk_dispatch(v, t->conv, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);

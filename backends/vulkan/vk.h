@@ -214,7 +214,8 @@ typedef struct {
     int bm, bn;
     uint32_t shared;                    /* bytes of shared memory */
 } lm_vk_f32_tile;
-const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv);
+/* the tile for an M x N (x batch) product: LUMEN_VK_MM_F32 / _CONV_F32, or by size */
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
