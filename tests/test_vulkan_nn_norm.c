@@ -116,6 +116,111 @@ static void norm_cases(lm_op op, int nd, const int64_t *sh, int naxes, int64_t g
             }
 }
 
+/* one large case per float dtype (affine; NaN/Inf in f32), values in
+ * [lo, hi): a mean far from 0 checks that the statistics do not cancel */
+static void norm_big(lm_op op, int nd, const int64_t *sh, int naxes, int64_t groups, double lo, double hi,
+                     const char *name)
+{
+    for (int d = 0; d < 3; d++) {
+        lm_array *in[3];
+        in[0] = shaped(nd, sh, fdt[d], lo, hi, d == 0 ? SPECIALS : 0);
+        int64_t ps[4], pn = op == LM_OP_GROUP_NORM ? 1 : naxes;
+        if (op == LM_OP_GROUP_NORM) ps[0] = sh[1];
+        else memcpy(ps, sh + nd - naxes, sizeof(int64_t) * (size_t)naxes);
+        in[1] = shaped((int)pn, ps, fdt[d], 0.5, 1.5, 0);
+        in[2] = shaped((int)pn, ps, fdt[d], -1, 1, 0);
+        nctx c = {op, naxes, groups, true, op != LM_OP_RMS_NORM, V_NONE};
+        char what[160];
+        snprintf(what, sizeof what, "%s %s [%g, %g)", name, lm_dtype_name(fdt[d]), lo, hi);
+        /* with an offset, x - mean loses the offset's bits on both sides
+         * (the CPU's y = a x + (b - a mean) in f32 too) */
+        double thr = thr_for(fdt[d], true);
+        if (lo > 100 && thr < 1e-5) thr = 1e-5;
+        nn_case(what, 3, in, b_norm, &c, thr, false);
+        for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+    }
+}
+
+/* layer norm of rows that start off the 4-element vector alignment: a
+ * contiguous view at element 1 of a flat buffer */
+static lm_array *b_norm_off1(lm_array **in, const void *p)
+{
+    (void)p;
+    int64_t sh[2] = {5, 12};
+    lm_array *s = lm_slice(in[0], 0, 1, 61, 1), *x = lm_reshape(s, 2, sh);
+    lm_array *r = lm_layer_norm(x, 1, in[1], in[2], 1e-5);
+    lm_array_release(s);
+    lm_array_release(x);
+    return r;
+}
+
+static void test_norms_vec(void **state)
+{
+    (void)state;
+    /* nn_norm_vec's split (rows over 16384 elements): vector loads with
+     * channels changing inside a vector (spatial 9801), element loads
+     * (odd row), layer and RMS norm split, f16/bf16 */
+    int64_t g1[4] = {1, 8, 99, 99}, g2[4] = {1, 6, 101, 101}, l1[2] = {3, 20000}, l2[2] = {2, 20001};
+    norm_big(LM_OP_GROUP_NORM, 4, g1, 0, 2, -3, 5, "group_norm [1,8,99,99] g2");
+    norm_big(LM_OP_GROUP_NORM, 4, g1, 0, 2, 1000, 1004, "group_norm [1,8,99,99] g2");
+    norm_big(LM_OP_GROUP_NORM, 4, g2, 0, 2, 1000, 1004, "group_norm [1,6,101,101] g2 (odd rows)");
+    norm_big(LM_OP_LAYER_NORM, 2, l1, 1, 0, 1000, 1004, "layer_norm [3,20000] (split)");
+    norm_big(LM_OP_RMS_NORM, 2, l2, 1, 0, -3, 5, "rms_norm [2,20001] (split, odd)");
+    /* a row per workgroup held in registers: long, odd, and just over
+     * what fits (16384: nn_rows then) */
+    int64_t r1[2] = {3, 4100}, r2[2] = {2, 16384}, r3[2] = {2, 16385}, r4[2] = {5, 1283}, g3[2] = {3, 1285};
+    norm_big(LM_OP_LAYER_NORM, 2, r1, 1, 0, 1000, 1004, "layer_norm [3,4100]");
+    norm_big(LM_OP_LAYER_NORM, 2, r2, 1, 0, -3, 5, "layer_norm [2,16384]");
+    norm_big(LM_OP_RMS_NORM, 2, r3, 1, 0, -3, 5, "rms_norm [2,16385]");
+    norm_big(LM_OP_GROUP_NORM, 2, g3, 0, 5, -3, 5, "group_norm [3,1285] g5 (no spatial dims)");
+    const int64_t *rs[4] = {r1, r2, r3, r4};
+    for (int s = 0; s < 4; s++)
+        for (int d = 0; d < 3; d++)
+            for (int lg = 0; lg < 2; lg++) {
+                lm_array *x = shaped(2, rs[s], fdt[d], -30, 30, d == 0 ? SPECIALS : 0);
+                smctx c = {lg, -1, V_NONE};
+                char what[160];
+                snprintf(what, sizeof what, "%s %s [%lld,%lld]", lg ? "log_softmax" : "softmax",
+                         lm_dtype_name(fdt[d]), (long long)rs[s][0], (long long)rs[s][1]);
+                nn_case(what, 1, &x, b_softmax, &c, thr_for(fdt[d], true), false);
+                lm_array_release(x);
+            }
+    int64_t flat = 64, p = 12;
+    for (int d = 0; d < 3; d++) {
+        lm_array *in[3] = {shaped(1, &flat, fdt[d], -3, 5, 0), shaped(1, &p, fdt[d], 0.5, 1.5, 0),
+                           shaped(1, &p, fdt[d], -1, 1, 0)};
+        char what[96];
+        snprintf(what, sizeof what, "layer_norm [5,12] at element 1 %s", lm_dtype_name(fdt[d]));
+        nn_case(what, 3, in, b_norm_off1, NULL, thr_for(fdt[d], true), false);
+        for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+    }
+    /* the split's settings: a combining dispatch, tiles in the stats
+     * pass's order, 8 vectors a thread, element loads, the kernels before
+     * nn_norm_vec (LUMEN_VK_NORM_VEC=0), 8-byte accesses of f16/bf16,
+     * f16 rounded by f32_to_f16 instead of packHalf2x16 */
+    /* f16/bf16 rows and tiles of multiples of 8 (16-byte accesses), the
+     * last pair partial */
+    int64_t w1[4] = {1, 16, 64, 66}, w2[2] = {3, 2000};
+    norm_big(LM_OP_GROUP_NORM, 4, w1, 0, 2, 1000, 1004, "group_norm [1,16,64,66] g2");
+    norm_big(LM_OP_LAYER_NORM, 2, w2, 1, 0, -3, 5, "layer_norm [3,2000]");
+    lm_array *xw = shaped(2, w2, LM_F16, -30, 30, 0);
+    smctx cw = {false, -1, V_NONE};
+    nn_case("softmax f16 [3,2000]", 1, &xw, b_softmax, &cw, thr_for(LM_F16, true), false);
+    lm_array_release(xw);
+    const char *env[7][2] = {{"LUMEN_VK_NORM_FIN", "1"}, {"LUMEN_VK_NORM_REV", "0"}, {"LUMEN_VK_NORM_R", "8"},
+                             {"LUMEN_VK_NORM_VEC", "2"}, {"LUMEN_VK_NORM_VEC", "0"}, {"LUMEN_VK_NORM_W8", "0"},
+                             {"LUMEN_VK_NORM_F16HW", "0"}};
+    for (int e = 0; e < 7; e++) {
+        setenv(env[e][0], env[e][1], 1);
+        char name[96];
+        snprintf(name, sizeof name, "group_norm [1,8,99,99] g2 %s=%s", env[e][0], env[e][1]);
+        norm_big(LM_OP_GROUP_NORM, 4, g1, 0, 2, 1000, 1004, name);
+        snprintf(name, sizeof name, "layer_norm [3,4100] %s=%s", env[e][0], env[e][1]);
+        norm_big(LM_OP_LAYER_NORM, 2, r1, 1, 0, -3, 5, name);
+        unsetenv(env[e][0]);
+    }
+}
+
 static void test_norms(void **state)
 {
     (void)state;
@@ -507,7 +612,7 @@ int main(void)
         return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_attention), VK_TEST(test_attention_fast),
+        VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_norms_vec), VK_TEST(test_attention), VK_TEST(test_attention_fast),
         VK_TEST(test_attention_fast512), VK_TEST(test_attention_coop),
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),

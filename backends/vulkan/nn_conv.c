@@ -431,8 +431,10 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
      * two share a pipeline */
     if (pc.transpose) a_vec = c_vec;
     uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
-    const char *shader = v->feat.max_shared >= 33792 ? "conv_gemm" : "conv_gemm_np";
-    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, true);
+    gx = (uint32_t)((pc.N + t->bn - 1) / t->bn);
+    gy = (uint32_t)((pc.M + t->bm - 1) / t->bm);
+    return lm_vk_dispatch(v, t->conv, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
 }
 
 static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)

@@ -240,6 +240,120 @@ static lm_status run_norm_split(lm_vk_dev *v, lm_array *node, const rows_pc *r, 
     return st;
 }
 
+/* nn_norm_vec.comp: a thread holds 4 * R elements (R <= VEC_RMAX) of a
+ * tile of NT * 4 * R, so x is read from memory once per pass; rows up to
+ * VEC_NT_MAX * 4 * VEC_RMAX elements are a tile each (MODE 2), longer ones
+ * are split into tiles of VEC_SPLIT_NT threads x VEC_SPLIT_R vectors
+ * (statistics per tile, then a combine and the write) */
+#define VEC_RMAX 8
+#define VEC_NT_MAX 512
+#define VEC_SPLIT_NT 256
+#define VEC_SPLIT_R 4
+#define VEC_FIN_TILES 1024   /* more tiles per row: a dispatch combines them first */
+
+typedef struct vec_pc {
+    uint32_t rows, len, nch, spatial, cpg, groups;
+    int32_t off_x, off_w, off_b;
+    float eps;
+    uint32_t has_w, has_b, rev, fin;
+} vec_pc;
+
+enum { VM_STATS, VM_NORM, VM_ROWS, VM_FINAL };
+
+static int env_int(const char *name, int dflt)
+{
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : dflt;
+}
+
+/* the workgroup size and vectors per thread of a row of len in one tile:
+ * the fewest threads that need at most 4 vectors each, else 512 threads
+ * with up to VEC_RMAX; false where the row is longer than that */
+static bool vec_rows_shape(uint32_t len, uint32_t *nt, uint32_t *r)
+{
+    for (uint32_t t = 32; t <= VEC_NT_MAX; t *= 2) {
+        uint32_t k = (len + 4 * t - 1) / (4 * t);
+        if (k <= 4 || (t == VEC_NT_MAX && k <= VEC_RMAX)) {
+            *nt = t;
+            *r = k ? k : 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* the vectorised kernel takes node (contiguous rows, pc filled) */
+static bool use_vec(lm_vk_dev *v, const lm_array *node, const rows_pc *pc)
+{
+    if (env_int("LUMEN_VK_NORM_VEC", 1) == 0 || pc->inner != 1 || pc->len == 0) return false;
+    if (!v->feat.subgroup_arith || v->feat.subgroup_size == 0 || v->feat.max_storage_buffers < LM_VK_WIDE_BINDINGS)
+        return false;
+    /* one shared slot per subgroup */
+    if (VEC_NT_MAX / v->feat.subgroup_size > 128) return false;
+    uint32_t nt, r;
+    if (vec_rows_shape(pc->len, &nt, &r)) return true;
+    if (node->op == LM_OP_SOFTMAX || node->op == LM_OP_LOG_SOFTMAX) return false;
+    uint32_t tile = VEC_SPLIT_NT * 4 * VEC_SPLIT_R;
+    return (pc->len + tile - 1) / tile <= 65535 && pc->rows <= 65535;
+}
+
+static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const lm_vk_mem **mem,
+                         const uint32_t *dts)
+{
+    vec_pc pc = {r->rows, r->len, 1, r->spatial, r->cpg, r->groups, r->off_x, r->off_w, r->off_b, r->eps,
+                 r->has_w, r->has_b, 0, 0};
+    uint32_t vec = r->off_x % 4 == 0 && r->len % 4 == 0;
+    if (env_int("LUMEN_VK_NORM_VEC", 1) == 2) vec = 0;   /* the element-wise loads, for measurement */
+    uint32_t nt, rr;
+    lm_vk_arg args[5] = {{mem[0], false}, {mem[1], false}, {mem[2], false}, {lm_vk_mem_of(node), true},
+                         {NULL, false}};
+    /* 16-byte accesses of 16-bit data: pairs of vectors (LUMEN_VK_NORM_W8) */
+    bool w8 = vec && dts[0] != LM_F32 && dts[3] != LM_F32 && r->off_x % 8 == 0 && r->len % 8 == 0 &&
+              env_int("LUMEN_VK_NORM_W8", 1) != 0;
+    /* f16 stores by packHalf2x16 where its rounding is known to be to
+     * nearest even, as f32_to_f16 (NVIDIA's cvt.rn; LLVM's fptrunc in
+     * lavapipe): other drivers may truncate (AMD's pkrtz) */
+    bool rne = v->props.vendorID == 0x10de || v->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    uint32_t hw = env_int("LUMEN_VK_NORM_F16HW", rne) != 0;
+    if (vec_rows_shape(r->len, &nt, &rr)) {
+        uint32_t spec[11] = {nt, VM_ROWS, rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
+                             w8 && rr % 2 == 0, hw};
+        return lm_vk_dispatch(v, "nn_norm_vec", spec, 11, args, 5, &pc, sizeof pc,
+                              pc.rows < 65535 ? pc.rows : 65535, 1, 1);
+    }
+    nt = VEC_SPLIT_NT;
+    rr = (uint32_t)env_int("LUMEN_VK_NORM_R", VEC_SPLIT_R);
+    if (rr < 1 || rr > VEC_RMAX) rr = VEC_SPLIT_R;
+    uint32_t tile = nt * 4 * rr;
+    pc.nch = (pc.len + tile - 1) / tile;
+    pc.rev = env_int("LUMEN_VK_NORM_REV", 1) != 0;
+    pc.fin = pc.nch > VEC_FIN_TILES || env_int("LUMEN_VK_NORM_FIN", 0) != 0;
+    if (pc.nch > 65535) rr = VEC_SPLIT_R, tile = nt * 4 * rr, pc.nch = (pc.len + tile - 1) / tile;
+    lm_buffer *stats = lm_buffer_alloc(v->dev, ((size_t)pc.rows * pc.nch + pc.rows) * 2 * sizeof(float));
+    if (!stats) return lm_error_status();
+    args[4].mem = stats->handle;
+    lm_status st = LM_OK;
+    uint32_t modes[3] = {VM_STATS, VM_FINAL, VM_NORM};
+    /* LUMEN_VK_NORM_ONLY=stats or =norm runs one pass alone (a wrong
+     * result: only to time the passes apart) */
+    const char *only = getenv("LUMEN_VK_NORM_ONLY");
+    for (int s = 0; s < 3 && st == LM_OK; s++) {
+        if (modes[s] == VM_FINAL && !pc.fin) continue;
+        if (only && ((!strcmp(only, "stats") && modes[s] != VM_STATS) || (!strcmp(only, "norm") && modes[s] == VM_STATS)))
+            continue;
+        uint32_t spec[11] = {nt, modes[s], rows_code(node->op), dts[0], dts[1], dts[2], dts[3], rr, vec,
+                             w8 && rr % 2 == 0, hw};
+        args[3].write = modes[s] == VM_NORM;
+        args[4].write = modes[s] != VM_NORM;
+        if (modes[s] == VM_FINAL)
+            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 11, args, 5, &pc, sizeof pc, pc.rows, 1, 1);
+        else
+            st = lm_vk_dispatch(v, "nn_norm_vec", spec, 11, args, 5, &pc, sizeof pc, pc.nch, pc.rows, 1);
+    }
+    lm_buffer_release(stats);
+    return st;
+}
+
 static lm_status run_rows(lm_vk_dev *v, lm_array *node)
 {
     rows_pc pc;
@@ -267,6 +381,13 @@ static lm_status run_rows(lm_vk_dev *v, lm_array *node)
         uint32_t local = per_thread ? 64 : pc.len <= 512 ? 64 : 256;
         pc.has_w = has_w;
         pc.has_b = has_b;
+        if (use_vec(v, node, &pc)) {
+            uint32_t dts[4] = {in[0]->dtype, in[1] ? in[1]->dtype : LM_F32, in[2] ? in[2]->dtype : LM_F32,
+                               node->dtype};
+            st = run_vec(v, node, &pc, mem, dts);
+            for (int i = 0; i < 3; i++) release(own[i]);
+            return st;
+        }
         if (use_split(v, node, &pc)) {
             uint32_t dts[4] = {in[0]->dtype, in[1] ? in[1]->dtype : LM_F32, in[2] ? in[2]->dtype : LM_F32,
                                node->dtype};

@@ -12,6 +12,8 @@
 #                                   bench/gpu/vae.py; vae-quick: 8x8 latent)
 #   sh bench/gpu/run.sh ops        (convs and GroupNorm at VAE/ESRGAN shapes:
 #                                   bench/gpu/ops.py)
+#   sh bench/gpu/run.sh norm       (GroupNorm, LayerNorm, RMSNorm, softmax
+#                                   as GB/s beside the copy: ops.py norm)
 # Needs build/bench/vkbench built here (make; it links liblumen.a and
 # libvulkan only) and, on the device, a Vulkan loader (libvulkan.so.1: set
 # LD_LIBRARY_PATH to a carried copy) plus python3 with torch+CUDA.
@@ -24,6 +26,8 @@ case "$1" in
 vae) exec python3 bench/gpu/vae.py "$BUILD/lumen" ;;
 vae-quick) exec python3 bench/gpu/vae.py "$BUILD/lumen" quick ;;
 ops) exec python3 bench/gpu/ops.py "$BUILD/lumen" ;;
+norm) exec python3 bench/gpu/ops.py "$BUILD/lumen" norm ;;
+norm-quick) exec python3 bench/gpu/ops.py "$BUILD/lumen" norm-quick ;;
 attn) exec python3 bench/gpu/attn.py "$BIN" ;;
 attn-quick) exec python3 bench/gpu/attn.py "$BIN" quick ;;
 esac
