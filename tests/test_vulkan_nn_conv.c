@@ -267,9 +267,10 @@ static void test_conv_halo(void **state)
     /* each mode with the 16-channel chunks, the 32-channel ones, the
      * weights read from the packed buffer, and the input read by runs of 4
      * pixels (where x allows) */
-    const char *tiles[5] = {"h8", "h8k32", "h8g", "h8gq", "h8q"};
-    const char *shaders[5] = {"conv_halo", "conv_halo_k32", "conv_halo_g", "conv_halo_gq", "conv_halo_q"};
-    for (int m = 0; m < 10; m++) {
+    const char *tiles[6] = {"h8", "h8k32", "h8g", "h8gq", "h8q", "h16w4q"};
+    const char *shaders[6] = {"conv_halo", "conv_halo_k32", "conv_halo_g", "conv_halo_gq", "conv_halo_q",
+                              "conv_halo_h16w4q"};
+    for (int m = 0; m < 12; m++) {
         setenv("LUMEN_VK_CONV_HALO", m % 2 ? "1" : "simt", 1);
         setenv("LUMEN_VK_CONV_HALO_TILE", tiles[m / 2], 1);
         if (m % 2 && !halo_on_tensor_cores(shaders[m / 2])) {

@@ -268,23 +268,27 @@ static const halo_tile *halo_tile_named(const char *name)
 /* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default); a q tile
  * needs W, x's offset and strides multiples of 4 and an 8-byte aligned
  * binding, and at most 4 columns of left padding */
-static const halo_tile *halo_tile_for(const lm_array *node)
+static const halo_tile *halo_tile_for(const lm_array *node, const geom *g)
 {
     const halo_tile *t = halo_tile_named(getenv("LUMEN_VK_CONV_HALO_TILE"));
-    /* default: h8gq (the fastest on the H100 at 16-32 output channels,
-     * 2026-11-25 22:00, docs/VULKAN.md "Halo tiles") */
-    if (!t) t = halo_tile_named("h8gq");
+    /* default (H100, 2026-11-25 22:45, docs/VULKAN.md "Halo tiles"): h8q,
+     * or h16w4q where 16-row tiles still make at least 256 workgroups (it
+     * led at 256x256, h8q at 128x128, where 16-row tiles leave SMs idle) */
+    if (!t) {
+        int64_t grid16 = (g->OH + 15) / 16 * ((g->OW + 15) / 16) * g->N * ((g->O + 63) / 64);
+        t = halo_tile_named(grid16 >= 256 ? "h16w4q" : "h8q");
+    }
     const lm_array *x = node->inputs[0];
     bool runs = x->shape[3] % 4 == 0 && x->offset % 4 == 0 && x->strides[0] % 4 == 0 && x->strides[1] % 4 == 0 &&
                 x->strides[2] % 4 == 0 && lm_vk_mem_of(x)->off % 8 == 0 && node->params.i[3] <= 4;
     return t->plain && !runs ? halo_tile_named(t->plain) : t;
 }
 
-/* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels, all: any count
- * (in blocks of 64), simt: conv_halo_simt.comp on any device (tests);
- * unset: up to 32 (where it measured faster than the implicit GEMM on the
- * H100; at 48-64 the GEMM was as fast or faster) */
-#define HALO_DEFAULT "32"
+/* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels (the default:
+ * faster than the implicit GEMM at every ESRGAN shape on the H100), all:
+ * any count (in blocks of 64), 32: up to 32, simt: conv_halo_simt*.comp on
+ * any device (tests) */
+#define HALO_DEFAULT "1"
 static const char *halo_env(void)
 {
     const char *e = getenv("LUMEN_VK_CONV_HALO");
@@ -293,8 +297,8 @@ static const char *halo_env(void)
 
 /* Does conv_halo take this conv?  An f16 x f16 conv (on tensor cores: one
  * that conv_coop would take, the caller checks), groups 1, stride and
- * dilation 1, kernels up to 3x3, x unit-strided along W, at most 32 output
- * channels by default, 64 with LUMEN_VK_CONV_HALO=1, any with all or simt. */
+ * dilation 1, kernels up to 3x3, x unit-strided along W, at most 64 output
+ * channels (32 with LUMEN_VK_CONV_HALO=32, any with all or simt). */
 static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
 {
     const char *e = halo_env();
@@ -370,7 +374,7 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
     const int64_t *p = node->params.i;
-    const halo_tile *t = halo_tile_for(node);
+    const halo_tile *t = halo_tile_for(node, g);
     int32_t mf = (int32_t)((g->O + 15) / 16);
     if (mf > t->mfmax) mf = t->mfmax;
     /* whole fragments and chunks of 32 channels, zero-padded */

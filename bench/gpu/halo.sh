@@ -13,11 +13,11 @@
 #   test:  test_vulkan_nn_conv with the halo kernel under the validation
 #          layer (test-nodirect: every fragment stored element by element;
 #          test-halo: the halo cases alone)
-#   HALO_STEPS="stats peer base h8gq h8q h16w4q h16q h8 test-halo rrdb h8k32 h8g test-nodirect" OUT=... sh bench/gpu/halo.sh
+#   HALO_STEPS="stats peer base h8gq h8q h16w4q test-halo rrdb h16q h8 test test-nodirect" OUT=... sh bench/gpu/halo.sh
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 CASES=${HALO_CASES:-"64:32:128 96:32:128 192:64:128 64:32:256 192:32:256 64:64:256 16:16:256 48:48:128"}
-for s in ${HALO_STEPS:-stats peer base h8gq h8q h16w4q h16q h8 test-halo rrdb h8k32 h8g test-nodirect}; do
+for s in ${HALO_STEPS:-stats peer base h8gq h8q h16w4q test-halo rrdb h16q h8 test test-nodirect}; do
     echo "=== $s $(date -u +%H:%M:%S)"
     case $s in
     peer)
@@ -52,7 +52,7 @@ PY
         LUMEN_FALLBACK=0 LUMEN_VK_CONV_HALO=0 build/lumen bench/gpu/rrdb.lua 128 256 2>&1
         echo "--- default"
         LUMEN_FALLBACK=0 build/lumen bench/gpu/rrdb.lua 128 256 2>&1
-        for t in ${RRDB_TILES:-h8gq h16w4q}; do
+        for t in ${RRDB_TILES:-}; do
             echo "--- LUMEN_VK_CONV_HALO=1 LUMEN_VK_CONV_HALO_TILE=$t"
             LUMEN_FALLBACK=0 LUMEN_VK_CONV_HALO=1 LUMEN_VK_CONV_HALO_TILE=$t build/lumen bench/gpu/rrdb.lua 128 256 2>&1
         done ;;
