@@ -323,12 +323,13 @@ static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const l
     }
     nt = VEC_SPLIT_NT;
     rr = (uint32_t)env_int("LUMEN_VK_NORM_R", VEC_SPLIT_R);
-    if (rr < 1 || rr > VEC_RMAX) rr = VEC_SPLIT_R;
+    /* use_vec checked the tile count (a dispatch's x extent, 65535) at
+     * VEC_SPLIT_R vectors a thread */
+    if (rr < 1 || rr > VEC_RMAX || (pc.len + nt * 4 * rr - 1) / (nt * 4 * rr) > 65535) rr = VEC_SPLIT_R;
     uint32_t tile = nt * 4 * rr;
     pc.nch = (pc.len + tile - 1) / tile;
     pc.rev = env_int("LUMEN_VK_NORM_REV", 1) != 0;
     pc.fin = pc.nch > VEC_FIN_TILES || env_int("LUMEN_VK_NORM_FIN", 0) != 0;
-    if (pc.nch > 65535) rr = VEC_SPLIT_R, tile = nt * 4 * rr, pc.nch = (pc.len + tile - 1) / tile;
     lm_buffer *stats = lm_buffer_alloc(v->dev, ((size_t)pc.rows * pc.nch + pc.rows) * 2 * sizeof(float));
     if (!stats) return lm_error_status();
     args[4].mem = stats->handle;
