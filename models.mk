@@ -15,3 +15,9 @@ $(BUILD)/bench/esrgan: bench/esrgan.c bench/bench.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ibench $< -o $@ $(LIB) $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 ALL_TARGETS += $(BUILD)/bench/esrgan
+# in-place concats beside the copying path (bench/esrgan_concat.sh)
+BENCH_SCRIPTS += bench/esrgan_concat.sh
+$(BUILD)/bench/esrgan_concat: bench/esrgan_concat.c bench/bench.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Ibench $< -o $@ $(LIB) $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+ALL_TARGETS += $(BUILD)/bench/esrgan_concat

@@ -51,6 +51,10 @@ struct lm_array {
     uint64_t id;               /* unique, increasing */
     lm_array *live_prev, *live_next; /* registry of live arrays (lm_sweep) */
     int64_t eval_mark;         /* eval bookkeeping */
+    int64_t eval_uses;         /* ... references from the evaluation's pending nodes */
+    int64_t eval_last;         /* ... the order of the last of them */
+    lm_array *place_in;        /* ... a concat whose output will hold this node's */
+    int64_t place_at;          /* ... at this byte offset (core/eval.c) */
 };
 
 lm_array *lm_array_retain(lm_array *a);
@@ -99,6 +103,7 @@ typedef struct lm_eval_stats {
     int64_t fallbacks;   /* nodes its device could not run, run on the CPU */
     int64_t cpu_nodes;   /* kernels the CPU ran: CPU-device nodes and fallbacks */
     int64_t transfers;   /* copies between devices (uploads of loaded tensors) */
+    int64_t placed;      /* concat inputs written in place by their producer */
 } lm_eval_stats;
 lm_eval_stats lm_eval_last_stats(void);
 /* Counts of kernel launches since start (for fusion tests). */

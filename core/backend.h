@@ -7,6 +7,11 @@
  * backend.  One exception: for LM_OP_COPY the output may be strided (used by
  * lm_array_assign), so copy kernels honour node->strides/offset.
  *
+ * That buffer may be a window of a concat's output (lm_buffer_window): for
+ * each concat the core plans which inputs their producer writes straight
+ * into its part of the output (core/eval.c); the concat's kernel skips
+ * those (lm_concat_placed) and is not run when all are.
+ *
  * Buffers handed back to the core's cache may be given to a later node of
  * the same evaluation; a backend that runs asynchronously orders such reuse
  * (a barrier between dispatches is enough).  Backends include core/ headers
@@ -31,6 +36,12 @@ struct lm_backend {
     lm_status (*run)(lm_device *d, lm_array *node);
     /* optional: a fused elementwise group (compile); NULL if unsupported */
     lm_status (*run_fused)(lm_device *d, lm_fused *group, lm_array *out);
+    /* optional: a window of `bytes` at byte `off` of an allocation's handle
+     * (itself maybe a window) as a handle of its own, for lm_buffer_window;
+     * LM_ERR_UNSUPPORTED where off breaks the backend's alignment.
+     * window_free (optional) frees such a handle (not the memory). */
+    lm_status (*window)(lm_device *d, void *handle, size_t off, size_t bytes, void **sub, void **host);
+    void (*window_free)(lm_device *d, void *sub);
     /* optional: begin/end of one lm_eval; end waits for completion */
     lm_status (*begin)(lm_device *d);
     lm_status (*sync)(lm_device *d);
@@ -41,5 +52,9 @@ struct lm_backend {
  * not an error. */
 lm_status lm_cpu_register(void);
 lm_status lm_vulkan_register(void);   /* only when built with LM_HAVE_VULKAN */
+
+/* Whether input k of concat node already sits in its part of node's output
+ * (its producer wrote there), so the kernel must not copy it (core/eval.c). */
+bool lm_concat_placed(const lm_array *node, int k);
 
 #endif

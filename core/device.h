@@ -40,6 +40,10 @@ typedef struct lm_buffer {
     void (*release)(void *ctx);
     void *release_ctx;
     lm_derived *derived;         /* backends' data derived from the contents */
+    /* set by lm_buffer_window: a byte range of parent, which it holds (the
+     * handle is the backend's window; never cached, not counted) */
+    struct lm_buffer *parent;
+    size_t parent_off;
 } lm_buffer;
 
 typedef struct lm_memstats {
@@ -97,6 +101,13 @@ lm_buffer *lm_buffer_alloc(lm_device *d, size_t size);
  * (the CPU device).  NULL + error if out of memory (release not called). */
 lm_buffer *lm_buffer_wrap(lm_device *d, void *host, size_t size,
                           void (*release)(void *ctx), void *ctx);
+/* A window: `size` bytes at byte `off` of parent, as a buffer of its own
+ * (a kernel writing it at offset 0 writes parent's range), holding a
+ * reference to parent.  Only where the backend can (its window entry) and
+ * off meets its alignment; otherwise NULL + LM_ERR_UNSUPPORTED, and the
+ * caller allocates a buffer of its own instead.  Used by the evaluator to
+ * let a producer write straight into its concat's output (core/eval.c). */
+lm_buffer *lm_buffer_window(lm_buffer *parent, size_t off, size_t size);
 lm_buffer *lm_buffer_retain(lm_buffer *b);
 void lm_buffer_release(lm_buffer *b);        /* back to the cache (or freed) */
 /* Derived data (see lm_derived): attach hangs d on b; detach unlinks d

@@ -184,6 +184,112 @@ static lm_status run_on_host(lm_array *a)
     return st;
 }
 
+/* ---- concat outputs written in place ----
+ * A concat copies each input into its part of the output.  Where that part
+ * is one dense block (every axis before the concat's has length 1: the
+ * batch-1 channel concat of a dense block) and the input is a node of this
+ * evaluation that nothing outside it can reach (every reference to it comes
+ * from the evaluation's pending nodes: not kept, not an output, not held by
+ * a caller), the input's producer writes straight into that part: its
+ * buffer is a window of the concat's (lm_buffer_window), made when the
+ * producer runs, the concat's buffer made first.  Its other consumers only
+ * read it, and no other node writes that part, so they see what a copy
+ * would hold.  A window the backend refuses (alignment), a part that is not
+ * one block, an input used beyond the evaluation, a view, a leaf or another
+ * dtype or device: the concat copies as before.  LUMEN_CONCAT_INPLACE=0
+ * turns it off (read at each evaluation, for measurement and tests). */
+static bool place_enabled(void)
+{
+    const char *e = getenv("LUMEN_CONCAT_INPLACE");
+    return !(e && !strcmp(e, "0"));
+}
+
+/* The byte offset of input k's part of concat c where that part is one
+ * dense block of c's output, else -1. */
+static int64_t concat_part(const lm_array *c, int k)
+{
+    int axis = (int)c->params.i[0];
+    for (int d = 0; d < axis; d++)
+        if (c->shape[d] != 1) return -1;
+    int64_t inner = (int64_t)lm_dtype_size(c->dtype), at = 0;
+    for (int d = axis + 1; d < c->ndim; d++) inner *= c->shape[d];
+    for (int j = 0; j < k; j++) at += c->inputs[j]->shape[axis];
+    return at * inner;
+}
+
+bool lm_concat_placed(const lm_array *node, int k)
+{
+    const lm_array *in = node->inputs[k];
+    if (!in->buf || !in->buf->parent || in->buf->parent != node->buf) return false;
+    int64_t off = concat_part(node, k);
+    return off >= 0 && in->buf->parent_off == (size_t)off && in->offset == 0 &&
+           in->dtype == node->dtype && lm_array_is_contiguous(in);
+}
+
+static void plan_places(const vec *order)
+{
+    for (int64_t i = 0; i < order->n; i++) {
+        order->v[i]->eval_uses = 0;
+        order->v[i]->place_in = NULL;
+    }
+    if (!place_enabled()) return;
+    for (int64_t i = 0; i < order->n; i++)
+        for (int k = 0; k < order->v[i]->ninputs; k++) {
+            lm_array *in = order->v[i]->inputs[k];
+            if (in->buf) continue;
+            in->eval_uses++;
+            in->eval_last = i;
+        }
+    for (int64_t i = 0; i < order->n; i++) {
+        lm_array *c = order->v[i];
+        lm_device *d = c->device;
+        if (c->op != LM_OP_CONCAT || !d->backend->window || !d->backend->supports(d, c)) continue;
+        for (int k = 0; k < c->ninputs; k++) {
+            lm_array *in = c->inputs[k];
+            if (in->buf || in->place_in || in->op == LM_OP_VIEW || in->device != d ||
+                in->dtype != c->dtype || in->size == 0 || in->offset != 0 ||
+                !lm_array_is_contiguous(in) || (in->flags & LM_ARRAY_KEPT) ||
+                in->refcount != in->eval_uses)
+                continue;
+            int64_t off = concat_part(c, k);
+            if (off < 0) break;
+            in->place_in = c;
+            in->place_at = off;
+        }
+    }
+    /* A placed input holds the whole buffer of the outermost concat it
+     * went into (the root) as long as it lives: one read again much later
+     * (a long skip connection) would keep that buffer past the root's own
+     * last use, so it is copied instead.  Concats come after their inputs
+     * in the order: going backwards, a concat sent back to its own buffer
+     * is the root its inputs see. */
+    for (int64_t i = order->n - 1; i >= 0; i--) {
+        lm_array *x = order->v[i], *r = x->place_in;
+        if (!r) continue;
+        while (r->place_in) r = r->place_in;
+        bool held = r->refcount > r->eval_uses;   /* an output, kept, or a caller's */
+        if (!held && x->eval_last > r->eval_last) x->place_in = NULL;
+    }
+}
+
+/* The output buffer of a node about to run: a window of its concat's
+ * buffer where the plan put it there (the concat's own buffer made first,
+ * itself maybe a window of the next), else a buffer of its own. */
+static lm_status node_buffer(lm_array *a)
+{
+    while (!a->buf) {
+        lm_array *p = a;
+        while (p->place_in && !p->place_in->buf) p = p->place_in;
+        lm_array *c = p->place_in;
+        p->place_in = NULL;
+        if (c && (p->buf = lm_buffer_window(c->buf, (size_t)p->place_at, lm_array_nbytes(p))))
+            last_stats.placed++;
+        if (!p->buf) p->buf = lm_buffer_alloc(p->device, lm_array_nbytes(p));
+        if (!p->buf) return lm_error_status();
+    }
+    return LM_OK;
+}
+
 static lm_status run_node(lm_array *a)
 {
     char s[96];
@@ -202,8 +308,13 @@ static lm_status run_node(lm_array *a)
             return lm_error_set(LM_ERR_UNSUPPORTED, "%s: not supported on %s for %s",
                                 lm_op_name(a->op), d->spec, lm_desc(s, sizeof s, a));
     }
-    a->buf = lm_buffer_alloc(d, lm_array_nbytes(a));
-    if (!a->buf) return lm_error_prefix("%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
+    if (node_buffer(a) != LM_OK) return lm_error_prefix("%s %s", lm_op_name(a->op), lm_desc(s, sizeof s, a));
+    if (a->op == LM_OP_CONCAT && !host) {
+        /* nothing to copy where every producer wrote in place */
+        int k = 0;
+        while (k < a->ninputs && lm_concat_placed(a, k)) k++;
+        if (k == a->ninputs) return LM_OK;
+    }
     /* a transfer's rows are its copies' (lm_device_upload/download) */
     if (!cross) lm_profile_node_begin(a, host ? LM_PROFILE_FALLBACK : LM_PROFILE_KERNEL);
     lm_status st = cross ? transfer(a) : host ? run_on_host(a) : d->backend->run(d, a);
@@ -227,6 +338,22 @@ static void devices_of(const vec *order, lm_device **devs, int *ndev)
         int k = 0;
         while (k < *ndev && devs[k] != d) k++;
         if (k == *ndev && *ndev < 16) devs[(*ndev)++] = d;
+    }
+}
+
+/* After a failure at order[i]: the nodes from i on did not run (and are
+ * alive: their consumers or the outputs hold them).  A concat among them
+ * whose buffer was made early for its producers gives it back (the windows
+ * made keep the memory while their arrays live), so it is pending again. */
+static void unplan(const vec *order, int64_t i)
+{
+    for (int64_t j = i; j < order->n; j++) {
+        lm_array *a = order->v[j];
+        a->place_in = NULL;
+        if (a->buf) {
+            lm_buffer_release(a->buf);
+            a->buf = NULL;
+        }
     }
 }
 
@@ -256,15 +383,18 @@ lm_status lm_eval(lm_array *const *arrays, int n)
     eval_depth++;
     for (int k = 0; k < ndev && st == LM_OK; k++)
         if (devs[k]->backend->begin) st = devs[k]->backend->begin(devs[k]);
+    if (st == LM_OK) plan_places(&order);
     for (int64_t i = 0; i < order.n && st == LM_OK; i++) {
         lm_array *a = order.v[i];
         if (lm_cancel_requested()) {
             st = lm_error_set(LM_ERR_CANCELLED, "eval: interrupted");
+            unplan(&order, i);
             break;
         }
         st = run_node(a);
         last_stats.nodes++;
         if (st == LM_OK) lm_array_detach(a);   /* may free inputs: never touch them again */
+        else unplan(&order, i);
     }
     for (int k = 0; k < ndev; k++) {
         if (!devs[k]->backend->sync) continue;

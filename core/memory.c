@@ -119,6 +119,33 @@ lm_buffer *lm_buffer_alloc(lm_device *d, size_t size)
     return b;
 }
 
+lm_buffer *lm_buffer_window(lm_buffer *parent, size_t off, size_t size)
+{
+    lm_device *d = parent->device;
+    if (!d->backend->window || off > parent->size || size > parent->size - off) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "%s: no window of %zu bytes at %zu in a %zu-byte buffer",
+                     d->spec, size, off, parent->size);
+        return NULL;
+    }
+    void *handle = NULL, *host = NULL;
+    if (d->backend->window(d, parent->handle, off, size, &handle, &host) != LM_OK) return NULL;
+    lm_buffer *b = calloc(1, sizeof *b);
+    if (!b) {
+        if (d->backend->window_free) d->backend->window_free(d, handle);
+        lm_error_set(LM_ERR_NOMEM, "out of host memory");
+        return NULL;
+    }
+    b->device = d;
+    b->handle = handle;
+    b->host = host;
+    b->size = size;
+    b->capacity = size;
+    b->refcount = 1;
+    b->parent = lm_buffer_retain(parent);
+    b->parent_off = off;
+    return b;
+}
+
 lm_buffer *lm_buffer_retain(lm_buffer *b)
 {
     if (b) __atomic_add_fetch(&b->refcount, 1, __ATOMIC_RELAXED);
@@ -178,6 +205,14 @@ void lm_buffer_release(lm_buffer *b)
     /* data derived from these contents dies with them (a cached buffer
      * comes back to a later array as fresh memory) */
     lm_buffer_written(b);
+    if (b->parent) {
+        /* a window: the memory is its parent's */
+        lm_device *d = b->device;
+        if (d->backend->window_free) d->backend->window_free(d, b->handle);
+        lm_buffer_release(b->parent);
+        free(b);
+        return;
+    }
     if (b->release) {
         /* foreign memory: not counted, never cached */
         b->release(b->release_ctx);

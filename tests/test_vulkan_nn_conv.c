@@ -17,6 +17,7 @@
 #ifdef LM_HAVE_VULKAN
 
 #include "parity/parity.h"
+#include "core/profile.h"
 
 static const lm_dtype fdts[] = {LM_F32, LM_F16, LM_BF16};
 #define NFDT 3
@@ -220,6 +221,125 @@ static void test_conv_transpose(void **state)
     conv_case("conv_transpose2d depthwise", &dw, xs, ws, 5, LM_F32, LM_F32, LM_F32, 0);
 }
 
+/* ---- the halo-tile kernel (conv_halo.glsl) ---- */
+
+/* does evaluating r run exactly the kernels `name` (one profile row)? */
+static bool ran_kernel(lm_array *r, const char *name)
+{
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    assert_int_equal(lm_array_eval(r), LM_OK);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    bool found = false;
+    for (int i = 0; i < p->nrows; i++) found = found || !strcmp(p->rows[i].kernel, name);
+    lm_profile_free(p);
+    return found;
+}
+
+/* does a small f16 conv run the tensor-core halo kernel `shader` here? */
+static bool halo_on_tensor_cores(const char *shader)
+{
+    int64_t xs[4] = {1, 16, 8, 16}, ws[4] = {16, 16, 3, 3}, p1[4] = {1, 1, 1, 1};
+    lm_array *xc = data(4, xs, LM_F16, -1, 1, 0), *wc = data(4, ws, LM_F16, -0.5, 0.5, 0);
+    lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xg), LM_OK);
+    assert_int_equal(lm_array_eval(wg), LM_OK);
+    lm_array *r = lm_conv2d(xg, wg, NULL, NULL, p1, NULL, 1);
+    char both[64];
+    snprintf(both, sizeof both, "conv_halo_w+%s", shader);
+    bool on = ran_kernel(r, both);
+    lm_array *all[] = {xc, wc, xg, wg, r};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+    return on;
+}
+
+/* the small-channel f16 shapes of ESRGAN's dense blocks and their edges,
+ * stride 1, through the halo-tile kernel: LUMEN_VK_CONV_HALO=simt runs its
+ * staging, shifted views, packed weights, bias and stores without
+ * cooperative matrices (lavapipe), =1 on tensor cores where the device
+ * has them (elsewhere the GEMM takes them: the same answers) */
+static void test_conv_halo(void **state)
+{
+    (void)state;
+    const char *envs[2] = {"LUMEN_VK_CONV_HALO", "LUMEN_VK_CONV_HALO_TILE"};
+    char *saved[2];
+    for (int i = 0; i < 2; i++) saved[i] = getenv(envs[i]) ? strdup(getenv(envs[i])) : NULL;
+    /* each mode with the 16-channel chunks, the 32-channel ones, the
+     * weights read from the packed buffer, and the input read by runs of 4
+     * pixels (where x allows) */
+    const char *tiles[5] = {"h8", "h8k32", "h8g", "h8gq", "h8q"};
+    const char *shaders[5] = {"conv_halo", "conv_halo_k32", "conv_halo_g", "conv_halo_gq", "conv_halo_q"};
+    for (int m = 0; m < 10; m++) {
+        setenv("LUMEN_VK_CONV_HALO", m % 2 ? "1" : "simt", 1);
+        setenv("LUMEN_VK_CONV_HALO_TILE", tiles[m / 2], 1);
+        if (m % 2 && !halo_on_tensor_cores(shaders[m / 2])) {
+            printf("test_conv_halo: no tensor-core halo kernel on this device (LUMEN_VK_CONV_HALO=1 gives the GEMM)\n");
+            continue;
+        }
+        char name[96];
+#define HALO_CASE(what, c, xs, ws, nb, bd) \
+        (snprintf(name, sizeof name, "conv2d halo=%s %s %s", m % 2 ? "1" : "simt", tiles[m / 2], what), \
+         conv_case(name, c, xs, ws, nb, LM_F16, LM_F16, bd, 0))
+        cctx p1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+        /* ESRGAN: 64 -> 32 (two tiles each way, whole fragments stored
+         * straight), 192 -> 64 (12 channel chunks), 64 -> 3 (conv_last) */
+        int64_t x1[4] = {1, 64, 16, 32}, w1[4] = {32, 64, 3, 3};
+        HALO_CASE("64 -> 32", &p1, x1, w1, 32, LM_F16);
+        int64_t x2[4] = {1, 192, 8, 16}, w2[4] = {64, 192, 3, 3};
+        HALO_CASE("192 -> 64", &p1, x2, w2, 64, LM_F16);
+        int64_t w3[4] = {3, 64, 3, 3};
+        HALO_CASE("64 -> 3", &p1, x1, w3, 3, LM_F16);
+        /* 16 and 48 channels; rows of 20 (a partial tile, element stores),
+         * 11 rows (a partial tile in y), two images, rows of 24 (one whole
+         * and one partial tile along x) */
+        int64_t x4[4] = {1, 16, 12, 20}, w4[4] = {16, 16, 3, 3};
+        HALO_CASE("16 -> 16, 12x20", &p1, x4, w4, 16, LM_F16);
+        int64_t x5[4] = {2, 48, 11, 24}, w5[4] = {48, 48, 3, 3};
+        HALO_CASE("48 -> 48, 2 images, 11x24", &p1, x5, w5, 48, LM_F16);
+        /* channels that fill no whole fragment or chunk, no bias */
+        int64_t x6[4] = {1, 24, 9, 16}, w6[4] = {40, 24, 3, 3};
+        HALO_CASE("24 -> 40 no bias", &p1, x6, w6, 0, LM_F16);
+        /* 1x1, 3x2 with asymmetric padding, a channel-sliced input and an
+         * f32 bias (f32 output) */
+        cctx one = {K_CONV2D, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, X_CH, false};
+        int64_t x7[4] = {1, 32, 10, 16}, w7[4] = {32, 32, 1, 1};
+        HALO_CASE("1x1 channel-sliced", &one, x7, w7, 32, LM_F16);
+        cctx asym = {K_CONV2D, {1, 1}, {2, 0, 1, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+        int64_t w8[4] = {32, 32, 3, 2};
+        HALO_CASE("3x2 asymmetric padding, f32 bias", &asym, x7, w8, 32, LM_F32);
+        /* more than 64 output channels: blocks of 64 (simt only; =1 leaves
+         * them to the GEMM) */
+        int64_t x9[4] = {1, 32, 8, 16}, w9[4] = {80, 32, 3, 3};
+        HALO_CASE("32 -> 80", &p1, x9, w9, 80, LM_F16);
+#undef HALO_CASE
+    }
+    /* simt: the kernel ran; the packed weights are made once per weight
+     * view and again after the weights are written in place */
+    setenv("LUMEN_VK_CONV_HALO", "simt", 1);
+    setenv("LUMEN_VK_CONV_HALO_TILE", "h8", 1);
+    int64_t xs[4] = {1, 32, 8, 16}, ws[4] = {32, 32, 3, 3}, p1[4] = {1, 1, 1, 1};
+    lm_array *xc = data(4, xs, LM_F16, -1, 1, 0), *wc = data(4, ws, LM_F16, -0.5, 0.5, 0);
+    lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xg), LM_OK);
+    assert_int_equal(lm_array_eval(wg), LM_OK);
+    lm_array *r1 = lm_conv2d(xg, wg, NULL, NULL, p1, NULL, 1), *r2 = lm_conv2d(xg, wg, NULL, NULL, p1, NULL, 1);
+    assert_true(ran_kernel(r1, "conv_halo_w+conv_halo_simt"));
+    assert_true(ran_kernel(r2, "conv_halo_simt"));
+    lm_array *w2c = data(4, ws, LM_F16, -1, 1, 0);
+    assert_int_equal(lm_array_assign(wg, w2c), LM_OK);
+    lm_array *r3 = lm_conv2d(xg, wg, NULL, NULL, p1, NULL, 1), *e3 = lm_conv2d(xc, w2c, NULL, NULL, p1, NULL, 1);
+    assert_true(ran_kernel(r3, "conv_halo_w+conv_halo_simt"));
+    assert_int_equal(lm_array_eval(e3), LM_OK);
+    compare("conv2d halo=simt after the weights were assigned", e3, r3, thr_for(LM_F16, false));
+    lm_array *all[] = {xc, wc, xg, wg, r1, r2, w2c, r3, e3};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+    for (int i = 0; i < 2; i++) {
+        if (saved[i]) setenv(envs[i], saved[i], 1);
+        else unsetenv(envs[i]);
+        free(saved[i]);
+    }
+}
+
 /* f64 has no kernel here: the node runs on the CPU and agrees bitwise */
 static void test_conv_f64_fallback(void **state)
 {
@@ -345,7 +465,7 @@ int main(void)
         return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_conv_gemm), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
+        VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
         VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
         VK_TEST(test_summary),
     };

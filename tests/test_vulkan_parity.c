@@ -299,6 +299,10 @@ static void test_matmul(void **state)
          * tile, whole tiles (no bounds checks), transposed, batched */
         {300, 48, 520, 0, false, false}, {256, 64, 256, 0, false, false},
         {264, 40, 272, 2, true, true}, {136, 24, 260, 0, true, false},
+        /* the f32-arithmetic tiles (LUMEN_VK_MM_F32: 128x128 to 256x128,
+         * depth 8 or 16): K odd (element loads), whole tiles of every
+         * shape (no bounds checks), batched */
+        {260, 77, 264, 2, false, true}, {512, 32, 512, 2, false, false},
     };
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)

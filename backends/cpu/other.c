@@ -18,6 +18,10 @@ static void concat_task(void *p, int64_t b, int64_t e)
         for (int k = 0; k < out->ninputs; k++) {
             const lm_array *in = out->inputs[k];
             int64_t irow = in->shape[c->axis] * inner;
+            if (lm_concat_placed(out, k)) {   /* its producer wrote it there */
+                col += irow;
+                continue;
+            }
             char *dst = (char *)lm_cpu_ptr(out) + (o * orow + col) * (int64_t)esz;
             lm_cpu_gather(dst, out->dtype, lm_cpu_ptr(in), in->dtype, in->ndim, in->shape, in->strides,
                           o * irow, irow);

@@ -66,23 +66,75 @@ static bool vec4_ok(const lm_array *x, int64_t off, int64_t srow, int64_t scol, 
     return ok;
 }
 
+/* the f32-arithmetic tiles (shaders/matmul_f32_*.comp: one matmul_f32.glsl
+ * with the tile as macros); LUMEN_VK_MM_F32=<name> picks one for
+ * measurement, falling back to the default where the device lacks its
+ * shared memory.  conv is the matching conv_gemm shader (NULL: none). */
+static const lm_vk_f32_tile f32_tiles[] = {
+    {"128x128", "matmul_f32", "conv_gemm", "np", 128, 128, 33792},
+    {"np", "matmul_f32_np", "conv_gemm_np", NULL, 128, 128, 32768},
+    {"w", "matmul_f32_w", "conv_gemm_w", "w_np", 128, 128, 33792},
+    {"w_np", "matmul_f32_w_np", "conv_gemm_w_np", NULL, 128, 128, 32768},
+    {"wr", "matmul_f32_wr", NULL, "w_np", 128, 128, 33792},
+    {"k8", "matmul_f32_k8", NULL, NULL, 128, 128, 16896},
+    {"k8w", "matmul_f32_k8w", "conv_gemm_k8w", NULL, 128, 128, 16896},
+    {"128x256", "matmul_f32_128x256", "conv_gemm_128x256", NULL, 128, 256, 25088},
+    {"128x256r", "matmul_f32_128x256r", NULL, NULL, 128, 256, 25088},
+    {"256x128", "matmul_f32_256x128", "conv_gemm_256x128", NULL, 256, 128, 25088},
+    {"64x128", "matmul_f32_64x128", NULL, NULL, 64, 128, 25600},
+    {"64x128k8", "matmul_f32_64x128k8", NULL, NULL, 64, 128, 12800},
+    {"t128", "matmul_f32_t128", "conv_gemm_t128", NULL, 128, 128, 16896},
+    {"t128k16", "matmul_f32_t128k16", NULL, "t128", 128, 128, 33792},
+    {"t128n", "matmul_f32_t128n", NULL, NULL, 128, 128, 16896},
+    {"t64", "matmul_f32_t64", NULL, NULL, 64, 128, 12800},
+    {"128x256k16", "matmul_f32_128x256k16", NULL, "128x256", 128, 256, 49152},
+    {"256x128k16", "matmul_f32_256x128k16", NULL, "256x128", 256, 128, 49152},
+};
+
+/* the tile of that name, or its smaller twin (`small`) where the device
+ * lacks the shared memory */
+static const lm_vk_f32_tile *f32_find(const lm_vk_dev *v, const char *name)
+{
+    for (size_t i = 0; name && i < sizeof f32_tiles / sizeof *f32_tiles; i++)
+        if (!strcmp(f32_tiles[i].name, name))
+            return f32_tiles[i].shared <= v->feat.max_shared ? &f32_tiles[i] : f32_find(v, f32_tiles[i].small);
+    return NULL;
+}
+
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv)
+{
+    const lm_vk_f32_tile *t = f32_find(v, getenv(conv ? "LUMEN_VK_CONV_F32" : "LUMEN_VK_MM_F32"));
+    if (t && (!conv || t->conv)) return t;
+    /* matmul: 128x128 tiles of 128 invocations with 16x8 results each
+     * (2026-11-25 sweep on the H100: 40.4 TFLOP/s at 8192 against 32.7
+     * for 256 invocations with 8x8, the f32 conv's tile); conv: padded
+     * shared rows (33 KiB) where the device has room, else 32 KiB */
+    return f32_find(v, conv ? "128x128" : "t128");
+}
+
 static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false);
     bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
     bool a_vec = a_k ? vec4_ok(a, pc->off_a, pc->sam, pc->sak, pc, pc->bsa)
                      : vec4_ok(a, pc->off_a, pc->sak, pc->sam, pc, pc->bsa);
     bool b_vec = b_n ? vec4_ok(b, pc->off_b, pc->sbk, pc->sbn, pc, pc->bsb)
                      : vec4_ok(b, pc->off_b, pc->sbn, pc->sbk, pc, pc->bsb);
     bool c_vec = pc->N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
-    uint32_t spec[8] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec};
+    uint32_t gx = (uint32_t)((pc->N + t->bn - 1) / t->bn), gy = (uint32_t)((pc->M + t->bm - 1) / t->bm);
+    /* whole tiles of 16-byte loads: no bounds checks (the depth of every
+     * tile divides 16) */
+    bool full = a_vec && b_vec && pc->M % t->bm == 0 && pc->N % t->bn == 0 && pc->K % 16 == 0 &&
+                !getenv_off("LUMEN_VK_MM_F32_FULL");
+    const char *e = getenv("LUMEN_VK_MM_F32_SWZ");
+    int swz = e ? atoi(e) : 0;
+    if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
+    uint32_t spec[12] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec, 0, 0, full,
+                         (uint32_t)swz};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
                          {lm_vk_mem_of(node), true}};
-    /* padded shared rows (33 KiB) where the device has room, else 32 KiB */
-    const char *shader = v->feat.max_shared >= 33792 ? "matmul_f32" : "matmul_f32_np";
-    return lm_vk_dispatch(v, shader, spec, 8, args, 3, pc, sizeof *pc,
-                          (uint32_t)((pc->N + 127) / 128), (uint32_t)((pc->M + 127) / 128),
-                          (uint32_t)batch);
+    return lm_vk_dispatch(v, t->shader, spec, 12, args, 3, pc, sizeof *pc, gx, gy, (uint32_t)batch);
 }
 
 bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)

@@ -223,6 +223,35 @@ lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host)
     return LM_OK;
 }
 
+/* A window is a range of the same block: kernels bind it at its own
+ * offset, and ordering (exec.c) sees it overlap its parent.  The offset
+ * meets minStorageBufferOffsetAlignment and 16 bytes (so the kernels that
+ * vectorise on aligned operands choose as they would for a buffer of its
+ * own), and the size whole words. */
+lm_status lm_vk_window(lm_device *d, void *handle, size_t off, size_t bytes, void **sub, void **host)
+{
+    lm_vk_dev *v = lm_vk_of(d);
+    const lm_vk_mem *p = handle;
+    VkDeviceSize align = v->feat.align > 16 ? v->feat.align : 16;
+    if ((p->off + off) % align || bytes % 4 || !bytes || off + bytes > p->size)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no window of %zu bytes at byte %zu (alignment %llu)",
+                            bytes, off, (unsigned long long)align);
+    lm_vk_mem *m = calloc(1, sizeof *m);
+    if (!m) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
+    *m = (lm_vk_mem){.block = p->block, .off = p->off + off, .size = bytes};
+    *sub = m;
+    *host = NULL;
+    return LM_OK;
+}
+
+/* recorded dispatches copied the range they bind, so the struct may go at
+ * once; the memory stays with the parent */
+void lm_vk_window_free(lm_device *d, void *sub)
+{
+    (void)d;
+    free(sub);
+}
+
 static void release_now(lm_vk_dev *v, lm_vk_mem *m)
 {
     lm_vk_block *b = m->block;

@@ -218,6 +218,182 @@ static const coop_tile *conv_tile(int32_t og)
     return og <= 64 ? &conv_tiles[2] : &conv_tiles[0];
 }
 
+/* ------------------------------------------------------- halo tiles */
+
+/* push constants of shaders/conv_halo.glsl and conv_halo_w.comp */
+typedef struct halo_pc {
+    int32_t C, O, H, W, OH, OW, pt, pl;
+    int32_t off_x, sxn, sxc, sxh, CP, MP, OB;
+    int32_t off_bias, s_bias;
+} halo_pc;
+
+typedef struct halo_wpc {
+    uint32_t n;
+    int32_t O, C, KW, KHW, MP, CP;
+    int32_t off_w, sw0, sw1, sw2, sw3;
+} halo_wpc;
+
+_Static_assert(sizeof(halo_pc) <= LM_VK_PUSH_BYTES, "conv_halo push constants");
+
+/* conv_halo's tiles: output rows per workgroup (16 pixels wide), the most
+ * output-channel fragments of 16 per workgroup, input channels per chunk;
+ * g: weight fragments read from the packed buffer (not staged), two input
+ * buffers; q: the input read as aligned runs of 4 pixels (8-byte loads),
+ * where x allows (else the tile named by `plain`).  simt: the emulation
+ * with the same chunk, weight and input paths. */
+typedef struct halo_tile { const char *name, *shader, *simt; int th, mfmax, ck; const char *plain; } halo_tile;
+static const halo_tile halo_tiles[] = {
+    {"h8", "conv_halo", "conv_halo_simt", 8, 4, 16, NULL},              /* 4 subgroups of 2 rows */
+    {"h4", "conv_halo_h4", "conv_halo_simt", 4, 4, 16, NULL},           /* 4 of 1 row */
+    {"h16", "conv_halo_h16", "conv_halo_simt", 16, 4, 16, NULL},        /* 8 of 2 rows */
+    {"h8k32", "conv_halo_k32", "conv_halo_simt_k32", 8, 2, 32, NULL},   /* 4 of 2 rows, 32 channels a chunk */
+    {"h4k32", "conv_halo_h4k32", "conv_halo_simt_k32", 4, 2, 32, NULL}, /* 4 of 1 row, the same */
+    {"h8g", "conv_halo_g", "conv_halo_simt_g", 8, 4, 32, NULL},         /* 4 of 2 rows, g */
+    {"h4g", "conv_halo_h4g", "conv_halo_simt_g", 4, 4, 32, NULL},       /* 4 of 1 row, g */
+    {"h8gq", "conv_halo_gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"},     /* h8g, q */
+    {"h4gq", "conv_halo_h4gq", "conv_halo_simt_gq", 4, 4, 32, "h4g"},   /* h4g, q */
+    {"h8w8gq", "conv_halo_w8gq", "conv_halo_simt_gq", 8, 4, 32, "h8g"}, /* 8 of 1 row, g, q */
+    {"h8q", "conv_halo_q", "conv_halo_simt_q", 8, 4, 16, "h8"},         /* h8, q */
+    {"h16q", "conv_halo_h16q", "conv_halo_simt_q", 16, 4, 16, "h16"},   /* h16, q */
+    {"h16w4q", "conv_halo_h16w4q", "conv_halo_simt_q", 16, 4, 16, "h16"}, /* 4 of 4 rows, q */
+};
+
+static const halo_tile *halo_tile_named(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof halo_tiles / sizeof *halo_tiles; i++)
+        if (!strcmp(name, halo_tiles[i].name)) return &halo_tiles[i];
+    return NULL;
+}
+
+/* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default); a q tile
+ * needs W, x's offset and strides multiples of 4 and an 8-byte aligned
+ * binding, and at most 4 columns of left padding */
+static const halo_tile *halo_tile_for(const lm_array *node)
+{
+    const halo_tile *t = halo_tile_named(getenv("LUMEN_VK_CONV_HALO_TILE"));
+    /* default: h8gq (the fastest on the H100 at 16-32 output channels,
+     * 2026-11-25 22:00, docs/VULKAN.md "Halo tiles") */
+    if (!t) t = halo_tile_named("h8gq");
+    const lm_array *x = node->inputs[0];
+    bool runs = x->shape[3] % 4 == 0 && x->offset % 4 == 0 && x->strides[0] % 4 == 0 && x->strides[1] % 4 == 0 &&
+                x->strides[2] % 4 == 0 && lm_vk_mem_of(x)->off % 8 == 0 && node->params.i[3] <= 4;
+    return t->plain && !runs ? halo_tile_named(t->plain) : t;
+}
+
+/* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels, all: any count
+ * (in blocks of 64), simt: conv_halo_simt.comp on any device (tests);
+ * unset: up to 32 (where it measured faster than the implicit GEMM on the
+ * H100; at 48-64 the GEMM was as fast or faster) */
+#define HALO_DEFAULT "32"
+static const char *halo_env(void)
+{
+    const char *e = getenv("LUMEN_VK_CONV_HALO");
+    return e && *e ? e : HALO_DEFAULT;
+}
+
+/* Does conv_halo take this conv?  An f16 x f16 conv (on tensor cores: one
+ * that conv_coop would take, the caller checks), groups 1, stride and
+ * dilation 1, kernels up to 3x3, x unit-strided along W, at most 32 output
+ * channels by default, 64 with LUMEN_VK_CONV_HALO=1, any with all or simt. */
+static bool halo_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
+{
+    const char *e = halo_env();
+    if (!strcmp(e, "0")) return false;
+    if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
+        return false;
+    const int64_t *p = node->params.i;
+    if (g->G != 1 || p[0] != 1 || p[1] != 1 || p[6] != 1 || p[7] != 1 || g->KH > 3 || g->KW > 3) return false;
+    if (node->inputs[0]->strides[3] != 1 && g->W > 1) return false;
+    if (strcmp(e, "all") && strcmp(e, "simt") && g->Og > (strcmp(e, "32") ? 64 : 32)) return false;
+    int64_t mp = (g->O + 63) / 64 * 64, cp = (g->Cg + 31) / 32 * 32;
+    const lm_vk_features *ft = &v->feat;
+    return ft->max_shared >= 24 * 1024 && g->KH * g->KW * mp * cp < INT32_MAX && (g->OW + 15) / 16 <= ft->max_groups[0] &&
+           (g->OH + 3) / 4 <= ft->max_groups[1] && g->N * (mp / 64) <= ft->max_groups[2];
+}
+
+/* conv_halo's packed weights ([tap][MP][CP] f16, conv_halo_w.comp), made
+ * on the GPU once per weight view and hung on the weight's buffer as
+ * derived data, which the core drops when the buffer is written or
+ * released */
+typedef struct halo_pack {
+    lm_derived link;                  /* first: the core hands it back */
+    lm_buffer *packed;
+    int64_t offset, shape[4], strides[4], mp;
+} halo_pack;
+
+static void halo_pack_drop(lm_derived *d)
+{
+    halo_pack *h = (halo_pack *)d;
+    lm_buffer_release(h->packed);
+    free(h);
+}
+
+static lm_status halo_weights(lm_vk_dev *v, const lm_array *w, int32_t MP, int32_t CP, const lm_vk_mem **out)
+{
+    for (lm_derived *d = w->buf->derived; d; d = d->next) {
+        const halo_pack *h = (const halo_pack *)d;
+        if (d->drop == halo_pack_drop && h->offset == w->offset && h->mp == MP &&
+            !memcmp(h->shape, w->shape, sizeof h->shape) && !memcmp(h->strides, w->strides, sizeof h->strides)) {
+            *out = (const lm_vk_mem *)h->packed->handle;
+            return LM_OK;
+        }
+    }
+    halo_pack *h = calloc(1, sizeof *h);
+    if (!h) return lm_error_set(LM_ERR_NOMEM, "vulkan: conv2d: out of memory for the packed weights");
+    int64_t khw = w->shape[2] * w->shape[3];
+    h->packed = lm_buffer_alloc(w->buf->device, (size_t)(2 * khw * MP * CP));
+    if (!h->packed) {
+        free(h);
+        return lm_error_status();
+    }
+    halo_wpc pc = {(uint32_t)(khw * MP * CP), (int32_t)w->shape[0], (int32_t)w->shape[1], (int32_t)w->shape[3],
+                   (int32_t)khw, MP, CP, (int32_t)w->offset, (int32_t)w->strides[0], (int32_t)w->strides[1],
+                   (int32_t)w->strides[2], (int32_t)w->strides[3]};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(w), false}, {(const lm_vk_mem *)h->packed->handle, true}};
+    lm_status st = lm_vk_dispatch(v, "conv_halo_w", NULL, 0, args, 2, &pc, sizeof pc,
+                                  lm_vk_groups(v, pc.n, 256), 1, 1);
+    if (st != LM_OK) {
+        halo_pack_drop(&h->link);
+        return st;
+    }
+    h->link.drop = halo_pack_drop;
+    h->offset = w->offset;
+    h->mp = MP;
+    memcpy(h->shape, w->shape, sizeof h->shape);
+    memcpy(h->strides, w->strides, sizeof h->strides);
+    lm_buffer_attach(w->buf, &h->link);
+    *out = (const lm_vk_mem *)h->packed->handle;
+    return LM_OK;
+}
+
+static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t *p = node->params.i;
+    const halo_tile *t = halo_tile_for(node);
+    int32_t mf = (int32_t)((g->O + 15) / 16);
+    if (mf > t->mfmax) mf = t->mfmax;
+    /* whole fragments and chunks of 32 channels, zero-padded */
+    int32_t ob = (int32_t)((g->O + 16 * mf - 1) / (16 * mf)), mp = ob * 16 * mf, cp = (int32_t)((g->Cg + 31) / 32 * 32);
+    const lm_vk_mem *wp = NULL;
+    lm_status st = halo_weights(v, w, mp, cp, &wp);
+    if (st != LM_OK) return st;
+    halo_pc pc = {(int32_t)g->Cg, (int32_t)g->O, (int32_t)g->H, (int32_t)g->W, (int32_t)g->OH, (int32_t)g->OW,
+                  (int32_t)p[2], (int32_t)p[3], (int32_t)x->offset, (int32_t)x->strides[0],
+                  (int32_t)x->strides[1], (int32_t)x->strides[2], cp, mp, ob, 0, 0};
+    const lm_array *b = bias_of(node, &pc.off_bias, &pc.s_bias);
+    /* whole fragments straight to the output: 16-byte aligned rows */
+    bool direct = g->OW % 8 == 0 && (node->dtype == LM_F16 || node->dtype == LM_F32) &&
+                  lm_vk_mem_of(node)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_HALO_DIRECT");
+    uint32_t spec[6] = {node->dtype, b ? b->dtype : node->dtype, (uint32_t)g->KH, (uint32_t)g->KW, (uint32_t)mf,
+                        direct};
+    lm_vk_arg args[4] = {{wp, false}, {lm_vk_mem_of(x), false}, {lm_vk_mem_of(node), true},
+                         {b ? lm_vk_mem_of(b) : NULL, false}};
+    int th = simt ? 8 : t->th;      /* the emulation's tiles are 8 rows */
+    return lm_vk_dispatch(v, simt ? t->simt : t->shader, spec, 6, args, 4, &pc, sizeof pc,
+                          (uint32_t)((g->OW + 15) / 16), (uint32_t)((g->OH + th - 1) / th), (uint32_t)(g->N * ob));
+}
+
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
 {
     gemm_pc pc;
@@ -229,6 +405,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     uint32_t gx = (uint32_t)((pc.N + 127) / 128), gy = (uint32_t)((pc.M + 127) / 128);
     uint32_t gz = (uint32_t)(g->N * g->G), bdt = b ? b->dtype : node->dtype;
     bool wal = lm_vk_mem_of(w)->off % 16 == 0;
+    if (coop_fits(v, node) && halo_fits(v, node, g)) return run_halo(v, node, g, false);
     if (coop_fits(v, node)) {
         /* 16-byte weight loads: 8 halves */
         bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
@@ -254,8 +431,10 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
      * two share a pipeline */
     if (pc.transpose) a_vec = c_vec;
     uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
-    const char *shader = v->feat.max_shared >= 33792 ? "conv_gemm" : "conv_gemm_np";
-    return lm_vk_dispatch(v, shader, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, true);
+    gx = (uint32_t)((pc.N + t->bn - 1) / t->bn);
+    gy = (uint32_t)((pc.M + t->bm - 1) / t->bm);
+    return lm_vk_dispatch(v, t->conv, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
 }
 
 static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)
@@ -288,6 +467,7 @@ static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)
 static lm_status run_conv(lm_vk_dev *v, lm_array *node)
 {
     geom g = geom_of(node);
+    if (!strcmp(halo_env(), "simt") && halo_fits(v, node, &g)) return run_halo(v, node, &g, true);
     return gemm_fits(v, node, &g) ? run_gemm(v, node, &g) : run_direct(v, node, &g);
 }
 

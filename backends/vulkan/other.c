@@ -44,6 +44,10 @@ static lm_status run_concat(lm_vk_dev *v, lm_array *node)
     int64_t at = 0;
     for (int k = 0; k < node->ninputs; k++) {
         const lm_array *in = node->inputs[k];
+        if (lm_concat_placed(node, k)) {   /* its producer wrote it there */
+            at += in->shape[axis];
+            continue;
+        }
         lm_status s = lm_vk_move(v, in, lm_vk_mem_of(node), node->dtype, at * st[axis], st);
         if (s != LM_OK) return s;
         at += in->shape[axis];

@@ -95,7 +95,7 @@ void lm_vk_pipeline_shutdown(lm_vk_dev *v)
             vkDestroyPipeline(v->device, p->pipe, NULL);
             free(p);
         }
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < LM_VK_MAX_SHADERS; i++)
         if (v->modules[i]) vkDestroyShaderModule(v->device, v->modules[i], NULL);
     vkDestroyPipelineCache(v->device, v->pcache, NULL);
 }
@@ -105,7 +105,7 @@ static lm_status get_module(lm_vk_dev *v, const char *shader, VkShaderModule *ou
     const lm_vk_shader *s = lm_vk_shader_find(shader);
     if (!s) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no shader '%s' in this build", shader);
     int idx = (int)(s - lm_vk_shaders);
-    if (idx >= 64) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: too many shaders");
+    if (idx >= LM_VK_MAX_SHADERS) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: too many shaders");
     if (!v->modules[idx]) {
         VkShaderModuleCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                        .codeSize = (size_t)s->words * 4, .pCode = s->code};

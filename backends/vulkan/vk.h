@@ -22,6 +22,7 @@
 #define LM_VK_WIDE_BINDINGS 18    /* for "fused*" shaders: 16 inputs, out, program */
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
+#define LM_VK_MAX_SHADERS 128     /* embedded shader modules (one per .comp file) */
 #define LM_VK_BATCH 1024          /* dispatches per submit */
 
 typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;
@@ -121,8 +122,8 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
-    VkShaderModule modules[64];
-    const lm_vk_shader *module_src[64];
+    VkShaderModule modules[LM_VK_MAX_SHADERS];   /* by index in lm_vk_shaders */
+    const lm_vk_shader *module_src[LM_VK_MAX_SHADERS];
 } lm_vk_dev;
 
 /* one operand of a dispatch: a buffer range and whether the kernel writes it */
@@ -144,6 +145,8 @@ lm_status lm_vk_mem_init(lm_vk_dev *v);
 void lm_vk_mem_shutdown(lm_vk_dev *v);
 lm_status lm_vk_alloc(lm_device *d, size_t bytes, void **handle, void **host);
 void lm_vk_free(lm_device *d, void *handle);
+lm_status lm_vk_window(lm_device *d, void *handle, size_t off, size_t bytes, void **sub, void **host);
+void lm_vk_window_free(lm_device *d, void *sub);
 lm_status lm_vk_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
 lm_status lm_vk_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
 void lm_vk_release_deferred(lm_vk_dev *v);
@@ -204,6 +207,14 @@ typedef struct lm_vk_mm_pc {
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
  * cooperative matrices (and bf16 through scaled f16 copies); whether it
  * takes this node, and running it */
+/* a tile of the f32-arithmetic matmul (matmul.c), shared with conv_gemm */
+typedef struct {
+    const char *name, *shader, *conv;   /* conv: the conv_gemm build, or NULL */
+    const char *small;                  /* the tile to use where `shared` does not fit */
+    int bm, bn;
+    uint32_t shared;                    /* bytes of shared memory */
+} lm_vk_f32_tile;
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);

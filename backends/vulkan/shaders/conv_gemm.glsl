@@ -121,12 +121,12 @@ uvec4 conv_fetch_b(int c, int k0)
     return uvec4(pack2(h[0], h[1]), pack2(h[2], h[3]), pack2(h[4], h[5]), pack2(h[6], h[7]));
 }
 #else
-// chunk c of the B tile at depth k0: row k = k0 + c / 32, the 4 output
-// pixels from n0 + (c % 32) * 4 (matmul_f32.glsl's B_NCONTIG layout)
+// chunk c of the B tile at depth k0: row k = k0 + c / (BN/4), the 4 output
+// pixels from n0 + (c % (BN/4)) * 4 (matmul_f32.glsl's B_NCONTIG layout)
 vec4 conv_fetch_b(int c, int k0)
 {
     vec4 r = vec4(0.0);
-    int k = k0 + c / 32, p = n0 + (c % 32) * 4;
+    int k = k0 + c / (BN / 4), p = n0 + (c % (BN / 4)) * 4;
     if (k >= pc.K) return r;
     int base, dy, dx;
     conv_row(k, base, dy, dx);
@@ -147,12 +147,12 @@ vec4 conv_fetch_b(int c, int k0)
     return r;
 }
 
-// conv_transpose: chunk c of the A tile, row m = m0 + c / 4, the 4
-// weights k0 + (c % 4) * 4.. of output channel m (A_KCONTIG layout)
+// conv_transpose: chunk c of the A tile, row m = m0 + c / (BK/4), the 4
+// weights k0 + (c % (BK/4)) * 4.. of output channel m (A_KCONTIG layout)
 vec4 conv_fetch_a(int c, int k0)
 {
     vec4 r = vec4(0.0);
-    int m = m0 + c / 4, k = k0 + (c % 4) * 4;
+    int m = m0 + c / (BK / 4), k = k0 + (c % (BK / 4)) * 4;
     if (m >= pc.M) return r;
     [[unroll]] for (int j = 0; j < 4; j++) {
         int ch = (k + j) / pc.KHW;

@@ -4,10 +4,11 @@
 // big products that do not go to tensor cores.  matmul.glsl stays for small
 // ones.
 //
-// 256 invocations compute a 128x128 tile of C, each an 8x8 block of it:
-// rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3} and
-// 64+tx*4+{0..3}, so every operand read from shared memory is a vec4 (4
-// loads feed 64 FMAs) and those reads are broadcasts or consecutive.
+// By default 256 invocations compute a 128x128 tile of C, each an 8x8
+// block of it: rows ty*4+{0..3} and 64+ty*4+{0..3}, columns tx*4+{0..3}
+// and 64+tx*4+{0..3}, so every operand read from shared memory is a vec4
+// (4 loads feed 64 FMAs) and those reads are broadcasts or consecutive
+// (other tiles: the macros below).
 // A and B tiles of depth BK = 16 are staged k-major (As[k][m], Bs[k][n]),
 // double buffered: the global loads for step k+1 go to registers before the
 // FMAs of step k, so one barrier per step suffices.  Global loads are vec4
@@ -21,9 +22,48 @@
 // through an im2col mapping and a bias is added on store (conv_gemm.glsl).
 #include "common.glsl"
 
+// Tile variants (matmul_f32_*.comp define these before including; the
+// host's table in matmul.c gives each its name for LUMEN_VK_MM_F32):
+// BM x BN outputs per workgroup, depth BK, TM x TN per invocation (both
+// multiples of 4: TM/4 row groups of 4 rows TY*4 apart, TN/4 column groups
+// TX*4 apart, TX = BN/TN, TY = BM/TM, TX*TY = NT invocations, 256 unless
+// defined).  WT = 1 lays each
+// subgroup of 32 out as 8 x 4 invocations (a 32 x 32 warp tile per row and
+// column group), so a k step's A reads are 4 distinct vec4 and its B reads
+// 8 (one 128-byte shared wavefront each) instead of 2 and 16 (two).
+// RDB = 1 double-buffers the fragments in registers.
+#ifndef BM
 #define BM 128
+#endif
+#ifndef BN
 #define BN 128
+#endif
+#ifndef BK
 #define BK 16
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 8
+#endif
+#ifndef WT
+#define WT 0
+#endif
+#ifndef RDB
+#define RDB 0
+#endif
+#ifndef NT
+#define NT 256
+#endif
+#define TX (BN / TN)
+#define TY (BM / TM)
+#if TX * TY != NT
+#error "matmul_f32: TX * TY must be NT"
+#endif
+// 4-element chunks of the A and B tiles per invocation
+#define CA (BM * BK / (4 * NT))
+#define CB (BN * BK / (4 * NT))
 // Shared row stride in floats: padded by a vec4 so the transposing stores
 // spread over the banks (33 KiB); matmul_f32_np.comp leaves it out
 // for devices with 32 KiB of shared memory (lavapipe).
@@ -33,7 +73,7 @@
 #define SA (BM + PAD)
 #define SB (BN + PAD)
 
-layout(local_size_x = 256) in;
+layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint DTA = 0;
 layout(constant_id = 1) const uint DTB = 0;
 layout(constant_id = 2) const uint DTO = 0;
@@ -42,6 +82,10 @@ layout(constant_id = 4) const bool B_NCONTIG = true;   // B's n stride is 1
 layout(constant_id = 5) const bool A_VEC = false;
 layout(constant_id = 6) const bool B_VEC = false;
 layout(constant_id = 7) const bool C_VEC = false;      // N % 4 == 0
+// 10: whole tiles with 16-byte aligned operands (no bounds checks on
+// loads); 11: > 0 walks the tiles in groups of SWZ tile rows (L2 reuse)
+layout(constant_id = 10) const bool FULL = false;
+layout(constant_id = 11) const int SWZ = 0;
 
 // conv_gemm.comp (MM_CONV) declares its own push constants in conv_gemm.glsl
 #ifndef MM_CONV
@@ -79,7 +123,7 @@ shared vec4 Bs[2 * BK * SB / 4];
 #define FETCH(NAME, B, DT, V4, H4, VEC) \
 vec4 NAME(int base, int grow, int rlim, int srow, int gcol, int clim, int scol) { \
     int at = base + grow * srow + gcol * scol; \
-    if (VEC && grow < rlim && gcol + 4 <= clim) \
+    if (VEC && (FULL || (grow < rlim && gcol + 4 <= clim))) \
         return DT == DT_F32 ? V4.v[at >> 2] : widen(DT, H4.v[at >> 2]); \
     vec4 r; \
     [[unroll]] for (int j = 0; j < 4; j++) \
@@ -95,16 +139,16 @@ int oa, ob, m0, n0;
 #include "conv_gemm.glsl"
 #endif
 
-// chunk c (0..511) of the A tile: k-contiguous: m = c / 4, k = (c % 4) * 4..;
-// m-contiguous: k = c / 32, m = (c % 32) * 4..
+// chunk c (0..BM*BK/4-1) of the A tile: k-contiguous: m = c / (BK/4),
+// k = (c % (BK/4)) * 4..; m-contiguous: k = c / (BM/4), m = (c % (BM/4)) * 4..
 vec4 fetch_a(int c, int k0)
 {
 #ifdef MM_CONV
     if (pc.transpose != 0) return conv_fetch_a(c, k0);   // conv_transpose's weights
 #endif
     if (A_KCONTIG)
-        return fetch0(oa, m0 + c / 4, pc.M, pc.sam, k0 + (c % 4) * 4, pc.K, pc.sak);
-    return fetch0(oa, k0 + c / 32, pc.K, pc.sak, m0 + (c % 32) * 4, pc.M, pc.sam);
+        return fetch0(oa, m0 + c / (BK / 4), pc.M, pc.sam, k0 + (c % (BK / 4)) * 4, pc.K, pc.sak);
+    return fetch0(oa, k0 + c / (BM / 4), pc.K, pc.sak, m0 + (c % (BM / 4)) * 4, pc.M, pc.sam);
 }
 
 vec4 fetch_b(int c, int k0)
@@ -113,8 +157,8 @@ vec4 fetch_b(int c, int k0)
     return conv_fetch_b(c, k0);      // B is the input, unfolded as it is read
 #else
     if (B_NCONTIG)
-        return fetch1(ob, k0 + c / 32, pc.K, pc.sbk, n0 + (c % 32) * 4, pc.N, pc.sbn);
-    return fetch1(ob, n0 + c / 4, pc.N, pc.sbn, k0 + (c % 4) * 4, pc.K, pc.sbk);
+        return fetch1(ob, k0 + c / (BN / 4), pc.K, pc.sbk, n0 + (c % (BN / 4)) * 4, pc.N, pc.sbn);
+    return fetch1(ob, n0 + c / (BK / 4), pc.N, pc.sbn, k0 + (c % (BK / 4)) * 4, pc.K, pc.sbk);
 #endif
 }
 
@@ -123,13 +167,13 @@ void put_a(int buf, int c, vec4 x)
 {
     int base = buf * (BK * SA / 4);
     if (A_KCONTIG) {
-        int m = c / 4, k = (c % 4) * 4;
+        int m = c / (BK / 4), k = (c % (BK / 4)) * 4;
         [[unroll]] for (int j = 0; j < 4; j++) {
             int e = (k + j) * SA + m;
             As[base + e / 4][e % 4] = x[j];
         }
     } else {
-        As[base + (c / 32) * (SA / 4) + c % 32] = x;
+        As[base + (c / (BM / 4)) * (SA / 4) + c % (BM / 4)] = x;
     }
 }
 
@@ -137,9 +181,9 @@ void put_b(int buf, int c, vec4 x)
 {
     int base = buf * (BK * SB / 4);
     if (B_NCONTIG) {
-        Bs[base + (c / 32) * (SB / 4) + c % 32] = x;
+        Bs[base + (c / (BN / 4)) * (SB / 4) + c % (BN / 4)] = x;
     } else {
-        int n = c / 4, k = (c % 4) * 4;
+        int n = c / (BK / 4), k = (c % (BK / 4)) * 4;
         [[unroll]] for (int j = 0; j < 4; j++) {
             int e = (k + j) * SB + n;
             Bs[base + e / 4][e % 4] = x[j];
@@ -177,22 +221,33 @@ void main()
         oa += c * pc.bsa[d];
         ob += c * pc.bsb[d];
     }
-    m0 = int(gl_WorkGroupID.y) * BM;
-    n0 = int(gl_WorkGroupID.x) * BN;
-    int tx = tid % 16, ty = tid / 16;
-
-    vec4 acc[8][2];
-    [[unroll]] for (int i = 0; i < 8; i++) { acc[i][0] = vec4(0.0); acc[i][1] = vec4(0.0); }
-
-    vec4 ra[2], rb[2];
-    [[unroll]] for (int i = 0; i < 2; i++) {
-        ra[i] = fetch_a(tid + i * 256, 0);
-        rb[i] = fetch_b(tid + i * 256, 0);
+    int tm = int(gl_WorkGroupID.y), tn = int(gl_WorkGroupID.x);
+    if (SWZ > 0) {
+        // groups of SWZ tile rows, walked column by column within a group
+        int gx = int(gl_NumWorkGroups.x), gy = int(gl_NumWorkGroups.y);
+        int pid = tn + tm * gx, width = SWZ * gx, grp = pid / width;
+        int first = grp * SWZ, gsz = min(gy - first, SWZ), w = pid - grp * width;
+        tm = first + w % gsz;
+        tn = w / gsz;
     }
-    [[unroll]] for (int i = 0; i < 2; i++) {
-        put_a(0, tid + i * 256, ra[i]);
-        put_b(0, tid + i * 256, rb[i]);
-    }
+    m0 = tm * BM;
+    n0 = tn * BN;
+#if WT
+    int lane = tid % 32, sg = tid / 32;
+    int tx = (sg % (TX / 8)) * 8 + lane % 8, ty = (sg / (TX / 8)) * 4 + lane / 8;
+#else
+    int tx = tid % TX, ty = tid / TX;
+#endif
+
+    vec4 acc[TM][TN / 4];
+    [[unroll]] for (int i = 0; i < TM; i++)
+        [[unroll]] for (int j = 0; j < TN / 4; j++) acc[i][j] = vec4(0.0);
+
+    vec4 ra[CA], rb[CB];
+    [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CA; i++) put_a(0, tid + i * NT, ra[i]);
+    [[unroll]] for (int i = 0; i < CB; i++) put_b(0, tid + i * NT, rb[i]);
     barrier();
 
     int nk = (pc.K + BK - 1) / BK;
@@ -200,35 +255,37 @@ void main()
         int cur = kt & 1;
         bool more = kt + 1 < nk;
         if (more) {
-            [[unroll]] for (int i = 0; i < 2; i++) {
-                ra[i] = fetch_a(tid + i * 256, (kt + 1) * BK);
-                rb[i] = fetch_b(tid + i * 256, (kt + 1) * BK);
-            }
+            [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
+            [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, (kt + 1) * BK);
         }
         int ab = cur * (BK * SA / 4), bb = cur * (BK * SB / 4);
+        // RDB: step kk + 1's fragments are read before step kk's FMAs
+        vec4 a[2][TM / 4], b[2][TN / 4];
+#define FRAGS(S, KK) \
+        [[unroll]] for (int g = 0; g < TM / 4; g++) a[S][g] = As[ab + (KK) * (SA / 4) + g * TY + ty]; \
+        [[unroll]] for (int h = 0; h < TN / 4; h++) b[S][h] = Bs[bb + (KK) * (SB / 4) + h * TX + tx];
+        if (RDB != 0) { FRAGS(0, 0) }
         [[unroll]] for (int kk = 0; kk < BK; kk++) {
-            vec4 a0 = As[ab + kk * (SA / 4) + ty], a1 = As[ab + kk * (SA / 4) + 16 + ty];
-            vec4 b0 = Bs[bb + kk * (SB / 4) + tx], b1 = Bs[bb + kk * (SB / 4) + 16 + tx];
-            [[unroll]] for (int i = 0; i < 4; i++) {
-                acc[i][0] = fma(vec4(a0[i]), b0, acc[i][0]);
-                acc[i][1] = fma(vec4(a0[i]), b1, acc[i][1]);
-                acc[4 + i][0] = fma(vec4(a1[i]), b0, acc[4 + i][0]);
-                acc[4 + i][1] = fma(vec4(a1[i]), b1, acc[4 + i][1]);
-            }
+            int s = RDB != 0 ? kk & 1 : 0;
+            if (RDB == 0) { FRAGS(0, kk) }
+            else if (kk + 1 < BK) { FRAGS(s ^ 1, kk + 1) }
+            [[unroll]] for (int g = 0; g < TM / 4; g++)
+                [[unroll]] for (int i = 0; i < 4; i++)
+                    [[unroll]] for (int h = 0; h < TN / 4; h++)
+                        acc[g * 4 + i][h] = fma(vec4(a[s][g][i]), b[s][h], acc[g * 4 + i][h]);
         }
         if (more) {
-            [[unroll]] for (int i = 0; i < 2; i++) {
-                put_a(cur ^ 1, tid + i * 256, ra[i]);
-                put_b(cur ^ 1, tid + i * 256, rb[i]);
-            }
+            [[unroll]] for (int i = 0; i < CA; i++) put_a(cur ^ 1, tid + i * NT, ra[i]);
+            [[unroll]] for (int i = 0; i < CB; i++) put_b(cur ^ 1, tid + i * NT, rb[i]);
         }
         barrier();
     }
 
     int oc = batch * pc.M * pc.N;
-    [[unroll]] for (int i = 0; i < 8; i++) {
-        int gm = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-        store_row(oc, gm, n0 + tx * 4, acc[i][0]);
-        store_row(oc, gm, n0 + 64 + tx * 4, acc[i][1]);
-    }
+    [[unroll]] for (int g = 0; g < TM / 4; g++)
+        [[unroll]] for (int i = 0; i < 4; i++) {
+            int gm = m0 + g * 4 * TY + ty * 4 + i;
+            [[unroll]] for (int h = 0; h < TN / 4; h++)
+                store_row(oc, gm, n0 + h * 4 * TX + tx * 4, acc[g * 4 + i][h]);
+        }
 }

@@ -1,0 +1,3 @@
+#version 450
+#define XQUAD
+#include "conv_halo.glsl"

@@ -1,0 +1,3 @@
+#version 450
+#define HALO_SIMT
+#include "conv_halo.glsl"

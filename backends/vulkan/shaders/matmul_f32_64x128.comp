@@ -1,0 +1,5 @@
+#version 450
+#define NT 128
+#define BM 64
+#define WT 1
+#include "matmul_f32.glsl"

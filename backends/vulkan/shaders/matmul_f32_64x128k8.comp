@@ -1,0 +1,6 @@
+#version 450
+#define NT 128
+#define BM 64
+#define BK 8
+#define WT 1
+#include "matmul_f32.glsl"

@@ -1,0 +1,3 @@
+#version 450
+#define WT 1
+#include "matmul_f32.glsl"
