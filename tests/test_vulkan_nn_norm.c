@@ -194,7 +194,7 @@ static void test_norms_vec(void **state)
         nn_case(what, 3, in, b_norm_off1, NULL, thr_for(fdt[d], true), false);
         for (int k = 0; k < 3; k++) lm_array_release(in[k]);
     }
-    /* the split's settings: a combining dispatch, tiles in the stats
+    /* the split's settings: a combining dispatch or not, tiles in the stats
      * pass's order, 8 vectors a thread, element loads, the kernels before
      * nn_norm_vec (LUMEN_VK_NORM_VEC=0), 8-byte accesses of f16/bf16,
      * f16 rounded by f32_to_f16 instead of packHalf2x16 */
@@ -207,10 +207,10 @@ static void test_norms_vec(void **state)
     smctx cw = {false, -1, V_NONE};
     nn_case("softmax f16 [3,2000]", 1, &xw, b_softmax, &cw, thr_for(LM_F16, true), false);
     lm_array_release(xw);
-    const char *env[7][2] = {{"LUMEN_VK_NORM_FIN", "1"}, {"LUMEN_VK_NORM_REV", "0"}, {"LUMEN_VK_NORM_R", "8"},
-                             {"LUMEN_VK_NORM_VEC", "2"}, {"LUMEN_VK_NORM_VEC", "0"}, {"LUMEN_VK_NORM_W8", "0"},
-                             {"LUMEN_VK_NORM_F16HW", "0"}};
-    for (int e = 0; e < 7; e++) {
+    const char *env[8][2] = {{"LUMEN_VK_NORM_FIN", "1"}, {"LUMEN_VK_NORM_FIN", "0"}, {"LUMEN_VK_NORM_REV", "0"},
+                             {"LUMEN_VK_NORM_R", "8"}, {"LUMEN_VK_NORM_VEC", "2"}, {"LUMEN_VK_NORM_VEC", "0"},
+                             {"LUMEN_VK_NORM_W8", "0"}, {"LUMEN_VK_NORM_F16HW", "0"}};
+    for (int e = 0; e < 8; e++) {
         setenv(env[e][0], env[e][1], 1);
         char name[96];
         snprintf(name, sizeof name, "group_norm [1,8,99,99] g2 %s=%s", env[e][0], env[e][1]);

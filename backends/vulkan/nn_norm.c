@@ -244,7 +244,8 @@ static lm_status run_norm_split(lm_vk_dev *v, lm_array *node, const rows_pc *r, 
  * tile of NT * 4 * R, so x is read from memory once per pass; rows up to
  * VEC_NT_MAX * 4 * VEC_RMAX elements are a tile each (MODE 2), longer ones
  * are split into tiles of VEC_SPLIT_NT threads x VEC_SPLIT_R vectors
- * (statistics per tile, then a combine and the write) */
+ * (statistics per tile, a combine per row where x is 16-bit or the rows
+ * have many tiles, then the write) */
 #define VEC_RMAX 8
 #define VEC_NT_MAX 512
 #define VEC_SPLIT_NT 256
@@ -323,12 +324,15 @@ static lm_status run_vec(lm_vk_dev *v, lm_array *node, const rows_pc *r, const l
     }
     nt = VEC_SPLIT_NT;
     rr = (uint32_t)env_int("LUMEN_VK_NORM_R", VEC_SPLIT_R);
-    if (rr < 1 || rr > VEC_RMAX) rr = VEC_SPLIT_R;
+    /* use_vec checked the tile count (a dispatch's x extent, 65535) at
+     * VEC_SPLIT_R vectors a thread */
+    if (rr < 1 || rr > VEC_RMAX || (pc.len + nt * 4 * rr - 1) / (nt * 4 * rr) > 65535) rr = VEC_SPLIT_R;
     uint32_t tile = nt * 4 * rr;
     pc.nch = (pc.len + tile - 1) / tile;
     pc.rev = env_int("LUMEN_VK_NORM_REV", 1) != 0;
-    pc.fin = pc.nch > VEC_FIN_TILES || env_int("LUMEN_VK_NORM_FIN", 0) != 0;
-    if (pc.nch > 65535) rr = VEC_SPLIT_R, tile = nt * 4 * rr, pc.nch = (pc.len + tile - 1) / tile;
+    /* the combining dispatch: 5% faster on f16 at 128 ch 512^2 (0.092 ms
+     * against 0.097 on the H100), 1% slower on f32 */
+    pc.fin = pc.nch > VEC_FIN_TILES || env_int("LUMEN_VK_NORM_FIN", dts[0] != LM_F32) != 0;
     lm_buffer *stats = lm_buffer_alloc(v->dev, ((size_t)pc.rows * pc.nch + pc.rows) * 2 * sizeof(float));
     if (!stats) return lm_error_status();
     args[4].mem = stats->handle;
