@@ -119,6 +119,25 @@ lm_buffer *lm_buffer_alloc(lm_device *d, size_t size)
     return b;
 }
 
+/* A buffer record of exactly `size` bytes over memory the caller has (a
+ * window of a parent, or host memory it wraps): not from the cache, one
+ * reference. */
+static lm_buffer *buffer_of(lm_device *d, void *handle, void *host, size_t size)
+{
+    lm_buffer *b = calloc(1, sizeof *b);
+    if (!b) {
+        lm_error_set(LM_ERR_NOMEM, "out of host memory");
+        return NULL;
+    }
+    b->device = d;
+    b->handle = handle;
+    b->host = host;
+    b->size = size;
+    b->capacity = size;
+    b->refcount = 1;
+    return b;
+}
+
 lm_buffer *lm_buffer_window(lm_buffer *parent, size_t off, size_t size)
 {
     lm_device *d = parent->device;
@@ -129,18 +148,11 @@ lm_buffer *lm_buffer_window(lm_buffer *parent, size_t off, size_t size)
     }
     void *handle = NULL, *host = NULL;
     if (d->backend->window(d, parent->handle, off, size, &handle, &host) != LM_OK) return NULL;
-    lm_buffer *b = calloc(1, sizeof *b);
+    lm_buffer *b = buffer_of(d, handle, host, size);
     if (!b) {
         if (d->backend->window_free) d->backend->window_free(d, handle);
-        lm_error_set(LM_ERR_NOMEM, "out of host memory");
         return NULL;
     }
-    b->device = d;
-    b->handle = handle;
-    b->host = host;
-    b->size = size;
-    b->capacity = size;
-    b->refcount = 1;
     b->parent = lm_buffer_retain(parent);
     b->parent_off = off;
     return b;
@@ -155,18 +167,8 @@ lm_buffer *lm_buffer_retain(lm_buffer *b)
 lm_buffer *lm_buffer_wrap(lm_device *d, void *host, size_t size,
                           void (*release)(void *ctx), void *ctx)
 {
-    lm_buffer *b = calloc(1, sizeof *b);
-    if (!b) {
-        lm_error_set(LM_ERR_NOMEM, "out of host memory");
-        return NULL;
-    }
-    /* the CPU backend's handle is its host pointer */
-    b->device = d;
-    b->handle = host;
-    b->host = host;
-    b->size = size;
-    b->capacity = size;
-    b->refcount = 1;
+    lm_buffer *b = buffer_of(d, host, host, size);   /* the CPU backend's handle is its host pointer */
+    if (!b) return NULL;
     b->release = release;
     b->release_ctx = ctx;
     return b;
