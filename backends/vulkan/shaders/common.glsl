@@ -163,3 +163,20 @@ void std_##B(uint dt, int i, double x) { \
 #endif
 
 #define DECL_IO(B) DECL_BUF(B) DEF_INT_IO(B) DEF_F64_IO(B)
+
+// The (row, column) output tile of this workgroup in a 2-D grid of tiles
+// (x: columns, y: rows).  swz > 0 walks the tiles in groups of swz tile
+// rows, column by column within a group, so that concurrent workgroups share
+// operand tiles in L2 (the matmul kernels' SWZ constant).
+ivec2 tile_of_workgroup(int swz)
+{
+    int tm = int(gl_WorkGroupID.y), tn = int(gl_WorkGroupID.x);
+    if (swz > 0) {
+        int gx = int(gl_NumWorkGroups.x), gy = int(gl_NumWorkGroups.y);
+        int pid = tn + tm * gx, width = swz * gx, grp = pid / width;
+        int first = grp * swz, gsz = min(gy - first, swz), w = pid - grp * width;
+        tm = first + w % gsz;
+        tn = w / gsz;
+    }
+    return ivec2(tm, tn);
+}

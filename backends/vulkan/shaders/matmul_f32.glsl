@@ -221,17 +221,9 @@ void main()
         oa += c * pc.bsa[d];
         ob += c * pc.bsb[d];
     }
-    int tm = int(gl_WorkGroupID.y), tn = int(gl_WorkGroupID.x);
-    if (SWZ > 0) {
-        // groups of SWZ tile rows, walked column by column within a group
-        int gx = int(gl_NumWorkGroups.x), gy = int(gl_NumWorkGroups.y);
-        int pid = tn + tm * gx, width = SWZ * gx, grp = pid / width;
-        int first = grp * SWZ, gsz = min(gy - first, SWZ), w = pid - grp * width;
-        tm = first + w % gsz;
-        tn = w / gsz;
-    }
-    m0 = tm * BM;
-    n0 = tn * BN;
+    ivec2 t = tile_of_workgroup(SWZ);
+    m0 = t.x * BM;
+    n0 = t.y * BN;
 #if WT
     int lane = tid % 32, sg = tid / 32;
     int tx = (sg % (TX / 8)) * 8 + lane % 8, ty = (sg / (TX / 8)) * 4 + lane / 8;
