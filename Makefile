@@ -21,7 +21,7 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 
 CC      ?= cc
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -D_GNU_SOURCE -I. -Icore
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -fPIC -D_GNU_SOURCE -I. -Icore
 ifeq ($(NATIVE),1)
 CFLAGS_BASE += -march=native
 endif
@@ -63,7 +63,7 @@ $(BUILD)/config.mk: FORCE
 	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; echo "make: configuration written to $@"; fi
 
 LIB     := $(BUILD)/liblumen.a
-CORE_SRC := $(wildcard core/*.c) $(wildcard backends/cpu/*.c)
+CORE_SRC := $(wildcard core/*.c core/io/*.c core/models/*.c) $(wildcard backends/cpu/*.c)
 C_TESTS_SRC := $(wildcard tests/test_*.c)
 TEST_SCRIPTS := tests/suites_selftest.sh
 BENCH_SCRIPTS :=
@@ -71,15 +71,14 @@ ALL_TARGETS :=
 
 # Each room of the house adds itself here (sources, rules, tests).  Rules in
 # the fragments may name $(LIB) and $(BUILD) as prerequisites (defined above).
--include backends/cpu/module.mk
--include backends/vulkan/module.mk
--include lua/module.mk
--include repl/module.mk
--include tests/module.mk
--include bench/module.mk
--include core/io.mk
--include tests/samples/module.mk
--include models.mk
+include backends/cpu/module.mk
+include backends/vulkan/module.mk
+include lua/module.mk
+include repl/module.mk
+include bench/module.mk
+include core/io/module.mk
+include tests/samples/module.mk
+include models.mk
 
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)

@@ -6,7 +6,7 @@ models:
 	@BUILD=$(BUILD) sh tests/models/fetch.sh $(BUILD)/models || [ $$? = 77 ]
 TEST_PREREQS += models
 
-# core/tfjs.c parses model.json with cJSON (Debian libcjson-dev)
+# core/models/tfjs.c parses model.json with cJSON (Debian libcjson-dev)
 LIB_EXTRA += $(CJSON_LIBS)
 TEST_SCRIPTS += tests/models/golden.sh tests/models/upscale.sh
 BENCH_SCRIPTS += bench/esrgan.sh

@@ -91,7 +91,7 @@ static void bench_bandwidth(void)
 #define EW(key, bytes_mul, expr, ...) EW_(key, bytes_mul, expr, __VA_ARGS__)
 #define EW_(key, bytes_mul, expr, peer_name, peer_task, peer_bytes) do { \
         double tp_; \
-        BENCH_PAIR(7, t, tp_, { lm_array *r_ = (expr); force(r_); lm_array_release(r_); }, \
+        BENCH_PAIR(7, t, tp_, { lm_array *res_ = (expr); force(res_); lm_array_release(res_); }, \
                    lm_cpu_parallel_for(n, 1 << 16, peer_task, &sc)); \
         RESULT(key, (bytes_mul) * gb / t, "GB/s"); \
         PEER(key, peer_name, (peer_bytes) * gb / tp_, "GB/s"); \

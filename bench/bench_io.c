@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
 
 static double now(void)

@@ -5,9 +5,9 @@
  *   build/bench/esrgan MODELS_DIR DIR [RUNS]   (run by bench/esrgan.sh) */
 #include <stdlib.h>
 #include "bench.h"
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
-#include "core/tfjs.h"
+#include "core/models/tfjs.h"
 
 static int fail(const char *what)
 {

@@ -1,4 +1,4 @@
-# bench/io.mk - file benchmarks (included from core/io.mk).
+# bench/io.mk - file benchmarks (included from core/io/module.mk).
 BENCH_SCRIPTS += bench/io.sh
 ALL_TARGETS += $(BUILD)/bench/bench_io
 

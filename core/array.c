@@ -5,8 +5,6 @@
 #include <string.h>
 #include "internal.h"
 
-lm_status lm_eval_into(lm_array *node);
-
 const char *lm_desc(char *buf, size_t n, const lm_array *a)
 {
     char s[96];

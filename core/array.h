@@ -49,12 +49,8 @@ struct lm_array {
     lm_array **inputs;
     lm_params params;
     uint64_t id;               /* unique, increasing */
-    lm_array *live_prev, *live_next; /* registry of live arrays (lm_sweep) */
-    int64_t eval_mark;         /* eval bookkeeping */
-    int64_t eval_uses;         /* ... references from the evaluation's pending nodes */
-    int64_t eval_last;         /* ... the order of the last of them */
-    lm_array *place_in;        /* ... a concat whose output will hold this node's */
-    int64_t place_at;          /* ... at this byte offset (core/eval.c) */
+    /* the core's own bookkeeping follows in memory (lm_node, core/internal.h):
+       arrays are made only by the core */
 };
 
 lm_array *lm_array_retain(lm_array *a);

@@ -1,12 +1,11 @@
 /* compare.c - comparison reports (see compare.h). */
-#include <fnmatch.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "compare.h"
-#include "lumen.h"
+#include "internal.h"
 
 #define CHUNK (1 << 18)
 
@@ -207,10 +206,7 @@ lm_status lm_allclose(lm_array *a, lm_array *b, double rtol, double atol, bool e
     return st;
 }
 
-/* snprintf at buf+*l that never runs *l past cap-1 */
-static void append(char *buf, size_t *l, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void append(char *buf, size_t *l, size_t cap, const char *fmt, ...)
+void lm_str_append(char *buf, size_t *l, size_t cap, const char *fmt, ...)
 {
     if (*l + 1 >= cap) return;
     va_list ap;
@@ -227,13 +223,13 @@ static const char *shape_of(char *buf, size_t n, int ndim, const int64_t *shape)
     return lm_shape_str(buf, n, ndim, shape);
 }
 
-static void index_str(const lm_compare_report *r, int base, char *buf, size_t n)
+void lm_compare_worst_str(const lm_compare_report *r, int base, char *buf, size_t n)
 {
     size_t l = 0;
-    append(buf, &l, n, "[");
+    lm_str_append(buf, &l, n, "[");
     for (int d = 0; d < r->ndim_a; d++)
-        append(buf, &l, n, d ? ",%lld" : "%lld", (long long)(r->worst_index[d] + base));
-    append(buf, &l, n, "]");
+        lm_str_append(buf, &l, n, d ? ",%lld" : "%lld", (long long)(r->worst_index[d] + base));
+    lm_str_append(buf, &l, n, "]");
 }
 
 void lm_compare_format(const lm_compare_report *r, int index_base, char *buf, size_t n)
@@ -242,7 +238,7 @@ void lm_compare_format(const lm_compare_report *r, int index_base, char *buf, si
     shape_of(sa, sizeof sa, r->ndim_a, r->shape_a);
     shape_of(sb, sizeof sb, r->ndim_b, r->shape_b);
     size_t l = 0;
-#define OUT(...) append(buf, &l, n, __VA_ARGS__)
+#define OUT(...) lm_str_append(buf, &l, n, __VA_ARGS__)
     OUT("compare: %s\n", r->ok ? "ok" : "MISMATCH");
     if (!r->shape_equal) {
         OUT("  shape    %s %s vs %s %s (differ)\n", sa, lm_dtype_name(r->dtype_a), sb,
@@ -258,7 +254,7 @@ void lm_compare_format(const lm_compare_report *r, int index_base, char *buf, si
         r->mae, r->rmse);
     OUT("  nmse     %-11.4g cosine  %-11.8g psnr %.4g dB\n", r->nmse, r->cosine, r->psnr);
     if (r->has_worst) {
-        index_str(r, index_base, idx, sizeof idx);
+        lm_compare_worst_str(r, index_base, idx, sizeof idx);
         OUT("  worst    %s: %.9g vs %.9g\n", idx, r->worst_a, r->worst_b);
     }
 #undef OUT
@@ -285,130 +281,4 @@ void lm_compare_row(const char *name, const lm_compare_report *r, char *buf, siz
     else snprintf(dt, sizeof dt, "%s/%s", lm_dtype_name(r->dtype_a), lm_dtype_name(r->dtype_b));
     snprintf(buf, n, "%-32s %-16s %-9s %-10.3g %-10.3g %-10.7g %-8lld %s", name, sh, dt,
              r->max_abs, r->max_rel, r->cosine, (long long)r->n_bad, r->ok ? "ok" : "MISMATCH");
-}
-
-/* ---- sets ---- */
-
-bool lm_compare_name_matches(const char *only, const char *name)
-{
-    if (!only || !*only) return true;
-    if (strpbrk(only, "*?[")) return fnmatch(only, name, 0) == 0;
-    return strstr(name, only) != NULL;
-}
-
-static lm_status push_name(char ***list, int *n, const char *name)
-{
-    char **l = realloc(*list, ((size_t)*n + 1) * sizeof *l);
-    if (!l) return lm_error_set(LM_ERR_NOMEM, "compare: out of memory");
-    *list = l;
-    if (!(l[*n] = strdup(name))) return lm_error_set(LM_ERR_NOMEM, "compare: out of memory");
-    (*n)++;
-    return LM_OK;
-}
-
-/* The index of the one tensor `only` selects in s, or -1 (none or several). */
-static int single_selected(const lm_tensor_set *s, const char *only)
-{
-    int found = -1;
-    for (int i = 0; i < s->count; i++)
-        if (lm_compare_name_matches(only, s->names[i])) {
-            if (found >= 0) return -1;
-            found = i;
-        }
-    return found;
-}
-
-lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
-                          const lm_compare_opts *o, const char *only, bool allow_missing,
-                          lm_compare_set *out)
-{
-    memset(out, 0, sizeof *out);
-    out->entries = calloc((size_t)got->count + 1, sizeof *out->entries);
-    if (!out->entries) return lm_error_set(LM_ERR_NOMEM, "compare: out of memory");
-    lm_status st = LM_OK;
-    bool ok = true;
-    int single_got = single_selected(got, only), single_ref = single_selected(ref, only);
-    for (int i = 0; st == LM_OK && i < got->count; i++) {
-        if (!lm_compare_name_matches(only, got->names[i])) continue;
-        int j = lm_tensor_set_find(ref, got->names[i]);
-        if (single_got >= 0 && single_ref >= 0) j = single_ref;
-        if (j < 0) {
-            st = push_name(&out->extra, &out->nextra, got->names[i]);
-            ok = false;
-            continue;
-        }
-        lm_compare_entry *e = &out->entries[out->count];
-        if (!(e->name = strdup(got->names[i]))) {
-            st = lm_error_set(LM_ERR_NOMEM, "compare: out of memory");
-            break;
-        }
-        out->count++;
-        st = lm_compare(got->arrays[i], ref->arrays[j], o, &e->r);
-        if (st != LM_OK) lm_error_prefix("%s", got->names[i]);
-        ok = ok && e->r.ok;
-    }
-    for (int j = 0; st == LM_OK && j < ref->count && !(single_got >= 0 && single_ref >= 0); j++)
-        if (lm_compare_name_matches(only, ref->names[j]) &&
-            lm_tensor_set_find(got, ref->names[j]) < 0) {
-            st = push_name(&out->missing, &out->nmissing, ref->names[j]);
-            ok = ok && allow_missing;
-        }
-    out->ok = ok;
-    if (st != LM_OK) lm_compare_set_free(out);
-    return st;
-}
-
-lm_status lm_compare_file(const char *path, const lm_tensor_set *got, const lm_compare_opts *o,
-                          const char *only, bool allow_missing, lm_compare_set *out)
-{
-    lm_tensor_set ref;
-    memset(out, 0, sizeof *out);
-    if (lm_load_file(path, &ref) != LM_OK) return lm_error_status();
-    lm_status st = lm_compare_sets(got, &ref, o, only, allow_missing, out);
-    lm_tensor_set_free(&ref);
-    return st;
-}
-
-void lm_compare_set_free(lm_compare_set *s)
-{
-    if (!s) return;
-    for (int i = 0; i < s->count; i++) free(s->entries[i].name);
-    for (int i = 0; i < s->nmissing; i++) free(s->missing[i]);
-    for (int i = 0; i < s->nextra; i++) free(s->extra[i]);
-    free(s->entries);
-    free(s->missing);
-    free(s->extra);
-    memset(s, 0, sizeof *s);
-}
-
-char *lm_compare_set_format(const lm_compare_set *s, int index_base)
-{
-    size_t cap = 256 + (size_t)(s->count + 1) * 700 + (size_t)(s->nmissing + s->nextra) * 300;
-    char *buf = malloc(cap), line[512];
-    if (!buf) return NULL;
-    size_t l = 0;
-    int bad = 0;
-    lm_compare_row_header(line, sizeof line);
-    append(buf, &l, cap, "%s\n", line);
-    for (int i = 0; i < s->count; i++) {
-        const lm_compare_report *r = &s->entries[i].r;
-        lm_compare_row(s->entries[i].name, r, line, sizeof line);
-        append(buf, &l, cap, "%s\n", line);
-        if (!r->ok) bad++;
-        if (!r->ok && r->has_worst) {
-            char idx[128];
-            index_str(r, index_base, idx, sizeof idx);
-            append(buf, &l, cap, "    worst %s: %.9g vs %.9g\n", idx,
-                                  r->worst_a, r->worst_b);
-        }
-    }
-    for (int i = 0; i < s->nmissing; i++)
-        append(buf, &l, cap, "%-32.200s missing (only in the reference)\n",
-                              s->missing[i]);
-    for (int i = 0; i < s->nextra; i++)
-        append(buf, &l, cap, "%-32.200s extra (not in the reference)\n",
-                              s->extra[i]);
-    append(buf, &l, cap, "%s: %d compared, %d mismatched, %d missing, %d extra",
-             s->ok ? "ok" : "MISMATCH", s->count, bad, s->nmissing, s->nextra);
-    return buf;
 }

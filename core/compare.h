@@ -13,7 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "array.h"
-#include "io.h"
 
 typedef struct lm_compare_opts {
     double rtol, atol;  /* NAN = torch.testing defaults for the less precise dtype:
@@ -57,42 +56,9 @@ lm_status lm_allclose(lm_array *a, lm_array *b, double rtol, double atol, bool e
 /* A compact multi-line table of r into buf (always NUL-terminated);
  * indices are printed from index_base (1 for Lua, 0 for numpy users). */
 void lm_compare_format(const lm_compare_report *r, int index_base, char *buf, size_t n);
+/* The worst element's index, "[i,j,...]" from index_base, into buf. */
+void lm_compare_worst_str(const lm_compare_report *r, int index_base, char *buf, size_t n);
 
-/* ---- tensor sets (files) by name ---- */
-typedef struct lm_compare_entry {
-    char *name;
-    lm_compare_report r;
-} lm_compare_entry;
-
-typedef struct lm_compare_set {
-    bool ok;                /* all matched ok and no name unmatched */
-    int count;              /* names in both, in the order of `got` */
-    lm_compare_entry *entries;
-    int nmissing;           /* in the reference only */
-    char **missing;
-    int nextra;             /* in `got` only */
-    char **extra;
-} lm_compare_set;
-
-/* Compares got against ref by name.  only: a shell pattern (fnmatch) or,
- * with no * ? [ in it, a substring, selecting names on both sides; NULL
- * selects all.  allow_missing: names only in ref do not fail ok.  When each
- * side has exactly one selected tensor (a .npy file against anything) the
- * two are compared whatever their names, under got's name. */
-lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
-                          const lm_compare_opts *o, const char *only, bool allow_missing,
-                          lm_compare_set *out);
-/* The same against a file (safetensors, npz, npy) loaded from path. */
-lm_status lm_compare_file(const char *path, const lm_tensor_set *got,
-                          const lm_compare_opts *o, const char *only, bool allow_missing,
-                          lm_compare_set *out);
-void lm_compare_set_free(lm_compare_set *s);
-/* True when name is selected by the `only` pattern described above. */
-bool lm_compare_name_matches(const char *only, const char *name);
-
-/* One table row per entry, then the missing/extra names and a summary, in a
- * malloc'd string (NULL if out of memory). */
-char *lm_compare_set_format(const lm_compare_set *s, int index_base);
 /* The header line and one row (no newline) used by that table. */
 void lm_compare_row_header(char *buf, size_t n);
 void lm_compare_row(const char *name, const lm_compare_report *r, char *buf, size_t n);

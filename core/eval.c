@@ -55,24 +55,24 @@ static lm_status topo_order(lm_array *const *outs, int n, vec *order)
         lm_array *o = outs[i];
         if (!o) continue;
         if ((st = check_usable(o)) != LM_OK) break;
-        if (o->buf || o->eval_mark >= mark) continue;
-        o->eval_mark = mark;
+        if (o->buf || lm_node_of(o)->eval_mark >= mark) continue;
+        lm_node_of(o)->eval_mark = mark;
         if (!vec_push(&stack, o)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
         while (stack.n && st == LM_OK) {
             lm_array *a = stack.v[stack.n - 1];
             bool pushed = false;
             for (int k = 0; k < a->ninputs; k++) {
                 lm_array *in = a->inputs[k];
-                if (in->buf || in->eval_mark >= mark) continue;
+                if (in->buf || lm_node_of(in)->eval_mark >= mark) continue;
                 if ((st = check_usable(in)) != LM_OK) break;
-                in->eval_mark = mark;
+                lm_node_of(in)->eval_mark = mark;
                 if (!vec_push(&stack, in)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
                 pushed = true;
                 break;
             }
             if (st != LM_OK || pushed) continue;
             stack.n--;
-            a->eval_mark = mark + 1;
+            lm_node_of(a)->eval_mark = mark + 1;
             if (!vec_push(order, a)) st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory");
         }
     }
@@ -229,16 +229,17 @@ bool lm_concat_placed(const lm_array *node, int k)
 static void plan_places(const vec *order)
 {
     for (int64_t i = 0; i < order->n; i++) {
-        order->v[i]->eval_uses = 0;
-        order->v[i]->place_in = NULL;
+        lm_node *x = lm_node_of(order->v[i]);
+        x->eval_uses = 0;
+        x->place_in = NULL;
     }
     if (!place_enabled()) return;
     for (int64_t i = 0; i < order->n; i++)
         for (int k = 0; k < order->v[i]->ninputs; k++) {
             lm_array *in = order->v[i]->inputs[k];
             if (in->buf) continue;
-            in->eval_uses++;
-            in->eval_last = i;
+            lm_node_of(in)->eval_uses++;
+            lm_node_of(in)->eval_last = i;
         }
     for (int64_t i = 0; i < order->n; i++) {
         lm_array *c = order->v[i];
@@ -246,15 +247,15 @@ static void plan_places(const vec *order)
         if (c->op != LM_OP_CONCAT || !d->backend->window || !d->backend->supports(d, c)) continue;
         for (int k = 0; k < c->ninputs; k++) {
             lm_array *in = c->inputs[k];
-            if (in->buf || in->place_in || in->op == LM_OP_VIEW || in->device != d ||
+            if (in->buf || lm_node_of(in)->place_in || in->op == LM_OP_VIEW || in->device != d ||
                 in->dtype != c->dtype || in->size == 0 || in->offset != 0 ||
                 !lm_array_is_contiguous(in) || (in->flags & LM_ARRAY_KEPT) ||
-                in->refcount != in->eval_uses)
+                in->refcount != lm_node_of(in)->eval_uses)
                 continue;
             int64_t off = concat_part(c, k);
             if (off < 0) break;
-            in->place_in = c;
-            in->place_at = off;
+            lm_node_of(in)->place_in = c;
+            lm_node_of(in)->place_at = off;
         }
     }
     /* A placed input holds the whole buffer of the outermost concat it
@@ -264,10 +265,11 @@ static void plan_places(const vec *order)
      * in the order: going backwards, a concat sent back to its own buffer
      * is the root its inputs see. */
     for (int64_t i = order->n - 1; i >= 0; i--) {
-        lm_array *x = order->v[i], *r = x->place_in;
-        if (!r) continue;
-        while (r->place_in) r = r->place_in;
-        bool held = r->refcount > r->eval_uses;   /* an output, kept, or a caller's */
+        lm_node *x = lm_node_of(order->v[i]);
+        if (!x->place_in) continue;
+        lm_node *r = lm_node_of(x->place_in);
+        while (r->place_in) r = lm_node_of(r->place_in);
+        bool held = r->a.refcount > r->eval_uses;   /* an output, kept, or a caller's */
         if (!held && x->eval_last > r->eval_last) x->place_in = NULL;
     }
 }
@@ -279,10 +281,11 @@ static lm_status node_buffer(lm_array *a)
 {
     while (!a->buf) {
         lm_array *p = a;
-        while (p->place_in && !p->place_in->buf) p = p->place_in;
-        lm_array *c = p->place_in;
-        p->place_in = NULL;
-        if (c && (p->buf = lm_buffer_window(c->buf, (size_t)p->place_at, lm_array_nbytes(p))))
+        while (lm_node_of(p)->place_in && !lm_node_of(p)->place_in->buf) p = lm_node_of(p)->place_in;
+        lm_node *pn = lm_node_of(p);
+        lm_array *c = pn->place_in;
+        pn->place_in = NULL;
+        if (c && (p->buf = lm_buffer_window(c->buf, (size_t)pn->place_at, lm_array_nbytes(p))))
             last_stats.placed++;
         if (!p->buf) p->buf = lm_buffer_alloc(p->device, lm_array_nbytes(p));
         if (!p->buf) return lm_error_status();
@@ -349,7 +352,7 @@ static void unplan(const vec *order, int64_t i)
 {
     for (int64_t j = i; j < order->n; j++) {
         lm_array *a = order->v[j];
-        a->place_in = NULL;
+        lm_node_of(a)->place_in = NULL;
         if (a->buf) {
             lm_buffer_release(a->buf);
             a->buf = NULL;

@@ -79,9 +79,10 @@ static void destroy(lm_array *a, lm_array ***stack, int64_t *n, int64_t *cap)
 {
     drop_graph(a, stack, n, cap);
     if (a->buf) lm_buffer_release(a->buf);
-    if (a->live_prev) a->live_prev->live_next = a->live_next;
-    else live_head = a->live_next;
-    if (a->live_next) a->live_next->live_prev = a->live_prev;
+    lm_node *self = lm_node_of(a);
+    if (self->live_prev) lm_node_of(self->live_prev)->live_next = self->live_next;
+    else live_head = self->live_next;
+    if (self->live_next) lm_node_of(self->live_next)->live_prev = self->live_prev;
     live_count--;
     free(a);
 }
@@ -155,7 +156,7 @@ static bool mark_held(void)
     lm_array **stack = NULL;
     int64_t n = 0, cap = 0;
     bool ok = true;
-    for (lm_array *a = live_head; a && ok; a = a->live_next) {
+    for (lm_array *a = live_head; a && ok; a = lm_node_of(a)->live_next) {
         if (!(a->flags & LM_ARRAY_KEPT) || !a->ninputs) continue;
         ok = stack_push(&stack, &n, &cap, a);
         while (ok && n > 0) {
@@ -178,13 +179,13 @@ int lm_sweep(void)
     const uint32_t spare = LM_ARRAY_KEPT | LM_ARRAY_FREED | SWEEP_HELD;
     /* Collect first: freeing drops inputs, which may unlink other arrays. */
     int64_t n = 0;
-    for (lm_array *a = live_head; a; a = a->live_next)
+    for (lm_array *a = live_head; a; a = lm_node_of(a)->live_next)
         if (!(a->flags & spare)) n++;
     lm_array **v = marked ? malloc((size_t)(n ? n : 1) * sizeof *v) : NULL;
-    for (lm_array *a = live_head; a; a = a->live_next) a->flags &= ~SWEEP_HELD;
+    for (lm_array *a = live_head; a; a = lm_node_of(a)->live_next) a->flags &= ~SWEEP_HELD;
     if (!v) return 0;
     int64_t k = 0;
-    for (lm_array *a = live_head; a && k < n; a = a->live_next)
+    for (lm_array *a = live_head; a && k < n; a = lm_node_of(a)->live_next)
         if (!(a->flags & spare)) v[k++] = lm_array_retain(a);
     for (int64_t i = 0; i < k; i++) {
         lm_array_free(v[i]);
@@ -233,7 +234,8 @@ lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device 
     }
     int64_t size;
     if (lm_shape_check("array", ndim, shape, &size) != LM_OK) return NULL;
-    lm_array *a = calloc(1, sizeof *a);
+    lm_node *node = calloc(1, sizeof *node);
+    lm_array *a = node ? &node->a : NULL;
     if (!a) {
         lm_error_set(LM_ERR_NOMEM, "out of host memory for an array");
         return NULL;
@@ -250,8 +252,8 @@ lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device 
         st *= shape[d] ? shape[d] : 1;
     }
     a->id = next_id++;
-    a->live_next = live_head;
-    if (live_head) live_head->live_prev = a;
+    node->live_next = live_head;
+    if (live_head) lm_node_of(live_head)->live_prev = a;
     live_head = a;
     live_count++;
     return a;

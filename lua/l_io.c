@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "l_internal.h"
-#include "core/compare.h"
-#include "core/image.h"
-#include "core/io.h"
+#include "core/io/compare_sets.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
 
 #define REPORT_MT "lumen.compare_report"
 

@@ -10,9 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/compare.h"
-#include "core/io.h"
+#include "core/io/compare_sets.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
+#include "repl.h"
 
 static int usage(const char *msg)
 {

@@ -1,5 +1,5 @@
 /* cli_models.c - `lumen upscale` and `lumen convert`: the pretrained
- * TF.js upscalers (core/tfjs.h) on the command line.
+ * TF.js upscalers (core/models/tfjs.h) on the command line.
  *
  *   lumen upscale IN.png... -o OUT [--model esrgan-slim] [--scale 4]
  *         [--device cpu|vulkan] [--tile 256] [--overlap 16] [--dtype f16] [--quiet]
@@ -16,9 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
-#include "core/tfjs.h"
+#include "core/models/tfjs.h"
+#include "repl.h"
 
 typedef struct up_args {
     const char *model, *out, *device, *dtype;
@@ -248,8 +249,6 @@ static int cmd_convert(int argc, char **argv)
     lm_tfjs_free(m);
     return st == LM_OK ? 0 : 1;
 }
-
-int lm_cli_models(int argc, char **argv);
 
 int lm_cli_models(int argc, char **argv)
 {

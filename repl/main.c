@@ -25,9 +25,6 @@
 #include "repl.h"
 
 int luaopen_lumen(lua_State *L);
-int lm_cli_files(int argc, char **argv);
-int lm_cli_batch(int argc, char **argv);   /* repl/batch.c */
-int lm_cli_models(int argc, char **argv);  /* repl/cli_models.c */
 
 bool lm_repl_color;
 

@@ -27,6 +27,12 @@ int lm_repl_sigint_fd(void);
  * within a second. */
 bool lm_repl_take_sigint(bool *quit);
 
+/* ---- the command-line tools: each returns the exit status, or -1 when
+ * argv is not its subcommand ---- */
+int lm_cli_files(int argc, char **argv);    /* cli_files.c: compare, inspect */
+int lm_cli_batch(int argc, char **argv);    /* batch.c */
+int lm_cli_models(int argc, char **argv);   /* cli_models.c: upscale, convert */
+
 /* ---- repl.c ---- */
 int lm_repl_interactive(lua_State *L);
 

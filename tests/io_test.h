@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "testutil.h"
-#include "core/io.h"
+#include "core/io/io.h"
 
 #define IO_FX(name) LM_FIXTURES "io/" name
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
 
 static int failures;

@@ -1,7 +1,7 @@
 /* test_compare.c - comparison reports: metrics against hand-computed
  * values, NaN/Inf rules, tolerances, shapes, sets of named tensors. */
 #include "io_test.h"
-#include "core/compare.h"
+#include "core/io/compare_sets.h"
 
 static lm_array *vec(int n, const double *v, lm_dtype dt)
 {

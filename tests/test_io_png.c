@@ -2,7 +2,7 @@
  * expected pixels; Lumen's writer: layouts, channels, 8/16 bits, float
  * clamping and rounding, text, batches; grid and diff heat-maps. */
 #include "io_test.h"
-#include "core/image.h"
+#include "core/io/image.h"
 
 static void check_png(const char *file, const char *expected)
 {

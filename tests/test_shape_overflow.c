@@ -4,8 +4,8 @@
  * the readers' size checks for the inputs make fuzz found (tests/fuzz/regress/).
  * Run under UBSan by make check; a signed overflow there aborts the suite. */
 #include "testutil.h"
-#include "core/image.h"
-#include "core/io.h"
+#include "core/io/image.h"
+#include "core/io/io.h"
 #include "io_test.h"
 
 #define HUGE_SHAPE {18888888888888, 71, 0, 79, 2, 1, 79, 2}

@@ -321,7 +321,7 @@ static void attn_case(const actx *c, lm_dtype dt)
 static void test_attention(void **state)
 {
     (void)state;
-    const actx cases[] = {
+    const actx acases[] = {
         {1, 2, 2, 1, 1, 64, 64, 0, false, false, false},
         {1, 2, 2, 1, 1, 64, 64, 0, true, false, false},
         {2, 4, 2, 37, 37, 64, 64, 0, true, false, false},
@@ -339,8 +339,8 @@ static void test_attention(void **state)
         {1, 2, 2, 17, 33, 64, 512, 0, true, false, false},
         {1, 1, 1, 8, 32, 512, 96, 0, false, true, false},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+    for (size_t i = 0; i < sizeof acases / sizeof *acases; i++)
+        for (int d = 0; d < 3; d++) attn_case(&acases[i], fdt[d]);
 }
 
 /* the tiled kernel (nn_attn_fa.c: no mask or causal, D = Dv in {64, 128,
@@ -350,7 +350,7 @@ static void test_attention(void **state)
 static void test_attention_fast(void **state)
 {
     (void)state;
-    const actx cases[] = {
+    const actx acases[] = {
         {1, 2, 2, 1, 1, 128, 128, 0, false, AV_NONE, false},
         {1, 2, 1, 1, 1, 64, 64, 0, true, AV_NONE, false},
         {1, 4, 2, 100, 100, 128, 128, 0, true, AV_NONE, false},
@@ -362,8 +362,8 @@ static void test_attention_fast(void **state)
         {1, 1, 1, 20, 40, 256, 256, 0, true, AV_NONE, false},
         {1, 2, 2, 128, 192, 64, 64, 0, false, AV_NONE, false},   /* whole blocks */
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+    for (size_t i = 0; i < sizeof acases / sizeof *acases; i++)
+        for (int d = 0; d < 3; d++) attn_case(&acases[i], fdt[d]);
 }
 
 /* D = 512 (a VAE's mid-block attention) in both kernels: one workgroup
@@ -371,7 +371,7 @@ static void test_attention_fast(void **state)
 static void test_attention_fast512(void **state)
 {
     (void)state;
-    const actx cases[] = {
+    const actx acases[] = {
         {1, 1, 1, 70, 130, 512, 512, 0, false, AV_NONE, false},
         {1, 2, 1, 65, 65, 512, 512, 0, true, AV_NONE, false},
         {1, 1, 1, 1, 1, 512, 512, 0, false, AV_NONE, false},
@@ -380,8 +380,8 @@ static void test_attention_fast512(void **state)
     const char *split[2] = {"0", "1"};
     for (int s = 0; s < 2; s++) {
         setenv("LUMEN_VK_ATTN_SPLIT", split[s], 1);
-        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-            for (int d = 0; d < 3; d++) attn_case(&cases[i], fdt[d]);
+        for (size_t i = 0; i < sizeof acases / sizeof *acases; i++)
+            for (int d = 0; d < 3; d++) attn_case(&acases[i], fdt[d]);
     }
     unsetenv("LUMEN_VK_ATTN_SPLIT");
 }

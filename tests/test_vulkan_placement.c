@@ -10,7 +10,7 @@
 #ifdef LM_HAVE_VULKAN
 #include "backends/vulkan/vulkan.h"
 #include "core/internal.h"
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/random.h"
 
 static lm_device *vk;

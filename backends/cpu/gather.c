@@ -179,9 +179,9 @@ static void transpose_task(void *p, int64_t b0, int64_t e0)
     tr_ctx *t = p;
     const char *src = lm_cpu_ptr(t->a);
     int64_t tiles_r = (t->R + t->ur - 1) / t->ur, tiles_c = (t->C + t->uc - 1) / t->uc;
-    for (int64_t w = b0; w < e0; w++) {
+    for (int64_t task = b0; task < e0; task++) {
         /* column bands outermost, so a task reads its band's rows front to back */
-        int64_t bi = w / (tiles_r * tiles_c), tc = (w / tiles_r) % tiles_c, tr = w % tiles_r;
+        int64_t bi = task / (tiles_r * tiles_c), tc = (task / tiles_r) % tiles_c, tr = task % tiles_r;
         int64_t r0 = tr * t->ur, c0 = tc * t->uc;
         int64_t r1 = r0 + t->ur < t->R ? r0 + t->ur : t->R, c1 = c0 + t->uc < t->C ? c0 + t->uc : t->C;
         const char *sb = src + bi * t->sB * (int64_t)t->esz;

@@ -140,18 +140,18 @@ int main(int argc, char **argv)
                                               .pipeline = pipe, .executableIndex = e};
             uint32_t nr = 0;
             get_ir(dev, &ei, &nr, NULL);
-            VkPipelineExecutableInternalRepresentationKHR *r = calloc(nr ? nr : 1, sizeof *r);
-            for (uint32_t i = 0; i < nr; i++) r[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
-            get_ir(dev, &ei, &nr, r);
-            for (uint32_t i = 0; i < nr; i++) r[i].pData = calloc(1, r[i].dataSize + 1);
-            get_ir(dev, &ei, &nr, r);
+            VkPipelineExecutableInternalRepresentationKHR *irs = calloc(nr ? nr : 1, sizeof *irs);
+            for (uint32_t i = 0; i < nr; i++) irs[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+            get_ir(dev, &ei, &nr, irs);
+            for (uint32_t i = 0; i < nr; i++) irs[i].pData = calloc(1, irs[i].dataSize + 1);
+            get_ir(dev, &ei, &nr, irs);
             for (uint32_t i = 0; i < nr; i++) {
-                printf("--- %s (%s, %zu bytes)\n", r[i].name, r[i].description, r[i].dataSize);
-                if (r[i].isText) fwrite(r[i].pData, 1, strnlen(r[i].pData, r[i].dataSize), stdout);
+                printf("--- %s (%s, %zu bytes)\n", irs[i].name, irs[i].description, irs[i].dataSize);
+                if (irs[i].isText) fwrite(irs[i].pData, 1, strnlen(irs[i].pData, irs[i].dataSize), stdout);
                 printf("\n");
-                free(r[i].pData);
+                free(irs[i].pData);
             }
-            free(r);
+            free(irs);
         }
         fflush(stdout);
         vkDestroyPipeline(dev, pipe, NULL);

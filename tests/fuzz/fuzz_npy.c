@@ -1,6 +1,6 @@
 /* fuzz_npy.c - libFuzzer harness for the .npy and .npz (zip) readers. */
 #include <stdlib.h>
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
 
 static void touch(lm_array *a)

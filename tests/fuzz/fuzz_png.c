@@ -1,6 +1,6 @@
 /* fuzz_png.c - libFuzzer harness for the PNG reader (libpng underneath):
  * decoding, the size plausibility guard, text chunks and conversions. */
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

@@ -2,7 +2,7 @@
  * input must load or fail with an error, never crash, leak or read out of
  * bounds; loaded tensors are read back so every byte they claim is touched. */
 #include <stdlib.h>
-#include "core/io.h"
+#include "core/io/io.h"
 #include "core/lumen.h"
 
 static void touch(lm_array *a)

@@ -70,7 +70,7 @@ lm_status lm_tensor_set_place(lm_tensor_set *s, lm_device *dev);
 /* The readers below (path and memory forms) return host arrays, on the CPU
  * device: lm_load_file_to places them. */
 
-/* ---- safetensors (core/io_safetensors.c) ---- */
+/* ---- safetensors (core/io/io_safetensors.c) ---- */
 /* Header length bound, as in the reference implementation (100 MB). */
 #define LM_SAFETENSORS_MAX_HEADER 100000000ull
 lm_status lm_load_safetensors(const char *path, lm_tensor_set *out);
@@ -82,7 +82,7 @@ lm_status lm_load_safetensors_mem(const void *data, size_t size, const char *wha
 lm_status lm_save_safetensors(const char *path, int n, const char *const *names,
                               lm_array *const *arrays, int nmeta, const lm_kv *meta);
 
-/* ---- npy / npz (core/io_npy.c, core/io_zip.c) ---- */
+/* ---- npy / npz (core/io/io_npy.c, core/io/io_zip.c) ---- */
 /* Header length bound for .npy (numpy's own reader allows 10000 by default). */
 #define LM_NPY_MAX_HEADER (1u << 20)
 /* Versions 1-3, C or Fortran order, either byte order; b1 i1 u1 i2 u2 i4 u4
@@ -105,7 +105,7 @@ lm_status lm_load_npz_mem(const void *data, size_t size, const char *what,
 lm_status lm_save_npz(const char *path, int n, const char *const *names,
                       lm_array *const *arrays, bool compress);
 
-/* ---- PNG (core/io_png.c) ---- */
+/* ---- PNG (core/io/io_png.c) ---- */
 typedef enum lm_layout { LM_LAYOUT_CHW = 0, LM_LAYOUT_HWC } lm_layout;
 
 typedef struct lm_png_opts {

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "io_internal.h"
+#include "core/io/io_internal.h"
 #include "lumen.h"
 #include "tfjs.h"
 

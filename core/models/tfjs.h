@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include "array.h"
 #include "device.h"
-#include "io.h"
+#include "core/io/io.h"
 
 typedef struct lm_tfjs_model lm_tfjs_model;
 
@@ -79,7 +79,7 @@ const char *lm_tfjs_meta(const lm_tfjs_model *m, const char *key);
 lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
                        const lm_kv *meta);
 
-/* ---- upscaling images (core/tfjs_upscale.c) ---- */
+/* ---- upscaling images (core/models/tfjs_upscale.c) ---- */
 
 /* Finds a model: `model` is a package name under the models folder
  * ($LUMEN_MODELS, else build/models: "esrgan-slim" -> <dir>/esrgan-slim/

@@ -69,7 +69,7 @@ static inline void lm_io_put64(unsigned char *p, uint64_t v)
 /* Reverses the bytes of each of n elements of size es, in place. */
 void lm_io_byteswap(void *data, size_t n, size_t es);
 
-/* The members of a zip archive (core/io_zip.c). */
+/* The members of a zip archive (core/io/io_zip.c). */
 typedef struct lm_zip_member {
     char *name;
     unsigned char *data;    /* uncompressed, malloc'd */
