@@ -175,17 +175,3 @@ lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *
     lua_pop(L, 1);
     return v;
 }
-
-/* Lua index i (1-based, negative from the end) -> the core's 0-based index
- * (negative from the end): i > 0 ? i - 1 : i; 0 is an error. */
-lm_array *lm_lua_index_tensor(lua_State *L, int idx)
-{
-    return lm_lua_index_arg(L, idx, "index", "the index tensor", 0, false);
-}
-
-lm_array *lm_lua_one_based(lm_array *idx)
-{
-    lm_array *r = lm_binary_scalar(LM_OP_ADD, idx, 1, false);
-    lm_array_release(idx);
-    return r;
-}

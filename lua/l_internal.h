@@ -53,12 +53,6 @@ lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char 
                            lua_Integer dflt);
 lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
                           lua_Number dflt);
-/* An integer tensor of 1-based indices (negative from the end) turned into
- * the core's 0-based convention (new reference; lazy). */
-lm_array *lm_lua_index_tensor(lua_State *L, int idx);
-/* The core's 0-based index tensor turned 1-based (takes over idx). */
-lm_array *lm_lua_one_based(lm_array *idx);
-
 /* ---- l_nnargs.c: PyTorch-style arguments of the NN functions ---- */
 #define LM_NN_MAX_ARGS 12
 /* names: the parameters after the input in PyTorch's order, NULL-ended;
@@ -90,14 +84,20 @@ int lm_nn_ints(const lm_nn_args *a, int i, int64_t *out, int max);
 void lm_nn_pair(const lm_nn_args *a, int i, int64_t dflt, int64_t out[2]);
 /* A 1-based axis (negative from the end) as the core's 0-based one. */
 int lm_nn_axis(const lm_nn_args *a, int i, int ndim, int dflt);
+/* ---- l_indices.c: index tensors ---- */
 /* Lua indices at arg (a tensor or table; 1-based, negative from the end)
- * as the core's 0-based i64 tensor (new reference, lazy).  An evaluated
- * tensor is checked at once: 0, and with n > 0 values outside -n..n, raise
- * an error naming fname and what.  A lazy one is checked by the op at
- * evaluation.  wrap: negatives become i + n here (for ops that do not
- * count from the end themselves). */
+ * as the core's 0-based i64 tensor (new reference, lazy).  The values are
+ * checked at once (a lazy tensor is evaluated first; only a compile
+ * placeholder stays unchecked until the compiled function runs): 0, and
+ * with n > 0 values outside -n..n, raise an error naming fname and what.
+ * wrap: negatives become i + n here (for ops that do not count from the
+ * end themselves). */
 lm_array *lm_lua_index_arg(lua_State *L, int arg, const char *fname, const char *what, int64_t n,
                            bool wrap);
+/* The same for an index along axis (0-based; named 1-based) of size n. */
+lm_array *lm_lua_index_tensor(lua_State *L, int idx, const char *fname, int axis, int64_t n);
+/* The core's 0-based index tensor turned 1-based (takes over idx). */
+lm_array *lm_lua_one_based(lm_array *idx);
 
 /* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
 void lm_lua_open_compile(lua_State *L);   /* module table on top */
