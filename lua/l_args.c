@@ -175,3 +175,37 @@ lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *
     lua_pop(L, 1);
     return v;
 }
+
+/* ---- options written inside a shape or data table ---- */
+
+int lm_lua_inline_opts(lua_State *L, int tbl, int opts, const char *fname)
+{
+    if (lua_type(L, tbl) != LUA_TTABLE) return opts;
+    tbl = lua_absindex(L, tbl);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, tbl);
+    bool any = false;
+    for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            any = true;
+            continue;
+        }
+        if (lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len) continue;
+        lua_pushvalue(L, -2);
+        luaL_error(L, "%s: key [%s] in the shape table is neither an entry 1..%d nor an option name",
+                   fname, luaL_tolstring(L, -1, NULL), (int)len);
+    }
+    if (!any) return opts;
+    if (!lua_isnoneornil(L, opts))
+        luaL_error(L, "%s: options given both inside the table of argument %d and as argument %d",
+                   fname, tbl, opts);
+    if (lua_gettop(L) < opts) lua_settop(L, opts);
+    lua_newtable(L);
+    for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING) continue;
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -5);
+    }
+    lua_replace(L, opts);
+    return opts;
+}

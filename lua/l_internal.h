@@ -41,6 +41,13 @@ void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
 int lm_lua_check_opts(lua_State *L, int arg, const char *fname, const char *const *known);
 void lm_lua_opts_unknown(lua_State *L, const char *fname, const char *k, const char *const *known);
 bool lm_lua_opt_name_matches(const char *spec, const char *k);
+/* Options written inside the shape or data table at tbl, as torch takes
+ * dtype= beside the size: lm.zeros{2, 3, dtype = "f16"}.  When that table
+ * has string keys they are copied into a new table put at stack index opts
+ * (which must be empty: options in both places are an error) and opts is
+ * returned; a key that is neither a string nor an entry 1..#t is an error.
+ * Returns opts unchanged when there are none. */
+int lm_lua_inline_opts(lua_State *L, int tbl, int opts, const char *fname);
 /* Raises "fname: too many arguments" when more than max values were passed
  * (for the variadic functions, which the registration cannot check). */
 void lm_lua_check_nargs(lua_State *L, int max, const char *fname);
@@ -98,6 +105,15 @@ lm_array *lm_lua_index_arg(lua_State *L, int arg, const char *fname, const char 
 lm_array *lm_lua_index_tensor(lua_State *L, int idx, const char *fname, int axis, int64_t n);
 /* The core's 0-based index tensor turned 1-based (takes over idx). */
 lm_array *lm_lua_one_based(lm_array *idx);
+
+/* ---- l_torch.c: PyTorch's names ---- */
+/* Adds the aliases (t:view, t:to(dtype), lm.cat ...); module table on top,
+ * after the op methods (its t:to replaces the device-only one). */
+void lm_lua_open_torch(lua_State *L);
+/* Pushes the value t.name gives for a name that is no method or property:
+ * a function raising "tensor has no method 'name'" (with the Lumen
+ * spelling for torch names), so t:name() fails with that message. */
+void lm_lua_push_missing_method(lua_State *L, int name);
 
 /* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
 void lm_lua_open_compile(lua_State *L);   /* module table on top */
