@@ -137,7 +137,7 @@ void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
 
 bool lm_lua_opt_bool(lua_State *L, int arg, const char *fname, const char *field, bool dflt)
 {
-    if (!lua_istable(L, arg)) return dflt;
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
     bool v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         if (!lua_isboolean(L, -1))
@@ -151,7 +151,7 @@ bool lm_lua_opt_bool(lua_State *L, int arg, const char *fname, const char *field
 lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char *field,
                            lua_Integer dflt)
 {
-    if (!lua_istable(L, arg)) return dflt;
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
     lua_Integer v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         int ok;
@@ -162,10 +162,24 @@ lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char 
     return v;
 }
 
+const char *lm_lua_opt_str(lua_State *L, int arg, const char *fname, const char *field,
+                           const char *dflt)
+{
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
+    const char *v = dflt;
+    if (lua_getfield(L, arg, field) != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: option '%s' must be a string, got %s", fname, field, luaL_typename(L, -1));
+        v = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);   /* the string stays valid while the options table holds it */
+    return v;
+}
+
 lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
                           lua_Number dflt)
 {
-    if (!lua_istable(L, arg)) return dflt;
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
     lua_Number v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         int ok;

@@ -60,6 +60,9 @@ lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char 
                            lua_Integer dflt);
 lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
                           lua_Number dflt);
+/* (arg 0 counts as no table.)  The string stays valid while the table holds it. */
+const char *lm_lua_opt_str(lua_State *L, int arg, const char *fname, const char *field,
+                           const char *dflt);
 /* ---- l_nnargs.c: PyTorch-style arguments of the NN functions ---- */
 #define LM_NN_MAX_ARGS 12
 /* names: the parameters after the input in PyTorch's order, NULL-ended;

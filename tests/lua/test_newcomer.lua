@@ -99,3 +99,23 @@ test("a missing method is named", function()
   raises(function() x:backward() end, "lm.grad")
   eq(type(x.shape), "table", "properties still read")
 end)
+
+-- ---- messages (items 14 and 10's lm.save) ----
+test("lm.grad on a non-scalar names the shape", function()
+  local g = lm.grad(function(x) return x * 2 end)
+  raises(function() g(lm.tensor{1, 2, 3}) end, "got shape [3] (3 elements)")
+end)
+
+test("lm.save with a string value names the key", function()
+  local p = os.tmpname()
+  raises(function() lm.save(p .. ".safetensors", {w = lm.ones{2}, note = "hello"}) end,
+         "lm.save: the value of 'note' is a string")
+  os.remove(p)
+end)
+
+test("options of the file functions name the function", function()
+  raises(function() lm.image.write_png(os.tmpname() .. ".png", lm.ones{3, 2, 2}, {bits = "eight"}) end,
+         "lm.image.write_png: option 'bits' must be a number")
+  raises(function() lm.compare(lm.ones{2}, lm.ones{2}, {rtol = "x"}) end,
+         "lm.compare: option 'rtol' must be a number")
+end)
