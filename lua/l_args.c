@@ -1,6 +1,10 @@
 /* l_args.c - reading Lua arguments: 1-based axes, shapes, option tables,
  * dtypes and devices.  The Lua face counts from 1 (negative from the end);
- * the core counts from 0, so every axis crosses here. */
+ * the core counts from 0, so every axis crosses here.
+ *
+ * A leaf: it calls only the core and Lua's C API, never another lua/ file,
+ * so every other file may use it (l_nnargs.c and l_indices.c build on it;
+ * index tensors, which need the tensor userdata, live in l_indices.c). */
 #include <string.h>
 #include "l_internal.h"
 
@@ -60,7 +64,8 @@ lm_dtype lm_lua_check_dtype(lua_State *L, int arg)
 lm_device *lm_lua_check_device(lua_State *L, int arg)
 {
     lm_device *d = lm_device_find(luaL_checkstring(L, arg));
-    if (!d) lm_lua_error(L);
+    /* luaL_error, not lm_lua_error (l_tensor.c): this file stays a leaf */
+    if (!d) luaL_error(L, "%s", lm_error_message());
     return d;
 }
 

@@ -559,7 +559,8 @@ static const lm_lua_func image_funcs[] = {
      "  level=0-9, text={key=value}}) -> files written\n"
      "[H,W], [C,H,W] or [H,W,C] with 1-4 channels.  Floats map range to 0..max,\n"
      "clamped and rounded (NaN -> 0); integers are pixel values.  A batch [N,C,H,W]\n"
-     "writes N files: %d / %03d in path is the index, else _0000 before the extension."},
+     "writes N files: %d / %03d in path is the image's index in the batch, counted from 0 (as the "
+     "core's C API counts; lumen batch numbers its jobs from 1), else _0000 before the extension."},
     {"read_png", l_read_png,
      "lm.image.read_png(path, {layout=\"CHW\"|\"HWC\", dtype=}) -> t, text\n"
      "Any PNG (palette, 1-16 bit gray, alpha) as u8 (8-bit files) or i32 (16-bit)\n"
