@@ -1,6 +1,10 @@
 /* l_args.c - reading Lua arguments: 1-based axes, shapes, option tables,
  * dtypes and devices.  The Lua face counts from 1 (negative from the end);
- * the core counts from 0, so every axis crosses here. */
+ * the core counts from 0, so every axis crosses here.
+ *
+ * A leaf: it calls only the core and Lua's C API, never another lua/ file,
+ * so every other file may use it (l_nnargs.c and l_indices.c build on it;
+ * index tensors, which need the tensor userdata, live in l_indices.c). */
 #include <string.h>
 #include "l_internal.h"
 
@@ -60,7 +64,8 @@ lm_dtype lm_lua_check_dtype(lua_State *L, int arg)
 lm_device *lm_lua_check_device(lua_State *L, int arg)
 {
     lm_device *d = lm_device_find(luaL_checkstring(L, arg));
-    if (!d) lm_lua_error(L);
+    /* luaL_error, not lm_lua_error (l_tensor.c): this file stays a leaf */
+    if (!d) luaL_error(L, "%s", lm_error_message());
     return d;
 }
 
@@ -137,7 +142,7 @@ void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
 
 bool lm_lua_opt_bool(lua_State *L, int arg, const char *fname, const char *field, bool dflt)
 {
-    if (!lua_istable(L, arg)) return dflt;
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
     bool v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         if (!lua_isboolean(L, -1))
@@ -151,7 +156,7 @@ bool lm_lua_opt_bool(lua_State *L, int arg, const char *fname, const char *field
 lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char *field,
                            lua_Integer dflt)
 {
-    if (!lua_istable(L, arg)) return dflt;
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
     lua_Integer v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         int ok;
@@ -162,10 +167,24 @@ lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char 
     return v;
 }
 
+const char *lm_lua_opt_str(lua_State *L, int arg, const char *fname, const char *field,
+                           const char *dflt)
+{
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
+    const char *v = dflt;
+    if (lua_getfield(L, arg, field) != LUA_TNIL) {
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: option '%s' must be a string, got %s", fname, field, luaL_typename(L, -1));
+        v = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);   /* the string stays valid while the options table holds it */
+    return v;
+}
+
 lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
                           lua_Number dflt)
 {
-    if (!lua_istable(L, arg)) return dflt;
+    if (arg == 0 || !lua_istable(L, arg)) return dflt;
     lua_Number v = dflt;
     if (lua_getfield(L, arg, field) != LUA_TNIL) {
         int ok;
@@ -176,16 +195,36 @@ lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *
     return v;
 }
 
-/* Lua index i (1-based, negative from the end) -> the core's 0-based index
- * (negative from the end): i > 0 ? i - 1 : i; 0 is an error. */
-lm_array *lm_lua_index_tensor(lua_State *L, int idx)
-{
-    return lm_lua_index_arg(L, idx, "index", "the index tensor", 0, false);
-}
+/* ---- options written inside a shape or data table ---- */
 
-lm_array *lm_lua_one_based(lm_array *idx)
+int lm_lua_inline_opts(lua_State *L, int tbl, int opts, const char *fname)
 {
-    lm_array *r = lm_binary_scalar(LM_OP_ADD, idx, 1, false);
-    lm_array_release(idx);
-    return r;
+    if (lua_type(L, tbl) != LUA_TTABLE) return opts;
+    tbl = lua_absindex(L, tbl);
+    lua_Integer len = (lua_Integer)lua_rawlen(L, tbl);
+    bool any = false;
+    for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            any = true;
+            continue;
+        }
+        if (lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= len) continue;
+        lua_pushvalue(L, -2);
+        luaL_error(L, "%s: key [%s] in the shape table is neither an entry 1..%d nor an option name",
+                   fname, luaL_tolstring(L, -1, NULL), (int)len);
+    }
+    if (!any) return opts;
+    if (!lua_isnoneornil(L, opts))
+        luaL_error(L, "%s: options given both inside the table of argument %d and as argument %d",
+                   fname, tbl, opts);
+    if (lua_gettop(L) < opts) lua_settop(L, opts);
+    lua_newtable(L);
+    for (lua_pushnil(L); lua_next(L, tbl); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING) continue;
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -5);
+    }
+    lua_replace(L, opts);
+    return opts;
 }

@@ -13,7 +13,7 @@ static lm_dtype dtype_or(const lm_lua_opts *o, lm_dtype d) { return o->dtype == 
 static int c_tensor(lua_State *L)
 {
     lm_lua_opts o;
-    lm_lua_opts_read(L, 2, &o, "lm.tensor", NULL);
+    lm_lua_opts_read(L, lm_lua_inline_opts(L, 1, 2, "lm.tensor"), &o, "lm.tensor", NULL);
     if (lua_type(L, 1) == LUA_TNUMBER || lua_type(L, 1) == LUA_TBOOLEAN) {
         /* an explicit tensor from a number is not a weak scalar */
         lm_dtype dt = dtype_or(&o, lua_isboolean(L, 1) ? LM_BOOL : LM_F32);
@@ -47,6 +47,7 @@ static int fill(lua_State *L, double v, bool has_value, const char *fname)
     int next;
     int n = lm_lua_shape(L, 1, shape, &next);
     if (has_value) v = luaL_checknumber(L, next++);
+    lm_lua_inline_opts(L, 1, next, fname);
     lm_lua_opts o;
     lm_lua_opts_read(L, next, &o, fname, NULL);
     lm_lua_check_nargs(L, next, fname);
@@ -96,16 +97,12 @@ static int c_eye(lua_State *L)
     return lm_lua_push_array(L, lm_eye(n, m, k, dtype_or(&o, LM_F32), o.device));
 }
 
-static lm_key key_from(lua_State *L, int opt)
+static lm_key key_from(lua_State *L, int opt, const char *fname)
 {
     if (lua_istable(L, opt)) {
-        lua_getfield(L, opt, "seed");
-        if (!lua_isnil(L, -1)) {
-            lm_key k = lm_random_key((uint64_t)luaL_checkinteger(L, -1));
-            lua_pop(L, 1);
-            return k;
-        }
+        bool has = lua_getfield(L, opt, "seed") != LUA_TNIL;
         lua_pop(L, 1);
+        if (has) return lm_random_key((uint64_t)lm_lua_opt_int(L, opt, fname, "seed", 0));
     }
     return lm_random_next_key();
 }
@@ -118,10 +115,11 @@ static int random_tensor(lua_State *L, bool normal)
     int64_t shape[LM_MAX_DIMS];
     int next;
     int n = lm_lua_shape(L, 1, shape, &next);
+    lm_lua_inline_opts(L, 1, next, fname);
     lm_lua_opts o;
     lm_lua_opts_read(L, next, &o, fname, normal ? NORMAL : UNIFORM);
     lm_lua_check_nargs(L, next, fname);
-    lm_key k = key_from(L, next);
+    lm_key k = key_from(L, next, fname);
     lm_dtype dt = dtype_or(&o, LM_F32);
     if (normal) {
         double mean = lm_lua_opt_num(L, next, fname, "mean", 0);
@@ -299,9 +297,13 @@ static int m_sync(lua_State *L)
 const lm_lua_func lm_lua_create_funcs[] = {
     {"tensor", c_tensor, "lm.tensor(data, [{dtype=, device=}]) -> tensor\nA tensor from a number, a "
      "boolean, a nested table ({{1, 2}, {3, 4}}) or a list of tensors (stacked).  Numbers become f32 "
-     "and booleans bool unless dtype says otherwise."},
+     "and booleans bool unless dtype says otherwise.  The options may also sit in the data table: "
+     "lm.tensor{1, 2, dtype = \"i64\"}."},
     {"zeros", c_zeros, "lm.zeros(shape | n1, n2, ..., [{dtype=, device=} | dtype]) -> tensor\nA "
-     "tensor of zeros; shape is a table {2, 3} (or the numbers 2, 3)."},
+     "tensor of zeros; shape is a table {2, 3} (or the numbers 2, 3).  Every creation function "
+     "also takes its options inside the shape table, as torch takes dtype= beside the size: "
+     "lm.zeros{2, 3, dtype = \"f16\"}, lm.randn{2, 3, seed = 1}; an unknown name is an error.  "
+     "A table with options only ({seed = 1}) is the shape {}: a 0-d tensor."},
     {"ones", c_ones, "lm.ones(shape | n1, n2, ..., [opts]) -> tensor\nA tensor of ones."},
     {"full", c_full, "lm.full(shape, value, [opts]) -> tensor\nA tensor filled with value."},
     {"arange", c_arange, "lm.arange([start=0,] stop, [step=1], [opts]) -> tensor\nstart, start+step, "

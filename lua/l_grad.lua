@@ -78,7 +78,8 @@ local function value_and_grad_impl(fname, f, opts)
     local y = outs[1]
     if not is_tensor(y) then error(fname .. ": f must return a tensor (the value) first", 2) end
     if y.size ~= 1 then
-      error(fname .. ": f must return a scalar (one element), got shape " .. tostring(y), 2)
+      error(fname .. ": f must return a scalar (one element), got shape [" .. table.concat(y.shape, ", ")
+            .. "] (" .. y.size .. " elements)", 2)
     end
     local g = vjp_core({y}, {lm.full(y.shape, 1, {dtype = y.dtype})}, leaves)
     local all = {y}

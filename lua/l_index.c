@@ -87,7 +87,7 @@ static lm_array *apply_key(lua_State *L, lm_array *a, int idx)
             next = slice_range(L, cur, axis, hs, s, he, e, st);
             axis++;
         } else if (lm_lua_testtensor(L, -1)) {
-            lm_array *ix = lm_lua_index_tensor(L, -1);
+            lm_array *ix = lm_lua_index_tensor(L, -1, "index", axis, cur->shape[axis]);
             next = lm_index_select(cur, axis, ix);
             lm_array_release(ix);
             axis++;
@@ -115,7 +115,7 @@ static lm_array *view_for(lua_State *L, lm_array *a, int key)
         return r;
     }
     if (lm_lua_testtensor(L, key)) {
-        lm_array *ix = lm_lua_index_tensor(L, key);
+        lm_array *ix = lm_lua_index_tensor(L, key, "index", 0, a->ndim ? a->shape[0] : 0);
         lm_array *r = lm_index_select(a, 0, ix);
         lm_array_release(ix);
         if (!r) lm_lua_error(L);
@@ -166,7 +166,7 @@ static int t_index_select(lua_State *L)
 {
     lm_array *a = lm_lua_check_array(L, 1);
     int axis = lm_lua_axis(L, 2, a->ndim, "index_select");
-    lm_array *ix = lm_lua_index_tensor(L, 3);
+    lm_array *ix = lm_lua_index_tensor(L, 3, "index_select", axis, a->shape[axis]);
     lm_array *r = lm_index_select(a, axis, ix);
     lm_array_release(ix);
     return lm_lua_push_array(L, r);
@@ -177,7 +177,7 @@ static int t_take_along_axis(lua_State *L)
 {
     lm_array *a = lm_lua_check_array(L, 1);
     int axis = lm_lua_axis(L, 3, a->ndim, "take_along_axis");
-    lm_array *ix = lm_lua_index_tensor(L, 2);
+    lm_array *ix = lm_lua_index_tensor(L, 2, "take_along_axis", axis, a->shape[axis]);
     lm_array *r = lm_take_along_axis(a, ix, axis);
     lm_array_release(ix);
     return lm_lua_push_array(L, r);

@@ -41,6 +41,13 @@ void lm_lua_opts_read(lua_State *L, int arg, lm_lua_opts *o, const char *fname,
 int lm_lua_check_opts(lua_State *L, int arg, const char *fname, const char *const *known);
 void lm_lua_opts_unknown(lua_State *L, const char *fname, const char *k, const char *const *known);
 bool lm_lua_opt_name_matches(const char *spec, const char *k);
+/* Options written inside the shape or data table at tbl, as torch takes
+ * dtype= beside the size: lm.zeros{2, 3, dtype = "f16"}.  When that table
+ * has string keys they are copied into a new table put at stack index opts
+ * (which must be empty: options in both places are an error) and opts is
+ * returned; a key that is neither a string nor an entry 1..#t is an error.
+ * Returns opts unchanged when there are none. */
+int lm_lua_inline_opts(lua_State *L, int tbl, int opts, const char *fname);
 /* Raises "fname: too many arguments" when more than max values were passed
  * (for the variadic functions, which the registration cannot check). */
 void lm_lua_check_nargs(lua_State *L, int max, const char *fname);
@@ -53,12 +60,9 @@ lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char 
                            lua_Integer dflt);
 lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
                           lua_Number dflt);
-/* An integer tensor of 1-based indices (negative from the end) turned into
- * the core's 0-based convention (new reference; lazy). */
-lm_array *lm_lua_index_tensor(lua_State *L, int idx);
-/* The core's 0-based index tensor turned 1-based (takes over idx). */
-lm_array *lm_lua_one_based(lm_array *idx);
-
+/* (arg 0 counts as no table.)  The string stays valid while the table holds it. */
+const char *lm_lua_opt_str(lua_State *L, int arg, const char *fname, const char *field,
+                           const char *dflt);
 /* ---- l_nnargs.c: PyTorch-style arguments of the NN functions ---- */
 #define LM_NN_MAX_ARGS 12
 /* names: the parameters after the input in PyTorch's order, NULL-ended;
@@ -90,14 +94,29 @@ int lm_nn_ints(const lm_nn_args *a, int i, int64_t *out, int max);
 void lm_nn_pair(const lm_nn_args *a, int i, int64_t dflt, int64_t out[2]);
 /* A 1-based axis (negative from the end) as the core's 0-based one. */
 int lm_nn_axis(const lm_nn_args *a, int i, int ndim, int dflt);
+/* ---- l_indices.c: index tensors ---- */
 /* Lua indices at arg (a tensor or table; 1-based, negative from the end)
- * as the core's 0-based i64 tensor (new reference, lazy).  An evaluated
- * tensor is checked at once: 0, and with n > 0 values outside -n..n, raise
- * an error naming fname and what.  A lazy one is checked by the op at
- * evaluation.  wrap: negatives become i + n here (for ops that do not
- * count from the end themselves). */
+ * as the core's 0-based i64 tensor (new reference, lazy).  The values are
+ * checked at once (a lazy tensor is evaluated first; only a compile
+ * placeholder stays unchecked until the compiled function runs): 0, and
+ * with n > 0 values outside -n..n, raise an error naming fname and what.
+ * wrap: negatives become i + n here (for ops that do not count from the
+ * end themselves). */
 lm_array *lm_lua_index_arg(lua_State *L, int arg, const char *fname, const char *what, int64_t n,
                            bool wrap);
+/* The same for an index along axis (0-based; named 1-based) of size n. */
+lm_array *lm_lua_index_tensor(lua_State *L, int idx, const char *fname, int axis, int64_t n);
+/* The core's 0-based index tensor turned 1-based (takes over idx). */
+lm_array *lm_lua_one_based(lm_array *idx);
+
+/* ---- l_torch.c: PyTorch's names ---- */
+/* Adds the aliases (t:view, t:to(dtype), lm.cat ...); module table on top,
+ * after the op methods (its t:to replaces the device-only one). */
+void lm_lua_open_torch(lua_State *L);
+/* Pushes the value t.name gives for a name that is no method or property:
+ * a function raising "tensor has no method 'name'" (with the Lumen
+ * spelling for torch names), so t:name() fails with that message. */
+void lm_lua_push_missing_method(lua_State *L, int name);
 
 /* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
 void lm_lua_open_compile(lua_State *L);   /* module table on top */

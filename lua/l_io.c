@@ -38,34 +38,6 @@ static bool opt_field(lua_State *L, int opts, const char *name)
     return false;
 }
 
-static double opt_num(lua_State *L, int opts, const char *name, double dflt)
-{
-    if (!opt_field(L, opts, name)) return dflt;
-    if (!lua_isnumber(L, -1)) luaL_error(L, "option '%s' must be a number", name);
-    double v = lua_tonumber(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
-static bool opt_bool(lua_State *L, int opts, const char *name, bool dflt)
-{
-    if (!opt_field(L, opts, name)) return dflt;
-    if (!lua_isboolean(L, -1)) luaL_error(L, "option '%s' must be a boolean", name);
-    bool v = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-    return v;
-}
-
-/* The string stays valid while the options table holds it. */
-static const char *opt_str(lua_State *L, int opts, const char *name, const char *dflt)
-{
-    if (!opt_field(L, opts, name)) return dflt;
-    if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "option '%s' must be a string", name);
-    const char *s = lua_tostring(L, -1);
-    lua_pop(L, 1);
-    return s;
-}
-
 /* The options table at idx checked against known: its index, 0 if nil. */
 static int opts_arg(lua_State *L, int idx, const char *fname, const char *const *known)
 {
@@ -83,9 +55,9 @@ static lm_array *arg_array(lua_State *L, int idx)
     return lm_lua_check_array(L, -1);
 }
 
-static lm_layout opt_layout(lua_State *L, int opts)
+static lm_layout opt_layout(lua_State *L, int opts, const char *fname)
 {
-    const char *s = opt_str(L, opts, "layout", "CHW");
+    const char *s = lm_lua_opt_str(L, opts, fname, "layout", "CHW");
     if (!strcmp(s, "CHW") || !strcmp(s, "chw")) return LM_LAYOUT_CHW;
     if (!strcmp(s, "HWC") || !strcmp(s, "hwc")) return LM_LAYOUT_HWC;
     luaL_error(L, "layout must be \"CHW\" or \"HWC\", not \"%s\"", s);
@@ -127,7 +99,7 @@ static void push_set(lua_State *L, lm_tensor_set *s)
 /* opts.device ("cpu", "vulkan", "vulkan:0"; default: the default device) */
 static lm_device *opt_device(lua_State *L, int opts)
 {
-    const char *spec = opt_str(L, opts, "device", NULL);
+    const char *spec = lm_lua_opt_str(L, opts, "lm.load", "device", NULL);
     if (!spec) return lm_device_default();
     lm_device *d = lm_device_find(spec);
     if (!d) luaL_error(L, "load: option 'device': %s", lm_error_message());
@@ -175,7 +147,12 @@ static int table_tensors(lua_State *L, int idx, const char ***names, lm_array **
     /* each entry leaves its value (and a converted copy) on the stack */
     luaL_checkstack(L, 2 * n + LUA_MINSTACK, "lm.save: too many tensors in one table");
     for (int i = 0; i < n; i++) {
-        lua_getfield(L, idx, (*names)[i]);
+        int ty = lua_getfield(L, idx, (*names)[i]);
+        if (ty != LUA_TNUMBER && ty != LUA_TBOOLEAN && ty != LUA_TTABLE &&
+            !luaL_testudata(L, -1, LM_LUA_TENSOR))
+            luaL_error(L, "lm.save: the value of '%s' is a %s; lm.save writes tensors (or numbers, "
+                       "booleans and nested tables of them); metadata strings go in {metadata = "
+                       "{key = \"text\"}}", (*names)[i], luaL_typename(L, -1));
         (*arrays)[i] = arg_array(L, -1);   /* converted values stay on the stack */
     }
     return n;
@@ -183,7 +160,7 @@ static int table_tensors(lua_State *L, int idx, const char ***names, lm_array **
 
 static lm_file_format save_format(lua_State *L, const char *path, int opts)
 {
-    const char *f = opt_str(L, opts, "format", NULL);
+    const char *f = lm_lua_opt_str(L, opts, "lm.save", "format", NULL);
     const char *dot = strrchr(path, '.');
     const char *ext = f ? f : dot ? dot + 1 : "";
     if (!strcmp(ext, "safetensors") || !strcmp(ext, "st")) return LM_FORMAT_SAFETENSORS;
@@ -199,7 +176,7 @@ static int cmp_kv(const void *a, const void *b)
     return strcmp(((const lm_kv *)a)->key, ((const lm_kv *)b)->key);
 }
 
-static void read_png_opts(lua_State *L, int opts, lm_png_opts *o);
+static void read_png_opts(lua_State *L, int opts, lm_png_opts *o, const char *fname);
 
 static int l_save(lua_State *L)
 {
@@ -221,7 +198,7 @@ static int l_save(lua_State *L)
             lua_settop(L, 3);
         }
         lm_png_opts o;
-        if (fmt == LM_FORMAT_PNG) read_png_opts(L, opts, &o);
+        if (fmt == LM_FORMAT_PNG) read_png_opts(L, opts, &o, "lm.save");
         lm_array *a = arg_array(L, 2);
         lm_status st = fmt == LM_FORMAT_NPY ? lm_save_npy(path, a) : lm_png_write(path, a, &o);
         return st == LM_OK ? 0 : lm_lua_error(L);
@@ -241,7 +218,7 @@ static int l_save(lua_State *L)
     }
     lm_status st;
     if (fmt == LM_FORMAT_NPZ) {
-        st = lm_save_npz(path, n, names, arrays, opt_bool(L, opts, "compress", false));
+        st = lm_save_npz(path, n, names, arrays, lm_lua_opt_bool(L, opts, "lm.save", "compress", false));
     } else {
         int nmeta = 0;
         lm_kv *meta = NULL;
@@ -268,14 +245,14 @@ static int l_save(lua_State *L)
 
 /* ---- comparison ---- */
 
-static void read_compare_opts(lua_State *L, int opts, lm_compare_opts *o)
+static void read_compare_opts(lua_State *L, int opts, lm_compare_opts *o, const char *fname)
 {
     lm_compare_opts_init(o);
-    o->rtol = opt_num(L, opts, "rtol", NAN);
-    o->atol = opt_num(L, opts, "atol", NAN);
-    o->equal_nan = opt_bool(L, opts, "equal_nan", true);
-    o->check_dtype = opt_bool(L, opts, "check_dtype", false);
-    o->peak = opt_num(L, opts, "peak", NAN);
+    o->rtol = lm_lua_opt_num(L, opts, fname, "rtol", NAN);
+    o->atol = lm_lua_opt_num(L, opts, fname, "atol", NAN);
+    o->equal_nan = lm_lua_opt_bool(L, opts, fname, "equal_nan", true);
+    o->check_dtype = lm_lua_opt_bool(L, opts, fname, "check_dtype", false);
+    o->peak = lm_lua_opt_num(L, opts, fname, "peak", NAN);
 }
 
 static void push_report(lua_State *L, const lm_compare_report *r)
@@ -332,7 +309,7 @@ static int l_compare(lua_State *L)
     luaL_checkany(L, 2);
     int opts = opts_arg(L, 3, "lm.compare", CMP_OPTS);
     lm_compare_opts o;
-    read_compare_opts(L, opts, &o);
+    read_compare_opts(L, opts, &o, "lm.compare");
     lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
     lm_compare_report r;
     if (lm_compare(a, b, &o, &r) != LM_OK) return lm_lua_error(L);
@@ -406,9 +383,9 @@ static int l_compare_file(lua_State *L)
     luaL_checktype(L, 2, LUA_TTABLE);
     int opts = opts_arg(L, 3, "lm.compare_file", CMP_FILE_OPTS);
     lm_compare_opts o;
-    read_compare_opts(L, opts, &o);
-    const char *only = opt_str(L, opts, "only", NULL);
-    bool allow_missing = opt_bool(L, opts, "allow_missing", false);
+    read_compare_opts(L, opts, &o, "lm.compare_file");
+    const char *only = lm_lua_opt_str(L, opts, "lm.compare_file", "only", NULL);
+    bool allow_missing = lm_lua_opt_bool(L, opts, "lm.compare_file", "allow_missing", false);
     lm_tensor_set got = {0};
     got.count = table_tensors(L, 2, (const char ***)&got.names, &got.arrays);
     lm_compare_set cs;
@@ -420,12 +397,12 @@ static int l_compare_file(lua_State *L)
 
 /* ---- images ---- */
 
-static void read_png_opts(lua_State *L, int opts, lm_png_opts *o)
+static void read_png_opts(lua_State *L, int opts, lm_png_opts *o, const char *fname)
 {
     lm_png_opts_init(o);
-    o->layout = opt_layout(L, opts);
-    o->bits = (int)opt_num(L, opts, "bits", 8);
-    o->level = (int)opt_num(L, opts, "level", -1);
+    o->layout = opt_layout(L, opts, fname);
+    o->bits = (int)lm_lua_opt_num(L, opts, fname, "bits", 8);
+    o->level = (int)lm_lua_opt_num(L, opts, fname, "level", -1);
     if (opt_field(L, opts, "range")) {
         luaL_checktype(L, -1, LUA_TTABLE);
         lua_rawgeti(L, -1, 1);
@@ -436,7 +413,7 @@ static void read_png_opts(lua_State *L, int opts, lm_png_opts *o)
         o->has_range = true;
         lua_pop(L, 3);
     }
-    const char *dt = opt_str(L, opts, "dtype", NULL);
+    const char *dt = lm_lua_opt_str(L, opts, fname, "dtype", NULL);
     if (dt) {
         if (!lm_dtype_from_name(dt, &o->dtype)) luaL_error(L, "unknown dtype '%s'", dt);
         o->has_dtype = true;
@@ -467,7 +444,7 @@ static int l_write_png(lua_State *L)
     luaL_checkany(L, 2);
     int opts = opts_arg(L, 3, "lm.image.write_png", WRITE_PNG_OPTS);
     lm_png_opts o;
-    read_png_opts(L, opts, &o);
+    read_png_opts(L, opts, &o, "lm.image.write_png");
     lm_array *a = arg_array(L, 2);
     if (lm_png_write(path, a, &o) != LM_OK) return lm_lua_error(L);
     lua_pushinteger(L, a->ndim == 4 ? a->shape[0] : 1);
@@ -479,7 +456,7 @@ static int l_read_png(lua_State *L)
     const char *path = luaL_checkstring(L, 1);
     int opts = opts_arg(L, 2, "lm.image.read_png", READ_PNG_OPTS);
     lm_png_opts o;
-    read_png_opts(L, opts, &o);
+    read_png_opts(L, opts, &o, "lm.image.read_png");
     lm_tensor_set text = {0};
     /* an image read is a loaded tensor: it belongs to the default device */
     lm_array *h = lm_png_read(path, &o, &text), *a = lm_array_to(h, NULL);
@@ -497,9 +474,9 @@ static int l_read_png(lua_State *L)
 static int l_grid(lua_State *L)
 {
     int opts = opts_arg(L, 2, "lm.image.grid", GRID_OPTS);
-    int nrow = (int)opt_num(L, opts, "nrow", 8), pad = (int)opt_num(L, opts, "pad", 2);
-    double pv = opt_num(L, opts, "pad_value", 0);
-    lm_layout layout = opt_layout(L, opts);
+    int nrow = (int)lm_lua_opt_num(L, opts, "lm.image.grid", "nrow", 8), pad = (int)lm_lua_opt_num(L, opts, "lm.image.grid", "pad", 2);
+    double pv = lm_lua_opt_num(L, opts, "lm.image.grid", "pad_value", 0);
+    lm_layout layout = opt_layout(L, opts, "lm.image.grid");
     lm_array *g;
     if (luaL_testudata(L, 1, LM_LUA_TENSOR)) {
         g = lm_image_grid_batch(lm_lua_check_array(L, 1), nrow, pad, pv, layout);
@@ -523,8 +500,8 @@ static int l_diff(lua_State *L)
     luaL_checkany(L, 2);
     const char *path = luaL_checkstring(L, 3);
     int opts = opts_arg(L, 4, "lm.image.diff", DIFF_OPTS);
-    double scale = opt_num(L, opts, "scale", 0);
-    lm_layout layout = opt_layout(L, opts);
+    double scale = lm_lua_opt_num(L, opts, "lm.image.diff", "scale", 0);
+    lm_layout layout = opt_layout(L, opts, "lm.image.diff");
     lm_array *a = arg_array(L, 1), *b = arg_array(L, 2);
     lm_diff_stats st;
     if (lm_image_diff(a, b, path, scale, layout, &st) != LM_OK) return lm_lua_error(L);
@@ -582,7 +559,8 @@ static const lm_lua_func image_funcs[] = {
      "  level=0-9, text={key=value}}) -> files written\n"
      "[H,W], [C,H,W] or [H,W,C] with 1-4 channels.  Floats map range to 0..max,\n"
      "clamped and rounded (NaN -> 0); integers are pixel values.  A batch [N,C,H,W]\n"
-     "writes N files: %d / %03d in path is the index, else _0000 before the extension."},
+     "writes N files: %d / %03d in path is the image's index in the batch, counted from 0 (as the "
+     "core's C API counts; lumen batch numbers its jobs from 1), else _0000 before the extension."},
     {"read_png", l_read_png,
      "lm.image.read_png(path, {layout=\"CHW\"|\"HWC\", dtype=}) -> t, text\n"
      "Any PNG (palette, 1-16 bit gray, alpha) as u8 (8-bit files) or i32 (16-bit)\n"

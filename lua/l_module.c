@@ -26,6 +26,7 @@ int luaopen_lumen(lua_State *L)
     lm_lua_register_nn(L, "t:", lm_lua_nn_methods);
     lm_lua_register_nn(L, "t:", lm_lua_nnseq_methods);
     lua_pop(L, 1);
+    lm_lua_open_torch(L);
     lua_pushliteral(L, LUMEN_VERSION);
     lua_setfield(L, -2, "version");
     lm_lua_install_oom_hook(L);

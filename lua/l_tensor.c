@@ -8,6 +8,7 @@
  * that makes and drops big tensors then collects as often as one that made
  * big strings.  When an allocation still fails, the core calls our
  * out-of-memory hook once, which runs a full collection before the retry. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +74,42 @@ void lm_lua_install_oom_hook(lua_State *L)
     lua_setfield(L, LUA_REGISTRYINDEX, "lumen.sentinel");
 }
 
+/* The core's messages are its C API's and count axes from 0 ("concat: ...
+ * on axis 0"); a Lua user counts from 1.  Every "axis N" with N >= 0 is
+ * shown as N + 1 here, the one door core messages pass through to Lua, so
+ * no message can reach a script 0-based.  Negative axes mean the same in
+ * both conventions and stay. */
+static void push_lua_numbered(lua_State *L, const char *m)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (const char *p = m; *p;) {
+        const char *hit = strstr(p, "axis ");
+        if (!hit) {
+            luaL_addstring(&b, p);
+            break;
+        }
+        const char *num = hit + 5;
+        luaL_addlstring(&b, p, (size_t)(num - p));
+        p = num;
+        bool word = hit == m || !(isalnum((unsigned char)hit[-1]) || hit[-1] == '_');
+        if (!word || !isdigit((unsigned char)*num)) continue;
+        char *end;
+        long long v = strtoll(num, &end, 10);
+        lua_pushfstring(L, "%I", (lua_Integer)(v + 1));
+        luaL_addvalue(&b);
+        p = end;
+    }
+    luaL_pushresult(&b);
+}
+
 int lm_lua_error(lua_State *L)
 {
     const char *m = lm_error_message();
-    return luaL_error(L, "%s", m && *m ? m : "lumen: unknown error");
+    luaL_where(L, 1);
+    push_lua_numbered(L, m && *m ? m : "lumen: unknown error");
+    lua_concat(L, 2);
+    return lua_error(L);
 }
 
 lm_lua_tensor *lm_lua_testtensor(lua_State *L, int idx)
@@ -337,7 +370,7 @@ static int t_index(lua_State *L)
     case LUA_TSTRING:
         if (lua_pushvalue(L, 2), lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
         if (push_property(L, a, lua_tostring(L, 2))) return 1;
-        lua_pushnil(L);
+        lm_lua_push_missing_method(L, 2);
         return 1;
     case LUA_TNUMBER:
     case LUA_TTABLE:

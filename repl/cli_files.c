@@ -2,7 +2,8 @@
  * command line, for shells and CI scripts.
  *
  *   lumen compare A B [--rtol R] [--atol A] [--only PATTERN] [--allow-missing]
- *       one row per tensor (A is held against the reference B); exit 0 when
+ *       one row per tensor (A is held against the reference B; the worst
+ *       element's index counts from 1, as lm.compare's in Lua); exit 0 when
  *       everything matches, 1 on any mismatch, 2 on a usage or file error.
  *   lumen inspect FILE [--stats]
  *       names, dtypes, shapes and sizes (and min/max/mean/std); metadata. */
@@ -15,13 +16,28 @@
 #include "core/lumen.h"
 #include "repl.h"
 
+static void usage_to(FILE *f)
+{
+    fprintf(f,
+            "usage: lumen compare A B [--rtol R] [--atol A] [--only PATTERN] [--allow-missing]\n"
+            "       lumen inspect FILE [--stats]\n"
+            "compare holds each tensor of A against the one of the same name in the reference B\n"
+            "and prints a row per tensor; the worst element's index counts from 1, as in Lua.\n"
+            "Exit status: 0 all match, 1 a mismatch, 2 a usage or file error.\n");
+}
+
 static int usage(const char *msg)
 {
-    if (msg) fprintf(stderr, "lumen: %s\n", msg);
-    fprintf(stderr,
-            "usage: lumen compare A B [--rtol R] [--atol A] [--only PATTERN] [--allow-missing]\n"
-            "       lumen inspect FILE [--stats]\n");
+    fprintf(stderr, "lumen: %s\n", msg);
+    usage_to(stderr);
     return 2;
+}
+
+static bool asks_help(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return true;
+    return false;
 }
 
 static bool parse_num(const char *s, double *out)
@@ -48,7 +64,9 @@ static int cmd_compare(int argc, char **argv)
         } else if (!strcmp(a, "--allow-missing")) {
             allow_missing = true;
         } else if (a[0] == '-' && a[1]) {
-            return usage("unknown or incomplete option");
+            fprintf(stderr, "lumen compare: unknown or incomplete option '%s'\n", a);
+            usage_to(stderr);
+            return 2;
         } else if (nfiles < 2) {
             files[nfiles++] = a;
         } else {
@@ -68,7 +86,8 @@ static int cmd_compare(int argc, char **argv)
         fprintf(stderr, "lumen compare: %s\n", lm_error_message());
         return 2;
     }
-    char *text = lm_compare_set_format(&cs, 0);
+    /* 1-based, as lm.compare prints it in Lua */
+    char *text = lm_compare_set_format(&cs, 1);
     printf("%s\n", text ? text : "(out of memory)");
     free(text);
     int rc = cs.ok ? 0 : 1;
@@ -120,7 +139,11 @@ static int cmd_inspect(int argc, char **argv)
     bool want_stats = false;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--stats")) want_stats = true;
-        else if (argv[i][0] == '-' && argv[i][1]) return usage("unknown option");
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "lumen inspect: unknown option '%s'\n", argv[i]);
+            usage_to(stderr);
+            return 2;
+        }
         else if (!file) file = argv[i];
         else return usage("inspect takes one file");
     }
@@ -157,6 +180,8 @@ static int cmd_inspect(int argc, char **argv)
     return rc;
 }
 
+int lm_cli_files(int argc, char **argv);   /* called by main.c */
+
 /* Runs a files subcommand if argv[1] names one: returns its exit status, or
  * -1 when argv[1] is not a files subcommand. */
 int lm_cli_files(int argc, char **argv)
@@ -164,6 +189,10 @@ int lm_cli_files(int argc, char **argv)
     if (argc < 2 || !argv[1]) return -1;
     bool compare = !strcmp(argv[1], "compare"), inspect = !strcmp(argv[1], "inspect");
     if (!compare && !inspect) return -1;
+    if (asks_help(argc, argv)) {
+        usage_to(stdout);
+        return 0;
+    }
     if (lm_init() != LM_OK) {
         fprintf(stderr, "lumen: %s\n", lm_error_message());
         return 2;

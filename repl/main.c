@@ -166,21 +166,25 @@ void lm_repl_report(lua_State *L, const char *progname)
     lua_pop(L, 1);
 }
 
-static void usage(const char *prog)
+/* to stdout when asked for (-h), to stderr after a usage error */
+static void usage_to(FILE *f, const char *prog)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: %s [options] [script [args]]\n"
             "  -e code    run code\n"
             "  -i         enter the REPL after running script/code\n"
             "  -l name    require library name into global name\n"
-            "  -v         show version\n"
+            "  -h, --help     show this help\n"
+            "  -v, --version  show the version\n"
             "  -          run stdin as a script\n"
             "  --         stop handling options\n"
-            "  compare|inspect ...   file subcommands (lumen compare -h)\n"
+            "  compare|inspect ...   file subcommands (lumen compare -h, lumen inspect -h)\n"
             "  batch SCRIPT ...      batch image generation (lumen batch -h)\n"
             "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n",
             prog);
 }
+
+static void usage(const char *prog) { usage_to(stderr, prog); }
 
 /* arg table as lua.c builds it: arg[0] the script, negative indices the
  * interpreter and its options */
@@ -261,11 +265,11 @@ int main(int argc, char **argv)
         if (a[0] != '-' || !strcmp(a, "-")) { script = i; break; }
         if (!strcmp(a, "--")) { if (i + 1 < argc) script = i + 1; break; }
         if (!strcmp(a, "-i")) interactive = true;
-        else if (!strcmp(a, "-v")) version = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--version")) version = true;
         else if (!strcmp(a, "-e") || !strcmp(a, "-l")) {
             if (++i >= argc) { usage(prog); return 1; }
             if (a[1] == 'e') has_e = true;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(prog); return 0; }
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage_to(stdout, prog); return 0; }
         else { fprintf(stderr, "lumen: unknown option '%s'\n", a); usage(prog); return 1; }
     }
 

@@ -142,7 +142,9 @@ static bool ends_with_semicolon(const char *s)
     return n && s[n - 1] == ';';
 }
 
-/* Calls show(...) on the values above base, and sets _ to the first. */
+/* Calls show(...) on the values above base, and sets _ to the first: _ is
+ * the last value shown, as IPython's is, so a line ending in ';' (shown
+ * nothing) leaves _ as it was. */
 static void show_results(lua_State *L, int base)
 {
     int n = lua_gettop(L) - base;
@@ -229,7 +231,7 @@ static void cmd_time(lua_State *L, const char *expr)
     /* timed() returns its start time then the values */
     double t0 = lua_tonumber(L, base + 1);
     lua_remove(L, base + 1);
-    show_results(L, base);
+    if (!ends_with_semicolon(expr)) show_results(L, base);
     lua_settop(L, base);
     double dt = t - t0;
     if (dt < 1e-3) printf("wall time: %.1f us\n", dt * 1e6);
@@ -245,7 +247,7 @@ static void cmd_profile(lua_State *L, const char *expr)
     lm_repl_push_helper(L, "profiled");
     lua_insert(L, -2);
     if (lm_repl_docall(L, 1, LUA_MULTRET, false) != LUA_OK) { lm_repl_report(L, NULL); return; }
-    show_results(L, base);
+    if (!ends_with_semicolon(expr)) show_results(L, base);
     lua_settop(L, base);
 }
 

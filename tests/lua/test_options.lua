@@ -161,6 +161,7 @@ test("more positional arguments than a function takes is an error naming it", fu
     ["lm.rand"] = function() return lm.rand({2}, {seed = 1}, 1) end,
     ["lm.randn"] = function() return lm.randn(2, {}, "x") end,
     ["t:reshape"] = function() return lm.zeros{4}:reshape({2, 2}, 1) end,
+    ["t:view"] = function() return lm.zeros{4}:view({2, 2}, 1) end,
     ["t:permute"] = function() return lm.zeros{2, 3}:permute({2, 1}, 1) end,
     ["t:broadcast_to"] = function() return lm.zeros{1}:broadcast_to({3}, 1) end,
   }

@@ -57,6 +57,9 @@ expect "auto-print after a suppressed line" '^15$'
 if [ "$(count '^10$')" = 0 ]; then ok; else bad "trailing ; suppresses printing" "$(screen)"; fi
 line '_ + 1'
 expect "_ holds the last value" '^16$'
+line '40 + 2 \;'
+line '_ * 10'
+expect "_ is the last value shown: a line ending in ; leaves it (IPython's rule)" '^160$'
 line 'lm.ones{2} + lm.ones{3}'
 expect "op errors name the shapes" '\[2\].*\[3\]'
 line 'lm.tensor{1, 2} * 2'
@@ -127,6 +130,13 @@ line ':profile error("inside the profile")'
 expect ":profile reports an error" 'inside the profile'
 line ':profile lm.ones{5}:exp()'
 expect "the session profiles again after an error" '^  exp  .*cpu  *f32  *host  *1  .*\[5\] -> \[5\]'
+line ':profile lm.tensor{9} * 11 \;'
+expect ":profile with ; prints the table" '^  mul '
+if [ "$(count '^\[99\.\]$')" = 0 ]; then ok; else bad ":profile expr; does not print the value" "$(screen)"; fi
+
+line ':time lm.tensor{7} * 11 \;'
+expect ":time with ; reports the time" '^wall time: .*' 
+if [ "$(count '^\[77\.\]$')" = 0 ]; then ok; else bad ":time expr; does not print the value" "$(screen)"; fi
 
 # ---- Ctrl-C ----
 send 'abc'; key C-c
@@ -188,6 +198,23 @@ if [ $rc = 0 ] && [ "$out" = 3 ]; then ok; else bad "-e runs code" "rc=$rc out=$
 if [ $rc != 0 ]; then ok; else bad "-e failure exits non-zero"; fi
 "$LUMEN" "$TMPD/missing.lua" 2>/dev/null; rc=$?
 if [ $rc != 0 ]; then ok; else bad "missing script exits non-zero"; fi
+
+# ---- command-line help, version, compare's 1-based indices ----
+for sub in compare inspect; do
+  for h in -h --help; do
+    out=$("$LUMEN" $sub $h 2>/dev/null); rc=$?
+    if [ $rc = 0 ] && echo "$out" | grep -q "usage: lumen compare"; then ok; else bad "lumen $sub $h prints usage, exit 0" "rc=$rc out=$out"; fi
+  done
+done
+out=$("$LUMEN" --version 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$out" | grep -q '^lumen [0-9]'; then ok; else bad "lumen --version" "rc=$rc out=$out"; fi
+out=$("$LUMEN" --help 2>/dev/null); rc=$?
+if [ $rc = 0 ] && echo "$out" | grep -q -- '--version'; then ok; else bad "lumen --help on stdout" "rc=$rc out=$out"; fi
+"$LUMEN" -e "lm.save('$TMPD/ca.npy', lm.tensor{{1, 2, 3}, {4, 5, 6}}); lm.save('$TMPD/cb.npy', lm.tensor{{1, 2, 3}, {4, 5, 7}})"
+out=$("$LUMEN" compare "$TMPD/ca.npy" "$TMPD/cb.npy" 2>&1); rc=$?
+lua_out=$("$LUMEN" -e "print(lm.compare(lm.load('$TMPD/ca.npy'), lm.load('$TMPD/cb.npy')))" 2>&1)
+if [ $rc = 1 ] && echo "$out" | grep -q 'worst \[2,3\]: 6 vs 7' && echo "$lua_out" | grep -q 'worst *\[2,3\]: 6 vs 7'; then ok
+else bad "lumen compare's worst index counts from 1, as lm.compare's" "rc=$rc out=$out lua=$lua_out"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
