@@ -266,7 +266,8 @@ static bool quoted_after(const char *p, char *out, size_t n)
 /* Which of a key's [lo, hi] literals applies: those inside an
  * `if (architecture === 'X') {...}` for the architecture the package names,
  * else those outside any such block.  false when none or when they differ. */
-static bool pick_range(const def_set *s, const char *key, const char *arch, double out[2])
+static bool pick_range(const def_set *s, const char *key, const char *arch, double out[2],
+                       int *file)
 {
     int found = 0;
     for (int pass = 0; pass < 2 && !found; pass++)
@@ -289,7 +290,7 @@ static bool pick_range(const def_set *s, const char *key, const char *arch, doub
                 if (!want) continue;
                 if (found && (v[0] != out[0] || v[1] != out[1])) return false;
                 out[0] = v[0], out[1] = v[1];
-                found++;
+                if (!found++) *file = i;
             }
         }
     return found > 0;
@@ -373,8 +374,9 @@ static int package_range(const char *model_json, int scale, double *range, char 
              p = strstr(p + 1, "architecture:"))
             quoted_after(p + 13, arch, sizeof arch);
     double in[2], out[2];
-    bool ok_in = pick_range(s, "inputRange", arch, in);
-    bool ok_out = pick_range(s, "outputRange", arch, out);
+    int file = 0, ofile = 0;
+    bool ok_in = pick_range(s, "inputRange", arch, in, &file);
+    bool ok_out = pick_range(s, "outputRange", arch, out, &ofile);
     int rc = -1;
     if (!ok_in || !ok_out)
         fmt(why, wn, "%s (and the files it imports) declare no single inputRange and "
@@ -384,7 +386,7 @@ static int package_range(const char *model_json, int scale, double *range, char 
                  "supports one range [0, R]", entry, in[0], in[1], out[0], out[1]);
     else {
         *range = in[1];
-        fmt(from, fn, "%s", entry);
+        fmt(from, fn, "%s", s->f[file].path);
         rc = 1;
     }
     for (int i = 0; i < s->n; i++) free(s->f[i].text);
