@@ -6,6 +6,22 @@ models:
 	@BUILD=$(BUILD) sh tests/models/fetch.sh $(BUILD)/models || [ $$? = 77 ]
 TEST_PREREQS += models
 
+# `make install` also installs the packages `make models` fetched, where an
+# installed lumen looks for them (<prefix>/share/lumen/models; see
+# core/models/tfjs_find.c).  Nothing fetched: nothing to install, and a note.
+.PHONY: install-models
+install: install-models
+install-models:
+	@dest='$(DESTDIR)$(PREFIX)/share/lumen/models'; n=0; \
+	for d in $(BUILD)/models/*/; do \
+	  [ -f "$$d.integrity" ] || continue; \
+	  name=$$(basename "$$d"); install -d "$$dest" && rm -rf "$$dest/$$name.new" && \
+	  cp -R "$$d" "$$dest/$$name.new" && rm -rf "$$dest/$$name" && \
+	  mv "$$dest/$$name.new" "$$dest/$$name" && n=$$((n + 1)) || exit 1; \
+	done; \
+	if [ $$n = 0 ]; then echo "install: no models in $(BUILD)/models (\`make models\` fetches them)"; \
+	else echo "install: $$n model packages into $$dest"; fi
+
 # core/models/tfjs.c parses model.json with cJSON (Debian libcjson-dev)
 LIB_EXTRA += $(CJSON_LIBS)
 TEST_SCRIPTS += tests/models/golden.sh tests/models/upscale.sh

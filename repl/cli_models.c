@@ -1,31 +1,51 @@
 /* cli_models.c - `lumen upscale` and `lumen convert`: the pretrained
  * TF.js upscalers (core/models/tfjs.h) on the command line.
  *
- *   lumen upscale IN.png... -o OUT [--model esrgan-slim] [--scale 4]
- *         [--device cpu|vulkan] [--tile 256] [--overlap 16] [--dtype f16] [--quiet]
- *       OUT is a file for one input, a folder (made if needed) for several
- *       or when it ends in '/'.  Alpha is kept, 16-bit input gives 16-bit
- *       output, the PNG carries the model and scale as tEXt chunks.  Exit 0
- *       when every file was written, 1 if any failed, 2 on a usage error.
+ *   lumen upscale IN.png... -o OUT [options]   (usage() lists them with defaults)
+ *       OUT is a file for one input, a folder (made with its parents if
+ *       needed) for several or when it ends in '/'.  Alpha is kept, 16-bit
+ *       input gives 16-bit output, the PNG carries the model and scale as
+ *       tEXt chunks.  Exit 0 when every file was written, 1 if any failed or
+ *       was refused, 2 on a usage error.
  *   lumen convert MODEL OUT.safetensors [--scale 4]
  *       the converted weights and topology, which --model and
- *       lm.models.load read back. */
+ *       lm.models.load read back.
+ *
+ * Nothing is lost: before the model is loaded every input must be a
+ * regular file, no output may be an input (same device and inode, so links
+ * and other spellings count), no two inputs may map to one output, and an
+ * existing output is replaced only with --overwrite.  Each output is
+ * written by core/io's PNG writer (a temporary file in its folder, renamed
+ * into place) while this run holds an flock on the output folder, and the
+ * checks are repeated under that lock, so two runs into one folder never
+ * replace each other's results: the later one refuses. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include "core/io/io.h"
 #include "core/lumen.h"
 #include "core/models/tfjs.h"
 #include "repl.h"
 
+#define DEFAULT_MODEL "esrgan-slim"
+#define DEFAULT_SCALE 4
+#define DEFAULT_TILE 256
+#define DEFAULT_OVERLAP 16
+
 typedef struct up_args {
-    const char *model, *out, *device, *dtype;
+    const char *model, *out, *device_name, *dtype_name;
+    lm_device *device;
+    lm_dtype dtype;
     int scale;
     int64_t tile, overlap;
-    bool quiet;
+    double range;           /* --range, 0 = from the model */
+    bool quiet, verbose, overwrite;
     int nin;
     char **in;
 } up_args;
@@ -33,12 +53,26 @@ typedef struct up_args {
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "lumen: %s\n", msg);
-    fprintf(stderr,
-            "usage: lumen upscale IN.png... -o OUT [--model NAME|PATH] [--scale N] [--device D]\n"
-            "                     [--tile N] [--overlap N] [--dtype f32|f16|bf16] [--quiet]\n"
+    fprintf(msg ? stderr : stdout,
+            "usage: lumen upscale IN.png... -o OUT [options]\n"
+            "  -o OUT             a file for one input; a folder for several or when OUT ends in\n"
+            "                     '/' (missing folders are made, as `lumen batch` does)\n"
+            "  --model NAME|PATH  a package (esrgan-slim, esrgan-medium, esrgan-thick), a package\n"
+            "                     folder, a model.json or a converted .safetensors (default " DEFAULT_MODEL ")\n"
+            "  --scale N          the package's models/x<N> (default %d)\n"
+            "  --device D         cpu, vulkan, vulkan:N (default: $LUMEN_DEVICE or the best device)\n"
+            "  --tile N           input tile side in pixels, 0 = whole image (default %d)\n"
+            "  --overlap N        context pixels around each tile (default %d)\n"
+            "  --dtype T          f32, f16 or bf16 weights and computation (default f32)\n"
+            "  --range 0,R        the model's value range, 0,1 or 0,255 (default: read from the\n"
+            "                     package's model definition)\n"
+            "  --overwrite        replace outputs that exist (never an input)\n"
+            "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
             "       lumen convert MODEL OUT.safetensors [--scale N]\n"
-            "MODEL: esrgan-slim, esrgan-medium, esrgan-thick (fetched by `make models` into\n"
-            "$LUMEN_MODELS or build/models), a model.json, or a converted .safetensors\n");
+            "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
+            "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
+            "`make models` fetches them and `make install` installs them.\n",
+            DEFAULT_SCALE, DEFAULT_TILE, DEFAULT_OVERLAP);
     return 2;
 }
 
@@ -94,8 +128,244 @@ static bool is_dir(const char *p)
     return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static int upscale_one(lm_tfjs_model *m, const up_args *a, double range, const char *in,
-                       const char *out)
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
+/* ---- options ---- */
+
+/* "upscale: --tile -5: expected ..." and the usage; 2 */
+static int bad_value(const char *opt, const char *val, const char *accepted)
+{
+    fprintf(stderr, "lumen upscale: %s %s: expected %s (lumen upscale --help lists the "
+            "options)\n", opt, val, accepted);
+    return 2;
+}
+
+/* --range 0,R (or R): R > 0 */
+static bool parse_range(const char *s, double *r)
+{
+    char *end;
+    double lo = 0, hi = strtod(s, &end);
+    if (end != s && (*end == ',' || *end == ':')) {
+        lo = hi;
+        const char *h = end + 1;
+        hi = strtod(h, &end);
+        if (end == h) return false;
+    }
+    if (end == s || *end || lo != 0 || !(hi > 0) || hi > 1e9) return false;
+    *r = hi;
+    return true;
+}
+
+/* 0 = parsed, else the exit status (usage printed) */
+static int parse_upscale(int argc, char **argv, up_args *a)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *s = argv[i];
+        bool takes = !strcmp(s, "-o") || !strcmp(s, "--model") || !strcmp(s, "--device") ||
+                     !strcmp(s, "--dtype") || !strcmp(s, "--scale") || !strcmp(s, "--tile") ||
+                     !strcmp(s, "--overlap") || !strcmp(s, "--range");
+        if (takes && i + 1 >= argc) {
+            fprintf(stderr, "lumen upscale: %s needs a value (lumen upscale --help lists the "
+                    "options)\n", s);
+            return 2;
+        }
+        const char *v = takes ? argv[++i] : NULL;
+        int64_t n;
+        if (!strcmp(s, "-o")) a->out = v;
+        else if (!strcmp(s, "--model")) a->model = v;
+        else if (!strcmp(s, "--device")) a->device_name = v;
+        else if (!strcmp(s, "--dtype")) {
+            if (!lm_dtype_from_name(v, &a->dtype) ||
+                (a->dtype != LM_F32 && a->dtype != LM_F16 && a->dtype != LM_BF16))
+                return bad_value(s, v, "f32, f16 or bf16 (default f32)");
+            a->dtype_name = v;
+        } else if (!strcmp(s, "--scale")) {
+            if (!parse_int(v, 1, &n) || n > 64)
+                return bad_value(s, v, "a whole number from 1, one the package has: 2, 3, 4 "
+                                 "or 8 for the ESRGANs (default 4)");
+            a->scale = (int)n;
+        } else if (!strcmp(s, "--tile")) {
+            if (!parse_int(v, 0, &n))
+                return bad_value(s, v, "a whole number of pixels >= 0, 0 = the whole image "
+                                 "(default 256)");
+            a->tile = n;
+        } else if (!strcmp(s, "--overlap")) {
+            if (!parse_int(v, 0, &n))
+                return bad_value(s, v, "a whole number of pixels >= 0 (default 16)");
+            a->overlap = n;
+        } else if (!strcmp(s, "--range")) {
+            if (!parse_range(v, &a->range))
+                return bad_value(s, v, "0,1 or 0,255 (0,R with R > 0)");
+        } else if (!strcmp(s, "--overwrite")) a->overwrite = true;
+        else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
+        else if (!strcmp(s, "--verbose") || !strcmp(s, "-v")) a->verbose = true;
+        else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            usage(NULL);
+            return -1;
+        }
+        else if (s[0] == '-' && s[1]) {
+            fprintf(stderr, "lumen upscale: unknown option %s (lumen upscale --help lists the "
+                    "options)\n", s);
+            return 2;
+        } else a->in[a->nin++] = argv[i];
+    }
+    if (!a->nin || !a->out || !*a->out) return usage("upscale needs input files and -o OUT");
+    if (a->device_name && !(a->device = lm_device_find(a->device_name))) {
+        report("upscale", NULL);
+        return 2;
+    }
+    return 0;
+}
+
+/* ---- where the outputs go, checked before any model runs ---- */
+
+typedef struct plan {
+    char **out;          /* one path per input */
+    struct stat *in_st;  /* each input's stat */
+    char dir[2048];      /* the output folder (all outputs share it) */
+} plan;
+
+static void plan_free(plan *p, int n)
+{
+    for (int i = 0; p->out && i < n; i++) free(p->out[i]);
+    free(p->out);
+    free(p->in_st);
+}
+
+/* mkdir -p; 0 or errno */
+static int make_dirs(const char *dir)
+{
+    char p[2048];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) return errno;
+        *s = c;
+        if (!c) break;
+    }
+    return is_dir(dir) ? 0 : ENOTDIR;
+}
+
+/* Why output path o cannot be written now (NULL if it can) */
+static const char *output_problem(const up_args *a, const plan *p, const char *o, char *why,
+                                  size_t n)
+{
+    struct stat sb;
+    if (stat(o, &sb) != 0) return NULL;
+    for (int k = 0; k < a->nin; k++)
+        if (sb.st_dev == p->in_st[k].st_dev && sb.st_ino == p->in_st[k].st_ino) {
+            snprintf(why, n, "%s is the input %s; lumen upscale never replaces an input", o,
+                     a->in[k]);
+            return why;
+        }
+    if (!S_ISREG(sb.st_mode)) snprintf(why, n, "%s exists and is %s", o, file_kind(sb.st_mode));
+    else if (!a->overwrite) snprintf(why, n, "%s exists (--overwrite replaces it)", o);
+    else return NULL;
+    return why;
+}
+
+/* Every check that needs no model; 0 = all well, else the exit status */
+static int plan_outputs(const up_args *a, plan *p)
+{
+    p->out = calloc((size_t)a->nin, sizeof *p->out);
+    p->in_st = calloc((size_t)a->nin, sizeof *p->in_st);
+    if (!p->out || !p->in_st) return 1;
+    int bad = 0;
+    for (int i = 0; i < a->nin; i++) {
+        /* a FIFO or a device would block the PNG reader or never end */
+        if (stat(a->in[i], &p->in_st[i]) != 0 || access(a->in[i], R_OK) != 0) {
+            fprintf(stderr, "lumen upscale: %s: %s\n", a->in[i], strerror(errno));
+            bad = 1;
+        } else if (!S_ISREG(p->in_st[i].st_mode)) {
+            fprintf(stderr, "lumen upscale: %s is %s; inputs must be PNG files\n", a->in[i],
+                    file_kind(p->in_st[i].st_mode));
+            bad = 1;
+        }
+    }
+    if (bad) return 1;
+    size_t ol = strlen(a->out);
+    bool slash = a->out[ol - 1] == '/', to_dir = slash || is_dir(a->out);
+    if (a->nin > 1 && !to_dir) {
+        const char *ext = ol > 4 ? a->out + ol - 4 : "";
+        struct stat sb;
+        if (!strcasecmp(ext, ".png") || stat(a->out, &sb) == 0) {
+            fprintf(stderr, "lumen upscale: %d inputs need a folder for -o, and %s names a "
+                    "file (write %s/ for a folder of that name)\n", a->nin, a->out, a->out);
+            return 2;
+        }
+        to_dir = true;
+    }
+    if (to_dir) snprintf(p->dir, sizeof p->dir, "%.*s", (int)(slash ? ol - 1 : ol), a->out);
+    else {
+        const char *s = strrchr(a->out, '/');
+        if (s) snprintf(p->dir, sizeof p->dir, "%.*s", (int)(s - a->out), a->out);
+        else snprintf(p->dir, sizeof p->dir, ".");
+    }
+    if (!p->dir[0]) snprintf(p->dir, sizeof p->dir, "/");
+    for (int i = 0; i < a->nin; i++) {
+        const char *base = strrchr(a->in[i], '/');
+        base = base ? base + 1 : a->in[i];
+        size_t n = strlen(p->dir) + strlen(base) + strlen(a->out) + 2;
+        if (!(p->out[i] = malloc(n))) return 1;
+        if (to_dir) snprintf(p->out[i], n, "%s%s%s", p->dir, !strcmp(p->dir, "/") ? "" : "/", base);
+        else snprintf(p->out[i], n, "%s", a->out);
+        char why[2600];
+        if (output_problem(a, p, p->out[i], why, sizeof why)) {
+            fprintf(stderr, "lumen upscale: %s\n", why);
+            bad = 1;
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(p->out[k], p->out[i])) {
+                fprintf(stderr, "lumen upscale: %s and %s would both be written to %s; give "
+                        "inputs with distinct names\n", a->in[k], a->in[i], p->out[i]);
+                bad = 1;
+                break;
+            }
+    }
+    if (bad) return 1;
+    int e = make_dirs(p->dir);
+    if (e) {
+        fprintf(stderr, "lumen upscale: cannot make folder %s: %s\n", p->dir, strerror(e));
+        return 1;
+    }
+    if (access(p->dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "lumen upscale: cannot write into %s: %s\n", p->dir, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* An flock on the output folder while one output is checked again and
+ * renamed into place; waits for another run's write (a few seconds at
+ * most), refuses after a minute.  -1 with the message printed. */
+static int lock_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "lumen upscale: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
+        if (errno != EWOULDBLOCK || tries >= 600) {
+            fprintf(stderr, "lumen upscale: cannot lock %s: %s\n", dir,
+                    errno == EWOULDBLOCK ? "another run holds it" : strerror(errno));
+            close(fd);
+            return -1;
+        }
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return fd;
+}
+
+static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double range,
+                       const char *in, const char *out)
 {
     lm_png_opts ro;
     lm_png_opts_init(&ro);
@@ -131,87 +401,73 @@ static int upscale_one(lm_tfjs_model *m, const up_args *a, double range, const c
     wo.bits = png_bits(in);
     wo.ntext = 3;
     wo.text = text;
-    lm_status st = lm_png_write(out, up, &wo);
-    lm_array_release(up);
-    if (st != LM_OK) {
+    /* the checks again, under the folder's lock: another run may have
+     * written this name while the model ran */
+    char why[2600];
+    int fd = lock_dir(p->dir);
+    lm_status st = LM_ERR_IO;
+    if (fd >= 0 && output_problem(a, p, out, why, sizeof why))
+        fprintf(stderr, "lumen upscale: %s (written meanwhile by another run?); not replaced\n",
+                why);
+    else if (fd >= 0 && (st = lm_png_write(out, up, &wo)) != LM_OK)
         report("upscale", NULL);
-        return 1;
-    }
+    if (fd >= 0) close(fd);
+    lm_array_release(up);
+    if (st != LM_OK) return 1;
     if (!a->quiet) printf("%s -> %s\n", in, out);
     return 0;
 }
 
 static int cmd_upscale(int argc, char **argv)
 {
-    up_args a = {.model = "esrgan-slim", .scale = 4, .tile = 256, .overlap = -1};
+    up_args a = {.model = DEFAULT_MODEL, .scale = DEFAULT_SCALE, .tile = DEFAULT_TILE,
+                 .overlap = DEFAULT_OVERLAP, .dtype = LM_F32};
     a.in = calloc((size_t)argc, sizeof *a.in);
     if (!a.in) return 2;
-    int rc = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *s = argv[i];
-        bool more = i + 1 < argc;
-        int64_t v;
-        if (!strcmp(s, "-o") && more) a.out = argv[++i];
-        else if (!strcmp(s, "--model") && more) a.model = argv[++i];
-        else if (!strcmp(s, "--device") && more) a.device = argv[++i];
-        else if (!strcmp(s, "--dtype") && more) a.dtype = argv[++i];
-        else if (!strcmp(s, "--scale") && more && parse_int(argv[i + 1], 1, &v)) a.scale = (int)v, i++;
-        else if (!strcmp(s, "--tile") && more && parse_int(argv[i + 1], 0, &v)) a.tile = v, i++;
-        else if (!strcmp(s, "--overlap") && more && parse_int(argv[i + 1], 0, &v)) a.overlap = v, i++;
-        else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a.quiet = true;
-        else if (!strcmp(s, "-h") || !strcmp(s, "--help")) { free(a.in); return usage(NULL) & 0; }
-        else if (s[0] == '-' && s[1]) { free(a.in); return usage("upscale: unknown or incomplete option"); }
-        else a.in[a.nin++] = argv[i];
-    }
-    if (!a.nin || !a.out) { free(a.in); return usage("upscale needs input files and -o OUT"); }
-    size_t ol = strlen(a.out);
-    bool to_dir = a.nin > 1 || a.out[ol - 1] == '/' || is_dir(a.out);
-    if (to_dir && !is_dir(a.out) && mkdir(a.out, 0777) != 0) {
-        fprintf(stderr, "lumen upscale: cannot make folder %s: %s\n", a.out, strerror(errno));
+    int rc = parse_upscale(argc, argv, &a);
+    if (rc) {
         free(a.in);
-        return 1;
+        return rc < 0 ? 0 : rc;
     }
-    lm_device *dev = NULL;
-    if (a.device && !(dev = lm_device_find(a.device))) {
-        report("upscale", NULL);
-        free(a.in);
-        return 2;
-    }
-    char path[1024];
-    double range;
+    /* cheap checks first: the model's file, the inputs, the outputs */
+    lm_tfjs_found f;
+    plan p = {0};
     lm_tfjs_model *m = NULL;
-    if (lm_tfjs_find(a.model, a.scale, path, sizeof path, &range) != LM_OK ||
-        !(m = lm_tfjs_load(path, dev))) {
+    if (lm_tfjs_find(a.model, a.scale, &f) != LM_OK) {
         report("upscale", NULL);
-        free(a.in);
-        return 1;
+        rc = 1;
+        goto done;
     }
-    lm_dtype dt = LM_F32;
-    bool bad_dt = a.dtype && !lm_dtype_from_name(a.dtype, &dt);
-    if (bad_dt || (a.dtype && lm_tfjs_set_dtype(m, dt) != LM_OK)) {
-        if (bad_dt) fprintf(stderr, "lumen upscale: --dtype %s: unknown dtype\n", a.dtype);
-        else report("upscale", NULL);
-        lm_tfjs_free(m);
-        free(a.in);
-        return 2;
+    if ((rc = plan_outputs(&a, &p)) != 0) goto done;
+    if (!(m = lm_tfjs_load(f.path, a.device)) ||
+        (a.dtype_name && lm_tfjs_set_dtype(m, a.dtype) != LM_OK)) {
+        report("upscale", NULL);
+        rc = 1;
+        goto done;
     }
-    const char *r = lm_tfjs_meta(m, "lumen.range");
-    if (r) range = atof(r);
+    double range = f.range;
+    const char *from = f.range_from, *r = lm_tfjs_meta(m, "lumen.range");
+    if (r) range = atof(r), from = "the converted file's lumen.range";
+    if (a.range > 0) range = a.range, from = "--range";
     if (lm_tfjs_scale(m) != a.scale)
-        fprintf(stderr, "lumen upscale: note: %s scales by %lld, not %d\n", path,
+        fprintf(stderr, "lumen upscale: note: %s scales by %lld, not %d\n", f.path,
                 (long long)lm_tfjs_scale(m), a.scale), a.scale = (int)lm_tfjs_scale(m);
+    if (a.verbose)
+        fprintf(stderr, "lumen upscale: model %s x%d, range 0..%g (%s), %s, tile %lld overlap "
+                "%lld\n", f.path, a.scale, range, from, lm_tfjs_device(m)->spec,
+                (long long)a.tile, (long long)a.overlap);
+    int failed = 0;
     for (int i = 0; i < a.nin; i++) {
-        char out[2048];
-        const char *base = strrchr(a.in[i], '/');
-        base = base ? base + 1 : a.in[i];
-        if (to_dir)
-            snprintf(out, sizeof out, "%s%s%s", a.out, a.out[ol - 1] == '/' ? "" : "/", base);
-        else
-            snprintf(out, sizeof out, "%s", a.out);
-        if (upscale_one(m, &a, range, a.in[i], out) != 0) rc = 1;
+        failed += upscale_one(m, &a, &p, range, a.in[i], p.out[i]) != 0;
         lm_sweep();
     }
+    rc = failed ? 1 : 0;
+    if (!a.quiet)
+        printf("%d of %d written (%s x%d, range 0..%g)\n", a.nin - failed, a.nin, a.model,
+               a.scale, range);
+done:
     lm_tfjs_free(m);
+    plan_free(&p, a.nin);
     free(a.in);
     return rc;
 }
@@ -224,16 +480,22 @@ static int cmd_convert(int argc, char **argv)
         int64_t v;
         if (!strcmp(argv[i], "--scale") && i + 1 < argc && parse_int(argv[i + 1], 1, &v))
             scale = (int)v, i++;
-        else if (argv[i][0] == '-' && argv[i][1]) return usage("convert: unknown or incomplete option");
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "lumen convert: %s: unknown option, or --scale without a whole "
+                    "number >= 1\n", argv[i]);
+            return 2;
+        }
         else if (nfiles < 2) files[nfiles++] = argv[i];
         else return usage("convert takes a model and an output file");
     }
     if (nfiles != 2) return usage("convert takes a model and an output file");
-    char path[1024], rs[32], ss[32];
-    double range;
+    char rs[32], ss[32];
+    lm_tfjs_found f;
+    char *path = f.path;
+    double range = 1;
     lm_tfjs_model *m = NULL;
-    if (lm_tfjs_find(files[0], scale, path, sizeof path, &range) != LM_OK ||
-        !(m = lm_tfjs_load(path, lm_device_cpu()))) {
+    if (lm_tfjs_find(files[0], scale, &f) != LM_OK ||
+        (range = f.range, !(m = lm_tfjs_load(path, lm_device_cpu())))) {
         report("convert", NULL);
         return 1;
     }

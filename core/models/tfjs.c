@@ -1118,6 +1118,14 @@ int64_t lm_tfjs_receptive_radius(const lm_tfjs_model *m)
 }
 const char *lm_tfjs_summary(const lm_tfjs_model *m) { return m->summary; }
 
+size_t lm_tfjs_nbytes(const lm_tfjs_model *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < m->n; i++)
+        n += (m->l[i].w ? lm_array_nbytes(m->l[i].w) : 0) + (m->l[i].b ? lm_array_nbytes(m->l[i].b) : 0);
+    return n;
+}
+
 const char *lm_tfjs_meta(const lm_tfjs_model *m, const char *key)
 {
     for (int i = 0; i < m->meta.nmeta; i++)

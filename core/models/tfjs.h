@@ -81,14 +81,41 @@ lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
 
 /* ---- upscaling images (core/models/tfjs_upscale.c) ---- */
 
-/* Finds a model: `model` is a package name under the models folder
- * ($LUMEN_MODELS, else build/models: "esrgan-slim" -> <dir>/esrgan-slim/
- * models/x<scale>/model.json), or the path of a model.json or converted
- * safetensors.  Writes the path into path[n] and the value range the model
- * works in into *range (255 for esrgan-slim/-medium, 1 for esrgan-thick
- * and unknown models; a converted file's "lumen.range" is read at load).
- * A package that is not there is LM_ERR_IO saying to run `make models`. */
-lm_status lm_tfjs_find(const char *model, int scale, char *path, size_t n, double *range);
+/* The folders searched for model packages, in order (core/models/
+ * tfjs_find.c): each entry of $LUMEN_MODELS (colon-separated),
+ * $XDG_DATA_HOME/lumen/models (default ~/.local/share/lumen/models),
+ * <dir of the executable>/../share/lumen/models (where `make install` puts
+ * them), <dir of the executable>/models (build/models when run from build/),
+ * and <dir of lumen.so>/../../../share/lumen/models.  Never the current
+ * folder. */
+#define LM_MODEL_DIRS_MAX 16
+typedef struct lm_model_dirs {
+    int n;
+    char dir[LM_MODEL_DIRS_MAX][1024];
+} lm_model_dirs;
+void lm_tfjs_model_dirs(lm_model_dirs *d);
+
+typedef struct lm_tfjs_found {
+    char path[1024];        /* the model.json or converted safetensors */
+    double range;           /* the value range it works in: 0..range */
+    char range_from[1024];  /* where that came from: the package's definition
+                               file, "known package NAME" or "default" */
+} lm_tfjs_found;
+
+/* Finds a model: `model` is a package name in the folders above
+ * ("esrgan-slim" -> <dir>/esrgan-slim/models/x<scale>/model.json, or
+ * models/model.json for a package of one scale), a package folder (a path),
+ * or the path of a model.json or converted safetensors.  The range is read
+ * from the package's model definition (UpscalerJS's `inputRange` in the JS
+ * file package.json exports for "./<scale>x"); when that cannot be read,
+ * 255 for esrgan-slim/-medium, 1 for esrgan-thick and anything else, with
+ * a warning on stderr.  A converted file's "lumen.range" is read at load
+ * (lm_tfjs_meta).  A missing package is LM_ERR_IO naming the folders
+ * searched and the packages they hold. */
+lm_status lm_tfjs_find(const char *model, int scale, lm_tfjs_found *f);
+
+/* Bytes of the model's weights (for pacing a garbage collector). */
+size_t lm_tfjs_nbytes(const lm_tfjs_model *m);
 
 typedef struct lm_upscale_opts {
     int64_t tile;       /* input tile side in pixels; 0 = the whole image at once */

@@ -1,5 +1,6 @@
-/* tfjs_upscale.c - images of any size through a TF.js upscaler: finding the
- * model, tiling with context around each tile, alpha, value ranges.
+/* tfjs_upscale.c - images of any size through a TF.js upscaler: tiling
+ * with context around each tile, alpha, value ranges (finding the model
+ * and its range: tfjs_find.c).
  *
  * Each tile is cut with `overlap` pixels of real image around it (fewer at
  * the image's edges, where TF's zero padding is what the untiled run sees
@@ -10,56 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "lumen.h"
 #include "tfjs.h"
 
 #define DEFAULT_OVERLAP 16
-
-/* The packages `make models` fetches and the range each works in (from
- * UpscalerJS's model definitions: "rdn" models take 0..255, "rrdn" 0..1). */
-static const struct { const char *name; double range; } known[] = {
-    {"esrgan-slim", 255}, {"esrgan-medium", 255}, {"esrgan-thick", 1},
-};
-
-static double known_range(const char *path)
-{
-    for (size_t i = 0; i < sizeof known / sizeof *known; i++) {
-        const char *p = strstr(path, known[i].name);
-        size_t n = strlen(known[i].name);
-        if (p && (p[n] == 0 || p[n] == '/')) return known[i].range;
-    }
-    return 1;
-}
-
-lm_status lm_tfjs_find(const char *model, int scale, char *path, size_t n, double *range)
-{
-    if (!model || !*model) return lm_error_set(LM_ERR_ARG, "upscale: no model given");
-    *range = known_range(model);
-    size_t len = strlen(model);
-    bool is_path = strchr(model, '/') || (len > 5 && !strcmp(model + len - 5, ".json")) ||
-                   (len > 12 && !strcmp(model + len - 12, ".safetensors"));
-    if (is_path) {
-        if ((size_t)snprintf(path, n, "%s", model) >= n)
-            return lm_error_set(LM_ERR_ARG, "upscale: model path too long");
-        return access(path, R_OK) == 0
-                   ? LM_OK
-                   : lm_error_set(LM_ERR_IO, "upscale: model file '%s' cannot be read", path);
-    }
-    const char *dir = getenv("LUMEN_MODELS");
-    if (!dir || !*dir) dir = "build/models";
-    char pkg[1024];
-    snprintf(pkg, sizeof pkg, "%s/%s", dir, model);
-    if (access(pkg, R_OK) != 0)
-        return lm_error_set(LM_ERR_IO, "upscale: model '%s' is not in %s: run `make models` (or "
-                            "set LUMEN_MODELS to the folder that holds it)", model, dir);
-    if ((size_t)snprintf(path, n, "%s/models/x%d/model.json", pkg, scale) >= n)
-        return lm_error_set(LM_ERR_ARG, "upscale: model path too long");
-    if (access(path, R_OK) != 0)
-        return lm_error_set(LM_ERR_IO, "upscale: model '%s' has no x%d (%s is missing)", model,
-                            scale, path);
-    return LM_OK;
-}
 
 void lm_upscale_opts_init(lm_upscale_opts *o)
 {

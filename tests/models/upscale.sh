@@ -55,10 +55,112 @@ if LUMEN_DEVICE=vulkan "$L" -e 'assert(tostring(lm.device()):match("vulkan"))' >
 else
   echo "no Vulkan device: the --device vulkan check is skipped"
 fi
-fails "a missing package says make models" "make models" env LUMEN_MODELS="$T/none" "$L" upscale "$T/in16.png" -o "$T/x.png"
+fails "a misspelled model lists the installed ones" "installed: .*esrgan-medium" "$L" upscale "$T/in16.png" -o "$T/x.png" --model esrgan-mediun
 fails "a scale the package lacks" "has no x5" "$L" upscale "$T/in16.png" -o "$T/x.png" --scale 5
 fails "an unreadable input" "nothere.png" "$L" upscale "$T/nothere.png" -o "$T/x.png" --scale 2
 fails "no output given" "needs input files and -o" "$L" upscale "$T/in16.png"
 fails "convert of a bad model.json" "not valid JSON" sh -c "echo '{' > $T/bad.json; $L convert $T/bad.json $T/bad.safetensors"
+
+# ---- issue 23 item 2: nothing is replaced unasked ----
+# Every refusal must come before the model loads: these runs name a model
+# whose model.json is invalid, so a run that got as far as loading it says
+# "not valid JSON" instead of the refusal.
+BAD=$T/bad.json
+TA=$(cd "$T" && pwd); LA=$(cd "$(dirname "$L")" && pwd)/lumen
+mkdir -p "$T/s" "$T/d1" "$T/d2"
+"$L" -e "lm.image.write_png('$T/s/a.png', lm.rand{3, 24, 20})
+         lm.image.write_png('$T/s/b.png', lm.rand{3, 20, 24})"
+cp "$T/s/a.png" "$T/d1/a.png"; cp "$T/s/b.png" "$T/d2/a.png"; cp "$T/s/a.png" "$T/a.orig"
+fails "-o the input itself is refused" "never replaces an input" "$L" upscale "$T/s/a.png" -o "$T/s/a.png" --model "$BAD"
+fails "-o the inputs' own folder is refused" "never replaces an input" "$L" upscale "$T/s/a.png" "$T/s/b.png" -o "$T/s/" --model "$BAD"
+fails "another spelling of the input is refused" "never replaces an input" "$L" upscale "$T/s/a.png" -o "$T/s/../s/./a.png" --overwrite --model "$BAD"
+ln -f "$T/s/a.png" "$T/s/link.png"
+fails "a hard link to the input is refused, --overwrite or not" "never replaces an input" "$L" upscale "$T/s/a.png" -o "$T/s/link.png" --overwrite --model "$BAD"
+check "the input is untouched" cmp "$T/s/a.png" "$T/a.orig"
+fails "two inputs with one output name are refused" "would both be written to" "$L" upscale "$T/d1/a.png" "$T/d2/a.png" -o "$T/o1/" --model "$BAD"
+check "... and nothing was written" sh -c "! ls '$T/o1/a.png' 2>/dev/null"
+fails "several inputs and -o naming a file is refused" "need a folder" "$L" upscale "$T/d1/a.png" "$T/s/b.png" -o "$T/single.png" --model "$BAD"
+check "... and no folder single.png/ was made" sh -c "! test -e '$T/single.png'"
+: > "$T/afile"
+fails "an output folder that cannot be made fails before the model" "cannot make folder" "$L" upscale "$T/s/a.png" -o "$T/afile/x.png" --model "$BAD"
+mkfifo "$T/fifo.png"
+fails "a FIFO input is refused, not read forever" "FIFO" timeout 60 "$L" upscale "$T/fifo.png" -o "$T/f.png" --model "$BAD"
+check "missing output folders are made (-o new/dir/x.png)" "$L" upscale "$T/s/a.png" -o "$T/new/dir/x.png" --model esrgan-medium --scale 2 --quiet
+fails "an existing output is kept without --overwrite" "exists (--overwrite" "$L" upscale "$T/s/b.png" -o "$T/new/dir/x.png" --model esrgan-medium --scale 2 --quiet
+check "--overwrite replaces it" "$L" upscale "$T/s/b.png" -o "$T/new/dir/x.png" --model esrgan-medium --scale 2 --quiet --overwrite
+check "... with b's result (48x40)" "$L" -e "assert(lm.image.read_png('$T/new/dir/x.png').shape[3] == 48)"
+check "no temporary files are left" sh -c "! find '$T/new' '$T/s' -name '*.tmp*' | grep -q ."
+
+# ---- items 10 and 14: options are named, --help shows defaults ----
+fails "--tile -5 names the option and the accepted values" "tile -5: expected a whole number of pixels >= 0" "$L" upscale "$T/s/a.png" -o "$T/t.png" --tile -5
+fails "--scale 0 names the option" "scale 0: expected" "$L" upscale "$T/s/a.png" -o "$T/t.png" --scale 0
+fails "--range 1,2 is refused" "range 1,2: expected" "$L" upscale "$T/s/a.png" -o "$T/t.png" --range 1,2
+fails "an unknown option is named" "unknown option --tiles" "$L" upscale "$T/s/a.png" -o "$T/t.png" --tiles 4
+check "--help shows the defaults" sh -c "'$L' upscale --help | grep -q 'default 256' && '$L' upscale --help | grep -q 'default esrgan-slim'"
+
+# ---- item 13: models are found where installed, not in the current folder ----
+mkdir -p "$T/cwd" "$T/xdg/lumen/models"
+check "lm.models.dirs(): LUMEN_MODELS entries, then XDG_DATA_HOME" env LUMEN_MODELS="$T/m1:$T/m2" XDG_DATA_HOME="$TA/xdg" "$L" -e "
+  local d = lm.models.dirs()
+  assert(d[1] == '$T/m1' and d[2] == '$T/m2' and d[3] == '$TA/xdg/lumen/models', table.concat(d, ' '))"
+# a package of one's own in XDG_DATA_HOME: esrgan-medium x2's weights, an
+# UpscalerJS-style definition that says 0..255 (item 15)
+F=$T/xdg/lumen/models/fake255
+mkdir -p "$F/models/x2" "$F/dist/esm/src/x2"
+cp "$LUMEN_MODELS/esrgan-medium/models/x2/"* "$F/models/x2/"
+cat > "$F/package.json" <<'JSON'
+{"name": "@someone/fake255", "exports": {"./2x": {"require": "./dist/cjs/none.js", "import": "./dist/esm/src/x2/index.js"}}}
+JSON
+cat > "$F/dist/esm/src/x2/index.js" <<'JS'
+import getModelDefinition from '../getModelDefinition';
+export default getModelDefinition(2, 'fake');
+JS
+cat > "$F/dist/esm/src/getModelDefinition.js" <<'JS'
+const getModelDefinition = (scale, modelFileName) => ({
+    scale,
+    modelType: 'layers',
+    meta: { architecture: "rdn", modelFileName },
+    inputRange: [0, 255,],
+    outputRange: [0, 255,],
+});
+export default getModelDefinition;
+JS
+# the same weights with no definition that can be read: 0..1 and a warning
+B=$T/xdg/lumen/models/fakebad
+mkdir -p "$B/models/x2" && cp "$F/models/x2/"* "$B/models/x2/"
+echo '{"name": "@someone/fakebad", "exports": {"./2x": {"import": "./dist/missing.js"}}}' > "$B/package.json"
+check "a package in XDG_DATA_HOME is listed and loaded from another folder" sh -c "cd '$T/cwd' && env -u LUMEN_MODELS XDG_DATA_HOME='$TA/xdg' '$LA' -e \"
+  local l = table.concat(lm.models.list(), ' ')
+  assert(l:match('fake255'), 'list: ' .. l)
+  local m = lm.models.load('fake255', {scale = 2})
+  assert(m.range == 255, 'range ' .. m.range)
+  assert(tostring(m):match('range 0..255 %(.*getModelDefinition.js%)'), tostring(m))\""
+if [ -d "$BUILD/models/esrgan-medium/models" ]; then
+  check "the build's own models are found from another folder" sh -c "cd '$T/cwd' && env -u LUMEN_MODELS XDG_DATA_HOME='$TA/xdg' '$LA' -e \"
+    assert(lm.models.load('esrgan-medium', {scale = 2}).range == 255)\""
+fi
+
+# ---- item 15: the range is read from the package, --range and range= set it ----
+check "upscale reads 0..255 from the package's definition (-v says so)" sh -c "cd '$T/cwd' && env -u LUMEN_MODELS XDG_DATA_HOME='$TA/xdg' '$LA' upscale '$TA/in16.png' -o '$TA/fake.png' --model fake255 --scale 2 --tile 0 -v 2>&1 | grep 'range 0..255 (.*getModelDefinition.js)'"
+check "... and gives esrgan-medium's pixels" "$L" -e "
+  assert((lm.image.read_png('$T/fake.png', {dtype='f32'}) - lm.image.read_png('$T/whole.png', {dtype='f32'})):abs():max():item() == 0)"
+check "an unreadable definition warns and falls back to 0..1" sh -c "o=\$(env XDG_DATA_HOME='$TA/xdg' '$L' -e \"assert(lm.models.load('fakebad', {scale = 2}).range == 1)\" 2>&1) && echo \"\$o\" | grep -q 'cannot read the value range'"
+check "--range 0,255 on a bare model.json gives esrgan-medium's pixels" sh -c "
+  '$L' upscale '$T/in16.png' -o '$T/bare.png' --model '$B/models/x2/model.json' --scale 2 --tile 0 --range 0,255 --quiet 2>/dev/null &&
+  '$L' -e \"assert((lm.image.read_png('$T/bare.png', {dtype='f32'}) - lm.image.read_png('$T/whole.png', {dtype='f32'})):abs():max():item() == 0)\""
+check "range={0, 255} in Lua" "$L" -e "
+  local m = lm.models.load('$B/models/x2/model.json', {range = {0, 255}})
+  assert(m.range == 255 and tostring(m):match('range 0..255 %(range=%)'), tostring(m))"
+
+# ---- item 9: model weights pace Lua's collector ----
+check "200 loads of a 1 MB model stay under 32 MB of live buffers" "$L" -e "
+  local peak = 0
+  for i = 1, 200 do
+    local m = lm.models.load('esrgan-slim', {scale = 2})
+    peak = math.max(peak, lm.memory().active)
+  end
+  print(('peak active %.1f MB'):format(peak / 2^20))
+  assert(peak < 32 * 2^20, ('peak active %.1f MB'):format(peak / 2^20))"
+
 echo "$p passed, $f failed"
 [ "$f" = 0 ]
