@@ -40,7 +40,7 @@ DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   libopenblas-dev libpng-dev zlib1g-dev libcmocka-dev python3-numpy python3-torch \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
   vulkan-validationlayers libshaderc-dev \
-  libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist \
+  libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libicu-dev \
   npm=nodejs+npm
 
 # Goals that need no configuration (and so install nothing).

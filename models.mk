@@ -37,3 +37,6 @@ $(BUILD)/bench/esrgan_concat: bench/esrgan_concat.c bench/bench.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ibench $< -o $@ $(LIB) $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 ALL_TARGETS += $(BUILD)/bench/esrgan_concat
+# core/models/clip_tokenizer.c: NFC, lowercasing and letter/number classes
+# from ICU (Debian libicu-dev), the same Unicode data the tokenizers library uses
+LIB_EXTRA += $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)

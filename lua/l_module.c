@@ -6,6 +6,7 @@
 #define LUMEN_VERSION "0.1.0"
 
 int luaopen_lumen(lua_State *L);
+void lm_lua_open_diffusion(lua_State *L);   /* l_diffusion.c */
 
 int luaopen_lumen(lua_State *L)
 {
@@ -35,6 +36,7 @@ int luaopen_lumen(lua_State *L)
     lm_lua_open_grad(L);
     lm_lua_open_batch(L);
     lm_lua_open_models(L);
+    lm_lua_open_diffusion(L);
     lm_lua_open_profile(L);
     return 1;
 }

@@ -94,6 +94,10 @@ local recipes = {
   ["lm.batch"] = function() return {} end,
   ["lm.profile"] = function() return {} end,   -- the options table comes first
   ["lm.models.load"] = function() return {"tests/ref/fixtures/tfjs/model.json"} end,
+  ["lm.diffusion.encode"] = function()
+    return {lm.diffusion.tokenizer("tests/ref/clip/tiny/tokenizer"), "a cat"}
+  end,
+  ["lm.diffusion.text_encoder"] = function() return {"tests/ref/clip/tiny/text_encoder"} end,
   ["lm.models.upscale"] = function()
     return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
   end,

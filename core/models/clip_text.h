@@ -1,0 +1,64 @@
+/* clip_text.h - CLIP text encoders (transformers' CLIPTextModel and
+ * CLIPTextModelWithProjection) from a diffusers text_encoder/ folder:
+ * config.json plus model.safetensors, model.fp16.safetensors or the shards
+ * of model[.fp16].safetensors.index.json.  The network is built from
+ * Lumen's ops (embedding, layer_norm, linear, causal attention, gelu), so it
+ * runs on every device; weights are cast to the compute dtype, placed on the
+ * device and kept (lm_array_keep) once, at load.
+ *
+ * Sizes come from config.json (hidden_size, intermediate_size,
+ * num_attention_heads, num_hidden_layers, max_position_embeddings,
+ * vocab_size, layer_norm_eps, hidden_act quick_gelu | gelu, projection_dim,
+ * eos_token_id, architectures).  Weight names may carry transformers'
+ * "text_model." prefix or not (transformers 5 saves CLIPTextModel without
+ * it); a missing key, an unexpected key or a wrong shape is an error naming
+ * the file, the key and the shapes.
+ *
+ * Ownership: lm_clip_text_load returns a model freed with lm_clip_text_free;
+ * lm_clip_text_forward fills an lm_clip_text_out whose arrays (new
+ * references, lazy) the caller releases with lm_clip_text_out_free. */
+#ifndef LM_CLIP_TEXT_H
+#define LM_CLIP_TEXT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "array.h"
+#include "device.h"
+
+typedef struct lm_clip_text lm_clip_text;
+
+typedef struct lm_clip_text_config {
+    int64_t vocab_size, hidden_size, intermediate_size, num_heads, num_layers, max_positions;
+    int64_t projection_dim;     /* 0 = no text_projection (CLIPTextModel) */
+    int64_t eos_token_id;       /* 2 = pool at argmax(ids), as transformers does for old configs */
+    double eps;
+    bool quick_gelu;            /* hidden_act quick_gelu, else gelu (erf) */
+} lm_clip_text_config;
+
+/* dir: the component folder.  variant: NULL (model.safetensors, else
+ * model.fp16.safetensors), "" or "fp16".  dt: the compute dtype (f32, f16,
+ * bf16).  dev NULL = the default device. */
+lm_clip_text *lm_clip_text_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev);
+void lm_clip_text_free(lm_clip_text *m);    /* NULL is fine */
+const lm_clip_text_config *lm_clip_text_get_config(const lm_clip_text *m);
+lm_dtype lm_clip_text_dtype(const lm_clip_text *m);
+lm_device *lm_clip_text_device(const lm_clip_text *m);
+
+typedef struct lm_clip_text_out {
+    lm_array *last_hidden_state;   /* [B, L, D], after the final layer norm */
+    int nhidden;                   /* num_layers + 1 */
+    lm_array **hidden_states;      /* [B, L, D] each: the embeddings, then every layer's
+                                      output (before the final norm), as transformers'
+                                      output_hidden_states; [nhidden-2] is the
+                                      penultimate layer SDXL uses */
+    lm_array *pooled;              /* [B, D]: last_hidden_state at each row's eos */
+    lm_array *text_embeds;         /* [B, projection_dim] or NULL */
+} lm_clip_text_out;
+
+/* ids: batch rows of len token ids (len <= max_positions, each id in
+ * [0, vocab_size)).  Fills *out with lazy arrays in the model's dtype. */
+lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
+                               lm_clip_text_out *out);
+void lm_clip_text_out_free(lm_clip_text_out *o);
+
+#endif
