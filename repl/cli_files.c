@@ -180,8 +180,6 @@ static int cmd_inspect(int argc, char **argv)
     return rc;
 }
 
-int lm_cli_files(int argc, char **argv);   /* called by main.c */
-
 /* Runs a files subcommand if argv[1] names one: returns its exit status, or
  * -1 when argv[1] is not a files subcommand. */
 int lm_cli_files(int argc, char **argv)
