@@ -232,15 +232,21 @@ static const char *const HINTS[][2] = {
 
 static int no_method(lua_State *L)
 {
-    const char *name = lua_tostring(L, lua_upvalueindex(1));
-    for (size_t i = 0; i < sizeof HINTS / sizeof HINTS[0]; i++)
-        if (!strcmp(HINTS[i][0], name))
-            return luaL_error(L, "tensor has no method '%s' (in Lumen: %s)", name, HINTS[i][1]);
-    return luaL_error(L, "tensor has no method '%s' (docs/API.md lists the tensor methods)", name);
+    int i = (int)lua_tointeger(L, lua_upvalueindex(1));
+    return luaL_error(L, "tensor has no method '%s' (in Lumen: %s)", HINTS[i][0], HINTS[i][1]);
 }
 
+/* Only the names a PyTorch user tries get a function that explains itself;
+ * any other missing field is nil, as Lua code testing `t.field` expects
+ * (and calling it still names the method in Lua's own message). */
 void lm_lua_push_missing_method(lua_State *L, int name)
 {
-    lua_pushvalue(L, name);
-    lua_pushcclosure(L, no_method, 1);
+    const char *s = lua_tostring(L, name);
+    for (size_t i = 0; s && i < sizeof HINTS / sizeof HINTS[0]; i++)
+        if (!strcmp(HINTS[i][0], s)) {
+            lua_pushinteger(L, (lua_Integer)i);
+            lua_pushcclosure(L, no_method, 1);
+            return;
+        }
+    lua_pushnil(L);
 }

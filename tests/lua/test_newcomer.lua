@@ -93,7 +93,8 @@ end)
 
 test("a missing method is named", function()
   local x = lm.ones{2}
-  raises(function() x:foo() end, "tensor has no method 'foo'")
+  raises(function() x:foo() end, "method 'foo'")   -- Lua's own message names it
+  eq(x.foo, nil, "a field no one knows is nil, as Lua code testing t.field expects")
   raises(function() x:cuda() end, "tensor has no method 'cuda' (in Lumen: t:to(\"vulkan\"))")
   raises(function() x:numpy() end, "t:totable()")
   raises(function() x:backward() end, "lm.grad")
