@@ -1,27 +1,40 @@
 /* l_batch.c - the C helpers of lm.batch (lua/l_batch.lua, embedded here as
  * a string): JSON through cJSON, a monotonic clock, RSS, mkdir -p, isatty,
- * and the SIGINT handling of a run.
+ * the output set's lock, unique temporary files, file checks for resume, and
+ * the signal handling of a run.
  *
- * Ctrl-C during lm.batch: the first one sets a flag, cancels the running
- * evaluation (lm_cancel) and, while a job's function runs, raises
- * "interrupted" inside it through a hook (as lua.c does), so the runner
- * abandons that one image, records the rest as pending and returns; the
- * output of the abandoned image is never renamed into place.  A second
- * Ctrl-C exits at once with status 130: outputs are written under a
- * temporary name and renamed, so nothing half-written carries a final name.
- * The handler in place before the run is restored after it. */
+ * Ctrl-C (SIGINT) or SIGTERM during lm.batch: the first one sets a flag,
+ * cancels the running evaluation (lm_cancel) and, while a job's function
+ * runs, raises "interrupted" inside it through a hook (as lua.c does), so
+ * the runner abandons that one image, records the rest as pending and
+ * returns; the output of the abandoned image is never renamed into place.
+ * A second signal exits at once with status 128 + signal, after removing
+ * the run's temporary files (they are registered here, so the handler can
+ * unlink them).  The handlers in place before the run are restored after it.
+ *
+ * Output safety: every file of a run is written under a name only this
+ * process uses, "<final>.lumen-<host>-<pid>-<k>.tmp", created with O_EXCL,
+ * and renamed into place; the output set (a folder) belongs to one run at a
+ * time through flock on "<folder>/.lumen-batch.lock", which names the holder
+ * (pid, host, start time) for the run that is refused.  The kernel drops the
+ * lock when its holder dies, even by SIGKILL; the temporaries such a run
+ * left are recognised by their pattern and removed by the next run. */
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <cJSON.h>
+#include <zlib.h>
 #include "l_internal.h"
 
 /* ---- JSON ---- */
@@ -241,11 +254,254 @@ static int l_listdir(lua_State *L)
     return 1;
 }
 
-/* ---- SIGINT ---- */
+/* ---- temporary files: registered so a signal can remove them ---- */
+
+enum { TMP_SLOTS = 16 };
+static char tmp_path[TMP_SLOTS][PATH_MAX];
+static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+static unsigned long tmp_counter;
+
+static const char *host_name(void)
+{
+    static char host[64];
+    if (!host[0]) {
+        if (gethostname(host, sizeof host - 1) != 0 || !host[0]) strcpy(host, "localhost");
+        for (char *c = host; *c; c++)   /* a name part: no separators */
+            if (*c == '/' || *c == '.') *c = '_';
+    }
+    return host;
+}
+
+/* In a signal handler: unlinks the registered temporaries and the
+ * "<tmp>.tmp" that lm.image.write_png writes beside each one. */
+static void tmp_unlink_all(void)
+{
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        if (!tmp_used[i]) continue;
+        char *p = tmp_path[i];
+        size_t n = strlen(p);
+        unlink(p);
+        if (n + 4 < PATH_MAX) {
+            memcpy(p + n, ".tmp", 5);
+            unlink(p);
+            p[n] = 0;
+        }
+    }
+}
+
+/* tmp_create(final) -> name: a new empty file "<final>.lumen-<host>-<pid>-<k>.tmp",
+ * created exclusively (no other process can have it) and registered for
+ * removal on a signal; or nil + message. */
+static int l_tmp_create(lua_State *L)
+{
+    const char *final = luaL_checkstring(L, 1);
+    int slot = 0;
+    while (slot < TMP_SLOTS && tmp_used[slot]) slot++;
+    if (slot == TMP_SLOTS) return luaL_error(L, "batch: more than %d temporary files at once", TMP_SLOTS);
+    char name[PATH_MAX];
+    for (int tries = 0; tries < 100; tries++) {
+        int n = snprintf(name, sizeof name, "%s.lumen-%s-%ld-%lu.tmp", final, host_name(), (long)getpid(),
+                         ++tmp_counter);
+        if (n < 0 || (size_t)n + 5 >= sizeof name) {
+            lua_pushnil(L);
+            lua_pushfstring(L, "%s: the name is too long", final);
+            return 2;
+        }
+        int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            close(fd);
+            memcpy(tmp_path[slot], name, (size_t)n + 1);
+            tmp_used[slot] = 1;
+            lua_pushstring(L, name);
+            return 1;
+        }
+        if (errno != EEXIST) {
+            lua_pushnil(L);
+            lua_pushfstring(L, "%s: cannot create a temporary file: %s", final, strerror(errno));
+            return 2;
+        }
+    }
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: cannot create a temporary file (all names taken)", final);
+    return 2;
+}
+
+/* tmp_forget(name): the temporary was renamed or removed; no longer one
+ * the signal handler removes */
+static int l_tmp_forget(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_used[i] && !strcmp(tmp_path[i], name)) tmp_used[i] = 0;
+    return 0;
+}
+
+/* Whether name is a temporary of lm.batch ("<x>.lumen-<host>-<pid>-<k>.tmp",
+ * or that + ".tmp"): *host (pointer into name, hostlen bytes) and *pid. */
+static bool tmp_parse(const char *name, const char **host, size_t *hostlen, long *pid)
+{
+    size_t n = strlen(name);
+    if (n >= 8 && !strcmp(name + n - 8, ".tmp.tmp")) n -= 4;
+    if (n < 4 || strncmp(name + n - 4, ".tmp", 4)) return false;
+    const char *end = name + n - 4, *p = end;
+    while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;            /* k */
+    if (p == end || p == name || p[-1] != '-') return false;
+    const char *k = --p;
+    while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;            /* pid */
+    if (p == k || p == name || p[-1] != '-') return false;
+    *pid = strtol(p, NULL, 10);
+    const char *h_end = p - 1;
+    const char *mark = NULL;
+    for (const char *q = name; q + 7 <= h_end; q++)
+        if (!strncmp(q, ".lumen-", 7)) mark = q;
+    if (!mark || mark == name) return false;
+    *host = mark + 7;
+    *hostlen = (size_t)(h_end - *host);
+    return *hostlen > 0;
+}
+
+/* tmp_sweep(dir, all) -> count: removes the temporaries of lm.batch in dir
+ * left by runs that died (all: every one, for a caller that holds the
+ * output set's lock before any process of its run has written; else those
+ * of this host whose process no longer exists). */
+static int l_tmp_sweep(lua_State *L)
+{
+    const char *dir = luaL_checkstring(L, 1);
+    bool all = lua_toboolean(L, 2);
+    DIR *d = opendir(dir);
+    lua_Integer count = 0;
+    if (d) {
+        const char *me = host_name();
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            const char *host;
+            size_t hl;
+            long pid;
+            if (!tmp_parse(e->d_name, &host, &hl, &pid)) continue;
+            if (!all) {
+                if (hl != strlen(me) || strncmp(host, me, hl)) continue;
+                if (pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+            }
+            char path[PATH_MAX];
+            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path) continue;
+            if (unlink(path) == 0) count++;
+        }
+        closedir(d);
+    }
+    lua_pushinteger(L, count);
+    return 1;
+}
+
+/* ---- the output set's lock ---- */
+
+#define LOCK_MT "lumen.batch.lock"
+
+static int lock_close(lua_State *L)
+{
+    int *fd = luaL_checkudata(L, 1, LOCK_MT);
+    if (*fd >= 0) {
+        if (ftruncate(*fd, 0) != 0) { /* the holder's line only informs */ }
+        close(*fd);   /* drops the flock */
+        *fd = -1;
+    }
+    return 0;
+}
+
+/* lock(path) -> handle | nil, holder: an exclusive flock on path (created
+ * if missing), taken at once or refused.  The file then holds "pid P on
+ * host H since T" for a run that is refused; handle:close() (or its
+ * collection) releases it. */
+static int l_lock(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    int *h = lua_newuserdatauv(L, sizeof *h, 0);
+    *h = -1;
+    if (luaL_newmetatable(L, LOCK_MT)) {
+        lua_pushcfunction(L, lock_close);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, lock_close);
+        lua_setfield(L, -2, "__close");
+        lua_newtable(L);
+        lua_pushcfunction(L, lock_close);
+        lua_setfield(L, -2, "close");
+        lua_setfield(L, -2, "__index");
+    }
+    lua_setmetatable(L, -2);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "cannot open the lock file %s: %s", path, strerror(errno));
+        lua_pushboolean(L, 1);   /* an error, not a holder */
+        return 3;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char holder[256] = {0};
+        ssize_t n = err == EWOULDBLOCK ? pread(fd, holder, sizeof holder - 1, 0) : -1;
+        close(fd);
+        lua_pushnil(L);
+        if (err != EWOULDBLOCK) {
+            lua_pushfstring(L, "cannot lock %s: %s", path, strerror(err));
+            lua_pushboolean(L, 1);
+            return 3;
+        }
+        while (n > 0 && (holder[n - 1] == '\n' || holder[n - 1] == 0)) holder[--n] = 0;
+        lua_pushstring(L, n > 0 ? holder : "a process that has not written its name yet");
+        return 2;
+    }
+    *h = fd;
+    char line[256], when[64] = "?";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    int n = snprintf(line, sizeof line, "pid %ld on host %s since %s\n", (long)getpid(), host_name(), when);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) { /* the line only informs */ }
+    return 1;
+}
+
+/* ---- resume: is a file complete? ---- */
+
+/* file_check(path) -> size, crc32 (8 hex digits), png_ok | nil when path is
+ * not a readable regular file.  png_ok: it starts with the PNG signature and
+ * ends with an IEND chunk (what a complete PNG writer leaves last). */
+static int l_file_check(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return 0; }
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char iend[12] = {0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xae, 0x42, 0x60, 0x82};
+    unsigned char buf[65536], head[8] = {0}, tail[12] = {0};
+    uLong crc = crc32(0L, Z_NULL, 0);
+    off_t total = 0;
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+        crc = crc32(crc, buf, (uInt)n);
+        for (ssize_t i = 0; i < n && total + i < 8; i++) head[total + i] = buf[i];
+        total += n;
+        if (n >= 12) memcpy(tail, buf + n - 12, 12);
+        else {
+            memmove(tail, tail + n, (size_t)(12 - n));
+            memcpy(tail + 12 - n, buf, (size_t)n);
+        }
+    }
+    close(fd);
+    if (n < 0) return 0;
+    char hex[9];
+    snprintf(hex, sizeof hex, "%08lx", (unsigned long)crc);
+    lua_pushinteger(L, (lua_Integer)total);
+    lua_pushstring(L, hex);
+    lua_pushboolean(L, total >= 20 && !memcmp(head, sig, 8) && !memcmp(tail, iend, 12));
+    return 3;
+}
+
+/* ---- SIGINT and SIGTERM ---- */
 
 static lua_State *sig_L;
-static volatile sig_atomic_t sig_count, sig_in_job;
-static struct sigaction sig_old;
+static volatile sig_atomic_t sig_count, sig_in_job, sig_last;
+static struct sigaction sig_old_int, sig_old_term;
 static int sig_installed;
 
 static void job_stop(lua_State *L, lua_Debug *ar)
@@ -255,15 +511,16 @@ static void job_stop(lua_State *L, lua_Debug *ar)
     if (sig_in_job) luaL_error(L, "interrupted");
 }
 
-static void on_sigint(int sig)
+static void on_signal(int sig)
 {
-    (void)sig;
     if (sig_count++ > 0) {
         static const char msg[] = "\nlumen batch: interrupted twice, stopping now\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
-        _exit(130);
+        tmp_unlink_all();
+        _exit(128 + sig);
     }
+    sig_last = sig;
     int saved = errno;
     lm_cancel();
     if (sig_in_job && sig_L)
@@ -271,26 +528,33 @@ static void on_sigint(int sig)
     errno = saved;
 }
 
-/* sigint(true) installs the run's handler, sigint(false) restores the one
- * before it; sigint() -> how many Ctrl-C came since the install */
+/* sigint(true) installs the run's handlers (SIGINT, SIGTERM), sigint(false)
+ * restores the ones before; sigint() -> how many signals came since the
+ * install, and the first one's number */
 static int l_sigint(lua_State *L)
 {
     if (lua_gettop(L) == 0) {
         lua_pushinteger(L, sig_count);
-        return 1;
+        lua_pushinteger(L, sig_last);
+        return 2;
     }
     if (lua_toboolean(L, 1) && !sig_installed) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_sigint;
+        sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
+        sigaddset(&sa.sa_mask, SIGINT);
+        sigaddset(&sa.sa_mask, SIGTERM);
         sig_L = L;
         sig_count = 0;
+        sig_last = 0;
         sig_in_job = 0;
-        sigaction(SIGINT, &sa, &sig_old);
+        sigaction(SIGINT, &sa, &sig_old_int);
+        sigaction(SIGTERM, &sa, &sig_old_term);
         sig_installed = 1;
     } else if (!lua_toboolean(L, 1) && sig_installed) {
-        sigaction(SIGINT, &sig_old, NULL);
+        sigaction(SIGINT, &sig_old_int, NULL);
+        sigaction(SIGTERM, &sig_old_term, NULL);
         sig_installed = 0;
         sig_in_job = 0;
         lua_sethook(L, NULL, 0, 0);
@@ -321,6 +585,15 @@ static const lm_lua_func batch_helpers[] = {
     {"mkdirs", l_mkdirs, "lm._batch.mkdirs(dir) -> true | nil, message\n(internal)"},
     {"sigint", l_sigint, "lm._batch.sigint([on]) -> count\nThe run's Ctrl-C handler (internal)."},
     {"in_job", l_in_job, "lm._batch.in_job(flag)\n(internal)"},
+    {"tmp_create", l_tmp_create, "lm._batch.tmp_create(final) -> name | nil, message\nA new "
+     "temporary file beside final, created exclusively (internal)."},
+    {"tmp_forget", l_tmp_forget, "lm._batch.tmp_forget(name)\n(internal)"},
+    {"tmp_sweep", l_tmp_sweep, "lm._batch.tmp_sweep(dir, all) -> count\nRemoves temporaries of "
+     "dead runs (internal)."},
+    {"lock", l_lock, "lm._batch.lock(path) -> handle | nil, holder\nThe output set's lock "
+     "(internal)."},
+    {"file_check", l_file_check, "lm._batch.file_check(path) -> size, crc32, png_ok | nil\n"
+     "(internal)"},
     {NULL, NULL, NULL},
 };
 

@@ -16,6 +16,16 @@ local B = lm._batch
 local enc, dec = B.json_encode, B.json_decode
 
 local function fail(msg) error("batch: " .. msg, 0) end
+-- a mistake in the options or the job list (exit status 2 from `lumen
+-- batch`): repl/batch.c reads B.usage_error after the call fails
+local function usage(msg)
+  B.usage_error = true
+  fail(msg)
+end
+
+-- the most jobs one run takes: the run checks every output name against
+-- every other one before it starts (held in memory, about 100 bytes a job)
+local MAX_JOBS = 10000000
 
 -- ---- job sources: each yields (index, params) in index order ----
 
@@ -24,10 +34,14 @@ local function parse_seeds(spec)
   local ranges, total = {}, 0
   local function add(a, b)
     if math.type(a) ~= "integer" or math.type(b) ~= "integer" or b < a then
-      fail("bad seed range " .. tostring(a) .. "-" .. tostring(b))
+      usage("bad seed range " .. tostring(a) .. "-" .. tostring(b))
     end
     ranges[#ranges + 1] = {a, b}
     total = total + (b - a + 1)
+    if b - a + 1 > MAX_JOBS or total > MAX_JOBS then
+      usage(string.format("seeds: %s makes more than %d jobs, the most one run takes "
+        .. "(split it into several runs)", tostring(spec), MAX_JOBS))
+    end
   end
   if type(spec) == "number" then add(math.tointeger(spec), math.tointeger(spec))
   elseif type(spec) == "table" then
@@ -36,11 +50,11 @@ local function parse_seeds(spec)
     for part in spec:gmatch("[^,]+") do
       local a, b = part:match("^%s*(%-?%d+)%s*%-%s*(%-?%d+)%s*$")
       if not a then a = part:match("^%s*(%-?%d+)%s*$"); b = a end
-      if not a then fail("seeds: cannot read '" .. part .. "' (use 1-1000 or 1,5,9-12)") end
+      if not a then usage("seeds: cannot read '" .. part .. "' (use 1-1000 or 1,5,9-12)") end
       add(math.tointeger(tonumber(a)), math.tointeger(tonumber(b)))
     end
-  else fail("seeds must be a string like '1-100', a number or a list") end
-  if total == 0 then fail("seeds: no seeds") end
+  else usage("seeds must be a string like '1-100', a number or a list") end
+  if total == 0 then usage("seeds: no seeds") end
   return ranges, total
 end
 
@@ -61,8 +75,11 @@ local function seed_source(spec)
   end
 end
 
--- CSV (RFC 4180: quoted fields, "" inside quotes; a header row names the
--- columns).  Fields that read as numbers become numbers.
+-- CSV (RFC 4180: quoted fields, "" inside quotes, line breaks inside
+-- quotes; a header row names the columns).  Fields that read as numbers
+-- become numbers.  Returns the fields, or nil when the text is malformed,
+-- or false when a quoted field is still open at the end (the record goes on
+-- on the next line).
 local function csv_fields(line)
   local out, pos, n = {}, 1, #line
   while true do
@@ -71,7 +88,7 @@ local function csv_fields(line)
       local buf, i = {}, pos + 1
       while true do
         local q = line:find('"', i, true)
-        if not q then return nil end
+        if not q then return false end
         buf[#buf + 1] = line:sub(i, q - 1)
         if line:sub(q + 1, q + 1) == '"' then buf[#buf + 1] = '"'; i = q + 2
         else pos = q + 1; break end
@@ -87,6 +104,41 @@ local function csv_fields(line)
     if ch == "," then pos = pos + 1
     elseif ch == "" then return out
     else return nil end
+  end
+end
+
+-- the records of a params file: yields (first line number, record), where
+-- a record is a CSV line's fields (or nil when malformed) or a JSON Lines
+-- line; blank lines are skipped, a UTF-8 byte order mark (as spreadsheets
+-- write) is dropped, CRLF endings are accepted
+local function file_records(path, kind)
+  local lines, lineno = io.lines(path), 0
+  local function next_line()
+    local l = lines()
+    if l == nil then return nil end
+    lineno = lineno + 1
+    if lineno == 1 then l = l:gsub("^\239\187\191", "") end
+    return (l:gsub("\r$", ""))
+  end
+  return function()
+    while true do
+      local line = next_line()
+      if line == nil then return nil end
+      if line:match("%S") then
+        local first = lineno
+        if kind ~= "csv" then return first, line end
+        local v = csv_fields(line)
+        while v == false do
+          local more = next_line()
+          if more == nil then
+            fail(string.format("params: %s:%d: a quoted field is not closed", path, first))
+          end
+          line = line .. "\n" .. more
+          v = csv_fields(line)
+        end
+        return first, v or nil, true
+      end
+    end
   end
 end
 
@@ -109,51 +161,49 @@ local function params_source(path)
     if #names == 0 then fail("params: no .png files in " .. path) end
     return folder_source(path:gsub("/+$", ""), names)
   end
-  local kind = path:match("%.csv$") and "csv" or "jsonl"
+  local kind = path:match("%.[cC][sS][vV]$") and "csv" or "jsonl"
   local f, err = io.open(path, "r")
   if not f then fail("params: " .. tostring(err)) end
+  f:close()
   -- first pass: count jobs (and check the header)
   local total, header = 0, nil
-  for line in f:lines() do
-    line = line:gsub("\r$", "")
-    if line:match("%S") then
-      if kind == "csv" and not header then header = csv_fields(line) or fail("params: bad CSV header in " .. path)
-      else total = total + 1 end
+  for lineno, v in file_records(path, kind) do
+    if kind == "csv" and not header then
+      header = v or fail(string.format("params: %s:%d: bad CSV header", path, lineno))
+    else
+      total = total + 1
+      if total > MAX_JOBS then
+        usage(string.format("params: %s has more than %d jobs, the most one run takes", path, MAX_JOBS))
+      end
     end
   end
-  f:close()
   if total == 0 then fail("params: no jobs in " .. path) end
   return total, function()
-    local lines, i, lineno, hdr = io.lines(path), 0, 0, nil
+    local recs, i, hdr = file_records(path, kind), 0, nil
     return function()
-      for line in lines do
-        lineno = lineno + 1
-        line = line:gsub("\r$", "")
-        if line:match("%S") then
-          if kind == "csv" and not hdr then hdr = csv_fields(line)
-          else
-            i = i + 1
-            local p
-            if kind == "csv" then
-              local v = csv_fields(line)
-              if not v then fail(string.format("params: %s:%d: bad CSV line", path, lineno)) end
-              if #v ~= #hdr then
-                fail(string.format("params: %s:%d: %d fields, the header has %d", path, lineno, #v, #hdr))
-              end
-              p = {}
-              for k, name in ipairs(hdr) do p[name] = tonumber(v[k]) or v[k] end
-            else
-              local m
-              p, m = dec(line)
-              if type(p) ~= "table" then
-                fail(string.format("params: %s:%d: %s", path, lineno, m or "not a JSON object"))
-              end
-              -- a manifest record is a params line too (its params field)
-              if type(p.params) == "table" and p.index then p = p.params end
+      for lineno, v in recs do
+        if kind == "csv" and not hdr then hdr = v
+        else
+          i = i + 1
+          local p
+          if kind == "csv" then
+            if not v then fail(string.format("params: %s:%d: bad CSV line", path, lineno)) end
+            if #v ~= #hdr then
+              fail(string.format("params: %s:%d: %d fields, the header has %d", path, lineno, #v, #hdr))
             end
-            if p.seed == nil then p.seed = i end
-            return i, p
+            p = {}
+            for k, name in ipairs(hdr) do p[name] = tonumber(v[k]) or v[k] end
+          else
+            local m
+            p, m = dec(v)
+            if type(p) ~= "table" then
+              fail(string.format("params: %s:%d: %s", path, lineno, m or "not a JSON object"))
+            end
+            -- a manifest record is a params line too (its params field)
+            if type(p.params) == "table" and p.index then p = p.params end
           end
+          if p.seed == nil then p.seed = i end
+          return i, p
         end
       end
       return nil
@@ -178,15 +228,16 @@ end
 
 -- ---- output names ----
 
--- %d / %05d: the job index; {key}: a parameter ({seed}, {index}, {name}:
--- the output's name when the function returns several)
+-- %d / %05d: the job index (1-based); {key}: a parameter ({seed}, {index},
+-- {name}: the output's name when the script declares names, else the
+-- parameter called name)
 local function out_path(pattern, index, p, name)
   local s = pattern:gsub("%%(0?%d*)d", function(w) return string.format("%" .. w .. "d", index) end)
   s = s:gsub("{([%w_]+)}", function(k)
     if k == "index" then return tostring(index) end
-    if k == "name" then return name or "" end
+    if k == "name" and name then return name end
     local v = p[k]
-    if v == nil then fail("out: no parameter '" .. k .. "' for {" .. k .. "}") end
+    if v == nil then usage("out: no parameter '" .. k .. "' for {" .. k .. "}") end
     if math.type(v) == "float" and v == math.floor(v) then v = math.tointeger(v) end
     return (tostring(v):gsub("[/%z]", "_"))
   end)
@@ -197,6 +248,39 @@ local function out_path(pattern, index, p, name)
 end
 
 local function dirname(path) return path:match("^(.*)/[^/]*$") end
+
+-- the output set: the folder of the outputs, up to the first part of the
+-- pattern that changes from job to job ("out/{seed}/x.png" -> "out")
+local function set_dir(pattern)
+  local d = dirname(pattern)
+  if not d then return "." end
+  if d == "" then return "/" end
+  local fixed = d:match("^[^%%{]*")
+  if fixed ~= d then fixed = fixed:match("^(.*)/[^/]*$") or "." end
+  return fixed == "" and "/" or fixed
+end
+
+-- Writes a PNG under a temporary name only this process uses (created
+-- exclusively) and renames it into place; returns the file's size and
+-- crc32.  A signal's handler removes the temporary (B.tmp_create registers
+-- it), so a stopped run leaves none.
+local function write_file(final, t, po)
+  local tmp, err = B.tmp_create(final)
+  if not tmp then error(err, 0) end
+  local ok, werr = pcall(lm.image.write_png, tmp, t, po)
+  local size, crc
+  if ok then
+    size, crc = B.file_check(tmp)
+    ok, werr = os.rename(tmp, final)
+  end
+  if not ok then os.remove(tmp); os.remove(tmp .. ".tmp") end
+  B.tmp_forget(tmp)
+  if not ok then
+    -- the message names the file the user asked for
+    error((tostring(werr):gsub(tmp:gsub("%p", "%%%0"), (final:gsub("%%", "%%%%")))), 0)
+  end
+  return size, crc
+end
 
 -- ---- text carried by each PNG ----
 
@@ -347,7 +431,7 @@ local function write_sheet(path, entries, thumb)
   local g = lm.image.grid(tiles, {nrow = nrow, pad = 2})
   local d = dirname(path)
   if d then B.mkdirs(d) end
-  lm.image.write_png(path, g, {level = 9})   -- written once: worth the smaller file
+  write_file(path, g, {level = 9})   -- written once: worth the smaller file
 end
 
 -- ---- the run ----
@@ -381,26 +465,39 @@ local function load_spec(o)
   return spec
 end
 
-local function check_image(name, t, index)
+-- an image as lm.image.write_png takes it: [H, W], or [C, H, W] ([H, W, C]
+-- with layout HWC) with 1 to 4 channels; batch: one more leading axis
+local function check_image(name, t, layout, batch)
+  local what = name and (" for '" .. name .. "'") or ""
   if not lm.is_tensor(t) then
-    error(string.format("job %d: the render function returned a %s%s, not a tensor", index,
-      type(t), name and (" for '" .. name .. "'") or ""), 0)
+    error(string.format("the render function returned a %s%s, not a tensor", type(t), what), 0)
+  end
+  local lead = batch and 1 or 0
+  local nd, ok = t.ndim, t.ndim == 2 + lead
+  if nd == 3 + lead then
+    local c = layout == "HWC" and t.shape[nd] or t.shape[1 + lead]
+    ok = c >= 1 and c <= 4
+  end
+  if not ok then
+    error(string.format("the render %s returned a tensor of shape [%s]%s, not an image: want %s[H, W] or "
+      .. "%s[C, H, W] with 1 to 4 channels", batch and "_batch function" or "function",
+      table.concat(t.shape, ", "), what, batch and "N, " or "", batch and "N, " or ""), 0)
   end
 end
 
 -- list of {name, tensor} from what a render function returned
-local function outputs_of(spec, r, index)
+local function outputs_of(spec, r, layout, batch)
   if lm.is_tensor(r) or not spec.names then
     if type(r) == "table" and not lm.is_tensor(r) then
-      error(string.format("job %d: the render function returned a table: declare names = {...} "
-        .. "in the script's table to write several images per job", index), 0)
+      error("the render function returned a table: declare names = {...} "
+        .. "in the script's table to write several images per job", 0)
     end
-    check_image(nil, r, index)
+    check_image(nil, r, layout, batch)
     return {{nil, r}}
   end
   local out = {}
   for _, n in ipairs(spec.names) do
-    check_image(n, r[n], index)
+    check_image(n, r[n], layout, batch)
     out[#out + 1] = {n, r[n]}
   end
   return out
@@ -421,24 +518,26 @@ end
 
 function lm.batch(o)
   if type(o) ~= "table" then fail("takes a table of options") end
-  for k in pairs(o) do if not KNOWN[k] then fail("unknown option '" .. tostring(k) .. "'") end end
+  B.usage_error = nil
+  for k in pairs(o) do if not KNOWN[k] then usage("unknown option '" .. tostring(k) .. "'") end end
   local spec = load_spec(o)
   local nsrc = (o.seeds and 1 or 0) + (o.params and 1 or 0) + (o.jobs and 1 or 0)
-  if nsrc > 1 then fail("give one of seeds, params and jobs") end
+  if nsrc > 1 then usage("give one of seeds, params and jobs") end
   local total, source
   if o.params then total, source = params_source(o.params)
   elseif o.jobs then total, source = list_source(o.jobs)
   else total, source = seed_source(o.seeds or "1-16") end
   local pattern = o.out or "out/%05d.png"
+  if type(pattern) ~= "string" or pattern == "" then usage("out must be a file name pattern") end
   if total > 1 and not pattern:find("%%0?%d*d") and not pattern:find("{[%w_]+}") then
-    fail("out '" .. pattern .. "' names one file for " .. total .. " jobs: put %05d or {seed} in it")
+    usage("out '" .. pattern .. "' names one file for " .. total .. " jobs: put %05d or {seed} in it")
   end
   local only = o.only and math.tointeger(o.only)
   if o.only and (not only or only < 1 or only > total) then
-    fail("only " .. tostring(o.only) .. " is not a job index (1.." .. total .. ")")
+    usage("only " .. tostring(o.only) .. " is not a job index (1.." .. total .. ")")
   end
   local bs = math.tointeger(o.batch_size or 1)
-  if not bs or bs < 1 then fail("batch_size must be a positive integer") end
+  if not bs or bs < 1 then usage("batch_size must be a positive integer") end
   if bs > 1 and not spec.render_batch then bs = 1 end
   local dist = o._dist
   local root = not dist or dist.rank == 0
@@ -458,18 +557,96 @@ function lm.batch(o)
   if mode == nil or mode == "auto" then mode = B.isatty(2) and "bar" or "lines" end
   if mode == true then mode = "bar" elseif mode == false then mode = "off" end
   if mode ~= "bar" and mode ~= "lines" and mode ~= "off" then
-    fail("progress must be 'bar', 'lines', 'off' or 'auto', not '" .. tostring(mode) .. "'")
+    usage("progress must be 'bar', 'lines', 'off' or 'auto', not '" .. tostring(mode) .. "'")
   end
 
   -- manifest: explicit, or beside the outputs (not for --only)
   local manifest = o.manifest
   if manifest == nil and not only then manifest = (dirname(pattern) or ".") .. "/manifest.jsonl" end
   if manifest == false or manifest == "" or manifest == "none" then manifest = nil end
-  local mf
+  local function files_of(index, p)
+    if spec.names then
+      local f = {}
+      for k, n in ipairs(spec.names) do f[k] = out_path(pattern, index, p, n) end
+      return f
+    end
+    return {out_path(pattern, index, p, nil)}
+  end
+
+  -- distinct jobs write distinct files: checked before anything is made
+  -- (a pattern that holds the job number and no parameter is distinct by
+  -- construction)
+  if spec.names or not pattern:find("%%0?%d*d") or pattern:find("{[%w_]+}") then
+    local seen, it = {}, source()
+    while true do
+      local index, p = it()
+      if not index then break end
+      for _, f in ipairs(files_of(index, p)) do
+        local prev = seen[f]
+        if prev == index then
+          usage(string.format("job %d writes %s twice: its outputs need distinct names "
+            .. "(put {name} or an extension in out)", index, f))
+        elseif prev then
+          usage(string.format("jobs %d and %d would both write %s: give each job its own file "
+            .. "(put %%05d, the job number, or a parameter that differs between jobs in out)", prev, index, f))
+        end
+        seen[f] = index
+      end
+    end
+    seen = nil
+  end
+
+  -- the output set belongs to one run: rank 0 locks it before any process
+  -- of the run writes, then removes what dead runs left
+  local sdir = set_dir(pattern)
+  local lock
+  if root then
+    local okd, derr = B.mkdirs(sdir)
+    if not okd then
+      if dist then dist.start(false) end
+      fail(derr)
+    end
+    local holder, lerr
+    lock, holder, lerr = B.lock(sdir .. "/.lumen-batch.lock")
+    if not lock then
+      if dist then dist.start(false) end
+      if lerr then fail(holder) end
+      fail(string.format("the output folder %s is in use by another run (%s): wait for it to end, "
+        .. "or write somewhere else", sdir, holder))
+    end
+    B.tmp_sweep(sdir, true)
+  end
+  local lock_guard <close> = lock   -- released when lm.batch returns or fails
+  local mf, mtmp
   if root and manifest then
     local d = dirname(manifest)
-    if d then B.mkdirs(d) end
-    mf = io.open(manifest .. ".tmp", "w") or fail("cannot write " .. manifest .. ".tmp")
+    if d then B.mkdirs(d); if d ~= sdir then B.tmp_sweep(d, false) end end
+    local err
+    mtmp, err = B.tmp_create(manifest)
+    mf = mtmp and io.open(mtmp, "w")
+    if not mf then
+      if mtmp then os.remove(mtmp); B.tmp_forget(mtmp) end
+      if dist then dist.start(false) end
+      fail("cannot write the manifest " .. manifest .. ": " .. tostring(err))
+    end
+  end
+  if dist then dist.start(true) end
+
+  -- resume: the previous run's manifest, read along in index order, holds
+  -- each file's size and crc32
+  local old_rec
+  do
+    local f, cur = manifest and io.open(manifest, "r"), nil
+    old_rec = function(index)
+      while f and (not cur or cur.index < index) do
+        local line = f:read("l")
+        if not line then f:close(); f, cur = nil, nil; break end
+        local r = dec(line)
+        if type(r) == "table" and math.type(r.index) == "integer" then cur = r end
+      end
+      if cur and cur.index == index then return cur end
+      return nil
+    end
   end
 
   if not root then mode = "off" end
@@ -486,7 +663,7 @@ function lm.batch(o)
       local r = held[next_rec]
       held[next_rec] = nil
       if mf and not mf:write(r.line, "\n") then
-        fail("cannot write the manifest " .. manifest .. ".tmp (disk full?)")
+        fail("cannot write the manifest " .. manifest .. " (disk full?)")
       end
       if r.status ~= "pending" then P.done = P.done + 1 end
       if r.status == "ok" then
@@ -495,7 +672,11 @@ function lm.batch(o)
       elseif r.status == "exists" then P.existed = P.existed + 1
       elseif r.status == "failed" then
         P.failed = P.failed + 1
-        if #failures < 20 then failures[#failures + 1] = string.format("job %d: %s", next_rec, r.err) end
+        if #failures < 20 then
+          -- messages from the runner itself do not repeat the job number
+          local e = tostring(r.err):gsub("^job " .. next_rec .. ": ", "")
+          failures[#failures + 1] = string.format("job %d: %s", next_rec, e)
+        end
       elseif r.status == "pending" then P.pending = P.pending + 1 end
       if (r.status == "ok" or r.status == "exists") and o.sheet and #sheet_entries < sheet_max then
         sheet_entries[#sheet_entries + 1] = {file = r.file, label = r.seed}
@@ -504,9 +685,12 @@ function lm.batch(o)
     end
     P.draw(false)
   end
-  local function record(index, p, files, status, err)
+  local function record(index, p, files, status, err, sizes, crcs)
     local r = {index = index, status = status, params = p, error = err}
     if #files == 1 then r.file = files[1] else r.files = files end
+    if sizes then
+      if #files == 1 then r.size, r.crc32 = sizes[1], crcs[1] else r.sizes, r.crc32s = sizes, crcs end
+    end
     local rec = {line = enc(r), status = status, err = err, file = files[1], seed = p.seed}
     if dist and not root then dist.send(index, rec.line)
     else take(index, rec) end
@@ -521,21 +705,26 @@ function lm.batch(o)
     end
   end
 
-  local function files_of(index, p)
-    if spec.names then
-      local f = {}
-      for k, n in ipairs(spec.names) do f[k] = out_path(pattern, index, p, n) end
-      return f
+  -- a file is complete when the previous manifest's record of it has its
+  -- size and crc32, or (no record) when it is a PNG that ends in IEND;
+  -- anything else is made again
+  local function complete(index, files)
+    local rec = old_rec(index)
+    local sizes, crcs = {}, {}
+    for k, f in ipairs(files) do
+      local size, crc, png_ok = B.file_check(f)
+      if not size then return false end
+      local rsize, rcrc
+      if rec and rec.file == f then rsize, rcrc = rec.size, rec.crc32
+      elseif rec and type(rec.files) == "table" and rec.files[k] == f then
+        rsize, rcrc = (rec.sizes or {})[k], (rec.crc32s or {})[k]
+      end
+      if rcrc then
+        if rsize ~= size or rcrc ~= crc then return false end
+      elseif not png_ok then return false end
+      sizes[k], crcs[k] = size, crc
     end
-    return {out_path(pattern, index, p, nil)}
-  end
-  local function complete(files)
-    for _, f in ipairs(files) do
-      local h = io.open(f, "rb")
-      if not h then return false end
-      h:close()
-    end
-    return true
+    return true, sizes, crcs
   end
   local made_dirs = {n = 0}
   local function write_job(index, p, files, outs)
@@ -548,11 +737,13 @@ function lm.batch(o)
       if d and not made_dirs[d] then
         local ok, err = B.mkdirs(d)
         if not ok then error(err, 0) end
+        B.tmp_sweep(d, false)   -- what dead runs of this host left there
         -- bounded: a {seed} in the directory makes one per job
         if made_dirs.n > 256 then made_dirs = {n = 0} end
         made_dirs[d], made_dirs.n = true, made_dirs.n + 1
       end
     end
+    local sizes, crcs = {}, {}
     for k, pair in ipairs(outs) do
       local t = pair[2]
       local text = {parameters = parameters_text(p, index, image_size(t, layout), script_name),
@@ -560,8 +751,9 @@ function lm.batch(o)
       local po = {text = text}
       for kk, v in pairs(png) do po[kk] = v end
       po.text = text
-      lm.image.write_png(files[k], t, po)
+      sizes[k], crcs[k] = write_file(files[k], t, po)
     end
+    return sizes, crcs
   end
 
   local interrupted = false
@@ -573,7 +765,7 @@ function lm.batch(o)
     local ok, res
     if #group == 1 and spec.render then
       ok, res = pcall(function()
-        local outs = outputs_of(spec, spec.render(copy(group[1].p)), group[1].index)
+        local outs = outputs_of(spec, spec.render(copy(group[1].p)), layout, false)
         local ts = {}
         for _, pr in ipairs(outs) do ts[#ts + 1] = pr[2] end
         lm.eval(table.unpack(ts))
@@ -585,7 +777,7 @@ function lm.batch(o)
         for k, j in ipairs(group) do ps[k] = copy(j.p) end
         local r = spec.render_batch(ps)
         local per = {}
-        local outs = outputs_of(spec, r, group[1].index)
+        local outs = outputs_of(spec, r, layout, true)
         local ts = {}
         for _, pr in ipairs(outs) do
           if pr[2].ndim < 1 or pr[2].shape[1] ~= #group then
@@ -613,10 +805,10 @@ function lm.batch(o)
       return true
     end
     for k, j in ipairs(group) do
-      local wok, werr = ok, res
-      if ok then wok, werr = pcall(write_job, j.index, j.p, j.files, res[k]) end
+      local wok, werr, crcs = ok, res, nil
+      if ok then wok, werr, crcs = pcall(write_job, j.index, j.p, j.files, res[k]) end
       if stopped() then return false end
-      if wok then record(j.index, j.p, j.files, "ok")
+      if wok then record(j.index, j.p, j.files, "ok", nil, werr, crcs)
       else record(j.index, j.p, j.files, "failed", tostring(werr)) end
       j.recorded = true
     end
@@ -647,9 +839,10 @@ function lm.batch(o)
       if not lo then break end
       if index >= lo and (not only or index == only) then
         local files = files_of(index, p)
-        if not only and complete(files) then
-          for _, f in ipairs(files) do os.remove(f .. ".tmp") end
-          record(index, p, files, "exists")
+        local done, sizes, crcs = false, nil, nil
+        if not only then done, sizes, crcs = complete(index, files) end
+        if done then
+          record(index, p, files, "exists", nil, sizes, crcs)
         else
           group[#group + 1] = {index = index, p = p, files = files}
         end
@@ -688,20 +881,20 @@ function lm.batch(o)
       absorb()
     end
   end)
+  local _, signo = B.sigint()
   B.sigint(false)
   if not okrun then
-    if mf then mf:close(); os.remove(manifest .. ".tmp") end
+    if mf then mf:close(); os.remove(mtmp); B.tmp_forget(mtmp) end
     error(runerr, 0)
   end
   if mf then
     -- a manifest that could not be written completely never takes the name
     local okw, werr = mf:flush()
     mf:close()
-    if okw then okw, werr = os.rename(manifest .. ".tmp", manifest) end
-    if not okw then
-      os.remove(manifest .. ".tmp")
-      fail("manifest " .. manifest .. ": " .. tostring(werr))
-    end
+    if okw then okw, werr = os.rename(mtmp, manifest) end
+    if not okw then os.remove(mtmp) end
+    B.tmp_forget(mtmp)
+    if not okw then fail("manifest " .. manifest .. ": " .. tostring(werr)) end
   end
   local elapsed = B.now() - t0
   if root then
@@ -718,7 +911,7 @@ function lm.batch(o)
   end
   return {total = only and 1 or total, done = P.done, made = P.made, existed = P.existed,
           failed = P.failed, pending = P.pending, interrupted = interrupted, seconds = elapsed,
-          manifest = manifest}
+          manifest = manifest, signal = interrupted and signo or nil}
 end
 
 lm.batch = lm._set_doc(lm.batch, "lm.batch",
@@ -731,8 +924,9 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "job's parameters (seed always set) and returns an image tensor, or a table of them\n"
   .. "named in names.  render_batch gets a list of parameter tables and returns images\n"
   .. "stacked on a leading axis (batch_size > 1).\n"
-  .. "out: %05d is the job index, {seed} / {column} a parameter.  Existing outputs are\n"
-  .. "skipped (resume); failures are recorded and the rest go on; each PNG carries an\n"
+  .. "out: %05d is the job number (from 1), {seed} / {column} a parameter; distinct jobs\n"
+  .. "must get distinct files.  Complete outputs are skipped (resume); an output folder\n"
+  .. "belongs to one run at a time; failures are recorded and the rest go on; each PNG carries an\n"
   .. "A1111-style 'parameters' text and the manifest (JSON Lines, default beside the\n"
   .. "outputs) one record per job.  Ctrl-C stops after abandoning the current image.\n"
   .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"

@@ -32,8 +32,10 @@ static void batch_usage(FILE *f)
             "         [--progress bar|lines|off] [-- script args]\n"
             "  SCRIPT returns a function from a job's parameters (seed, params columns) to\n"
             "  an image tensor, or a table {render=, render_batch=, names=, png=}.\n"
-            "  Existing outputs are kept (resume); exit status 1 if a job failed, 130 if\n"
-            "  interrupted.  Under mpirun the jobs are shared among the ranks.\n"
+            "  Complete outputs are kept (resume); one run at a time per output folder.\n"
+            "  Exit status: 0 all made, 1 a job failed or the run could not start, 2 a\n"
+            "  bad command line, 130 Ctrl-C, 143 SIGTERM.  Under mpirun the jobs are\n"
+            "  shared among the ranks.\n"
             "  docs/BATCH.md has the details.\n");
 }
 
@@ -113,6 +115,21 @@ static int d_finish(lua_State *L)
     return 0;
 }
 
+/* start(ok): rank 0 says whether the run starts (it holds the output set's
+ * lock and opened the manifest); the other ranks wait for that word before
+ * they write anything.  When rank 0 says no, it reports why and ends the
+ * job with MPI_Abort: the others wait here until then. */
+static int d_start(lua_State *L)
+{
+    int ok = dist.rank == 0 ? lua_toboolean(L, 1) : 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!ok && dist.rank != 0) {
+        MPI_Barrier(MPI_COMM_WORLD);   /* rank 0 never comes: it aborts */
+        return luaL_error(L, "batch: rank 0 could not start the run");
+    }
+    return 0;
+}
+
 /* all_done() -> whether every other rank has finished (rank 0); waits a
  * millisecond when not, so rank 0's wait does not spin a core */
 static int d_all_done(lua_State *L)
@@ -167,7 +184,7 @@ static void push_dist(lua_State *L)
 {
     static const luaL_Reg fns[] = {
         {"next", d_next}, {"send", d_send}, {"poll", d_poll},
-        {"finish", d_finish}, {"all_done", d_all_done}, {NULL, NULL},
+        {"finish", d_finish}, {"all_done", d_all_done}, {"start", d_start}, {NULL, NULL},
     };
     lua_newtable(L);
     luaL_setfuncs(L, fns, 0);
@@ -261,6 +278,19 @@ static int parse_args(lua_State *L, int argc, char **argv)
     return 1;
 }
 
+/* whether lm.batch failed on its options or job list (lm._batch.usage_error) */
+static bool usage_error(lua_State *L)
+{
+    bool r = false;
+    if (lua_getglobal(L, "lm") == LUA_TTABLE && lua_getfield(L, -1, "_batch") == LUA_TTABLE) {
+        lua_getfield(L, -1, "usage_error");
+        r = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 0);
+    return r;
+}
+
 static int summary_int(lua_State *L, const char *key)
 {
     lua_getfield(L, -1, key);
@@ -304,7 +334,12 @@ int lm_cli_batch(int argc, char **argv)
     }
 #endif
     if (lm_repl_docall(L, 1, 1, false) != LUA_OK) {
+        /* Ctrl-C before the run's own handler (while the script loads) */
+        const char *msg = lua_tostring(L, -1);
+        size_t n = msg ? strlen(msg) : 0;
+        bool stopped = n >= 11 && !strcmp(msg + n - 11, "interrupted");
         lm_repl_report(L, "lumen");
+        rc = stopped ? 130 : usage_error(L) ? 2 : 1;
 #ifdef LM_HAVE_MPI
         /* the other ranks would wait for this one's records forever */
         if (mpi) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -314,7 +349,9 @@ int lm_cli_batch(int argc, char **argv)
     lua_getfield(L, -1, "interrupted");
     bool interrupted = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    rc = interrupted ? 130 : summary_int(L, "failed") > 0 ? 1 : 0;
+    /* 128 + the signal that stopped the run: 130 Ctrl-C, 143 SIGTERM */
+    int sig = summary_int(L, "signal");
+    rc = interrupted ? 128 + (sig > 0 ? sig : 2) : summary_int(L, "failed") > 0 ? 1 : 0;
 done:
     if (L) lua_close(L);
 #ifdef LM_HAVE_MPI

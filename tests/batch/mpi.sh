@@ -2,7 +2,8 @@
 # tests/batch/mpi.sh - `mpirun -np 2 lumen batch` on the CPU: the same
 # bytes as one process, one complete manifest, work shared by both ranks,
 # resume across rank counts (a one-process run killed midway finished by two
-# processes, and the other way round), failures counted by rank 0.
+# processes, and the other way round), failures counted by rank 0, the
+# output folder held by rank 0 for the whole run.
 # Skips (77) when lumen was built without MPI or mpirun is missing.
 # Prints "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
@@ -86,6 +87,21 @@ check "mpirun -np 2 with a bad seed list fails and ends (status $rc)" '[ $rc != 
 timeout 120 $MPIRUN -np 2 "$LUMEN" batch tests/batch/rank1_fails.lua --seeds 1-50 -o "$T/bad1/%05d.png" > "$T/log" 2>&1
 rc=$?
 check "mpirun -np 2 where rank 1 cannot start fails and ends (status $rc)" '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1 cannot start" "$T/log"' "$T/log"
+
+# the output set belongs to one run: rank 0 holds it for all ranks
+BATCH_DELAY_MS=20 $MPIRUN -np 2 "$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/lk/%05d.png" > "$T/log.a" 2>&1 &
+pa=$!
+i=0
+while [ $i -lt 1200 ] && [ "$(count_png "$T/lk")" -lt 5 ] && kill -0 $pa 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+"$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/lk/%05d.png" > "$T/log" 2>&1
+check "a run into the folder of an mpirun run is refused" '[ $? = 1 ] && grep -q "in use by another run (pid" "$T/log"' "$T/log"
+timeout 120 $MPIRUN -np 2 "$LUMEN" batch "$JOB" --seeds 1-100 -o "$T/lk/%05d.png" > "$T/log" 2>&1
+rc=$?
+check "an mpirun run into it is refused and ends (status $rc)" \
+  '[ $rc != 0 ] && [ $rc != 124 ] && grep -q "in use by another run" "$T/log"' "$T/log"
+wait $pa
+check "the holder finishes, byte-identical to one process, no temporary" \
+  '[ $? = 0 ] && same_set "$T/one" "$T/lk" && [ "$(ls -A "$T/lk" | grep -c tmp)" = 0 ]' "$T/log.a"
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -1,0 +1,156 @@
+#!/bin/sh
+# tests/batch/safety.sh - `lumen batch` never loses or mixes a file (issue
+# 23): two runs into one folder (the second is refused, naming the holder),
+# SIGTERM and a second signal leave no temporary file, a resume removes the
+# temporaries of dead runs and makes again a torn or replaced file, jobs
+# that would share a file are refused before anything is made, {name} from
+# a params column, CSV with a byte order mark and multi-line quoted fields,
+# an unbounded seed range, a render function that returns no image, exit
+# statuses (2 for a bad command line, 130 Ctrl-C, 143 SIGTERM).
+# LUMEN=path runs another build.  Prints "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+LUMEN=${LUMEN:-"$(pwd)/$BUILD/lumen"}
+JOB="$(pwd)/tests/batch/job.lua"
+T=$(mktemp -d /tmp/lumen-batch-safety.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
+check() { if eval "$2"; then ok; else bad "$1" "$(cat "${3:-/dev/null}" 2>/dev/null)"; fi; }
+same_set() {
+  (cd "$1" && ls | grep '\.png$') > "$T/la"
+  (cd "$2" && ls | grep '\.png$') > "$T/lb"
+  cmp -s "$T/la" "$T/lb" || return 1
+  while read -r f; do cmp -s "$1/$f" "$2/$f" || return 1; done < "$T/la"
+}
+count_png() { ls "$1" 2>/dev/null | grep -c '\.png$'; }
+# no temporary file of any kind, hidden ones included
+no_tmp() { [ "$(ls -A "$1" | grep -c 'tmp')" = 0 ]; }
+wait_count() {
+  i=0
+  while [ $i -lt 1200 ] && [ "$(count_png "$1")" -lt "$2" ] && kill -0 "$3" 2>/dev/null; do
+    sleep 0.1; i=$((i + 1))
+  done
+}
+run() { "$LUMEN" batch "$JOB" "$@"; }
+
+run --seeds 1-60 -o "$T/ref/%05d.png" > "$T/log" 2>&1
+check "the reference run succeeds" '[ $? = 0 ] && [ "$(count_png "$T/ref")" = 60 ]' "$T/log"
+
+# ---- two runs into one folder ----
+BATCH_DELAY_MS=30 "$LUMEN" batch "$JOB" --seeds 1-60 -o "$T/two/%05d.png" > "$T/log.a" 2>&1 &
+pa=$!
+wait_count "$T/two" 3 $pa
+run --seeds 1-60 -o "$T/two/%05d.png" > "$T/log.b" 2>&1
+rb=$?
+check "a second run into a folder in use is refused (status $rb)" '[ $rb = 1 ]' "$T/log.b"
+check "the refusal names the holder (pid $pa, host, start time)" \
+  'grep -q "in use by another run (pid $pa on host .* since [0-9-]* [0-9:]*)" "$T/log.b"' "$T/log.b"
+"$LUMEN" batch tests/batch/named.lua --seeds 1-3 -o "$T/two/other_%03d.png" > "$T/log.c" 2>&1
+check "a run with another pattern into the same folder is refused too" '[ $? = 1 ] && grep -q "in use" "$T/log.c"' "$T/log.c"
+wait $pa
+ra=$?
+check "the first run is not disturbed (status $ra)" '[ $ra = 0 ] && same_set "$T/two" "$T/ref"' "$T/log.a"
+check "and its manifest is whole" '[ "$(grep -c "\"status\":\"ok\"" "$T/two/manifest.jsonl")" = 60 ]' "$T/log.a"
+run --seeds 1-60 -o "$T/two/%05d.png" > "$T/log.b" 2>&1
+check "once it ended, the folder is free" '[ $? = 0 ] && grep -q "(60 existed)" "$T/log.b"' "$T/log.b"
+# the issue's case: both started at once; one makes the set, the other is refused
+"$LUMEN" batch "$JOB" --seeds 1-40 -o "$T/mix/%03d.png" > "$T/log.a" 2>&1 & pa=$!
+"$LUMEN" batch tests/batch/failing.lua --seeds 1-40 -o "$T/mix/%03d.png" > "$T/log.b" 2>&1 & pb=$!
+wait $pa; ra=$?; wait $pb; rb=$?
+check "two runs started together: one is refused ($ra, $rb)" \
+  '{ [ $ra = 1 ] && grep -q "in use" "$T/log.a"; } || { [ $rb = 1 ] && grep -q "in use" "$T/log.b"; }' "$T/log.a"
+check "and the folder holds one run's files, complete, no temporary" \
+  '[ "$(count_png "$T/mix")" -ge 37 ] && no_tmp "$T/mix" && [ "$(wc -l < "$T/mix/manifest.jsonl")" = 40 ]'
+
+# ---- signals: nothing temporary is left ----
+BATCH_DELAY_MS=20 "$LUMEN" batch "$JOB" --seeds 1-200 -o "$T/term/%05d.png" > "$T/log" 2>&1 &
+pid=$!
+wait_count "$T/term" 20 $pid
+kill -TERM $pid; wait $pid; rc=$?
+check "SIGTERM stops the run with status 143 (got $rc)" '[ $rc = 143 ]' "$T/log"
+check "SIGTERM leaves no temporary file" 'no_tmp "$T/term"' "$T/log"
+check "SIGTERM writes the manifest, the rest pending" 'grep -q "\"status\":\"pending\"" "$T/term/manifest.jsonl"'
+BATCH_DELAY_MS=20 "$LUMEN" batch "$JOB" --seeds 1-200 -o "$T/int2/%05d.png" > "$T/log" 2>&1 &
+pid=$!
+wait_count "$T/int2" 20 $pid
+kill -INT $pid; kill -TERM $pid; wait $pid; rc=$?
+check "a second signal stops at once (status $rc) and leaves no temporary file" \
+  '[ $rc -gt 128 ] && no_tmp "$T/int2"' "$T/log"
+
+# ---- resume: stale temporaries, torn and replaced files ----
+d="$T/res"
+run --seeds 1-60 -o "$d/%05d.png" > "$T/log" 2>&1
+head -c 100 "$d/00003.png" > "$T/torn"; cp "$T/torn" "$d/00003.png"
+cp "$d/00009.png" "$d/00004.png"                      # a whole PNG, the wrong one
+echo junk > "$d/00005.png.lumen-somehost-999999999-1.tmp"   # a dead run's temporary
+echo junk > "$d/00006.png.lumen-somehost-999999999-2.tmp.tmp"
+echo mine > "$d/notes.tmp"                            # not batch's: kept
+run --seeds 1-60 -o "$d/%05d.png" > "$T/log" 2>&1
+check "a resume makes again a torn file and one whose crc32 differs from the manifest's" \
+  '[ $? = 0 ] && same_set "$d" "$T/ref" && grep -q "(58 existed)" "$T/log"' "$T/log"
+check "a resume removes the temporaries of dead runs, and only those" \
+  '[ "$(ls -A "$d" | grep -c "lumen-.*tmp")" = 0 ] && [ -e "$d/notes.tmp" ]' "$T/log"
+run --seeds 1-60 -o "$T/nom/%05d.png" --manifest none > "$T/log" 2>&1
+cp "$T/torn" "$T/nom/00003.png"
+run --seeds 1-60 -o "$T/nom/%05d.png" --manifest none > "$T/log" 2>&1
+check "without a manifest, a PNG that does not end in IEND is made again" \
+  'same_set "$T/nom" "$T/ref" && grep -q "(59 existed)" "$T/log"' "$T/log"
+
+# ---- distinct names ----
+printf 'seed,scale\n4,1\n4,2\n' > "$T/dup.csv"
+run --params "$T/dup.csv" -o "$T/dup/{seed}.png" > "$T/log" 2>&1
+rc=$?
+check "jobs that would write one file are refused (status $rc), nothing made" \
+  '[ $rc = 2 ] && grep -q "jobs 1 and 2 would both write .*dup/4.png" "$T/log" && [ "$(count_png "$T/dup")" = 0 ]' "$T/log"
+"$LUMEN" batch tests/batch/named.lua --seeds 1-2 -o "$T/dupn/%03d" > "$T/log" 2>&1
+check "a job whose named outputs share a file is refused" '[ $? = 2 ] && grep -q "job 1 writes .* twice" "$T/log"' "$T/log"
+printf 'seed,name\n4,alice\n9,bob\n' > "$T/names.csv"
+run --params "$T/names.csv" -o "$T/nm/{name}.png" > "$T/log" 2>&1
+check "{name} expands to a params column called name" \
+  '[ $? = 0 ] && [ -e "$T/nm/alice.png" ] && [ -e "$T/nm/bob.png" ]' "$T/log"
+
+# ---- CSV ----
+printf '\357\273\277seed,scale\r\n4,2.5\r\n9,1\r\n' > "$T/bom.csv"
+run --params "$T/bom.csv" -o "$T/bom/%d.png" > "$T/log" 2>&1
+check "a CSV with a UTF-8 byte order mark keeps its first column" \
+  '[ $? = 0 ] && grep -q "\"params\":{\"scale\":2.5,\"seed\":4}" "$T/bom/manifest.jsonl"' "$T/log"
+printf 'seed,note\r\n4,"two\r\nlines, ""quoted"""\r\n9,plain\r\n' > "$T/ml.csv"
+run --params "$T/ml.csv" -o "$T/ml/%d.png" > "$T/log" 2>&1
+check "a quoted CSV field may span lines" \
+  '[ $? = 0 ] && grep -q "\"note\":\"two\\\\nlines, \\\\\"quoted\\\\\"\",\"seed\":4" "$T/ml/manifest.jsonl" && [ "$(count_png "$T/ml")" = 2 ]' "$T/ml/manifest.jsonl"
+printf 'seed,note\n4,"open\n' > "$T/open.csv"
+run --params "$T/open.csv" -o "$T/open/%d.png" > "$T/log" 2>&1
+check "an unclosed quote is an error naming the line" '[ $? != 0 ] && grep -q "open.csv:2: a quoted field is not closed" "$T/log"' "$T/log"
+
+# ---- unbounded work, usage errors ----
+timeout 20 "$LUMEN" batch "$JOB" --seeds 1-99999999999 -o "$T/big/%d.png" > "$T/log" 2>&1
+rc=$?
+check "--seeds 1-99999999999 is refused at once (status $rc), stating the bound" \
+  '[ $rc = 2 ] && grep -q "more than 10000000 jobs" "$T/log" && [ "$(count_png "$T/big")" = 0 ]' "$T/log"
+run --seeds 1-5-x -o "$T/u/%d.png" > "$T/log" 2>&1
+check "a bad seed list exits 2" '[ $? = 2 ]' "$T/log"
+run --seeds 1-5 --progress loud -o "$T/u/%d.png" > "$T/log" 2>&1
+check "a bad --progress exits 2" '[ $? = 2 ]' "$T/log"
+run --seeds 1-5 --only 9 -o "$T/u/%d.png" > "$T/log" 2>&1
+check "--only beyond the jobs exits 2" '[ $? = 2 ]' "$T/log"
+
+# ---- messages ----
+"$LUMEN" batch tests/batch/not_image.lua --seeds 1-2 -o "$T/ni/%d.png" > "$T/log" 2>&1
+check "a 1-D result: the job fails with a message naming the shape" \
+  '[ $? = 1 ] && grep -q "failed: job 1: the render function returned a tensor of shape \[16\], not an image" "$T/log" && ! grep -q "concatenate" "$T/log"' "$T/log"
+"$LUMEN" batch tests/batch/failing.lua --seeds 1-8 -o "$T/fl/%d.png" > "$T/log" 2>&1
+check "a failure message names its job once" \
+  'grep -q "failed: job 7: the render function returned a number" "$T/log" && ! grep -q "job 7: job 7" "$T/log"' "$T/log"
+
+# ---- Ctrl-C while the script loads ----
+"$LUMEN" batch tests/batch/slow_load.lua --seeds 1-2 -o "$T/sl/%d.png" > "$T/log" 2>&1 &
+pid=$!
+i=0; while [ $i -lt 200 ] && ! grep -q loading "$T/log"; do sleep 0.05; i=$((i + 1)); done
+sleep 0.2
+kill -INT $pid; wait $pid; rc=$?
+check "Ctrl-C while the script loads exits 130 (got $rc)" '[ $rc = 130 ]' "$T/log"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
