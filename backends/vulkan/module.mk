@@ -195,9 +195,10 @@ install-spirv: $(VK_PACK)
 -include $(VK_COMP:$(VK_DIR)/shaders/%.comp=$(VK_SPV_DIR)/%.spv.d) $(VK_VAR_NAMES:%=$(VK_SPV_DIR)/%.vd)
 endif
 
-# One more pass of the Vulkan tests under the validation layer.
+# One more pass of the Vulkan tests under the validation layer; where the
+# SPIR-V file is found, and what happens when it is not.
 ifeq ($(VK_ENABLED),yes)
-TEST_SCRIPTS += tests/parity/validate.sh
+TEST_SCRIPTS += tests/parity/validate.sh tests/parity/spirv.sh
 endif
 
 # The GPU benchmark binary (bench/gpu/run.sh sets it beside PyTorch CUDA).
