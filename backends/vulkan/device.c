@@ -16,7 +16,7 @@ extern const lm_backend lm_vk_backend;
 VkInstance lm_vk_instance;
 static VkDebugUtilsMessengerEXT messenger;
 static int64_t validation_messages;
-static char status_line[160] = "not initialised";
+static char status_line[1800] = "not initialised";  /* long: the SPIR-V search */
 
 const char *lm_vulkan_status(void) { return status_line; }
 int64_t lm_vulkan_validation_messages(void) { return validation_messages; }
@@ -268,6 +268,24 @@ lm_status lm_vulkan_register(void)
     VkPhysicalDevice *pd = calloc(n ? n : 1, sizeof *pd);
     if (!pd) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
     vkEnumeratePhysicalDevices(lm_vk_instance, &n, pd);
+    if (n && lm_vk_spirv_load() != LM_OK) {
+        /* no kernels: offer no Vulkan device, so the CPU stays the default
+         * and LUMEN_DEVICE=vulkan says why.  Said at once where Vulkan was
+         * wanted (a real GPU or LUMEN_DEVICE=vulkan), not on every CPU run
+         * of a machine that has only lavapipe. */
+        snprintf(status_line, sizeof status_line, "%s", lm_error_message());
+        const char *want = getenv("LUMEN_DEVICE");
+        bool wanted = want && !strncmp(want, "vulkan", 6);
+        for (uint32_t i = 0; i < n && !wanted; i++) {
+            VkPhysicalDeviceProperties p;
+            vkGetPhysicalDeviceProperties(pd[i], &p);
+            wanted = type_rank(p.deviceType) < type_rank(VK_PHYSICAL_DEVICE_TYPE_CPU);
+        }
+        if (wanted) fprintf(stderr, "lumen: Vulkan not used: %s\n", status_line);
+        free(pd);
+        lm_error_clear();
+        return LM_OK;
+    }
     int registered = 0;
     for (int rank = 0; rank <= 4; rank++)
         for (uint32_t i = 0; i < n; i++) {

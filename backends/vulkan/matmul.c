@@ -1,4 +1,4 @@
-/* matmul.c - batched matrix products (shaders/matmul.comp).
+/* matmul.c - batched matrix products (shaders/matmul.glsl).
  *
  * The core hands inputs already broadcast to [..., M, K] and [..., K, N]
  * (views: any strides, stride 0 on broadcast batch dims).  Batch dims are
@@ -66,8 +66,8 @@ static bool vec4_ok(const lm_array *x, int64_t off, int64_t srow, int64_t scol, 
     return ok;
 }
 
-/* the f32-arithmetic tiles (shaders/matmul_f32_*.comp: one matmul_f32.glsl
- * with the tile as macros); LUMEN_VK_MM_F32=<name> picks one for
+/* the f32-arithmetic tiles (the matmul_f32* lines of module.mk's variant table: one
+ * matmul_f32.glsl with the tile as macros); LUMEN_VK_MM_F32=<name> picks one for
  * measurement, falling back to the default where the device lacks its
  * shared memory.  conv is the matching conv_gemm shader (NULL: none). */
 static const lm_vk_f32_tile f32_tiles[] = {
@@ -166,7 +166,7 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
         lm_status cst = lm_vk_run_matmul_coop(v, node, &pc, batch);
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
-    /* big products: vec4 loads, double-buffered tiles (matmul_f32.comp);
+    /* big products: vec4 loads, double-buffered tiles (matmul_f32);
      * below 128x128 outputs its tiles would leave most of a GPU idle */
     if ((int64_t)pc.M * pc.N >= 128 * 128 && v->feat.max_shared >= 32768 &&
         !getenv_off("LUMEN_VK_MM_F32")) {

@@ -2,47 +2,203 @@
 # both the Vulkan headers (pkg-config vulkan) and glslc are present: that is
 # decided by mk/config.sh after the dependency step (VK_ENABLED in
 # $(BUILD)/config.mk), not here.
-# Shaders under shaders/*.comp become SPIR-V at build time and are embedded
-# in the library as byte arrays ($(BUILD)/gen/vk_shaders.c), so a machine
-# without a shader compiler runs the result.
+#
+# Shaders become SPIR-V at build time, so a machine without a shader
+# compiler runs the result.  All modules go into one file,
+# $(BUILD)/lumen-spirv.bin (tools/spvpack.c), that the library finds at run
+# time (spirv.c: beside the program or library, its parent, ../share/lumen,
+# the install prefix): embedded, they made every executable 36 MB.
+# A module comes from shaders/NAME.comp, or is a variant in the table below:
+# one .glsl source compiled with a few -D defines.  The tiles stay
+# compile-time constants rather than specialization constants: with them as
+# specialization constants the NVIDIA compiler kept matmul_f32's
+# accumulators in local memory (shaders/matmul_f32.glsl), and the table
+# gives byte-identical SPIR-V to the one-line .comp files it replaced.
 
 ifeq ($(VK_ENABLED),yes)
 VK_DIR     := backends/vulkan
-VK_SHADERS := $(wildcard $(VK_DIR)/shaders/*.comp)
-VK_SPV     := $(VK_SHADERS:$(VK_DIR)/shaders/%.comp=$(BUILD)/gen/spv/%.spv)
-VK_GEN     := $(BUILD)/gen/vk_shaders.c
-VK_EMBED   := $(BUILD)/gen/vk_embed
+VK_SPV_DIR := $(BUILD)/gen/spv
+VK_PACK    := $(BUILD)/lumen-spirv.bin
+VK_ID_H    := $(BUILD)/gen/vk_spirv_id.h
+VK_PACKER  := $(BUILD)/gen/spvpack
 GLSLC      ?= glslc
 # SPIR-V 1.5 (Vulkan 1.2): subgroup operations, 8/16-bit storage.
 GLSLC_FLAGS := --target-env=vulkan1.2 -O -I$(VK_DIR)/shaders
 
-CORE_SRC  += $(wildcard $(VK_DIR)/*.c) $(VK_GEN)
+# VK_VARIANTS += NAME:SOURCE:DEFINES - module NAME is shaders/SOURCE.glsl
+# compiled with -D for each comma-separated DEFINE (MACRO or MACRO=VALUE).
+# The host asks for a pipeline by (NAME, specialization constants).
+# matmul.glsl: small products; BM x BN tile, TM x TN per invocation
+VK_VARIANTS += matmul:matmul:
+VK_VARIANTS += matmul_big:matmul:BM=128,BN=128,TM=8,TN=8
+
+# matmul_f32.glsl: f32-arithmetic GEMM; MM_CONV = conv through im2col
+# (conv_gemm.glsl), tiles BM/BN/BK/TM/TN/NT, WT, PAD, RDB (see its header;
+# the host names them in matmul.c and nn_conv.c)
+VK_VARIANTS += conv_gemm:matmul_f32:MM_CONV
+VK_VARIANTS += conv_gemm_128x256:matmul_f32:MM_CONV,BN=256,BK=8,TN=16,WT=1
+VK_VARIANTS += conv_gemm_256x128:matmul_f32:MM_CONV,BM=256,BK=8,TM=16,WT=1
+VK_VARIANTS += conv_gemm_k8w:matmul_f32:MM_CONV,BK=8,WT=1
+VK_VARIANTS += conv_gemm_np:matmul_f32:MM_CONV,PAD=0
+VK_VARIANTS += conv_gemm_t128:matmul_f32:MM_CONV,NT=128,TM=16,BK=8,WT=1
+VK_VARIANTS += conv_gemm_w:matmul_f32:MM_CONV,WT=1
+VK_VARIANTS += conv_gemm_w_np:matmul_f32:MM_CONV,WT=1,PAD=0
+VK_VARIANTS += matmul_f32:matmul_f32:
+VK_VARIANTS += matmul_f32_128x256:matmul_f32:BN=256,BK=8,TN=16,WT=1
+VK_VARIANTS += matmul_f32_128x256k16:matmul_f32:BN=256,TN=16,WT=1,PAD=0
+VK_VARIANTS += matmul_f32_128x256r:matmul_f32:BN=256,BK=8,TN=16,WT=1,RDB=1
+VK_VARIANTS += matmul_f32_256x128:matmul_f32:BM=256,BK=8,TM=16,WT=1
+VK_VARIANTS += matmul_f32_256x128k16:matmul_f32:BM=256,TM=16,WT=1,PAD=0
+VK_VARIANTS += matmul_f32_64x128:matmul_f32:NT=128,BM=64,WT=1
+VK_VARIANTS += matmul_f32_64x128k8:matmul_f32:NT=128,BM=64,BK=8,WT=1
+VK_VARIANTS += matmul_f32_k8:matmul_f32:BK=8
+VK_VARIANTS += matmul_f32_k8w:matmul_f32:BK=8,WT=1
+VK_VARIANTS += matmul_f32_np:matmul_f32:PAD=0
+VK_VARIANTS += matmul_f32_t128:matmul_f32:NT=128,TM=16,BK=8,WT=1
+VK_VARIANTS += matmul_f32_t128k16:matmul_f32:NT=128,TM=16,WT=1
+VK_VARIANTS += matmul_f32_t128n:matmul_f32:NT=128,TN=16,BK=8,WT=1
+VK_VARIANTS += matmul_f32_t64:matmul_f32:NT=64,BM=64,TM=16,BK=8,WT=1
+VK_VARIANTS += matmul_f32_w:matmul_f32:WT=1
+VK_VARIANTS += matmul_f32_w_np:matmul_f32:WT=1,PAD=0
+VK_VARIANTS += matmul_f32_wr:matmul_f32:WT=1,RDB=1
+
+# matmul_coop.glsl: tensor-core GEMM; MM_CONV+MM_COOP = conv, MM_SCALED =
+# bf16 with scales, tiles BM/BN/BK, warp tile WM/WN, fragment FM/FN/FK, STAGES
+VK_VARIANTS += conv_coop:matmul_coop:MM_CONV,MM_COOP
+VK_VARIANTS += conv_coop_m32:matmul_coop:MM_CONV,MM_COOP,BM=32,BN=128,BK=32,WM=32,WN=32
+VK_VARIANTS += conv_coop_m32n256:matmul_coop:MM_CONV,MM_COOP,BM=32,BN=256,BK=32,WM=32,WN=64
+VK_VARIANTS += conv_coop_m64:matmul_coop:MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=64
+VK_VARIANTS += conv_coop_m64w8:matmul_coop:MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=32
+VK_VARIANTS += matmul_coop:matmul_coop:
+VK_VARIANTS += matmul_coop_128x128w32:matmul_coop:BM=128,BN=128,BK=32,WM=32,WN=64
+VK_VARIANTS += matmul_coop_128x256:matmul_coop:BM=128,BN=256,BK=16,WM=64,WN=64
+VK_VARIANTS += matmul_coop_128x256n8:matmul_coop:FM=16,FN=8,FK=16,BM=128,BN=256,BK=16,WM=64,WN=64
+VK_VARIANTS += matmul_coop_128x256s1:matmul_coop:BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
+VK_VARIANTS += matmul_coop_256x128:matmul_coop:BM=256,BN=128,BK=16,WM=64,WN=64
+VK_VARIANTS += matmul_coop_256x128s1:matmul_coop:BM=256,BN=128,BK=32,WM=64,WN=64,STAGES=1
+VK_VARIANTS += matmul_coop_bf16:matmul_coop:MM_SCALED,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
+VK_VARIANTS += matmul_coop_bf16_k64s1:matmul_coop:MM_SCALED,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+VK_VARIANTS += matmul_coop_k64s1:matmul_coop:BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+VK_VARIANTS += matmul_coop_n8:matmul_coop:FM=16,FN=8,FK=16
+VK_VARIANTS += matmul_coop_w4:matmul_coop:BM=128,BN=128,BK=32,WM=64,WN=64
+VK_VARIANTS += matmul_coop_w4k64s1:matmul_coop:BM=128,BN=128,BK=64,WM=64,WN=64,STAGES=1
+
+# conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),
+# XQUAD, WGLOBAL (weights from global memory), TH/WARPS/CK/MFMAX tiles
+VK_VARIANTS += conv_halo:conv_halo:
+VK_VARIANTS += conv_halo_g:conv_halo:WGLOBAL,CK=32
+VK_VARIANTS += conv_halo_gq:conv_halo:WGLOBAL,XQUAD,CK=32
+VK_VARIANTS += conv_halo_h16:conv_halo:TH=16,WARPS=8
+VK_VARIANTS += conv_halo_h16q:conv_halo:XQUAD,TH=16,WARPS=8
+VK_VARIANTS += conv_halo_h16w4q:conv_halo:XQUAD,TH=16,WARPS=4
+VK_VARIANTS += conv_halo_h4:conv_halo:TH=4,WARPS=4
+VK_VARIANTS += conv_halo_h4g:conv_halo:WGLOBAL,TH=4,WARPS=4,CK=32
+VK_VARIANTS += conv_halo_h4gq:conv_halo:WGLOBAL,XQUAD,TH=4,WARPS=4,CK=32
+VK_VARIANTS += conv_halo_h4k32:conv_halo:TH=4,WARPS=4,CK=32,MFMAX=2
+VK_VARIANTS += conv_halo_k32:conv_halo:CK=32,MFMAX=2
+VK_VARIANTS += conv_halo_q:conv_halo:XQUAD
+VK_VARIANTS += conv_halo_simt:conv_halo:HALO_SIMT
+VK_VARIANTS += conv_halo_simt_g:conv_halo:HALO_SIMT,WGLOBAL,CK=32
+VK_VARIANTS += conv_halo_simt_gq:conv_halo:HALO_SIMT,WGLOBAL,XQUAD,CK=32
+VK_VARIANTS += conv_halo_simt_k32:conv_halo:HALO_SIMT,CK=32,MFMAX=2
+VK_VARIANTS += conv_halo_simt_q:conv_halo:HALO_SIMT,XQUAD
+VK_VARIANTS += conv_halo_w8gq:conv_halo:WGLOBAL,XQUAD,TH=8,WARPS=8,CK=32
+
+# nn_attn.glsl: attention; BQ queries a workgroup, D and Dv up to DMAX
+# (nn_attn512: 8 queries, so the q rows still fit 16 KiB of shared memory)
+VK_VARIANTS += nn_attn:nn_attn:BQ=16,DMAX=256
+VK_VARIANTS += nn_attn512:nn_attn:BQ=8,DMAX=512
+
+# nn_attn_coop.glsl: tensor-core attention for head dim HD; REGS = softmax
+# in registers with NSG subgroups
+VK_VARIANTS += nn_attn_coop128:nn_attn_coop:HD=128
+VK_VARIANTS += nn_attn_coop128_r4:nn_attn_coop:HD=128,REGS,NSG=4
+VK_VARIANTS += nn_attn_coop64:nn_attn_coop:HD=64
+VK_VARIANTS += nn_attn_coop64_r4:nn_attn_coop:HD=64,REGS,NSG=4
+
+# nn_attn_fa.glsl: flash attention for head dim HD (fa512s: two workgroups
+# per query block, HV = 256 output columns each)
+VK_VARIANTS += nn_attn_fa128:nn_attn_fa:HD=128
+VK_VARIANTS += nn_attn_fa256:nn_attn_fa:HD=256
+VK_VARIANTS += nn_attn_fa512:nn_attn_fa:HD=512
+VK_VARIANTS += nn_attn_fa512s:nn_attn_fa:HD=512,HV=256
+VK_VARIANTS += nn_attn_fa64:nn_attn_fa:HD=64
+
+# f32 and f64 (LM_F64) builds of the same kernels
+VK_VARIANTS += create:create:
+VK_VARIANTS += create_f64:create:LM_F64=1
+VK_VARIANTS += nn_elem:nn_elem:
+VK_VARIANTS += nn_elem_f64:nn_elem:LM_F64=1
+VK_VARIANTS += reduce:reduce:
+VK_VARIANTS += reduce_f64:reduce:LM_F64=1
+
+
+# Hand-written modules: the rest.  (eltwise*.comp and fused*.comp stay files
+# for now: their owner is changing them.)
+VK_COMP    := $(wildcard $(VK_DIR)/shaders/*.comp)
+VK_VAR_NAMES := $(foreach v,$(VK_VARIANTS),$(firstword $(subst :, ,$(v))))
+VK_SPV     := $(VK_COMP:$(VK_DIR)/shaders/%.comp=$(VK_SPV_DIR)/%.spv) $(VK_VAR_NAMES:%=$(VK_SPV_DIR)/%.spv)
+
+CORE_SRC  += $(wildcard $(VK_DIR)/*.c)
 CFLAGS    += -DLM_HAVE_VULKAN $(VK_CFLAGS)
 LIB_EXTRA += $(VK_LIBS)
+ALL_TARGETS += $(VK_PACK)
 
 # fused_spec is left to the driver to optimise: spirv-opt would inline its
 # 32 unspecialised steps into a 1.5 MB module (35 s to build); the driver
 # folds them after specialization instead.
-$(BUILD)/gen/spv/fused_spec.spv: GLSLC_FLAGS := --target-env=vulkan1.2 -I$(VK_DIR)/shaders
+$(VK_SPV_DIR)/fused_spec.spv: GLSLC_FLAGS := --target-env=vulkan1.2 -I$(VK_DIR)/shaders
 
 # glslc writes make dependencies for #included .glsl files (-MD).
-$(BUILD)/gen/spv/%.spv: $(VK_DIR)/shaders/%.comp
+$(VK_SPV_DIR)/%.spv: $(VK_DIR)/shaders/%.comp
 	@mkdir -p $(dir $@)
 	$(GLSLC) $(GLSLC_FLAGS) -MD -MF $@.d $< -o $@
 
-$(VK_EMBED): $(VK_DIR)/tools/embed.c
+# A variant's defines are kept in NAME.defs, rewritten (at parse time, no
+# shell) only when its table line changes, so editing one line rebuilds
+# that module alone.  Its make dependencies go to NAME.vd: an older build's
+# NAME.spv.d names the NAME.comp this table replaced.
+$(shell mkdir -p $(VK_SPV_DIR))
+vk_comma := ,
+vk_defs = $(VK_SPV_DIR)/$(1).defs
+define vk_variant
+$(if $(and $(wildcard $(call vk_defs,$(1))),$(filter x$(3),x$(file <$(call vk_defs,$(1))))),,$(file >$(call vk_defs,$(1)),$(3)))
+$(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1))
+	$$(GLSLC) $$(GLSLC_FLAGS) -fshader-stage=compute -std=450 $(addprefix -D,$(subst $(vk_comma), ,$(3))) -MD -MF $(VK_SPV_DIR)/$(1).vd $$< -o $$@
+endef
+$(foreach v,$(VK_VARIANTS),$(eval $(call vk_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
+
+$(VK_PACKER): $(VK_DIR)/tools/spvpack.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Wall -Wextra -Werror $< -o $@
 
-$(VK_GEN): $(VK_SPV) $(VK_EMBED)
-	$(VK_EMBED) $@ $(VK_SPV)
+# The file and the id compiled into the library come from one run.
+$(VK_PACK) $(VK_ID_H) &: $(VK_SPV) $(VK_PACKER)
+	$(VK_PACKER) $(VK_PACK) $(VK_ID_H) $(VK_SPV)
 
--include $(VK_SPV:=.d)
+# The install prefix, where an installed library looks last; rewritten only
+# when PREFIX changes.
+VK_PREFIX_H := $(BUILD)/gen/vk_spirv_prefix.h
+VK_PREFIX_LINE := \#define LM_VK_SPIRV_INSTALL_DIR "$(PREFIX)/share/lumen"
+ifneq ($(file <$(VK_PREFIX_H)),$(VK_PREFIX_LINE))
+$(file >$(VK_PREFIX_H),$(VK_PREFIX_LINE))
+endif
+$(BUILD)/obj/$(VK_DIR)/spirv.o: $(VK_ID_H) $(VK_PREFIX_H)
+$(BUILD)/obj/$(VK_DIR)/spirv.o: CFLAGS += -I$(BUILD)/gen
+
+install: install-spirv
+.PHONY: install-spirv
+install-spirv: $(VK_PACK)
+	install -d $(DESTDIR)$(PREFIX)/share/lumen
+	install -m 644 $(VK_PACK) $(DESTDIR)$(PREFIX)/share/lumen/lumen-spirv.bin
+
+-include $(VK_COMP:$(VK_DIR)/shaders/%.comp=$(VK_SPV_DIR)/%.spv.d) $(VK_VAR_NAMES:%=$(VK_SPV_DIR)/%.vd)
 endif
 
-# One more pass of the Vulkan tests under the validation layer.
+# One more pass of the Vulkan tests under the validation layer; where the
+# SPIR-V file is found, and what happens when it is not.
 ifeq ($(VK_ENABLED),yes)
-TEST_SCRIPTS += tests/parity/validate.sh
+TEST_SCRIPTS += tests/parity/validate.sh tests/parity/spirv.sh
 endif
 
 # The GPU benchmark binary (bench/gpu/run.sh sets it beside PyTorch CUDA).

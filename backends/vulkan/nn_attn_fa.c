@@ -1,8 +1,8 @@
-/* nn_attn_fa.c - the fast attention kernel on Vulkan (shaders/nn_attn_fa*.comp,
+/* nn_attn_fa.c - the fast attention kernel on Vulkan (shaders/nn_attn_fa.glsl,
  * FlashAttention-2 style tiles: 64 queries x 64 keys per step, 256 threads)
  * for the common case: no mask or causal only, D = Dv in {64, 128, 256,
  * 512}, f32/f16/bf16 storage.  nn_norm.c asks lm_vk_attn_fast_shader first
- * and keeps nn_attn.comp for everything else (masks, other head dims).
+ * and keeps nn_attn for everything else (masks, other head dims).
  * D = 512 has two kernels: nn_attn_fa512 (a workgroup per block of 64
  * queries) and nn_attn_fa512s (two per block, 256 output columns each,
  * the scores computed by both): the second where there are few query
@@ -18,7 +18,7 @@
  *
  * Where the device has NV cooperative matrices with 16x16x16 f16 fragments
  * (and subgroups of 32), f16 q, k and v with D = Dv = 64 or 128 take the
- * tensor-core kernel instead (shaders/nn_attn_coop*.comp: the same push
+ * tensor-core kernel instead (shaders/nn_attn_coop.glsl: the same push
  * constants, block of 64 queries and input handling, 128 threads; the
  * variants are described in nn_attn_coop.glsl and nn_attn_coop_regs.glsl);
  * LUMEN_VK_ATTN_COOP=0 keeps them on the SIMT kernel.  bf16 stays there:

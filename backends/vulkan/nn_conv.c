@@ -3,7 +3,7 @@
  * backends/cpu/nn_conv.c and nn_pool.c).
  *
  * conv2d (conv1d arrives as conv2d with H = 1) runs as an implicit GEMM on
- * the shared f32 matmul kernel: shaders/conv_gemm.comp is matmul_f32.glsl
+ * the shared f32 matmul kernel: the conv_gemm* modules are matmul_f32.glsl
  * with MM_CONV defined, whose B tiles are read from the input through the
  * im2col mapping (shaders/conv_gemm.glsl), one batch entry per (image,
  * group), bias added on store.  Where 128-row tiles would mostly idle (few
@@ -19,7 +19,7 @@
  * dtype is one pipeline.
  *
  * f16 x f16 convs run on tensor cores instead where the device has NV
- * cooperative matrices (conv_coop.comp: matmul_coop.glsl with the same
+ * cooperative matrices (conv_coop*: matmul_coop.glsl with the same
  * hooks; LUMEN_VK_CONV_COOP=0 turns that off, see coop_fits).
  *
  * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
@@ -177,7 +177,7 @@ static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
     pc->sxc = (int32_t)x->strides[1]; pc->sxh = (int32_t)x->strides[2]; pc->sxw = (int32_t)x->strides[3];
 }
 
-/* f16 x f16 on tensor cores (conv_coop.comp, matmul_coop.glsl's kernel with
+/* f16 x f16 on tensor cores (conv_coop*, matmul_coop.glsl's kernel with
  * the same hooks) where matmul would use them: the 16x16x16 shape, subgroups
  * of 32, 48 KiB of shared memory, LUMEN_VK_COOP not 0.  The default since
  * it measured faster at every VAE and ESRGAN shape on an H100 (2026-11-25,
@@ -286,7 +286,7 @@ static const halo_tile *halo_tile_for(const lm_array *node, const geom *g)
 
 /* LUMEN_VK_CONV_HALO: 0 never, 1 up to 64 output channels (the default:
  * faster than the implicit GEMM at every ESRGAN shape on the H100), all:
- * any count (in blocks of 64), 32: up to 32, simt: conv_halo_simt*.comp on
+ * any count (in blocks of 64), 32: up to 32, simt: conv_halo_simt* on
  * any device (tests) */
 #define HALO_DEFAULT "1"
 static const char *halo_env(void)

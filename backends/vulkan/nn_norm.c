@@ -26,7 +26,7 @@ enum { NR_SOFTMAX, NR_LOG_SOFTMAX, NR_LAYER_NORM, NR_RMS_NORM, NR_GROUP_NORM };
 enum { NE_ROPE, NE_TRIL, NE_TRIU, NE_ONE_HOT };
 
 /* the general kernels: nn_attn (D, Dv <= 256, 16 queries per workgroup)
- * and nn_attn512 (<= 512, 8 queries); must match the .comp files */
+ * and nn_attn512 (<= 512, 8 queries); must match their BQ/DMAX in module.mk */
 #define ATTN_DMAX 512     /* largest head dim of q/k and of v */
 #define ATTN_BQ(dmax) ((dmax) > 256 ? 8 : 16)
 /* their shared memory: q rows, scores, a K block (32 x 33), row state */

@@ -102,15 +102,17 @@ void lm_vk_pipeline_shutdown(lm_vk_dev *v)
 
 static lm_status get_module(lm_vk_dev *v, const char *shader, VkShaderModule *out)
 {
+    lm_status st = lm_vk_spirv_load();
+    if (st != LM_OK) return st;
     const lm_vk_shader *s = lm_vk_shader_find(shader);
-    if (!s) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no shader '%s' in this build", shader);
-    int idx = (int)(s - lm_vk_shaders);
-    if (idx >= LM_VK_MAX_SHADERS) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: too many shaders");
+    if (!s) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no shader '%s' in %s", shader,
+                                lm_vk_spirv_path());
+    int idx = s->index;
     if (!v->modules[idx]) {
         VkShaderModuleCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                        .codeSize = (size_t)s->words * 4, .pCode = s->code};
-        lm_status st = lm_vk_check(v, vkCreateShaderModule(v->device, &ci, NULL, &v->modules[idx]),
-                                   "vkCreateShaderModule");
+        st = lm_vk_check(v, vkCreateShaderModule(v->device, &ci, NULL, &v->modules[idx]),
+                         "vkCreateShaderModule");
         if (st != LM_OK) return st;
     }
     *out = v->modules[idx];

@@ -1,9 +1,0 @@
-#version 450
-#define MM_CONV
-#define MM_COOP
-#define BM 32
-#define BN 128
-#define BK 32
-#define WM 32
-#define WN 32
-#include "matmul_coop.glsl"

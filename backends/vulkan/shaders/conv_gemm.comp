@@ -1,3 +1,0 @@
-#version 450
-#define MM_CONV
-#include "matmul_f32.glsl"

@@ -1,4 +1,0 @@
-#version 450
-#define MM_CONV
-#define PAD 0
-#include "matmul_f32.glsl"

@@ -1,5 +1,0 @@
-#version 450
-#define WGLOBAL
-#define XQUAD
-#define CK 32
-#include "conv_halo.glsl"

@@ -1,4 +1,0 @@
-#version 450
-#define TH 16
-#define WARPS 8
-#include "conv_halo.glsl"

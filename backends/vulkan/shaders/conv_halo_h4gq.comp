@@ -1,7 +1,0 @@
-#version 450
-#define WGLOBAL
-#define XQUAD
-#define TH 4
-#define WARPS 4
-#define CK 32
-#include "conv_halo.glsl"

@@ -1,3 +1,0 @@
-#version 450
-#define XQUAD
-#include "conv_halo.glsl"

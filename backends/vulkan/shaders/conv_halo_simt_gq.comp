@@ -1,6 +1,0 @@
-#version 450
-#define HALO_SIMT
-#define WGLOBAL
-#define XQUAD
-#define CK 32
-#include "conv_halo.glsl"

@@ -1,5 +1,0 @@
-#version 450
-#define HALO_SIMT
-#define CK 32
-#define MFMAX 2
-#include "conv_halo.glsl"

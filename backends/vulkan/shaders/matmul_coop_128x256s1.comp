@@ -1,8 +1,0 @@
-#version 450
-#define BM 128
-#define BN 256
-#define BK 32
-#define WM 64
-#define WN 64
-#define STAGES 1
-#include "matmul_coop.glsl"

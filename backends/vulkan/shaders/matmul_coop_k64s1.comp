@@ -1,8 +1,0 @@
-#version 450
-#define BM 128
-#define BN 128
-#define BK 64
-#define WM 64
-#define WN 32
-#define STAGES 1
-#include "matmul_coop.glsl"

@@ -1,2 +1,0 @@
-#version 450
-#include "matmul_f32.glsl"

@@ -1,3 +1,0 @@
-#version 450
-#define PAD 0
-#include "matmul_f32.glsl"

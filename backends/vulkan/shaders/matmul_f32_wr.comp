@@ -1,4 +1,0 @@
-#version 450
-#define WT 1
-#define RDB 1
-#include "matmul_f32.glsl"

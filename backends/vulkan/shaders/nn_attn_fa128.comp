@@ -1,4 +1,0 @@
-#version 450
-// nn_attn_fa128.comp - nn_attn_fa.glsl for head dim 128
-#define HD 128
-#include "nn_attn_fa.glsl"

@@ -1,4 +1,0 @@
-#version 450
-// nn_attn_fa64.comp - nn_attn_fa.glsl for head dim 64
-#define HD 64
-#include "nn_attn_fa.glsl"

@@ -1,3 +1,0 @@
-#version 450
-#define LM_F64 1
-#include "nn_elem.glsl"
