@@ -773,6 +773,11 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
     lm_array *r[64] = {0};
     bool handled = true;
     lm_error_clear();
+    char s0[64];
+    /* the op table (core/op.h, column gr) says which ops have a rule */
+    if (!lm_op_differentiable(n->op))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s is not differentiable (no backward rule; output %s)",
+                            lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
     switch (lm_op_class_of(n->op)) {
     case LM_CLASS_VIEW: r[0] = view_rule(s, n, g); break;
     case LM_CLASS_UNARY:
@@ -861,11 +866,10 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
             handled = false;
         }
     }
-    if (!handled) {
+    if (!handled) {   /* marked differentiable, yet no rule: an error, never a zero gradient */
         scope_end(s);
-        char s1[64];
-        return lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s is not differentiable (no backward rule; output %s)",
-                            lm_op_name(n->op), lm_desc(s1, sizeof s1, n));
+        return lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s has no backward rule although core/op.h marks it "
+                            "differentiable (output %s)", lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
     }
     if (st == LM_OK && s->failed) st = lm_error_status();
     for (int i = 0; i < n->ninputs && i < 64; i++) {

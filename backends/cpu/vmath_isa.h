@@ -72,22 +72,9 @@ static inline VF vm_softplus(VF v)
             memcpy(o + i, t, (size_t)(n - i) * sizeof(float)); \
         } \
     }
-VM_MAP(exp, vm_exp)
-VM_MAP(log, vm_log)
-VM_MAP(log1p, vm_log1p)
-VM_MAP(expm1, vm_expm1)
-VM_MAP(sin, vm_sin)
-VM_MAP(cos, vm_cos)
-VM_MAP(tan, vm_tan)
-VM_MAP(tanh, vm_tanh)
-VM_MAP(erf, vm_erf)
-VM_MAP(sqrt, vm_sqrt)
-VM_MAP(rsqrt, vm_rsqrt)
-VM_MAP(sigmoid, vm_sigmoid)
-VM_MAP(silu, vm_silu)
-VM_MAP(gelu, vm_gelu)
-VM_MAP(gelu_tanh, vm_gelu_tanh)
-VM_MAP(softplus, vm_softplus)
+#define VM_MAP_ROW(NAME, name) VM_MAP(name, vm_##name)
+LM_VM_UNARY_FNS(VM_MAP_ROW)
+#undef VM_MAP_ROW
 
 /* one loop per broadcast case, so no test runs per vector */
 #define VM_MAP2(name, FN) \
@@ -655,22 +642,9 @@ static void vc_group(const lm_vc_prog *p, void *out, const void *const *in, int6
         case LM_VC_SPILL: { VF *q = slots + c->idx * VM_U; VX(VC_SPILL, q) break; }
         case LM_VC_UNARY:
             switch (c->fn) {
-            case LM_VM_EXP: VX(VC_UN, vm_exp) break;
-            case LM_VM_LOG: VX(VC_UN, vm_log) break;
-            case LM_VM_LOG1P: VX(VC_UN, vm_log1p) break;
-            case LM_VM_EXPM1: VX(VC_UN, vm_expm1) break;
-            case LM_VM_SIN: VX(VC_UN, vm_sin) break;
-            case LM_VM_COS: VX(VC_UN, vm_cos) break;
-            case LM_VM_TAN: VX(VC_UN, vm_tan) break;
-            case LM_VM_TANH: VX(VC_UN, vm_tanh) break;
-            case LM_VM_ERF: VX(VC_UN, vm_erf) break;
-            case LM_VM_SQRT: VX(VC_UN, vm_sqrt) break;
-            case LM_VM_RSQRT: VX(VC_UN, vm_rsqrt) break;
-            case LM_VM_SIGMOID: VX(VC_UN, vm_sigmoid) break;
-            case LM_VM_SILU: VX(VC_UN, vm_silu) break;
-            case LM_VM_GELU: VX(VC_UN, vm_gelu) break;
-            case LM_VM_GELU_TANH: VX(VC_UN, vm_gelu_tanh) break;
-            case LM_VM_SOFTPLUS: VX(VC_UN, vm_softplus) break;
+#define VC_UN_ROW(NAME, name) case LM_VM_##NAME: VX(VC_UN, vm_##name) break;
+            LM_VM_UNARY_FNS(VC_UN_ROW)
+#undef VC_UN_ROW
             default: break;
             }
             break;
@@ -741,12 +715,9 @@ const lm_vmath VM_TABLE = {
     .name = VM_NAME,
     .lanes = VW,
     .unary = {
-        [LM_VM_EXP] = map_exp, [LM_VM_LOG] = map_log, [LM_VM_LOG1P] = map_log1p,
-        [LM_VM_EXPM1] = map_expm1, [LM_VM_SIN] = map_sin, [LM_VM_COS] = map_cos,
-        [LM_VM_TAN] = map_tan, [LM_VM_TANH] = map_tanh, [LM_VM_ERF] = map_erf,
-        [LM_VM_SQRT] = map_sqrt, [LM_VM_RSQRT] = map_rsqrt, [LM_VM_SIGMOID] = map_sigmoid,
-        [LM_VM_SILU] = map_silu, [LM_VM_GELU] = map_gelu, [LM_VM_GELU_TANH] = map_gelu_tanh,
-        [LM_VM_SOFTPLUS] = map_softplus,
+#define VM_TAB_ROW(NAME, name) [LM_VM_##NAME] = map_##name,
+        LM_VM_UNARY_FNS(VM_TAB_ROW)
+#undef VM_TAB_ROW
     },
     .binary = {
         [LM_VM_ADD] = map2_add, [LM_VM_SUB] = map2_sub, [LM_VM_MUL] = map2_mul, [LM_VM_DIV] = map2_div,
