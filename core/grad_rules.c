@@ -139,6 +139,8 @@ static lm_array *unary_rule(scope *s, lm_array *n, lm_array *g)
     }
     case LM_OP_ERF:
         return BI(MUL, g, BS(MUL, UN(EXP, UN(NEG, UN(SQUARE, x))), 1.1283791670955126));
+    case LM_OP_ERFC:
+        return BI(MUL, g, BS(MUL, UN(EXP, UN(NEG, UN(SQUARE, x))), -1.1283791670955126));
     case LM_OP_CLAMP: {
         int has = (int)n->params.i[0];
         lm_array *keep = NULL;
@@ -186,6 +188,10 @@ static lm_status binary_rule(scope *s, lm_array *n, lm_array *g, const bool *nee
     case LM_OP_MOD:
         da = g;
         if (need[1]) db = UN(NEG, BI(MUL, g, UN(FLOOR, BI(DIV, a, b))));
+        break;
+    case LM_OP_LOGADDEXP:   /* softmax weights of the two operands */
+        if (need[0]) da = BI(MUL, g, UN(EXP, BI(SUB, a, y)));
+        if (need[1]) db = BI(MUL, g, UN(EXP, BI(SUB, b, y)));
         break;
     case LM_OP_ATAN2: {
         lm_array *r = BI(ADD, UN(SQUARE, a), UN(SQUARE, b));

@@ -78,6 +78,7 @@ typedef enum lm_op_class {
     X(SILU,          UNARY,   1,  FLOAT, 1,  SILU,      SILU,      0) \
     X(SOFTPLUS,      UNARY,   1,  FLOAT, 1,  SOFTPLUS,  SOFTPLUS,  0) \
     X(ERF,           UNARY,   1,  FLOAT, 1,  ERF,       ERF,       0) \
+    X(ERFC,          UNARY,   1,  FLOAT, 1,  ERFC,      ERFC,      0) \
     X(FLOOR,         UNARY,   1,  SAME,  1,  NONE,      FLOOR,     1) \
     X(CEIL,          UNARY,   1,  SAME,  1,  NONE,      CEIL,      1) \
     X(ROUND,         UNARY,   1,  SAME,  1,  NONE,      ROUND,     1) \
@@ -95,6 +96,8 @@ typedef enum lm_op_class {
     X(MAXIMUM,       BINARY,  2,  SAME,  1,  MAXIMUM,   MAX,       1) \
     X(MINIMUM,       BINARY,  2,  SAME,  1,  MINIMUM,   MIN,       1) \
     X(ATAN2,         BINARY,  2,  FLOAT, 1,  ATAN2,     ATAN2,     0) \
+    X(LOGADDEXP,     BINARY,  2,  FLOAT, 1,  LOGADDEXP, LOGADDEXP, 0)  /* log(e^a + e^b) */ \
+    X(FLOOR_DIVIDE,  BINARY,  2,  SAME,  0,  NONE,      FLOORDIV,  0)  /* floor(a / b); integers exact */ \
     X(EQ,            BINARY,  2,  BOOL,  0,  NONE,      EQ,        1) \
     X(NE,            BINARY,  2,  BOOL,  0,  NONE,      NE,        1) \
     X(LT,            BINARY,  2,  BOOL,  0,  NONE,      LT,        1) \

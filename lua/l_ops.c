@@ -25,6 +25,7 @@ static int unary(lua_State *L, lm_op op)
     X(relu, RELU, "max(x, 0)") \
     X(gelu_tanh, GELU_TANH, "GELU, the tanh approximation") X(silu, SILU, "x * sigmoid(x) (swish)") \
     X(softplus, SOFTPLUS, "log(1 + e^x)") X(erf, ERF, "the error function") \
+    X(erfc, ERFC, "1 - erf(x), exact where erf(x) is near 1") \
     X(floor, FLOOR, "rounds down") X(ceil, CEIL, "rounds up") X(round, ROUND, "rounds half to even") \
     X(isnan, ISNAN, "true where x is NaN (bool)") X(isinf, ISINF, "true where x is infinite (bool)") \
     X(logical_not, LOGICAL_NOT, "not x (bool)")
@@ -74,6 +75,9 @@ static int binary(lua_State *L, lm_op op)
     X(add, ADD, "a + b") X(sub, SUB, "a - b") X(mul, MUL, "a * b") \
     X(div, DIV, "a / b (true division: integers give f32)") \
     X(pow, POW, "a ^ b") X(mod, MOD, "a % b with the sign of b (as Lua and Python)") \
+    X(floor_divide, FLOOR_DIVIDE, "floor(a / b), as a // b: integers stay integers and exact (Python's "\
+      "rounding toward -inf; an integer division by zero is an error)") \
+    X(logaddexp, LOGADDEXP, "log(e^a + e^b), without overflow") \
     X(maximum, MAXIMUM, "the larger of a and b (NaN wins)") \
     X(minimum, MINIMUM, "the smaller of a and b (NaN wins)") X(atan2, ATAN2, "atan2(a, b)") \
     X(eq, EQ, "a == b (bool)") X(ne, NE, "a ~= b (bool)") X(lt, LT, "a < b (bool)") \

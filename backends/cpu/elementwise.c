@@ -123,6 +123,7 @@ static double sigmoid_d(double x)
     case LM_OP_TAN: for (int64_t i = 0; i < n; i++) o[i] = tan##SUF(x[i]); break; \
     case LM_OP_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanh##SUF(x[i]); break; \
     case LM_OP_ERF: for (int64_t i = 0; i < n; i++) o[i] = erf##SUF(x[i]); break; \
+    case LM_OP_ERFC: for (int64_t i = 0; i < n; i++) o[i] = erfc##SUF(x[i]); break; \
     case LM_OP_FLOOR: for (int64_t i = 0; i < n; i++) o[i] = floor##SUF(x[i]); break; \
     case LM_OP_CEIL: for (int64_t i = 0; i < n; i++) o[i] = ceil##SUF(x[i]); break; \
     case LM_OP_ROUND: for (int64_t i = 0; i < n; i++) o[i] = nearbyint##SUF(x[i]); break; \
@@ -418,6 +419,43 @@ static inline double fmod_py_d(double x, double y)
     double r = fmod(x, y);
     return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
+/* floor(x / y) as PyTorch's div_floor: from fmod, so the quotient of
+ * exactly representable operands is not rounded up across an integer */
+#define FLOORDIV_FLOAT(T, SUF) \
+    static inline T floordiv_##SUF(T x, T y) \
+    { \
+        if (y == 0) return x / y; \
+        T m = fmod##SUF(x, y), q = (x - m) / y; \
+        if (m != 0 && ((y < 0) != (m < 0))) q -= 1; \
+        if (q == 0) return copysign##SUF(0, x / y); \
+        T f = floor##SUF(q); \
+        return q - f > (T)0.5 ? f + 1 : f; \
+    }
+FLOORDIV_FLOAT(float, f)
+FLOORDIV_FLOAT(double, )
+
+/* integer floor division, exact (Python's //); a zero divisor gives 0 and
+ * raises the flag the runner turns into an error */
+static _Atomic int zero_divisor;
+static inline int64_t floordiv_i(int64_t x, int64_t y)
+{
+    if (y == 0) {
+        zero_divisor = 1;
+        return 0;
+    }
+    if (y == -1) return (int64_t)(0 - (uint64_t)x);   /* INT64_MIN // -1 wraps, as torch */
+    int64_t q = x / y;
+    return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+static inline double logaddexp_d(double a, double b)
+{
+    if (a == b) return a + M_LN2;   /* equal infinities stay that infinity */
+    if (a != a || b != b) return a + b;
+    double m = a > b ? a : b;
+    return m + log1p(exp(-fabs(a - b)));
+}
+
 static inline int64_t mod_py_i(int64_t x, int64_t y)
 {
     if (y == 0) return 0;
@@ -446,6 +484,7 @@ static bool binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb,
     }
     switch (op) {
     case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return true;
+    case LM_OP_FLOOR_DIVIDE: BIN(float, float, floordiv_f(x, y)); return true;
     BIN_COMPARE(float)
     default: return false;
     }
@@ -463,6 +502,8 @@ static bool binary_f64(lm_op op, void *o, const void *a, int sa, const void *bb,
     case LM_OP_MAXIMUM: BIN(double, double, (x > y || x != x) ? x : y); return true;
     case LM_OP_MINIMUM: BIN(double, double, (x < y || x != x) ? x : y); return true;
     case LM_OP_ATAN2: BIN(double, double, atan2(x, y)); return true;
+    case LM_OP_LOGADDEXP: BIN(double, double, logaddexp_d(x, y)); return true;
+    case LM_OP_FLOOR_DIVIDE: BIN(double, double, floordiv_(x, y)); return true;
     BIN_COMPARE(double)
     default: return false;
     }
@@ -477,6 +518,7 @@ static bool binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb,
     case LM_OP_DIV: BIN(int64_t, int64_t, y ? x / y : 0); return true;
     case LM_OP_POW: BIN(int64_t, int64_t, ipow(x, y)); return true;
     case LM_OP_MOD: BIN(int64_t, int64_t, mod_py_i(x, y)); return true;
+    case LM_OP_FLOOR_DIVIDE: BIN(int64_t, int64_t, floordiv_i(x, y)); return true;
     case LM_OP_MAXIMUM: BIN(int64_t, int64_t, x > y ? x : y); return true;
     case LM_OP_MINIMUM: BIN(int64_t, int64_t, x < y ? x : y); return true;
     case LM_OP_ATAN2: BIN(int64_t, int64_t, (int64_t)atan2((double)x, (double)y)); return true;
@@ -546,8 +588,12 @@ lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
     }
     ew_ctx c;
     ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
+    zero_divisor = 0;
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
     ew_release(&c);
+    if (zero_divisor && node->op == LM_OP_FLOOR_DIVIDE)   /* PyTorch: ZeroDivisionError */
+        return lm_error_set(LM_ERR_ARG, "floor_divide: integer division by zero (%s)",
+                            lm_dtype_name(node->inputs[0]->dtype));
     return LM_OK;
 }
 

@@ -22,7 +22,7 @@
     X(EXP, exp) X(LOG, log) X(LOG1P, log1p) X(EXPM1, expm1) X(SIN, sin) X(COS, cos) \
     X(TAN, tan) X(TANH, tanh) X(ERF, erf) X(SQRT, sqrt) X(RSQRT, rsqrt) \
     X(SIGMOID, sigmoid) X(SILU, silu) X(GELU, gelu) X(GELU_TANH, gelu_tanh) \
-    X(SOFTPLUS, softplus)
+    X(SOFTPLUS, softplus) X(ERFC, erfc)
 
 typedef enum {
 #define LM_VM_ENUM(NAME, name) LM_VM_##NAME,
@@ -38,6 +38,7 @@ typedef enum {
  * maximum/minimum return a NaN operand (the first when both are). */
 typedef enum {
     LM_VM_ADD, LM_VM_SUB, LM_VM_MUL, LM_VM_DIV, LM_VM_MAXIMUM, LM_VM_MINIMUM, LM_VM_POW, LM_VM_ATAN2,
+    LM_VM_LOGADDEXP,
     LM_VM_NBINARY
 } lm_vm_binary;
 

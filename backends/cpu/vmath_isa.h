@@ -34,6 +34,7 @@ static inline VF vm_cos(VF v) { return VM_SL(cos)(v); }
 static inline VF vm_tan(VF v) { return VM_SL(tan)(v); }
 static inline VF vm_tanh(VF v) { return VM_SL(tanh)(v); }
 static inline VF vm_erf(VF v) { return VM_SL(erf)(v); }
+static inline VF vm_erfc(VF v) { return VM_SL15(erfc)(v); }
 static inline VF vm_sqrt(VF v) { return VSQRT(v); }
 static inline VF vm_rsqrt(VF v) { return vm_splat(1.0f) / VSQRT(v); }
 /* exp of -|x| only, so a large negative x gives e / (1 + e), not 1 / inf */
@@ -114,6 +115,16 @@ VM_MAP2(max, vm_max)
 VM_MAP2(min, vm_min)
 VM_MAP2(pow, VM_SL(pow))
 VM_MAP2(atan2, VM_SL(atan2))
+/* max(a, b) + log1p(exp(-|a - b|)); equal infinities give that infinity
+ * (as torch.logaddexp), a NaN operand gives NaN */
+static inline VF vm_logaddexp(VF a, VF b)
+{
+    VF m = vm_sel(a > b, a, b), d = a - b;
+    VF ad = vm_sel(d < vm_splat(0.0f), -d, d);
+    VF r = m + vm_log1p(vm_exp(-ad));
+    return vm_sel(a == b, a + vm_splat(0.6931471805599453f), vm_sel(d != d, d, r));
+}
+VM_MAP2(logaddexp, vm_logaddexp)
 
 static void stream_copy(float *dst, const float *src, int64_t n)
 {
@@ -722,7 +733,7 @@ const lm_vmath VM_TABLE = {
     .binary = {
         [LM_VM_ADD] = map2_add, [LM_VM_SUB] = map2_sub, [LM_VM_MUL] = map2_mul, [LM_VM_DIV] = map2_div,
         [LM_VM_MAXIMUM] = map2_max, [LM_VM_MINIMUM] = map2_min, [LM_VM_POW] = map2_pow,
-        [LM_VM_ATAN2] = map2_atan2,
+        [LM_VM_ATAN2] = map2_atan2, [LM_VM_LOGADDEXP] = map2_logaddexp,
     },
     .stream_copy = stream_copy,
     .chain = chain,

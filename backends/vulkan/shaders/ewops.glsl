@@ -37,6 +37,7 @@ float ew_un_f(uint op, float x)
     case U_SILU: return x * sigmoid_f(x);
     case U_SOFTPLUS: return x > 20.0 ? x : log1p_f(exp(x));
     case U_ERF: return erf_f(x);
+    case U_ERFC: return erfc_f(x);
     case U_FLOOR: return floor(x);
     case U_CEIL: return ceil(x);
     case U_ROUND: return roundEven(x);
@@ -59,6 +60,8 @@ float ew_bin_f(uint op, float a, float b)
     case B_MAX: return max_f(a, b);
     case B_MIN: return min_f(a, b);
     case B_ATAN2: return atan2_f(a, b);
+    case B_LOGADDEXP: return logaddexp_f(a, b);
+    case B_FLOORDIV: return floordiv_f(a, b);
     case B_EQ: return a == b ? 1.0 : 0.0;
     case B_NE: return a != b ? 1.0 : 0.0;
     case B_LT: return a < b ? 1.0 : 0.0;
