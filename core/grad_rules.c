@@ -139,6 +139,8 @@ static lm_array *unary_rule(scope *s, lm_array *n, lm_array *g)
     }
     case LM_OP_ERF:
         return BI(MUL, g, BS(MUL, UN(EXP, UN(NEG, UN(SQUARE, x))), 1.1283791670955126));
+    case LM_OP_ERFC:
+        return BI(MUL, g, BS(MUL, UN(EXP, UN(NEG, UN(SQUARE, x))), -1.1283791670955126));
     case LM_OP_CLAMP: {
         int has = (int)n->params.i[0];
         lm_array *keep = NULL;
@@ -186,6 +188,10 @@ static lm_status binary_rule(scope *s, lm_array *n, lm_array *g, const bool *nee
     case LM_OP_MOD:
         da = g;
         if (need[1]) db = UN(NEG, BI(MUL, g, UN(FLOOR, BI(DIV, a, b))));
+        break;
+    case LM_OP_LOGADDEXP:   /* softmax weights of the two operands */
+        if (need[0]) da = BI(MUL, g, UN(EXP, BI(SUB, a, y)));
+        if (need[1]) db = BI(MUL, g, UN(EXP, BI(SUB, b, y)));
         break;
     case LM_OP_ATAN2: {
         lm_array *r = BI(ADD, UN(SQUARE, a), UN(SQUARE, b));
@@ -773,6 +779,11 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
     lm_array *r[64] = {0};
     bool handled = true;
     lm_error_clear();
+    char s0[64];
+    /* the op table (core/op.h, column gr) says which ops have a rule */
+    if (!lm_op_differentiable(n->op))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s is not differentiable (no backward rule; output %s)",
+                            lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
     switch (lm_op_class_of(n->op)) {
     case LM_CLASS_VIEW: r[0] = view_rule(s, n, g); break;
     case LM_CLASS_UNARY:
@@ -861,11 +872,10 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
             handled = false;
         }
     }
-    if (!handled) {
+    if (!handled) {   /* marked differentiable, yet no rule: an error, never a zero gradient */
         scope_end(s);
-        char s1[64];
-        return lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s is not differentiable (no backward rule; output %s)",
-                            lm_op_name(n->op), lm_desc(s1, sizeof s1, n));
+        return lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s has no backward rule although core/op.h marks it "
+                            "differentiable (output %s)", lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
     }
     if (st == LM_OK && s->failed) st = lm_error_status();
     for (int i = 0; i < n->ninputs && i < 64; i++) {

@@ -11,8 +11,14 @@ static lm_array *live_head;
 static int64_t live_count;
 static uint64_t next_id = 1;
 
-static const struct { const char *name; lm_op_class cls; } op_info[LM_OP_COUNT] = {
-#define LM_OP_INFO(name, cls) {#name, LM_CLASS_##cls},
+static const struct {
+    const char *name;
+    lm_op_class cls;
+    signed char arity;
+    lm_op_dtype_rule dt;
+    bool grad;
+} op_info[LM_OP_COUNT] = {
+#define LM_OP_INFO(name, cls, ar, dt, gr, vm, vk, v64) {#name, LM_CLASS_##cls, ar, LM_DT_##dt, gr},
     LM_OPS(LM_OP_INFO)
 #undef LM_OP_INFO
 };
@@ -34,6 +40,28 @@ const char *lm_op_name(lm_op op)
 lm_op_class lm_op_class_of(lm_op op)
 {
     return (unsigned)op < LM_OP_COUNT ? op_info[op].cls : LM_CLASS_NONE;
+}
+
+int lm_op_arity(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT ? op_info[op].arity : -1;
+}
+
+lm_op_dtype_rule lm_op_dtype_rule_of(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT ? op_info[op].dt : LM_DT_OWN;
+}
+
+bool lm_op_differentiable(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT && op_info[op].grad;
+}
+
+lm_op lm_op_by_name(const char *name)
+{
+    for (int op = 0; name && op < LM_OP_COUNT; op++)
+        if (!strcmp(lm_op_name((lm_op)op), name)) return (lm_op)op;
+    return LM_OP_COUNT;
 }
 
 lm_array *lm_array_retain(lm_array *a)

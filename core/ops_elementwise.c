@@ -2,18 +2,6 @@
 #include <math.h>
 #include "internal.h"
 
-static bool float_only(lm_op op)
-{
-    switch (op) {
-    case LM_OP_EXP: case LM_OP_LOG: case LM_OP_LOG1P: case LM_OP_EXPM1: case LM_OP_SQRT:
-    case LM_OP_RSQRT: case LM_OP_RECIPROCAL: case LM_OP_SIN: case LM_OP_COS: case LM_OP_TAN:
-    case LM_OP_TANH: case LM_OP_SIGMOID: case LM_OP_GELU: case LM_OP_GELU_TANH:
-    case LM_OP_SILU: case LM_OP_SOFTPLUS: case LM_OP_ERF:
-        return true;
-    default:
-        return false;
-    }
-}
 
 lm_array *lm_unary(lm_op op, lm_array *a)
 {
@@ -23,8 +11,9 @@ lm_array *lm_unary(lm_op op, lm_array *a)
         return NULL;
     }
     lm_dtype dt = a->dtype;
-    if (float_only(op) && !lm_dtype_is_float(dt)) dt = LM_F32;
-    if (op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT) dt = LM_BOOL;
+    lm_op_dtype_rule rule = lm_op_dtype_rule_of(op);
+    if (rule == LM_DT_FLOAT && !lm_dtype_is_float(dt)) dt = LM_F32;
+    if (rule == LM_DT_BOOL) dt = LM_BOOL;
     if (op == LM_OP_NEG && dt == LM_BOOL) {
         lm_error_set(LM_ERR_DTYPE, "neg: not defined for bool (use logical_not)");
         return NULL;
@@ -66,17 +55,6 @@ lm_array *lm_clamp(lm_array *a, double lo, double hi)
     return lm_node_new(LM_OP_CLAMP, dt, a->ndim, a->shape, 1, &a, &p, NULL);
 }
 
-static bool is_compare(lm_op op)
-{
-    return op == LM_OP_EQ || op == LM_OP_NE || op == LM_OP_LT || op == LM_OP_LE ||
-           op == LM_OP_GT || op == LM_OP_GE;
-}
-
-static bool is_logical(lm_op op)
-{
-    return op == LM_OP_LOGICAL_AND || op == LM_OP_LOGICAL_OR || op == LM_OP_LOGICAL_XOR;
-}
-
 /* The common dtype both operands are computed in. */
 static lm_dtype operand_dtype(const lm_array *a, const lm_array *b)
 {
@@ -98,8 +76,9 @@ lm_array *lm_binary(lm_op op, lm_array *a, lm_array *b)
     if (lm_broadcast_shapes(lm_op_name(op), a->ndim, a->shape, b->ndim, b->shape, &n, shape) != LM_OK)
         return NULL;
     lm_dtype ct = operand_dtype(a, b), out = ct;
-    if (is_compare(op) || is_logical(op)) out = LM_BOOL;
-    else if ((op == LM_OP_DIV || op == LM_OP_ATAN2) && !lm_dtype_is_float(ct)) ct = out = LM_F32;
+    lm_op_dtype_rule rule = lm_op_dtype_rule_of(op);
+    if (rule == LM_DT_BOOL) out = LM_BOOL;
+    else if (rule == LM_DT_FLOAT && !lm_dtype_is_float(ct)) ct = out = LM_F32;
     else if (ct == LM_BOOL && (op == LM_OP_ADD || op == LM_OP_SUB || op == LM_OP_MUL ||
                                op == LM_OP_POW || op == LM_OP_MOD))
         ct = out = op == LM_OP_ADD || op == LM_OP_MUL ? LM_BOOL : LM_I64;

@@ -45,6 +45,8 @@ w("- Ops are lazy: they return tensors that are computed on `t:eval()`, `lm.eval
 w("  printing, `t:item()`, `t:totable()` or a write to a file.")
 w("- Operators `+ - * / % ^ //` and unary `-` are elementwise with broadcasting and accept")
 w("  Lua numbers (which do not widen a tensor's dtype: f16 tensor + 2.5 stays f16).")
+w("  `a // b` is `floor_divide`: integer tensors stay integer and the result is exact (rounded")
+w("  toward -inf, as Python and PyTorch); an integer division by zero is an error.")
 w("  Comparisons are methods (`t:lt(u)`...) because Lua turns `<` and `==` into one boolean.")
 w("- `lm.tensor{...}` makes f32 from numbers and bool from booleans; `lm.arange` with")
 w("  integer arguments makes i64.")

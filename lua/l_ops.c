@@ -25,6 +25,7 @@ static int unary(lua_State *L, lm_op op)
     X(relu, RELU, "max(x, 0)") \
     X(gelu_tanh, GELU_TANH, "GELU, the tanh approximation") X(silu, SILU, "x * sigmoid(x) (swish)") \
     X(softplus, SOFTPLUS, "log(1 + e^x)") X(erf, ERF, "the error function") \
+    X(erfc, ERFC, "1 - erf(x), exact where erf(x) is near 1") \
     X(floor, FLOOR, "rounds down") X(ceil, CEIL, "rounds up") X(round, ROUND, "rounds half to even") \
     X(isnan, ISNAN, "true where x is NaN (bool)") X(isinf, ISINF, "true where x is infinite (bool)") \
     X(logical_not, LOGICAL_NOT, "not x (bool)")
@@ -74,6 +75,9 @@ static int binary(lua_State *L, lm_op op)
     X(add, ADD, "a + b") X(sub, SUB, "a - b") X(mul, MUL, "a * b") \
     X(div, DIV, "a / b (true division: integers give f32)") \
     X(pow, POW, "a ^ b") X(mod, MOD, "a % b with the sign of b (as Lua and Python)") \
+    X(floor_divide, FLOOR_DIVIDE, "floor(a / b), as a // b: integers stay integers and exact (Python's "\
+      "rounding toward -inf; an integer division by zero is an error)") \
+    X(logaddexp, LOGADDEXP, "log(e^a + e^b), without overflow") \
     X(maximum, MAXIMUM, "the larger of a and b (NaN wins)") \
     X(minimum, MINIMUM, "the smaller of a and b (NaN wins)") X(atan2, ATAN2, "atan2(a, b)") \
     X(eq, EQ, "a == b (bool)") X(ne, NE, "a ~= b (bool)") X(lt, LT, "a < b (bool)") \
@@ -83,6 +87,20 @@ static int binary(lua_State *L, lm_op op)
 
 #define BINARY_FN(name, OP, doc) static int b_##name(lua_State *L) { return binary(L, LM_OP_##OP); }
 BINARY_OPS(BINARY_FN)
+
+/* Every unary and binary op of the table (core/op.h) has a Lua name: the
+ * lists above, plus copy, astype (cast), clamp and gelu, which take their
+ * own arguments.  An op added to the table without one fails here. */
+#define COUNT_ROW(name, OP, doc) + 1
+#define COUNT_CLASS(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY ? 1 : 0)
+_Static_assert(0 LM_OPS(COUNT_CLASS) == 0 UNARY_OPS(COUNT_ROW) + 4,
+               "a unary op of core/op.h has no Lua name in UNARY_OPS (lua/l_ops.c)");
+#undef COUNT_CLASS
+#define COUNT_CLASS(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY ? 1 : 0)
+_Static_assert(0 LM_OPS(COUNT_CLASS) == 0 BINARY_OPS(COUNT_ROW),
+               "a binary op of core/op.h has no Lua name in BINARY_OPS (lua/l_ops.c)");
+#undef COUNT_CLASS
+#undef COUNT_ROW
 
 static double opt_bound(lua_State *L, int arg)
 {

@@ -292,13 +292,8 @@ static int t_div(lua_State *L) { return arith(L, LM_OP_DIV); }
 static int t_mod(lua_State *L) { return arith(L, LM_OP_MOD); }
 static int t_pow(lua_State *L) { return arith(L, LM_OP_POW); }
 
-static int t_idiv(lua_State *L)
-{
-    arith(L, LM_OP_DIV);
-    lm_array *q = lm_lua_check_array(L, -1);
-    lm_array *f = lm_dtype_is_float(q->dtype) ? lm_unary(LM_OP_FLOOR, q) : lm_array_retain(q);
-    return lm_lua_push_array(L, f);
-}
+/* a // b: floor division; integers stay integers, exactly */
+static int t_idiv(lua_State *L) { return arith(L, LM_OP_FLOOR_DIVIDE); }
 
 static int t_unm(lua_State *L)
 {

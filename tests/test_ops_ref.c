@@ -51,7 +51,7 @@ static void test_unary(void **state)
         {"expm1", LM_OP_EXPM1}, {"square", LM_OP_SQUARE}, {"sin", LM_OP_SIN}, {"cos", LM_OP_COS},
         {"tanh", LM_OP_TANH}, {"sigmoid", LM_OP_SIGMOID}, {"relu", LM_OP_RELU}, {"gelu", LM_OP_GELU},
         {"gelu_tanh", LM_OP_GELU_TANH}, {"silu", LM_OP_SILU}, {"softplus", LM_OP_SOFTPLUS},
-        {"erf", LM_OP_ERF}, {"floor", LM_OP_FLOOR}, {"ceil", LM_OP_CEIL}, {"round", LM_OP_ROUND},
+        {"erf", LM_OP_ERF}, {"erfc", LM_OP_ERFC}, {"floor", LM_OP_FLOOR}, {"ceil", LM_OP_CEIL}, {"round", LM_OP_ROUND},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) check_unary(FX("x"), "unary_", ops[i].name, ops[i].op);
     static const struct { const char *name; lm_op op; } pops[] = {
@@ -84,6 +84,7 @@ static void test_binary(void **state)
     static const struct { const char *name; lm_op op; } ops[] = {
         {"add", LM_OP_ADD}, {"sub", LM_OP_SUB}, {"mul", LM_OP_MUL}, {"div", LM_OP_DIV},
         {"mod", LM_OP_MOD}, {"maximum", LM_OP_MAXIMUM}, {"minimum", LM_OP_MINIMUM}, {"atan2", LM_OP_ATAN2},
+        {"logaddexp", LM_OP_LOGADDEXP}, {"floor_divide", LM_OP_FLOOR_DIVIDE},
     };
     tu_fixture fa, fb, fc, exp;
     assert_int_equal(tu_load(FX("a"), &fa), 0);

@@ -50,12 +50,37 @@ static lm_status cpu_download(lm_device *d, void *handle, size_t off, void *dst,
     return LM_OK;
 }
 
+/* every step of a compiled group has a kernel case in its compute dtype */
+static bool fused_supported(const lm_fused *g)
+{
+    for (int s = 0; g && s < g->nsteps; s++) {
+        const lm_fused_step *st = &g->steps[s];
+        lm_dtype ct = lm_cpu_compute_type(st->dtype);
+        if (lm_op_dtype_rule_of(st->op) == LM_DT_BOOL) ct = LM_F32;   /* compares: every type has them */
+        if (!lm_cpu_ew_has(st->op, ct)) return false;
+        /* integer floor division reports a zero divisor from its own runner */
+        if (st->op == LM_OP_FLOOR_DIVIDE && ct == LM_I64) return false;
+    }
+    return g != NULL;
+}
+
+/* Answers from what the kernels implement: elementwise ops by asking the
+ * kernel switches themselves (lm_cpu_ew_has), so an op added to the table
+ * without a CPU case is refused here, not computed as the identity. */
 static bool cpu_supports(lm_device *d, const lm_array *node)
 {
     (void)d;
-    switch (lm_op_class_of(node->op)) {
+    lm_op op = node->op;
+    switch (lm_op_class_of(op)) {
     case LM_CLASS_NN: return lm_cpu_supports_nn(node);
     case LM_CLASS_VIEW: case LM_CLASS_NONE: return false;
+    case LM_CLASS_UNARY:
+        return lm_cpu_ew_has(op, lm_cpu_compute_type(lm_op_dtype_rule_of(op) == LM_DT_BOOL ? node->inputs[0]->dtype
+                                                                                         : node->dtype));
+    case LM_CLASS_BINARY: return lm_cpu_ew_has(op, lm_cpu_compute_type(node->inputs[0]->dtype));
+    case LM_CLASS_OTHER:
+        if (op == LM_OP_FUSED) return fused_supported(node->params.ext);
+        return true;
     default: return true;
     }
 }

@@ -94,8 +94,10 @@ bool lm_cpu_transpose_map2(void *dst, const lm_array *a, const lm_array *b, lm_c
  * inputs and output in the compute dtype ct (f32, f64 or i64; bool-valued
  * ops write u8).  sa/sb are 1 for a block, 0 for one broadcast value. */
 lm_dtype lm_cpu_compute_type(lm_dtype t);
-void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n);
-void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n);
+/* false (nothing written) when the kernels have no case for op in ct */
+bool lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n);
+bool lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n);
+bool lm_cpu_ew_has(lm_op op, lm_dtype ct);   /* ct: F32, F64 or I64 */
 /* The vmath table's function (lm_vm_unary) for an f32 unary op, or -1. */
 int lm_cpu_vm_unary_of(lm_op op);
 /* Strides of input `in` aligned to the output shape (0 on broadcast axes). */

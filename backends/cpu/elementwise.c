@@ -105,7 +105,7 @@ static double sigmoid_d(double x)
     return e / (1.0 + e);
 }
 
-#define UNARY_FLOAT(T, SUF, o, x, n, op, p) do { \
+#define UNARY_FLOAT(T, SUF, o, x, n, op, p, ok) do { \
     switch (op) { \
     case LM_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = -x[i]; break; \
     case LM_OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabs##SUF(x[i]); break; \
@@ -123,6 +123,7 @@ static double sigmoid_d(double x)
     case LM_OP_TAN: for (int64_t i = 0; i < n; i++) o[i] = tan##SUF(x[i]); break; \
     case LM_OP_TANH: for (int64_t i = 0; i < n; i++) o[i] = tanh##SUF(x[i]); break; \
     case LM_OP_ERF: for (int64_t i = 0; i < n; i++) o[i] = erf##SUF(x[i]); break; \
+    case LM_OP_ERFC: for (int64_t i = 0; i < n; i++) o[i] = erfc##SUF(x[i]); break; \
     case LM_OP_FLOOR: for (int64_t i = 0; i < n; i++) o[i] = floor##SUF(x[i]); break; \
     case LM_OP_CEIL: for (int64_t i = 0; i < n; i++) o[i] = ceil##SUF(x[i]); break; \
     case LM_OP_ROUND: for (int64_t i = 0; i < n; i++) o[i] = nearbyint##SUF(x[i]); break; \
@@ -133,49 +134,62 @@ static double sigmoid_d(double x)
             if ((has & 1) && v < lo) v = lo; \
             if ((has & 2) && v > hi) v = hi; \
             o[i] = v; } break; } \
-    default: for (int64_t i = 0; i < n; i++) o[i] = x[i]; break; \
+    default: ok = false; break;   /* no kernel: never the identity */ \
     } } while (0)
 
 /* f32 ops with a vector form go through the vmath table (SLEEF at the
  * CPU's width); the rest are loops the compiler vectorises, or libm */
-static const signed char vm_of_op[LM_OP_COUNT] = {
-    [LM_OP_EXP] = LM_VM_EXP + 1, [LM_OP_LOG] = LM_VM_LOG + 1, [LM_OP_LOG1P] = LM_VM_LOG1P + 1,
-    [LM_OP_EXPM1] = LM_VM_EXPM1 + 1, [LM_OP_SIN] = LM_VM_SIN + 1, [LM_OP_COS] = LM_VM_COS + 1,
-    [LM_OP_TAN] = LM_VM_TAN + 1, [LM_OP_TANH] = LM_VM_TANH + 1, [LM_OP_ERF] = LM_VM_ERF + 1,
-    [LM_OP_SQRT] = LM_VM_SQRT + 1, [LM_OP_RSQRT] = LM_VM_RSQRT + 1, [LM_OP_SIGMOID] = LM_VM_SIGMOID + 1,
-    [LM_OP_SILU] = LM_VM_SILU + 1, [LM_OP_GELU] = LM_VM_GELU + 1, [LM_OP_GELU_TANH] = LM_VM_GELU_TANH + 1,
-    [LM_OP_SOFTPLUS] = LM_VM_SOFTPLUS + 1,
-};
+/* (the vm column of core/op.h; 0 = none, else the function + 1) */
+#define VM_OF_UNARY(name, cls, ar, dt, gr, vm, vk, v64) \
+    [LM_OP_##name] = LM_CLASS_##cls == LM_CLASS_UNARY ? LM_VM_##vm + 1 : 0,
+#define VM_OF_BINARY(name, cls, ar, dt, gr, vm, vk, v64) \
+    [LM_OP_##name] = LM_CLASS_##cls == LM_CLASS_BINARY ? LM_VM_##vm + 1 : 0,
+static const signed char vm_of_op[LM_OP_COUNT] = {LM_OPS(VM_OF_UNARY)};
+static const signed char vm2_of_op[LM_OP_COUNT] = {LM_OPS(VM_OF_BINARY)};
+#undef VM_OF_UNARY
+#undef VM_OF_BINARY
+/* a vm row named by an op of another class is a typo in the table */
+#define VM_CLASS_CHECK(name, cls, ar, dt, gr, vm, vk, v64) \
+    _Static_assert(LM_VM_##vm < 0 || LM_CLASS_##cls == LM_CLASS_UNARY || LM_CLASS_##cls == LM_CLASS_BINARY, \
+                   "op " #name ": a vm function on a non-elementwise op");
+LM_OPS(VM_CLASS_CHECK)
+#undef VM_CLASS_CHECK
 
 int lm_cpu_vm_unary_of(lm_op op)
 {
     return (unsigned)op < LM_OP_COUNT ? vm_of_op[op] - 1 : -1;
 }
 
-static void unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
+/* The kernels return false for an op they have no case for (n = 0 asks
+ * without computing: lm_cpu_ew_has). */
+static bool unary_f32(lm_op op, const lm_params *p, float *o, const float *x, int64_t n)
 {
     if ((unsigned)op < LM_OP_COUNT && vm_of_op[op]) {
         lm_vm->unary[vm_of_op[op] - 1](o, x, n);
-        return;
+        return true;
     }
-    UNARY_FLOAT(float, f, o, x, n, op, p);
+    bool ok = true;
+    UNARY_FLOAT(float, f, o, x, n, op, p, ok);
+    return ok;
 }
 
-static void unary_f64(lm_op op, const lm_params *p, double *o, const double *x, int64_t n)
+static bool unary_f64(lm_op op, const lm_params *p, double *o, const double *x, int64_t n)
 {
+    bool ok = true;
     switch (op) {
-    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_d(x[i]); return;
-    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_d(x[i]); return;
-    case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = 0.5 * x[i] * (1 + erf(x[i] * 0.70710678118654752)); return;
+    case LM_OP_SIGMOID: for (int64_t i = 0; i < n; i++) o[i] = sigmoid_d(x[i]); return true;
+    case LM_OP_SILU: for (int64_t i = 0; i < n; i++) o[i] = x[i] * sigmoid_d(x[i]); return true;
+    case LM_OP_GELU: for (int64_t i = 0; i < n; i++) o[i] = 0.5 * x[i] * (1 + erf(x[i] * 0.70710678118654752)); return true;
     case LM_OP_GELU_TANH:
         for (int64_t i = 0; i < n; i++)
             o[i] = 0.5 * x[i] * (1 + tanh(0.79788456080286536 * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
-        return;
-    default: UNARY_FLOAT(double, , o, x, n, op, p);
+        return true;
+    default: UNARY_FLOAT(double, , o, x, n, op, p, ok);
     }
+    return ok;
 }
 
-static void unary_i64(lm_op op, const lm_params *p, int64_t *o, const int64_t *x, int64_t n)
+static bool unary_i64(lm_op op, const lm_params *p, int64_t *o, const int64_t *x, int64_t n)
 {
     switch (op) {
     case LM_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = (int64_t)(0 - (uint64_t)x[i]); break;
@@ -194,8 +208,12 @@ static void unary_i64(lm_op op, const lm_params *p, int64_t *o, const int64_t *x
         }
         break;
     }
-    default: for (int64_t i = 0; i < n; i++) o[i] = x[i]; break;   /* floor/ceil/round/copy */
+    case LM_OP_FLOOR: case LM_OP_CEIL: case LM_OP_ROUND:   /* an integer is its own rounding */
+        if (o != x) memcpy(o, x, (size_t)n * sizeof *o);
+        break;
+    default: return false;
     }
+    return true;
 }
 
 static void unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int64_t n)
@@ -214,12 +232,44 @@ static void unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int
     }
 }
 
-void lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n)
+bool lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n)
 {
-    if (op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT) unary_to_bool(op, ct, o, x, n);
-    else if (ct == LM_F32) unary_f32(op, p, o, x, n);
-    else if (ct == LM_F64) unary_f64(op, p, o, x, n);
-    else unary_i64(op, p, o, x, n);
+    if (lm_op_dtype_rule_of(op) == LM_DT_BOOL) {
+        unary_to_bool(op, ct, o, x, n);
+        return true;
+    }
+    if (ct == LM_F32) return unary_f32(op, p, o, x, n);
+    if (ct == LM_F64) return unary_f64(op, p, o, x, n);
+    return unary_i64(op, p, o, x, n);
+}
+
+static bool binary_kernel(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb,
+                          int64_t n);
+
+/* Whether the kernels have a case for op computed in ct (F32, F64 or
+ * I64): asked with n = 0, so the switches themselves answer and no
+ * second list can disagree with them. */
+bool lm_cpu_ew_has(lm_op op, lm_dtype ct)
+{
+    static const _Alignas(64) char zero[64];
+    _Alignas(64) char sink[64];
+    lm_params p = {0};
+    switch (lm_op_class_of(op)) {
+    case LM_CLASS_UNARY:
+        if (op == LM_OP_COPY || op == LM_OP_CAST) return true;
+        return lm_cpu_ew_unary(op, &p, ct, sink, zero, 0);
+    case LM_CLASS_BINARY: return binary_kernel(op, ct, sink, zero, 1, zero, 1, 0);
+    case LM_CLASS_TERNARY: return true;
+    default: return false;
+    }
+}
+
+/* the error of an elementwise node the kernels have no case for */
+static lm_status no_kernel(const lm_array *node, lm_dtype ct)
+{
+    return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: %s has no kernel for %s (computed in %s; result %s)",
+                        lm_op_name(node->op), lm_dtype_name(node->inputs[0]->dtype), lm_dtype_name(ct),
+                        lm_dtype_name(node->dtype));
 }
 
 static void unary_task(void *p, int64_t b0, int64_t e0)
@@ -249,9 +299,7 @@ static void unary_task(void *p, int64_t b0, int64_t e0)
             continue;
         }
         void *o = node->dtype == c->ct ? (void *)out : (void *)ob;
-        if (c->ct == LM_F32) unary_f32(op, &node->params, o, x, n);
-        else if (c->ct == LM_F64) unary_f64(op, &node->params, o, x, n);
-        else unary_i64(op, &node->params, o, x, n);
+        (void)lm_cpu_ew_unary(op, &node->params, c->ct, o, x, n);   /* checked before */
         if (o == ob) lm_cpu_convert(out, node->dtype, ob, c->ct, (size_t)n);
     }
 }
@@ -286,7 +334,7 @@ static void unary_seg(void *ctx, void *seg, int64_t n)
         lm_vm->chain(&c->prog, seg, in, n, false);
         return;
     }
-    lm_cpu_ew_unary(c->node->op, &c->node->params, c->node->dtype, seg, seg, n);
+    (void)lm_cpu_ew_unary(c->node->op, &c->node->params, c->node->dtype, seg, seg, n);   /* checked before */
 }
 
 /* An f16 or bf16 result of contiguous (or broadcast) float inputs runs as
@@ -311,9 +359,11 @@ static bool half_via_chain(lm_device *d, lm_array *node, lm_status *st)
 lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
 {
     lm_status st;
+    lm_op op = node->op;
+    lm_dtype ct0 = lm_cpu_compute_type(lm_op_dtype_rule_of(op) == LM_DT_BOOL ? node->inputs[0]->dtype : node->dtype);
+    if (!lm_cpu_ew_has(op, ct0)) return no_kernel(node, ct0);
     if (half_via_chain(d, node, &st)) return st;
     ew_ctx c;
-    lm_op op = node->op;
     const lm_array *in = node->inputs[0];
     bool same_layout = in->dtype == node->dtype && node->offset == 0 && in->ndim == node->ndim &&
                        in->size == node->size && lm_array_is_contiguous(node);
@@ -349,15 +399,15 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
 } while (0)
 
 #define BIN_COMPARE(T) \
-    case LM_OP_EQ: BIN(T, uint8_t, x == y); return; \
-    case LM_OP_NE: BIN(T, uint8_t, x != y); return; \
-    case LM_OP_LT: BIN(T, uint8_t, x < y); return; \
-    case LM_OP_LE: BIN(T, uint8_t, x <= y); return; \
-    case LM_OP_GT: BIN(T, uint8_t, x > y); return; \
-    case LM_OP_GE: BIN(T, uint8_t, x >= y); return; \
-    case LM_OP_LOGICAL_AND: BIN(T, uint8_t, x != 0 && y != 0); return; \
-    case LM_OP_LOGICAL_OR: BIN(T, uint8_t, x != 0 || y != 0); return; \
-    case LM_OP_LOGICAL_XOR: BIN(T, uint8_t, (x != 0) != (y != 0)); return;
+    case LM_OP_EQ: BIN(T, uint8_t, x == y); return true; \
+    case LM_OP_NE: BIN(T, uint8_t, x != y); return true; \
+    case LM_OP_LT: BIN(T, uint8_t, x < y); return true; \
+    case LM_OP_LE: BIN(T, uint8_t, x <= y); return true; \
+    case LM_OP_GT: BIN(T, uint8_t, x > y); return true; \
+    case LM_OP_GE: BIN(T, uint8_t, x >= y); return true; \
+    case LM_OP_LOGICAL_AND: BIN(T, uint8_t, x != 0 && y != 0); return true; \
+    case LM_OP_LOGICAL_OR: BIN(T, uint8_t, x != 0 || y != 0); return true; \
+    case LM_OP_LOGICAL_XOR: BIN(T, uint8_t, (x != 0) != (y != 0)); return true;
 
 static inline float fmod_py_f(float x, float y)
 {
@@ -369,6 +419,43 @@ static inline double fmod_py_d(double x, double y)
     double r = fmod(x, y);
     return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
 }
+/* floor(x / y) as PyTorch's div_floor: from fmod, so the quotient of
+ * exactly representable operands is not rounded up across an integer */
+#define FLOORDIV_FLOAT(T, SUF) \
+    static inline T floordiv_##SUF(T x, T y) \
+    { \
+        if (y == 0) return x / y; \
+        T m = fmod##SUF(x, y), q = (x - m) / y; \
+        if (m != 0 && ((y < 0) != (m < 0))) q -= 1; \
+        if (q == 0) return copysign##SUF(0, x / y); \
+        T f = floor##SUF(q); \
+        return q - f > (T)0.5 ? f + 1 : f; \
+    }
+FLOORDIV_FLOAT(float, f)
+FLOORDIV_FLOAT(double, )
+
+/* integer floor division, exact (Python's //); a zero divisor gives 0 and
+ * raises the flag the runner turns into an error */
+static _Atomic int zero_divisor;
+static inline int64_t floordiv_i(int64_t x, int64_t y)
+{
+    if (y == 0) {
+        zero_divisor = 1;
+        return 0;
+    }
+    if (y == -1) return (int64_t)(0 - (uint64_t)x);   /* INT64_MIN // -1 wraps, as torch */
+    int64_t q = x / y;
+    return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+}
+
+static inline double logaddexp_d(double a, double b)
+{
+    if (a == b) return a + M_LN2;   /* equal infinities stay that infinity */
+    if (a != a || b != b) return a + b;
+    double m = a > b ? a : b;
+    return m + log1p(exp(-fabs(a - b)));
+}
+
 static inline int64_t mod_py_i(int64_t x, int64_t y)
 {
     if (y == 0) return 0;
@@ -388,63 +475,69 @@ static inline int64_t ipow(int64_t x, int64_t y)
     return (int64_t)r;
 }
 
-static void binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
+static bool binary_f32(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
 {
+    /* at the CPU's vector width (vmath.h), as the op table's vm column says */
+    if ((unsigned)op < LM_OP_COUNT && vm2_of_op[op]) {
+        lm_vm->binary[vm2_of_op[op] - 1](o, a, sa, bb, sb, n);
+        return true;
+    }
     switch (op) {
-    /* at the CPU's vector width (vmath.h) */
-    case LM_OP_ADD: lm_vm->binary[LM_VM_ADD](o, a, sa, bb, sb, n); return;
-    case LM_OP_SUB: lm_vm->binary[LM_VM_SUB](o, a, sa, bb, sb, n); return;
-    case LM_OP_MUL: lm_vm->binary[LM_VM_MUL](o, a, sa, bb, sb, n); return;
-    case LM_OP_DIV: lm_vm->binary[LM_VM_DIV](o, a, sa, bb, sb, n); return;
-    case LM_OP_POW: lm_vm->binary[LM_VM_POW](o, a, sa, bb, sb, n); return;
-    case LM_OP_MAXIMUM: lm_vm->binary[LM_VM_MAXIMUM](o, a, sa, bb, sb, n); return;
-    case LM_OP_MINIMUM: lm_vm->binary[LM_VM_MINIMUM](o, a, sa, bb, sb, n); return;
-    case LM_OP_ATAN2: lm_vm->binary[LM_VM_ATAN2](o, a, sa, bb, sb, n); return;
-    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return;
+    case LM_OP_MOD: BIN(float, float, fmod_py_f(x, y)); return true;
+    case LM_OP_FLOOR_DIVIDE: BIN(float, float, floordiv_f(x, y)); return true;
     BIN_COMPARE(float)
-    default: return;
+    default: return false;
     }
 }
 
-static void binary_f64(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
+static bool binary_f64(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
 {
     switch (op) {
-    case LM_OP_ADD: BIN(double, double, x + y); return;
-    case LM_OP_SUB: BIN(double, double, x - y); return;
-    case LM_OP_MUL: BIN(double, double, x * y); return;
-    case LM_OP_DIV: BIN(double, double, x / y); return;
-    case LM_OP_POW: BIN(double, double, pow(x, y)); return;
-    case LM_OP_MOD: BIN(double, double, fmod_py_d(x, y)); return;
-    case LM_OP_MAXIMUM: BIN(double, double, (x > y || x != x) ? x : y); return;
-    case LM_OP_MINIMUM: BIN(double, double, (x < y || x != x) ? x : y); return;
-    case LM_OP_ATAN2: BIN(double, double, atan2(x, y)); return;
+    case LM_OP_ADD: BIN(double, double, x + y); return true;
+    case LM_OP_SUB: BIN(double, double, x - y); return true;
+    case LM_OP_MUL: BIN(double, double, x * y); return true;
+    case LM_OP_DIV: BIN(double, double, x / y); return true;
+    case LM_OP_POW: BIN(double, double, pow(x, y)); return true;
+    case LM_OP_MOD: BIN(double, double, fmod_py_d(x, y)); return true;
+    case LM_OP_MAXIMUM: BIN(double, double, (x > y || x != x) ? x : y); return true;
+    case LM_OP_MINIMUM: BIN(double, double, (x < y || x != x) ? x : y); return true;
+    case LM_OP_ATAN2: BIN(double, double, atan2(x, y)); return true;
+    case LM_OP_LOGADDEXP: BIN(double, double, logaddexp_d(x, y)); return true;
+    case LM_OP_FLOOR_DIVIDE: BIN(double, double, floordiv_(x, y)); return true;
     BIN_COMPARE(double)
-    default: return;
+    default: return false;
     }
 }
 
-static void binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
+static bool binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb, int sb, int64_t n)
 {
     switch (op) {
-    case LM_OP_ADD: BIN(int64_t, int64_t, (int64_t)((uint64_t)x + (uint64_t)y)); return;
-    case LM_OP_SUB: BIN(int64_t, int64_t, (int64_t)((uint64_t)x - (uint64_t)y)); return;
-    case LM_OP_MUL: BIN(int64_t, int64_t, (int64_t)((uint64_t)x * (uint64_t)y)); return;
-    case LM_OP_DIV: BIN(int64_t, int64_t, y ? x / y : 0); return;
-    case LM_OP_POW: BIN(int64_t, int64_t, ipow(x, y)); return;
-    case LM_OP_MOD: BIN(int64_t, int64_t, mod_py_i(x, y)); return;
-    case LM_OP_MAXIMUM: BIN(int64_t, int64_t, x > y ? x : y); return;
-    case LM_OP_MINIMUM: BIN(int64_t, int64_t, x < y ? x : y); return;
-    case LM_OP_ATAN2: BIN(int64_t, int64_t, (int64_t)atan2((double)x, (double)y)); return;
+    case LM_OP_ADD: BIN(int64_t, int64_t, (int64_t)((uint64_t)x + (uint64_t)y)); return true;
+    case LM_OP_SUB: BIN(int64_t, int64_t, (int64_t)((uint64_t)x - (uint64_t)y)); return true;
+    case LM_OP_MUL: BIN(int64_t, int64_t, (int64_t)((uint64_t)x * (uint64_t)y)); return true;
+    case LM_OP_DIV: BIN(int64_t, int64_t, y ? x / y : 0); return true;
+    case LM_OP_POW: BIN(int64_t, int64_t, ipow(x, y)); return true;
+    case LM_OP_MOD: BIN(int64_t, int64_t, mod_py_i(x, y)); return true;
+    case LM_OP_FLOOR_DIVIDE: BIN(int64_t, int64_t, floordiv_i(x, y)); return true;
+    case LM_OP_MAXIMUM: BIN(int64_t, int64_t, x > y ? x : y); return true;
+    case LM_OP_MINIMUM: BIN(int64_t, int64_t, x < y ? x : y); return true;
+    case LM_OP_ATAN2: BIN(int64_t, int64_t, (int64_t)atan2((double)x, (double)y)); return true;
     BIN_COMPARE(int64_t)
-    default: return;
+    default: return false;
     }
 }
 
-void lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n)
+static bool binary_kernel(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb,
+                          int64_t n)
 {
-    if (ct == LM_F32) binary_f32(op, o, a, sa, b, sb, n);
-    else if (ct == LM_F64) binary_f64(op, o, a, sa, b, sb, n);
-    else binary_i64(op, o, a, sa, b, sb, n);
+    if (ct == LM_F32) return binary_f32(op, o, a, sa, b, sb, n);
+    if (ct == LM_F64) return binary_f64(op, o, a, sa, b, sb, n);
+    return binary_i64(op, o, a, sa, b, sb, n);
+}
+
+bool lm_cpu_ew_binary(lm_op op, lm_dtype ct, void *o, const void *a, int sa, const void *b, int sb, int64_t n)
+{
+    return binary_kernel(op, ct, o, a, sa, b, sb, n);
 }
 
 static void binary_task(void *p, int64_t b0, int64_t e0)
@@ -461,9 +554,7 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
         const void *x = ew_load(c, 0, b, n, ab, c->ct, &sa);
         const void *y = ew_load(c, 1, b, n, bb, c->ct, &sb);
         void *o = to_bool || node->dtype == c->ct ? (void *)out : (void *)ob;
-        if (c->ct == LM_F32) binary_f32(node->op, o, x, sa, y, sb, n);
-        else if (c->ct == LM_F64) binary_f64(node->op, o, x, sa, y, sb, n);
-        else binary_i64(node->op, o, x, sa, y, sb, n);
+        (void)binary_kernel(node->op, c->ct, o, x, sa, y, sb, n);   /* checked before */
         if (o == ob) lm_cpu_convert(out, node->dtype, ob, c->ct, (size_t)n);
     }
 }
@@ -476,13 +567,15 @@ typedef struct {
 static void binary_pair(void *ctx, void *o, const void *x, const void *y, int64_t n)
 {
     const pair_ctx *c = ctx;
-    if (c->swap) binary_f32(c->op, o, y, 1, x, 1, n);
-    else binary_f32(c->op, o, x, 1, y, 1, n);
+    if (c->swap) (void)binary_f32(c->op, o, y, 1, x, 1, n);
+    else (void)binary_f32(c->op, o, x, 1, y, 1, n);
 }
 
 lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
 {
     lm_status st;
+    lm_dtype ct0 = lm_cpu_compute_type(node->inputs[0]->dtype);
+    if (!lm_cpu_ew_has(node->op, ct0)) return no_kernel(node, ct0);
     if (half_via_chain(d, node, &st)) return st;
     /* a transposed operand, the other transposed alike or row-major: by
      * tiles in cache (no staged copies) */
@@ -495,8 +588,12 @@ lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
     }
     ew_ctx c;
     ew_setup(&c, node, lm_cpu_compute_type(node->inputs[0]->dtype));
+    zero_divisor = 0;
     lm_cpu_parallel_for((node->size + BLOCK - 1) / BLOCK, 8, binary_task, &c);
     ew_release(&c);
+    if (zero_divisor && node->op == LM_OP_FLOOR_DIVIDE)   /* PyTorch: ZeroDivisionError */
+        return lm_error_set(LM_ERR_ARG, "floor_divide: integer division by zero (%s)",
+                            lm_dtype_name(node->inputs[0]->dtype));
     return LM_OK;
 }
 

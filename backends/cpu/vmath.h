@@ -14,18 +14,31 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* functions with a vector form: o[i] = f(x[i]) */
+/* functions with a vector form: o[i] = f(x[i]).  One row each: the enum,
+ * the map functions, the chain interpreter's cases and the tables of every
+ * instruction set are made from this list (vmath_isa.h defines vm_<name>);
+ * the op table (core/op.h, column vm) names the row an op uses. */
+#define LM_VM_UNARY_FNS(X) \
+    X(EXP, exp) X(LOG, log) X(LOG1P, log1p) X(EXPM1, expm1) X(SIN, sin) X(COS, cos) \
+    X(TAN, tan) X(TANH, tanh) X(ERF, erf) X(SQRT, sqrt) X(RSQRT, rsqrt) \
+    X(SIGMOID, sigmoid) X(SILU, silu) X(GELU, gelu) X(GELU_TANH, gelu_tanh) \
+    X(SOFTPLUS, softplus) X(ERFC, erfc)
+
 typedef enum {
-    LM_VM_EXP, LM_VM_LOG, LM_VM_LOG1P, LM_VM_EXPM1, LM_VM_SIN, LM_VM_COS, LM_VM_TAN,
-    LM_VM_TANH, LM_VM_ERF, LM_VM_SQRT, LM_VM_RSQRT, LM_VM_SIGMOID, LM_VM_SILU,
-    LM_VM_GELU, LM_VM_GELU_TANH, LM_VM_SOFTPLUS,
+#define LM_VM_ENUM(NAME, name) LM_VM_##NAME,
+    LM_VM_UNARY_FNS(LM_VM_ENUM)
+#undef LM_VM_ENUM
     LM_VM_NUNARY
 } lm_vm_unary;
+
+/* the vm column of core/op.h for ops the kernel's own loop computes */
+#define LM_VM_NONE (-1)
 
 /* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value).
  * maximum/minimum return a NaN operand (the first when both are). */
 typedef enum {
     LM_VM_ADD, LM_VM_SUB, LM_VM_MUL, LM_VM_DIV, LM_VM_MAXIMUM, LM_VM_MINIMUM, LM_VM_POW, LM_VM_ATAN2,
+    LM_VM_LOGADDEXP,
     LM_VM_NBINARY
 } lm_vm_binary;
 

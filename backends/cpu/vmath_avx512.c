@@ -7,6 +7,7 @@
 #define VF __m512
 #define VW 16
 #define VM_SL(f) Sleef_##f##f16_u10avx512f
+#define VM_SL15(f) Sleef_##f##f16_u15avx512f   /* erfc: SLEEF has only the 1.5-ulp form */
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
 #define VSTREAM(p, v) _mm512_stream_ps((p), (v))

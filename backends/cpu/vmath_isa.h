@@ -34,6 +34,7 @@ static inline VF vm_cos(VF v) { return VM_SL(cos)(v); }
 static inline VF vm_tan(VF v) { return VM_SL(tan)(v); }
 static inline VF vm_tanh(VF v) { return VM_SL(tanh)(v); }
 static inline VF vm_erf(VF v) { return VM_SL(erf)(v); }
+static inline VF vm_erfc(VF v) { return VM_SL15(erfc)(v); }
 static inline VF vm_sqrt(VF v) { return VSQRT(v); }
 static inline VF vm_rsqrt(VF v) { return vm_splat(1.0f) / VSQRT(v); }
 /* exp of -|x| only, so a large negative x gives e / (1 + e), not 1 / inf */
@@ -72,22 +73,9 @@ static inline VF vm_softplus(VF v)
             memcpy(o + i, t, (size_t)(n - i) * sizeof(float)); \
         } \
     }
-VM_MAP(exp, vm_exp)
-VM_MAP(log, vm_log)
-VM_MAP(log1p, vm_log1p)
-VM_MAP(expm1, vm_expm1)
-VM_MAP(sin, vm_sin)
-VM_MAP(cos, vm_cos)
-VM_MAP(tan, vm_tan)
-VM_MAP(tanh, vm_tanh)
-VM_MAP(erf, vm_erf)
-VM_MAP(sqrt, vm_sqrt)
-VM_MAP(rsqrt, vm_rsqrt)
-VM_MAP(sigmoid, vm_sigmoid)
-VM_MAP(silu, vm_silu)
-VM_MAP(gelu, vm_gelu)
-VM_MAP(gelu_tanh, vm_gelu_tanh)
-VM_MAP(softplus, vm_softplus)
+#define VM_MAP_ROW(NAME, name) VM_MAP(name, vm_##name)
+LM_VM_UNARY_FNS(VM_MAP_ROW)
+#undef VM_MAP_ROW
 
 /* one loop per broadcast case, so no test runs per vector */
 #define VM_MAP2(name, FN) \
@@ -127,6 +115,16 @@ VM_MAP2(max, vm_max)
 VM_MAP2(min, vm_min)
 VM_MAP2(pow, VM_SL(pow))
 VM_MAP2(atan2, VM_SL(atan2))
+/* max(a, b) + log1p(exp(-|a - b|)); equal infinities give that infinity
+ * (as torch.logaddexp), a NaN operand gives NaN */
+static inline VF vm_logaddexp(VF a, VF b)
+{
+    VF m = vm_sel(a > b, a, b), d = a - b;
+    VF ad = vm_sel(d < vm_splat(0.0f), -d, d);
+    VF r = m + vm_log1p(vm_exp(-ad));
+    return vm_sel(a == b, a + vm_splat(0.6931471805599453f), vm_sel(d != d, d, r));
+}
+VM_MAP2(logaddexp, vm_logaddexp)
 
 static void stream_copy(float *dst, const float *src, int64_t n)
 {
@@ -655,22 +653,9 @@ static void vc_group(const lm_vc_prog *p, void *out, const void *const *in, int6
         case LM_VC_SPILL: { VF *q = slots + c->idx * VM_U; VX(VC_SPILL, q) break; }
         case LM_VC_UNARY:
             switch (c->fn) {
-            case LM_VM_EXP: VX(VC_UN, vm_exp) break;
-            case LM_VM_LOG: VX(VC_UN, vm_log) break;
-            case LM_VM_LOG1P: VX(VC_UN, vm_log1p) break;
-            case LM_VM_EXPM1: VX(VC_UN, vm_expm1) break;
-            case LM_VM_SIN: VX(VC_UN, vm_sin) break;
-            case LM_VM_COS: VX(VC_UN, vm_cos) break;
-            case LM_VM_TAN: VX(VC_UN, vm_tan) break;
-            case LM_VM_TANH: VX(VC_UN, vm_tanh) break;
-            case LM_VM_ERF: VX(VC_UN, vm_erf) break;
-            case LM_VM_SQRT: VX(VC_UN, vm_sqrt) break;
-            case LM_VM_RSQRT: VX(VC_UN, vm_rsqrt) break;
-            case LM_VM_SIGMOID: VX(VC_UN, vm_sigmoid) break;
-            case LM_VM_SILU: VX(VC_UN, vm_silu) break;
-            case LM_VM_GELU: VX(VC_UN, vm_gelu) break;
-            case LM_VM_GELU_TANH: VX(VC_UN, vm_gelu_tanh) break;
-            case LM_VM_SOFTPLUS: VX(VC_UN, vm_softplus) break;
+#define VC_UN_ROW(NAME, name) case LM_VM_##NAME: VX(VC_UN, vm_##name) break;
+            LM_VM_UNARY_FNS(VC_UN_ROW)
+#undef VC_UN_ROW
             default: break;
             }
             break;
@@ -741,17 +726,14 @@ const lm_vmath VM_TABLE = {
     .name = VM_NAME,
     .lanes = VW,
     .unary = {
-        [LM_VM_EXP] = map_exp, [LM_VM_LOG] = map_log, [LM_VM_LOG1P] = map_log1p,
-        [LM_VM_EXPM1] = map_expm1, [LM_VM_SIN] = map_sin, [LM_VM_COS] = map_cos,
-        [LM_VM_TAN] = map_tan, [LM_VM_TANH] = map_tanh, [LM_VM_ERF] = map_erf,
-        [LM_VM_SQRT] = map_sqrt, [LM_VM_RSQRT] = map_rsqrt, [LM_VM_SIGMOID] = map_sigmoid,
-        [LM_VM_SILU] = map_silu, [LM_VM_GELU] = map_gelu, [LM_VM_GELU_TANH] = map_gelu_tanh,
-        [LM_VM_SOFTPLUS] = map_softplus,
+#define VM_TAB_ROW(NAME, name) [LM_VM_##NAME] = map_##name,
+        LM_VM_UNARY_FNS(VM_TAB_ROW)
+#undef VM_TAB_ROW
     },
     .binary = {
         [LM_VM_ADD] = map2_add, [LM_VM_SUB] = map2_sub, [LM_VM_MUL] = map2_mul, [LM_VM_DIV] = map2_div,
         [LM_VM_MAXIMUM] = map2_max, [LM_VM_MINIMUM] = map2_min, [LM_VM_POW] = map2_pow,
-        [LM_VM_ATAN2] = map2_atan2,
+        [LM_VM_ATAN2] = map2_atan2, [LM_VM_LOGADDEXP] = map2_logaddexp,
     },
     .stream_copy = stream_copy,
     .chain = chain,

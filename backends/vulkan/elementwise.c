@@ -18,58 +18,45 @@ typedef struct ew_pc {
     int32_t st[3 * EW_MAXDIM];
 } ew_pc;
 
+/* The shader op codes, from the vk column of the op table (core/op.h):
+ * U_<vk> for a unary op, B_<vk> for a binary one (shaders/vkops.h), so a
+ * code without its #define does not compile, nor does a code on an op of
+ * another class.  NONE means no Vulkan kernel: supports() says no and the
+ * node runs on the CPU, so the shaders never see a code they lack. */
+#define U_NONE (-1)
+#define B_NONE (-1)
+#define VK_NOCODE_NONE (-1)
+#define VK_CODE_UNARY(t) U_##t
+#define VK_CODE_BINARY(t) B_##t
+#define VK_CODE_NONE(t) VK_NOCODE_##t
+#define VK_CODE_CREATE(t) VK_NOCODE_##t
+#define VK_CODE_VIEW(t) VK_NOCODE_##t
+#define VK_CODE_TERNARY(t) VK_NOCODE_##t
+#define VK_CODE_REDUCE(t) VK_NOCODE_##t
+#define VK_CODE_OTHER(t) VK_NOCODE_##t
+#define VK_CODE_NN(t) VK_NOCODE_##t
+#define VK_CODE(name, cls, ar, dt, gr, vm, vk_, v64) [LM_OP_##name] = VK_CODE_##cls(vk_),
+#define VK_F64(name, cls, ar, dt, gr, vm, vk_, v64) [LM_OP_##name] = v64,
+static const signed char vk_code[LM_OP_COUNT] = {LM_OPS(VK_CODE)};
+static const bool f64_exact_of[LM_OP_COUNT] = {LM_OPS(VK_F64)};
+#undef VK_CODE
+#undef VK_F64
+
 int lm_vk_unary_code(lm_op op)
 {
-    switch (op) {
-    case LM_OP_COPY: case LM_OP_CAST: return U_COPY;
-    case LM_OP_NEG: return U_NEG;          case LM_OP_ABS: return U_ABS;
-    case LM_OP_SIGN: return U_SIGN;        case LM_OP_EXP: return U_EXP;
-    case LM_OP_LOG: return U_LOG;          case LM_OP_LOG1P: return U_LOG1P;
-    case LM_OP_EXPM1: return U_EXPM1;      case LM_OP_SQRT: return U_SQRT;
-    case LM_OP_RSQRT: return U_RSQRT;      case LM_OP_SQUARE: return U_SQUARE;
-    case LM_OP_RECIPROCAL: return U_RECIP; case LM_OP_SIN: return U_SIN;
-    case LM_OP_COS: return U_COS;          case LM_OP_TAN: return U_TAN;
-    case LM_OP_TANH: return U_TANH;        case LM_OP_SIGMOID: return U_SIGMOID;
-    case LM_OP_RELU: return U_RELU;        case LM_OP_GELU: return U_GELU;
-    case LM_OP_GELU_TANH: return U_GELU_TANH; case LM_OP_SILU: return U_SILU;
-    case LM_OP_SOFTPLUS: return U_SOFTPLUS; case LM_OP_ERF: return U_ERF;
-    case LM_OP_FLOOR: return U_FLOOR;      case LM_OP_CEIL: return U_CEIL;
-    case LM_OP_ROUND: return U_ROUND;      case LM_OP_ISNAN: return U_ISNAN;
-    case LM_OP_ISINF: return U_ISINF;      case LM_OP_LOGICAL_NOT: return U_NOT;
-    case LM_OP_CLAMP: return U_CLAMP;
-    default: return -1;
-    }
+    return (unsigned)op < LM_OP_COUNT && lm_op_class_of(op) == LM_CLASS_UNARY ? vk_code[op] : -1;
 }
 
 int lm_vk_binary_code(lm_op op)
 {
-    switch (op) {
-    case LM_OP_ADD: return B_ADD;     case LM_OP_SUB: return B_SUB;
-    case LM_OP_MUL: return B_MUL;     case LM_OP_DIV: return B_DIV;
-    case LM_OP_POW: return B_POW;     case LM_OP_MOD: return B_MOD;
-    case LM_OP_MAXIMUM: return B_MAX; case LM_OP_MINIMUM: return B_MIN;
-    case LM_OP_ATAN2: return B_ATAN2;
-    case LM_OP_EQ: return B_EQ; case LM_OP_NE: return B_NE; case LM_OP_LT: return B_LT;
-    case LM_OP_LE: return B_LE; case LM_OP_GT: return B_GT; case LM_OP_GE: return B_GE;
-    case LM_OP_LOGICAL_AND: return B_AND; case LM_OP_LOGICAL_OR: return B_OR;
-    case LM_OP_LOGICAL_XOR: return B_XOR;
-    default: return -1;
-    }
+    return (unsigned)op < LM_OP_COUNT && lm_op_class_of(op) == LM_CLASS_BINARY ? vk_code[op] : -1;
 }
 
 /* f64 runs only where double arithmetic is exact in GLSL (no double
  * transcendentals exist there); the rest would silently lose precision */
 static bool f64_exact(lm_op op)
 {
-    switch (op) {
-    case LM_OP_EXP: case LM_OP_LOG: case LM_OP_LOG1P: case LM_OP_EXPM1: case LM_OP_SIN:
-    case LM_OP_COS: case LM_OP_TAN: case LM_OP_TANH: case LM_OP_SIGMOID: case LM_OP_GELU:
-    case LM_OP_GELU_TANH: case LM_OP_SILU: case LM_OP_SOFTPLUS: case LM_OP_ERF:
-    case LM_OP_POW: case LM_OP_ATAN2:
-        return false;
-    default:
-        return true;
-    }
+    return (unsigned)op < LM_OP_COUNT && f64_exact_of[op];
 }
 
 static bool is_floatish(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
@@ -239,6 +226,9 @@ bool lm_vk_supports_elementwise(lm_vk_dev *v, const lm_array *node)
     ew_job j;
     if (!describe(node, &j)) return false;
     if (j.kind == KIND_D && (!v->feat.f64 || !f64_exact(node->op))) return false;
+    /* integer floor division by zero is an error, which a shader cannot
+     * raise: the CPU runs it */
+    if (j.kind == KIND_I && node->op == LM_OP_FLOOR_DIVIDE) return false;
     int64_t st[4][LM_MAX_DIMS];
     memcpy(st, j.st, sizeof st);
     int64_t shape[LM_MAX_DIMS];
@@ -251,7 +241,8 @@ lm_status lm_vk_run_elementwise(lm_vk_dev *v, lm_array *node)
 {
     ew_job j;
     if (!describe(node, &j))
-        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s is not elementwise", lm_op_name(node->op));
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s has no kernel for %s (result %s)", lm_op_name(node->op),
+                            lm_dtype_name(node->inputs[0]->dtype), lm_dtype_name(node->dtype));
     for (int k = 0; k < j.nin; k++) j.mem[k] = lm_vk_mem_of(node->inputs[k]);
     j.mem[3] = lm_vk_mem_of(node);
     lm_status st = ew_launch(v, &j);

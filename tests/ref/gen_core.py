@@ -40,7 +40,7 @@ unary = {
     "tanh": t.tanh(), "sigmoid": t.sigmoid(), "relu": t.relu(),
     "gelu": torch.nn.functional.gelu(t), "gelu_tanh": torch.nn.functional.gelu(t, approximate="tanh"),
     "silu": torch.nn.functional.silu(t), "softplus": torch.nn.functional.softplus(t),
-    "erf": torch.special.erf(t), "floor": t.floor(), "ceil": t.ceil(), "round": t.round(),
+    "erf": torch.special.erf(t), "erfc": torch.special.erfc(t), "floor": t.floor(), "ceil": t.ceil(), "round": t.round(),
 }
 for k, v in unary.items():
     save("unary_" + k, v.numpy())
@@ -59,6 +59,7 @@ binary = {
     "add": ta + tb, "sub": ta - tb, "mul": ta * tb, "div": ta / tb, "mod": torch.remainder(ta, tb),
     "maximum": torch.maximum(ta, tb), "minimum": torch.minimum(ta, tb), "atan2": torch.atan2(ta, tb),
     "pow": torch.pow(ta.abs(), tb),
+    "logaddexp": torch.logaddexp(ta, tb), "floor_divide": torch.floor_divide(ta, tb),
 }
 for k, v in binary.items():
     save("binary_" + k, v.numpy())

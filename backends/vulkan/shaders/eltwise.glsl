@@ -78,6 +78,7 @@ double round_even_d(double x)
 double un_d(double x)
 {
     switch (OP) {
+    case U_COPY: return x;   // a cast into f64
     case U_NEG: return -x;
     case U_ABS: return abs(x);
     case U_SIGN: return x > 0.0lf ? 1.0lf : (x < 0.0lf ? -1.0lf : x);
@@ -99,7 +100,7 @@ double un_d(double x)
         return r;
     }
     }
-    return x;
+    return D_NAN;   // unreachable: the host sends exact f64 ops only
 }
 
 double bin_d(double a, double b)
@@ -128,7 +129,7 @@ double bin_d(double a, double b)
     case B_OR: return (a != 0.0lf || b != 0.0lf) ? 1.0lf : 0.0lf;
     case B_XOR: return ((a != 0.0lf) != (b != 0.0lf)) ? 1.0lf : 0.0lf;
     }
-    return a;
+    return D_NAN;   // unreachable: the host sends exact f64 ops only
 }
 #endif
 

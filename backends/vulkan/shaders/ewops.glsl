@@ -3,6 +3,12 @@
 // (op read from the program at run time): one definition, so a fused chain
 // computes exactly what the unfused kernels do.  Needs common.glsl and
 // math.glsl.  Clamp takes its bounds from the caller.
+//
+// The host sends only codes the op table (core/op.h, column vk) names, so
+// the defaults below are unreachable; they return NaN (or EW_NO_CASE for
+// integers), never the input, so a code missing here shows in the parity
+// tests instead of passing as the identity.
+#define EW_NO_CASE (-9223372036854775807l - 1l)
 
 float ew_un_f(uint op, float x)
 {
@@ -31,6 +37,7 @@ float ew_un_f(uint op, float x)
     case U_SILU: return x * sigmoid_f(x);
     case U_SOFTPLUS: return x > 20.0 ? x : log1p_f(exp(x));
     case U_ERF: return erf_f(x);
+    case U_ERFC: return erfc_f(x);
     case U_FLOOR: return floor(x);
     case U_CEIL: return ceil(x);
     case U_ROUND: return roundEven(x);
@@ -38,7 +45,7 @@ float ew_un_f(uint op, float x)
     case U_ISINF: return isinf(x) ? 1.0 : 0.0;
     case U_NOT: return x == 0.0 ? 1.0 : 0.0;
     }
-    return x;
+    return M_NAN;
 }
 
 float ew_bin_f(uint op, float a, float b)
@@ -53,6 +60,8 @@ float ew_bin_f(uint op, float a, float b)
     case B_MAX: return max_f(a, b);
     case B_MIN: return min_f(a, b);
     case B_ATAN2: return atan2_f(a, b);
+    case B_LOGADDEXP: return logaddexp_f(a, b);
+    case B_FLOORDIV: return floordiv_f(a, b);
     case B_EQ: return a == b ? 1.0 : 0.0;
     case B_NE: return a != b ? 1.0 : 0.0;
     case B_LT: return a < b ? 1.0 : 0.0;
@@ -63,7 +72,7 @@ float ew_bin_f(uint op, float a, float b)
     case B_OR: return (a != 0.0 || b != 0.0) ? 1.0 : 0.0;
     case B_XOR: return ((a != 0.0) != (b != 0.0)) ? 1.0 : 0.0;
     }
-    return a;
+    return M_NAN;
 }
 
 int64_t ew_un_i(uint op, int64_t x)
@@ -77,8 +86,9 @@ int64_t ew_un_i(uint op, int64_t x)
     case U_ISINF: return 0l;
     case U_NOT: return x == 0l ? 1l : 0l;
     case U_RELU: return x > 0l ? x : 0l;
+    case U_COPY: case U_FLOOR: case U_CEIL: case U_ROUND: return x;   // an integer is its own rounding
     }
-    return x;   // copy, cast, floor/ceil/round of integers
+    return EW_NO_CASE;
 }
 
 int64_t ew_bin_i(uint op, int64_t a, int64_t b)
@@ -102,7 +112,7 @@ int64_t ew_bin_i(uint op, int64_t a, int64_t b)
     case B_OR: return (a != 0l || b != 0l) ? 1l : 0l;
     case B_XOR: return ((a != 0l) != (b != 0l)) ? 1l : 0l;
     }
-    return a;
+    return EW_NO_CASE;
 }
 
 float ew_clamp_f(float x, uint flags, float lo, float hi)

@@ -29,6 +29,20 @@ float erf_f(float x)
     return x < 0.0 ? -r : r;
 }
 
+// 1 - erf(x) without the cancellation: the same Chebyshev fit, whose
+// fractional error bound holds for erfc itself
+float erfc_f(float x)
+{
+    float z = abs(x);
+    if (isnan(x)) return x;
+    if (z < 0.5) return 1.0 - erf_f(x);
+    float t = 1.0 / (1.0 + 0.5 * z);
+    float e = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 +
+              t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 +
+              t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+    return x < 0.0 ? 2.0 - e : e;
+}
+
 float log1p_f(float x)
 {
     float u = 1.0 + x;
@@ -138,4 +152,26 @@ int64_t pow_i(int64_t a, int64_t b)
         b >>= 1;
     }
     return r;
+}
+
+// log(e^a + e^b): equal infinities stay that infinity, NaN stays NaN
+// (as the CPU's vmath and torch.logaddexp)
+float logaddexp_f(float a, float b)
+{
+    if (a == b) return a + 0.6931471805599453;
+    if (isnan(a) || isnan(b)) return M_NAN;
+    return max(a, b) + log1p_f(exp(-abs(a - b)));
+}
+
+// floor(a / b) as the CPU's floordiv (PyTorch's div_floor)
+float floordiv_f(float a, float b)
+{
+    if (b == 0.0) return a / b;
+    float m = a - b * trunc(a / b);
+    if (abs(m) >= abs(b)) m = 0.0;
+    float q = (a - m) / b;
+    if (m != 0.0 && ((b < 0.0) != (m < 0.0))) q -= 1.0;
+    if (q == 0.0) return (a / b) < 0.0 ? -0.0 : 0.0;
+    float f = floor(q);
+    return q - f > 0.5 ? f + 1.0 : f;
 }

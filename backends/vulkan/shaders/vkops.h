@@ -55,6 +55,7 @@
 #define U_ISINF 27
 #define U_NOT 28
 #define U_CLAMP 29
+#define U_ERFC 30
 
 /* binary */
 #define B_ADD 0
@@ -75,6 +76,8 @@
 #define B_AND 15
 #define B_OR 16
 #define B_XOR 17
+#define B_LOGADDEXP 18
+#define B_FLOORDIV 19
 
 /* reductions */
 #define R_SUM 0
