@@ -142,6 +142,42 @@ static void test_fuzz_regressions(void **state)
     run_regress("tests/fuzz/regress/png", 2);
 }
 
+/* A header larger than the limit is reported as such, whatever the name
+ * (it was "unknown magic bytes" for any file of 16 bytes or more). */
+static void test_header_over_limit(void **state)
+{
+    (void)state;
+    const char *json = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}    ";
+    const char *names[] = {"big.safetensors", "big.bin"};
+    for (int i = 0; i < 2; i++) {
+        const char *p = io_tmp(names[i]);
+        FILE *f = fopen(p, "wb");
+        assert_non_null(f);
+        unsigned char len[8] = {0};
+        uint64_t n = 200000000;
+        for (int b = 0; b < 8; b++) len[b] = (unsigned char)(n >> (8 * b));
+        fwrite(len, 1, 8, f);
+        fputs(json, f);
+        fclose(f);
+        lm_tensor_set s;
+        assert_int_equal(lm_load_file(p, &s), LM_ERR_FORMAT);
+        const char *m = lm_error_message();
+        if (!strstr(m, p) || !strstr(m, "header length 200000000 exceeds the 100000000 byte limit")) {
+            fprintf(stderr, "%s: %s\n", names[i], m);
+            fail();
+        }
+    }
+    /* text with a '{' at byte 8 is still not a safetensors file */
+    const char *t = io_tmp("notes.txt");
+    FILE *f = fopen(t, "wb");
+    assert_non_null(f);
+    fputs("abcdefgh{x} and more text", f);
+    fclose(f);
+    lm_tensor_set s;
+    assert_int_equal(lm_load_file(t, &s), LM_ERR_FORMAT);
+    assert_non_null(strstr(lm_error_message(), "unknown magic bytes"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +185,7 @@ int main(void)
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_every_prefix),
         cmocka_unit_test(test_fuzz_regressions),
+        cmocka_unit_test(test_header_over_limit),
     };
     return cmocka_run_group_tests_name("io_malformed", tests, NULL, NULL);
 }

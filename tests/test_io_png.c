@@ -1,6 +1,7 @@
 /* test_io_png.c - PNGs written by PIL (and a tiny encoder) read to their
  * expected pixels; Lumen's writer: layouts, channels, 8/16 bits, float
  * clamping and rounding, text, batches; grid and diff heat-maps. */
+#include <zlib.h>
 #include "io_test.h"
 #include "core/io/image.h"
 
@@ -249,6 +250,95 @@ static void test_diff_heatmap(void **state)
     for (int i = 0; i < 4; i++) lm_array_release(all[i]);
 }
 
+/* ---- palette images made here (zlib), including invalid ones ---- */
+
+static size_t put_chunk(unsigned char *o, const char *type, const unsigned char *d, uint32_t n)
+{
+    unsigned char be[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                           (unsigned char)(n >> 8), (unsigned char)n};
+    memcpy(o, be, 4);
+    memcpy(o + 4, type, 4);
+    if (n) memcpy(o + 8, d, n);
+    uLong crc = crc32(crc32(0, NULL, 0), o + 4, n + 4);
+    for (int i = 0; i < 4; i++) o[8 + n + i] = (unsigned char)(crc >> (24 - 8 * i));
+    return 12 + n;
+}
+
+/* A 1-row palette PNG of the given bit depth: `count` indices, npal
+ * palette entries (gray ramp colours), ntrans tRNS alphas. */
+static size_t palette_png(unsigned char *out, int depth, const unsigned char *idx, int count,
+                          int npal, const unsigned char *trans, int ntrans)
+{
+    unsigned char ihdr[13] = {0, 0, 0, 0, 0, 0, 0, 1, (unsigned char)depth, 3, 0, 0, 0};
+    ihdr[3] = (unsigned char)count;
+    unsigned char pal[768], raw[64] = {0}, z[256];
+    for (int i = 0; i < npal; i++) {
+        pal[3 * i] = (unsigned char)(10 * i);
+        pal[3 * i + 1] = (unsigned char)(10 * i + 1);
+        pal[3 * i + 2] = (unsigned char)(10 * i + 2);
+    }
+    int per = 8 / depth;   /* indices per byte, first in the high bits */
+    for (int i = 0; i < count; i++)
+        raw[1 + i / per] |= (unsigned char)(idx[i] << (8 - depth * (i % per + 1)));
+    uLongf zn = sizeof z;
+    assert_int_equal(compress(z, &zn, raw, 1 + (uLong)((count + per - 1) / per)), Z_OK);
+    size_t n = 8;
+    memcpy(out, "\x89PNG\r\n\x1a\n", 8);
+    n += put_chunk(out + n, "IHDR", ihdr, 13);
+    n += put_chunk(out + n, "PLTE", pal, (uint32_t)(3 * npal));
+    if (ntrans) n += put_chunk(out + n, "tRNS", trans, (uint32_t)ntrans);
+    n += put_chunk(out + n, "IDAT", z, (uint32_t)zn);
+    n += put_chunk(out + n, "IEND", NULL, 0);
+    return n;
+}
+
+static void test_palette_index_past_palette(void **state)
+{
+    (void)state;
+    unsigned char png[2048];
+    /* 8-bit: index 5 of a 2-entry palette (libpng decodes it as black) */
+    size_t n = palette_png(png, 8, (const unsigned char[]){0, 1, 5, 1}, 4, 2, NULL, 0);
+    const char *path = io_tmp("bad_palette.png");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(png, 1, n, f), n);
+    fclose(f);
+    assert_null(lm_png_read(path, NULL, NULL));
+    const char *m = lm_error_message();
+    if (!strstr(m, path) || !strstr(m, "palette index 5 at pixel (x=2, y=0)") ||
+        !strstr(m, "2 entries")) {
+        fprintf(stderr, "message: %s\n", m);
+        fail();
+    }
+    assert_int_equal(lm_error_status(), LM_ERR_FORMAT);
+    lm_tensor_set s;
+    assert_int_equal(lm_load_file(path, &s), LM_ERR_FORMAT);
+    assert_int_equal(s.nmeta, 0);
+    /* 4-bit: index 7 of 3 entries, the last pixel of an odd row */
+    n = palette_png(png, 4, (const unsigned char[]){0, 1, 2, 7, 2}, 5, 3, NULL, 0);
+    assert_null(lm_png_read_mem(png, n, "mem4.png", NULL, NULL));
+    assert_non_null(strstr(lm_error_message(), "mem4.png: bad PNG: palette index 7 at pixel (x=3"));
+    /* valid: every index inside; tRNS shorter than the palette leaves the
+     * rest opaque */
+    n = palette_png(png, 2, (const unsigned char[]){0, 1, 2, 1, 0}, 5, 3,
+                    (const unsigned char[]){7}, 1);
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.layout = LM_LAYOUT_HWC;
+    lm_array *a = lm_png_read_mem(png, n, "ok.png", &o, NULL);
+    if (!a) fprintf(stderr, "%s\n", lm_error_message());
+    io_expect_shape(a, 3, (int64_t[]){1, 5, 4});
+    io_expect(a, (const double[]){0, 1, 2, 7, 10, 11, 12, 255, 20, 21, 22, 255, 10, 11, 12, 255,
+                                  0, 1, 2, 7}, 20);
+    lm_array_release(a);
+    /* and without tRNS: RGB */
+    n = palette_png(png, 1, (const unsigned char[]){1, 0, 1}, 3, 2, NULL, 0);
+    a = lm_png_read_mem(png, n, "ok1.png", &o, NULL);
+    assert_non_null(a);
+    io_expect(a, (const double[]){10, 11, 12, 0, 1, 2, 10, 11, 12}, 9);
+    lm_array_release(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_write_text_batch_errors),
         cmocka_unit_test(test_grid),
         cmocka_unit_test(test_diff_heatmap),
+        cmocka_unit_test(test_palette_index_past_palette),
     };
     int rc = cmocka_run_group_tests_name("io_png", tests, NULL, NULL);
     io_tmp_cleanup();

@@ -1,9 +1,13 @@
 /* io.c - what the file formats share: tensor sets, format detection,
- * whole-file reads and safe (write-then-rename) writes. */
+ * whole-file reads of regular files only, and atomic writes (a private
+ * temporary beside the target, renamed into place). */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "io_internal.h"
 #include "lumen.h"
@@ -92,12 +96,18 @@ lm_file_format lm_detect_mem(const void *data, size_t size)
     if (size >= 4 && (!memcmp(p, "PK\x03\x04", 4) || !memcmp(p, "PK\x05\x06", 4)))
         return LM_FORMAT_NPZ;
     if (size >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) return LM_FORMAT_PNG;
-    /* safetensors: 8-byte length, then a JSON object (maybe after spaces) */
+    /* safetensors: 8-byte length, then a JSON object (maybe after spaces).
+     * A length past the limit still counts when the object opens with a
+     * key, so the reader can say the header is too large instead of
+     * "unknown magic bytes" (text that merely has a '{' at byte 8 does not
+     * pass: its first 8 bytes read as a length far past the limit). */
     if (size >= 9) {
         uint64_t n = lm_io_le64(p);
         size_t i = 8;
         while (i < size && i < 64 && p[i] == ' ') i++;
-        if (n >= 2 && n <= LM_SAFETENSORS_MAX_HEADER && i < size && p[i] == '{')
+        bool object = i < size && p[i] == '{';
+        bool keyed = object && i + 1 < size && p[i + 1] == '"';
+        if (n >= 2 && object && (n <= LM_SAFETENSORS_MAX_HEADER || keyed))
             return LM_FORMAT_SAFETENSORS;
     }
     return LM_FORMAT_UNKNOWN;
@@ -109,20 +119,69 @@ static bool ends_with(const char *s, const char *suffix)
     return a >= b && !strcasecmp(s + a - b, suffix);
 }
 
+/* What a non-regular file is, for the message that refuses it. */
+static const char *file_kind(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    return "not a regular file";
+}
+
+int lm_io_open_read(const char *path)
+{
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer, forever if none comes; fstat then refuses it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        lm_error_set(LM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
+        close(fd);
+        lm_error_set(LM_ERR_IO, "%s: cannot stat: %s", path, strerror(err));
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        lm_error_set(LM_ERR_IO, "%s: is %s; only regular files are read", path,
+                     file_kind(sb.st_mode));
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 lm_file_format lm_file_detect(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        lm_error_set(LM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return LM_FORMAT_UNKNOWN;
-    }
+    int fd = lm_io_open_read(path);
+    if (fd < 0) return LM_FORMAT_UNKNOWN;
     unsigned char head[64];
-    size_t n = fread(head, 1, sizeof head, f);
-    fclose(f);
+    size_t n = 0;
+    while (n < sizeof head) {
+        ssize_t r = read(fd, head + n, sizeof head - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int err = errno;
+            close(fd);
+            lm_error_set(LM_ERR_IO, "%s: cannot read: %s", path, strerror(err));
+            return LM_FORMAT_UNKNOWN;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
     lm_file_format fmt = lm_detect_mem(head, n);
     if (fmt != LM_FORMAT_UNKNOWN) return fmt;
+    /* no other format's magic: a .safetensors file goes to its reader,
+     * whose messages say what is wrong with it */
+    if (ends_with(path, ".safetensors")) return LM_FORMAT_SAFETENSORS;
     if (n < 16) {
-        if (ends_with(path, ".safetensors")) return LM_FORMAT_SAFETENSORS;
         if (ends_with(path, ".npy")) return LM_FORMAT_NPY;
         if (ends_with(path, ".npz")) return LM_FORMAT_NPZ;
         if (ends_with(path, ".png")) return LM_FORMAT_PNG;
@@ -201,12 +260,17 @@ lm_status lm_io_read_all(const char *path, void **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return lm_error_set(LM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = lm_io_open_read(path);
+    if (fd < 0) return lm_error_status();
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return lm_error_set(LM_ERR_NOMEM, "%s: cannot open: %s", path, strerror(errno));
+    }
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         fclose(f);
-        return lm_error_set(LM_ERR_IO, "%s: not a regular file", path);
+        return lm_error_set(LM_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     }
     size_t n = (size_t)sb.st_size;
     unsigned char *buf = malloc(n + 1);
@@ -215,11 +279,12 @@ lm_status lm_io_read_all(const char *path, void **data, size_t *size)
         return lm_error_set(LM_ERR_NOMEM, "%s: cannot allocate %zu bytes to read it", path, n);
     }
     size_t got = fread(buf, 1, n, f);
-    int err = ferror(f);
+    int err = ferror(f) ? errno : 0;
     fclose(f);
     if (got != n || err) {
         free(buf);
-        return lm_error_set(LM_ERR_IO, "%s: read failed (%zu of %zu bytes)", path, got, n);
+        return lm_error_set(LM_ERR_IO, "%s: read failed (%zu of %zu bytes)%s%s", path, got, n,
+                            err ? ": " : "", err ? strerror(err) : "");
     }
     buf[n] = 0;
     *data = buf;
@@ -227,17 +292,46 @@ lm_status lm_io_read_all(const char *path, void **data, size_t *size)
     return LM_OK;
 }
 
+/* A name no other writer uses: pid, a per-process count and clock bits,
+ * so two processes (or threads) writing one path never share a
+ * temporary; O_EXCL makes sure of it, and a clash draws another name. */
+static int create_temp(const char *path, char *tmp, size_t cap)
+{
+    static atomic_uint counter;
+    for (int tries = 0; tries < 100; tries++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned k = atomic_fetch_add(&counter, 1);
+        snprintf(tmp, cap, "%s.%ld-%u-%lx.tmp", path, (long)getpid(), k,
+                 (unsigned long)ts.tv_nsec & 0xfffff);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 lm_status lm_io_out_open(lm_io_out *o, const char *path)
 {
     memset(o, 0, sizeof *o);
     o->path = path;
-    size_t n = strlen(path) + 8;
+    /* the rename would replace a FIFO or device node (or fail on a
+     * directory) after the whole write: refuse before writing anything */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return lm_error_set(LM_ERR_IO, "%s: is %s; only regular files are written", path,
+                            file_kind(sb.st_mode));
+    size_t n = strlen(path) + 64;
     o->tmp = malloc(n);
     if (!o->tmp) return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(o->tmp, n, "%s.tmp", path);
-    o->f = fopen(o->tmp, "wb");
+    int fd = create_temp(path, o->tmp, n);
+    o->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!o->f) {
         lm_status st = lm_error_set(LM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(o->tmp);
+        }
         free(o->tmp);
         o->tmp = NULL;
         return st;
@@ -245,24 +339,36 @@ lm_status lm_io_out_open(lm_io_out *o, const char *path)
     return LM_OK;
 }
 
-void lm_io_out_write(lm_io_out *o, const void *p, size_t n)
+bool lm_io_out_write(lm_io_out *o, const void *p, size_t n)
 {
-    if (!o->failed && n && fwrite(p, 1, n, o->f) != n) o->failed = true;
+    if (!o->failed && n && fwrite(p, 1, n, o->f) != n) {
+        o->failed = true;
+        o->err = errno;
+    }
+    return !o->failed;
 }
 
 lm_status lm_io_out_close(lm_io_out *o, bool ok)
 {
     lm_status st = LM_OK;
     if (!o->f) return lm_error_set(LM_ERR_IO, "%s: not open", o->path);
-    int err = errno;
-    if (fclose(o->f) != 0) o->failed = true;
+    /* the last buffered bytes reach the file here: their error counts */
+    if (fflush(o->f) != 0 && !o->failed) {
+        o->failed = true;
+        o->err = errno;
+    }
+    if (fclose(o->f) != 0 && !o->failed) {
+        o->failed = true;
+        o->err = errno;
+    }
     o->f = NULL;
     if (ok && o->failed)
-        st = lm_error_set(LM_ERR_IO, "%s: write failed: %s", o->path, strerror(err));
+        st = lm_error_set(LM_ERR_IO, "%s: write failed: %s", o->path,
+                          strerror(o->err ? o->err : EIO));
     if (ok && !o->failed && rename(o->tmp, o->path) != 0)
         st = lm_error_set(LM_ERR_IO, "%s: cannot rename into place: %s", o->path,
                           strerror(errno));
-    if (!ok || st != LM_OK) remove(o->tmp);
+    if (!ok || st != LM_OK) unlink(o->tmp);
     free(o->tmp);
     o->tmp = NULL;
     return ok ? st : lm_error_status();

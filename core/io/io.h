@@ -3,7 +3,10 @@
  * Every reader treats its input as untrusted: header sizes are bounded,
  * offsets and sizes are overflow-checked and must lie inside the file,
  * tensor ranges may not overlap.  A bad file gives LM_ERR_FORMAT with a
- * message "<path>: <problem>"; an unreadable one LM_ERR_IO.
+ * message "<path>: <problem>"; an unreadable one LM_ERR_IO.  Only regular
+ * files are read: a directory, FIFO or device is refused at once (a FIFO
+ * never blocks).  Writers replace their file atomically: a private
+ * temporary beside it, renamed into place when whole (io_internal.h).
  *
  * Ownership: an lm_tensor_set owns its names, arrays (one reference each)
  * and metadata; lm_tensor_set_free() releases all of it.  Arrays passed to

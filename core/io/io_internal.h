@@ -11,20 +11,34 @@ lm_status lm_io_set_add(lm_tensor_set *s, const char *name, lm_array *a);
 lm_status lm_io_set_meta(lm_tensor_set *s, const char *key, size_t klen,
                          const char *value, size_t vlen);
 
-/* Reads a whole file into a malloc'd buffer (NUL-terminated beyond size). */
+/* Opens path for reading if it is a regular file (a symlink to one is
+ * fine); a directory, FIFO, socket or device is refused at once with a
+ * message saying what it is (a FIFO never blocks the open).  The fd, or
+ * -1 with the error set. */
+int lm_io_open_read(const char *path);
+
+/* Reads a whole regular file into a malloc'd buffer (NUL-terminated
+ * beyond size). */
 lm_status lm_io_read_all(const char *path, void **data, size_t *size);
 
-/* A file written to "<path>.tmp" and renamed over path on success, so a
- * failed write never leaves a half file under the real name. */
+/* An atomic file: written to a temporary created exclusively beside path
+ * ("<path>.<pid>-<n>-<x>.tmp", never shared with another writer) and
+ * renamed over path on success, so readers see the old file or the new
+ * one, never a part, and a failed write leaves the old file as it was and
+ * no temporary behind.  An existing path that is not a regular file is
+ * refused before anything is written. */
 typedef struct lm_io_out {
     FILE *f;
     char *tmp;
     const char *path;
     bool failed;
+    int err;              /* errno of the first failed write */
 } lm_io_out;
 lm_status lm_io_out_open(lm_io_out *o, const char *path);
-void lm_io_out_write(lm_io_out *o, const void *p, size_t n);
-/* Closes and renames (ok) or removes the temporary (!ok or write error). */
+/* false once any write has failed (o->err says why). */
+bool lm_io_out_write(lm_io_out *o, const void *p, size_t n);
+/* Closes and renames (ok) or removes the temporary (!ok or write error,
+ * the message naming path and errno). */
 lm_status lm_io_out_close(lm_io_out *o, bool ok);
 
 /* The array's elements, row-major, in its own dtype (evaluates), in a

@@ -48,6 +48,23 @@ static void on_error(png_structp png, png_const_charp msg)
     png_longjmp(png, 1);
 }
 
+/* libpng's own writer says only "Write Error": ours keeps the errno in
+ * the lm_io_out, so the message names the cause (a full disk, a quota) */
+static void write_out(png_structp png, png_bytep p, png_size_t n)
+{
+    lm_io_out *o = png_get_io_ptr(png);
+    if (!lm_io_out_write(o, p, n)) {
+        png_ctx *c = png_get_error_ptr(png);
+        snprintf(c->msg, sizeof c->msg, "cannot write: %s", strerror(o->err ? o->err : EIO));
+        png_longjmp(png, 1);
+    }
+}
+
+static void flush_out(png_structp png)
+{
+    (void)png;   /* lm_io_out_close flushes, and reports what fails there */
+}
+
 static void on_warning(png_structp png, png_const_charp msg)
 {
     (void)png;
@@ -173,7 +190,7 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
     } else if (!setjmp(png_jmpbuf(c->png))) {
         static const int types[] = {0, PNG_COLOR_TYPE_GRAY, PNG_COLOR_TYPE_GRAY_ALPHA,
                                     PNG_COLOR_TYPE_RGB, PNG_COLOR_TYPE_RGB_ALPHA};
-        png_init_io(c->png, out.f);
+        png_set_write_fn(c->png, &out, write_out, flush_out);
         if (o->level >= 0) {
             png_set_compression_level(c->png, o->level > 9 ? 9 : o->level);
         } else {
@@ -207,7 +224,10 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
     free(c->text);
     free(c->pixels);
     if (!ok) lm_error_set(LM_ERR_IO, "write_png %s: %s", path, c->msg);
-    return lm_io_out_close(&out, ok);
+    if (!ok) return lm_io_out_close(&out, false);
+    /* the last buffered bytes fail here, if anywhere */
+    st = lm_io_out_close(&out, true);
+    return st == LM_OK ? LM_OK : lm_error_prefix("write_png");
 }
 
 /* "img_%03d.png" with i, or "img.png" -> "img_0007.png".  Only a %d with an
@@ -277,20 +297,61 @@ static bool plausible(png_ctx *c, png_uint_32 w, png_uint_32 h, int depth, int t
 typedef struct png_out {
     png_uint_32 w, h;
     int channels, depth;
+    bool palette;          /* c->pixels holds indices until expand_palette */
 } png_out;
 
 static void set_transforms(png_ctx *c, png_out *po)
 {
     int type = png_get_color_type(c->png, c->info);
     int depth = png_get_bit_depth(c->png, c->info);
-    if (type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(c->png);
+    /* palette images are read as indices, one byte each, and expanded here
+     * (expand_palette): libpng's expansion turns an index past the palette
+     * into black without a word, and its own check
+     * (png_set_check_for_invalid_index) misses 8-bit indices in 1.6.39 */
+    po->palette = type == PNG_COLOR_TYPE_PALETTE;
+    if (po->palette && depth < 8) png_set_packing(c->png);
     if (type == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(c->png);
-    if (png_get_valid(c->png, c->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(c->png);
+    if (!po->palette && png_get_valid(c->png, c->info, PNG_INFO_tRNS)) png_set_tRNS_to_alpha(c->png);
     if (depth == 16) png_set_swap(c->png);
     png_set_interlace_handling(c->png);
     png_read_update_info(c->png, c->info);
     po->channels = png_get_channels(c->png, c->info);
     po->depth = png_get_bit_depth(c->png, c->info);
+}
+
+/* Indices -> RGB, or RGBA where the file has tRNS (entries past its
+ * length are opaque, as the PNG spec says).  An index with no palette
+ * entry makes the file invalid (PNG spec 11.2.3): refused, naming it. */
+static lm_status expand_palette(png_ctx *c, png_out *po)
+{
+    png_colorp pal = NULL;
+    int npal = 0, ntrans = 0;
+    png_bytep trans = NULL;
+    png_get_PLTE(c->png, c->info, &pal, &npal);
+    if (png_get_valid(c->png, c->info, PNG_INFO_tRNS))
+        png_get_tRNS(c->png, c->info, &trans, &ntrans, NULL);
+    size_t hw = (size_t)po->w * po->h;
+    for (size_t p = 0; p < hw; p++)
+        if (c->pixels[p] >= npal)
+            return lm_error_set(LM_ERR_FORMAT, "%s: bad PNG: palette index %d at pixel (x=%zu, "
+                                "y=%zu) is beyond the palette's %d entries", c->what,
+                                c->pixels[p], p % po->w, p / po->w, npal);
+    int ch = trans && ntrans > 0 ? 4 : 3;
+    unsigned char *rgb = malloc(hw * (size_t)ch + 1);
+    if (!rgb) return lm_error_set(LM_ERR_NOMEM, "%s: out of memory for the image", c->what);
+    for (size_t p = 0; p < hw; p++) {
+        unsigned i = c->pixels[p];
+        unsigned char *o = rgb + p * (size_t)ch;
+        o[0] = pal[i].red;
+        o[1] = pal[i].green;
+        o[2] = pal[i].blue;
+        if (ch == 4) o[3] = (int)i < ntrans ? trans[i] : 255;
+    }
+    free(c->pixels);
+    c->pixels = rgb;
+    po->channels = ch;
+    po->palette = false;
+    return LM_OK;
 }
 
 static void collect_text(png_ctx *c, lm_tensor_set *text)
@@ -363,6 +424,7 @@ static lm_status decode(png_ctx *c, png_out *po, lm_tensor_set *text)
     if (!c->pixels || !c->rows) png_error(c->png, "out of memory for the image");
     for (png_uint_32 y = 0; y < po->h; y++) c->rows[y] = c->pixels + (size_t)y * stride;
     png_read_image(c->png, c->rows);
+    if (po->palette && expand_palette(c, po) != LM_OK) return lm_error_status();
     collect_text(c, text);
     /* text after the image data is a bonus: a damaged tail keeps the pixels */
     if (!setjmp(png_jmpbuf(c->png))) {

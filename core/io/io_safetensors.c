@@ -527,12 +527,13 @@ static lm_array *wrap_tensor(st_map *m, const st_entry *e, const unsigned char *
 static lm_status map_file(const char *path, st_map **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return lm_error_set(LM_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = lm_io_open_read(path);
+    if (fd < 0) return lm_error_status();
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
+        int err = errno;
         close(fd);
-        return lm_error_set(LM_ERR_IO, "%s: not a regular file", path);
+        return lm_error_set(LM_ERR_IO, "%s: cannot stat: %s", path, strerror(err));
     }
     st_map *m = calloc(1, sizeof *m);
     if (!m) { close(fd); return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path); }

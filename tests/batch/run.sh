@@ -192,7 +192,7 @@ check "jobs of a folder come in name order" 'grep -q "\"index\":1,\"params\":{\"
 "$LUMEN" -e "local t = lm.image.read_png('$T/up/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
 check "the upscale sample doubles the size" 'grep -q "^32	32$" "$T/size"' "$T/size"
 if [ -d "$BUILD/models/esrgan-slim" ]; then   # `make models` (make test prepares it)
-  "$LUMEN" batch samples/batch_upscale.lua --params "$T/in" -o "$T/esr/{stem}.png" -- esrgan-slim 2 > "$T/log" 2>&1
+  LUMEN_MODELS="$BUILD/models" "$LUMEN" batch samples/batch_upscale.lua --params "$T/in" -o "$T/esr/{stem}.png" -- esrgan-slim 2 > "$T/log" 2>&1
   "$LUMEN" -e "local t = lm.image.read_png('$T/esr/b.png'); print(t.shape[2], t.shape[3])" > "$T/size" 2>&1
   check "the upscale sample runs ESRGAN (esrgan-slim x2) over a folder" \
     '[ "$(count_png "$T/esr")" = 2 ] && grep -q "^32	32$" "$T/size"' "$T/log"
