@@ -131,17 +131,6 @@ static int o_astype(lua_State *L)
     return lm_lua_push_array(L, lm_cast(a, lm_lua_check_dtype(L, 2)));
 }
 
-static int o_to(lua_State *L)
-{
-    lm_array *a = lm_lua_check_array(L, 1);
-    lm_device *d = lm_lua_check_device(L, 2);
-    if (d == a->device) {
-        lua_settop(L, 1);
-        return 1;
-    }
-    return lm_lua_push_array(L, lm_array_to(a, d));
-}
-
 static int o_copy(lua_State *L) { return unary(L, LM_OP_COPY); }
 
 /* ---- reductions ---- */
@@ -430,7 +419,6 @@ const lm_lua_func lm_lua_op_methods[] = {
     {"clamp", o_clamp, "t:clamp(lo, hi) -> tensor\nLimits t to [lo, hi]; either bound may be nil."},
     {"astype", o_astype, "t:astype(dtype) -> tensor\nt converted to dtype (\"f32\", \"f16\", \"bf16\", "
      "\"f64\", \"i8\", \"u8\", \"i16\", \"i32\", \"i64\", \"bool\").  Float to integer truncates."},
-    {"to", o_to, "t:to(device) -> tensor\nt on another device (\"cpu\", \"vulkan\", \"vulkan:1\")."},
     {"copy", o_copy, "t:copy() -> tensor\nA new contiguous copy of t."},
     {"sum", r_sum, "t:sum([axis|{axes}], [{keepdims=true}]) -> tensor\nThe sum over the axes (all "
      "when nil)."},
