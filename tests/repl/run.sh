@@ -41,7 +41,8 @@ line() { send "$1"; key Enter; }
 start() {
   T kill-server 2>/dev/null
   nsession=$((nsession + 1)); SOCK="lumen-test-$$-$nsession"
-  T new-session -d -s r -x 100 -y 50 \
+  # wide enough for :profile's table (an alloc row widens its op column)
+  T new-session -d -s r -x 140 -y 50 \
     "cd '$TMPD' && env LUMEN_HISTORY='$HIST' TERM=xterm NO_COLOR=1 '$LUMEN' $*; echo EXIT=\$?; sleep 600"
   wait_for '^>' || bad "REPL starts" "$(screen)"
 }
