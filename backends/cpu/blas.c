@@ -125,12 +125,14 @@ void lm_dgemm(int ta, int tb, int m, int n, int k, double alpha, const double *a
 
 /* ------------------------------------------------ tiles of C on the pool */
 
-/* Tiles of at least this many multiply-adds (a few tenths of a millisecond
- * on one core: the call and the packing of a tile's A and B stay small
- * beside it), at most MAX_TILES of them, no side below MIN_SIDE. */
-#define MIN_WORK (1 << 21)
-#define MAX_TILES 32
-#define MIN_SIDE 64
+/* Tiles of at least this many multiply-adds (about 0.1 ms on one core),
+ * at most MAX_TILES of them, no side cut below MIN_SIDE: on one thread the
+ * tiles of a 512^3 product cost 4-7% beside one call (each call packs its
+ * own A and B, and small tiles run OpenBLAS's edge kernels), 128x64 tiles
+ * cost 8-10%; 16 tiles still keep a 16-core machine busy. */
+#define MIN_WORK (1 << 23)
+#define MAX_TILES 16
+#define MIN_SIDE 128
 
 static int64_t half_side(int64_t x) { return ((x + 1) / 2 + 15) / 16 * 16; }
 
