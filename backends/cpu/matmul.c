@@ -10,7 +10,8 @@
  * The work items are (batch, tile of C) pairs on the pool, each tile one
  * single-threaded GEMM over the whole K; the tiles' size depends on M, N
  * and K only (lm_gemm_tiling), so the bits do not depend on the thread
- * count, and a matrix of a batch is cut as the same matrix alone. */
+ * count.  A product of a batch is cut as the same product alone, except
+ * on the one-GEMM path above, whose M is the batch's rows together. */
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
