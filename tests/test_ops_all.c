@@ -18,12 +18,6 @@
 #include "core/random.h"
 #include "backends/cpu/cpu.h"
 
-/* ops whose CPU bits still depend on the thread count on this base: the
- * lead empties this list once h-determ's matmul/conv partitioning is in */
-static const lm_op known_thread_variant[] = {
-    LM_OP_MATMUL, LM_OP_CONV, LM_OP_CONV_TRANSPOSE,
-};
-
 static lm_device *cpu, *vk;
 static int failures, cases;
 static int64_t S0 = 5, S1 = 7;
@@ -372,13 +366,6 @@ static bool agree(const double *ref, const double *got, int64_t n, double thr, c
 
 static const lm_dtype dtypes[] = {LM_F32, LM_F16, LM_BF16, LM_F64, LM_I32, LM_I64, LM_U8, LM_BOOL};
 
-static bool known_variant(lm_op op)
-{
-    for (size_t i = 0; i < sizeof known_thread_variant / sizeof *known_thread_variant; i++)
-        if (known_thread_variant[i] == op) return true;
-    return false;
-}
-
 /* coverage, printed at the end */
 static bool has_fixture[LM_OP_COUNT], grad_checked[LM_OP_COUNT], fused_cpu[LM_OP_COUNT], fused_vk[LM_OP_COUNT];
 static bool ran[LM_OP_COUNT];
@@ -406,7 +393,7 @@ static void walk_op(lm_op op)
         ran[op] = true;
         double *ref = host_f64(c);
         /* the same bits at 1..4 threads, on larger shapes */
-        if (!known_variant(op) && lm_op_class_of(op) != LM_CLASS_NONE) {
+        if (lm_op_class_of(op) != LM_CLASS_NONE) {
             int64_t s0 = S0, s1 = S1;
             S0 = 37, S1 = 301;
             double *base = NULL;
@@ -619,10 +606,6 @@ static void test_summary(void **state)
     }
     printf("  without a fixture: %d; differentiable without a numerical gradient test: %d; "
            "elementwise without a fused cpu path: %d\n", nofx, nogr, nofu);
-    printf("  thread counts 1-4 not yet bit-identical (known, h-determ): ");
-    for (size_t i = 0; i < sizeof known_thread_variant / sizeof *known_thread_variant; i++)
-        printf("%s ", lm_op_name(known_thread_variant[i]));
-    printf("\n");
     if (failures) fprintf(stderr, "test_ops_all: %d failure(s) in %d cases\n", failures, cases);
     assert_int_equal(failures, 0);
 }

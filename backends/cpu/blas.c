@@ -6,7 +6,14 @@
  * features with cpuid, set the variable, and only then dlopen the library.
  * LUMEN_BLAS_CORE overrides the choice; an OPENBLAS_CORETYPE already set by
  * the user is respected.  Without OpenBLAS a plain C loop keeps matmul
- * working (slowly) and lm_blas_core() says "none". */
+ * working (slowly) and lm_blas_core() says "none".
+ *
+ * OpenBLAS runs on one thread, always: its own threading splits a GEMM by
+ * the thread count and picks other kernels for the pieces, so the bits of a
+ * product changed with LUMEN_THREADS (and OPENBLAS_NUM_THREADS).  Lumen's
+ * pool does the parallel work instead, over tiles of C whose size depends on
+ * the problem only (lm_gemm_tiling), each tile one single-threaded GEMM over
+ * the whole K: the same calls, so the same bits, at any thread count. */
 #include <cpuid.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -19,6 +26,7 @@ typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int
 typedef void (*dgemm_fn)(int, int, int, int, int, int, double, const double *, int,
                          const double *, int, double, double *, int);
 typedef char *(*corename_fn)(void);
+typedef void (*set_threads_fn)(int);
 
 static sgemm_fn p_sgemm;
 static dgemm_fn p_dgemm;
@@ -59,14 +67,16 @@ lm_status lm_blas_init(void)
     if (!want || !*want) want = getenv("OPENBLAS_CORETYPE");
     if (!want || !*want) want = detect_core();
     if (want) setenv("OPENBLAS_CORETYPE", want, 1);
-    if (!getenv("OPENBLAS_NUM_THREADS")) {
-        char n[16];
-        snprintf(n, sizeof n, "%d", lm_cpu_threads());
-        setenv("OPENBLAS_NUM_THREADS", n, 0);
-    }
+    /* one thread (see the top): also no idle OpenBLAS threads spinning
+     * beside the pool's */
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
     void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_LOCAL);
     if (!h) return LM_OK;   /* no OpenBLAS: the C fallback runs */
+    /* a copy loaded before us (another library of the process) kept the
+     * count it started with */
+    set_threads_fn set_threads = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
+    if (set_threads) set_threads(1);
     p_sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
     p_dgemm = (dgemm_fn)dlsym(h, "cblas_dgemm");
     corename_fn cn = (corename_fn)dlsym(h, "openblas_get_corename");
@@ -111,4 +121,87 @@ void lm_dgemm(int ta, int tb, int m, int n, int k, double alpha, const double *a
             for (int l = 0; l < k; l++) s += AT(a, lda, ta, i, l) * AT(b, ldb, tb, l, j);
             c[i * ldc + j] = alpha * s + (beta != 0 ? beta * c[i * ldc + j] : 0);
         }
+}
+
+/* ------------------------------------------------ tiles of C on the pool */
+
+/* Tiles of at least this many multiply-adds (about 0.1 ms on one core),
+ * at most MAX_TILES of them, no side cut below MIN_SIDE: on one thread the
+ * tiles of a 512^3 product cost 4-7% beside one call (each call packs its
+ * own A and B, and small tiles run OpenBLAS's edge kernels), 128x64 tiles
+ * cost 8-10%; 16 tiles still keep a 16-core machine busy. */
+#define MIN_WORK (1 << 23)
+#define MAX_TILES 16
+#define MIN_SIDE 128
+
+static int64_t half_side(int64_t x) { return ((x + 1) / 2 + 15) / 16 * 16; }
+
+void lm_gemm_tiling(int64_t m, int64_t n, int64_t k, int64_t *mb, int64_t *nb)
+{
+    int64_t tm = m, tn = n;
+    for (;;) {
+        int64_t count = ((m + tm - 1) / tm) * ((n + tn - 1) / tn);
+        if (count * 2 > MAX_TILES) break;
+        /* halve the longer side (N first on a tie: a tile of whole rows of
+         * A reads A once), as long as both halves stay worth a call */
+        int64_t hm = half_side(tm), hn = half_side(tn);
+        bool can_m = tm > MIN_SIDE && hm < tm, can_n = tn > MIN_SIDE && hn < tn;
+        if (can_n && (tn >= tm || !can_m)) {
+            if (tm * hn * k < MIN_WORK) break;
+            tn = hn;
+        } else if (can_m) {
+            if (hm * tn * k < MIN_WORK) break;
+            tm = hm;
+        } else {
+            break;
+        }
+    }
+    *mb = tm;
+    *nb = tn;
+}
+
+void lm_gemm_tile(bool f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                  int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc, int64_t i0,
+                  int64_t j0, int64_t mb, int64_t nb)
+{
+    size_t esz = f64 ? 8 : 4;
+    int64_t rows = m - i0 < mb ? m - i0 : mb, cols = n - j0 < nb ? n - j0 : nb;
+    /* element (i, l) of op(A) is a[i*lda + l] or a[l*lda + i]; (l, j) of
+     * op(B) is b[l*ldb + j] or b[j*ldb + l] */
+    const char *at = (const char *)a + (ta == LM_CBLAS_NOTRANS ? i0 * lda : i0) * (int64_t)esz;
+    const char *bt = (const char *)b + (tb == LM_CBLAS_NOTRANS ? j0 : j0 * ldb) * (int64_t)esz;
+    char *ct = (char *)c + (i0 * ldc + j0) * (int64_t)esz;
+    if (f64)
+        lm_dgemm(ta, tb, (int)rows, (int)cols, (int)k, alpha, (const double *)at, (int)lda, (const double *)bt,
+                 (int)ldb, beta, (double *)ct, (int)ldc);
+    else
+        lm_sgemm(ta, tb, (int)rows, (int)cols, (int)k, (float)alpha, (const float *)at, (int)lda,
+                 (const float *)bt, (int)ldb, (float)beta, (float *)ct, (int)ldc);
+}
+
+typedef struct {
+    bool f64;
+    int ta, tb;
+    int64_t m, n, k, lda, ldb, ldc, mb, nb, tn;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+} tiles_ctx;
+
+static void tiles_task(void *p, int64_t t0, int64_t t1)
+{
+    const tiles_ctx *t = p;
+    for (int64_t i = t0; i < t1; i++)
+        lm_gemm_tile(t->f64, t->ta, t->tb, t->m, t->n, t->k, t->alpha, t->a, t->lda, t->b, t->ldb, t->beta,
+                     t->c, t->ldc, (i / t->tn) * t->mb, (i % t->tn) * t->nb, t->mb, t->nb);
+}
+
+void lm_gemm_tiled(bool f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                   int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc)
+{
+    if (m <= 0 || n <= 0) return;
+    tiles_ctx t = {f64, ta, tb, m, n, k, lda, ldb, ldc, 0, 0, 0, alpha, beta, a, b, c};
+    lm_gemm_tiling(m, n, k, &t.mb, &t.nb);
+    t.tn = (n + t.nb - 1) / t.nb;
+    lm_cpu_parallel_for(((m + t.mb - 1) / t.mb) * t.tn, 1, tiles_task, &t);
 }

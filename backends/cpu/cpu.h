@@ -53,6 +53,16 @@ void lm_sgemm(int transa, int transb, int m, int n, int k, float alpha,
 void lm_dgemm(int transa, int transb, int m, int n, int k, double alpha,
               const double *a, int lda, const double *b, int ldb, double beta,
               double *c, int ldc);
+/* lm_sgemm and lm_dgemm run on the calling thread.  A product split over
+ * the pool is cut into tiles of C of mb x nb (a function of m, n, k only,
+ * never of the thread count, so the bits do not depend on it); tile
+ * (i0, j0) is lm_gemm_tile, and lm_gemm_tiled runs them all on the pool. */
+void lm_gemm_tiling(int64_t m, int64_t n, int64_t k, int64_t *mb, int64_t *nb);
+void lm_gemm_tile(bool f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                  int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc, int64_t i0,
+                  int64_t j0, int64_t mb, int64_t nb);
+void lm_gemm_tiled(bool f64, int ta, int tb, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                   int64_t lda, const void *b, int64_t ldb, double beta, void *c, int64_t ldc);
 
 /* ---- kernels by family ---- */
 lm_status lm_cpu_run_create(lm_device *d, lm_array *node);

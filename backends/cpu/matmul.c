@@ -5,7 +5,13 @@
  * outer stride is 1 goes to BLAS as is (transposed when needed); anything
  * else is copied first.  When B is shared by every batch and A's batches
  * stack into rows, the whole product is one GEMM.  f16/bf16 compute in
- * f32; integers use a plain loop in i64. */
+ * f32; integers use a plain loop in i64.
+ *
+ * The work items are (batch, tile of C) pairs on the pool, each tile one
+ * single-threaded GEMM over the whole K; the tiles' size depends on M, N
+ * and K only (lm_gemm_tiling), so the bits do not depend on the thread
+ * count.  A product of a batch is cut as the same product alone, except
+ * on the one-GEMM path above, whose M is the batch's rows together. */
 #include <stdlib.h>
 #include <string.h>
 #include "cpu.h"
@@ -30,6 +36,8 @@ typedef struct {
     int64_t ars, acs, brs, bcs;
     lm_dtype ct;
     float *outf;             /* f32 output staging for f16/bf16 */
+    int64_t mb, nb, tn, tiles;   /* tiles of one product's C: mb x nb, tn per row of tiles */
+    int failed;              /* cancelled */
 } mm_ctx;
 
 static void batch_offsets(const mm_ctx *c, int64_t bi, int64_t *oa, int64_t *ob)
@@ -44,7 +52,8 @@ static void batch_offsets(const mm_ctx *c, int64_t bi, int64_t *oa, int64_t *ob)
     }
 }
 
-static void gemm_one(const mm_ctx *c, int64_t bi)
+/* tile t of product bi */
+static void gemm_tile(const mm_ctx *c, int64_t bi, int64_t t)
 {
     int64_t oa, ob;
     batch_offsets(c, bi, &oa, &ob);
@@ -54,13 +63,30 @@ static void gemm_one(const mm_ctx *c, int64_t bi)
     blas_layout(c->K, c->N, c->brs, c->bcs, &tb, &ldb);
     size_t esz = lm_dtype_size(c->ct);
     const void *A = c->pa + oa * (int64_t)esz, *B = c->pb + ob * (int64_t)esz;
-    if (c->ct == LM_F64) {
-        double *C = (double *)lm_cpu_ptr(c->node) + bi * c->M * c->N;
-        lm_dgemm(ta, tb, (int)c->M, (int)c->N, (int)c->K, 1.0, A, (int)lda, B, (int)ldb, 0.0, C, (int)c->N);
-    } else {
-        float *C = (c->outf ? c->outf : (float *)lm_cpu_ptr(c->node)) + bi * c->M * c->N;
-        lm_sgemm(ta, tb, (int)c->M, (int)c->N, (int)c->K, 1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)c->N);
+    char *C = c->ct == LM_F64 || !c->outf ? lm_cpu_ptr(c->node) : (char *)c->outf;
+    C += bi * c->M * c->N * (int64_t)esz;
+    lm_gemm_tile(c->ct == LM_F64, ta, tb, c->M, c->N, c->K, 1.0, A, lda, B, ldb, 0.0, C, c->N,
+                 (t / c->tn) * c->mb, (t % c->tn) * c->nb, c->mb, c->nb);
+}
+
+/* items w = bi * tiles + t */
+static void mm_task(void *p, int64_t w0, int64_t w1)
+{
+    mm_ctx *c = p;
+    for (int64_t w = w0; w < w1; w++) {
+        if (lm_cancel_requested()) {
+            __atomic_store_n(&c->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        gemm_tile(c, w / c->tiles, w % c->tiles);
     }
+}
+
+static void plan_tiles(mm_ctx *c)
+{
+    lm_gemm_tiling(c->M, c->N, c->K, &c->mb, &c->nb);
+    c->tn = (c->N + c->nb - 1) / c->nb;
+    c->tiles = ((c->M + c->mb - 1) / c->mb) * c->tn;
 }
 
 static lm_status int_matmul(lm_array *node)
@@ -167,16 +193,18 @@ lm_status lm_cpu_run_matmul(lm_device *d, lm_array *node)
     if (c.batch > 1 && b_shared && a_rows) {
         mm_ctx one = c;
         one.M = c.M * c.batch;
+        one.batch = 1;
         one.ars = c.K;
         memset(one.sa, 0, sizeof one.sa);
         memset(one.sb, 0, sizeof one.sb);
-        gemm_one(&one, 0);
+        plan_tiles(&one);
+        lm_cpu_parallel_for(one.tiles, 1, mm_task, &one);
+        c.failed = one.failed;
     } else {
-        for (int64_t bi = 0; bi < c.batch; bi++) {
-            if (lm_cancel_requested()) { st = lm_error_set(LM_ERR_CANCELLED, "matmul: interrupted"); break; }
-            gemm_one(&c, bi);
-        }
+        plan_tiles(&c);
+        lm_cpu_parallel_for(c.batch * c.tiles, 1, mm_task, &c);
     }
+    if (c.failed) st = lm_error_set(LM_ERR_CANCELLED, "matmul: interrupted");
     if (c.outf && st == LM_OK) lm_cpu_convert(lm_cpu_ptr(node), node->dtype, c.outf, LM_F32, (size_t)node->size);
 done:
     free(c.outf);

@@ -56,27 +56,3 @@ void nn_out_end(lm_array *node, float *stage)
     free(stage);
 }
 
-/* OpenBLAS's thread count is looked up in the copy blas.c loaded (no
- * symbol of it is linked); without OpenBLAS there is nothing to set. */
-typedef void (*set_threads_fn)(int);
-typedef int (*get_threads_fn)(void);
-
-int nn_blas_threads(int n)
-{
-    static set_threads_fn set;
-    static get_threads_fn get;
-    static int looked;
-    if (!looked) {
-        looked = 1;
-        void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
-        if (!h) h = dlopen("libopenblas.so", RTLD_NOW | RTLD_NOLOAD);
-        if (h) {
-            set = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
-            get = (get_threads_fn)dlsym(h, "openblas_get_num_threads");
-        }
-    }
-    if (!set || !get) return 0;
-    int old = get();
-    if (n > 0) set(n);
-    return old;
-}

@@ -75,11 +75,6 @@ float *nn_out_begin(lm_array *node, float **stage);
 /* Converts the staging buffer into the node's dtype and frees it. */
 void nn_out_end(lm_array *node, float *stage);
 
-/* Sets OpenBLAS's thread count to n (n <= 0: leaves it) and returns the
- * previous count, or 0 without OpenBLAS.  Kernels that run many small
- * GEMMs at once on the pool set it to 1 for their duration, so OpenBLAS's
- * own threads do not fight the pool's. */
-int nn_blas_threads(int n);
 
 /* Ends a task's streamed (non-temporal) stores. */
 NN_INLINE void nn_stream_fence(void)

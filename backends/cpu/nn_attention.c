@@ -160,9 +160,7 @@ lm_status lm_nn_attention(lm_array *node)
         st = lm_error_status();
         goto done;
     }
-    int old = nn_blas_threads(1);
     lm_cpu_parallel_for(q->shape[0] * a.Hq * a.nqb, 1, attend_task, &a);
-    if (old > 0) nn_blas_threads(old);
     if (a.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "attention: out of host memory");
     else if (a.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "attention: interrupted");
     else if (stage) { nn_out_end(node, stage); stage = NULL; }

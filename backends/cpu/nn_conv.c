@@ -7,19 +7,27 @@
  * instead of 9x the input for a 3x3 kernel.  A 1x1 stride-1 unpadded conv
  * skips the unfolding.  The (image, group, band) items run in parallel on
  * the pool, each unfolding into its own buffer and calling a
- * single-threaded GEMM (OpenBLAS is set to one thread meanwhile), so many
- * groups (depthwise) parallelize as well as one big image.
+ * single-threaded GEMM, so many groups (depthwise) parallelize as well as
+ * one big image.  The bands' height depends on the problem only, never on
+ * the thread count: a GEMM's bits depend on its shape (OpenBLAS picks other
+ * kernels for other column counts), so the result is the same at any
+ * thread count.
  *
- * conv_transpose2d: col = W_g^T x_g (one threaded GEMM from this thread)
- * for a band of input rows, then col2im on the pool adds each column into
- * the output (one output channel per task, so no two tasks write the same
- * element).  f32/f16/bf16 compute in f32 (sgemm), f64 in f64. */
+ * conv_transpose2d: col = W_g^T x_g (a GEMM cut into fixed tiles on the
+ * pool, lm_gemm_tiled) for a band of input rows, then col2im on the pool
+ * adds each column into the output (one output channel per task, so no two
+ * tasks write the same element, and each element's sum runs in one
+ * order).  f32/f16/bf16 compute in f32 (sgemm), f64 in f64. */
 #include <stdlib.h>
 #include "nn.h"
 #include "core/profile.h"
 
 #define BAND_BYTES (2u << 20)
 #define MIN_COLS 512
+/* work items a convolution is cut into when its images and groups are
+ * fewer: enough for a 16-core machine, a constant so that the cut (and so
+ * the bits) is the same at any thread count */
+#define WANT_ITEMS 64
 
 typedef struct {
     const char *x;            /* one image, one group: [Cg, H, W] in ct */
@@ -268,20 +276,18 @@ lm_status lm_nn_conv(lm_array *node)
                p->i[4] == 0 && p->i[5] == 0;
     lm_profile_kernel_name(c.direct ? "gemm_1x1" : "im2col_gemm");
     /* bands small enough to stay in this core's L2, and enough of them
-     * that every thread has a few */
+     * that every thread of a large machine has a few */
     int64_t rows_fit = (int64_t)(BAND_BYTES / ((size_t)c.K * c.esz * (size_t)c.OW));
     /* but at least MIN_COLS columns, so each repacking of the weights by
      * the GEMM serves enough work (many channels, small images) */
     if (rows_fit * c.OW < MIN_COLS) rows_fit = (MIN_COLS + c.OW - 1) / c.OW;
-    int64_t want = 4 * lm_cpu_threads(), per = N * c.G;
-    int64_t split = per >= want ? 1 : (want + per - 1) / per;
+    int64_t per = N * c.G;
+    int64_t split = per >= WANT_ITEMS ? 1 : (WANT_ITEMS + per - 1) / per;
     c.band = (c.OH + split - 1) / split;
     if (c.band > rows_fit) c.band = rows_fit;
     if (c.band < 1) c.band = 1;
     c.nbands = (c.OH + c.band - 1) / c.band;
-    int old = nn_blas_threads(1);
     lm_cpu_parallel_for(N * c.G * c.nbands, 1, conv_task, &c);
-    if (old > 0) nn_blas_threads(old);
     if (c.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
                                          (long long)c.K, (long long)(c.band * c.OW));
     else if (c.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
@@ -361,8 +367,8 @@ lm_status lm_nn_conv_transpose(lm_array *node)
             char *og = out + ((n * Cout + g * Cog) * OH * OW) * (int64_t)esz;
             for (int64_t iy0 = 0; iy0 < H; iy0 += band) {
                 int64_t rows = H - iy0 < band ? H - iy0 : band;
-                gemm(ct, LM_CBLAS_TRANS, M, rows * W, Cig, wg, M, xg + iy0 * W * (int64_t)esz, H * W, 0.0,
-                     col, rows * W);
+                lm_gemm_tiled(ct == LM_F64, LM_CBLAS_TRANS, LM_CBLAS_NOTRANS, M, rows * W, Cig, 1.0, wg, M,
+                              xg + iy0 * W * (int64_t)esz, H * W, 0.0, col, rows * W);
                 col2im_ctx c = {col, og, esz, W, KH, KW, p->i[0], p->i[1], p->i[2], p->i[3],
                                 p->i[6], p->i[7], OH, OW, iy0, rows};
                 lm_cpu_parallel_for(Cog, 1, col2im_task, &c);

@@ -13,11 +13,14 @@
  * buffer and calling a single-threaded GEMM (as conv2d's im2col path
  * does: OpenBLAS's own threads wait by spinning, which costs dearly on a
  * loaded machine); input channels go in bands so a buffer stays near
- * BAND_BYTES, the bands accumulating (beta = 1). */
+ * BAND_BYTES, the bands accumulating (beta = 1) in channel order.  The
+ * rows per item and channels per band depend on the problem only, so the
+ * bits do not depend on the thread count. */
 #include <stdlib.h>
 #include "nn.h"
 
 #define BAND_BYTES (8u << 20)
+#define WANT_ITEMS 64
 
 typedef struct {
     const char *x;            /* [B, Ci, H, W] */
@@ -112,17 +115,15 @@ lm_status nn_conv_wgrad(const void *x, const void *w, void *out, bool f64, int64
     if (!yt) return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a [%lld,%lld] product",
                                  (long long)M, (long long)Co);
     wg_ctx c = {x, w, yt, esz, Ci, H, W, KH, KW, OH, OW, p[0], p[1], p[2], p[3], p[6], p[7], Co, M, 0, 0, 0};
-    /* a few items per thread; each unfolds at most BAND_BYTES */
-    int64_t items = 4 * lm_cpu_threads();
-    c.rb = (M + items - 1) / items;
+    /* a few items per thread of a large machine (a constant: the rows per
+     * GEMM set its bits); each unfolds at most BAND_BYTES */
+    c.rb = (M + WANT_ITEMS - 1) / WANT_ITEMS;
     if (c.rb < 16) c.rb = 16;
     if (c.rb > M) c.rb = M;
     c.cc = (int64_t)(BAND_BYTES / ((size_t)c.rb * (size_t)KK * esz));
     if (c.cc < 1) c.cc = 1;
     if (c.cc > Ci) c.cc = Ci;
-    int old = nn_blas_threads(1);
     lm_cpu_parallel_for((M + c.rb - 1) / c.rb, 1, wg_task, &c);
-    if (old > 0) nn_blas_threads(old);
     if (c.failed) {
         free(yt);
         if (c.failed == 2) return lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");

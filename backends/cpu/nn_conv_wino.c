@@ -18,6 +18,9 @@
 #include "nn.h"
 
 #define CHUNK_BYTES (1u << 20)
+/* chunks wanted over all images: a constant, not the thread count, since
+ * a GEMM's bits depend on its column count (the chunk's tiles) */
+#define WANT_CHUNKS 64
 
 typedef struct {
     const float *x, *u;       /* x [N, C, H, W]; u [16, O, C] */
@@ -160,15 +163,13 @@ lm_status nn_conv_winograd(const float *x, const float *u, float *out, int64_t N
     wino_ctx c = {x, u, out, N, C, H, W, O, OH, OW, pt, pl, (OH + 1) / 2, (OW + 1) / 2, 0, 0, 0};
     c.ntiles = N * c.th * c.tw;
     /* chunks of whole rows of tiles, their V and M together near the size
-     * of L2, and enough of them for every thread */
+     * of L2, and enough of them for every thread of a large machine */
     int64_t fit = (int64_t)(CHUNK_BYTES / (sizeof(float) * 16 * (size_t)(C + O))) / c.tw;
-    int64_t want = 4 * lm_cpu_threads(), split = N >= want ? 1 : (want + N - 1) / N;
+    int64_t split = N >= WANT_CHUNKS ? 1 : (WANT_CHUNKS + N - 1) / N;
     c.chunk = (c.th + split - 1) / split;
     if (c.chunk > fit) c.chunk = fit;
     if (c.chunk < 1) c.chunk = 1;
-    int old = nn_blas_threads(1);
     lm_cpu_parallel_for(N * ((c.th + c.chunk - 1) / c.chunk), 1, wino_task, &c);
-    if (old > 0) nn_blas_threads(old);
     if (c.failed == 1) return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for Winograd tiles");
     if (c.failed == 2) return lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
     return LM_OK;

@@ -291,6 +291,11 @@ static lm_status run_reduction(lm_array *node)
     }
     c.nchunks = c.R ? (c.R + CHUNK - 1) / CHUNK : 1;
     if (c.K == 0) return LM_OK;
+    /* The chunks are fixed by R (CHUNK), and both ways merge each output's
+     * chunk states in chunk order, starting from the first chunk's state
+     * (merging it into a fresh state changes no bit: the first of several
+     * chunks holds 2^14 elements, so Chan's d*n/n is exact), so the thread
+     * count chooses only where the states live, never the bits. */
     int threads = lm_cpu_threads();
     if (c.nchunks == 1 || c.K >= 4 * threads) {
         int64_t grain = c.R >= 4096 ? 1 : 4096 / (c.R ? c.R : 1);
