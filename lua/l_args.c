@@ -64,7 +64,7 @@ lm_dtype lm_lua_check_dtype(lua_State *L, int arg)
 lm_device *lm_lua_check_device(lua_State *L, int arg)
 {
     lm_device *d = lm_device_find(luaL_checkstring(L, arg));
-    /* luaL_error, not lm_lua_error (l_tensor.c): this file stays a leaf */
+    /* luaL_error, not lm_lua_error (l_array.c): this file stays a leaf */
     if (!d) luaL_error(L, "%s", lm_error_message());
     return d;
 }

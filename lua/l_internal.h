@@ -11,7 +11,7 @@ typedef struct lm_lua_tensor {
     lm_array *a;
 } lm_lua_tensor;
 
-/* ---- l_tensor.c ---- */
+/* ---- l_array.c (and l_tensor.c's metatable) ---- */
 lm_lua_tensor *lm_lua_testtensor(lua_State *L, int idx);   /* NULL if not a tensor */
 /* lm_lua_to_array with a target device for new arrays (NULL = default). */
 lm_array *lm_lua_to_array_on(lua_State *L, int idx, lm_dtype dt, lm_device *dev);
@@ -170,7 +170,8 @@ void lm_lua_push_doc(lua_State *L, int idx);
 /* Pushes the table of methods shared by all tensors (registry field). */
 void lm_lua_push_methods(lua_State *L);
 
-/* ---- memory accounting (l_tensor.c) ---- */
+/* ---- memory accounting (l_array.c) ---- */
+void lm_lua_enter(lua_State *L);   /* the state the out-of-memory hook collects in */
 void lm_lua_gc_account(lua_State *L, size_t bytes);
 void lm_lua_install_oom_hook(lua_State *L);
 
