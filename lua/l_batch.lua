@@ -278,6 +278,8 @@ local function write_file(final, t, po)
   if ok then
     size, crc = B.file_check(tmp)
     ok, werr = os.rename(tmp, final)
+    -- os.rename's message is strerror alone ("Is a directory")
+    if not ok then werr = "cannot write " .. final .. ": " .. tostring(werr) end
   end
   if not ok then os.remove(tmp); os.remove(tmp .. ".tmp") end
   B.tmp_forget(tmp)
