@@ -240,10 +240,11 @@ static int s_reshape(lua_State *L)
         /* luaL_checkinteger would say "bad argument #-1": name the size */
         int isint;
         lua_Integer v = lua_tointegerx(L, -1, &isint);
-        if (!isint)
+        if (!isint) {
+            bool num = lua_type(L, -1) == LUA_TNUMBER;
             return luaL_error(L, "reshape: size %d must be an integer, not %s%s", i + 1,
-                              lua_type(L, -1) == LUA_TNUMBER ? "" : "a ",
-                              lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+                              num ? "" : "a ", num ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        }
         shape[n++] = v;
         lua_pop(L, 1);
     }
