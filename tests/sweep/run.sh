@@ -122,6 +122,8 @@ L batch "$JOB" --seeds 1-2 -o "$odd/%03d.png" --progress off > "$T/log" 2>&1
 check "an output folder with spaces, unicode and a leading dash" '[ $? = 0 ] && [ "$(count_png "$odd")" = 2 ]'
 L -e "lm.save('$T/-n.npy', lm.rand{2}); lm.save('$T/a\nb.npy', lm.rand{2}); assert(lm.load('$T/a\nb.npy'))" > "$T/log" 2>&1
 check "lm.save to names with a leading dash and a newline" '[ $? = 0 ] && [ -e "$T/-n.npy" ]'
+(cd "$T" && L inspect -- -n.npy && L compare -- -n.npy -n.npy) > "$T/log" 2>&1
+check "inspect and compare take -- before a file named -n.npy" '[ $? = 0 ]'
 
 # ---- odd options ----
 opt_bad=0
