@@ -54,7 +54,12 @@ int lm_lua_shape(lua_State *L, int arg, int64_t *shape, int *next)
 
 lm_dtype lm_lua_check_dtype(lua_State *L, int arg)
 {
-    const char *name = luaL_checkstring(L, arg);
+    /* an option's value sits at a relative index: luaL_checkstring would
+     * say "bad argument #-1", which names no argument the user wrote */
+    if (lua_type(L, arg) != LUA_TSTRING)
+        luaL_error(L, "dtype must be a name (f32 f16 bf16 f64 i8 u8 i16 i32 i64 bool), not a %s",
+                   luaL_typename(L, arg));
+    const char *name = lua_tostring(L, arg);
     lm_dtype dt;
     if (!lm_dtype_from_name(name, &dt))
         luaL_error(L, "unknown dtype '%s' (f32 f16 bf16 f64 i8 u8 i16 i32 i64 bool)", name);

@@ -467,7 +467,9 @@ static int l_lock(lua_State *L)
 static int l_file_check(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO where an output should be would block the open
+     * until some writer came; it is refused below instead */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return 0;
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return 0; }
@@ -495,6 +497,29 @@ static int l_file_check(lua_State *L)
     lua_pushstring(L, hex);
     lua_pushboolean(L, total >= 20 && !memcmp(head, sig, 8) && !memcmp(tail, iend, 12));
     return 3;
+}
+
+/* regular(path) -> true | nil, message: a params file must be a regular
+ * file; a FIFO or /dev/zero would block the run or never end */
+static int l_regular(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", path, strerror(errno));
+        return 2;
+    }
+    if (S_ISREG(sb.st_mode)) {
+        lua_pushboolean(L, 1);
+        return 1;
+    }
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s is %s; only a regular file is read", path,
+                    S_ISDIR(sb.st_mode) ? "a folder" : S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)"
+                    : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                    : "not a regular file");
+    return 2;
 }
 
 /* ---- SIGINT and SIGTERM ---- */
@@ -592,6 +617,7 @@ static const lm_lua_func batch_helpers[] = {
      "dead runs (internal)."},
     {"lock", l_lock, "lm._batch.lock(path) -> handle | nil, holder\nThe output set's lock "
      "(internal)."},
+    {"regular", l_regular, "lm._batch.regular(path) -> true | nil, message\n(internal)"},
     {"file_check", l_file_check, "lm._batch.file_check(path) -> size, crc32, png_ok | nil\n"
      "(internal)"},
     {NULL, NULL, NULL},

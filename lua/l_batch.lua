@@ -32,26 +32,29 @@ local MAX_JOBS = 10000000
 -- "1-1000", "7", "1,5,10-20" (or a number, or a list of numbers) -> ranges
 local function parse_seeds(spec)
   local ranges, total = {}, 0
-  local function add(a, b)
-    if math.type(a) ~= "integer" or math.type(b) ~= "integer" or b < a then
-      usage("bad seed range " .. tostring(a) .. "-" .. tostring(b))
+  local function add(a, b, text)
+    if math.type(a) ~= "integer" or math.type(b) ~= "integer" then
+      usage("seeds: " .. tostring(text) .. " is not a whole number from -2^63 to 2^63-1")
     end
-    ranges[#ranges + 1] = {a, b}
-    total = total + (b - a + 1)
-    if b - a + 1 > MAX_JOBS or total > MAX_JOBS then
+    if b < a then usage("bad seed range " .. tostring(a) .. "-" .. tostring(b)) end
+    -- the count in floating point: b - a + 1 wraps around for ranges
+    -- near the integer limits (a negative count ran without end)
+    if (b + 0.0) - a + 1 > MAX_JOBS or total + ((b + 0.0) - a + 1) > MAX_JOBS then
       usage(string.format("seeds: %s makes more than %d jobs, the most one run takes "
         .. "(split it into several runs)", tostring(spec), MAX_JOBS))
     end
+    ranges[#ranges + 1] = {a, b}
+    total = total + (b - a + 1)
   end
-  if type(spec) == "number" then add(math.tointeger(spec), math.tointeger(spec))
+  if type(spec) == "number" then add(math.tointeger(spec), math.tointeger(spec), spec)
   elseif type(spec) == "table" then
-    for _, s in ipairs(spec) do add(math.tointeger(s), math.tointeger(s)) end
+    for _, s in ipairs(spec) do add(math.tointeger(s), math.tointeger(s), s) end
   elseif type(spec) == "string" then
     for part in spec:gmatch("[^,]+") do
       local a, b = part:match("^%s*(%-?%d+)%s*%-%s*(%-?%d+)%s*$")
       if not a then a = part:match("^%s*(%-?%d+)%s*$"); b = a end
       if not a then usage("seeds: cannot read '" .. part .. "' (use 1-1000 or 1,5,9-12)") end
-      add(math.tointeger(tonumber(a)), math.tointeger(tonumber(b)))
+      add(math.tointeger(tonumber(a)), math.tointeger(tonumber(b)), part)
     end
   else usage("seeds must be a string like '1-100', a number or a list") end
   if total == 0 then usage("seeds: no seeds") end
@@ -61,14 +64,15 @@ end
 local function seed_source(spec)
   local ranges, total = parse_seeds(spec)
   return total, function()
-    local r, s, i = 1, ranges[1][1] - 1, 0
+    local r, s, i = 1, nil, 0
     return function()
-      s = s + 1
-      if s > ranges[r][2] then
+      -- compared before the step: s + 1 past math.maxinteger wraps around
+      if s == nil then s = ranges[r][1]
+      elseif s == ranges[r][2] then
         r = r + 1
         if not ranges[r] then return nil end
         s = ranges[r][1]
-      end
+      else s = s + 1 end
       i = i + 1
       return i, {seed = s}
     end
@@ -162,6 +166,8 @@ local function params_source(path)
     return folder_source(path:gsub("/+$", ""), names)
   end
   local kind = path:match("%.[cC][sS][vV]$") and "csv" or "jsonl"
+  local reg, rerr = B.regular(path)
+  if not reg then fail("params: " .. rerr) end
   local f, err = io.open(path, "r")
   if not f then fail("params: " .. tostring(err)) end
   f:close()
@@ -272,6 +278,8 @@ local function write_file(final, t, po)
   if ok then
     size, crc = B.file_check(tmp)
     ok, werr = os.rename(tmp, final)
+    -- os.rename's message is strerror alone ("Is a directory")
+    if not ok then werr = "cannot write " .. final .. ": " .. tostring(werr) end
   end
   if not ok then os.remove(tmp); os.remove(tmp .. ".tmp") end
   B.tmp_forget(tmp)
@@ -529,6 +537,9 @@ function lm.batch(o)
   else total, source = seed_source(o.seeds or "1-16") end
   local pattern = o.out or "out/%05d.png"
   if type(pattern) ~= "string" or pattern == "" then usage("out must be a file name pattern") end
+  if pattern:find("%%0?%d%d%d+d") then
+    usage("out '" .. pattern .. "': the width of %d is at most 99 (%05d makes 00001)")
+  end
   if total > 1 and not pattern:find("%%0?%d*d") and not pattern:find("{[%w_]+}") then
     usage("out '" .. pattern .. "' names one file for " .. total .. " jobs: put %05d or {seed} in it")
   end
@@ -835,7 +846,8 @@ function lm.batch(o)
       local index, p = it()
       if not index then break end
       last_index = index
-      while lo and index > hi do claim() end
+      -- one process has one range, 1..total: nothing is past it
+      while lo and index > hi do if dist then claim() else lo = nil end end
       if not lo then break end
       if index >= lo and (not only or index == only) then
         local files = files_of(index, p)

@@ -237,7 +237,15 @@ static int s_reshape(lua_State *L)
     for (int i = 0; i < count; i++) {
         if (tbl) lua_geti(L, 2, i + 1);
         else lua_pushvalue(L, i + 2);
-        shape[n++] = luaL_checkinteger(L, -1);
+        /* luaL_checkinteger would say "bad argument #-1": name the size */
+        int isint;
+        lua_Integer v = lua_tointegerx(L, -1, &isint);
+        if (!isint) {
+            bool num = lua_type(L, -1) == LUA_TNUMBER;
+            return luaL_error(L, "reshape: size %d must be an integer, not %s%s", i + 1,
+                              num ? "" : "a ", num ? lua_tostring(L, -1) : luaL_typename(L, -1));
+        }
+        shape[n++] = v;
         lua_pop(L, 1);
     }
     return lm_lua_push_array(L, lm_reshape(a, n, shape));

@@ -19,7 +19,7 @@
 static void usage_to(FILE *f)
 {
     fprintf(f,
-            "usage: lumen compare A B [--rtol R] [--atol A] [--only PATTERN] [--allow-missing]\n"
+            "usage: lumen compare A B [--rtol R] [--atol A] [--only PATTERN] [--allow-missing] [--]\n"
             "       lumen inspect FILE [--stats]\n"
             "compare holds each tensor of A against the one of the same name in the reference B\n"
             "and prints a row per tensor; the worst element's index counts from 1, as in Lua.\n"
@@ -35,7 +35,7 @@ static int usage(const char *msg)
 
 static bool asks_help(int argc, char **argv)
 {
-    for (int i = 2; i < argc; i++)
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return true;
     return false;
 }
@@ -54,9 +54,15 @@ static int cmd_compare(int argc, char **argv)
     bool allow_missing = false;
     lm_compare_opts o;
     lm_compare_opts_init(&o);
+    bool opts = true;   /* "--" ends the options: a file may start with '-' */
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if ((!strcmp(a, "--rtol") || !strcmp(a, "--atol")) && i + 1 < argc) {
+        if (opts && !strcmp(a, "--")) {
+            opts = false;
+        } else if (!opts) {
+            if (nfiles == 2) return usage("compare takes two files");
+            files[nfiles++] = a;
+        } else if ((!strcmp(a, "--rtol") || !strcmp(a, "--atol")) && i + 1 < argc) {
             if (!parse_num(argv[++i], a[2] == 'r' ? &o.rtol : &o.atol))
                 return usage("--rtol/--atol take a non-negative number");
         } else if (!strcmp(a, "--only") && i + 1 < argc) {
@@ -137,8 +143,14 @@ static int cmd_inspect(int argc, char **argv)
 {
     const char *file = NULL;
     bool want_stats = false;
+    bool opts = true;   /* "--" ends the options: a file may start with '-' */
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--stats")) want_stats = true;
+        if (opts && !strcmp(argv[i], "--")) opts = false;
+        else if (!opts) {
+            if (file) return usage("inspect takes one file");
+            file = argv[i];
+        }
+        else if (!strcmp(argv[i], "--stats")) want_stats = true;
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "lumen inspect: unknown option '%s'\n", argv[i]);
             usage_to(stderr);

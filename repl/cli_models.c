@@ -68,7 +68,7 @@ static int usage(const char *msg)
             "                     package's model definition)\n"
             "  --overwrite        replace outputs that exist (never an input)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
-            "       lumen convert MODEL OUT.safetensors [--scale N]\n"
+            "       lumen convert MODEL OUT.safetensors [--scale N] [--overwrite]\n"
             "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
             "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
             "`make models` fetches them and `make install` installs them.\n",
@@ -476,10 +476,16 @@ static int cmd_convert(int argc, char **argv)
 {
     const char *files[2] = {NULL, NULL};
     int nfiles = 0, scale = 4;
+    bool overwrite = false;
     for (int i = 2; i < argc; i++) {
         int64_t v;
         if (!strcmp(argv[i], "--scale") && i + 1 < argc && parse_int(argv[i + 1], 1, &v))
             scale = (int)v, i++;
+        else if (!strcmp(argv[i], "--overwrite")) overwrite = true;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(NULL);
+            return 0;
+        }
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "lumen convert: %s: unknown option, or --scale without a whole "
                     "number >= 1\n", argv[i]);
@@ -489,6 +495,12 @@ static int cmd_convert(int argc, char **argv)
         else return usage("convert takes a model and an output file");
     }
     if (nfiles != 2) return usage("convert takes a model and an output file");
+    /* an existing file is replaced only when asked, as upscale does */
+    struct stat osb;
+    if (!overwrite && lstat(files[1], &osb) == 0) {
+        fprintf(stderr, "lumen convert: %s exists (--overwrite replaces it); not replaced\n", files[1]);
+        return 1;
+    }
     char rs[32], ss[32];
     lm_tfjs_found f;
     char *path = f.path;

@@ -15,7 +15,7 @@ $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
 
 ALL_TARGETS += $(BUILD)/lumen
 TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/safety.sh tests/batch/mpi.sh
-TEST_SCRIPTS += tests/batch/mpi_bytes.sh
+TEST_SCRIPTS += tests/batch/mpi_bytes.sh tests/sweep/run.sh
 
 run: $(BUILD)/lumen
 	$(BUILD)/lumen

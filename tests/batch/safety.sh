@@ -136,6 +136,33 @@ check "a bad --progress exits 2" '[ $? = 2 ]' "$T/log"
 run --seeds 1-5 --only 9 -o "$T/u/%d.png" > "$T/log" 2>&1
 check "--only beyond the jobs exits 2" '[ $? = 2 ]' "$T/log"
 
+# ---- the second sweep (issue 23): seed ranges at the integer limits, FIFOs ----
+timeout -k 2 20 "$LUMEN" batch "$JOB" --seeds=-9223372036854775808-9223372036854775806 -o "$T/lim/%d.png" > "$T/log" 2>&1
+rc=$?
+check "a seed range whose count wraps around is refused at once (status $rc)" \
+  '[ $rc = 2 ] && grep -q "more than 10000000 jobs" "$T/log"' "$T/log"
+timeout -k 2 20 "$LUMEN" batch "$JOB" --seeds 9223372036854775806-9223372036854775807 -o "$T/max/{seed}.png" > "$T/log" 2>&1
+rc=$?
+check "seeds up to 2^63-1 make their jobs and end (status $rc)" \
+  '[ $rc = 0 ] && [ -e "$T/max/9223372036854775807.png" ] && [ "$(count_png "$T/max")" = 2 ]' "$T/log"
+timeout -k 2 20 "$LUMEN" batch "$JOB" --seeds 99999999999999999999 -o "$T/u/%d.png" > "$T/log" 2>&1
+check "a seed past 2^63 names itself" '[ $? = 2 ] && grep -q "seeds: 99999999999999999999 is not a whole number" "$T/log"' "$T/log"
+mkfifo "$T/fifo.csv" && ln -s /dev/zero "$T/zero.jsonl"
+timeout -k 2 20 "$LUMEN" batch "$JOB" --params "$T/fifo.csv" -o "$T/u/%d.png" > "$T/log" 2>&1
+check "a params FIFO is refused, not read for ever" '[ $? = 1 ] && grep -q "fifo.csv is a FIFO" "$T/log"' "$T/log"
+timeout -k 2 20 "$LUMEN" batch "$JOB" --params "$T/zero.jsonl" -o "$T/u/%d.png" > "$T/log" 2>&1
+check "a params link to /dev/zero is refused" '[ $? = 1 ] && grep -q "zero.jsonl is a device" "$T/log"' "$T/log"
+mkdir -p "$T/ff" && mkfifo "$T/ff/002.png"
+timeout -k 2 20 "$LUMEN" batch "$JOB" --seeds 1-3 -o "$T/ff/%03d.png" > "$T/log" 2>&1
+rc=$?
+check "a FIFO where an output goes does not block the resume check (status $rc)" '[ $rc != 124 ] && [ $rc != 137 ]' "$T/log"
+run --seeds 1-2 -o "$T/u/%999d.png" > "$T/log" 2>&1
+check "a %d width over 99 is a usage error, not an internal one" \
+  '[ $? = 2 ] && grep -q "width of %d is at most 99" "$T/log" && ! grep -q "l_batch.lua" "$T/log"' "$T/log"
+mkdir -p "$T/sheetdir"
+run --seeds 1-2 -o "$T/sh/%d.png" --sheet "$T/sheetdir" --progress off > "$T/log" 2>&1
+check "a --sheet that is a folder: the message names it" '[ $? = 1 ] && grep -q "cannot write .*sheetdir: Is a directory" "$T/log"' "$T/log"
+
 # ---- messages ----
 "$LUMEN" batch tests/batch/not_image.lua --seeds 1-2 -o "$T/ni/%d.png" > "$T/log" 2>&1
 check "a 1-D result: the job fails with a message naming the shape" \

@@ -325,3 +325,17 @@ test("lm.clock is a monotonic wall clock; lm.sync waits for the devices", functi
 end)
 
 for _, ext in ipairs{".png", ".safetensors", "_w.png", "_d.png"} do os.remove(tmp(ext)) end
+
+-- the second sweep of issue 23: a value of the wrong type inside an
+-- options table or a size list said "bad argument #-1", an argument the
+-- user never wrote
+test("a dtype option or a reshape size of the wrong type names it", function()
+  raises(function() lm.ones({2}, {dtype = {}}) end, "dtype must be a name (f32 f16 bf16 f64 i8 u8 i16 i32 i64 bool), not a table")
+  raises(function() lm.zeros{2, dtype = true} end, "i64 bool), not a boolean")
+  raises(function() lm.tensor{1, 2}:view("a") end, "reshape: size 1 must be an integer, not a string")
+  raises(function() lm.tensor{1, 2}:reshape{1, 2.5} end, "reshape: size 2 must be an integer, not 2.5")
+  local ok1, e1 = pcall(lm.ones, {2}, {dtype = {}})
+  ok(not ok1 and not tostring(e1):find("#-1", 1, true), "no argument #-1 in " .. tostring(e1))
+  local sh = lm.tensor{1, 2}:reshape{1, 2.0}.shape
+  ok(sh[1] == 1 and sh[2] == 2, "reshape{1, 2.0} is [1,2]")
+end)

@@ -59,6 +59,12 @@ fails "a misspelled model lists the installed ones" "installed: .*esrgan-medium"
 fails "a scale the package lacks" "has no x5" "$L" upscale "$T/in16.png" -o "$T/x.png" --scale 5
 fails "an unreadable input" "nothere.png" "$L" upscale "$T/nothere.png" -o "$T/x.png" --scale 2
 fails "no output given" "needs input files and -o" "$L" upscale "$T/in16.png"
+# the second sweep of issue 23: convert replaced an existing file unasked
+fails "convert does not replace an existing file" "exists (--overwrite replaces it)" \
+  sh -c "'$L' convert esrgan-medium '$T/medium2.safetensors' --scale 2 && false"
+check "the refused file is intact" sh -c "'$L' upscale '$T/in16.png' -o '$T/conv2.png' --model '$T/medium2.safetensors' --scale 2 --tile 0 --quiet && cmp '$T/conv.png' '$T/conv2.png'"
+check "convert --overwrite replaces it" "$L" convert esrgan-medium "$T/medium2.safetensors" --scale 2 --overwrite
+check "convert --help prints the usage" sh -c "'$L' convert --help | grep -q 'lumen convert MODEL'"
 fails "convert of a bad model.json" "not valid JSON" sh -c "echo '{' > $T/bad.json; $L convert $T/bad.json $T/bad.safetensors"
 
 # ---- issue 23 item 2: nothing is replaced unasked ----
