@@ -334,12 +334,10 @@ int lm_cli_batch(int argc, char **argv)
     }
 #endif
     if (lm_repl_docall(L, 1, 1, false) != LUA_OK) {
-        /* Ctrl-C before the run's own handler (while the script loads) */
-        const char *msg = lua_tostring(L, -1);
-        size_t n = msg ? strlen(msg) : 0;
-        bool stopped = n >= 11 && !strcmp(msg + n - 11, "interrupted");
+        /* Ctrl-C or SIGTERM before the run's own handler (while the script loads) */
+        int sig = lm_repl_stop_signal();
         lm_repl_report(L, "lumen");
-        rc = stopped ? 130 : usage_error(L) ? 2 : 1;
+        rc = sig ? 128 + sig : usage_error(L) ? 2 : 1;
 #ifdef LM_HAVE_MPI
         /* the other ranks would wait for this one's records forever */
         if (mpi) MPI_Abort(MPI_COMM_WORLD, 1);

@@ -11,7 +11,11 @@
  *
  * Ctrl-C follows lua.c: the handler sets a hook that raises "interrupted"
  * at the next Lua instruction, and lm_cancel() stops a running evaluation
- * in the core.  A second Ctrl-C within a second quits at once. */
+ * in the core.  A second Ctrl-C within a second quits at once.  SIGTERM
+ * stops a running chunk the same way (a file being written is finished or
+ * removed by its writer, never left as a temporary), a second one quits at
+ * once; at the prompt it quits.  A script stopped by a signal exits with
+ * 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -33,6 +37,7 @@ static volatile sig_atomic_t running;       /* a chunk is running */
 static volatile sig_atomic_t prompt_sigint; /* Ctrl-C came at the prompt */
 static volatile sig_atomic_t prompt_quit;
 static volatile sig_atomic_t run_interrupted; /* Ctrl-C came while running */
+static volatile sig_atomic_t stop_signal;   /* the signal that stopped the last run */
 static struct timespec last_sigint;
 static volatile sig_atomic_t have_last;
 static int sigpipe[2] = {-1, -1};
@@ -73,6 +78,7 @@ static void on_sigint(int sig)
         }
         last_at_prompt = 0;
         run_interrupted = 1;
+        stop_signal = SIGINT;
         lm_cancel();
         lua_sethook(globalL, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
     } else {
@@ -84,6 +90,17 @@ static void on_sigint(int sig)
             (void)w;
         }
     }
+    errno = saved;
+}
+
+static void on_sigterm(int sig)
+{
+    if (!running || stop_signal == SIGTERM) _exit(128 + sig);
+    int saved = errno;
+    stop_signal = SIGTERM;
+    run_interrupted = 1;
+    lm_cancel();
+    lua_sethook(globalL, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
     errno = saved;
 }
 
@@ -100,9 +117,13 @@ void lm_repl_signals_init(lua_State *L)
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 int lm_repl_sigint_fd(void) { return sigpipe[0]; }
+
+int lm_repl_stop_signal(void) { return stop_signal; }
 
 bool lm_repl_take_sigint(bool *quit)
 {
@@ -142,6 +163,7 @@ int lm_repl_docall(lua_State *L, int narg, int nres, bool traceback)
     lm_cancel_clear();
     lua_sethook(L, NULL, 0, 0);
     run_interrupted = 0;
+    stop_signal = 0;
     running = 1;
     int status = lua_pcall(L, narg, nres, base);
     running = 0;
@@ -306,5 +328,5 @@ int main(int argc, char **argv)
         else status = lm_repl_interactive(L);
     }
     lua_close(L);
-    return status == LUA_OK ? 0 : 1;
+    return status == LUA_OK ? 0 : stop_signal ? 128 + stop_signal : 1;
 }

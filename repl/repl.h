@@ -23,6 +23,8 @@ bool lm_repl_open_lumen(lua_State *L);
  * wakes the prompt's select() when Ctrl-C arrives at the prompt. */
 void lm_repl_signals_init(lua_State *L);
 int lm_repl_sigint_fd(void);
+/* The signal (SIGINT, SIGTERM) that stopped the last lm_repl_docall, or 0. */
+int lm_repl_stop_signal(void);
 /* true (once) if Ctrl-C came at the prompt; *quit when it was the second
  * within a second. */
 bool lm_repl_take_sigint(bool *quit);
