@@ -215,5 +215,21 @@ L -e "
   assert(not ok and not e:find('#-1', 1, true), e)" > "$T/log" 2>&1
 check "Lua API: integer //, lazy and bad indices, options in the shape table, bad model names, torch aliases" '[ $? = 0 ]'
 
+# ---- a plain script stopped by a signal ----
+mkdir -p "$T/sig"
+printf 'local t = lm.randn{2048, 2048}\nfor i = 1, 100000 do lm.save("%s/sig/out.safetensors", {t = t}) end\n' "$T" > "$T/save.lua"
+for sig in TERM INT; do
+  # the signal goes to lumen itself (timeout(1) would answer SIGINT itself);
+  # a watchdog kills it if it never stops
+  "$LUMEN" "$T/save.lua" > "$T/log" 2>&1 & p=$!
+  (sleep 60; kill -9 $p) 2>/dev/null & w=$!
+  i=0; while [ $i -lt 200 ] && [ ! -e "$T/sig/out.safetensors" ]; do sleep 0.05; i=$((i + 1)); done
+  sleep 0.3; kill -$sig $p; wait $p; r=$?
+  kill $w 2>/dev/null
+  want=143; [ $sig = INT ] && want=130
+  check "SIG$sig during lm.save in a script: exit $want ($r), no temporary left, the file whole" \
+    '[ $r = $want ] && no_tmp "$T/sig" && L -e "assert(lm.load(\"$T/sig/out.safetensors\").t.size == 4194304)" >> "$T/log" 2>&1'
+done
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
