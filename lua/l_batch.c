@@ -35,6 +35,7 @@
 #include <unistd.h>
 #include <cJSON.h>
 #include <zlib.h>
+#include "core/io/io.h"
 #include "l_internal.h"
 
 /* ---- JSON ---- */
@@ -543,6 +544,7 @@ static void on_signal(int sig)
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
         tmp_unlink_all();
+        lm_io_unlink_temporaries();   /* a PNG or manifest write under way */
         _exit(128 + sig);
     }
     sig_last = sig;

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <lualib.h>
+#include "core/io/io.h"
 #include "lua/lumen_lua.h"
 #include "repl.h"
 
@@ -74,6 +75,7 @@ static void on_sigint(int sig)
             static const char msg[] = "\nlumen: interrupted twice, quitting\n";
             ssize_t w = write(2, msg, sizeof msg - 1);
             (void)w;
+            lm_io_unlink_temporaries();
             _exit(130);
         }
         last_at_prompt = 0;
@@ -95,7 +97,10 @@ static void on_sigint(int sig)
 
 static void on_sigterm(int sig)
 {
-    if (!running || stop_signal == SIGTERM) _exit(128 + sig);
+    if (!running || stop_signal == SIGTERM) {
+        lm_io_unlink_temporaries();
+        _exit(128 + sig);
+    }
     int saved = errno;
     stop_signal = SIGTERM;
     run_interrupted = 1;

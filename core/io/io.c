@@ -311,9 +311,39 @@ static int create_temp(const char *path, char *tmp, size_t cap)
     return -1;
 }
 
+/* The temporaries of writes in progress, for a signal handler about to
+ * _exit (lm_io_unlink_temporaries): fixed slots, so the handler reads no
+ * memory the writer may free.  A slot is claimed (1), then ready (2). */
+#define TMP_SLOTS 32
+static struct {
+    atomic_int state;
+    char path[4096];
+} tmp_slots[TMP_SLOTS];
+
+static int tmp_register(const char *tmp)
+{
+    if (strlen(tmp) >= sizeof tmp_slots[0].path) return -1;
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &free_slot, 1)) {
+            strcpy(tmp_slots[i].path, tmp);
+            atomic_store(&tmp_slots[i].state, 2);
+            return i;
+        }
+    }
+    return -1;   /* more writes at once than slots: that one is not tracked */
+}
+
+void lm_io_unlink_temporaries(void)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (atomic_load(&tmp_slots[i].state) == 2) unlink(tmp_slots[i].path);
+}
+
 lm_status lm_io_out_open(lm_io_out *o, const char *path)
 {
     memset(o, 0, sizeof *o);
+    o->slot = -1;
     o->path = path;
     /* the rename would replace a FIFO or device node (or fail on a
      * directory) after the whole write: refuse before writing anything */
@@ -336,6 +366,7 @@ lm_status lm_io_out_open(lm_io_out *o, const char *path)
         o->tmp = NULL;
         return st;
     }
+    o->slot = tmp_register(o->tmp);
     return LM_OK;
 }
 
@@ -369,6 +400,7 @@ lm_status lm_io_out_close(lm_io_out *o, bool ok)
         st = lm_error_set(LM_ERR_IO, "%s: cannot rename into place: %s", o->path,
                           strerror(errno));
     if (!ok || st != LM_OK) unlink(o->tmp);
+    if (o->slot >= 0) atomic_store(&tmp_slots[o->slot].state, 0);
     free(o->tmp);
     o->tmp = NULL;
     return ok ? st : lm_error_status();

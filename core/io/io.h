@@ -144,4 +144,10 @@ lm_array *lm_png_read(const char *path, const lm_png_opts *o, lm_tensor_set *tex
 lm_array *lm_png_read_mem(const void *data, size_t size, const char *what,
                           const lm_png_opts *o, lm_tensor_set *text);
 
+/* Removes the temporary files of writes still in progress in this process.
+ * Async-signal-safe: for a signal handler that is about to _exit (a second
+ * Ctrl-C or SIGTERM), so an abrupt end leaves no temporary beside the
+ * outputs.  Writes finish or fail normally otherwise. */
+void lm_io_unlink_temporaries(void);
+
 #endif

@@ -33,6 +33,7 @@ typedef struct lm_io_out {
     const char *path;
     bool failed;
     int err;              /* errno of the first failed write */
+    int slot;             /* its entry for lm_io_unlink_temporaries, or -1 */
 } lm_io_out;
 lm_status lm_io_out_open(lm_io_out *o, const char *path);
 /* false once any write has failed (o->err says why). */

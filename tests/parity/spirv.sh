@@ -46,7 +46,10 @@ cp "$pack" "$tmp/i/share/lumen/lumen-spirv.bin"
 
 # lumen.so under a stock lua5.4, run from another folder
 if command -v lua5.4 >/dev/null && [ -f "$top/$BUILD/lumen.so" ]; then
-    got=$(cd "$tmp" && LUMEN_DEVICE=vulkan lua5.4 -e "package.cpath='$top/$BUILD/?.so;'..package.cpath
+    # a sanitizer build of lumen.so needs the ASan runtime loaded before lua5.4
+    preload=
+    ldd "$top/$BUILD/lumen.so" 2>/dev/null | grep -q libasan && preload=$(${CC:-cc} -print-file-name=libasan.so)
+    got=$(cd "$tmp" && LUMEN_DEVICE=vulkan env ${preload:+LD_PRELOAD=$preload} lua5.4 -e "package.cpath='$top/$BUILD/?.so;'..package.cpath
         local lm = require 'lumen'; print(lm.ones{2}+1)" 2>"$tmp/err" |
         sed -n 's/^<tensor f32 \[2\] \(.*\)>$/\1/p')
     [ "$got" = vulkan:0 ] && ok || bad "lumen.so under lua5.4"
