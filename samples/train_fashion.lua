@@ -8,8 +8,10 @@
 -- decay, gradient norm clipped at 1, 10% label dropout for classifier-free
 -- guidance; sampler: 20 Euler steps, guidance 2), so a rerun gives the same
 -- loss curve on the same machine (about 4 minutes on 2 busy cores here).
--- Weights go to samples/models/fashion_flow_w<width>.safetensors; with
--- steps = 0 they are loaded from there and only the sampler runs.
+-- Weights go to samples/models/fashion_flow_w<width>.safetensors (or
+-- FLOW_WEIGHTS); an existing file, such as the shipped weights, is replaced
+-- only with FLOW_OVERWRITE=1.  With steps = 0 they are loaded from there
+-- and only the sampler runs.
 -- A larger recipe: FLOW_WIDTH=32 FLOW_BATCH=64 (438k parameters), 3000 steps.
 local lm = require "lumen"
 -- the model, its initialisation, loss and sampler (shared with fashion_batch.lua)
@@ -21,6 +23,15 @@ local D = "/usr/share/datasets/fashion-mnist/"
 local B, C, NCLS = tonumber(os.getenv("FLOW_BATCH")) or 32, tonumber(os.getenv("FLOW_WIDTH")) or 16, flow.NCLS
 local now = lm.clock   -- wall clock (os.clock adds up every thread's CPU time)
 local WEIGHTS = os.getenv("FLOW_WEIGHTS") or flow.weights_path(C)
+-- never replace weights unasked (the shipped ones, or an earlier run's):
+-- say so before minutes of training, not after
+local existing = io.open(WEIGHTS, "rb")
+if existing and (tonumber(arg and arg[1]) or 500) > 0 and os.getenv("FLOW_OVERWRITE") ~= "1" then
+  existing:close()
+  error(WEIGHTS .. " exists (the shipped weights, or an earlier run's): set FLOW_WEIGHTS=path " ..
+        "for your own, or FLOW_OVERWRITE=1 to replace it", 0)
+end
+if existing then existing:close() end
 local P = flow.init(C)
 local loss_fn = flow.loss
 

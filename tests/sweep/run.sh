@@ -231,5 +231,14 @@ for sig in TERM INT; do
     '[ $r = $want ] && no_tmp "$T/sig" && L -e "assert(lm.load(\"$T/sig/out.safetensors\").t.size == 4194304)" >> "$T/log" 2>&1'
 done
 
+# ---- the training sample keeps the shipped weights ----
+w=samples/models/fashion_flow_w16.safetensors
+if [ -f "$w" ]; then
+  sum=$(cksum < "$w")
+  L samples/train_fashion.lua 1 "$T/grid.png" > "$T/log" 2>&1; r=$?
+  check "train_fashion.lua refuses to replace the shipped weights ($r)" \
+    '[ $r = 1 ] && grep -q "FLOW_OVERWRITE=1" "$T/log" && [ "$(cksum < "$w")" = "$sum" ]'
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
