@@ -16,17 +16,7 @@ fi
 if ! command -v mpirun >/dev/null 2>&1; then echo "skip: no mpirun (openmpi-bin)"; exit 77; fi
 T=$(mktemp -d /tmp/lumen-batch-mpi.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
-check() { if eval "$2"; then ok; else bad "$1" "$(cat "${3:-/dev/null}" 2>/dev/null)"; fi; }
-same_set() {
-  (cd "$1" && ls | grep '\.png$') > "$T/la"
-  (cd "$2" && ls | grep '\.png$') > "$T/lb"
-  cmp -s "$T/la" "$T/lb" || return 1
-  while read -r f; do cmp -s "$1/$f" "$2/$f" || return 1; done < "$T/la"
-}
-count_png() { ls "$1" 2>/dev/null | grep -c '\.png$'; }
+. tests/batch/lib.sh
 # the manifest's records without the output directory (it differs per run)
 records() { sed 's|"file":"[^"]*/|"file":"|' "$1"; }
 
