@@ -25,21 +25,6 @@
 #define TINY CLIP_DIR "tiny/"
 #define REL_TOL 1e-4
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    buf[len] = 0;
-    if (n) *n = (size_t)len;
-    return buf;
-}
-
 static void spit(const char *path, const char *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -90,7 +75,7 @@ static void test_tokenizer_ids(void **state)
     assert_int_equal(lm_clip_tokenizer_pad(t), 828);
     assert_int_equal(lm_clip_tokenizer_pad(t2), 0);
     assert_string_equal(lm_clip_tokenizer_token(t, 828), "<|endoftext|>");
-    char *js = slurp(CLIP_DIR "tokens.json", NULL);
+    char *js = tu_slurp(CLIP_DIR "tokens.json", NULL);
     cJSON *rows = cJSON_Parse(js);
     free(js);
     assert_non_null(rows);
@@ -253,7 +238,7 @@ static char tmpdir[64];
 static void copy_file(const char *from, const char *to)
 {
     size_t n;
-    char *d = slurp(from, &n);
+    char *d = tu_slurp(from, &n);
     spit(to, d, n);
     free(d);
 }
@@ -306,7 +291,7 @@ static void test_encoder_errors(void **state)
     lm_clip_text_free(ok);
     /* a config that disagrees with the weights: wrong shape */
     size_t n;
-    char *cfg = slurp(TINY "text_encoder/config.json", &n);
+    char *cfg = tu_slurp(TINY "text_encoder/config.json", &n);
     char *at = strstr(cfg, "\"intermediate_size\": 48");
     assert_non_null(at);
     memcpy(at, "\"intermediate_size\": 40", 23);
@@ -347,7 +332,7 @@ static void test_tokenizer_errors(void **state)
     lm_clip_tokenizer_free(t);
     /* truncated vocab.json */
     size_t n;
-    char *v = slurp(TINY "tokenizer/vocab.json", &n);
+    char *v = tu_slurp(TINY "tokenizer/vocab.json", &n);
     snprintf(p, sizeof p, "%s/vocab.json", tmpdir);
     spit(p, v, n / 2);
     expect_tok_error("vocab.json: not valid JSON", NULL);

@@ -11,21 +11,6 @@
 
 #define TF_DIR LM_FIXTURES "tfjs/"
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    buf[len] = 0;
-    *n = (size_t)len;
-    return buf;
-}
-
 static lm_array *npy(const char *name)
 {
     tu_fixture fx;
@@ -207,8 +192,8 @@ static void load_shards(shards *s)
 {
     size_t n;
     memset(s, 0, sizeof *s);
-    s->data[0] = slurp(TF_DIR "group1-shard1of2.bin", &s->size[0]);
-    char *b = slurp(TF_DIR "group1-shard2of2.bin", &n);
+    s->data[0] = tu_slurp(TF_DIR "group1-shard1of2.bin", &s->size[0]);
+    char *b = tu_slurp(TF_DIR "group1-shard2of2.bin", &n);
     s->data[1] = realloc(b, n + 8);
     memset(s->data[1] + n, 0, 8);
     s->size[1] = n;
@@ -244,7 +229,7 @@ static void test_malformed(void **state)
 {
     (void)state;
     size_t n;
-    char *json = slurp(TF_DIR "model.json", &n);
+    char *json = tu_slurp(TF_DIR "model.json", &n);
     shards s;
     load_shards(&s);
     /* the good text loads from memory */
@@ -327,7 +312,7 @@ static void test_fuzz_regress(void **state)
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         size_t n;
-        char *d = slurp(path, &n);
+        char *d = tu_slurp(path, &n);
         char *nul = memchr(d, 0, n);
         size_t jlen = nul ? (size_t)(nul - d) : n;
         shards s = {{nul ? nul + 1 : d + n}, {nul ? n - jlen - 1 : 0}, 0, false};

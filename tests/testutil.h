@@ -33,6 +33,26 @@ static inline int tu_setup_cpu(void **state)
 #define LM_FIXTURES "tests/ref/fixtures/"
 #endif
 
+/* The whole file at path, NUL-terminated (malloc'd; the test fails when it
+ * cannot be read); *n (may be NULL) gets its size. */
+static inline char *tu_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) print_error("cannot open %s\n", path);
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long len = ftell(f);
+    assert_true(len >= 0);
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    char *buf = malloc((size_t)len + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    buf[len] = 0;
+    if (n) *n = (size_t)len;
+    return buf;
+}
+
 /* A fixture: f64 data (converted from the file's dtype) and its shape. */
 typedef struct tu_fixture {
     int ndim;

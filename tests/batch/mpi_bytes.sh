@@ -19,10 +19,8 @@ if ! grep -q '^MPI_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null; then
 fi
 T=$(mktemp -d /tmp/lumen-mpi-bytes.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
-check() { if eval "$2"; then pass=$((pass + 1)); else bad "$1" "$(cat "${3:-/dev/null}" 2>/dev/null)"; fi; }
-# the PNGs of $2 are those of $1, byte for byte; the ones that differ go to $T/diff
+. "$(pwd)/tests/batch/lib.sh"
+# lib.sh's same_set, also listing in $T/diff the PNGs that differ
 same_set() {
   (cd "$1" && ls | grep '\.png$') > "$T/la"
   (cd "$2" && ls | grep '\.png$') > "$T/lb"

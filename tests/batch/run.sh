@@ -13,20 +13,7 @@ LUMEN="$(pwd)/$BUILD/lumen"
 JOB="$(pwd)/tests/batch/job.lua"
 T=$(mktemp -d /tmp/lumen-batch.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
-# check NAME COMMAND [LOG]: passes when COMMAND succeeds
-check() { if eval "$2"; then ok; else bad "$1" "$(cat "${3:-/dev/null}" 2>/dev/null)"; fi; }
-
-# same_set A B: the same PNG names in both, byte for byte
-same_set() {
-  (cd "$1" && ls | grep '\.png$') > "$T/la"
-  (cd "$2" && ls | grep '\.png$') > "$T/lb"
-  cmp -s "$T/la" "$T/lb" || return 1
-  while read -r f; do cmp -s "$1/$f" "$2/$f" || return 1; done < "$T/la"
-}
+. "$(pwd)/tests/batch/lib.sh"
 # finals_ok DIR REF: every PNG under a final name in DIR equals REF's
 finals_ok() {
   for f in "$1"/*.png; do
@@ -34,7 +21,6 @@ finals_ok() {
     cmp -s "$f" "$2/$(basename "$f")" || return 1
   done
 }
-count_png() { ls "$1" 2>/dev/null | grep -c '\.png$'; }
 no_tmp() { [ "$(ls "$1" | grep -c '\.tmp$')" = 0 ]; }
 # waits (up to 120 s) until DIR holds at least N PNGs or PID has ended
 wait_count() {
