@@ -547,8 +547,7 @@ static int l_pipe_index(lua_State *L)
     lua_pipe *u = check_pipe(L, 1);
     const char *k = luaL_checkstring(L, 2);
     lm_sd_pipeline *p = u->p;
-    static const char *const fam[] = {"sd1", "sd2", "sdxl"};
-    if (!strcmp(k, "family")) lua_pushstring(L, fam[lm_sd_pipeline_family(p)]);
+    if (!strcmp(k, "family")) lua_pushstring(L, lm_sd_family_name(lm_sd_pipeline_family(p)));
     else if (!strcmp(k, "dtype")) lua_pushstring(L, lm_dtype_name(lm_sd_pipeline_dtype(p)));
     else if (!strcmp(k, "device")) lua_pushstring(L, lm_sd_pipeline_device(p)->spec);
     else if (!strcmp(k, "name")) lua_pushstring(L, lm_sd_pipeline_name(p));

@@ -58,6 +58,7 @@ void lm_sd_pipeline_free(lm_sd_pipeline *p)
     }
     lm_unet_free(p->unet);
     lm_vae_free(p->vae);
+    lm_sched_config_clear(&p->sched);
     free(p);
 }
 
@@ -75,7 +76,7 @@ lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p) { return p->vae; }
 
 /* ---- loading ---- */
 
-static bool __attribute__((unused)) is_dir(const char *path)
+static bool is_dir(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
@@ -125,7 +126,7 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
     if (lm_dfs_int(unet, "cross_attention_dim", ufile, false, 768, 1, 1 << 16, &v) != LM_OK)
         return lm_error_status();
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
-    if (p->family != LM_SD_FAMILY_SDXL && cJSON_IsTrue(lp)) p->family = LM_SD_FAMILY_SD2;
+    if (p->family != LM_SD_XL && cJSON_IsTrue(lp)) p->family = LM_SD_2;
     return LM_OK;
 }
 
@@ -209,7 +210,7 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
                           "with text_encoder_2 only are not read)", mi);
         goto done;
     }
-    p->family = xl ? LM_SD_FAMILY_SDXL : LM_SD_FAMILY_SD1;
+    p->family = xl ? LM_SD_XL : LM_SD_1;
     const cJSON *fz = cJSON_GetObjectItemCaseSensitive(index, "force_zeros_for_empty_prompt");
     p->force_zeros = xl && (!fz || cJSON_IsTrue(fz));
 
@@ -260,14 +261,67 @@ done:
     return st;
 }
 
-/* A single-file checkpoint: h-single's reader gives each component's config
- * and diffusers-named weights; the tokenizers (and the scheduler config when
- * there is one) come from o->tokenizer_dir. */
-static lm_status lm_sd_load_single(lm_sd_pipeline *p, const char *path, const lm_sd_load_opts *o)
+/* A single-file checkpoint: sd_single.h gives each component's config and
+ * diffusers-named weights (consumed by the _load_from entries); the
+ * tokenizers, and the scheduler config when there is one, come from
+ * o->tokenizer_dir. */
+static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_load_opts *o)
 {
-    (void)p;
-    (void)o;
-    return lm_error_set(LM_ERR_UNSUPPORTED, "%s: single-file checkpoints are not read yet", path);
+    lm_sd_single_opts so = {0};
+    so.prediction_type = o->prediction;
+    so.dev = p->dev;
+    bool folder = false;
+    if (o->tokenizer_dir) {
+        /* a diffusers folder (tokenizer/ inside) or one tokenizer folder */
+        char *t = lm_dfs_path(o->tokenizer_dir, "tokenizer");
+        if (!t) return lm_error_status();
+        folder = is_dir(t);
+        free(t);
+        if (folder) so.config_dir = o->tokenizer_dir;
+        else so.tokenizer = o->tokenizer_dir;
+    }
+    lm_sd_single s;
+    memset(&s, 0, sizeof s);
+    lm_status st = lm_sd_single_read_opts(path, &so, &s);
+    if (st != LM_OK) return st;
+    const char *t1 = NULL, *t2 = NULL;
+    bool xl = s.family == LM_SD_XL;
+    p->family = s.family;
+    p->force_zeros = xl;   /* SDXL base's model_index.json says so */
+    bool upcast = false;
+    if ((st = lm_sd_single_tokenizers(&s, &t1, &t2)) != LM_OK ||
+        (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast)) != LM_OK)
+        goto done;
+    p->family = s.family;   /* read_sizes guesses SD 2 for folders; the keys told */
+    p->vae_dt = upcast && p->dt == LM_F16 ? LM_F32 : p->dt;
+    if (!(p->tok[0] = lm_clip_tokenizer_load(t1)) || (xl && !(p->tok[1] = lm_clip_tokenizer_load(t2))) ||
+        !(p->te[0] = lm_clip_text_load_from(s.text_encoder.config, &s.text_encoder.weights, path,
+                                            p->dt, p->dev)) ||
+        (xl && !(p->te[1] = lm_clip_text_load_from(s.text_encoder_2.config,
+                                                   &s.text_encoder_2.weights, path, p->dt, p->dev))) ||
+        !(p->unet = lm_unet_load_from(s.unet.config, &s.unet.weights, path, p->dt, p->dev)) ||
+        !(p->vae = lm_vae_load_from(s.vae.config, &s.vae.weights, path, p->vae_dt, p->dev))) {
+        st = lm_error_status();
+        goto done;
+    }
+    if (s.scheduler) {
+        cJSON *j = cJSON_Duplicate(s.scheduler, true);
+        if (!j) {
+            st = lm_error_set(LM_ERR_NOMEM, "sd pipeline: out of memory");
+            goto done;
+        }
+        if (o->prediction) {
+            cJSON_DeleteItemFromObjectCaseSensitive(j, "prediction_type");
+            cJSON_AddStringToObject(j, "prediction_type", o->prediction);
+        }
+        st = lm_sched_config_from_json(j, path, &p->sched);
+        cJSON_Delete(j);
+    } else {
+        st = read_sched(p, NULL, o->prediction);
+    }
+done:
+    lm_sd_single_free(&s);
+    return st;
 }
 
 lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opts)
@@ -301,7 +355,7 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
     else if (S_ISDIR(sb.st_mode))
         st = load_folder(p, path, o);
     else
-        st = lm_sd_load_single(p, path, o);
+        st = load_single(p, path, o);
     if (st != LM_OK) {
         lm_sd_pipeline_free(p);
         return NULL;
@@ -332,7 +386,7 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
     lm_status st = lm_clip_text_forward(p->te[e], ids, n, L, &out);
     free(ids);
     if (st != LM_OK) return st;
-    bool xl = p->family == LM_SD_FAMILY_SDXL;
+    bool xl = p->family == LM_SD_XL;
     *hidden = lm_array_retain(xl ? out.hidden_states[out.nhidden - 2] : out.last_hidden_state);
     if (pooled) *pooled = out.text_embeds ? lm_array_retain(out.text_embeds) : NULL;
     lm_clip_text_out_free(&out);
@@ -370,7 +424,7 @@ lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *promp
     *embeds = NULL;
     if (pooled) *pooled = NULL;
     if (n < 1) return lm_error_set(LM_ERR_ARG, "encode_prompt: no prompts");
-    bool xl = p->family == LM_SD_FAMILY_SDXL;
+    bool xl = p->family == LM_SD_XL;
     lm_array *h[2] = {NULL, NULL}, *pool = NULL, *cat = NULL;
     lm_status st = encode_one(p, 0, n, prompts, &h[0], NULL);
     if (st == LM_OK && xl) st = encode_one(p, 1, n, prompts, &h[1], &pool);
@@ -437,7 +491,10 @@ lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
     return r;
 }
 
-lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
+/* image [B,3,H,W] in 0..1 to scaled latents: the mean of the latent
+ * distribution, or mean + std * sample when sample is given (diffusers'
+ * latent_dist.sample with its generator's draw) */
+static lm_array *encode_scaled(lm_sd_pipeline *p, lm_array *image, lm_array *sample)
 {
     /* diffusers' preprocess: 2x - 1 */
     lm_array *a = lm_binary_scalar(LM_OP_MUL, image, 2, false);
@@ -450,9 +507,21 @@ lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
         return NULL;
     }
     lm_array_release(c);
-    lm_array_release(logvar);
     lm_array *m = lm_cast(mean, LM_F32), *s = NULL, *r = NULL;
     lm_array_release(mean);
+    if (m && sample) {
+        /* std = exp(0.5 * logvar) (the encoder already clamps logvar to [-30, 20]) */
+        lm_array *lv = lm_cast(logvar, LM_F32), *h = lv ? lm_binary_scalar(LM_OP_MUL, lv, 0.5, false) : NULL;
+        lm_array *sd = h ? lm_unary(LM_OP_EXP, h) : NULL, *d = sd ? lm_binary(LM_OP_MUL, sd, sample) : NULL;
+        lm_array *ms = d ? lm_binary(LM_OP_ADD, m, d) : NULL;
+        lm_array_release(lv);
+        lm_array_release(h);
+        lm_array_release(sd);
+        lm_array_release(d);
+        lm_array_release(m);
+        m = ms;
+    }
+    lm_array_release(logvar);
     if (m && isfinite(p->shift)) {
         s = lm_binary_scalar(LM_OP_SUB, m, p->shift, false);
         lm_array_release(m);
@@ -461,6 +530,11 @@ lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
     if (m) r = lm_binary_scalar(LM_OP_MUL, m, p->scaling, false);
     lm_array_release(m);
     return r;
+}
+
+lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
+{
+    return encode_scaled(p, image, NULL);
 }
 
 /* ---- A1111's names ---- */
@@ -536,7 +610,7 @@ static lm_status conditioning(const gen *g, bool cfg, lm_array **ctx, lm_array *
         else texts[i] = pos;
     }
     lm_status st = lm_sd_encode_prompt(g->p, n, texts, ctx,
-                                       g->p->family == LM_SD_FAMILY_SDXL ? pooled : NULL);
+                                       g->p->family == LM_SD_XL ? pooled : NULL);
     free(texts);
     return st;
 }
@@ -626,8 +700,17 @@ static lm_array *start_latents(const gen *g, lm_sampler *s)
 {
     const lm_sd_gen_opts *o = g->o;
     if (o->init) {
-        lm_array *img = init_batch(g), *x0 = img ? lm_sd_encode_image(g->p, img) : NULL;
+        /* the test hook may give diffusers' latent_dist.sample draw (k = -1) */
+        lm_array *sample = NULL;
+        if (o->noise) {
+            int64_t lshape[4] = {g->B, g->p->latent_channels, g->shape[2], g->shape[3]};
+            lm_array *n = o->noise(o->noise_ctx, -1, 4, lshape);
+            sample = n ? lm_cast(n, LM_F32) : NULL;
+            lm_array_release(n);
+        }
+        lm_array *img = init_batch(g), *x0 = img ? encode_scaled(g->p, img, sample) : NULL;
         lm_array_release(img);
+        lm_array_release(sample);
         lm_array *nz = x0 ? noise(g, 0) : NULL, *r = nz ? lm_sampler_add_noise(s, x0, nz) : NULL;
         lm_array_release(x0);
         lm_array_release(nz);
@@ -710,7 +793,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
     }
     bool cfg = o->cfg > 1;
     if (conditioning(&g, cfg, &ctx, &pooled) != LM_OK) goto fail;
-    if (p->family == LM_SD_FAMILY_SDXL && !(tids = time_ids(&g, cfg ? 2 * g.B : g.B, p->dt))) goto fail;
+    if (p->family == LM_SD_XL && !(tids = time_ids(&g, cfg ? 2 * g.B : g.B, p->dt))) goto fail;
     /* the conditioning is computed once, not once per step */
     lm_array *cond[3] = {ctx, pooled ? pooled : ctx, tids ? tids : ctx};
     if (lm_eval(cond, 3) != LM_OK) goto fail;

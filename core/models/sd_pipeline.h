@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "array.h"
+#include "core/models/sd_single.h"   /* lm_sd_family */
 #include "device.h"
 
 typedef struct lm_sd_pipeline lm_sd_pipeline;
@@ -33,15 +34,14 @@ struct lm_clip_text;
 struct lm_unet;
 struct lm_vae;
 
-typedef enum lm_sd_family { LM_SD_FAMILY_SD1, LM_SD_FAMILY_SD2, LM_SD_FAMILY_SDXL } lm_sd_family;
-
 typedef struct lm_sd_load_opts {
     lm_dtype dtype;            /* LM_DTYPE_COUNT = f16 on a GPU, f32 on the CPU */
     lm_device *device;         /* NULL = the default device */
     const char *variant;       /* NULL (plain file, else fp16), "" or "fp16" */
-    const char *tokenizer_dir; /* single files: a diffusers folder (or one tokenizer
-                                  folder) to take tokenizer[_2]/ from; NULL = beside
-                                  the file */
+    const char *tokenizer_dir; /* single files: a diffusers folder of the same model
+                                  (its tokenizer[_2]/, scheduler/ and configs are
+                                  used, as sd_single.h's config_dir), or one tokenizer
+                                  folder (SD 1.x / 2.x) */
     const char *prediction;    /* NULL, "epsilon" or "v_prediction": overrides the
                                   scheduler config (single files have none) */
 } lm_sd_load_opts;
@@ -79,8 +79,10 @@ lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *promp
 /* Per-step report: step i (from 1) of n for the whole batch. */
 typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
 /* Test hook: the noise of the batch [B,C,h,w] for draw k (0 = initial
- * latents / img2img's add_noise noise, k >= 1 = the k-th ancestral draw);
- * returns a new reference, or NULL to use the seeds. */
+ * latents / img2img's add_noise noise, k >= 1 = the k-th ancestral draw,
+ * -1 = img2img's sample of the VAE's latent distribution, which is the mean
+ * when the hook gives none); returns a new reference, or NULL to use the
+ * seeds. */
 typedef lm_array *(*lm_sd_noise_fn)(void *ctx, int k, int ndim, const int64_t *shape);
 
 typedef struct lm_sd_gen_opts {
@@ -118,7 +120,7 @@ lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents);
 lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image);
 
 /* A1111's sampler name for a lm_sampler_parse name ("DPM++ 2M"), and its
- * schedule type ("Karras" or "Automatic"); NULL for an unknown name. */
+ * schedule type ("Karras" or "Normal"); NULL for an unknown name. */
 const char *lm_sd_sampler_a1111(const char *name, const char **schedule);
 
 #endif
