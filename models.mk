@@ -40,3 +40,4 @@ ALL_TARGETS += $(BUILD)/bench/esrgan_concat
 # core/models/clip_tokenizer.c: NFC, lowercasing and letter/number classes
 # from ICU (Debian libicu-dev), the same Unicode data the tokenizers library uses
 LIB_EXTRA += $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
+TEST_SCRIPTS += tests/models/generate.sh
