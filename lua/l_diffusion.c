@@ -415,7 +415,7 @@ static int l_pipe_generate(lua_State *L)
     lua_pipe *u = check_pipe(L, 1);
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
                                         "latents", "size", "init", "strength", "batch",
-                                        "progress", "noise", NULL};
+                                        "progress", "noise", "stacked", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);
@@ -437,6 +437,7 @@ static int l_pipe_generate(lua_State *L)
     o.cfg = lm_lua_opt_num(L, 2, fn, "cfg", 7);
     o.sampler = lm_lua_opt_str(L, 2, fn, "sampler", "dpm++2m_karras");
     o.strength = lm_lua_opt_num(L, 2, fn, "strength", 0.8);
+    o.stacked = lm_lua_opt_bool(L, 2, fn, "stacked", false);
     uint64_t *seeds = lua_newuserdatauv(L, sizeof *seeds * (size_t)o.batch, 0);
     if (lua_istable(L, 5)) {
         if ((int)lua_rawlen(L, 5) != o.batch)
@@ -681,18 +682,22 @@ static const lm_lua_func diffusion_funcs[] = {
      "default_size.  Methods: generate, encode_prompt, decode_latents, encode_image, free."},
     {"generate", l_pipe_generate,
      "lm.diffusion.generate(pipe, {prompt=, negative=, steps=20, cfg=7, sampler=\"dpm++2m_karras\",\n"
-     "seed=0 | latents=, size=, init=, strength=0.8, batch=, progress=, noise=}) -> image\n"
+     "seed=0 | latents=, size=, init=, strength=0.8, batch=, progress=, noise=, stacked=false})\n"
+     "-> image\n"
      "Also pipe:generate{...}.  The image [3,H,W] in 0..1 ([B,3,H,W] when batch= is given),\n"
      "as diffusers' pipeline(prompt, negative_prompt=, num_inference_steps=, guidance_scale=,\n"
      "latents=) gives it.  prompt / negative: a string or one per image; a missing negative\n"
      "is diffusers' None (zeros on SDXL).  sampler: euler, euler_a, dpm++2m, dpm++2m_karras,\n"
      "ddim or A1111's names.  seed: a number (image i gets seed+i) or one per image; each\n"
-     "image's noise comes from its own seed, so a batch gives the bytes of single runs.\n"
+     "image's noise comes from its own seed and each image's networks run as they would\n"
+     "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
+     "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
      "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", {W,H} or N\n"
      "(multiples of 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
      "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
      "progress(step, steps) is called after every step; noise(k, shape) may return the\n"
-     "tensor to use as draw k (0 = initial, k >= 1 = ancestral), for comparisons."},
+     "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"
+     "img2img's VAE sample, else the mean is used), to compare with diffusers' draws."},
     {"encode_prompt", l_pipe_encode_prompt,
      "lm.diffusion.encode_prompt(pipe, text | {texts} | nil) -> embeds[, pooled]\n"
      "Also pipe:encode_prompt(text).  diffusers' encode_prompt for each text: [n,77,D] (SD:\n"

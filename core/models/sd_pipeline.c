@@ -558,13 +558,27 @@ const char *lm_sd_sampler_a1111(const char *name, const char **schedule)
 
 /* ---- generation ---- */
 
+/* A batch runs in lanes: each lane is one image (its CFG pair) whose text
+ * encoder, UNet and VAE graphs are exactly those of a run of that image
+ * alone, all lanes evaluated together.  One lane for the whole batch
+ * (stacked) is one UNet call over every image, but the CPU's GEMM cuts a
+ * product of stacked rows by their number (docs/CPU_MATH.md,
+ * "Determinism"), so its bits would depend on the batch size. */
 typedef struct gen {
     lm_sd_pipeline *p;
     const lm_sd_gen_opts *o;
-    int B;
+    int B, lanes, per;        /* images, lanes, images per lane */
+    bool cfg;
     uint64_t *seeds;
     int64_t shape[4];         /* [B, C, h, w] of the latents */
+    lm_array **ctx, **pooled; /* per lane: [2per or per, L, D], SDXL [.., P] */
+    lm_array *tids;           /* SDXL: [2per or per, 6] */
 } gen;
+
+static lm_array *concat_lanes(const gen *g, lm_array **parts)
+{
+    return g->lanes == 1 ? lm_array_retain(parts[0]) : lm_concat(g->lanes, parts, 0);
+}
 
 /* Draw k of the batch: the test hook's, else each image's own seed. */
 static lm_array *noise(const gen *g, int k)
@@ -595,22 +609,23 @@ done:
     return r;
 }
 
-/* The conditioning of the batch: [2B,...] (negatives first, as diffusers
- * concatenates them) with CFG, [B,...] without. */
-static lm_status conditioning(const gen *g, bool cfg, lm_array **ctx, lm_array **pooled)
+/* Lane l's conditioning: [2per,...] (negatives first, as diffusers
+ * concatenates them) with CFG, [per,...] without. */
+static lm_status conditioning(gen *g, int l)
 {
-    int B = g->B, n = cfg ? 2 * B : B;
+    int per = g->per, n = g->cfg ? 2 * per : per;
     const char **texts = calloc((size_t)n, sizeof *texts);
     if (!texts) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
     const lm_sd_gen_opts *o = g->o;
-    for (int i = 0; i < B; i++) {
+    for (int j = 0; j < per; j++) {
+        int i = l * per + j;
         const char *pos = o->nprompts > 1 ? o->prompts[i] : o->nprompts == 1 ? o->prompts[0] : "";
         const char *neg = o->nnegatives > 1 ? o->negatives[i] : o->nnegatives == 1 ? o->negatives[0] : NULL;
-        if (cfg) texts[i] = neg, texts[B + i] = pos;
-        else texts[i] = pos;
+        if (g->cfg) texts[j] = neg, texts[per + j] = pos;
+        else texts[j] = pos;
     }
-    lm_status st = lm_sd_encode_prompt(g->p, n, texts, ctx,
-                                       g->p->family == LM_SD_XL ? pooled : NULL);
+    lm_status st = lm_sd_encode_prompt(g->p, n, texts, &g->ctx[l],
+                                       g->p->family == LM_SD_XL ? &g->pooled[l] : NULL);
     free(texts);
     return st;
 }
@@ -637,26 +652,25 @@ static lm_array *time_ids(const gen *g, int n, lm_dtype dt)
     return r;
 }
 
-/* One UNet call on the batch, guided: u + cfg * (c - u).  New reference,
- * lazy, f32. */
-static lm_array *denoise(const gen *g, lm_sampler *s, int i, lm_array *x, bool cfg,
-                         lm_array *ctx, lm_array *pooled, lm_array *tids)
+/* Lane l's UNet call, guided: u + cfg * (c - u).  x: the lane's latents.
+ * New reference, lazy, f32. */
+static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, int l)
 {
     lm_sd_pipeline *p = g->p;
-    int B = g->B, n = cfg ? 2 * B : B;
+    int per = g->per, n = g->cfg ? 2 * per : per;
     lm_array *xs = lm_sampler_scale_input(s, x, i), *xx = NULL, *xin = NULL, *t = NULL,
              *out = NULL, *o32 = NULL, *r = NULL;
     if (!xs) return NULL;
     lm_array *two[2] = {xs, xs};
-    xx = cfg ? lm_concat(2, two, 0) : lm_array_retain(xs);
+    xx = g->cfg ? lm_concat(2, two, 0) : lm_array_retain(xs);
     if (xx) xin = lm_cast(xx, p->dt);
     int64_t tn = n;
     if (xin) t = lm_full(1, &tn, lm_sampler_timestep(s, i), LM_F32, p->dev);
-    if (t) out = lm_unet_forward(p->unet, xin, t, ctx, pooled, tids);
+    if (t) out = lm_unet_forward(p->unet, xin, t, g->ctx[l], g->pooled[l], g->tids);
     if (out) o32 = lm_cast(out, LM_F32);
-    if (o32 && !cfg) r = lm_array_retain(o32);
+    if (o32 && !g->cfg) r = lm_array_retain(o32);
     else if (o32) {
-        lm_array *u = lm_slice(o32, 0, 0, B, 1), *c = lm_slice(o32, 0, B, 2 * B, 1);
+        lm_array *u = lm_slice(o32, 0, 0, per, 1), *c = lm_slice(o32, 0, per, 2 * per, 1);
         lm_array *d = u && c ? lm_binary(LM_OP_SUB, c, u) : NULL;
         lm_array *gd = d ? lm_binary_scalar(LM_OP_MUL, d, g->o->cfg, false) : NULL;
         if (gd) r = lm_binary(LM_OP_ADD, u, gd);
@@ -671,6 +685,54 @@ static lm_array *denoise(const gen *g, lm_sampler *s, int i, lm_array *x, bool c
     lm_array_release(t);
     lm_array_release(out);
     lm_array_release(o32);
+    return r;
+}
+
+/* f(lane's rows of x) for every lane, concatenated: the batch's result */
+typedef lm_array *(*lane_fn)(const gen *g, lm_array *x, int l, void *ctx);
+
+static lm_array *per_lane(const gen *g, lm_array *x, lane_fn f, void *ctx)
+{
+    lm_array **parts = calloc((size_t)g->lanes, sizeof *parts), *r = NULL;
+    if (!parts) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        return NULL;
+    }
+    int l = 0;
+    for (; l < g->lanes; l++) {
+        lm_array *xl = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
+        parts[l] = xl ? f(g, xl, l, ctx) : NULL;
+        lm_array_release(xl);
+        if (!parts[l]) break;
+    }
+    if (l == g->lanes) r = concat_lanes(g, parts);
+    for (int j = 0; j < l; j++) lm_array_release(parts[j]);
+    free(parts);
+    return r;
+}
+
+typedef struct step_ctx { lm_sampler *s; int i; } step_ctx;
+
+static lm_array *lane_denoise(const gen *g, lm_array *x, int l, void *ctx)
+{
+    step_ctx *c = ctx;
+    return denoise_lane(g, c->s, c->i, x, l);
+}
+
+static lm_array *lane_decode(const gen *g, lm_array *x, int l, void *ctx)
+{
+    (void)l;
+    (void)ctx;
+    return lm_sd_decode_latents(g->p, x);
+}
+
+static lm_array *lane_encode(const gen *g, lm_array *img, int l, void *ctx)
+{
+    lm_array *sample = ctx, *sl = NULL;
+    if (sample && g->lanes > 1 && !(sl = lm_slice(sample, 0, l * g->per, (l + 1) * g->per, 1)))
+        return NULL;
+    lm_array *r = encode_scaled(g->p, img, sl ? sl : sample);
+    lm_array_release(sl);
     return r;
 }
 
@@ -703,12 +765,11 @@ static lm_array *start_latents(const gen *g, lm_sampler *s)
         /* the test hook may give diffusers' latent_dist.sample draw (k = -1) */
         lm_array *sample = NULL;
         if (o->noise) {
-            int64_t lshape[4] = {g->B, g->p->latent_channels, g->shape[2], g->shape[3]};
-            lm_array *n = o->noise(o->noise_ctx, -1, 4, lshape);
+            lm_array *n = o->noise(o->noise_ctx, -1, 4, g->shape);
             sample = n ? lm_cast(n, LM_F32) : NULL;
             lm_array_release(n);
         }
-        lm_array *img = init_batch(g), *x0 = img ? encode_scaled(g->p, img, sample) : NULL;
+        lm_array *img = init_batch(g), *x0 = img ? per_lane(g, img, lane_encode, sample) : NULL;
         lm_array_release(img);
         lm_array_release(sample);
         lm_array *nz = x0 ? noise(g, 0) : NULL, *r = nz ? lm_sampler_add_noise(s, x0, nz) : NULL;
@@ -737,6 +798,9 @@ static lm_status check_gen(gen *g)
         return lm_error_set(LM_ERR_ARG, "generate: steps %d: expected 1 to 10000", o->steps);
     if (!isfinite(o->cfg)) return lm_error_set(LM_ERR_ARG, "generate: cfg must be a finite number");
     g->B = o->batch;
+    g->lanes = o->stacked ? 1 : g->B;
+    g->per = g->B / g->lanes;
+    g->cfg = o->cfg > 1;
     int64_t H = o->height, W = o->width, C = p->latent_channels;
     if (o->init) {
         lm_array *im = o->init;
@@ -768,9 +832,42 @@ static lm_status check_gen(gen *g)
     g->shape[2] = H / p->vae_scale;
     g->shape[3] = W / p->vae_scale;
     g->seeds = malloc(sizeof *g->seeds * (size_t)g->B);
-    if (!g->seeds) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    g->ctx = calloc((size_t)g->lanes, sizeof *g->ctx);
+    g->pooled = calloc((size_t)g->lanes, sizeof *g->pooled);
+    if (!g->seeds || !g->ctx || !g->pooled) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
     for (int i = 0; i < g->B; i++) g->seeds[i] = o->seeds ? o->seeds[i] : o->seed + (uint64_t)i;
     return LM_OK;
+}
+
+static void gen_free(gen *g)
+{
+    for (int l = 0; g->ctx && l < g->lanes; l++) lm_array_release(g->ctx[l]);
+    for (int l = 0; g->pooled && l < g->lanes; l++) lm_array_release(g->pooled[l]);
+    lm_array_release(g->tids);
+    free(g->ctx);
+    free(g->pooled);
+    free(g->seeds);
+}
+
+/* the conditioning, computed once (not once per step) */
+static lm_status prepare(gen *g)
+{
+    for (int l = 0; l < g->lanes; l++)
+        if (conditioning(g, l) != LM_OK) return lm_error_status();
+    int per = g->per;
+    if (g->p->family == LM_SD_XL && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
+        return lm_error_status();
+    int n = 0;
+    lm_array **all = calloc((size_t)(2 * g->lanes + 1), sizeof *all);
+    if (!all) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    for (int l = 0; l < g->lanes; l++) {
+        all[n++] = g->ctx[l];
+        if (g->pooled[l]) all[n++] = g->pooled[l];
+    }
+    if (g->tids) all[n++] = g->tids;
+    lm_status st = lm_eval(all, n);
+    free(all);
+    return st;
 }
 
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
@@ -780,7 +877,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
     gen g = {.p = p, .o = opts ? opts : &dflt};
     const lm_sd_gen_opts *o = g.o;
     lm_sampler *s = NULL;
-    lm_array *ctx = NULL, *pooled = NULL, *tids = NULL, *x = NULL, *img = NULL;
+    lm_array *x = NULL, *img = NULL;
     if (check_gen(&g) != LM_OK) goto fail;
     bool karras = false;
     const char *sname = o->sampler ? o->sampler : "dpm++2m_karras";
@@ -791,20 +888,17 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
                      "dpm++2m_karras, ddim, or A1111's \"Euler a\", \"DPM++ 2M Karras\"...)", sname);
         goto fail;
     }
-    bool cfg = o->cfg > 1;
-    if (conditioning(&g, cfg, &ctx, &pooled) != LM_OK) goto fail;
-    if (p->family == LM_SD_XL && !(tids = time_ids(&g, cfg ? 2 * g.B : g.B, p->dt))) goto fail;
-    /* the conditioning is computed once, not once per step */
-    lm_array *cond[3] = {ctx, pooled ? pooled : ctx, tids ? tids : ctx};
-    if (lm_eval(cond, 3) != LM_OK) goto fail;
+    if (prepare(&g) != LM_OK) goto fail;
     if (!(s = lm_sampler_new(&p->sched, kind, karras, o->steps, o->init ? o->strength : 1.0)))
         goto fail;
     if (!(x = start_latents(&g, s)) || lm_eval(&x, 1) != LM_OK) goto fail;
     int n = lm_sampler_count(s), draws = 0;
     for (int i = 0; i < n; i++) {
-        lm_array *eps = denoise(&g, s, i, x, cfg, ctx, pooled, tids), *nz = NULL, *next = NULL;
-        if (eps && lm_sampler_needs_noise(s, i)) nz = noise(&g, ++draws);
-        if (eps && (nz || !lm_sampler_needs_noise(s, i))) next = lm_sampler_step(s, eps, i, x, nz);
+        step_ctx sc = {s, i};
+        lm_array *eps = per_lane(&g, x, lane_denoise, &sc), *nz = NULL, *next = NULL;
+        bool needs = lm_sampler_needs_noise(s, i);
+        if (eps && needs) nz = noise(&g, ++draws);
+        if (eps && (nz || !needs)) next = lm_sampler_step(s, eps, i, x, nz);
         lm_array_release(eps);
         lm_array_release(nz);
         /* evaluated every step: the graph stays one step long */
@@ -816,21 +910,15 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         x = next;
         if (o->progress) o->progress(o->progress_ctx, i + 1, n);
     }
-    if (!(img = lm_sd_decode_latents(p, x)) || lm_eval(&img, 1) != LM_OK) goto fail;
+    if (!(img = per_lane(&g, x, lane_decode, NULL)) || lm_eval(&img, 1) != LM_OK) goto fail;
     lm_array_release(x);
-    lm_array_release(ctx);
-    lm_array_release(pooled);
-    lm_array_release(tids);
     lm_sampler_free(s);
-    free(g.seeds);
+    gen_free(&g);
     return img;
 fail:
     lm_array_release(img);
     lm_array_release(x);
-    lm_array_release(ctx);
-    lm_array_release(pooled);
-    lm_array_release(tids);
     lm_sampler_free(s);
-    free(g.seeds);
+    gen_free(&g);
     return NULL;
 }

@@ -104,6 +104,11 @@ typedef struct lm_sd_gen_opts {
     void *progress_ctx;
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */
     void *noise_ctx;
+    bool stacked;                /* the whole batch in one UNet call (faster where the
+                                    device is underused) instead of one graph per image
+                                    evaluated together; the CPU's GEMM then rounds by the
+                                    batch's size, so images differ from single runs in
+                                    the last bits (default false: same bytes) */
 } lm_sd_gen_opts;
 
 void lm_sd_gen_opts_init(lm_sd_gen_opts *o);
