@@ -379,10 +379,11 @@ static void cb_progress(void *ctx, int step, int steps)
 }
 
 /* noise(k, shape) -> tensor or nil; an error in it fails the generation */
-static lm_array *cb_noise(void *ctx, int k, int ndim, const int64_t *shape)
+static lm_status cb_noise(void *ctx, int k, int ndim, const int64_t *shape, lm_array **out)
 {
     lua_cb *c = ctx;
     lua_State *L = c->L;
+    *out = NULL;
     lua_pushvalue(L, c->noise);
     lua_pushinteger(L, k);
     lua_createtable(L, ndim, 0);
@@ -391,23 +392,26 @@ static lm_array *cb_noise(void *ctx, int k, int ndim, const int64_t *shape)
         lua_rawseti(L, -2, i + 1);
     }
     if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
-        lm_error_set(LM_ERR_ARG, "generate: noise function: %s", lua_tostring(L, -1));
+        lm_status st = lm_error_set(LM_ERR_ARG, "generate: noise function: %s", lua_tostring(L, -1));
         lua_pop(L, 1);
-        return NULL;
+        return st;
     }
     lm_array *a = NULL;
     if (!lua_isnil(L, -1)) {
         lm_lua_tensor *t = lm_lua_testtensor(L, -1);
-        if (t && t->a) a = lm_array_retain(t->a);
+        if (!t || !t->a) {
+            lua_pop(L, 1);
+            return lm_error_set(LM_ERR_ARG, "generate: noise function: draw %d is not a tensor", k);
+        }
+        a = lm_array_retain(t->a);
     }
     lua_pop(L, 1);
-    if (!a) return NULL;
-    if (a->ndim != ndim || memcmp(a->shape, shape, sizeof *shape * (size_t)ndim)) {
+    if (a && (a->ndim != ndim || memcmp(a->shape, shape, sizeof *shape * (size_t)ndim))) {
         lm_array_release(a);
-        lm_error_set(LM_ERR_SHAPE, "generate: noise function: draw %d has the wrong shape", k);
-        return NULL;
+        return lm_error_set(LM_ERR_SHAPE, "generate: noise function: draw %d has the wrong shape", k);
     }
-    return a;
+    *out = a;
+    return LM_OK;
 }
 
 static int l_pipe_generate(lua_State *L)

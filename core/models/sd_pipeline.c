@@ -584,7 +584,8 @@ static lm_array *concat_lanes(const gen *g, lm_array **parts)
 static lm_array *noise(const gen *g, int k)
 {
     if (g->o->noise) {
-        lm_array *n = g->o->noise(g->o->noise_ctx, k, 4, g->shape);
+        lm_array *n = NULL;
+        if (g->o->noise(g->o->noise_ctx, k, 4, g->shape, &n) != LM_OK) return NULL;
         if (n) {
             lm_array *c = lm_cast(n, LM_F32);
             lm_array_release(n);
@@ -765,9 +766,11 @@ static lm_array *start_latents(const gen *g, lm_sampler *s)
         /* the test hook may give diffusers' latent_dist.sample draw (k = -1) */
         lm_array *sample = NULL;
         if (o->noise) {
-            lm_array *n = o->noise(o->noise_ctx, -1, 4, g->shape);
+            lm_array *n = NULL;
+            if (o->noise(o->noise_ctx, -1, 4, g->shape, &n) != LM_OK) return NULL;
             sample = n ? lm_cast(n, LM_F32) : NULL;
             lm_array_release(n);
+            if (n && !sample) return NULL;
         }
         lm_array *img = init_batch(g), *x0 = img ? per_lane(g, img, lane_encode, sample) : NULL;
         lm_array_release(img);

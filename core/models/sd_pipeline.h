@@ -81,9 +81,10 @@ typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
 /* Test hook: the noise of the batch [B,C,h,w] for draw k (0 = initial
  * latents / img2img's add_noise noise, k >= 1 = the k-th ancestral draw,
  * -1 = img2img's sample of the VAE's latent distribution, which is the mean
- * when the hook gives none); returns a new reference, or NULL to use the
- * seeds. */
-typedef lm_array *(*lm_sd_noise_fn)(void *ctx, int k, int ndim, const int64_t *shape);
+ * when the hook gives none).  *out gets a new reference, or NULL to use the
+ * seeds; a status other than LM_OK (error set) stops the generation. */
+typedef lm_status (*lm_sd_noise_fn)(void *ctx, int k, int ndim, const int64_t *shape,
+                                    lm_array **out);
 
 typedef struct lm_sd_gen_opts {
     int batch;                   /* images in this call (default 1) */

@@ -79,8 +79,10 @@ test("sd pipeline: help and errors", function()
   setup()
   ok(lm.diffusion.pipeline ~= nil and lm.diffusion.generate ~= nil, "functions")
   raises(function() pipe:generate{prompt = "x", sampler = "heun", steps = 1} end, "unknown sampler")
-  raises(function() pipe:generate{prompt = "x", size = 60, steps = 1} end, "multiples of")
+  raises(function() pipe:generate{prompt = "x", size = 61, steps = 1} end, "multiples of")
   raises(function() pipe:generate{prompt = "x", bogus = 1} end, "unknown option")
+  raises(function() pipe:generate{prompt = "x", steps = 1, sampler = "euler_a", size = 64,
+                                  noise = function() error("boom") end} end, "boom")
   raises(function() lm.models.load(D .. "no_such_model") end)
   local p2 = lm.diffusion.pipeline(D .. "sd1", {dtype = "f32", device = "cpu"})
   local unet = p2.unet
