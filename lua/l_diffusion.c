@@ -416,13 +416,13 @@ static lm_status cb_noise(void *ctx, int k, int ndim, const int64_t *shape, lm_a
 
 static int l_pipe_generate(lua_State *L)
 {
-    lua_pipe *u = check_pipe(L, 1);
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
                                         "latents", "size", "init", "strength", "batch",
                                         "progress", "noise", "stacked", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
-    lm_lua_check_opts(L, 2, fn, known);
+    lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
+    lua_pipe *u = check_pipe(L, 1);
     lm_sd_gen_opts o;
     lm_sd_gen_opts_init(&o);
     lua_getfield(L, 2, "prompt");         /* 3 */
