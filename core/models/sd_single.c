@@ -706,7 +706,8 @@ static bool skippable(const reader *R, const char *k, int dropped)
         "sqrt_one_minus_alphas_cumprod", "log_one_minus_alphas_cumprod",
         "sqrt_recip_alphas_cumprod", "sqrt_recipm1_alphas_cumprod", "posterior_variance",
         "posterior_log_variance_clipped", "posterior_mean_coef1", "posterior_mean_coef2",
-        "logvar", "lvlb_weights", "model.diffusion_model.logvar",
+        "logvar", "lvlb_weights", "model.diffusion_model.logvar", "denoiser.sigmas",
+        "denoiser.log_sigmas",
     };
     if (!strncmp(k, "model_ema.", 10)) return true;
     for (size_t i = 0; i < sizeof top / sizeof *top; i++)
