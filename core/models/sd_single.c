@@ -450,7 +450,7 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
 
 /* mid block: two resnets around one attention whose q/k/v/proj_out are
  * 1x1 convs in the file and linears in diffusers */
-static lm_status vae_mid(reader *R, const char *side, int64_t C)
+static lm_status vae_mid(reader *R, const char *side, int64_t C, bool attn)
 {
     char a[160], b[160];
     pre(a, sizeof a, "%s.mid.block_1.", side);
@@ -459,6 +459,7 @@ static lm_status vae_mid(reader *R, const char *side, int64_t C)
     pre(a, sizeof a, "%s.mid.block_2.", side);
     pre(b, sizeof b, "%s.mid_block.resnets.1.", side);
     if (!st) st = resnet(R, C_VAE, a, b, C, C, 0);
+    if (!attn) return st;
     pre(a, sizeof a, "%s.mid.attn_1.norm.", side);
     pre(b, sizeof b, "%s.mid_block.attentions.0.group_norm.", side);
     if (!st) st = wb(R, C_VAE, a, b, 1, 1, C, 0, 0, 0);
@@ -495,6 +496,7 @@ static lm_status vae(reader *R, cJSON **cfg)
     if ((st = probe(R, 4, s, "%sdecoder.conv_out.weight", P))) return st;
     out_ch = s[0];
     bool quant = has(R, "%squant_conv.weight", P), post = has(R, "%spost_quant_conv.weight", P);
+    bool attn = has(R, "%sencoder.mid.attn_1.norm.weight", P);
     int64_t Cn = boc[n - 1];
     char a[160], b[160];
     st = wb(R, C_VAE, "encoder.conv_in.", "encoder.conv_in.", 1, 4, C0, in_ch, 3, 3);
@@ -508,13 +510,13 @@ static lm_status vae(reader *R, cJSON **cfg)
         pre(b, sizeof b, "encoder.down_blocks.%d.downsamplers.0.conv.", l);
         if (!st && l < n - 1) st = wb(R, C_VAE, a, b, 1, 4, boc[l], boc[l], 3, 3);
     }
-    if (!st) st = vae_mid(R, "encoder", Cn);
+    if (!st) st = vae_mid(R, "encoder", Cn, attn);
     if (!st) st = wb(R, C_VAE, "encoder.norm_out.", "encoder.conv_norm_out.", 1, 1, Cn, 0, 0, 0);
     if (!st) st = wb(R, C_VAE, "encoder.conv_out.", "encoder.conv_out.", 1, 4, 2 * z, Cn, 3, 3);
     if (!st && quant) st = wb(R, C_VAE, "quant_conv.", "quant_conv.", 1, 4, 2 * z, 2 * z, 1, 1);
     if (!st && post) st = wb(R, C_VAE, "post_quant_conv.", "post_quant_conv.", 1, 4, z, z, 1, 1);
     if (!st) st = wb(R, C_VAE, "decoder.conv_in.", "decoder.conv_in.", 1, 4, Cn, z, 3, 3);
-    if (!st) st = vae_mid(R, "decoder", Cn);
+    if (!st) st = vae_mid(R, "decoder", Cn, attn);
     /* the decoder's up.N counts from the lowest resolution's other end:
      * diffusers' up_blocks.r is the file's up.(n-1-r) */
     for (int r = 0; !st && r < n; r++) {
@@ -547,7 +549,7 @@ static lm_status vae(reader *R, cJSON **cfg)
     cJSON_AddNumberToObject(c, "latent_channels", (double)z);
     cJSON_AddBoolToObject(c, "use_quant_conv", quant);
     cJSON_AddBoolToObject(c, "use_post_quant_conv", post);
-    cJSON_AddBoolToObject(c, "mid_block_add_attention", true);
+    cJSON_AddBoolToObject(c, "mid_block_add_attention", attn);
     cJSON_AddStringToObject(c, "act_fn", "silu");
     cJSON_AddNumberToObject(c, "norm_num_groups", 32);
     cJSON_AddNumberToObject(c, "sample_size", R->fam == LM_SD_XL ? 1024 : R->fam == LM_SD_2 ? 768 : 512);
@@ -830,7 +832,7 @@ static bool shape_key(const char *k)
         "in_channels", "out_channels", "block_out_channels", "layers_per_block",
         "down_block_types", "up_block_types", "cross_attention_dim", "use_linear_projection",
         "addition_embed_type", "projection_class_embeddings_input_dim", "latent_channels",
-        "use_quant_conv", "use_post_quant_conv", "vocab_size", "hidden_size",
+        "use_quant_conv", "use_post_quant_conv", "mid_block_add_attention", "vocab_size", "hidden_size",
         "intermediate_size", "num_hidden_layers", "max_position_embeddings", "projection_dim",
     };
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
