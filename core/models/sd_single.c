@@ -272,6 +272,8 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
     for (;;) {
         int n = 0;
         int64_t c = 0;
+        if (nlev == MAX_LEVELS)
+            return lm_error_set(LM_ERR_UNSUPPORTED, "%s: more than %d UNet levels", R->file, MAX_LEVELS);
         while (has(R, "%sinput_blocks.%d.0.in_layers.2.weight", P, K + n)) {
             char lp[96];
             if ((st = probe(R, 4, s, "%sinput_blocks.%d.0.in_layers.2.weight", P, K + n))) return st;
@@ -294,8 +296,6 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
             n++;
         }
         if (!n) break;
-        if (nlev == MAX_LEVELS)
-            return lm_error_set(LM_ERR_UNSUPPORTED, "%s: more than %d UNet levels", R->file, MAX_LEVELS);
         if (L < 0) L = n;
         else if (n != L)
             return lm_error_set(LM_ERR_FORMAT, "%s: UNet level %d has %d res blocks, level 0 "
@@ -723,10 +723,11 @@ static bool skippable(const reader *R, const char *k, int dropped)
             !strcmp(r, "logit_scale"))
             return true;
         /* SD 2.x: OpenCLIP's projection and the block past the penultimate */
-        if (c == C_TE && dropped >= 0) {
+        if (c == C_TE && R->fam == LM_SD_2) {
             char last[64];
             snprintf(last, sizeof last, "transformer.resblocks.%d.", dropped);
-            if (!strcmp(r, "text_projection") || !strncmp(r, last, strlen(last))) return true;
+            if (!strcmp(r, "text_projection") || (dropped >= 0 && !strncmp(r, last, strlen(last))))
+                return true;
         }
     }
     return false;
@@ -965,10 +966,11 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     if (!st) st = vae(&R, &out->vae.config);
     if (!st) st = R.fam == LM_SD_2 ? clip_open(&R, C_TE, o->sd2_drop_last_layer, &out->text_encoder.config, &dropped)
                                    : clip_hf(&R, C_TE, &out->text_encoder.config);
-    if (!st && R.fam == LM_SD_XL) st = clip_open(&R, C_TE2, 0, &out->text_encoder_2.config, &dropped);
+    int unused = -1;
+    if (!st && R.fam == LM_SD_XL) st = clip_open(&R, C_TE2, 0, &out->text_encoder_2.config, &unused);
     if (!st) st = apply_table(&R, out);
     for (int i = 0; !st && i < R.set.count; i++) {
-        if (R.used[i] || skippable(&R, R.set.names[i], R.fam == LM_SD_2 ? dropped : -1)) continue;
+        if (R.used[i] || skippable(&R, R.set.names[i], dropped)) continue;
         char sh[96];
         lm_shape_str(sh, sizeof sh, R.set.arrays[i]->ndim, R.set.arrays[i]->shape);
         st = lm_error_set(LM_ERR_FORMAT, "%s: unexpected key %s %s: no place for it in the %s "
