@@ -271,6 +271,35 @@ static void check_model(const char *model, lm_sd_family fam)
     lm_sd_single_free(&s);
 }
 
+/* the same tensors when the file is placed on a Vulkan device (the views:
+ * qkv thirds, transposes, reshapes, run there) */
+static void test_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = NULL;
+    for (int i = 0; i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    if (!vk) {
+        printf("no Vulkan device: the Vulkan half skipped\n");
+        skip();
+    }
+    static const char *const models[3] = {"sd1", "sd2", "sdxl"};
+    for (int m = 0; m < 3; m++) {
+        char path[256];
+        snprintf(path, sizeof path, DIR "%s.safetensors", models[m]);
+        lm_sd_single s;
+        lm_sd_single_opts o = {.dev = vk};
+        assert_int_equal(lm_sd_single_read_opts(path, &o, &s), LM_OK);
+        for (int c = 0; c < 4; c++)
+            if (comp_of(&s, c)->config) {
+                for (int i = 0; i < comp_of(&s, c)->weights.count; i++)
+                    assert_ptr_equal(comp_of(&s, c)->weights.arrays[i]->device, vk);
+                same_tensors(models[m], c, &comp_of(&s, c)->weights);
+            }
+        lm_sd_single_free(&s);
+    }
+}
+
 static void test_sd1(void **state) { (void)state; check_model("sd1", LM_SD_1); }
 static void test_sd2(void **state) { (void)state; check_model("sd2", LM_SD_2); }
 static void test_sdxl(void **state) { (void)state; check_model("sdxl", LM_SD_XL); }
@@ -454,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_sd1),
         cmocka_unit_test(test_sd2),
         cmocka_unit_test(test_sdxl),
+        cmocka_unit_test(test_vulkan),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
