@@ -272,6 +272,8 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
     for (;;) {
         int n = 0;
         int64_t c = 0;
+        if (nlev == MAX_LEVELS)
+            return lm_error_set(LM_ERR_UNSUPPORTED, "%s: more than %d UNet levels", R->file, MAX_LEVELS);
         while (has(R, "%sinput_blocks.%d.0.in_layers.2.weight", P, K + n)) {
             char lp[96];
             if ((st = probe(R, 4, s, "%sinput_blocks.%d.0.in_layers.2.weight", P, K + n))) return st;
@@ -294,8 +296,6 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
             n++;
         }
         if (!n) break;
-        if (nlev == MAX_LEVELS)
-            return lm_error_set(LM_ERR_UNSUPPORTED, "%s: more than %d UNet levels", R->file, MAX_LEVELS);
         if (L < 0) L = n;
         else if (n != L)
             return lm_error_set(LM_ERR_FORMAT, "%s: UNet level %d has %d res blocks, level 0 "
@@ -450,7 +450,7 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
 
 /* mid block: two resnets around one attention whose q/k/v/proj_out are
  * 1x1 convs in the file and linears in diffusers */
-static lm_status vae_mid(reader *R, const char *side, int64_t C)
+static lm_status vae_mid(reader *R, const char *side, int64_t C, bool attn)
 {
     char a[160], b[160];
     pre(a, sizeof a, "%s.mid.block_1.", side);
@@ -459,6 +459,7 @@ static lm_status vae_mid(reader *R, const char *side, int64_t C)
     pre(a, sizeof a, "%s.mid.block_2.", side);
     pre(b, sizeof b, "%s.mid_block.resnets.1.", side);
     if (!st) st = resnet(R, C_VAE, a, b, C, C, 0);
+    if (!attn) return st;
     pre(a, sizeof a, "%s.mid.attn_1.norm.", side);
     pre(b, sizeof b, "%s.mid_block.attentions.0.group_norm.", side);
     if (!st) st = wb(R, C_VAE, a, b, 1, 1, C, 0, 0, 0);
@@ -495,6 +496,7 @@ static lm_status vae(reader *R, cJSON **cfg)
     if ((st = probe(R, 4, s, "%sdecoder.conv_out.weight", P))) return st;
     out_ch = s[0];
     bool quant = has(R, "%squant_conv.weight", P), post = has(R, "%spost_quant_conv.weight", P);
+    bool attn = has(R, "%sencoder.mid.attn_1.norm.weight", P);
     int64_t Cn = boc[n - 1];
     char a[160], b[160];
     st = wb(R, C_VAE, "encoder.conv_in.", "encoder.conv_in.", 1, 4, C0, in_ch, 3, 3);
@@ -508,13 +510,13 @@ static lm_status vae(reader *R, cJSON **cfg)
         pre(b, sizeof b, "encoder.down_blocks.%d.downsamplers.0.conv.", l);
         if (!st && l < n - 1) st = wb(R, C_VAE, a, b, 1, 4, boc[l], boc[l], 3, 3);
     }
-    if (!st) st = vae_mid(R, "encoder", Cn);
+    if (!st) st = vae_mid(R, "encoder", Cn, attn);
     if (!st) st = wb(R, C_VAE, "encoder.norm_out.", "encoder.conv_norm_out.", 1, 1, Cn, 0, 0, 0);
     if (!st) st = wb(R, C_VAE, "encoder.conv_out.", "encoder.conv_out.", 1, 4, 2 * z, Cn, 3, 3);
     if (!st && quant) st = wb(R, C_VAE, "quant_conv.", "quant_conv.", 1, 4, 2 * z, 2 * z, 1, 1);
     if (!st && post) st = wb(R, C_VAE, "post_quant_conv.", "post_quant_conv.", 1, 4, z, z, 1, 1);
     if (!st) st = wb(R, C_VAE, "decoder.conv_in.", "decoder.conv_in.", 1, 4, Cn, z, 3, 3);
-    if (!st) st = vae_mid(R, "decoder", Cn);
+    if (!st) st = vae_mid(R, "decoder", Cn, attn);
     /* the decoder's up.N counts from the lowest resolution's other end:
      * diffusers' up_blocks.r is the file's up.(n-1-r) */
     for (int r = 0; !st && r < n; r++) {
@@ -547,7 +549,7 @@ static lm_status vae(reader *R, cJSON **cfg)
     cJSON_AddNumberToObject(c, "latent_channels", (double)z);
     cJSON_AddBoolToObject(c, "use_quant_conv", quant);
     cJSON_AddBoolToObject(c, "use_post_quant_conv", post);
-    cJSON_AddBoolToObject(c, "mid_block_add_attention", true);
+    cJSON_AddBoolToObject(c, "mid_block_add_attention", attn);
     cJSON_AddStringToObject(c, "act_fn", "silu");
     cJSON_AddNumberToObject(c, "norm_num_groups", 32);
     cJSON_AddNumberToObject(c, "sample_size", R->fam == LM_SD_XL ? 1024 : R->fam == LM_SD_2 ? 768 : 512);
@@ -706,7 +708,8 @@ static bool skippable(const reader *R, const char *k, int dropped)
         "sqrt_one_minus_alphas_cumprod", "log_one_minus_alphas_cumprod",
         "sqrt_recip_alphas_cumprod", "sqrt_recipm1_alphas_cumprod", "posterior_variance",
         "posterior_log_variance_clipped", "posterior_mean_coef1", "posterior_mean_coef2",
-        "logvar", "lvlb_weights", "model.diffusion_model.logvar",
+        "logvar", "lvlb_weights", "model.diffusion_model.logvar", "denoiser.sigmas",
+        "denoiser.log_sigmas",
     };
     if (!strncmp(k, "model_ema.", 10)) return true;
     for (size_t i = 0; i < sizeof top / sizeof *top; i++)
@@ -720,10 +723,11 @@ static bool skippable(const reader *R, const char *k, int dropped)
             !strcmp(r, "logit_scale"))
             return true;
         /* SD 2.x: OpenCLIP's projection and the block past the penultimate */
-        if (c == C_TE && dropped >= 0) {
+        if (c == C_TE && R->fam == LM_SD_2) {
             char last[64];
             snprintf(last, sizeof last, "transformer.resblocks.%d.", dropped);
-            if (!strcmp(r, "text_projection") || !strncmp(r, last, strlen(last))) return true;
+            if (!strcmp(r, "text_projection") || (dropped >= 0 && !strncmp(r, last, strlen(last))))
+                return true;
         }
     }
     return false;
@@ -829,7 +833,7 @@ static bool shape_key(const char *k)
         "in_channels", "out_channels", "block_out_channels", "layers_per_block",
         "down_block_types", "up_block_types", "cross_attention_dim", "use_linear_projection",
         "addition_embed_type", "projection_class_embeddings_input_dim", "latent_channels",
-        "use_quant_conv", "use_post_quant_conv", "vocab_size", "hidden_size",
+        "use_quant_conv", "use_post_quant_conv", "mid_block_add_attention", "vocab_size", "hidden_size",
         "intermediate_size", "num_hidden_layers", "max_position_embeddings", "projection_dim",
     };
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
@@ -962,10 +966,11 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     if (!st) st = vae(&R, &out->vae.config);
     if (!st) st = R.fam == LM_SD_2 ? clip_open(&R, C_TE, o->sd2_drop_last_layer, &out->text_encoder.config, &dropped)
                                    : clip_hf(&R, C_TE, &out->text_encoder.config);
-    if (!st && R.fam == LM_SD_XL) st = clip_open(&R, C_TE2, 0, &out->text_encoder_2.config, &dropped);
+    int unused = -1;
+    if (!st && R.fam == LM_SD_XL) st = clip_open(&R, C_TE2, 0, &out->text_encoder_2.config, &unused);
     if (!st) st = apply_table(&R, out);
     for (int i = 0; !st && i < R.set.count; i++) {
-        if (R.used[i] || skippable(&R, R.set.names[i], R.fam == LM_SD_2 ? dropped : -1)) continue;
+        if (R.used[i] || skippable(&R, R.set.names[i], dropped)) continue;
         char sh[96];
         lm_shape_str(sh, sizeof sh, R.set.arrays[i]->ndim, R.set.arrays[i]->shape);
         st = lm_error_set(LM_ERR_FORMAT, "%s: unexpected key %s %s: no place for it in the %s "
