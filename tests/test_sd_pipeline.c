@@ -19,6 +19,7 @@
 #include "backends/cpu/cpu.h"
 #include "core/io/io.h"
 #include "core/models/sd_pipeline.h"
+#include "core/models/vae.h"
 
 #define DIR "tests/ref/diffusion/"
 #define TOL 1e-3
@@ -77,6 +78,7 @@ static lm_sd_pipeline *load(const char *path, const char *tok)
     o.dtype = LM_F32;
     o.device = lm_device_cpu();
     o.tokenizer_dir = tok;
+    o.vae_tiling = LM_VAE_TILING_OFF;   /* as diffusers without enable_tiling() */
     lm_sd_pipeline *p = lm_sd_pipeline_load(path, &o);
     if (!p) fprintf(stderr, "%s: %s\n", path, lm_error_message());
     assert_non_null(p);
@@ -219,18 +221,21 @@ static void test_img2img(void **state)
     lm_array_release(img);
 }
 
+/* the single files make_single.py builds into $BUILD/ref/diffusion/ */
 static void test_single_files(void **state)
 {
     (void)state;
-    lm_sd_pipeline *p = load(DIR "sd1.safetensors", DIR "sd1");
-    assert_true(run_ref(p, "sd1", "euler_a", "euler_a") <= TOL);
-    lm_sd_pipeline_free(p);
-    p = load(DIR "sd2.safetensors", DIR "sd2");
-    assert_true(run_ref(p, "sd2", "euler", "euler") <= TOL);
-    lm_sd_pipeline_free(p);
-    p = load(DIR "sdxl.safetensors", DIR "sdxl");
-    assert_true(run_ref(p, "sdxl", "euler_a", "euler_a") <= TOL);
-    lm_sd_pipeline_free(p);
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    static const char *const m[][3] = {{"sd1", "euler_a", "euler_a"}, {"sd2", "euler", "euler"},
+                                       {"sdxl", "euler_a", "euler_a"}};
+    for (int i = 0; i < 3; i++) {
+        char file[512], tok[256];
+        snprintf(file, sizeof file, "%s/ref/diffusion/%s.safetensors", build, m[i][0]);
+        snprintf(tok, sizeof tok, DIR "%s", m[i][0]);
+        lm_sd_pipeline *p = load(file, tok);
+        assert_true(run_ref(p, m[i][0], m[i][1], m[i][2]) <= TOL);
+        lm_sd_pipeline_free(p);
+    }
 }
 
 /* seeded noise, no hook: images [B,3,H,W] for seeds */
@@ -328,6 +333,8 @@ static int setup(void **state)
     lm_sd_load_opts_init(&o);
     o.dtype = LM_F32;
     o.device = lm_device_cpu();
+    /* the tiny VAE's sample_size is 32: img2img's 64x64 image would be tiled */
+    o.vae_tiling = LM_VAE_TILING_OFF;
     if (!(sd1 = lm_sd_pipeline_load(DIR "sd1", &o)) || !(sd2 = lm_sd_pipeline_load(DIR "sd2", &o)) ||
         !(sdxl = lm_sd_pipeline_load(DIR "sdxl", &o))) {
         fprintf(stderr, "%s\n", lm_error_message());

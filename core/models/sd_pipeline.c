@@ -356,6 +356,11 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
         st = load_folder(p, path, o);
     else
         st = load_single(p, path, o);
+    if (st == LM_OK && o->vae_tiling) {
+        lm_vae_tiling t = lm_vae_get_tiling(p->vae);
+        t.mode = (lm_vae_tiling_mode)o->vae_tiling;
+        st = lm_vae_set_tiling(p->vae, &t);
+    }
     if (st != LM_OK) {
         lm_sd_pipeline_free(p);
         return NULL;
@@ -571,6 +576,8 @@ typedef struct gen {
     bool cfg;
     uint64_t *seeds;
     int64_t shape[4];         /* [B, C, h, w] of the latents */
+    int64_t size_h, size_w;   /* SDXL's time_ids: height / width as given (diffusers'
+                                 arguments), else the latents' */
     lm_array **ctx, **pooled; /* per lane: [2per or per, L, D], SDXL [.., P] */
     lm_array *tids;           /* SDXL: [2per or per, 6] */
 } gen;
@@ -640,7 +647,7 @@ static lm_array *time_ids(const gen *g, int n, lm_dtype dt)
         lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
         return NULL;
     }
-    float H = (float)(g->shape[2] * g->p->vae_scale), W = (float)(g->shape[3] * g->p->vae_scale);
+    float H = (float)g->size_h, W = (float)g->size_w;
     for (int i = 0; i < n; i++) {
         float row[6] = {H, W, 0, 0, H, W};
         memcpy(v + 6 * i, row, sizeof row);
@@ -830,6 +837,8 @@ static lm_status check_gen(gen *g)
         return lm_error_set(LM_ERR_ARG, "generate: size %lldx%lld: width and height must be "
                             "multiples of %lld (the VAE's scale), at most 65536", (long long)W,
                             (long long)H, (long long)p->vae_scale);
+    g->size_h = o->height > 0 && !o->init ? o->height : H;
+    g->size_w = o->width > 0 && !o->init ? o->width : W;
     g->shape[0] = g->B;
     g->shape[1] = C;
     g->shape[2] = H / p->vae_scale;

@@ -44,6 +44,9 @@ typedef struct lm_sd_load_opts {
                                   folder (SD 1.x / 2.x) */
     const char *prediction;    /* NULL, "epsilon" or "v_prediction": overrides the
                                   scheduler config (single files have none) */
+    int vae_tiling;            /* core/models/vae.h's lm_vae_tiling_mode: auto (0, the
+                                  default: tile images larger than the VAE's
+                                  sample_size), on, or off (diffusers' default) */
 } lm_sd_load_opts;
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o);
