@@ -320,7 +320,8 @@ bool lm_lua_sd_is_pipeline(const char *path)
 int lm_lua_sd_pipeline_open(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
-    static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction", NULL};
+    static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction",
+                                        "tiling", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.diffusion.pipeline", known);
     lm_sd_load_opts lo;
@@ -330,6 +331,11 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     lo.variant = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "variant", NULL);
     lo.tokenizer_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tokenizer", NULL);
     lo.prediction = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prediction", NULL);
+    const char *tiling = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tiling", "auto");
+    if (!strcmp(tiling, "auto")) lo.vae_tiling = LM_VAE_TILING_AUTO;
+    else if (!strcmp(tiling, "on")) lo.vae_tiling = LM_VAE_TILING_ON;
+    else if (!strcmp(tiling, "off")) lo.vae_tiling = LM_VAE_TILING_OFF;
+    else return luaL_error(L, "lm.diffusion.pipeline: tiling \"%s\": expected auto, on or off", tiling);
     lua_pipe *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->p = NULL;
     luaL_setmetatable(L, LM_LUA_SD_PIPE);
@@ -672,13 +678,16 @@ static const lm_lua_func diffusion_funcs[] = {
      "text_embeds=[B,P] (with a projection)}, lazy.  Fields: hidden_size, num_layers,\n"
      "num_heads, max_positions, vocab_size, projection_dim, hidden_act, dtype, device."},
     {"pipeline", lm_lua_sd_pipeline_open,
-     "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=}) -> pipe\n"
+     "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=, tiling=})\n"
+     "-> pipe\n"
      "Also lm.models.load(path).  A Stable Diffusion pipeline (SD 1.x, 2.x, SDXL) from a\n"
      "diffusers folder (model_index.json) or a single-file .safetensors checkpoint, computed\n"
      "as diffusers computes it.  dtype: f16 on a GPU, f32 on the CPU by default.  variant:\n"
      "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
      "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"
-     "\"v_prediction\", overriding the scheduler config.  Weights load once and stay on the\n"
+     "\"v_prediction\", overriding the scheduler config.  tiling: the VAE's, \"auto\" (tile\n"
+     "images larger than its sample_size), \"on\" or \"off\" (diffusers' default).  Weights\n"
+     "load once and stay on the\n"
      "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"
      "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"
      "pipe.vae:encode(img in -1..1) -> mean, logvar, pipe.vae:decode(z) -> image in -1..1.\n"

@@ -11,8 +11,9 @@ cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 export LUMEN_DEVICE=cpu
 D=tests/ref/diffusion
-if [ ! -f "$D/sd1/model_index.json" ] || [ ! -f "$D/sd1.safetensors" ]; then
-  echo "tests/ref/diffusion fixtures absent (tests/ref/gen_diffusion.py writes them): skipped"
+S=$BUILD/ref/diffusion/sd1.safetensors   # make diffusion-fixtures builds it (tests/ref/make_single.py)
+if [ ! -f "$D/sd1/model_index.json" ] || [ ! -f "$S" ]; then
+  echo "tests/ref/diffusion fixtures or $S absent (make diffusion-fixtures): skipped"
   exit 77
 fi
 T=$BUILD/test-generate
@@ -39,7 +40,7 @@ Steps: 4, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7, Seed: 42, Size
 check "folder layout makes a PNG" sh -c "$G --model $D/sd1 --seed 42 -o $T/folder.png && test -s $T/folder.png"
 export WANT
 check "parameters chunk as A1111 writes it" sh -c "params() { $L -e \"local _, t = lm.image.read_png('\$1'); io.write(t.parameters)\"; }; test \"\$(params $T/folder.png)\" = \"\$WANT\""
-check "single-file layout makes the same PNG" sh -c "$G --model $D/sd1.safetensors --tokenizer $D/sd1 --seed 42 -o $T/single.png && cmp $T/folder.png $T/single.png"
+check "single-file layout makes the same PNG" sh -c "$G --model $S --tokenizer $D/sd1 --seed 42 -o $T/single.png && cmp $T/folder.png $T/single.png"
 check "img2img with --init and --strength" sh -c "$G --model $D/sd1 --seed 3 --init $T/folder.png --strength 0.5 --sampler euler_a -o $T/i2i.png && $L -e \"local _, t = lm.image.read_png('$T/i2i.png'); assert(t.parameters:find('Sampler: Euler a, Schedule type: Normal', 1, true)); assert(t.parameters:find(', Denoising strength: 0.5', 1, true))\""
 check "--batch-size 2 is two single runs, byte for byte" sh -c "$G --model $D/sd1 --seed 42 --sampler euler_a --batch-size 2 -o $T/b.png && $G --model $D/sd1 --seed 43 --sampler euler_a -o $T/s43.png && $G --model $D/sd1 --seed 42 --sampler euler_a -o $T/s42.png && cmp $T/b_0000.png $T/s42.png && cmp $T/b_0001.png $T/s43.png && ! cmp -s $T/s42.png $T/s43.png"
 cp $T/folder.png $T/keep.png
