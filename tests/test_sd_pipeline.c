@@ -71,12 +71,12 @@ static bool same_bytes(lm_array *a, lm_array *b)
     return same;
 }
 
-static lm_sd_pipeline *load(const char *path, const char *tok)
+static lm_sd_pipeline *load_on(const char *path, const char *tok, lm_device *dev)
 {
     lm_sd_load_opts o;
     lm_sd_load_opts_init(&o);
     o.dtype = LM_F32;
-    o.device = lm_device_cpu();
+    o.device = dev;
     o.tokenizer_dir = tok;
     o.vae_tiling = LM_VAE_TILING_OFF;   /* as diffusers without enable_tiling() */
     lm_sd_pipeline *p = lm_sd_pipeline_load(path, &o);
@@ -84,6 +84,8 @@ static lm_sd_pipeline *load(const char *path, const char *tok)
     assert_non_null(p);
     return p;
 }
+
+static lm_sd_pipeline *load(const char *path, const char *tok) { return load_on(path, tok, lm_device_cpu()); }
 
 /* diffusers' recorded draws: k >= 1 the k-th of ancestral [n,1,C,h,w];
  * k = 0 add_noise's; k = -1 the VAE sample's */
@@ -238,6 +240,33 @@ static void test_single_files(void **state)
     }
 }
 
+/* the same runs on a Vulkan device (lavapipe here), f32, same bound */
+static void test_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = NULL;
+    for (int i = 0; lm_device_at(i); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    if (!vk) {
+        printf("  no Vulkan device: skipped\n");
+        skip();
+    }
+    lm_device *was = lm_device_default();
+    lm_device_set_default(vk);
+    static const char *const m[][3] = {{"sd1", "euler_a", "euler_a"}, {"sd1", "dpm++2m_karras", "dpmpp_2m_karras"},
+                                       {"sd2", "euler", "euler"}, {"sdxl", "euler_a", "euler_a"}};
+    for (int i = 0; i < 4; i++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, DIR "%s", m[i][0]);
+        lm_sd_pipeline *p = load_on(dir, NULL, vk);
+        printf("  on %s:", vk->spec);
+        double e = run_ref(p, m[i][0], m[i][1], m[i][2]);
+        lm_sd_pipeline_free(p);
+        assert_true(e <= TOL);
+    }
+    lm_device_set_default(was);
+}
+
 /* seeded noise, no hook: images [B,3,H,W] for seeds */
 static lm_array *seeded(lm_sd_pipeline *p, int n, const uint64_t *seeds, const char *sampler)
 {
@@ -362,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_sdxl),
         cmocka_unit_test(test_img2img),
         cmocka_unit_test(test_single_files),
+        cmocka_unit_test(test_vulkan),
         cmocka_unit_test(test_batch_bytes),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
