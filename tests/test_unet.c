@@ -271,8 +271,8 @@ static void test_errors(void **state)
                  "diffusion_pytorch_model.safetensors");
     write_weights(NULL, NULL);
     /* a config that disagrees with the weights */
-    write_config("\"cross_attention_dim\": 32", "\"cross_attention_dim\": 48");
-    expect_error(LM_ERR_SHAPE, "attn2.to_k.weight has shape [32,32], the config needs [32,48]",
+    write_config("\"cross_attention_dim\": 64", "\"cross_attention_dim\": 48");
+    expect_error(LM_ERR_SHAPE, "attn2.to_k.weight has shape [32,64], the config needs [32,48]",
                  "diffusion_pytorch_model.safetensors");
     write_config("\"resnet_time_scale_shift\": \"default\"", "\"resnet_time_scale_shift\": \"scale_shift\"");
     expect_error(LM_ERR_UNSUPPORTED, "resnet_time_scale_shift: \"scale_shift\" is not supported", NULL);
