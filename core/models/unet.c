@@ -54,8 +54,8 @@ static lm_status refuse_set(const cJSON *j, const char *key, const char *file)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return LM_OK;
     char *s = cJSON_PrintUnformatted(v);
-    lm_status st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: %s is not supported (only null)",
-                                file, key, s ? s : "?");
+    lm_status st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: %s is not supported (only %s)",
+                                file, key, s ? s : "?", cJSON_IsBool(v) ? "false" : "null");
     free(s);
     return st;
 }
