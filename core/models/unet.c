@@ -54,8 +54,8 @@ static lm_status refuse_set(const cJSON *j, const char *key, const char *file)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return LM_OK;
     char *s = cJSON_PrintUnformatted(v);
-    lm_status st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: %s is not supported (only null)",
-                                file, key, s ? s : "?");
+    lm_status st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: %s is not supported (only %s)",
+                                file, key, s ? s : "?", cJSON_IsBool(v) ? "false" : "null");
     free(s);
     return st;
 }
@@ -210,8 +210,13 @@ static lm_status read_config(const cJSON *j, const char *file, lm_unet_config *c
     }
     if (st == LM_OK) st = lm_dfs_int(j, "in_channels", file, false, 4, 1, big, &c->in_channels);
     if (st == LM_OK) st = lm_dfs_int(j, "out_channels", file, false, 4, 1, big, &c->out_channels);
+    /* sample_size may be [h, w]; the height stands for both */
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(j, "sample_size");
-    if (st == LM_OK && cJSON_IsArray(ss)) c->sample_size = cJSON_GetArrayItem(ss, 0)->valueint;
+    const cJSON *s0 = cJSON_IsArray(ss) ? cJSON_GetArrayItem(ss, 0) : NULL;
+    if (st == LM_OK && cJSON_IsArray(ss) && !(cJSON_IsNumber(s0) && s0->valuedouble >= 0 &&
+                                              s0->valuedouble <= (double)big))
+        st = lm_error_set(LM_ERR_FORMAT, "%s: sample_size: expected an integer or [h, w]", file);
+    else if (st == LM_OK && s0) c->sample_size = (int64_t)s0->valuedouble;
     else if (st == LM_OK) st = lm_dfs_int(j, "sample_size", file, false, 0, 0, big, &c->sample_size);
     if (st == LM_OK) st = int_list(j, "layers_per_block", file, n, 2, 1, 64, c->layers_per_block);
     if (st == LM_OK) st = int_list(j, "transformer_layers_per_block", file, n, 1, 1, 64,
@@ -510,6 +515,12 @@ lm_unet *lm_unet_load_from(const cJSON *config, lm_tensor_set *weights, const ch
                            lm_dtype dt, lm_device *dev)
 {
     lm_unet *m = NULL;
+    if (!file) file = "unet weights";
+    if (!weights || !cJSON_IsObject(config)) {
+        if (weights) lm_tensor_set_free(weights);
+        lm_error_set(LM_ERR_ARG, "unet %s: need a config object and a tensor set", file);
+        return NULL;
+    }
     un_load L = {.set = weights, .file = file};
     lm_status st = LM_OK;
     if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && dt != LM_F64)
