@@ -156,6 +156,31 @@ static void test_vae_vulkan(void **state)
     run_model("sdxl", vk);
 }
 
+/* f16 compute (what force_upcast false would give): the blend's f32 ramps
+ * meet f16 tiles; bound 1e-2 of the largest value (f16 has 11 bits). */
+static void test_vae_f16(void **state)
+{
+    (void)state;
+    lm_vae *m = lm_vae_load(DIFF_DIR "sd1/vae", NULL, LM_F16, lm_device_cpu());
+    assert_non_null(m);
+    assert_int_equal(lm_vae_dtype(m), LM_F16);
+    lm_array *dec = lm_vae_decode(m, ref_get("sd1", "z_big"));
+    assert_non_null(dec);
+    assert_int_equal(dec->dtype, LM_F16);
+    lm_array *want = ref_get("sd1", "dec_tiled");
+    double *g = tu_read(dec), *w = tu_read(want), err = 0, big = 0;
+    for (int64_t i = 0; i < want->size; i++) {
+        err = fmax(err, fabs(g[i] - w[i]));
+        big = fmax(big, fabs(w[i]));
+    }
+    printf("  sd1   dec_tiled    f16 cpu  max abs err %.3g, relative %.3g\n", err, err / big);
+    assert_true(err / big <= 1e-2);
+    free(g);
+    free(w);
+    lm_array_release(dec);
+    lm_vae_free(m);
+}
+
 /* Tiling keeps one tile's work: the peak of a tiled decode of a latent of
  * 4x4 tiles stays below the untiled one's (which holds whole-image
  * activations), and both give an image of the same size. */
@@ -328,6 +353,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vae_cpu),
         cmocka_unit_test(test_vae_vulkan),
+        cmocka_unit_test(test_vae_f16),
         cmocka_unit_test(test_tiled_memory),
         cmocka_unit_test(test_errors),
     };
