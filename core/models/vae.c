@@ -438,9 +438,10 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
     return m;
 }
 
-/* Reads dir/<stem>[.variant].safetensors.  TODO(h-unet): replace with the
- * stem-taking weights loader of diffusers_config.c once it lands (that one
- * also reads sharded indexes, which VAEs never need). */
+/* Reads dir/diffusion_pytorch_model[.variant].safetensors.  TO BE REPLACED
+ * at integration by h-unet's lm_dfs_load_weights_stem(dir,
+ * "diffusion_pytorch_model", variant, dev, out, file) of diffusers_config.c
+ * (not on main when this was written; it also reads sharded indexes). */
 static lm_status load_vae_weights(const char *dir, const char *variant, lm_device *dev,
                                   lm_tensor_set *out, char **file)
 {
