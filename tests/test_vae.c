@@ -300,6 +300,25 @@ static void test_errors(void **state)
     lm_array_release(three);
     lm_vae_free(ok);
 
+    /* load_from consumes the set, on success and on failure */
+    size_t n;
+    char *text = slurp(DIFF_DIR "sd1/vae/config.json", &n);
+    cJSON *cfg = cJSON_Parse(text);
+    free(text);
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    ok = lm_vae_load_from(cfg, &s, "sd1 vae", LM_F32, lm_device_cpu());
+    assert_non_null(ok);
+    assert_int_equal(s.count, 0);
+    lm_vae_free(ok);
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    assert_null(lm_vae_load_from(cfg, &s, "sd1 vae", LM_I32, lm_device_cpu()));
+    printf("  error: %s\n", lm_error_message());
+    assert_int_equal(s.count, 0);
+    cJSON_Delete(cfg);
+
     write_weights("decoder.up_blocks.1.resnets.1.conv2.bias", NULL);
     expect_error("missing weight decoder.up_blocks.1.resnets.1.conv2.bias [32]",
                  "diffusion_pytorch_model.safetensors");
