@@ -6,7 +6,8 @@
  * Per VAE, f32, within 1e-4 of the largest reference value, on the CPU and
  * on a Vulkan device (lavapipe) where there is one: encode (mean, logvar),
  * decode, tiled decode of a latent larger than the tile (vae.enable_tiling(),
- * tile = sample_size) and tiled encode of an image larger than the tile.
+ * tile = sample_size), the same latent with tiling off, and tiled encode of
+ * an image larger than the tile.
  * Tiled decode keeps less memory at its peak than the untiled one.
  * Errors: a missing, an unexpected and a wrongly shaped weight, an
  * unsupported block type and activation, bad tiling arguments. */
@@ -113,7 +114,11 @@ static void run_model(const char *model, lm_device *dev)
     dec = lm_vae_decode(m, ref_get(model, "z_big"));
     check(dec, model, "dec_tiled", where);
     lm_array_release(dec);
-    lm_vae_tiling on = {LM_VAE_TILING_ON, 0, 0};
+    lm_vae_tiling off = {LM_VAE_TILING_OFF, 0, 0}, on = {LM_VAE_TILING_ON, 0, 0};
+    assert_int_equal(lm_vae_set_tiling(m, &off), LM_OK);
+    dec = lm_vae_decode(m, ref_get(model, "z_big"));
+    check(dec, model, "dec_big_untiled", where);
+    lm_array_release(dec);
     assert_int_equal(lm_vae_set_tiling(m, &on), LM_OK);
     assert_int_equal(lm_vae_encode(m, ref_get(model, "img_big"), &mean, &logvar), LM_OK);
     check(mean, model, "mean_tiled", where);
@@ -151,15 +156,40 @@ static void test_vae_vulkan(void **state)
     run_model("sdxl", vk);
 }
 
+/* f16 compute (what force_upcast false would give): the blend's f32 ramps
+ * meet f16 tiles; bound 1e-2 of the largest value (f16 has 11 bits). */
+static void test_vae_f16(void **state)
+{
+    (void)state;
+    lm_vae *m = lm_vae_load(DIFF_DIR "sd1/vae", NULL, LM_F16, lm_device_cpu());
+    assert_non_null(m);
+    assert_int_equal(lm_vae_dtype(m), LM_F16);
+    lm_array *dec = lm_vae_decode(m, ref_get("sd1", "z_big"));
+    assert_non_null(dec);
+    assert_int_equal(dec->dtype, LM_F16);
+    lm_array *want = ref_get("sd1", "dec_tiled");
+    double *g = tu_read(dec), *w = tu_read(want), err = 0, big = 0;
+    for (int64_t i = 0; i < want->size; i++) {
+        err = fmax(err, fabs(g[i] - w[i]));
+        big = fmax(big, fabs(w[i]));
+    }
+    printf("  sd1   dec_tiled    f16 cpu  max abs err %.3g, relative %.3g\n", err, err / big);
+    assert_true(err / big <= 1e-2);
+    free(g);
+    free(w);
+    lm_array_release(dec);
+    lm_vae_free(m);
+}
+
 /* Tiling keeps one tile's work: the peak of a tiled decode of a latent of
- * 6x6 tiles stays below the untiled one's (which holds whole-image
+ * 4x4 tiles stays below the untiled one's (which holds whole-image
  * activations), and both give an image of the same size. */
 static void test_tiled_memory(void **state)
 {
     (void)state;
     lm_device *cpu = lm_device_cpu();
     lm_vae *m = vae_load("sd1", cpu);
-    int64_t side = 6 * lm_vae_get_config(m)->sample_size / lm_vae_get_config(m)->downscale;
+    int64_t side = 4 * lm_vae_get_config(m)->sample_size / lm_vae_get_config(m)->downscale;
     int64_t zs[4] = {1, 4, side, side};
     lm_array *z = lm_full(4, zs, 0.5, LM_F32, cpu);
     assert_int_equal(lm_array_eval(z), LM_OK);
@@ -255,7 +285,7 @@ static void test_errors(void **state)
     lm_vae *ok = lm_vae_load(tmpdir, NULL, LM_F32, lm_device_cpu());
     if (!ok) fprintf(stderr, "%s\n", lm_error_message());
     assert_non_null(ok);
-    lm_vae_tiling bad = {LM_VAE_TILING_ON, 12, 0};
+    lm_vae_tiling bad = {LM_VAE_TILING_ON, 13, 0};
     assert_int_equal(lm_vae_set_tiling(ok, &bad), LM_ERR_ARG);
     printf("  error: %s\n", lm_error_message());
     bad.tile = 0;
@@ -270,8 +300,27 @@ static void test_errors(void **state)
     lm_array_release(three);
     lm_vae_free(ok);
 
-    write_weights("decoder.up_blocks.1.resnets.2.conv2.bias", NULL);
-    expect_error("missing weight decoder.up_blocks.1.resnets.2.conv2.bias [32]",
+    /* load_from consumes the set, on success and on failure */
+    size_t n;
+    char *text = slurp(DIFF_DIR "sd1/vae/config.json", &n);
+    cJSON *cfg = cJSON_Parse(text);
+    free(text);
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    ok = lm_vae_load_from(cfg, &s, "sd1 vae", LM_F32, lm_device_cpu());
+    assert_non_null(ok);
+    assert_int_equal(s.count, 0);
+    lm_vae_free(ok);
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    assert_null(lm_vae_load_from(cfg, &s, "sd1 vae", LM_I32, lm_device_cpu()));
+    printf("  error: %s\n", lm_error_message());
+    assert_int_equal(s.count, 0);
+    cJSON_Delete(cfg);
+
+    write_weights("decoder.up_blocks.1.resnets.1.conv2.bias", NULL);
+    expect_error("missing weight decoder.up_blocks.1.resnets.1.conv2.bias [32]",
                  "diffusion_pytorch_model.safetensors");
     write_weights(NULL, "decoder.up_blocks.7.extra");
     expect_error("unexpected weight decoder.up_blocks.7.extra", "diffusion_pytorch_model.safetensors");
@@ -323,6 +372,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vae_cpu),
         cmocka_unit_test(test_vae_vulkan),
+        cmocka_unit_test(test_vae_f16),
         cmocka_unit_test(test_tiled_memory),
         cmocka_unit_test(test_errors),
     };

@@ -396,6 +396,11 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
     lm_vae *m = NULL;
     vae_load L = {.set = weights, .file = file ? file : "vae"};
     lm_status st = LM_OK;
+    if (!config || !weights) {
+        lm_error_set(LM_ERR_ARG, "vae %s: no config or no weights", L.file);
+        lm_tensor_set_free(weights);
+        return NULL;
+    }
     if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && dt != LM_F64)
         st = lm_error_set(LM_ERR_DTYPE, "vae %s: compute dtype %s (f32, f16, bf16, f64)", L.file,
                           lm_dtype_name(dt));
@@ -433,9 +438,10 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
     return m;
 }
 
-/* Reads dir/<stem>[.variant].safetensors.  TODO(h-unet): replace with the
- * stem-taking weights loader of diffusers_config.c once it lands (that one
- * also reads sharded indexes, which VAEs never need). */
+/* Reads dir/diffusion_pytorch_model[.variant].safetensors.  TO BE REPLACED
+ * at integration by h-unet's lm_dfs_load_weights_stem(dir,
+ * "diffusion_pytorch_model", variant, dev, out, file) of diffusers_config.c
+ * (not on main when this was written; it also reads sharded indexes). */
 static lm_status load_vae_weights(const char *dir, const char *variant, lm_device *dev,
                                   lm_tensor_set *out, char **file)
 {
@@ -732,8 +738,8 @@ static lm_array *tiled(const lm_vae *m, lm_array *x, const vae_tiles *T)
     lm_array *out = lm_zeros(4, oshape, m->dt, m->dev);
     lm_array **above = calloc((size_t)nc * 2, sizeof *above), **below = above + nc;
     lm_array *left = NULL;
-    lm_status st = out && above ? lm_array_eval(out) : LM_ERR_NOMEM;
-    if (st == LM_OK && !above) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    lm_status st = !out ? lm_error_status()
+                 : !above ? lm_error_set(LM_ERR_NOMEM, "out of memory") : lm_array_eval(out);
     int64_t oy = 0;
     for (int64_t i = 0; st == LM_OK && i < nr; i++) {
         int64_t ox = 0, ch = 0;
