@@ -40,3 +40,16 @@ ALL_TARGETS += $(BUILD)/bench/esrgan_concat
 # core/models/clip_tokenizer.c: NFC, lowercasing and letter/number classes
 # from ICU (Debian libicu-dev), the same Unicode data the tokenizers library uses
 LIB_EXTRA += $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
+
+# The diffusion fixtures in the original single-file layout (issue 24) are built
+# from the committed diffusers folders (tests/ref/diffusion/sd1, sd2, sdxl) by
+# tests/ref/make_single.py (numpy only), so the repository holds the weights once.
+# Tests find them in $BUILD/ref/diffusion/.
+DIFF_SINGLE := $(BUILD)/ref/diffusion/sd1.safetensors $(BUILD)/ref/diffusion/sd2.safetensors \
+  $(BUILD)/ref/diffusion/sdxl.safetensors
+$(BUILD)/ref/diffusion/%.safetensors: tests/ref/make_single.py tests/ref/diffusion/%/model_index.json
+	@mkdir -p $(@D)
+	/usr/bin/python3 tests/ref/make_single.py tests/ref/diffusion/$* $* $@
+.PHONY: diffusion-fixtures
+diffusion-fixtures: $(DIFF_SINGLE)
+TEST_PREREQS += diffusion-fixtures
