@@ -532,12 +532,23 @@ static void test_errors(void **state)
     expect_new_error("{\"thresholding\": true}", LM_SAMPLER_DDIM, 20, 1, "thresholding");
     expect_new_error("{\"algorithm_type\": \"sde-dpmsolver++\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "sde-dpmsolver++");
     expect_new_error("{\"solver_order\": 3}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_order 3");
+    expect_new_error("{\"solver_type\": \"rk4\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_type \"rk4\"");
     expect_new_error("{\"use_exponential_sigmas\": true}", LM_SAMPLER_EULER, 20, 1, "exponential");
     expect_new_error("{\"interpolation_type\": \"log_linear\"}", LM_SAMPLER_EULER, 20, 1, "interpolation_type");
     expect_new_error("{}", LM_SAMPLER_EULER, 0, 1, "steps 0");
     expect_new_error("{\"num_train_timesteps\": 10}", LM_SAMPLER_DDIM, 11, 1, "steps 11");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 0.1, "leaves no step");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 1.5, "strength");
+    /* a UniPC config (solver_type bh2) builds every sampler: DPM++ maps it to midpoint */
+    for (int kk = LM_SAMPLER_EULER; kk <= LM_SAMPLER_DDIM; kk++) {
+        cJSON *u = cJSON_Parse("{\"_class_name\": \"UniPCMultistepScheduler\", \"solver_type\": \"bh2\"}");
+        lm_sched_config uc;
+        assert_int_equal(lm_sched_config_from_json(u, "unipc", &uc), LM_OK);
+        cJSON_Delete(u);
+        lm_sampler *us = lm_sampler_new(&uc, (lm_sampler_kind)kk, false, 20, 1);
+        assert_non_null(us);
+        lm_sampler_free(us);
+    }
     /* trained_betas of the right length are used */
     char buf[16384];
     int k = snprintf(buf, sizeof buf, "{\"num_train_timesteps\": 100, \"trained_betas\": [");
