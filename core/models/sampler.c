@@ -10,7 +10,6 @@
  * timesteps come out equal.  The per-step scalars are float32 0-d tensors in
  * diffusers, so they are float arithmetic here too. */
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
