@@ -19,6 +19,7 @@
 #include "testutil.h"
 #include "core/io/io.h"
 #include "core/models/sampler.h"
+#include "core/random.h"
 
 #define REF "tests/ref/diffusion/ref_sched.safetensors"
 #define SCHED_REL 1e-6
@@ -244,16 +245,53 @@ static void test_loops_vulkan(void **state)
     run_loops(vk);
 }
 
+/* f16 latents and model outputs: the step computes in f32 (diffusers
+ * upcasts the sample) and returns f16 */
+static void test_loops_f16(void **state)
+{
+    (void)state;
+    NEED_REF();
+    double worst = 0;
+    for (int si = 0; si < 5; si++) {
+        const char *sn = sampler_names[si];
+        lm_sampler *s = make("eps", sn, 4, 1.0);
+        lm_array *x = lm_cast(get("eps.%s.4.x0", sn), LM_F16);
+        lm_array *mos = get("eps.%s.4.model_out", sn), *noise = get("eps.%s.4.noise", sn);
+        lm_array *xs = get("eps.%s.4.xs", sn);
+        for (int i = 0; i < 4; i++) {
+            lm_array *mo0 = slice0(mos, i), *mo = lm_cast(mo0, LM_F16), *nz0 = slice0(noise, i);
+            lm_array *nz = lm_cast(nz0, LM_F16), *want = slice0(xs, i);
+            lm_array *sc = lm_sampler_scale_input(s, x, i);
+            assert_int_equal(sc->dtype, LM_F16);
+            lm_array *nx = lm_sampler_step(s, mo, i, x, lm_sampler_needs_noise(s, i) ? nz : NULL);
+            assert_non_null(nx);
+            assert_int_equal(nx->dtype, LM_F16);
+            double e = rel_err(nx, want);
+            if (e > worst) worst = e;
+            assert_true(e <= 1e-2);
+            lm_array_release(x);
+            x = nx;
+            lm_array *rel[] = {mo0, mo, nz0, nz, want, sc};
+            for (size_t k = 0; k < sizeof rel / sizeof *rel; k++) lm_array_release(rel[k]);
+        }
+        lm_array_release(x);
+        lm_sampler_free(s);
+    }
+    printf("  f16 latents, 5 samplers x 4 steps: x worst %.2g relative (f16 rounding)\n", worst);
+}
+
 /* ---- img2img: get_timesteps(20, 0.6) and add_noise ---- */
 static void test_img2img(void **state)
 {
     (void)state;
     NEED_REF();
     double worst = 0;
+    int kept = 0;
     for (int ci = 0; ci < 3; ci++)
         for (int si = 0; si < 5; si++) {
             const char *cn = config_names[ci], *sn = sampler_names[si];
             lm_sampler *s = make(cn, sn, 20, 0.6);
+            kept = lm_sampler_count(s);
             lm_array *wt = get("%s.%s.20.s06.timesteps", cn, sn);
             assert_non_null(wt);
             assert_int_equal(lm_sampler_count(s), wt->size);
@@ -269,7 +307,7 @@ static void test_img2img(void **state)
             lm_array_release(nd);
             lm_sampler_free(s);
         }
-    printf("  15 img2img starts at strength 0.6 of 20 steps: 12 steps each, add_noise worst %.2g\n", worst);
+    printf("  15 img2img starts at strength 0.6 of 20 steps (%d steps kept, timesteps equal): add_noise worst %.2g\n", kept, worst);
 }
 
 /* ---- noise ---- */
@@ -349,6 +387,21 @@ static void test_noise(void **state)
         assert_memory_equal(v, ref1, n * 4);
         free(v);
         printf("  noise on %s: bit-identical to the CPU\n", vk->spec);
+        /* why the noise is drawn on the host: the device's own normal
+           (lm_random_normal) uses its sin/cos/log (reported, not pinned) */
+        lm_key key = lm_random_key(42);
+        lm_array *rc = lm_random_normal(4, one, 0, 1, LM_F32, key, lm_device_cpu());
+        lm_array *rv = lm_random_normal(4, one, 0, 1, LM_F32, key, vk);
+        uint32_t *bc = malloc(n * 4), *bv = malloc(n * 4);
+        assert_int_equal(lm_array_read(rc, bc, LM_F32), LM_OK);
+        assert_int_equal(lm_array_read(rv, bv, LM_F32), LM_OK);
+        size_t ndiff = 0;
+        for (size_t i = 0; i < n; i++) ndiff += bc[i] != bv[i];
+        printf("  lm_random_normal on %s: %zu of %zu values differ in bits from the CPU's\n", vk->spec, ndiff, n);
+        free(bc);
+        free(bv);
+        lm_array_release(rc);
+        lm_array_release(rv);
     } else {
         printf("  no Vulkan device: the Vulkan noise check skipped\n");
     }
@@ -403,6 +456,31 @@ static void test_known(void **state)
     assert_true(lm_sampler_timestep(s, 0) == 999);
     assert_true(lm_sampler_timestep(s, 19) == 0);
     lm_sampler_free(s);
+    /* linspace spacing (no fixture covers it): numpy rounds half to even
+       (linspace(0, 999, 7) holds 166.5 and 832.5: DPM++ gets 166 and 832)
+       and Euler keeps fractional float32 timesteps */
+    lm_sched_config c;
+    cJSON *j = cJSON_Parse("{\"beta_schedule\": \"squaredcos_cap_v2\"}");
+    assert_int_equal(lm_sched_config_from_json(j, "cos", &c), LM_OK);
+    cJSON_Delete(j);
+    s = lm_sampler_new(&c, LM_SAMPLER_DPMPP_2M, false, 6, 1.0);
+    assert_non_null(s);
+    static const double dpm6[] = {999, 832, 666, 500, 333, 166};
+    for (int i = 0; i < 6; i++) assert_true(lm_sampler_timestep(s, i) == dpm6[i]);
+    /* squaredcos_cap_v2: alphas_cumprod telescopes to alpha_bar((t+1)/T) / alpha_bar(0) */
+    double ab0 = pow(cos(0.008 / 1.008 * M_PI / 2), 2), ab = pow(cos((0.501 + 0.008) / 1.008 * M_PI / 2), 2) / ab0;
+    assert_true(fabs(lm_sampler_sigma(s, 3) - sqrt((1 - ab) / ab)) < 1e-5);
+    lm_sampler_free(s);
+    s = lm_sampler_new(&c, LM_SAMPLER_DDIM, false, 6, 1.0);
+    assert_non_null(s);   /* DDIM's default spacing is leading: 1000 // 6 = 166 apart */
+    for (int i = 0; i < 6; i++) assert_true(lm_sampler_timestep(s, i) == 166.0 * (5 - i));
+    lm_sampler_free(s);
+    s = lm_sampler_new(&c, LM_SAMPLER_EULER, false, 3, 1.0);
+    assert_true(lm_sampler_timestep(s, 0) == 999 && lm_sampler_timestep(s, 1) == 499.5 &&
+                lm_sampler_timestep(s, 2) == 0);
+    assert_true(lm_sampler_init_sigma(s) == lm_sampler_sigma(s, 0));   /* linspace: sigma_max */
+    lm_sampler_free(s);
+    lm_sched_config_clear(&c);
     /* img2img at strength 0.5 of 4 steps: the last 2 */
     s = make("eps", "euler", 4, 0.5);
     assert_int_equal(lm_sampler_count(s), 2);
@@ -454,12 +532,23 @@ static void test_errors(void **state)
     expect_new_error("{\"thresholding\": true}", LM_SAMPLER_DDIM, 20, 1, "thresholding");
     expect_new_error("{\"algorithm_type\": \"sde-dpmsolver++\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "sde-dpmsolver++");
     expect_new_error("{\"solver_order\": 3}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_order 3");
+    expect_new_error("{\"solver_type\": \"rk4\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_type \"rk4\"");
     expect_new_error("{\"use_exponential_sigmas\": true}", LM_SAMPLER_EULER, 20, 1, "exponential");
     expect_new_error("{\"interpolation_type\": \"log_linear\"}", LM_SAMPLER_EULER, 20, 1, "interpolation_type");
     expect_new_error("{}", LM_SAMPLER_EULER, 0, 1, "steps 0");
     expect_new_error("{\"num_train_timesteps\": 10}", LM_SAMPLER_DDIM, 11, 1, "steps 11");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 0.1, "leaves no step");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 1.5, "strength");
+    /* a UniPC config (solver_type bh2) builds every sampler: DPM++ maps it to midpoint */
+    for (int kk = LM_SAMPLER_EULER; kk <= LM_SAMPLER_DDIM; kk++) {
+        cJSON *u = cJSON_Parse("{\"_class_name\": \"UniPCMultistepScheduler\", \"solver_type\": \"bh2\"}");
+        lm_sched_config uc;
+        assert_int_equal(lm_sched_config_from_json(u, "unipc", &uc), LM_OK);
+        cJSON_Delete(u);
+        lm_sampler *us = lm_sampler_new(&uc, (lm_sampler_kind)kk, false, 20, 1);
+        assert_non_null(us);
+        lm_sampler_free(us);
+    }
     /* trained_betas of the right length are used */
     char buf[16384];
     int k = snprintf(buf, sizeof buf, "{\"num_train_timesteps\": 100, \"trained_betas\": [");
@@ -549,6 +638,7 @@ int main(void)
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_loops_cpu),
         cmocka_unit_test(test_loops_vulkan),
+        cmocka_unit_test(test_loops_f16),
         cmocka_unit_test(test_img2img),
         cmocka_unit_test(test_noise),
         cmocka_unit_test(test_parse),

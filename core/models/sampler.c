@@ -10,7 +10,6 @@
  * timesteps come out equal.  The per-step scalars are float32 0-d tensors in
  * diffusers, so they are float arithmetic here too. */
 #include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -141,10 +140,9 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
     static const char *const preds[] = {"epsilon", "v_prediction", "sample"};
     static const char *const spacings[] = {"linspace", "leading", "trailing"};
     static const char *const finals[] = {"zero", "sigma_min"};
-    static const char *const solvers[] = {"midpoint", "heun"};
     lm_sched_config_default(c);
     if (!o || !cJSON_IsObject(o)) return lm_error_set(LM_ERR_FORMAT, "%s: expected a JSON object", file);
-    int e, sp = -1, fin = 0, sol = 0;
+    int e, sp = -1, fin = 0;
     lm_status st;
     bool b;
     if ((st = lm_dfs_int(o, "num_train_timesteps", file, false, 1000, 2, MAX_TRAIN_STEPS,
@@ -167,7 +165,6 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
         (st = lm_dfs_num(o, "sigma_max", file, false, NAN, &c->sigma_max)) ||
         (st = get_enum(o, "final_sigmas_type", file, finals, 2, 0, &fin)) ||
         (st = lm_dfs_int(o, "solver_order", file, false, 2, 1, 3, &c->solver_order)) ||
-        (st = get_enum(o, "solver_type", file, solvers, 2, 0, &sol)) ||
         (st = get_bool(o, "lower_order_final", file, true, &c->lower_order_final)) ||
         (st = get_bool(o, "euler_at_final", file, false, &c->euler_at_final)) ||
         (st = get_num_inf(o, "lambda_min_clipped", file, -INFINITY, &c->lambda_min_clipped)) ||
@@ -175,14 +172,19 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
         (st = get_bool(o, "thresholding", file, false, &c->thresholding)))
         goto fail;
     c->final_sigma_min = fin == 1;
-    c->solver_heun = sol == 1;
+    /* solver_type: DPM++ maps UniPC's and DEIS's names to midpoint, as
+       diffusers does; other samplers ignore the key */
+    const char *s;
+    if ((st = lm_dfs_str(o, "solver_type", file, false, "midpoint", &s))) goto fail;
+    c->solver_heun = !strcmp(s, "heun");
+    if (!c->solver_heun && strcmp(s, "midpoint") && strcmp(s, "logrho") && strcmp(s, "bh1") && strcmp(s, "bh2"))
+        snprintf(c->solver_type_bad, sizeof c->solver_type_bad, "%s", s);
     static const char *const other[] = {"use_exponential_sigmas", "use_beta_sigmas", "use_lu_lambdas",
                                         "use_flow_sigmas", "use_dynamic_shifting"};
     for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
         if ((st = get_bool(o, other[i], file, false, &b))) goto fail;
         c->other_sigmas |= b;
     }
-    const char *s;
     if ((st = lm_dfs_str(o, "variance_type", file, false, NULL, &s))) goto fail;
     c->learned_variance = s && !strncmp(s, "learned", 7);
     if ((st = lm_dfs_str(o, "timestep_type", file, false, "discrete", &s))) goto fail;
@@ -551,6 +553,9 @@ static lm_status check_config(const lm_sched_config *c, lm_sampler_kind k)
         if (c->solver_order > 2)
             return lm_error_set(LM_ERR_UNSUPPORTED, "dpm++2m: solver_order %lld is not supported (1 or 2)",
                                 (long long)c->solver_order);
+        if (c->solver_type_bad[0])
+            return lm_error_set(LM_ERR_UNSUPPORTED, "dpm++2m: solver_type \"%s\" is not supported (midpoint, heun)",
+                                c->solver_type_bad);
         if (c->learned_variance)
             return lm_error_set(LM_ERR_UNSUPPORTED, "dpm++2m: variance_type learned is not supported");
     }

@@ -72,6 +72,7 @@ typedef struct lm_sched_config {
     bool rescale_betas_zero_snr, thresholding, other_sigmas, learned_variance,
          continuous_timesteps, log_linear;
     char algorithm_type[32];            /* "dpmsolver++" */
+    char solver_type_bad[32];           /* a solver_type DPM++ does not know, else "" */
 } lm_sched_config;
 
 /* Reads dir/scheduler_config.json (dir: the scheduler/ folder).  Errors name
