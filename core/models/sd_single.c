@@ -64,10 +64,10 @@ const char *lm_sd_family_name(lm_sd_family f)
 
 /* ---- the file's keys ---- */
 
-static const lm_tensor_set *sort_set;
-static int cmp_idx(const void *a, const void *b)
+static int cmp_idx(const void *a, const void *b, void *set)
 {
-    return strcmp(sort_set->names[*(const int *)a], sort_set->names[*(const int *)b]);
+    const lm_tensor_set *s = set;
+    return strcmp(s->names[*(const int *)a], s->names[*(const int *)b]);
 }
 
 static int find(const reader *R, const char *name)
@@ -956,9 +956,7 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     }
     if (!st) {
         for (int i = 0; i < R.set.count; i++) R.order[i] = i;
-        sort_set = &R.set;
-        qsort(R.order, (size_t)R.set.count, sizeof *R.order, cmp_idx);
-        sort_set = NULL;
+        qsort_r(R.order, (size_t)R.set.count, sizeof *R.order, cmp_idx, &R.set);
         st = family(&R);
     }
     out->family = R.fam;
