@@ -424,7 +424,7 @@ static int l_pipe_generate(lua_State *L)
 {
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
                                         "latents", "size", "init", "strength", "batch",
-                                        "progress", "noise", "stacked", NULL};
+                                        "progress", "noise", "stacked", "clip_skip", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -448,6 +448,7 @@ static int l_pipe_generate(lua_State *L)
     o.sampler = lm_lua_opt_str(L, 2, fn, "sampler", "dpm++2m_karras");
     o.strength = lm_lua_opt_num(L, 2, fn, "strength", 0.8);
     o.stacked = lm_lua_opt_bool(L, 2, fn, "stacked", false);
+    o.clip_skip = (int)lm_lua_opt_int(L, 2, fn, "clip_skip", 0);
     uint64_t *seeds = lua_newuserdatauv(L, sizeof *seeds * (size_t)o.batch, 0);
     if (lua_istable(L, 5)) {
         if ((int)lua_rawlen(L, 5) != o.batch)
@@ -502,6 +503,9 @@ static int l_pipe_generate(lua_State *L)
 static int l_pipe_encode_prompt(lua_State *L)
 {
     lua_pipe *u = check_pipe(L, 1);
+    static const char *const known[] = {"clip_skip", NULL};
+    lm_lua_check_opts(L, 3, "pipe:encode_prompt", known);
+    int skip = (int)lm_lua_opt_int(L, 3, "pipe:encode_prompt", "clip_skip", 0);
     int n;
     const char **t = texts_arg(L, 2, "pipe:encode_prompt", &n);
     if (!t) {   /* nil: diffusers' negative_prompt=None */
@@ -511,7 +515,7 @@ static int l_pipe_encode_prompt(lua_State *L)
     }
     lm_array *e, *p;
     lm_lua_enter(L);
-    if (lm_sd_encode_prompt(u->p, n, t, &e, &p) != LM_OK) return lm_lua_error(L);
+    if (lm_sd_encode_prompt_skip(u->p, n, t, skip, &e, &p) != LM_OK) return lm_lua_error(L);
     lm_lua_push_array(L, e);
     if (!p) return 1;
     lm_lua_push_array(L, p);
@@ -705,6 +709,7 @@ static const lm_lua_func diffusion_funcs[] = {
      "image's noise comes from its own seed and each image's networks run as they would\n"
      "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
      "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
+     "clip_skip: as diffusers' (1 = the penultimate layer).\n"
      "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", {W,H} or N\n"
      "(multiples of 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
      "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
@@ -712,10 +717,11 @@ static const lm_lua_func diffusion_funcs[] = {
      "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"
      "img2img's VAE sample, else the mean is used), to compare with diffusers' draws."},
     {"encode_prompt", l_pipe_encode_prompt,
-     "lm.diffusion.encode_prompt(pipe, text | {texts} | nil) -> embeds[, pooled]\n"
+     "lm.diffusion.encode_prompt(pipe, text | {texts} | nil, {clip_skip=0}) -> embeds[, pooled]\n"
      "Also pipe:encode_prompt(text).  diffusers' encode_prompt for each text: [n,77,D] (SD:\n"
      "the last hidden state; SDXL: both encoders' penultimate layers concatenated) and on\n"
-     "SDXL the pooled [n,P] (text_embeds of text_encoder_2).  nil is a None negative prompt."},
+     "SDXL the pooled [n,P] (text_embeds of text_encoder_2).  nil is a None negative prompt.\n"
+     "clip_skip as diffusers counts it (1 = the penultimate layer, A1111's \"Clip skip: 2\")."},
     {"decode_latents", l_pipe_decode,
      "lm.diffusion.decode_latents(pipe, latents) -> image\n"
      "Also pipe:decode_latents(z).  [B,C,h,w] latents / scaling_factor (+ shift_factor)\n"

@@ -34,7 +34,7 @@ typedef struct gen_args {
     const char *device_name;
     lm_device *device;
     lm_dtype dtype;
-    int64_t steps, width, height, batch;
+    int64_t steps, width, height, batch, clip_skip;
     double cfg, strength;
     uint64_t seed;
     bool has_seed, overwrite, quiet;
@@ -64,6 +64,8 @@ static int usage(const char *msg)
             "  --tokenizer DIR    single files: a diffusers folder (or tokenizer folder) to take\n"
             "                     tokenizer/ [tokenizer_2/] and scheduler/ from\n"
             "  --prediction P     epsilon or v_prediction, overriding the scheduler config\n"
+            "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
+            "                     2 = the penultimate (diffusers' clip_skip=1)\n"
             "  -o OUT.png         the output; --overwrite replaces an existing file\n"
             "  -q, --quiet        no progress bar or result line\n");
     return 2;
@@ -119,7 +121,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", NULL};
+            "--prediction", "--clip-skip", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -142,6 +144,10 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->prediction = v;
         } else if (!strcmp(s, "--steps")) {
             if (!parse_i64(v, 1, 10000, &a->steps)) return bad_value(s, v, "a whole number from 1 to 10000");
+        } else if (!strcmp(s, "--clip-skip")) {
+            if (!parse_i64(v, 1, 64, &a->clip_skip))
+                return bad_value(s, v, "a whole number from 1 (A1111's: 1 = the last layer, 2 = the "
+                                 "penultimate)");
         } else if (!strcmp(s, "--batch-size")) {
             if (!parse_i64(v, 1, 4096, &a->batch)) return bad_value(s, v, "a whole number from 1 to 4096");
         } else if (!strcmp(s, "--seed")) {
@@ -301,6 +307,8 @@ static char *infotext(const gen_args *a, const char *model, uint64_t seed, int64
                            a->steps, sampler, schedule, a->cfg, seed, w, h);
     put_value(t, n, &at, model);
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
+    if (a->clip_skip > 1 && at < n)
+        at += (size_t)snprintf(t + at, n - at, ", Clip skip: %" PRId64, a->clip_skip);
     /* A1111 strips the whole text */
     while (at > 0 && at < n && (t[at - 1] == ' ' || t[at - 1] == '\n')) t[--at] = 0;
     return t;
@@ -392,7 +400,7 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
 static int cmd_generate(int argc, char **argv)
 {
     gen_args a = {.sampler = DEFAULT_SAMPLER, .dtype = LM_DTYPE_COUNT, .steps = 20, .cfg = 7,
-                  .strength = 0.8, .batch = 1};
+                  .strength = 0.8, .batch = 1, .clip_skip = 1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     if (!a.has_seed) a.seed = random_seed();
@@ -447,6 +455,7 @@ static int cmd_generate(int argc, char **argv)
     go.height = a.height;
     go.init = init;
     go.strength = a.strength;
+    go.clip_skip = a.clip_skip > 1 ? (int)a.clip_skip - 1 : 0;
     bar b = {!a.quiet && isatty(2), a.batch};
     go.progress = progress;
     go.progress_ctx = &b;

@@ -18,6 +18,8 @@
 #include "testutil.h"
 #include "backends/cpu/cpu.h"
 #include "core/io/io.h"
+#include "core/models/clip_text.h"
+#include "core/models/clip_tokenizer.h"
 #include "core/models/sd_pipeline.h"
 #include "core/models/vae.h"
 
@@ -180,6 +182,45 @@ static void test_prompt_embeds(void **state)
     assert_true(max_err(pooled, R("sdxl.empty_negative_pooled")) == 0);
     lm_array_release(e);
     lm_array_release(pooled);
+}
+
+/* clip_skip as diffusers: SD 1.x final_layer_norm(hidden_states[-(k+1)]),
+ * SDXL hidden_states[-(k+2)] of both encoders */
+static void test_clip_skip(void **state)
+{
+    (void)state;
+    const char *texts[1] = {PROMPT};
+    int32_t ids[77];
+    int64_t n;
+    lm_clip_tokenizer *tok = lm_sd_pipeline_tokenizer(sd1, 0);
+    assert_int_equal(lm_clip_tokenizer_encode(tok, PROMPT, strlen(PROMPT), true, ids, &n, NULL), LM_OK);
+    lm_clip_text_out out;
+    assert_int_equal(lm_clip_text_forward(lm_sd_pipeline_text_encoder(sd1, 0), ids, 1, 77, &out), LM_OK);
+    lm_array *want = lm_clip_text_final_norm(lm_sd_pipeline_text_encoder(sd1, 0),
+                                             out.hidden_states[out.nhidden - 2]);
+    lm_array *e0, *e1, *p;
+    assert_int_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 0, &e0, &p), LM_OK);
+    assert_int_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 1, &e1, &p), LM_OK);
+    assert_true(max_err(e1, want) == 0);
+    assert_true(max_err(e0, out.last_hidden_state) == 0);
+    assert_true(max_err(e0, e1) > 1e-3);
+    lm_array_release(want);
+    lm_array_release(e0);
+    lm_array_release(e1);
+    lm_clip_text_out_free(&out);
+    /* more layers than the encoder has */
+    assert_int_not_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 5, &e0, &p), LM_OK);
+    assert_non_null(strstr(lm_error_message(), "clip_skip 5"));
+    /* SDXL: one layer further down in both encoders, the pooled output unchanged */
+    lm_array *x0, *x1, *p0, *p1;
+    assert_int_equal(lm_sd_encode_prompt_skip(sdxl, 1, texts, 0, &x0, &p0), LM_OK);
+    assert_int_equal(lm_sd_encode_prompt_skip(sdxl, 1, texts, 1, &x1, &p1), LM_OK);
+    assert_true(max_err(p0, p1) == 0);
+    assert_true(max_err(x0, x1) > 1e-3);
+    lm_array_release(x0);
+    lm_array_release(x1);
+    lm_array_release(p0);
+    lm_array_release(p1);
 }
 
 static void test_sd1_samplers(void **state)
@@ -386,6 +427,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prompt_embeds),
+        cmocka_unit_test(test_clip_skip),
         cmocka_unit_test(test_sd1_samplers),
         cmocka_unit_test(test_sd2_v_prediction),
         cmocka_unit_test(test_sdxl),

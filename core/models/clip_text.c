@@ -398,3 +398,8 @@ lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batc
     }
     return LM_OK;
 }
+
+lm_array *lm_clip_text_final_norm(lm_clip_text *m, lm_array *x)
+{
+    return lm_layer_norm(x, 1, m->fin_w, m->fin_b, m->cfg.eps);
+}

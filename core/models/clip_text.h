@@ -70,5 +70,8 @@ typedef struct lm_clip_text_out {
 lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
                                lm_clip_text_out *out);
 void lm_clip_text_out_free(lm_clip_text_out *o);
+/* final_layer_norm(x) (lazy, new reference): what diffusers applies to an
+ * earlier hidden state for clip_skip on SD 1.x / 2.x. */
+lm_array *lm_clip_text_final_norm(lm_clip_text *m, lm_array *x);
 
 #endif

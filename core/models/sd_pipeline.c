@@ -374,7 +374,7 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
  * the penultimate layer (hidden_states[-2]) and, for the second encoder, the
  * projected pooled output. */
 static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *prompts,
-                            lm_array **hidden, lm_array **pooled)
+                            int skip, lm_array **hidden, lm_array **pooled)
 {
     lm_clip_tokenizer *tok = p->tok[e];
     int64_t L = lm_clip_tokenizer_max_length(tok), got;
@@ -392,7 +392,19 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
     free(ids);
     if (st != LM_OK) return st;
     bool xl = p->family == LM_SD_XL;
-    *hidden = lm_array_retain(xl ? out.hidden_states[out.nhidden - 2] : out.last_hidden_state);
+    int at = out.nhidden - 1 - skip - (xl ? 1 : 0);
+    if (at < 0) {
+        lm_clip_text_out_free(&out);
+        return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: the text encoder has %d layers",
+                            skip, out.nhidden - 1);
+    }
+    if (xl) *hidden = lm_array_retain(out.hidden_states[at]);
+    else if (skip) *hidden = lm_clip_text_final_norm(p->te[e], out.hidden_states[at]);
+    else *hidden = lm_array_retain(out.last_hidden_state);
+    if (!*hidden) {
+        lm_clip_text_out_free(&out);
+        return lm_error_status();
+    }
     if (pooled) *pooled = out.text_embeds ? lm_array_retain(out.text_embeds) : NULL;
     lm_clip_text_out_free(&out);
     if (xl && pooled && !*pooled) {
@@ -426,13 +438,20 @@ static lm_array *zero_rows(lm_array *x, int n, const char *const *prompts)
 lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *prompts,
                               lm_array **embeds, lm_array **pooled)
 {
+    return lm_sd_encode_prompt_skip(p, n, prompts, 0, embeds, pooled);
+}
+
+lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                   int clip_skip, lm_array **embeds, lm_array **pooled)
+{
     *embeds = NULL;
     if (pooled) *pooled = NULL;
     if (n < 1) return lm_error_set(LM_ERR_ARG, "encode_prompt: no prompts");
+    if (clip_skip < 0) return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: expected >= 0", clip_skip);
     bool xl = p->family == LM_SD_XL;
     lm_array *h[2] = {NULL, NULL}, *pool = NULL, *cat = NULL;
-    lm_status st = encode_one(p, 0, n, prompts, &h[0], NULL);
-    if (st == LM_OK && xl) st = encode_one(p, 1, n, prompts, &h[1], &pool);
+    lm_status st = encode_one(p, 0, n, prompts, clip_skip, &h[0], NULL);
+    if (st == LM_OK && xl) st = encode_one(p, 1, n, prompts, clip_skip, &h[1], &pool);
     if (st != LM_OK) goto fail;
     cat = xl ? lm_concat(2, h, 2) : lm_array_retain(h[0]);
     if (!cat) goto fail;
@@ -632,8 +651,8 @@ static lm_status conditioning(gen *g, int l)
         if (g->cfg) texts[j] = neg, texts[per + j] = pos;
         else texts[j] = pos;
     }
-    lm_status st = lm_sd_encode_prompt(g->p, n, texts, &g->ctx[l],
-                                       g->p->family == LM_SD_XL ? &g->pooled[l] : NULL);
+    lm_status st = lm_sd_encode_prompt_skip(g->p, n, texts, o->clip_skip, &g->ctx[l],
+                                            g->p->family == LM_SD_XL ? &g->pooled[l] : NULL);
     free(texts);
     return st;
 }

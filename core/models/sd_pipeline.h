@@ -78,6 +78,11 @@ struct lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p);
  * zeros on SDXL when model_index.json says force_zeros_for_empty_prompt. */
 lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *prompts,
                               lm_array **embeds, lm_array **pooled);
+/* ... with diffusers' clip_skip (0 = none; 1 = the penultimate layer, which
+ * A1111 calls "Clip skip: 2"): SD 1.x/2.x hidden_states[-(clip_skip+1)]
+ * through the final layer norm, SDXL hidden_states[-(clip_skip+2)]. */
+lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                   int clip_skip, lm_array **embeds, lm_array **pooled);
 
 /* Per-step report: step i (from 1) of n for the whole batch. */
 typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
@@ -104,6 +109,7 @@ typedef struct lm_sd_gen_opts {
                                     multiplied by init_noise_sigma as diffusers does */
     lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 */
     double strength;             /* img2img, default 0.8 as diffusers */
+    int clip_skip;               /* diffusers' clip_skip (0 = none, 1 = penultimate layer) */
     lm_sd_progress_fn progress;
     void *progress_ctx;
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */

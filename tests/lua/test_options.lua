@@ -101,6 +101,9 @@ local recipes = {
   -- the options are checked before the model is read or the pipeline used
   ["lm.diffusion.pipeline"] = function() return {"tests/ref/clip/tiny"} end,
   ["lm.diffusion.generate"] = function() return {false} end,
+  ["lm.diffusion.encode_prompt"] = function()
+    return {lm.diffusion.pipeline("tests/ref/diffusion/sd1", {dtype = "f32", device = "cpu"}), "a cat"}
+  end,
   ["lm.models.upscale"] = function()
     return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
   end,
