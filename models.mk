@@ -25,6 +25,7 @@ install-models:
 # core/models/tfjs.c parses model.json with cJSON (Debian libcjson-dev)
 LIB_EXTRA += $(CJSON_LIBS)
 TEST_SCRIPTS += tests/models/golden.sh tests/models/upscale.sh
+TEST_SCRIPTS += tests/models/generate.sh
 BENCH_SCRIPTS += bench/esrgan.sh
 # bench/esrgan.c is not a bench_*.c: it takes the models folder (bench/esrgan.sh)
 $(BUILD)/bench/esrgan: bench/esrgan.c bench/bench.h $(LIB)

@@ -1,11 +1,21 @@
-/* l_diffusion.c - lm.diffusion: the stages of image generation from Lua,
- * starting with the CLIP tokenizer and text encoders of a diffusers folder
- * (core/models/clip_tokenizer.h, clip_text.h).  Token ids are the
- * vocabulary's ids (0-based, as transformers gives them), not indices. */
+/* l_diffusion.c - lm.diffusion: image generation from Lua: the Stable
+ * Diffusion pipeline (core/models/sd_pipeline.h; lm.models.load(dir_or_file)
+ * and lm.diffusion.pipeline return one) and its stages, the CLIP tokenizer
+ * and text encoders (core/models/clip_tokenizer.h, clip_text.h), the UNet
+ * and the VAE.  Token ids are the vocabulary's ids (0-based, as transformers
+ * gives them), not indices.  A stage taken from a pipeline (pipe.tokenizer,
+ * pipe.unet...) borrows it: it keeps the pipeline alive and fails cleanly
+ * once pipe:free() ran. */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "core/models/clip_text.h"
 #include "core/models/clip_tokenizer.h"
+#include "core/models/sd_pipeline.h"
+#include "core/models/unet.h"
+#include "core/models/vae.h"
 #include "l_internal.h"
 
 #define LM_LUA_CLIP_TOK "lumen.clip_tokenizer"
@@ -13,13 +23,33 @@
 
 void lm_lua_open_diffusion(lua_State *L);   /* module table on top (l_module.c) */
 
-typedef struct lua_tok { lm_clip_tokenizer *t; } lua_tok;
-typedef struct lua_enc { lm_clip_text *m; } lua_enc;
+#define LM_LUA_SD_PIPE "lumen.sd_pipeline"
+#define LM_LUA_SD_PART "lumen.sd_part"
+
+bool lm_lua_sd_is_pipeline(const char *path);     /* l_models.c's hook */
+int lm_lua_sd_pipeline_open(lua_State *L);         /* (path, opts) -> pipeline */
+
+/* borrowed: a pipeline's stage; user value 1 is the pipeline's userdata */
+typedef struct lua_tok { lm_clip_tokenizer *t; bool borrowed; } lua_tok;
+typedef struct lua_enc { lm_clip_text *m; bool borrowed; } lua_enc;
+typedef struct lua_pipe { lm_sd_pipeline *p; } lua_pipe;
+typedef struct lua_part { bool vae; } lua_part;   /* pipe.unet / pipe.vae */
+
+/* The pipeline a borrowed stage at idx belongs to; raises once it was freed */
+static lm_sd_pipeline *owner_of(lua_State *L, int idx)
+{
+    lua_getiuservalue(L, idx, 1);
+    lua_pipe *o = luaL_testudata(L, -1, LM_LUA_SD_PIPE);
+    lua_pop(L, 1);
+    if (!o || !o->p) luaL_error(L, "the pipeline this belongs to was freed");
+    return o->p;
+}
 
 static lua_tok *check_tok(lua_State *L, int idx)
 {
     lua_tok *u = luaL_checkudata(L, idx, LM_LUA_CLIP_TOK);
     if (!u->t) luaL_error(L, "tokenizer was freed");
+    if (u->borrowed) owner_of(L, idx);
     return u;
 }
 
@@ -27,6 +57,7 @@ static lua_enc *check_enc(lua_State *L, int idx)
 {
     lua_enc *u = luaL_checkudata(L, idx, LM_LUA_CLIP_TEXT);
     if (!u->m) luaL_error(L, "text encoder was freed");
+    if (u->borrowed) owner_of(L, idx);
     return u;
 }
 
@@ -35,6 +66,7 @@ static int l_tokenizer(lua_State *L)
     const char *dir = luaL_checkstring(L, 1);
     lua_tok *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->t = NULL;
+    u->borrowed = false;
     luaL_setmetatable(L, LM_LUA_CLIP_TOK);
     u->t = lm_clip_tokenizer_load(dir);
     if (!u->t) return lm_lua_error(L);
@@ -83,7 +115,7 @@ static int l_encode(lua_State *L)
 static int l_tok_free(lua_State *L)
 {
     lua_tok *u = luaL_checkudata(L, 1, LM_LUA_CLIP_TOK);
-    lm_clip_tokenizer_free(u->t);
+    if (!u->borrowed) lm_clip_tokenizer_free(u->t);
     u->t = NULL;
     return 0;
 }
@@ -119,6 +151,7 @@ static int l_text_encoder(lua_State *L)
     }
     lua_enc *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->m = NULL;
+    u->borrowed = false;
     luaL_setmetatable(L, LM_LUA_CLIP_TEXT);
     u->m = lm_clip_text_load(dir, variant, o.dtype == LM_DTYPE_COUNT ? LM_F32 : o.dtype, o.device);
     if (!u->m) return lm_lua_error(L);
@@ -213,7 +246,7 @@ static int l_enc_call(lua_State *L)
 static int l_enc_free(lua_State *L)
 {
     lua_enc *u = luaL_checkudata(L, 1, LM_LUA_CLIP_TEXT);
-    lm_clip_text_free(u->m);
+    if (!u->borrowed) lm_clip_text_free(u->m);
     u->m = NULL;
     return 0;
 }
@@ -240,10 +273,386 @@ static int l_enc_index(lua_State *L)
     return 1;
 }
 
-/* free: one name for both kinds of object */
+/* ---- the Stable Diffusion pipeline ---- */
+
+static lua_pipe *check_pipe(lua_State *L, int idx)
+{
+    lua_pipe *u = luaL_checkudata(L, idx, LM_LUA_SD_PIPE);
+    if (!u->p) luaL_error(L, "pipeline was freed");
+    return u;
+}
+
+/* true for a diffusers folder (model_index.json) or a .safetensors file whose
+ * header names an SD UNet (model.diffusion_model.*): what lm.models.load
+ * hands to the pipeline instead of the TF.js loader */
+bool lm_lua_sd_is_pipeline(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) return false;
+    if (S_ISDIR(sb.st_mode)) {
+        char mi[4096];
+        snprintf(mi, sizeof mi, "%s/model_index.json", path);
+        return stat(mi, &sb) == 0 && S_ISREG(sb.st_mode);
+    }
+    size_t n = strlen(path);
+    if (!S_ISREG(sb.st_mode) || n < 12 || strcmp(path + n - 12, ".safetensors")) return false;
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    unsigned char len8[8];
+    bool found = false;
+    if (fread(len8, 1, 8, f) == 8) {
+        uint64_t hl = 0;
+        for (int i = 7; i >= 0; i--) hl = hl << 8 | len8[i];
+        if (hl > 0 && hl <= (64u << 20)) {
+            char *h = malloc(hl + 1);
+            if (h && fread(h, 1, hl, f) == hl) {
+                h[hl] = 0;
+                found = strstr(h, "\"model.diffusion_model.") != NULL;
+            }
+            free(h);
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* (path, {dtype=, device=, variant=, tokenizer=, prediction=}) -> pipeline */
+int lm_lua_sd_pipeline_open(lua_State *L)
+{
+    const char *path = luaL_checkstring(L, 1);
+    static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction",
+                                        "tiling", NULL};
+    lm_lua_opts o;
+    lm_lua_opts_read(L, 2, &o, "lm.diffusion.pipeline", known);
+    lm_sd_load_opts lo;
+    lm_sd_load_opts_init(&lo);
+    lo.dtype = o.dtype;
+    lo.device = o.device;
+    lo.variant = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "variant", NULL);
+    lo.tokenizer_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tokenizer", NULL);
+    lo.prediction = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prediction", NULL);
+    const char *tiling = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tiling", "auto");
+    if (!strcmp(tiling, "auto")) lo.vae_tiling = LM_VAE_TILING_AUTO;
+    else if (!strcmp(tiling, "on")) lo.vae_tiling = LM_VAE_TILING_ON;
+    else if (!strcmp(tiling, "off")) lo.vae_tiling = LM_VAE_TILING_OFF;
+    else return luaL_error(L, "lm.diffusion.pipeline: tiling \"%s\": expected auto, on or off", tiling);
+    lua_pipe *u = lua_newuserdatauv(L, sizeof *u, 0);
+    u->p = NULL;
+    luaL_setmetatable(L, LM_LUA_SD_PIPE);
+    lm_lua_enter(L);
+    u->p = lm_sd_pipeline_load(path, &lo);
+    if (!u->p) return lm_lua_error(L);
+    return 1;
+}
+
+/* texts at idx: a string or a table of strings; *n gets the count.  The
+ * strings stay valid while the argument holds them. */
+static const char **texts_arg(lua_State *L, int idx, const char *what, int *n)
+{
+    if (lua_isnil(L, idx)) {
+        *n = 0;
+        return NULL;
+    }
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        const char **t = lua_newuserdatauv(L, sizeof *t, 0);   /* on the stack until return */
+        t[0] = lua_tostring(L, idx);
+        *n = 1;
+        return t;
+    }
+    if (!lua_istable(L, idx)) luaL_error(L, "%s: expected a string or a table of strings", what);
+    *n = (int)lua_rawlen(L, idx);
+    if (*n < 1) luaL_error(L, "%s: an empty table", what);
+    const char **t = lua_newuserdatauv(L, sizeof *t * (size_t)*n, 0);
+    for (int i = 0; i < *n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: entry %d is not a string", what, i + 1);
+        t[i] = lua_tostring(L, -1);   /* the table keeps the string */
+        lua_pop(L, 1);
+    }
+    return t;    /* the userdata stays on the stack until the call returns */
+}
+
+/* The Lua callbacks of generate{}: the function's stack index and the state */
+typedef struct lua_cb { lua_State *L; int progress, noise; } lua_cb;
+
+static void cb_progress(void *ctx, int step, int steps)
+{
+    lua_cb *c = ctx;
+    lua_pushvalue(c->L, c->progress);
+    lua_pushinteger(c->L, step);
+    lua_pushinteger(c->L, steps);
+    if (lua_pcall(c->L, 2, 0, 0) != LUA_OK) lua_pop(c->L, 1);   /* a report must not stop the run */
+}
+
+/* noise(k, shape) -> tensor or nil; an error in it fails the generation */
+static lm_status cb_noise(void *ctx, int k, int ndim, const int64_t *shape, lm_array **out)
+{
+    lua_cb *c = ctx;
+    lua_State *L = c->L;
+    *out = NULL;
+    lua_pushvalue(L, c->noise);
+    lua_pushinteger(L, k);
+    lua_createtable(L, ndim, 0);
+    for (int i = 0; i < ndim; i++) {
+        lua_pushinteger(L, shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        lm_status st = lm_error_set(LM_ERR_ARG, "generate: noise function: %s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return st;
+    }
+    lm_array *a = NULL;
+    if (!lua_isnil(L, -1)) {
+        lm_lua_tensor *t = lm_lua_testtensor(L, -1);
+        if (!t || !t->a) {
+            lua_pop(L, 1);
+            return lm_error_set(LM_ERR_ARG, "generate: noise function: draw %d is not a tensor", k);
+        }
+        a = lm_array_retain(t->a);
+    }
+    lua_pop(L, 1);
+    if (a && (a->ndim != ndim || memcmp(a->shape, shape, sizeof *shape * (size_t)ndim))) {
+        lm_array_release(a);
+        return lm_error_set(LM_ERR_SHAPE, "generate: noise function: draw %d has the wrong shape", k);
+    }
+    *out = a;
+    return LM_OK;
+}
+
+static int l_pipe_generate(lua_State *L)
+{
+    static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
+                                        "latents", "size", "init", "strength", "batch",
+                                        "progress", "noise", "stacked", "clip_skip", NULL};
+    const char *fn = "pipe:generate";
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
+    lua_pipe *u = check_pipe(L, 1);
+    lm_sd_gen_opts o;
+    lm_sd_gen_opts_init(&o);
+    lua_getfield(L, 2, "prompt");         /* 3 */
+    lua_getfield(L, 2, "negative");       /* 4 */
+    lua_getfield(L, 2, "seed");           /* 5 */
+    lua_getfield(L, 2, "progress");       /* 6 */
+    lua_getfield(L, 2, "noise");          /* 7 */
+    lua_getfield(L, 2, "size");           /* 8 */
+    o.prompts = texts_arg(L, 3, "pipe:generate: prompt", &o.nprompts);
+    o.negatives = texts_arg(L, 4, "pipe:generate: negative", &o.nnegatives);
+    bool has_batch = !lua_isnil(L, (lua_getfield(L, 2, "batch"), -1));
+    lua_pop(L, 1);
+    o.batch = (int)lm_lua_opt_int(L, 2, fn, "batch", o.nprompts > 1 ? o.nprompts : 1);
+    if (o.batch < 1 || o.batch > 4096) return luaL_error(L, "%s: batch must be 1 to 4096", fn);
+    o.steps = (int)lm_lua_opt_int(L, 2, fn, "steps", 20);
+    o.cfg = lm_lua_opt_num(L, 2, fn, "cfg", 7);
+    o.sampler = lm_lua_opt_str(L, 2, fn, "sampler", "dpm++2m_karras");
+    o.strength = lm_lua_opt_num(L, 2, fn, "strength", 0.8);
+    o.stacked = lm_lua_opt_bool(L, 2, fn, "stacked", false);
+    o.clip_skip = (int)lm_lua_opt_int(L, 2, fn, "clip_skip", 0);
+    uint64_t *seeds = lua_newuserdatauv(L, sizeof *seeds * (size_t)o.batch, 0);
+    if (lua_istable(L, 5)) {
+        if ((int)lua_rawlen(L, 5) != o.batch)
+            return luaL_error(L, "%s: %d seeds for a batch of %d", fn, (int)lua_rawlen(L, 5), o.batch);
+        for (int i = 0; i < o.batch; i++) {
+            lua_rawgeti(L, 5, i + 1);
+            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
+                return luaL_error(L, "%s: seed %d is not a whole number >= 0", fn, i + 1);
+            seeds[i] = (uint64_t)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
+    } else {
+        lua_Integer s0 = lm_lua_opt_int(L, 2, fn, "seed", 0);
+        if (s0 < 0) return luaL_error(L, "%s: seed must be >= 0", fn);
+        for (int i = 0; i < o.batch; i++) seeds[i] = (uint64_t)s0 + (uint64_t)i;
+    }
+    o.seeds = seeds;
+    if (lua_type(L, 8) == LUA_TNUMBER) o.width = o.height = lua_tointeger(L, 8);
+    else if (lua_istable(L, 8)) {
+        lua_rawgeti(L, 8, 1);
+        lua_rawgeti(L, 8, 2);
+        o.width = lua_tointeger(L, -2);
+        o.height = lua_isnil(L, -1) ? o.width : lua_tointeger(L, -1);
+        lua_pop(L, 2);
+    } else if (lua_type(L, 8) == LUA_TSTRING) {
+        long long w, h;
+        if (sscanf(lua_tostring(L, 8), "%lldx%lld", &w, &h) != 2)
+            return luaL_error(L, "%s: size: \"WxH\", {W, H} or N", fn);
+        o.width = w, o.height = h;
+    } else if (!lua_isnil(L, 8)) return luaL_error(L, "%s: size: \"WxH\", {W, H} or N", fn);
+    lua_getfield(L, 2, "latents");
+    if (!lua_isnil(L, -1)) o.latents = lm_lua_check_array(L, -1);
+    lua_getfield(L, 2, "init");
+    if (!lua_isnil(L, -1)) o.init = lm_lua_check_array(L, -1);
+    lua_cb cb = {L, 6, 7};
+    if (lua_isfunction(L, 6)) o.progress = cb_progress, o.progress_ctx = &cb;
+    else if (!lua_isnil(L, 6)) return luaL_error(L, "%s: progress must be a function", fn);
+    if (lua_isfunction(L, 7)) o.noise = cb_noise, o.noise_ctx = &cb;
+    else if (!lua_isnil(L, 7)) return luaL_error(L, "%s: noise must be a function", fn);
+    if (o.latents && !has_batch && o.latents->ndim == 4) o.batch = (int)o.latents->shape[0];
+    lm_lua_enter(L);
+    lm_array *img = lm_sd_generate(u->p, &o);
+    if (!img) return lm_lua_error(L);
+    if (o.batch == 1 && !has_batch) {
+        lm_array *sq = lm_squeeze(img, 0);
+        lm_array_release(img);
+        img = sq;
+    }
+    return lm_lua_push_array(L, img);
+}
+
+static int l_pipe_encode_prompt(lua_State *L)
+{
+    lua_pipe *u = check_pipe(L, 1);
+    static const char *const known[] = {"clip_skip", NULL};
+    lm_lua_check_opts(L, 3, "pipe:encode_prompt", known);
+    int skip = (int)lm_lua_opt_int(L, 3, "pipe:encode_prompt", "clip_skip", 0);
+    int n;
+    const char **t = texts_arg(L, 2, "pipe:encode_prompt", &n);
+    if (!t) {   /* nil: diffusers' negative_prompt=None */
+        static const char *none[1] = {NULL};
+        t = none;
+        n = 1;
+    }
+    lm_array *e, *p;
+    lm_lua_enter(L);
+    if (lm_sd_encode_prompt_skip(u->p, n, t, skip, &e, &p) != LM_OK) return lm_lua_error(L);
+    lm_lua_push_array(L, e);
+    if (!p) return 1;
+    lm_lua_push_array(L, p);
+    return 2;
+}
+
+static int l_pipe_decode(lua_State *L)
+{
+    lua_pipe *u = check_pipe(L, 1);
+    lm_lua_enter(L);
+    return lm_lua_push_array(L, lm_sd_decode_latents(u->p, lm_lua_check_array(L, 2)));
+}
+
+static int l_pipe_encode_image(lua_State *L)
+{
+    lua_pipe *u = check_pipe(L, 1);
+    lm_lua_enter(L);
+    return lm_lua_push_array(L, lm_sd_encode_image(u->p, lm_lua_check_array(L, 2)));
+}
+
+static int l_pipe_free(lua_State *L)
+{
+    lua_pipe *u = luaL_checkudata(L, 1, LM_LUA_SD_PIPE);
+    lm_sd_pipeline_free(u->p);
+    u->p = NULL;
+    return 0;
+}
+
+/* a stage borrowed from the pipeline at 1: user value 1 keeps it alive */
+static void push_borrowed(lua_State *L, const char *mt, void *obj, size_t size)
+{
+    void *u = lua_newuserdatauv(L, size, 1);
+    memset(u, 0, size);
+    if (!strcmp(mt, LM_LUA_CLIP_TOK)) ((lua_tok *)u)->t = obj, ((lua_tok *)u)->borrowed = true;
+    else if (!strcmp(mt, LM_LUA_CLIP_TEXT)) ((lua_enc *)u)->m = obj, ((lua_enc *)u)->borrowed = true;
+    else ((lua_part *)u)->vae = obj != NULL && !strcmp((const char *)obj, "vae");
+    luaL_setmetatable(L, mt);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+}
+
+static int l_pipe_index(lua_State *L)
+{
+    lua_pipe *u = check_pipe(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    lm_sd_pipeline *p = u->p;
+    if (!strcmp(k, "family")) lua_pushstring(L, lm_sd_family_name(lm_sd_pipeline_family(p)));
+    else if (!strcmp(k, "dtype")) lua_pushstring(L, lm_dtype_name(lm_sd_pipeline_dtype(p)));
+    else if (!strcmp(k, "device")) lua_pushstring(L, lm_sd_pipeline_device(p)->spec);
+    else if (!strcmp(k, "name")) lua_pushstring(L, lm_sd_pipeline_name(p));
+    else if (!strcmp(k, "latent_channels")) lua_pushinteger(L, lm_sd_pipeline_latent_channels(p));
+    else if (!strcmp(k, "vae_scale")) lua_pushinteger(L, lm_sd_pipeline_vae_scale(p));
+    else if (!strcmp(k, "default_size")) lua_pushinteger(L, lm_sd_pipeline_default_size(p));
+    else if (!strcmp(k, "tokenizer") || !strcmp(k, "tokenizer_2")) {
+        lm_clip_tokenizer *t = lm_sd_pipeline_tokenizer(p, k[9] == '_');
+        if (t) push_borrowed(L, LM_LUA_CLIP_TOK, t, sizeof(lua_tok));
+        else lua_pushnil(L);
+    } else if (!strcmp(k, "text_encoder") || !strcmp(k, "text_encoder_2")) {
+        lm_clip_text *t = lm_sd_pipeline_text_encoder(p, k[12] == '_');
+        if (t) push_borrowed(L, LM_LUA_CLIP_TEXT, t, sizeof(lua_enc));
+        else lua_pushnil(L);
+    } else if (!strcmp(k, "unet")) push_borrowed(L, LM_LUA_SD_PART, (void *)"unet", sizeof(lua_part));
+    else if (!strcmp(k, "vae")) push_borrowed(L, LM_LUA_SD_PART, (void *)"vae", sizeof(lua_part));
+    else {
+        luaL_getmetatable(L, LM_LUA_SD_PIPE);
+        lua_getfield(L, -1, "methods");
+        lua_getfield(L, -1, k);
+    }
+    return 1;
+}
+
+static lm_sd_pipeline *check_part(lua_State *L, int idx, bool vae)
+{
+    lua_part *u = luaL_checkudata(L, idx, LM_LUA_SD_PART);
+    if (u->vae != vae) luaL_error(L, vae ? "expected pipe.vae" : "expected pipe.unet");
+    return owner_of(L, idx);
+}
+
+/* pipe.unet(latents, t, context[, text_embeds, time_ids]) */
+static int l_unet_call(lua_State *L)
+{
+    lm_sd_pipeline *p = check_part(L, 1, false);
+    lm_array *x = lm_lua_check_array(L, 2), *ctx = lm_lua_check_array(L, 4);
+    lm_array *te = lua_isnoneornil(L, 5) ? NULL : lm_lua_check_array(L, 5);
+    lm_array *ti = lua_isnoneornil(L, 6) ? NULL : lm_lua_check_array(L, 6);
+    lm_array *t;
+    lm_lua_enter(L);
+    if (lua_type(L, 3) == LUA_TNUMBER) {
+        int64_t n = x->ndim == 4 ? x->shape[0] : 1;
+        t = lm_full(1, &n, lua_tonumber(L, 3), LM_F32, lm_sd_pipeline_device(p));
+    } else {
+        lm_array *tt = lm_lua_check_array(L, 3);
+        t = lm_cast(tt, LM_F32);
+    }
+    if (!t) return lm_lua_error(L);
+    lm_array *r = lm_unet_forward(lm_sd_pipeline_unet(p), x, t, ctx, te, ti);
+    lm_array_release(t);
+    return lm_lua_push_array(L, r);
+}
+
+static int l_vae_encode(lua_State *L)
+{
+    lm_sd_pipeline *p = check_part(L, 1, true);
+    lm_array *mean, *logvar;
+    lm_lua_enter(L);
+    if (lm_vae_encode(lm_sd_pipeline_vae(p), lm_lua_check_array(L, 2), &mean, &logvar) != LM_OK)
+        return lm_lua_error(L);
+    lm_lua_push_array(L, mean);
+    lm_lua_push_array(L, logvar);
+    return 2;
+}
+
+static int l_vae_decode(lua_State *L)
+{
+    lm_sd_pipeline *p = check_part(L, 1, true);
+    lm_lua_enter(L);
+    return lm_lua_push_array(L, lm_vae_decode(lm_sd_pipeline_vae(p), lm_lua_check_array(L, 2)));
+}
+
+static int l_part_index(lua_State *L)
+{
+    lua_part *u = luaL_checkudata(L, 1, LM_LUA_SD_PART);
+    const char *k = luaL_checkstring(L, 2);
+    if (u->vae && !strcmp(k, "encode")) lua_pushcfunction(L, l_vae_encode);
+    else if (u->vae && !strcmp(k, "decode")) lua_pushcfunction(L, l_vae_decode);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int l_part_free(lua_State *L) { (void)L; return 0; }   /* the pipeline owns it */
+
+/* free: one name for every kind of object */
 static int l_free_any(lua_State *L)
 {
     if (luaL_testudata(L, 1, LM_LUA_CLIP_TEXT)) return l_enc_free(L);
+    if (luaL_testudata(L, 1, LM_LUA_SD_PIPE)) return l_pipe_free(L);
+    if (luaL_testudata(L, 1, LM_LUA_SD_PART)) return l_part_free(L);
     return l_tok_free(L);
 }
 
@@ -272,8 +681,58 @@ static const lm_lua_func diffusion_funcs[] = {
      "penultimate layer, for clip_skip and SDXL), pooled=[B,D] (the eos row),\n"
      "text_embeds=[B,P] (with a projection)}, lazy.  Fields: hidden_size, num_layers,\n"
      "num_heads, max_positions, vocab_size, projection_dim, hidden_act, dtype, device."},
+    {"pipeline", lm_lua_sd_pipeline_open,
+     "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=, tiling=})\n"
+     "-> pipe\n"
+     "Also lm.models.load(path).  A Stable Diffusion pipeline (SD 1.x, 2.x, SDXL) from a\n"
+     "diffusers folder (model_index.json) or a single-file .safetensors checkpoint, computed\n"
+     "as diffusers computes it.  dtype: f16 on a GPU, f32 on the CPU by default.  variant:\n"
+     "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
+     "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"
+     "\"v_prediction\", overriding the scheduler config.  tiling: the VAE's, \"auto\" (tile\n"
+     "images larger than its sample_size), \"on\" or \"off\" (diffusers' default).  Weights\n"
+     "load once and stay on the\n"
+     "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"
+     "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"
+     "pipe.vae:encode(img in -1..1) -> mean, logvar, pipe.vae:decode(z) -> image in -1..1.\n"
+     "Fields: family (sd1, sd2, sdxl), dtype, device, name, latent_channels, vae_scale,\n"
+     "default_size.  Methods: generate, encode_prompt, decode_latents, encode_image, free."},
+    {"generate", l_pipe_generate,
+     "lm.diffusion.generate(pipe, {prompt=, negative=, steps=20, cfg=7, sampler=\"dpm++2m_karras\",\n"
+     "seed=0 | latents=, size=, init=, strength=0.8, batch=, progress=, noise=, stacked=false})\n"
+     "-> image\n"
+     "Also pipe:generate{...}.  The image [3,H,W] in 0..1 ([B,3,H,W] when batch= is given),\n"
+     "as diffusers' pipeline(prompt, negative_prompt=, num_inference_steps=, guidance_scale=,\n"
+     "latents=) gives it.  prompt / negative: a string or one per image; a missing negative\n"
+     "is diffusers' None (zeros on SDXL).  sampler: euler, euler_a, dpm++2m, dpm++2m_karras,\n"
+     "ddim or A1111's names.  seed: a number (image i gets seed+i) or one per image; each\n"
+     "image's noise comes from its own seed and each image's networks run as they would\n"
+     "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
+     "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
+     "clip_skip: as diffusers' (1 = the penultimate layer).\n"
+     "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", {W,H} or N\n"
+     "(multiples of 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
+     "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
+     "progress(step, steps) is called after every step; noise(k, shape) may return the\n"
+     "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"
+     "img2img's VAE sample, else the mean is used), to compare with diffusers' draws."},
+    {"encode_prompt", l_pipe_encode_prompt,
+     "lm.diffusion.encode_prompt(pipe, text | {texts} | nil, {clip_skip=0}) -> embeds[, pooled]\n"
+     "Also pipe:encode_prompt(text).  diffusers' encode_prompt for each text: [n,77,D] (SD:\n"
+     "the last hidden state; SDXL: both encoders' penultimate layers concatenated) and on\n"
+     "SDXL the pooled [n,P] (text_embeds of text_encoder_2).  nil is a None negative prompt.\n"
+     "clip_skip as diffusers counts it (1 = the penultimate layer, A1111's \"Clip skip: 2\")."},
+    {"decode_latents", l_pipe_decode,
+     "lm.diffusion.decode_latents(pipe, latents) -> image\n"
+     "Also pipe:decode_latents(z).  [B,C,h,w] latents / scaling_factor (+ shift_factor)\n"
+     "through the VAE decoder to [B,3,H,W] in 0..1, as the pipeline ends."},
+    {"encode_image", l_pipe_encode_image,
+     "lm.diffusion.encode_image(pipe, image) -> latents\n"
+     "Also pipe:encode_image(img).  [B,3,H,W] in 0..1 to the VAE's latent mean times\n"
+     "scaling_factor, as img2img starts."},
     {"free", l_free_any,
-     "lm.diffusion.free(obj)\nAlso obj:free().  Releases a tokenizer or text encoder now."},
+     "lm.diffusion.free(obj)\nAlso obj:free().  Releases a tokenizer, text encoder or pipeline\n"
+     "now (stages taken from a freed pipeline fail cleanly)."},
     {NULL, NULL, NULL},
 };
 
@@ -307,5 +766,9 @@ void lm_lua_open_diffusion(lua_State *L)
     static const char *const tm[] = {"encode", "free"}, *const em[] = {"free"};
     metatable(L, LM_LUA_CLIP_TOK, l_tok_index, l_tok_free, NULL, tm, 2);
     metatable(L, LM_LUA_CLIP_TEXT, l_enc_index, l_enc_free, l_enc_call, em, 1);
+    static const char *const pm[] = {"generate", "encode_prompt", "decode_latents", "encode_image",
+                                     "free"};
+    metatable(L, LM_LUA_SD_PIPE, l_pipe_index, l_pipe_free, NULL, pm, 5);
+    metatable(L, LM_LUA_SD_PART, l_part_index, l_part_free, l_unet_call, NULL, 0);
     lua_setfield(L, -2, "diffusion");
 }

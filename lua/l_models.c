@@ -10,6 +10,10 @@
 
 #define LM_LUA_MODEL "lumen.model"
 
+/* l_diffusion.c: diffusion pipelines load through lm.models.load too */
+bool lm_lua_sd_is_pipeline(const char *path);
+int lm_lua_sd_pipeline_open(lua_State *L);
+
 typedef struct lua_model {
     lm_tfjs_model *m;
     double range;
@@ -50,6 +54,7 @@ static double opt_range(lua_State *L, double dflt)
 static int l_load(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 1);
+    if (lm_lua_sd_is_pipeline(name)) return lm_lua_sd_pipeline_open(L);
     static const char *const known[] = {"scale", "device", "range", "dtype", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.models.load", known);
@@ -248,7 +253,9 @@ static const lm_lua_func models_funcs[] = {
      "not clamped); the model's own range is applied inside: read from the package's model\n"
      "definition (UpscalerJS's inputRange), or range=255 / range={0, 255} to set it.  Fields:\n"
      "scale, range, range_from, name, path, layers, summary, device, radius, dtype.\n"
-     "dtype=\"f16\" keeps the weights in f16 and computes in f16."},
+     "dtype=\"f16\" keeps the weights in f16 and computes in f16.\n"
+     "A diffusers folder (model_index.json) or a single-file SD .safetensors gives a Stable\n"
+     "Diffusion pipeline instead (lm.diffusion.pipeline: pipe:generate{prompt=...})."},
     {"upscale", l_upscale,
      "lm.models.upscale(model, img, {tile=0, overlap=16}) -> tensor\n"
      "Also model:upscale(img, {...}).  Upscales img [C,H,W] (values 0..1; C 1 gray, 2\n"

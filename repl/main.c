@@ -207,7 +207,8 @@ static void usage_to(FILE *f, const char *prog)
             "  --         stop handling options\n"
             "  compare|inspect ...   file subcommands (lumen compare -h, lumen inspect -h)\n"
             "  batch SCRIPT ...      batch image generation (lumen batch -h)\n"
-            "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n",
+            "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n"
+            "  generate \"PROMPT\" ... Stable Diffusion images (lumen generate -h)\n",
             prog);
 }
 
@@ -281,6 +282,7 @@ int main(int argc, char **argv)
     int r = lm_cli_files(argc, argv);
     if (r < 0) r = lm_cli_batch(argc, argv);
     if (r < 0) r = lm_cli_models(argc, argv);
+    if (r < 0) r = lm_cli_generate(argc, argv);
     if (r >= 0) return r;
     const char *prog = argc > 0 && argv[0] ? argv[0] : "lumen";
 

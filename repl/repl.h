@@ -34,6 +34,7 @@ bool lm_repl_take_sigint(bool *quit);
 int lm_cli_files(int argc, char **argv);    /* cli_files.c: compare, inspect */
 int lm_cli_batch(int argc, char **argv);    /* batch.c */
 int lm_cli_models(int argc, char **argv);   /* cli_models.c: upscale, convert */
+int lm_cli_generate(int argc, char **argv); /* cli_generate.c */
 
 /* ---- repl.c ---- */
 int lm_repl_interactive(lua_State *L);

@@ -30,13 +30,11 @@ struct lm_clip_text {
     ct_layer *layers;
 };
 
-static lm_status read_config(const char *dir, lm_clip_text_config *c, bool *arch_proj,
-                             bool *arch_known)
+/* The sizes of config j; path names it in errors. */
+static lm_status parse_config(const cJSON *j, const char *path, lm_clip_text_config *c,
+                              bool *arch_proj, bool *arch_known)
 {
-    char *path = lm_dfs_path(dir, "config.json");
-    if (!path) return LM_ERR_NOMEM;
-    cJSON *j;
-    lm_status st = lm_dfs_json(path, CT_MAX_CONFIG, false, &j);
+    lm_status st = LM_OK;
     const int64_t big = 1 << 20;
     if (st == LM_OK) st = lm_dfs_int(j, "hidden_size", path, true, 0, 1, big, &c->hidden_size);
     if (st == LM_OK) st = lm_dfs_int(j, "intermediate_size", path, true, 0, 1, big, &c->intermediate_size);
@@ -69,8 +67,6 @@ static lm_status read_config(const char *dir, lm_clip_text_config *c, bool *arch
             st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: architectures: %s (CLIPTextModel or "
                               "CLIPTextModelWithProjection)", path, a);
     }
-    cJSON_Delete(j);
-    free(path);
     return st;
 }
 
@@ -165,24 +161,55 @@ static lm_status take_layer(ct_load *L, const lm_clip_text_config *c, int64_t l,
     return LM_OK;
 }
 
+static lm_clip_text *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
+                               const char *file, lm_dtype dt, lm_device *dev);
+
 lm_clip_text *lm_clip_text_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
+{
+    char *path = lm_dfs_path(dir, "config.json");
+    if (!path) return NULL;
+    cJSON *j = NULL;
+    lm_tensor_set set = {0};
+    char *file = NULL;
+    lm_clip_text *m = NULL;
+    if (lm_init() == LM_OK && lm_dfs_json(path, CT_MAX_CONFIG, false, &j) == LM_OK &&
+        lm_dfs_load_weights(dir, variant, dev ? dev : lm_device_default(), &set, &file) == LM_OK)
+        m = load_from(j, path, &set, file, dt, dev);
+    /* a config error names config.json, a weight error the weight file */
+    if (!m && strncmp(lm_error_message(), "clip", 4)) lm_error_prefix("clip text encoder %s", dir);
+    lm_tensor_set_free(&set);
+    cJSON_Delete(j);
+    free(file);
+    free(path);
+    return m;
+}
+
+/* cfg_name names the config in errors (config.json, or the single file it
+ * was inferred from), file the weights. */
+static lm_clip_text *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
+                               const char *file, lm_dtype dt, lm_device *dev)
 {
     if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && dt != LM_F64) {
         lm_error_set(LM_ERR_DTYPE, "clip text encoder %s: compute dtype %s (f32, f16, bf16, f64)",
-                     dir, lm_dtype_name(dt));
+                     file, lm_dtype_name(dt));
+        lm_tensor_set_free(weights);
         return NULL;
     }
-    if (lm_init() != LM_OK) return NULL;
+    if (lm_init() != LM_OK) {
+        lm_tensor_set_free(weights);
+        return NULL;
+    }
     if (!dev) dev = lm_device_default();
     lm_clip_text *m = calloc(1, sizeof *m);
-    ct_load L = {.dt = dt};
-    char *file = NULL;
+    ct_load L = {.dt = dt, .file = file};
+    /* the weights are ours from here on: the caller's set is left empty */
+    L.set = *weights;
+    memset(weights, 0, sizeof *weights);
     bool arch_proj = false, arch_known = false;
     lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
-    if (st == LM_OK) st = read_config(dir, &m->cfg, &arch_proj, &arch_known);
-    if (st == LM_OK) st = lm_dfs_load_weights(dir, variant, dev, &L.set, &file);
+    if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg, &arch_proj, &arch_known);
+    if (st == LM_OK) st = lm_tensor_set_place(&L.set, dev);
     if (st == LM_OK) {
-        L.file = file;
         L.used = calloc((size_t)L.set.count + 1, sizeof *L.used);
         m->layers = calloc((size_t)m->cfg.num_layers, sizeof *m->layers);
         if (!L.used || !m->layers) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
@@ -221,12 +248,18 @@ lm_clip_text *lm_clip_text_load(const char *dir, const char *variant, lm_dtype d
     }
     lm_tensor_set_free(&L.set);
     free(L.used);
-    free(file);
     if (st != LM_OK) {
-        if (m && strncmp(lm_error_message(), "clip", 4)) lm_error_prefix("clip text encoder %s", dir);
         lm_clip_text_free(m);
         return NULL;
     }
+    return m;
+}
+
+lm_clip_text *lm_clip_text_load_from(const cJSON *config, lm_tensor_set *weights, const char *file,
+                                     lm_dtype dt, lm_device *dev)
+{
+    lm_clip_text *m = load_from(config, file, weights, file, dt, dev);
+    if (!m && strncmp(lm_error_message(), "clip", 4)) lm_error_prefix("clip text encoder");
     return m;
 }
 
@@ -364,4 +397,9 @@ lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batc
         return st ? st : LM_ERR_STATE;
     }
     return LM_OK;
+}
+
+lm_array *lm_clip_text_final_norm(lm_clip_text *m, lm_array *x)
+{
+    return lm_layer_norm(x, 1, m->fin_w, m->fin_b, m->cfg.eps);
 }

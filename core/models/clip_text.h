@@ -14,7 +14,7 @@
  * it); a missing key, an unexpected key or a wrong shape is an error naming
  * the file, the key and the shapes.
  *
- * Ownership: lm_clip_text_load returns a model freed with lm_clip_text_free;
+ * Ownership: lm_clip_text_load and lm_clip_text_load_from return a model freed with lm_clip_text_free;
  * lm_clip_text_forward fills an lm_clip_text_out whose arrays (new
  * references, lazy) the caller releases with lm_clip_text_out_free. */
 #ifndef LM_CLIP_TEXT_H
@@ -22,7 +22,9 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <cjson/cJSON.h>
 #include "array.h"
+#include "core/io/io.h"
 #include "device.h"
 
 typedef struct lm_clip_text lm_clip_text;
@@ -39,6 +41,14 @@ typedef struct lm_clip_text_config {
  * model.fp16.safetensors), "" or "fp16".  dt: the compute dtype (f32, f16,
  * bf16).  dev NULL = the default device. */
 lm_clip_text *lm_clip_text_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev);
+/* The same network from a parsed config.json object (config, borrowed) and
+ * weights under transformers' names (with or without "text_model."), as
+ * core/models/sd_single.c makes them from a single-file checkpoint.  The
+ * weights are consumed: every array is moved out and *weights is left
+ * empty, on success and on failure; every key must be used exactly once
+ * (embeddings.position_ids excepted).  file names the source in errors. */
+lm_clip_text *lm_clip_text_load_from(const cJSON *config, lm_tensor_set *weights, const char *file,
+                                     lm_dtype dt, lm_device *dev);
 void lm_clip_text_free(lm_clip_text *m);    /* NULL is fine */
 const lm_clip_text_config *lm_clip_text_get_config(const lm_clip_text *m);
 lm_dtype lm_clip_text_dtype(const lm_clip_text *m);
@@ -60,5 +70,8 @@ typedef struct lm_clip_text_out {
 lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
                                lm_clip_text_out *out);
 void lm_clip_text_out_free(lm_clip_text_out *o);
+/* final_layer_norm(x) (lazy, new reference): what diffusers applies to an
+ * earlier hidden state for clip_skip on SD 1.x / 2.x. */
+lm_array *lm_clip_text_final_norm(lm_clip_text *m, lm_array *x);
 
 #endif

@@ -225,14 +225,21 @@ done:
 lm_status lm_dfs_load_weights(const char *dir, const char *variant, lm_device *dev,
                               lm_tensor_set *out, char **file)
 {
+    return lm_dfs_load_weights_stem(dir, "model", variant, dev, out, file);
+}
+
+lm_status lm_dfs_load_weights_stem(const char *dir, const char *stem, const char *variant,
+                                   lm_device *dev, lm_tensor_set *out, char **file)
+{
     memset(out, 0, sizeof *out);
     if (file) *file = NULL;
     const char *tries[2] = {variant ? variant : "", variant ? NULL : "fp16"};
     for (int t = 0; t < 2 && tries[t]; t++) {
-        char name[96];
+        char name[160];
         const char *v = tries[t];
-        snprintf(name, sizeof name, "model%s%s.safetensors", *v ? "." : "", v);
         if (strlen(v) > 32) return lm_error_set(LM_ERR_ARG, "variant %s: too long", v);
+        if (strlen(stem) > 64) return lm_error_set(LM_ERR_ARG, "file stem %s: too long", stem);
+        snprintf(name, sizeof name, "%s%s%s.safetensors", stem, *v ? "." : "", v);
         char *p = lm_dfs_path(dir, name);
         if (!p) return LM_ERR_NOMEM;
         lm_status st = LM_ERR_IO;
@@ -242,7 +249,7 @@ lm_status lm_dfs_load_weights(const char *dir, const char *variant, lm_device *d
             st = lm_load_file_to(p, dev, out);
         } else {
             free(p);
-            snprintf(name, sizeof name, "model%s%s.safetensors.index.json", *v ? "." : "", v);
+            snprintf(name, sizeof name, "%s%s%s.safetensors.index.json", stem, *v ? "." : "", v);
             p = lm_dfs_path(dir, name);
             if (!p) return LM_ERR_NOMEM;
             if (file_exists(p)) {
@@ -258,7 +265,7 @@ lm_status lm_dfs_load_weights(const char *dir, const char *variant, lm_device *d
         }
         free(p);
     }
-    return lm_error_set(LM_ERR_IO, "%s: no model%s%s.safetensors (nor its .index.json)%s", dir,
+    return lm_error_set(LM_ERR_IO, "%s: no %s%s%s.safetensors (nor its .index.json)%s", dir, stem,
                         variant && *variant ? "." : "", variant ? variant : "",
                         variant ? "" : " and no fp16 variant");
 }

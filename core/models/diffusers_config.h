@@ -47,6 +47,11 @@ lm_status lm_dfs_str(const cJSON *o, const char *key, const char *what, bool req
  * of the file (or index) read, for error messages. */
 lm_status lm_dfs_load_weights(const char *dir, const char *variant, lm_device *dev,
                               lm_tensor_set *out, char **file);
+/* The same for another file stem: "diffusion_pytorch_model" (UNet, VAE)
+ * reads dir/diffusion_pytorch_model[.variant].safetensors or its
+ * .safetensors.index.json.  lm_dfs_load_weights is this with "model". */
+lm_status lm_dfs_load_weights_stem(const char *dir, const char *stem, const char *variant,
+                                   lm_device *dev, lm_tensor_set *out, char **file);
 
 /* "dir/name" in a malloc'd string (NULL when out of memory, error set). */
 char *lm_dfs_path(const char *dir, const char *name);

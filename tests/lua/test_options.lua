@@ -98,6 +98,12 @@ local recipes = {
     return {lm.diffusion.tokenizer("tests/ref/clip/tiny/tokenizer"), "a cat"}
   end,
   ["lm.diffusion.text_encoder"] = function() return {"tests/ref/clip/tiny/text_encoder"} end,
+  -- the options are checked before the model is read or the pipeline used
+  ["lm.diffusion.pipeline"] = function() return {"tests/ref/clip/tiny"} end,
+  ["lm.diffusion.generate"] = function() return {false} end,
+  ["lm.diffusion.encode_prompt"] = function()
+    return {lm.diffusion.pipeline("tests/ref/diffusion/sd1", {dtype = "f32", device = "cpu"}), "a cat"}
+  end,
   ["lm.models.upscale"] = function()
     return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
   end,

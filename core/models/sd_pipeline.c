@@ -1,0 +1,955 @@
+/* sd_pipeline.c - loading a Stable Diffusion pipeline and generating with
+ * it, as diffusers' pipelines/stable_diffusion* do (see sd_pipeline.h). */
+#include "sd_pipeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "core/models/clip_text.h"
+#include "core/models/clip_tokenizer.h"
+#include "core/models/diffusers_config.h"
+#include "core/models/sampler.h"
+#include "core/models/unet.h"
+#include "core/models/vae.h"
+#include "error.h"
+#include "ops.h"
+
+#define CONFIG_MAX (1u << 20)
+
+struct lm_sd_pipeline {
+    lm_sd_family family;
+    char name[256];
+    lm_dtype dt, vae_dt;
+    lm_device *dev;
+    lm_clip_tokenizer *tok[2];
+    lm_clip_text *te[2];
+    lm_unet *unet;
+    lm_vae *vae;
+    lm_sched_config sched;
+    int64_t latent_channels, vae_scale, sample_size;
+    double scaling, shift;      /* shift NAN when the VAE has none */
+    bool force_zeros;           /* SDXL: a None negative prompt is zeros */
+};
+
+void lm_sd_load_opts_init(lm_sd_load_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->dtype = LM_DTYPE_COUNT;
+}
+
+void lm_sd_gen_opts_init(lm_sd_gen_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->batch = 1;
+    o->steps = 20;
+    o->cfg = 7;
+    o->sampler = "dpm++2m_karras";
+    o->strength = 0.8;
+}
+
+void lm_sd_pipeline_free(lm_sd_pipeline *p)
+{
+    if (!p) return;
+    for (int i = 0; i < 2; i++) {
+        lm_clip_tokenizer_free(p->tok[i]);
+        lm_clip_text_free(p->te[i]);
+    }
+    lm_unet_free(p->unet);
+    lm_vae_free(p->vae);
+    lm_sched_config_clear(&p->sched);
+    free(p);
+}
+
+lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p) { return p->family; }
+lm_dtype lm_sd_pipeline_dtype(const lm_sd_pipeline *p) { return p->dt; }
+lm_device *lm_sd_pipeline_device(const lm_sd_pipeline *p) { return p->dev; }
+const char *lm_sd_pipeline_name(const lm_sd_pipeline *p) { return p->name; }
+int64_t lm_sd_pipeline_latent_channels(const lm_sd_pipeline *p) { return p->latent_channels; }
+int64_t lm_sd_pipeline_vae_scale(const lm_sd_pipeline *p) { return p->vae_scale; }
+int64_t lm_sd_pipeline_default_size(const lm_sd_pipeline *p) { return p->sample_size * p->vae_scale; }
+lm_clip_tokenizer *lm_sd_pipeline_tokenizer(lm_sd_pipeline *p, int which) { return which == 0 || which == 1 ? p->tok[which] : NULL; }
+lm_clip_text *lm_sd_pipeline_text_encoder(lm_sd_pipeline *p, int which) { return which == 0 || which == 1 ? p->te[which] : NULL; }
+lm_unet *lm_sd_pipeline_unet(lm_sd_pipeline *p) { return p->unet; }
+lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p) { return p->vae; }
+
+/* ---- loading ---- */
+
+static bool is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* f16 on a real GPU, f32 on the CPU and on CPU-type Vulkan drivers (lavapipe),
+ * where f16 is slower and only loses precision */
+static lm_dtype default_dtype(const lm_device *dev)
+{
+    return strstr(dev->kind, "gpu") && strcmp(dev->kind, "cpu-gpu") ? LM_F16 : LM_F32;
+}
+
+/* The pipeline name: the last path component without ".safetensors" */
+static void set_name(lm_sd_pipeline *p, const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    const char *s = path + n;
+    while (s > path && s[-1] != '/') s--;
+    size_t len = (size_t)(path + n - s);
+    const char *ext = ".safetensors";
+    if (len > strlen(ext) && !strncmp(path + n - strlen(ext), ext, strlen(ext))) len -= strlen(ext);
+    if (len >= sizeof p->name) len = sizeof p->name - 1;
+    memcpy(p->name, s, len);
+    p->name[len] = 0;
+}
+
+/* The numbers the pipeline needs from the UNet and VAE configs: read here from
+ * the JSON, so the loop depends on the networks' forward calls only. */
+static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *ufile,
+                            const cJSON *vae, const char *vfile, bool *force_upcast)
+{
+    int64_t v;
+    if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->latent_channels) != LM_OK ||
+        lm_dfs_int(unet, "sample_size", ufile, false, 64, 1, 1 << 16, &p->sample_size) != LM_OK ||
+        lm_dfs_num(vae, "scaling_factor", vfile, false, 0.18215, &p->scaling) != LM_OK)
+        return lm_error_status();
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(vae, "shift_factor");
+    p->shift = cJSON_IsNumber(sh) ? sh->valuedouble : NAN;
+    const cJSON *boc = cJSON_GetObjectItemCaseSensitive(vae, "block_out_channels");
+    int levels = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 1;
+    if (levels < 1 || levels > 16)
+        return lm_error_set(LM_ERR_FORMAT, "%s: block_out_channels: expected 1 to 16 levels", vfile);
+    p->vae_scale = (int64_t)1 << (levels - 1);
+    const cJSON *fu = cJSON_GetObjectItemCaseSensitive(vae, "force_upcast");
+    *force_upcast = !fu || cJSON_IsTrue(fu);
+    if (lm_dfs_int(unet, "cross_attention_dim", ufile, false, 768, 1, 1 << 16, &v) != LM_OK)
+        return lm_error_status();
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
+    if (p->family != LM_SD_XL && cJSON_IsTrue(lp)) p->family = LM_SD_2;
+    return LM_OK;
+}
+
+/* scheduler_config.json (NULL = SD's training schedule, as the single-file
+ * loaders assume it) with the prediction type overridden when asked. */
+static lm_status read_sched(lm_sd_pipeline *p, const char *sched_dir, const char *prediction)
+{
+    cJSON *j = NULL;
+    char *path = NULL;
+    lm_status st = LM_OK;
+    if (sched_dir) {
+        if (!(path = lm_dfs_path(sched_dir, "scheduler_config.json"))) return lm_error_status();
+        st = lm_dfs_json(path, CONFIG_MAX, true, &j);
+        if (st != LM_OK) goto done;
+    }
+    if (!j) {
+        /* SD 1.x / 2.x / SDXL all trained with this schedule (their
+         * scheduler_config.json files agree on it) */
+        j = cJSON_Parse("{\"num_train_timesteps\":1000,\"beta_start\":0.00085,\"beta_end\":0.012,"
+                        "\"beta_schedule\":\"scaled_linear\",\"prediction_type\":\"epsilon\","
+                        "\"steps_offset\":1,\"timestep_spacing\":\"leading\","
+                        "\"set_alpha_to_one\":false,\"clip_sample\":false}");
+        if (!j) {
+            st = lm_error_set(LM_ERR_NOMEM, "sd pipeline: out of memory");
+            goto done;
+        }
+        free(path);
+        path = NULL;
+    }
+    if (prediction) {
+        if (strcmp(prediction, "epsilon") && strcmp(prediction, "v_prediction")) {
+            st = lm_error_set(LM_ERR_ARG, "sd pipeline: prediction \"%s\": expected epsilon or "
+                              "v_prediction", prediction);
+            goto done;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(j, "prediction_type");
+        cJSON_AddStringToObject(j, "prediction_type", prediction);
+    }
+    st = lm_sched_config_from_json(j, path ? path : "scheduler defaults", &p->sched);
+done:
+    cJSON_Delete(j);
+    free(path);
+    return st;
+}
+
+static lm_status load_tokenizers(lm_sd_pipeline *p, const char *dir, bool xl)
+{
+    char *t1 = lm_dfs_path(dir, "tokenizer"), *t2 = xl ? lm_dfs_path(dir, "tokenizer_2") : NULL;
+    lm_status st = LM_OK;
+    if (!t1 || (xl && !t2)) st = lm_error_status();
+    else if (!(p->tok[0] = lm_clip_tokenizer_load(t1)) ||
+             (xl && !(p->tok[1] = lm_clip_tokenizer_load(t2))))
+        st = lm_error_status();
+    free(t1);
+    free(t2);
+    return st;
+}
+
+static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_load_opts *o)
+{
+    char *mi = lm_dfs_path(dir, "model_index.json");
+    cJSON *index = NULL, *ucfg = NULL, *vcfg = NULL;
+    char *upath = NULL, *vpath = NULL, *comp = NULL;
+    lm_status st = mi ? lm_dfs_json(mi, CONFIG_MAX, false, &index) : lm_error_status();
+    if (st != LM_OK) goto done;
+    const char *cls = "";
+    if (lm_dfs_str(index, "_class_name", mi, false, "", &cls) != LM_OK) {
+        st = lm_error_status();
+        goto done;
+    }
+    bool xl = cJSON_GetObjectItemCaseSensitive(index, "text_encoder_2") != NULL &&
+              !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(index, "text_encoder_2"));
+    if (strncmp(cls, "StableDiffusion", 15)) {
+        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
+                          "[Img2Img]Pipeline folders are read", mi, cls);
+        goto done;
+    }
+    const cJSON *te1 = cJSON_GetObjectItemCaseSensitive(index, "text_encoder");
+    if (!te1 || cJSON_IsNull(te1) || (cJSON_IsArray(te1) && cJSON_IsNull(cJSON_GetArrayItem(te1, 0)))) {
+        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: no text_encoder (SDXL refiner-style folders "
+                          "with text_encoder_2 only are not read)", mi);
+        goto done;
+    }
+    p->family = xl ? LM_SD_XL : LM_SD_1;
+    const cJSON *fz = cJSON_GetObjectItemCaseSensitive(index, "force_zeros_for_empty_prompt");
+    p->force_zeros = xl && (!fz || cJSON_IsTrue(fz));
+
+    upath = lm_dfs_path(dir, "unet/config.json");
+    vpath = lm_dfs_path(dir, "vae/config.json");
+    if (!upath || !vpath) { st = lm_error_status(); goto done; }
+    if ((st = lm_dfs_json(upath, CONFIG_MAX, false, &ucfg)) != LM_OK ||
+        (st = lm_dfs_json(vpath, CONFIG_MAX, false, &vcfg)) != LM_OK)
+        goto done;
+    bool upcast = false;
+    if ((st = read_sizes(p, ucfg, upath, vcfg, vpath, &upcast)) != LM_OK) goto done;
+    /* diffusers runs an f16 pipeline's VAE in f32 when its config says
+     * force_upcast (SDXL's VAE overflows in f16) */
+    p->vae_dt = upcast && p->dt == LM_F16 ? LM_F32 : p->dt;
+    if ((st = load_tokenizers(p, dir, xl)) != LM_OK) goto done;
+    const char *names[2] = {"text_encoder", "text_encoder_2"};
+    for (int i = 0; i < (xl ? 2 : 1); i++) {
+        free(comp);
+        if (!(comp = lm_dfs_path(dir, names[i])) ||
+            !(p->te[i] = lm_clip_text_load(comp, o->variant, p->dt, p->dev))) {
+            st = lm_error_status();
+            goto done;
+        }
+    }
+    free(comp);
+    if (!(comp = lm_dfs_path(dir, "unet")) ||
+        !(p->unet = lm_unet_load(comp, o->variant, p->dt, p->dev))) {
+        st = lm_error_status();
+        goto done;
+    }
+    free(comp);
+    if (!(comp = lm_dfs_path(dir, "vae")) ||
+        !(p->vae = lm_vae_load(comp, o->variant, p->vae_dt, p->dev))) {
+        st = lm_error_status();
+        goto done;
+    }
+    free(comp);
+    comp = lm_dfs_path(dir, "scheduler");
+    st = comp ? read_sched(p, comp, o->prediction) : lm_error_status();
+done:
+    free(mi);
+    free(upath);
+    free(vpath);
+    free(comp);
+    cJSON_Delete(index);
+    cJSON_Delete(ucfg);
+    cJSON_Delete(vcfg);
+    return st;
+}
+
+/* A single-file checkpoint: sd_single.h gives each component's config and
+ * diffusers-named weights (consumed by the _load_from entries); the
+ * tokenizers, and the scheduler config when there is one, come from
+ * o->tokenizer_dir. */
+static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_load_opts *o)
+{
+    lm_sd_single_opts so = {0};
+    so.prediction_type = o->prediction;
+    so.dev = p->dev;
+    bool folder = false;
+    if (o->tokenizer_dir) {
+        /* a diffusers folder (tokenizer/ inside) or one tokenizer folder */
+        char *t = lm_dfs_path(o->tokenizer_dir, "tokenizer");
+        if (!t) return lm_error_status();
+        folder = is_dir(t);
+        free(t);
+        if (folder) so.config_dir = o->tokenizer_dir;
+        else so.tokenizer = o->tokenizer_dir;
+    }
+    lm_sd_single s;
+    memset(&s, 0, sizeof s);
+    lm_status st = lm_sd_single_read_opts(path, &so, &s);
+    if (st != LM_OK) return st;
+    const char *t1 = NULL, *t2 = NULL;
+    bool xl = s.family == LM_SD_XL;
+    p->family = s.family;
+    p->force_zeros = xl;   /* SDXL base's model_index.json says so */
+    bool upcast = false;
+    if ((st = lm_sd_single_tokenizers(&s, &t1, &t2)) != LM_OK ||
+        (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast)) != LM_OK)
+        goto done;
+    p->family = s.family;   /* read_sizes guesses SD 2 for folders; the keys told */
+    p->vae_dt = upcast && p->dt == LM_F16 ? LM_F32 : p->dt;
+    if (!(p->tok[0] = lm_clip_tokenizer_load(t1)) || (xl && !(p->tok[1] = lm_clip_tokenizer_load(t2))) ||
+        !(p->te[0] = lm_clip_text_load_from(s.text_encoder.config, &s.text_encoder.weights, path,
+                                            p->dt, p->dev)) ||
+        (xl && !(p->te[1] = lm_clip_text_load_from(s.text_encoder_2.config,
+                                                   &s.text_encoder_2.weights, path, p->dt, p->dev))) ||
+        !(p->unet = lm_unet_load_from(s.unet.config, &s.unet.weights, path, p->dt, p->dev)) ||
+        !(p->vae = lm_vae_load_from(s.vae.config, &s.vae.weights, path, p->vae_dt, p->dev))) {
+        st = lm_error_status();
+        goto done;
+    }
+    if (s.scheduler) {
+        cJSON *j = cJSON_Duplicate(s.scheduler, true);
+        if (!j) {
+            st = lm_error_set(LM_ERR_NOMEM, "sd pipeline: out of memory");
+            goto done;
+        }
+        if (o->prediction) {
+            cJSON_DeleteItemFromObjectCaseSensitive(j, "prediction_type");
+            cJSON_AddStringToObject(j, "prediction_type", o->prediction);
+        }
+        st = lm_sched_config_from_json(j, path, &p->sched);
+        cJSON_Delete(j);
+    } else {
+        st = read_sched(p, NULL, o->prediction);
+    }
+done:
+    lm_sd_single_free(&s);
+    return st;
+}
+
+lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opts)
+{
+    lm_sd_load_opts dflt;
+    lm_sd_load_opts_init(&dflt);
+    const lm_sd_load_opts *o = opts ? opts : &dflt;
+    if (!path || !*path) {
+        lm_error_set(LM_ERR_ARG, "sd pipeline: no model path given");
+        return NULL;
+    }
+    lm_sd_pipeline *p = calloc(1, sizeof *p);
+    if (!p) {
+        lm_error_set(LM_ERR_NOMEM, "sd pipeline: out of memory");
+        return NULL;
+    }
+    p->dev = o->device ? o->device : lm_device_default();
+    p->dt = o->dtype == LM_DTYPE_COUNT ? default_dtype(p->dev) : o->dtype;
+    if (p->dt != LM_F32 && p->dt != LM_F16 && p->dt != LM_BF16) {
+        lm_error_set(LM_ERR_DTYPE, "sd pipeline: dtype %s: expected f32, f16 or bf16",
+                     lm_dtype_name(p->dt));
+        free(p);
+        return NULL;
+    }
+    set_name(p, path);
+    lm_status st;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        st = lm_error_set(LM_ERR_IO, "%s: no such file or folder (a diffusers folder with "
+                          "model_index.json, or a single-file .safetensors checkpoint)", path);
+    else if (S_ISDIR(sb.st_mode))
+        st = load_folder(p, path, o);
+    else
+        st = load_single(p, path, o);
+    if (st == LM_OK && o->vae_tiling) {
+        lm_vae_tiling t = lm_vae_get_tiling(p->vae);
+        t.mode = (lm_vae_tiling_mode)o->vae_tiling;
+        st = lm_vae_set_tiling(p->vae, &t);
+    }
+    if (st != LM_OK) {
+        lm_sd_pipeline_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* ---- text conditioning ---- */
+
+/* One encoder's part for n prompts: SD 1.x/2.x the last hidden state, SDXL
+ * the penultimate layer (hidden_states[-2]) and, for the second encoder, the
+ * projected pooled output. */
+static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *prompts,
+                            int skip, lm_array **hidden, lm_array **pooled)
+{
+    lm_clip_tokenizer *tok = p->tok[e];
+    int64_t L = lm_clip_tokenizer_max_length(tok), got;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(L * n));
+    if (!ids) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    for (int i = 0; i < n; i++) {
+        const char *t = prompts[i] ? prompts[i] : "";
+        if (lm_clip_tokenizer_encode(tok, t, strlen(t), true, ids + (int64_t)i * L, &got, NULL) != LM_OK) {
+            free(ids);
+            return lm_error_status();
+        }
+    }
+    lm_clip_text_out out;
+    lm_status st = lm_clip_text_forward(p->te[e], ids, n, L, &out);
+    free(ids);
+    if (st != LM_OK) return st;
+    bool xl = p->family == LM_SD_XL;
+    int at = out.nhidden - 1 - skip - (xl ? 1 : 0);
+    if (at < 0) {
+        lm_clip_text_out_free(&out);
+        return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: the text encoder has %d layers",
+                            skip, out.nhidden - 1);
+    }
+    if (xl) *hidden = lm_array_retain(out.hidden_states[at]);
+    else if (skip) *hidden = lm_clip_text_final_norm(p->te[e], out.hidden_states[at]);
+    else *hidden = lm_array_retain(out.last_hidden_state);
+    if (!*hidden) {
+        lm_clip_text_out_free(&out);
+        return lm_error_status();
+    }
+    if (pooled) *pooled = out.text_embeds ? lm_array_retain(out.text_embeds) : NULL;
+    lm_clip_text_out_free(&out);
+    if (xl && pooled && !*pooled) {
+        lm_array_release(*hidden);
+        return lm_error_set(LM_ERR_FORMAT, "encode_prompt: text_encoder_2 has no text_projection "
+                            "(SDXL pools its projected output)");
+    }
+    return LM_OK;
+}
+
+/* x * mask, mask[i] = 0 for the NULL prompts: diffusers' zeros for an SDXL
+ * negative prompt of None */
+static lm_array *zero_rows(lm_array *x, int n, const char *const *prompts)
+{
+    float *m = malloc(sizeof *m * (size_t)n);
+    if (!m) {
+        lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) m[i] = prompts[i] ? 1.0f : 0.0f;
+    int64_t shape[LM_MAX_DIMS] = {n, 1, 1};
+    lm_array *mask = lm_from_data(x->ndim, shape, LM_F32, m, x->device);
+    free(m);
+    lm_array *mc = mask ? lm_cast(mask, x->dtype) : NULL;
+    lm_array *r = mc ? lm_binary(LM_OP_MUL, x, mc) : NULL;
+    lm_array_release(mask);
+    lm_array_release(mc);
+    return r;
+}
+
+lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *prompts,
+                              lm_array **embeds, lm_array **pooled)
+{
+    return lm_sd_encode_prompt_skip(p, n, prompts, 0, embeds, pooled);
+}
+
+lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                   int clip_skip, lm_array **embeds, lm_array **pooled)
+{
+    *embeds = NULL;
+    if (pooled) *pooled = NULL;
+    if (n < 1) return lm_error_set(LM_ERR_ARG, "encode_prompt: no prompts");
+    if (clip_skip < 0) return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: expected >= 0", clip_skip);
+    bool xl = p->family == LM_SD_XL;
+    lm_array *h[2] = {NULL, NULL}, *pool = NULL, *cat = NULL;
+    lm_status st = encode_one(p, 0, n, prompts, clip_skip, &h[0], NULL);
+    if (st == LM_OK && xl) st = encode_one(p, 1, n, prompts, clip_skip, &h[1], &pool);
+    if (st != LM_OK) goto fail;
+    cat = xl ? lm_concat(2, h, 2) : lm_array_retain(h[0]);
+    if (!cat) goto fail;
+    bool any_none = false;
+    for (int i = 0; i < n; i++) any_none |= prompts[i] == NULL;
+    if (xl && p->force_zeros && any_none) {
+        lm_array *z = zero_rows(cat, n, prompts), *zp = z ? zero_rows(pool, n, prompts) : NULL;
+        lm_array_release(cat);
+        lm_array_release(pool);
+        cat = z;
+        pool = zp;
+        if (!zp) goto fail;
+    }
+    *embeds = lm_cast(cat, p->dt);
+    if (pooled && pool) *pooled = lm_cast(pool, p->dt);
+    if (!*embeds || (pooled && pool && !*pooled)) goto fail;
+    lm_array_release(h[0]);
+    lm_array_release(h[1]);
+    lm_array_release(cat);
+    lm_array_release(pool);
+    return LM_OK;
+fail:
+    st = lm_error_status() != LM_OK ? lm_error_status() : LM_ERR_NOMEM;
+    lm_array_release(h[0]);
+    lm_array_release(h[1]);
+    lm_array_release(cat);
+    lm_array_release(pool);
+    lm_array_release(*embeds);
+    *embeds = NULL;
+    if (pooled) {
+        lm_array_release(*pooled);
+        *pooled = NULL;
+    }
+    return st;
+}
+
+/* ---- the VAE as the pipeline applies it ---- */
+
+lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
+{
+    lm_array *a = lm_binary_scalar(LM_OP_DIV, latents, p->scaling, false), *b = NULL, *c = NULL,
+             *d = NULL, *e = NULL, *f = NULL;
+    if (a && isfinite(p->shift)) {
+        b = lm_binary_scalar(LM_OP_ADD, a, p->shift, false);
+        lm_array_release(a);
+        a = b;
+    }
+    if (a) c = lm_cast(a, p->vae_dt);
+    if (c) d = lm_vae_decode(p->vae, c);
+    if (d) e = lm_cast(d, LM_F32);
+    /* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
+    lm_array *g = e ? lm_binary_scalar(LM_OP_MUL, e, 0.5, false) : NULL;
+    if (g) f = lm_binary_scalar(LM_OP_ADD, g, 0.5, false);
+    lm_array *r = f ? lm_clamp(f, 0, 1) : NULL;
+    lm_array_release(a);
+    lm_array_release(c);
+    lm_array_release(d);
+    lm_array_release(e);
+    lm_array_release(f);
+    lm_array_release(g);
+    return r;
+}
+
+/* image [B,3,H,W] in 0..1 to scaled latents: the mean of the latent
+ * distribution, or mean + std * sample when sample is given (diffusers'
+ * latent_dist.sample with its generator's draw) */
+static lm_array *encode_scaled(lm_sd_pipeline *p, lm_array *image, lm_array *sample)
+{
+    /* diffusers' preprocess: 2x - 1 */
+    lm_array *a = lm_binary_scalar(LM_OP_MUL, image, 2, false);
+    lm_array *b = a ? lm_binary_scalar(LM_OP_SUB, a, 1, false) : NULL;
+    lm_array *c = b ? lm_cast(b, p->vae_dt) : NULL, *mean = NULL, *logvar = NULL;
+    lm_array_release(a);
+    lm_array_release(b);
+    if (!c || lm_vae_encode(p->vae, c, &mean, &logvar) != LM_OK) {
+        lm_array_release(c);
+        return NULL;
+    }
+    lm_array_release(c);
+    lm_array *m = lm_cast(mean, LM_F32), *s = NULL, *r = NULL;
+    lm_array_release(mean);
+    if (m && sample) {
+        /* std = exp(0.5 * logvar) (the encoder already clamps logvar to [-30, 20]) */
+        lm_array *lv = lm_cast(logvar, LM_F32), *h = lv ? lm_binary_scalar(LM_OP_MUL, lv, 0.5, false) : NULL;
+        lm_array *sd = h ? lm_unary(LM_OP_EXP, h) : NULL, *d = sd ? lm_binary(LM_OP_MUL, sd, sample) : NULL;
+        lm_array *ms = d ? lm_binary(LM_OP_ADD, m, d) : NULL;
+        lm_array_release(lv);
+        lm_array_release(h);
+        lm_array_release(sd);
+        lm_array_release(d);
+        lm_array_release(m);
+        m = ms;
+    }
+    lm_array_release(logvar);
+    if (m && isfinite(p->shift)) {
+        s = lm_binary_scalar(LM_OP_SUB, m, p->shift, false);
+        lm_array_release(m);
+        m = s;
+    }
+    if (m) r = lm_binary_scalar(LM_OP_MUL, m, p->scaling, false);
+    lm_array_release(m);
+    return r;
+}
+
+lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
+{
+    return encode_scaled(p, image, NULL);
+}
+
+/* ---- A1111's names ---- */
+
+const char *lm_sd_sampler_a1111(const char *name, const char **schedule)
+{
+    bool karras = false;
+    lm_sampler_kind k = lm_sampler_parse(name, &karras);
+    const char *s = NULL;
+    switch (k) {
+    case LM_SAMPLER_EULER: s = "Euler"; break;
+    case LM_SAMPLER_EULER_A: s = "Euler a"; break;
+    case LM_SAMPLER_DPMPP_2M: s = "DPM++ 2M"; break;
+    case LM_SAMPLER_DDIM: s = "DDIM"; break;
+    default: break;
+    }
+    lm_error_clear();
+    if (schedule) *schedule = karras ? "Karras" : "Normal";
+    return s;
+}
+
+/* ---- generation ---- */
+
+/* A batch runs in lanes: each lane is one image (its CFG pair) whose text
+ * encoder, UNet and VAE graphs are exactly those of a run of that image
+ * alone, all lanes evaluated together.  One lane for the whole batch
+ * (stacked) is one UNet call over every image, but the CPU's GEMM cuts a
+ * product of stacked rows by their number (docs/CPU_MATH.md,
+ * "Determinism"), so its bits would depend on the batch size. */
+typedef struct gen {
+    lm_sd_pipeline *p;
+    const lm_sd_gen_opts *o;
+    int B, lanes, per;        /* images, lanes, images per lane */
+    bool cfg;
+    uint64_t *seeds;
+    int64_t shape[4];         /* [B, C, h, w] of the latents */
+    int64_t size_h, size_w;   /* SDXL's time_ids: height / width as given (diffusers'
+                                 arguments), else the latents' */
+    lm_array **ctx, **pooled; /* per lane: [2per or per, L, D], SDXL [.., P] */
+    lm_array *tids;           /* SDXL: [2per or per, 6] */
+} gen;
+
+static lm_array *concat_lanes(const gen *g, lm_array **parts)
+{
+    return g->lanes == 1 ? lm_array_retain(parts[0]) : lm_concat(g->lanes, parts, 0);
+}
+
+/* Draw k of the batch: the test hook's, else each image's own seed. */
+static lm_array *noise(const gen *g, int k)
+{
+    if (g->o->noise) {
+        lm_array *n = NULL;
+        if (g->o->noise(g->o->noise_ctx, k, 4, g->shape, &n) != LM_OK) return NULL;
+        if (n) {
+            lm_array *c = lm_cast(n, LM_F32);
+            lm_array_release(n);
+            return c;
+        }
+    }
+    int64_t one[4] = {1, g->shape[1], g->shape[2], g->shape[3]};
+    lm_array **parts = calloc((size_t)g->B, sizeof *parts);
+    if (!parts) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        return NULL;
+    }
+    lm_array *r = NULL;
+    int made = 0;
+    for (; made < g->B; made++)
+        if (!(parts[made] = lm_diffusion_noise(g->seeds[made], (uint64_t)k, 4, one, LM_F32, g->p->dev)))
+            goto done;
+    r = g->B == 1 ? lm_array_retain(parts[0]) : lm_concat(g->B, parts, 0);
+done:
+    for (int i = 0; i < made; i++) lm_array_release(parts[i]);
+    free(parts);
+    return r;
+}
+
+/* Lane l's conditioning: [2per,...] (negatives first, as diffusers
+ * concatenates them) with CFG, [per,...] without. */
+static lm_status conditioning(gen *g, int l)
+{
+    int per = g->per, n = g->cfg ? 2 * per : per;
+    const char **texts = calloc((size_t)n, sizeof *texts);
+    if (!texts) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    const lm_sd_gen_opts *o = g->o;
+    for (int j = 0; j < per; j++) {
+        int i = l * per + j;
+        const char *pos = o->nprompts > 1 ? o->prompts[i] : o->nprompts == 1 ? o->prompts[0] : "";
+        const char *neg = o->nnegatives > 1 ? o->negatives[i] : o->nnegatives == 1 ? o->negatives[0] : NULL;
+        if (g->cfg) texts[j] = neg, texts[per + j] = pos;
+        else texts[j] = pos;
+    }
+    lm_status st = lm_sd_encode_prompt_skip(g->p, n, texts, o->clip_skip, &g->ctx[l],
+                                            g->p->family == LM_SD_XL ? &g->pooled[l] : NULL);
+    free(texts);
+    return st;
+}
+
+/* SDXL's add_time_ids: original size, crop top-left (0, 0), target size,
+ * each (height, width), the same for every row */
+static lm_array *time_ids(const gen *g, int n, lm_dtype dt)
+{
+    float *v = malloc(sizeof *v * 6 * (size_t)n);
+    if (!v) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        return NULL;
+    }
+    float H = (float)g->size_h, W = (float)g->size_w;
+    for (int i = 0; i < n; i++) {
+        float row[6] = {H, W, 0, 0, H, W};
+        memcpy(v + 6 * i, row, sizeof row);
+    }
+    int64_t shape[2] = {n, 6};
+    lm_array *a = lm_from_data(2, shape, LM_F32, v, g->p->dev);
+    free(v);
+    lm_array *r = a ? lm_cast(a, dt) : NULL;
+    lm_array_release(a);
+    return r;
+}
+
+/* Lane l's UNet call, guided: u + cfg * (c - u).  x: the lane's latents.
+ * New reference, lazy, f32. */
+static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, int l)
+{
+    lm_sd_pipeline *p = g->p;
+    int per = g->per, n = g->cfg ? 2 * per : per;
+    lm_array *xs = lm_sampler_scale_input(s, x, i), *xx = NULL, *xin = NULL, *t = NULL,
+             *out = NULL, *o32 = NULL, *r = NULL;
+    if (!xs) return NULL;
+    lm_array *two[2] = {xs, xs};
+    xx = g->cfg ? lm_concat(2, two, 0) : lm_array_retain(xs);
+    if (xx) xin = lm_cast(xx, p->dt);
+    int64_t tn = n;
+    if (xin) t = lm_full(1, &tn, lm_sampler_timestep(s, i), LM_F32, p->dev);
+    if (t) out = lm_unet_forward(p->unet, xin, t, g->ctx[l], g->pooled[l], g->tids);
+    if (out) o32 = lm_cast(out, LM_F32);
+    if (o32 && !g->cfg) r = lm_array_retain(o32);
+    else if (o32) {
+        lm_array *u = lm_slice(o32, 0, 0, per, 1), *c = lm_slice(o32, 0, per, 2 * per, 1);
+        lm_array *d = u && c ? lm_binary(LM_OP_SUB, c, u) : NULL;
+        lm_array *gd = d ? lm_binary_scalar(LM_OP_MUL, d, g->o->cfg, false) : NULL;
+        if (gd) r = lm_binary(LM_OP_ADD, u, gd);
+        lm_array_release(u);
+        lm_array_release(c);
+        lm_array_release(d);
+        lm_array_release(gd);
+    }
+    lm_array_release(xs);
+    lm_array_release(xx);
+    lm_array_release(xin);
+    lm_array_release(t);
+    lm_array_release(out);
+    lm_array_release(o32);
+    return r;
+}
+
+/* f(lane's rows of x) for every lane, concatenated: the batch's result */
+typedef lm_array *(*lane_fn)(const gen *g, lm_array *x, int l, void *ctx);
+
+static lm_array *per_lane(const gen *g, lm_array *x, lane_fn f, void *ctx)
+{
+    lm_array **parts = calloc((size_t)g->lanes, sizeof *parts), *r = NULL;
+    if (!parts) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        return NULL;
+    }
+    int l = 0;
+    for (; l < g->lanes; l++) {
+        lm_array *xl = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
+        parts[l] = xl ? f(g, xl, l, ctx) : NULL;
+        lm_array_release(xl);
+        if (!parts[l]) break;
+    }
+    if (l == g->lanes) r = concat_lanes(g, parts);
+    for (int j = 0; j < l; j++) lm_array_release(parts[j]);
+    free(parts);
+    return r;
+}
+
+typedef struct step_ctx { lm_sampler *s; int i; } step_ctx;
+
+static lm_array *lane_denoise(const gen *g, lm_array *x, int l, void *ctx)
+{
+    step_ctx *c = ctx;
+    return denoise_lane(g, c->s, c->i, x, l);
+}
+
+static lm_array *lane_decode(const gen *g, lm_array *x, int l, void *ctx)
+{
+    (void)l;
+    (void)ctx;
+    return lm_sd_decode_latents(g->p, x);
+}
+
+static lm_array *lane_encode(const gen *g, lm_array *img, int l, void *ctx)
+{
+    lm_array *sample = ctx, *sl = NULL;
+    if (sample && g->lanes > 1 && !(sl = lm_slice(sample, 0, l * g->per, (l + 1) * g->per, 1)))
+        return NULL;
+    lm_array *r = encode_scaled(g->p, img, sl ? sl : sample);
+    lm_array_release(sl);
+    return r;
+}
+
+/* The init image as a batch [B,3,H,W] f32 */
+static lm_array *init_batch(const gen *g)
+{
+    lm_array *im = g->o->init;
+    if (im->ndim == 3) {
+        lm_array *u = lm_unsqueeze(im, 0), *r = NULL;
+        if (!u) return NULL;
+        if (g->B == 1) r = lm_cast(u, LM_F32);
+        else {
+            int64_t shape[4] = {g->B, u->shape[1], u->shape[2], u->shape[3]};
+            lm_array *b = lm_broadcast_to(u, 4, shape);
+            r = b ? lm_cast(b, LM_F32) : NULL;
+            lm_array_release(b);
+        }
+        lm_array_release(u);
+        return r;
+    }
+    return lm_cast(im, LM_F32);
+}
+
+/* The starting latents: noise (or the given latents) times init_noise_sigma;
+ * img2img: the init image's latents noised to the first kept timestep. */
+static lm_array *start_latents(const gen *g, lm_sampler *s)
+{
+    const lm_sd_gen_opts *o = g->o;
+    if (o->init) {
+        /* the test hook may give diffusers' latent_dist.sample draw (k = -1) */
+        lm_array *sample = NULL;
+        if (o->noise) {
+            lm_array *n = NULL;
+            if (o->noise(o->noise_ctx, -1, 4, g->shape, &n) != LM_OK) return NULL;
+            sample = n ? lm_cast(n, LM_F32) : NULL;
+            lm_array_release(n);
+            if (n && !sample) return NULL;
+        }
+        lm_array *img = init_batch(g), *x0 = img ? per_lane(g, img, lane_encode, sample) : NULL;
+        lm_array_release(img);
+        lm_array_release(sample);
+        lm_array *nz = x0 ? noise(g, 0) : NULL, *r = nz ? lm_sampler_add_noise(s, x0, nz) : NULL;
+        lm_array_release(x0);
+        lm_array_release(nz);
+        return r;
+    }
+    lm_array *x = o->latents ? lm_cast(o->latents, LM_F32) : noise(g, 0);
+    lm_array *r = x ? lm_binary_scalar(LM_OP_MUL, x, lm_sampler_init_sigma(s), false) : NULL;
+    lm_array_release(x);
+    return r;
+}
+
+static lm_status check_gen(gen *g)
+{
+    const lm_sd_gen_opts *o = g->o;
+    lm_sd_pipeline *p = g->p;
+    if (o->batch < 1 || o->batch > 4096)
+        return lm_error_set(LM_ERR_ARG, "generate: batch %d: expected 1 to 4096", o->batch);
+    if (o->nprompts > 1 && o->nprompts != o->batch)
+        return lm_error_set(LM_ERR_ARG, "generate: %d prompts for a batch of %d", o->nprompts, o->batch);
+    if (o->nnegatives > 1 && o->nnegatives != o->batch)
+        return lm_error_set(LM_ERR_ARG, "generate: %d negative prompts for a batch of %d",
+                            o->nnegatives, o->batch);
+    if (o->steps < 1 || o->steps > 10000)
+        return lm_error_set(LM_ERR_ARG, "generate: steps %d: expected 1 to 10000", o->steps);
+    if (!isfinite(o->cfg)) return lm_error_set(LM_ERR_ARG, "generate: cfg must be a finite number");
+    g->B = o->batch;
+    g->lanes = o->stacked ? 1 : g->B;
+    g->per = g->B / g->lanes;
+    g->cfg = o->cfg > 1;
+    int64_t H = o->height, W = o->width, C = p->latent_channels;
+    if (o->init) {
+        lm_array *im = o->init;
+        if ((im->ndim != 3 && im->ndim != 4) || im->shape[im->ndim - 3] != 3 ||
+            (im->ndim == 4 && im->shape[0] != g->B))
+            return lm_error_set(LM_ERR_SHAPE, "generate: init image: expected [3,H,W] or [%d,3,H,W]",
+                                g->B);
+        if (!(o->strength > 0 && o->strength <= 1))
+            return lm_error_set(LM_ERR_ARG, "generate: strength %g: expected a number in (0, 1]",
+                                o->strength);
+        H = im->shape[im->ndim - 2];
+        W = im->shape[im->ndim - 1];
+    } else if (o->latents) {
+        lm_array *l = o->latents;
+        if (l->ndim != 4 || l->shape[0] != g->B || l->shape[1] != C)
+            return lm_error_set(LM_ERR_SHAPE, "generate: latents: expected [%d,%lld,h,w]", g->B,
+                                (long long)C);
+        H = l->shape[2] * p->vae_scale;
+        W = l->shape[3] * p->vae_scale;
+    }
+    if (H <= 0) H = lm_sd_pipeline_default_size(p);
+    if (W <= 0) W = lm_sd_pipeline_default_size(p);
+    if (H % p->vae_scale || W % p->vae_scale || H > (1 << 16) || W > (1 << 16))
+        return lm_error_set(LM_ERR_ARG, "generate: size %lldx%lld: width and height must be "
+                            "multiples of %lld (the VAE's scale), at most 65536", (long long)W,
+                            (long long)H, (long long)p->vae_scale);
+    g->size_h = o->height > 0 && !o->init ? o->height : H;
+    g->size_w = o->width > 0 && !o->init ? o->width : W;
+    g->shape[0] = g->B;
+    g->shape[1] = C;
+    g->shape[2] = H / p->vae_scale;
+    g->shape[3] = W / p->vae_scale;
+    g->seeds = malloc(sizeof *g->seeds * (size_t)g->B);
+    g->ctx = calloc((size_t)g->lanes, sizeof *g->ctx);
+    g->pooled = calloc((size_t)g->lanes, sizeof *g->pooled);
+    if (!g->seeds || !g->ctx || !g->pooled) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    for (int i = 0; i < g->B; i++) g->seeds[i] = o->seeds ? o->seeds[i] : o->seed + (uint64_t)i;
+    return LM_OK;
+}
+
+static void gen_free(gen *g)
+{
+    for (int l = 0; g->ctx && l < g->lanes; l++) lm_array_release(g->ctx[l]);
+    for (int l = 0; g->pooled && l < g->lanes; l++) lm_array_release(g->pooled[l]);
+    lm_array_release(g->tids);
+    free(g->ctx);
+    free(g->pooled);
+    free(g->seeds);
+}
+
+/* the conditioning, computed once (not once per step) */
+static lm_status prepare(gen *g)
+{
+    for (int l = 0; l < g->lanes; l++)
+        if (conditioning(g, l) != LM_OK) return lm_error_status();
+    int per = g->per;
+    if (g->p->family == LM_SD_XL && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
+        return lm_error_status();
+    int n = 0;
+    lm_array **all = calloc((size_t)(2 * g->lanes + 1), sizeof *all);
+    if (!all) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    for (int l = 0; l < g->lanes; l++) {
+        all[n++] = g->ctx[l];
+        if (g->pooled[l]) all[n++] = g->pooled[l];
+    }
+    if (g->tids) all[n++] = g->tids;
+    lm_status st = lm_eval(all, n);
+    free(all);
+    return st;
+}
+
+lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
+{
+    lm_sd_gen_opts dflt;
+    lm_sd_gen_opts_init(&dflt);
+    gen g = {.p = p, .o = opts ? opts : &dflt};
+    const lm_sd_gen_opts *o = g.o;
+    lm_sampler *s = NULL;
+    lm_array *x = NULL, *img = NULL;
+    if (check_gen(&g) != LM_OK) goto fail;
+    bool karras = false;
+    const char *sname = o->sampler ? o->sampler : "dpm++2m_karras";
+    lm_sampler_kind kind = lm_sampler_parse(sname, &karras);
+    if (kind != LM_SAMPLER_EULER && kind != LM_SAMPLER_EULER_A && kind != LM_SAMPLER_DPMPP_2M &&
+        kind != LM_SAMPLER_DDIM) {
+        lm_error_set(LM_ERR_ARG, "generate: unknown sampler \"%s\" (euler, euler_a, dpm++2m, "
+                     "dpm++2m_karras, ddim, or A1111's \"Euler a\", \"DPM++ 2M Karras\"...)", sname);
+        goto fail;
+    }
+    if (prepare(&g) != LM_OK) goto fail;
+    if (!(s = lm_sampler_new(&p->sched, kind, karras, o->steps, o->init ? o->strength : 1.0)))
+        goto fail;
+    if (!(x = start_latents(&g, s)) || lm_eval(&x, 1) != LM_OK) goto fail;
+    int n = lm_sampler_count(s), draws = 0;
+    for (int i = 0; i < n; i++) {
+        step_ctx sc = {s, i};
+        lm_array *eps = per_lane(&g, x, lane_denoise, &sc), *nz = NULL, *next = NULL;
+        bool needs = lm_sampler_needs_noise(s, i);
+        if (eps && needs) nz = noise(&g, ++draws);
+        if (eps && (nz || !needs)) next = lm_sampler_step(s, eps, i, x, nz);
+        lm_array_release(eps);
+        lm_array_release(nz);
+        /* evaluated every step: the graph stays one step long */
+        if (!next || lm_eval(&next, 1) != LM_OK) {
+            lm_array_release(next);
+            goto fail;
+        }
+        lm_array_release(x);
+        x = next;
+        if (o->progress) o->progress(o->progress_ctx, i + 1, n);
+    }
+    if (!(img = per_lane(&g, x, lane_decode, NULL)) || lm_eval(&img, 1) != LM_OK) goto fail;
+    lm_array_release(x);
+    lm_sampler_free(s);
+    gen_free(&g);
+    return img;
+fail:
+    lm_array_release(img);
+    lm_array_release(x);
+    lm_sampler_free(s);
+    gen_free(&g);
+    return NULL;
+}

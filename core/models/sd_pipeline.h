@@ -1,0 +1,141 @@
+/* sd_pipeline.h - Stable Diffusion text-to-image and image-to-image (SD 1.x,
+ * SD 2.x, SDXL) from a diffusers folder (model_index.json and its component
+ * folders) or a single-file checkpoint (core/models/sd_single.h), computed
+ * as diffusers' StableDiffusionPipeline / StableDiffusionXLPipeline (and
+ * their Img2Img twins) compute it.
+ *
+ * Loading reads every network once, casts its weights to the compute dtype
+ * and keeps them on the device; generations reuse them.  A generation is
+ * evaluated step by step (the latents are evaluated after each sampler step)
+ * so the graph never grows with the number of steps.
+ *
+ * Noise: each image's initial latents are lm_diffusion_noise(seed, 0, ...)
+ * and its k-th ancestral draw lm_diffusion_noise(seed, k, ...) (k from 1),
+ * drawn per image, so an image's bytes do not depend on the batch it ran in
+ * or on the thread count.  img2img encodes the init image to the MEAN of the
+ * VAE's latent distribution (diffusers samples it with the generator; the
+ * mean is what A1111 and ComfyUI use and needs no second noise stream).
+ *
+ * Ownership: lm_sd_pipeline_load returns a pipeline freed with
+ * lm_sd_pipeline_free; lm_sd_generate returns a new reference the caller
+ * releases. */
+#ifndef LM_SD_PIPELINE_H
+#define LM_SD_PIPELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "array.h"
+#include "core/models/sd_single.h"   /* lm_sd_family */
+#include "device.h"
+
+typedef struct lm_sd_pipeline lm_sd_pipeline;
+struct lm_clip_tokenizer;
+struct lm_clip_text;
+struct lm_unet;
+struct lm_vae;
+
+typedef struct lm_sd_load_opts {
+    lm_dtype dtype;            /* LM_DTYPE_COUNT = f16 on a GPU, f32 on the CPU */
+    lm_device *device;         /* NULL = the default device */
+    const char *variant;       /* NULL (plain file, else fp16), "" or "fp16" */
+    const char *tokenizer_dir; /* single files: a diffusers folder of the same model
+                                  (its tokenizer[_2]/, scheduler/ and configs are
+                                  used, as sd_single.h's config_dir), or one tokenizer
+                                  folder (SD 1.x / 2.x) */
+    const char *prediction;    /* NULL, "epsilon" or "v_prediction": overrides the
+                                  scheduler config (single files have none) */
+    int vae_tiling;            /* core/models/vae.h's lm_vae_tiling_mode: auto (0, the
+                                  default: tile images larger than the VAE's
+                                  sample_size), on, or off (diffusers' default) */
+} lm_sd_load_opts;
+
+void lm_sd_load_opts_init(lm_sd_load_opts *o);
+
+/* path: a diffusers folder (model_index.json) or a .safetensors single file.
+ * o may be NULL.  NULL + error naming the file on failure. */
+lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *o);
+void lm_sd_pipeline_free(lm_sd_pipeline *p);   /* NULL is fine */
+
+lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p);
+lm_dtype lm_sd_pipeline_dtype(const lm_sd_pipeline *p);
+lm_device *lm_sd_pipeline_device(const lm_sd_pipeline *p);
+const char *lm_sd_pipeline_name(const lm_sd_pipeline *p);  /* the folder or file stem */
+int64_t lm_sd_pipeline_latent_channels(const lm_sd_pipeline *p);
+int64_t lm_sd_pipeline_vae_scale(const lm_sd_pipeline *p);   /* 8 for SD */
+int64_t lm_sd_pipeline_default_size(const lm_sd_pipeline *p); /* unet sample_size * vae scale */
+
+/* The stages, borrowed (the pipeline owns them).  tokenizer(p, 1) / text
+ * encoder(p, 1) are SDXL's second ones (NULL elsewhere). */
+struct lm_clip_tokenizer *lm_sd_pipeline_tokenizer(lm_sd_pipeline *p, int which);
+struct lm_clip_text *lm_sd_pipeline_text_encoder(lm_sd_pipeline *p, int which);
+struct lm_unet *lm_sd_pipeline_unet(lm_sd_pipeline *p);
+struct lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p);
+
+/* The conditioning of n prompts as diffusers' encode_prompt gives it for one
+ * prompt each: *embeds [n,77,D] in the UNet's dtype; SDXL also *pooled
+ * [n,P] (text_embeds of text_encoder_2; pooled may be NULL elsewhere).
+ * A NULL prompt is diffusers' negative_prompt=None: the empty prompt, or
+ * zeros on SDXL when model_index.json says force_zeros_for_empty_prompt. */
+lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *prompts,
+                              lm_array **embeds, lm_array **pooled);
+/* ... with diffusers' clip_skip (0 = none; 1 = the penultimate layer, which
+ * A1111 calls "Clip skip: 2"): SD 1.x/2.x hidden_states[-(clip_skip+1)]
+ * through the final layer norm, SDXL hidden_states[-(clip_skip+2)]. */
+lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                   int clip_skip, lm_array **embeds, lm_array **pooled);
+
+/* Per-step report: step i (from 1) of n for the whole batch. */
+typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
+/* Test hook: the noise of the batch [B,C,h,w] for draw k (0 = initial
+ * latents / img2img's add_noise noise, k >= 1 = the k-th ancestral draw,
+ * -1 = img2img's sample of the VAE's latent distribution, which is the mean
+ * when the hook gives none).  *out gets a new reference, or NULL to use the
+ * seeds; a status other than LM_OK (error set) stops the generation. */
+typedef lm_status (*lm_sd_noise_fn)(void *ctx, int k, int ndim, const int64_t *shape,
+                                    lm_array **out);
+
+typedef struct lm_sd_gen_opts {
+    int batch;                   /* images in this call (default 1) */
+    const char *const *prompts;  /* batch prompts (or one, used for all) */
+    const char *const *negatives;/* batch negatives, one for all, or NULL (= None) */
+    int nprompts, nnegatives;
+    const uint64_t *seeds;       /* batch seeds; NULL = seed, seed+1, ... */
+    uint64_t seed;
+    int steps;                   /* default 20 */
+    double cfg;                  /* default 7; <= 1 runs the cond branch only */
+    const char *sampler;         /* lm_sampler_parse's names; default "dpm++2m_karras" */
+    int64_t width, height;       /* 0 = the init image's, else the default size */
+    lm_array *latents;           /* [B,C,h,w] initial latents (diffusers' latents=),
+                                    multiplied by init_noise_sigma as diffusers does */
+    lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 */
+    double strength;             /* img2img, default 0.8 as diffusers */
+    int clip_skip;               /* diffusers' clip_skip (0 = none, 1 = penultimate layer) */
+    lm_sd_progress_fn progress;
+    void *progress_ctx;
+    lm_sd_noise_fn noise;        /* tests: diffusers' draws */
+    void *noise_ctx;
+    bool stacked;                /* the whole batch in one UNet call (faster where the
+                                    device is underused) instead of one graph per image
+                                    evaluated together; the CPU's GEMM then rounds by the
+                                    batch's size, so images differ from single runs in
+                                    the last bits (default false: same bytes) */
+} lm_sd_gen_opts;
+
+void lm_sd_gen_opts_init(lm_sd_gen_opts *o);
+
+/* Generates batch images: [B,3,H,W] f32 in 0..1 (evaluated), or NULL with
+ * the error set (an unknown sampler, a size not divisible by the VAE's
+ * scale, a cancelled evaluation...). */
+lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
+
+/* The VAE halves as the pipeline applies them: latents [B,C,h,w] divided by
+ * scaling_factor (and shift_factor added) and decoded to [B,3,H,W] in 0..1;
+ * an image [B,3,H,W] in 0..1 to the latent mean times scaling_factor.  Lazy. */
+lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents);
+lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image);
+
+/* A1111's sampler name for a lm_sampler_parse name ("DPM++ 2M"), and its
+ * schedule type ("Karras" or "Normal"); NULL for an unknown name. */
+const char *lm_sd_sampler_a1111(const char *name, const char **schedule);
+
+#endif

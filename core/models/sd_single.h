@@ -1,0 +1,88 @@
+/* sd_single.h - single-file Stable Diffusion checkpoints: one .safetensors
+ * in the original (CompVis / Stability) layout, read into diffusers'
+ * components.
+ *
+ * Keys: model.diffusion_model.* (the UNet), first_stage_model.* (the VAE),
+ * cond_stage_model.transformer.* (SD 1.x: CLIP ViT-L in transformers'
+ * naming), cond_stage_model.model.* (SD 2.x: OpenCLIP ViT-H, fused qkv),
+ * conditioner.embedders.0.transformer.* and conditioner.embedders.1.model.*
+ * (SDXL: ViT-L and OpenCLIP bigG with its text projection).  The family is
+ * told from the keys; each component's diffusers config is inferred from the
+ * tensor shapes plus the family's conventions for what shapes cannot tell
+ * (docs/DIFFUSION.md, "Single-file checkpoints", lists them); the key map is
+ * generated from that config (the architecture), so a key the map has no
+ * place for, a key it needs that is absent and a shape that contradicts the
+ * config are errors naming the file, the key and the shapes.  Training
+ * leftovers are skipped by a stated list (model_ema.*, the DDPM schedule
+ * buffers, logvar, position_ids, logit_scale).
+ *
+ * The file is mapped once (lm_load_file_to): the renamed tensors are the
+ * file's tensors (or lazy views of them: a 1x1 conv weight reshaped to a
+ * linear one, a third of a fused qkv, a transposed projection), so the
+ * weights are never held twice.
+ *
+ * Ownership: lm_sd_single_read fills *out; lm_sd_single_free releases all of
+ * it.  Each component's config and weights may be handed to the _load_from
+ * entries (lm_unet_load_from, lm_vae_load_from, lm_clip_text_load_from),
+ * which consume the weights (the set is left empty); the config stays owned
+ * by *out. */
+#ifndef LM_SD_SINGLE_H
+#define LM_SD_SINGLE_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include "core/io/io.h"
+#include "device.h"
+
+typedef enum lm_sd_family {
+    LM_SD_UNKNOWN = 0,
+    LM_SD_1,      /* SD 1.x: CLIP ViT-L */
+    LM_SD_2,      /* SD 2.x: OpenCLIP ViT-H */
+    LM_SD_XL,     /* SDXL base: ViT-L + OpenCLIP bigG */
+} lm_sd_family;
+
+const char *lm_sd_family_name(lm_sd_family f);   /* "sd1", "sd2", "sdxl", "unknown" */
+
+typedef struct lm_sd_component {
+    cJSON *config;            /* diffusers' config.json as inferred; NULL when absent */
+    lm_tensor_set weights;    /* under diffusers' names */
+} lm_sd_component;
+
+typedef struct lm_sd_single_opts {
+    /* "epsilon" (NULL: the default) or "v_prediction": SD 2.x 768-v
+     * checkpoints need v, and nothing in the weights says so. */
+    const char *prediction_type;
+    /* A diffusers folder of the same model (optional): its unet/, vae/,
+     * text_encoder[_2]/ config.json and scheduler/scheduler_config.json
+     * override the family's conventions (norm groups, heads, sample size,
+     * ...); a key the shapes decide must agree, else it is an error.  Its
+     * tokenizer/ and tokenizer_2/ are the default tokenizers. */
+    const char *config_dir;
+    /* Folders with vocab.json + merges.txt (or tokenizer.json): a single
+     * file carries no tokenizer. */
+    const char *tokenizer, *tokenizer_2;
+    /* SD 2.x: the text encoder is OpenCLIP's penultimate layer; a file with
+     * text_projection is OpenCLIP's whole text tower and its last block is
+     * dropped (as diffusers does), one without (written from diffusers) is
+     * taken whole.  1 forces dropping, -1 forces keeping, 0 decides so. */
+    int sd2_drop_last_layer;
+    lm_device *dev;           /* NULL: the default device */
+} lm_sd_single_opts;
+
+typedef struct lm_sd_single {
+    lm_sd_family family;
+    char *file;
+    lm_sd_component unet, vae, text_encoder, text_encoder_2;   /* text_encoder_2: SDXL only */
+    cJSON *scheduler;         /* scheduler_config.json: the family's scaled_linear schedule */
+    char *tokenizer, *tokenizer_2;   /* folders, or NULL when none was given */
+} lm_sd_single;
+
+lm_status lm_sd_single_read(const char *path, lm_sd_single *out);   /* default options */
+lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, lm_sd_single *out);
+void lm_sd_single_free(lm_sd_single *s);   /* leaves *s empty; NULL is fine */
+
+/* The tokenizer folders the pipeline needs (*tok2 NULL unless SDXL), or an
+ * error saying that a single file has none and how to give them. */
+lm_status lm_sd_single_tokenizers(const lm_sd_single *s, const char **tok, const char **tok2);
+
+#endif

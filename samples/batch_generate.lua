@@ -1,0 +1,44 @@
+-- batch_generate.lua - Stable Diffusion images from a params file, with the
+-- pipeline loaded once for the whole run:
+--   build/lumen batch samples/batch_generate.lua --params samples/batch_generate.jsonl \
+--       -o 'sd/{index}_{seed}.png' [--batch-size 4] -- MODEL [TOKENIZER_DIR]
+-- MODEL: a diffusers folder (model_index.json) or a single-file .safetensors
+-- (SD 1.x, 2.x, SDXL); TOKENIZER_DIR: for a single file, a diffusers folder
+-- of the same model to take the tokenizers (and scheduler) from.
+-- Each job's columns: prompt, and optionally negative, steps (20), cfg (7),
+-- sampler ("dpm++2m_karras"), size ("512x512"; default the model's), seed
+-- (>= 0; the runner numbers the jobs when the file has none).  A missing
+-- negative is the empty prompt.
+-- With --batch-size N, up to N jobs that share steps, cfg, sampler and size
+-- run in one UNet call; each image's noise comes from its own seed, so the
+-- bytes are those of one job at a time (tests/models/generate.sh checks).
+-- A batch mixing settings fails and the runner retries its jobs one by one.
+local lm = require "lumen"
+local MODEL, TOKENIZER = ...
+if not MODEL then error("batch_generate.lua: give the model after --: ... -- MODEL [TOKENIZER_DIR]") end
+local pipe = lm.models.load(MODEL, {tokenizer = TOKENIZER})
+
+local function settings(p)
+  return {steps = p.steps or 20, cfg = p.cfg or 7, sampler = p.sampler or "dpm++2m_karras",
+          size = p.size}
+end
+
+local function key(s) return table.concat({s.steps, s.cfg, s.sampler, tostring(s.size)}, "|") end
+
+local function render_batch(ps)
+  local s = settings(ps[1])
+  local prompts, negatives, seeds = {}, {}, {}
+  for i, p in ipairs(ps) do
+    if key(settings(p)) ~= key(s) then
+      error("batch_generate.lua: jobs with different steps/cfg/sampler/size in one batch")
+    end
+    prompts[i], negatives[i], seeds[i] = tostring(p.prompt or ""), tostring(p.negative or ""), p.seed
+  end
+  return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
+                       steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size}
+end
+
+return {
+  render = function(p) return render_batch({p})[1] end,
+  render_batch = render_batch,
+}

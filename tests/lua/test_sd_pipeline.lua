@@ -1,0 +1,91 @@
+-- test_sd_pipeline.lua - the Stable Diffusion pipeline from Lua
+-- (lua/l_diffusion.c over core/models/sd_pipeline.c; tests/test_sd_pipeline.c
+-- checks every sampler, SD 2.x and SDXL against diffusers): lm.models.load on
+-- the tiny SD 1.x folder of tests/ref/diffusion/, its stages (tokenizer,
+-- encode_prompt, unet, vae) and a whole 4-step run against diffusers'
+-- outputs, a batch equal to single runs, help() docstrings, errors.
+local T, lm = ...
+local test, eq, ok, raises = T.test, T.eq, T.ok, T.raises
+local D = "tests/ref/diffusion/"
+local f = io.open(D .. "ref_pipe.safetensors", "rb")
+if not f then
+  print("test_sd_pipeline.lua: tests/ref/diffusion fixtures absent (tests/ref/gen_diffusion.py): skipped")
+  return
+end
+f:close()
+
+local PROMPT, NEGATIVE = "a photo of an astronaut riding a horse", "blurry, low quality"
+local function maxerr(a, b) return (a:astype("f32") - b:astype("f32")):abs():max():item() end
+local ref, pipe
+local function setup()
+  if pipe then return end
+  ref = lm.load(D .. "ref_pipe.safetensors")
+  pipe = lm.models.load(D .. "sd1", {dtype = "f32", device = "cpu", tiling = "off"})
+end
+
+test("sd pipeline: lm.models.load on a diffusers folder, fields", function()
+  setup()
+  eq(pipe.family, "sd1", "family"); eq(pipe.dtype, "f32", "dtype"); eq(pipe.name, "sd1", "name")
+  eq(pipe.latent_channels, 4, "latent channels"); eq(pipe.vae_scale, 2, "vae scale")
+  eq(pipe.tokenizer_2, nil, "no second tokenizer on SD 1.x")
+  local ids = pipe.tokenizer:encode(PROMPT)
+  eq(#ids, 77, "77 ids")
+end)
+
+test("sd pipeline: encode_prompt, unet and vae against diffusers", function()
+  setup()
+  local e = pipe:encode_prompt({NEGATIVE, PROMPT})
+  local err = maxerr(e, ref["sd1.prompt_embeds"])
+  ok(err <= 1e-4, "prompt embeds error " .. err)
+  local u = lm.load(D .. "ref_unet.safetensors")
+  local out = pipe.unet(u["sd1.x"], u["sd1.t"], u["sd1.ctx"])
+  local uerr = maxerr(out, u["sd1.out"]) / u["sd1.out"]:abs():max():item()
+  ok(uerr <= 1e-4, "unet relative error " .. uerr)
+  local v = lm.load(D .. "ref_vae.safetensors")
+  local mean = pipe.vae:encode(v["sd1.img"])
+  ok(maxerr(mean, v["sd1.mean"]) <= 1e-3, "vae mean")
+  ok(maxerr(pipe.vae:decode(v["sd1.z"]), v["sd1.dec"]) <= 1e-3, "vae decode")
+end)
+
+test("sd pipeline: generate equals diffusers (euler a, its draws)", function()
+  setup()
+  local draws = ref["sd1.euler_a.noise"]
+  local steps = 0
+  local img = pipe:generate{prompt = PROMPT, negative = NEGATIVE, steps = 4, cfg = 7,
+                            sampler = "euler_a", latents = ref["sd1.latents"]:reshape{1, 4, 8, 8},
+                            noise = function(k, shape) return draws[k]:reshape(shape) end,
+                            progress = function(i, n) steps = n; eq(i <= n, true) end}
+  eq(img.ndim, 3, "one image is [3,H,W]"); eq(img.shape[2], 16, "height: 8x8 latents, a VAE of scale 2")
+  eq(steps, 4, "progress saw 4 steps")
+  local err = maxerr(img, ref["sd1.euler_a.image"])
+  print(string.format("    sd1 euler_a from Lua: image max abs error %.3g", err))
+  ok(err <= 1e-3, "image error " .. err)
+end)
+
+test("sd pipeline: a batch gives the bytes of single runs", function()
+  setup()
+  local args = {prompt = PROMPT, negative = NEGATIVE, steps = 2, sampler = "euler_a", size = 64}
+  args.seed, args.batch = {21, 22}, 2
+  local both = pipe:generate(args)
+  eq(both.ndim, 4, "batch= gives [B,3,H,W]")
+  args.batch = nil
+  for i, s in ipairs({21, 22}) do
+    args.seed = s
+    eq(maxerr(both[i], pipe:generate(args)), 0, "image " .. i)
+  end
+end)
+
+test("sd pipeline: help and errors", function()
+  setup()
+  ok(lm.diffusion.pipeline ~= nil and lm.diffusion.generate ~= nil, "functions")
+  raises(function() pipe:generate{prompt = "x", sampler = "heun", steps = 1} end, "unknown sampler")
+  raises(function() pipe:generate{prompt = "x", size = 61, steps = 1} end, "multiples of")
+  raises(function() pipe:generate{prompt = "x", bogus = 1} end, "unknown option")
+  raises(function() pipe:generate{prompt = "x", steps = 1, sampler = "euler_a", size = 64,
+                                  noise = function() error("boom") end} end, "boom")
+  raises(function() lm.models.load(D .. "no_such_model") end)
+  local p2 = lm.diffusion.pipeline(D .. "sd1", {dtype = "f32", device = "cpu"})
+  local unet = p2.unet
+  p2:free()
+  raises(function() unet(ref["sd1.latents"], 1, ref["sd1.prompt_embeds"]) end, "freed")
+end)

@@ -1,0 +1,69 @@
+#!/bin/sh
+# tests/models/generate.sh - `lumen generate` and samples/batch_generate.lua
+# end to end on the tiny random SD 1.x checkpoint of tests/ref/diffusion/
+# (CPU, f32): a PNG from the diffusers folder and from the single file, its
+# A1111 `parameters` chunk read back; --batch-size 2 gives the bytes of two
+# single runs; an existing output is refused without --overwrite; errors
+# (missing model, size not divisible by 8, unknown sampler) exit non-zero
+# with a message that says what is wrong; `lumen batch` with the sample makes
+# the same bytes with --batch-size 2 as with 1.  One line per check.
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${BUILD:-build}
+export LUMEN_DEVICE=cpu
+D=tests/ref/diffusion
+S=$BUILD/ref/diffusion/sd1.safetensors   # make diffusion-fixtures builds it (tests/ref/make_single.py)
+if [ ! -f "$D/sd1/model_index.json" ] || [ ! -f "$S" ]; then
+  echo "tests/ref/diffusion fixtures or $S absent (make diffusion-fixtures): skipped"
+  exit 77
+fi
+T=$BUILD/test-generate
+rm -rf "$T" && mkdir -p "$T"
+L="$BUILD/lumen"
+p=0 f=0
+check() {  # check NAME COMMAND...: passes when the command succeeds
+  name=$1; shift
+  if "$@" >"$T/log" 2>&1; then p=$((p + 1)); echo "ok   $name"
+  else f=$((f + 1)); echo "FAIL $name"; sed 's/^/     /' "$T/log"; fi
+}
+fails() {  # fails NAME RC PATTERN COMMAND...: exits RC saying PATTERN
+  name=$1; want=$2; pat=$3; shift 3
+  "$@" >"$T/log" 2>&1; rc=$?
+  if [ $rc != "$want" ]; then f=$((f + 1)); echo "FAIL $name (exit $rc, not $want)"; sed 's/^/     /' "$T/log"
+  elif grep -q -- "$pat" "$T/log"; then p=$((p + 1)); echo "ok   $name"
+  else f=$((f + 1)); echo "FAIL $name (no \"$pat\")"; sed 's/^/     /' "$T/log"; fi
+}
+G="$L generate 'a photo of an astronaut riding a horse' --negative 'blurry, low quality' --steps 4 --size 64x64 -q"
+WANT='a photo of an astronaut riding a horse
+Negative prompt: blurry, low quality
+Steps: 4, Sampler: DPM++ 2M, Schedule type: Karras, CFG scale: 7, Seed: 42, Size: 64x64, Model: sd1'
+
+check "folder layout makes a PNG" sh -c "$G --model $D/sd1 --seed 42 -o $T/folder.png && test -s $T/folder.png"
+export WANT
+check "parameters chunk as A1111 writes it" sh -c "params() { $L -e \"local _, t = lm.image.read_png('\$1'); io.write(t.parameters)\"; }; test \"\$(params $T/folder.png)\" = \"\$WANT\""
+check "single-file layout makes the same PNG" sh -c "$G --model $S --tokenizer $D/sd1 --seed 42 -o $T/single.png && cmp $T/folder.png $T/single.png"
+check "img2img with --init and --strength" sh -c "$G --model $D/sd1 --seed 3 --init $T/folder.png --strength 0.5 --sampler euler_a -o $T/i2i.png && $L -e \"local _, t = lm.image.read_png('$T/i2i.png'); assert(t.parameters:find('Sampler: Euler a, Schedule type: Normal', 1, true)); assert(t.parameters:find(', Denoising strength: 0.5', 1, true))\""
+check "--clip-skip 2 is written as A1111 writes it" sh -c "$G --model $D/sd1 --seed 42 --clip-skip 2 -o $T/skip.png && $L -e \"local _, t = lm.image.read_png('$T/skip.png'); assert(t.parameters:find('Model: sd1, Clip skip: 2', 1, true))\" && ! cmp -s $T/skip.png $T/folder.png"
+check "--batch-size 2 is two single runs, byte for byte" sh -c "$G --model $D/sd1 --seed 42 --sampler euler_a --batch-size 2 -o $T/b.png && $G --model $D/sd1 --seed 43 --sampler euler_a -o $T/s43.png && $G --model $D/sd1 --seed 42 --sampler euler_a -o $T/s42.png && cmp $T/b_0000.png $T/s42.png && cmp $T/b_0001.png $T/s43.png && ! cmp -s $T/s42.png $T/s43.png"
+cp $T/folder.png $T/keep.png
+fails "an existing output is refused" 1 "exists (--overwrite replaces it)" sh -c "$G --model $D/sd1 --seed 5 -o $T/folder.png"
+check "... and left as it was" cmp $T/folder.png $T/keep.png
+check "--overwrite replaces it" sh -c "$G --model $D/sd1 --seed 5 -o $T/folder.png --overwrite && ! cmp -s $T/folder.png $T/keep.png"
+fails "a missing model" 1 "no such file or folder" sh -c "$G --model $D/nothing_here --seed 1 -o $T/x.png"
+fails "a size not divisible by 8" 2 "divisible by 8" sh -c "$G --model $D/sd1 --size 60x64 -o $T/x.png"
+fails "an unknown sampler" 2 "sampler heun: expected euler" sh -c "$G --model $D/sd1 --sampler heun -o $T/x.png"
+fails "no prompt" 2 "no prompt given" "$L" generate --model $D/sd1 -o $T/x.png
+check "nothing written by the failures" test ! -e $T/x.png
+
+# lumen batch with the sample: the pipeline stays loaded; batches of 2 give the bytes of 1
+printf '%s\n' '{"seed": 1, "prompt": "a red fox", "negative": "blurry", "steps": 3, "size": "64x64"}' \
+  '{"seed": 2, "prompt": "a lighthouse", "steps": 3, "size": "64x64"}' \
+  '{"seed": 3, "prompt": "a lighthouse", "steps": 3, "size": "64x64", "sampler": "euler_a"}' \
+  '{"seed": 4, "prompt": "a red fox", "negative": "blurry", "steps": 3, "size": "64x64", "sampler": "euler_a"}' > "$T/params.jsonl"
+check "lumen batch, one job at a time" "$L" batch samples/batch_generate.lua --params "$T/params.jsonl" \
+  -o "$T/one/%d.png" --progress off --manifest none -- $D/sd1
+# jobs 1-2 and 3-4 share their settings: two batches of two images (render_batch)
+check "lumen batch --batch-size 2" "$L" batch samples/batch_generate.lua --params "$T/params.jsonl" \
+  -o "$T/two/%d.png" --batch-size 2 --progress off --manifest none -- $D/sd1
+check "... the same bytes" sh -c "for i in 1 2 3 4; do cmp $T/one/\$i.png $T/two/\$i.png || exit 1; done"
+echo "$p passed, $f failed"
+[ $f = 0 ]

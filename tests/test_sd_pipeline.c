@@ -1,0 +1,442 @@
+/* test_sd_pipeline.c - core/models/sd_pipeline.c against diffusers
+ * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ on the GPU machine:
+ * tiny random SD 1.x, SD 2.x (v-prediction) and SDXL pipelines in the
+ * diffusers layout and as single files, and diffusers' outputs for them,
+ * every random draw recorded).
+ *
+ * Prompt embeddings (SD 1.x, SD 2.x, SDXL with the pooled output and the
+ * zeros of a None negative prompt); whole 4-step 64x64 runs with cfg 7 from
+ * diffusers' initial latents and its ancestral draws (fed through the noise
+ * hook) for every sampler on SD 1.x, Euler on SD 2.x (v-prediction), Euler a
+ * on SDXL, img2img (strength 0.5, DPM++ 2M, diffusers' VAE sample and
+ * add_noise draws); the same runs from the single files.  f32 on the CPU:
+ * the max abs error of each image is printed and must be <= 1e-3.
+ * Determinism: a batch of two equals two single runs byte for byte, and 1
+ * and 4 threads give the same bytes.  Errors: a missing model, a size not
+ * divisible by 8, an unknown sampler. */
+#include <sys/stat.h>
+#include "testutil.h"
+#include "backends/cpu/cpu.h"
+#include "core/io/io.h"
+#include "core/models/clip_text.h"
+#include "core/models/clip_tokenizer.h"
+#include "core/models/sd_pipeline.h"
+#include "core/models/vae.h"
+
+#define DIR "tests/ref/diffusion/"
+#define TOL 1e-3
+
+static const char *PROMPT = "a photo of an astronaut riding a horse";
+static const char *NEGATIVE = "blurry, low quality";
+
+static lm_tensor_set ref;
+static lm_sd_pipeline *sd1, *sd2, *sdxl;
+
+static lm_array *R(const char *name)
+{
+    int i = lm_tensor_set_find(&ref, name);
+    if (i < 0) fprintf(stderr, "fixture %s missing\n", name);
+    assert_true(i >= 0);
+    return ref.arrays[i];
+}
+
+static float *read_f32(lm_array *a)
+{
+    float *v = malloc(sizeof *v * (size_t)a->size);
+    assert_non_null(v);
+    if (lm_array_read(a, v, LM_F32) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
+    return v;
+}
+
+/* max |a - b|, shapes equal */
+static double max_err(lm_array *a, lm_array *b)
+{
+    assert_int_equal(a->size, b->size);
+    float *x = read_f32(a), *y = read_f32(b);
+    double m = 0;
+    for (int64_t i = 0; i < a->size; i++) {
+        double d = fabs((double)x[i] - y[i]);
+        if (!(d <= m)) m = d;   /* NaN counts */
+    }
+    free(x);
+    free(y);
+    return m;
+}
+
+static bool same_bytes(lm_array *a, lm_array *b)
+{
+    if (a->size != b->size) return false;
+    float *x = read_f32(a), *y = read_f32(b);
+    bool same = !memcmp(x, y, sizeof *x * (size_t)a->size);
+    free(x);
+    free(y);
+    return same;
+}
+
+static lm_sd_pipeline *load_on(const char *path, const char *tok, lm_device *dev)
+{
+    lm_sd_load_opts o;
+    lm_sd_load_opts_init(&o);
+    o.dtype = LM_F32;
+    o.device = dev;
+    o.tokenizer_dir = tok;
+    o.vae_tiling = LM_VAE_TILING_OFF;   /* as diffusers without enable_tiling() */
+    lm_sd_pipeline *p = lm_sd_pipeline_load(path, &o);
+    if (!p) fprintf(stderr, "%s: %s\n", path, lm_error_message());
+    assert_non_null(p);
+    return p;
+}
+
+static lm_sd_pipeline *load(const char *path, const char *tok) { return load_on(path, tok, lm_device_cpu()); }
+
+/* diffusers' recorded draws: k >= 1 the k-th of ancestral [n,1,C,h,w];
+ * k = 0 add_noise's; k = -1 the VAE sample's */
+typedef struct draws { lm_array *ancestral, *first, *vae; } draws;
+
+static lm_status take(void *ctx, int k, int ndim, const int64_t *shape, lm_array **out)
+{
+    draws *d = ctx;
+    lm_array *src = k == 0 ? d->first : k < 0 ? d->vae : d->ancestral;
+    *out = NULL;
+    if (!src) return LM_OK;
+    if (k >= 1) {
+        assert_true(k <= src->shape[0]);
+        lm_array *s = lm_slice(src, 0, k - 1, k, 1);
+        *out = lm_reshape(s, ndim, shape);
+        lm_array_release(s);
+    } else {
+        *out = lm_reshape(src, ndim, shape);
+    }
+    return *out ? LM_OK : lm_error_status();
+}
+
+static void gen_opts(lm_sd_gen_opts *o, const char *sampler)
+{
+    static const char *pr[1], *ng[1];
+    pr[0] = PROMPT;
+    ng[0] = NEGATIVE;
+    lm_sd_gen_opts_init(o);
+    o->prompts = pr;
+    o->nprompts = 1;
+    o->negatives = ng;
+    o->nnegatives = 1;
+    o->steps = 4;
+    o->cfg = 7;
+    o->sampler = sampler;
+    o->width = o->height = 64;
+}
+
+/* one whole run from diffusers' latents and draws; returns the max error */
+static double run_ref(lm_sd_pipeline *p, const char *model, const char *sampler, const char *key)
+{
+    char name[128];
+    lm_sd_gen_opts o;
+    gen_opts(&o, sampler);
+    snprintf(name, sizeof name, "%s.latents", model);
+    lm_array *lat = R(name);
+    int64_t shape[4] = {1, lat->shape[lat->ndim - 3], lat->shape[lat->ndim - 2], lat->shape[lat->ndim - 1]};
+    lm_array *l4 = lm_reshape(lat, 4, shape);
+    o.latents = l4;
+    snprintf(name, sizeof name, "%s.%s.noise", model, key);
+    draws d = {lm_tensor_set_find(&ref, name) >= 0 ? R(name) : NULL, NULL, NULL};
+    o.noise = take;
+    o.noise_ctx = &d;
+    lm_array *img = lm_sd_generate(p, &o);
+    if (!img) fprintf(stderr, "%s %s: %s\n", model, sampler, lm_error_message());
+    assert_non_null(img);
+    snprintf(name, sizeof name, "%s.%s.image", model, key);
+    double e = max_err(img, R(name));
+    printf("  %-5s %-16s image max abs error %.3g\n", model, sampler, e);
+    lm_array_release(img);
+    lm_array_release(l4);
+    return e;
+}
+
+static void check_embeds(lm_sd_pipeline *p, const char *model)
+{
+    const char *texts[2] = {NEGATIVE, PROMPT};
+    lm_array *e = NULL, *pooled = NULL;
+    char name[128];
+    assert_int_equal(lm_sd_encode_prompt(p, 2, texts, &e, &pooled), LM_OK);
+    snprintf(name, sizeof name, "%s.prompt_embeds", model);
+    double err = max_err(e, R(name)), perr = 0;
+    if (pooled) perr = max_err(pooled, R("sdxl.pooled"));
+    printf("  %-5s prompt embeds max abs error %.3g%s", model, err, pooled ? "" : "\n");
+    if (pooled) printf(", pooled %.3g\n", perr);
+    assert_true(err <= 1e-4 && perr <= 1e-4);
+    lm_array_release(e);
+    lm_array_release(pooled);
+}
+
+static void test_prompt_embeds(void **state)
+{
+    (void)state;
+    check_embeds(sd1, "sd1");
+    check_embeds(sd2, "sd2");
+    check_embeds(sdxl, "sdxl");
+    /* SDXL: negative_prompt=None is zeros (force_zeros_for_empty_prompt) */
+    const char *none[1] = {NULL};
+    lm_array *e = NULL, *pooled = NULL;
+    assert_int_equal(lm_sd_encode_prompt(sdxl, 1, none, &e, &pooled), LM_OK);
+    assert_true(max_err(e, R("sdxl.empty_negative_embeds")) == 0);
+    assert_true(max_err(pooled, R("sdxl.empty_negative_pooled")) == 0);
+    lm_array_release(e);
+    lm_array_release(pooled);
+}
+
+/* clip_skip as diffusers: SD 1.x final_layer_norm(hidden_states[-(k+1)]),
+ * SDXL hidden_states[-(k+2)] of both encoders */
+static void test_clip_skip(void **state)
+{
+    (void)state;
+    const char *texts[1] = {PROMPT};
+    int32_t ids[77];
+    int64_t n;
+    lm_clip_tokenizer *tok = lm_sd_pipeline_tokenizer(sd1, 0);
+    assert_int_equal(lm_clip_tokenizer_encode(tok, PROMPT, strlen(PROMPT), true, ids, &n, NULL), LM_OK);
+    lm_clip_text_out out;
+    assert_int_equal(lm_clip_text_forward(lm_sd_pipeline_text_encoder(sd1, 0), ids, 1, 77, &out), LM_OK);
+    lm_array *want = lm_clip_text_final_norm(lm_sd_pipeline_text_encoder(sd1, 0),
+                                             out.hidden_states[out.nhidden - 2]);
+    lm_array *e0, *e1, *p;
+    assert_int_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 0, &e0, &p), LM_OK);
+    assert_int_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 1, &e1, &p), LM_OK);
+    assert_true(max_err(e1, want) == 0);
+    assert_true(max_err(e0, out.last_hidden_state) == 0);
+    assert_true(max_err(e0, e1) > 1e-3);
+    lm_array_release(want);
+    lm_array_release(e0);
+    lm_array_release(e1);
+    lm_clip_text_out_free(&out);
+    /* more layers than the encoder has */
+    assert_int_not_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 5, &e0, &p), LM_OK);
+    assert_non_null(strstr(lm_error_message(), "clip_skip 5"));
+    /* SDXL: one layer further down in both encoders, the pooled output unchanged */
+    lm_array *x0, *x1, *p0, *p1;
+    assert_int_equal(lm_sd_encode_prompt_skip(sdxl, 1, texts, 0, &x0, &p0), LM_OK);
+    assert_int_equal(lm_sd_encode_prompt_skip(sdxl, 1, texts, 1, &x1, &p1), LM_OK);
+    assert_true(max_err(p0, p1) == 0);
+    assert_true(max_err(x0, x1) > 1e-3);
+    lm_array_release(x0);
+    lm_array_release(x1);
+    lm_array_release(p0);
+    lm_array_release(p1);
+}
+
+static void test_sd1_samplers(void **state)
+{
+    (void)state;
+    static const char *const s[][2] = {{"euler", "euler"}, {"euler_a", "euler_a"},
+                                       {"dpm++2m", "dpmpp_2m"}, {"dpm++2m_karras", "dpmpp_2m_karras"},
+                                       {"ddim", "ddim"}};
+    for (int i = 0; i < 5; i++) assert_true(run_ref(sd1, "sd1", s[i][0], s[i][1]) <= TOL);
+}
+
+static void test_sd2_v_prediction(void **state)
+{
+    (void)state;
+    assert_true(run_ref(sd2, "sd2", "euler", "euler") <= TOL);
+}
+
+static void test_sdxl(void **state)
+{
+    (void)state;
+    assert_true(run_ref(sdxl, "sdxl", "euler_a", "euler_a") <= TOL);
+}
+
+static void test_img2img(void **state)
+{
+    (void)state;
+    lm_sd_gen_opts o;
+    gen_opts(&o, "dpm++2m");
+    o.width = o.height = 0;
+    o.init = R("sd1.img2img.init");
+    o.strength = 0.5;
+    draws d = {NULL, R("sd1.img2img.noise"), R("sd1.img2img.enc_noise")};
+    o.noise = take;
+    o.noise_ctx = &d;
+    lm_array *img = lm_sd_generate(sd1, &o);
+    if (!img) fprintf(stderr, "img2img: %s\n", lm_error_message());
+    assert_non_null(img);
+    double e = max_err(img, R("sd1.img2img.image"));
+    printf("  sd1   img2img 0.5 dpm++2m  image max abs error %.3g\n", e);
+    assert_true(e <= TOL);
+    lm_array_release(img);
+}
+
+/* the single files make_single.py builds into $BUILD/ref/diffusion/ */
+static void test_single_files(void **state)
+{
+    (void)state;
+    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+    static const char *const m[][3] = {{"sd1", "euler_a", "euler_a"}, {"sd2", "euler", "euler"},
+                                       {"sdxl", "euler_a", "euler_a"}};
+    for (int i = 0; i < 3; i++) {
+        char file[512], tok[256];
+        snprintf(file, sizeof file, "%s/ref/diffusion/%s.safetensors", build, m[i][0]);
+        snprintf(tok, sizeof tok, DIR "%s", m[i][0]);
+        lm_sd_pipeline *p = load(file, tok);
+        assert_true(run_ref(p, m[i][0], m[i][1], m[i][2]) <= TOL);
+        lm_sd_pipeline_free(p);
+    }
+}
+
+/* the same runs on a Vulkan device (lavapipe here), f32, same bound */
+static void test_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = NULL;
+    for (int i = 0; lm_device_at(i); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    if (!vk) {
+        printf("  no Vulkan device: skipped\n");
+        skip();
+    }
+    lm_device *was = lm_device_default();
+    lm_device_set_default(vk);
+    static const char *const m[][3] = {{"sd1", "euler_a", "euler_a"}, {"sd1", "dpm++2m_karras", "dpmpp_2m_karras"},
+                                       {"sd2", "euler", "euler"}, {"sdxl", "euler_a", "euler_a"}};
+    for (int i = 0; i < 4; i++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, DIR "%s", m[i][0]);
+        lm_sd_pipeline *p = load_on(dir, NULL, vk);
+        printf("  on %s:", vk->spec);
+        double e = run_ref(p, m[i][0], m[i][1], m[i][2]);
+        lm_sd_pipeline_free(p);
+        assert_true(e <= TOL);
+    }
+    lm_device_set_default(was);
+}
+
+/* seeded noise, no hook: images [B,3,H,W] for seeds */
+static lm_array *seeded(lm_sd_pipeline *p, int n, const uint64_t *seeds, const char *sampler)
+{
+    lm_sd_gen_opts o;
+    gen_opts(&o, sampler);
+    o.batch = n;
+    o.seeds = seeds;
+    o.steps = 3;
+    lm_array *img = lm_sd_generate(p, &o);
+    if (!img) fprintf(stderr, "seeded: %s\n", lm_error_message());
+    assert_non_null(img);
+    return img;
+}
+
+static void test_batch_bytes(void **state)
+{
+    (void)state;
+    uint64_t seeds[2] = {11, 12};
+    lm_array *both = seeded(sd1, 2, seeds, "euler_a");
+    for (int i = 0; i < 2; i++) {
+        lm_array *one = seeded(sd1, 1, seeds + i, "euler_a");
+        lm_array *part = lm_slice(both, 0, i, i + 1, 1), *c = lm_contiguous(part);
+        assert_non_null(c);
+        bool same = same_bytes(c, one);
+        printf("  batch of 2, image %d: %s a single run\n", i, same ? "the same bytes as" : "DIFFERS from");
+        assert_true(same);
+        lm_array_release(one);
+        lm_array_release(part);
+        lm_array_release(c);
+    }
+    lm_array_release(both);
+    /* and the seeds matter */
+    uint64_t other = 13;
+    lm_array *a = seeded(sd1, 1, seeds, "euler_a"), *b = seeded(sd1, 1, &other, "euler_a");
+    assert_false(same_bytes(a, b));
+    lm_array_release(a);
+    lm_array_release(b);
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    int was = lm_cpu_threads();
+    uint64_t seed = 7;
+    lm_cpu_set_threads(1);
+    lm_array *a = seeded(sdxl, 1, &seed, "dpm++2m_karras");
+    lm_cpu_set_threads(4);
+    lm_array *b = seeded(sdxl, 1, &seed, "dpm++2m_karras");
+    lm_cpu_set_threads(was);
+    bool same = same_bytes(a, b);
+    printf("  sdxl, 1 and 4 threads: %s\n", same ? "the same bytes" : "DIFFERENT bytes");
+    assert_true(same);
+    lm_array_release(a);
+    lm_array_release(b);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    lm_sd_load_opts lo;
+    lm_sd_load_opts_init(&lo);
+    assert_null(lm_sd_pipeline_load(DIR "no_such_model", &lo));
+    assert_non_null(strstr(lm_error_message(), "no_such_model"));
+    lm_sd_gen_opts o;
+    gen_opts(&o, "euler");
+    o.width = 61;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "multiples of"));
+    gen_opts(&o, "heun");
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "unknown sampler \"heun\""));
+    gen_opts(&o, "euler");
+    o.steps = 0;
+    assert_null(lm_sd_generate(sd1, &o));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (lm_init() != LM_OK) return -1;
+    lm_device_set_default(lm_device_cpu());
+    struct stat sb;
+    if (stat(DIR "ref_pipe.safetensors", &sb) != 0) {
+        fprintf(stderr, "test_sd_pipeline: %sref_pipe.safetensors is missing (tests/ref/gen_diffusion.py "
+                "writes it)\n", DIR);
+        return -1;
+    }
+    if (lm_load_safetensors(DIR "ref_pipe.safetensors", &ref) != LM_OK) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
+    lm_sd_load_opts o;
+    lm_sd_load_opts_init(&o);
+    o.dtype = LM_F32;
+    o.device = lm_device_cpu();
+    /* the tiny VAE's sample_size is 32: img2img's 64x64 image would be tiled */
+    o.vae_tiling = LM_VAE_TILING_OFF;
+    if (!(sd1 = lm_sd_pipeline_load(DIR "sd1", &o)) || !(sd2 = lm_sd_pipeline_load(DIR "sd2", &o)) ||
+        !(sdxl = lm_sd_pipeline_load(DIR "sdxl", &o))) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lm_sd_pipeline_free(sd1);
+    lm_sd_pipeline_free(sd2);
+    lm_sd_pipeline_free(sdxl);
+    lm_tensor_set_free(&ref);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prompt_embeds),
+        cmocka_unit_test(test_clip_skip),
+        cmocka_unit_test(test_sd1_samplers),
+        cmocka_unit_test(test_sd2_v_prediction),
+        cmocka_unit_test(test_sdxl),
+        cmocka_unit_test(test_img2img),
+        cmocka_unit_test(test_single_files),
+        cmocka_unit_test(test_vulkan),
+        cmocka_unit_test(test_batch_bytes),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

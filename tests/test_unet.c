@@ -1,0 +1,362 @@
+/* test_unet.c - core/models/unet.c against diffusers' UNet2DConditionModel
+ * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ on the GPU
+ * machine: tiny random SD1, SD2 and SDXL pipelines in the diffusers layout,
+ * weights stored f16, references computed in f32 from those weights).
+ *
+ * Forward: sd1 (conv projection, 8 heads), sd2 (linear projection,
+ * upcast_attention, heads of 64), sdxl (text_time embedding, two
+ * transformer layers per block, DownBlock2D first) on the inputs of
+ * ref_unet.safetensors; f32 within 1e-4 of the largest reference value on
+ * the CPU and on a Vulkan device (lavapipe) where there is one; f16 on
+ * Vulkan within F16_TOL.  The CPU time of each f32 forward is printed
+ * (no threshold).  Errors: a missing, an unexpected and a wrongly shaped
+ * weight, refused config values (resnet_time_scale_shift scale_shift,
+ * class_embed_type, an unknown block), inputs of the wrong shape. */
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "core/io/io.h"
+#include "core/models/diffusers_config.h"
+#include "core/models/unet.h"
+
+#define DIFF_DIR "tests/ref/diffusion/"
+#define REL_TOL 1e-4
+/* f16 activations (f32 accumulation inside each op) over ~40 layers: the
+ * fixtures give 1.3e-3 to 2.5e-3; four times that */
+#define F16_TOL 1e-2
+
+static lm_tensor_set ref;
+static char tmpdir[64];
+
+static lm_array *ref_get(const char *name)
+{
+    int i = lm_tensor_set_find(&ref, name);
+    if (i < 0) fprintf(stderr, "reference %s missing\n", name);
+    assert_true(i >= 0);
+    return ref.arrays[i];
+}
+
+static lm_array *ref_opt(const char *name)
+{
+    int i = lm_tensor_set_find(&ref, name);
+    return i < 0 ? NULL : ref.arrays[i];
+}
+
+/* max |got - want| / max |want|, asserted <= tol */
+static double check(lm_array *got, const char *name, const char *what, double tol)
+{
+    lm_array *want = ref_get(name);
+    assert_non_null(got);
+    assert_int_equal(got->ndim, want->ndim);
+    for (int d = 0; d < got->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
+    double *g = tu_read(got), *w = tu_read(want), err = 0, big = 0;
+    for (int64_t i = 0; i < want->size; i++) {
+        assert_false(isnan(g[i]));
+        err = fmax(err, fabs(g[i] - w[i]));
+        big = fmax(big, fabs(w[i]));
+    }
+    free(g);
+    free(w);
+    double rel = err / (big > 0 ? big : 1);
+    printf("  %-34s %-9s max abs err %.3g, relative %.3g (bound %g)\n", what, name, err, rel, tol);
+    assert_true(rel <= tol);
+    return rel;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static lm_unet *unet_load(const char *dir, lm_dtype dt, lm_device *dev)
+{
+    lm_unet *m = lm_unet_load(dir, NULL, dt, dev);
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    return m;
+}
+
+static lm_array *input(const char *model, const char *what, lm_device *dev)
+{
+    char n[64];
+    snprintf(n, sizeof n, "%s.%s", model, what);
+    lm_array *a = ref_opt(n);
+    return a ? lm_array_to(a, dev) : NULL;
+}
+
+/* one model's forward on dev in dt against M.out */
+static void run_model(const char *model, lm_device *dev, lm_dtype dt, double tol)
+{
+    char dir[128], what[96], name[64];
+    snprintf(dir, sizeof dir, DIFF_DIR "%s/unet", model);
+    double t0 = now();
+    lm_unet *m = unet_load(dir, dt, dev);
+    double t1 = now();
+    const lm_unet_config *c = lm_unet_get_config(m);
+    bool xl = !strcmp(model, "sdxl");
+    assert_int_equal(c->addition_embed_type, xl ? LM_UNET_ADD_TEXT_TIME : LM_UNET_ADD_NONE);
+    lm_array *x = input(model, "x", dev), *t = input(model, "t", dev);
+    lm_array *ctx = input(model, "ctx", dev);
+    lm_array *te = xl ? input(model, "text_embeds", dev) : NULL;
+    lm_array *ids = xl ? input(model, "time_ids", dev) : NULL;
+    assert_non_null(x);
+    assert_non_null(t);
+    assert_non_null(ctx);
+    lm_array *out = lm_unet_forward(m, x, t, ctx, te, ids);
+    if (!out) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(out);
+    assert_int_equal(lm_array_eval(out), LM_OK);
+    double t2 = now();
+    snprintf(what, sizeof what, "%s %s %s", model, dev->spec, lm_dtype_name(dt));
+    snprintf(name, sizeof name, "%s.out", model);
+    check(out, name, what, tol);
+    printf("    load %.3f s, forward [%lld,%lld,%lld,%lld] %.3f s\n", t1 - t0,
+           (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2],
+           (long long)x->shape[3], t2 - t1);
+    lm_array_release(out);
+    lm_array_release(x);
+    lm_array_release(t);
+    lm_array_release(ctx);
+    lm_array_release(te);
+    lm_array_release(ids);
+    lm_unet_free(m);
+}
+
+static const char *const models[] = {"sd1", "sd2", "sdxl"};
+
+static void test_forward_cpu(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++) run_model(models[i], lm_device_cpu(), LM_F32, REL_TOL);
+}
+
+static lm_device *vulkan(void)
+{
+    for (int i = 0; i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
+    return NULL;
+}
+
+static void test_forward_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = vulkan();
+    if (!vk) {
+        printf("no Vulkan device: the Vulkan half skipped\n");
+        skip();
+    }
+    for (int i = 0; i < 3; i++) run_model(models[i], vk, LM_F32, REL_TOL);
+    for (int i = 0; i < 3; i++) run_model(models[i], vk, LM_F16, F16_TOL);
+}
+
+/* ---- errors ---- */
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    buf[len] = 0;
+    if (n) *n = (size_t)len;
+    return buf;
+}
+
+static void spit(const char *path, const char *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void expect_error(lm_status code, const char *needle1, const char *needle2)
+{
+    lm_unet *m = lm_unet_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    assert_null(m);
+    const char *msg = lm_error_message();
+    printf("  error: %s\n", msg);
+    assert_int_equal(lm_error_status(), code);
+    assert_non_null(strstr(msg, needle1));
+    if (needle2) assert_non_null(strstr(msg, needle2));
+}
+
+/* rewrites tmpdir's weights from sd1's, dropping tensor `drop`, adding
+ * one named `extra` */
+static void write_weights(const char *drop, const char *extra)
+{
+    lm_tensor_set s = {0};
+    char *file = NULL;
+    assert_int_equal(lm_dfs_load_weights_stem(DIFF_DIR "sd1/unet", "diffusion_pytorch_model",
+                                              NULL, lm_device_cpu(), &s, &file), LM_OK);
+    free(file);
+    const char **names = malloc(sizeof *names * (size_t)(s.count + 1));
+    lm_array **arr = malloc(sizeof *arr * (size_t)(s.count + 1));
+    int n = 0;
+    for (int i = 0; i < s.count; i++) {
+        if (drop && !strcmp(s.names[i], drop)) continue;
+        names[n] = s.names[i];
+        arr[n++] = s.arrays[i];
+    }
+    if (extra) { names[n] = extra; arr[n++] = s.arrays[0]; }
+    char p[128];
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", tmpdir);
+    unlink(p);
+    assert_int_equal(lm_save_safetensors(p, n, names, arr, 0, NULL), LM_OK);
+    free(names);
+    free(arr);
+    lm_tensor_set_free(&s);
+}
+
+/* tmpdir/config.json = sd1's with `from` replaced by `to` */
+static void write_config(const char *from, const char *to)
+{
+    size_t n;
+    char *cfg = slurp(DIFF_DIR "sd1/unet/config.json", &n);
+    char *out = malloc(n + (to ? strlen(to) : 0) + 1);
+    char *at = from ? strstr(cfg, from) : NULL;
+    if (from && !at) fprintf(stderr, "config.json has no %s\n", from);
+    assert_true(!from || at);
+    size_t k = at ? (size_t)(at - cfg) : n;
+    memcpy(out, cfg, k);
+    size_t m = k;
+    if (at) {
+        memcpy(out + m, to, strlen(to));
+        m += strlen(to);
+        size_t rest = n - k - strlen(from);
+        memcpy(out + m, at + strlen(from), rest);
+        m += rest;
+    }
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", tmpdir);
+    spit(p, out, m);
+    free(out);
+    free(cfg);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    write_config(NULL, NULL);
+    write_weights(NULL, NULL);
+    lm_unet *ok = lm_unet_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    if (!ok) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(ok);
+    /* inputs of the wrong shape */
+    int64_t xs[4] = {1, 3, 8, 8}, ts[1] = {1}, cs[3] = {1, 77, 32};
+    lm_array *x = lm_zeros(4, xs, LM_F32, NULL), *t = lm_zeros(1, ts, LM_F32, NULL);
+    lm_array *ctx = lm_zeros(3, cs, LM_F32, NULL);
+    assert_null(lm_unet_forward(ok, x, t, ctx, NULL, NULL));
+    printf("  error: %s\n", lm_error_message());
+    assert_non_null(strstr(lm_error_message(), "x [1,3,8,8]: expected [B, 4, H, W]"));
+    assert_null(lm_unet_forward(ok, ctx, t, ctx, ctx, NULL));
+    lm_array_release(x);
+    lm_array_release(t);
+    lm_array_release(ctx);
+    lm_unet_free(ok);
+
+    write_weights("down_blocks.1.resnets.0.conv_shortcut.bias", NULL);
+    expect_error(LM_ERR_FORMAT, "missing weight down_blocks.1.resnets.0.conv_shortcut.bias [64]",
+                 "diffusion_pytorch_model.safetensors");
+    write_weights(NULL, "down_blocks.7.extra");
+    expect_error(LM_ERR_FORMAT, "unexpected weight down_blocks.7.extra",
+                 "diffusion_pytorch_model.safetensors");
+    write_weights(NULL, NULL);
+    /* a config that disagrees with the weights */
+    write_config("\"cross_attention_dim\": 64", "\"cross_attention_dim\": 48");
+    expect_error(LM_ERR_SHAPE, "attn2.to_k.weight has shape [32,64], the config needs [32,48]",
+                 "diffusion_pytorch_model.safetensors");
+    write_config("\"resnet_time_scale_shift\": \"default\"", "\"resnet_time_scale_shift\": \"scale_shift\"");
+    expect_error(LM_ERR_UNSUPPORTED, "resnet_time_scale_shift: \"scale_shift\" is not supported", NULL);
+    write_config("\"class_embed_type\": null", "\"class_embed_type\": \"timestep\"");
+    expect_error(LM_ERR_UNSUPPORTED, "class_embed_type: \"timestep\" is not supported", NULL);
+    write_config("\"DownBlock2D\"", "\"SimpleCrossAttnDownBlock2D\"");
+    expect_error(LM_ERR_UNSUPPORTED, "\"SimpleCrossAttnDownBlock2D\" is not supported", NULL);
+    write_config("\"dual_cross_attention\": false", "\"dual_cross_attention\": true");
+    expect_error(LM_ERR_UNSUPPORTED, "dual_cross_attention: true is not supported", NULL);
+
+    /* only the fp16 variant there: variant NULL finds it */
+    char from[128], to[128];
+    snprintf(from, sizeof from, "%s/diffusion_pytorch_model.safetensors", tmpdir);
+    snprintf(to, sizeof to, "%s/diffusion_pytorch_model.fp16.safetensors", tmpdir);
+    write_config(NULL, NULL);
+    assert_int_equal(rename(from, to), 0);
+    lm_unet *v = lm_unet_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    assert_non_null(v);
+    lm_unet_free(v);
+    assert_null(lm_unet_load(tmpdir, "", LM_F32, lm_device_cpu()));
+    printf("  error: %s\n", lm_error_message());
+    assert_non_null(strstr(lm_error_message(), "no diffusion_pytorch_model.safetensors"));
+    assert_int_equal(rename(to, from), 0);
+
+    /* load_from consumes the set, on failure too */
+    write_config(NULL, NULL);
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", tmpdir);
+    cJSON *j = NULL;
+    assert_int_equal(lm_dfs_json(p, 1 << 20, false, &j), LM_OK);
+    lm_tensor_set s = {0};
+    char *file = NULL;
+    assert_int_equal(lm_dfs_load_weights_stem(tmpdir, "diffusion_pytorch_model", NULL,
+                                              lm_device_cpu(), &s, &file), LM_OK);
+    lm_unet *m = lm_unet_load_from(j, &s, file, LM_F32, lm_device_cpu());
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    assert_int_equal(s.count, 0);
+    lm_unet_free(m);
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "time_cond_proj_dim", cJSON_CreateNumber(8));
+    assert_int_equal(lm_dfs_load_weights_stem(tmpdir, "diffusion_pytorch_model", NULL,
+                                              lm_device_cpu(), &s, NULL), LM_OK);
+    assert_null(lm_unet_load_from(j, &s, file, LM_F32, lm_device_cpu()));
+    printf("  error: %s\n", lm_error_message());
+    assert_int_equal(lm_error_status(), LM_ERR_UNSUPPORTED);
+    assert_int_equal(s.count, 0);
+    cJSON_Delete(j);
+    free(file);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (lm_init() != LM_OK) return -1;
+    lm_device_set_default(lm_device_cpu());
+    if (lm_load_safetensors(DIFF_DIR "ref_unet.safetensors", &ref) != LM_OK) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lumen_unet_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lm_tensor_set_free(&ref);
+    static const char *files[] = {"config.json", "diffusion_pytorch_model.safetensors",
+                                  "diffusion_pytorch_model.fp16.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
+        unlink(p);
+    }
+    rmdir(tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forward_cpu),
+        cmocka_unit_test(test_forward_vulkan),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

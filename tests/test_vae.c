@@ -1,0 +1,380 @@
+/* test_vae.c - core/models/vae.c against diffusers' AutoencoderKL
+ * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ on the GPU machine:
+ * the tiny random VAEs of the sd1 and sdxl pipelines, stored f16, and
+ * diffusers' f32 outputs computed from those same f16-rounded weights).
+ *
+ * Per VAE, f32, within 1e-4 of the largest reference value, on the CPU and
+ * on a Vulkan device (lavapipe) where there is one: encode (mean, logvar),
+ * decode, tiled decode of a latent larger than the tile (vae.enable_tiling(),
+ * tile = sample_size), the same latent with tiling off, and tiled encode of
+ * an image larger than the tile.
+ * Tiled decode keeps less memory at its peak than the untiled one.
+ * Errors: a missing, an unexpected and a wrongly shaped weight, an
+ * unsupported block type and activation, bad tiling arguments. */
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "core/io/io.h"
+#include "core/models/vae.h"
+
+#define DIFF_DIR "tests/ref/diffusion/"
+#define REF_FILE DIFF_DIR "ref_vae.safetensors"
+#define REL_TOL 1e-4
+
+static lm_tensor_set ref;
+static char tmpdir[64];
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len + 1);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    buf[len] = 0;
+    if (n) *n = (size_t)len;
+    return buf;
+}
+
+static void spit(const char *path, const char *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static lm_array *ref_get(const char *model, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", model, name);
+    int i = lm_tensor_set_find(&ref, key);
+    if (i < 0) fprintf(stderr, "reference %s missing\n", key);
+    assert_true(i >= 0);
+    return ref.arrays[i];
+}
+
+/* max |got - want| / max |want|, asserted <= REL_TOL */
+static double check(lm_array *got, const char *model, const char *name, const char *what)
+{
+    lm_array *want = ref_get(model, name);
+    if (!got) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(got);
+    assert_int_equal(got->ndim, want->ndim);
+    for (int d = 0; d < got->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
+    double *g = tu_read(got), *w = tu_read(want), err = 0, big = 0;
+    for (int64_t i = 0; i < want->size; i++) {
+        assert_false(isnan(g[i]));
+        err = fmax(err, fabs(g[i] - w[i]));
+        big = fmax(big, fabs(w[i]));
+    }
+    free(g);
+    free(w);
+    double rel = err / (big > 0 ? big : 1);
+    printf("  %-5s %-12s %-8s max abs err %.3g, relative %.3g\n", model, name, what, err, rel);
+    assert_true(rel <= REL_TOL);
+    return rel;
+}
+
+static lm_vae *vae_load(const char *model, lm_device *dev)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, DIFF_DIR "%s/vae", model);
+    lm_vae *m = lm_vae_load(dir, NULL, LM_F32, dev);
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    return m;
+}
+
+static void run_model(const char *model, lm_device *dev)
+{
+    lm_vae *m = vae_load(model, dev);
+    const lm_vae_config *c = lm_vae_get_config(m);
+    assert_int_equal(c->latent_channels, 4);
+    assert_int_equal(c->downscale, 1 << (c->nlevels - 1));
+    const char *where = dev->spec;
+
+    lm_array *mean, *logvar;
+    assert_int_equal(lm_vae_encode(m, ref_get(model, "img"), &mean, &logvar), LM_OK);
+    check(mean, model, "mean", where);
+    check(logvar, model, "logvar", where);
+    lm_array_release(mean);
+    lm_array_release(logvar);
+
+    lm_array *dec = lm_vae_decode(m, ref_get(model, "z"));
+    check(dec, model, "dec", where);
+    lm_array_release(dec);
+
+    /* the default (auto) tiles what is larger than sample_size, as diffusers
+     * after enable_tiling() */
+    dec = lm_vae_decode(m, ref_get(model, "z_big"));
+    check(dec, model, "dec_tiled", where);
+    lm_array_release(dec);
+    lm_vae_tiling off = {LM_VAE_TILING_OFF, 0, 0}, on = {LM_VAE_TILING_ON, 0, 0};
+    assert_int_equal(lm_vae_set_tiling(m, &off), LM_OK);
+    dec = lm_vae_decode(m, ref_get(model, "z_big"));
+    check(dec, model, "dec_big_untiled", where);
+    lm_array_release(dec);
+    assert_int_equal(lm_vae_set_tiling(m, &on), LM_OK);
+    assert_int_equal(lm_vae_encode(m, ref_get(model, "img_big"), &mean, &logvar), LM_OK);
+    check(mean, model, "mean_tiled", where);
+    char key[64];
+    snprintf(key, sizeof key, "%s.logvar_tiled", model);
+    if (lm_tensor_set_find(&ref, key) >= 0) check(logvar, model, "logvar_tiled", where);
+    lm_array_release(mean);
+    lm_array_release(logvar);
+    lm_vae_free(m);
+}
+
+static lm_device *vulkan_device(void)
+{
+    for (int i = 0; i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
+    return NULL;
+}
+
+static void test_vae_cpu(void **state)
+{
+    (void)state;
+    run_model("sd1", lm_device_cpu());
+    run_model("sdxl", lm_device_cpu());
+}
+
+static void test_vae_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = vulkan_device();
+    if (!vk) {
+        printf("no Vulkan device: the Vulkan half skipped\n");
+        skip();
+    }
+    run_model("sd1", vk);
+    run_model("sdxl", vk);
+}
+
+/* f16 compute (what force_upcast false would give): the blend's f32 ramps
+ * meet f16 tiles; bound 1e-2 of the largest value (f16 has 11 bits). */
+static void test_vae_f16(void **state)
+{
+    (void)state;
+    lm_vae *m = lm_vae_load(DIFF_DIR "sd1/vae", NULL, LM_F16, lm_device_cpu());
+    assert_non_null(m);
+    assert_int_equal(lm_vae_dtype(m), LM_F16);
+    lm_array *dec = lm_vae_decode(m, ref_get("sd1", "z_big"));
+    assert_non_null(dec);
+    assert_int_equal(dec->dtype, LM_F16);
+    lm_array *want = ref_get("sd1", "dec_tiled");
+    double *g = tu_read(dec), *w = tu_read(want), err = 0, big = 0;
+    for (int64_t i = 0; i < want->size; i++) {
+        err = fmax(err, fabs(g[i] - w[i]));
+        big = fmax(big, fabs(w[i]));
+    }
+    printf("  sd1   dec_tiled    f16 cpu  max abs err %.3g, relative %.3g\n", err, err / big);
+    assert_true(err / big <= 1e-2);
+    free(g);
+    free(w);
+    lm_array_release(dec);
+    lm_vae_free(m);
+}
+
+/* Tiling keeps one tile's work: the peak of a tiled decode of a latent of
+ * 4x4 tiles stays below the untiled one's (which holds whole-image
+ * activations), and both give an image of the same size. */
+static void test_tiled_memory(void **state)
+{
+    (void)state;
+    lm_device *cpu = lm_device_cpu();
+    lm_vae *m = vae_load("sd1", cpu);
+    int64_t side = 4 * lm_vae_get_config(m)->sample_size / lm_vae_get_config(m)->downscale;
+    int64_t zs[4] = {1, 4, side, side};
+    lm_array *z = lm_full(4, zs, 0.5, LM_F32, cpu);
+    assert_int_equal(lm_array_eval(z), LM_OK);
+    size_t peak[2];
+    for (int k = 0; k < 2; k++) {
+        lm_vae_tiling t = {k ? LM_VAE_TILING_OFF : LM_VAE_TILING_AUTO, 0, 0};
+        assert_int_equal(lm_vae_set_tiling(m, &t), LM_OK);
+        lm_device_clear_cache(cpu);
+        size_t base = lm_device_memory(cpu).active;
+        lm_device_reset_peak(cpu);
+        lm_array *img = lm_vae_decode(m, z);
+        assert_non_null(img);
+        assert_int_equal(lm_array_eval(img), LM_OK);
+        assert_int_equal(img->shape[2], side * lm_vae_get_config(m)->downscale);
+        peak[k] = lm_device_memory(cpu).peak - base;
+        lm_array_release(img);
+    }
+    printf("  decode of %lldx%lld latents: peak %.2f MiB tiled, %.2f MiB untiled\n",
+           (long long)side, (long long)side, peak[0] / 1048576.0, peak[1] / 1048576.0);
+    assert_true(peak[0] < peak[1]);
+    lm_array_release(z);
+    lm_vae_free(m);
+}
+
+/* ---- errors ---- */
+
+static void expect_error(const char *needle1, const char *needle2)
+{
+    lm_vae *m = lm_vae_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    assert_null(m);
+    const char *msg = lm_error_message();
+    printf("  error: %s\n", msg);
+    assert_non_null(strstr(msg, needle1));
+    if (needle2) assert_non_null(strstr(msg, needle2));
+}
+
+/* rewrites tmpdir's weights from sd1's, dropping `drop`, adding `extra` */
+static void write_weights(const char *drop, const char *extra)
+{
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    const char **names = malloc(sizeof *names * (size_t)(s.count + 1));
+    lm_array **arr = malloc(sizeof *arr * (size_t)(s.count + 1));
+    int n = 0;
+    for (int i = 0; i < s.count; i++) {
+        if (drop && !strcmp(s.names[i], drop)) continue;
+        names[n] = s.names[i];
+        arr[n++] = s.arrays[i];
+    }
+    if (extra) { names[n] = extra; arr[n++] = s.arrays[0]; }
+    char p[128];
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", tmpdir);
+    unlink(p);
+    assert_int_equal(lm_save_safetensors(p, n, names, arr, 0, NULL), LM_OK);
+    free(names);
+    free(arr);
+    lm_tensor_set_free(&s);
+}
+
+/* writes tmpdir's config.json: sd1's with `from` replaced by `to` */
+static void write_config(const char *from, const char *to)
+{
+    size_t n;
+    char *cfg = slurp(DIFF_DIR "sd1/vae/config.json", &n);
+    cJSON *j = cJSON_Parse(cfg);
+    free(cfg);
+    assert_non_null(j);
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    char *at = from ? strstr(text, from) : NULL;
+    if (from) assert_non_null(at);
+    size_t len = strlen(text) + (to ? strlen(to) : 0) + 1;
+    char *out = malloc(len);
+    if (at) {
+        size_t pre = (size_t)(at - text);
+        snprintf(out, len, "%.*s%s%s", (int)pre, text, to, at + strlen(from));
+    } else {
+        snprintf(out, len, "%s", text);
+    }
+    char p[128];
+    snprintf(p, sizeof p, "%s/config.json", tmpdir);
+    spit(p, out, strlen(out));
+    free(out);
+    free(text);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    write_config(NULL, NULL);
+    write_weights(NULL, NULL);
+    lm_vae *ok = lm_vae_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    if (!ok) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(ok);
+    lm_vae_tiling bad = {LM_VAE_TILING_ON, 13, 0};
+    assert_int_equal(lm_vae_set_tiling(ok, &bad), LM_ERR_ARG);
+    printf("  error: %s\n", lm_error_message());
+    bad.tile = 0;
+    bad.overlap = 1.5;
+    assert_int_equal(lm_vae_set_tiling(ok, &bad), LM_ERR_ARG);
+    printf("  error: %s\n", lm_error_message());
+    int64_t s3[4] = {1, 3, 8, 8};
+    lm_array *three = lm_zeros(4, s3, LM_F32, lm_device_cpu());
+    assert_null(lm_vae_decode(ok, three));
+    printf("  error: %s\n", lm_error_message());
+    assert_non_null(strstr(lm_error_message(), "expected [B, 4, H, W]"));
+    lm_array_release(three);
+    lm_vae_free(ok);
+
+    /* load_from consumes the set, on success and on failure */
+    size_t n;
+    char *text = slurp(DIFF_DIR "sd1/vae/config.json", &n);
+    cJSON *cfg = cJSON_Parse(text);
+    free(text);
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    ok = lm_vae_load_from(cfg, &s, "sd1 vae", LM_F32, lm_device_cpu());
+    assert_non_null(ok);
+    assert_int_equal(s.count, 0);
+    lm_vae_free(ok);
+    assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
+                     LM_OK);
+    assert_null(lm_vae_load_from(cfg, &s, "sd1 vae", LM_I32, lm_device_cpu()));
+    printf("  error: %s\n", lm_error_message());
+    assert_int_equal(s.count, 0);
+    cJSON_Delete(cfg);
+
+    write_weights("decoder.up_blocks.1.resnets.1.conv2.bias", NULL);
+    expect_error("missing weight decoder.up_blocks.1.resnets.1.conv2.bias [32]",
+                 "diffusion_pytorch_model.safetensors");
+    write_weights(NULL, "decoder.up_blocks.7.extra");
+    expect_error("unexpected weight decoder.up_blocks.7.extra", "diffusion_pytorch_model.safetensors");
+    write_weights(NULL, NULL);
+    write_config("\"latent_channels\":\t4", "\"latent_channels\":\t3");
+    expect_error("encoder.conv_out.weight has shape [8,64,3,3], the config needs [6,64,3,3]", NULL);
+    write_config("\"DownEncoderBlock2D\"", "\"AttnDownEncoderBlock2D\"");
+    expect_error("down_block_types[0]: AttnDownEncoderBlock2D is not supported", "config.json");
+    write_config("\"silu\"", "\"gelu\"");
+    expect_error("act_fn: \"gelu\" is not supported", "config.json");
+    write_config("\"AutoencoderKL\"", "\"AutoencoderTiny\"");
+    expect_error("_class_name: AutoencoderTiny is not supported", NULL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (lm_init() != LM_OK) return -1;
+    lm_device_set_default(lm_device_cpu());
+    if (lm_load_safetensors(REF_FILE, &ref) != LM_OK) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/lumen_vae_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lm_tensor_set_free(&ref);
+    static const char *files[] = {"config.json", "diffusion_pytorch_model.safetensors"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
+        unlink(p);
+    }
+    rmdir(tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    struct stat st;
+    if (stat(REF_FILE, &st) != 0) {
+        printf("test_vae: %s is missing (tests/ref/gen_diffusion.py makes it): skipped\n", REF_FILE);
+        return LM_TEST_SKIP;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_vae_cpu),
+        cmocka_unit_test(test_vae_vulkan),
+        cmocka_unit_test(test_vae_f16),
+        cmocka_unit_test(test_tiled_memory),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
