@@ -20,7 +20,9 @@
  * cut into overlapping tiles evaluated one at a time and blended with
  * diffusers' linear ramps (blend_v / blend_h, applied in the same order and
  * in place), so the result equals diffusers' tiled_decode / _tiled_encode
- * and peak memory is one tile's work plus the output.
+ * and peak memory is one tile's work plus the output.  The default mode,
+ * auto, does so only when the untiled pass would not fit a memory budget:
+ * what fits is diffusers' untiled result, what does not still decodes.
  *
  * Ownership: lm_vae_load* return a model freed with lm_vae_free; encode and
  * decode return new references (release them). */
