@@ -222,9 +222,10 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
         goto done;
     bool upcast = false;
     if ((st = read_sizes(p, ucfg, upath, vcfg, vpath, &upcast)) != LM_OK) goto done;
-    /* diffusers runs an f16 pipeline's VAE in f32 when its config says
-     * force_upcast (SDXL's VAE overflows in f16) */
-    p->vae_dt = upcast && p->dt == LM_F16 ? LM_F32 : p->dt;
+    /* diffusers' SDXL pipelines run an f16 VAE in f32 when its config says
+     * force_upcast (SDXL's VAE overflows in f16); its SD 1.x / 2.x pipelines
+     * never upcast (their VAE configs say force_upcast too, by default) */
+    p->vae_dt = upcast && xl && p->dt == LM_F16 ? LM_F32 : p->dt;
     if ((st = load_tokenizers(p, dir, xl)) != LM_OK) goto done;
     const char *names[2] = {"text_encoder", "text_encoder_2"};
     for (int i = 0; i < (xl ? 2 : 1); i++) {
@@ -293,7 +294,7 @@ static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_lo
         (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast)) != LM_OK)
         goto done;
     p->family = s.family;   /* read_sizes guesses SD 2 for folders; the keys told */
-    p->vae_dt = upcast && p->dt == LM_F16 ? LM_F32 : p->dt;
+    p->vae_dt = upcast && xl && p->dt == LM_F16 ? LM_F32 : p->dt;   /* as for folders */
     if (!(p->tok[0] = lm_clip_tokenizer_load(t1)) || (xl && !(p->tok[1] = lm_clip_tokenizer_load(t2))) ||
         !(p->te[0] = lm_clip_text_load_from(s.text_encoder.config, &s.text_encoder.weights, path,
                                             p->dt, p->dev)) ||

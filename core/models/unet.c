@@ -706,6 +706,36 @@ static lm_array *heads(lm_array *x, int64_t H)
     return t;
 }
 
+/* The GPU's fast attention kernels take heads of 64, 128, 256 or 512
+ * channels; SD 1.x's eight heads are 40, 80 and 160 wide and fell to the
+ * general kernel at a tenth of the speed (65% of a 512x512 step on the H100).
+ * Zero channels add nothing to a score q.k and give zero output columns, so
+ * off the CPU such heads are padded to the next fast width and the output
+ * sliced back; the scale stays that of the real width.  LUMEN_UNET_PAD_HEADS=0
+ * turns it off (for comparisons). */
+static int64_t padded_head_width(const lm_unet *m, int64_t dh)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("LUMEN_UNET_PAD_HEADS");
+        off = e && !strcmp(e, "0");
+    }
+    if (off || m->dev == lm_device_cpu()) return dh;
+    for (int64_t w = 64; w <= 512; w *= 2)
+        if (dh <= w) return w;
+    return dh;
+}
+
+static lm_array *pad_last(lm_array *x, int64_t to)
+{
+    if (!x || x->shape[x->ndim - 1] == to) return x;
+    int64_t pads[2 * LM_MAX_DIMS] = {0};
+    pads[2 * (x->ndim - 1) + 1] = to - x->shape[x->ndim - 1];
+    lm_array *r = lm_pad(x, pads, 0.0);
+    lm_array_release(x);
+    return r;
+}
+
 static lm_array *attention(un_fwd *f, const char *p, lm_array *x, lm_array *kv, int64_t H)
 {
     char k[UN_KEY];
@@ -719,13 +749,17 @@ static lm_array *attention(un_fwd *f, const char *p, lm_array *x, lm_array *kv, 
     swap(&q, heads(q, H));
     swap(&kk, heads(kk, H));
     swap(&v, heads(v, H));
+    int64_t dh = D / H, dp = padded_head_width(f->m, dh);
+    q = pad_last(q, dp);
+    kk = pad_last(kk, dp);
+    v = pad_last(v, dp);
     /* f16/bf16 attention computes its scores and softmax in f32: what
      * upcast_attention asks for, always */
-    lm_array *a = q && kk && v ? lm_attention(q, kk, v, NULL, false, 1.0 / sqrt((double)(D / H)))
-                               : NULL;
+    lm_array *a = q && kk && v ? lm_attention(q, kk, v, NULL, false, 1.0 / sqrt((double)dh)) : NULL;
     lm_array_release(q);
     lm_array_release(kk);
     lm_array_release(v);
+    if (dp != dh) swap(&a, a ? lm_slice(a, 3, 0, dh, 1) : NULL);
     int64_t bld[3] = {B, L, D};
     swap(&a, lm_transpose(a, 1, 2));
     swap(&a, lm_contiguous(a));
