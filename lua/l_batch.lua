@@ -528,6 +528,16 @@ function lm.batch(o)
   if type(o) ~= "table" then fail("takes a table of options") end
   B.usage_error = nil
   for k in pairs(o) do if not KNOWN[k] then usage("unknown option '" .. tostring(k) .. "'") end end
+  if o._dist and not os.getenv("LUMEN_DEVICE") then
+    -- one GPU per process on a node, by node-local rank; else the CPU.  Chosen
+    -- before the script runs, so what it loads at the top (a diffusion
+    -- pipeline's weights) goes to this rank's GPU, not to the first one
+    local gpus = {}
+    for _, d in ipairs(lm.devices()) do
+      if d.kind:match("gpu$") and d.kind ~= "cpu-gpu" then gpus[#gpus + 1] = d.spec end
+    end
+    if #gpus > 0 then lm.device(gpus[o._dist.local_rank % #gpus + 1]) end
+  end
   local spec = load_spec(o)
   local nsrc = (o.seeds and 1 or 0) + (o.params and 1 or 0) + (o.jobs and 1 or 0)
   if nsrc > 1 then usage("give one of seeds, params and jobs") end
@@ -552,14 +562,6 @@ function lm.batch(o)
   if bs > 1 and not spec.render_batch then bs = 1 end
   local dist = o._dist
   local root = not dist or dist.rank == 0
-  if dist and not os.getenv("LUMEN_DEVICE") then
-    -- one GPU per process on a node, by node-local rank; else the CPU
-    local gpus = {}
-    for _, d in ipairs(lm.devices()) do
-      if d.kind:match("gpu$") and d.kind ~= "cpu-gpu" then gpus[#gpus + 1] = d.spec end
-    end
-    if #gpus > 0 then lm.device(gpus[dist.local_rank % #gpus + 1]) end
-  end
   local script_name = o.script and o.script:match("[^/]*$") or nil
   local png = spec.png or {}
   local layout = png.layout
