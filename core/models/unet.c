@@ -974,7 +974,8 @@ lm_array *lm_unet_forward(lm_unet *m, lm_array *x, lm_array *t, lm_array *contex
         swap(&h, lm_binary_scalar(LM_OP_SUB, h, 1, false));
     }
     bool ok = f.temb_act && f.ctx && h;
-    if (ok) swap(&h, conv(&f, "conv_in", h, 1, (c->conv_in_kernel - 1) / 2));
+    /* a failure so far keeps its message: nothing more is built */
+    swap(&h, ok ? conv(&f, "conv_in", h, 1, (c->conv_in_kernel - 1) / 2) : NULL);
     if (h) skips[ns++] = lm_array_retain(h);
     for (int64_t i = 0; h && i < n; i++) {
         for (int64_t j = 0; h && j < c->layers_per_block[i]; j++) {
