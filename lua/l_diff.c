@@ -664,63 +664,88 @@ static lm_status dump_add(dump *d, const char *name, lm_array *a)
     return LM_OK;
 }
 
-static void json_str(luaL_Buffer *b, const char *s)
+/* a growing string for the header (the LUMEN_DUMP file is written at
+ * exit, when no Lua state may be at hand) */
+typedef struct sbuf { char *p; size_t n, cap; bool failed; } sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
 {
-    luaL_addchar(b, '"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { luaL_addchar(b, '\\'); luaL_addchar(b, (char)c); }
-        else if (c < 0x20) { char e[8]; snprintf(e, sizeof e, "\\u%04x", c); luaL_addstring(b, e); }
-        else luaL_addchar(b, (char)c);
+    if (b->failed) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->cap ? b->cap * 2 : 4096) + n;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->failed = true; return; }
+        b->p = np;
+        b->cap = nc;
     }
-    luaL_addchar(b, '"');
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
 }
 
-static lm_status dump_finish(lua_State *L, dump *d)
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+static void json_str(sbuf *b, const char *s)
 {
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, "{\"__metadata__\":{\"format\":\"pt\",\"writer\":\"lumen trace\"}");
+    sb_str(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[8];
+        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; sb_add(b, e, 2); }
+        else if (c < 0x20) { snprintf(e, sizeof e, "\\u%04x", c); sb_str(b, e); }
+        else sb_add(b, (const char *)&c, 1);
+    }
+    sb_str(b, "\"");
+}
+
+static lm_status dump_finish(dump *d)
+{
+    sbuf b = {0};
+    sb_str(&b, "{\"__metadata__\":{\"format\":\"pt\",\"writer\":\"lumen trace\"}");
     uint64_t start = 0;
     for (int i = 0; i < d->n; i++) {
         char num[64];
-        luaL_addchar(&b, ',');
+        sb_str(&b, ",");
         json_str(&b, d->names[i]);
-        luaL_addstring(&b, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_str(&b, ":{\"dtype\":\"F32\",\"shape\":[");
         for (int q = 0; q < d->ndim[i]; q++) {
             snprintf(num, sizeof num, "%s%lld", q ? "," : "", (long long)d->shape[i][q]);
-            luaL_addstring(&b, num);
+            sb_str(&b, num);
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)start,
                  (unsigned long long)d->end[i]);
-        luaL_addstring(&b, num);
+        sb_str(&b, num);
         start = d->end[i];
     }
-    luaL_addchar(&b, '}');
-    while (luaL_bufflen(&b) % 8) luaL_addchar(&b, ' ');
-    luaL_pushresult(&b);
-    size_t hl;
-    const char *h = lua_tolstring(L, -1, &hl);
+    sb_str(&b, "}");
+    while (!b.failed && b.n % 8) sb_str(&b, " ");
+    if (b.failed) {
+        free(b.p);
+        return lm_error_set(LM_ERR_NOMEM, "trace: out of host memory for the header of %s", d->path);
+    }
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", d->path);
     int fd = mkstemp(tmp);
+    mode_t um = umask(0);
+    umask(um);
+    if (fd >= 0) fchmod(fd, 0666 & ~um);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     lm_status st = f ? LM_OK : lm_error_set(LM_ERR_IO, "trace: cannot write beside %s: %s", d->path, strerror(errno));
     unsigned char len[8];
-    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)hl >> (8 * i));
-    if (st == LM_OK && (fwrite(len, 1, 8, f) != 8 || fwrite(h, 1, hl, f) != hl)) st = LM_ERR_IO;
+    for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)b.n >> (8 * i));
+    if (st == LM_OK && (fwrite(len, 1, 8, f) != 8 || fwrite(b.p, 1, b.n, f) != b.n)) st = LM_ERR_IO;
     if (st == LM_OK && fflush(d->data) == 0 && fseek(d->data, 0, SEEK_SET) == 0) {
         char chunk[1 << 16];
         size_t got;
         while (st == LM_OK && (got = fread(chunk, 1, sizeof chunk, d->data)) > 0)
             if (fwrite(chunk, 1, got, f) != got) st = LM_ERR_IO;
     }
+    free(b.p);
     if (f && fclose(f) != 0 && st == LM_OK) st = LM_ERR_IO;
     if (st == LM_ERR_IO) st = lm_error_set(LM_ERR_IO, "trace: writing %s: %s", tmp, strerror(errno));
     if (st == LM_OK && rename(tmp, d->path) != 0)
         st = lm_error_set(LM_ERR_IO, "trace: renaming %s to %s: %s", tmp, d->path, strerror(errno));
     if (st != LM_OK && fd >= 0) unlink(tmp);
-    lua_pop(L, 1);
     return st;
 }
 
@@ -777,61 +802,67 @@ static int l_trace(lua_State *L)
         written += v != NULL;
         lm_trace_run_release(s->ra, k);
     }
-    if (dump_finish(L, d) != LM_OK) return lm_lua_error(L);
+    if (dump_finish(d) != LM_OK) return lm_lua_error(L);
     dump_drop(d);
     lua_pushinteger(L, written);
     return 1;
 }
 
-/* ---- LUMEN_DUMP=path: every node any evaluation runs ---- */
+/* ---- LUMEN_DUMP=path: every node any evaluation runs ----
+ * The file is written when the Lua state closes or, for hosts that exit
+ * without closing it, at exit. */
 
-static dump *env_dump;
+static dump env_dump;
+static bool env_on;
 static int env_count;
 
 static void env_watch(lm_array *a, void *ctx)
 {
     (void)ctx;
-    if (!env_dump || a->op == LM_OP_VIEW || !lm_array_is_contiguous(a)) return;
+    if (!env_on || a->op == LM_OP_VIEW || !lm_array_is_contiguous(a)) return;
     char name[256];
     const char *w = lm_array_where(a);
     snprintf(name, sizeof name, "%04d.%s.%s", ++env_count, lm_op_name(a->op), w ? w : "-");
-    if (dump_add(env_dump, name, a) != LM_OK) {
+    if (dump_add(&env_dump, name, a) != LM_OK) {
         fprintf(stderr, "lumen: LUMEN_DUMP: %s; dumping stops\n", lm_error_message());
         lm_eval_watch(NULL, NULL);
     }
 }
 
-/* Closing the state writes the file. */
-static int env_dump_close(lua_State *L)
+static void env_dump_close(void)
 {
-    dump *d = luaL_checkudata(L, 1, "lumen.dump");
-    if (d != env_dump) return 0;
+    if (!env_on) return;
+    env_on = false;
     lm_eval_watch(NULL, NULL);
+    if (dump_finish(&env_dump) != LM_OK) fprintf(stderr, "lumen: LUMEN_DUMP: %s\n", lm_error_message());
+    else fprintf(stderr, "lumen: LUMEN_DUMP: %d tensors in %s\n", env_dump.n, env_dump.path);
+    dump_drop(&env_dump);
+}
+
+static int env_dump_gc(lua_State *L)
+{
     lua_sethook(L, NULL, 0, 0);
-    if (dump_finish(L, d) != LM_OK) fprintf(stderr, "lumen: LUMEN_DUMP: %s\n", lm_error_message());
-    else fprintf(stderr, "lumen: LUMEN_DUMP: %d tensors in %s\n", d->n, d->path);
-    dump_drop(d);
-    env_dump = NULL;
+    env_dump_close();
     return 0;
 }
 
 static void env_dump_open(lua_State *L)
 {
     const char *path = getenv("LUMEN_DUMP");
-    if (!path || !*path || env_dump) return;
-    dump *d = lua_newuserdatauv(L, sizeof *d, 0);
-    memset(d, 0, sizeof *d);
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, env_dump_close);
-    lua_setfield(L, -2, "__gc");
-    lua_setmetatable(L, -2);
-    if (dump_open(d, path, false) != LM_OK) {
+    static bool registered;
+    if (!path || !*path || env_on) return;
+    if (dump_open(&env_dump, path, false) != LM_OK) {
         fprintf(stderr, "lumen: LUMEN_DUMP: %s; not dumping\n", lm_error_message());
-        lua_pop(L, 1);
         return;
     }
+    env_on = true;
+    if (!registered) registered = atexit(env_dump_close) == 0;
+    lua_newuserdatauv(L, 1, 0);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, env_dump_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
     lua_setfield(L, LUA_REGISTRYINDEX, "lumen.env_dump");
-    env_dump = d;
     lm_eval_watch(env_watch, NULL);
     lua_sethook(L, where_hook, LUA_MASKLINE | LUA_MASKRET, 0);
 }

@@ -279,6 +279,7 @@ bool lm_repl_open_lumen(lua_State *L)
 int main(int argc, char **argv)
 {
     int r = lm_cli_files(argc, argv);
+    if (r < 0) r = lm_cli_diff(argc, argv);
     if (r < 0) r = lm_cli_batch(argc, argv);
     if (r < 0) r = lm_cli_models(argc, argv);
     if (r >= 0) return r;
