@@ -28,9 +28,11 @@
 
 static const char *last_src;
 static int last_line = -1;
+static char scope[160];   /* lm.where(name): a layer name instead of lines */
 
 static void where_from(lua_Debug *ar)
 {
+    if (scope[0]) return;
     if (ar->currentline <= 0 || (ar->source == last_src && ar->currentline == last_line)) return;
     last_src = ar->source;
     last_line = ar->currentline;
@@ -162,11 +164,34 @@ static void read_config(lua_State *L, int opts, const char *field, lm_trace_conf
 
 static void config_str(const lm_trace_config *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%s%s%s", c->device ? c->device->spec : "",
-             c->dtype != LM_DTYPE_COUNT ? (c->device ? " " : "") : "",
-             c->dtype != LM_DTYPE_COUNT ? lm_dtype_name(c->dtype) : "", c->compile ? " compiled" : "");
+    snprintf(buf, n, "%s%s%s%s%s", c->device ? c->device->spec : "", c->device ? " " : "",
+             c->dtype != LM_DTYPE_COUNT ? lm_dtype_name(c->dtype) : "", c->dtype != LM_DTYPE_COUNT ? " " : "",
+             c->compile ? "compiled" : "");
+    size_t len = strlen(buf);
+    if (len && buf[len - 1] == ' ') buf[len - 1] = 0;
     if (!buf[0]) snprintf(buf, n, "as built");
 }
+
+/* a growing string for the header (the LUMEN_DUMP file is written at
+ * exit, when no Lua state may be at hand) */
+typedef struct sbuf { char *p; size_t n, cap; bool failed; } sbuf;
+
+static void sb_add(sbuf *b, const char *s, size_t n)
+{
+    if (b->failed) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->cap ? b->cap * 2 : 4096) + n;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->failed = true; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
 /* ---- the per-node results ---- */
 
@@ -421,7 +446,8 @@ static void append_row(luaL_Buffer *b, const session *s, int k, const char *mark
 
 /* The table print(r) shows: the first divergence, the worst offenders,
  * and the error growth over the nodes that changed it by 10x or more. */
-static void push_text(lua_State *L, const session *s, int first, int worst, int nanat, const char *title)
+static void push_text(lua_State *L, const session *s, int first, int worst, int nanat, const char *title,
+                      const sbuf *stages)
 {
     int n = lm_trace_count(s->t);
     luaL_Buffer b;
@@ -459,7 +485,53 @@ static void push_text(lua_State *L, const session *s, int first, int worst, int 
             last = w->r.nmse;
         }
     }
+    if (stages->n) {
+        luaL_addstring(&b, "per location (its last node; added: the sum its nodes add):\n");
+        luaL_addstring(&b, stages->p);
+    }
     luaL_pushresult(&b);
+}
+
+/* Per location, in order of first appearance: the last node built there
+ * (a layer's output when lm.where names layers), its error and the error
+ * the location's nodes add.  NULL-free: pushes a list. */
+static void push_stages(lua_State *L, const session *s, sbuf *text)
+{
+    int n = lm_trace_count(s->t), ns = 0;
+    lua_newtable(L);
+    for (int k = 0; k < n; k++) {
+        const char *w = lm_trace_node_at(s->t, k)->where;
+        bool seen = false;
+        for (int q = 0; q < k && !seen; q++) seen = lm_trace_node_at(s->t, q)->where == w;
+        if (seen) continue;
+        int last = k;
+        double added = 0;
+        for (int q = k; q < n; q++)
+            if (lm_trace_node_at(s->t, q)->where == w) {
+                if (s->rows[q].have) last = q;
+                if (s->rows[q].have_att) added += s->rows[q].added;
+            }
+        const row *r = &s->rows[last];
+        lua_createtable(L, 0, 6);
+        lua_pushstring(L, w ? w : "?");
+        lua_setfield(L, -2, "where");
+        set_int(L, "index", last + 1);
+        if (r->have) {
+            set_num(L, "max_abs", r->r.max_abs);
+            set_num(L, "nmse", r->r.nmse);
+            set_num(L, "cosine", r->r.cosine);
+        }
+        set_num(L, "added", added);
+        lua_rawseti(L, -2, ++ns);
+        if (text && ns <= 40) {
+            char line[320], m1[16], m2[16], m3[16];
+            fmt_g(m1, sizeof m1, r->have ? r->r.max_abs : NAN);
+            fmt_g(m2, sizeof m2, r->have ? r->r.nmse : NAN);
+            fmt_g(m3, sizeof m3, added);
+            snprintf(line, sizeof line, "  %-28.28s %5d  %-10s %-10s %-10s\n", w ? w : "?", last + 1, m1, m2, m3);
+            sb_str(text, line);
+        }
+    }
 }
 
 static int report_tostring(lua_State *L)
@@ -557,7 +629,11 @@ static int l_diff(lua_State *L)
         lua_setfield(L, -2, "b");
         snprintf(title, sizeof title, "diff: %d nodes, a = %s, b = %s", n, sa, sb);
     }
-    push_text(L, s, first, worst, nanat, title);
+    sbuf st = {0};
+    push_stages(L, s, &st);
+    lua_setfield(L, -2, "stages");
+    push_text(L, s, first, worst, nanat, title, &st);
+    free(st.p);
     lua_setfield(L, -2, "text");
     if (o.images) write_images(L, s, o.images, first, worst);
     if (luaL_newmetatable(L, DIFF_MT)) {
@@ -566,6 +642,61 @@ static int l_diff(lua_State *L)
     }
     lua_setmetatable(L, -2);
     return 1;
+}
+
+/* ---- lm.compile(fn, {verify = true}) ---- */
+
+/* The nodes of the fused kernel that holds node k under b: the smallest
+ * chain the compiled run gets wrong, as the fuser cut it. */
+static void chain_text(const session *s, int k, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int q = 0; q <= k; q++) {
+        const row *w = &s->rows[q];
+        if (q != k && w->into_b != k) continue;
+        const lm_trace_node *x = lm_trace_node_at(s->t, q);
+        int wr = snprintf(buf + len, n - len, "%s%s (%s)", len ? " -> " : "", lm_op_name(x->op),
+                          x->where ? x->where : "?");
+        if (wr < 0 || (size_t)wr >= n - len) break;
+        len += (size_t)wr;
+    }
+}
+
+void lm_lua_compile_verify(lua_State *L, int fn, int first, int n, bool raise, const char *name)
+{
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lua_pushvalue(L, first + i);
+        lua_rawseti(L, -2, i + 1);
+    }
+    int args = lua_gettop(L);
+    session *s = session_new(L);
+    int sidx = lua_gettop(L);
+    s->t = call_and_capture(L, fn, args, "compile verify");
+    lua_settop(L, sidx);
+    lm_trace_config ca, cb;
+    lm_trace_config_init(&ca);
+    lm_trace_config_init(&cb);
+    cb.compile = true;
+    diff_opts o;
+    lm_compare_opts_init(&o.cmp);
+    o.attribute = false;
+    o.reference = o.images = NULL;
+    if (diff_run(s, &ca, &cb, &o) != LM_OK) lm_lua_error(L);
+    int k = 0, cnt = lm_trace_count(s->t);
+    while (k < cnt && (!s->rows[k].have || s->rows[k].r.ok)) k++;
+    if (k < cnt) {
+        char chain[1024], msg[1400];
+        chain_text(s, k, chain, sizeof chain);
+        const row *w = &s->rows[k];
+        snprintf(msg, sizeof msg, "compile verify: %s: the fused run diverges at node %d: max_abs %.4g, "
+                 "%lld elements outside tolerance; smallest failing chain: %s", name, k + 1, w->r.max_abs,
+                 (long long)w->r.n_bad, chain);
+        if (raise) luaL_error(L, "%s", msg);
+        fprintf(stderr, "lumen: %s\n", msg);
+    }
+    lua_settop(L, args - 1);
 }
 
 /* ---- dumps: every intermediate into one safetensors file ----
@@ -663,27 +794,6 @@ static lm_status dump_add(dump *d, const char *name, lm_array *a)
     d->end[d->n++] = d->size;
     return LM_OK;
 }
-
-/* a growing string for the header (the LUMEN_DUMP file is written at
- * exit, when no Lua state may be at hand) */
-typedef struct sbuf { char *p; size_t n, cap; bool failed; } sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->cap ? b->cap * 2 : 4096) + n;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->failed = true; return; }
-        b->p = np;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
 
 static void json_str(sbuf *b, const char *s)
 {
@@ -908,6 +1018,18 @@ static int l_ulp_hist(lua_State *L)
     return 1;
 }
 
+static int l_where(lua_State *L)
+{
+    lua_settop(L, 1);
+    if (scope[0]) lua_pushstring(L, scope);
+    else lua_pushnil(L);
+    const char *name = luaL_optstring(L, 1, NULL);
+    snprintf(scope, sizeof scope, "%s", name ? name : "");
+    last_src = NULL;
+    if (name) lm_where_set(name);
+    return 1;
+}
+
 static int l_test_fault(lua_State *L)
 {
     lm_test_fault_set(luaL_optstring(L, 1, NULL));
@@ -935,6 +1057,11 @@ static const lm_lua_func funcs[] = {
      "Histogram of the distance between a and b in ulps of the less precise floating\n"
      "dtype: [1] = 0 ulp, [2] = 1, [3] = 2-3, [4] = 4-7, ... [23] = 2^21 and more;\n"
      "nonfinite counts NaN/Inf pairs that differ."},
+    {"where", l_where,
+     "lm.where([name]) -> previous\n"
+     "Names the nodes built from now on (a layer name: \"mid.resnet0\") in lm.diff and\n"
+     "lm.trace reports and dumps, instead of the Lua line that built them; nil goes back\n"
+     "to lines. Returns the name it replaces (nil for lines)."},
     {"_test_fault", l_test_fault,
      "lm._test_fault([spec])\n"
      "Test only: spec \"op[:device[:dtype]]\" makes that op's results wrong on that\n"
