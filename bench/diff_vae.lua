@@ -91,6 +91,6 @@ local t0 = os.clock()
 local r = lm.diff(decoder, {z}, {a = A, b = B, rtol = 1e-2, atol = 1e-2})
 print(r)
 local peak = 0
-for _, m in ipairs(lm.memory()) do peak = peak + (m.peak or 0) end
+for _, m in pairs(lm.memory()) do if type(m) == "table" and m.peak then peak = peak + m.peak end end
 print(string.format("latent %dx%d -> image %dx%d: %d nodes, peak device memory %.2f GB, cpu time %.0f s",
   side, side, side * 8, side * 8, #r.nodes, peak / 2 ^ 30, os.clock() - t0))

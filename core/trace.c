@@ -535,6 +535,18 @@ lm_status lm_count_nonfinite(lm_array *a, int64_t *nan, int64_t *inf)
 {
     *nan = *inf = 0;
     if (!lm_dtype_is_float(a->dtype)) return LM_OK;
+    /* host memory of the usual dtypes is read where it lies: a copy in f64
+     * would be the largest allocation of a session */
+    if (a->buf && a->buf->host && lm_array_is_contiguous(a) && (a->dtype == LM_F32 || a->dtype == LM_F16)) {
+        const char *p = (const char *)a->buf->host + (size_t)a->offset * lm_dtype_size(a->dtype);
+        for (int64_t i = 0; i < a->size; i++) {
+            float v = a->dtype == LM_F32 ? ((const float *)(const void *)p)[i]
+                                         : lm_f16_to_f32(((const uint16_t *)(const void *)p)[i]);
+            if (isnan(v)) (*nan)++;
+            else if (isinf(v)) (*inf)++;
+        }
+        return LM_OK;
+    }
     lm_array *f = a->dtype == LM_F64 ? lm_array_retain(a) : lm_cast(a, LM_F64);
     lm_array *c = f ? lm_contiguous(f) : NULL;
     lm_array_release(f);
