@@ -32,7 +32,7 @@ local function resnet(name, cin, cout)
   local p = {n1 = gn_p(cin), c1 = conv_p(cin, cout, 3), n2 = gn_p(cout), c2 = conv_p(cout, cout, 3),
              sc = cin ~= cout and conv_p(cin, cout, 1) or nil}
   return function(x)
-    lm.where(name)
+    lm.name_scope(name)
     local h = conv(gn(x, p.n1):silu(), p.c1)
     h = conv(gn(h, p.n2):silu(), p.c2)
     if p.sc then x = conv(x, p.sc, 0) end
@@ -43,7 +43,7 @@ local function attention(name, c)
   local function lin_p() return {w = param({c, c}, 1 / math.sqrt(c)), b = param({c}, 0.02)} end
   local p = {n = gn_p(c), q = lin_p(), k = lin_p(), v = lin_p(), o = lin_p()}
   return function(x)
-    lm.where(name)
+    lm.name_scope(name)
     local s = x.shape
     local b, hw = s[1], s[3] * s[4]
     local t = gn(x, p.n):reshape{b, c, hw}:transpose(2, 3)
@@ -58,7 +58,7 @@ end
 local CH = {512, 512, 256, 128}
 local stages = {}
 local cin_p = conv_p(4, 512, 3)
-stages[#stages + 1] = function(x) lm.where("conv_in"); return conv(x, cin_p) end
+stages[#stages + 1] = function(x) lm.name_scope("conv_in"); return conv(x, cin_p) end
 stages[#stages + 1] = resnet("mid.resnet0", 512, 512)
 stages[#stages + 1] = attention("mid.attention", 512)
 stages[#stages + 1] = resnet("mid.resnet1", 512, 512)
@@ -72,17 +72,17 @@ for i = 1, 4 do
     local up = conv_p(CH[i], CH[i], 3)
     local name = ("up%d.upsample"):format(i - 1)
     stages[#stages + 1] = function(x)
-      lm.where(name)
+      lm.name_scope(name)
       return conv(lm.upsample(x, {scale_factor = 2, mode = "nearest"}), up)
     end
   end
 end
 local norm_out, conv_out = gn_p(128), conv_p(128, 3, 3)
-stages[#stages + 1] = function(x) lm.where("out"); return conv(gn(x, norm_out):silu(), conv_out) end
+stages[#stages + 1] = function(x) lm.name_scope("out"); return conv(gn(x, norm_out):silu(), conv_out) end
 
 local function decoder(z)
   for _, s in ipairs(stages) do z = s(z) end
-  lm.where(nil)
+  lm.name_scope(nil)
   return z
 end
 

@@ -28,7 +28,7 @@
 
 static const char *last_src;
 static int last_line = -1;
-static char scope[160];   /* lm.where(name): a layer name instead of lines */
+static char scope[160];   /* lm.name_scope(name): a layer name instead of lines */
 
 static void where_from(lua_Debug *ar)
 {
@@ -68,6 +68,7 @@ typedef struct hook_save {
     int mask, count;
     lm_compile_mode mode;
     const char *where;
+    char scope[sizeof scope];
 } hook_save;
 
 static void where_begin(lua_State *L, hook_save *s)
@@ -77,6 +78,7 @@ static void where_begin(lua_State *L, hook_save *s)
     s->count = lua_gethookcount(L);
     s->mode = lm_compile_get_mode();
     s->where = lm_where_get();
+    memcpy(s->scope, scope, sizeof scope);
     last_src = NULL;
     lm_compile_set_mode(LM_COMPILE_OFF);   /* compiled functions inside build plain graphs */
     if (!s->fn) lua_sethook(L, where_hook, LUA_MASKLINE | LUA_MASKRET, 0);
@@ -87,6 +89,7 @@ static void where_end(lua_State *L, const hook_save *s)
     if (lua_gethook(L) == where_hook) lua_sethook(L, s->fn, s->mask, s->count);
     lm_compile_set_mode(s->mode);
     lm_where_set(s->where);
+    memcpy(scope, s->scope, sizeof scope);   /* a layer name the function left set ends with it */
 }
 
 /* ---- calling the function ---- */
@@ -493,7 +496,7 @@ static void push_text(lua_State *L, const session *s, int first, int worst, int 
 }
 
 /* Per location, in order of first appearance: the last node built there
- * (a layer's output when lm.where names layers), its error and the error
+ * (a layer's output when lm.name_scope names layers), its error and the error
  * the location's nodes add.  NULL-free: pushes a list. */
 static void push_stages(lua_State *L, const session *s, sbuf *text)
 {
@@ -1018,7 +1021,7 @@ static int l_ulp_hist(lua_State *L)
     return 1;
 }
 
-static int l_where(lua_State *L)
+static int l_name_scope(lua_State *L)
 {
     lua_settop(L, 1);
     if (scope[0]) lua_pushstring(L, scope);
@@ -1057,8 +1060,8 @@ static const lm_lua_func funcs[] = {
      "Histogram of the distance between a and b in ulps of the less precise floating\n"
      "dtype: [1] = 0 ulp, [2] = 1, [3] = 2-3, [4] = 4-7, ... [23] = 2^21 and more;\n"
      "nonfinite counts NaN/Inf pairs that differ."},
-    {"where", l_where,
-     "lm.where([name]) -> previous\n"
+    {"name_scope", l_name_scope,
+     "lm.name_scope([name]) -> previous\n"
      "Names the nodes built from now on (a layer name: \"mid.resnet0\") in lm.diff and\n"
      "lm.trace reports and dumps, instead of the Lua line that built them; nil goes back\n"
      "to lines. Returns the name it replaces (nil for lines)."},

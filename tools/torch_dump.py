@@ -7,7 +7,7 @@ forward pass produces them, into one safetensors file (F32) under the names
 Lumen's dumps use: "NNNN.op.where" - NNNN counts from 1 in execution order,
 op is the module's class name in lower case, where is the module's qualified
 name ("decoder.mid_block.resnets.0").  On the Lumen side, name the same
-layers with lm.where("decoder.mid_block.resnets.0") while building them;
+layers with lm.name_scope("decoder.mid_block.resnets.0") while building them;
 lm.diff(fn, args, {reference = "torch.safetensors"}) then holds the last node
 of each named layer against the tensor of the same where, and
 `lumen diff lumen.safetensors torch.safetensors` pairs tensors by index and op.

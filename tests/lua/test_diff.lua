@@ -223,7 +223,7 @@ test("lm.compile verify reports the fused chain that diverges", function()
   end)
 end)
 
-test("a dump from tools/torch_dump.py lines up by layer name (lm.where)", function()
+test("a dump from tools/torch_dump.py lines up by layer name (lm.name_scope)", function()
   local p = tmpfile()
   local out, code = sh("python3 tools/torch_dump.py --selftest " .. p)
   if code ~= 0 then
@@ -231,11 +231,11 @@ test("a dump from tools/torch_dump.py lines up by layer name (lm.where)", functi
     return
   end
   local function toy(xx)
-    lm.where("layer1")
+    lm.name_scope("layer1")
     local y = xx * 2 + 1
-    lm.where("layer2")
+    lm.name_scope("layer2")
     local z = y * y
-    lm.where(nil)
+    lm.name_scope(nil)
     return z
   end
   local x3 = lm.tensor({1, 2, 3}, {dtype = "f32"})
@@ -244,8 +244,8 @@ test("a dump from tools/torch_dump.py lines up by layer name (lm.where)", functi
   eq(r.nodes[2].reference, "0001.linear.layer1", "layer1's last node")
   eq(r.nodes[3].reference, "0002.square.layer2")
   eq(r.nodes[1].reference, nil, "not a layer's last node")
-  local wrong = lm.diff(function(xx) lm.where("layer1"); local y = xx * 2 + 1.5; lm.where("layer2")
-    local z = y * y; lm.where(nil); return z end, {x3}, {reference = p})
+  local wrong = lm.diff(function(xx) lm.name_scope("layer1"); local y = xx * 2 + 1.5; lm.name_scope("layer2")
+    local z = y * y; lm.name_scope(nil); return z end, {x3}, {reference = p})
   eq(wrong.first.where, "layer1")
   os.remove(p)
 end)
