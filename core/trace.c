@@ -340,6 +340,14 @@ lm_dtype lm_trace_config_dtype(const lm_trace_config *c, lm_dtype dt)
     return c->dtype != LM_DTYPE_COUNT && lm_dtype_is_float(dt) ? c->dtype : dt;
 }
 
+/* lm_contiguous taking over a's reference */
+static lm_array *contiguous_take(lm_array *a)
+{
+    lm_array *c = lm_contiguous(a);
+    lm_array_release(a);
+    return c;
+}
+
 /* A leaf (or a given input) as cfg wants it: cast, then moved.  New ref. */
 static lm_array *prepare(const lm_trace_config *cfg, lm_array *a)
 {
@@ -509,6 +517,11 @@ lm_status lm_trace_run_step(lm_trace_run *r, int k, lm_array **value, int *into)
 
 lm_array *lm_trace_run_value(const lm_trace_run *r, int v) { return r->v[v]; }
 
+void lm_trace_run_keep_all(lm_trace_run *r)
+{
+    for (int v = 0; v < r->t->nleaf + r->t->n; v++) r->left[v]++;
+}
+
 void lm_trace_run_release(lm_trace_run *r, int k)
 {
     const lm_trace *t = r->t;
@@ -527,6 +540,60 @@ void lm_trace_run_release(lm_trace_run *r, int k)
             r->v[me] = NULL;
         }
     }
+}
+
+/* The chain members[0..n) (node indices, ascending) alone: built on the
+ * values run `from` gave their outside inputs (prepared as cfg says) and
+ * compiled when cfg says so; its last node's value, evaluated. */
+lm_array *lm_trace_rerun_chain(const lm_trace *t, const int *members, int n, const lm_trace_config *cfg,
+                               const lm_trace_run *from)
+{
+    int nv = t->nleaf + t->n, next = 0;
+    lm_array **g = calloc((size_t)nv + 1, sizeof *g), **ph = calloc((size_t)nv + 1, sizeof *ph);
+    lm_array **real = calloc((size_t)nv + 1, sizeof *real), *out = NULL, *res = NULL;
+    lm_status st = g && ph && real ? LM_OK : lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
+    for (int m = 0; m < n && st == LM_OK; m++) {
+        const lm_trace_node *x = &t->nodes[members[m]];
+        lm_array *in[64];
+        for (int q = 0; q < x->nin && q < 64 && st == LM_OK; q++) {
+            int v = x->in[q];
+            if (!g[v]) {   /* an outside input: a placeholder for its value */
+                lm_array *val = from->v[v];
+                if (!val) { st = lm_error_set(LM_ERR_STATE, "trace: input %d of node %d was released", q + 1, members[m] + 1); break; }
+                if (!(real[next] = prepare(cfg, val)) || !(real[next] = contiguous_take(real[next])) ||
+                    !(g[v] = ph[next] = lm_placeholder(real[next]->ndim, real[next]->shape, real[next]->dtype,
+                                                       real[next]->device)))
+                    st = lm_error_status();
+                next++;
+            }
+            in[q] = g[v];
+        }
+        if (st == LM_OK && !(g[t->nleaf + members[m]] = rebuild(x, cfg, in))) st = lm_error_status();
+    }
+    if (st == LM_OK) {
+        out = g[t->nleaf + members[n - 1]];
+        if (cfg->compile) {
+            lm_compiled *c = lm_compile_graph(next, ph, 1, &out, LM_COMPILE_ON);
+            if (!c || lm_compiled_call(c, next, real, &res) < 0) st = lm_error_status();
+            lm_compiled_free(c);
+        } else {
+            st = lm_error_set(LM_ERR_ARG, "trace: a chain re-runs compiled only");
+        }
+    }
+    if (st == LM_OK && lm_array_eval(res) != LM_OK) st = lm_error_status();
+    for (int m = 0; g && m < n; m++) lm_array_release(g[t->nleaf + members[m]]);   /* the rest are ph's */
+    for (int i = 0; i < next; i++) {
+        lm_array_release(ph[i]);
+        lm_array_release(real[i]);
+    }
+    free(g);
+    free(ph);
+    free(real);
+    if (st != LM_OK) {
+        lm_array_release(res);
+        return NULL;
+    }
+    return res;
 }
 
 /* ---- non-finite values ---- */

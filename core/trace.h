@@ -85,6 +85,16 @@ void lm_trace_run_free(lm_trace_run *r);
  * evaluated: a new reference, NULL + error on failure. */
 lm_array *lm_trace_rerun(const lm_trace *t, int k, const lm_trace_config *cfg, lm_array *const *inputs);
 
+/* The chain members[0..n) (node indices, ascending; the inputs from
+ * outside it read from run `from`, which must still hold them) alone,
+ * compiled under cfg (cfg->compile must be set): the value of its last
+ * node, evaluated (new reference), for shrinking a failing fused group. */
+lm_array *lm_trace_rerun_chain(const lm_trace *t, const int *members, int n, const lm_trace_config *cfg,
+                               const lm_trace_run *from);
+/* Keeps every value of r from being released (a run the caller reads
+ * back later). */
+void lm_trace_run_keep_all(lm_trace_run *r);
+
 /* Called with every node an evaluation ran, while it still has its inputs
  * (LUMEN_DUMP); NULL stops it.  One watcher at a time. */
 typedef void (*lm_eval_watch_fn)(lm_array *a, void *ctx);

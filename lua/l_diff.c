@@ -649,21 +649,60 @@ static int l_diff(lua_State *L)
 
 /* ---- lm.compile(fn, {verify = true}) ---- */
 
-/* The nodes of the fused kernel that holds node k under b: the smallest
- * chain the compiled run gets wrong, as the fuser cut it. */
-static void chain_text(const session *s, int k, char *buf, size_t n)
+/* The members of the fused kernel that holds node k under b, in order. */
+static int group_of(const session *s, int k, int *members, int cap)
+{
+    int n = 0;
+    for (int q = 0; q <= k && n < cap; q++)
+        if (q == k || s->rows[q].into_b == k) members[n++] = q;
+    return n;
+}
+
+static void chain_text(const session *s, const int *members, int n, char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = 0;
-    for (int q = 0; q <= k; q++) {
-        const row *w = &s->rows[q];
-        if (q != k && w->into_b != k) continue;
-        const lm_trace_node *x = lm_trace_node_at(s->t, q);
-        int wr = snprintf(buf + len, n - len, "%s%s (%s)", len ? " -> " : "", lm_op_name(x->op),
+    for (int m = 0; m < n; m++) {
+        const lm_trace_node *x = lm_trace_node_at(s->t, members[m]);
+        int wr = snprintf(buf + len, cap - len, "%s%s (%s)", len ? " -> " : "", lm_op_name(x->op),
                           x->where ? x->where : "?");
-        if (wr < 0 || (size_t)wr >= n - len) break;
+        if (wr < 0 || (size_t)wr >= cap - len) break;
         len += (size_t)wr;
     }
+}
+
+/* Delta debugging over the fused group: the shortest run of consecutive
+ * members that, compiled alone on a's values of its inputs, still leaves
+ * the tolerance against the value of a; start and len get it (the whole group
+ * when nothing shorter fails). */
+static lm_status shrink(session *s, const lm_trace_config *ca, const lm_trace_config *cb, const int *members,
+                        int n, const lm_compare_opts *o, int *start, int *len)
+{
+    *start = 0;
+    *len = n;
+    lm_trace_run *ra = lm_trace_run_start(s->t, ca);
+    if (!ra) return lm_error_status();
+    lm_trace_run_keep_all(ra);
+    lm_status st = LM_OK;
+    for (int k = 0; k <= members[n - 1] && st == LM_OK; k++) {
+        lm_array *v;
+        st = lm_trace_run_step(ra, k, &v, NULL);
+    }
+    for (int l = 1; l < n && st == LM_OK && *len == n; l++)
+        for (int b = 0; b + l <= n && st == LM_OK; b++) {
+            lm_array *got = lm_trace_rerun_chain(s->t, members + b, l, cb, ra);
+            if (!got) { st = lm_error_status(); break; }
+            lm_compare_report r;
+            st = lm_compare(got, lm_trace_run_value(ra, lm_trace_leaves(s->t) + members[b + l - 1]), o, &r);
+            lm_array_release(got);
+            if (st == LM_OK && !r.ok) {
+                *start = b;
+                *len = l;
+                break;
+            }
+        }
+    lm_trace_run_free(ra);
+    return st;
 }
 
 void lm_lua_compile_verify(lua_State *L, int fn, int first, int n, bool raise, const char *name)
@@ -690,12 +729,15 @@ void lm_lua_compile_verify(lua_State *L, int fn, int first, int n, bool raise, c
     int k = 0, cnt = lm_trace_count(s->t);
     while (k < cnt && (!s->rows[k].have || s->rows[k].r.ok)) k++;
     if (k < cnt) {
-        char chain[1024], msg[1400];
-        chain_text(s, k, chain, sizeof chain);
+        char chain[1024], group[1024], msg[2300];
+        int members[64], nm = group_of(s, k, members, 64), b = 0, l = nm;
+        if (nm > 1 && shrink(s, &ca, &cb, members, nm, &o.cmp, &b, &l) != LM_OK) lm_lua_error(L);
+        chain_text(s, members + b, l, chain, sizeof chain);
+        chain_text(s, members, nm, group, sizeof group);
         const row *w = &s->rows[k];
         snprintf(msg, sizeof msg, "compile verify: %s: the fused run diverges at node %d: max_abs %.4g, "
-                 "%lld elements outside tolerance; smallest failing chain: %s", name, k + 1, w->r.max_abs,
-                 (long long)w->r.n_bad, chain);
+                 "%lld elements outside tolerance; smallest failing chain: %s (of the fused kernel %s)", name,
+                 k + 1, w->r.max_abs, (long long)w->r.n_bad, chain, group);
         if (raise) luaL_error(L, "%s", msg);
         fprintf(stderr, "lumen: %s\n", msg);
     }

@@ -220,6 +220,8 @@ test("lm.compile verify reports the fused chain that diverges", function()
     ok(not okk, "raises")
     ok(tostring(err):find("smallest failing chain: mul", 1, true), tostring(err))
     ok(tostring(err):find("tanh", 1, true), "names the ops")
+    -- delta debugging: two ops fused are the shortest chain that still fails
+    ok(tostring(err):find("smallest failing chain: mul %(test_diff%.lua:%d+%) %-> add %(test_diff%.lua:%d+%) %(of the fused kernel mul"), tostring(err))
   end)
 end)
 
