@@ -77,6 +77,16 @@ test("an op made wrong on one configuration is the first and the worst node", fu
     eq(r.worst.index, r.first.index, "worst is first")
     ok(r.worst.added > 0.1, "adds the error itself")
     ok(tostring(r):find("first", 1, true), "print shows it")
+    local dir = os.tmpname()
+    os.remove(dir)
+    os.execute("mkdir " .. dir)
+    local ri = lm.diff(model, {x}, {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5, images = dir})
+    eq(ri.first_image, dir .. ("/first-%04d.png"):format(r.first.index), "heat map of the first node")
+    local img = lm.load(ri.first_image)   -- a PNG loads as one tensor
+    eq(img.shape[1] == 8 or img.shape[2] == 8, true, "8 rows")
+    os.remove(ri.first_image)
+    if ri.worst_image then os.remove(ri.worst_image) end
+    os.remove(dir)
   end)
 end)
 
@@ -164,7 +174,7 @@ test("lm.trace dumps every node; a diff against the dump finds a fault", functio
   os.remove(p)
 end)
 
-local LUMEN = "build/lumen"
+local LUMEN = (os.getenv("BUILD") or "build") .. "/lumen"   -- make check runs build/san
 local function sh(cmd)
   local f = io.popen(cmd .. " 2>&1")
   local out = f:read("a")
