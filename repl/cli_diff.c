@@ -63,7 +63,7 @@ static int run(const char *fa, const char *fb, const lm_compare_opts *o, bool al
     }
     char head[256], row[1024];
     lm_compare_row_header(head, sizeof head);
-    printf("%s\n", head);
+    bool headed = false;
     int first = -1, bad = 0, unpaired = 0, grow = -1;
     double last = 0, jump = 0;
     /* dump names start with the execution index: their order is the run's,
@@ -83,7 +83,11 @@ static int run(const char *fa, const char *fb, const lm_compare_opts *o, bool al
         int j = pair_of(&b, a.names[i]);
         if (j < 0) {
             unpaired++;
-            if (all) printf("%-32s only in %s\n", a.names[i], fa);
+            if (all) {
+                if (!headed) printf("%s\n", head);
+                headed = true;
+                printf("%-32s only in %s\n", a.names[i], fa);
+            }
             continue;
         }
         lm_compare_report r;
@@ -105,6 +109,8 @@ static int run(const char *fa, const char *fb, const lm_compare_opts *o, bool al
         }
         if (e > 0) last = e;
         if (all || !r.ok) {
+            if (!headed) printf("%s\n", head);
+            headed = true;
             lm_compare_row(a.names[i], &r, row, sizeof row);
             printf("%s\n", row);
         }
