@@ -49,6 +49,7 @@ typedef struct instr {
     lm_params params;     /* ext only for FUSED (a shared program) */
     int dead;             /* absorbed into a fused group, or an alias */
     int alias;            /* value this instr forwards to (no-op), or -1 */
+    int into;             /* the fused group's root instr it went into, or -1 */
     int consumers;
 } instr;
 
@@ -289,7 +290,10 @@ static void fuse(lm_compiled *c)
             snprintf(g->names + len, sizeof g->names - len, "%s%s", m ? "," : "", lm_op_name(x->op));
         }
         memcpy(ins, ext, sizeof(int) * (size_t)next);
-        for (int m = 0; m < nm - 1; m++) c->code[members[m]].dead = 1;
+        for (int m = 0; m < nm - 1; m++) {
+            c->code[members[m]].dead = 1;
+            c->code[members[m]].into = root;
+        }
         free(r->in);
         r->in = ins;
         r->nin = next;
@@ -381,6 +385,7 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
         x->offset = a->offset;
         x->params = a->params;
         x->alias = -1;
+        x->into = -1;
         x->nin = a->ninputs;
         x->in = malloc(sizeof(int) * (size_t)a->ninputs);
         if (!x->in) goto nomem;
@@ -556,7 +561,34 @@ static lm_array *replay(const instr *x, lm_array **in, bool same_shapes)
     return lm_node_new(x->op, x->dtype, x->ndim, x->shape, x->nin, in, &x->params, NULL);
 }
 
+static int call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs, lm_array **each,
+                int *into);
+
 int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs)
+{
+    return call(c, nin, inputs, outs, NULL, NULL);
+}
+
+int lm_compiled_call_each(lm_compiled *c, int nin, lm_array *const *inputs, int ninstr,
+                          lm_array **each, int *into)
+{
+    if (ninstr != c->ninstr) {
+        lm_error_set(LM_ERR_STATE, "compiled function: %d instructions, asked for %d", c->ninstr, ninstr);
+        return -1;
+    }
+    lm_array **outs = calloc((size_t)c->nout + 1, sizeof *outs);
+    if (!outs) {
+        lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
+        return -1;
+    }
+    int r = call(c, nin, inputs, outs, each, into);
+    for (int o = 0; o < c->nout; o++) lm_array_release(outs[o]);
+    free(outs);
+    return r;
+}
+
+static int call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs, lm_array **each,
+                int *into)
 {
     if (nin != c->nin) {
         lm_error_set(LM_ERR_ARG, "compiled function: traced with %d inputs, called with %d", c->nin, nin);
@@ -604,6 +636,13 @@ int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array 
         v[value_of_instr(c, i)] = r;
     }
     for (int o = 0; o < c->nout; o++) outs[o] = status >= 0 ? lm_array_retain(v[c->out[o]]) : NULL;
+    for (int i = 0; each && i < c->ninstr; i++) {
+        const instr *x = &c->code[i];
+        int src = x->alias >= 0 ? resolve(c, x->alias) : value_of_instr(c, i);
+        int at = src - c->nin - c->nconst;   /* negative: an input's value */
+        into[i] = x->into >= 0 ? x->into : x->alias >= 0 && at >= 0 ? at : -1;
+        each[i] = status >= 0 && x->into < 0 ? lm_array_retain(v[src]) : NULL;
+    }
     for (int k = 0; k < nv; k++) lm_array_release(v[k]);
     free(v);
     return status;

@@ -52,6 +52,13 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *placeholders, int nout,
 /* Replays on inputs (count and dtypes as traced); outs receives nout new
  * lazy arrays.  Returns the output count, or -1 with the error set. */
 int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs);
+/* lm_compiled_call for comparison sessions (core/trace.c): each[i] (ninstr
+ * entries, which must be the traced graph's node count) gets a new reference
+ * to what the traced node i became, NULL where it was fused into a later
+ * node (into[i] = that node's index); a node merged with an equal one
+ * shares its value (into[i] = that one), else into[i] = -1. */
+int lm_compiled_call_each(lm_compiled *c, int nin, lm_array *const *inputs, int ninstr,
+                          lm_array **each, int *into);
 int lm_compiled_outputs(const lm_compiled *c);
 /* Kernels one call launches (fused groups count one), for tests and f:graph(). */
 int lm_compiled_kernels(const lm_compiled *c);

@@ -322,6 +322,7 @@ static lm_status run_node(lm_array *a)
     if (!cross) lm_profile_node_begin(a, host ? LM_PROFILE_FALLBACK : LM_PROFILE_KERNEL);
     lm_status st = cross ? transfer(a) : host ? run_on_host(a) : d->backend->run(d, a);
     if (!cross) lm_profile_node_end(st == LM_OK);
+    if (st == LM_OK && !cross) lm_trace_after_node(a);
     last_stats.kernels++;
     if (cross) last_stats.transfers++;
     else if (host || d == lm_device_cpu()) last_stats.cpu_nodes++;

@@ -16,6 +16,7 @@ typedef struct lm_node {
     int64_t eval_last;               /* the order of the last of them */
     lm_array *place_in;              /* a concat whose output will hold this node's */
     int64_t place_at;                /* ... at this byte offset */
+    const char *where;               /* lm_where_now at creation (core/trace.c) */
 } lm_node;
 static inline lm_node *lm_node_of(const lm_array *a) { return (lm_node *)(uintptr_t)a; }
 
@@ -39,4 +40,8 @@ lm_status lm_eval_into(lm_array *node);
 /* snprintf at buf+*len that never runs *len past cap-1 (core/compare.c). */
 void lm_str_append(char *buf, size_t *len, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* core/trace.c: the location new nodes record, and what runs after each
+ * node an evaluation ran (the test fault, the LUMEN_DUMP watcher). */
+extern _Thread_local const char *lm_where_now;
+void lm_trace_after_node(lm_array *a);
 #endif

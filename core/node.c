@@ -280,6 +280,7 @@ lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device 
         st *= shape[d] ? shape[d] : 1;
     }
     a->id = next_id++;
+    node->where = lm_where_now;
     node->live_next = live_head;
     if (live_head) lm_node_of(live_head)->live_prev = a;
     live_head = a;

@@ -28,6 +28,7 @@ typedef struct compiled_fn {
     uint64_t clock;
     int64_t ntraced;
     int last;          /* index of the trace used last, -1 */
+    int verify;        /* 0, 1 report divergence, 2 raise (lm_lua_compile_verify) */
     char name[64];
 } compiled_fn;
 
@@ -194,6 +195,11 @@ static int compiled_call(lua_State *L)
         nout = lm_compiled_call(f->traces[k].c, nin, in, outs);
     }
     if (nout < 0) return lm_lua_error(L);
+    if (f->verify) {   /* fused against unfused, node by node (l_diff.c) */
+        lua_getiuservalue(L, 1, 1);
+        lm_lua_compile_verify(L, lua_gettop(L), 2, top - 1, f->verify == 2, f->name);
+        lua_pop(L, 1);
+    }
     f->traces[k].used = ++f->clock;
     f->last = k;
     for (int i = 0; i < nout; i++) lm_lua_push_array(L, outs[i]);
@@ -253,7 +259,7 @@ static int compiled_tostring(lua_State *L)
 
 static int l_compile(lua_State *L)
 {
-    static const char *const KNOWN[] = {"shapeless", "name", "cache", NULL};
+    static const char *const KNOWN[] = {"shapeless", "name", "cache", "verify", NULL};
     luaL_checktype(L, 1, LUA_TFUNCTION);
     lm_lua_check_opts(L, 2, "lm.compile", KNOWN);
     bool shapeless = lm_lua_opt_bool(L, 2, "lm.compile", "shapeless", false);
@@ -270,6 +276,11 @@ static int l_compile(lua_State *L)
     f->shapeless = shapeless;
     f->cap = (int)cap;
     f->last = -1;
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "verify");
+        f->verify = lua_type(L, -1) == LUA_TSTRING && !strcmp(lua_tostring(L, -1), "error") ? 2 : lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
     snprintf(f->name, sizeof f->name, "%s", name);
     f->traces = calloc((size_t)cap, sizeof *f->traces);
     if (!f->traces) return luaL_error(L, "compile: out of memory");
@@ -305,7 +316,8 @@ static const lm_lua_func compile_funcs[] = {
      "constants of the trace. fn must return one or more tensors. Compiled functions called\n"
      "while another is traced are inlined. f:graph() describes the optimised graph,\n"
      "f:traces() returns (traces made, traces cached), f:kernels() the kernels per call,\n"
-     "f:clear() drops the cache."},
+     "f:clear() drops the cache. verify = true runs every call fused and unfused too and\n"
+     "reports the first fused kernel that diverges (verify = \"error\" raises)."},
     {"compile_mode", l_compile_mode,
      "lm.compile_mode([\"off\"|\"no_fuse\"|\"on\"]) -> previous mode\n"
      "off runs compiled functions as plain Lua (LUMEN_COMPILE=0 starts there); no_fuse keeps\n"

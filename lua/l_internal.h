@@ -120,6 +120,9 @@ void lm_lua_push_missing_method(lua_State *L, int name);
 
 /* ---- l_compile.c: lm.compile, lm.compile_mode, lm.export_dot ---- */
 void lm_lua_open_compile(lua_State *L);   /* module table on top */
+/* l_diff.c: fn (at stack index fn) run on the n arguments from first, fused
+ * and unfused; a divergence is printed to stderr, or raised when raise. */
+void lm_lua_compile_verify(lua_State *L, int fn, int first, int n, bool raise, const char *name);
 /* ---- l_grad.c: lm.grad, lm.value_and_grad, lm.vjp, lm.stop_gradient, lm.optim ---- */
 void lm_lua_open_grad(lua_State *L);      /* module table on top */
 void lm_lua_open_batch(lua_State *L);     /* module table on top: lm.batch */

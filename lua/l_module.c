@@ -7,6 +7,7 @@
 
 int luaopen_lumen(lua_State *L);
 void lm_lua_open_diffusion(lua_State *L);   /* l_diffusion.c */
+void lm_lua_open_diff(lua_State *L);        /* l_diff.c */
 
 int luaopen_lumen(lua_State *L)
 {
@@ -38,5 +39,6 @@ int luaopen_lumen(lua_State *L)
     lm_lua_open_models(L);
     lm_lua_open_diffusion(L);
     lm_lua_open_profile(L);
+    lm_lua_open_diff(L);
     return 1;
 }

@@ -6,6 +6,7 @@
  *   lumen -e 'code'       runs code;  -i  stays interactive afterwards
  *   lumen -               runs stdin as a script
  *   lumen compare|inspect ...   the files subcommands (repl/cli_files.c)
+ *   lumen diff A B ...          two dumps compared (repl/cli_diff.c)
  *   lumen batch SCRIPT ...      batch image generation (repl/batch.c)
  *   lumen upscale|convert ...   pretrained upscalers (repl/cli_models.c)
  *
@@ -206,6 +207,7 @@ static void usage_to(FILE *f, const char *prog)
             "  -          run stdin as a script\n"
             "  --         stop handling options\n"
             "  compare|inspect ...   file subcommands (lumen compare -h, lumen inspect -h)\n"
+            "  diff A B ...          two dumps tensor by tensor (lumen diff -h)\n"
             "  batch SCRIPT ...      batch image generation (lumen batch -h)\n"
             "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n"
             "  generate \"PROMPT\" ... Stable Diffusion images (lumen generate -h)\n",
@@ -280,6 +282,7 @@ bool lm_repl_open_lumen(lua_State *L)
 int main(int argc, char **argv)
 {
     int r = lm_cli_files(argc, argv);
+    if (r < 0) r = lm_cli_diff(argc, argv);
     if (r < 0) r = lm_cli_batch(argc, argv);
     if (r < 0) r = lm_cli_models(argc, argv);
     if (r < 0) r = lm_cli_generate(argc, argv);

@@ -251,6 +251,22 @@ static void cmd_profile(lua_State *L, const char *expr)
     lua_settop(L, base);
 }
 
+/* :diff expr - lm.diff of expr on the CPU against the default device (f16
+ * on the CPU when that is the default), its report printed */
+static void cmd_diff(lua_State *L, const char *expr)
+{
+    static const char run[] =
+        "local fn = ...; local lm = require 'lumen'; local d = tostring(lm.device())\n"
+        "local b = d:match('^cpu') and {dtype = 'f16'} or {device = d}\n"
+        "print(lm.diff(fn, nil, {a = {device = 'cpu'}, b = b}))";
+    if (!load_expr(L, expr)) return;
+    int base = lua_gettop(L) - 1;
+    if (luaL_loadbuffer(L, run, sizeof run - 1, "=:diff") != LUA_OK) { lm_repl_report(L, NULL); return; }
+    lua_insert(L, -2);
+    if (lm_repl_docall(L, 1, 0, false) != LUA_OK) lm_repl_report(L, NULL);
+    lua_settop(L, base);
+}
+
 static void call_helper(lua_State *L, const char *name, const char *arg)
 {
     lm_repl_push_helper(L, name);
@@ -265,6 +281,7 @@ static void call_helper(lua_State *L, const char *name, const char *arg)
 static const char COMMANDS_HELP[] =
     "  :time expr   run expr (evaluating the tensors it returns) and show the wall time\n"
     "  :profile expr  the same with a table of the kernels it ran and their times (lm.profile)\n"
+    "  :diff expr   lm.diff of expr: the CPU against the default device (f16 if that is the CPU)\n"
     "  :mem         memory per device\n"
     "  :q           quit (also Ctrl-D)\n"
     "  ?name        help for a function, e.g. ?lm.zeros or ?t:sum\n"
@@ -277,6 +294,7 @@ static bool command(lua_State *L, const char *line)
     if (!strcmp(c, "q") || !strcmp(c, "quit") || !strcmp(c, "exit")) return true;
     if (!strncmp(c, "time", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_time(L, skip_space(c + 4));
     else if (!strncmp(c, "profile", 7) && (c[7] == ' ' || c[7] == '\t')) cmd_profile(L, skip_space(c + 7));
+    else if (!strncmp(c, "diff", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_diff(L, skip_space(c + 4));
     else if (!strcmp(c, "mem") || !strcmp(c, "memory")) call_helper(L, "mem", NULL);
     else if (!strcmp(c, "help") || !strcmp(c, "h") || !strcmp(c, "?")) fputs(COMMANDS_HELP, stdout);
     else fprintf(stderr, "unknown command :%s (try :help)\n", c);

@@ -32,6 +32,7 @@ bool lm_repl_take_sigint(bool *quit);
 /* ---- the command-line tools: each returns the exit status, or -1 when
  * argv is not its subcommand ---- */
 int lm_cli_files(int argc, char **argv);    /* cli_files.c: compare, inspect */
+int lm_cli_diff(int argc, char **argv);     /* cli_diff.c: diff (two dumps) */
 int lm_cli_batch(int argc, char **argv);    /* batch.c */
 int lm_cli_models(int argc, char **argv);   /* cli_models.c: upscale, convert */
 int lm_cli_generate(int argc, char **argv); /* cli_generate.c */

@@ -82,6 +82,8 @@ local recipes = {
   ["lm.compare_file"] = function() return {png, {a = img}} end,
   ["lm.allclose"] = function() return {img, img} end,
   ["lm.compile"] = function() return {function(a) return a end} end,
+  ["lm.diff"] = function() return {function(a) return a * 2 end, {img}} end,
+  ["lm.trace"] = function() return {function(a) return a * 2 end, {img}, tmp("_t.safetensors")} end,
   ["lm.image.write_png"] = function() return {tmp("_w.png"), img} end,
   ["lm.image.read_png"] = function() return {png} end,
   ["lm.image.grid"] = function() return {{img}} end,

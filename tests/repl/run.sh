@@ -135,6 +135,8 @@ line ':profile lm.tensor{9} * 11 \;'
 expect ":profile with ; prints the table" '^  mul '
 if [ "$(count '^\[99\.\]$')" = 0 ]; then ok; else bad ":profile expr; does not print the value" "$(screen)"; fi
 
+line ':diff (lm.ones{4} * 70000):sum()'
+expect ":diff finds the f16 overflow at the mul of line 1" '^first  *1  mul  *stdin:1 '
 line ':time lm.tensor{7} * 11 \;'
 expect ":time with ; reports the time" '^wall time: .*' 
 if [ "$(count '^\[77\.\]$')" = 0 ]; then ok; else bad ":time expr; does not print the value" "$(screen)"; fi

@@ -1,0 +1,268 @@
+-- test_diff.lua - comparison sessions (lm.diff, lm.trace, LUMEN_DUMP,
+-- lumen diff): planted faults found at the right node and line, a clean
+-- model clean, compiled runs aligned with uncompiled ones, dumps as
+-- references.  The device fault runs on Vulkan (lavapipe) when present.
+local T, lm = ...
+local test, eq, ok, raises = T.test, T.eq, T.ok, T.raises
+
+local function line() return debug.getinfo(2, "l").currentline end
+local FILE = "test_diff.lua:"
+
+-- A model of 100+ nodes: a residual MLP, one sin in the middle (the op the
+-- fault hook breaks), and optionally a product that overflows f16.
+local w1 = (lm.randn({32, 32}, {seed = 11}) * 0.15):eval()
+local w2 = (lm.randn({32, 32}, {seed = 12}) * 0.15):eval()
+local SIN_LINE, BIG_LINE
+local function model(x, overflow)
+  local h = x
+  for i = 1, 16 do
+    local y = h:matmul(w1):tanh()
+    y = y:matmul(w2) * 0.5 + 0.25
+    h = (h + y):tanh()
+    if i == 6 then
+      h = h:sin(); SIN_LINE = line()
+      if overflow then
+        h = h * 300 * 400; BIG_LINE = line()
+        h = h / 120000
+      end
+    end
+  end
+  return h:mean(-1)
+end
+local x = lm.randn({8, 32}, {seed = 13})
+
+local function nodes_of(r) return #r.nodes end
+
+test("a clean model reports no divergence (f32 against f64)", function()
+  local r = lm.diff(model, {x}, {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5})
+  ok(nodes_of(r) >= 100, "100+ nodes, got " .. nodes_of(r))
+  ok(r.ok, "ok")
+  eq(r.first, nil, "first")
+  eq(r.nan, nil, "nan")
+  ok(tostring(r):find("no divergence", 1, true), "printed")
+  local same = lm.diff(model, {x})
+  eq(same.worst, nil, "nothing adds error when both runs are the same")
+  for _, n in ipairs(same.nodes) do
+    if n.max_abs then eq(n.max_abs, 0, "bitwise equal at " .. n.index) end
+  end
+end)
+
+test("every node has its op, shape and the Lua line that built it", function()
+  local r = lm.diff(model, {x})
+  local sin
+  for _, n in ipairs(r.nodes) do
+    if n.op == "sin" then sin = n end
+  end
+  ok(sin, "a sin node")
+  eq(sin.where, FILE .. SIN_LINE)
+  eq(sin.shape[1], 8)
+  eq(sin.shape[2], 32)
+  eq(sin.dtype, "f32")
+  eq(r.nodes[#r.nodes].op, "mean")
+end)
+
+local function with_fault(spec, fn)
+  lm._test_fault(spec)
+  local okk, err = pcall(fn)
+  lm._test_fault(nil)
+  if not okk then error(err, 0) end
+end
+
+test("an op made wrong on one configuration is the first and the worst node", function()
+  with_fault("sin:cpu:f64", function()
+    local r = lm.diff(model, {x}, {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5})
+    ok(not r.ok, "diverges")
+    eq(r.first.op, "sin")
+    eq(r.first.where, FILE .. SIN_LINE)
+    eq(r.worst.index, r.first.index, "worst is first")
+    ok(r.worst.added > 0.1, "adds the error itself")
+    ok(tostring(r):find("first", 1, true), "print shows it")
+    local dir = os.tmpname()
+    os.remove(dir)
+    os.execute("mkdir " .. dir)
+    local ri = lm.diff(model, {x}, {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5, images = dir})
+    eq(ri.first_image, dir .. ("/first-%04d.png"):format(r.first.index), "heat map of the first node")
+    local img = lm.load(ri.first_image)   -- a PNG loads as one tensor
+    eq(img.shape[1] == 8 or img.shape[2] == 8, true, "8 rows")
+    os.remove(ri.first_image)
+    if ri.worst_image then os.remove(ri.worst_image) end
+    os.remove(dir)
+  end)
+end)
+
+local vulkan
+for _, d in ipairs(lm.devices()) do
+  if d.backend == "vulkan" then vulkan = d.spec end
+end
+if vulkan then
+  test("an op made wrong on Vulkan (lavapipe) is found against the CPU", function()
+    with_fault("sin:vulkan", function()
+      local r = lm.diff(model, {x}, {a = {device = "cpu"}, b = {device = vulkan}, rtol = 1e-3, atol = 1e-4})
+      eq(r.first.op, "sin")
+      eq(r.first.where, FILE .. SIN_LINE)
+      eq(r.worst.index, r.first.index)
+    end)
+    local clean = lm.diff(model, {x}, {a = {device = "cpu"}, b = {device = vulkan}, rtol = 1e-3, atol = 1e-4})
+    ok(clean.ok, "Vulkan matches the CPU without the fault")
+  end)
+end
+
+test("an f16 overflow in the middle of a chain: first, worst and the NaN/Inf finder", function()
+  local r = lm.diff(model, {x, true}, {a = {dtype = "f32"}, b = {dtype = "f16"}, rtol = 3e-2, atol = 2e-2})
+  eq(r.first.where, FILE .. BIG_LINE)
+  eq(r.first.op, "mul")
+  eq(r.worst.index, r.first.index, "worst")
+  eq(r.worst.added, math.huge, "adds infinities")
+  eq(r.nan.index, r.first.index, "first Inf")
+  ok(r.nan.inf_b > 0 and r.nan.inf_a == 0, "on b's side")
+end)
+
+test("the NaN finder points at the node that makes a NaN on both sides", function()
+  local L
+  local function f(a)
+    local y = (a - 10):sqrt(); L = line()
+    return (y * 2):sum()
+  end
+  local r = lm.diff(f, {lm.rand{16}})
+  ok(r.ok == false, "not ok")
+  eq(r.first, nil, "NaN matches NaN")
+  eq(r.nan.op, "sqrt")
+  eq(r.nan.where, FILE .. L)
+  eq(r.nan.nan_a, 16)
+end)
+
+test("a compiled run aligns with the uncompiled one", function()
+  local function chain(a)
+    return ((a * 2 + 1):tanh() * 3 - 0.5):sigmoid():matmul(w1):exp():sum(-1)
+  end
+  local r = lm.diff(chain, {lm.randn({8, 32}, {seed = 3})}, {a = {compile = false}, b = {compile = true}})
+  local fused, compared = 0, 0
+  for _, n in ipairs(r.nodes) do
+    if n.fused_b then fused = fused + 1 end
+    if n.max_abs then compared = compared + 1 end
+  end
+  ok(fused >= 4, "elementwise nodes fused: " .. fused)
+  ok(compared >= 3, "the rest compared: " .. compared)
+  ok(r.ok, "fused equals unfused")
+  eq(r.nodes[#r.nodes].op, "sum")
+end)
+
+local function tmpfile()
+  local p = os.tmpname()
+  os.remove(p)
+  return p .. ".safetensors"
+end
+
+test("lm.trace dumps every node; a diff against the dump finds a fault", function()
+  local p = tmpfile()
+  local n = lm.trace(model, {x}, p)
+  local r0 = lm.diff(model, {x})
+  eq(n, #r0.nodes, "one tensor per node")
+  local t = lm.load(p)
+  local first
+  for k in pairs(t) do if k:sub(1, 5) == "0001." then first = k end end
+  ok(first and first:match("^0001%.matmul%.test_diff%.lua:%d+$"), "stable names: " .. tostring(first))
+  raises(function() lm.trace(model, {x}, p) end, "exists")
+  local clean = lm.diff(model, {x}, {reference = p})
+  ok(clean.ok, "the same run matches its dump")
+  with_fault("sin:cpu", function()
+    local r = lm.diff(model, {x}, {reference = p})
+    eq(r.first.op, "sin")
+    eq(r.first.where, FILE .. SIN_LINE)
+    ok(r.first.reference:match("^%d%d%d%d%.sin%."), "matched by name")
+  end)
+  os.remove(p)
+end)
+
+local LUMEN = (os.getenv("BUILD") or "build") .. "/lumen"   -- make check runs build/san
+local function sh(cmd)
+  local f = io.popen(cmd .. " 2>&1")
+  local out = f:read("a")
+  local _, _, code = f:close()
+  return out, code
+end
+
+test("LUMEN_DUMP and lumen diff: two dumps compared tensor by tensor", function()
+  local a, b = tmpfile(), tmpfile()
+  local prog = "local x = lm.ones{4} * 3; local y = (x + 1):sqrt(); print((y * 2):sum():item())"
+  sh("LUMEN_DUMP=" .. a .. " " .. LUMEN .. " -e '" .. prog .. "'")
+  local t = lm.load(a)
+  local names = {}
+  for k in pairs(t) do names[#names + 1] = k end
+  table.sort(names)
+  ok(#names >= 3, "nodes dumped: " .. #names)
+  ok(names[#names]:find("sum", 1, true), "last is the sum: " .. names[#names])
+  sh("LUMEN_DUMP=" .. b .. " LUMEN_TEST_FAULT=sqrt " .. LUMEN .. " -e '" .. prog .. "'")
+  local out, code = sh(LUMEN .. " diff " .. a .. " " .. a)
+  eq(code, 0, "same dumps: " .. out)
+  out, code = sh(LUMEN .. " diff " .. a .. " " .. b)
+  eq(code, 1, "different dumps: " .. out)
+  ok(out:find("first difference", 1, true) and out:find("sqrt", 1, true), out)
+  out, code = sh(LUMEN .. " diff " .. a)
+  eq(code, 2, "usage error: " .. out)
+  out, code = sh(LUMEN .. " diff " .. a .. " " .. b .. " --all")
+  eq(code, 1)
+  ok(select(2, out:gsub("\n%d%d%d%d%.", "")) >= 3, "--all: a row per tensor: " .. out)
+  os.remove(a)
+  os.remove(b)
+end)
+
+test("ulp distances", function()
+  local a = lm.tensor({1, 2, 3, 4}, {dtype = "f32"})
+  local h = lm.ulp_hist(a, a:astype("f16"))
+  eq(h[1], 4, "f16-exact values are 0 ulp apart")
+  local b = a + lm.tensor({0, 0, 0, 2 ^ -7}, {dtype = "f32"})   -- 2 ulps of f16 at 4
+  local h2 = lm.ulp_hist(a:astype("f16"), b:astype("f16"))
+  eq(h2[1], 3)
+  eq(h2[3], 1, "2 ulps")
+end)
+
+test("lm.diff errors name the function", function()
+  raises(function() lm.diff(function() return 1 end, {}) end, "lm.diff: the function returned no tensor")
+  raises(function() lm.diff(model, {x}, {a = {dtype = "f7"}}) end, "unknown dtype")
+  raises(function() lm.diff(model, {x}, {bogus = 1}) end, "unknown option")
+end)
+
+test("lm.compile verify reports the fused chain that diverges", function()
+  local f = lm.compile(function(a)
+    local y = a:matmul(w1)
+    return ((y * 2 + 1):tanh() - 0.5):sum()
+  end, {verify = "error"})
+  local a = lm.randn({4, 32}, {seed = 5})
+  ok(f(a):item() == f(a):item(), "a clean call passes")
+  with_fault("fused:cpu", function()
+    local okk, err = pcall(f, a)
+    ok(not okk, "raises")
+    ok(tostring(err):find("smallest failing chain: mul", 1, true), tostring(err))
+    ok(tostring(err):find("tanh", 1, true), "names the ops")
+    -- delta debugging: two ops fused are the shortest chain that still fails
+    ok(tostring(err):find("smallest failing chain: mul %(test_diff%.lua:%d+%) %-> add %(test_diff%.lua:%d+%) %(of the fused kernel mul"), tostring(err))
+  end)
+end)
+
+test("a dump from tools/torch_dump.py lines up by layer name (lm.name_scope)", function()
+  local p = tmpfile()
+  local out, code = sh("python3 tools/torch_dump.py --selftest " .. p)
+  if code ~= 0 then
+    print("  (python3 missing: torch_dump.py's toy dump skipped) " .. out)
+    return
+  end
+  local function toy(xx)
+    lm.name_scope("layer1")
+    local y = xx * 2 + 1
+    lm.name_scope("layer2")
+    local z = y * y
+    lm.name_scope(nil)
+    return z
+  end
+  local x3 = lm.tensor({1, 2, 3}, {dtype = "f32"})
+  local r = lm.diff(toy, {x3}, {reference = p})
+  ok(r.ok, "matches")
+  eq(r.nodes[2].reference, "0001.linear.layer1", "layer1's last node")
+  eq(r.nodes[3].reference, "0002.square.layer2")
+  eq(r.nodes[1].reference, nil, "not a layer's last node")
+  local wrong = lm.diff(function(xx) lm.name_scope("layer1"); local y = xx * 2 + 1.5; lm.name_scope("layer2")
+    local z = y * y; lm.name_scope(nil); return z end, {x3}, {reference = p})
+  eq(wrong.first.where, "layer1")
+  os.remove(p)
+end)
