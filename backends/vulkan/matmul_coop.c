@@ -55,19 +55,19 @@ typedef struct coop_pick {
  * 8192 with 168-255 registers a thread (one workgroup per SM); 128x256s1
  * was fastest from 2048 up, k64s1 at 1024 */
 static const coop_variant variants[] = {
-    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, NULL, NULL},            /* 8 subgroups of 64x32, BK 32 */
-    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, NULL, NULL},              /* 4 of 64x64 */
-    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, NULL, NULL}, /* 8 of 32x64 */
-    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, NULL, NULL},    /* 8 of 64x64, BK 16 */
-    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, NULL, NULL},    /* 8 of 64x64, BK 16 */
+    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128", NULL},            /* 8 subgroups of 64x32, BK 32 */
+    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4", NULL},              /* 4 of 64x64 */
+    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128w32", NULL}, /* 8 of 32x64 */
+    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, "matmul_coop_khr_128x256", NULL},    /* 8 of 64x64, BK 16 */
+    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128", NULL},    /* 8 of 64x64, BK 16 */
     {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256, /* BK 32, one stage */
      "matmul_coop_khr_128x256s1", "matmul_coop_khr_bf16"},
-    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, NULL, NULL}, /* BK 32, one stage */
+    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128s1", NULL}, /* BK 32, one stage */
     {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128, /* 8 of 64x32, BK 64 */
      "matmul_coop_khr_k64s1", "matmul_coop_khr_bf16_k64s1"},
-    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, NULL, NULL},    /* 4 of 64x64, BK 64, one stage */
+    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4k64s1", NULL},    /* 4 of 64x64, BK 64, one stage */
     {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128, "matmul_coop_khr_n8", NULL},
-    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, NULL, NULL},
+    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, "matmul_coop_khr_128x256n8", NULL},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
 

@@ -90,6 +90,14 @@ ifneq ($(GLSLANG15),)
 VK_KHR_VARIANTS += matmul_coop_khr_128x256s1:matmul_coop:MM_KHR,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 VK_KHR_VARIANTS += matmul_coop_khr_k64s1:matmul_coop:MM_KHR,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
 VK_KHR_VARIANTS += matmul_coop_khr_n8:matmul_coop:MM_KHR,FM=16,FN=8,FK=16
+VK_KHR_VARIANTS += matmul_coop_khr_128x128:matmul_coop:MM_KHR
+VK_KHR_VARIANTS += matmul_coop_khr_w4:matmul_coop:MM_KHR,BM=128,BN=128,BK=32,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_128x128w32:matmul_coop:MM_KHR,BM=128,BN=128,BK=32,WM=32,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_128x256:matmul_coop:MM_KHR,BM=128,BN=256,BK=16,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_256x128:matmul_coop:MM_KHR,BM=256,BN=128,BK=16,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_256x128s1:matmul_coop:MM_KHR,BM=256,BN=128,BK=32,WM=64,WN=64,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_w4k64s1:matmul_coop:MM_KHR,BM=128,BN=128,BK=64,WM=64,WN=64,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_128x256n8:matmul_coop:MM_KHR,FM=16,FN=8,FK=16,BM=128,BN=256,BK=16,WM=64,WN=64
 VK_KHR_VARIANTS += matmul_coop_khr_bf16:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 VK_KHR_VARIANTS += matmul_coop_khr_bf16_k64s1:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
 endif
