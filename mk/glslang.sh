@@ -13,7 +13,8 @@
 # removed: make prints the reason on every run that builds Vulkan.
 #
 # LUMEN_GLSLANG=/path/to/glslang (15 or later) is used instead, checked by
-# its version line.  Private apt state (TOOLS/apt: a sources list naming
+# its version line; LUMEN_DEBIAN_MIRROR names another Debian mirror (one that
+# carries trixie's sources).  Private apt state (TOOLS/apt: a sources list naming
 # only Debian 13's deb-src, its lists): the machine's apt set-up is untouched.
 set -u
 TOOLS=${1:-build/tools}
@@ -46,6 +47,7 @@ if [ -f "$FAILED" ]; then emit "" "$(head -1 "$FAILED") (rm $FAILED to retry)"; 
 
 LOG="$TOOLS/glslang-$VERSION.log"
 fail() {
+  rm -rf "${SRC:-/nonexistent}"
   echo "$1; log: $LOG" > "$FAILED"
   echo "make: glslang 15 not built: $1 (log: $LOG); the KHR cooperative-matrix kernels are left out"
   emit "" "$1; log: $LOG (rm $FAILED to retry)"
@@ -59,11 +61,12 @@ t0=$(date +%s)
 APT="$TOOLS/apt"
 SRC="$TOOLS/src"
 rm -rf "$SRC" && mkdir -p "$APT/lists/partial" "$APT/cache" "$SRC"
-echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $SUITE main" \
+echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${LUMEN_DEBIAN_MIRROR:-http://deb.debian.org/debian} $SUITE main" \
   > "$APT/sources.list"
-APT_OPTS="-o Dir::Etc::SourceList=$(pwd)/$APT/sources.list -o Dir::Etc::SourceParts=/dev/null \
- -o Dir::State::Lists=$(pwd)/$APT/lists -o Dir::Cache=$(pwd)/$APT/cache -o Debug::NoLocking=1 \
- -o APT::Sandbox::User=root -q"
+A=$(cd "$APT" && pwd)     # apt wants absolute paths; TOOLS may be either
+APT_OPTS="-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/dev/null \
+ -o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache -o Debug::NoLocking=1 \
+ -o APT::Sandbox::User=root -o Acquire::Retries=0 -o Acquire::http::Timeout=30 -q"
 {
   # shellcheck disable=SC2086
   apt-get $APT_OPTS update &&
@@ -78,6 +81,7 @@ rm -rf "$TOOLS/include" && mkdir -p "$TOOLS/include" &&
   cp -r "$SRC/vulkan-loader-$VK_VERSION/vulkan-headers/include/vulkan" \
         "$SRC/vulkan-loader-$VK_VERSION/vulkan-headers/include/vk_video" "$TOOLS/include/" \
   || fail "the Vulkan headers are not where expected in vulkan-loader $VK_VERSION"
+find "$TOOLS/include" -name '*.hpp' -delete -o -name '*.cppm' -delete    # C only: 16 of 18 MB
 
 # the compiler alone: no spirv-opt (ENABLE_OPT=OFF needs no SPIRV-Tools
 # source), no HLSL, no tests
