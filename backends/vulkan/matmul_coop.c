@@ -132,10 +132,6 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
 {
     const lm_vk_features *ft = &v->feat;
     coop_pick none = {NULL, false};
-    /* the shaders' tiling assumes subgroups of 32 and up to 48 KiB of
-     * shared memory; the bf16 scaling reduces over subgroups */
-    if (!(ft->coopmat_nv || ft->coopmat_khr) || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024)
-        return none;
     if (node->ninputs != 2) return none;
     lm_dtype ta = node->inputs[0]->dtype, tb = node->inputs[1]->dtype;
     bool f16 = ta == LM_F16 && tb == LM_F16 && (node->dtype == LM_F16 || node->dtype == LM_F32);
@@ -146,16 +142,29 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     if (env && !strcmp(env, "0")) return none;
     int want = gemm_wanted();
     if (want == 2) return none;
+    /* the shaders' tiling assumes subgroups of 32 and up to 48 KiB of
+     * shared memory; the bf16 scaling reduces over subgroups */
+    if (!(ft->coopmat_nv || ft->coopmat_khr) || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) {
+        static bool said_none;
+        const char *asked = getenv("LUMEN_VK_GEMM");
+        if (asked && *asked && !said_none)
+            fprintf(stderr, "lumen: LUMEN_VK_GEMM=%s: %s has no usable cooperative matrices; plain kernels\n",
+                    asked, v->dev->name);
+        said_none = true;
+        return none;
+    }
     for (int khr = want == 0; khr >= 0; khr--) {
         const coop_variant *c = env && *env ? find(ft, env, khr, bf16) : NULL;
         if (!c) c = pick_tile(ft, pc, batch, khr, bf16);
         if (c) return (coop_pick){c, khr != 0};
         /* an explicit khr that cannot be had here: said once */
         static bool said;
-        if (khr && getenv("LUMEN_VK_GEMM") && !said) {
-            fprintf(stderr, "lumen: LUMEN_VK_GEMM=khr: %s; using VK_NV_cooperative_matrix\n",
+        const char *asked = getenv("LUMEN_VK_GEMM");
+        if (khr && asked && *asked && !said) {
+            fprintf(stderr, "lumen: LUMEN_VK_GEMM=khr: %s; trying VK_NV_cooperative_matrix\n",
                     !ft->coopmat_khr ? "the device lists no f16 VK_KHR_cooperative_matrix shape"
-                                     : "this build has no KHR kernels (glslang 15 was not available: mk/glslang.mk)");
+                                     : "the SPIR-V file has no KHR kernel for this product (without glslang 15 "
+                                       "the build has none: mk/glslang.mk)");
             said = true;
         }
     }
