@@ -41,10 +41,10 @@ DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
   vulkan-validationlayers libshaderc-dev \
   libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libicu-dev \
-  npm=nodejs+npm
+  npm=nodejs+npm cmake
 
 # Goals that need no configuration (and so install nothing).
-NOCONFIG_GOALS := clean deps fresh-check help
+NOCONFIG_GOALS := clean distclean deps fresh-check help
 ifneq ($(MAKECMDGOALS),)
 ifeq ($(filter-out $(NOCONFIG_GOALS),$(MAKECMDGOALS)),)
 NO_CONFIG := 1
@@ -53,6 +53,8 @@ endif
 
 ifndef NO_CONFIG
 include $(BUILD)/config.mk
+# glslang 15 for the KHR cooperative-matrix shaders, built once (build/tools)
+include mk/glslang.mk
 endif
 
 # Runs on every invocation; rewrites config.mk only when it changes.
@@ -83,7 +85,7 @@ include models.mk
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test check bench run install clean fresh-check FORCE
+.PHONY: all deps test check bench run install clean distclean fresh-check FORCE
 .DEFAULT_GOAL := all
 
 all: $(LIB) $(C_TESTS) $(ALL_TARGETS)
@@ -128,7 +130,12 @@ check:
 bench: all
 	@for s in $(BENCH_SCRIPTS); do BUILD=$(BUILD) sh $$s || exit 1; done
 
+# build/tools (glslang 15, mk/glslang.mk) is kept: it depends on no flag
+# and costs a download and a minute of compiling; `make distclean` drops it.
 clean:
+	@if [ -d build ]; then find build -mindepth 1 -maxdepth 1 ! -name tools -exec rm -rf {} +; fi
+
+distclean:
 	rm -rf build
 
 # Optional, not in CI: a clean Debian 12 chroot (debootstrap) with only make

@@ -135,6 +135,63 @@ static void coopmat_nv_shapes(VkPhysicalDevice p, lm_vk_features *ft)
     free(c);
 }
 
+/* VK_KHR_cooperative_matrix: Debian 12's headers (1.3.239) predate it, so
+ * the few names used here are declared where the headers lack them (values
+ * from the Vulkan registry; its component types and scopes are the NV
+ * extension's) */
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef struct VkCooperativeMatrixPropertiesKHR {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MSize, NSize, KSize;
+    VkComponentTypeNV AType, BType, CType, ResultType;
+    VkBool32 saturatingAccumulation;
+    VkScopeNV scope;
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *);
+#endif
+
+/* The same list through VK_KHR_cooperative_matrix (what AMD RDNA3 and Intel
+ * Arc offer too), for the KHR build of the GEMM (matmul_coop.c) */
+static void coopmat_khr_shapes(VkPhysicalDevice p, lm_vk_features *ft)
+{
+    ft->ncoop_khr = 0;
+    if (!has_extension(p, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME)) return;
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR cf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &cf};
+    vkGetPhysicalDeviceFeatures2(p, &f);
+    if (!cf.cooperativeMatrix) return;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)vkGetInstanceProcAddr(
+            lm_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    if (!get) return;
+    uint32_t n = 0;
+    if (get(p, &n, NULL) != VK_SUCCESS || !n) return;
+    VkCooperativeMatrixPropertiesKHR *c = calloc(n, sizeof *c);
+    if (!c) return;
+    for (uint32_t i = 0; i < n; i++) c[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+    if (get(p, &n, c) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && ft->ncoop_khr < 8; i++)
+            if (c[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && c[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && c[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                !c[i].saturatingAccumulation && c[i].scope == VK_SCOPE_SUBGROUP_NV && c[i].MSize <= 255 &&
+                c[i].NSize <= 255 && c[i].KSize <= 255) {
+                uint8_t *s = ft->coop_khr_mnk[ft->ncoop_khr++];
+                s[0] = (uint8_t)c[i].MSize; s[1] = (uint8_t)c[i].NSize; s[2] = (uint8_t)c[i].KSize;
+            }
+    free(c);
+}
+
 /* Fills v->feat; false (with a reason) when the device lacks what every
  * kernel needs (Vulkan 1.2, 64-bit integers, 8/16-bit storage). */
 static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
@@ -168,6 +225,8 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     /* the cooperative-matrix shaders need f16 arithmetic and the Vulkan
      * memory model (glslang declares it for GL_KHR_memory_scope_semantics) */
     ft->coopmat_nv = ft->f16 && ft->vk_memory_model && ft->ncoop > 0;
+    coopmat_khr_shapes(v->phys, ft);
+    ft->coopmat_khr = ft->f16 && ft->vk_memory_model && ft->ncoop_khr > 0;
     ft->max_range = v->props.limits.maxStorageBufferRange;
     ft->align = v->props.limits.minStorageBufferOffsetAlignment;
     ft->max_alloc = m3.maxMemoryAllocationSize;
@@ -225,9 +284,11 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
     }
     const lm_vk_features *ft = &v->feat;
     char coop_list[64] = "";
-    for (int i = 0; ft->coopmat_nv && i < ft->ncoop && i < 4; i++)
+    const uint8_t(*shapes)[3] = ft->coopmat_nv ? ft->coop_mnk : ft->coop_khr_mnk;
+    int nshapes = ft->coopmat_nv ? ft->ncoop : ft->coopmat_khr ? ft->ncoop_khr : 0;
+    for (int i = 0; i < nshapes && i < 4; i++)
         snprintf(coop_list + strlen(coop_list), sizeof coop_list - strlen(coop_list), "%s%ux%ux%u",
-                 i ? "," : "", ft->coop_mnk[i][0], ft->coop_mnk[i][1], ft->coop_mnk[i][2]);
+                 i ? "," : "", shapes[i][0], shapes[i][1], shapes[i][2]);
     d->backend = &lm_vk_backend;
     d->impl = v;
     snprintf(d->name, sizeof d->name, "%.127s", v->props.deviceName);
@@ -238,7 +299,9 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
              "cooperative matrix %s%s, subgroup %u",
              VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion),
              VK_API_VERSION_PATCH(v->props.apiVersion), ft->f16 ? "yes" : "no",
-             ft->f64 ? "yes" : "no", ft->coopmat_nv ? "NV f16 " : "no", coop_list, ft->subgroup_size);
+             ft->f64 ? "yes" : "no",
+             ft->coopmat_nv && ft->coopmat_khr ? "NV+KHR f16 " : ft->coopmat_nv ? "NV f16 " : ft->coopmat_khr ? "KHR f16 " : "no",
+             coop_list, ft->subgroup_size);
     d->mem.device_total = device_local_bytes(&v->memprops);
     lm_status st = lm_device_register(d);
     if (st != LM_OK) { free(d); free(v); }
@@ -322,15 +385,19 @@ static VkResult create_device(lm_vk_dev *v)
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
         .cooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+        .pNext = v->feat.coopmat_nv ? &cm : NULL, .cooperativeMatrix = VK_TRUE};
+    bool coop = v->feat.coopmat_nv || v->feat.coopmat_khr;
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = v->feat.coopmat_nv ? &cm : NULL,
+        .pNext = v->feat.coopmat_khr ? (void *)&cmk : v->feat.coopmat_nv ? (void *)&cm : NULL,
         .storageBuffer8BitAccess = VK_TRUE, .shaderFloat16 = v->feat.f16,
-        .vulkanMemoryModel = v->feat.coopmat_nv,
+        .vulkanMemoryModel = coop,
         /* with the memory model on, the status reports' device-scope
          * atomics (nn_elem, index, ...) need this too (the validation layer
          * says so: VUID-RuntimeSpirv-vulkanMemoryModel-06265) */
-        .vulkanMemoryModelDeviceScope = v->feat.coopmat_nv && v->feat.vk_memory_model_device,
+        .vulkanMemoryModelDeviceScope = coop && v->feat.vk_memory_model_device,
         .shaderInt8 = v->feat.int8};
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
@@ -340,11 +407,13 @@ static VkResult create_device(lm_vk_dev *v)
     f.features.shaderInt64 = VK_TRUE;
     f.features.shaderFloat64 = v->feat.f64;
     f.features.shaderInt16 = v->feat.int16;
-    const char *exts[] = {VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME};
+    const char *exts[2];
+    uint32_t nexts = 0;
+    if (v->feat.coopmat_nv) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (v->feat.coopmat_khr) exts[nexts++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f,
                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
-                             .enabledExtensionCount = v->feat.coopmat_nv ? 1 : 0,
-                             .ppEnabledExtensionNames = exts};
+                             .enabledExtensionCount = nexts, .ppEnabledExtensionNames = exts};
     VkResult r = vkCreateDevice(v->phys, &ci, NULL, &v->device);
     if (r == VK_SUCCESS) vkGetDeviceQueue(v->device, v->qfam, 0, &v->queue);
     return r;

@@ -18,11 +18,22 @@
  * forces one (w4, 128x256, ..., n8 for 16x8x16 fragments), =0 turns the
  * path off.  LUMEN_VK_COOP_DIRECT=0 stages every result through shared
  * memory, LUMEN_VK_COOP_SWZ=<rows> groups the tile order for L2 (0, the
- * default: row by row). */
+ * default: row by row).
+ *
+ * Two builds of the same shader: on VK_KHR_cooperative_matrix (MM_KHR,
+ * compiled by glslang 15: mk/glslang.mk; the extension AMD RDNA3 and Intel
+ * Arc offer too) and on VK_NV_cooperative_matrix.  The KHR build is used
+ * where the device lists a KHR shape for the tile and the SPIR-V file has
+ * it; LUMEN_VK_GEMM=khr|nv|plain asks for one (plain: no tensor cores, the
+ * f32-arithmetic kernels of matmul.c), and a request the device or the
+ * build cannot meet is said once on stderr before the next choice in
+ * khr, nv, plain order is taken. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
+#include "backends/vulkan/shaders.h"
 
 /* the shaders built: fragment shape and block tile */
 typedef struct coop_variant {
@@ -31,48 +42,71 @@ typedef struct coop_variant {
     const char *scaled;      /* the same tile for scaled bf16, or NULL */
     uint8_t fm, fn, fk;
     uint16_t bm, bn;
+    const char *khr, *khr_scaled;   /* the KHR builds (module.mk's VK_KHR_VARIANTS), or NULL */
 } coop_variant;
+
+/* which extension a GEMM runs on */
+typedef struct coop_pick {
+    const coop_variant *c;
+    bool khr;
+} coop_pick;
 
 /* H100, 2026-11-25 (docs/VULKAN.md): every tile ran at 160-185 TFLOP/s at
  * 8192 with 168-255 registers a thread (one workgroup per SM); 128x256s1
  * was fastest from 2048 up, k64s1 at 1024 */
 static const coop_variant variants[] = {
-    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128},            /* 8 subgroups of 64x32, BK 32 */
-    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128},              /* 4 of 64x64 */
-    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128}, /* 8 of 32x64 */
-    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256},    /* 8 of 64x64, BK 16 */
-    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128},    /* 8 of 64x64, BK 16 */
-    {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256}, /* BK 32, one stage */
-    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128}, /* BK 32, one stage */
-    {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128}, /* 8 of 64x32, BK 64 */
-    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128},    /* 4 of 64x64, BK 64, one stage */
-    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128},
-    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256},
+    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128", NULL},            /* 8 subgroups of 64x32, BK 32 */
+    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4", NULL},              /* 4 of 64x64 */
+    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128w32", NULL}, /* 8 of 32x64 */
+    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, "matmul_coop_khr_128x256", NULL},    /* 8 of 64x64, BK 16 */
+    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128", NULL},    /* 8 of 64x64, BK 16 */
+    {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256, /* BK 32, one stage */
+     "matmul_coop_khr_128x256s1", "matmul_coop_khr_bf16"},
+    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128s1", NULL}, /* BK 32, one stage */
+    {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128, /* 8 of 64x32, BK 64 */
+     "matmul_coop_khr_k64s1", "matmul_coop_khr_bf16_k64s1"},
+    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4k64s1", NULL},    /* 4 of 64x64, BK 64, one stage */
+    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128, "matmul_coop_khr_n8", NULL},
+    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, "matmul_coop_khr_128x256n8", NULL},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
 
-static bool listed(const lm_vk_features *ft, const coop_variant *c)
+static bool listed(int n, const uint8_t (*mnk)[3], const coop_variant *c)
 {
-    for (int i = 0; i < ft->ncoop; i++)
-        if (ft->coop_mnk[i][0] == c->fm && ft->coop_mnk[i][1] == c->fn && ft->coop_mnk[i][2] == c->fk)
-            return true;
+    for (int i = 0; i < n; i++)
+        if (mnk[i][0] == c->fm && mnk[i][1] == c->fn && mnk[i][2] == c->fk) return true;
     return false;
 }
 
-static const coop_variant *find(const lm_vk_features *ft, const char *name)
+static bool in_file(const char *shader)
+{
+    return shader && lm_vk_spirv_load() == LM_OK && lm_vk_shader_find(shader);
+}
+
+/* can this tile run on that extension here (device shape, SPIR-V built)? */
+static bool usable(const lm_vk_features *ft, const coop_variant *c, bool khr, bool bf16)
+{
+    if (khr)
+        return ft->coopmat_khr && listed(ft->ncoop_khr, ft->coop_khr_mnk, c) &&
+               in_file(bf16 ? c->khr_scaled : c->khr);
+    return ft->coopmat_nv && listed(ft->ncoop, ft->coop_mnk, c) && (!bf16 || c->scaled);
+}
+
+static const coop_variant *find(const lm_vk_features *ft, const char *name, bool khr, bool bf16)
 {
     for (int j = 0; j < NVARIANTS; j++)
-        if (!strcmp(variants[j].name, name) && listed(ft, &variants[j])) return &variants[j];
+        if (!strcmp(variants[j].name, name) && usable(ft, &variants[j], khr, bf16)) return &variants[j];
     return NULL;
 }
 
 /* the default tile for an M x N (x batch) product: 128x256 where that
  * makes enough workgroups (2048x2048 makes 128), else 128x128 of depth 64 */
-static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch)
+static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, bool khr,
+                                     bool bf16)
 {
     int64_t big = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
-    const coop_variant *c = find(ft, big >= 96 ? "128x256s1" : "k64s1");
-    return c ? c : find(ft, "n8");
+    const coop_variant *c = find(ft, big >= 96 ? "128x256s1" : "k64s1", khr, bf16);
+    return c ? c : find(ft, "n8", khr, bf16);
 }
 
 static int env_int(const char *name, int dflt)
@@ -81,29 +115,65 @@ static int env_int(const char *name, int dflt)
     return e && *e ? atoi(e) : dflt;
 }
 
-static const coop_variant *variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc,
-                                       int64_t batch)
+/* LUMEN_VK_GEMM: 0 khr, 1 nv, 2 plain; unset or unknown: khr */
+static int gemm_wanted(void)
+{
+    const char *e = getenv("LUMEN_VK_GEMM");
+    if (!e || !*e || !strcmp(e, "khr")) return 0;
+    if (!strcmp(e, "nv")) return 1;
+    if (!strcmp(e, "plain")) return 2;
+    static bool said;
+    if (!said) fprintf(stderr, "lumen: LUMEN_VK_GEMM=%s: not khr, nv or plain; using the default\n", e);
+    said = true;
+    return 0;
+}
+
+static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
 {
     const lm_vk_features *ft = &v->feat;
-    /* the shaders' tiling assumes subgroups of 32 and up to 48 KiB of
-     * shared memory; the bf16 scaling reduces over subgroups */
-    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return NULL;
-    if (node->ninputs != 2) return NULL;
+    coop_pick none = {NULL, false};
+    if (node->ninputs != 2) return none;
     lm_dtype ta = node->inputs[0]->dtype, tb = node->inputs[1]->dtype;
     bool f16 = ta == LM_F16 && tb == LM_F16 && (node->dtype == LM_F16 || node->dtype == LM_F32);
     bool bf16 = ta == LM_BF16 && tb == LM_BF16 && (node->dtype == LM_BF16 || node->dtype == LM_F32) &&
                 ft->subgroup_arith && env_int("LUMEN_VK_COOP_BF16", 1) != 0;
-    if (!f16 && !bf16) return NULL;
+    if (!f16 && !bf16) return none;
     const char *env = getenv("LUMEN_VK_COOP");
-    if (env && !strcmp(env, "0")) return NULL;
-    const coop_variant *c = env && *env ? find(ft, env) : NULL;
-    if (!c || (bf16 && !c->scaled)) c = pick_tile(ft, pc, batch);
-    return c && (!bf16 || c->scaled) ? c : NULL;
+    if (env && !strcmp(env, "0")) return none;
+    int want = gemm_wanted();
+    if (want == 2) return none;
+    /* the shaders' tiling assumes subgroups of 32 and up to 48 KiB of
+     * shared memory; the bf16 scaling reduces over subgroups */
+    if (!(ft->coopmat_nv || ft->coopmat_khr) || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) {
+        static bool said_none;
+        const char *asked = getenv("LUMEN_VK_GEMM");
+        if (asked && *asked && !said_none)
+            fprintf(stderr, "lumen: LUMEN_VK_GEMM=%s: %s has no usable cooperative matrices; plain kernels\n",
+                    asked, v->dev->name);
+        said_none = true;
+        return none;
+    }
+    for (int khr = want == 0; khr >= 0; khr--) {
+        const coop_variant *c = env && *env ? find(ft, env, khr, bf16) : NULL;
+        if (!c) c = pick_tile(ft, pc, batch, khr, bf16);
+        if (c) return (coop_pick){c, khr != 0};
+        /* an explicit khr that cannot be had here: said once */
+        static bool said;
+        const char *asked = getenv("LUMEN_VK_GEMM");
+        if (khr && asked && *asked && !said) {
+            fprintf(stderr, "lumen: LUMEN_VK_GEMM=khr: %s; trying VK_NV_cooperative_matrix\n",
+                    !ft->coopmat_khr ? "the device lists no f16 VK_KHR_cooperative_matrix shape"
+                                     : "the SPIR-V file has no KHR kernel for this product (without glslang 15 "
+                                       "the build has none: mk/glslang.mk)");
+            said = true;
+        }
+    }
+    return none;
 }
 
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
 {
-    return variant_for(v, node, pc, batch) != NULL;
+    return variant_for(v, node, pc, batch).c != NULL;
 }
 
 /* can a 16-byte load start at every chunk of 8 along the contiguous dim? */
@@ -116,10 +186,11 @@ static bool vec_ok(const lm_vk_mem *m, int64_t off, int64_t srow, int64_t scol, 
 
 /* the GEMM on f16 operands ma, mb into node (pc: lm_vk_mm_pc, with e_off
  * after it for the scaled shader, whose exponents are ex) */
-static lm_status gemm(lm_vk_dev *v, const coop_variant *c, lm_array *node, const lm_vk_mem *ma,
+static lm_status gemm(lm_vk_dev *v, coop_pick pk, lm_array *node, const lm_vk_mem *ma,
                       const lm_vk_mem *mb, const lm_vk_mem *ex, const lm_vk_mm_pc *pc, size_t pcsize,
                       int64_t batch)
 {
+    const coop_variant *c = pk.c;
     /* stage each operand with its unit-stride dim contiguous in shared memory;
      * with neither stride 1 the layout does not matter (element loads) */
     bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
@@ -137,7 +208,8 @@ static lm_status gemm(lm_vk_dev *v, const coop_variant *c, lm_array *node, const
     uint32_t spec[14] = {LM_F16, LM_F16, node->dtype, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
                          direct, (uint32_t)swz, full};
     lm_vk_arg args[4] = {{ma, false}, {mb, false}, {lm_vk_mem_of(node), true}, {ex, false}};
-    return lm_vk_dispatch(v, ex ? c->scaled : c->shader, spec, 14, args, ex ? 4 : 3, pc, pcsize, gx, gy,
+    const char *shader = pk.khr ? (ex ? c->khr_scaled : c->khr) : (ex ? c->scaled : c->shader);
+    return lm_vk_dispatch(v, shader, spec, 14, args, ex ? 4 : 3, pc, pcsize, gx, gy,
                           (uint32_t)batch);
 }
 
@@ -194,7 +266,7 @@ static lm_status scratch(lm_vk_dev *v, int64_t bytes, lm_buffer **out)
     return *out ? LM_OK : lm_error_status();
 }
 
-static lm_status run_bf16(lm_vk_dev *v, const coop_variant *c, lm_array *node, const lm_vk_mm_pc *pc,
+static lm_status run_bf16(lm_vk_dev *v, coop_pick c, lm_array *node, const lm_vk_mm_pc *pc,
                           int64_t batch)
 {
     int64_t na = batch * pc->M * pc->K, nbe = batch * pc->K * pc->N;
@@ -224,8 +296,8 @@ static lm_status run_bf16(lm_vk_dev *v, const coop_variant *c, lm_array *node, c
 
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
 {
-    const coop_variant *c = variant_for(v, node, pc, batch);
-    if (!c) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no cooperative-matrix kernel for this matmul");
+    coop_pick c = variant_for(v, node, pc, batch);
+    if (!c.c) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no cooperative-matrix kernel for this matmul");
     if (node->inputs[0]->dtype == LM_BF16) return run_bf16(v, c, node, pc, batch);
     return gemm(v, c, node, lm_vk_mem_of(node->inputs[0]), lm_vk_mem_of(node->inputs[1]), NULL, pc, sizeof *pc,
                 batch);

@@ -83,6 +83,25 @@ VK_VARIANTS += matmul_coop_n8:matmul_coop:FM=16,FN=8,FK=16
 VK_VARIANTS += matmul_coop_w4:matmul_coop:BM=128,BN=128,BK=32,WM=64,WN=64
 VK_VARIANTS += matmul_coop_w4k64s1:matmul_coop:BM=128,BN=128,BK=64,WM=64,WN=64,STAGES=1
 
+# The same GEMM on VK_KHR_cooperative_matrix (MM_KHR), compiled by glslang
+# 15 (mk/glslang.mk) where it could be built: the KHR variants are left
+# out otherwise, and matmul_coop.c keeps the NV kernel.
+ifneq ($(GLSLANG15),)
+VK_KHR_VARIANTS += matmul_coop_khr_128x256s1:matmul_coop:MM_KHR,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_k64s1:matmul_coop:MM_KHR,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_n8:matmul_coop:MM_KHR,FM=16,FN=8,FK=16
+VK_KHR_VARIANTS += matmul_coop_khr_128x128:matmul_coop:MM_KHR
+VK_KHR_VARIANTS += matmul_coop_khr_w4:matmul_coop:MM_KHR,BM=128,BN=128,BK=32,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_128x128w32:matmul_coop:MM_KHR,BM=128,BN=128,BK=32,WM=32,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_128x256:matmul_coop:MM_KHR,BM=128,BN=256,BK=16,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_256x128:matmul_coop:MM_KHR,BM=256,BN=128,BK=16,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_256x128s1:matmul_coop:MM_KHR,BM=256,BN=128,BK=32,WM=64,WN=64,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_w4k64s1:matmul_coop:MM_KHR,BM=128,BN=128,BK=64,WM=64,WN=64,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_128x256n8:matmul_coop:MM_KHR,FM=16,FN=8,FK=16,BM=128,BN=256,BK=16,WM=64,WN=64
+VK_KHR_VARIANTS += matmul_coop_khr_bf16:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
+VK_KHR_VARIANTS += matmul_coop_khr_bf16_k64s1:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+endif
+
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),
 # XQUAD, WGLOBAL (weights from global memory), TH/WARPS/CK/MFMAX tiles
 VK_VARIANTS += conv_halo:conv_halo:
@@ -136,7 +155,7 @@ VK_VARIANTS += reduce_f64:reduce:LM_F64=1
 # Hand-written modules: the rest.  (eltwise*.comp and fused*.comp stay files
 # for now: their owner is changing them.)
 VK_COMP    := $(wildcard $(VK_DIR)/shaders/*.comp)
-VK_VAR_NAMES := $(foreach v,$(VK_VARIANTS),$(firstword $(subst :, ,$(v))))
+VK_VAR_NAMES := $(foreach v,$(VK_VARIANTS) $(VK_KHR_VARIANTS),$(firstword $(subst :, ,$(v))))
 VK_SPV     := $(VK_COMP:$(VK_DIR)/shaders/%.comp=$(VK_SPV_DIR)/%.spv) $(VK_VAR_NAMES:%=$(VK_SPV_DIR)/%.spv)
 
 CORE_SRC  += $(wildcard $(VK_DIR)/*.c)
@@ -168,12 +187,24 @@ $(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1))
 endef
 $(foreach v,$(VK_VARIANTS),$(eval $(call vk_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
 
+# glslang 15's spelling of the same: no spirv-opt in it (ENABLE_OPT=OFF),
+# the driver optimises; SPIR-V 1.5 as glslc's
+GLSLANG15_FLAGS := -V --target-env vulkan1.2 -S comp --quiet --glsl-version 450 -I$(VK_DIR)/shaders \
+  "-P\#extension GL_GOOGLE_include_directive : require"
+define vk_khr_variant
+$(if $(and $(wildcard $(call vk_defs,$(1))),$(filter x$(3),x$(file <$(call vk_defs,$(1))))),,$(file >$(call vk_defs,$(1)),$(3)))
+$(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) | $(GLSLANG15)
+	$$(GLSLANG15) $$(GLSLANG15_FLAGS) $(addprefix -D,$(subst $(vk_comma), ,$(3))) --depfile $(VK_SPV_DIR)/$(1).vd -o $$@ $$<
+endef
+$(foreach v,$(VK_KHR_VARIANTS),$(eval $(call vk_khr_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
+
 $(VK_PACKER): $(VK_DIR)/tools/spvpack.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Wall -Wextra -Werror $< -o $@
 
 # The file and the id compiled into the library come from one run.
 $(VK_PACK) $(VK_ID_H) &: $(VK_SPV) $(VK_PACKER)
+	$(if $(GLSLANG15),,@echo "make: no KHR cooperative-matrix kernels in $(VK_PACK): $(or $(GLSLANG15_WHY),glslang 15 not known)")
 	$(VK_PACKER) $(VK_PACK) $(VK_ID_H) $(VK_SPV)
 
 # The install prefix, where an installed library looks last; rewritten only

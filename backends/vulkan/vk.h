@@ -60,6 +60,9 @@ typedef struct lm_vk_features {
     bool vk_memory_model_device;  /* vulkanMemoryModelDeviceScope */
     int ncoop;                    /* those shapes (M, N, K), the driver's order */
     uint8_t coop_mnk[8][3];
+    bool coopmat_khr;             /* the same through VK_KHR_cooperative_matrix */
+    int ncoop_khr;
+    uint8_t coop_khr_mnk[8][3];
     bool subgroup_arith;
     uint32_t subgroup_size;
     VkDeviceSize max_range;       /* maxStorageBufferRange */

@@ -36,18 +36,64 @@ static lm_array *randn(int ndim, const int64_t *shape, lm_dtype dt)
     return a;
 }
 
-/* best time of `reps` evaluations of the graph fn builds */
 typedef lm_array *(*graph_fn)(lm_array **in);
+
+static double eval_once(graph_fn fn, lm_array **in)
+{
+    lm_array *g = fn(in);
+    if (!g) die("build");
+    double t0 = now();
+    if (lm_array_eval(g) != LM_OK) die("eval");
+    double t = now() - t0;
+    lm_array_release(g);
+    return t;
+}
+
+/* Untimed evaluations until the GPU runs at its steady speed: windows of
+ * at least 100 ms, until the mean time of two windows in a row agrees
+ * within 3% and at least VKBENCH_WARM_MS (default 500; 0: no warm-up at
+ * all) have passed, at most 5 s.  Why (issue 25): a process that starts
+ * with an empty pipeline cache spends 0.2-2 s compiling a kernel's
+ * pipelines, the GPU idles meanwhile and the driver drops the SM clock to
+ * 345-870 MHz (nvidia-smi, H100), and it takes a few hundred ms of work to
+ * climb back to 1980 MHz: evaluations timed right after a compile ran at
+ * 0.2-0.4x.  A process whose pipelines load from the cache never idles that
+ * long.  Returns the milliseconds spent; *nout: how many evaluations. */
+static double warm_up(graph_fn fn, lm_array **in, int *nout)
+{
+    const char *w = getenv("VKBENCH_WARM_MS");
+    double least = w && *w ? atof(w) * 1e-3 : 0.5, spent = 0, last = 0;
+    int n = 0;
+    if (least <= 0) { *nout = 0; return 0; }
+    while (spent < 5.0) {
+        double win = 0;
+        int k = 0;
+        while (win < 0.1) { win += eval_once(fn, in); k++; }
+        spent += win;
+        n += k;
+        double mean = win / k;
+        if (spent >= least && last > 0 && mean < last * 1.03 && mean > last / 1.03) break;
+        last = mean;
+    }
+    *nout = n;
+    return spent * 1e3;
+}
+
+/* best time of `reps` evaluations of the graph fn builds, after the first
+ * (it makes the pipelines) and a warm-up */
 static double best_time(graph_fn fn, lm_array **in, int reps)
 {
     double best = 1e30;
-    for (int r = 0; r < reps + 1; r++) {
+    int nw;
+    eval_once(fn, in);
+    warm_up(fn, in, &nw);
+    for (int r = 1; r < reps + 1; r++) {
         lm_array *g = fn(in);
         if (!g) die("build");
         double t0 = now();
         if (lm_array_eval(g) != LM_OK) die("eval");
         double t = now() - t0;
-        if (r > 0 && t < best) best = t;   /* the first run makes pipelines */
+        if (t < best) best = t;
         lm_array_release(g);
     }
     return best;
@@ -84,8 +130,11 @@ static void bench_matmul(int64_t n, lm_dtype dt)
 }
 
 /* VKBENCH_ONLY=mm: matmul at VKBENCH_SIZES (a comma list, default
- * 1024,2048,4096,8192) in VKBENCH_DTYPE (default f16), as the median, min
- * and max of 7 timed evaluations (for variant sweeps, see bench/gpu/mm_sweep.sh) */
+ * 1024,2048,4096,8192) in each of VKBENCH_DTYPE (a comma list of f16, bf16,
+ * f32; default f16), as the median, min and max of VKBENCH_REPS (7) timed
+ * evaluations after the first (it makes the pipelines; its time is
+ * printed) and the warm-up above (bench/gpu/coldwarm.sh; variant sweeps:
+ * bench/gpu/mm_sweep.sh). */
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -94,30 +143,34 @@ static int cmp_double(const void *a, const void *b)
 
 static void bench_mm_spread(void)
 {
-    const char *sz = getenv("VKBENCH_SIZES"), *dn = getenv("VKBENCH_DTYPE");
-    lm_dtype dt = LM_F16;
-    if (dn && !strcmp(dn, "f32")) dt = LM_F32;
-    if (dn && !strcmp(dn, "bf16")) dt = LM_BF16;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", sz && *sz ? sz : "1024,2048,4096,8192");
-    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-        int64_t n = atoll(t), s[2] = {n, n};
-        lm_array *in[2] = {randn(2, s, dt), randn(2, s, dt)};
-        double ts[8];
-        for (int r = 0; r < 8; r++) {
-            lm_array *g = g_matmul(in);
-            double t0 = now();
-            if (!g || lm_array_eval(g) != LM_OK) die("eval");
-            ts[r] = now() - t0;
-            lm_array_release(g);
+    const char *sz = getenv("VKBENCH_SIZES"), *dn = getenv("VKBENCH_DTYPE"), *rp = getenv("VKBENCH_REPS");
+    int reps = rp && atoi(rp) > 0 && atoi(rp) <= 64 ? atoi(rp) : 7;
+    char dts[64];
+    snprintf(dts, sizeof dts, "%s", dn && *dn ? dn : "f16");
+    char *save_d = NULL;
+    for (char *d = strtok_r(dts, ",", &save_d); d; d = strtok_r(NULL, ",", &save_d)) {
+        lm_dtype dt = !strcmp(d, "f32") ? LM_F32 : !strcmp(d, "bf16") ? LM_BF16 : LM_F16;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", sz && *sz ? sz : "1024,2048,4096,8192");
+        char *save_s = NULL;
+        for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
+            int64_t n = atoll(t), s[2] = {n, n};
+            lm_array *in[2] = {randn(2, s, dt), randn(2, s, dt)};
+            double first = eval_once(g_matmul, in);
+            int nwarm;
+            double spent = warm_up(g_matmul, in, &nwarm);
+            double ts[64];
+            for (int r = 0; r < reps; r++) ts[r] = eval_once(g_matmul, in);
+            qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+            double f = 2.0 * (double)n * (double)n * (double)n * 1e-12;
+            printf("matmul_%s_%lld %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), (long long)n, f / ts[reps / 2],
+                   f / ts[reps - 1], f / ts[0]);
+            printf("# matmul_%s_%lld: first evaluation %.1f ms, then %d untimed (%.0f ms)\n", lm_dtype_name(dt),
+                   (long long)n, first * 1e3, nwarm, spent);
+            fflush(stdout);
+            lm_array_release(in[0]);
+            lm_array_release(in[1]);
         }
-        qsort(ts + 1, 7, sizeof *ts, cmp_double);   /* the first run makes pipelines */
-        double f = 2.0 * (double)n * (double)n * (double)n * 1e-12;
-        printf("matmul_%s_%lld %.1f [%.1f-%.1f] TFLOP/s\n", lm_dtype_name(dt), (long long)n, f / ts[4], f / ts[7],
-               f / ts[1]);
-        fflush(stdout);
-        lm_array_release(in[0]);
-        lm_array_release(in[1]);
     }
 }
 
@@ -179,12 +232,14 @@ static void bench_fused_one(const char *name, graph_fn fn, int nin, lm_array **i
     if (!compiled_now) die("compile");
     compiled_nin = nin;
     double gb = (double)n * 4 * (nin + 1) * 1e-9;
-    int64_t k0 = lm_eval_kernel_count();
     double tc = best_time(g_compiled, in, 5);
-    double kc = (double)(lm_eval_kernel_count() - k0) / 6;
-    k0 = lm_eval_kernel_count();
+    int64_t k0 = lm_eval_kernel_count();      /* kernels of one call, warm */
+    eval_once(g_compiled, in);
+    double kc = (double)(lm_eval_kernel_count() - k0);
     double tu = best_time(fn, in, 3);
-    double ku = (double)(lm_eval_kernel_count() - k0) / 4;
+    k0 = lm_eval_kernel_count();
+    eval_once(fn, in);
+    double ku = (double)(lm_eval_kernel_count() - k0);
     printf("fused_%s_%lldM %.1f GB/s\n", name, (long long)(n >> 20), gb / tc);
     printf("unfused_%s_%lldM %.1f GB/s\n", name, (long long)(n >> 20), gb / tu);
     printf("# %s: compiled %.3f ms (%.0f kernel/call), uncompiled %.3f ms (%.0f kernels/call)\n", name,

@@ -31,7 +31,29 @@
 // With MM_SCALED (matmul_coop_bf16*.comp) A and B are f16 copies of bf16
 // operands scaled by powers of two per row of A and column of B (binding 3
 // holds the exponents, matmul_scale.comp) and C is unscaled on store.
+// With MM_KHR (glslang 15 only: mk/glslang.mk) the fragments are
+// GL_KHR_cooperative_matrix's coopmat types, with the same shapes, loads
+// and stores: the CM_* macros below are the one place the two differ.
+#ifdef MM_KHR
+#extension GL_KHR_cooperative_matrix : require
+#define CM_ACC coopmat<float, gl_ScopeSubgroup, FM, FN, gl_MatrixUseAccumulator>
+#define CM_ACC16 coopmat<float16_t, gl_ScopeSubgroup, FM, FN, gl_MatrixUseAccumulator>
+#define CM_A coopmat<float16_t, gl_ScopeSubgroup, FM, FK, gl_MatrixUseA>
+#define CM_B coopmat<float16_t, gl_ScopeSubgroup, FK, FN, gl_MatrixUseB>
+#define CM_LAYOUT(col) ((col) ? gl_CooperativeMatrixLayoutColumnMajor : gl_CooperativeMatrixLayoutRowMajor)
+#define CM_LOAD(m, buf, at, stride, col) coopMatLoad(m, buf, at, stride, CM_LAYOUT(col))
+#define CM_STORE(m, buf, at, stride, col) coopMatStore(m, buf, at, stride, CM_LAYOUT(col))
+#define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
+#else
 #extension GL_NV_cooperative_matrix : require
+#define CM_ACC fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>
+#define CM_ACC16 fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>
+#define CM_A fcoopmatNV<16, gl_ScopeSubgroup, FM, FK>
+#define CM_B fcoopmatNV<16, gl_ScopeSubgroup, FK, FN>
+#define CM_LOAD(m, buf, at, stride, col) coopMatLoadNV(m, buf, at, stride, col)
+#define CM_STORE(m, buf, at, stride, col) coopMatStoreNV(m, buf, at, stride, col)
+#define CM_MULADD(a, b, c) coopMatMulAddNV(a, b, c)
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -201,9 +223,9 @@ void main()
 #endif
     int wm = (sg / (BN / WN)) * WM, wn = (sg % (BN / WN)) * WN;
 
-    fcoopmatNV<32, gl_ScopeSubgroup, FM, FN> acc[FRM * FRN];
+    CM_ACC acc[FRM * FRN];
     [[unroll]] for (int i = 0; i < FRM * FRN; i++)
-        acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
+        acc[i] = CM_ACC(0.0);
 
     // slots of this thread's chunks (same every step)
     int sa[CPT_A], sb[CPT_B];
@@ -227,25 +249,25 @@ void main()
             [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, (kt + 1) * BK);
         }
         [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
-            fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> fa[FRM];
-            fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> fb[FRN];
+            CM_A fa[FRM];
+            CM_B fb[FRN];
             [[unroll]] for (int i = 0; i < FRM; i++) {
                 int m = wm + i * FM;
                 if (A_KCONTIG)
-                    coopMatLoadNV(fa[i], As, ca + m * SK + kk / 8, SK, false);
+                    CM_LOAD(fa[i], As, ca + m * SK + kk / 8, SK, false);
                 else
-                    coopMatLoadNV(fa[i], As, ca + kk * SMA + m / 8, SMA, true);
+                    CM_LOAD(fa[i], As, ca + kk * SMA + m / 8, SMA, true);
             }
             [[unroll]] for (int j = 0; j < FRN; j++) {
                 int n = wn + j * FN;
                 if (B_NCONTIG)
-                    coopMatLoadNV(fb[j], Bs, cb + kk * SNB + n / 8, SNB, false);
+                    CM_LOAD(fb[j], Bs, cb + kk * SNB + n / 8, SNB, false);
                 else
-                    coopMatLoadNV(fb[j], Bs, cb + n * SK + kk / 8, SK, true);
+                    CM_LOAD(fb[j], Bs, cb + n * SK + kk / 8, SK, true);
             }
             [[unroll]] for (int i = 0; i < FRM; i++)
                 [[unroll]] for (int j = 0; j < FRN; j++)
-                    acc[i * FRN + j] = coopMatMulAddNV(fa[i], fb[j], acc[i * FRN + j]);
+                    acc[i * FRN + j] = CM_MULADD(fa[i], fb[j], acc[i * FRN + j]);
         }
         if (more) {
             if (STAGES == 1) barrier();     // every subgroup is done with the tiles
@@ -268,16 +290,15 @@ void main()
 #if !defined(MM_CONV) && !defined(MM_SCALED)
             if (C_DIRECT && gm0 + FM <= pc.M && gn0 + FN <= pc.N) {
                 if (DTO == DT_F32) {
-                    coopMatStoreNV(acc[i * FRN + j], c32.v, oc + gm0 * pc.N + gn0, pc.N, false);
+                    CM_STORE(acc[i * FRN + j], c32.v, oc + gm0 * pc.N + gn0, pc.N, false);
                 } else {
-                    fcoopmatNV<16, gl_ScopeSubgroup, FM, FN> h =
-                        fcoopmatNV<16, gl_ScopeSubgroup, FM, FN>(acc[i * FRN + j]);
-                    coopMatStoreNV(h, c16.v, oc + gm0 * pc.N + gn0, pc.N, false);
+                    CM_ACC16 h = CM_ACC16(acc[i * FRN + j]);
+                    CM_STORE(h, c16.v, oc + gm0 * pc.N + gn0, pc.N, false);
                 }
                 continue;
             }
 #endif
-            coopMatStoreNV(acc[i * FRN + j], As, cs, FN / 4, false);
+            CM_STORE(acc[i * FRN + j], As, cs, FN / 4, false);
             controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared,
                            gl_SemanticsAcquireRelease);
             for (int e = lane; e < FM * FN; e += 32) {
