@@ -172,9 +172,17 @@ int main(int argc, char **argv)
     if (!gguf_write_to_file(gf, path, false)) fail("write types.gguf");
     gguf_free(gf);
 
+    /* ggml's writer pads with the alignment its context was read with, not
+     * the general.alignment key set on it: write the metadata alone, read it
+     * back (which takes the key), then add the tensors */
     gf = gguf_init_empty();
     gguf_set_val_u32(gf, "general.alignment", 64);
     gguf_set_val_str(gf, "odd", "abc");
+    snprintf(path, sizeof path, "%s/align.gguf", argv[1]);
+    if (!gguf_write_to_file(gf, path, false)) fail("write align.gguf");
+    gguf_free(gf);
+    gf = gguf_init_from_file(path, (struct gguf_init_params){.no_alloc = true, .ctx = NULL});
+    if (!gf || gguf_get_alignment(gf) != 64) fail("reread align.gguf");
     static float a[3] = {1, 2, 3};
     static uint16_t h[7];
     for (int i = 0; i < 7; i++) h[i] = ggml_fp32_to_fp16((float)i * 0.25f);

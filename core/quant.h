@@ -1,0 +1,35 @@
+/* quant.h - ggml's block quantizations (Q4_0 ... Q8_K) on the host.
+ *
+ * A quantized dtype stores its elements in blocks: lm_dtype_block(t)
+ * elements (32, or 256 for the K-quants) in lm_dtype_block_bytes(t) bytes,
+ * laid out exactly as ggml's block_<t> structs (little endian), so GGUF
+ * tensors are used as they are in the file.  A tensor of such a dtype has
+ * its shape in elements and its last dimension a whole number of blocks.
+ *
+ * The quantizers are ggml's reference ones (quantize_row_<t>_ref, what
+ * ggml_quantize_chunk runs without an importance matrix) and the
+ * dequantizers its dequantize_row_<t>: results are byte- and bit-identical
+ * to ggml's (tests/test_gguf.c checks them against files ggml wrote). */
+#ifndef LM_QUANT_H
+#define LM_QUANT_H
+
+#include <stdint.h>
+#include "dtype.h"
+#include "array.h"
+#include "error.h"
+
+/* n elements (a multiple of the block size: else LM_ERR_SHAPE) of x into
+ * n / block blocks at dst.  Values must be finite. */
+lm_status lm_quantize_row(lm_dtype t, const float *x, void *dst, int64_t n);
+/* n elements of the blocks at src into y. */
+lm_status lm_dequantize_row(lm_dtype t, const void *src, float *y, int64_t n);
+
+/* Tensor forms (evaluated at once, on the host; the result lives on a's
+ * device).  lm_quantize: a float tensor (any float dtype, read as f32) whose
+ * last dimension is a multiple of t's block, as dtype t.  lm_dequantize: a
+ * quantized tensor as f32 (any other dtype: a new reference to a itself
+ * converted to f32).  NEW references; NULL + error otherwise. */
+lm_array *lm_quantize(lm_array *a, lm_dtype t);
+lm_array *lm_dequantize(lm_array *a);
+
+#endif
