@@ -72,6 +72,9 @@ lm_status lm_load_gguf(const char *path, lm_tensor_set *out, lm_gguf_meta *meta)
 lm_status lm_load_gguf_mem(const void *data, size_t size, const char *what,
                            lm_tensor_set *out, lm_gguf_meta *meta);
 
+/* The typed metadata of a GGUF file alone (tensors not loaded). */
+lm_status lm_gguf_read_meta(const char *path, lm_gguf_meta *meta);
+
 /* Writes GGUF v3: the n tensors (names unique; every dtype above; a
  * quantized tensor's blocks as they are) and the metadata kv[0..nkv)
  * (general.alignment, if given, must be a u32 power of two and sets the

@@ -456,6 +456,28 @@ lm_status lm_load_gguf(const char *path, lm_tensor_set *out, lm_gguf_meta *meta)
     return st;
 }
 
+lm_status lm_gguf_read_meta(const char *path, lm_gguf_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    int fd = lm_io_open_read(path);
+    if (fd < 0) return lm_error_status();
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || sb.st_size == 0) {
+        close(fd);
+        return lm_error_set(LM_ERR_FORMAT, "%s: empty or unreadable file", path);
+    }
+    void *base = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (base == MAP_FAILED) return lm_error_set(LM_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+    rd r = {.p = base, .size = (size_t)sb.st_size, .what = path};
+    parsed ps;
+    lm_status st = parse(&r, meta, &ps);
+    parsed_free(&ps);
+    munmap(base, (size_t)sb.st_size);
+    if (st != LM_OK) lm_gguf_meta_free(meta);
+    return st;
+}
+
 /* ---- writing ---- */
 
 static void wput(tbuf *b, const void *p, size_t n) { tput(b, p, n); }
