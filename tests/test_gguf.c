@@ -7,8 +7,12 @@
 #include "core/io/gguf.h"
 #include "core/quant.h"
 #include "core/io/io_internal.h"
+#include "core/ops_nn.h"
+#include "backends/cpu/cpu.h"
 
 #define GX(name) "tests/ref/gguf/" name
+
+#define R3(a, b, c) (lm_array_release(a), lm_array_release(b), lm_array_release(c))
 
 static const char *const TYPES[] = {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1",
                                     "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_K"};
@@ -377,6 +381,66 @@ static void test_gguf_quant_dtype(void **state)
     lm_array_release(a);
 }
 
+/* linear with a quantized weight: integer dots of the weight with the input
+ * quantized to Q8_0/Q8_K (blocks of B), against f32 x times the dequantized
+ * weight.  Quantizing x moves each element by at most half a step, amax of
+ * its block / 127 / 2, so |y - ref| <= sum_k |w_k| * step_k / 2, plus f32
+ * rounding of the two sums (1e-5 relative to sum_k |w_k x_k|). */
+static void check_qlinear(lm_dtype wt, int64_t M, int64_t N, int64_t K)
+{
+    float *x = malloc(sizeof(float) * (size_t)(M * K)), *w = malloc(sizeof(float) * (size_t)(N * K));
+    uint64_t r = 88172645463325252ull + (uint64_t)wt;
+    for (int64_t i = 0; i < M * K; i++) { r ^= r << 13; r ^= r >> 7; r ^= r << 17; x[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 4 - 2); }
+    for (int64_t i = 0; i < N * K; i++) { r ^= r << 13; r ^= r >> 7; r ^= r << 17; w[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1); }
+    lm_array *xa = lm_from_data(2, (int64_t[]){M, K}, LM_F32, x, lm_device_cpu());
+    lm_array *wa = lm_from_data(2, (int64_t[]){N, K}, LM_F32, w, lm_device_cpu());
+    lm_array *wq = lm_quantize(wa, wt), *wd = lm_dequantize(wq);
+    float *wdv = malloc(sizeof(float) * (size_t)(N * K)), *y1 = malloc(sizeof(float) * (size_t)(M * N)),
+          *y4 = malloc(sizeof(float) * (size_t)(M * N));
+    assert_int_equal(lm_array_read(wd, wdv, LM_F32), LM_OK);
+    int th = lm_cpu_threads();
+    lm_cpu_set_threads(1);
+    lm_array *a1 = lm_linear(xa, wq, NULL);
+    assert_non_null(a1);
+    assert_int_equal(a1->op, LM_OP_QLINEAR);
+    assert_int_equal(lm_array_read(a1, y1, LM_F32), LM_OK);
+    lm_cpu_set_threads(4);
+    lm_array *a4 = lm_linear(xa, wq, NULL);
+    assert_int_equal(lm_array_read(a4, y4, LM_F32), LM_OK);
+    lm_cpu_set_threads(th);
+    if (memcmp(y1, y4, sizeof(float) * (size_t)(M * N))) fail_msg("%s: threads 1 and 4 differ", lm_dtype_name(wt));
+    int64_t B = lm_dtype_block(wt) == 256 ? 256 : 32;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double ref = 0, bound = 0, mag = 0;
+            for (int64_t k0 = 0; k0 < K; k0 += B) {
+                double amax = 0;
+                for (int64_t k = k0; k < k0 + B; k++) amax = fmax(amax, fabs(x[m * K + k]));
+                for (int64_t k = k0; k < k0 + B; k++) {
+                    ref += (double)x[m * K + k] * wdv[n * K + k];
+                    bound += fabs(wdv[n * K + k]) * amax / 127 / 2;
+                    mag += fabs((double)x[m * K + k] * wdv[n * K + k]);
+                }
+            }
+            double err = fabs(y1[m * N + n] - ref);
+            if (err > bound * 1.01 + 1e-5 * mag)
+                fail_msg("%s [%lld,%lld]: %g vs %g, bound %g", lm_dtype_name(wt), (long long)m, (long long)n,
+                         (double)y1[m * N + n], ref, bound);
+        }
+    R3(a1, a4, wd);
+    R3(wq, wa, xa);
+    free(x); free(w); free(wdv); free(y1); free(y4);
+}
+
+static void test_gguf_qlinear(void **state)
+{
+    (void)state;
+    const lm_dtype ts[] = {LM_Q8_0, LM_Q4_K, LM_Q4_0, LM_Q5_0, LM_Q2_K, LM_Q3_K, LM_Q5_K, LM_Q6_K,
+                           LM_Q4_1, LM_Q5_1, LM_Q8_K};
+    for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) check_qlinear(ts[i], 5, 37, 512);
+    check_qlinear(LM_Q8_0, 1, 300, 1024);   /* a GEMV */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_gguf_roundtrip),
         cmocka_unit_test(test_gguf_malformed),
         cmocka_unit_test(test_gguf_quant_dtype),
+        cmocka_unit_test(test_gguf_qlinear),
     };
     int rc = cmocka_run_group_tests_name("gguf", tests, tu_setup_cpu, NULL);
     io_tmp_cleanup();

@@ -1,0 +1,17 @@
+/* quant_cpu.h - the CPU's quantized matmul (backends/cpu/quant_*.c). */
+#ifndef LM_CPU_QUANT_H
+#define LM_CPU_QUANT_H
+
+#include "cpu.h"
+
+/* The dtype activations are quantized to for an integer dot with weight
+ * dtype w (LM_Q8_0 or LM_Q8_K), or LM_DTYPE_COUNT when w has no integer
+ * dot here (its rows are dequantized instead). */
+lm_dtype lm_cpu_qdot_act(lm_dtype w);
+/* The dot of n elements: a row of w's blocks with a row of act's blocks. */
+float lm_cpu_qdot(lm_dtype w, int64_t n, const void *wrow, const void *xrow);
+/* QLINEAR: out [..., N] f32 = x [..., K] f32 (contiguous) times w [N, K]
+ * (quantized) transposed. */
+lm_status lm_nn_qlinear(lm_array *node);
+
+#endif
