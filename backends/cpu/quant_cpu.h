@@ -10,6 +10,9 @@
 lm_dtype lm_cpu_qdot_act(lm_dtype w);
 /* The dot of n elements: a row of w's blocks with a row of act's blocks. */
 float lm_cpu_qdot(lm_dtype w, int64_t n, const void *wrow, const void *xrow);
+/* The AVX2 forms (quant_dot_avx2.c; x86-64 with AVX2, FMA, F16C only). */
+float lm_cpu_qdot_q8_0_avx2(int64_t n, const void *w, const void *x);
+float lm_cpu_qdot_q4_K_avx2(int64_t n, const void *w, const void *x);
 /* QLINEAR: out [..., N] f32 = x [..., K] f32 (contiguous) times w [N, K]
  * (quantized) transposed. */
 lm_status lm_nn_qlinear(lm_array *node);

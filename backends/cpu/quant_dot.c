@@ -15,6 +15,7 @@
 #include "core/quant_blocks.h"
 #include "core/quant.h"
 #include "quant_cpu.h"
+#include "vmath.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define QD_CLONES __attribute__((target_clones("avx2", "default")))
@@ -482,8 +483,22 @@ lm_dtype lm_cpu_qdot_act(lm_dtype w)
     return lm_dtype_block(w) == 256 ? LM_Q8_K : LM_Q8_0;
 }
 
+/* the vmath table in use says which instruction set runs (LUMEN_ISA) */
+static bool use_avx2(void)
+{
+#if defined(__x86_64__)
+    return lm_vm && (!strcmp(lm_vm->name, "avx2") || !strcmp(lm_vm->name, "avx512"));
+#else
+    return false;
+#endif
+}
+
 float lm_cpu_qdot(lm_dtype w, int64_t n, const void *wrow, const void *xrow)
 {
+#if defined(__x86_64__)
+    if (w == LM_Q8_0 && use_avx2()) return lm_cpu_qdot_q8_0_avx2(n, wrow, xrow);
+    if (w == LM_Q4_K && use_avx2()) return lm_cpu_qdot_q4_K_avx2(n, wrow, xrow);
+#endif
     float s = 0;
     dot_of(w)((int)n, &s, 0, wrow, 0, xrow, 0, 1);
     return s;

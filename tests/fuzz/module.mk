@@ -22,7 +22,7 @@ $(FUZZ_DIR)/obj/%.o: %.c
 -include $(FUZZ_OBJ:.o=.d)
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lsleef -lcjson -lm -lpthread -ldl
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lsleef -lcjson -licuuc -licudata -lm -lpthread -ldl
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
