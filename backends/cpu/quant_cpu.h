@@ -8,8 +8,11 @@
  * dtype w (LM_Q8_0 or LM_Q8_K), or LM_DTYPE_COUNT when w has no integer
  * dot here (its rows are dequantized instead). */
 lm_dtype lm_cpu_qdot_act(lm_dtype w);
-/* The dot of n elements: a row of w's blocks with a row of act's blocks. */
-float lm_cpu_qdot(lm_dtype w, int64_t n, const void *wrow, const void *xrow);
+/* The dot of n elements: a row of w's blocks with a row of act's blocks,
+ * for weight dtype w at the instruction set in use (NULL where
+ * lm_cpu_qdot_act says there is none).  Looked up once per kernel. */
+typedef float (*lm_cpu_qdot_fn)(int64_t n, const void *wrow, const void *xrow);
+lm_cpu_qdot_fn lm_cpu_qdot_get(lm_dtype w);
 /* The AVX2 forms (quant_dot_avx2.c; x86-64 with AVX2, FMA, F16C only). */
 float lm_cpu_qdot_q8_0_avx2(int64_t n, const void *w, const void *x);
 float lm_cpu_qdot_q4_K_avx2(int64_t n, const void *w, const void *x);

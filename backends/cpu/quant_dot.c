@@ -493,13 +493,37 @@ static bool use_avx2(void)
 #endif
 }
 
-float lm_cpu_qdot(lm_dtype w, int64_t n, const void *wrow, const void *xrow)
+#define SCALAR_DOT(name) \
+    static float name##_1(int64_t n, const void *w, const void *x) \
+    { \
+        float s = 0; \
+        vec_dot_##name((int)n, &s, 0, w, 0, x, 0, 1); \
+        return s; \
+    }
+SCALAR_DOT(q4_0_q8_0)
+SCALAR_DOT(q5_0_q8_0)
+SCALAR_DOT(q8_0_q8_0)
+SCALAR_DOT(q2_K_q8_K)
+SCALAR_DOT(q3_K_q8_K)
+SCALAR_DOT(q4_K_q8_K)
+SCALAR_DOT(q5_K_q8_K)
+SCALAR_DOT(q6_K_q8_K)
+
+lm_cpu_qdot_fn lm_cpu_qdot_get(lm_dtype w)
 {
 #if defined(__x86_64__)
-    if (w == LM_Q8_0 && use_avx2()) return lm_cpu_qdot_q8_0_avx2(n, wrow, xrow);
-    if (w == LM_Q4_K && use_avx2()) return lm_cpu_qdot_q4_K_avx2(n, wrow, xrow);
+    if (w == LM_Q8_0 && use_avx2()) return lm_cpu_qdot_q8_0_avx2;
+    if (w == LM_Q4_K && use_avx2()) return lm_cpu_qdot_q4_K_avx2;
 #endif
-    float s = 0;
-    dot_of(w)((int)n, &s, 0, wrow, 0, xrow, 0, 1);
-    return s;
+    switch (w) {
+    case LM_Q4_0: return q4_0_q8_0_1;
+    case LM_Q5_0: return q5_0_q8_0_1;
+    case LM_Q8_0: return q8_0_q8_0_1;
+    case LM_Q2_K: return q2_K_q8_K_1;
+    case LM_Q3_K: return q3_K_q8_K_1;
+    case LM_Q4_K: return q4_K_q8_K_1;
+    case LM_Q5_K: return q5_K_q8_K_1;
+    case LM_Q6_K: return q6_K_q8_K_1;
+    default: return NULL;
+    }
 }
