@@ -409,6 +409,19 @@ static void check_qlinear(lm_dtype wt, int64_t M, int64_t N, int64_t K)
     assert_int_equal(lm_array_read(a4, y4, LM_F32), LM_OK);
     lm_cpu_set_threads(th);
     if (memcmp(y1, y4, sizeof(float) * (size_t)(M * N))) fail_msg("%s: threads 1 and 4 differ", lm_dtype_name(wt));
+    /* each row alone (the one-row kernel) gives the same bits as in the
+     * batch (where four rows may go through one call) */
+    for (int64_t m = 0; m < M; m++) {
+        lm_array *xr = lm_from_data(1, (int64_t[]){K}, LM_F32, x + m * K, lm_device_cpu());
+        lm_array *yr = lm_linear(xr, wq, NULL);
+        float *row = malloc(sizeof(float) * (size_t)N);
+        assert_int_equal(lm_array_read(yr, row, LM_F32), LM_OK);
+        if (memcmp(row, y1 + m * N, sizeof(float) * (size_t)N))
+            fail_msg("%s: row %lld alone differs from the batch", lm_dtype_name(wt), (long long)m);
+        free(row);
+        lm_array_release(yr);
+        lm_array_release(xr);
+    }
     int64_t B = lm_dtype_block(wt) == 256 ? 256 : 32;
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {

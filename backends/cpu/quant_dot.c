@@ -527,3 +527,13 @@ lm_cpu_qdot_fn lm_cpu_qdot_get(lm_dtype w)
     default: return NULL;
     }
 }
+
+lm_cpu_qdot4_fn lm_cpu_qdot4_get(lm_dtype w)
+{
+#if defined(__x86_64__)
+    if (w == LM_Q8_0 && use_avx2()) return lm_cpu_qdot4_q8_0_avx2;
+    if (w == LM_Q4_K && use_avx2()) return lm_cpu_qdot4_q4_K_avx2;
+#endif
+    (void)w;
+    return NULL;
+}

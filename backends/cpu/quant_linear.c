@@ -14,6 +14,7 @@
 typedef struct ql_job {
     lm_dtype wt, at;
     lm_cpu_qdot_fn dot;
+    lm_cpu_qdot4_fn dot4;      /* NULL: one row at a time */
     int64_t M, N, K;
     const unsigned char *w;      /* N rows of wrow bytes */
     size_t wrow;
@@ -35,8 +36,14 @@ static void ql_task(void *ctx, int64_t begin, int64_t end)
     for (int64_t n = begin; n < end; n++) {
         const unsigned char *wr = j->w + (size_t)n * j->wrow;
         if (j->xq) {
-            for (int64_t m = 0; m < j->M; m++)
-                j->out[m * j->N + n] = j->dot(j->K, wr, j->xq + (size_t)m * j->xrow);
+            int64_t m = 0;
+            if (j->dot4)
+                for (; m + 4 <= j->M; m += 4) {
+                    float o[4];
+                    j->dot4(j->K, wr, j->xq + (size_t)m * j->xrow, j->xrow, o);
+                    for (int r = 0; r < 4; r++) j->out[(m + r) * j->N + n] = o[r];
+                }
+            for (; m < j->M; m++) j->out[m * j->N + n] = j->dot(j->K, wr, j->xq + (size_t)m * j->xrow);
         } else {
             lm_dequantize_row(j->wt, wr, wf, j->K);
             for (int64_t m = 0; m < j->M; m++) {
@@ -56,7 +63,8 @@ lm_status lm_nn_qlinear(lm_array *node)
     if (x->dtype != LM_F32 || !lm_array_is_contiguous(x) || !lm_dtype_is_quant(w->dtype) || node->dtype != LM_F32)
         return lm_error_set(LM_ERR_DTYPE, "qlinear: want f32 x and a quantized weight, got %s and %s",
                             lm_dtype_name(x->dtype), lm_dtype_name(w->dtype));
-    ql_job j = {.wt = w->dtype, .at = lm_cpu_qdot_act(w->dtype), .dot = lm_cpu_qdot_get(w->dtype)};
+    ql_job j = {.wt = w->dtype, .at = lm_cpu_qdot_act(w->dtype), .dot = lm_cpu_qdot_get(w->dtype),
+                .dot4 = lm_cpu_qdot4_get(w->dtype)};
     j.N = w->shape[0];
     j.K = w->shape[1];
     j.M = j.K ? x->size / j.K : 0;
