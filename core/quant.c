@@ -30,6 +30,18 @@
 #define GROUP_MAX_EPS 1e-15f
 #define GGML_FP32_TO_FP16(x) lm_f32_to_f16(x)
 #define GGML_FP16_TO_FP32(x) lm_f16_to_f32(x)
+/* ggml converts floats to (u)int8 with C casts, which are undefined for
+ * values out of range: an infinite or NaN x * (1/d) when a block is all
+ * subnormal (1/d overflows).  x86, where ggml's files are made, truncates
+ * through a 32-bit integer (cvttss2si: INT_MIN for NaN and out of range)
+ * and keeps the low byte; these give those bytes with defined behaviour. */
+static inline int8_t f2i8(float f)
+{
+    int32_t i = f >= -2147483648.0f && f < 2147483648.0f ? (int32_t)f : INT32_MIN;
+    return (int8_t)(uint8_t)((uint32_t)i & 0xffu);
+}
+static inline uint8_t f2u8(float f) { return (uint8_t)f2i8(f); }
+
 /* ---- ggml's code from here to the table at the end ---- */
 static void quantize_row_q4_0_ref(const float * restrict x, block_q4_0 * restrict y, int64_t k) {
     static const int qk = QK4_0;
@@ -58,8 +70,8 @@ static void quantize_row_q4_0_ref(const float * restrict x, block_q4_0 * restric
             const float x0 = x[i*qk + 0    + j]*id;
             const float x1 = x[i*qk + qk/2 + j]*id;
 
-            const uint8_t xi0 = MIN(15, (int8_t)(x0 + 8.5f));
-            const uint8_t xi1 = MIN(15, (int8_t)(x1 + 8.5f));
+            const uint8_t xi0 = MIN(15, f2i8(x0 + 8.5f));
+            const uint8_t xi1 = MIN(15, f2i8(x1 + 8.5f));
 
             y[i].qs[j]  = xi0;
             y[i].qs[j] |= xi1 << 4;
@@ -94,8 +106,8 @@ static void quantize_row_q4_1_ref(const float * restrict x, block_q4_1 * restric
             const float x0 = (x[i*qk + 0    + j] - min)*id;
             const float x1 = (x[i*qk + qk/2 + j] - min)*id;
 
-            const uint8_t xi0 = MIN(15, (int8_t)(x0 + 0.5f));
-            const uint8_t xi1 = MIN(15, (int8_t)(x1 + 0.5f));
+            const uint8_t xi0 = MIN(15, f2i8(x0 + 0.5f));
+            const uint8_t xi1 = MIN(15, f2i8(x1 + 0.5f));
 
             y[i].qs[j]  = xi0;
             y[i].qs[j] |= xi1 << 4;
@@ -132,8 +144,8 @@ static void quantize_row_q5_0_ref(const float * restrict x, block_q5_0 * restric
             const float x0 = x[i*qk + 0    + j]*id;
             const float x1 = x[i*qk + qk/2 + j]*id;
 
-            const uint8_t xi0 = MIN(31, (int8_t)(x0 + 16.5f));
-            const uint8_t xi1 = MIN(31, (int8_t)(x1 + 16.5f));
+            const uint8_t xi0 = MIN(31, f2i8(x0 + 16.5f));
+            const uint8_t xi1 = MIN(31, f2i8(x1 + 16.5f));
 
             y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
 
@@ -175,8 +187,8 @@ static void quantize_row_q5_1_ref(const float * restrict x, block_q5_1 * restric
             const float x0 = (x[i*qk + 0    + j] - min)*id;
             const float x1 = (x[i*qk + qk/2 + j] - min)*id;
 
-            const uint8_t xi0 = (uint8_t)(x0 + 0.5f);
-            const uint8_t xi1 = (uint8_t)(x1 + 0.5f);
+            const uint8_t xi0 = f2u8(x0 + 0.5f);
+            const uint8_t xi1 = f2u8(x1 + 0.5f);
 
             y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
 
@@ -209,7 +221,7 @@ static void quantize_row_q8_0_ref(const float * restrict x, block_q8_0 * restric
         for (int j = 0; j < QK8_0; ++j) {
             const float x0 = x[i*QK8_0 + j]*id;
 
-            y[i].qs[j] = roundf(x0);
+            y[i].qs[j] = f2i8(roundf(x0));
         }
     }
 }
