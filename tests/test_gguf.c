@@ -362,6 +362,10 @@ static void test_gguf_quant_dtype(void **state)
     const char *names[] = {"w"};
     assert_int_equal(lm_save_safetensors(io_tmp("q.safetensors"), 1, names, &q, 0, NULL), LM_ERR_DTYPE);
     assert_non_null(strstr(lm_error_message(), "dequantize"));
+    /* npy and npz refuse it too (npz once overflowed its buffer here) */
+    assert_int_equal(lm_save_npy(io_tmp("q.npy"), q), LM_ERR_DTYPE);
+    assert_int_equal(lm_save_npz(io_tmp("q.npz"), 1, names, &q, false), LM_ERR_DTYPE);
+    assert_non_null(strstr(lm_error_message(), "q8_0"));
     lm_tensor_set s;
     assert_int_equal(lm_save_gguf(io_tmp("q.gguf"), 1, names, &q, 0, NULL), LM_OK);
     assert_int_equal(lm_load_file(io_tmp("q.gguf"), &s), LM_OK);
