@@ -135,6 +135,9 @@ lm_status lm_array_get(lm_array *a, const int64_t *index, double *out)
                                 (long long)index[d], d, (long long)a->shape[d]);
         off += index[d] * a->strides[d];
     }
+    if (lm_dtype_is_quant(a->dtype))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "item: dtype %s is quantized storage; dequantize() it first",
+                            lm_dtype_name(a->dtype));
     lm_status st = lm_array_eval(a);
     if (st != LM_OK) return st;
     unsigned char tmp[8];

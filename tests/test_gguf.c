@@ -351,6 +351,8 @@ static void test_gguf_quant_dtype(void **state)
     lm_array_release(mt);
     float f[512];
     assert_int_equal(lm_array_read(q, f, LM_F32), LM_ERR_UNSUPPORTED);
+    double item;
+    assert_int_equal(lm_array_get(q, (int64_t[]){0, 0}, &item), LM_ERR_UNSUPPORTED);
     /* a last dimension that is not whole blocks */
     lm_array *c = lm_from_data(2, (int64_t[]){16, 32}, LM_F32, x, lm_device_cpu());
     assert_null(lm_quantize(c, LM_Q4_K));
