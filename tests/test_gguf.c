@@ -312,6 +312,16 @@ static void test_gguf_malformed(void **state)
     for (int i = 0; i < 20; i++) { h32(&a, LM_GGUF_ARRAY); h64(&a, 1); }
     h32(&a, LM_GGUF_U8); h64(&a, 0);
     expect_bad(&a, a.n, "nested deeper");
+    /* a key, or a tensor name, given twice */
+    a.n = 4; h32(&a, 3); h64(&a, 0); h64(&a, 3);
+    for (int i = 0; i < 3; i++) { hstr(&a, i == 1 ? "k1" : "k0"); h32(&a, LM_GGUF_U8); a.b[a.n++] = 1; }
+    expect_bad(&a, a.n, "'k0' given twice");
+    a.n = 4; h32(&a, 3); h64(&a, 2); h64(&a, 0);
+    for (int i = 0; i < 2; i++) { hstr(&a, "t"); h32(&a, 1); h64(&a, 8); h32(&a, 0); h64(&a, (uint64_t)i * 32); }
+    while (a.n % 32) a.b[a.n++] = 0;
+    memset(a.b + a.n, 0, 64);
+    a.n += 64;
+    expect_bad(&a, a.n, "'t' given twice");
 }
 
 static void test_gguf_quant_dtype(void **state)

@@ -163,6 +163,21 @@ static lm_status get_value(rd *r, lm_gguf_type t, lm_gguf_value *v, int depth)
     }
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A name that occurs twice in s[0..n) (sorted in place), or NULL: in n log n,
+ * as a file may hold a million of them. */
+static const char *first_duplicate(const char **s, size_t n)
+{
+    qsort(s, n, sizeof *s, cmp_str);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(s[i - 1], s[i])) return s[i];
+    return NULL;
+}
+
 static lm_status read_kv(rd *r, uint64_t nkv, lm_gguf_meta *m)
 {
     m->kv = calloc(nkv ? (size_t)nkv : 1, sizeof *m->kv);
@@ -172,12 +187,17 @@ static lm_status read_kv(rd *r, uint64_t nkv, lm_gguf_meta *m)
         uint32_t t = 0;
         if (get_str(r, &kv->key, NULL, "a metadata key") != LM_OK) return lm_error_status();
         m->n = (int)i + 1;
-        if (lm_gguf_meta_find(m, kv->key) != (int)i) return bad(r, "metadata key '%s' given twice", kv->key);
         if (get_u32(r, &t, "a value type") != LM_OK) return lm_error_status();
         if (t >= LM_GGUF_TYPE_COUNT) return bad(r, "metadata '%s' has unknown value type %u", kv->key, t);
         if (get_value(r, (lm_gguf_type)t, &kv->v, 0) != LM_OK)
             return lm_error_prefix("metadata '%s'", kv->key);
     }
+    const char **keys = malloc((nkv ? (size_t)nkv : 1) * sizeof *keys);
+    if (!keys) return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", r->what);
+    for (uint64_t i = 0; i < nkv; i++) keys[i] = m->kv[i].key;
+    const char *dup = first_duplicate(keys, (size_t)nkv);
+    free(keys);
+    if (dup) return bad(r, "metadata key '%s' given twice", dup);
     int a = lm_gguf_meta_find(m, "general.alignment");
     m->alignment = 32;
     if (a >= 0) {
@@ -282,9 +302,13 @@ static lm_status parse(rd *r, lm_gguf_meta *m, parsed *out)
     for (uint64_t i = 0; i < nt; i++) {
         out->n = i + 1;
         if (read_tensor_info(r, &out->t[i]) != LM_OK) return lm_error_status();
-        for (uint64_t j = 0; j < i; j++)
-            if (!strcmp(out->t[j].name, out->t[i].name)) return bad(r, "tensor '%s' given twice", out->t[i].name);
     }
+    const char **names = malloc((nt ? (size_t)nt : 1) * sizeof *names);
+    if (!names) return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", r->what);
+    for (uint64_t i = 0; i < nt; i++) names[i] = out->t[i].name;
+    const char *dup = first_duplicate(names, (size_t)nt);
+    free(names);
+    if (dup) return bad(r, "tensor '%s' given twice", dup);
     uint64_t data = r->pos;
     if (nt) data = (data + m->alignment - 1) / m->alignment * m->alignment;
     if (data > r->size) return bad(r, "the data section starts past the end of the file");
