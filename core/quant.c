@@ -1,23 +1,21 @@
-/* quant.c - ggml's block quantizations: formats, the reference quantizers
- * and the dequantizers, bit for bit.
+/* quant.c - the block quantizations (Q4_0 ... Q8_K) on the host: floats into
+ * blocks and blocks back into floats.
  *
- * The row functions below are ggml's (ggml-org/ggml src/ggml-quants.c at
- * d99724f2, MIT licence, Copyright (c) 2023-2026 The ggml authors), copied
- * with only mechanical changes (restrict -> restrict, ggml's half
- * conversions -> Lumen's, which are the same IEEE round-to-nearest-even; the
- * asserts dropped, every caller passes whole blocks), so that a file Lumen
- * quantizes is byte-identical to one ggml writes: tests/test_gguf.c checks
- * that against ggml's own output (tests/ref/gguf/gen_gguf.c).  Only the
- * _ref quantizers are copied (those ggml_quantize_chunk uses without an
- * importance matrix); q8_K's empty blocks zero their bsums, which ggml
- * leaves unwritten.
+ * The block layouts (core/quant_blocks.h) and the algorithms that choose
+ * each block's scales, minimums and codes follow ggml's definitions of these
+ * formats, so that a file Lumen writes is the file ggml would write and a
+ * file either reads decodes the same.  tests/test_gguf.c holds us to that:
+ * every type quantizes to ggml's bytes and dequantizes to ggml's floats, bit
+ * for bit, against files ggml itself made (tests/ref/gguf).
  *
- * This file must not be compiled with floating-point contraction (FMA
- * fusion changes the K-quants' choices): the build's -std=c11 implies
+ * Bit-exactness pins the order of every float operation ((a * b) * c is not
+ * a * (b * c)), so the sums and products below are written in the order the
+ * format's reference quantizer evaluates them, and this file must not be
+ * compiled with floating-point contraction (a fused multiply-add changes
+ * which scale the K-quant searches pick): the build's -std=c11 implies
  * -ffp-contract=off. */
 #include <float.h>
 #include <math.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dtype.h"
@@ -25,1122 +23,717 @@
 #include "quant.h"
 #include "quant_blocks.h"
 
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
-#define MAX(a, b) ((a) > (b) ? (a) : (b))
-#define GROUP_MAX_EPS 1e-15f
-#define GGML_FP32_TO_FP16(x) lm_f32_to_f16(x)
-#define GGML_FP16_TO_FP32(x) lm_f16_to_f32(x)
-/* ggml converts floats to (u)int8 with C casts, which are undefined for
- * values out of range: an infinite or NaN x * (1/d) when a block is all
- * subnormal (1/d overflows).  x86, where ggml's files are made, truncates
- * through a 32-bit integer (cvttss2si: INT_MIN for NaN and out of range)
- * and keeps the low byte; these give those bytes with defined behaviour. */
-static inline int8_t f2i8(float f)
+/* Below this a sub-block counts as all zero: its scale would be noise. */
+#define TINY_GROUP 1e-15f
+
+static inline float half_f(uint16_t h) { return lm_f16_to_f32(h); }
+static inline uint16_t f_half(float f) { return lm_f32_to_f16(f); }
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Nearest integer, ties to even, by adding 1.5 * 2^23: the sum's mantissa
+ * then holds the rounded value plus 2^22.  Exact for |f| < 2^22; beyond
+ * that (or for inf/NaN) it wraps, and the bytes we match were made by this
+ * very trick, so it is kept rather than lrintf. */
+static inline int round_even(float f)
+{
+    float biased = f + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &biased, sizeof bits);
+    return (bits & 0x7fffff) - 0x400000;
+}
+
+/* The low byte of f truncated to int32, the way x86's cvttss2si truncates
+ * (INT32_MIN for NaN and anything out of range).  The legacy formats turn
+ * floats into codes with a plain cast, which C leaves undefined when a block
+ * is all subnormal and 1 / d overflows to infinity; the files we match were
+ * made on x86, so this gives their bytes with defined behaviour. */
+static inline int trunc_byte(float f)
 {
     int32_t i = f >= -2147483648.0f && f < 2147483648.0f ? (int32_t)f : INT32_MIN;
     return (int8_t)(uint8_t)((uint32_t)i & 0xffu);
 }
-static inline uint8_t f2u8(float f) { return (uint8_t)f2i8(f); }
 
-/* ---- ggml's code from here to the table at the end ---- */
-static void quantize_row_q4_0_ref(const float * restrict x, block_q4_0 * restrict y, int64_t k) {
-    static const int qk = QK4_0;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        float amax = 0.0f; // absolute max
-        float max  = 0.0f;
-
-        for (int j = 0; j < qk; j++) {
-            const float v = x[i*qk + j];
-            if (amax < fabsf(v)) {
-                amax = fabsf(v);
-                max  = v;
-            }
+/* The element of largest magnitude, with its sign (the first one on ties);
+ * *amax gets its magnitude.  The symmetric formats put it on their most
+ * negative code, which has one more step than the positive side. */
+static float signed_extreme(const float *x, int n, float *amax)
+{
+    float ext = 0, mag = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > mag) {
+            mag = fabsf(x[i]);
+            ext = x[i];
         }
+    *amax = mag;
+    return ext;
+}
 
-        const float d  = max / -8;
-        const float id = d ? 1.0f/d : 0.0f;
+/* ---- bit packing shared by several layouts ----
+ * A 32-element block keeps element e's low nibble in qs[e % 16] (high
+ * nibble for the second half).  A 256-element block keeps 2-bit fields in
+ * bytes of four, one per 32-element run of a 128-element half
+ * (qs[32 (e / 128) + e % 32] at bit 2 ((e / 32) % 4)), nibbles in pairs
+ * `span` apart, and single bits in a plane of 32 bytes (bit e / 32 of byte
+ * e % 32).  Packing assumes a zeroed destination where it ORs. */
 
-        y[i].d = GGML_FP32_TO_FP16(d);
-
-        for (int j = 0; j < qk/2; ++j) {
-            const float x0 = x[i*qk + 0    + j]*id;
-            const float x1 = x[i*qk + qk/2 + j]*id;
-
-            const uint8_t xi0 = MIN(15, f2i8(x0 + 8.5f));
-            const uint8_t xi1 = MIN(15, f2i8(x1 + 8.5f));
-
-            y[i].qs[j]  = xi0;
-            y[i].qs[j] |= xi1 << 4;
-        }
+static void pack_2bit(const uint8_t *v, uint8_t *qs)
+{
+    for (int e = 0; e < QK_K; e++) {
+        int byte = 32 * (e / 128) + e % 32, shift = 2 * ((e / 32) % 4);
+        if (shift == 0) qs[byte] = 0;
+        qs[byte] |= (uint8_t)((v[e] & 3) << shift);
     }
 }
 
-static void quantize_row_q4_1_ref(const float * restrict x, block_q4_1 * restrict y, int64_t k) {
-    const int qk = QK4_1;
+static inline int get_2bit(const uint8_t *qs, int e)
+{
+    return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
+}
 
+/* n elements in groups of 2 span: byte g / 2 + l holds element g + l low
+ * and g + span + l high. */
+static void pack_nibbles(const uint8_t *v, uint8_t *qs, int n, int span)
+{
+    for (int g = 0; g < n; g += 2 * span)
+        for (int l = 0; l < span; l++)
+            qs[g / 2 + l] = (uint8_t)((v[g + l] & 15) | (v[g + span + l] & 15) << 4);
+}
 
-    const int nb = k / qk;
+static inline int get_nibble(const uint8_t *qs, int e, int span)
+{
+    int g = e / (2 * span), r = e % (2 * span);
+    return (qs[g * span + r % span] >> (r < span ? 0 : 4)) & 15;
+}
 
-    for (int i = 0; i < nb; i++) {
-        float min = FLT_MAX;
-        float max = -FLT_MAX;
+static void pack_bitplane(const uint8_t *v, int bit, uint8_t *plane)
+{
+    memset(plane, 0, 32);
+    for (int e = 0; e < QK_K; e++) plane[e % 32] |= (uint8_t)(((v[e] >> bit) & 1) << (e / 32));
+}
 
-        for (int j = 0; j < qk; j++) {
-            const float v = x[i*qk + j];
+static inline int get_bit(const uint8_t *plane, int e) { return (plane[e % 32] >> (e / 32)) & 1; }
 
-            if (v < min) min = v;
-            if (v > max) max = v;
-        }
-
-        const float d  = (max - min) / ((1 << 4) - 1);
-        const float id = d ? 1.0f/d : 0.0f;
-
-        y[i].d = GGML_FP32_TO_FP16(d);
-        y[i].m = GGML_FP32_TO_FP16(min);
-
-        for (int j = 0; j < qk/2; ++j) {
-            const float x0 = (x[i*qk + 0    + j] - min)*id;
-            const float x1 = (x[i*qk + qk/2 + j] - min)*id;
-
-            const uint8_t xi0 = MIN(15, f2i8(x0 + 0.5f));
-            const uint8_t xi1 = MIN(15, f2i8(x1 + 0.5f));
-
-            y[i].qs[j]  = xi0;
-            y[i].qs[j] |= xi1 << 4;
-        }
+/* Q4_K and Q5_K: eight 6-bit scales and eight 6-bit minimums in 12 bytes.
+ * Sub-blocks 0-3 keep theirs whole in bytes 0-3 (scale) and 4-7 (min);
+ * sub-blocks 4-7 keep their low four bits as the nibbles of bytes 8-11 and
+ * their top two bits in the spare top bits of bytes 0-7. */
+static void pack_scales6(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[12])
+{
+    for (int j = 0; j < 4; j++) {
+        out[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        out[j + 4] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
+        out[j + 8] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
     }
 }
 
-static void quantize_row_q5_0_ref(const float * restrict x, block_q5_0 * restrict y, int64_t k) {
-    static const int qk = QK5_0;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        float amax = 0.0f; // absolute max
-        float max  = 0.0f;
-
-        for (int j = 0; j < qk; j++) {
-            const float v = x[i*qk + j];
-            if (amax < fabsf(v)) {
-                amax = fabsf(v);
-                max  = v;
-            }
-        }
-
-        const float d  = max / -16;
-        const float id = d ? 1.0f/d : 0.0f;
-
-        y[i].d = GGML_FP32_TO_FP16(d);
-
-        uint32_t qh = 0;
-
-        for (int j = 0; j < qk/2; ++j) {
-            const float x0 = x[i*qk + 0    + j]*id;
-            const float x1 = x[i*qk + qk/2 + j]*id;
-
-            const uint8_t xi0 = MIN(31, f2i8(x0 + 16.5f));
-            const uint8_t xi1 = MIN(31, f2i8(x1 + 16.5f));
-
-            y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
-
-            // get the 5-th bit and store it in qh at the right position
-            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-            qh |= ((xi1 & 0x10u) >> 4) << (j + qk/2);
-        }
-
-        memcpy(&y[i].qh, &qh, sizeof(qh));
-    }
-}
-
-static void quantize_row_q5_1_ref(const float * restrict x, block_q5_1 * restrict y, int64_t k) {
-    const int qk = QK5_1;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        float min = FLT_MAX;
-        float max = -FLT_MAX;
-
-        for (int j = 0; j < qk; j++) {
-            const float v = x[i*qk + j];
-
-            if (v < min) min = v;
-            if (v > max) max = v;
-        }
-
-        const float d  = (max - min) / ((1 << 5) - 1);
-        const float id = d ? 1.0f/d : 0.0f;
-
-        y[i].d = GGML_FP32_TO_FP16(d);
-        y[i].m = GGML_FP32_TO_FP16(min);
-
-        uint32_t qh = 0;
-
-        for (int j = 0; j < qk/2; ++j) {
-            const float x0 = (x[i*qk + 0    + j] - min)*id;
-            const float x1 = (x[i*qk + qk/2 + j] - min)*id;
-
-            const uint8_t xi0 = f2u8(x0 + 0.5f);
-            const uint8_t xi1 = f2u8(x1 + 0.5f);
-
-            y[i].qs[j] = (xi0 & 0x0F) | ((xi1 & 0x0F) << 4);
-
-            // get the 5-th bit and store it in qh at the right position
-            qh |= ((xi0 & 0x10u) >> 4) << (j + 0);
-            qh |= ((xi1 & 0x10u) >> 4) << (j + qk/2);
-        }
-
-        memcpy(&y[i].qh, &qh, sizeof(y[i].qh));
-    }
-}
-
-// reference implementation for deterministic creation of model files
-static void quantize_row_q8_0_ref(const float * restrict x, block_q8_0 * restrict y, int64_t k) {
-    const int nb = k / QK8_0;
-
-    for (int i = 0; i < nb; i++) {
-        float amax = 0.0f; // absolute max
-
-        for (int j = 0; j < QK8_0; j++) {
-            const float v = x[i*QK8_0 + j];
-            amax = MAX(amax, fabsf(v));
-        }
-
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d ? 1.0f/d : 0.0f;
-
-        y[i].d = GGML_FP32_TO_FP16(d);
-
-        for (int j = 0; j < QK8_0; ++j) {
-            const float x0 = x[i*QK8_0 + j]*id;
-
-            y[i].qs[j] = f2i8(roundf(x0));
-        }
-    }
-}
-
-static void dequantize_row_q4_0(const block_q4_0 * restrict x, float * restrict y, int64_t k) {
-    static const int qk = QK4_0;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-
-        for (int j = 0; j < qk/2; ++j) {
-            const int x0 = (x[i].qs[j] & 0x0F) - 8;
-            const int x1 = (x[i].qs[j] >>   4) - 8;
-
-            y[i*qk + j + 0   ] = x0*d;
-            y[i*qk + j + qk/2] = x1*d;
-        }
-    }
-}
-
-static void dequantize_row_q4_1(const block_q4_1 * restrict x, float * restrict y, int64_t k) {
-    static const int qk = QK4_1;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        const float m = GGML_FP16_TO_FP32(x[i].m);
-
-        for (int j = 0; j < qk/2; ++j) {
-            const int x0 = (x[i].qs[j] & 0x0F);
-            const int x1 = (x[i].qs[j] >>   4);
-
-            y[i*qk + j + 0   ] = x0*d + m;
-            y[i*qk + j + qk/2] = x1*d + m;
-        }
-    }
-}
-
-static void dequantize_row_q5_0(const block_q5_0 * restrict x, float * restrict y, int64_t k) {
-    static const int qk = QK5_0;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof(qh));
-
-        for (int j = 0; j < qk/2; ++j) {
-            const uint8_t xh_0 = ((qh >> (j +  0)) << 4) & 0x10;
-            const uint8_t xh_1 = ((qh >> (j + 12))     ) & 0x10;
-
-            const int32_t x0 = ((x[i].qs[j] & 0x0F) | xh_0) - 16;
-            const int32_t x1 = ((x[i].qs[j] >>   4) | xh_1) - 16;
-
-            y[i*qk + j + 0   ] = x0*d;
-            y[i*qk + j + qk/2] = x1*d;
-        }
-    }
-}
-
-static void dequantize_row_q5_1(const block_q5_1 * restrict x, float * restrict y, int64_t k) {
-    static const int qk = QK5_1;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        const float m = GGML_FP16_TO_FP32(x[i].m);
-
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof(qh));
-
-        for (int j = 0; j < qk/2; ++j) {
-            const uint8_t xh_0 = ((qh >> (j +  0)) << 4) & 0x10;
-            const uint8_t xh_1 = ((qh >> (j + 12))     ) & 0x10;
-
-            const int x0 = (x[i].qs[j] & 0x0F) | xh_0;
-            const int x1 = (x[i].qs[j] >>   4) | xh_1;
-
-            y[i*qk + j + 0   ] = x0*d + m;
-            y[i*qk + j + qk/2] = x1*d + m;
-        }
-    }
-}
-
-static void dequantize_row_q8_0(const block_q8_0 * restrict x, float * restrict y, int64_t k) {
-    static const int qk = QK8_0;
-
-
-    const int nb = k / qk;
-
-    for (int i = 0; i < nb; i++) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-
-        for (int j = 0; j < qk; ++j) {
-            y[i*qk + j] = x[i].qs[j]*d;
-        }
-    }
-}
-static inline int nearest_int(float fval) {
-    float val = fval + 12582912.f;
-    int i; memcpy(&i, &val, sizeof(int));
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static float make_qx_quants(int n, int nmax, const float * restrict x, int8_t * restrict L, int rmse_type,
-        const float * restrict qw) {
-    float max = 0;
-    float amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) { // all zero
-        for (int i = 0; i < n; ++i) {
-            L[i] = 0;
-        }
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    if (rmse_type == 0) {
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            L[i] = nmax + MAX(-nmax, MIN(nmax-1, l));
-        }
-        return 1/iscale;
-    }
-    bool return_early = false;
-    if (rmse_type < 0) {
-        rmse_type = -rmse_type;
-        return_early = true;
-    }
-    float sumlx = 0;
-    float suml2 = 0;
-#ifdef HAVE_BUGGY_APPLE_LINKER
-    // use 'volatile' to prevent unroll and work around a bug in Apple ld64 1015.7
-    for (volatile int i = 0; i < n; ++i) {
-#else
-    for (int i = 0; i < n; ++i) {
-#endif
-        int l = nearest_int(iscale * x[i]);
-        l = MAX(-nmax, MIN(nmax-1, l));
-        L[i] = l + nmax;
-        float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
-        sumlx += w*x[i]*l;
-        suml2 += w*l*l;
-    }
-    float scale = suml2 ? sumlx/suml2 : 0.0f;
-    if (return_early) return suml2 > 0 ? 0.5f*(scale + 1/iscale) : 1/iscale;
-    float best = scale * sumlx;
-    for (int is = -9; is <= 9; ++is) {
-        if (is == 0) {
-            continue;
-        }
-        iscale = -(nmax + 0.1f*is) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = MAX(-nmax, MIN(nmax-1, l));
-            float w = qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) : sqrtf(fabsf(x[i]));
-            sumlx += w*x[i]*l;
-            suml2 += w*l*l;
-        }
-        if (suml2 > 0 && sumlx*sumlx > best*suml2) {
-            for (int i = 0; i < n; ++i) {
-                int l = nearest_int(iscale * x[i]);
-                L[i] = nmax + MAX(-nmax, MIN(nmax-1, l));
-            }
-            scale = sumlx/suml2; best = scale*sumlx;
-        }
-    }
-    return scale;
-}
-
-static float make_q3_quants(int n, int nmax, const float * restrict x, int8_t * restrict L, bool do_rmse) {
-    float max = 0;
-    float amax = 0;
-    for (int i = 0; i < n; ++i) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) { amax = ax; max = x[i]; }
-    }
-    if (amax < GROUP_MAX_EPS) { // all zero
-        for (int i = 0; i < n; ++i) { L[i] = 0; }
-        return 0.f;
-    }
-    float iscale = -nmax / max;
-    if (do_rmse) {
-        float sumlx = 0;
-        float suml2 = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale * x[i]);
-            l = MAX(-nmax, MIN(nmax-1, l));
-            L[i] = l;
-            float w = x[i]*x[i];
-            sumlx += w*x[i]*l;
-            suml2 += w*l*l;
-        }
-        for (int itry = 0; itry < 5; ++itry) {
-            int n_changed = 0;
-            for (int i = 0; i < n; ++i) {
-                float w = x[i]*x[i];
-                float slx = sumlx - w*x[i]*L[i];
-                if (slx > 0) {
-                    float sl2 = suml2 - w*L[i]*L[i];
-                    int new_l = nearest_int(x[i] * sl2 / slx);
-                    new_l = MAX(-nmax, MIN(nmax-1, new_l));
-                    if (new_l != L[i]) {
-                        slx += w*x[i]*new_l;
-                        sl2 += w*new_l*new_l;
-                        if (sl2 > 0 && slx*slx*suml2 > sumlx*sumlx*sl2) {
-                            L[i] = new_l; sumlx = slx; suml2 = sl2;
-                            ++n_changed;
-                        }
-                    }
-                }
-            }
-            if (!n_changed) {
-                break;
-            }
-        }
-        for (int i = 0; i < n; ++i) {
-            L[i] += nmax;
-        }
-        return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-    }
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale * x[i]);
-        l = MAX(-nmax, MIN(nmax-1, l));
-        L[i] = l + nmax;
-    }
-    return 1/iscale;
-}
-
-static float make_qkx2_quants(int n, int nmax, const float * restrict x, const float * restrict weights,
-        uint8_t * restrict L, float * restrict the_min, uint8_t * restrict Laux,
-        float rmin, float rdelta, int nstep, bool use_mad) {
-    float min = x[0];
-    float max = x[0];
-    float sum_w = weights[0];
-    float sum_x = sum_w * x[0];
-#ifdef HAVE_BUGGY_APPLE_LINKER
-    // use 'volatile' to prevent unroll and work around a bug in Apple ld64 1015.7
-    for (volatile int i = 1; i < n; ++i) {
-#else
-    for (int i = 1; i < n; ++i) {
-#endif
-        if (x[i] < min) min = x[i];
-        if (x[i] > max) max = x[i];
-        float w = weights[i];
-        sum_w += w;
-        sum_x += w * x[i];
-    }
-    if (min > 0) min = 0;
-    if (max == min) {
-        for (int i = 0; i < n; ++i) L[i] = 0;
-        *the_min = -min;
-        return 0.f;
-    }
-    float iscale = nmax/(max - min);
-    float scale = 1/iscale;
-    float best_error = 0;
-    for (int i = 0; i < n; ++i) {
-        int l = nearest_int(iscale*(x[i] - min));
-        L[i] = MAX(0, MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
-        diff = use_mad ? fabsf(diff) : diff * diff;
-        float w = weights[i];
-        best_error += w * diff;
-    }
-    if (nstep < 1) {
-        *the_min = -min;
-        return scale;
-    }
-    for (int is = 0; is <= nstep; ++is) {
-        iscale = (rmin + rdelta*is + nmax)/(max - min);
-        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-        for (int i = 0; i < n; ++i) {
-            int l = nearest_int(iscale*(x[i] - min));
-            l = MAX(0, MIN(nmax, l));
-            Laux[i] = l;
-            float w = weights[i];
-            sum_l += w*l;
-            sum_l2 += w*l*l;
-            sum_xl += w*l*x[i];
-        }
-        float D = sum_w * sum_l2 - sum_l * sum_l;
-        if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l)/D;
-            float this_min   = (sum_l2 * sum_x - sum_l * sum_xl)/D;
-            if (this_min > 0) {
-                this_min = 0;
-                this_scale = sum_xl / sum_l2;
-            }
-            float cur_error = 0;
-            for (int i = 0; i < n; ++i) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
-                diff = use_mad ? fabsf(diff) : diff * diff;
-                float w = weights[i];
-                cur_error += w * diff;
-            }
-            if (cur_error < best_error) {
-                for (int i = 0; i < n; ++i) {
-                    L[i] = Laux[i];
-                }
-                best_error = cur_error;
-                scale = this_scale;
-                min = this_min;
-            }
-        }
-    }
-    *the_min = -min;
-    return scale;
-}
-
-static inline void get_scale_min_k4(int j, const uint8_t * restrict q, uint8_t * restrict d, uint8_t * restrict m) {
+static void unpack_scale6(const uint8_t in[12], int j, int *sc, int *mn)
+{
     if (j < 4) {
-        *d = q[j] & 63; *m = q[j + 4] & 63;
+        *sc = in[j] & 63;
+        *mn = in[j + 4] & 63;
     } else {
-        *d = (q[j+4] & 0xF) | ((q[j-4] >> 6) << 4);
-        *m = (q[j+4] >>  4) | ((q[j-0] >> 6) << 4);
+        *sc = (in[j + 4] & 15) | (in[j - 4] >> 6) << 4;
+        *mn = (in[j + 4] >> 4) | (in[j] >> 6) << 4;
     }
 }
 
-//========================- 2-bit (de)-quantization
-
-static void quantize_row_q2_K_ref(const float * restrict x, block_q2_K * restrict y, int64_t k) {
-    const int nb = k / QK_K;
-
-    uint8_t L[QK_K];
-    uint8_t Laux[16];
-    float   weights[16];
-    float mins[QK_K/16];
-    float scales[QK_K/16];
-
-    const float q4scale = 15.f;
-
-    for (int i = 0; i < nb; i++) {
-        float max_scale = 0; // as we are deducting the min, scales are always positive
-        float max_min = 0;
-        for (int j = 0; j < QK_K/16; ++j) {
-            for (int l = 0; l < 16; ++l) weights[l] = fabsf(x[16*j + l]);
-            scales[j] = make_qkx2_quants(16, 3, x + 16*j, weights, L + 16*j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
-            float scale = scales[j];
-            if (scale > max_scale) {
-                max_scale = scale;
-            }
-            float min = mins[j];
-            if (min > max_min) {
-                max_min = min;
-            }
-        }
-
-        if (max_scale > 0) {
-            float iscale = q4scale/max_scale;
-            for (int j = 0; j < QK_K/16; ++j) {
-                int l = nearest_int(iscale*scales[j]);
-                y[i].scales[j] = l;
-            }
-            y[i].d = GGML_FP32_TO_FP16(max_scale/q4scale);
-        } else {
-            for (int j = 0; j < QK_K/16; ++j) y[i].scales[j] = 0;
-            y[i].d = GGML_FP32_TO_FP16(0.f);
-        }
-        if (max_min > 0) {
-            float iscale = q4scale/max_min;
-            for (int j = 0; j < QK_K/16; ++j) {
-                int l = nearest_int(iscale*mins[j]);
-                y[i].scales[j] |= (l << 4);
-            }
-            y[i].dmin = GGML_FP32_TO_FP16(max_min/q4scale);
-        } else {
-            y[i].dmin = GGML_FP32_TO_FP16(0.f);
-        }
-        for (int j = 0; j < QK_K/16; ++j) {
-            const float d = GGML_FP16_TO_FP32(y[i].d) * (y[i].scales[j] & 0xF);
-            if (!d) continue;
-            const float dm = GGML_FP16_TO_FP32(y[i].dmin) * (y[i].scales[j] >> 4);
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = nearest_int((x[16*j + ii] + dm)/d);
-                l = MAX(0, MIN(3, l));
-                L[16*j + ii] = l;
-            }
-        }
-
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                y[i].qs[j/4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
-            }
-        }
-
-        x += QK_K;
+/* Q3_K: sixteen 6-bit codes in 12 bytes: low nibbles of codes 0-7 and
+ * 8-15 share bytes 0-7, top two bits go to byte 8 + j % 4 at bit 2 (j / 4). */
+static void pack_scales_q3(const uint8_t code[16], uint8_t out[12])
+{
+    memset(out, 0, 12);
+    for (int j = 0; j < 16; j++) {
+        out[j % 8] |= (uint8_t)((code[j] & 15) << (j < 8 ? 0 : 4));
+        out[8 + j % 4] |= (uint8_t)((code[j] >> 4) << (2 * (j / 4)));
     }
 }
 
-static void dequantize_row_q2_K(const block_q2_K * restrict x, float * restrict y, int64_t k) {
-    const int nb = k / QK_K;
+static int unpack_scale_q3(const uint8_t in[12], int j)
+{
+    int lo = (in[j % 8] >> (j < 8 ? 0 : 4)) & 15, hi = (in[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
 
-    for (int i = 0; i < nb; i++) {
+/* ---- the 32-element formats ----
+ * Symmetric (Q4_0, Q5_0): d maps the extreme element onto code 0, so
+ * x ~ d (code - 2^(bits-1)).  Affine (Q4_1, Q5_1): d and the minimum span
+ * [min, max] in 2^bits - 1 steps, x ~ d code + min.  Codes are truncations
+ * of a value offset by one half (rounding), capped at the top code. */
 
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        const float min = GGML_FP16_TO_FP32(x[i].dmin);
+static float legacy_symmetric(const float *x, int bits, uint8_t q[32])
+{
+    float amax, ext = signed_extreme(x, 32, &amax);
+    int half = 1 << (bits - 1), top = 2 * half - 1;
+    float d = ext / (float)-half, id = d ? 1.0f / d : 0.0f;
+    for (int e = 0; e < 32; e++) {
+        int c = trunc_byte(x[e] * id + ((float)half + 0.5f));
+        q[e] = (uint8_t)(c < top ? c : top);
+    }
+    return d;
+}
 
-        const uint8_t * q = x[i].qs;
+static float legacy_affine(const float *x, int bits, uint8_t q[32], float *minp)
+{
+    float lo = FLT_MAX, hi = -FLT_MAX;
+    for (int e = 0; e < 32; e++) {
+        if (x[e] < lo) lo = x[e];
+        if (x[e] > hi) hi = x[e];
+    }
+    int top = (1 << bits) - 1;
+    float d = (hi - lo) / (float)top, id = d ? 1.0f / d : 0.0f;
+    /* (x - lo) id stays within [0, top] (or is inf/NaN, giving 0), so the
+     * cap only ever bites for garbage; it keeps the code in its bits */
+    for (int e = 0; e < 32; e++) {
+        int c = trunc_byte((x[e] - lo) * id + 0.5f);
+        q[e] = (uint8_t)(c < top ? c : top);
+    }
+    *minp = lo;
+    return d;
+}
 
-        int is = 0;
-        float dl, ml;
-        for (int n = 0; n < QK_K; n += 128) {
-            int shift = 0;
-            for (int j = 0; j < 4; ++j) {
+/* low nibbles into qs, the fifth bits (if qh) into a 32-bit little-endian mask */
+static void legacy_pack(const uint8_t q[32], uint8_t qs[16], uint8_t *qh)
+{
+    pack_nibbles(q, qs, 32, 16);
+    if (!qh) return;
+    memset(qh, 0, 4);
+    for (int e = 0; e < 32; e++) qh[e / 8] |= (uint8_t)(((q[e] >> 4) & 1) << (e % 8));
+}
 
-                uint8_t sc = x[i].scales[is++];
-                dl = d * (sc & 0xF); ml = min * (sc >> 4);
-                for (int l = 0; l < 16; ++l) *y++ = dl * ((int8_t)((q[l] >> shift) & 3)) - ml;
+static inline int legacy_code(const uint8_t qs[16], const uint8_t *qh, int e)
+{
+    int c = get_nibble(qs, e, 16);
+    return qh ? c | ((qh[e / 8] >> (e % 8)) & 1) << 4 : c;
+}
 
-                sc = x[i].scales[is++];
-                dl = d * (sc & 0xF); ml = min * (sc >> 4);
-                for (int l = 0; l < 16; ++l) *y++ = dl * ((int8_t)((q[l+16] >> shift) & 3)) - ml;
-
-                shift += 2;
-            }
-            q += 32;
-        }
+static void quantize_q4_0(const float *x, void *dst, int64_t nb)
+{
+    block_q4_0 *b = dst;
+    uint8_t q[32];
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        b[i].d = f_half(legacy_symmetric(x, 4, q));
+        legacy_pack(q, b[i].qs, NULL);
     }
 }
 
-static void quantize_row_q3_K_ref(const float * restrict x, block_q3_K * restrict y, int64_t k) {
-    const int nb = k / QK_K;
+static void quantize_q5_0(const float *x, void *dst, int64_t nb)
+{
+    block_q5_0 *b = dst;
+    uint8_t q[32];
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        b[i].d = f_half(legacy_symmetric(x, 5, q));
+        legacy_pack(q, b[i].qs, b[i].qh);
+    }
+}
 
-    int8_t L[QK_K];
-    float scales[QK_K / 16];
+static void quantize_q4_1(const float *x, void *dst, int64_t nb)
+{
+    block_q4_1 *b = dst;
+    uint8_t q[32];
+    float mn;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        b[i].d = f_half(legacy_affine(x, 4, q, &mn));
+        b[i].m = f_half(mn);
+        legacy_pack(q, b[i].qs, NULL);
+    }
+}
 
-    for (int i = 0; i < nb; i++) {
+static void quantize_q5_1(const float *x, void *dst, int64_t nb)
+{
+    block_q5_1 *b = dst;
+    uint8_t q[32];
+    float mn;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        b[i].d = f_half(legacy_affine(x, 5, q, &mn));
+        b[i].m = f_half(mn);
+        legacy_pack(q, b[i].qs, b[i].qh);
+    }
+}
 
-        float max_scale = 0;
+/* Q8_0: d = amax / 127, codes round to nearest (half away from zero). */
+static void quantize_q8_0(const float *x, void *dst, int64_t nb)
+{
+    block_q8_0 *b = dst;
+    for (int64_t i = 0; i < nb; i++, x += 32) {
         float amax = 0;
-        for (int j = 0; j < QK_K/16; ++j) {
-            scales[j] = make_q3_quants(16, 4, x + 16*j, L + 16*j, true);
-            float scale = fabsf(scales[j]);
-            if (scale > amax) {
-                amax = scale; max_scale = scales[j];
-            }
-        }
-
-        memset(y[i].scales, 0, 12);
-        if (max_scale) {
-            float iscale = -32.f/max_scale;
-            for (int j = 0; j < QK_K/16; ++j) {
-                int8_t l = nearest_int(iscale*scales[j]);
-                l = MAX(-32, MIN(31, l)) + 32;
-                if (j < 8) {
-                    y[i].scales[j] = l & 0xF;
-                } else {
-                    y[i].scales[j-8] |= ((l & 0xF) << 4);
-                }
-                l >>= 4;
-                y[i].scales[j%4 + 8] |= (l << (2*(j/4)));
-            }
-            y[i].d = GGML_FP32_TO_FP16(1/iscale);
-        } else {
-            y[i].d = GGML_FP32_TO_FP16(0.f);
-        }
-
-        int8_t sc;
-        for (int j = 0; j < QK_K/16; ++j) {
-            sc = j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j-8] >> 4;
-            sc = (sc | (((y[i].scales[8 + j%4] >> (2*(j/4))) & 3) << 4)) - 32;
-            float d = GGML_FP16_TO_FP32(y[i].d) * sc;
-            if (!d) {
-                continue;
-            }
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = nearest_int(x[16*j + ii]/d);
-                l = MAX(-4, MIN(3, l));
-                L[16*j + ii] = l + 4;
-            }
-        }
-
-        memset(y[i].hmask, 0, QK_K/8);
-        // We put the high-bit for the 1st 8 quants into bit 0, the next 8 into bit 1, etc.
-        int m = 0;
-        uint8_t hm = 1;
-        for (int j = 0; j < QK_K; ++j) {
-            if (L[j] > 3) {
-                y[i].hmask[m] |= hm;
-                L[j] -= 4;
-            }
-            if (++m == QK_K/8) {
-                m = 0; hm <<= 1;
-            }
-        }
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                y[i].qs[j/4 + l] = L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6);
-            }
-        }
-
-        x += QK_K;
+        for (int e = 0; e < 32; e++) amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        b[i].d = f_half(d);
+        for (int e = 0; e < 32; e++) b[i].qs[e] = (int8_t)trunc_byte(roundf(x[e] * id));
     }
 }
 
-static void dequantize_row_q3_K(const block_q3_K * restrict x, float * restrict y, int64_t k) {
-    const int nb = k / QK_K;
-
-    const uint32_t kmask1 = 0x03030303;
-    const uint32_t kmask2 = 0x0f0f0f0f;
-
-    uint32_t aux[4];
-    const int8_t * scales = (const int8_t*)aux;
-
-    for (int i = 0; i < nb; i++) {
-
-        const float d_all = GGML_FP16_TO_FP32(x[i].d);
-
-        const uint8_t * restrict q = x[i].qs;
-        const uint8_t * restrict hm = x[i].hmask;
-        uint8_t m = 1;
-
-        memcpy(aux, x[i].scales, 12);
-        uint32_t tmp = aux[2];
-        aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
-        aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
-        aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
-        aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
-
-        int is = 0;
-        float dl;
-        for (int n = 0; n < QK_K; n += 128) {
-            int shift = 0;
-            for (int j = 0; j < 4; ++j) {
-
-                dl = d_all * (scales[is++] - 32);
-                for (int l = 0; l < 16; ++l) {
-                    *y++ = dl * ((int8_t)((q[l+ 0] >> shift) & 3) - ((hm[l+ 0] & m) ? 0 : 4));
-                }
-
-                dl = d_all * (scales[is++] - 32);
-                for (int l = 0; l < 16; ++l) {
-                    *y++ = dl * ((int8_t)((q[l+16] >> shift) & 3) - ((hm[l+16] & m) ? 0 : 4));
-                }
-
-                shift += 2;
-                m <<= 1;
-            }
-            q += 32;
-        }
-
+static void dequantize_q4_0(const void *src, float *y, int64_t nb)
+{
+    const block_q4_0 *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d);
+        for (int e = 0; e < 32; e++) *y++ = (float)(legacy_code(b[i].qs, NULL, e) - 8) * d;
     }
 }
 
-static void quantize_row_q4_K_ref(const float * restrict x, block_q4_K * restrict y, int64_t k) {
-    const int nb = k / QK_K;
+static void dequantize_q5_0(const void *src, float *y, int64_t nb)
+{
+    const block_q5_0 *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d);
+        for (int e = 0; e < 32; e++) *y++ = (float)(legacy_code(b[i].qs, b[i].qh, e) - 16) * d;
+    }
+}
 
+static void dequantize_q4_1(const void *src, float *y, int64_t nb)
+{
+    const block_q4_1 *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d), m = half_f(b[i].m);
+        for (int e = 0; e < 32; e++) *y++ = (float)legacy_code(b[i].qs, NULL, e) * d + m;
+    }
+}
+
+static void dequantize_q5_1(const void *src, float *y, int64_t nb)
+{
+    const block_q5_1 *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d), m = half_f(b[i].m);
+        for (int e = 0; e < 32; e++) *y++ = (float)legacy_code(b[i].qs, b[i].qh, e) * d + m;
+    }
+}
+
+static void dequantize_q8_0(const void *src, float *y, int64_t nb)
+{
+    const block_q8_0 *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d);
+        for (int e = 0; e < 32; e++) *y++ = (float)b[i].qs[e] * d;
+    }
+}
+
+/* ---- the searches that pick a K-quant sub-block's scale ---- */
+
+/* Codes l = round(iscale x) in [-nmax, nmax - 1] for n elements (into L when
+ * given) and the sums a least-squares scale needs, weighting each element by
+ * x^2 so that the large values, which dominate a matmul, fit best. */
+static void signed_sums(const float *x, int n, int nmax, float iscale, int8_t *L, float *slx, float *sl2)
+{
+    float sx = 0, s2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clampi(round_even(iscale * x[i]), -nmax, nmax - 1);
+        if (L) L[i] = (int8_t)l;
+        float w = x[i] * x[i];
+        sx += w * x[i] * (float)l;
+        s2 += w * (float)l * (float)l;
+    }
+    *slx = sx;
+    *sl2 = s2;
+}
+
+/* Q6_K's sub-blocks: with codes fixed, the best scale is sum w x l / sum w l^2
+ * and the error falls as (sum w x l)^2 / sum w l^2 grows.  Try the scale
+ * that puts the extreme element on -nmax and 18 around it (nmax +- 0.1 k
+ * steps), keep the best.  L gets l + nmax; returns the scale. */
+static float fit_signed_scale(const float *x, int n, int nmax, uint8_t *L)
+{
+    float amax, ext = signed_extreme(x, n, &amax);
+    if (amax < TINY_GROUP) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    int8_t cur[32], trial[32];
+    float slx, sl2;
+    signed_sums(x, n, nmax, (float)-nmax / ext, cur, &slx, &sl2);
+    float scale = sl2 ? slx / sl2 : 0.0f, best = scale * slx;
+    for (int k = -9; k <= 9; k++) {
+        if (!k) continue;
+        signed_sums(x, n, nmax, -((float)nmax + 0.1f * (float)k) / ext, trial, &slx, &sl2);
+        if (sl2 > 0 && slx * slx > best * sl2) {
+            memcpy(cur, trial, (size_t)n);
+            scale = slx / sl2;
+            best = scale * slx;
+        }
+    }
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(cur[i] + nmax);
+    return scale;
+}
+
+/* Q3_K's sub-blocks: start like fit_signed_scale's first guess, then move
+ * one code at a time to the value its neighbours' fit asks for, keeping a
+ * move when it raises (sum w x l)^2 / sum w l^2; at most five sweeps. */
+static float fit_q3_scale(const float *x, int n, int nmax, uint8_t *L)
+{
+    float amax, ext = signed_extreme(x, n, &amax);
+    if (amax < TINY_GROUP) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    int8_t l[16];
+    float sumlx, suml2;
+    signed_sums(x, n, nmax, (float)-nmax / ext, l, &sumlx, &suml2);
+    for (int sweep = 0; sweep < 5; sweep++) {
+        int moved = 0;
+        for (int i = 0; i < n; i++) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)l[i];
+            if (!(slx > 0)) continue;   /* NaN too */
+            float sl2 = suml2 - w * (float)l[i] * (float)l[i];
+            int want = clampi(round_even(x[i] * sl2 / slx), -nmax, nmax - 1);
+            if (want == l[i]) continue;
+            slx += w * x[i] * (float)want;
+            sl2 += w * (float)want * (float)want;
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                l[i] = (int8_t)want;
+                sumlx = slx;
+                suml2 = sl2;
+                moved++;
+            }
+        }
+        if (!moved) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(l[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* How fit_scale_min searches: scales nmax + rmin + k rdelta (k = 0..steps)
+ * over the range, error as squared or absolute difference. */
+typedef struct { float rmin, rdelta; int steps; int abs_error; } fit_plan;
+
+static const fit_plan PLAN_Q2 = {-0.5f, 0.1f, 15, 1};
+static const fit_plan PLAN_Q4 = {-1.0f, 0.1f, 20, 0};
+static const fit_plan PLAN_Q5 = {-0.5f, 0.1f, 15, 0};
+
+static float fit_error(const float *x, const float *w, const uint8_t *L, int n, float scale, float min, int abs_error)
+{
+    float err = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = scale * (float)L[i] + min - x[i];
+        err += w[i] * (abs_error ? fabsf(diff) : diff * diff);
+    }
+    return err;
+}
+
+/* The affine K-quants' sub-blocks (Q2_K, Q4_K, Q5_K): x ~ scale l + min with
+ * l in [0, nmax] and min <= 0.  For each trial scale the codes are fixed by
+ * rounding, then scale and min come from weighted least squares (min pinned
+ * at 0 if it would come out positive); the trial with the least weighted
+ * error wins over the plain max-min fit.  Returns the scale, *negmin = -min. */
+static float fit_scale_min(const float *x, const float *w, int n, int nmax, const fit_plan *p,
+                           uint8_t *L, float *negmin)
+{
+    float lo = x[0], hi = x[0], sum_w = w[0], sum_x = w[0] * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (lo > 0) lo = 0;
+    if (hi == lo) {
+        memset(L, 0, (size_t)n);
+        *negmin = -lo;
+        return 0.0f;
+    }
+    float iscale = (float)nmax / (hi - lo), scale = 1 / iscale;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)clampi(round_even(iscale * (x[i] - lo)), 0, nmax);
+    float best = fit_error(x, w, L, n, scale, lo, p->abs_error);
+    uint8_t trial[32];
+    for (int k = 0; k <= p->steps; k++) {
+        iscale = (p->rmin + p->rdelta * (float)k + (float)nmax) / (hi - lo);
+        float sl = 0, sl2 = 0, sxl = 0;
+        for (int i = 0; i < n; i++) {
+            int l = clampi(round_even(iscale * (x[i] - lo)), 0, nmax);
+            trial[i] = (uint8_t)l;
+            sl += w[i] * (float)l;
+            sl2 += w[i] * (float)l * (float)l;
+            sxl += w[i] * (float)l * x[i];
+        }
+        float det = sum_w * sl2 - sl * sl;
+        if (!(det > 0)) continue;
+        float s = (sum_w * sxl - sum_x * sl) / det, m = (sl2 * sum_x - sl * sxl) / det;
+        if (m > 0) {
+            m = 0;
+            s = sxl / sl2;
+        }
+        float err = fit_error(x, w, trial, n, s, m, p->abs_error);
+        if (err < best) {
+            memcpy(L, trial, (size_t)n);
+            best = err;
+            scale = s;
+            lo = m;
+        }
+    }
+    *negmin = -lo;
+    return scale;
+}
+
+/* After the block's scales are rounded to their codes, redo each code against
+ * the scale the decoder will actually use.  A zero scale keeps the search's
+ * codes (they decode to zero anyway). */
+static void refit_affine(const float *x, int n, float d, float dm, int top, uint8_t *L)
+{
+    if (!d) return;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)clampi(round_even((x[i] + dm) / d), 0, top);
+}
+
+static void refit_signed(const float *x, int n, float d, int lo, int hi, uint8_t *L)
+{
+    if (!d) return;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)(clampi(round_even(x[i] / d), lo, hi) - lo);
+}
+
+/* ---- the K-quants (256 elements a block) ---- */
+
+/* Q2_K: 16 sub-blocks of 16, 2-bit codes; each sub-block's scale and min
+ * are 4-bit multiples of the block's d and dmin. */
+static void quantize_q2_K(const float *x, void *dst, int64_t nb)
+{
+    block_q2_K *b = dst;
     uint8_t L[QK_K];
-    uint8_t Laux[32];
-    float   weights[32];
-    float mins[QK_K/32];
-    float scales[QK_K/32];
-
-    for (int i = 0; i < nb; i++) {
-        float max_scale = 0; // as we are deducting the min, scales are always positive
-        float max_min = 0;
-        for (int j = 0; j < QK_K/32; ++j) {
-            //scales[j] = make_qkx1_quants(32, 15, x + 32*j, L + 32*j, &mins[j], 9, 0.5f);
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += x[32*j + l] * x[32*j + l];
-            float av_x = sqrtf(sum_x2/32);
-            for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32*j + l]);
-            scales[j] = make_qkx2_quants(32, 15, x + 32*j, weights, L + 32*j, &mins[j], Laux, -1.f, 0.1f, 20, false);
-            float scale = scales[j];
-            if (scale > max_scale) {
-                max_scale = scale;
-            }
-            float min = mins[j];
-            if (min > max_min) {
-                max_min = min;
-            }
+    float w[16], sc[16], mn[16];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float max_sc = 0, max_mn = 0;
+        for (int j = 0; j < 16; j++) {
+            for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
+            sc[j] = fit_scale_min(x + 16 * j, w, 16, 3, &PLAN_Q2, L + 16 * j, &mn[j]);
+            if (sc[j] > max_sc) max_sc = sc[j];
+            if (mn[j] > max_mn) max_mn = mn[j];
         }
-
-        float inv_scale = max_scale > 0 ? 63.f/max_scale : 0.f;
-        float inv_min   = max_min   > 0 ? 63.f/max_min   : 0.f;
-        for (int j = 0; j < QK_K/32; ++j) {
-            uint8_t ls = nearest_int(inv_scale*scales[j]);
-            uint8_t lm = nearest_int(inv_min*mins[j]);
-            ls = MIN(63, ls);
-            lm = MIN(63, lm);
-            if (j < 4) {
-                y[i].scales[j] = ls;
-                y[i].scales[j+4] = lm;
-            } else {
-                y[i].scales[j+4] = (ls & 0xF) | ((lm & 0xF) << 4);
-                y[i].scales[j-4] |= ((ls >> 4) << 6);
-                y[i].scales[j-0] |= ((lm >> 4) << 6);
-            }
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        b[i].d = f_half(0.0f);
+        b[i].dmin = f_half(0.0f);
+        if (max_sc > 0) {
+            float is = 15.0f / max_sc;
+            for (int j = 0; j < 16; j++) b[i].scales[j] = (uint8_t)round_even(is * sc[j]);
+            b[i].d = f_half(max_sc / 15.0f);
         }
-        y[i].d = GGML_FP32_TO_FP16(max_scale/63.f);
-        y[i].dmin = GGML_FP32_TO_FP16(max_min/63.f);
-
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K/32; ++j) {
-            get_scale_min_k4(j, y[i].scales, &sc, &m);
-            const float d = GGML_FP16_TO_FP32(y[i].d) * sc;
-            if (!d) continue;
-            const float dm = GGML_FP16_TO_FP32(y[i].dmin) * m;
-            for (int ii = 0; ii < 32; ++ii) {
-                int l = nearest_int((x[32*j + ii] + dm)/d);
-                l = MAX(0, MIN(15, l));
-                L[32*j + ii] = l;
-            }
+        if (max_mn > 0) {
+            float im = 15.0f / max_mn;
+            for (int j = 0; j < 16; j++) b[i].scales[j] |= (uint8_t)(round_even(im * mn[j]) << 4);
+            b[i].dmin = f_half(max_mn / 15.0f);
         }
-
-        uint8_t * q = y[i].qs;
-        for (int j = 0; j < QK_K; j += 64) {
-            for (int l = 0; l < 32; ++l) q[l] = L[j + l] | (L[j + l + 32] << 4);
-            q += 32;
-        }
-
-        x += QK_K;
+        for (int j = 0; j < 16; j++)
+            refit_affine(x + 16 * j, 16, half_f(b[i].d) * (float)(b[i].scales[j] & 15),
+                         half_f(b[i].dmin) * (float)(b[i].scales[j] >> 4), 3, L + 16 * j);
+        pack_2bit(L, b[i].qs);
     }
 }
 
-static void dequantize_row_q4_K(const block_q4_K * restrict x, float * restrict y, int64_t k) {
-    const int nb = k / QK_K;
-
-    for (int i = 0; i < nb; i++) {
-        const uint8_t * q = x[i].qs;
-
-        const float d   = GGML_FP16_TO_FP32(x[i].d);
-        const float min = GGML_FP16_TO_FP32(x[i].dmin);
-
-        int is = 0;
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K; j += 64) {
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc; const float m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc; const float m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l]  >> 4) - m2;
-            q += 32; is += 2;
+/* Q3_K: 16 sub-blocks of 16, signed 3-bit codes (2 bits in qs, the third
+ * in hmask); signed 6-bit sub-block scales times the block's d. */
+static void quantize_q3_K(const float *x, void *dst, int64_t nb)
+{
+    block_q3_K *b = dst;
+    uint8_t L[QK_K], code[16] = {0};
+    float sc[16];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float ext = 0, mag = 0;
+        for (int j = 0; j < 16; j++) {
+            sc[j] = fit_q3_scale(x + 16 * j, 16, 4, L + 16 * j);
+            if (fabsf(sc[j]) > mag) {
+                mag = fabsf(sc[j]);
+                ext = sc[j];
+            }
         }
+        memset(code, 0, sizeof code);
+        b[i].d = f_half(0.0f);
+        if (ext) {
+            float is = -32.0f / ext;
+            for (int j = 0; j < 16; j++) code[j] = (uint8_t)(clampi(round_even(is * sc[j]), -32, 31) + 32);
+            b[i].d = f_half(1 / is);
+        }
+        pack_scales_q3(code, b[i].scales);
+        for (int j = 0; j < 16; j++)
+            refit_signed(x + 16 * j, 16, half_f(b[i].d) * (float)(code[j] - 32), -4, 3, L + 16 * j);
+        pack_bitplane(L, 2, b[i].hmask);
+        pack_2bit(L, b[i].qs);
     }
 }
 
-static void quantize_row_q5_K_ref(const float * restrict x, block_q5_K * restrict y, int64_t k) {
-    const int64_t nb = k / QK_K;
+/* Q4_K and Q5_K share everything but the code width: 8 sub-blocks of 32,
+ * each fitted with weights |x| + rms(x) (no element ignored, big ones
+ * favoured), then 6-bit sub-block scales and mins times d and dmin. */
+static void affine_k_block(const float *x, int top, const fit_plan *p, uint16_t *d, uint16_t *dmin,
+                           uint8_t scales[12], uint8_t L[QK_K])
+{
+    float w[32], sc[8], mn[8], max_sc = 0, max_mn = 0;
+    for (int j = 0; j < 8; j++) {
+        const float *xs = x + 32 * j;
+        float sum2 = 0;
+        for (int l = 0; l < 32; l++) sum2 += xs[l] * xs[l];
+        float rms = sqrtf(sum2 / 32);
+        for (int l = 0; l < 32; l++) w[l] = rms + fabsf(xs[l]);
+        sc[j] = fit_scale_min(xs, w, 32, top, p, L + 32 * j, &mn[j]);
+        if (sc[j] > max_sc) max_sc = sc[j];
+        if (mn[j] > max_mn) max_mn = mn[j];
+    }
+    float is = max_sc > 0 ? 63.0f / max_sc : 0.0f, im = max_mn > 0 ? 63.0f / max_mn : 0.0f;
+    uint8_t qs[8], qm[8];
+    for (int j = 0; j < 8; j++) {
+        /* the code is taken as a byte first, then capped: as the reference does */
+        uint8_t a = (uint8_t)round_even(is * sc[j]), m = (uint8_t)round_even(im * mn[j]);
+        qs[j] = a < 63 ? a : 63;
+        qm[j] = m < 63 ? m : 63;
+    }
+    pack_scales6(qs, qm, scales);
+    *d = f_half(max_sc / 63.0f);
+    *dmin = f_half(max_mn / 63.0f);
+    for (int j = 0; j < 8; j++)
+        refit_affine(x + 32 * j, 32, half_f(*d) * (float)qs[j], half_f(*dmin) * (float)qm[j], top, L + 32 * j);
+}
 
+static void quantize_q4_K(const float *x, void *dst, int64_t nb)
+{
+    block_q4_K *b = dst;
     uint8_t L[QK_K];
-    float mins[QK_K/32];
-    float scales[QK_K/32];
-    float weights[32];
-    uint8_t Laux[32];
-
-    for (int i = 0; i < nb; i++) {
-        float max_scale = 0; // as we are deducting the min, scales are always positive
-        float max_min = 0;
-        for (int j = 0; j < QK_K/32; ++j) {
-            //scales[j] = make_qkx1_quants(32, 31, x + 32*j, L + 32*j, &mins[j], 9, 0.5f);
-            float sum_x2 = 0;
-            for (int l = 0; l < 32; ++l) sum_x2 += x[32*j + l] * x[32*j + l];
-            float av_x = sqrtf(sum_x2/32);
-            for (int l = 0; l < 32; ++l) weights[l] = av_x + fabsf(x[32*j + l]);
-            scales[j] = make_qkx2_quants(32, 31, x + 32*j, weights, L + 32*j, &mins[j], Laux, -0.5f, 0.1f, 15, false);
-            float scale = scales[j];
-            if (scale > max_scale) {
-                max_scale = scale;
-            }
-            float min = mins[j];
-            if (min > max_min) {
-                max_min = min;
-            }
-        }
-
-        float inv_scale = max_scale > 0 ? 63.f/max_scale : 0.f;
-        float inv_min   = max_min   > 0 ? 63.f/max_min   : 0.f;
-        for (int j = 0; j < QK_K/32; ++j) {
-            uint8_t ls = nearest_int(inv_scale*scales[j]);
-            uint8_t lm = nearest_int(inv_min*mins[j]);
-            ls = MIN(63, ls);
-            lm = MIN(63, lm);
-            if (j < 4) {
-                y[i].scales[j] = ls;
-                y[i].scales[j+4] = lm;
-            } else {
-                y[i].scales[j+4] = (ls & 0xF) | ((lm & 0xF) << 4);
-                y[i].scales[j-4] |= ((ls >> 4) << 6);
-                y[i].scales[j-0] |= ((lm >> 4) << 6);
-            }
-        }
-        y[i].d = GGML_FP32_TO_FP16(max_scale/63.f);
-        y[i].dmin = GGML_FP32_TO_FP16(max_min/63.f);
-
-        uint8_t sc, m;
-        for (int j = 0; j < QK_K/32; ++j) {
-            get_scale_min_k4(j, y[i].scales, &sc, &m);
-            const float d = GGML_FP16_TO_FP32(y[i].d) * sc;
-            if (!d) continue;
-            const float dm = GGML_FP16_TO_FP32(y[i].dmin) * m;
-            for (int ii = 0; ii < 32; ++ii) {
-                int l = nearest_int((x[32*j + ii] + dm)/d);
-                l = MAX(0, MIN(31, l));
-                L[32*j + ii] = l;
-            }
-        }
-
-        uint8_t * restrict qh = y[i].qh;
-        uint8_t * restrict ql = y[i].qs;
-        memset(qh, 0, QK_K/8);
-
-        uint8_t m1 = 1, m2 = 2;
-        for (int n = 0; n < QK_K; n += 64) {
-            for (int j = 0; j < 32; ++j) {
-                int l1 = L[n + j];
-                if (l1 > 15) {
-                    l1 -= 16; qh[j] |= m1;
-                }
-                int l2 = L[n + j + 32];
-                if (l2 > 15) {
-                    l2 -= 16; qh[j] |= m2;
-                }
-                ql[j] = l1 | (l2 << 4);
-            }
-            m1 <<= 2; m2 <<= 2;
-            ql += 32;
-        }
-
-        x += QK_K;
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        affine_k_block(x, 15, &PLAN_Q4, &b[i].d, &b[i].dmin, b[i].scales, L);
+        pack_nibbles(L, b[i].qs, QK_K, 32);
     }
 }
 
-static void dequantize_row_q5_K(const block_q5_K * restrict x, float * restrict y, int64_t k) {
-    const int64_t nb = k / QK_K;
-
-    for (int i = 0; i < nb; i++) {
-        const uint8_t * ql = x[i].qs;
-        const uint8_t * qh = x[i].qh;
-
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-        const float min = GGML_FP16_TO_FP32(x[i].dmin);
-
-        int is = 0;
-        uint8_t sc, m;
-        uint8_t u1 = 1, u2 = 2;
-        for (int j = 0; j < QK_K; j += 64) {
-            get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-            const float d1 = d * sc; const float m1 = min * m;
-            get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-            const float d2 = d * sc; const float m2 = min * m;
-            for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l]  >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
-            ql += 32; is += 2;
-            u1 <<= 2; u2 <<= 2;
-        }
+static void quantize_q5_K(const float *x, void *dst, int64_t nb)
+{
+    block_q5_K *b = dst;
+    uint8_t L[QK_K];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        affine_k_block(x, 31, &PLAN_Q5, &b[i].d, &b[i].dmin, b[i].scales, L);
+        pack_nibbles(L, b[i].qs, QK_K, 32);
+        pack_bitplane(L, 4, b[i].qh);
     }
 }
 
-static void quantize_row_q6_K_ref(const float * restrict x, block_q6_K * restrict y, int64_t k) {
-    const int64_t nb = k / QK_K;
-
-    int8_t L[QK_K];
-    float   scales[QK_K/16];
-
-    for (int i = 0; i < nb; i++) {
-
-        float max_scale = 0;
-        float max_abs_scale = 0;
-
-        for (int ib = 0; ib < QK_K/16; ++ib) {
-
-            const float scale = make_qx_quants(16, 32, x + 16*ib, L + 16*ib, 1, NULL);
-            scales[ib] = scale;
-
-            const float abs_scale = fabsf(scale);
-            if (abs_scale > max_abs_scale) {
-                max_abs_scale = abs_scale;
-                max_scale = scale;
+/* Q6_K: 16 sub-blocks of 16, signed 6-bit codes (nibble in ql, top two bits
+ * in qh), signed 8-bit sub-block scales times d. */
+static void quantize_q6_K(const float *x, void *dst, int64_t nb)
+{
+    block_q6_K *b = dst;
+    uint8_t L[QK_K], hi[QK_K];
+    float sc[16];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float ext = 0, mag = 0;
+        for (int j = 0; j < 16; j++) {
+            sc[j] = fit_signed_scale(x + 16 * j, 16, 32, L + 16 * j);
+            if (fabsf(sc[j]) > mag) {
+                mag = fabsf(sc[j]);
+                ext = sc[j];
             }
-
         }
-
-        if (max_abs_scale < GROUP_MAX_EPS) {
-            memset(&y[i], 0, sizeof(block_q6_K));
-            y[i].d = GGML_FP32_TO_FP16(0.f);
-            x += QK_K;
+        if (mag < TINY_GROUP) {
+            memset(&b[i], 0, sizeof b[i]);
             continue;
         }
-
-        float iscale = -128.f/max_scale;
-        y[i].d = GGML_FP32_TO_FP16(1/iscale);
-        for (int ib = 0; ib < QK_K/16; ++ib) {
-            y[i].scales[ib] = MIN(127, nearest_int(iscale*scales[ib]));
+        float is = -128.0f / ext;
+        b[i].d = f_half(1 / is);
+        for (int j = 0; j < 16; j++) {
+            int c = round_even(is * sc[j]);
+            b[i].scales[j] = (int8_t)(c < 127 ? c : 127);
+            refit_signed(x + 16 * j, 16, half_f(b[i].d) * (float)b[i].scales[j], -32, 31, L + 16 * j);
         }
-
-        for (int j = 0; j < QK_K/16; ++j) {
-            float d = GGML_FP16_TO_FP32(y[i].d) * y[i].scales[j];
-            if (!d) {
-                continue;
-            }
-            for (int ii = 0; ii < 16; ++ii) {
-                int l = nearest_int(x[16*j + ii]/d);
-                l = MAX(-32, MIN(31, l));
-                L[16*j + ii] = l + 32;
-            }
-        }
-
-        uint8_t * restrict ql = y[i].ql;
-        uint8_t * restrict qh = y[i].qh;
-        for (int j = 0; j < QK_K; j += 128) {
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t q1 = L[j + l +  0] & 0xF;
-                const uint8_t q2 = L[j + l + 32] & 0xF;
-                const uint8_t q3 = L[j + l + 64] & 0xF;
-                const uint8_t q4 = L[j + l + 96] & 0xF;
-                ql[l+ 0] = q1 | (q3 << 4);
-                ql[l+32] = q2 | (q4 << 4);
-                qh[l] = (L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6);
-            }
-            ql += 64;
-            qh += 32;
-        }
-
-        x += QK_K;
+        pack_nibbles(L, b[i].ql, QK_K, 64);
+        for (int e = 0; e < QK_K; e++) hi[e] = L[e] >> 4;
+        pack_2bit(hi, b[i].qh);
     }
 }
 
-static void dequantize_row_q6_K(const block_q6_K * restrict x, float * restrict y, int64_t k) {
-    const int64_t nb = k / QK_K;
+/* Q8_K: the activations' format for the K-quant dots: d = extreme / -127
+ * in f32, and per-16 sums of the codes so a dot can subtract a minimum
+ * without touching every element again. */
+static void quantize_q8_K(const float *x, void *dst, int64_t nb)
+{
+    block_q8_K *b = dst;
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float amax, ext = signed_extreme(x, QK_K, &amax);
+        memset(&b[i], 0, sizeof b[i]);
+        if (!amax) continue;
+        float is = -127.0f / ext;
+        for (int e = 0; e < QK_K; e++) {
+            int c = round_even(is * x[e]);
+            b[i].qs[e] = (int8_t)(c < 127 ? c : 127);
+            b[i].bsums[e / 16] = (int16_t)(b[i].bsums[e / 16] + b[i].qs[e]);
+        }
+        b[i].d = 1 / is;
+    }
+}
 
-    for (int i = 0; i < nb; i++) {
-        const float d = GGML_FP16_TO_FP32(x[i].d);
-
-        const uint8_t * restrict ql = x[i].ql;
-        const uint8_t * restrict qh = x[i].qh;
-        const int8_t  * restrict sc = x[i].scales;
-
-        for (int n = 0; n < QK_K; n += 128) {
-            for (int l = 0; l < 32; ++l) {
-                int is = l/16;
-                const int8_t q1 = (int8_t)((ql[l +  0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                const int8_t q2 = (int8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int8_t q3 = (int8_t)((ql[l +  0]  >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int8_t q4 = (int8_t)((ql[l + 32]  >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                y[l +  0] = d * sc[is + 0] * q1;
-                y[l + 32] = d * sc[is + 2] * q2;
-                y[l + 64] = d * sc[is + 4] * q3;
-                y[l + 96] = d * sc[is + 6] * q4;
-            }
-            y  += 128;
-            ql += 64;
-            qh += 32;
-            sc += 8;
+static void dequantize_q2_K(const void *src, float *y, int64_t nb)
+{
+    const block_q2_K *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d), dmin = half_f(b[i].dmin);
+        for (int j = 0; j < 16; j++) {
+            float ds = d * (float)(b[i].scales[j] & 15), ms = dmin * (float)(b[i].scales[j] >> 4);
+            for (int e = 16 * j; e < 16 * j + 16; e++) *y++ = ds * (float)get_2bit(b[i].qs, e) - ms;
         }
     }
 }
 
-static void quantize_row_q8_K_ref(const float * restrict x, block_q8_K * restrict y, int64_t k) {
-    const int64_t nb = k / QK_K;
-
-    for (int i = 0; i < nb; i++) {
-
-        float max = 0;
-        float amax = 0;
-        for (int j = 0; j < QK_K; ++j) {
-            float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax; max = x[j];
-            }
-        }
-        if (!amax) {
-            y[i].d = 0;
-            memset(y[i].qs, 0, QK_K);
-            memset(y[i].bsums, 0, sizeof y[i].bsums);
-            x += QK_K;
-            continue;
-        }
-        //const float iscale = -128.f/max;
-        // We need this change for IQ2_XXS, else the AVX implementation becomes very awkward
-        const float iscale = -127.f/max;
-        for (int j = 0; j < QK_K; ++j) {
-            int v = nearest_int(iscale*x[j]);
-            y[i].qs[j] = MIN(127, v);
-        }
-        for (int j = 0; j < QK_K/16; ++j) {
-            int sum = 0;
-            for (int ii = 0; ii < 16; ++ii) {
-                sum += y[i].qs[j*16 + ii];
-            }
-            y[i].bsums[j] = sum;
-        }
-        y[i].d = 1/iscale;
-        x += QK_K;
-    }
-}
-
-static void dequantize_row_q8_K(const block_q8_K * restrict x, float * restrict y, int64_t k) {
-    const int64_t nb = k / QK_K;
-
-    for (int i = 0; i < nb; i++) {
-        for (int j = 0; j < QK_K; ++j) {
-            *y++ = x[i].d * x[i].qs[j];
+static void dequantize_q3_K(const void *src, float *y, int64_t nb)
+{
+    const block_q3_K *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            float ds = d * (float)unpack_scale_q3(b[i].scales, j);
+            /* the hmask bit set means the code is 0..3, clear means -4..-1 */
+            for (int e = 16 * j; e < 16 * j + 16; e++)
+                *y++ = ds * (float)(get_2bit(b[i].qs, e) - (get_bit(b[i].hmask, e) ? 0 : 4));
         }
     }
 }
 
-/* ---- Lumen's face of the code above ---- */
+static void dequantize_affine_k(const uint8_t scales[12], uint16_t dh, uint16_t mh, const uint8_t *qs,
+                                const uint8_t *qh, float *y)
+{
+    float d = half_f(dh), dmin = half_f(mh);
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        unpack_scale6(scales, j, &sc, &mn);
+        float ds = d * (float)sc, ms = dmin * (float)mn;
+        for (int e = 32 * j; e < 32 * j + 32; e++) {
+            int c = get_nibble(qs, e, 32) | (qh ? get_bit(qh, e) << 4 : 0);
+            *y++ = ds * (float)c - ms;
+        }
+    }
+}
 
-typedef void (*quant_fn)(const float *restrict x, void *restrict y, int64_t k);
-typedef void (*dequant_fn)(const void *restrict x, float *restrict y, int64_t k);
+static void dequantize_q4_K(const void *src, float *y, int64_t nb)
+{
+    const block_q4_K *b = src;
+    for (int64_t i = 0; i < nb; i++, y += QK_K) dequantize_affine_k(b[i].scales, b[i].d, b[i].dmin, b[i].qs, NULL, y);
+}
+
+static void dequantize_q5_K(const void *src, float *y, int64_t nb)
+{
+    const block_q5_K *b = src;
+    for (int64_t i = 0; i < nb; i++, y += QK_K)
+        dequantize_affine_k(b[i].scales, b[i].d, b[i].dmin, b[i].qs, b[i].qh, y);
+}
+
+static void dequantize_q6_K(const void *src, float *y, int64_t nb)
+{
+    const block_q6_K *b = src;
+    for (int64_t i = 0; i < nb; i++) {
+        float d = half_f(b[i].d);
+        for (int e = 0; e < QK_K; e++) {
+            int c = (get_nibble(b[i].ql, e, 64) | get_2bit(b[i].qh, e) << 4) - 32;
+            *y++ = d * (float)b[i].scales[e / 16] * (float)c;
+        }
+    }
+}
+
+static void dequantize_q8_K(const void *src, float *y, int64_t nb)
+{
+    const block_q8_K *b = src;
+    for (int64_t i = 0; i < nb; i++)
+        for (int e = 0; e < QK_K; e++) *y++ = b[i].d * (float)b[i].qs[e];
+}
+
+/* ---- the public face ---- */
+
+/* n blocks of floats into blocks, and back */
+typedef void (*quant_fn)(const float *x, void *dst, int64_t nblocks);
+typedef void (*dequant_fn)(const void *src, float *y, int64_t nblocks);
 
 static const struct { quant_fn q; dequant_fn d; } fns[] = {
-#define QF(name) {(quant_fn)quantize_row_##name##_ref, (dequant_fn)dequantize_row_##name}
+#define QF(name) {quantize_##name, dequantize_##name}
     QF(q4_0), QF(q4_1), QF(q5_0), QF(q5_1), QF(q8_0),
     QF(q2_K), QF(q3_K), QF(q4_K), QF(q5_K), QF(q6_K), QF(q8_K),
 #undef QF
@@ -1161,14 +754,14 @@ static lm_status check(const char *op, lm_dtype t, int64_t n)
 lm_status lm_quantize_row(lm_dtype t, const float *x, void *dst, int64_t n)
 {
     lm_status st = check("quantize", t, n);
-    if (st == LM_OK && n) fns[t - LM_Q4_0].q(x, dst, n);
+    if (st == LM_OK && n) fns[t - LM_Q4_0].q(x, dst, n / lm_dtype_block(t));
     return st;
 }
 
 lm_status lm_dequantize_row(lm_dtype t, const void *src, float *y, int64_t n)
 {
     lm_status st = check("dequantize", t, n);
-    if (st == LM_OK && n) fns[t - LM_Q4_0].d(src, y, n);
+    if (st == LM_OK && n) fns[t - LM_Q4_0].d(src, y, n / lm_dtype_block(t));
     return st;
 }
 
