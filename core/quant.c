@@ -263,51 +263,6 @@ static void quantize_q8_0(const float *x, void *dst, int64_t nb)
     }
 }
 
-static void dequantize_q4_0(const void *src, float *y, int64_t nb)
-{
-    const block_q4_0 *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d);
-        for (int e = 0; e < 32; e++) *y++ = (float)(legacy_code(b[i].qs, NULL, e) - 8) * d;
-    }
-}
-
-static void dequantize_q5_0(const void *src, float *y, int64_t nb)
-{
-    const block_q5_0 *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d);
-        for (int e = 0; e < 32; e++) *y++ = (float)(legacy_code(b[i].qs, b[i].qh, e) - 16) * d;
-    }
-}
-
-static void dequantize_q4_1(const void *src, float *y, int64_t nb)
-{
-    const block_q4_1 *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d), m = half_f(b[i].m);
-        for (int e = 0; e < 32; e++) *y++ = (float)legacy_code(b[i].qs, NULL, e) * d + m;
-    }
-}
-
-static void dequantize_q5_1(const void *src, float *y, int64_t nb)
-{
-    const block_q5_1 *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d), m = half_f(b[i].m);
-        for (int e = 0; e < 32; e++) *y++ = (float)legacy_code(b[i].qs, b[i].qh, e) * d + m;
-    }
-}
-
-static void dequantize_q8_0(const void *src, float *y, int64_t nb)
-{
-    const block_q8_0 *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d);
-        for (int e = 0; e < 32; e++) *y++ = (float)b[i].qs[e] * d;
-    }
-}
-
 /* ---- the searches that pick a K-quant sub-block's scale ---- */
 
 /* Codes l = round(iscale x) in [-nmax, nmax - 1] for n elements (into L when
@@ -653,92 +608,122 @@ static void quantize_q8_K(const float *x, void *dst, int64_t nb)
     }
 }
 
-static void dequantize_q2_K(const void *src, float *y, int64_t nb)
+/* ---- blocks as integers (lm_quant_unpack) ---- */
+
+static void unpack_legacy(const uint8_t qs[16], const uint8_t *qh, int offset, lm_qblock *q)
 {
-    const block_q2_K *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d), dmin = half_f(b[i].dmin);
-        for (int j = 0; j < 16; j++) {
-            float ds = d * (float)(b[i].scales[j] & 15), ms = dmin * (float)(b[i].scales[j] >> 4);
-            for (int e = 16 * j; e < 16 * j + 16; e++) *y++ = ds * (float)get_2bit(b[i].qs, e) - ms;
-        }
-    }
+    for (int e = 0; e < 32; e++) q->code[e] = (int8_t)(legacy_code(qs, qh, e) - offset);
 }
 
-static void dequantize_q3_K(const void *src, float *y, int64_t nb)
+/* the affine K-quants' minimums are subtracted: min[] holds them positive */
+static void unpack_affine_k(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, lm_qblock *q)
 {
-    const block_q3_K *b = src;
-    for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d);
-        for (int j = 0; j < 16; j++) {
-            float ds = d * (float)unpack_scale_q3(b[i].scales, j);
-            /* the hmask bit set means the code is 0..3, clear means -4..-1 */
-            for (int e = 16 * j; e < 16 * j + 16; e++)
-                *y++ = ds * (float)(get_2bit(b[i].qs, e) - (get_bit(b[i].hmask, e) ? 0 : 4));
-        }
-    }
-}
-
-static void dequantize_affine_k(const uint8_t scales[12], uint16_t dh, uint16_t mh, const uint8_t *qs,
-                                const uint8_t *qh, float *y)
-{
-    float d = half_f(dh), dmin = half_f(mh);
     for (int j = 0; j < 8; j++) {
         int sc, mn;
         unpack_scale6(scales, j, &sc, &mn);
-        float ds = d * (float)sc, ms = dmin * (float)mn;
-        for (int e = 32 * j; e < 32 * j + 32; e++) {
-            int c = get_nibble(qs, e, 32) | (qh ? get_bit(qh, e) << 4 : 0);
-            *y++ = ds * (float)c - ms;
+        q->scale[j] = (int16_t)sc;
+        q->min[j] = (int16_t)mn;
+    }
+    for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)(get_nibble(qs, e, 32) | (qh ? get_bit(qh, e) << 4 : 0));
+}
+
+void lm_quant_unpack(lm_dtype t, const void *block, lm_qblock *q)
+{
+    q->n = (int)lm_dtype_block(t);
+    q->sub = q->n;
+    q->scale[0] = 1;
+    q->min[0] = -1;
+    q->dmin = 0;
+    q->has_min = 0;
+    switch (t) {
+    case LM_Q4_0: { const block_q4_0 *b = block; q->d = half_f(b->d); unpack_legacy(b->qs, NULL, 8, q); break; }
+    case LM_Q5_0: { const block_q5_0 *b = block; q->d = half_f(b->d); unpack_legacy(b->qs, b->qh, 16, q); break; }
+    case LM_Q4_1: { const block_q4_1 *b = block; q->d = half_f(b->d); q->dmin = half_f(b->m); q->has_min = 1;
+                    unpack_legacy(b->qs, NULL, 0, q); break; }
+    case LM_Q5_1: { const block_q5_1 *b = block; q->d = half_f(b->d); q->dmin = half_f(b->m); q->has_min = 1;
+                    unpack_legacy(b->qs, b->qh, 0, q); break; }
+    case LM_Q8_0: { const block_q8_0 *b = block; q->d = half_f(b->d); memcpy(q->code, b->qs, 32); break; }
+    case LM_Q8_K: { const block_q8_K *b = block; q->d = b->d; memcpy(q->code, b->qs, QK_K); break; }
+    case LM_Q2_K: {
+        const block_q2_K *b = block;
+        q->sub = 16;
+        q->d = half_f(b->d);
+        q->dmin = half_f(b->dmin);
+        q->has_min = 1;
+        for (int j = 0; j < 16; j++) {
+            q->scale[j] = b->scales[j] & 15;
+            q->min[j] = b->scales[j] >> 4;
         }
+        for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)get_2bit(b->qs, e);
+        break;
+    }
+    case LM_Q3_K: {
+        const block_q3_K *b = block;
+        q->sub = 16;
+        q->d = half_f(b->d);
+        for (int j = 0; j < 16; j++) q->scale[j] = (int16_t)unpack_scale_q3(b->scales, j);
+        /* the hmask bit set means the code is 0..3, clear means -4..-1 */
+        for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)(get_2bit(b->qs, e) - (get_bit(b->hmask, e) ? 0 : 4));
+        break;
+    }
+    case LM_Q4_K: case LM_Q5_K: {
+        const block_q4_K *b4 = block;
+        const block_q5_K *b5 = block;
+        q->sub = 32;
+        q->has_min = 1;
+        if (t == LM_Q4_K) {
+            q->d = half_f(b4->d);
+            q->dmin = half_f(b4->dmin);
+            unpack_affine_k(b4->scales, b4->qs, NULL, q);
+        } else {
+            q->d = half_f(b5->d);
+            q->dmin = half_f(b5->dmin);
+            unpack_affine_k(b5->scales, b5->qs, b5->qh, q);
+        }
+        break;
+    }
+    case LM_Q6_K: {
+        const block_q6_K *b = block;
+        q->sub = 16;
+        q->d = half_f(b->d);
+        for (int j = 0; j < 16; j++) q->scale[j] = b->scales[j];
+        for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)((get_nibble(b->ql, e, 64) | get_2bit(b->qh, e) << 4) - 32);
+        break;
+    }
+    default: break;
     }
 }
 
-static void dequantize_q4_K(const void *src, float *y, int64_t nb)
+/* Every type decodes the same way once unpacked; the products are taken in
+ * the format's order, (d * scale) * code, so the floats are the reference
+ * dequantizer's bit for bit. */
+static void dequantize_blocks(lm_dtype t, const void *src, float *y, int64_t nb)
 {
-    const block_q4_K *b = src;
-    for (int64_t i = 0; i < nb; i++, y += QK_K) dequantize_affine_k(b[i].scales, b[i].d, b[i].dmin, b[i].qs, NULL, y);
-}
-
-static void dequantize_q5_K(const void *src, float *y, int64_t nb)
-{
-    const block_q5_K *b = src;
-    for (int64_t i = 0; i < nb; i++, y += QK_K)
-        dequantize_affine_k(b[i].scales, b[i].d, b[i].dmin, b[i].qs, b[i].qh, y);
-}
-
-static void dequantize_q6_K(const void *src, float *y, int64_t nb)
-{
-    const block_q6_K *b = src;
+    size_t bytes = lm_dtype_block_bytes(t);
+    lm_qblock q;
     for (int64_t i = 0; i < nb; i++) {
-        float d = half_f(b[i].d);
-        for (int e = 0; e < QK_K; e++) {
-            int c = (get_nibble(b[i].ql, e, 64) | get_2bit(b[i].qh, e) << 4) - 32;
-            *y++ = d * (float)b[i].scales[e / 16] * (float)c;
+        lm_quant_unpack(t, (const unsigned char *)src + (size_t)i * bytes, &q);
+        for (int s = 0; s < q.n / q.sub; s++) {
+            float ds = q.d * (float)q.scale[s], ms = q.dmin * (float)q.min[s];
+            const int8_t *c = q.code + s * q.sub;
+            if (q.has_min)
+                for (int e = 0; e < q.sub; e++) *y++ = ds * (float)c[e] - ms;
+            else
+                for (int e = 0; e < q.sub; e++) *y++ = ds * (float)c[e];
         }
     }
-}
-
-static void dequantize_q8_K(const void *src, float *y, int64_t nb)
-{
-    const block_q8_K *b = src;
-    for (int64_t i = 0; i < nb; i++)
-        for (int e = 0; e < QK_K; e++) *y++ = b[i].d * (float)b[i].qs[e];
 }
 
 /* ---- the public face ---- */
 
-/* n blocks of floats into blocks, and back */
+/* n blocks of floats into blocks */
 typedef void (*quant_fn)(const float *x, void *dst, int64_t nblocks);
-typedef void (*dequant_fn)(const void *src, float *y, int64_t nblocks);
 
-static const struct { quant_fn q; dequant_fn d; } fns[] = {
-#define QF(name) {quantize_##name, dequantize_##name}
-    QF(q4_0), QF(q4_1), QF(q5_0), QF(q5_1), QF(q8_0),
-    QF(q2_K), QF(q3_K), QF(q4_K), QF(q5_K), QF(q6_K), QF(q8_K),
-#undef QF
+static const quant_fn quantizers[] = {
+    quantize_q4_0, quantize_q4_1, quantize_q5_0, quantize_q5_1, quantize_q8_0,
+    quantize_q2_K, quantize_q3_K, quantize_q4_K, quantize_q5_K, quantize_q6_K, quantize_q8_K,
 };
-_Static_assert(sizeof fns / sizeof fns[0] == LM_DTYPE_END - LM_Q4_0, "one entry per quantized dtype");
+_Static_assert(sizeof quantizers / sizeof quantizers[0] == LM_DTYPE_END - LM_Q4_0, "one entry per quantized dtype");
 
 static lm_status check(const char *op, lm_dtype t, int64_t n)
 {
@@ -754,14 +739,14 @@ static lm_status check(const char *op, lm_dtype t, int64_t n)
 lm_status lm_quantize_row(lm_dtype t, const float *x, void *dst, int64_t n)
 {
     lm_status st = check("quantize", t, n);
-    if (st == LM_OK && n) fns[t - LM_Q4_0].q(x, dst, n / lm_dtype_block(t));
+    if (st == LM_OK && n) quantizers[t - LM_Q4_0](x, dst, n / lm_dtype_block(t));
     return st;
 }
 
 lm_status lm_dequantize_row(lm_dtype t, const void *src, float *y, int64_t n)
 {
     lm_status st = check("dequantize", t, n);
-    if (st == LM_OK && n) fns[t - LM_Q4_0].d(src, y, n / lm_dtype_block(t));
+    if (st == LM_OK && n) dequantize_blocks(t, src, y, n / lm_dtype_block(t));
     return st;
 }
 
