@@ -615,6 +615,16 @@ static void unpack_legacy(const uint8_t qs[16], const uint8_t *qh, int offset, l
     for (int e = 0; e < 32; e++) q->code[e] = (int8_t)(legacy_code(qs, qh, e) - offset);
 }
 
+void lm_quant_scales6(const uint8_t packed[12], uint8_t scale[8], uint8_t min[8])
+{
+    for (int j = 0; j < 8; j++) {
+        int sc, mn;
+        unpack_scale6(packed, j, &sc, &mn);
+        scale[j] = (uint8_t)sc;
+        min[j] = (uint8_t)mn;
+    }
+}
+
 /* the affine K-quants' minimums are subtracted: min[] holds them positive */
 static void unpack_affine_k(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, lm_qblock *q)
 {
