@@ -78,7 +78,7 @@ static float signed_extreme(const float *x, int n, float *amax)
 
 static void pack_2bit(const uint8_t *v, uint8_t *qs)
 {
-    for (int e = 0; e < QK_K; e++) {
+    for (int e = 0; e < LM_KBLOCK; e++) {
         int byte = 32 * (e / 128) + e % 32, shift = 2 * ((e / 32) % 4);
         if (shift == 0) qs[byte] = 0;
         qs[byte] |= (uint8_t)((v[e] & 3) << shift);
@@ -108,7 +108,7 @@ static inline int get_nibble(const uint8_t *qs, int e, int span)
 static void pack_bitplane(const uint8_t *v, int bit, uint8_t *plane)
 {
     memset(plane, 0, 32);
-    for (int e = 0; e < QK_K; e++) plane[e % 32] |= (uint8_t)(((v[e] >> bit) & 1) << (e / 32));
+    for (int e = 0; e < LM_KBLOCK; e++) plane[e % 32] |= (uint8_t)(((v[e] >> bit) & 1) << (e / 32));
 }
 
 static inline int get_bit(const uint8_t *plane, int e) { return (plane[e % 32] >> (e / 32)) & 1; }
@@ -208,7 +208,7 @@ static inline int legacy_code(const uint8_t qs[16], const uint8_t *qh, int e)
 
 static void quantize_q4_0(const float *x, void *dst, int64_t nb)
 {
-    block_q4_0 *b = dst;
+    lm_block_q4_0 *b = dst;
     uint8_t q[32];
     for (int64_t i = 0; i < nb; i++, x += 32) {
         b[i].d = f_half(legacy_symmetric(x, 4, q));
@@ -218,7 +218,7 @@ static void quantize_q4_0(const float *x, void *dst, int64_t nb)
 
 static void quantize_q5_0(const float *x, void *dst, int64_t nb)
 {
-    block_q5_0 *b = dst;
+    lm_block_q5_0 *b = dst;
     uint8_t q[32];
     for (int64_t i = 0; i < nb; i++, x += 32) {
         b[i].d = f_half(legacy_symmetric(x, 5, q));
@@ -228,7 +228,7 @@ static void quantize_q5_0(const float *x, void *dst, int64_t nb)
 
 static void quantize_q4_1(const float *x, void *dst, int64_t nb)
 {
-    block_q4_1 *b = dst;
+    lm_block_q4_1 *b = dst;
     uint8_t q[32];
     float mn;
     for (int64_t i = 0; i < nb; i++, x += 32) {
@@ -240,7 +240,7 @@ static void quantize_q4_1(const float *x, void *dst, int64_t nb)
 
 static void quantize_q5_1(const float *x, void *dst, int64_t nb)
 {
-    block_q5_1 *b = dst;
+    lm_block_q5_1 *b = dst;
     uint8_t q[32];
     float mn;
     for (int64_t i = 0; i < nb; i++, x += 32) {
@@ -253,7 +253,7 @@ static void quantize_q5_1(const float *x, void *dst, int64_t nb)
 /* Q8_0: d = amax / 127, codes round to nearest (half away from zero). */
 static void quantize_q8_0(const float *x, void *dst, int64_t nb)
 {
-    block_q8_0 *b = dst;
+    lm_block_q8_0 *b = dst;
     for (int64_t i = 0; i < nb; i++, x += 32) {
         float amax = 0;
         for (int e = 0; e < 32; e++) amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
@@ -440,10 +440,10 @@ static void refit_signed(const float *x, int n, float d, int lo, int hi, uint8_t
  * are 4-bit multiples of the block's d and dmin. */
 static void quantize_q2_K(const float *x, void *dst, int64_t nb)
 {
-    block_q2_K *b = dst;
-    uint8_t L[QK_K];
+    lm_block_q2_K *b = dst;
+    uint8_t L[LM_KBLOCK];
     float w[16], sc[16], mn[16];
-    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+    for (int64_t i = 0; i < nb; i++, x += LM_KBLOCK) {
         float max_sc = 0, max_mn = 0;
         for (int j = 0; j < 16; j++) {
             for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
@@ -475,10 +475,10 @@ static void quantize_q2_K(const float *x, void *dst, int64_t nb)
  * in hmask); signed 6-bit sub-block scales times the block's d. */
 static void quantize_q3_K(const float *x, void *dst, int64_t nb)
 {
-    block_q3_K *b = dst;
-    uint8_t L[QK_K], code[16] = {0};
+    lm_block_q3_K *b = dst;
+    uint8_t L[LM_KBLOCK], code[16] = {0};
     float sc[16];
-    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+    for (int64_t i = 0; i < nb; i++, x += LM_KBLOCK) {
         float ext = 0, mag = 0;
         for (int j = 0; j < 16; j++) {
             sc[j] = fit_q3_scale(x + 16 * j, 16, 4, L + 16 * j);
@@ -506,7 +506,7 @@ static void quantize_q3_K(const float *x, void *dst, int64_t nb)
  * each fitted with weights |x| + rms(x) (no element ignored, big ones
  * favoured), then 6-bit sub-block scales and mins times d and dmin. */
 static void affine_k_block(const float *x, int top, const fit_plan *p, uint16_t *d, uint16_t *dmin,
-                           uint8_t scales[12], uint8_t L[QK_K])
+                           uint8_t scales[12], uint8_t L[LM_KBLOCK])
 {
     float w[32], sc[8], mn[8], max_sc = 0, max_mn = 0;
     for (int j = 0; j < 8; j++) {
@@ -536,21 +536,21 @@ static void affine_k_block(const float *x, int top, const fit_plan *p, uint16_t 
 
 static void quantize_q4_K(const float *x, void *dst, int64_t nb)
 {
-    block_q4_K *b = dst;
-    uint8_t L[QK_K];
-    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+    lm_block_q4_K *b = dst;
+    uint8_t L[LM_KBLOCK];
+    for (int64_t i = 0; i < nb; i++, x += LM_KBLOCK) {
         affine_k_block(x, 15, &PLAN_Q4, &b[i].d, &b[i].dmin, b[i].scales, L);
-        pack_nibbles(L, b[i].qs, QK_K, 32);
+        pack_nibbles(L, b[i].qs, LM_KBLOCK, 32);
     }
 }
 
 static void quantize_q5_K(const float *x, void *dst, int64_t nb)
 {
-    block_q5_K *b = dst;
-    uint8_t L[QK_K];
-    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+    lm_block_q5_K *b = dst;
+    uint8_t L[LM_KBLOCK];
+    for (int64_t i = 0; i < nb; i++, x += LM_KBLOCK) {
         affine_k_block(x, 31, &PLAN_Q5, &b[i].d, &b[i].dmin, b[i].scales, L);
-        pack_nibbles(L, b[i].qs, QK_K, 32);
+        pack_nibbles(L, b[i].qs, LM_KBLOCK, 32);
         pack_bitplane(L, 4, b[i].qh);
     }
 }
@@ -559,10 +559,10 @@ static void quantize_q5_K(const float *x, void *dst, int64_t nb)
  * in qh), signed 8-bit sub-block scales times d. */
 static void quantize_q6_K(const float *x, void *dst, int64_t nb)
 {
-    block_q6_K *b = dst;
-    uint8_t L[QK_K], hi[QK_K];
+    lm_block_q6_K *b = dst;
+    uint8_t L[LM_KBLOCK], hi[LM_KBLOCK];
     float sc[16];
-    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+    for (int64_t i = 0; i < nb; i++, x += LM_KBLOCK) {
         float ext = 0, mag = 0;
         for (int j = 0; j < 16; j++) {
             sc[j] = fit_signed_scale(x + 16 * j, 16, 32, L + 16 * j);
@@ -582,8 +582,8 @@ static void quantize_q6_K(const float *x, void *dst, int64_t nb)
             b[i].scales[j] = (int8_t)(c < 127 ? c : 127);
             refit_signed(x + 16 * j, 16, half_f(b[i].d) * (float)b[i].scales[j], -32, 31, L + 16 * j);
         }
-        pack_nibbles(L, b[i].ql, QK_K, 64);
-        for (int e = 0; e < QK_K; e++) hi[e] = L[e] >> 4;
+        pack_nibbles(L, b[i].ql, LM_KBLOCK, 64);
+        for (int e = 0; e < LM_KBLOCK; e++) hi[e] = L[e] >> 4;
         pack_2bit(hi, b[i].qh);
     }
 }
@@ -593,13 +593,13 @@ static void quantize_q6_K(const float *x, void *dst, int64_t nb)
  * without touching every element again. */
 static void quantize_q8_K(const float *x, void *dst, int64_t nb)
 {
-    block_q8_K *b = dst;
-    for (int64_t i = 0; i < nb; i++, x += QK_K) {
-        float amax, ext = signed_extreme(x, QK_K, &amax);
+    lm_block_q8_K *b = dst;
+    for (int64_t i = 0; i < nb; i++, x += LM_KBLOCK) {
+        float amax, ext = signed_extreme(x, LM_KBLOCK, &amax);
         memset(&b[i], 0, sizeof b[i]);
         if (!amax) continue;
         float is = -127.0f / ext;
-        for (int e = 0; e < QK_K; e++) {
+        for (int e = 0; e < LM_KBLOCK; e++) {
             int c = round_even(is * x[e]);
             b[i].qs[e] = (int8_t)(c < 127 ? c : 127);
             b[i].bsums[e / 16] = (int16_t)(b[i].bsums[e / 16] + b[i].qs[e]);
@@ -634,7 +634,7 @@ static void unpack_affine_k(const uint8_t scales[12], const uint8_t *qs, const u
         q->scale[j] = (int16_t)sc;
         q->min[j] = (int16_t)mn;
     }
-    for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)(get_nibble(qs, e, 32) | (qh ? get_bit(qh, e) << 4 : 0));
+    for (int e = 0; e < LM_KBLOCK; e++) q->code[e] = (int8_t)(get_nibble(qs, e, 32) | (qh ? get_bit(qh, e) << 4 : 0));
 }
 
 void lm_quant_unpack(lm_dtype t, const void *block, lm_qblock *q)
@@ -646,16 +646,16 @@ void lm_quant_unpack(lm_dtype t, const void *block, lm_qblock *q)
     q->dmin = 0;
     q->has_min = 0;
     switch (t) {
-    case LM_Q4_0: { const block_q4_0 *b = block; q->d = half_f(b->d); unpack_legacy(b->qs, NULL, 8, q); break; }
-    case LM_Q5_0: { const block_q5_0 *b = block; q->d = half_f(b->d); unpack_legacy(b->qs, b->qh, 16, q); break; }
-    case LM_Q4_1: { const block_q4_1 *b = block; q->d = half_f(b->d); q->dmin = half_f(b->m); q->has_min = 1;
+    case LM_Q4_0: { const lm_block_q4_0 *b = block; q->d = half_f(b->d); unpack_legacy(b->qs, NULL, 8, q); break; }
+    case LM_Q5_0: { const lm_block_q5_0 *b = block; q->d = half_f(b->d); unpack_legacy(b->qs, b->qh, 16, q); break; }
+    case LM_Q4_1: { const lm_block_q4_1 *b = block; q->d = half_f(b->d); q->dmin = half_f(b->m); q->has_min = 1;
                     unpack_legacy(b->qs, NULL, 0, q); break; }
-    case LM_Q5_1: { const block_q5_1 *b = block; q->d = half_f(b->d); q->dmin = half_f(b->m); q->has_min = 1;
+    case LM_Q5_1: { const lm_block_q5_1 *b = block; q->d = half_f(b->d); q->dmin = half_f(b->m); q->has_min = 1;
                     unpack_legacy(b->qs, b->qh, 0, q); break; }
-    case LM_Q8_0: { const block_q8_0 *b = block; q->d = half_f(b->d); memcpy(q->code, b->qs, 32); break; }
-    case LM_Q8_K: { const block_q8_K *b = block; q->d = b->d; memcpy(q->code, b->qs, QK_K); break; }
+    case LM_Q8_0: { const lm_block_q8_0 *b = block; q->d = half_f(b->d); memcpy(q->code, b->qs, 32); break; }
+    case LM_Q8_K: { const lm_block_q8_K *b = block; q->d = b->d; memcpy(q->code, b->qs, LM_KBLOCK); break; }
     case LM_Q2_K: {
-        const block_q2_K *b = block;
+        const lm_block_q2_K *b = block;
         q->sub = 16;
         q->d = half_f(b->d);
         q->dmin = half_f(b->dmin);
@@ -664,21 +664,21 @@ void lm_quant_unpack(lm_dtype t, const void *block, lm_qblock *q)
             q->scale[j] = b->scales[j] & 15;
             q->min[j] = b->scales[j] >> 4;
         }
-        for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)get_2bit(b->qs, e);
+        for (int e = 0; e < LM_KBLOCK; e++) q->code[e] = (int8_t)get_2bit(b->qs, e);
         break;
     }
     case LM_Q3_K: {
-        const block_q3_K *b = block;
+        const lm_block_q3_K *b = block;
         q->sub = 16;
         q->d = half_f(b->d);
         for (int j = 0; j < 16; j++) q->scale[j] = (int16_t)unpack_scale_q3(b->scales, j);
         /* the hmask bit set means the code is 0..3, clear means -4..-1 */
-        for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)(get_2bit(b->qs, e) - (get_bit(b->hmask, e) ? 0 : 4));
+        for (int e = 0; e < LM_KBLOCK; e++) q->code[e] = (int8_t)(get_2bit(b->qs, e) - (get_bit(b->hmask, e) ? 0 : 4));
         break;
     }
     case LM_Q4_K: case LM_Q5_K: {
-        const block_q4_K *b4 = block;
-        const block_q5_K *b5 = block;
+        const lm_block_q4_K *b4 = block;
+        const lm_block_q5_K *b5 = block;
         q->sub = 32;
         q->has_min = 1;
         if (t == LM_Q4_K) {
@@ -693,11 +693,11 @@ void lm_quant_unpack(lm_dtype t, const void *block, lm_qblock *q)
         break;
     }
     case LM_Q6_K: {
-        const block_q6_K *b = block;
+        const lm_block_q6_K *b = block;
         q->sub = 16;
         q->d = half_f(b->d);
         for (int j = 0; j < 16; j++) q->scale[j] = b->scales[j];
-        for (int e = 0; e < QK_K; e++) q->code[e] = (int8_t)((get_nibble(b->ql, e, 64) | get_2bit(b->qh, e) << 4) - 32);
+        for (int e = 0; e < LM_KBLOCK; e++) q->code[e] = (int8_t)((get_nibble(b->ql, e, 64) | get_2bit(b->qh, e) << 4) - 32);
         break;
     }
     default: break;

@@ -39,13 +39,13 @@ static inline int32_t idot(const int8_t *a, const int8_t *b, int n)
 QD_CLONES static float dot_q8_0_act(lm_dtype w, int64_t n, const void *wrow, const void *xrow)
 {
     const unsigned char *wb = wrow;
-    const block_q8_0 *x = xrow;
+    const lm_block_q8_0 *x = xrow;
     size_t bytes = lm_dtype_block_bytes(w);
     lm_qblock q;
     float sum = 0;
-    for (int64_t i = 0; i < n / QK8_0; i++, wb += bytes) {
+    for (int64_t i = 0; i < n / LM_QBLOCK; i++, wb += bytes) {
         lm_quant_unpack(w, wb, &q);
-        sum += (float)idot(q.code, x[i].qs, QK8_0) * (q.d * lm_f16_to_f32(x[i].d));
+        sum += (float)idot(q.code, x[i].qs, LM_QBLOCK) * (q.d * lm_f16_to_f32(x[i].d));
     }
     return sum;
 }
@@ -54,13 +54,13 @@ QD_CLONES static float dot_q8_0_act(lm_dtype w, int64_t n, const void *wrow, con
 QD_CLONES static float dot_q8_K_act(lm_dtype w, int64_t n, const void *wrow, const void *xrow)
 {
     const unsigned char *wb = wrow;
-    const block_q8_K *x = xrow;
+    const lm_block_q8_K *x = xrow;
     size_t bytes = lm_dtype_block_bytes(w);
     lm_qblock q;
     float sum = 0;
-    for (int64_t i = 0; i < n / QK_K; i++, wb += bytes) {
+    for (int64_t i = 0; i < n / LM_KBLOCK; i++, wb += bytes) {
         lm_quant_unpack(w, wb, &q);
-        int nsub = QK_K / q.sub, per = q.sub / 16;   /* Q8_K sums per 16 */
+        int nsub = LM_KBLOCK / q.sub, per = q.sub / 16;   /* Q8_K sums per 16 */
         int32_t isum = 0, msum = 0;
         for (int s = 0; s < nsub; s++) isum += q.scale[s] * idot(q.code + s * q.sub, x[i].qs + s * q.sub, q.sub);
         if (q.has_min)
@@ -103,7 +103,7 @@ static lm_cpu_qdot_fn scalar_dot(lm_dtype w)
 lm_dtype lm_cpu_qdot_act(lm_dtype w)
 {
     if (!scalar_dot(w)) return LM_DTYPE_COUNT;
-    return lm_dtype_block(w) == QK_K ? LM_Q8_K : LM_Q8_0;
+    return lm_dtype_block(w) == LM_KBLOCK ? LM_Q8_K : LM_Q8_0;
 }
 
 /* the vmath table in use says which instruction set runs (LUMEN_ISA) */

@@ -37,13 +37,13 @@ static inline const void *row_at(const void *base, size_t stride, int r)
  * quantizer never makes -128. */
 typedef struct { __m256i mag, sgn; float d; } q8_wblock;
 
-static inline q8_wblock q8_weight(const block_q8_0 *b)
+static inline q8_wblock q8_weight(const lm_block_q8_0 *b)
 {
     __m256i w = _mm256_loadu_si256((const __m256i *)b->qs);
     return (q8_wblock){_mm256_sign_epi8(w, w), w, half_to_f32(b->d)};
 }
 
-static inline __m256 q8_block_step(const q8_wblock *w, const block_q8_0 *a, __m256 acc)
+static inline __m256 q8_block_step(const q8_wblock *w, const lm_block_q8_0 *a, __m256 acc)
 {
     __m256i x = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), w->sgn);
     __m256i pairs = _mm256_maddubs_epi16(w->mag, x);
@@ -53,9 +53,9 @@ static inline __m256 q8_block_step(const q8_wblock *w, const block_q8_0 *a, __m2
 
 float lm_cpu_qdot_q8_0_avx2(int64_t n, const void *wrow, const void *xrow)
 {
-    const block_q8_0 *w = wrow, *x = xrow;
+    const lm_block_q8_0 *w = wrow, *x = xrow;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
+    for (int64_t i = 0; i < n / LM_QBLOCK; i++) {
         q8_wblock wb = q8_weight(&w[i]);
         acc = q8_block_step(&wb, &x[i], acc);
     }
@@ -64,12 +64,12 @@ float lm_cpu_qdot_q8_0_avx2(int64_t n, const void *wrow, const void *xrow)
 
 void lm_cpu_qdot4_q8_0_avx2(int64_t n, const void *wrow, const void *x, size_t xs, float *out)
 {
-    const block_q8_0 *w = wrow;
+    const lm_block_q8_0 *w = wrow;
     __m256 acc[4];
     for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK8_0; i++) {
+    for (int64_t i = 0; i < n / LM_QBLOCK; i++) {
         q8_wblock wb = q8_weight(&w[i]);
-        for (int r = 0; r < 4; r++) acc[r] = q8_block_step(&wb, (const block_q8_0 *)row_at(x, xs, r) + i, acc[r]);
+        for (int r = 0; r < 4; r++) acc[r] = q8_block_step(&wb, (const lm_block_q8_0 *)row_at(x, xs, r) + i, acc[r]);
     }
     for (int r = 0; r < 4; r++) out[r] = lanes_sum(acc[r]);
 }
@@ -86,7 +86,7 @@ typedef struct {
     float d, dmin;
 } q4k_wblock;
 
-static inline void q4k_weight(const block_q4_K *b, q4k_wblock *w)
+static inline void q4k_weight(const lm_block_q4_K *b, q4k_wblock *w)
 {
     const __m256i low4 = _mm256_set1_epi8(15);
     lm_quant_scales6(b->scales, w->scale, w->min);
@@ -99,7 +99,7 @@ static inline void q4k_weight(const block_q4_K *b, q4k_wblock *w)
     }
 }
 
-static inline void q4k_block_step(const q4k_wblock *w, const block_q8_K *a, __m256 *acc, float *mins)
+static inline void q4k_block_step(const q4k_wblock *w, const lm_block_q8_K *a, __m256 *acc, float *mins)
 {
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
@@ -117,12 +117,12 @@ static inline void q4k_block_step(const q4k_wblock *w, const block_q8_K *a, __m2
 
 float lm_cpu_qdot_q4_K_avx2(int64_t n, const void *wrow, const void *xrow)
 {
-    const block_q4_K *w = wrow;
-    const block_q8_K *x = xrow;
+    const lm_block_q4_K *w = wrow;
+    const lm_block_q8_K *x = xrow;
     __m256 acc = _mm256_setzero_ps();
     float mins = 0;
     q4k_wblock wb;
-    for (int64_t i = 0; i < n / QK_K; i++) {
+    for (int64_t i = 0; i < n / LM_KBLOCK; i++) {
         q4k_weight(&w[i], &wb);
         q4k_block_step(&wb, &x[i], &acc, &mins);
     }
@@ -131,15 +131,15 @@ float lm_cpu_qdot_q4_K_avx2(int64_t n, const void *wrow, const void *xrow)
 
 void lm_cpu_qdot4_q4_K_avx2(int64_t n, const void *wrow, const void *x, size_t xs, float *out)
 {
-    const block_q4_K *w = wrow;
+    const lm_block_q4_K *w = wrow;
     __m256 acc[4];
     float mins[4] = {0, 0, 0, 0};
     q4k_wblock wb;
     for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
+    for (int64_t i = 0; i < n / LM_KBLOCK; i++) {
         q4k_weight(&w[i], &wb);
         for (int r = 0; r < 4; r++)
-            q4k_block_step(&wb, (const block_q8_K *)row_at(x, xs, r) + i, &acc[r], &mins[r]);
+            q4k_block_step(&wb, (const lm_block_q8_K *)row_at(x, xs, r) + i, &acc[r], &mins[r]);
     }
     for (int r = 0; r < 4; r++) out[r] = lanes_sum(acc[r]) - mins[r];
 }
