@@ -113,27 +113,15 @@ static void pack_bitplane(const uint8_t *v, int bit, uint8_t *plane)
 
 static inline int get_bit(const uint8_t *plane, int e) { return (plane[e % 32] >> (e / 32)) & 1; }
 
-/* Q4_K and Q5_K: eight 6-bit scales and eight 6-bit minimums in 12 bytes.
- * Sub-blocks 0-3 keep theirs whole in bytes 0-3 (scale) and 4-7 (min);
- * sub-blocks 4-7 keep their low four bits as the nibbles of bytes 8-11 and
- * their top two bits in the spare top bits of bytes 0-7. */
+/* Q4_K and Q5_K: eight 6-bit scales and eight 6-bit minimums in 12 bytes,
+ * the inverse of lm_k_scales6_unpack (quant_blocks.h, which says where
+ * each bit goes). */
 static void pack_scales6(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[12])
 {
     for (int j = 0; j < 4; j++) {
         out[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
         out[j + 4] = (uint8_t)(mn[j] | (mn[j + 4] >> 4) << 6);
         out[j + 8] = (uint8_t)((sc[j + 4] & 15) | (mn[j + 4] & 15) << 4);
-    }
-}
-
-static void unpack_scale6(const uint8_t in[12], int j, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = in[j] & 63;
-        *mn = in[j + 4] & 63;
-    } else {
-        *sc = (in[j + 4] & 15) | (in[j - 4] >> 6) << 4;
-        *mn = (in[j + 4] >> 4) | (in[j] >> 6) << 4;
     }
 }
 
@@ -615,24 +603,14 @@ static void unpack_legacy(const uint8_t qs[16], const uint8_t *qh, int offset, l
     for (int e = 0; e < 32; e++) q->code[e] = (int8_t)(legacy_code(qs, qh, e) - offset);
 }
 
-void lm_quant_scales6(const uint8_t packed[12], uint8_t scale[8], uint8_t min[8])
-{
-    for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        unpack_scale6(packed, j, &sc, &mn);
-        scale[j] = (uint8_t)sc;
-        min[j] = (uint8_t)mn;
-    }
-}
-
 /* the affine K-quants' minimums are subtracted: min[] holds them positive */
 static void unpack_affine_k(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, lm_qblock *q)
 {
+    uint8_t sc[8], mn[8];
+    lm_k_scales6_unpack(scales, sc, mn);
     for (int j = 0; j < 8; j++) {
-        int sc, mn;
-        unpack_scale6(scales, j, &sc, &mn);
-        q->scale[j] = (int16_t)sc;
-        q->min[j] = (int16_t)mn;
+        q->scale[j] = sc[j];
+        q->min[j] = mn[j];
     }
     for (int e = 0; e < LM_KBLOCK; e++) q->code[e] = (int8_t)(get_nibble(qs, e, 32) | (qh ? get_bit(qh, e) << 4 : 0));
 }

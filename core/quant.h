@@ -47,9 +47,6 @@ typedef struct lm_qblock {
 } lm_qblock;
 /* t must be a quantized dtype (the caller checked). */
 void lm_quant_unpack(lm_dtype t, const void *block, lm_qblock *q);
-/* Q4_K's and Q5_K's 12 bytes of 6-bit sub-block scales and minimums as
- * eight of each (for kernels that unpack the codes themselves). */
-void lm_quant_scales6(const uint8_t packed[12], uint8_t scale[8], uint8_t min[8]);
 lm_array *lm_dequantize(lm_array *a);
 
 #endif

@@ -9,6 +9,7 @@
 #define LM_QUANT_BLOCKS_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define LM_QBLOCK 32     /* elements in a Q4_0 ... Q8_0 block */
 #define LM_KBLOCK 256    /* elements in a K-quant block */
@@ -32,6 +33,27 @@ typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; lm_half d; 
 /* the activations' format for the K-quant dots: f32 scale, 8-bit codes and
  * the sum of each 16 codes */
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } lm_block_q8_K;
+
+/* Q4_K's and Q5_K's 12 bytes of sub-block scales and minimums (6 bits
+ * each) as eight of each.  Sub-blocks 0-3 keep theirs whole in bytes 0-3
+ * (scale) and 4-7 (min); sub-blocks 4-7 keep their low four bits as the
+ * nibbles of bytes 8-11 and their top two bits in the spare top bits of
+ * bytes 0-7.  Inline: the dot kernels decode it once per block. */
+static inline void lm_k_scales6_unpack(const uint8_t p[12], uint8_t scale[8], uint8_t min[8])
+{
+    /* four bytes at a time: every shift and mask below stays inside its
+     * byte (a little-endian host, as the format itself) */
+    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
+    uint32_t w[3];
+    memcpy(w, p, 12);
+    uint32_t s03 = w[0] & low6, m03 = w[1] & low6;
+    uint32_t s47 = (w[2] & low4) | ((w[0] >> 6) & low2) << 4;
+    uint32_t m47 = ((w[2] >> 4) & low4) | ((w[1] >> 6) & low2) << 4;
+    memcpy(scale, &s03, 4);
+    memcpy(scale + 4, &s47, 4);
+    memcpy(min, &m03, 4);
+    memcpy(min + 4, &m47, 4);
+}
 
 _Static_assert(sizeof(lm_block_q4_0) == 18, "q4_0"); _Static_assert(sizeof(lm_block_q4_1) == 20, "q4_1");
 _Static_assert(sizeof(lm_block_q5_0) == 22, "q5_0"); _Static_assert(sizeof(lm_block_q5_1) == 24, "q5_1");

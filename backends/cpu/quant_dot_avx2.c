@@ -79,40 +79,40 @@ void lm_cpu_qdot4_q8_0_avx2(int64_t n, const void *wrow, const void *x, size_t x
  * bytes and sub-block 2j + 1 in the high ones, so one load gives two
  * sub-blocks of unsigned codes, maddubs's unsigned operand as they are
  * (pairs at most 2 * 15 * 128).  madd by the sub-block's scale then widens
- * to int32.  The minimums meet Q8_K's per-16 sums in plain integers. */
-typedef struct {
-    __m256i lo[4], hi[4];
-    uint8_t scale[8], min[8];
-    float d, dmin;
-} q4k_wblock;
-
-static inline void q4k_weight(const lm_block_q4_K *b, q4k_wblock *w)
+ * to int32.  The minimums meet Q8_K's per-16 sums in plain integers.  The
+ * four-row form shares the scale decoding and re-reads the weight bytes
+ * from L1 per row; the integer sum is exact, so only q4k_accumulate's
+ * float steps, the same in both forms, decide the bits. */
+/* the block's integer sum: sum over sub-blocks of scale * sum code * q */
+static inline __m256i q4k_isum(const lm_block_q4_K *b, const uint8_t scale[8], const int8_t *x)
 {
     const __m256i low4 = _mm256_set1_epi8(15);
-    lm_quant_scales6(b->scales, w->scale, w->min);
-    w->d = half_to_f32(b->d);
-    w->dmin = half_to_f32(b->dmin);
-    for (int j = 0; j < 4; j++) {
-        __m256i bytes = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
-        w->lo[j] = _mm256_and_si256(bytes, low4);
-        w->hi[j] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-    }
-}
-
-static inline void q4k_block_step(const q4k_wblock *w, const lm_block_q8_K *a, __m256 *acc, float *mins)
-{
     __m256i isum = _mm256_setzero_si256();
     for (int j = 0; j < 4; j++) {
-        __m256i xl = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * j));
-        __m256i xh = _mm256_loadu_si256((const __m256i *)(a->qs + 64 * j + 32));
-        __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(w->lo[j], xl), _mm256_set1_epi16(w->scale[2 * j]));
-        __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(w->hi[j], xh), _mm256_set1_epi16(w->scale[2 * j + 1]));
+        __m256i bytes = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * j));
+        __m256i lo = _mm256_and_si256(bytes, low4), hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+        __m256i xl = _mm256_loadu_si256((const __m256i *)(x + 64 * j));
+        __m256i xh = _mm256_loadu_si256((const __m256i *)(x + 64 * j + 32));
+        __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_set1_epi16(scale[2 * j]));
+        __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), _mm256_set1_epi16(scale[2 * j + 1]));
         isum = _mm256_add_epi32(isum, _mm256_add_epi32(pl, ph));
     }
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(w->d * a->d), _mm256_cvtepi32_ps(isum), *acc);
-    int32_t msum = 0;
-    for (int s = 0; s < 8; s++) msum += w->min[s] * (a->bsums[2 * s] + a->bsums[2 * s + 1]);
-    *mins += (w->dmin * a->d) * (float)msum;
+    return isum;
+}
+
+/* the block's two float steps, the only rounding a row sees per block */
+static inline void q4k_accumulate(const lm_block_q4_K *b, const uint8_t min[8], const lm_block_q8_K *a,
+                                  __m256i isum, __m256 *acc, float *mins)
+{
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_f32(b->d) * a->d), _mm256_cvtepi32_ps(isum), *acc);
+    /* sum_s min_s (bsums[2s] + bsums[2s + 1]): pairs at most 2 * 16 * 127 */
+    __m256i bs = _mm256_loadu_si256((const __m256i *)a->bsums);
+    __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    __m128i prod = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)min)), pairs);
+    prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4e));
+    prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0xb1));
+    int32_t msum = _mm_cvtsi128_si32(prod);
+    *mins += (half_to_f32(b->dmin) * a->d) * (float)msum;
 }
 
 float lm_cpu_qdot_q4_K_avx2(int64_t n, const void *wrow, const void *xrow)
@@ -121,10 +121,10 @@ float lm_cpu_qdot_q4_K_avx2(int64_t n, const void *wrow, const void *xrow)
     const lm_block_q8_K *x = xrow;
     __m256 acc = _mm256_setzero_ps();
     float mins = 0;
-    q4k_wblock wb;
     for (int64_t i = 0; i < n / LM_KBLOCK; i++) {
-        q4k_weight(&w[i], &wb);
-        q4k_block_step(&wb, &x[i], &acc, &mins);
+        uint8_t sc[8], mn[8];
+        lm_k_scales6_unpack(w[i].scales, sc, mn);
+        q4k_accumulate(&w[i], mn, &x[i], q4k_isum(&w[i], sc, x[i].qs), &acc, &mins);
     }
     return lanes_sum(acc) - mins;
 }
@@ -134,12 +134,14 @@ void lm_cpu_qdot4_q4_K_avx2(int64_t n, const void *wrow, const void *x, size_t x
     const lm_block_q4_K *w = wrow;
     __m256 acc[4];
     float mins[4] = {0, 0, 0, 0};
-    q4k_wblock wb;
     for (int r = 0; r < 4; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / LM_KBLOCK; i++) {
-        q4k_weight(&w[i], &wb);
-        for (int r = 0; r < 4; r++)
-            q4k_block_step(&wb, (const lm_block_q8_K *)row_at(x, xs, r) + i, &acc[r], &mins[r]);
+        uint8_t sc[8], mn[8];
+        lm_k_scales6_unpack(w[i].scales, sc, mn);
+        for (int r = 0; r < 4; r++) {
+            const lm_block_q8_K *a = (const lm_block_q8_K *)row_at(x, xs, r) + i;
+            q4k_accumulate(&w[i], mn, a, q4k_isum(&w[i], sc, a->qs), &acc[r], &mins[r]);
+        }
     }
     for (int r = 0; r < 4; r++) out[r] = lanes_sum(acc[r]) - mins[r];
 }
