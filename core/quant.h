@@ -1,8 +1,8 @@
-/* quant.h - ggml's block quantizations (Q4_0 ... Q8_K) on the host.
+/* quant.h - the block quantizations (Q4_0 ... Q8_K, GGUF's formats) on the host.
  *
  * A quantized dtype stores its elements in blocks: lm_dtype_block(t)
  * elements (32, or 256 for the K-quants) in lm_dtype_block_bytes(t) bytes,
- * laid out exactly as ggml's block_<t> structs (little endian), so GGUF
+ * laid out as GGUF stores them (core/quant_blocks.h, little endian), so GGUF
  * tensors are used as they are in the file.  A tensor of such a dtype has
  * its shape in elements and its last dimension a whole number of blocks.
  *
