@@ -67,6 +67,11 @@ lm_array *lm_view_new(lm_array *base, int ndim, const int64_t *shape,
         lm_error_set(LM_ERR_STATE, "view: tensor was freed");
         return NULL;
     }
+    if (lm_dtype_is_quant(base->dtype)) {   /* blocks have no element strides */
+        lm_error_set(LM_ERR_UNSUPPORTED, "view: dtype %s is quantized storage; dequantize() it first",
+                     lm_dtype_name(base->dtype));
+        return NULL;
+    }
     if (base->buf) {
         /* an evaluated base: the view is evaluated at once, no graph */
         v = lm_array_alloc(base->dtype, ndim, shape, base->device);
@@ -86,6 +91,15 @@ lm_status lm_array_read(lm_array *a, void *dst, lm_dtype as)
     if (!a) return lm_error_status();
     lm_status st = lm_array_eval(a);
     if (st != LM_OK) return st;
+    if (lm_dtype_is_quant(a->dtype) || lm_dtype_is_quant(as)) {
+        /* quantized storage reads only as its own blocks (never a view) */
+        if (as != a->dtype)
+            return lm_error_set(LM_ERR_UNSUPPORTED, "read: dtype %s is quantized storage; dequantize() it first",
+                                lm_dtype_name(lm_dtype_is_quant(a->dtype) ? a->dtype : as));
+        if (a->buf->host) memcpy(dst, a->buf->host, lm_array_nbytes(a));
+        else st = lm_device_download(a->device, a->buf->handle, 0, dst, lm_array_nbytes(a));
+        return st;
+    }
     lm_array *c = a;
     /* a contiguous array of the wanted dtype reads directly */
     if (!lm_array_is_contiguous(a) || (a->dtype != as && !a->buf->host)) {
@@ -121,6 +135,9 @@ lm_status lm_array_get(lm_array *a, const int64_t *index, double *out)
                                 (long long)index[d], d, (long long)a->shape[d]);
         off += index[d] * a->strides[d];
     }
+    if (lm_dtype_is_quant(a->dtype))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "item: dtype %s is quantized storage; dequantize() it first",
+                            lm_dtype_name(a->dtype));
     lm_status st = lm_array_eval(a);
     if (st != LM_OK) return st;
     unsigned char tmp[8];

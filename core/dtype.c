@@ -1,6 +1,7 @@
 /* dtype.c - dtype facts, promotion and conversions. */
 #include <math.h>
 #include <string.h>
+#include <strings.h>
 #include "dtype.h"
 
 static const struct { const char *name; size_t size; } info[LM_DTYPE_COUNT] = {
@@ -10,8 +11,40 @@ static const struct { const char *name; size_t size; } info[LM_DTYPE_COUNT] = {
     [LM_BOOL] = {"bool", 1},
 };
 
+/* ggml's block formats (core/quant.h): elements and bytes per block */
+static const struct { const char *name; int64_t block; size_t bytes; } qinfo[LM_DTYPE_END - LM_Q4_0] = {
+    [LM_Q4_0 - LM_Q4_0] = {"q4_0", 32, 18},  [LM_Q4_1 - LM_Q4_0] = {"q4_1", 32, 20},
+    [LM_Q5_0 - LM_Q4_0] = {"q5_0", 32, 22},  [LM_Q5_1 - LM_Q4_0] = {"q5_1", 32, 24},
+    [LM_Q8_0 - LM_Q4_0] = {"q8_0", 32, 34},  [LM_Q2_K - LM_Q4_0] = {"q2_k", 256, 84},
+    [LM_Q3_K - LM_Q4_0] = {"q3_k", 256, 110}, [LM_Q4_K - LM_Q4_0] = {"q4_k", 256, 144},
+    [LM_Q5_K - LM_Q4_0] = {"q5_k", 256, 176}, [LM_Q6_K - LM_Q4_0] = {"q6_k", 256, 210},
+    [LM_Q8_K - LM_Q4_0] = {"q8_k", 256, 292},
+};
+
 size_t lm_dtype_size(lm_dtype t) { return (unsigned)t < LM_DTYPE_COUNT ? info[t].size : 0; }
-const char *lm_dtype_name(lm_dtype t) { return (unsigned)t < LM_DTYPE_COUNT ? info[t].name : "?"; }
+bool lm_dtype_is_quant(lm_dtype t) { return t >= LM_Q4_0 && t < LM_DTYPE_END; }
+const char *lm_dtype_name(lm_dtype t)
+{
+    if ((unsigned)t < LM_DTYPE_COUNT) return info[t].name;
+    return lm_dtype_is_quant(t) ? qinfo[t - LM_Q4_0].name : "?";
+}
+int64_t lm_dtype_block(lm_dtype t) { return lm_dtype_is_quant(t) ? qinfo[t - LM_Q4_0].block : 1; }
+size_t lm_dtype_block_bytes(lm_dtype t)
+{
+    return lm_dtype_is_quant(t) ? qinfo[t - LM_Q4_0].bytes : lm_dtype_size(t);
+}
+size_t lm_dtype_nbytes(lm_dtype t, int64_t n)
+{
+    return n <= 0 ? 0 : (size_t)(n / lm_dtype_block(t)) * lm_dtype_block_bytes(t);
+}
+
+bool lm_dtype_from_name_any(const char *name, lm_dtype *out)
+{
+    if (lm_dtype_from_name(name, out)) return true;
+    for (int t = LM_Q4_0; name && t < LM_DTYPE_END; t++)
+        if (!strcasecmp(name, qinfo[t - LM_Q4_0].name)) { *out = (lm_dtype)t; return true; }
+    return false;
+}
 
 bool lm_dtype_from_name(const char *name, lm_dtype *out)
 {

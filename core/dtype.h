@@ -18,11 +18,27 @@
 typedef enum lm_dtype {
     LM_F32 = 0, LM_F16, LM_BF16, LM_F64,
     LM_I8, LM_U8, LM_I16, LM_I32, LM_I64, LM_BOOL,
-    LM_DTYPE_COUNT
+    LM_DTYPE_COUNT,     /* the element dtypes above; also "none given" */
+    /* ggml's block quantizations (core/quant.h): storage in blocks, shape in
+     * elements.  After LM_DTYPE_COUNT, so loops over element dtypes and
+     * tables sized LM_DTYPE_COUNT never meet them; only the functions
+     * below, the array's storage and the ops that say so handle them. */
+    LM_Q4_0 = LM_DTYPE_COUNT + 1, LM_Q4_1, LM_Q5_0, LM_Q5_1, LM_Q8_0,
+    LM_Q2_K, LM_Q3_K, LM_Q4_K, LM_Q5_K, LM_Q6_K, LM_Q8_K,
+    LM_DTYPE_END
 } lm_dtype;
 
-size_t lm_dtype_size(lm_dtype t);
-const char *lm_dtype_name(lm_dtype t);          /* "f32", "bf16", "bool", ... */
+size_t lm_dtype_size(lm_dtype t);               /* 0 for quantized dtypes */
+const char *lm_dtype_name(lm_dtype t);          /* "f32", "bf16", "bool", "q4_k", ... */
+/* Quantized dtypes: elements per block and bytes per block (1 and the
+ * element size for the others); bytes of n elements (n whole blocks). */
+bool lm_dtype_is_quant(lm_dtype t);
+int64_t lm_dtype_block(lm_dtype t);
+size_t lm_dtype_block_bytes(lm_dtype t);
+size_t lm_dtype_nbytes(lm_dtype t, int64_t n);
+/* lm_dtype_from_name, and also the quantized names ("q4_0", "q8_k"; case
+ * ignored). */
+bool lm_dtype_from_name_any(const char *name, lm_dtype *out);
 /* Accepts the names above and the aliases float32/float/half/float16/
  * bfloat16/double/float64/int8/uint8/int16/int32/int/int64/long.
  * Returns false for anything else. */

@@ -10,4 +10,5 @@
 #include "random.h"
 #include "ops_nn.h"
 #include "compile.h"
+#include "quant.h"
 #endif

@@ -146,7 +146,7 @@ bool lm_array_is_contiguous(const lm_array *a)
     return true;
 }
 
-size_t lm_array_nbytes(const lm_array *a) { return (size_t)a->size * lm_dtype_size(a->dtype); }
+size_t lm_array_nbytes(const lm_array *a) { return lm_dtype_nbytes(a->dtype, a->size); }
 
 void lm_array_keep(lm_array *a)
 {
@@ -252,8 +252,14 @@ lm_status lm_shape_check(const char *what, int ndim, const int64_t *shape, int64
 /* A bare array registered as live, refcount 1. */
 lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device *dev)
 {
-    if ((unsigned)dt >= LM_DTYPE_COUNT) {
+    if ((unsigned)dt >= LM_DTYPE_COUNT && !lm_dtype_is_quant(dt)) {
         lm_error_set(LM_ERR_DTYPE, "invalid dtype %d", (int)dt);
+        return NULL;
+    }
+    /* a quantized array stores whole blocks along its last dimension */
+    if (lm_dtype_is_quant(dt) && (ndim < 1 || shape[ndim - 1] % lm_dtype_block(dt))) {
+        lm_error_set(LM_ERR_SHAPE, "a %s tensor needs a last dimension that is a multiple of %lld, got %lld",
+                     lm_dtype_name(dt), (long long)lm_dtype_block(dt), ndim < 1 ? 0LL : (long long)shape[ndim - 1]);
         return NULL;
     }
     if (ndim < 0 || ndim > LM_MAX_DIMS) {
@@ -323,6 +329,15 @@ lm_array *lm_node_new(lm_op op, lm_dtype dt, int ndim, const int64_t *shape,
             return NULL;
         }
     }
+    /* quantized storage is read only by the ops that decode it; every other
+     * op refuses it by name (lm_array_to wires its copy by hand) */
+    for (int i = 0; i < ninputs; i++)
+        if ((lm_dtype_is_quant(inputs[i]->dtype) && !(op == LM_OP_QLINEAR && i == 1)) ||
+            (lm_dtype_is_quant(dt) && op != LM_OP_COPY)) {
+            lm_error_set(LM_ERR_UNSUPPORTED, "%s: dtype %s is quantized storage; dequantize() it first",
+                         lm_op_name(op), lm_dtype_name(lm_dtype_is_quant(dt) ? dt : inputs[i]->dtype));
+            return NULL;
+        }
     if (!dev && !(dev = lm_node_place(lm_op_name(op), ninputs, inputs))) return NULL;
     if (lm_shape_check(lm_op_name(op), ndim, shape, NULL) != LM_OK) return NULL;
     lm_array *a = lm_array_alloc(dt, ndim, shape, dev);

@@ -155,6 +155,7 @@ typedef enum lm_op_class {
     X(TRIL,          NN,      1,  SAME,  1,  NONE,      NONE,      0) \
     X(TRIU,          NN,      1,  SAME,  1,  NONE,      NONE,      0) \
     X(TIMESTEP_EMBEDDING, NN, 1,  OWN,   0,  NONE,      NONE,      0) \
+    X(QLINEAR,       NN,      2,  OWN,   0,  NONE,      NONE,      0)  /* x [..., K] f32 @ w [N, K]^T, w quantized (core/quant.h) */ \
     /* fused elementwise chain made by compile (core/compile.c) */ \
     X(FUSED,         OTHER,  -1,  OWN,   1,  NONE,      NONE,      0)
 

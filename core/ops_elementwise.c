@@ -27,6 +27,11 @@ lm_array *lm_unary(lm_op op, lm_array *a)
 lm_array *lm_cast(lm_array *a, lm_dtype dt)
 {
     if (!a) return NULL;
+    if (lm_dtype_is_quant(a->dtype) || lm_dtype_is_quant(dt)) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "cast: dtype %s is quantized storage; dequantize() it first "
+                     "(lm.quantize makes one)", lm_dtype_name(lm_dtype_is_quant(dt) ? dt : a->dtype));
+        return NULL;
+    }
     if ((unsigned)dt >= LM_DTYPE_COUNT) {
         lm_error_set(LM_ERR_DTYPE, "cast: invalid dtype %d", (int)dt);
         return NULL;

@@ -572,9 +572,28 @@ lm_array *lm_linear(lm_array *x, lm_array *w, lm_array *b)
         return NULL;
     }
     if (!check_bias("linear", b, w->shape[0])) return NULL;
-    lm_array *wt = lm_transpose(w, 0, 1);
-    lm_array *y = lm_matmul(x, wt);
-    lm_array_release(wt);
+    lm_array *y;
+    if (lm_dtype_is_quant(w->dtype)) {
+        /* a quantized weight stays quantized: integer dots on the CPU
+         * (backends/cpu/quant_linear.c); the result is f32 */
+        if (!lm_dtype_is_float(x->dtype)) {
+            lm_error_set(LM_ERR_DTYPE, "linear: a %s weight needs a float input, got %s", lm_dtype_name(w->dtype),
+                         DESC(s1, x));
+            return NULL;
+        }
+        lm_array *xf = lm_cast(x, LM_F32), *xc = lm_contiguous(xf);
+        int64_t shape[LM_MAX_DIMS];
+        memcpy(shape, x->shape, sizeof shape);
+        shape[x->ndim - 1] = w->shape[0];
+        lm_array *in[2] = {xc, w};
+        y = xc ? lm_node_new(LM_OP_QLINEAR, LM_F32, x->ndim, shape, 2, in, NULL, NULL) : NULL;
+        lm_array_release(xf);
+        lm_array_release(xc);
+    } else {
+        lm_array *wt = lm_transpose(w, 0, 1);
+        y = lm_matmul(x, wt);
+        lm_array_release(wt);
+    }
     if (!b || !y) return y;
     lm_array *r = lm_binary(LM_OP_ADD, y, b);
     lm_array_release(y);

@@ -11,6 +11,7 @@
 #include "core/io/compare_sets.h"
 #include "core/io/image.h"
 #include "core/io/io.h"
+#include "core/io/gguf.h"
 
 #define REPORT_MT "lumen.compare_report"
 
@@ -82,6 +83,103 @@ static void push_meta(lua_State *L, const lm_tensor_set *s)
     }
 }
 
+/* GGUF metadata as Lua values: integers, floats, booleans, strings, and
+ * arrays as sequences (a u64 past 2^63 becomes a float) */
+static void push_gguf_value(lua_State *L, const lm_gguf_value *v)
+{
+    luaL_checkstack(L, 4, "lm.load: GGUF metadata nested too deep");
+    switch (v->type) {
+    case LM_GGUF_U8: case LM_GGUF_U16: case LM_GGUF_U32: case LM_GGUF_U64:
+        if (v->u > (uint64_t)INT64_MAX) lua_pushnumber(L, (lua_Number)v->u);
+        else lua_pushinteger(L, (lua_Integer)v->u);
+        break;
+    case LM_GGUF_I8: case LM_GGUF_I16: case LM_GGUF_I32: case LM_GGUF_I64: lua_pushinteger(L, v->i); break;
+    case LM_GGUF_F32: case LM_GGUF_F64: lua_pushnumber(L, v->f); break;
+    case LM_GGUF_BOOL: lua_pushboolean(L, v->b); break;
+    case LM_GGUF_STRING: lua_pushlstring(L, v->str.s, (size_t)v->str.len); break;
+    case LM_GGUF_ARRAY:
+        lua_createtable(L, v->arr.n < INT32_MAX ? (int)v->arr.n : 0, 0);
+        for (uint64_t i = 0; i < v->arr.n; i++) {
+            push_gguf_value(L, &v->arr.items[i]);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        break;
+    default: lua_pushnil(L);
+    }
+}
+
+static void push_gguf_meta(lua_State *L, const char *path)
+{
+    lm_gguf_meta m;
+    if (lm_gguf_read_meta(path, &m) != LM_OK) lm_lua_error(L);
+    lua_createtable(L, 0, m.n);
+    for (int i = 0; i < m.n; i++) {
+        push_gguf_value(L, &m.kv[i].v);
+        lua_setfield(L, -2, m.kv[i].key);
+    }
+    lm_gguf_meta_free(&m);
+}
+
+/* Lua metadata to GGUF values: integers -> i64 (general.alignment -> u32),
+ * floats -> f64, booleans, strings, sequences -> arrays of one kind.  The
+ * values point into the Lua stack's strings; items live in userdata. */
+static void to_gguf_value(lua_State *L, int idx, lm_gguf_value *v, const char *key, int depth, int anchor)
+{
+    idx = lua_absindex(L, idx);
+    memset(v, 0, sizeof *v);
+    switch (lua_type(L, idx)) {
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) {
+            v->type = strcmp(key, "general.alignment") ? LM_GGUF_I64 : LM_GGUF_U32;
+            v->i = lua_tointeger(L, idx);
+        } else {
+            v->type = LM_GGUF_F64;
+            v->f = lua_tonumber(L, idx);
+        }
+        return;
+    case LUA_TBOOLEAN: v->type = LM_GGUF_BOOL; v->b = lua_toboolean(L, idx); return;
+    case LUA_TSTRING: {
+        size_t n;
+        v->type = LM_GGUF_STRING;
+        v->str.s = (char *)lua_tolstring(L, idx, &n);
+        v->str.len = n;
+        return;
+    }
+    case LUA_TTABLE: {
+        if (depth >= LM_GGUF_MAX_DEPTH) luaL_error(L, "lm.save: metadata '%s' nested too deep", key);
+        lua_Integer n = luaL_len(L, idx);
+        v->type = LM_GGUF_ARRAY;
+        v->arr.n = (uint64_t)n;
+        v->arr.items = lua_newuserdatauv(L, sizeof *v->arr.items * (size_t)(n + 1), 0);
+        lua_rawseti(L, anchor, (lua_Integer)lua_rawlen(L, anchor) + 1);   /* alive until save returns */
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, idx, i);
+            to_gguf_value(L, -1, &v->arr.items[i - 1], key, depth + 1, anchor);
+            lua_pop(L, 1);   /* strings stay alive in the table */
+            lm_gguf_value *it = &v->arr.items[i - 1];
+            if (i == 1) v->arr.elem = it->type;
+            else if (it->type != v->arr.elem) {
+                /* integers and floats mixed: all floats */
+                if ((it->type == LM_GGUF_F64 && v->arr.elem == LM_GGUF_I64) ||
+                    (it->type == LM_GGUF_I64 && v->arr.elem == LM_GGUF_F64)) v->arr.elem = LM_GGUF_F64;
+                else luaL_error(L, "lm.save: metadata '%s': an array mixes %s and %s values", key,
+                                lm_gguf_type_name(v->arr.elem), lm_gguf_type_name(it->type));
+            }
+        }
+        for (uint64_t i = 0; v->arr.elem == LM_GGUF_F64 && i < v->arr.n; i++)
+            if (v->arr.items[i].type == LM_GGUF_I64) {
+                v->arr.items[i].f = (double)v->arr.items[i].i;
+                v->arr.items[i].type = LM_GGUF_F64;
+            }
+        if (n == 0) v->arr.elem = LM_GGUF_I32;
+        return;
+    }
+    default:
+        luaL_error(L, "lm.save: metadata '%s' is a %s; GGUF metadata holds numbers, booleans, strings "
+                   "and arrays of them", key, luaL_typename(L, idx));
+    }
+}
+
 /* Moves the set's arrays into a new table name -> tensor on the stack. */
 static void push_set(lua_State *L, lm_tensor_set *s)
 {
@@ -120,7 +218,8 @@ static int l_load(lua_State *L)
     } else {
         push_set(L, &s);
     }
-    push_meta(L, &s);
+    if (s.format == LM_FORMAT_GGUF) push_gguf_meta(L, path);
+    else push_meta(L, &s);
     lm_tensor_set_free(&s);
     return 2;
 }
@@ -167,7 +266,8 @@ static lm_file_format save_format(lua_State *L, const char *path, int opts)
     if (!strcmp(ext, "npy")) return LM_FORMAT_NPY;
     if (!strcmp(ext, "npz")) return LM_FORMAT_NPZ;
     if (!strcmp(ext, "png")) return LM_FORMAT_PNG;
-    luaL_error(L, "lm.save %s: unknown format (use .safetensors, .npy, .npz or {format=...})", path);
+    if (!strcmp(ext, "gguf")) return LM_FORMAT_GGUF;
+    luaL_error(L, "lm.save %s: unknown format (use .safetensors, .npy, .npz, .gguf or {format=...})", path);
     return LM_FORMAT_UNKNOWN;
 }
 
@@ -217,7 +317,25 @@ static int l_save(lua_State *L)
         n = 1;
     }
     lm_status st;
-    if (fmt == LM_FORMAT_NPZ) {
+    if (fmt == LM_FORMAT_GGUF) {
+        int nkv = 0;
+        lm_gguf_kv *kv = NULL;
+        if (opt_field(L, opts, "metadata")) {
+            int m = lua_gettop(L);
+            luaL_checktype(L, m, LUA_TTABLE);
+            for (lua_pushnil(L); lua_next(L, m); lua_pop(L, 1)) nkv++;
+            kv = lua_newuserdatauv(L, sizeof(lm_gguf_kv) * (size_t)(nkv + 1), 0);
+            lua_newtable(L);   /* holds the arrays' items */
+            int anchor = lua_gettop(L), k = 0;
+            for (lua_pushnil(L); lua_next(L, m); lua_pop(L, 1)) {
+                if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "lm.save: metadata keys must be strings");
+                kv[k].key = (char *)lua_tostring(L, -2);
+                to_gguf_value(L, -1, &kv[k].v, kv[k].key, 0, anchor);
+                k++;
+            }
+        }
+        st = lm_save_gguf(path, n, names, arrays, nkv, kv);
+    } else if (fmt == LM_FORMAT_NPZ) {
         st = lm_save_npz(path, n, names, arrays, lm_lua_opt_bool(L, opts, "lm.save", "compress", false));
     } else {
         int nmeta = 0;
@@ -518,16 +636,19 @@ static int l_diff(lua_State *L)
 static const lm_lua_func io_funcs[] = {
     {"load", l_load,
      "lm.load(path, [{device=}]) -> tensors, metadata\n"
-     "Loads a safetensors, .npz, .npy or PNG file, chosen by content.  safetensors and\n"
-     "npz give a table name -> tensor (safetensors tensors map the file: no copy until\n"
-     "used); .npy and PNG give the tensor itself.  metadata: the safetensors\n"
-     "__metadata__ or PNG text as a table of strings.  The tensors belong to the default\n"
+     "Loads a safetensors, .npz, .npy, PNG or GGUF file, chosen by content.  safetensors,\n"
+     "GGUF and npz give a table name -> tensor (safetensors and GGUF tensors map the file:\n"
+     "no copy until used; GGUF's quantized tensors keep their dtype, q4_k etc.); .npy and\n"
+     "PNG give the tensor itself.  metadata: the safetensors __metadata__ or PNG text as a\n"
+     "table of strings; GGUF's typed values (numbers, booleans, strings, arrays as tables).  The tensors belong to the default\n"
      "device (each is uploaded once, on first use, and stays there); device=\"cpu\" keeps\n"
      "them in host memory, device=\"vulkan\" or \"vulkan:N\" names a device."},
     {"save", l_save,
      "lm.save(path, tensors, [{format=, metadata=, compress=, bits=, ...}])\n"
      "Writes a table name -> tensor (or one tensor) as .safetensors (with metadata, a\n"
-     "table of strings), .npz (compress=true deflates), .npy (one tensor) or PNG (one\n"
+     "table of strings), .gguf (metadata: numbers, booleans, strings, arrays; integers\n"
+     "are written as i64, general.alignment as u32; quantized tensors as they are),\n"
+     ".npz (compress=true deflates), .npy (one tensor) or PNG (one\n"
      "image; the options of lm.image.write_png: layout=, range=, bits=8|16, level=,\n"
      "text=), by extension or format=.  An option the format does not have is an error.\n"
      "The file appears complete or not at all."},

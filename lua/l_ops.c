@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "l_internal.h"
+#include "core/quant.h"
 
 /* ---- elementwise ---- */
 
@@ -132,6 +133,19 @@ static int o_astype(lua_State *L)
 }
 
 static int o_copy(lua_State *L) { return unary(L, LM_OP_COPY); }
+
+static int o_quantize(lua_State *L)
+{
+    lm_array *a = lm_lua_check_array(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    lm_dtype t;
+    if (!lm_dtype_from_name_any(name, &t) || !lm_dtype_is_quant(t))
+        return luaL_error(L, "quantize: unknown quantized dtype '%s' (q4_0 q4_1 q5_0 q5_1 q8_0 q2_k "
+                          "q3_k q4_k q5_k q6_k q8_k)", name);
+    return lm_lua_push_array(L, lm_quantize(a, t));
+}
+
+static int o_dequantize(lua_State *L) { return lm_lua_push_array(L, lm_dequantize(lm_lua_check_array(L, 1))); }
 
 /* ---- reductions ---- */
 
@@ -428,6 +442,12 @@ const lm_lua_func lm_lua_op_methods[] = {
     {"astype", o_astype, "t:astype(dtype) -> tensor\nt converted to dtype (\"f32\", \"f16\", \"bf16\", "
      "\"f64\", \"i8\", \"u8\", \"i16\", \"i32\", \"i64\", \"bool\").  Float to integer truncates."},
     {"copy", o_copy, "t:copy() -> tensor\nA new contiguous copy of t."},
+    {"quantize", o_quantize, "t:quantize(dtype) -> tensor\nt (a float tensor) in one of ggml's block "
+     "quantizations: \"q4_0\", \"q4_1\", \"q5_0\", \"q5_1\", \"q8_0\", \"q2_k\", \"q3_k\", \"q4_k\", "
+     "\"q5_k\", \"q6_k\", \"q8_k\" (bytes identical to ggml's quantize_row_*_ref).  The last dimension "
+     "must be a multiple of the block (32; 256 for the k types).  Computed at once on the CPU."},
+    {"dequantize", o_dequantize, "t:dequantize() -> tensor\nA quantized tensor's values as f32 (as "
+     "ggml's dequantize_row_*); any other tensor converted to f32.  A quantized tensor takes no other op."},
     {"sum", r_sum, "t:sum([axis|{axes}], [{keepdims=true}]) -> tensor\nThe sum over the axes (all "
      "when nil)."},
     {"mean", r_mean, "t:mean([axis|{axes}], [{keepdims=true}]) -> tensor\nThe mean over the axes."},

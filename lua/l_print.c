@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "l_internal.h"
+#include "core/quant.h"
 
 lm_print_opts lm_lua_print_opts = {4, 1000, 3, 80};
 
@@ -250,8 +251,31 @@ static void format_axis(printer *pr, int d, int64_t base)
     put(pr, "]");
 }
 
+/* A quantized tensor prints its dequantized values under its own footer. */
+static void push_format_quant(lua_State *L, lm_array *a)
+{
+    lm_lua_push_array(L, lm_dequantize(a));
+    lm_lua_push_format(L, lm_lua_check_array(L, -1));
+    size_t n;
+    const char *s = lua_tolstring(L, -1, &n);
+    const char *nl = strrchr(s, '\n');
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addlstring(&b, s, nl ? (size_t)(nl - s + 1) : 0);
+    lm_lua_push_brief(L, a);
+    luaL_addvalue(&b);
+    luaL_addstring(&b, " (values dequantized)");
+    luaL_pushresult(&b);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
 void lm_lua_push_format(lua_State *L, lm_array *a)
 {
+    if (lm_dtype_is_quant(a->dtype)) {
+        push_format_quant(L, a);
+        return;
+    }
     view_plan p;
     plan_make(a, &p);
     numfmt f = {0};

@@ -10,6 +10,9 @@
  *   lumen convert MODEL OUT.safetensors [--scale 4]
  *       the converted weights and topology, which --model and
  *       lm.models.load read back.
+ *   lumen convert --quantize q8_0|q4_k|... FILE OUT.gguf
+ *       a tensor file (safetensors, npz, GGUF) as GGUF, its float weights
+ *       quantized (convert_quantize below says which).
  *
  * Nothing is lost: before the model is loaded every input must be a
  * regular file, no output may be an input (same device and inode, so links
@@ -29,6 +32,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include "core/io/io.h"
+#include "core/io/gguf.h"
+#include "core/quant.h"
 #include "core/lumen.h"
 #include "core/models/tfjs.h"
 #include "repl.h"
@@ -69,6 +74,9 @@ static int usage(const char *msg)
             "  --overwrite        replace outputs that exist (never an input)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
             "       lumen convert MODEL OUT.safetensors [--scale N] [--overwrite]\n"
+            "       lumen convert --quantize q8_0|q4_k|q4_0|q5_0|q6_k|... FILE OUT.gguf [--overwrite]\n"
+            "                     a safetensors/npz/GGUF file as GGUF with its float weights of 2+\n"
+            "                     dimensions quantized (the rest kept as they are)\n"
             "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
             "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
             "`make models` fetches them and `make install` installs them.\n",
@@ -472,8 +480,79 @@ done:
     return rc;
 }
 
+/* FILE's tensors into OUT.gguf: float tensors of two or more dimensions
+ * whose last dimension is whole blocks of qt are quantized (weights);
+ * vectors (biases, norms), odd shapes and other dtypes are kept (u8/bool,
+ * which GGUF lacks, as i8/i32).  The source's string metadata is kept, plus
+ * lumen.source and lumen.quantize. */
+static int convert_quantize(const char *in, const char *out, lm_dtype qt)
+{
+    lm_tensor_set s;
+    if (lm_load_file_to(in, lm_device_cpu(), &s) != LM_OK) {
+        report("convert", NULL);
+        return 1;
+    }
+    int nq = 0, nk = 0, rc = 1;
+    lm_array **arr = calloc((size_t)s.count + 1, sizeof *arr);
+    lm_gguf_kv *kv = calloc((size_t)s.nmeta + 2, sizeof *kv);
+    if (!arr || !kv) goto done;
+    for (int i = 0; i < s.count; i++) {
+        lm_array *a = s.arrays[i];
+        bool q = lm_dtype_is_float(a->dtype) && a->ndim >= 2 && a->shape[a->ndim - 1] % lm_dtype_block(qt) == 0;
+        arr[i] = q ? lm_quantize(a, qt)
+                 : a->dtype == LM_U8 || a->dtype == LM_BOOL ? lm_cast(a, a->dtype == LM_U8 ? LM_I32 : LM_I8)
+                                                            : lm_array_retain(a);
+        if (!arr[i]) {
+            lm_error_prefix("tensor '%s'", s.names[i]);
+            report("convert", NULL);
+            goto done;
+        }
+        nq += q, nk += !q;
+    }
+    int n = 0;
+    for (int i = 0; i < s.nmeta; i++) {
+        if (!strcmp(s.meta[i].key, "lumen.source") || !strcmp(s.meta[i].key, "lumen.quantize")) continue;
+        kv[n].key = s.meta[i].key;
+        kv[n].v.type = LM_GGUF_STRING;
+        kv[n].v.str.s = s.meta[i].value;
+        kv[n++].v.str.len = strlen(s.meta[i].value);
+    }
+    kv[n] = (lm_gguf_kv){.key = "lumen.source", .v = {.type = LM_GGUF_STRING, .str = {(char *)in, strlen(in)}}};
+    n++;
+    const char *qn = lm_dtype_name(qt);
+    kv[n] = (lm_gguf_kv){.key = "lumen.quantize", .v = {.type = LM_GGUF_STRING, .str = {(char *)qn, strlen(qn)}}};
+    n++;
+    if (s.format == LM_FORMAT_GGUF) n = 0;   /* its typed metadata is copied as it is below */
+    lm_gguf_meta m = {0};
+    lm_status st = LM_OK;
+    if (s.format == LM_FORMAT_GGUF && (st = lm_gguf_read_meta(in, &m)) == LM_OK) {
+        lm_gguf_kv *all = realloc(kv, sizeof *kv * (size_t)(m.n + 2));
+        if (!all) st = lm_error_set(LM_ERR_NOMEM, "convert: out of memory");
+        else {
+            kv = all;
+            for (int i = 0; i < m.n; i++)
+                if (strcmp(m.kv[i].key, "lumen.quantize")) kv[n++] = m.kv[i];
+            kv[n++] = (lm_gguf_kv){.key = "lumen.quantize", .v = {.type = LM_GGUF_STRING, .str = {(char *)qn, strlen(qn)}}};
+        }
+    }
+    if (st == LM_OK) st = lm_save_gguf(out, s.count, (const char *const *)s.names, arr, n, kv);
+    lm_gguf_meta_free(&m);
+    if (st != LM_OK) report("convert", NULL);
+    else {
+        printf("%s -> %s (%d tensors as %s, %d kept)\n", in, out, nq, qn, nk);
+        rc = 0;
+    }
+done:
+    for (int i = 0; arr && i < s.count; i++) lm_array_release(arr[i]);
+    free(arr);
+    free(kv);
+    lm_tensor_set_free(&s);
+    return rc;
+}
+
 static int cmd_convert(int argc, char **argv)
 {
+    lm_dtype quant = LM_DTYPE_COUNT;
     const char *files[2] = {NULL, NULL};
     int nfiles = 0, scale = 4;
     bool overwrite = false;
@@ -482,13 +561,21 @@ static int cmd_convert(int argc, char **argv)
         if (!strcmp(argv[i], "--scale") && i + 1 < argc && parse_int(argv[i + 1], 1, &v))
             scale = (int)v, i++;
         else if (!strcmp(argv[i], "--overwrite")) overwrite = true;
+        else if (!strcmp(argv[i], "--quantize") && i + 1 < argc) {
+            if (!lm_dtype_from_name_any(argv[i + 1], &quant) || !lm_dtype_is_quant(quant)) {
+                fprintf(stderr, "lumen convert: --quantize %s: not a quantized dtype (q4_0 q4_1 q5_0 q5_1 "
+                        "q8_0 q2_k q3_k q4_k q5_k q6_k)\n", argv[i + 1]);
+                return 2;
+            }
+            i++;
+        }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(NULL);
             return 0;
         }
         else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "lumen convert: %s: unknown option, or --scale without a whole "
-                    "number >= 1\n", argv[i]);
+                    "number >= 1, or --quantize without a dtype\n", argv[i]);
             return 2;
         }
         else if (nfiles < 2) files[nfiles++] = argv[i];
@@ -501,6 +588,7 @@ static int cmd_convert(int argc, char **argv)
         fprintf(stderr, "lumen convert: %s exists (--overwrite replaces it); not replaced\n", files[1]);
         return 1;
     }
+    if (quant != LM_DTYPE_COUNT) return convert_quantize(files[0], files[1], quant);
     char rs[32], ss[32];
     lm_tfjs_found f;
     char *path = f.path;

@@ -10,7 +10,7 @@ has() { case " $flags " in *" $1 "*) return 0 ;; esac; return 1; }
 levels=sse2
 has avx2 && has fma && has f16c && levels="$levels avx2"
 has avx512f && has avx2 && has fma && has f16c && levels="$levels avx512"
-suites="test_cpu_vmath test_cpu_layout test_cpu_conv test_ops_ref test_compile test_nn_norm test_nn_attention test_nn_conv test_grad test_array"
+suites="test_cpu_vmath test_cpu_layout test_cpu_conv test_ops_ref test_compile test_nn_norm test_nn_attention test_nn_conv test_grad test_array test_gguf"
 p=0 f=0
 for isa in $levels; do
   for s in $suites; do

@@ -39,7 +39,7 @@ static const struct { const char *file, *expect; } cases[] = {
     {"bad_png_huge.png", "impossible for the file's length"},
     {"bad_png_signature.png", "unknown magic bytes"},
     {"bad_png_ihdr.png", "Invalid IHDR"},
-    {"bad_unknown.bin", "not a safetensors, npy, npz or PNG file"},
+    {"bad_unknown.bin", "not a safetensors, npy, npz, PNG or GGUF file"},
 };
 
 static void test_malformed_files(void **state)

@@ -16,6 +16,7 @@
 #include "core/grad.h"
 #include "core/ops_nn.h"
 #include "core/random.h"
+#include "core/quant.h"
 #include "backends/cpu/cpu.h"
 
 static lm_device *cpu, *vk;
@@ -287,6 +288,17 @@ static lm_array *b_nn(lm_op op, lm_dtype dt, lm_device *d)
     case LM_OP_TRIU: r = lm_triu(x, -1); break;
     case LM_OP_TIMESTEP_EMBEDDING: { int64_t n[1] = {3}; t = input_c(d, dt, 1, n, 0, 900, 29);
         r = lm_timestep_embedding(t, 16, 10000, true, 1, 1); break; }
+    case LM_OP_QLINEAR: {   /* a float input by a Q8_0 and a Q4_K weight; other dtypes refuse */
+        if (!lm_dtype_is_float(dt)) break;
+        int64_t ws[2] = {S1, 256}, xs[2] = {S0, 256};
+        u = input_c(d, LM_F32, 2, ws, -1, 1, 30);
+        t = input_c(d, dt, 2, xs, -1, 1, 31);
+        lm_array *q8 = lm_quantize(u, LM_Q8_0), *q4 = lm_quantize(u, LM_Q4_K);
+        lm_array *y8 = lm_linear(t, q8, NULL), *y4 = lm_linear(t, q4, NULL);
+        r = y8 && y4 ? lm_binary(LM_OP_ADD, y8, y4) : NULL;
+        R(q8), R(q4), R(y8), R(y4);
+        break;
+    }
     default: break;
     }
     R(x), R(t), R(u), R(w);
@@ -314,7 +326,7 @@ static build_fn builder_of(lm_op op)
             LM_OP_UPSAMPLE, LM_OP_PIXEL_SHUFFLE, LM_OP_PIXEL_UNSHUFFLE, LM_OP_SOFTMAX, LM_OP_LOG_SOFTMAX,
             LM_OP_LAYER_NORM, LM_OP_RMS_NORM, LM_OP_GROUP_NORM, LM_OP_BATCH_NORM, LM_OP_L2_NORMALIZE,
             LM_OP_ATTENTION, LM_OP_ROPE, LM_OP_TOPK, LM_OP_SORT, LM_OP_ARGSORT, LM_OP_SCATTER,
-            LM_OP_SCATTER_ADD, LM_OP_ONE_HOT, LM_OP_TRIL, LM_OP_TRIU, LM_OP_TIMESTEP_EMBEDDING,
+            LM_OP_SCATTER_ADD, LM_OP_ONE_HOT, LM_OP_TRIL, LM_OP_TRIU, LM_OP_TIMESTEP_EMBEDDING, LM_OP_QLINEAR,
         };
         for (size_t i = 0; i < sizeof nn_ops / sizeof *nn_ops; i++)
             if (nn_ops[i] == op) return b_nn;

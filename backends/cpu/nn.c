@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include "nn.h"
+#include "quant_cpu.h"
 
 bool lm_cpu_supports_nn(const lm_array *node)
 {
@@ -11,7 +12,7 @@ bool lm_cpu_supports_nn(const lm_array *node)
     case LM_OP_ADAPTIVE_AVG_POOL: case LM_OP_UPSAMPLE: case LM_OP_SOFTMAX: case LM_OP_LOG_SOFTMAX:
     case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_GROUP_NORM: case LM_OP_ATTENTION:
     case LM_OP_ROPE: case LM_OP_TOPK: case LM_OP_SORT: case LM_OP_ARGSORT: case LM_OP_SCATTER:
-    case LM_OP_SCATTER_ADD: case LM_OP_ONE_HOT: case LM_OP_TRIL: case LM_OP_TRIU:
+    case LM_OP_SCATTER_ADD: case LM_OP_ONE_HOT: case LM_OP_TRIL: case LM_OP_TRIU: case LM_OP_QLINEAR:
         return true;
     default:
         return false;   /* the rest are compositions built in core/ops_nn.c */
@@ -35,6 +36,7 @@ lm_status lm_cpu_run_nn(lm_device *d, lm_array *node)
     case LM_OP_SCATTER: case LM_OP_SCATTER_ADD: return lm_nn_scatter(node);
     case LM_OP_ONE_HOT: return lm_nn_one_hot(node);
     case LM_OP_TRIL: case LM_OP_TRIU: return lm_nn_tri(node);
+    case LM_OP_QLINEAR: return lm_nn_qlinear(node);
     default:
         return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: %s is not implemented", lm_op_name(node->op));
     }

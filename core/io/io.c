@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "gguf.h"
 #include "io_internal.h"
 #include "lumen.h"
 
@@ -43,6 +44,7 @@ const char *lm_format_name(lm_file_format f)
     case LM_FORMAT_NPY: return "npy";
     case LM_FORMAT_NPZ: return "npz";
     case LM_FORMAT_PNG: return "png";
+    case LM_FORMAT_GGUF: return "gguf";
     default: return "unknown";
     }
 }
@@ -96,6 +98,7 @@ lm_file_format lm_detect_mem(const void *data, size_t size)
     if (size >= 4 && (!memcmp(p, "PK\x03\x04", 4) || !memcmp(p, "PK\x05\x06", 4)))
         return LM_FORMAT_NPZ;
     if (size >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8)) return LM_FORMAT_PNG;
+    if (size >= 4 && !memcmp(p, "GGUF", 4)) return LM_FORMAT_GGUF;
     /* safetensors: 8-byte length, then a JSON object (maybe after spaces).
      * A length past the limit still counts when the object opens with a
      * key, so the reader can say the header is too large instead of
@@ -185,9 +188,10 @@ lm_file_format lm_file_detect(const char *path)
         if (ends_with(path, ".npy")) return LM_FORMAT_NPY;
         if (ends_with(path, ".npz")) return LM_FORMAT_NPZ;
         if (ends_with(path, ".png")) return LM_FORMAT_PNG;
+        if (ends_with(path, ".gguf")) return LM_FORMAT_GGUF;
     }
     lm_error_set(LM_ERR_FORMAT,
-                 "%s: not a safetensors, npy, npz or PNG file (unknown magic bytes)", path);
+                 "%s: not a safetensors, npy, npz, PNG or GGUF file (unknown magic bytes)", path);
     return LM_FORMAT_UNKNOWN;
 }
 
@@ -235,6 +239,7 @@ static lm_status load_host(const char *path, lm_tensor_set *out)
     switch (fmt) {
     case LM_FORMAT_SAFETENSORS: return lm_load_safetensors(path, out);
     case LM_FORMAT_NPZ: return lm_load_npz(path, out);
+    case LM_FORMAT_GGUF: return lm_load_gguf(path, out, NULL);
     case LM_FORMAT_NPY: {
         lm_array *a = lm_load_npy(path);
         if (!a) return lm_error_status();

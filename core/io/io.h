@@ -30,6 +30,7 @@ typedef enum lm_file_format {
     LM_FORMAT_NPY,
     LM_FORMAT_NPZ,
     LM_FORMAT_PNG,
+    LM_FORMAT_GGUF,       /* core/io/gguf.h */
 } lm_file_format;
 
 typedef struct lm_kv {

@@ -319,6 +319,9 @@ lm_status lm_npy_encode(lm_array *a, void **out, size_t *size)
 {
     *out = NULL;
     if (!a) return lm_error_status() ? lm_error_status() : LM_ERR_ARG;
+    if (lm_dtype_is_quant(a->dtype))
+        return lm_error_set(LM_ERR_DTYPE, "npy: %s is quantized storage, which numpy has no type for "
+                            "(save it as .gguf, or dequantize() it)", lm_dtype_name(a->dtype));
     lm_dtype dt = a->dtype == LM_BF16 ? LM_F32 : a->dtype;
     char dict[512], shape[LM_MAX_DIMS * 24 + 8] = "(";
     for (int d = 0; d < a->ndim; d++) {

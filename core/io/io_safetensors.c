@@ -655,6 +655,10 @@ static lm_status check_save_args(const char *path, int n, const char *const *nam
     for (int i = 0; i < n; i++) {
         if (!arrays[i] || !names[i])
             return lm_error_set(LM_ERR_ARG, "save %s: tensor %d is missing", path, i + 1);
+        if (lm_dtype_is_quant(arrays[i]->dtype))
+            return lm_error_set(LM_ERR_DTYPE, "save %s: tensor '%s' is %s; safetensors has no quantized "
+                                "types (save it as .gguf, or dequantize() it)", path, names[i],
+                                lm_dtype_name(arrays[i]->dtype));
         if (!strcmp(names[i], "__metadata__"))
             return lm_error_set(LM_ERR_ARG, "save %s: '__metadata__' cannot name a tensor", path);
         for (int j = 0; j < i; j++)

@@ -8,7 +8,7 @@ FUZZ_TIME   ?= 30
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -I. -Icore -fno-omit-frame-pointer \
   -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS ?= safetensors npy png tfjs
+FUZZ_TARGETS ?= safetensors npy png tfjs gguf
 # the core sources (CPU only) as the top Makefile lists them before this file
 FUZZ_SRC = $(filter core/% backends/cpu/%,$(CORE_SRC))
 FUZZ_OBJ = $(FUZZ_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
@@ -22,15 +22,15 @@ $(FUZZ_DIR)/obj/%.o: %.c
 -include $(FUZZ_OBJ:.o=.d)
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lsleef -lcjson -lm -lpthread -ldl
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJ) -o $@ -lpng16 -lz -lsleef -lcjson -licuuc -licudata -lm -lpthread -ldl
 
 fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 
 fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  c=$(FUZZ_DIR)/corpus/$$t; mkdir -p $$c; \
-	  case $$t in safetensors) pat='*.safetensors';; npy) pat='*.np[yz]';; png) pat='*.png';; tfjs) pat='model.json';; esac; \
-	  find tests/ref/fixtures/io tests/ref/fixtures/tfjs -name "$$pat" -exec cp {} $$c/ \; ; \
+	  case $$t in safetensors) pat='*.safetensors';; npy) pat='*.np[yz]';; png) pat='*.png';; tfjs) pat='model.json';; gguf) pat='*.gguf';; esac; \
+	  find tests/ref/fixtures/io tests/ref/fixtures/tfjs tests/ref/gguf -name "$$pat" -exec cp {} $$c/ \; ; \
 	  echo "== fuzz_$$t for $(FUZZ_TIME) s"; \
 	  ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_TIME) \
 	    -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

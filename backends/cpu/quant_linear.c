@@ -1,0 +1,89 @@
+/* quant_linear.c - y = x w^T with a quantized weight w [N, K], without
+ * materialising w in a float type: each row of x is quantized once to Q8_0
+ * or Q8_K (as ggml's CPU backend does), then every output element is one
+ * integer dot product (quant_dot.c) of a weight row with an activation row.
+ * Types without an integer dot here (Q4_1, Q5_1, Q8_K weights) dequantize
+ * one weight row at a time into a task-local buffer and dot it in f32.
+ *
+ * Each output element is computed by one task, in one fixed order, so the
+ * result is the same for any thread count and any split of the work. */
+#include <stdlib.h>
+#include "core/quant.h"
+#include "quant_cpu.h"
+
+typedef struct ql_job {
+    lm_dtype wt, at;
+    lm_cpu_qdot_fn dot;
+    lm_cpu_qdot4_fn dot4;      /* NULL: one row at a time */
+    int64_t M, N, K;
+    const unsigned char *w;      /* N rows of wrow bytes */
+    size_t wrow;
+    const unsigned char *xq;     /* M rows of xrow bytes (quantized), or NULL */
+    size_t xrow;
+    const float *x;              /* M rows of K (the f32 path) */
+    float *out;                  /* [M, N] */
+    int failed;
+} ql_job;
+
+static void ql_task(void *ctx, int64_t begin, int64_t end)
+{
+    ql_job *j = ctx;
+    float *wf = NULL;
+    if (!j->xq && !(wf = malloc((size_t)j->K * sizeof *wf))) {
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t n = begin; n < end; n++) {
+        const unsigned char *wr = j->w + (size_t)n * j->wrow;
+        if (j->xq) {
+            int64_t m = 0;
+            if (j->dot4)
+                for (; m + 4 <= j->M; m += 4) {
+                    float o[4];
+                    j->dot4(j->K, wr, j->xq + (size_t)m * j->xrow, j->xrow, o);
+                    for (int r = 0; r < 4; r++) j->out[(m + r) * j->N + n] = o[r];
+                }
+            for (; m < j->M; m++) j->out[m * j->N + n] = j->dot(j->K, wr, j->xq + (size_t)m * j->xrow);
+        } else {
+            lm_dequantize_row(j->wt, wr, wf, j->K);
+            for (int64_t m = 0; m < j->M; m++) {
+                const float *xr = j->x + m * j->K;
+                float s = 0;
+                for (int64_t k = 0; k < j->K; k++) s += xr[k] * wf[k];
+                j->out[m * j->N + n] = s;
+            }
+        }
+    }
+    free(wf);
+}
+
+lm_status lm_nn_qlinear(lm_array *node)
+{
+    lm_array *x = node->inputs[0], *w = node->inputs[1];
+    if (x->dtype != LM_F32 || !lm_array_is_contiguous(x) || !lm_dtype_is_quant(w->dtype) || node->dtype != LM_F32)
+        return lm_error_set(LM_ERR_DTYPE, "qlinear: want f32 x and a quantized weight, got %s and %s",
+                            lm_dtype_name(x->dtype), lm_dtype_name(w->dtype));
+    ql_job j = {.wt = w->dtype, .at = lm_cpu_qdot_act(w->dtype), .dot = lm_cpu_qdot_get(w->dtype),
+                .dot4 = lm_cpu_qdot4_get(w->dtype)};
+    j.N = w->shape[0];
+    j.K = w->shape[1];
+    j.M = j.K ? x->size / j.K : 0;
+    j.w = w->buf->host;
+    j.wrow = lm_dtype_nbytes(w->dtype, j.K);
+    j.x = (const float *)x->buf->host + x->offset;
+    j.out = node->buf->host;
+    unsigned char *xq = NULL;
+    if (j.at != LM_DTYPE_COUNT) {
+        j.xrow = lm_dtype_nbytes(j.at, j.K);
+        xq = malloc(j.xrow * (size_t)(j.M ? j.M : 1));
+        if (!xq) return lm_error_set(LM_ERR_NOMEM, "qlinear: out of host memory for the quantized input");
+        for (int64_t m = 0; m < j.M; m++) lm_quantize_row(j.at, j.x + m * j.K, xq + (size_t)m * j.xrow, j.K);
+        j.xq = xq;
+    }
+    /* about 64K multiply-adds a task: a fixed split, never by thread count */
+    int64_t work = j.M * j.K, grain = work >= 65536 ? 1 : 65536 / (work ? work : 1);
+    lm_cpu_parallel_for(j.N, grain, ql_task, &j);
+    free(xq);
+    if (j.failed) return lm_error_set(LM_ERR_NOMEM, "qlinear: out of host memory");
+    return LM_OK;
+}
