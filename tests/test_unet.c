@@ -11,7 +11,8 @@
  * Vulkan within F16_TOL.  The CPU time of each f32 forward is printed
  * (no threshold).  Errors: a missing, an unexpected and a wrongly shaped
  * weight, refused config values (resnet_time_scale_shift scale_shift,
- * class_embed_type, an unknown block), inputs of the wrong shape. */
+ * class_embed_type, an unknown block), inputs of the wrong shape; the
+ * fp16 variant file and a two-shard index load. */
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -323,6 +324,59 @@ static void test_errors(void **state)
     free(file);
 }
 
+/* the weights split over two shards named by
+ * diffusion_pytorch_model.safetensors.index.json: the same output as the
+ * single file */
+static void test_sharded(void **state)
+{
+    (void)state;
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_dfs_load_weights_stem(DIFF_DIR "sd1/unet", "diffusion_pytorch_model",
+                                              NULL, lm_device_cpu(), &s, NULL), LM_OK);
+    char p[160], *json = malloc(256 * (size_t)s.count + 64);
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", tmpdir);
+    unlink(p);   /* else it would be read instead of the index */
+    size_t at = (size_t)sprintf(json, "{\"metadata\": {}, \"weight_map\": {");
+    int half = s.count / 2;
+    for (int k = 0; k < 2; k++) {
+        int lo = k ? half : 0, hi = k ? s.count : half;
+        snprintf(p, sizeof p, "%s/diffusion_pytorch_model-%05d-of-00002.safetensors", tmpdir, k + 1);
+        assert_int_equal(lm_save_safetensors(p, hi - lo, (const char *const *)s.names + lo,
+                                             s.arrays + lo, 0, NULL), LM_OK);
+        for (int i = lo; i < hi; i++)
+            at += (size_t)sprintf(json + at, "%s\"%s\": \"diffusion_pytorch_model-%05d-of-00002"
+                                  ".safetensors\"", i ? ", " : "", s.names[i], k + 1);
+    }
+    at += (size_t)sprintf(json + at, "}}");
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors.index.json", tmpdir);
+    spit(p, json, at);
+    free(json);
+    lm_tensor_set_free(&s);
+    write_config(NULL, NULL);
+    lm_unet *m = unet_load(tmpdir, LM_F32, lm_device_cpu());
+    lm_unet *one = unet_load(DIFF_DIR "sd1/unet", LM_F32, lm_device_cpu());
+    lm_device *cpu = lm_device_cpu();
+    lm_array *x = input("sd1", "x", cpu), *t = input("sd1", "t", cpu), *c = input("sd1", "ctx", cpu);
+    lm_array *a = lm_unet_forward(m, x, t, c, NULL, NULL), *b = lm_unet_forward(one, x, t, c, NULL, NULL);
+    assert_non_null(a);
+    assert_non_null(b);
+    double *va = tu_read(a), *vb = tu_read(b);
+    for (int64_t i = 0; i < a->size; i++) assert_true(va[i] == vb[i]);
+    printf("  two shards: %lld outputs identical to the single file's\n", (long long)a->size);
+    free(va);
+    free(vb);
+    lm_array_release(a); lm_array_release(b);
+    lm_array_release(x); lm_array_release(t); lm_array_release(c);
+    lm_unet_free(m);
+    lm_unet_free(one);
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/diffusion_pytorch_model-%05d-of-00002.safetensors", tmpdir, k + 1);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors.index.json", tmpdir);
+    unlink(p);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -341,7 +395,10 @@ static int teardown(void **state)
     (void)state;
     lm_tensor_set_free(&ref);
     static const char *files[] = {"config.json", "diffusion_pytorch_model.safetensors",
-                                  "diffusion_pytorch_model.fp16.safetensors"};
+                                  "diffusion_pytorch_model.fp16.safetensors",
+                                  "diffusion_pytorch_model.safetensors.index.json",
+                                  "diffusion_pytorch_model-00001-of-00002.safetensors",
+                                  "diffusion_pytorch_model-00002-of-00002.safetensors"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char p[128];
         snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
@@ -357,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_forward_cpu),
         cmocka_unit_test(test_forward_vulkan),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_sharded),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
