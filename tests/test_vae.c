@@ -7,7 +7,8 @@
  * on a Vulkan device (lavapipe) where there is one: encode (mean, logvar),
  * decode, tiled decode of a latent larger than the tile (vae.enable_tiling(),
  * tile = sample_size), the same latent with tiling off, and tiled encode of
- * an image larger than the tile.
+ * an image larger than the tile; auto mode untiled within its memory budget
+ * and tiled past it.
  * Tiled decode keeps less memory at its peak than the untiled one.
  * Errors: a missing, an unexpected and a wrongly shaped weight, an
  * unsupported block type and activation, bad tiling arguments. */
@@ -75,7 +76,7 @@ static double check(lm_array *got, const char *model, const char *name, const ch
     free(g);
     free(w);
     double rel = err / (big > 0 ? big : 1);
-    printf("  %-5s %-12s %-8s max abs err %.3g, relative %.3g\n", model, name, what, err, rel);
+    printf("  %-5s %-15s %-13s max abs err %.3g, relative %.3g\n", model, name, what, err, rel);
     assert_true(rel <= REL_TOL);
     return rel;
 }
@@ -97,6 +98,8 @@ static void run_model(const char *model, lm_device *dev)
     assert_int_equal(c->latent_channels, 4);
     assert_int_equal(c->downscale, 1 << (c->nlevels - 1));
     const char *where = dev->spec;
+    char auto_where[48];
+    snprintf(auto_where, sizeof auto_where, "auto %s", dev->spec);
 
     lm_array *mean, *logvar;
     assert_int_equal(lm_vae_encode(m, ref_get(model, "img"), &mean, &logvar), LM_OK);
@@ -109,15 +112,28 @@ static void run_model(const char *model, lm_device *dev)
     check(dec, model, "dec", where);
     lm_array_release(dec);
 
-    /* the default (auto) tiles what is larger than sample_size, as diffusers
-     * after enable_tiling() */
+    /* on: what is larger than sample_size is tiled, as diffusers after
+     * enable_tiling(); off: never */
+    lm_vae_tiling off = {LM_VAE_TILING_OFF, 0, 0, 0}, on = {LM_VAE_TILING_ON, 0, 0, 0};
+    assert_int_equal(lm_vae_set_tiling(m, &on), LM_OK);
     dec = lm_vae_decode(m, ref_get(model, "z_big"));
     check(dec, model, "dec_tiled", where);
     lm_array_release(dec);
-    lm_vae_tiling off = {LM_VAE_TILING_OFF, 0, 0}, on = {LM_VAE_TILING_ON, 0, 0};
     assert_int_equal(lm_vae_set_tiling(m, &off), LM_OK);
     dec = lm_vae_decode(m, ref_get(model, "z_big"));
     check(dec, model, "dec_big_untiled", where);
+    lm_array_release(dec);
+    /* auto (the default): untiled while the untiled pass fits the budget,
+     * tiled past it */
+    assert_int_equal(lm_vae_set_tiling(m, NULL), LM_OK);
+    assert_int_equal(lm_vae_get_tiling(m).mode, LM_VAE_TILING_AUTO);
+    dec = lm_vae_decode(m, ref_get(model, "z_big"));
+    check(dec, model, "dec_big_untiled", auto_where);
+    lm_array_release(dec);
+    lm_vae_tiling small = {LM_VAE_TILING_AUTO, 0, 0, lm_vae_untiled_bytes(m, 1, 48, 48) - 1};
+    assert_int_equal(lm_vae_set_tiling(m, &small), LM_OK);
+    dec = lm_vae_decode(m, ref_get(model, "z_big"));
+    check(dec, model, "dec_tiled", auto_where);
     lm_array_release(dec);
     assert_int_equal(lm_vae_set_tiling(m, &on), LM_OK);
     assert_int_equal(lm_vae_encode(m, ref_get(model, "img_big"), &mean, &logvar), LM_OK);
@@ -164,6 +180,8 @@ static void test_vae_f16(void **state)
     lm_vae *m = lm_vae_load(DIFF_DIR "sd1/vae", NULL, LM_F16, lm_device_cpu());
     assert_non_null(m);
     assert_int_equal(lm_vae_dtype(m), LM_F16);
+    lm_vae_tiling on = {LM_VAE_TILING_ON, 0, 0, 0};
+    assert_int_equal(lm_vae_set_tiling(m, &on), LM_OK);
     lm_array *dec = lm_vae_decode(m, ref_get("sd1", "z_big"));
     assert_non_null(dec);
     assert_int_equal(dec->dtype, LM_F16);
@@ -195,7 +213,7 @@ static void test_tiled_memory(void **state)
     assert_int_equal(lm_array_eval(z), LM_OK);
     size_t peak[2];
     for (int k = 0; k < 2; k++) {
-        lm_vae_tiling t = {k ? LM_VAE_TILING_OFF : LM_VAE_TILING_AUTO, 0, 0};
+        lm_vae_tiling t = {k ? LM_VAE_TILING_OFF : LM_VAE_TILING_ON, 0, 0, 0};
         assert_int_equal(lm_vae_set_tiling(m, &t), LM_OK);
         lm_device_clear_cache(cpu);
         size_t base = lm_device_memory(cpu).active;
@@ -285,7 +303,7 @@ static void test_errors(void **state)
     lm_vae *ok = lm_vae_load(tmpdir, NULL, LM_F32, lm_device_cpu());
     if (!ok) fprintf(stderr, "%s\n", lm_error_message());
     assert_non_null(ok);
-    lm_vae_tiling bad = {LM_VAE_TILING_ON, 13, 0};
+    lm_vae_tiling bad = {LM_VAE_TILING_ON, 13, 0, 0};
     assert_int_equal(lm_vae_set_tiling(ok, &bad), LM_ERR_ARG);
     printf("  error: %s\n", lm_error_message());
     bad.tile = 0;

@@ -507,7 +507,7 @@ lm_vae_tiling lm_vae_get_tiling(const lm_vae *m) { return m->tiling; }
 
 lm_status lm_vae_set_tiling(lm_vae *m, const lm_vae_tiling *t)
 {
-    lm_vae_tiling d = {LM_VAE_TILING_AUTO, 0, 0};
+    lm_vae_tiling d = {LM_VAE_TILING_AUTO, 0, 0, 0};
     if (!t) t = &d;
     if (t->mode != LM_VAE_TILING_AUTO && t->mode != LM_VAE_TILING_ON && t->mode != LM_VAE_TILING_OFF)
         return lm_error_set(LM_ERR_ARG, "vae tiling: mode %d (auto, on or off)", (int)t->mode);
@@ -797,6 +797,31 @@ static lm_array *tiled(const lm_vae *m, lm_array *x, const vae_tiles *T)
 
 static int64_t decoded_side(const lm_vae *m, int64_t n) { return n * m->cfg.downscale; }
 
+size_t lm_vae_untiled_bytes(const lm_vae *m, int64_t b, int64_t h, int64_t w)
+{
+    double n = 5.0 * (double)m->cfg.block_out_channels[0] * (double)b * (double)h * (double)w *
+               (double)lm_dtype_size(m->dt);
+    return n >= (double)SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+/* Whether an input of b images of h x w pixels goes through the tiled
+ * path: never when off; with a side larger than the tile when on (as
+ * diffusers); in auto also only when the untiled pass would not fit the
+ * budget, so every size that fits is diffusers' untiled result. */
+static bool use_tiles(const lm_vae *m, int64_t b, int64_t h, int64_t w, int64_t tile_px)
+{
+    if (m->tiling.mode == LM_VAE_TILING_OFF || (h <= tile_px && w <= tile_px)) return false;
+    if (m->tiling.mode == LM_VAE_TILING_ON) return true;
+    size_t budget = m->tiling.budget;
+    if (!budget) {
+        lm_memstats s = lm_device_memory(m->dev);
+        if (s.limit) budget = s.limit > s.active ? s.limit - s.active : 1;
+        else if (s.device_total) budget = s.device_total / 4;
+        else budget = (size_t)4 << 30;
+    }
+    return lm_vae_untiled_bytes(m, b, h, w) > budget;
+}
+
 /* The tile side in pixels and the overlap factor in force. */
 static void tile_params(const lm_vae *m, int64_t *tile_px, double *overlap)
 {
@@ -835,7 +860,8 @@ lm_array *lm_vae_decode(lm_vae *m, lm_array *z)
     tile_params(m, &tile_px, &f);
     int64_t tile_lat = tile_px / m->cfg.downscale;
     lm_array *out;
-    if (m->tiling.mode != LM_VAE_TILING_OFF && (x->shape[2] > tile_lat || x->shape[3] > tile_lat)) {
+    int64_t ds = m->cfg.downscale;
+    if (use_tiles(m, x->shape[0], x->shape[2] * ds, x->shape[3] * ds, tile_lat * ds)) {
         vae_tiles T = {.tile_in = tile_lat, .step = (int64_t)((double)tile_lat * (1 - f)),
                        .blend = (int64_t)((double)tile_px * f), .cout = m->cfg.out_channels,
                        .side = decoded_side, .fn = decode_lazy, .what = "vae tiled decode"};
@@ -867,7 +893,7 @@ lm_status lm_vae_encode(lm_vae *m, lm_array *img, lm_array **mean, lm_array **lo
     tile_params(m, &tile_px, &f);
     int64_t tile_lat = tile_px / m->cfg.downscale;
     lm_array *mom;
-    if (m->tiling.mode != LM_VAE_TILING_OFF && (x->shape[2] > tile_px || x->shape[3] > tile_px)) {
+    if (use_tiles(m, x->shape[0], x->shape[2], x->shape[3], tile_px)) {
         vae_tiles T = {.tile_in = tile_px, .step = (int64_t)((double)tile_px * (1 - f)),
                        .blend = (int64_t)((double)tile_lat * f), .cout = 2 * m->cfg.latent_channels,
                        .side = encoded_side, .fn = encode_moments, .what = "vae tiled encode"};

@@ -20,7 +20,9 @@
  * cut into overlapping tiles evaluated one at a time and blended with
  * diffusers' linear ramps (blend_v / blend_h, applied in the same order and
  * in place), so the result equals diffusers' tiled_decode / _tiled_encode
- * and peak memory is one tile's work plus the output.
+ * and peak memory is one tile's work plus the output.  The default mode,
+ * auto, does so only when the untiled pass would not fit a memory budget:
+ * what fits is diffusers' untiled result, what does not still decodes.
  *
  * Ownership: lm_vae_load* return a model freed with lm_vae_free; encode and
  * decode return new references (release them). */
@@ -51,8 +53,10 @@ typedef struct lm_vae_config {
 } lm_vae_config;
 
 typedef enum lm_vae_tiling_mode {
-    LM_VAE_TILING_AUTO = 0,   /* the default: tile an input larger than the tile */
-    LM_VAE_TILING_ON,         /* diffusers after enable_tiling(): the same rule */
+    LM_VAE_TILING_AUTO = 0,   /* the default: as ON, but only when the untiled pass would
+                                 need more than the budget (see lm_vae_untiled_bytes) */
+    LM_VAE_TILING_ON,         /* diffusers after enable_tiling(): tile an input with a side
+                                 larger than the tile */
     LM_VAE_TILING_OFF,        /* never tile (diffusers' default) */
 } lm_vae_tiling_mode;
 
@@ -60,6 +64,9 @@ typedef struct lm_vae_tiling {
     lm_vae_tiling_mode mode;
     int64_t tile;       /* tile side in image pixels; 0 = config sample_size (diffusers) */
     double overlap;     /* tile_overlap_factor in (0, 1); 0 = 0.25 (diffusers) */
+    size_t budget;      /* AUTO's bound in bytes; 0 = the device's memory limit less what
+                           is active when a limit is set, else a quarter of the device's
+                           memory when known, else 4 GiB */
 } lm_vae_tiling;
 
 /* dir: the component folder.  variant: NULL (diffusion_pytorch_model.safetensors,
@@ -76,7 +83,13 @@ const lm_vae_config *lm_vae_get_config(const lm_vae *m);
 lm_dtype lm_vae_dtype(const lm_vae *m);
 lm_device *lm_vae_device(const lm_vae *m);
 
-/* t NULL restores the default (auto, sample_size, 0.25).  Refuses a tile
+/* The estimated peak of an untiled encode or decode of a batch of b
+ * images of h x w pixels: five activations of the first level's width at
+ * full resolution (what a decode measured: 2560 MiB for SD's VAE at 1024^2
+ * in f32). */
+size_t lm_vae_untiled_bytes(const lm_vae *m, int64_t b, int64_t h, int64_t w);
+
+/* t NULL restores the default (auto, sample_size, 0.25, default budget).  Refuses a tile
  * that is not a positive multiple of the downscale factor, or an overlap
  * outside (0, 1). */
 lm_status lm_vae_set_tiling(lm_vae *m, const lm_vae_tiling *t);
