@@ -109,9 +109,17 @@ static void set_name(lm_sd_pipeline *p, const char *path)
 static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *ufile,
                             const cJSON *vae, const char *vfile, bool *force_upcast)
 {
-    int64_t v;
+    /* sample_size may be [h, w]: the default image is then square on h */
+    const cJSON *ss = cJSON_GetObjectItemCaseSensitive(unet, "sample_size");
+    if (cJSON_IsArray(ss) && cJSON_GetArraySize(ss) >= 1) {
+        const cJSON *h = cJSON_GetArrayItem(ss, 0);
+        if (!cJSON_IsNumber(h) || h->valuedouble < 1 || h->valuedouble > 65536)
+            return lm_error_set(LM_ERR_FORMAT, "%s: sample_size: expected a size or [h, w]", ufile);
+        p->sample_size = (int64_t)h->valuedouble;
+    } else if (lm_dfs_int(unet, "sample_size", ufile, false, 64, 1, 1 << 16, &p->sample_size) != LM_OK) {
+        return lm_error_status();
+    }
     if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->latent_channels) != LM_OK ||
-        lm_dfs_int(unet, "sample_size", ufile, false, 64, 1, 1 << 16, &p->sample_size) != LM_OK ||
         lm_dfs_num(vae, "scaling_factor", vfile, false, 0.18215, &p->scaling) != LM_OK)
         return lm_error_status();
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(vae, "shift_factor");
@@ -123,8 +131,6 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
     p->vae_scale = (int64_t)1 << (levels - 1);
     const cJSON *fu = cJSON_GetObjectItemCaseSensitive(vae, "force_upcast");
     *force_upcast = !fu || cJSON_IsTrue(fu);
-    if (lm_dfs_int(unet, "cross_attention_dim", ufile, false, 768, 1, 1 << 16, &v) != LM_OK)
-        return lm_error_status();
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
     if (p->family != LM_SD_XL && cJSON_IsTrue(lp)) p->family = LM_SD_2;
     return LM_OK;
@@ -185,6 +191,14 @@ static lm_status load_tokenizers(lm_sd_pipeline *p, const char *dir, bool xl)
     return st;
 }
 
+/* a component model_index.json names: ["library", "Class"], not absent,
+ * null or [null, null] */
+static bool present(const cJSON *index, const char *name)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(index, name);
+    return c && !cJSON_IsNull(c) && !(cJSON_IsArray(c) && cJSON_IsNull(cJSON_GetArrayItem(c, 0)));
+}
+
 static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_load_opts *o)
 {
     char *mi = lm_dfs_path(dir, "model_index.json");
@@ -197,15 +211,13 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
         st = lm_error_status();
         goto done;
     }
-    bool xl = cJSON_GetObjectItemCaseSensitive(index, "text_encoder_2") != NULL &&
-              !cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(index, "text_encoder_2"));
+    bool xl = present(index, "text_encoder_2");
     if (strncmp(cls, "StableDiffusion", 15)) {
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
                           "[Img2Img]Pipeline folders are read", mi, cls);
         goto done;
     }
-    const cJSON *te1 = cJSON_GetObjectItemCaseSensitive(index, "text_encoder");
-    if (!te1 || cJSON_IsNull(te1) || (cJSON_IsArray(te1) && cJSON_IsNull(cJSON_GetArrayItem(te1, 0)))) {
+    if (!present(index, "text_encoder")) {
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: no text_encoder (SDXL refiner-style folders "
                           "with text_encoder_2 only are not read)", mi);
         goto done;

@@ -45,8 +45,8 @@ typedef struct lm_sd_load_opts {
     const char *prediction;    /* NULL, "epsilon" or "v_prediction": overrides the
                                   scheduler config (single files have none) */
     int vae_tiling;            /* core/models/vae.h's lm_vae_tiling_mode: auto (0, the
-                                  default: tile images larger than the VAE's
-                                  sample_size), on, or off (diffusers' default) */
+                                  default; vae.h states its rule), on, or off
+                                  (diffusers' default) */
 } lm_sd_load_opts;
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o);
