@@ -5,8 +5,9 @@
 #     bench/gpu/vae.py (seeded random weights, latent 1x4x8x8) and
 #     tests/lua/vae_torch.lua holds Lumen's run of the same weights against
 #     it with lm.diff {reference = dump}: every PyTorch layer paired, each
-#     within f32 rounding; then a planted fault (LUMEN_TEST_FAULT) must break
-#     the pairing at the layer it is planted in.  Skipped when /usr/bin/python3
+#     within f32 rounding; `lumen diff` pairs the two dumps the same way;
+#     then a planted fault (LUMEN_TEST_FAULT) must be found by both at the
+#     layer it is planted in.  Skipped when /usr/bin/python3
 #     has no torch (Debian's python3-torch, in DEPS_PKGS).
 #  2. Vulkan: bench/diff_vae.lua diffs the decoder (latent 4x4) CPU f32
 #     against Vulkan f16 and checks its per-stage table.  Skipped without a
@@ -46,15 +47,31 @@ PYEOF
       "$tmp/torch.safetensors" "$tmp/lumen.safetensors" >"$tmp/lua.log" 2>&1
     cat "$tmp/lua.log"
     count "$tmp/lua.log" "Lumen against PyTorch, layer by layer"
-    # the same check with a wrong op planted: it must fail, first at the
+    # lumen diff pairs the two dumps by layer: each PyTorch tensor with the
+    # last Lumen node of its name scope (cross-framework f32: rtol = atol = 1e-4)
+    "$BUILD/lumen" diff "$tmp/torch.safetensors" "$tmp/lumen.safetensors" --rtol 1e-4 --atol 1e-4 >"$tmp/cli.log" 2>&1
+    rc=$?
+    if [ $rc = 0 ] && grep -q '^ok: 84 tensors, 0 out of tolerance, 0 unpaired$' "$tmp/cli.log"; then
+      echo "lumen diff torch lumen: $(tail -1 "$tmp/cli.log")"; pass=$((pass + 1))
+    else
+      echo "FAIL lumen diff torch lumen (exit $rc):"; tail -3 "$tmp/cli.log"; fail=$((fail + 1))
+    fi
+    # the same checks with a wrong op planted: they must fail, first at the
     # layer whose silu went wrong (the silu is in the ResNet block's scope)
     LUMEN_TEST_FAULT=silu:cpu "$BUILD/lumen" tests/lua/vae_torch.lua "$tmp/w.safetensors" \
-      "$tmp/io.safetensors" "$tmp/torch.safetensors" >"$tmp/fault.log" 2>&1
+      "$tmp/io.safetensors" "$tmp/torch.safetensors" "$tmp/fault.safetensors" >"$tmp/fault.log" 2>&1
     rc=$?
     if [ $rc != 0 ] && grep -q 'first: [0-9]* mid_block.resnets.0.conv1$' "$tmp/fault.log"; then
-      echo "a planted silu fault is found at mid_block.resnets.0.conv1"; pass=$((pass + 1))
+      echo "lm.diff finds a planted silu fault at mid_block.resnets.0.conv1"; pass=$((pass + 1))
     else
       echo "FAIL planted silu fault (exit $rc):"; tail -3 "$tmp/fault.log"; fail=$((fail + 1))
+    fi
+    "$BUILD/lumen" diff "$tmp/torch.safetensors" "$tmp/fault.safetensors" --rtol 1e-4 --atol 1e-4 >"$tmp/cli.log" 2>&1
+    rc=$?
+    if [ $rc = 1 ] && grep -q '^first difference: 0003.conv2d.mid_block.resnets.0.conv1$' "$tmp/cli.log"; then
+      echo "lumen diff finds it too: $(grep '^first' "$tmp/cli.log")"; pass=$((pass + 1))
+    else
+      echo "FAIL lumen diff on the planted fault (exit $rc):"; tail -3 "$tmp/cli.log"; fail=$((fail + 1))
     fi
   else
     cat "$tmp/py.log"; echo "FAIL the PyTorch dump"; fail=$((fail + 1))
