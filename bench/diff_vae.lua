@@ -1,11 +1,13 @@
 -- bench/diff_vae.lua - lm.diff on the SD-style VAE decoder of
 -- bench/gpu/vae.lua (random weights, seeded, the same layout), one run
 -- against another: prints the per-stage table and the session's peak memory.
---   build/lumen bench/diff_vae.lua [LATENT] [A] [B]
+--   build/lumen bench/diff_vae.lua [LATENT] [A] [B] [check]
 -- LATENT: the latent's side (64 gives a 512x512 image; default 8); A and B
 -- name the two configurations ("cpu", "f16", "vulkan", "vulkan:f16";
 -- default cpu against f16 on the CPU); A = "plain" evaluates the decoder
--- once, without a session, for its memory.
+-- once, without a session, for its memory.  "check" (tests/lua/diff_vae.sh)
+-- then checks the report: a per-stage row for each of the 20 stages, every
+-- metric finite, a worst node named, no NaN/Inf; "N passed, N failed".
 local lm = require "lumen"
 local side = tonumber(arg[1] or "8")
 local function cfg(s)
@@ -99,3 +101,22 @@ local peak = 0
 for _, m in pairs(lm.memory()) do if type(m) == "table" and m.peak then peak = peak + m.peak end end
 print(string.format("latent %dx%d -> image %dx%d: %d nodes, peak device memory %.2f GB, cpu time %.0f s",
   side, side, side * 8, side * 8, #r.nodes, peak / 2 ^ 30, os.clock() - t0))
+if arg[4] == "check" then
+  local pass, fail = 0, 0
+  local function check(ok, what)
+    if ok then pass = pass + 1 else fail = fail + 1; print("FAIL " .. what) end
+  end
+  local function finite(v) return type(v) == "number" and v == v and v < math.huge end
+  check(#r.stages == #stages, "one per-stage row per stage: " .. #r.stages)
+  for _, st in ipairs(r.stages) do
+    check(finite(st.max_abs) and finite(st.nmse) and finite(st.added) and st.cosine > 0.999,
+      "stage " .. tostring(st.where) .. ": finite, close metrics")
+  end
+  check(r.nan == nil, "no NaN/Inf on either side")
+  check(r.worst ~= nil and r.worst.where ~= "?", "worst node named")
+  check(r.text:match("\nworst ") and r.text:match("per location"), "table printed")
+  print(string.format("first: %s; worst: %s", r.first and (r.first.index .. " " .. r.first.op .. " " .. r.first.where) or "none",
+    r.worst and (r.worst.index .. " " .. r.worst.op .. " " .. r.worst.where) or "none"))
+  print(string.format("%d passed, %d failed", pass, fail))
+  os.exit(fail == 0 and 0 or 1)
+end

@@ -17,7 +17,7 @@ $(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
 	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen.so
-TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh
+TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh tests/lua/diff_vae.sh
 
 -include $(LUA_OBJ:.o=.d)
 

@@ -4,10 +4,12 @@
  *
  *   lumen diff A B [--rtol R] [--atol A] [--all]
  *       B is the reference.  Tensors pair by name, else by their index
- *       prefix ("0007.") and op; rows for the tensors out of tolerance
+ *       prefix ("0007.") and op, else, for the last tensor of a location
+ *       ("0012.attention.mid_block.attentions.0"), B's last tensor there; rows for the tensors out of tolerance
  *       (--all: every tensor).  Exit 0 when all pairs match, 1 on a
  *       difference or an unpaired tensor, 2 on a usage or file error. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,13 +36,41 @@ static size_t prefix_len(const char *name)
     return p ? (size_t)(p - name + 1) : 0;
 }
 
-static int pair_of(const lm_tensor_set *ref, const char *name)
+/* The same name, else the same index and op, else (a dump of another
+ * framework: tools/torch_dump.py against lm.trace) a layer's output: when
+ * A's tensor i is the last of its location in A, B's last tensor of that
+ * location with the same shape, as lm.diff's reference pairs them. */
+static bool last_at(const lm_tensor_set *s, int i, const char *loc)
 {
+    for (int j = 0; j < s->count; j++) {
+        size_t m = prefix_len(s->names[j]);
+        if (m && !strcmp(s->names[j] + m, loc) && strcmp(s->names[j], s->names[i]) > 0) return false;
+    }
+    return true;
+}
+
+static bool same_shape(const lm_array *x, const lm_array *y)
+{
+    if (x->ndim != y->ndim) return false;
+    for (int d = 0; d < x->ndim; d++)
+        if (x->shape[d] != y->shape[d]) return false;
+    return true;
+}
+
+static int pair_of(const lm_tensor_set *ref, const lm_tensor_set *a, int k)
+{
+    const char *name = a->names[k];
     int i = lm_tensor_set_find(ref, name);
     size_t n = prefix_len(name);
     for (int j = 0; i < 0 && n && j < ref->count; j++)
         if (prefix_len(ref->names[j]) == n && !strncmp(ref->names[j], name, n)) i = j;
-    return i;
+    if (i >= 0 || !n || !last_at(a, k, name + n)) return i;
+    for (int j = 0; j < ref->count; j++) {
+        size_t m = prefix_len(ref->names[j]);
+        if (m && !strcmp(ref->names[j] + m, name + n) && (i < 0 || strcmp(ref->names[j], ref->names[i]) > 0))
+            i = j;
+    }
+    return i >= 0 && same_shape(a->arrays[k], ref->arrays[i]) ? i : -1;
 }
 
 static const lm_tensor_set *sort_set;
@@ -80,7 +110,7 @@ static int run(const char *fa, const char *fb, const lm_compare_opts *o, bool al
     qsort(ord, (size_t)a.count, sizeof *ord, by_name);
     for (int q = 0; q < a.count; q++) {
         int i = ord[q];
-        int j = pair_of(&b, a.names[i]);
+        int j = pair_of(&b, &a, i);
         if (j < 0) {
             unpaired++;
             if (all) {

@@ -26,6 +26,8 @@ Command line:
         no torch needed: writes the dump of a two-layer toy model computed in
         plain Python, through the same naming and writer (tests/lua/test_diff.lua
         holds Lumen's run of the same toy model against it).
+A module whose output is the very tensor recorded just before (its last
+child's) is not recorded again.
 Modules hooked: every submodule with a qualified name that has no children
 (--leaves), else the direct children of the modules listed in the module's
 `dump_modules` attribute when present, else every named submodule.
@@ -74,14 +76,18 @@ def dump(model, inputs, path, leaves=False, prefix=""):
     named = [(n, m) for n, m in model.named_modules() if n]
     if leaves:
         named = [(n, m) for n, m in named if not any(True for _ in m.children())]
-    recorded, handles = [], []
+    recorded, handles, last = [], [], [None]
 
     def hook_for(name):
         def hook(module, args, out):
             if isinstance(out, (tuple, list)):
                 out = out[0]
-            if not torch.is_tensor(out):
+            # a module that returns the very tensor recorded last (an
+            # Upsampler returning its conv's output, a block its last
+            # child's) adds nothing: Lumen has no node of its own for it
+            if not torch.is_tensor(out) or out is last[0]:
                 return
+            last[0] = out
             t = out.detach().to("cpu", torch.float32).contiguous()
             recorded.append((dump_name(len(recorded) + 1, type(module).__name__, prefix + name),
                              tuple(t.shape), t.numpy().astype("<f4").tobytes()))
