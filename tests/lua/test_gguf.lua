@@ -57,16 +57,18 @@ test("save gguf round trip: quantized tensors and metadata", function()
   raises(function() lm.save(tmp .. "/q.safetensors", {w = q}) end, "quantized")
 end)
 
+local LUMEN = (os.getenv("BUILD") or "build") .. "/lumen"   -- the VULKAN=0 pass runs build/novk
+
 test("lumen convert --quantize writes a GGUF of quantized weights", function()
   local src = tmp .. "/w.safetensors"
   lm.save(src, {w = lm.randn{4, 64}, b = lm.randn{4}}, {metadata = {note = "hi"}})
   local out = tmp .. "/w.gguf"
-  local okx = os.execute("build/lumen convert --quantize q8_0 " .. src .. " " .. out .. " >/dev/null")
+  local okx = os.execute(LUMEN .. " convert --quantize q8_0 " .. src .. " " .. out .. " >/dev/null")
   ok(okx, "convert ran")
   local t, meta = lm.load(out)
   eq(t.w.dtype, "q8_0"); eq(t.b.dtype, "f32")
   eq(meta.note, "hi"); eq(meta["lumen.quantize"], "q8_0")
-  ok(not os.execute("build/lumen convert --quantize q8_0 " .. src .. " " .. out .. " 2>/dev/null"),
+  ok(not os.execute(LUMEN .. " convert --quantize q8_0 " .. src .. " " .. out .. " 2>/dev/null"),
      "an existing output is not replaced")
 end)
 
