@@ -246,6 +246,7 @@ static const char *out_problem(const gen_args *a, const char *o, char *why, size
     return why;
 }
 
+/* the folder of path, locked as lumen upscale locks its outputs' */
 static int lock_dir(const char *path)
 {
     char dir[4096];
@@ -253,22 +254,7 @@ static int lock_dir(const char *path)
     char *slash = strrchr(dir, '/');
     if (slash) slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
     else snprintf(dir, sizeof dir, ".");
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        fprintf(stderr, "lumen generate: %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
-        if (errno != EWOULDBLOCK || tries >= 600) {
-            fprintf(stderr, "lumen generate: cannot lock %s: %s\n", dir,
-                    errno == EWOULDBLOCK ? "another run holds it" : strerror(errno));
-            close(fd);
-            return -1;
-        }
-        struct timespec ts = {0, 100 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return fd;
+    return lm_cli_lock_dir(dir, "generate");
 }
 
 /* A1111's infotext_utils.quote: a value with ',', ':' or a newline is

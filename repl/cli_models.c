@@ -351,17 +351,18 @@ static int plan_outputs(const up_args *a, plan *p)
 
 /* An flock on the output folder while one output is checked again and
  * renamed into place; waits for another run's write (a few seconds at
- * most), refuses after a minute.  -1 with the message printed. */
-static int lock_dir(const char *dir)
+ * most), refuses after a minute.  -1 with the message printed ("lumen
+ * PROG: ...").  lumen upscale and lumen generate share it. */
+int lm_cli_lock_dir(const char *dir, const char *prog)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        fprintf(stderr, "lumen upscale: %s: %s\n", dir, strerror(errno));
+        fprintf(stderr, "lumen %s: %s: %s\n", prog, dir, strerror(errno));
         return -1;
     }
     for (int tries = 0; flock(fd, LOCK_EX | LOCK_NB) != 0; tries++) {
         if (errno != EWOULDBLOCK || tries >= 600) {
-            fprintf(stderr, "lumen upscale: cannot lock %s: %s\n", dir,
+            fprintf(stderr, "lumen %s: cannot lock %s: %s\n", prog, dir,
                     errno == EWOULDBLOCK ? "another run holds it" : strerror(errno));
             close(fd);
             return -1;
@@ -412,7 +413,7 @@ static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double
     /* the checks again, under the folder's lock: another run may have
      * written this name while the model ran */
     char why[2600];
-    int fd = lock_dir(p->dir);
+    int fd = lm_cli_lock_dir(p->dir, "upscale");
     lm_status st = LM_ERR_IO;
     if (fd >= 0 && output_problem(a, p, out, why, sizeof why))
         fprintf(stderr, "lumen upscale: %s (written meanwhile by another run?); not replaced\n",

@@ -33,6 +33,9 @@ bool lm_repl_take_sigint(bool *quit);
  * argv is not its subcommand ---- */
 int lm_cli_files(int argc, char **argv);    /* cli_files.c: compare, inspect */
 int lm_cli_diff(int argc, char **argv);     /* cli_diff.c: diff (two dumps) */
+/* cli_models.c: an flock on an output folder while an output is renamed in
+ * (lumen upscale, lumen generate); -1 with "lumen PROG: ..." printed */
+int lm_cli_lock_dir(const char *dir, const char *prog);
 int lm_cli_batch(int argc, char **argv);    /* batch.c */
 int lm_cli_models(int argc, char **argv);   /* cli_models.c: upscale, convert */
 int lm_cli_generate(int argc, char **argv); /* cli_generate.c */
