@@ -273,21 +273,13 @@ static const char *host_name(void)
     return host;
 }
 
-/* In a signal handler: unlinks the registered temporaries and the
- * "<tmp>.tmp" that lm.image.write_png writes beside each one. */
+/* In a signal handler: unlinks the registered temporaries (the one
+ * lm.image.write_png writes beside each is core/io's, removed by
+ * lm_io_unlink_temporaries) */
 static void tmp_unlink_all(void)
 {
-    for (int i = 0; i < TMP_SLOTS; i++) {
-        if (!tmp_used[i]) continue;
-        char *p = tmp_path[i];
-        size_t n = strlen(p);
-        unlink(p);
-        if (n + 4 < PATH_MAX) {
-            memcpy(p + n, ".tmp", 5);
-            unlink(p);
-            p[n] = 0;
-        }
-    }
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_used[i]) unlink(tmp_path[i]);
 }
 
 /* tmp_create(final) -> name: a new empty file "<final>.lumen-<host>-<pid>-<k>.tmp",
@@ -308,14 +300,17 @@ static int l_tmp_create(lua_State *L)
             lua_pushfstring(L, "%s: the name is too long", final);
             return 2;
         }
+        /* listed before it exists, so a signal in between still finds it
+         * (the name holds this host and pid: no other process makes it) */
+        memcpy(tmp_path[slot], name, (size_t)n + 1);
+        tmp_used[slot] = 1;
         int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd >= 0) {
             close(fd);
-            memcpy(tmp_path[slot], name, (size_t)n + 1);
-            tmp_used[slot] = 1;
             lua_pushstring(L, name);
             return 1;
         }
+        tmp_used[slot] = 0;
         if (errno != EEXIST) {
             lua_pushnil(L);
             lua_pushfstring(L, "%s: cannot create a temporary file: %s", final, strerror(errno));
@@ -337,12 +332,35 @@ static int l_tmp_forget(lua_State *L)
     return 0;
 }
 
+/* Whether name ends in core/io's temporary suffix ".<pid>-<k>-<hex>.tmp";
+ * *n is then the length before it */
+static bool io_tmp_suffix(const char *name, size_t *n)
+{
+    size_t len = strlen(name);
+    if (len < 4 || strcmp(name + len - 4, ".tmp")) return false;
+    const char *p = name + len - 4;
+    int part = 0;   /* hex, then k, then pid, from the end */
+    while (p > name) {
+        char c = p[-1];
+        bool digit = c >= '0' && c <= '9', hex = digit || (c >= 'a' && c <= 'f');
+        if (c == '-' && part < 2) part++;
+        else if (c == '.' && part == 2) break;
+        else if (!(part == 0 ? hex : digit)) return false;
+        p--;
+    }
+    if (p == name || part != 2) return false;
+    *n = (size_t)(p - 1 - name);
+    return true;
+}
+
 /* Whether name is a temporary of lm.batch ("<x>.lumen-<host>-<pid>-<k>.tmp",
- * or that + ".tmp"): *host (pointer into name, hostlen bytes) and *pid. */
+ * that + ".tmp", or that + the temporary lm.image.write_png makes beside
+ * it): *host (pointer into name, hostlen bytes) and *pid. */
 static bool tmp_parse(const char *name, const char **host, size_t *hostlen, long *pid)
 {
     size_t n = strlen(name);
     if (n >= 8 && !strcmp(name + n - 8, ".tmp.tmp")) n -= 4;
+    else io_tmp_suffix(name, &n);
     if (n < 4 || strncmp(name + n - 4, ".tmp", 4)) return false;
     const char *end = name + n - 4, *p = end;
     while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;            /* k */

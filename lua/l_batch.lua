@@ -281,7 +281,7 @@ local function write_file(final, t, po)
     -- os.rename's message is strerror alone ("Is a directory")
     if not ok then werr = "cannot write " .. final .. ": " .. tostring(werr) end
   end
-  if not ok then os.remove(tmp); os.remove(tmp .. ".tmp") end
+  if not ok then os.remove(tmp) end
   B.tmp_forget(tmp)
   if not ok then
     -- the message names the file the user asked for

@@ -297,25 +297,6 @@ lm_status lm_io_read_all(const char *path, void **data, size_t *size)
     return LM_OK;
 }
 
-/* A name no other writer uses: pid, a per-process count and clock bits,
- * so two processes (or threads) writing one path never share a
- * temporary; O_EXCL makes sure of it, and a clash draws another name. */
-static int create_temp(const char *path, char *tmp, size_t cap)
-{
-    static atomic_uint counter;
-    for (int tries = 0; tries < 100; tries++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        unsigned k = atomic_fetch_add(&counter, 1);
-        snprintf(tmp, cap, "%s.%ld-%u-%lx.tmp", path, (long)getpid(), k,
-                 (unsigned long)ts.tv_nsec & 0xfffff);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    errno = EEXIST;
-    return -1;
-}
-
 /* The temporaries of writes in progress, for a signal handler about to
  * _exit (lm_io_unlink_temporaries): fixed slots, so the handler reads no
  * memory the writer may free.  A slot is claimed (1), then ready (2). */
@@ -325,18 +306,49 @@ static struct {
     char path[4096];
 } tmp_slots[TMP_SLOTS];
 
-static int tmp_register(const char *tmp)
+static int tmp_claim(void)
 {
-    if (strlen(tmp) >= sizeof tmp_slots[0].path) return -1;
     for (int i = 0; i < TMP_SLOTS; i++) {
         int free_slot = 0;
-        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &free_slot, 1)) {
-            strcpy(tmp_slots[i].path, tmp);
-            atomic_store(&tmp_slots[i].state, 2);
-            return i;
-        }
+        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &free_slot, 1)) return i;
     }
     return -1;   /* more writes at once than slots: that one is not tracked */
+}
+
+/* A name no other writer uses: pid, a per-process count and clock bits,
+ * so two processes (or threads) writing one path never share a
+ * temporary; O_EXCL makes sure of it, and a clash draws another name.
+ * The name is listed in its slot before the file exists, so a signal
+ * arriving on any thread at any moment finds it (unlinking a name not
+ * yet made, or one only this pid can have made, harms nothing). */
+static int create_temp(const char *path, char *tmp, size_t cap, int *slot)
+{
+    static atomic_uint counter;
+    *slot = strlen(path) + 64 <= sizeof tmp_slots[0].path ? tmp_claim() : -1;
+    for (int tries = 0; tries < 100; tries++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned k = atomic_fetch_add(&counter, 1);
+        snprintf(tmp, cap, "%s.%ld-%u-%lx.tmp", path, (long)getpid(), k,
+                 (unsigned long)ts.tv_nsec & 0xfffff);
+        if (*slot >= 0) {
+            atomic_store(&tmp_slots[*slot].state, 1);
+            strcpy(tmp_slots[*slot].path, tmp);
+            atomic_store(&tmp_slots[*slot].state, 2);
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST) {
+            if (fd < 0 && *slot >= 0) {
+                atomic_store(&tmp_slots[*slot].state, 0);
+                *slot = -1;
+            }
+            return fd;
+        }
+    }
+    if (*slot >= 0) atomic_store(&tmp_slots[*slot].state, 0);
+    *slot = -1;
+    errno = EEXIST;
+    return -1;
 }
 
 void lm_io_unlink_temporaries(void)
@@ -359,7 +371,7 @@ lm_status lm_io_out_open(lm_io_out *o, const char *path)
     size_t n = strlen(path) + 64;
     o->tmp = malloc(n);
     if (!o->tmp) return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path);
-    int fd = create_temp(path, o->tmp, n);
+    int fd = create_temp(path, o->tmp, n, &o->slot);
     o->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!o->f) {
         lm_status st = lm_error_set(LM_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
@@ -367,11 +379,12 @@ lm_status lm_io_out_open(lm_io_out *o, const char *path)
             close(fd);
             unlink(o->tmp);
         }
+        if (o->slot >= 0) atomic_store(&tmp_slots[o->slot].state, 0);
+        o->slot = -1;
         free(o->tmp);
         o->tmp = NULL;
         return st;
     }
-    o->slot = tmp_register(o->tmp);
     return LM_OK;
 }
 

@@ -46,8 +46,8 @@ check "and its manifest is whole" '[ "$(grep -c "\"status\":\"ok\"" "$T/two/mani
 run --seeds 1-60 -o "$T/two/%05d.png" > "$T/log.b" 2>&1
 check "once it ended, the folder is free" '[ $? = 0 ] && grep -q "(60 existed)" "$T/log.b"' "$T/log.b"
 # the issue's case: both started at once; one makes the set, the other is refused
-"$LUMEN" batch "$JOB" --seeds 1-40 -o "$T/mix/%03d.png" > "$T/log.a" 2>&1 & pa=$!
-"$LUMEN" batch tests/batch/failing.lua --seeds 1-40 -o "$T/mix/%03d.png" > "$T/log.b" 2>&1 & pb=$!
+BATCH_DELAY_MS=50 "$LUMEN" batch "$JOB" --seeds 1-40 -o "$T/mix/%03d.png" > "$T/log.a" 2>&1 & pa=$!
+BATCH_DELAY_MS=50 "$LUMEN" batch tests/batch/failing.lua --seeds 1-40 -o "$T/mix/%03d.png" > "$T/log.b" 2>&1 & pb=$!
 wait $pa; ra=$?; wait $pb; rb=$?
 check "two runs started together: one is refused ($ra, $rb)" \
   '{ [ $ra = 1 ] && grep -q "in use" "$T/log.a"; } || { [ $rb = 1 ] && grep -q "in use" "$T/log.b"; }' "$T/log.a"
@@ -76,12 +76,14 @@ head -c 100 "$d/00003.png" > "$T/torn"; cp "$T/torn" "$d/00003.png"
 cp "$d/00009.png" "$d/00004.png"                      # a whole PNG, the wrong one
 echo junk > "$d/00005.png.lumen-somehost-999999999-1.tmp"   # a dead run's temporary
 echo junk > "$d/00006.png.lumen-somehost-999999999-2.tmp.tmp"
+echo junk > "$d/00007.png.lumen-somehost-999999999-3.tmp.999999999-0-a3f0.tmp"   # its PNG writer's
+echo mine > "$d/other.png.12-0-ff.tmp"                # another program's write: kept
 echo mine > "$d/notes.tmp"                            # not batch's: kept
 run --seeds 1-60 -o "$d/%05d.png" > "$T/log" 2>&1
 check "a resume makes again a torn file and one whose crc32 differs from the manifest's" \
   '[ $? = 0 ] && same_set "$d" "$T/ref" && grep -q "(58 existed)" "$T/log"' "$T/log"
 check "a resume removes the temporaries of dead runs, and only those" \
-  '[ "$(ls -A "$d" | grep -c "lumen-.*tmp")" = 0 ] && [ -e "$d/notes.tmp" ]' "$T/log"
+  '[ "$(ls -A "$d" | grep -c "lumen-.*tmp")" = 0 ] && [ -e "$d/notes.tmp" ] && [ -e "$d/other.png.12-0-ff.tmp" ]' "$T/log"
 run --seeds 1-60 -o "$T/nom/%05d.png" --manifest none > "$T/log" 2>&1
 cp "$T/torn" "$T/nom/00003.png"
 run --seeds 1-60 -o "$T/nom/%05d.png" --manifest none > "$T/log" 2>&1
