@@ -91,6 +91,13 @@ int64_t lm_array_live_count(void);
  * depend on, frees intermediates after their last consumer, and drops the
  * inputs of evaluated nodes. */
 lm_status lm_eval(lm_array *const *arrays, int n);
+/* As lm_eval, but returns once the work is queued on devices that run
+ * asynchronously (Vulkan): the host may build the next graph meanwhile.
+ * Reading a result (download, lm_array_get), lm_device_sync or an
+ * evaluation that uses it waits for it; errors a kernel reports (an index
+ * out of range) appear at that wait.  Same as lm_eval on the CPU, inside
+ * another evaluation and while profiling. */
+lm_status lm_eval_async(lm_array *const *arrays, int n);
 static inline lm_status lm_array_eval(lm_array *a) { return lm_eval(&a, 1); }
 /* Statistics of the most recent lm_eval on this thread. */
 typedef struct lm_eval_stats {

@@ -45,6 +45,9 @@ struct lm_backend {
     /* optional: begin/end of one lm_eval; end waits for completion */
     lm_status (*begin)(lm_device *d);
     lm_status (*sync)(lm_device *d);
+    /* optional: the end of an lm_eval_async: the work is queued and may
+     * still run; a later download, sync or evaluation orders after it */
+    lm_status (*submit)(lm_device *d);
 };
 
 /* Backend entry points the registry (core/device.c) calls from lm_init.

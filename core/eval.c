@@ -370,7 +370,7 @@ static void profile_settle(void)
     if (lm_profile_depth()) lm_profile_eval_end(eval_depth == 0);
 }
 
-lm_status lm_eval(lm_array *const *arrays, int n)
+static lm_status eval_run(lm_array *const *arrays, int n, bool wait)
 {
     vec order = {0};
     memset(&last_stats, 0, sizeof last_stats);
@@ -400,9 +400,15 @@ lm_status lm_eval(lm_array *const *arrays, int n)
         if (st == LM_OK) lm_array_detach(a);   /* may free inputs: never touch them again */
         else unplan(&order, i);
     }
+    /* without waiting only where nothing needs the results now: not
+     * inside another evaluation, not while profiling (times are read after
+     * the wait), not after a failure */
+    bool queue = !wait && st == LM_OK && eval_depth == 1 && !lm_profile_depth();
     for (int k = 0; k < ndev; k++) {
-        if (!devs[k]->backend->sync) continue;
-        lm_status s2 = devs[k]->backend->sync(devs[k]);
+        const lm_backend *b = devs[k]->backend;
+        lm_status (*end)(lm_device *) = queue && b->submit ? b->submit : b->sync;
+        if (!end) continue;
+        lm_status s2 = end(devs[k]);
         if (st == LM_OK) st = s2;
     }
     eval_depth--;
@@ -410,6 +416,16 @@ lm_status lm_eval(lm_array *const *arrays, int n)
     for (int i = 0; i < n; i++) lm_array_release(arrays[i]);
     free(order.v);
     return st;
+}
+
+lm_status lm_eval(lm_array *const *arrays, int n)
+{
+    return eval_run(arrays, n, true);
+}
+
+lm_status lm_eval_async(lm_array *const *arrays, int n)
+{
+    return eval_run(arrays, n, false);
 }
 
 static lm_status eval_into(lm_array *node)

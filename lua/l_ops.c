@@ -493,16 +493,20 @@ const lm_lua_func lm_lua_op_methods[] = {
     {NULL, NULL, NULL},
 };
 
-/* lm.eval(a, b, ...): evaluates together (shared work runs once) */
-static int m_eval(lua_State *L)
+/* lm.eval(a, b, ...): evaluates together (shared work runs once);
+ * lm.async_eval the same without waiting for the device */
+static int eval_args(lua_State *L, bool wait)
 {
     int n = lua_gettop(L);
     lm_array **v = lua_newuserdatauv(L, sizeof *v * (size_t)(n ? n : 1), 0);
     for (int i = 0; i < n; i++) v[i] = lm_lua_check_array(L, i + 1);
-    if (lm_eval(v, n) != LM_OK) return lm_lua_error(L);
+    if ((wait ? lm_eval(v, n) : lm_eval_async(v, n)) != LM_OK) return lm_lua_error(L);
     lua_pop(L, 1);
     return n;
 }
+
+static int m_eval(lua_State *L) { return eval_args(L, true); }
+static int m_async_eval(lua_State *L) { return eval_args(L, false); }
 
 const lm_lua_func lm_lua_op_module[] = {
     {"where", o_where, "lm.where(cond, a, b) -> tensor\nElementwise a where cond is true, else b "
@@ -513,5 +517,9 @@ const lm_lua_func lm_lua_op_module[] = {
      "along a new axis."},
     {"eval", m_eval, "lm.eval(a, b, ...) -> a, b, ...\nEvaluates the tensors together, so work they "
      "share runs once."},
+    {"async_eval", m_async_eval, "lm.async_eval(a, b, ...) -> a, b, ...\nAs lm.eval, but returns once "
+     "the work is queued on the GPU, so the next graph can be built while it runs. Reading a value "
+     "(print, :item(), :to(\"cpu\")), lm.sync() or using it in another evaluation waits for it; an "
+     "error a kernel reports appears there. On the CPU, and while profiling, it is lm.eval."},
     {NULL, NULL, NULL},
 };

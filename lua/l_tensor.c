@@ -137,7 +137,17 @@ static int t_newindex(lua_State *L)
 static int t_eval(lua_State *L)
 {
     lm_array *a = lm_lua_check_array(L, 1);
-    if (lm_array_eval(a) != LM_OK) return lm_lua_error(L);
+    bool wait = true;
+    static const char *const known[] = {"wait", NULL};
+    if (lm_lua_check_opts(L, 2, "eval", known)) {
+        lua_getfield(L, 2, "wait");
+        if (!lua_isnil(L, -1)) {
+            if (!lua_isboolean(L, -1)) return luaL_error(L, "eval: option 'wait' must be true or false");
+            wait = lua_toboolean(L, -1);
+        }
+        lua_pop(L, 1);
+    }
+    if ((wait ? lm_array_eval(a) : lm_eval_async(&a, 1)) != LM_OK) return lm_lua_error(L);
     lua_settop(L, 1);
     return 1;
 }
@@ -226,7 +236,8 @@ static int t_brief(lua_State *L)
 }
 
 static const lm_lua_func tensor_methods[] = {
-    {"eval", t_eval, "t:eval() -> t\nEvaluates t now (and what it depends on); returns t."},
+    {"eval", t_eval, "t:eval([{wait = false}]) -> t\nEvaluates t now (and what it depends on); returns "
+     "t. With wait = false it returns once the work is queued (see lm.async_eval)."},
     {"free", t_free, "t:free()\nReleases t's memory at once instead of when Lua collects it; using "
      "t afterwards is an error (\"tensor was freed\").  `local t <close> = ...` does this at scope end."},
     {"keep", t_keep, "t:keep() -> t\nMarks t to survive lm.sweep() (weights, caches)."},

@@ -73,6 +73,80 @@ static void test_long_graph(void **state)
     lm_array_release(a);
 }
 
+/* one eval of 4000 nodes on 64K-element tensors whose intermediates the
+ * core frees as it goes: the command buffers are submitted without
+ * waiting (a ring, backends/vulkan/exec.c), so memory freed mid-eval
+ * must not be handed out again while a running one still reads it; the
+ * values equal the CPU's bit for bit (each op exact in IEEE f32) */
+static void test_long_graph_ring(void **state)
+{
+    (void)state;
+    int64_t shape[2] = {256, 256};
+    lm_device *devs[2] = {vk, lm_device_cpu()};
+    float *out[2], *init = malloc(256 * 256 * sizeof(float));
+    for (int i = 0; i < 256 * 256; i++) init[i] = (float)((i * 7919) % 1000) / 999.0f;
+    for (int k = 0; k < 2; k++) {
+        lm_array *x = lm_from_data(2, shape, LM_F32, init, devs[k]);
+        assert_non_null(x);
+        for (int i = 0; i < 2000; i++) {
+            lm_array *m = lm_binary_scalar(LM_OP_MUL, x, i % 2 ? -0.75 : 1.25, false);
+            lm_array *y = lm_binary_scalar(LM_OP_ADD, m, 0.5, false);
+            lm_array_release(m);
+            lm_array_release(x);
+            x = y;
+        }
+        out[k] = malloc(256 * 256 * sizeof(float));
+        assert_int_equal(lm_array_read(x, out[k], LM_F32), LM_OK);
+        lm_array_release(x);
+    }
+    assert_memory_equal(out[0], out[1], 256 * 256 * sizeof(float));
+    free(init);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* lm_eval_async: results queued and not waited for are right when read,
+ * when used by the next evaluation (queued too), and when released
+ * before anything waited (their memory is given back only after); a
+ * kernel's index error is still reported by the call */
+static void test_async_eval(void **state)
+{
+    (void)state;
+    lm_memstats m0 = lm_device_memory(vk);
+    float x[64], got[64];
+    for (int i = 0; i < 64; i++) x[i] = (float)i;
+    lm_array *a = vec(x, 64, vk), *prev = lm_array_retain(a);
+    for (int step = 0; step < 50; step++) {
+        lm_array *y = prev;
+        for (int i = 0; i < 40; i++) {
+            lm_array *z = lm_binary_scalar(LM_OP_ADD, y, 1.0, false);
+            if (y != prev) lm_array_release(y);
+            y = z;
+        }
+        assert_int_equal(lm_eval_async(&y, 1), LM_OK);
+        lm_array *dropped = lm_binary_scalar(LM_OP_MUL, y, 3.0, false);
+        assert_int_equal(lm_eval_async(&dropped, 1), LM_OK);
+        lm_array_release(dropped);   /* never read: freed while it may still run */
+        lm_array_release(prev);
+        prev = y;
+    }
+    assert_int_equal(lm_array_read(prev, got, LM_F32), LM_OK);
+    for (int i = 0; i < 64; i++) assert_true(got[i] == x[i] + 2000.0f);
+    lm_array_release(prev);
+    lm_array_release(a);
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    assert_int_equal(lm_device_memory(vk).active, m0.active);
+    /* an index error is not left for a later wait */
+    int64_t n = 2, idx_v[2] = {0, 99};
+    lm_array *b = vec(x, 64, vk), *idx = lm_from_data(1, &n, LM_I64, idx_v, vk);
+    lm_array *r = lm_index_select(b, 0, idx);
+    assert_int_equal(lm_eval_async(&r, 1), LM_ERR_ARG);
+    assert_true(strstr(lm_error_message(), "out of range") != NULL);
+    lm_array_release(r);
+    lm_array_release(idx);
+    lm_array_release(b);
+}
+
 static void test_index_error(void **state)
 {
     (void)state;
@@ -208,7 +282,9 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_devices_listed), cmocka_unit_test(test_memory_returns),
-        cmocka_unit_test(test_long_graph), cmocka_unit_test(test_index_error),
+        cmocka_unit_test(test_long_graph), cmocka_unit_test(test_long_graph_ring),
+        cmocka_unit_test(test_async_eval),
+        cmocka_unit_test(test_index_error),
         cmocka_unit_test(test_unsupported_falls_back), cmocka_unit_test(test_memory_limit),
         cmocka_unit_test(test_pipeline_cache_written), cmocka_unit_test(test_small_uploads_in_order),
         cmocka_unit_test(test_no_validation_messages),

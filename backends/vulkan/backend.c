@@ -68,6 +68,7 @@ const lm_backend lm_vk_backend = {
     .run_fused = lm_vk_run_fused,
     .begin = lm_vk_begin,
     .sync = lm_vk_sync,
+    .submit = lm_vk_submit,
 };
 
 size_t lm_vulkan_reserved_bytes(lm_device *d)

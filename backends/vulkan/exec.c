@@ -4,10 +4,23 @@
  * records a dispatch instead of executing it.  A barrier is recorded only
  * when a kernel reads a range an earlier unbarriered kernel wrote, or writes
  * a range one read or wrote (the core may hand a freed buffer to a later
- * node of the same evaluation).  After LM_VK_BATCH dispatches the buffer is
- * submitted and waited for, which bounds descriptor use and keeps Ctrl-C
- * (checked by the core between nodes) responsive.  Anything that touches
- * memory from the host (upload, download) first calls lm_vk_flush().
+ * node of the same evaluation).
+ *
+ * Command buffers form a ring of LM_VK_RING slots: once one holds enough
+ * dispatches it is submitted without waiting and the next slot is
+ * recorded, so the GPU runs one part of an evaluation while the host
+ * records the next (the first part is small, 32 dispatches, so the GPU
+ * starts early; each next one twice as large, up to LM_VK_BATCH).  A slot
+ * is waited for only when the ring comes round to it again, or at the
+ * evaluation's end (sync), or before the host touches device memory
+ * (upload, download: lm_vk_flush waits for every slot).  Each command
+ * buffer after the first in flight begins with a full barrier, since its
+ * hazard tracking does not see the one before; memory freed while a slot
+ * was recorded is released after that slot's fence.  While profiling, or
+ * when a kernel may report an index error, every submit is waited for, as
+ * with LUMEN_VK_RING=0 (one slot: submit and wait, for comparisons).  The
+ * slots bound descriptor use and keep Ctrl-C (checked by the core between
+ * nodes) responsive.
  *
  * While the core profiles (core/profile.h) a command buffer is recorded
  * with a timestamp before and after each dispatch of a node, and a barrier
@@ -44,6 +57,25 @@ static lm_status make_layout(lm_vk_dev *v, int nb, VkDescriptorSetLayout *dsl, V
     return lm_vk_check(v, vkCreatePipelineLayout(v->device, &pli, NULL, layout), "vkCreatePipelineLayout");
 }
 
+/* LUMEN_VK_RING=0 or 1: one command buffer, submitted and waited for */
+static int ring_size(void)
+{
+    const char *e = getenv("LUMEN_VK_RING");
+    if (!e || !*e) return LM_VK_RING;
+    int n = atoi(e);
+    return n <= 1 ? 1 : n < LM_VK_RING ? n : LM_VK_RING;
+}
+
+static void use_slot(lm_vk_dev *v, int i)
+{
+    v->slot = i;
+    v->cb = v->slots[i].cb;
+    v->fence = v->slots[i].fence;
+    v->dpool = v->slots[i].dpool;
+}
+
+enum { FIRST_BATCH = 32 };
+
 lm_status lm_vk_exec_init(lm_vk_dev *v)
 {
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -52,38 +84,49 @@ lm_status lm_vk_exec_init(lm_vk_dev *v)
     lm_status st = lm_vk_check(v, vkCreateCommandPool(v->device, &pi, NULL, &v->cmdpool),
                                "vkCreateCommandPool");
     if (st != LM_OK) return st;
+    v->ring = ring_size();
+    v->batch_limit = v->ring > 1 ? FIRST_BATCH : LM_VK_BATCH;
+    VkCommandBuffer cbs[LM_VK_RING];
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .commandPool = v->cmdpool,
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                      .commandBufferCount = 1};
-    if ((st = lm_vk_check(v, vkAllocateCommandBuffers(v->device, &ai, &v->cb),
+                                      .commandBufferCount = (uint32_t)v->ring};
+    if ((st = lm_vk_check(v, vkAllocateCommandBuffers(v->device, &ai, cbs),
                           "vkAllocateCommandBuffers")) != LM_OK)
-        return st;
-    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if ((st = lm_vk_check(v, vkCreateFence(v->device, &fi, NULL, &v->fence), "vkCreateFence")) != LM_OK)
-        return st;
-    if ((st = make_layout(v, LM_VK_BINDINGS, &v->dsl, &v->layout)) != LM_OK) return st;
-    /* the fused kernels' layout, where the device allows that many buffers */
-    if (v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS &&
-        (st = make_layout(v, LM_VK_WIDE_BINDINGS, &v->dsl_wide, &v->layout_wide)) != LM_OK)
         return st;
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                .descriptorCount = LM_VK_BATCH * LM_VK_WIDE_BINDINGS};
     VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                       .maxSets = LM_VK_BATCH, .poolSizeCount = 1, .pPoolSizes = &ps};
-    return lm_vk_check(v, vkCreateDescriptorPool(v->device, &dpi, NULL, &v->dpool),
-                       "vkCreateDescriptorPool");
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    for (int i = 0; i < v->ring; i++) {
+        v->slots[i].cb = cbs[i];
+        if ((st = lm_vk_check(v, vkCreateFence(v->device, &fi, NULL, &v->slots[i].fence),
+                              "vkCreateFence")) != LM_OK ||
+            (st = lm_vk_check(v, vkCreateDescriptorPool(v->device, &dpi, NULL, &v->slots[i].dpool),
+                              "vkCreateDescriptorPool")) != LM_OK)
+            return st;
+    }
+    use_slot(v, 0);
+    if ((st = make_layout(v, LM_VK_BINDINGS, &v->dsl, &v->layout)) != LM_OK) return st;
+    /* the fused kernels' layout, where the device allows that many buffers */
+    if (v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS &&
+        (st = make_layout(v, LM_VK_WIDE_BINDINGS, &v->dsl_wide, &v->layout_wide)) != LM_OK)
+        return st;
+    return LM_OK;
 }
 
 void lm_vk_exec_shutdown(lm_vk_dev *v)
 {
     if (!v->device) return;
-    vkDestroyDescriptorPool(v->device, v->dpool, NULL);
+    for (int i = 0; i < LM_VK_RING; i++) {
+        if (v->slots[i].dpool) vkDestroyDescriptorPool(v->device, v->slots[i].dpool, NULL);
+        if (v->slots[i].fence) vkDestroyFence(v->device, v->slots[i].fence, NULL);
+    }
     vkDestroyPipelineLayout(v->device, v->layout, NULL);
     vkDestroyDescriptorSetLayout(v->device, v->dsl, NULL);
     if (v->layout_wide) vkDestroyPipelineLayout(v->device, v->layout_wide, NULL);
     if (v->dsl_wide) vkDestroyDescriptorSetLayout(v->device, v->dsl_wide, NULL);
-    vkDestroyFence(v->device, v->fence, NULL);
     vkDestroyCommandPool(v->device, v->cmdpool, NULL);
     if (v->qpool) vkDestroyQueryPool(v->device, v->qpool, NULL);
 }
@@ -145,6 +188,16 @@ static void prof_read(lm_vk_dev *v)
         lm_profile_device_time(v->stamp_entry[i], (double)((ticks[2 * i + 1] - ticks[2 * i]) & mask) * ns_per_tick / 1e6);
 }
 
+static void full_barrier(lm_vk_dev *v)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(v->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
 static lm_status open_cb(lm_vk_dev *v)
 {
     if (v->recording) return LM_OK;
@@ -159,34 +212,90 @@ static lm_status open_cb(lm_vk_dev *v)
     v->nwritten = v->nread = 0;
     v->nstamps = 0;
     if (v->stamping) vkCmdResetQueryPool(v->cb, v->qpool, 0, 2 * LM_VK_BATCH);
+    if (v->inflight) full_barrier(v);   /* after the slots still running */
     return LM_OK;
 }
 
-lm_status lm_vk_flush(lm_vk_dev *v)
+/* ends and submits the open command buffer without waiting; what was
+ * freed while it was recorded goes with it */
+static lm_status submit_open(lm_vk_dev *v)
 {
-    if (!v->up) return LM_OK;
-    if (!v->recording) {
-        lm_vk_release_deferred(v);
-        return LM_OK;
-    }
+    struct lm_vk_slot *s = &v->slots[v->slot];
     v->recording = false;
+    while (v->deferred) {
+        lm_vk_mem *m = v->deferred;
+        v->deferred = m->next_deferred;
+        m->next_deferred = s->deferred;
+        s->deferred = m;
+    }
     lm_status st = lm_vk_check(v, vkEndCommandBuffer(v->cb), "vkEndCommandBuffer");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
                        .pCommandBuffers = &v->cb};
-    double t0 = v->prof && !v->stamping ? lm_profile_now_ms() : 0;
     if (st == LM_OK)
         st = lm_vk_check(v, vkQueueSubmit(v->queue, 1, &si, v->fence), "vkQueueSubmit");
-    if (st == LM_OK)
-        st = lm_vk_check(v, vkWaitForFences(v->device, 1, &v->fence, VK_TRUE, UINT64_MAX),
+    if (st == LM_OK) {
+        s->pending = true;
+        v->inflight++;
+    }
+    return st;
+}
+
+/* waits for slot i (if it was submitted), makes it ready to record again
+ * and releases what was freed while it was recorded (after a device loss
+ * nothing runs again; still free what we can) */
+static lm_status slot_wait(lm_vk_dev *v, int i)
+{
+    struct lm_vk_slot *s = &v->slots[i];
+    lm_status st = LM_OK;
+    if (s->pending) {
+        st = lm_vk_check(v, vkWaitForFences(v->device, 1, &s->fence, VK_TRUE, UINT64_MAX),
                          "vkWaitForFences");
+        s->pending = false;
+        v->inflight--;
+    }
+    vkResetFences(v->device, 1, &s->fence);
+    vkResetCommandBuffer(s->cb, 0);
+    vkResetDescriptorPool(v->device, s->dpool, 0);
+    lm_vk_mem *keep = v->deferred;
+    v->deferred = s->deferred;
+    s->deferred = NULL;
+    lm_vk_release_deferred(v);
+    v->deferred = keep;
+    return st;
+}
+
+/* submits the open slot and moves to the next, waiting for that one only
+ * if it is still running */
+static lm_status rotate(lm_vk_dev *v)
+{
+    lm_status st = submit_open(v);
+    if (st != LM_OK) return st;
+    int next = (v->slot + 1) % v->ring;
+    st = slot_wait(v, next);
+    use_slot(v, next);
+    if (v->batch_limit < LM_VK_BATCH) v->batch_limit *= 2;
+    return st;
+}
+
+/* submits what is recorded and waits for every slot */
+lm_status lm_vk_flush(lm_vk_dev *v)
+{
+    if (!v->up) return LM_OK;
+    if (!v->recording && !v->inflight) {
+        lm_vk_release_deferred(v);
+        return LM_OK;
+    }
+    double t0 = v->prof && !v->stamping ? lm_profile_now_ms() : 0;
+    lm_status st = v->recording ? submit_open(v) : LM_OK;
+    for (int k = 1; k <= v->ring; k++) {   /* oldest first; the open slot last */
+        lm_status sw = slot_wait(v, (v->slot + k) % v->ring);
+        if (st == LM_OK) st = sw;
+    }
+    lm_vk_release_deferred(v);   /* freed between slots */
     if (st == LM_OK && v->stamping) prof_read(v);
     else if (st == LM_OK && v->prof) lm_profile_host("submit", "queue without timestamps", v->dev, lm_profile_now_ms() - t0, 0);
     v->nstamps = 0;
-    vkResetFences(v->device, 1, &v->fence);
-    vkResetCommandBuffer(v->cb, 0);
-    vkResetDescriptorPool(v->device, v->dpool, 0);
-    /* after a device loss nothing runs again; still free what we can */
-    lm_vk_release_deferred(v);
+    v->batch_limit = v->ring > 1 ? FIRST_BATCH : LM_VK_BATCH;
     if (v->status_armed) {
         uint32_t *w = (uint32_t *)v->status->block->map;
         v->status_armed = false;
@@ -218,6 +327,17 @@ lm_status lm_vk_sync(lm_device *d)
     return lm_vk_flush(lm_vk_of(d));
 }
 
+/* the end of an evaluation that does not wait (lm_eval_async): the open
+ * command buffer is submitted and the next slot made ready; a kernel that
+ * may report an index error, or one slot only, waits as sync does */
+lm_status lm_vk_submit(lm_device *d)
+{
+    lm_vk_dev *v = lm_vk_of(d);
+    if (!v->up || !v->recording) return LM_OK;
+    if (v->ring == 1 || v->prof || v->status_armed) return lm_vk_flush(v);
+    return rotate(v);
+}
+
 static bool overlaps(const lm_vk_mem *a, const lm_vk_mem *b)
 {
     return a->block == b->block && a->off < b->off + b->size && b->off < a->off + a->size;
@@ -241,12 +361,7 @@ static void order(lm_vk_dev *v, const lm_vk_arg *args, int nargs, bool timed)
         if (args[i].write) need |= touched(v->read, v->nread, args[i].mem);
     }
     if (need || v->nwritten + nargs > 64 || v->nread + nargs > 64) {
-        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-                              .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-        VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-        vkCmdPipelineBarrier(v->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+        full_barrier(v);
         v->nwritten = v->nread = 0;
     }
     for (int i = 0; i < nargs; i++) {
@@ -259,8 +374,10 @@ static void order(lm_vk_dev *v, const lm_vk_arg *args, int nargs, bool timed)
 static lm_status make_room(lm_vk_dev *v)
 {
     if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
-    if (v->recording && v->ndispatch >= LM_VK_BATCH) {
-        lm_status st = lm_vk_flush(v);
+    if (v->recording && v->ndispatch >= (v->prof ? LM_VK_BATCH : v->batch_limit)) {
+        /* a kernel that may report an index error is read back at once */
+        bool wait = v->ring == 1 || v->prof || v->status_armed;
+        lm_status st = wait ? lm_vk_flush(v) : rotate(v);
         if (st != LM_OK) return st;
     }
     return open_cb(v);

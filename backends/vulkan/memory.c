@@ -273,7 +273,7 @@ void lm_vk_free(lm_device *d, void *handle)
     lm_vk_dev *v = lm_vk_of(d);
     lm_vk_mem *m = handle;
     if (!m) return;
-    if (v->recording) {       /* recorded kernels may still use it */
+    if (v->recording || v->inflight) {   /* recorded or running kernels may still use it */
         m->next_deferred = v->deferred;
         v->deferred = m;
         return;

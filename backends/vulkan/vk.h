@@ -23,7 +23,8 @@
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
 #define LM_VK_MAX_SHADERS 128     /* embedded shader modules (one per .comp file) */
-#define LM_VK_BATCH 1024          /* dispatches per submit */
+#define LM_VK_BATCH 1024          /* dispatches per submit, at most */
+#define LM_VK_RING 3              /* command buffers in flight, at most */
 
 typedef struct lm_vk_range { VkDeviceSize off, size; } lm_vk_range;
 
@@ -101,11 +102,24 @@ typedef struct lm_vk_dev {
     lm_vk_mem *deferred;          /* freed while GPU work was pending */
     /* execution */
     VkCommandPool cmdpool;
-    VkCommandBuffer cb;
+    VkCommandBuffer cb;           /* the open slot's (ring below) */
     VkFence fence;
     bool recording;
     int ndispatch;                /* in the open command buffer */
+    int batch_limit;              /* dispatches before it is submitted */
     VkDescriptorPool dpool;
+    /* the ring (exec.c): command buffers submitted without waiting, so
+     * the GPU runs one while the host records the next */
+    int ring;                     /* slots in use: 1 = submit and wait (LUMEN_VK_RING=0) */
+    int slot;                     /* the slot being recorded */
+    int inflight;                 /* slots submitted and not yet waited for */
+    struct lm_vk_slot {
+        VkCommandBuffer cb;
+        VkFence fence;
+        VkDescriptorPool dpool;
+        lm_vk_mem *deferred;      /* freed before it was submitted: released after its fence */
+        bool pending;
+    } slots[LM_VK_RING];
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkDescriptorSetLayout dsl_wide;    /* VK_NULL_HANDLE where the device has too few bindings */
@@ -163,6 +177,7 @@ lm_status lm_vk_begin(lm_device *d);
 lm_status lm_vk_sync(lm_device *d);
 /* submits what is recorded and waits (no-op when nothing is) */
 lm_status lm_vk_flush(lm_vk_dev *v);
+lm_status lm_vk_submit(lm_device *d);
 /* records one kernel: args bind to 0..nargs-1 (unused bindings get a dummy),
  * push constants pc (<= LM_VK_PUSH_BYTES), groups gx*gy*gz */
 lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,

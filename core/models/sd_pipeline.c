@@ -945,8 +945,11 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         if (eps && (nz || !needs)) next = lm_sampler_step(s, eps, i, x, nz);
         lm_array_release(eps);
         lm_array_release(nz);
-        /* evaluated every step: the graph stays one step long */
-        if (!next || lm_eval(&next, 1) != LM_OK) {
+        /* evaluated every step: the graph stays one step long; queued
+         * without waiting, so the next step's graph is built while the GPU
+         * runs this one (the progress shown may run up to two steps ahead
+         * of the GPU; the decode below waits for all) */
+        if (!next || lm_eval_async(&next, 1) != LM_OK) {
             lm_array_release(next);
             goto fail;
         }

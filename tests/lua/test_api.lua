@@ -1,6 +1,6 @@
 -- test_api.lua - creation, properties, operators, ops, indexing, errors.
 local T, lm = ...
-local test, eq, same, raises, ok = T.test, T.eq, T.same, T.raises, T.ok
+local test, eq, same, raises, ok, near = T.test, T.eq, T.same, T.raises, T.ok, T.near
 
 test("module loads and has docs", function()
   eq(type(lm.version), "string")
@@ -193,4 +193,26 @@ test("devices and memory queries", function()
   local m = lm.memory()
   ok(m.active and m.peak and m.cache and m.limit, "memory fields")
   ok(m.cpu and m.cpu.active, "per-device table")
+end)
+
+test("async evaluation: lm.async_eval and t:eval{wait = false}", function()
+  local devs = {"cpu"}
+  for _, d in ipairs(lm.devices()) do if d.backend == "vulkan" then devs[#devs + 1] = d.spec; break end end
+  for _, dev in ipairs(devs) do
+    local x = lm.arange(12):astype("f32"):to(dev)
+    local a = x * 2 + 1
+    local b, c = lm.async_eval(a, a:sum())
+    eq(b, a, "lm.async_eval returns its arguments on " .. dev)
+    local y = a:exp():eval{wait = false}
+    eq(y, y:eval{wait = true})
+    -- the next graph uses the queued results; reading waits for them
+    local z = (b + y):sum()
+    z:eval{wait = false}
+    local ref = (lm.arange(12):astype("f32") * 2 + 1)
+    near(z:item(), (ref + ref:exp()):sum():item(), 1e-5 * (ref + ref:exp()):sum():item(), "value on " .. dev)
+    eq(c:item(), 144, "sum on " .. dev)
+    lm.sync()
+  end
+  raises(function() lm.ones{2}:eval{wait = 1} end, "'wait' must be true or false")
+  raises(function() lm.ones{2}:eval{wiat = false} end, "unknown option 'wiat'")
 end)
