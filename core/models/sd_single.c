@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "backend.h"
 #include "core/io/io_internal.h"
 #include "diffusers_config.h"
 #include "lumen.h"
@@ -50,6 +51,8 @@ typedef struct reader {
     table t;
     lm_sd_family fam;
     const char *pfx[C_N];   /* each component's key prefix in the file */
+    lm_device *dev;         /* where the weights go */
+    int nkept, ndequant;    /* quantized tensors kept as they are / dequantized */
 } reader;
 
 const char *lm_sd_family_name(lm_sd_family f)
@@ -795,6 +798,48 @@ static lm_array *transform(const entry *e, lm_array *a)
     return NULL;
 }
 
+/* Whether the model runs this table entry through lm_linear as it is (a
+ * UNet or text-encoder weight [out, in] taken whole; embeddings are
+ * gathered, not multiplied, and the VAE's attention is squeezed from 1x1
+ * convs) */
+static bool linear_weight(const entry *e)
+{
+    size_t n = strlen(e->dfs);
+    return e->comp != C_VAE && e->xf == XF_COPY && e->nd == 2 && n > 7 &&
+           !strcmp(e->dfs + n - 7, ".weight") && !strstr(e->dfs, "embedding");
+}
+
+/* Whether dev runs QLINEAR with a weight like w: asked of the backend with a
+ * node of the real shapes, so a backend that learns the op (or a dtype)
+ * needs no change here. */
+static bool qlinear_supported(lm_device *dev, lm_array *w)
+{
+    int64_t xs[2] = {1, w->shape[1]};
+    lm_array *x = lm_zeros(2, xs, LM_F32, w->device);
+    lm_array *y = x ? lm_linear(x, w, NULL) : NULL;
+    bool ok = y && y->op == LM_OP_QLINEAR && dev->backend->supports(dev, y);
+    lm_array_release(y);
+    lm_array_release(x);
+    lm_error_clear();
+    return ok;
+}
+
+/* A quantized file tensor (GGUF): a linear weight the device multiplies
+ * quantized stays so (*keep); anything else is dequantized to f32 here and
+ * cast to the compute dtype by the model, as a float file tensor is. */
+static lm_array *unquantize(reader *R, const entry *e, lm_array *a, bool *keep)
+{
+    *keep = linear_weight(e) && qlinear_supported(R->dev, a);
+    if (*keep) {
+        R->nkept++;
+        return lm_array_retain(a);
+    }
+    lm_array *f = lm_dequantize(a);
+    if (!f) lm_error_prefix("%s: %s (%s)", R->file, e->ldm, lm_dtype_name(a->dtype));
+    else R->ndequant++;
+    return f;
+}
+
 static lm_status apply_table(reader *R, lm_sd_single *out)
 {
     lm_sd_component *comp[C_N] = {&out->unet, &out->vae, &out->text_encoder, &out->text_encoder_2};
@@ -816,7 +861,16 @@ static lm_status apply_table(reader *R, lm_sd_single *out)
                                 want, e->dfs);
         }
         R->used[k] = true;
-        lm_array *t = transform(e, a);
+        lm_array *t;
+        if (lm_dtype_is_quant(a->dtype)) {
+            bool keep;
+            lm_array *f = unquantize(R, e, a, &keep);
+            if (!f) return lm_error_status();
+            t = keep ? f : transform(e, f);
+            if (!keep) lm_array_release(f);
+        } else {
+            t = transform(e, a);
+        }
         if (!t) return lm_error_prefix("%s: %s", R->file, e->ldm);
         lm_status st = lm_io_set_add(&comp[e->comp]->weights, e->dfs, t);
         if (st) return st;
@@ -943,11 +997,11 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
                             path, o->prediction_type);
     lm_status st = lm_init();
     if (st) return st;
-    reader R = {.file = path};
+    reader R = {.file = path, .dev = o->dev ? o->dev : lm_device_default()};
     int dropped = -1;
-    st = lm_load_file_to(path, o->dev, &R.set);
-    if (!st && R.set.format != LM_FORMAT_SAFETENSORS)
-        st = lm_error_set(LM_ERR_FORMAT, "%s: a %s file, not safetensors", path,
+    st = lm_load_file_to(path, R.dev, &R.set);
+    if (!st && R.set.format != LM_FORMAT_SAFETENSORS && R.set.format != LM_FORMAT_GGUF)
+        st = lm_error_set(LM_ERR_FORMAT, "%s: a %s file, not safetensors or GGUF", path,
                           lm_format_name(R.set.format));
     if (!st) {
         R.order = malloc(sizeof *R.order * (size_t)(R.set.count + 1));
@@ -990,6 +1044,9 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     if (!st && R.fam == LM_SD_XL)
         st = tokenizer_dir(o->tokenizer_2, o->config_dir, "tokenizer_2", &out->tokenizer_2);
     if (!st && !(out->file = strdup(path))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    out->format = R.set.format;
+    out->quant_kept = R.nkept;
+    out->quant_dequantized = R.ndequant;
     lm_tensor_set_free(&R.set);
     free(R.order);
     free(R.used);

@@ -1,6 +1,17 @@
 /* sd_single.h - single-file Stable Diffusion checkpoints: one .safetensors
- * in the original (CompVis / Stability) layout, read into diffusers'
- * components.
+ * or .gguf in the original (CompVis / Stability) layout, read into
+ * diffusers' components.
+ *
+ * GGUF (stable-diffusion.cpp's layout: the single file's tensors under the
+ * same names, ggml's dimension order undone by the GGUF reader) goes
+ * through exactly this code; its tensors may be f32/f16/bf16 or ggml block
+ * quantizations.  A quantized linear weight of the UNet or a text encoder
+ * (an [out, in] matrix taken whole) stays quantized when the device runs
+ * QLINEAR with it (asked of its backend's supports), for lm_linear's
+ * quantized product; every other quantized tensor (conv kernels, norms,
+ * biases, embeddings, fused qkv thirds, the VAE) and every linear weight on
+ * a device without QLINEAR is dequantized at load, then cast to the compute
+ * dtype by the model as a float tensor is.
  *
  * Keys: model.diffusion_model.* (the UNet), first_stage_model.* (the VAE),
  * cond_stage_model.transformer.* (SD 1.x: CLIP ViT-L in transformers'
@@ -75,6 +86,8 @@ typedef struct lm_sd_single {
     lm_sd_component unet, vae, text_encoder, text_encoder_2;   /* text_encoder_2: SDXL only */
     cJSON *scheduler;         /* scheduler_config.json: the family's scaled_linear schedule */
     char *tokenizer, *tokenizer_2;   /* folders, or NULL when none was given */
+    lm_file_format format;    /* LM_FORMAT_SAFETENSORS or LM_FORMAT_GGUF */
+    int quant_kept, quant_dequantized;   /* quantized file tensors kept / dequantized */
 } lm_sd_single;
 
 lm_status lm_sd_single_read(const char *path, lm_sd_single *out);   /* default options */
