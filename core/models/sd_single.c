@@ -53,6 +53,7 @@ typedef struct reader {
     const char *pfx[C_N];   /* each component's key prefix in the file */
     lm_device *dev;         /* where the weights go */
     int nkept, ndequant;    /* quantized tensors kept as they are / dequantized */
+    lm_array **deq;         /* per file tensor: its dequantized f32 copy, once made */
 } reader;
 
 const char *lm_sd_family_name(lm_sd_family f)
@@ -827,17 +828,23 @@ static bool qlinear_supported(lm_device *dev, lm_array *w)
 /* A quantized file tensor (GGUF): a linear weight the device multiplies
  * quantized stays so (*keep); anything else is dequantized to f32 here and
  * cast to the compute dtype by the model, as a float file tensor is. */
-static lm_array *unquantize(reader *R, const entry *e, lm_array *a, bool *keep)
+static lm_array *unquantize(reader *R, const entry *e, int k, bool *keep)
 {
+    lm_array *a = R->set.arrays[k];
     *keep = linear_weight(e) && qlinear_supported(R->dev, a);
     if (*keep) {
         R->nkept++;
         return lm_array_retain(a);
     }
-    lm_array *f = lm_dequantize(a);
-    if (!f) lm_error_prefix("%s: %s (%s)", R->file, e->ldm, lm_dtype_name(a->dtype));
-    else R->ndequant++;
-    return f;
+    /* once per file tensor: a fused qkv gives three entries */
+    if (!R->deq[k]) {
+        if (!(R->deq[k] = lm_dequantize(a))) {
+            lm_error_prefix("%s: %s (%s)", R->file, e->ldm, lm_dtype_name(a->dtype));
+            return NULL;
+        }
+        R->ndequant++;
+    }
+    return lm_array_retain(R->deq[k]);
 }
 
 static lm_status apply_table(reader *R, lm_sd_single *out)
@@ -860,11 +867,16 @@ static lm_status apply_table(reader *R, lm_sd_single *out)
                                 "%s (diffusers' %s)", R->file, e->ldm, got, comp_dir[e->comp],
                                 want, e->dfs);
         }
+        if (!lm_dtype_is_float(a->dtype) && !lm_dtype_is_quant(a->dtype)) {
+            lm_shape_str(got, sizeof got, a->ndim, a->shape);
+            return lm_error_set(LM_ERR_DTYPE, "%s: %s %s is %s: a weight is a float or a block-"
+                                "quantized dtype", R->file, e->ldm, got, lm_dtype_name(a->dtype));
+        }
         R->used[k] = true;
         lm_array *t;
         if (lm_dtype_is_quant(a->dtype)) {
             bool keep;
-            lm_array *f = unquantize(R, e, a, &keep);
+            lm_array *f = unquantize(R, e, k, &keep);
             if (!f) return lm_error_status();
             t = keep ? f : transform(e, f);
             if (!keep) lm_array_release(f);
@@ -1006,7 +1018,8 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     if (!st) {
         R.order = malloc(sizeof *R.order * (size_t)(R.set.count + 1));
         R.used = calloc((size_t)R.set.count + 1, sizeof *R.used);
-        if (!R.order || !R.used) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+        R.deq = calloc((size_t)R.set.count + 1, sizeof *R.deq);
+        if (!R.order || !R.used || !R.deq) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
     if (!st) {
         for (int i = 0; i < R.set.count; i++) R.order[i] = i;
@@ -1047,6 +1060,8 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     out->format = R.set.format;
     out->quant_kept = R.nkept;
     out->quant_dequantized = R.ndequant;
+    for (int i = 0; R.deq && i < R.set.count; i++) lm_array_release(R.deq[i]);
+    free(R.deq);
     lm_tensor_set_free(&R.set);
     free(R.order);
     free(R.used);
