@@ -258,6 +258,16 @@ static int depth_at(const reader *R, const char *lp)
     return n;
 }
 
+/* What the UNet's table and config are made from: probed from a single
+ * file's shapes, or read from a diffusers folder's weights (the writer) */
+typedef struct unet_dims {
+    int64_t C0, in_ch, out_ch, T, boc[MAX_LEVELS], ctx, add_in, add_time;
+    int depth[MAX_LEVELS], nlev, L, mid_depth;
+    bool linear;
+} unet_dims;
+
+static lm_status unet_emit(reader *R, const lm_sd_single_opts *o, const unet_dims *D, cJSON **cfg);
+
 static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
 {
     const char *P = R->pfx[C_UNET];
@@ -336,8 +346,23 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
         add_time = (add_in - pj[1]) / 6;
     }
 
-    /* the table, from that architecture */
-    st = wb(R, C_UNET, "input_blocks.0.0.", "conv_in.", 1, 4, C0, in_ch, 3, 3);
+    unet_dims D = {.C0 = C0, .in_ch = in_ch, .out_ch = out_ch, .T = T, .ctx = ctx, .add_in = add_in,
+                   .add_time = add_time, .nlev = nlev, .L = L, .mid_depth = mid_depth, .linear = linear};
+    memcpy(D.boc, boc, sizeof boc);
+    memcpy(D.depth, depth, sizeof depth);
+    return unet_emit(R, o, &D, cfg);
+}
+
+/* the UNet's table, from that architecture, and its config */
+static lm_status unet_emit(reader *R, const lm_sd_single_opts *o, const unet_dims *D, cJSON **cfg)
+{
+    int64_t C0 = D->C0, in_ch = D->in_ch, out_ch = D->out_ch, T = D->T, ctx = D->ctx;
+    int64_t add_in = D->add_in, add_time = D->add_time;
+    const int64_t *boc = D->boc;
+    const int *depth = D->depth;
+    int nlev = D->nlev, L = D->L, mid_depth = D->mid_depth, K;
+    bool linear = D->linear;
+    lm_status st = wb(R, C_UNET, "input_blocks.0.0.", "conv_in.", 1, 4, C0, in_ch, 3, 3);
     if (!st) st = wb(R, C_UNET, "time_embed.0.", "time_embedding.linear_1.", 1, 2, T, C0, 0, 0);
     if (!st) st = wb(R, C_UNET, "time_embed.2.", "time_embedding.linear_2.", 1, 2, T, T, 0, 0);
     if (!st && add_in) st = wb(R, C_UNET, "label_emb.0.0.", "add_embedding.linear_1.", 1, 2, T, add_in, 0, 0);
@@ -480,6 +505,14 @@ static lm_status vae_mid(reader *R, const char *side, int64_t C, bool attn)
     return st;
 }
 
+typedef struct vae_dims {
+    int64_t C0, in_ch, out_ch, z, boc[MAX_LEVELS];
+    int n, L;
+    bool quant, post, attn;
+} vae_dims;
+
+static lm_status vae_emit(reader *R, const vae_dims *D, cJSON **cfg);
+
 static lm_status vae(reader *R, cJSON **cfg)
 {
     const char *P = R->pfx[C_VAE];
@@ -501,9 +534,22 @@ static lm_status vae(reader *R, cJSON **cfg)
     out_ch = s[0];
     bool quant = has(R, "%squant_conv.weight", P), post = has(R, "%spost_quant_conv.weight", P);
     bool attn = has(R, "%sencoder.mid.attn_1.norm.weight", P);
+    vae_dims D = {.C0 = C0, .in_ch = in_ch, .out_ch = out_ch, .z = z, .n = n, .L = L, .quant = quant,
+                  .post = post, .attn = attn};
+    memcpy(D.boc, boc, sizeof boc);
+    return vae_emit(R, &D, cfg);
+}
+
+/* the VAE's table and config */
+static lm_status vae_emit(reader *R, const vae_dims *D, cJSON **cfg)
+{
+    int64_t C0 = D->C0, in_ch = D->in_ch, out_ch = D->out_ch, z = D->z;
+    const int64_t *boc = D->boc;
+    int n = D->n, L = D->L;
+    bool quant = D->quant, post = D->post, attn = D->attn;
     int64_t Cn = boc[n - 1];
     char a[160], b[160];
-    st = wb(R, C_VAE, "encoder.conv_in.", "encoder.conv_in.", 1, 4, C0, in_ch, 3, 3);
+    lm_status st = wb(R, C_VAE, "encoder.conv_in.", "encoder.conv_in.", 1, 4, C0, in_ch, 3, 3);
     for (int l = 0; !st && l < n; l++) {
         for (int j = 0; !st && j < L; j++) {
             pre(a, sizeof a, "encoder.down.%d.block.%d.", l, j);
@@ -602,6 +648,16 @@ static cJSON *clip_config(int64_t V, int64_t D, int64_t F, int64_t Lyr, int64_t 
     return c;
 }
 
+/* a text encoder's sizes (tm: ViT-L's "text_model." prefix or "") */
+typedef struct clip_dims {
+    int64_t V, D, F, Pos, proj;
+    int Lyr;
+    const char *tm;
+} clip_dims;
+
+static lm_status clip_hf_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg);
+static lm_status clip_open_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg);
+
 /* ViT-L in transformers' names (SD 1.x, SDXL's first): the table keeps the
  * names as they are, with the text_model. prefix when the file has it */
 static lm_status clip_hf(reader *R, int comp, cJSON **cfg)
@@ -619,9 +675,18 @@ static lm_status clip_hf(reader *R, int comp, cJSON **cfg)
     char fmt[128];
     snprintf(fmt, sizeof fmt, "%%s%sencoder.layers.%%d.mlp.fc1.weight", tm);
     int Lyr = count_layers(R, fmt, P);
+    clip_dims c = {.V = V, .D = D, .F = F, .Pos = Pos, .Lyr = Lyr, .tm = tm};
+    return clip_hf_emit(R, comp, &c, cfg);
+}
+
+static lm_status clip_hf_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg)
+{
+    int64_t V = c->V, D = c->D, F = c->F, Pos = c->Pos;
+    int Lyr = c->Lyr;
+    const char *tm = c->tm;
     char a[192];
     pre(a, sizeof a, "%sembeddings.token_embedding.", tm);
-    st = wb(R, comp, a, a, 0, 2, V, D, 0, 0);
+    lm_status st = wb(R, comp, a, a, 0, 2, V, D, 0, 0);
     pre(a, sizeof a, "%sembeddings.position_embedding.", tm);
     if (!st) st = wb(R, comp, a, a, 0, 2, Pos, D, 0, 0);
     for (int l = 0; !st && l < Lyr; l++) {
@@ -672,8 +737,16 @@ static lm_status clip_open(reader *R, int comp, int drop_last, cJSON **cfg, int 
                                 "penultimate layer needs at least 2", R->file, P, Lyr);
         *dropped = --Lyr;
     }
+    clip_dims c = {.V = V, .D = D, .F = F, .Pos = Pos, .Lyr = Lyr, .proj = proj, .tm = ""};
+    return clip_open_emit(R, comp, &c, cfg);
+}
+
+static lm_status clip_open_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg)
+{
+    int64_t V = c->V, D = c->D, F = c->F, Pos = c->Pos, proj = c->proj;
+    int Lyr = c->Lyr;
     char a[192], b[192];
-    st = add(R, comp, XF_COPY, 0, "token_embedding.weight", "text_model.embeddings.token_embedding.weight", 2, V, D, 0, 0);
+    lm_status st = add(R, comp, XF_COPY, 0, "token_embedding.weight", "text_model.embeddings.token_embedding.weight", 2, V, D, 0, 0);
     if (!st) st = add(R, comp, XF_COPY, 0, "positional_embedding", "text_model.embeddings.position_embedding.weight", 2, Pos, D, 0, 0);
     for (int l = 0; !st && l < Lyr; l++) {
         static const char *const q[3] = {"q_proj", "k_proj", "v_proj"};
