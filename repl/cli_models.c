@@ -10,11 +10,12 @@
  *   lumen convert MODEL OUT.safetensors [--scale 4]
  *       the converted weights and topology, which --model and
  *       lm.models.load read back.
- *   lumen convert [--quantize q8_0|q4_k|...] FILE OUT.gguf
+ *   lumen convert [--quantize q8_0|q4_k|...] FILE|DIR OUT.gguf
  *       a tensor file (safetensors, npz, GGUF) as GGUF, its float weights
  *       quantized (quantizable below says which); a single-file SD
- *       checkpoint keeps its original names, stable-diffusion.cpp's layout,
- *       which the diffusion pipeline loads back.
+ *       checkpoint keeps its original names and a diffusers folder gets
+ *       them, stable-diffusion.cpp's layout, which the diffusion pipeline
+ *       loads back.
  *
  * Nothing is lost: before the model is loaded every input must be a
  * regular file, no output may be an input (same device and inode, so links
@@ -77,11 +78,12 @@ static int usage(const char *msg)
             "  --overwrite        replace outputs that exist (never an input)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
             "       lumen convert MODEL OUT.safetensors [--scale N] [--overwrite]\n"
-            "       lumen convert [--quantize q8_0|q4_k|q4_0|q5_0|q6_k|...] FILE OUT.gguf [--overwrite]\n"
+            "       lumen convert [--quantize q8_0|q4_k|q4_0|q5_0|q6_k|...] FILE|DIR OUT.gguf [--overwrite]\n"
             "                     a safetensors/npz/GGUF file as GGUF with its float weights of 2+\n"
             "                     dimensions quantized (the rest kept as they are); a single-file SD\n"
-            "                     checkpoint in stable-diffusion.cpp's layout, its linear weights\n"
-            "                     quantized (biases, embeddings, norms and conv kernels kept)\n"
+            "                     checkpoint or a diffusers folder in stable-diffusion.cpp's layout,\n"
+            "                     its linear weights quantized (biases, embeddings, norms and conv\n"
+            "                     kernels kept)\n"
             "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
             "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
             "`make models` fetches them and `make install` installs them.\n",
@@ -510,7 +512,8 @@ static bool quantizable(const char *name, const lm_array *a, lm_dtype qt, bool s
     return !sd || !((n > 5 && !strcmp(name + n - 5, ".bias")) || strstr(name, "embedding"));
 }
 
-/* FILE's tensors into OUT.gguf: those quantizable() says are quantized as
+/* FILE's tensors (or a diffusers folder's, under the single file's names)
+ * into OUT.gguf: those quantizable() says are quantized as
  * qt (LM_DTYPE_COUNT: none, the file as GGUF); vectors (biases, norms), odd
  * shapes and other dtypes are kept (u8/bool, which GGUF lacks, as i8/i32).
  * An SD checkpoint keeps its original names (stable-diffusion.cpp's layout)
@@ -520,16 +523,18 @@ static bool quantizable(const char *name, const lm_array *a, lm_dtype qt, bool s
 static int convert_quantize(const char *in, const char *out, lm_dtype qt)
 {
     lm_tensor_set s;
-    if (lm_load_file_to(in, lm_device_cpu(), &s) != LM_OK) {
+    /* a diffusers folder: its tensors under the single file's names */
+    bool folder = is_dir(in);
+    if ((folder ? lm_sd_single_from_folder(in, &s, NULL) : lm_load_file_to(in, lm_device_cpu(), &s)) != LM_OK) {
         report("convert", NULL);
         return 1;
     }
     int nq = 0, nk = 0, rc = 1;
-    bool sd = sd_checkpoint(&s);
+    bool sd = folder || sd_checkpoint(&s);
     lm_array **arr = calloc((size_t)s.count + 1, sizeof *arr);
     lm_gguf_kv *kv = calloc((size_t)s.nmeta + 2, sizeof *kv);
     if (!arr || !kv) goto done;
-    if (sd) {
+    if (sd && !folder) {
         lm_sd_single chk;
         lm_sd_single_opts so = {.dev = lm_device_cpu()};
         if (lm_sd_single_read_opts(in, &so, &chk) != LM_OK) {

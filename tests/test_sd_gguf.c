@@ -13,6 +13,9 @@
  *    one, the relative max error printed and bounded (q8_0), finite (q4_k);
  *    on a Vulkan device (lavapipe) the same file loads and its output is
  *    held against the CPU's;
+ *  - the committed diffusers folders (sd1, sd2, sdxl) under the single
+ *    file's names (lm_sd_single_from_folder, convert's folder input), as
+ *    GGUF, read back to the folders' tensors bit for bit;
  *  - malformed: truncated, a key missing, a wrong shape, an integer weight:
  *    errors naming the file, the key and the shapes or dtype. */
 #include <cjson/cJSON.h>
@@ -23,6 +26,7 @@
 #include "core/backend.h"
 #include "core/io/gguf.h"
 #include "core/io/io.h"
+#include "core/models/diffusers_config.h"
 #include "core/models/sd_single.h"
 #include "core/models/unet.h"
 #include "core/quant.h"
@@ -261,6 +265,61 @@ static void test_vulkan(void **state)
     lm_array_release(v);
 }
 
+/* A diffusers folder written under the single file's names
+ * (lm_sd_single_from_folder, what `lumen convert DIR x.gguf` writes) and read
+ * back as a GGUF gives the folder's own tensors, bit for bit, all of them. */
+static void test_from_folder(void **state)
+{
+    (void)state;
+    static const char *const models[3] = {"sd1", "sd2", "sdxl"};
+    static const lm_sd_family fams[3] = {LM_SD_1, LM_SD_2, LM_SD_XL};
+    static const char *const comp[4] = {"unet", "vae", "text_encoder", "text_encoder_2"};
+    static const char *const stem[4] = {"diffusion_pytorch_model", "diffusion_pytorch_model", "model", "model"};
+    for (int m = 0; m < 3; m++) {
+        char dir[256], g[256];
+        snprintf(dir, sizeof dir, DIR "%s", models[m]);
+        snprintf(g, sizeof g, "%s/%s-folder.gguf", tmpdir, models[m]);
+        lm_tensor_set t;
+        lm_sd_family fam;
+        if (lm_sd_single_from_folder(dir, &t, &fam) != LM_OK) fail_msg("%s", lm_error_message());
+        assert_int_equal(fam, fams[m]);
+        assert_int_equal(lm_save_gguf(g, t.count, (const char *const *)t.names, t.arrays, 0, NULL), LM_OK);
+        lm_tensor_set_free(&t);
+        lm_sd_single s;
+        if (lm_sd_single_read(g, &s) != LM_OK) fail_msg("%s", lm_error_message());
+        assert_int_equal(s.family, fams[m]);
+        int n = 0;
+        for (int c = 0; c < 4; c++) {
+            lm_sd_component *x = comp_of(&s, c);
+            if (!x->config) continue;
+            char cd[300];
+            snprintf(cd, sizeof cd, "%s/%s", dir, comp[c]);
+            lm_tensor_set ref;
+            assert_int_equal(lm_dfs_load_weights_stem(cd, stem[c], NULL, lm_device_cpu(), &ref, NULL), LM_OK);
+            int nref = 0;
+            for (int i = 0; i < ref.count; i++) nref += !strstr(ref.names[i], "position_ids");
+            assert_int_equal(x->weights.count, nref);
+            for (int i = 0; i < x->weights.count; i++, n++) {
+                const char *nm = x->weights.names[i];
+                int k = lm_tensor_set_find(&ref, nm);
+                if (k < 0 && !strncmp(nm, "text_model.", 11)) k = lm_tensor_set_find(&ref, nm + 11);
+                if (k < 0) fail_msg("%s: %s/%s not in the folder", models[m], comp[c], nm);
+                lm_array *a = x->weights.arrays[i], *b = ref.arrays[k];
+                assert_int_equal(a->dtype, b->dtype);
+                assert_int_equal(lm_array_nbytes(a), lm_array_nbytes(b));
+                void *u = bytes(a), *v = bytes(b);
+                assert_memory_equal(u, v, lm_array_nbytes(a));
+                free(u);
+                free(v);
+            }
+            lm_tensor_set_free(&ref);
+        }
+        printf("  %s folder -> original names -> GGUF -> read: %d weights equal to the folder's, bit for bit\n",
+               models[m], n);
+        lm_sd_single_free(&s);
+    }
+}
+
 /* ---- errors ---- */
 
 static void expect_error(const char *file, const char *what)
@@ -392,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_unquantized),
         cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_vulkan),
+        cmocka_unit_test(test_from_folder),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -94,6 +94,15 @@ lm_status lm_sd_single_read(const char *path, lm_sd_single *out);   /* default o
 lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, lm_sd_single *out);
 void lm_sd_single_free(lm_sd_single *s);   /* leaves *s empty; NULL is fine */
 
+/* The writer's direction: a diffusers folder's UNet, VAE and text encoders
+ * under the single file's original names, each renaming and transform of
+ * the key map undone (OpenCLIP's q/k/v concatenated into in_proj, the VAE's
+ * attention linears as 1x1 convs, text_projection transposed back; SD 2.x
+ * written with the folder's layers, no text_projection), so reading *out
+ * back gives the folder's tensors.  Arrays are lazy on the CPU; the family
+ * goes to *family (may be NULL).  lm_tensor_set_free(out) releases it. */
+lm_status lm_sd_single_from_folder(const char *dir, lm_tensor_set *out, lm_sd_family *family);
+
 /* The tokenizer folders the pipeline needs (*tok2 NULL unless SDXL), or an
  * error saying that a single file has none and how to give them. */
 lm_status lm_sd_single_tokenizers(const lm_sd_single *s, const char **tok, const char **tok2);

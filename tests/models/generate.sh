@@ -7,8 +7,8 @@
 # (missing model, size not divisible by 8, unknown sampler) exit non-zero
 # with a message that says what is wrong; `lumen batch` with the sample makes
 # the same bytes with --batch-size 2 as with 1; `lumen convert` writes the
-# single file as GGUF (plain, q8_0, q4_k) and generate / lm.models.load read
-# it back.  One line per check.
+# single file and the folder as GGUF (plain, q8_0, q4_k) and generate /
+# lm.models.load read it back.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 export LUMEN_DEVICE=cpu
@@ -79,6 +79,7 @@ check "q4_k GGUF runs" sh -c "$G --model $T/sd1-q4_k.gguf --tokenizer $D/sd1 --s
 check "lm.models.load of a GGUF checkpoint" "$L" -e "local p = lm.models.load('$T/sd1-q8_0.gguf', {tokenizer = '$D/sd1'}); assert(p:generate{prompt = 'a fox', steps = 2, size = {64, 64}, seed = 1}.shape[1] == 3)"
 SX=$BUILD/ref/diffusion/sdxl.safetensors
 check "sdxl GGUF makes the single file's PNG" sh -c "$L convert $SX $T/sdxl.gguf && $G --model $SX --tokenizer $D/sdxl --seed 7 -o $T/sdxl-st.png && $G --model $T/sdxl.gguf --tokenizer $D/sdxl --seed 7 -o $T/sdxl-gg.png && cmp $T/sdxl-st.png $T/sdxl-gg.png"
+check "a diffusers folder -> GGUF makes the folder's PNG" sh -c "mkdir -p $T/dir && $L convert $D/sd1 $T/dir/sd1.gguf && $G --model $T/dir/sd1.gguf --tokenizer $D/sd1 --seed 42 -o $T/dir.png && cmp $T/single.png $T/dir.png"
 cp $T/sd1.gguf $T/keep.gguf
 fails "convert refuses an existing output" 1 "exists (--overwrite replaces it)" "$L" convert --quantize q8_0 $S $T/sd1.gguf
 check "... and leaves it as it was" cmp $T/sd1.gguf $T/keep.gguf
