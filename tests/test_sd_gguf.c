@@ -16,8 +16,9 @@
  *  - the committed diffusers folders (sd1, sd2, sdxl) under the single
  *    file's names (lm_sd_single_from_folder, convert's folder input), as
  *    GGUF, read back to the folders' tensors bit for bit;
- *  - malformed: truncated, a key missing, a wrong shape, an integer weight:
- *    errors naming the file, the key and the shapes or dtype. */
+ *  - malformed: truncated, a quantized type on a conv kernel, a key missing,
+ *    a wrong shape, an integer weight: errors naming the file, the key and
+ *    the shapes or dtype. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <sys/stat.h>
@@ -371,8 +372,24 @@ static void test_errors(void **state)
     f = fopen(p, "wb");
     assert_int_equal(fwrite(buf, 1, (size_t)len - 100, f), (size_t)len - 100);
     fclose(f);
-    free(buf);
     expect_error(p, NULL);
+    /* a quantized type on a tensor that cannot hold one: conv_in's kernel
+     * (ggml rows of 3) marked q8_0 in its tensor info (name, n_dims, ne[],
+     * type) */
+    static const char conv_in[] = "model.diffusion_model.input_blocks.0.0.weight";
+    char *at = memmem(buf, (size_t)len, conv_in, sizeof conv_in - 1);
+    assert_non_null(at);
+    size_t off = (size_t)(at - buf) + sizeof conv_in - 1;
+    uint32_t nd, q8 = 8;
+    memcpy(&nd, buf + off, 4);
+    assert_int_equal(nd, 4);
+    memcpy(buf + off + 4 + 8 * nd, &q8, 4);
+    snprintf(p, sizeof p, "%s/badtype.gguf", tmpdir);
+    f = fopen(p, "wb");
+    assert_int_equal(fwrite(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    free(buf);
+    expect_error(p, "input_blocks.0.0.weight' (q8_0): first dimension 3 is not a multiple");
     /* a key missing */
     snprintf(p, sizeof p, "%s/missing.gguf", tmpdir);
     rewrite(p, "model.diffusion_model.output_blocks.1.0.out_layers.3.bias", NULL, NULL);
