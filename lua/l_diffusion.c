@@ -282,8 +282,24 @@ static lua_pipe *check_pipe(lua_State *L, int idx)
     return u;
 }
 
-/* true for a diffusers folder (model_index.json) or a .safetensors file whose
- * header names an SD UNet (model.diffusion_model.*): what lm.models.load
+/* A GGUF file whose header names an SD UNet tensor (stable-diffusion.cpp's
+ * layout): the tensor infos follow the metadata, so the name is in the
+ * first megabytes of any such file. */
+static bool gguf_names_unet(const char *path)
+{
+    static const char key[] = "model.diffusion_model.";
+    size_t cap = 16u << 20;
+    FILE *f = fopen(path, "rb");
+    char *h = f ? malloc(cap) : NULL;
+    size_t got = h ? fread(h, 1, cap, f) : 0;
+    bool found = got > 4 && !memcmp(h, "GGUF", 4) && memmem(h, got, key, sizeof key - 1);
+    free(h);
+    if (f) fclose(f);
+    return found;
+}
+
+/* true for a diffusers folder (model_index.json) or a .safetensors or .gguf
+ * file whose header names an SD UNet (model.diffusion_model.*): what lm.models.load
  * hands to the pipeline instead of the TF.js loader */
 bool lm_lua_sd_is_pipeline(const char *path)
 {
@@ -295,6 +311,7 @@ bool lm_lua_sd_is_pipeline(const char *path)
         return stat(mi, &sb) == 0 && S_ISREG(sb.st_mode);
     }
     size_t n = strlen(path);
+    if (S_ISREG(sb.st_mode) && n >= 5 && !strcmp(path + n - 5, ".gguf")) return gguf_names_unet(path);
     if (!S_ISREG(sb.st_mode) || n < 12 || strcmp(path + n - 12, ".safetensors")) return false;
     FILE *f = fopen(path, "rb");
     if (!f) return false;
@@ -685,7 +702,8 @@ static const lm_lua_func diffusion_funcs[] = {
      "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=, tiling=})\n"
      "-> pipe\n"
      "Also lm.models.load(path).  A Stable Diffusion pipeline (SD 1.x, 2.x, SDXL) from a\n"
-     "diffusers folder (model_index.json) or a single-file .safetensors checkpoint, computed\n"
+     "diffusers folder (model_index.json) or a single-file .safetensors or .gguf checkpoint\n"
+     "(GGUF: stable-diffusion.cpp's layout, linear weights maybe quantized), computed\n"
      "as diffusers computes it.  dtype: f16 on a GPU, f32 on the CPU by default.  variant:\n"
      "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
      "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"

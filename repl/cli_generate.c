@@ -46,7 +46,7 @@ static int usage(const char *msg)
     fprintf(msg ? stderr : stdout,
             "usage: lumen generate \"PROMPT\" --model DIR|FILE -o OUT.png [options]\n"
             "  --model DIR|FILE   a diffusers folder (model_index.json) or a single-file\n"
-            "                     .safetensors checkpoint (SD 1.x, 2.x, SDXL)\n"
+            "                     .safetensors or .gguf checkpoint (SD 1.x, 2.x, SDXL)\n"
             "  --negative TEXT    the negative prompt (default none)\n"
             "  --steps N          sampler steps (default 20)\n"
             "  --cfg X            classifier-free guidance scale; <= 1 runs without (default 7)\n"

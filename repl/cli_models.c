@@ -10,9 +10,12 @@
  *   lumen convert MODEL OUT.safetensors [--scale 4]
  *       the converted weights and topology, which --model and
  *       lm.models.load read back.
- *   lumen convert --quantize q8_0|q4_k|... FILE OUT.gguf
+ *   lumen convert [--quantize q8_0|q4_k|...] FILE|DIR OUT.gguf
  *       a tensor file (safetensors, npz, GGUF) as GGUF, its float weights
- *       quantized (convert_quantize below says which).
+ *       quantized (quantizable below says which); a single-file SD
+ *       checkpoint keeps its original names and a diffusers folder gets
+ *       them, stable-diffusion.cpp's layout, which the diffusion pipeline
+ *       loads back.
  *
  * Nothing is lost: before the model is loaded every input must be a
  * regular file, no output may be an input (same device and inode, so links
@@ -35,6 +38,7 @@
 #include "core/io/gguf.h"
 #include "core/quant.h"
 #include "core/lumen.h"
+#include "core/models/sd_single.h"
 #include "core/models/tfjs.h"
 #include "repl.h"
 
@@ -74,9 +78,12 @@ static int usage(const char *msg)
             "  --overwrite        replace outputs that exist (never an input)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
             "       lumen convert MODEL OUT.safetensors [--scale N] [--overwrite]\n"
-            "       lumen convert --quantize q8_0|q4_k|q4_0|q5_0|q6_k|... FILE OUT.gguf [--overwrite]\n"
+            "       lumen convert [--quantize q8_0|q4_k|q4_0|q5_0|q6_k|...] FILE|DIR OUT.gguf [--overwrite]\n"
             "                     a safetensors/npz/GGUF file as GGUF with its float weights of 2+\n"
-            "                     dimensions quantized (the rest kept as they are)\n"
+            "                     dimensions quantized (the rest kept as they are); a single-file SD\n"
+            "                     checkpoint or a diffusers folder in stable-diffusion.cpp's layout,\n"
+            "                     its linear weights quantized (biases, embeddings, norms and conv\n"
+            "                     kernels kept)\n"
             "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
             "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
             "`make models` fetches them and `make install` installs them.\n",
@@ -481,25 +488,64 @@ done:
     return rc;
 }
 
-/* FILE's tensors into OUT.gguf: float tensors of two or more dimensions
- * whose last dimension is whole blocks of qt are quantized (weights);
- * vectors (biases, norms), odd shapes and other dtypes are kept (u8/bool,
- * which GGUF lacks, as i8/i32).  The source's string metadata is kept, plus
- * lumen.source and lumen.quantize. */
+/* A single-file SD checkpoint (its keys name a UNet), which convert writes
+ * in stable-diffusion.cpp's GGUF layout */
+static bool sd_checkpoint(const lm_tensor_set *s)
+{
+    for (int i = 0; i < s->count; i++)
+        if (!strncmp(s->names[i], "model.diffusion_model.", 22)) return true;
+    return false;
+}
+
+/* Which tensors a quantized GGUF holds quantized: float tensors of two or
+ * more dimensions whose last dimension (ggml's rows) is whole blocks of qt.
+ * In an SD checkpoint that is the linear weights (attention, feed-forward,
+ * time and label embeddings' MLPs, CLIP's layers): conv kernels end in their
+ * kernel width (3 or 1) and stay as they are, and, as stable-diffusion.cpp
+ * decides, biases and the token / position embeddings are kept too. */
+static bool quantizable(const char *name, const lm_array *a, lm_dtype qt, bool sd)
+{
+    if (qt == LM_DTYPE_COUNT || !lm_dtype_is_float(a->dtype) || a->ndim < 2 ||
+        a->shape[a->ndim - 1] % lm_dtype_block(qt))
+        return false;
+    size_t n = strlen(name);
+    return !sd || !((n > 5 && !strcmp(name + n - 5, ".bias")) || strstr(name, "embedding"));
+}
+
+/* FILE's tensors (or a diffusers folder's, under the single file's names)
+ * into OUT.gguf: those quantizable() says are quantized as
+ * qt (LM_DTYPE_COUNT: none, the file as GGUF); vectors (biases, norms), odd
+ * shapes and other dtypes are kept (u8/bool, which GGUF lacks, as i8/i32).
+ * An SD checkpoint keeps its original names (stable-diffusion.cpp's layout)
+ * and is read as the pipeline reads it first, so a file the pipeline would
+ * refuse is refused here, naming the key.  The source's string metadata is
+ * kept, plus lumen.source and lumen.quantize. */
 static int convert_quantize(const char *in, const char *out, lm_dtype qt)
 {
     lm_tensor_set s;
-    if (lm_load_file_to(in, lm_device_cpu(), &s) != LM_OK) {
+    /* a diffusers folder: its tensors under the single file's names */
+    bool folder = is_dir(in);
+    if ((folder ? lm_sd_single_from_folder(in, &s, NULL) : lm_load_file_to(in, lm_device_cpu(), &s)) != LM_OK) {
         report("convert", NULL);
         return 1;
     }
     int nq = 0, nk = 0, rc = 1;
+    bool sd = folder || sd_checkpoint(&s);
     lm_array **arr = calloc((size_t)s.count + 1, sizeof *arr);
     lm_gguf_kv *kv = calloc((size_t)s.nmeta + 2, sizeof *kv);
     if (!arr || !kv) goto done;
+    if (sd && !folder) {
+        lm_sd_single chk;
+        lm_sd_single_opts so = {.dev = lm_device_cpu()};
+        if (lm_sd_single_read_opts(in, &so, &chk) != LM_OK) {
+            report("convert", NULL);
+            goto done;
+        }
+        lm_sd_single_free(&chk);
+    }
     for (int i = 0; i < s.count; i++) {
         lm_array *a = s.arrays[i];
-        bool q = lm_dtype_is_float(a->dtype) && a->ndim >= 2 && a->shape[a->ndim - 1] % lm_dtype_block(qt) == 0;
+        bool q = quantizable(s.names[i], a, qt, sd);
         arr[i] = q ? lm_quantize(a, qt)
                  : a->dtype == LM_U8 || a->dtype == LM_BOOL ? lm_cast(a, a->dtype == LM_U8 ? LM_I32 : LM_I8)
                                                             : lm_array_retain(a);
@@ -520,7 +566,7 @@ static int convert_quantize(const char *in, const char *out, lm_dtype qt)
     }
     kv[n] = (lm_gguf_kv){.key = "lumen.source", .v = {.type = LM_GGUF_STRING, .str = {(char *)in, strlen(in)}}};
     n++;
-    const char *qn = lm_dtype_name(qt);
+    const char *qn = qt == LM_DTYPE_COUNT ? "none" : lm_dtype_name(qt);
     kv[n] = (lm_gguf_kv){.key = "lumen.quantize", .v = {.type = LM_GGUF_STRING, .str = {(char *)qn, strlen(qn)}}};
     n++;
     if (s.format == LM_FORMAT_GGUF) n = 0;   /* its typed metadata is copied as it is below */
@@ -540,7 +586,8 @@ static int convert_quantize(const char *in, const char *out, lm_dtype qt)
     lm_gguf_meta_free(&m);
     if (st != LM_OK) report("convert", NULL);
     else {
-        printf("%s -> %s (%d tensors as %s, %d kept)\n", in, out, nq, qn, nk);
+        if (qt == LM_DTYPE_COUNT) printf("%s -> %s (%d tensors as they are)\n", in, out, nk);
+        else printf("%s -> %s (%d tensors as %s, %d kept)\n", in, out, nq, qn, nk);
         rc = 0;
     }
 done:
@@ -589,7 +636,17 @@ static int cmd_convert(int argc, char **argv)
         fprintf(stderr, "lumen convert: %s exists (--overwrite replaces it); not replaced\n", files[1]);
         return 1;
     }
-    if (quant != LM_DTYPE_COUNT) return convert_quantize(files[0], files[1], quant);
+    /* an output that is the input (another spelling, a link) is never
+     * written, --overwrite or not */
+    struct stat isb;
+    if (lstat(files[1], &osb) == 0 && stat(files[0], &isb) == 0 && stat(files[1], &osb) == 0 &&
+        isb.st_dev == osb.st_dev && isb.st_ino == osb.st_ino) {
+        fprintf(stderr, "lumen convert: %s is the input %s; not replaced\n", files[1], files[0]);
+        return 1;
+    }
+    size_t on = strlen(files[1]);
+    bool gguf = on > 5 && !strcmp(files[1] + on - 5, ".gguf");
+    if (quant != LM_DTYPE_COUNT || gguf) return convert_quantize(files[0], files[1], quant);
     char rs[32], ss[32];
     lm_tfjs_found f;
     char *path = f.path;

@@ -105,11 +105,15 @@ static lm_status take(ct_load *L, const char *key, int nd, const int64_t *shape,
         return lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s, the config needs %s", L->file,
                             L->set.names[i], got, want);
     }
-    if (!lm_dtype_is_float(a->dtype))
-        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype", L->file,
-                            L->set.names[i], lm_dtype_name(a->dtype));
+    /* a quantized linear weight (GGUF) is kept as it is for lm_linear's
+     * quantized product; the embeddings are gathered, so never quantized */
+    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && !strstr(key, "embedding");
+    if (!lm_dtype_is_float(a->dtype) && !quant)
+        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype%s", L->file,
+                            L->set.names[i], lm_dtype_name(a->dtype), lm_dtype_is_quant(a->dtype) ?
+                            " (a quantized one only for a linear weight)" : "");
     L->used[i] = true;
-    lm_array *c = a->dtype == L->dt ? lm_array_retain(a) : lm_cast(a, L->dt);
+    lm_array *c = a->dtype == L->dt || quant ? lm_array_retain(a) : lm_cast(a, L->dt);
     if (!c || lm_array_eval(c) != LM_OK) {
         lm_array_release(c);
         return lm_error_prefix("%s: %s", L->file, L->set.names[i]);
@@ -277,6 +281,17 @@ static lm_array *swap(lm_array **a, lm_array *r)
     return r;
 }
 
+/* lm_linear, with a quantized weight's f32 product (QLINEAR) cast back to
+ * the model's dtype before the bias */
+static lm_array *linear(lm_array *x, lm_array *w, lm_array *b)
+{
+    if (!x || !w || !lm_dtype_is_quant(w->dtype)) return lm_linear(x, w, b);
+    lm_array *y = lm_linear(x, w, NULL);
+    if (y && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
+    if (y && b) swap(&y, lm_binary(LM_OP_ADD, y, b));
+    return y;
+}
+
 /* [B, L, D] -> [B, H, L, D/H] */
 static lm_array *heads(lm_array *x, int64_t B, int64_t L, int64_t H, int64_t Dh)
 {
@@ -293,8 +308,8 @@ static lm_array *layer_forward(const lm_clip_text *m, const ct_layer *y, lm_arra
     const lm_clip_text_config *c = &m->cfg;
     int64_t D = c->hidden_size, H = c->num_heads, Dh = D / H;
     lm_array *h = lm_layer_norm(x, 1, y->ln1_w, y->ln1_b, c->eps);
-    lm_array *q = lm_linear(h, y->q_w, y->q_b), *k = lm_linear(h, y->k_w, y->k_b);
-    lm_array *v = lm_linear(h, y->v_w, y->v_b);
+    lm_array *q = linear(h, y->q_w, y->q_b), *k = linear(h, y->k_w, y->k_b);
+    lm_array *v = linear(h, y->v_w, y->v_b);
     lm_array *qh = heads(q, B, L, H, Dh), *kh = heads(k, B, L, H, Dh), *vh = heads(v, B, L, H, Dh);
     lm_array *a = lm_attention(qh, kh, vh, NULL, true, 1.0 / sqrt((double)Dh));
     lm_array_release(q); lm_array_release(k); lm_array_release(v);
@@ -303,11 +318,11 @@ static lm_array *layer_forward(const lm_clip_text *m, const ct_layer *y, lm_arra
     swap(&a, lm_transpose(a, 1, 2));
     swap(&a, lm_contiguous(a));
     swap(&a, lm_reshape(a, 3, bld));
-    swap(&a, lm_linear(a, y->o_w, y->o_b));
+    swap(&a, linear(a, y->o_w, y->o_b));
     lm_array *x1 = lm_binary(LM_OP_ADD, x, a);
     lm_array_release(a);
     swap(&h, lm_layer_norm(x1, 1, y->ln2_w, y->ln2_b, c->eps));
-    swap(&h, lm_linear(h, y->fc1_w, y->fc1_b));
+    swap(&h, linear(h, y->fc1_w, y->fc1_b));
     if (c->quick_gelu) {
         /* x * sigmoid(1.702 x) */
         lm_array *s = lm_binary_scalar(LM_OP_MUL, h, 1.702, false);
@@ -317,7 +332,7 @@ static lm_array *layer_forward(const lm_clip_text *m, const ct_layer *y, lm_arra
     } else {
         swap(&h, lm_unary(LM_OP_GELU, h));
     }
-    swap(&h, lm_linear(h, y->fc2_w, y->fc2_b));
+    swap(&h, linear(h, y->fc2_w, y->fc2_b));
     lm_array *out = lm_binary(LM_OP_ADD, x1, h);
     lm_array_release(x1);
     lm_array_release(h);
@@ -388,7 +403,7 @@ lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batc
     out->pooled = lm_index_select(flat, 0, ridx);
     lm_array_release(flat);
     lm_array_release(ridx);
-    if (m->proj) out->text_embeds = lm_linear(out->pooled, m->proj, NULL);
+    if (m->proj) out->text_embeds = linear(out->pooled, m->proj, NULL);
     bool ok = out->last_hidden_state && out->pooled && (!m->proj || out->text_embeds);
     for (int i = 0; i < out->nhidden; i++) ok = ok && out->hidden_states[i];
     if (!ok) {

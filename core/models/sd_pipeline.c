@@ -89,7 +89,7 @@ static lm_dtype default_dtype(const lm_device *dev)
     return strstr(dev->kind, "gpu") && strcmp(dev->kind, "cpu-gpu") ? LM_F16 : LM_F32;
 }
 
-/* The pipeline name: the last path component without ".safetensors" */
+/* The pipeline name: the last path component without ".safetensors" or ".gguf" */
 static void set_name(lm_sd_pipeline *p, const char *path)
 {
     size_t n = strlen(path);
@@ -97,8 +97,11 @@ static void set_name(lm_sd_pipeline *p, const char *path)
     const char *s = path + n;
     while (s > path && s[-1] != '/') s--;
     size_t len = (size_t)(path + n - s);
-    const char *ext = ".safetensors";
-    if (len > strlen(ext) && !strncmp(path + n - strlen(ext), ext, strlen(ext))) len -= strlen(ext);
+    static const char *const exts[2] = {".safetensors", ".gguf"};
+    for (int i = 0; i < 2; i++) {
+        size_t e = strlen(exts[i]);
+        if (len > e && !strncmp(path + n - e, exts[i], e)) len -= e;
+    }
     if (len >= sizeof p->name) len = sizeof p->name - 1;
     memcpy(p->name, s, len);
     p->name[len] = 0;
@@ -364,7 +367,7 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
     struct stat sb;
     if (stat(path, &sb) != 0)
         st = lm_error_set(LM_ERR_IO, "%s: no such file or folder (a diffusers folder with "
-                          "model_index.json, or a single-file .safetensors checkpoint)", path);
+                          "model_index.json, or a single-file .safetensors or .gguf checkpoint)", path);
     else if (S_ISDIR(sb.st_mode))
         st = load_folder(p, path, o);
     else

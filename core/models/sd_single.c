@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "backend.h"
 #include "core/io/io_internal.h"
 #include "diffusers_config.h"
 #include "lumen.h"
@@ -50,6 +51,9 @@ typedef struct reader {
     table t;
     lm_sd_family fam;
     const char *pfx[C_N];   /* each component's key prefix in the file */
+    lm_device *dev;         /* where the weights go */
+    int nkept, ndequant;    /* quantized tensors kept as they are / dequantized */
+    lm_array **deq;         /* per file tensor: its dequantized f32 copy, once made */
 } reader;
 
 const char *lm_sd_family_name(lm_sd_family f)
@@ -254,6 +258,16 @@ static int depth_at(const reader *R, const char *lp)
     return n;
 }
 
+/* What the UNet's table and config are made from: probed from a single
+ * file's shapes, or read from a diffusers folder's weights (the writer) */
+typedef struct unet_dims {
+    int64_t C0, in_ch, out_ch, T, boc[MAX_LEVELS], ctx, add_in, add_time;
+    int depth[MAX_LEVELS], nlev, L, mid_depth;
+    bool linear;
+} unet_dims;
+
+static lm_status unet_emit(reader *R, const lm_sd_single_opts *o, const unet_dims *D, cJSON **cfg);
+
 static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
 {
     const char *P = R->pfx[C_UNET];
@@ -332,8 +346,23 @@ static lm_status unet(reader *R, const lm_sd_single_opts *o, cJSON **cfg)
         add_time = (add_in - pj[1]) / 6;
     }
 
-    /* the table, from that architecture */
-    st = wb(R, C_UNET, "input_blocks.0.0.", "conv_in.", 1, 4, C0, in_ch, 3, 3);
+    unet_dims D = {.C0 = C0, .in_ch = in_ch, .out_ch = out_ch, .T = T, .ctx = ctx, .add_in = add_in,
+                   .add_time = add_time, .nlev = nlev, .L = L, .mid_depth = mid_depth, .linear = linear};
+    memcpy(D.boc, boc, sizeof boc);
+    memcpy(D.depth, depth, sizeof depth);
+    return unet_emit(R, o, &D, cfg);
+}
+
+/* the UNet's table, from that architecture, and its config */
+static lm_status unet_emit(reader *R, const lm_sd_single_opts *o, const unet_dims *D, cJSON **cfg)
+{
+    int64_t C0 = D->C0, in_ch = D->in_ch, out_ch = D->out_ch, T = D->T, ctx = D->ctx;
+    int64_t add_in = D->add_in, add_time = D->add_time;
+    const int64_t *boc = D->boc;
+    const int *depth = D->depth;
+    int nlev = D->nlev, L = D->L, mid_depth = D->mid_depth, K;
+    bool linear = D->linear;
+    lm_status st = wb(R, C_UNET, "input_blocks.0.0.", "conv_in.", 1, 4, C0, in_ch, 3, 3);
     if (!st) st = wb(R, C_UNET, "time_embed.0.", "time_embedding.linear_1.", 1, 2, T, C0, 0, 0);
     if (!st) st = wb(R, C_UNET, "time_embed.2.", "time_embedding.linear_2.", 1, 2, T, T, 0, 0);
     if (!st && add_in) st = wb(R, C_UNET, "label_emb.0.0.", "add_embedding.linear_1.", 1, 2, T, add_in, 0, 0);
@@ -476,6 +505,14 @@ static lm_status vae_mid(reader *R, const char *side, int64_t C, bool attn)
     return st;
 }
 
+typedef struct vae_dims {
+    int64_t C0, in_ch, out_ch, z, boc[MAX_LEVELS];
+    int n, L;
+    bool quant, post, attn;
+} vae_dims;
+
+static lm_status vae_emit(reader *R, const vae_dims *D, cJSON **cfg);
+
 static lm_status vae(reader *R, cJSON **cfg)
 {
     const char *P = R->pfx[C_VAE];
@@ -497,9 +534,22 @@ static lm_status vae(reader *R, cJSON **cfg)
     out_ch = s[0];
     bool quant = has(R, "%squant_conv.weight", P), post = has(R, "%spost_quant_conv.weight", P);
     bool attn = has(R, "%sencoder.mid.attn_1.norm.weight", P);
+    vae_dims D = {.C0 = C0, .in_ch = in_ch, .out_ch = out_ch, .z = z, .n = n, .L = L, .quant = quant,
+                  .post = post, .attn = attn};
+    memcpy(D.boc, boc, sizeof boc);
+    return vae_emit(R, &D, cfg);
+}
+
+/* the VAE's table and config */
+static lm_status vae_emit(reader *R, const vae_dims *D, cJSON **cfg)
+{
+    int64_t C0 = D->C0, in_ch = D->in_ch, out_ch = D->out_ch, z = D->z;
+    const int64_t *boc = D->boc;
+    int n = D->n, L = D->L;
+    bool quant = D->quant, post = D->post, attn = D->attn;
     int64_t Cn = boc[n - 1];
     char a[160], b[160];
-    st = wb(R, C_VAE, "encoder.conv_in.", "encoder.conv_in.", 1, 4, C0, in_ch, 3, 3);
+    lm_status st = wb(R, C_VAE, "encoder.conv_in.", "encoder.conv_in.", 1, 4, C0, in_ch, 3, 3);
     for (int l = 0; !st && l < n; l++) {
         for (int j = 0; !st && j < L; j++) {
             pre(a, sizeof a, "encoder.down.%d.block.%d.", l, j);
@@ -598,6 +648,16 @@ static cJSON *clip_config(int64_t V, int64_t D, int64_t F, int64_t Lyr, int64_t 
     return c;
 }
 
+/* a text encoder's sizes (tm: ViT-L's "text_model." prefix or "") */
+typedef struct clip_dims {
+    int64_t V, D, F, Pos, proj;
+    int Lyr;
+    const char *tm;
+} clip_dims;
+
+static lm_status clip_hf_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg);
+static lm_status clip_open_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg);
+
 /* ViT-L in transformers' names (SD 1.x, SDXL's first): the table keeps the
  * names as they are, with the text_model. prefix when the file has it */
 static lm_status clip_hf(reader *R, int comp, cJSON **cfg)
@@ -615,9 +675,18 @@ static lm_status clip_hf(reader *R, int comp, cJSON **cfg)
     char fmt[128];
     snprintf(fmt, sizeof fmt, "%%s%sencoder.layers.%%d.mlp.fc1.weight", tm);
     int Lyr = count_layers(R, fmt, P);
+    clip_dims c = {.V = V, .D = D, .F = F, .Pos = Pos, .Lyr = Lyr, .tm = tm};
+    return clip_hf_emit(R, comp, &c, cfg);
+}
+
+static lm_status clip_hf_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg)
+{
+    int64_t V = c->V, D = c->D, F = c->F, Pos = c->Pos;
+    int Lyr = c->Lyr;
+    const char *tm = c->tm;
     char a[192];
     pre(a, sizeof a, "%sembeddings.token_embedding.", tm);
-    st = wb(R, comp, a, a, 0, 2, V, D, 0, 0);
+    lm_status st = wb(R, comp, a, a, 0, 2, V, D, 0, 0);
     pre(a, sizeof a, "%sembeddings.position_embedding.", tm);
     if (!st) st = wb(R, comp, a, a, 0, 2, Pos, D, 0, 0);
     for (int l = 0; !st && l < Lyr; l++) {
@@ -668,8 +737,16 @@ static lm_status clip_open(reader *R, int comp, int drop_last, cJSON **cfg, int 
                                 "penultimate layer needs at least 2", R->file, P, Lyr);
         *dropped = --Lyr;
     }
+    clip_dims c = {.V = V, .D = D, .F = F, .Pos = Pos, .Lyr = Lyr, .proj = proj, .tm = ""};
+    return clip_open_emit(R, comp, &c, cfg);
+}
+
+static lm_status clip_open_emit(reader *R, int comp, const clip_dims *c, cJSON **cfg)
+{
+    int64_t V = c->V, D = c->D, F = c->F, Pos = c->Pos, proj = c->proj;
+    int Lyr = c->Lyr;
     char a[192], b[192];
-    st = add(R, comp, XF_COPY, 0, "token_embedding.weight", "text_model.embeddings.token_embedding.weight", 2, V, D, 0, 0);
+    lm_status st = add(R, comp, XF_COPY, 0, "token_embedding.weight", "text_model.embeddings.token_embedding.weight", 2, V, D, 0, 0);
     if (!st) st = add(R, comp, XF_COPY, 0, "positional_embedding", "text_model.embeddings.position_embedding.weight", 2, Pos, D, 0, 0);
     for (int l = 0; !st && l < Lyr; l++) {
         static const char *const q[3] = {"q_proj", "k_proj", "v_proj"};
@@ -735,6 +812,16 @@ static bool skippable(const reader *R, const char *k, int dropped)
 
 /* ---- the family ---- */
 
+/* each component's key prefix in a file of R->fam */
+static void prefixes(reader *R)
+{
+    R->pfx[C_UNET] = "model.diffusion_model.";
+    R->pfx[C_VAE] = "first_stage_model.";
+    R->pfx[C_TE] = R->fam == LM_SD_XL ? "conditioner.embedders.0.transformer."
+                   : R->fam == LM_SD_2 ? "cond_stage_model.model." : "cond_stage_model.transformer.";
+    R->pfx[C_TE2] = R->fam == LM_SD_XL ? "conditioner.embedders.1.model." : NULL;
+}
+
 static lm_status family(reader *R)
 {
     bool sd1 = false, sd2 = false, xl0 = false, xl1 = false, un = false, va = false;
@@ -747,24 +834,19 @@ static lm_status family(reader *R)
         un |= !strncmp(k, "model.diffusion_model.", 22);
         va |= !strncmp(k, "first_stage_model.", 18);
     }
-    R->pfx[C_UNET] = "model.diffusion_model.";
-    R->pfx[C_VAE] = "first_stage_model.";
     if (xl0 && xl1) {
         R->fam = LM_SD_XL;
-        R->pfx[C_TE] = "conditioner.embedders.0.transformer.";
-        R->pfx[C_TE2] = "conditioner.embedders.1.model.";
     } else if (sd2 && !sd1) {
         R->fam = LM_SD_2;
-        R->pfx[C_TE] = "cond_stage_model.model.";
     } else if (sd1 && !sd2) {
         R->fam = LM_SD_1;
-        R->pfx[C_TE] = "cond_stage_model.transformer.";
     } else {
         return lm_error_set(LM_ERR_UNSUPPORTED, "%s: not an SD 1.x, 2.x or SDXL base checkpoint: "
                             "no cond_stage_model.transformer. (1.x), cond_stage_model.model. "
                             "(2.x) or conditioner.embedders.0.transformer. + .1.model. (SDXL) "
                             "text encoder keys", R->file);
     }
+    prefixes(R);
     if (!un || !va)
         return lm_error_set(LM_ERR_FORMAT, "%s: no %s keys: a single-file checkpoint holds the "
                             "UNet and the VAE", R->file, un ? "first_stage_model." : "model.diffusion_model.");
@@ -795,6 +877,54 @@ static lm_array *transform(const entry *e, lm_array *a)
     return NULL;
 }
 
+/* Whether the model runs this table entry through lm_linear as it is (a
+ * UNet or text-encoder weight [out, in] taken whole; embeddings are
+ * gathered, not multiplied, and the VAE's attention is squeezed from 1x1
+ * convs) */
+static bool linear_weight(const entry *e)
+{
+    size_t n = strlen(e->dfs);
+    return e->comp != C_VAE && e->xf == XF_COPY && e->nd == 2 && n > 7 &&
+           !strcmp(e->dfs + n - 7, ".weight") && !strstr(e->dfs, "embedding");
+}
+
+/* Whether dev runs QLINEAR with a weight like w: asked of the backend with a
+ * node of the real shapes, so a backend that learns the op (or a dtype)
+ * needs no change here. */
+static bool qlinear_supported(lm_device *dev, lm_array *w)
+{
+    int64_t xs[2] = {1, w->shape[1]};
+    lm_array *x = lm_zeros(2, xs, LM_F32, w->device);
+    lm_array *y = x ? lm_linear(x, w, NULL) : NULL;
+    bool ok = y && y->op == LM_OP_QLINEAR && dev->backend->supports(dev, y);
+    lm_array_release(y);
+    lm_array_release(x);
+    lm_error_clear();
+    return ok;
+}
+
+/* A quantized file tensor (GGUF): a linear weight the device multiplies
+ * quantized stays so (*keep); anything else is dequantized to f32 here and
+ * cast to the compute dtype by the model, as a float file tensor is. */
+static lm_array *unquantize(reader *R, const entry *e, int k, bool *keep)
+{
+    lm_array *a = R->set.arrays[k];
+    *keep = linear_weight(e) && qlinear_supported(R->dev, a);
+    if (*keep) {
+        R->nkept++;
+        return lm_array_retain(a);
+    }
+    /* once per file tensor: a fused qkv gives three entries */
+    if (!R->deq[k]) {
+        if (!(R->deq[k] = lm_dequantize(a))) {
+            lm_error_prefix("%s: %s (%s)", R->file, e->ldm, lm_dtype_name(a->dtype));
+            return NULL;
+        }
+        R->ndequant++;
+    }
+    return lm_array_retain(R->deq[k]);
+}
+
 static lm_status apply_table(reader *R, lm_sd_single *out)
 {
     lm_sd_component *comp[C_N] = {&out->unet, &out->vae, &out->text_encoder, &out->text_encoder_2};
@@ -815,8 +945,22 @@ static lm_status apply_table(reader *R, lm_sd_single *out)
                                 "%s (diffusers' %s)", R->file, e->ldm, got, comp_dir[e->comp],
                                 want, e->dfs);
         }
+        if (!lm_dtype_is_float(a->dtype) && !lm_dtype_is_quant(a->dtype)) {
+            lm_shape_str(got, sizeof got, a->ndim, a->shape);
+            return lm_error_set(LM_ERR_DTYPE, "%s: %s %s is %s: a weight is a float or a block-"
+                                "quantized dtype", R->file, e->ldm, got, lm_dtype_name(a->dtype));
+        }
         R->used[k] = true;
-        lm_array *t = transform(e, a);
+        lm_array *t;
+        if (lm_dtype_is_quant(a->dtype)) {
+            bool keep;
+            lm_array *f = unquantize(R, e, k, &keep);
+            if (!f) return lm_error_status();
+            t = keep ? f : transform(e, f);
+            if (!keep) lm_array_release(f);
+        } else {
+            t = transform(e, a);
+        }
         if (!t) return lm_error_prefix("%s: %s", R->file, e->ldm);
         lm_status st = lm_io_set_add(&comp[e->comp]->weights, e->dfs, t);
         if (st) return st;
@@ -943,16 +1087,17 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
                             path, o->prediction_type);
     lm_status st = lm_init();
     if (st) return st;
-    reader R = {.file = path};
+    reader R = {.file = path, .dev = o->dev ? o->dev : lm_device_default()};
     int dropped = -1;
-    st = lm_load_file_to(path, o->dev, &R.set);
-    if (!st && R.set.format != LM_FORMAT_SAFETENSORS)
-        st = lm_error_set(LM_ERR_FORMAT, "%s: a %s file, not safetensors", path,
+    st = lm_load_file_to(path, R.dev, &R.set);
+    if (!st && R.set.format != LM_FORMAT_SAFETENSORS && R.set.format != LM_FORMAT_GGUF)
+        st = lm_error_set(LM_ERR_FORMAT, "%s: a %s file, not safetensors or GGUF", path,
                           lm_format_name(R.set.format));
     if (!st) {
         R.order = malloc(sizeof *R.order * (size_t)(R.set.count + 1));
         R.used = calloc((size_t)R.set.count + 1, sizeof *R.used);
-        if (!R.order || !R.used) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+        R.deq = calloc((size_t)R.set.count + 1, sizeof *R.deq);
+        if (!R.order || !R.used || !R.deq) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
     if (!st) {
         for (int i = 0; i < R.set.count; i++) R.order[i] = i;
@@ -990,6 +1135,11 @@ lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, l
     if (!st && R.fam == LM_SD_XL)
         st = tokenizer_dir(o->tokenizer_2, o->config_dir, "tokenizer_2", &out->tokenizer_2);
     if (!st && !(out->file = strdup(path))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    out->format = R.set.format;
+    out->quant_kept = R.nkept;
+    out->quant_dequantized = R.ndequant;
+    for (int i = 0; R.deq && i < R.set.count; i++) lm_array_release(R.deq[i]);
+    free(R.deq);
     lm_tensor_set_free(&R.set);
     free(R.order);
     free(R.used);
@@ -1010,4 +1160,281 @@ lm_status lm_sd_single_tokenizers(const lm_sd_single *s, const char **tok, const
                             lm_sd_family_name(s->family),
                             s->family == LM_SD_XL ? " and tokenizer_2/" : "");
     return LM_OK;
+}
+
+/* ---- a diffusers folder under the single file's names (the writer) ---- */
+
+/* a folder tensor by diffusers' name; transformers 5 saves CLIP without
+ * "text_model." */
+static int dfs_find(const lm_tensor_set *s, const char *name)
+{
+    int i = lm_tensor_set_find(s, name);
+    if (i < 0 && !strncmp(name, "text_model.", 11)) i = lm_tensor_set_find(s, name + 11);
+    return i;
+}
+
+static bool dfs_shape(const lm_tensor_set *s, int nd, int64_t *shape, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool dfs_shape(const lm_tensor_set *s, int nd, int64_t *shape, const char *fmt, ...)
+{
+    char k[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k, sizeof k, fmt, ap);
+    va_end(ap);
+    int i = dfs_find(s, k);
+    if (i < 0 || s->arrays[i]->ndim != nd) return false;
+    for (int d = 0; d < nd; d++) shape[d] = s->arrays[i]->shape[d];
+    return true;
+}
+
+/* how many of fmt's %d (0, 1, ...) the set has; fmt is "%s...%d...", its
+ * %s filled with a */
+static int dfs_count(const lm_tensor_set *s, const char *fmt, const char *a)
+{
+    int n = 0;
+    char k[256];
+    for (;;) {
+        snprintf(k, sizeof k, fmt, a, n);
+        if (dfs_find(s, k) < 0) return n;
+        n++;
+    }
+}
+
+static lm_status dfs_need(const char *dir, const char *comp, bool ok, const char *what)
+{
+    return ok ? LM_OK : lm_error_set(LM_ERR_FORMAT, "%s/%s: missing weight %s (or not the shape "
+                                     "diffusers gives it)", dir, comp, what);
+}
+
+static lm_status unet_dims_dfs(const char *dir, const lm_tensor_set *U, const lm_tensor_set *te2,
+                               unet_dims *D)
+{
+    int64_t s[4];
+    memset(D, 0, sizeof *D);
+    lm_status st = dfs_need(dir, "unet", dfs_shape(U, 4, s, "conv_in.weight"), "conv_in.weight");
+    if (st) return st;
+    D->C0 = s[0], D->in_ch = s[1];
+    if ((st = dfs_need(dir, "unet", dfs_shape(U, 2, s, "time_embedding.linear_1.weight"),
+                       "time_embedding.linear_1.weight"))) return st;
+    D->T = s[0];
+    if ((st = dfs_need(dir, "unet", dfs_shape(U, 4, s, "conv_out.weight"), "conv_out.weight"))) return st;
+    D->out_ch = s[0];
+    while (D->nlev < MAX_LEVELS && dfs_shape(U, 4, s, "down_blocks.%d.resnets.0.conv1.weight", D->nlev))
+        D->boc[D->nlev++] = s[0];
+    if ((st = dfs_need(dir, "unet", D->nlev > 0, "down_blocks.0.resnets.0.conv1.weight"))) return st;
+    D->L = dfs_count(U, "%sdown_blocks.0.resnets.%d.conv1.weight", "");
+    for (int l = 0; l < D->nlev; l++) {
+        char lp[96];
+        snprintf(lp, sizeof lp, "down_blocks.%d.attentions.0.", l);
+        D->depth[l] = dfs_count(U, "%stransformer_blocks.%d.attn1.to_q.weight", lp);
+        if (D->depth[l] && !D->ctx) {
+            if (dfs_shape(U, 2, s, "%stransformer_blocks.0.attn2.to_k.weight", lp)) D->ctx = s[1];
+            int64_t pi[4];
+            D->linear = dfs_shape(U, 2, pi, "%sproj_in.weight", lp);
+        }
+    }
+    D->mid_depth = dfs_count(U, "%stransformer_blocks.%d.attn1.to_q.weight", "mid_block.attentions.0.");
+    if (dfs_shape(U, 2, s, "add_embedding.linear_1.weight")) {
+        D->add_in = s[1];
+        int64_t pj[2];
+        if (!te2 || !dfs_shape(te2, 2, pj, "text_projection.weight") || D->add_in <= pj[0] ||
+            (D->add_in - pj[0]) % 6)
+            return lm_error_set(LM_ERR_FORMAT, "%s: unet/add_embedding.linear_1.weight takes %lld "
+                                "inputs: not text_encoder_2's projection plus 6 time embeddings",
+                                dir, (long long)D->add_in);
+        D->add_time = (D->add_in - pj[0]) / 6;
+    }
+    return LM_OK;
+}
+
+static lm_status vae_dims_dfs(const char *dir, const lm_tensor_set *V, vae_dims *D)
+{
+    int64_t s[4];
+    memset(D, 0, sizeof *D);
+    lm_status st = dfs_need(dir, "vae", dfs_shape(V, 4, s, "encoder.conv_in.weight"), "encoder.conv_in.weight");
+    if (st) return st;
+    D->C0 = s[0], D->in_ch = s[1];
+    while (D->n < MAX_LEVELS && dfs_shape(V, 4, s, "encoder.down_blocks.%d.resnets.0.conv1.weight", D->n))
+        D->boc[D->n++] = s[0];
+    if ((st = dfs_need(dir, "vae", D->n > 0, "encoder.down_blocks.0.resnets.0.conv1.weight"))) return st;
+    D->L = dfs_count(V, "%sencoder.down_blocks.0.resnets.%d.conv1.weight", "");
+    if ((st = dfs_need(dir, "vae", dfs_shape(V, 4, s, "decoder.conv_in.weight"), "decoder.conv_in.weight")))
+        return st;
+    D->z = s[1];
+    if ((st = dfs_need(dir, "vae", dfs_shape(V, 4, s, "decoder.conv_out.weight"), "decoder.conv_out.weight")))
+        return st;
+    D->out_ch = s[0];
+    D->quant = dfs_shape(V, 4, s, "quant_conv.weight");
+    D->post = dfs_shape(V, 4, s, "post_quant_conv.weight");
+    D->attn = dfs_shape(V, 1, s, "encoder.mid_block.attentions.0.group_norm.weight");
+    return LM_OK;
+}
+
+static lm_status clip_dims_dfs(const char *dir, const char *comp, const lm_tensor_set *T, bool proj,
+                               clip_dims *c)
+{
+    int64_t s[4];
+    memset(c, 0, sizeof *c);
+    c->tm = "text_model.";
+    lm_status st = dfs_need(dir, comp, dfs_shape(T, 2, s, "text_model.embeddings.token_embedding.weight"),
+                            "text_model.embeddings.token_embedding.weight");
+    if (st) return st;
+    c->V = s[0], c->D = s[1];
+    if ((st = dfs_need(dir, comp, dfs_shape(T, 2, s, "text_model.embeddings.position_embedding.weight"),
+                       "text_model.embeddings.position_embedding.weight"))) return st;
+    c->Pos = s[0];
+    if ((st = dfs_need(dir, comp, dfs_shape(T, 2, s, "text_model.encoder.layers.0.mlp.fc1.weight"),
+                       "text_model.encoder.layers.0.mlp.fc1.weight"))) return st;
+    c->F = s[0];
+    c->Lyr = dfs_count(T, "%sencoder.layers.%d.mlp.fc1.weight", "text_model.");
+    if (proj) {
+        if ((st = dfs_need(dir, comp, dfs_shape(T, 2, s, "text_projection.weight"), "text_projection.weight")))
+            return st;
+        c->proj = s[0];
+    }
+    return LM_OK;
+}
+
+/* The file tensor of table entry i from the folder's diffusers tensor(s),
+ * each transform undone; a fused qkv (part 0) takes its parts 1 and 2 from
+ * the entries of the same original name. */
+static lm_array *untransform(const reader *R, const char *dir, lm_tensor_set *const *set, bool **used,
+                             int i)
+{
+    const entry *e = &R->t.e[i];
+    const lm_tensor_set *S = set[e->comp];
+    int idx[3] = {-1, -1, -1}, parts = e->xf == XF_THIRD ? 3 : 1;
+    for (int j = i, p = 0; p < parts && j < R->t.n; j++) {
+        const entry *f = &R->t.e[j];
+        if (strcmp(f->ldm, e->ldm)) continue;
+        int k = dfs_find(S, f->dfs);
+        if (k < 0) {
+            lm_error_set(LM_ERR_FORMAT, "%s/%s: missing weight %s (the single file's %s)", dir,
+                         comp_dir[f->comp], f->dfs, f->ldm);
+            return NULL;
+        }
+        idx[p++] = k;
+        used[e->comp][k] = true;
+    }
+    /* the shape diffusers gives it */
+    int64_t want[4];
+    int nd = e->nd;
+    memcpy(want, e->shape, sizeof want);
+    if (e->xf == XF_SQUEEZE) nd = 2;
+    if (e->xf == XF_THIRD) want[0] /= 3;
+    if (e->xf == XF_T) want[0] = e->shape[1], want[1] = e->shape[0];
+    for (int p = 0; p < parts; p++) {
+        const lm_array *a = S->arrays[idx[p]];
+        bool same = a->ndim == nd;
+        for (int d = 0; same && d < nd; d++) same = a->shape[d] == want[d];
+        if (!same) {
+            char got[96], need[96];
+            lm_shape_str(got, sizeof got, a->ndim, a->shape);
+            lm_shape_str(need, sizeof need, nd, want);
+            lm_error_set(LM_ERR_SHAPE, "%s/%s: %s has shape %s, the architecture needs %s", dir,
+                         comp_dir[e->comp], S->names[idx[p]], got, need);
+            return NULL;
+        }
+    }
+    lm_array *a = S->arrays[idx[0]];
+    switch (e->xf) {
+    case XF_COPY: return lm_array_retain(a);
+    case XF_SQUEEZE: return lm_reshape(a, 4, e->shape);
+    case XF_THIRD: {
+        lm_array *three[3] = {a, S->arrays[idx[1]], S->arrays[idx[2]]};
+        return lm_concat(3, three, 0);
+    }
+    case XF_T: {
+        lm_array *t = lm_transpose(a, 0, 1);
+        lm_array *c = t ? lm_contiguous(t) : NULL;
+        lm_array_release(t);
+        return c;
+    }
+    }
+    return NULL;
+}
+
+lm_status lm_sd_single_from_folder(const char *dir, lm_tensor_set *out, lm_sd_family *family_out)
+{
+    memset(out, 0, sizeof *out);
+    lm_status st = lm_init();
+    if (st) return st;
+    reader R = {.file = dir};
+    lm_tensor_set set[C_N] = {{0}};
+    lm_tensor_set *sp[C_N] = {&set[0], &set[1], &set[2], &set[3]};
+    bool *used[C_N] = {0};
+    char *path = NULL;
+    cJSON *cfg = NULL;
+    /* the family: a second text encoder is SDXL; OpenCLIP (gelu) alone SD 2.x */
+    char *te = lm_dfs_path(dir, "text_encoder/config.json"), *te2 = lm_dfs_path(dir, "text_encoder_2/config.json");
+    struct stat sb;
+    if (!te || !te2) st = lm_error_status();
+    else if (!stat(te2, &sb)) R.fam = LM_SD_XL;
+    else if ((st = lm_dfs_json(te, SDS_MAX_CONFIG, false, &cfg)) == LM_OK) {
+        const cJSON *act = cJSON_GetObjectItemCaseSensitive(cfg, "hidden_act");
+        R.fam = cJSON_IsString(act) && !strcmp(act->valuestring, "gelu") ? LM_SD_2 : LM_SD_1;
+    }
+    free(te);
+    free(te2);
+    cJSON_Delete(cfg);
+    cfg = NULL;
+    if (!st) prefixes(&R);
+    static const char *const stem[C_N] = {"diffusion_pytorch_model", "diffusion_pytorch_model", "model", "model"};
+    for (int c = 0; !st && c < C_N; c++) {
+        if (c == C_TE2 && R.fam != LM_SD_XL) continue;
+        if (!(path = lm_dfs_path(dir, comp_dir[c]))) st = lm_error_status();
+        else st = lm_dfs_load_weights_stem(path, stem[c], NULL, lm_device_cpu(), &set[c], NULL);
+        free(path);
+        path = NULL;
+        if (!st && !(used[c] = calloc((size_t)set[c].count + 1, sizeof *used[c])))
+            st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    }
+    unet_dims ud;
+    vae_dims vd;
+    clip_dims c1, c2;
+    lm_sd_single_opts o = {0};
+    if (!st) st = unet_dims_dfs(dir, &set[C_UNET], R.fam == LM_SD_XL ? &set[C_TE2] : NULL, &ud);
+    if (!st) st = unet_emit(&R, &o, &ud, &cfg);
+    cJSON_Delete(cfg), cfg = NULL;
+    if (!st) st = vae_dims_dfs(dir, &set[C_VAE], &vd);
+    if (!st) st = vae_emit(&R, &vd, &cfg);
+    cJSON_Delete(cfg), cfg = NULL;
+    if (!st) st = clip_dims_dfs(dir, comp_dir[C_TE], &set[C_TE], false, &c1);
+    if (!st && R.fam == LM_SD_2) {
+        c1.tm = "";
+        st = clip_open_emit(&R, C_TE, &c1, &cfg);
+    } else if (!st) {
+        st = clip_hf_emit(&R, C_TE, &c1, &cfg);
+    }
+    cJSON_Delete(cfg), cfg = NULL;
+    if (!st && R.fam == LM_SD_XL) st = clip_dims_dfs(dir, comp_dir[C_TE2], &set[C_TE2], true, &c2);
+    if (!st && R.fam == LM_SD_XL) st = clip_open_emit(&R, C_TE2, &c2, &cfg);
+    cJSON_Delete(cfg), cfg = NULL;
+    for (int i = 0; !st && i < R.t.n; i++) {
+        const entry *e = &R.t.e[i];
+        if (e->xf == XF_THIRD && e->part) continue;
+        if (e->xf == XF_THIRD && lm_tensor_set_find(out, e->ldm) >= 0) continue;   /* its bias or weight twin */
+        lm_array *a = untransform(&R, dir, sp, used, i);
+        st = a ? lm_io_set_add(out, e->ldm, a) : lm_error_status();
+    }
+    /* every folder tensor has its place (transformers' position_ids buffer aside) */
+    for (int c = 0; !st && c < C_N; c++)
+        for (int i = 0; !st && i < set[c].count; i++) {
+            const char *n = set[c].names[i];
+            size_t len = strlen(n);
+            if (used[c][i] || (len >= 12 && !strcmp(n + len - 12, "position_ids"))) continue;
+            char sh[96];
+            lm_shape_str(sh, sizeof sh, set[c].arrays[i]->ndim, set[c].arrays[i]->shape);
+            st = lm_error_set(LM_ERR_FORMAT, "%s/%s: unexpected weight %s %s: no place for it in the "
+                              "%s architecture", dir, comp_dir[c], n, sh, lm_sd_family_name(R.fam));
+        }
+    for (int c = 0; c < C_N; c++) {
+        lm_tensor_set_free(&set[c]);
+        free(used[c]);
+    }
+    free(R.t.e);
+    if (family_out) *family_out = R.fam;
+    if (st) lm_tensor_set_free(out);
+    return st;
 }

@@ -1,6 +1,17 @@
 /* sd_single.h - single-file Stable Diffusion checkpoints: one .safetensors
- * in the original (CompVis / Stability) layout, read into diffusers'
- * components.
+ * or .gguf in the original (CompVis / Stability) layout, read into
+ * diffusers' components.
+ *
+ * GGUF (stable-diffusion.cpp's layout: the single file's tensors under the
+ * same names, ggml's dimension order undone by the GGUF reader) goes
+ * through exactly this code; its tensors may be f32/f16/bf16 or ggml block
+ * quantizations.  A quantized linear weight of the UNet or a text encoder
+ * (an [out, in] matrix taken whole) stays quantized when the device runs
+ * QLINEAR with it (asked of its backend's supports), for lm_linear's
+ * quantized product; every other quantized tensor (conv kernels, norms,
+ * biases, embeddings, fused qkv thirds, the VAE) and every linear weight on
+ * a device without QLINEAR is dequantized at load, then cast to the compute
+ * dtype by the model as a float tensor is.
  *
  * Keys: model.diffusion_model.* (the UNet), first_stage_model.* (the VAE),
  * cond_stage_model.transformer.* (SD 1.x: CLIP ViT-L in transformers'
@@ -75,11 +86,22 @@ typedef struct lm_sd_single {
     lm_sd_component unet, vae, text_encoder, text_encoder_2;   /* text_encoder_2: SDXL only */
     cJSON *scheduler;         /* scheduler_config.json: the family's scaled_linear schedule */
     char *tokenizer, *tokenizer_2;   /* folders, or NULL when none was given */
+    lm_file_format format;    /* LM_FORMAT_SAFETENSORS or LM_FORMAT_GGUF */
+    int quant_kept, quant_dequantized;   /* quantized file tensors kept / dequantized */
 } lm_sd_single;
 
 lm_status lm_sd_single_read(const char *path, lm_sd_single *out);   /* default options */
 lm_status lm_sd_single_read_opts(const char *path, const lm_sd_single_opts *o, lm_sd_single *out);
 void lm_sd_single_free(lm_sd_single *s);   /* leaves *s empty; NULL is fine */
+
+/* The writer's direction: a diffusers folder's UNet, VAE and text encoders
+ * under the single file's original names, each renaming and transform of
+ * the key map undone (OpenCLIP's q/k/v concatenated into in_proj, the VAE's
+ * attention linears as 1x1 convs, text_projection transposed back; SD 2.x
+ * written with the folder's layers, no text_projection), so reading *out
+ * back gives the folder's tensors.  Arrays are lazy on the CPU; the family
+ * goes to *family (may be NULL).  lm_tensor_set_free(out) releases it. */
+lm_status lm_sd_single_from_folder(const char *dir, lm_tensor_set *out, lm_sd_family *family);
 
 /* The tokenizer folders the pipeline needs (*tok2 NULL unless SDXL), or an
  * error saying that a single file has none and how to give them. */

@@ -340,13 +340,17 @@ static lm_status take(un_load *L, int nd, const int64_t *shape, const char *fmt,
         return lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s, the config needs %s", L->file,
                             key, got, want);
     }
-    if (!lm_dtype_is_float(a->dtype))
-        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype", L->file, key,
-                            lm_dtype_name(a->dtype));
+    /* a quantized weight (GGUF) is kept as it is for lm_linear's quantized
+     * product; every UNet weight of two dimensions is a linear one */
+    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2;
+    if (!lm_dtype_is_float(a->dtype) && !quant)
+        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype%s", L->file, key,
+                            lm_dtype_name(a->dtype), lm_dtype_is_quant(a->dtype) ?
+                            " (a quantized one only for a linear weight)" : "");
     if (L->used[i])
         return lm_error_set(LM_ERR_STATE, "%s: %s taken twice", L->file, key);
     L->used[i] = true;
-    lm_array *c = a->dtype == L->m->dt ? lm_array_retain(a) : lm_cast(a, L->m->dt);
+    lm_array *c = a->dtype == L->m->dt || quant ? lm_array_retain(a) : lm_cast(a, L->m->dt);
     if (!c || lm_array_eval(c) != LM_OK) {
         lm_array_release(c);
         return lm_error_prefix("%s: %s", L->file, key);
@@ -641,7 +645,12 @@ static lm_array *linear(un_fwd *f, const char *p, lm_array *x, bool bias)
 {
     lm_array *w = wget(f, "%s.weight", p), *b = w && bias ? wget(f, "%s.bias", p) : NULL;
     if (!w || (bias && !b)) return NULL;
-    return lm_linear(x, w, b);
+    if (!lm_dtype_is_quant(w->dtype)) return lm_linear(x, w, b);
+    /* QLINEAR computes in f32: back to the model's dtype before the bias */
+    lm_array *y = lm_linear(x, w, NULL);
+    if (y && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
+    if (y && b) swap(&y, lm_binary(LM_OP_ADD, y, b));
+    return y;
 }
 
 static lm_array *gnorm(un_fwd *f, const char *p, lm_array *x, double eps)

@@ -6,7 +6,9 @@
 # single runs; an existing output is refused without --overwrite; errors
 # (missing model, size not divisible by 8, unknown sampler) exit non-zero
 # with a message that says what is wrong; `lumen batch` with the sample makes
-# the same bytes with --batch-size 2 as with 1.  One line per check.
+# the same bytes with --batch-size 2 as with 1; `lumen convert` writes the
+# single file and the folder as GGUF (plain, q8_0, q4_k) and generate /
+# lm.models.load read it back.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 export LUMEN_DEVICE=cpu
@@ -65,5 +67,24 @@ check "lumen batch, one job at a time" "$L" batch samples/batch_generate.lua --p
 check "lumen batch --batch-size 2" "$L" batch samples/batch_generate.lua --params "$T/params.jsonl" \
   -o "$T/two/%d.png" --batch-size 2 --progress off --manifest none -- $D/sd1
 check "... the same bytes" sh -c "for i in 1 2 3 4; do cmp $T/one/\$i.png $T/two/\$i.png || exit 1; done"
+# GGUF checkpoints in stable-diffusion.cpp's layout (lumen convert writes them):
+# unquantized, the same PNG as the .safetensors; q8_0 within 35 dB PSNR of it
+# (measured 52.4 dB, max 2/255 on sd1; 51.3 dB, max 3/255 on sdxl); q4_k runs
+check "convert SD single file -> GGUF" "$L" convert $S $T/sd1.gguf
+check "GGUF (f32) makes the single file's PNG" sh -c "$G --model $T/sd1.gguf --tokenizer $D/sd1 --seed 42 -o $T/gguf.png && cmp $T/single.png $T/gguf.png"
+check "convert --quantize q8_0" "$L" convert --quantize q8_0 $S $T/sd1-q8_0.gguf
+check "convert --quantize q4_k" "$L" convert --quantize q4_k $S $T/sd1-q4_k.gguf
+check "q8_0 GGUF within 35 dB PSNR of f32" sh -c "$G --model $T/sd1-q8_0.gguf --tokenizer $D/sd1 --seed 42 -o $T/q8.png && $L -e \"local a = lm.image.read_png('$T/single.png', {dtype='f32'}); local b = lm.image.read_png('$T/q8.png', {dtype='f32'}); local mse = ((a - b) * (a - b)):mean():item(); local psnr = 10 * math.log(1 / mse, 10); print(('q8_0 PSNR %.1f dB'):format(psnr)); assert(psnr > 35)\""
+check "q4_k GGUF runs" sh -c "$G --model $T/sd1-q4_k.gguf --tokenizer $D/sd1 --seed 42 -o $T/q4k.png && test -s $T/q4k.png"
+check "lm.models.load of a GGUF checkpoint" "$L" -e "local p = lm.models.load('$T/sd1-q8_0.gguf', {tokenizer = '$D/sd1'}); assert(p:generate{prompt = 'a fox', steps = 2, size = {64, 64}, seed = 1}.shape[1] == 3)"
+SX=$BUILD/ref/diffusion/sdxl.safetensors
+check "sdxl GGUF makes the single file's PNG" sh -c "$L convert $SX $T/sdxl.gguf && $G --model $SX --tokenizer $D/sdxl --seed 7 -o $T/sdxl-st.png && $G --model $T/sdxl.gguf --tokenizer $D/sdxl --seed 7 -o $T/sdxl-gg.png && cmp $T/sdxl-st.png $T/sdxl-gg.png"
+check "a diffusers folder -> GGUF makes the folder's PNG" sh -c "mkdir -p $T/dir && $L convert $D/sd1 $T/dir/sd1.gguf && $G --model $T/dir/sd1.gguf --tokenizer $D/sd1 --seed 42 -o $T/dir.png && cmp $T/single.png $T/dir.png"
+cp $T/sd1.gguf $T/keep.gguf
+fails "convert refuses an existing output" 1 "exists (--overwrite replaces it)" "$L" convert --quantize q8_0 $S $T/sd1.gguf
+check "... and leaves it as it was" cmp $T/sd1.gguf $T/keep.gguf
+fails "convert never writes over its input" 1 "is the input" "$L" convert --overwrite $T/sd1.gguf $T/sd1.gguf
+head -c 100000 $T/sd1.gguf > $T/cut.gguf
+fails "a truncated GGUF names the file" 1 "cut.gguf: tensor" sh -c "$G --model $T/cut.gguf --tokenizer $D/sd1 -o $T/x.png"
 echo "$p passed, $f failed"
 [ $f = 0 ]
