@@ -255,6 +255,7 @@ static void coopmat2_shapes(VkPhysicalDevice p, lm_vk_features *ft)
     VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &cp};
     vkGetPhysicalDeviceProperties2(p, &pp);
     ft->cm2_max_invocations = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+    ft->cm2_max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
     PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get =
         (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
             lm_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");

@@ -58,7 +58,9 @@ static bool in_file(const char *shader)
 /* does the device list a workgroup shape this tile is made of? */
 static bool device_has(const lm_vk_features *ft, const cm2_tile *t, bool f16_acc)
 {
-    if (t->invocations > ft->cm2_max_invocations) return false;
+    if (t->invocations > ft->cm2_max_invocations || t->bm > ft->cm2_max_dim || t->bn > ft->cm2_max_dim ||
+        t->bk > ft->cm2_max_dim)
+        return false;
     for (int i = 0; i < ft->ncm2; i++)
         if (ft->cm2[i].invocations == t->invocations && ft->cm2[i].f16_acc == f16_acc &&
             t->bm % ft->cm2[i].m == 0 && t->bn % ft->cm2[i].n == 0 && t->bk % ft->cm2[i].k == 0)

@@ -68,6 +68,7 @@ typedef struct lm_vk_features {
      * (granularity M, N, K; invocations; f16 or f32 accumulator) */
     bool coopmat2;
     uint32_t cm2_max_invocations; /* cooperativeMatrixWorkgroupScopeMaxWorkgroupSize */
+    uint32_t cm2_max_dim;         /* cooperativeMatrixFlexibleDimensionsMaxDimension */
     int ncm2;
     struct { uint16_t m, n, k, invocations; bool f16_acc; } cm2[16];
     bool subgroup_arith;
