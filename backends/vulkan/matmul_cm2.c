@@ -25,7 +25,9 @@
  * LUMEN_VK_GEMM=cm2 asks for it (the default where it can run), khr|nv|plain
  * for the older kernels; an explicit cm2 the device or the build cannot
  * meet, or a product outside the subset above, is said once on stderr and
- * the next kernel taken.  LUMEN_VK_CM2=<tile> forces a tile (128x128,
+ * the next kernel taken.  LUMEN_VK_COOP=0 keeps every product off tensor
+ * cores, LUMEN_VK_COOP=<tile> (a matmul_coop.c tile) off this kernel unless
+ * LUMEN_VK_GEMM=cm2.  LUMEN_VK_CM2=<tile> forces a tile (128x128,
  * 128x256, 256x128, 128x256k32, 64x64), LUMEN_VK_CM2_SWZ=<rows> groups the
  * tile order for L2 (0, the default: row by row). */
 #include <stdint.h>
@@ -143,8 +145,10 @@ static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int6
 {
     const lm_vk_features *ft = &v->feat;
     if (node->ninputs != 2 || cm2_wanted() == 1) return false;
-    const char *off = getenv("LUMEN_VK_COOP");
-    if (off && !strcmp(off, "0")) return false;        /* no tensor cores at all */
+    /* LUMEN_VK_COOP=0: no tensor cores at all; =<tile>: that subgroup-scope
+     * tile of matmul_coop.c (bench/gpu/mm_sweep.sh), unless cm2 is asked for */
+    const char *coop = getenv("LUMEN_VK_COOP");
+    if (coop && (!strcmp(coop, "0") || (*coop && cm2_wanted() != 0))) return false;
     bool f16_out = node->dtype == LM_F16;
     if (node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16 || (!f16_out && node->dtype != LM_F32))
         return false;
