@@ -228,7 +228,7 @@ $(VK_PACKER): $(VK_DIR)/tools/spvpack.c
 
 # The file and the id compiled into the library come from one run.
 $(VK_PACK) $(VK_ID_H) &: $(VK_SPV) $(VK_PACKER)
-	$(if $(GLSLANG15),,@echo "make: no KHR cooperative-matrix kernels in $(VK_PACK): $(or $(GLSLANG15_WHY),glslang 15 not known)")
+	$(if $(GLSLANG15),,@echo "make: no KHR cooperative-matrix (nor cooperative-matrix-2) kernels in $(VK_PACK): $(or $(GLSLANG15_WHY),glslang 15 not known)")
 	$(VK_PACKER) $(VK_PACK) $(VK_ID_H) $(VK_SPV)
 
 # The install prefix, where an installed library looks last; rewritten only
