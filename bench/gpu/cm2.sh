@@ -9,7 +9,9 @@
 # tests/test_vulkan_parity and bench/vkbench; DEBS names the Debian packages'
 # folder (libvulkan1, ...), VVL a folder holding a validation-layer package
 # that knows the extension (Debian 13's 1.4.309: 12's 1.3.239 predates it).
-#   DEBS=... VVL=... OUT=... STEPS="parity bench tiles" sh bench/gpu/cm2.sh
+#   DEBS=... VVL=... OUT=... STEPS="parity bench tiles ptiles" sh bench/gpu/cm2.sh
+# (ptiles: test_matmul with each cm2 tile forced, PTILES=...; the defaults
+# pick 64x64 for the tests' small products).  Parity logs go to $OUT/tests.log.
 DEBS=${DEBS:-.gl/debs}
 VVL=${VVL:-}
 OUT=${OUT:-/tmp/out}
