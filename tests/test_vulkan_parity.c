@@ -305,6 +305,11 @@ static void test_matmul(void **state)
         {260, 77, 264, 2, false, true}, {512, 32, 512, 2, false, false},
         /* 256 tiles of 128x128: the default tile for big grids (t128) */
         {256, 8, 256, 64, false, false},
+        /* the cooperative-matrix-2 kernel (matmul_cm2.c, 16-byte aligned
+         * bases): K = 1, batched; whole BK steps unrolled, then single
+         * steps, then a clamped tail, in interior and edge tiles */
+        {77, 1, 51, 0, false, false}, {40, 1, 24, 3, false, true},
+        {264, 328, 136, 0, true, true}, {256, 328, 256, 2, false, false},
     };
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)

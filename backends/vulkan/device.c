@@ -64,11 +64,14 @@ static bool layer_present(const char *name)
     return found;
 }
 
+/* Vulkan 1.3 where the device has it (the effective version is the smaller
+ * of this and the device's): the VK_NV_cooperative_matrix2 kernels are
+ * SPIR-V 1.6, valid from 1.3 on; every other module is SPIR-V 1.5. */
 static VkResult create_instance(bool validate)
 {
     VkApplicationInfo app = {
         .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "lumen",
-        .pEngineName = "lumen", .apiVersion = VK_API_VERSION_1_2,
+        .pEngineName = "lumen", .apiVersion = VK_API_VERSION_1_3,
     };
     const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
     const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME};
@@ -192,6 +195,94 @@ static void coopmat_khr_shapes(VkPhysicalDevice p, lm_vk_features *ft)
     free(c);
 }
 
+/* VK_NV_cooperative_matrix2: Debian 12's headers lack it too (values from
+ * the Vulkan registry, as in 1.4.309's vulkan_core.h) */
+#ifndef VK_NV_cooperative_matrix2
+#define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV ((VkStructureType)1000593000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV ((VkStructureType)1000593001)
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV ((VkStructureType)1000593002)
+typedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MGranularity, NGranularity, KGranularity;
+    VkComponentTypeNV AType, BType, CType, ResultType;
+    VkBool32 saturatingAccumulation;
+    VkScopeNV scope;
+    uint32_t workgroupInvocations;
+} VkCooperativeMatrixFlexibleDimensionsPropertiesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrixWorkgroupScope, cooperativeMatrixFlexibleDimensions,
+        cooperativeMatrixReductions, cooperativeMatrixConversions, cooperativeMatrixPerElementOperations,
+        cooperativeMatrixTensorAddressing, cooperativeMatrixBlockLoads;
+} VkPhysicalDeviceCooperativeMatrix2FeaturesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2PropertiesNV {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize, cooperativeMatrixFlexibleDimensionsMaxDimension,
+        cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+} VkPhysicalDeviceCooperativeMatrix2PropertiesNV;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
+    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixFlexibleDimensionsPropertiesNV *);
+#endif
+
+/* the cm2 features the GEMM (shaders/matmul_cm2.glsl) uses: workgroup-scope
+ * matrices of the listed flexible sizes, tensor layouts, and a per-element
+ * operation (the f16 rounding) */
+static bool cm2_features(VkPhysicalDevice p, VkPhysicalDeviceCooperativeMatrix2FeaturesNV *cf)
+{
+    *cf = (VkPhysicalDeviceCooperativeMatrix2FeaturesNV){
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV};
+    if (!has_extension(p, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME)) return false;
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = cf};
+    vkGetPhysicalDeviceFeatures2(p, &f);
+    return cf->cooperativeMatrixWorkgroupScope && cf->cooperativeMatrixFlexibleDimensions &&
+           cf->cooperativeMatrixTensorAddressing && cf->cooperativeMatrixPerElementOperations;
+}
+
+/* The workgroup-scope f16 x f16 shapes of VK_NV_cooperative_matrix2 (with
+ * an f32 or f16 accumulator), for matmul_cm2.c; ft->coopmat2 is set by the
+ * caller once the KHR extension it builds on is known to be there too. */
+static void coopmat2_shapes(VkPhysicalDevice p, lm_vk_features *ft)
+{
+    ft->ncm2 = 0;
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV cf;
+    if (!cm2_features(p, &cf)) return;
+    VkPhysicalDeviceCooperativeMatrix2PropertiesNV cp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 pp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &cp};
+    vkGetPhysicalDeviceProperties2(p, &pp);
+    ft->cm2_max_invocations = cp.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+    ft->cm2_max_dim = cp.cooperativeMatrixFlexibleDimensionsMaxDimension;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)vkGetInstanceProcAddr(
+            lm_vk_instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
+    if (!get) return;
+    uint32_t n = 0;
+    if (get(p, &n, NULL) != VK_SUCCESS || !n) return;
+    VkCooperativeMatrixFlexibleDimensionsPropertiesNV *c = calloc(n, sizeof *c);
+    if (!c) return;
+    for (uint32_t i = 0; i < n; i++) c[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+    if (get(p, &n, c) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && ft->ncm2 < 16; i++) {
+            bool acc32 = c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && c[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_NV;
+            bool acc16 = c[i].CType == VK_COMPONENT_TYPE_FLOAT16_NV && c[i].ResultType == VK_COMPONENT_TYPE_FLOAT16_NV;
+            if (c[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && c[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                (acc32 || acc16) && !c[i].saturatingAccumulation && c[i].scope == VK_SCOPE_WORKGROUP_NV &&
+                c[i].MGranularity && c[i].NGranularity && c[i].KGranularity && c[i].MGranularity <= 256 &&
+                c[i].NGranularity <= 256 && c[i].KGranularity <= 256 && c[i].workgroupInvocations <= 4096) {
+                ft->cm2[ft->ncm2].m = (uint16_t)c[i].MGranularity;
+                ft->cm2[ft->ncm2].n = (uint16_t)c[i].NGranularity;
+                ft->cm2[ft->ncm2].k = (uint16_t)c[i].KGranularity;
+                ft->cm2[ft->ncm2].invocations = (uint16_t)c[i].workgroupInvocations;
+                ft->cm2[ft->ncm2++].f16_acc = acc16;
+            }
+        }
+    free(c);
+}
+
 /* Fills v->feat; false (with a reason) when the device lacks what every
  * kernel needs (Vulkan 1.2, 64-bit integers, 8/16-bit storage). */
 static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
@@ -227,6 +318,9 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->coopmat_nv = ft->f16 && ft->vk_memory_model && ft->ncoop > 0;
     coopmat_khr_shapes(v->phys, ft);
     ft->coopmat_khr = ft->f16 && ft->vk_memory_model && ft->ncoop_khr > 0;
+    /* cm2 builds on the KHR extension and is SPIR-V 1.6 (Vulkan 1.3) */
+    coopmat2_shapes(v->phys, ft);
+    ft->coopmat2 = ft->coopmat_khr && ft->ncm2 > 0 && v->props.apiVersion >= VK_API_VERSION_1_3;
     ft->max_range = v->props.limits.maxStorageBufferRange;
     ft->align = v->props.limits.minStorageBufferOffsetAlignment;
     ft->max_alloc = m3.maxMemoryAllocationSize;
@@ -296,12 +390,12 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
     snprintf(d->kind, sizeof d->kind, "%s", kind_name(v->props.deviceType));
     snprintf(d->info, sizeof d->info,
              "Vulkan %u.%u.%u; fp16 %s, fp64 %s, bf16 storage (f32 math), "
-             "cooperative matrix %s%s, subgroup %u",
+             "cooperative matrix %s%s%s, subgroup %u",
              VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion),
              VK_API_VERSION_PATCH(v->props.apiVersion), ft->f16 ? "yes" : "no",
              ft->f64 ? "yes" : "no",
              ft->coopmat_nv && ft->coopmat_khr ? "NV+KHR f16 " : ft->coopmat_nv ? "NV f16 " : ft->coopmat_khr ? "KHR f16 " : "no",
-             coop_list, ft->subgroup_size);
+             coop_list, ft->coopmat2 ? " +NV2 (workgroup scope)" : "", ft->subgroup_size);
     d->mem.device_total = device_local_bytes(&v->memprops);
     lm_status st = lm_device_register(d);
     if (st != LM_OK) { free(d); free(v); }
@@ -388,10 +482,18 @@ static VkResult create_device(lm_vk_dev *v)
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmk = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
         .pNext = v->feat.coopmat_nv ? &cm : NULL, .cooperativeMatrix = VK_TRUE};
+    /* cm2: every feature the device offers (the kernel needs four of them:
+     * coopmat2_shapes), chained before the KHR struct it builds on */
+    VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2;
+    if (v->feat.coopmat2) {
+        cm2_features(v->phys, &cm2);
+        cm2.pNext = &cmk;
+    }
     bool coop = v->feat.coopmat_nv || v->feat.coopmat_khr;
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = v->feat.coopmat_khr ? (void *)&cmk : v->feat.coopmat_nv ? (void *)&cm : NULL,
+        .pNext = v->feat.coopmat2 ? (void *)&cm2 : v->feat.coopmat_khr ? (void *)&cmk
+               : v->feat.coopmat_nv ? (void *)&cm : NULL,
         .storageBuffer8BitAccess = VK_TRUE, .shaderFloat16 = v->feat.f16,
         .vulkanMemoryModel = coop,
         /* with the memory model on, the status reports' device-scope
@@ -407,10 +509,11 @@ static VkResult create_device(lm_vk_dev *v)
     f.features.shaderInt64 = VK_TRUE;
     f.features.shaderFloat64 = v->feat.f64;
     f.features.shaderInt16 = v->feat.int16;
-    const char *exts[2];
+    const char *exts[3];
     uint32_t nexts = 0;
     if (v->feat.coopmat_nv) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (v->feat.coopmat_khr) exts[nexts++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
+    if (v->feat.coopmat2) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;
     VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f,
                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = nexts, .ppEnabledExtensionNames = exts};

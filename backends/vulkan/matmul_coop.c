@@ -115,15 +115,16 @@ static int env_int(const char *name, int dflt)
     return e && *e ? atoi(e) : dflt;
 }
 
-/* LUMEN_VK_GEMM: 0 khr, 1 nv, 2 plain; unset or unknown: khr */
+/* LUMEN_VK_GEMM: 0 khr, 1 nv, 2 plain; unset or unknown: khr (cm2, which
+ * matmul_cm2.c takes first: khr for what it leaves) */
 static int gemm_wanted(void)
 {
     const char *e = getenv("LUMEN_VK_GEMM");
-    if (!e || !*e || !strcmp(e, "khr")) return 0;
+    if (!e || !*e || !strcmp(e, "khr") || !strcmp(e, "cm2")) return 0;
     if (!strcmp(e, "nv")) return 1;
     if (!strcmp(e, "plain")) return 2;
     static bool said;
-    if (!said) fprintf(stderr, "lumen: LUMEN_VK_GEMM=%s: not khr, nv or plain; using the default\n", e);
+    if (!said) fprintf(stderr, "lumen: LUMEN_VK_GEMM=%s: not cm2, khr, nv or plain; using the default\n", e);
     said = true;
     return 0;
 }
@@ -161,7 +162,7 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
         static bool said;
         const char *asked = getenv("LUMEN_VK_GEMM");
         if (khr && asked && *asked && !said) {
-            fprintf(stderr, "lumen: LUMEN_VK_GEMM=khr: %s; trying VK_NV_cooperative_matrix\n",
+            fprintf(stderr, "lumen: LUMEN_VK_GEMM=%s: %s; trying VK_NV_cooperative_matrix\n", asked,
                     !ft->coopmat_khr ? "the device lists no f16 VK_KHR_cooperative_matrix shape"
                                      : "the SPIR-V file has no KHR kernel for this product (without glslang 15 "
                                        "the build has none: mk/glslang.mk)");

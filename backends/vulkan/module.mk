@@ -198,13 +198,37 @@ $(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) | $(GLS
 endef
 $(foreach v,$(VK_KHR_VARIANTS),$(eval $(call vk_khr_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
 
+# matmul_cm2.glsl: the GEMM on VK_NV_cooperative_matrix2 (matmul_cm2.c:
+# workgroup-scope matrices, tensor layouts), compiled by glslang 15 for
+# SPIR-V 1.6, which GL_NV_cooperative_matrix2 needs (device.c's instance
+# asks for Vulkan 1.3 so such modules are valid where a device has 1.3).
+# Left out with the KHR variants where glslang 15 is not available.
+# BM x BN tile, depth BK, NT invocations, UNROLL whole steps a loop trip.
+ifneq ($(GLSLANG15),)
+VK_CM2_VARIANTS += matmul_cm2_128x128:matmul_cm2:BM=128,BN=128,BK=64
+VK_CM2_VARIANTS += matmul_cm2_128x256:matmul_cm2:BM=128,BN=256,BK=64
+VK_CM2_VARIANTS += matmul_cm2_256x128:matmul_cm2:BM=256,BN=128,BK=64
+VK_CM2_VARIANTS += matmul_cm2_128x256k32:matmul_cm2:BM=128,BN=256,BK=32,UNROLL=8
+VK_CM2_VARIANTS += matmul_cm2_64x64:matmul_cm2:BM=64,BN=64,BK=64,NT=128
+endif
+VK_CM2_NAMES := $(foreach v,$(VK_CM2_VARIANTS),$(firstword $(subst :, ,$(v))))
+VK_VAR_NAMES += $(VK_CM2_NAMES)
+VK_SPV += $(VK_CM2_NAMES:%=$(VK_SPV_DIR)/%.spv)
+GLSLANG15_CM2_FLAGS := $(subst vulkan1.2,vulkan1.3,$(GLSLANG15_FLAGS))
+define vk_cm2_variant
+$(if $(and $(wildcard $(call vk_defs,$(1))),$(filter x$(3),x$(file <$(call vk_defs,$(1))))),,$(file >$(call vk_defs,$(1)),$(3)))
+$(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) | $(GLSLANG15)
+	$$(GLSLANG15) $$(GLSLANG15_CM2_FLAGS) $(addprefix -D,$(subst $(vk_comma), ,$(3))) --depfile $(VK_SPV_DIR)/$(1).vd -o $$@ $$<
+endef
+$(foreach v,$(VK_CM2_VARIANTS),$(eval $(call vk_cm2_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
+
 $(VK_PACKER): $(VK_DIR)/tools/spvpack.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Wall -Wextra -Werror $< -o $@
 
 # The file and the id compiled into the library come from one run.
 $(VK_PACK) $(VK_ID_H) &: $(VK_SPV) $(VK_PACKER)
-	$(if $(GLSLANG15),,@echo "make: no KHR cooperative-matrix kernels in $(VK_PACK): $(or $(GLSLANG15_WHY),glslang 15 not known)")
+	$(if $(GLSLANG15),,@echo "make: no KHR cooperative-matrix (nor cooperative-matrix-2) kernels in $(VK_PACK): $(or $(GLSLANG15_WHY),glslang 15 not known)")
 	$(VK_PACKER) $(VK_PACK) $(VK_ID_H) $(VK_SPV)
 
 # The install prefix, where an installed library looks last; rewritten only

@@ -64,6 +64,14 @@ typedef struct lm_vk_features {
     bool coopmat_khr;             /* the same through VK_KHR_cooperative_matrix */
     int ncoop_khr;
     uint8_t coop_khr_mnk[8][3];
+    /* VK_NV_cooperative_matrix2 (matmul_cm2.c): workgroup-scope f16 x f16
+     * shapes of vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
+     * (granularity M, N, K; invocations; f16 or f32 accumulator) */
+    bool coopmat2;
+    uint32_t cm2_max_invocations; /* cooperativeMatrixWorkgroupScopeMaxWorkgroupSize */
+    uint32_t cm2_max_dim;         /* cooperativeMatrixFlexibleDimensionsMaxDimension */
+    int ncm2;
+    struct { uint16_t m, n, k, invocations; bool f16_acc; } cm2[16];
     bool subgroup_arith;
     uint32_t subgroup_size;
     VkDeviceSize max_range;       /* maxStorageBufferRange */
@@ -236,6 +244,10 @@ typedef struct {
 const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
+/* matmul_cm2.c: the GEMM on VK_NV_cooperative_matrix2 for f16 inputs, tried
+ * before matmul_coop (LUMEN_VK_GEMM=cm2|khr|nv|plain) */
+bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
+lm_status lm_vk_run_matmul_cm2(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
 /* nn.c: the neural-network ops (core/ops_nn.h's node contract), routed to
