@@ -144,7 +144,10 @@ typedef struct cm2_plan {
 static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, cm2_plan *p)
 {
     const lm_vk_features *ft = &v->feat;
-    if (node->ninputs != 2 || cm2_wanted() == 1) return false;
+    /* opt-in until measured: written without a device that has the
+     * extension (the session's device time was spent), so the default
+     * stays the KHR/NV kernel; LUMEN_VK_GEMM=cm2 asks for it */
+    if (node->ninputs != 2 || cm2_wanted() != 0) return false;
     /* LUMEN_VK_COOP=0: no tensor cores at all; =<tile>: that subgroup-scope
      * tile of matmul_coop.c (bench/gpu/mm_sweep.sh), unless cm2 is asked for */
     const char *coop = getenv("LUMEN_VK_COOP");

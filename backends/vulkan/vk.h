@@ -22,7 +22,7 @@
 #define LM_VK_WIDE_BINDINGS 18    /* for "fused*" shaders: 16 inputs, out, program */
 #define LM_VK_PUSH_BYTES 128      /* the Vulkan minimum maxPushConstantsSize */
 #define LM_VK_MAX_SPEC 128        /* specialization constants per pipeline (fused_spec: 115) */
-#define LM_VK_MAX_SHADERS 128     /* embedded shader modules (one per .comp file) */
+#define LM_VK_MAX_SHADERS 256     /* embedded shader modules (one per .comp file) */
 #define LM_VK_BATCH 1024          /* dispatches per submit, at most */
 #define LM_VK_RING 3              /* command buffers in flight, at most */
 
