@@ -318,8 +318,11 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->coopmat_nv = ft->f16 && ft->vk_memory_model && ft->ncoop > 0;
     coopmat_khr_shapes(v->phys, ft);
     ft->coopmat_khr = ft->f16 && ft->vk_memory_model && ft->ncoop_khr > 0;
-    /* cm2 builds on the KHR extension and is SPIR-V 1.6 (Vulkan 1.3) */
-    coopmat2_shapes(v->phys, ft);
+    /* cm2 builds on the KHR extension and is SPIR-V 1.6 (Vulkan 1.3); it
+     * is opt-in (LUMEN_VK_GEMM=cm2) until it has run on such a device, so
+     * otherwise the extension is not even enabled */
+    const char *gemm = getenv("LUMEN_VK_GEMM");
+    if (gemm && !strcmp(gemm, "cm2")) coopmat2_shapes(v->phys, ft);
     ft->coopmat2 = ft->coopmat_khr && ft->ncm2 > 0 && v->props.apiVersion >= VK_API_VERSION_1_3;
     ft->max_range = v->props.limits.maxStorageBufferRange;
     ft->align = v->props.limits.minStorageBufferOffsetAlignment;
