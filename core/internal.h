@@ -41,6 +41,22 @@ lm_status lm_eval_into(lm_array *node);
 /* snprintf at buf+*len that never runs *len past cap-1 (core/compare.c). */
 void lm_str_append(char *buf, size_t *len, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* A growable list of array pointers (the graph walks' stacks and orders). */
+typedef struct { lm_array **v; int64_t n, cap; } lm_vec;
+
+static inline bool lm_vec_push(lm_vec *s, lm_array *a)
+{
+    if (s->n == s->cap) {
+        int64_t nc = s->cap ? s->cap * 2 : 256;
+        lm_array **nv = realloc(s->v, (size_t)nc * sizeof *nv);
+        if (!nv) return false;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = a;
+    return true;
+}
+
 /* A map from array pointers to ints, for the graph walks that number nodes
  * (core/compile.c, core/trace.c): open addressing, grown at half full. */
 typedef struct { lm_array **key; int *val; int64_t cap, used; } lm_pmap;

@@ -128,46 +128,31 @@ struct lm_trace {
     int *out;
 };
 
-typedef struct { lm_array **v; int64_t n, cap; } vec;
-
-static bool vec_push(vec *s, lm_array *a)
-{
-    if (s->n == s->cap) {
-        int64_t nc = s->cap ? s->cap * 2 : 256;
-        lm_array **nv = realloc(s->v, (size_t)nc * sizeof *nv);
-        if (!nv) return false;
-        s->v = nv;
-        s->cap = nc;
-    }
-    s->v[s->n++] = a;
-    return true;
-}
-
 /* Post-order as compile.c's collect walks it (first unseen input first), so
  * node k here is instruction k of lm_compile_graph over the same graph. */
-static lm_status post_order(lm_array *const *outs, int n, vec *order)
+static lm_status post_order(lm_array *const *outs, int n, lm_vec *order)
 {
-    vec stack = {0};
+    lm_vec stack = {0};
     lm_pmap seen;
     lm_status st = LM_OK;
     if (!lm_pmap_init(&seen, 1024)) st = LM_ERR_NOMEM;
     for (int i = 0; i < n && st == LM_OK; i++) {
         if (!outs[i]) { st = lm_error_status(); break; }
         if (lm_pmap_get(&seen, outs[i]) >= 0) continue;
-        if (!lm_pmap_put(&seen, outs[i], 1) || !vec_push(&stack, outs[i])) { st = LM_ERR_NOMEM; break; }
+        if (!lm_pmap_put(&seen, outs[i], 1) || !lm_vec_push(&stack, outs[i])) { st = LM_ERR_NOMEM; break; }
         while (stack.n && st == LM_OK) {
             lm_array *a = stack.v[stack.n - 1];
             bool pushed = false;
             for (int k = 0; !a->buf && k < a->ninputs; k++) {
                 lm_array *in = a->inputs[k];
                 if (lm_pmap_get(&seen, in) >= 0) continue;
-                if (!lm_pmap_put(&seen, in, 1) || !vec_push(&stack, in)) { st = LM_ERR_NOMEM; break; }
+                if (!lm_pmap_put(&seen, in, 1) || !lm_vec_push(&stack, in)) { st = LM_ERR_NOMEM; break; }
                 pushed = true;
                 break;
             }
             if (pushed || st != LM_OK) continue;
             stack.n--;
-            if (!vec_push(order, a)) st = LM_ERR_NOMEM;
+            if (!lm_vec_push(order, a)) st = LM_ERR_NOMEM;
         }
     }
     free(stack.v);
@@ -188,9 +173,9 @@ void lm_trace_free(lm_trace *t)
 }
 
 /* Evaluates the pending nodes without inputs, so they become leaves. */
-static lm_status settle_creations(const vec *order)
+static lm_status settle_creations(const lm_vec *order)
 {
-    vec made = {0};
+    lm_vec made = {0};
     lm_status st = LM_OK;
     for (int64_t i = 0; i < order->n && st == LM_OK; i++) {
         lm_array *a = order->v[i];
@@ -198,7 +183,7 @@ static lm_status settle_creations(const vec *order)
         if (a->flags & (LM_ARRAY_TRACER | LM_ARRAY_FREED))
             st = lm_error_set(LM_ERR_STATE, "trace: %s is a %s", lm_desc(s, sizeof s, a),
                               a->flags & LM_ARRAY_FREED ? "freed tensor" : "compile placeholder");
-        else if (!a->buf && a->ninputs == 0 && !vec_push(&made, a))
+        else if (!a->buf && a->ninputs == 0 && !lm_vec_push(&made, a))
             st = lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
     }
     if (st == LM_OK && made.n) st = lm_eval(made.v, (int)made.n);
@@ -208,7 +193,7 @@ static lm_status settle_creations(const vec *order)
 
 lm_trace *lm_trace_capture(int nout, lm_array *const *outs)
 {
-    vec order = {0};
+    lm_vec order = {0};
     lm_trace *t = NULL;
     lm_pmap idx = {0};
     if (post_order(outs, nout, &order) != LM_OK || settle_creations(&order) != LM_OK) goto fail;
