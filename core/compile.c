@@ -82,57 +82,21 @@ static void prog_release(void *p)
 /* values: [0, nin) placeholders, [nin, nin+nconst) constants, then instrs */
 static int value_of_instr(const lm_compiled *c, int k) { return c->nin + c->nconst + k; }
 
-/* pointer -> index map (open addressing) */
-typedef struct { lm_array **key; int *val; int64_t cap; } pmap;
-
-static bool pmap_init(pmap *m, int64_t n)
-{
-    m->cap = 64;
-    while (m->cap < 2 * n) m->cap *= 2;
-    m->key = calloc((size_t)m->cap, sizeof *m->key);
-    m->val = calloc((size_t)m->cap, sizeof *m->val);
-    return m->key && m->val;
-}
-
-static int64_t pmap_slot(const pmap *m, const lm_array *a)
-{
-    uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ull;
-    int64_t i = (int64_t)(h >> 20) & (m->cap - 1);
-    while (m->key[i] && m->key[i] != a) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static int pmap_get(const pmap *m, const lm_array *a)
-{
-    int64_t i = pmap_slot(m, a);
-    return m->key[i] ? m->val[i] : -1;
-}
-
-static void pmap_put(pmap *m, lm_array *a, int v)
-{
-    int64_t i = pmap_slot(m, a);
-    m->key[i] = a;
-    m->val[i] = v;
-}
-
 /* Post-order of everything between the outputs and the leaves. */
 static lm_status collect(lm_array *const *outs, int n, int nph, lm_array *const *ph, lm_array ***order, int64_t *norder)
 {
     int64_t cap = 256, cnt = 0, sp = 0, scap = 256;
     lm_array **ord = malloc((size_t)cap * sizeof *ord), **stack = malloc((size_t)scap * sizeof *stack);
-    pmap seen;
-    if (!ord || !stack || !pmap_init(&seen, 4096)) {
-        free(ord); free(stack); free(seen.key); free(seen.val);
+    lm_pmap seen = {0};
+    if (!ord || !stack || !lm_pmap_init(&seen, 4096)) {
+        free(ord); free(stack); lm_pmap_free(&seen);
         return lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
     }
-    /* grow the map if the graph is big: rebuild on demand */
-    int64_t used = 0;
     lm_status st = LM_OK;
     for (int i = 0; i < n && st == LM_OK; i++) {
-        if (pmap_get(&seen, outs[i]) >= 0) continue;
+        if (lm_pmap_get(&seen, outs[i]) >= 0) continue;
+        if (!lm_pmap_put(&seen, outs[i], 0)) { st = LM_ERR_NOMEM; break; }
         stack[sp++] = outs[i];
-        pmap_put(&seen, outs[i], 0);
-        used++;
         while (sp && st == LM_OK) {
             lm_array *a = stack[sp - 1];
             bool leaf = a->buf != NULL;
@@ -140,16 +104,8 @@ static lm_status collect(lm_array *const *outs, int n, int nph, lm_array *const 
             bool pushed = false;
             for (int k = 0; !leaf && k < a->ninputs; k++) {
                 lm_array *in = a->inputs[k];
-                if (pmap_get(&seen, in) >= 0) continue;
-                if (2 * (used + 1) > seen.cap) {
-                    pmap bigger;
-                    if (!pmap_init(&bigger, seen.cap)) { st = lm_error_set(LM_ERR_NOMEM, "compile: out of host memory"); break; }
-                    for (int64_t j = 0; j < seen.cap; j++) if (seen.key[j]) pmap_put(&bigger, seen.key[j], seen.val[j]);
-                    free(seen.key); free(seen.val);
-                    seen = bigger;
-                }
-                pmap_put(&seen, in, 0);
-                used++;
+                if (lm_pmap_get(&seen, in) >= 0) continue;
+                if (!lm_pmap_put(&seen, in, 0)) { st = LM_ERR_NOMEM; break; }
                 if (sp == scap) { scap *= 2; lm_array **ns = realloc(stack, (size_t)scap * sizeof *ns); if (!ns) { st = LM_ERR_NOMEM; break; } stack = ns; }
                 stack[sp++] = in;
                 pushed = true;
@@ -162,8 +118,7 @@ static lm_status collect(lm_array *const *outs, int n, int nph, lm_array *const 
         }
     }
     free(stack);
-    free(seen.key);
-    free(seen.val);
+    lm_pmap_free(&seen);
     if (st != LM_OK) { free(ord); return lm_error_set(LM_ERR_NOMEM, "compile: out of host memory"); }
     *order = ord;
     *norder = cnt;
@@ -316,20 +271,19 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     lm_array **order = NULL;
     int64_t n = 0;
     if (collect(outs, nout, nin, ph, &order, &n) != LM_OK) return NULL;
-    pmap dep;
-    if (!pmap_init(&dep, n)) { free(order); lm_error_set(LM_ERR_NOMEM, "compile: out of host memory"); return NULL; }
+    lm_pmap dep;   /* room for every key, so its puts never grow (nor fail) */
+    if (!lm_pmap_init(&dep, n)) { free(order); lm_error_set(LM_ERR_NOMEM, "compile: out of host memory"); return NULL; }
     int64_t nfold = 0;
     lm_array **fold = malloc(sizeof *fold * (size_t)(n ? n : 1));
     for (int64_t i = 0; i < n && fold; i++) {
         lm_array *a = order[i];
         int d = 0;
         for (int k = 0; k < nin; k++) d |= a == ph[k];
-        for (int k = 0; !a->buf && k < a->ninputs; k++) d |= pmap_get(&dep, a->inputs[k]) == 1;
-        pmap_put(&dep, a, d);
+        for (int k = 0; !a->buf && k < a->ninputs; k++) d |= lm_pmap_get(&dep, a->inputs[k]) == 1;
+        lm_pmap_put(&dep, a, d);
         if (!d && !a->buf) fold[nfold++] = a;
     }
-    free(dep.key);
-    free(dep.val);
+    lm_pmap_free(&dep);
     free(order);
     if (!fold || (nfold && lm_eval(fold, (int)nfold) != LM_OK)) {
         if (!fold) lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
@@ -341,8 +295,8 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     if (collect(outs, nout, nin, ph, &order, &n) != LM_OK) return NULL;
 
     lm_compiled *c = calloc(1, sizeof *c);
-    pmap idx;
-    if (!c || !pmap_init(&idx, n + nin)) goto nomem;
+    lm_pmap idx = {0};   /* room for every key, so its puts never grow (nor fail) */
+    if (!c || !lm_pmap_init(&idx, n + nin)) goto nomem;
     c->nin = nin;
     c->in_dtype = calloc((size_t)nin + 1, sizeof *c->in_dtype);
     c->in_ndim = calloc((size_t)nin + 1, sizeof *c->in_ndim);
@@ -352,7 +306,7 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     c->out = calloc((size_t)nout + 1, sizeof *c->out);
     if (!c->in_dtype || !c->in_ndim || !c->in_shape || !c->consts || !c->code || !c->out) goto nomem;
     for (int k = 0; k < nin; k++) {
-        pmap_put(&idx, ph[k], k);
+        lm_pmap_put(&idx, ph[k], k);
         c->in_dtype[k] = ph[k]->dtype;
         c->in_ndim[k] = ph[k]->ndim;
         memcpy(c->in_shape[k], ph[k]->shape, sizeof c->in_shape[k]);
@@ -360,13 +314,13 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     /* constants first (their indices must precede instrs), then instrs */
     for (int64_t i = 0; i < n; i++) {
         lm_array *a = order[i];
-        if (pmap_get(&idx, a) >= 0 || !a->buf) continue;
+        if (lm_pmap_get(&idx, a) >= 0 || !a->buf) continue;
         c->consts[c->nconst] = lm_array_retain(a);
-        pmap_put(&idx, a, nin + c->nconst++);
+        lm_pmap_put(&idx, a, nin + c->nconst++);
     }
     for (int64_t i = 0; i < n; i++) {
         lm_array *a = order[i];
-        if (pmap_get(&idx, a) >= 0) continue;
+        if (lm_pmap_get(&idx, a) >= 0) continue;
         if (a->params.ext) {
             lm_error_set(LM_ERR_UNSUPPORTED, "compile: %s cannot be traced", lm_op_name(a->op));
             goto fail;
@@ -389,18 +343,15 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
         x->nin = a->ninputs;
         x->in = malloc(sizeof(int) * (size_t)a->ninputs);
         if (!x->in) goto nomem;
-        for (int k = 0; k < a->ninputs; k++) x->in[k] = pmap_get(&idx, a->inputs[k]);
+        for (int k = 0; k < a->ninputs; k++) x->in[k] = lm_pmap_get(&idx, a->inputs[k]);
         if (a->op == LM_OP_VIEW) c->has_views = 1;
-        pmap_put(&idx, a, nin + c->nconst + c->ninstr++);
+        lm_pmap_put(&idx, a, nin + c->nconst + c->ninstr++);
     }
-    for (int o = 0; o < nout; o++) c->out[o] = pmap_get(&idx, outs[o]);
+    for (int o = 0; o < nout; o++) c->out[o] = lm_pmap_get(&idx, outs[o]);
     c->nout = nout;
     free(order);
     order = NULL;
-    free(idx.key);
-    free(idx.val);
-    idx.key = NULL;
-    idx.val = NULL;
+    lm_pmap_free(&idx);
     if (m == LM_COMPILE_OFF) return c;
     /* CSE and no-op removal, in order so inputs are already canonical */
     for (int k = 0; k < c->ninstr; k++) {
@@ -420,8 +371,7 @@ nomem:
     lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
 fail:
     free(order);
-    free(idx.key);
-    free(idx.val);
+    lm_pmap_free(&idx);
     lm_compiled_free(c);
     return NULL;
 }

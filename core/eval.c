@@ -18,21 +18,6 @@ static int64_t epoch;
 lm_eval_stats lm_eval_last_stats(void) { return last_stats; }
 int64_t lm_eval_kernel_count(void) { return kernel_total; }
 
-typedef struct { lm_array **v; int64_t n, cap; } vec;
-
-static bool vec_push(vec *s, lm_array *a)
-{
-    if (s->n == s->cap) {
-        int64_t nc = s->cap ? s->cap * 2 : 256;
-        lm_array **nv = realloc(s->v, (size_t)nc * sizeof *nv);
-        if (!nv) return false;
-        s->v = nv;
-        s->cap = nc;
-    }
-    s->v[s->n++] = a;
-    return true;
-}
-
 static lm_status check_usable(const lm_array *a)
 {
     char s[96];
@@ -46,9 +31,9 @@ static lm_status check_usable(const lm_array *a)
 }
 
 /* Post-order of the pending nodes; a node is emitted after all its inputs. */
-static lm_status topo_order(lm_array *const *outs, int n, vec *order)
+static lm_status topo_order(lm_array *const *outs, int n, lm_vec *order)
 {
-    vec stack = {0};
+    lm_vec stack = {0};
     lm_status st = LM_OK;
     int64_t mark = ++epoch * 2;   /* mark: seen; mark + 1: emitted */
     for (int i = 0; i < n && st == LM_OK; i++) {
@@ -57,7 +42,7 @@ static lm_status topo_order(lm_array *const *outs, int n, vec *order)
         if ((st = check_usable(o)) != LM_OK) break;
         if (o->buf || lm_node_of(o)->eval_mark >= mark) continue;
         lm_node_of(o)->eval_mark = mark;
-        if (!vec_push(&stack, o)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
+        if (!lm_vec_push(&stack, o)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
         while (stack.n && st == LM_OK) {
             lm_array *a = stack.v[stack.n - 1];
             bool pushed = false;
@@ -66,14 +51,14 @@ static lm_status topo_order(lm_array *const *outs, int n, vec *order)
                 if (in->buf || lm_node_of(in)->eval_mark >= mark) continue;
                 if ((st = check_usable(in)) != LM_OK) break;
                 lm_node_of(in)->eval_mark = mark;
-                if (!vec_push(&stack, in)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
+                if (!lm_vec_push(&stack, in)) { st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory"); break; }
                 pushed = true;
                 break;
             }
             if (st != LM_OK || pushed) continue;
             stack.n--;
             lm_node_of(a)->eval_mark = mark + 1;
-            if (!vec_push(order, a)) st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory");
+            if (!lm_vec_push(order, a)) st = lm_error_set(LM_ERR_NOMEM, "eval: out of host memory");
         }
     }
     free(stack.v);
@@ -226,7 +211,7 @@ bool lm_concat_placed(const lm_array *node, int k)
            in->dtype == node->dtype && lm_array_is_contiguous(in);
 }
 
-static void plan_places(const vec *order)
+static void plan_places(const lm_vec *order)
 {
     for (int64_t i = 0; i < order->n; i++) {
         lm_node *x = lm_node_of(order->v[i]);
@@ -335,7 +320,7 @@ static lm_status run_node(lm_array *a)
     return st;
 }
 
-static void devices_of(const vec *order, lm_device **devs, int *ndev)
+static void devices_of(const lm_vec *order, lm_device **devs, int *ndev)
 {
     for (int64_t i = 0; i < order->n; i++) {
         lm_device *d = order->v[i]->device;
@@ -349,7 +334,7 @@ static void devices_of(const vec *order, lm_device **devs, int *ndev)
  * alive: their consumers or the outputs hold them).  A concat among them
  * whose buffer was made early for its producers gives it back (the windows
  * made keep the memory while their arrays live), so it is pending again. */
-static void unplan(const vec *order, int64_t i)
+static void unplan(const lm_vec *order, int64_t i)
 {
     for (int64_t j = i; j < order->n; j++) {
         lm_array *a = order->v[j];
@@ -372,7 +357,7 @@ static void profile_settle(void)
 
 static lm_status eval_run(lm_array *const *arrays, int n, bool wait)
 {
-    vec order = {0};
+    lm_vec order = {0};
     memset(&last_stats, 0, sizeof last_stats);
     lm_status st = topo_order(arrays, n, &order);
     if (st != LM_OK || order.n == 0) {

@@ -1,6 +1,7 @@
 /* internal.h - core-private helpers shared by the core files (not public API). */
 #ifndef LM_INTERNAL_H
 #define LM_INTERNAL_H
+#include <stdlib.h>
 #include "lumen.h"
 #include "backend.h"
 
@@ -40,6 +41,80 @@ lm_status lm_eval_into(lm_array *node);
 /* snprintf at buf+*len that never runs *len past cap-1 (core/compare.c). */
 void lm_str_append(char *buf, size_t *len, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* A growable list of array pointers (the graph walks' stacks and orders). */
+typedef struct { lm_array **v; int64_t n, cap; } lm_vec;
+
+static inline bool lm_vec_push(lm_vec *s, lm_array *a)
+{
+    if (s->n == s->cap) {
+        int64_t nc = s->cap ? s->cap * 2 : 256;
+        lm_array **nv = realloc(s->v, (size_t)nc * sizeof *nv);
+        if (!nv) return false;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->v[s->n++] = a;
+    return true;
+}
+
+/* A map from array pointers to ints, for the graph walks that number nodes
+ * (core/compile.c, core/trace.c): open addressing, grown at half full. */
+typedef struct { lm_array **key; int *val; int64_t cap, used; } lm_pmap;
+
+static inline void lm_pmap_free(lm_pmap *m)
+{
+    free(m->key);
+    free(m->val);
+    m->key = NULL;
+    m->val = NULL;
+}
+
+/* Room for n keys before the map grows; false (nothing held) when out of memory. */
+static inline bool lm_pmap_init(lm_pmap *m, int64_t n)
+{
+    m->cap = 64;
+    m->used = 0;
+    while (m->cap < 2 * n) m->cap *= 2;
+    m->key = calloc((size_t)m->cap, sizeof *m->key);
+    m->val = calloc((size_t)m->cap, sizeof *m->val);
+    if (m->key && m->val) return true;
+    lm_pmap_free(m);
+    return false;
+}
+
+static inline int64_t lm_pmap_slot(const lm_pmap *m, const lm_array *a)
+{
+    uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ull;
+    int64_t i = (int64_t)(h >> 20) & (m->cap - 1);
+    while (m->key[i] && m->key[i] != a) i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+/* a's value, or -1 when a is not in the map */
+static inline int lm_pmap_get(const lm_pmap *m, const lm_array *a)
+{
+    int64_t i = lm_pmap_slot(m, a);
+    return m->key[i] ? m->val[i] : -1;
+}
+
+/* false when the map had to grow and could not (then the map is unchanged) */
+static inline bool lm_pmap_put(lm_pmap *m, lm_array *a, int v)
+{
+    if (2 * (m->used + 1) > m->cap) {
+        lm_pmap b;
+        if (!lm_pmap_init(&b, m->cap)) return false;
+        for (int64_t j = 0; j < m->cap; j++)
+            if (m->key[j]) lm_pmap_put(&b, m->key[j], m->val[j]);
+        lm_pmap_free(m);
+        *m = b;
+    }
+    int64_t i = lm_pmap_slot(m, a);
+    if (!m->key[i]) m->used++;
+    m->key[i] = a;
+    m->val[i] = v;
+    return true;
+}
+
 /* core/trace.c: the location new nodes record, and what runs after each
  * node an evaluation ran (the test fault, the LUMEN_DUMP watcher). */
 extern _Thread_local const char *lm_where_now;

@@ -128,95 +128,35 @@ struct lm_trace {
     int *out;
 };
 
-typedef struct { lm_array **key; int *val; int64_t cap, used; } pmap;
-
-static bool pmap_init(pmap *m, int64_t n)
-{
-    m->cap = 64;
-    m->used = 0;
-    while (m->cap < 2 * n) m->cap *= 2;
-    m->key = calloc((size_t)m->cap, sizeof *m->key);
-    m->val = calloc((size_t)m->cap, sizeof *m->val);
-    return m->key && m->val;
-}
-
-static int64_t pmap_slot(const pmap *m, const lm_array *a)
-{
-    uint64_t h = (uint64_t)(uintptr_t)a * 0x9E3779B97F4A7C15ull;
-    int64_t i = (int64_t)(h >> 20) & (m->cap - 1);
-    while (m->key[i] && m->key[i] != a) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static int pmap_get(const pmap *m, const lm_array *a)
-{
-    int64_t i = pmap_slot(m, a);
-    return m->key[i] ? m->val[i] : -1;
-}
-
-static bool pmap_put(pmap *m, lm_array *a, int v)
-{
-    if (2 * (m->used + 1) > m->cap) {
-        pmap b;
-        if (!pmap_init(&b, m->cap)) { free(b.key); free(b.val); return false; }
-        for (int64_t j = 0; j < m->cap; j++)
-            if (m->key[j]) pmap_put(&b, m->key[j], m->val[j]);
-        free(m->key);
-        free(m->val);
-        *m = b;
-    }
-    int64_t i = pmap_slot(m, a);
-    if (!m->key[i]) m->used++;
-    m->key[i] = a;
-    m->val[i] = v;
-    return true;
-}
-
-typedef struct { lm_array **v; int64_t n, cap; } vec;
-
-static bool vec_push(vec *s, lm_array *a)
-{
-    if (s->n == s->cap) {
-        int64_t nc = s->cap ? s->cap * 2 : 256;
-        lm_array **nv = realloc(s->v, (size_t)nc * sizeof *nv);
-        if (!nv) return false;
-        s->v = nv;
-        s->cap = nc;
-    }
-    s->v[s->n++] = a;
-    return true;
-}
-
 /* Post-order as compile.c's collect walks it (first unseen input first), so
  * node k here is instruction k of lm_compile_graph over the same graph. */
-static lm_status post_order(lm_array *const *outs, int n, vec *order)
+static lm_status post_order(lm_array *const *outs, int n, lm_vec *order)
 {
-    vec stack = {0};
-    pmap seen;
+    lm_vec stack = {0};
+    lm_pmap seen;
     lm_status st = LM_OK;
-    if (!pmap_init(&seen, 1024)) st = LM_ERR_NOMEM;
+    if (!lm_pmap_init(&seen, 1024)) st = LM_ERR_NOMEM;
     for (int i = 0; i < n && st == LM_OK; i++) {
         if (!outs[i]) { st = lm_error_status(); break; }
-        if (pmap_get(&seen, outs[i]) >= 0) continue;
-        if (!pmap_put(&seen, outs[i], 1) || !vec_push(&stack, outs[i])) { st = LM_ERR_NOMEM; break; }
+        if (lm_pmap_get(&seen, outs[i]) >= 0) continue;
+        if (!lm_pmap_put(&seen, outs[i], 1) || !lm_vec_push(&stack, outs[i])) { st = LM_ERR_NOMEM; break; }
         while (stack.n && st == LM_OK) {
             lm_array *a = stack.v[stack.n - 1];
             bool pushed = false;
             for (int k = 0; !a->buf && k < a->ninputs; k++) {
                 lm_array *in = a->inputs[k];
-                if (pmap_get(&seen, in) >= 0) continue;
-                if (!pmap_put(&seen, in, 1) || !vec_push(&stack, in)) { st = LM_ERR_NOMEM; break; }
+                if (lm_pmap_get(&seen, in) >= 0) continue;
+                if (!lm_pmap_put(&seen, in, 1) || !lm_vec_push(&stack, in)) { st = LM_ERR_NOMEM; break; }
                 pushed = true;
                 break;
             }
             if (pushed || st != LM_OK) continue;
             stack.n--;
-            if (!vec_push(order, a)) st = LM_ERR_NOMEM;
+            if (!lm_vec_push(order, a)) st = LM_ERR_NOMEM;
         }
     }
     free(stack.v);
-    free(seen.key);
-    free(seen.val);
+    lm_pmap_free(&seen);
     if (st == LM_ERR_NOMEM) return lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
     return st;
 }
@@ -233,9 +173,9 @@ void lm_trace_free(lm_trace *t)
 }
 
 /* Evaluates the pending nodes without inputs, so they become leaves. */
-static lm_status settle_creations(const vec *order)
+static lm_status settle_creations(const lm_vec *order)
 {
-    vec made = {0};
+    lm_vec made = {0};
     lm_status st = LM_OK;
     for (int64_t i = 0; i < order->n && st == LM_OK; i++) {
         lm_array *a = order->v[i];
@@ -243,7 +183,7 @@ static lm_status settle_creations(const vec *order)
         if (a->flags & (LM_ARRAY_TRACER | LM_ARRAY_FREED))
             st = lm_error_set(LM_ERR_STATE, "trace: %s is a %s", lm_desc(s, sizeof s, a),
                               a->flags & LM_ARRAY_FREED ? "freed tensor" : "compile placeholder");
-        else if (!a->buf && a->ninputs == 0 && !vec_push(&made, a))
+        else if (!a->buf && a->ninputs == 0 && !lm_vec_push(&made, a))
             st = lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
     }
     if (st == LM_OK && made.n) st = lm_eval(made.v, (int)made.n);
@@ -253,19 +193,19 @@ static lm_status settle_creations(const vec *order)
 
 lm_trace *lm_trace_capture(int nout, lm_array *const *outs)
 {
-    vec order = {0};
+    lm_vec order = {0};
     lm_trace *t = NULL;
-    pmap idx = {0};
+    lm_pmap idx = {0};
     if (post_order(outs, nout, &order) != LM_OK || settle_creations(&order) != LM_OK) goto fail;
     t = calloc(1, sizeof *t);
-    if (!t || !pmap_init(&idx, order.n + 1)) goto nomem;
+    if (!t || !lm_pmap_init(&idx, order.n + 1)) goto nomem;
     t->leaves = calloc((size_t)order.n + 1, sizeof *t->leaves);
     t->nodes = calloc((size_t)order.n + 1, sizeof *t->nodes);
     t->out = calloc((size_t)nout + 1, sizeof *t->out);
     if (!t->leaves || !t->nodes || !t->out) goto nomem;
     for (int64_t i = 0; i < order.n; i++)
         if (order.v[i]->buf) {
-            if (!pmap_put(&idx, order.v[i], t->nleaf)) goto nomem;
+            if (!lm_pmap_put(&idx, order.v[i], t->nleaf)) goto nomem;
             t->leaves[t->nleaf++] = lm_array_retain(order.v[i]);
         }
     for (int64_t i = 0; i < order.n; i++) {
@@ -289,28 +229,26 @@ lm_trace *lm_trace_capture(int nout, lm_array *const *outs)
         x->in = malloc(sizeof(int) * (size_t)(a->ninputs ? a->ninputs : 1));
         if (!x->in) goto nomem;
         for (int k = 0; k < a->ninputs; k++) {
-            int v = pmap_get(&idx, a->inputs[k]);
+            int v = lm_pmap_get(&idx, a->inputs[k]);
             x->in[k] = v;
             if (v >= t->nleaf) t->nodes[v - t->nleaf].uses++;
         }
-        if (!pmap_put(&idx, a, t->nleaf + t->n++)) goto nomem;
+        if (!lm_pmap_put(&idx, a, t->nleaf + t->n++)) goto nomem;
     }
     for (int o = 0; o < nout; o++) {
-        int v = pmap_get(&idx, outs[o]);
+        int v = lm_pmap_get(&idx, outs[o]);
         t->out[o] = v;
         if (v >= t->nleaf) t->nodes[v - t->nleaf].output = true;
     }
     t->nout = nout;
     free(order.v);
-    free(idx.key);
-    free(idx.val);
+    lm_pmap_free(&idx);
     return t;
 nomem:
     lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
 fail:
     free(order.v);
-    free(idx.key);
-    free(idx.val);
+    lm_pmap_free(&idx);
     lm_trace_free(t);
     return NULL;
 }

@@ -25,14 +25,6 @@
 #define TINY CLIP_DIR "tiny/"
 #define REL_TOL 1e-4
 
-static void spit(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 static lm_clip_tokenizer *tok_load(const char *dir)
 {
     lm_clip_tokenizer *t = lm_clip_tokenizer_load(dir);
@@ -110,30 +102,12 @@ static void test_tokenizer_ids(void **state)
 /* ---- encoders ---- */
 static lm_tensor_set ref;
 
-static lm_array *ref_get(const char *name)
-{
-    int i = lm_tensor_set_find(&ref, name);
-    if (i < 0) fprintf(stderr, "reference %s missing\n", name);
-    assert_true(i >= 0);
-    return ref.arrays[i];
-}
+static lm_array *ref_get(const char *name) { return tu_set_get(&ref, name); }
 
 /* max |got - want| / max |want|, asserted <= REL_TOL */
 static double check(lm_array *got, const char *name, const char *what)
 {
-    lm_array *want = ref_get(name);
-    assert_non_null(got);
-    assert_int_equal(got->ndim, want->ndim);
-    for (int d = 0; d < got->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
-    double *g = tu_read(got), *w = tu_read(want), err = 0, big = 0;
-    for (int64_t i = 0; i < want->size; i++) {
-        assert_false(isnan(g[i]));
-        err = fmax(err, fabs(g[i] - w[i]));
-        big = fmax(big, fabs(w[i]));
-    }
-    free(g);
-    free(w);
-    double rel = err / (big > 0 ? big : 1);
+    double err, rel = tu_rel_err(got, ref_get(name), &err);
     printf("  %-28s %-10s max abs err %.3g, relative %.3g\n", what, name, err, rel);
     assert_true(rel <= REL_TOL);
     return rel;
@@ -222,9 +196,7 @@ static void test_encoder_cpu(void **state)
 static void test_encoder_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = NULL;
-    for (int i = 0; i < lm_device_count(); i++)
-        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    lm_device *vk = tu_vulkan_device();
     if (!vk) {
         printf("no Vulkan device: the Vulkan half skipped\n");
         skip();
@@ -235,22 +207,10 @@ static void test_encoder_vulkan(void **state)
 /* ---- errors ---- */
 static char tmpdir[64];
 
-static void copy_file(const char *from, const char *to)
-{
-    size_t n;
-    char *d = tu_slurp(from, &n);
-    spit(to, d, n);
-    free(d);
-}
-
 static void expect_enc_error(const char *needle1, const char *needle2)
 {
-    lm_clip_text *m = lm_clip_text_load(tmpdir, NULL, LM_F32, lm_device_cpu());
-    assert_null(m);
-    const char *msg = lm_error_message();
-    printf("  error: %s\n", msg);
-    assert_non_null(strstr(msg, needle1));
-    if (needle2) assert_non_null(strstr(msg, needle2));
+    assert_null(lm_clip_text_load(tmpdir, NULL, LM_F32, lm_device_cpu()));
+    tu_expect_message(needle1, needle2);
 }
 
 /* rewrites model.safetensors of tmpdir from the fixture, dropping tensor
@@ -259,19 +219,9 @@ static void write_weights(const char *drop, const char *extra)
 {
     lm_tensor_set s = {0};
     assert_int_equal(lm_load_safetensors(TINY "text_encoder/model.safetensors", &s), LM_OK);
-    const char *names[64];
-    lm_array *arr[64];
-    int n = 0;
-    for (int i = 0; i < s.count; i++) {
-        if (drop && !strcmp(s.names[i], drop)) continue;
-        names[n] = s.names[i];
-        arr[n++] = s.arrays[i];
-    }
-    if (extra) { names[n] = extra; arr[n++] = s.arrays[0]; }
     char p[128];
     snprintf(p, sizeof p, "%s/model.safetensors", tmpdir);
-    unlink(p);
-    assert_int_equal(lm_save_safetensors(p, n, names, arr, 0, NULL), LM_OK);
+    tu_save_edited(&s, p, drop, extra);
     lm_tensor_set_free(&s);
 }
 
@@ -280,7 +230,7 @@ static void test_encoder_errors(void **state)
     (void)state;
     char p[128];
     snprintf(p, sizeof p, "%s/config.json", tmpdir);
-    copy_file(TINY "text_encoder/config.json", p);
+    tu_copy_file(TINY "text_encoder/config.json", p);
     write_weights("encoder.layers.1.mlp.fc2.bias", NULL);
     expect_enc_error("missing weight encoder.layers.1.mlp.fc2.bias [32]", "model.safetensors");
     write_weights(NULL, "encoder.layers.7.extra");
@@ -295,26 +245,22 @@ static void test_encoder_errors(void **state)
     char *at = strstr(cfg, "\"intermediate_size\": 48");
     assert_non_null(at);
     memcpy(at, "\"intermediate_size\": 40", 23);
-    spit(p, cfg, n);
+    tu_spit(p, cfg, n);
     free(cfg);
     expect_enc_error("encoder.layers.0.mlp.fc1.weight has shape [48,32], the config needs [40,32]",
                      "model.safetensors");
-    spit(p, "{\"hidden_size\": 32", 18);
+    tu_spit(p, "{\"hidden_size\": 32", 18);
     expect_enc_error("config.json: not valid JSON", NULL);
     const char *heads5 = "{\"hidden_size\": 32, \"intermediate_size\": 48, "
                          "\"num_attention_heads\": 5, \"num_hidden_layers\": 2}";
-    spit(p, heads5, strlen(heads5));
+    tu_spit(p, heads5, strlen(heads5));
     expect_enc_error("not a multiple of num_attention_heads 5", NULL);
 }
 
 static void expect_tok_error(const char *needle1, const char *needle2)
 {
-    lm_clip_tokenizer *t = lm_clip_tokenizer_load(tmpdir);
-    assert_null(t);
-    const char *msg = lm_error_message();
-    printf("  error: %s\n", msg);
-    assert_non_null(strstr(msg, needle1));
-    if (needle2) assert_non_null(strstr(msg, needle2));
+    assert_null(lm_clip_tokenizer_load(tmpdir));
+    tu_expect_message(needle1, needle2);
 }
 
 static void test_tokenizer_errors(void **state)
@@ -326,7 +272,7 @@ static void test_tokenizer_errors(void **state)
     for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
         snprintf(q, sizeof q, TINY "tokenizer/%s", files[i]);
-        copy_file(q, p);
+        tu_copy_file(q, p);
     }
     lm_clip_tokenizer *t = tok_load(tmpdir);
     lm_clip_tokenizer_free(t);
@@ -334,27 +280,27 @@ static void test_tokenizer_errors(void **state)
     size_t n;
     char *v = tu_slurp(TINY "tokenizer/vocab.json", &n);
     snprintf(p, sizeof p, "%s/vocab.json", tmpdir);
-    spit(p, v, n / 2);
+    tu_spit(p, v, n / 2);
     expect_tok_error("vocab.json: not valid JSON", NULL);
     /* a vocabulary without "ing</w>": the merge "in g</w>" names no token */
     char *at = strstr(v, "\"ing</w>\"");
     assert_non_null(at);
     memcpy(at + 1, "xyz", 3);
-    spit(p, v, n);
+    tu_spit(p, v, n);
     expect_tok_error("merges.txt: line 3 (\"in g</w>\"): \"ing</w>\" is not in the vocabulary",
                      NULL);
     free(v);
-    copy_file(TINY "tokenizer/vocab.json", p);
+    tu_copy_file(TINY "tokenizer/vocab.json", p);
     /* a merges line with three tokens */
     snprintf(p, sizeof p, "%s/merges.txt", tmpdir);
-    spit(p, "#version: 0.2\ni n\na b c\n", 24);
+    tu_spit(p, "#version: 0.2\ni n\na b c\n", 24);
     expect_tok_error("merges.txt: line 3: expected two tokens", NULL);
-    copy_file(TINY "tokenizer/merges.txt", p);
+    tu_copy_file(TINY "tokenizer/merges.txt", p);
     /* a pad token the vocabulary lacks */
     snprintf(p, sizeof p, "%s/special_tokens_map.json", tmpdir);
-    spit(p, "{\"pad_token\": \"<pad>\"}", 22);
+    tu_spit(p, "{\"pad_token\": \"<pad>\"}", 22);
     expect_tok_error("special_tokens_map.json: pad_token \"<pad>\" is not in the vocabulary", NULL);
-    copy_file(TINY "tokenizer/special_tokens_map.json", p);
+    tu_copy_file(TINY "tokenizer/special_tokens_map.json", p);
     /* a text over the bound is an error, not a long wait */
     t = tok_load(tmpdir);
     size_t big = (1u << 20) + 1;
@@ -374,28 +320,14 @@ static void test_tokenizer_errors(void **state)
 static int setup(void **state)
 {
     (void)state;
-    if (lm_init() != LM_OK) return -1;
-    lm_device_set_default(lm_device_cpu());
-    if (lm_load_safetensors(CLIP_DIR "outputs.safetensors", &ref) != LM_OK) {
-        fprintf(stderr, "%s\n", lm_error_message());
-        return -1;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lumen_clip_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tu_setup_models(CLIP_DIR "outputs.safetensors", &ref, tmpdir, sizeof tmpdir, "clip");
 }
 
 static int teardown(void **state)
 {
     (void)state;
     lm_tensor_set_free(&ref);
-    static const char *files[] = {"vocab.json", "merges.txt", "tokenizer_config.json",
-                                  "special_tokens_map.json", "config.json", "model.safetensors"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char p[128];
-        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
-        unlink(p);
-    }
-    rmdir(tmpdir);
+    tu_tmpdir_remove(tmpdir);
     return 0;
 }
 

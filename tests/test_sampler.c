@@ -226,18 +226,11 @@ static void test_loops_cpu(void **state)
     run_loops(lm_device_cpu());
 }
 
-static lm_device *vulkan(void)
-{
-    for (int i = 0; i < lm_device_count(); i++)
-        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
-    return NULL;
-}
-
 static void test_loops_vulkan(void **state)
 {
     (void)state;
     NEED_REF();
-    lm_device *vk = vulkan();
+    lm_device *vk = tu_vulkan_device();
     if (!vk) {
         printf("no Vulkan device: the Vulkan half skipped\n");
         skip();
@@ -381,7 +374,7 @@ static void test_noise(void **state)
     free(hf);
     lm_array_release(h);
     /* Vulkan: the same bits */
-    lm_device *vk = vulkan();
+    lm_device *vk = tu_vulkan_device();
     if (vk) {
         uint32_t *v = noise_bits(42, 0, 4, one, vk);
         assert_memory_equal(v, ref1, n * 4);
@@ -584,15 +577,14 @@ static void test_errors(void **state)
 static void test_read(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/lm_sched_XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[64];
+    char dir[64];
+    assert_int_equal(tu_tmpdir(dir, sizeof dir, "sched"), 0);
+    char path[96];
     snprintf(path, sizeof path, "%s/scheduler_config.json", dir);
-    FILE *f = fopen(path, "w");
-    fputs("{\"_class_name\": \"DPMSolverMultistepScheduler\", \"lambda_min_clipped\": -Infinity,"
-          " \"beta_schedule\": \"scaled_linear\", \"note\": \"Infinity in a string\", \"use_karras_sigmas\": true}",
-          f);
-    fclose(f);
+    const char *json = "{\"_class_name\": \"DPMSolverMultistepScheduler\", \"lambda_min_clipped\": -Infinity,"
+                       " \"beta_schedule\": \"scaled_linear\", \"note\": \"Infinity in a string\", "
+                       "\"use_karras_sigmas\": true}";
+    tu_spit(path, json, strlen(json));
     lm_sched_config c;
     lm_status st = lm_sched_config_read(dir, &c);
     if (st) fprintf(stderr, "%s\n", lm_error_message());
@@ -601,9 +593,8 @@ static void test_read(void **state)
     assert_true(c.use_karras_sigmas);
     assert_int_equal(c.beta_schedule, LM_BETA_SCALED_LINEAR);
     lm_sched_config_clear(&c);
-    f = fopen(path, "w");
-    fputs("{\"beta_schedule\": ", f);
-    fclose(f);
+    const char *cut = "{\"beta_schedule\": ";
+    tu_spit(path, cut, strlen(cut));
     assert_int_not_equal(lm_sched_config_read(dir, &c), LM_OK);
     printf("  error: %s\n", lm_error_message());
     assert_non_null(strstr(lm_error_message(), "scheduler_config.json"));

@@ -32,13 +32,7 @@ static const char *NEGATIVE = "blurry, low quality";
 static lm_tensor_set ref;
 static lm_sd_pipeline *sd1, *sd2, *sdxl;
 
-static lm_array *R(const char *name)
-{
-    int i = lm_tensor_set_find(&ref, name);
-    if (i < 0) fprintf(stderr, "fixture %s missing\n", name);
-    assert_true(i >= 0);
-    return ref.arrays[i];
-}
+static lm_array *R(const char *name) { return tu_set_get(&ref, name); }
 
 static float *read_f32(lm_array *a)
 {
@@ -285,9 +279,7 @@ static void test_single_files(void **state)
 static void test_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = NULL;
-    for (int i = 0; lm_device_at(i); i++)
-        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) { vk = lm_device_at(i); break; }
+    lm_device *vk = tu_vulkan_device();
     if (!vk) {
         printf("  no Vulkan device: skipped\n");
         skip();

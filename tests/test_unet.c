@@ -31,14 +31,6 @@
 static lm_tensor_set ref;
 static char tmpdir[64];
 
-static lm_array *ref_get(const char *name)
-{
-    int i = lm_tensor_set_find(&ref, name);
-    if (i < 0) fprintf(stderr, "reference %s missing\n", name);
-    assert_true(i >= 0);
-    return ref.arrays[i];
-}
-
 static lm_array *ref_opt(const char *name)
 {
     int i = lm_tensor_set_find(&ref, name);
@@ -48,19 +40,7 @@ static lm_array *ref_opt(const char *name)
 /* max |got - want| / max |want|, asserted <= tol */
 static double check(lm_array *got, const char *name, const char *what, double tol)
 {
-    lm_array *want = ref_get(name);
-    assert_non_null(got);
-    assert_int_equal(got->ndim, want->ndim);
-    for (int d = 0; d < got->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
-    double *g = tu_read(got), *w = tu_read(want), err = 0, big = 0;
-    for (int64_t i = 0; i < want->size; i++) {
-        assert_false(isnan(g[i]));
-        err = fmax(err, fabs(g[i] - w[i]));
-        big = fmax(big, fabs(w[i]));
-    }
-    free(g);
-    free(w);
-    double rel = err / (big > 0 ? big : 1);
+    double err, rel = tu_rel_err(got, tu_set_get(&ref, name), &err);
     printf("  %-34s %-9s max abs err %.3g, relative %.3g (bound %g)\n", what, name, err, rel, tol);
     assert_true(rel <= tol);
     return rel;
@@ -135,17 +115,10 @@ static void test_forward_cpu(void **state)
     for (int i = 0; i < 3; i++) run_model(models[i], lm_device_cpu(), LM_F32, REL_TOL);
 }
 
-static lm_device *vulkan(void)
-{
-    for (int i = 0; i < lm_device_count(); i++)
-        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
-    return NULL;
-}
-
 static void test_forward_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = vulkan();
+    lm_device *vk = tu_vulkan_device();
     if (!vk) {
         printf("no Vulkan device: the Vulkan half skipped\n");
         skip();
@@ -156,38 +129,11 @@ static void test_forward_vulkan(void **state)
 
 /* ---- errors ---- */
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    buf[len] = 0;
-    if (n) *n = (size_t)len;
-    return buf;
-}
-
-static void spit(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 static void expect_error(lm_status code, const char *needle1, const char *needle2)
 {
-    lm_unet *m = lm_unet_load(tmpdir, NULL, LM_F32, lm_device_cpu());
-    assert_null(m);
-    const char *msg = lm_error_message();
-    printf("  error: %s\n", msg);
+    assert_null(lm_unet_load(tmpdir, NULL, LM_F32, lm_device_cpu()));
+    tu_expect_message(needle1, needle2);
     assert_int_equal(lm_error_status(), code);
-    assert_non_null(strstr(msg, needle1));
-    if (needle2) assert_non_null(strstr(msg, needle2));
 }
 
 /* rewrites tmpdir's weights from sd1's, dropping tensor `drop`, adding
@@ -199,46 +145,19 @@ static void write_weights(const char *drop, const char *extra)
     assert_int_equal(lm_dfs_load_weights_stem(DIFF_DIR "sd1/unet", "diffusion_pytorch_model",
                                               NULL, lm_device_cpu(), &s, &file), LM_OK);
     free(file);
-    const char **names = malloc(sizeof *names * (size_t)(s.count + 1));
-    lm_array **arr = malloc(sizeof *arr * (size_t)(s.count + 1));
-    int n = 0;
-    for (int i = 0; i < s.count; i++) {
-        if (drop && !strcmp(s.names[i], drop)) continue;
-        names[n] = s.names[i];
-        arr[n++] = s.arrays[i];
-    }
-    if (extra) { names[n] = extra; arr[n++] = s.arrays[0]; }
     char p[128];
     snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", tmpdir);
-    unlink(p);
-    assert_int_equal(lm_save_safetensors(p, n, names, arr, 0, NULL), LM_OK);
-    free(names);
-    free(arr);
+    tu_save_edited(&s, p, drop, extra);
     lm_tensor_set_free(&s);
 }
 
 /* tmpdir/config.json = sd1's with `from` replaced by `to` */
 static void write_config(const char *from, const char *to)
 {
-    size_t n;
-    char *cfg = slurp(DIFF_DIR "sd1/unet/config.json", &n);
-    char *out = malloc(n + (to ? strlen(to) : 0) + 1);
-    char *at = from ? strstr(cfg, from) : NULL;
-    if (from && !at) fprintf(stderr, "config.json has no %s\n", from);
-    assert_true(!from || at);
-    size_t k = at ? (size_t)(at - cfg) : n;
-    memcpy(out, cfg, k);
-    size_t m = k;
-    if (at) {
-        memcpy(out + m, to, strlen(to));
-        m += strlen(to);
-        size_t rest = n - k - strlen(from);
-        memcpy(out + m, at + strlen(from), rest);
-        m += rest;
-    }
+    char *cfg = tu_slurp(DIFF_DIR "sd1/unet/config.json", NULL), *out = tu_replace(cfg, from, to);
     char p[128];
     snprintf(p, sizeof p, "%s/config.json", tmpdir);
-    spit(p, out, m);
+    tu_spit(p, out, strlen(out));
     free(out);
     free(cfg);
 }
@@ -349,7 +268,7 @@ static void test_sharded(void **state)
     }
     at += (size_t)sprintf(json + at, "}}");
     snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors.index.json", tmpdir);
-    spit(p, json, at);
+    tu_spit(p, json, at);
     free(json);
     lm_tensor_set_free(&s);
     write_config(NULL, NULL);
@@ -380,31 +299,14 @@ static void test_sharded(void **state)
 static int setup(void **state)
 {
     (void)state;
-    if (lm_init() != LM_OK) return -1;
-    lm_device_set_default(lm_device_cpu());
-    if (lm_load_safetensors(DIFF_DIR "ref_unet.safetensors", &ref) != LM_OK) {
-        fprintf(stderr, "%s\n", lm_error_message());
-        return -1;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lumen_unet_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tu_setup_models(DIFF_DIR "ref_unet.safetensors", &ref, tmpdir, sizeof tmpdir, "unet");
 }
 
 static int teardown(void **state)
 {
     (void)state;
     lm_tensor_set_free(&ref);
-    static const char *files[] = {"config.json", "diffusion_pytorch_model.safetensors",
-                                  "diffusion_pytorch_model.fp16.safetensors",
-                                  "diffusion_pytorch_model.safetensors.index.json",
-                                  "diffusion_pytorch_model-00001-of-00002.safetensors",
-                                  "diffusion_pytorch_model-00002-of-00002.safetensors"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char p[128];
-        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
-        unlink(p);
-    }
-    rmdir(tmpdir);
+    tu_tmpdir_remove(tmpdir);
     return 0;
 }
 

@@ -26,56 +26,17 @@
 static lm_tensor_set ref;
 static char tmpdir[64];
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)len + 1);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    buf[len] = 0;
-    if (n) *n = (size_t)len;
-    return buf;
-}
-
-static void spit(const char *path, const char *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(data, 1, n, f), n);
-    fclose(f);
-}
-
 static lm_array *ref_get(const char *model, const char *name)
 {
     char key[64];
     snprintf(key, sizeof key, "%s.%s", model, name);
-    int i = lm_tensor_set_find(&ref, key);
-    if (i < 0) fprintf(stderr, "reference %s missing\n", key);
-    assert_true(i >= 0);
-    return ref.arrays[i];
+    return tu_set_get(&ref, key);
 }
 
 /* max |got - want| / max |want|, asserted <= REL_TOL */
 static double check(lm_array *got, const char *model, const char *name, const char *what)
 {
-    lm_array *want = ref_get(model, name);
-    if (!got) fprintf(stderr, "%s\n", lm_error_message());
-    assert_non_null(got);
-    assert_int_equal(got->ndim, want->ndim);
-    for (int d = 0; d < got->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
-    double *g = tu_read(got), *w = tu_read(want), err = 0, big = 0;
-    for (int64_t i = 0; i < want->size; i++) {
-        assert_false(isnan(g[i]));
-        err = fmax(err, fabs(g[i] - w[i]));
-        big = fmax(big, fabs(w[i]));
-    }
-    free(g);
-    free(w);
-    double rel = err / (big > 0 ? big : 1);
+    double err, rel = tu_rel_err(got, ref_get(model, name), &err);
     printf("  %-5s %-15s %-13s max abs err %.3g, relative %.3g\n", model, name, what, err, rel);
     assert_true(rel <= REL_TOL);
     return rel;
@@ -146,13 +107,6 @@ static void run_model(const char *model, lm_device *dev)
     lm_vae_free(m);
 }
 
-static lm_device *vulkan_device(void)
-{
-    for (int i = 0; i < lm_device_count(); i++)
-        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
-    return NULL;
-}
-
 static void test_vae_cpu(void **state)
 {
     (void)state;
@@ -163,7 +117,7 @@ static void test_vae_cpu(void **state)
 static void test_vae_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = vulkan_device();
+    lm_device *vk = tu_vulkan_device();
     if (!vk) {
         printf("no Vulkan device: the Vulkan half skipped\n");
         skip();
@@ -236,12 +190,8 @@ static void test_tiled_memory(void **state)
 
 static void expect_error(const char *needle1, const char *needle2)
 {
-    lm_vae *m = lm_vae_load(tmpdir, NULL, LM_F32, lm_device_cpu());
-    assert_null(m);
-    const char *msg = lm_error_message();
-    printf("  error: %s\n", msg);
-    assert_non_null(strstr(msg, needle1));
-    if (needle2) assert_non_null(strstr(msg, needle2));
+    assert_null(lm_vae_load(tmpdir, NULL, LM_F32, lm_device_cpu()));
+    tu_expect_message(needle1, needle2);
 }
 
 /* rewrites tmpdir's weights from sd1's, dropping `drop`, adding `extra` */
@@ -250,47 +200,25 @@ static void write_weights(const char *drop, const char *extra)
     lm_tensor_set s = {0};
     assert_int_equal(lm_load_safetensors(DIFF_DIR "sd1/vae/diffusion_pytorch_model.safetensors", &s),
                      LM_OK);
-    const char **names = malloc(sizeof *names * (size_t)(s.count + 1));
-    lm_array **arr = malloc(sizeof *arr * (size_t)(s.count + 1));
-    int n = 0;
-    for (int i = 0; i < s.count; i++) {
-        if (drop && !strcmp(s.names[i], drop)) continue;
-        names[n] = s.names[i];
-        arr[n++] = s.arrays[i];
-    }
-    if (extra) { names[n] = extra; arr[n++] = s.arrays[0]; }
     char p[128];
     snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", tmpdir);
-    unlink(p);
-    assert_int_equal(lm_save_safetensors(p, n, names, arr, 0, NULL), LM_OK);
-    free(names);
-    free(arr);
+    tu_save_edited(&s, p, drop, extra);
     lm_tensor_set_free(&s);
 }
 
 /* writes tmpdir's config.json: sd1's with `from` replaced by `to` */
 static void write_config(const char *from, const char *to)
 {
-    size_t n;
-    char *cfg = slurp(DIFF_DIR "sd1/vae/config.json", &n);
+    char *cfg = tu_slurp(DIFF_DIR "sd1/vae/config.json", NULL);
     cJSON *j = cJSON_Parse(cfg);
     free(cfg);
     assert_non_null(j);
-    char *text = cJSON_Print(j);
+    char *text = cJSON_Print(j);   /* tabs after the colons, as the replacements expect */
     cJSON_Delete(j);
-    char *at = from ? strstr(text, from) : NULL;
-    if (from) assert_non_null(at);
-    size_t len = strlen(text) + (to ? strlen(to) : 0) + 1;
-    char *out = malloc(len);
-    if (at) {
-        size_t pre = (size_t)(at - text);
-        snprintf(out, len, "%.*s%s%s", (int)pre, text, to, at + strlen(from));
-    } else {
-        snprintf(out, len, "%s", text);
-    }
+    char *out = tu_replace(text, from, to);
     char p[128];
     snprintf(p, sizeof p, "%s/config.json", tmpdir);
-    spit(p, out, strlen(out));
+    tu_spit(p, out, strlen(out));
     free(out);
     free(text);
 }
@@ -319,8 +247,7 @@ static void test_errors(void **state)
     lm_vae_free(ok);
 
     /* load_from consumes the set, on success and on failure */
-    size_t n;
-    char *text = slurp(DIFF_DIR "sd1/vae/config.json", &n);
+    char *text = tu_slurp(DIFF_DIR "sd1/vae/config.json", NULL);
     cJSON *cfg = cJSON_Parse(text);
     free(text);
     lm_tensor_set s = {0};
@@ -356,27 +283,14 @@ static void test_errors(void **state)
 static int setup(void **state)
 {
     (void)state;
-    if (lm_init() != LM_OK) return -1;
-    lm_device_set_default(lm_device_cpu());
-    if (lm_load_safetensors(REF_FILE, &ref) != LM_OK) {
-        fprintf(stderr, "%s\n", lm_error_message());
-        return -1;
-    }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/lumen_vae_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tu_setup_models(REF_FILE, &ref, tmpdir, sizeof tmpdir, "vae");
 }
 
 static int teardown(void **state)
 {
     (void)state;
     lm_tensor_set_free(&ref);
-    static const char *files[] = {"config.json", "diffusion_pytorch_model.safetensors"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char p[128];
-        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
-        unlink(p);
-    }
-    rmdir(tmpdir);
+    tu_tmpdir_remove(tmpdir);
     return 0;
 }
 

@@ -1,5 +1,7 @@
 /* testutil.h - shared helpers for the cmocka tests: fixtures (.npy files
- * written by tests/ref/gen_*.py), array construction and comparison. */
+ * written by tests/ref/gen_*.py), array construction and comparison, and
+ * what the model tests share (temporary folders, edited copies of weights
+ * and configs, comparison against a reference tensor set). */
 #ifndef LM_TESTUTIL_H
 #define LM_TESTUTIL_H
 
@@ -12,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <dirent.h>
+#include <unistd.h>
 #include "core/lumen.h"
+#include "core/io/io.h"
 
 /* The exit status of a suite that skips itself as a whole (after printing
  * why): tests/run_suites.sh counts it as skipped, or as failed where the
@@ -175,6 +180,155 @@ static inline double tu_rtol(lm_dtype dt)
     case LM_BF16: return 1.6e-2;
     default: return 0;
     }
+}
+
+/* ---- files and folders ---- */
+
+/* Writes n bytes of data to path, replacing it; the test fails when it cannot. */
+static inline void tu_spit(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) print_error("cannot write %s\n", path);
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+static inline void tu_copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *d = tu_slurp(from, &n);
+    tu_spit(to, d, n);
+    free(d);
+}
+
+/* text with its first `from` replaced by `to` (malloc'd; text itself when
+ * from is NULL); the test fails when text has no `from`. */
+static inline char *tu_replace(const char *text, const char *from, const char *to)
+{
+    const char *at = from ? strstr(text, from) : NULL;
+    if (from && !at) print_error("the text has no %s\n", from);
+    assert_true(!from || at);
+    size_t len = strlen(text) + (to ? strlen(to) : 0) + 1;
+    char *out = malloc(len);
+    assert_non_null(out);
+    if (at) snprintf(out, len, "%.*s%s%s", (int)(at - text), text, to ? to : "", at + strlen(from));
+    else snprintf(out, len, "%s", text);
+    return out;
+}
+
+/* Makes a new folder /tmp/lumen_<tag>_XXXXXX and puts its name in dir (n
+ * bytes); 0, or -1 when it cannot (the value a cmocka setup returns). */
+static inline int tu_tmpdir(char *dir, size_t n, const char *tag)
+{
+    snprintf(dir, n, "/tmp/lumen_%s_XXXXXX", tag);
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+/* A model test's group setup: the library with the CPU as the default
+ * device, the reference set *ref read from ref_path, and a new folder
+ * tu_tmpdir(dir, n, tag) makes.  0, or -1 (printing why). */
+static inline int tu_setup_models(const char *ref_path, lm_tensor_set *ref, char *dir, size_t n,
+                                  const char *tag)
+{
+    if (lm_init() != LM_OK) return -1;
+    lm_device_set_default(lm_device_cpu());
+    if (lm_load_safetensors(ref_path, ref) != LM_OK) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
+    return tu_tmpdir(dir, n, tag);
+}
+
+/* Removes the files a test left in dir, then dir itself (a teardown: nothing
+ * is asserted). */
+static inline void tu_tmpdir_remove(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[512];
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* ---- models: devices, weights, references ---- */
+
+/* The first Vulkan device, or NULL where there is none. */
+static inline lm_device *tu_vulkan_device(void)
+{
+    for (int i = 0; i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
+    return NULL;
+}
+
+/* Saves s's tensors to path (replacing it) without the one named `drop`
+ * and with one more named `extra` (the first tensor again); either may be
+ * NULL.  The model tests make a missing and an unexpected weight with it. */
+static inline void tu_save_edited(const lm_tensor_set *s, const char *path, const char *drop,
+                                  const char *extra)
+{
+    const char **names = malloc(sizeof *names * (size_t)(s->count + 1));
+    lm_array **arr = malloc(sizeof *arr * (size_t)(s->count + 1));
+    assert_true(names && arr);
+    int n = 0;
+    for (int i = 0; i < s->count; i++) {
+        if (drop && !strcmp(s->names[i], drop)) continue;
+        names[n] = s->names[i];
+        arr[n++] = s->arrays[i];
+    }
+    if (extra) { names[n] = extra; arr[n++] = s->arrays[0]; }
+    unlink(path);
+    assert_int_equal(lm_save_safetensors(path, n, names, arr, 0, NULL), LM_OK);
+    free(names);
+    free(arr);
+}
+
+/* The tensor `name` of the reference set r (borrowed); the test fails
+ * when r has none. */
+static inline lm_array *tu_set_get(const lm_tensor_set *r, const char *name)
+{
+    int i = lm_tensor_set_find(r, name);
+    if (i < 0) fprintf(stderr, "reference %s missing\n", name);
+    assert_true(i >= 0);
+    return r->arrays[i];
+}
+
+/* max |got - want| (into *abs_err when not NULL) over max |want| (over 1 when
+ * want is all zeros); the test fails on a NULL got (printing the error), a
+ * shape that differs, or a NaN in got. */
+static inline double tu_rel_err(lm_array *got, lm_array *want, double *abs_err)
+{
+    if (!got) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(got);
+    assert_int_equal(got->ndim, want->ndim);
+    for (int d = 0; d < got->ndim; d++) assert_int_equal(got->shape[d], want->shape[d]);
+    double *g = tu_read(got), *w = tu_read(want), err = 0, big = 0;
+    for (int64_t i = 0; i < want->size; i++) {
+        assert_false(isnan(g[i]));
+        err = fmax(err, fabs(g[i] - w[i]));
+        big = fmax(big, fabs(w[i]));
+    }
+    free(g);
+    free(w);
+    if (abs_err) *abs_err = err;
+    return err / (big > 0 ? big : 1);
+}
+
+/* Asserts that the call just made failed with a message that holds
+ * needle1 and needle2 (NULL: no second); prints the message. */
+static inline void tu_expect_message(const char *needle1, const char *needle2)
+{
+    const char *msg = lm_error_message();
+    printf("  error: %s\n", msg);
+    assert_non_null(strstr(msg, needle1));
+    if (needle2) assert_non_null(strstr(msg, needle2));
 }
 
 #endif

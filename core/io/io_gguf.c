@@ -393,36 +393,17 @@ static lm_status meta_to_set(const lm_gguf_meta *m, lm_tensor_set *s, const char
 
 /* ---- tensors ---- */
 
-typedef struct gmap {
-    void *base;
-    size_t size;
-    int refs;
-} gmap;
-
-static void gmap_unref(void *ctx)
-{
-    gmap *m = ctx;
-    if (__atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
-    munmap(m->base, m->size);
-    free(m);
-}
-
-/* the mapped bytes, or a copy where they are not aligned for the element
- * (or the block's widest field, 4 bytes) */
-static lm_array *make_tensor(gmap *m, const tinfo *t, const unsigned char *p)
+/* the mapped bytes (io_map.c), or a copy where they are not aligned for the
+ * element (or the block's widest field, 4 bytes) */
+static lm_array *make_tensor(lm_io_map *m, const tinfo *t, const unsigned char *p)
 {
     size_t al = lm_dtype_is_quant(t->dt) ? 4 : lm_dtype_size(t->dt);
     if (!m || t->nbytes == 0 || (uintptr_t)p % al)
         return lm_from_data(t->ndim, t->shape, t->dt, p, lm_device_cpu());
-    lm_buffer *b = lm_buffer_wrap(lm_device_cpu(), (void *)p, (size_t)t->nbytes, gmap_unref, m);
-    if (!b) return NULL;
-    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
-    lm_array *a = lm_array_from_buffer(b, t->dt, t->ndim, t->shape);
-    lm_buffer_release(b);
-    return a;
+    return lm_io_map_array(m, p, (size_t)t->nbytes, t->dt, t->ndim, t->shape);
 }
 
-static lm_status load(const unsigned char *data, size_t size, const char *what, gmap *map,
+static lm_status load(const unsigned char *data, size_t size, const char *what, lm_io_map *map,
                       lm_tensor_set *out, lm_gguf_meta *meta)
 {
     memset(out, 0, sizeof *out);
@@ -452,31 +433,14 @@ lm_status lm_load_gguf_mem(const void *data, size_t size, const char *what,
 lm_status lm_load_gguf(const char *path, lm_tensor_set *out, lm_gguf_meta *meta)
 {
     memset(out, 0, sizeof *out);
-    int fd = lm_io_open_read(path);
-    if (fd < 0) return lm_error_status();
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int err = errno;
-        close(fd);
-        return lm_error_set(LM_ERR_IO, "%s: cannot stat: %s", path, strerror(err));
-    }
-    if (sb.st_size < 24) {
-        close(fd);
-        return lm_error_set(LM_ERR_FORMAT, "%s: %lld bytes is too short for a GGUF header", path, (long long)sb.st_size);
-    }
-    gmap *m = calloc(1, sizeof *m);
-    if (!m) { close(fd); return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path); }
-    m->size = (size_t)sb.st_size;
-    m->refs = 1;
-    /* private + writable, as safetensors: writes never reach the file */
-    m->base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m->base == MAP_FAILED) {
-        free(m);
-        return lm_error_set(LM_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
-    }
-    lm_status st = load(m->base, m->size, path, m, out, meta);
-    gmap_unref(m);   /* the arrays keep the mapping alive */
+    lm_io_map *m;
+    size_t size;
+    lm_status st = lm_io_map_file(path, 24, &m, &size);
+    if (st != LM_OK) return st;
+    if (!m)
+        return lm_error_set(LM_ERR_FORMAT, "%s: %lld bytes is too short for a GGUF header", path, (long long)size);
+    st = load(m->base, m->size, path, m, out, meta);
+    lm_io_map_unref(m);   /* the arrays keep the mapping alive */
     return st;
 }
 

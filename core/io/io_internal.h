@@ -54,6 +54,26 @@ static inline bool lm_io_mul(uint64_t a, uint64_t b, uint64_t limit, uint64_t *o
     return true;
 }
 
+/* A file mapped once, private and writable (a write to a loaded tensor
+ * copies its page and never reaches the file), and shared by the arrays
+ * made over its bytes (core/io/io_map.c).  refs counts those arrays and the
+ * loader while it runs; the last lm_io_map_unref unmaps it. */
+typedef struct lm_io_map {
+    void *base;
+    size_t size;
+    int refs;
+} lm_io_map;
+/* Maps the regular file path with refs 1; *size gets its size.  A file of
+ * fewer than min bytes (or none) is not mapped: LM_OK with *out NULL, and
+ * the caller says what is wrong with it. */
+lm_status lm_io_map_file(const char *path, size_t min, lm_io_map **out, size_t *size);
+void lm_io_map_unref(void *m);
+/* An array of dt and shape over the nbytes at p in m's mapping, holding a
+ * reference to m (NULL with the error set on failure).  The caller copies
+ * instead where p is not aligned for dt. */
+lm_array *lm_io_map_array(lm_io_map *m, const void *p, size_t nbytes, lm_dtype dt, int ndim,
+                          const int64_t *shape);
+
 /* Little-endian loads from unaligned bytes. */
 static inline uint16_t lm_io_le16(const unsigned char *p)
 {

@@ -7,13 +7,8 @@
  * (see io.h), so opening costs only the header.  The JSON parser below
  * accepts exactly what the format needs and rejects everything else with a
  * message naming the file and the place. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include "io_internal.h"
 #include "lumen.h"
 
@@ -492,76 +487,26 @@ lm_status lm_load_safetensors_mem(const void *data, size_t size, const char *wha
     return st;
 }
 
-/* ---- the mapping shared by the arrays of one file ---- */
-
-typedef struct st_map {
-    void *base;
-    size_t size;
-    int refs;      /* arrays wrapping it + the loader while it runs */
-} st_map;
-
-static void map_unref(void *ctx)
-{
-    st_map *m = ctx;
-    /* buffers may be released on any thread, as the core's own are */
-    if (__atomic_sub_fetch(&m->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
-    munmap(m->base, m->size);
-    free(m);
-}
+/* ---- reading through a mapping (io_map.c) ---- */
 
 /* An array over the mapped bytes, or a copy when they are not aligned for
  * the dtype (the format does not promise alignment) or are bools. */
-static lm_array *wrap_tensor(st_map *m, const st_entry *e, const unsigned char *p)
+static lm_array *wrap_tensor(lm_io_map *m, const st_entry *e, const unsigned char *p)
 {
     size_t nbytes = (size_t)(e->end - e->begin);
     if (e->dt == LM_BOOL || e->usize || nbytes == 0 || (uintptr_t)p % lm_dtype_size(e->dt) != 0)
         return copy_tensor(e, p);
-    lm_buffer *b = lm_buffer_wrap(lm_device_cpu(), (void *)p, nbytes, map_unref, m);
-    if (!b) return NULL;
-    __atomic_add_fetch(&m->refs, 1, __ATOMIC_RELAXED);
-    lm_array *a = lm_array_from_buffer(b, e->dt, e->ndim, e->shape);
-    lm_buffer_release(b);   /* the array holds its own reference */
-    return a;
-}
-
-static lm_status map_file(const char *path, st_map **out)
-{
-    *out = NULL;
-    int fd = lm_io_open_read(path);
-    if (fd < 0) return lm_error_status();
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int err = errno;
-        close(fd);
-        return lm_error_set(LM_ERR_IO, "%s: cannot stat: %s", path, strerror(err));
-    }
-    st_map *m = calloc(1, sizeof *m);
-    if (!m) { close(fd); return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path); }
-    m->size = (size_t)sb.st_size;
-    m->refs = 1;
-    if (m->size == 0) {
-        close(fd);
-        free(m);
-        return lm_error_set(LM_ERR_FORMAT, "%s: empty file", path);
-    }
-    /* private + writable: an in-place write to a loaded tensor copies the
-     * page instead of faulting, and never reaches the file */
-    m->base = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m->base == MAP_FAILED) {
-        free(m);
-        return lm_error_set(LM_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
-    }
-    *out = m;
-    return LM_OK;
+    return lm_io_map_array(m, p, nbytes, e->dt, e->ndim, e->shape);
 }
 
 lm_status lm_load_safetensors(const char *path, lm_tensor_set *out)
 {
     memset(out, 0, sizeof *out);
-    st_map *m;
-    lm_status st = map_file(path, &m);
+    lm_io_map *m;
+    size_t size;
+    lm_status st = lm_io_map_file(path, 1, &m, &size);
     if (st != LM_OK) return st;
+    if (!m) return lm_error_set(LM_ERR_FORMAT, "%s: empty file", path);
     st_parser ps = {.what = path, .set = out};
     size_t off;
     st = parse_file(&ps, m->base, m->size, &off);
@@ -571,7 +516,7 @@ lm_status lm_load_safetensors(const char *path, lm_tensor_set *out)
         st = a ? lm_io_set_add(out, ps.e[i].name, a) : lm_error_prefix("%s", path);
     }
     free_entries(&ps);
-    map_unref(m);   /* the arrays keep the mapping alive */
+    lm_io_map_unref(m);   /* the arrays keep the mapping alive */
     if (st != LM_OK) lm_tensor_set_free(out);
     else out->format = LM_FORMAT_SAFETENSORS;
     return st;
