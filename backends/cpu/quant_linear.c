@@ -25,33 +25,53 @@ typedef struct ql_job {
     int failed;
 } ql_job;
 
+/* Weight rows a tile holds: about 256 KB of them, which stay in L2 while
+ * every group of four activation rows (a few KB each, in L1) passes over
+ * them; so each weight byte comes from memory once per task, not once per
+ * activation row. */
+static int64_t ql_tile_rows(size_t wrow)
+{
+    int64_t t = (int64_t)((256u << 10) / (wrow ? wrow : 1));
+    return t < 1 ? 1 : t;
+}
+
+static void ql_rows_q(const ql_job *j, int64_t n0, int64_t n1)
+{
+    int64_t m = 0;
+    if (j->dot4)
+        for (; m + 4 <= j->M; m += 4) {
+            const unsigned char *xm = j->xq + (size_t)m * j->xrow;
+            for (int64_t n = n0; n < n1; n++) {
+                float o[4];
+                j->dot4(j->K, j->w + (size_t)n * j->wrow, xm, j->xrow, o);
+                for (int r = 0; r < 4; r++) j->out[(m + r) * j->N + n] = o[r];
+            }
+        }
+    for (; m < j->M; m++)
+        for (int64_t n = n0; n < n1; n++)
+            j->out[m * j->N + n] = j->dot(j->K, j->w + (size_t)n * j->wrow, j->xq + (size_t)m * j->xrow);
+}
+
 static void ql_task(void *ctx, int64_t begin, int64_t end)
 {
     ql_job *j = ctx;
-    float *wf = NULL;
-    if (!j->xq && !(wf = malloc((size_t)j->K * sizeof *wf))) {
+    if (j->xq) {
+        int64_t tile = ql_tile_rows(j->wrow);
+        for (int64_t n0 = begin; n0 < end; n0 += tile) ql_rows_q(j, n0, n0 + tile < end ? n0 + tile : end);
+        return;
+    }
+    float *wf = malloc((size_t)j->K * sizeof *wf);
+    if (!wf) {
         __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
         return;
     }
     for (int64_t n = begin; n < end; n++) {
-        const unsigned char *wr = j->w + (size_t)n * j->wrow;
-        if (j->xq) {
-            int64_t m = 0;
-            if (j->dot4)
-                for (; m + 4 <= j->M; m += 4) {
-                    float o[4];
-                    j->dot4(j->K, wr, j->xq + (size_t)m * j->xrow, j->xrow, o);
-                    for (int r = 0; r < 4; r++) j->out[(m + r) * j->N + n] = o[r];
-                }
-            for (; m < j->M; m++) j->out[m * j->N + n] = j->dot(j->K, wr, j->xq + (size_t)m * j->xrow);
-        } else {
-            lm_dequantize_row(j->wt, wr, wf, j->K);
-            for (int64_t m = 0; m < j->M; m++) {
-                const float *xr = j->x + m * j->K;
-                float s = 0;
-                for (int64_t k = 0; k < j->K; k++) s += xr[k] * wf[k];
-                j->out[m * j->N + n] = s;
-            }
+        lm_dequantize_row(j->wt, j->w + (size_t)n * j->wrow, wf, j->K);
+        for (int64_t m = 0; m < j->M; m++) {
+            const float *xr = j->x + m * j->K;
+            float s = 0;
+            for (int64_t k = 0; k < j->K; k++) s += xr[k] * wf[k];
+            j->out[m * j->N + n] = s;
         }
     }
     free(wf);
