@@ -44,12 +44,23 @@ QD_INLINE void q8_0_step(int R, const lm_block_q8_0 *w, const unsigned char *x, 
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i wv = _mm256_loadu_si256((const __m256i *)w[i].qs);
     __m256i mag = _mm256_sign_epi8(wv, wv);
+    const lm_block_q8_0 *a[4];
+    UNROLL for (int r = 0; r < R; r++) a[r] = (const lm_block_q8_0 *)(x + (size_t)r * xs) + i;
+    /* the rows' scales d_w d_x: for several rows in one conversion and one
+     * multiply (each lane rounds as the scalar product does) */
     float dw = half_to_f32(w[i].d);
+    __m128 dd = _mm_setzero_ps();
+    if (R > 1) {
+        __m128i h = _mm_cvtsi32_si128(a[0]->d);
+        UNROLL for (int r = 1; r < R; r++) h = _mm_insert_epi16(h, a[r]->d, r);
+        dd = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(dw));
+    }
     UNROLL for (int r = 0; r < R; r++) {
-        const lm_block_q8_0 *a = (const lm_block_q8_0 *)(x + (size_t)r * xs) + i;
-        __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a->qs), wv);
+        __m256i sx = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)a[r]->qs), wv);
         __m256i quads = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, sx), ones);
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half_to_f32(a->d)), _mm256_cvtepi32_ps(quads), acc[r]);
+        __m256 d = R > 1 ? _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(r))
+                         : _mm256_set1_ps(dw * half_to_f32(a[r]->d));
+        acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(quads), acc[r]);
     }
 }
 

@@ -18,7 +18,7 @@ typedef struct ql_job {
     int64_t M, N, K;
     const unsigned char *w;      /* N rows of wrow bytes */
     size_t wrow;
-    const unsigned char *xq;     /* M rows of xrow bytes (quantized), or NULL */
+    unsigned char *xq;           /* M rows of xrow bytes (quantized), or NULL */
     size_t xrow;
     const float *x;              /* M rows of K (the f32 path) */
     float *out;                  /* [M, N] */
@@ -77,6 +77,13 @@ static void ql_task(void *ctx, int64_t begin, int64_t end)
     free(wf);
 }
 
+static void ql_quant_task(void *ctx, int64_t begin, int64_t end)
+{
+    ql_job *j = ctx;
+    for (int64_t m = begin; m < end; m++)
+        lm_quantize_row(j->at, j->x + m * j->K, j->xq + (size_t)m * j->xrow, j->K);
+}
+
 lm_status lm_nn_qlinear(lm_array *node)
 {
     lm_array *x = node->inputs[0], *w = node->inputs[1];
@@ -97,8 +104,9 @@ lm_status lm_nn_qlinear(lm_array *node)
         j.xrow = lm_dtype_nbytes(j.at, j.K);
         xq = malloc(j.xrow * (size_t)(j.M ? j.M : 1));
         if (!xq) return lm_error_set(LM_ERR_NOMEM, "qlinear: out of host memory for the quantized input");
-        for (int64_t m = 0; m < j.M; m++) lm_quantize_row(j.at, j.x + m * j.K, xq + (size_t)m * j.xrow, j.K);
         j.xq = xq;
+        /* rows are independent: quantized in parallel, about 64K elements a task */
+        lm_cpu_parallel_for(j.M, j.K >= 65536 ? 1 : 65536 / (j.K ? j.K : 1), ql_quant_task, &j);
     }
     /* about 64K multiply-adds a task: a fixed split, never by thread count */
     int64_t work = j.M * j.K, grain = work >= 65536 ? 1 : 65536 / (work ? work : 1);
