@@ -82,7 +82,7 @@ test("x @ w.T with a quantized w is lm.linear(x, w); other products with it refu
 end)
 
 test("a q4_k weight takes 4.5 bits per element (144 bytes per 256), q8_0 8.5", function()
-  local w = lm.randn{64, 1024}
+  local w = lm.randn{64, 1024, device = "cpu"}
   w:eval()   -- its own f32 buffer first, so the growth below is q's alone
   collectgarbage(); collectgarbage()
   local before = lm.memory("cpu").active
