@@ -90,6 +90,11 @@ lm_status lm_nn_qlinear(lm_array *node)
     if (x->dtype != LM_F32 || !lm_array_is_contiguous(x) || !lm_dtype_is_quant(w->dtype) || node->dtype != LM_F32)
         return lm_error_set(LM_ERR_DTYPE, "qlinear: want f32 x and a quantized weight, got %s and %s",
                             lm_dtype_name(x->dtype), lm_dtype_name(w->dtype));
+    /* w is read as whole rows of blocks from its buffer's start, the only
+     * layout lm_linear passes (lm_matmul turns w.T back first) */
+    if (!lm_array_is_contiguous(w) || w->offset)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "qlinear: the %s weight [%lld, %lld] is a view, not its own "
+                            "blocks", lm_dtype_name(w->dtype), (long long)w->shape[0], (long long)w->shape[1]);
     ql_job j = {.wt = w->dtype, .at = lm_cpu_qdot_act(w->dtype), .dot = lm_cpu_qdot_get(w->dtype),
                 .dot4 = lm_cpu_qdot4_get(w->dtype)};
     j.N = w->shape[0];
