@@ -78,6 +78,8 @@ test("x @ w.T with a quantized w is lm.linear(x, w); other products with it refu
     raises(function() return q.T + 1 end, "dequantize")
     raises(function() return q.T:reshape{48 * 512} end, "dequantize")
     raises(function() return q.T:contiguous() end, "dequantize")
+    local sq = lm.randn{512, 512}:quantize(ty)   -- square: w.T fits linear's shapes, yet is refused
+    raises(function() return lm.linear(x, sq.T) end, "transpose")
   end
 end)
 
