@@ -83,14 +83,19 @@ static void run(enum ggml_type gt, lm_dtype lt, int64_t M, int64_t N, int64_t K,
 
 int main(int argc, char **argv)
 {
+    /* gguf_bench [THREADS [REPS [TYPE [M]]]]: TYPE q8_0 or q4_k, M one of the
+     * shapes' M, to time one case while tuning */
     int threads = argc > 1 ? atoi(argv[1]) : 2, reps = argc > 2 ? atoi(argv[2]) : 11;
+    const char *only_t = argc > 3 ? argv[3] : NULL;
+    int64_t only_m = argc > 4 ? atoll(argv[4]) : 0;
     if (lm_init() != LM_OK) return 1;
     lm_device_set_default(lm_device_cpu());
     ggml_cpu_init();
     static const int64_t shapes[][3] = {{1, 4096, 4096}, {8, 4096, 4096}, {64, 4096, 4096}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
-        run(GGML_TYPE_Q8_0, LM_Q8_0, shapes[s][0], shapes[s][1], shapes[s][2], threads, reps);
-        run(GGML_TYPE_Q4_K, LM_Q4_K, shapes[s][0], shapes[s][1], shapes[s][2], threads, reps);
+        if (only_m && shapes[s][0] != only_m) continue;
+        if (!only_t || !strcmp(only_t, "q8_0")) run(GGML_TYPE_Q8_0, LM_Q8_0, shapes[s][0], shapes[s][1], shapes[s][2], threads, reps);
+        if (!only_t || !strcmp(only_t, "q4_k")) run(GGML_TYPE_Q4_K, LM_Q4_K, shapes[s][0], shapes[s][1], shapes[s][2], threads, reps);
     }
     return 0;
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/gguf_bench.sh GGML_SRC GGML_BUILD [THREADS] [REPS] - Lumen's quantized
+# bench/gguf_bench.sh GGML_SRC GGML_BUILD [THREADS] [REPS] [TYPE [M]] - Lumen's quantized
 # linear beside ggml's mul_mat on the CPU (bench/gguf_bench.c).  GGML_SRC is
 # a ggml-org/ggml checkout, GGML_BUILD its CPU build:
 #   cmake -S $GGML_SRC -B $GGML_BUILD -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF \
@@ -14,4 +14,4 @@ cc -std=c11 -O2 -D_GNU_SOURCE -I. -Icore -I"$G/include" -o build/gguf_bench benc
   build/liblumen.a -L"$B/src" -lggml -lggml-base -lggml-cpu -Wl,-rpath,"$B/src" \
   -lm -lpthread -ldl -lsleef -lvulkan -lpng16 -lz -lcjson -licuuc -licudata
 echo "gguf_bench $(date -u +%Y-%m-%dT%H:%MZ) lumen $(git rev-parse --short HEAD) ggml $(git -C "$G" rev-parse --short HEAD 2>/dev/null || echo "$G") cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-./build/gguf_bench "${3:-2}" "${4:-11}"
+./build/gguf_bench "${3:-2}" "${4:-11}" ${5:+"$5"} ${6:+"$6"}

@@ -58,6 +58,16 @@ lm_array *lm_scalar(double v, lm_dtype dt, lm_device *dev)
     return a;
 }
 
+/* Quantized storage has no element strides; the one view it allows is the
+ * 2-D transpose of an evaluated tensor (and back), which no op reads but
+ * matmul, where w.T means lm.linear's weight w (lm_matmul), and dequantize. */
+static bool quant_transpose(const lm_array *base, int ndim, const int64_t *shape, const int64_t *strides,
+                            int64_t offset)
+{
+    return base->buf && base->ndim == 2 && ndim == 2 && offset == base->offset && shape[0] == base->shape[1] &&
+           shape[1] == base->shape[0] && strides[0] == base->strides[1] && strides[1] == base->strides[0];
+}
+
 lm_array *lm_view_new(lm_array *base, int ndim, const int64_t *shape,
                       const int64_t *strides, int64_t offset)
 {
@@ -67,15 +77,20 @@ lm_array *lm_view_new(lm_array *base, int ndim, const int64_t *shape,
         lm_error_set(LM_ERR_STATE, "view: tensor was freed");
         return NULL;
     }
-    if (lm_dtype_is_quant(base->dtype)) {   /* blocks have no element strides */
+    if (lm_dtype_is_quant(base->dtype) && !quant_transpose(base, ndim, shape, strides, offset)) {
+        /* blocks have no element strides */
         lm_error_set(LM_ERR_UNSUPPORTED, "view: dtype %s is quantized storage; dequantize() it first",
                      lm_dtype_name(base->dtype));
         return NULL;
     }
     if (base->buf) {
         /* an evaluated base: the view is evaluated at once, no graph */
-        v = lm_array_alloc(base->dtype, ndim, shape, base->device);
+        /* a quantized transpose is made in its storage's shape (whole
+         * blocks along the last axis), then given the view's */
+        bool qt = lm_dtype_is_quant(base->dtype) && strides[ndim - 1] != 1;
+        v = lm_array_alloc(base->dtype, ndim, qt ? base->shape : shape, base->device);
         if (v) v->buf = lm_buffer_retain(base->buf);
+        if (v && qt) memcpy(v->shape, shape, sizeof(int64_t) * (size_t)ndim);
     } else {
         v = lm_node_new(LM_OP_VIEW, base->dtype, ndim, shape, 1, &base, NULL, base->device);
     }
@@ -93,7 +108,7 @@ lm_status lm_array_read(lm_array *a, void *dst, lm_dtype as)
     if (st != LM_OK) return st;
     if (lm_dtype_is_quant(a->dtype) || lm_dtype_is_quant(as)) {
         /* quantized storage reads only as its own blocks (never a view) */
-        if (as != a->dtype)
+        if (as != a->dtype || !lm_array_is_contiguous(a))
             return lm_error_set(LM_ERR_UNSUPPORTED, "read: dtype %s is quantized storage; dequantize() it first",
                                 lm_dtype_name(lm_dtype_is_quant(a->dtype) ? a->dtype : as));
         if (a->buf->host) memcpy(dst, a->buf->host, lm_array_nbytes(a));

@@ -581,6 +581,11 @@ lm_array *lm_linear(lm_array *x, lm_array *w, lm_array *b)
                          DESC(s1, x));
             return NULL;
         }
+        if (!lm_array_is_contiguous(w)) {   /* w.T: its blocks run along out, not in */
+            lm_error_set(LM_ERR_SHAPE, "linear: the %s weight %s is a transpose (w.T); linear takes w [out, in] "
+                         "as stored (matmul(x, w.T) is linear(x, w))", lm_dtype_name(w->dtype), DESC(s2, w));
+            return NULL;
+        }
         lm_array *xf = lm_cast(x, LM_F32), *xc = lm_contiguous(xf);
         int64_t shape[LM_MAX_DIMS];
         memcpy(shape, x->shape, sizeof shape);

@@ -9,6 +9,19 @@ lm_array *lm_matmul(lm_array *a, lm_array *b)
 {
     if (!a || !b) return NULL;
     char s1[128], s2[128];
+    if (lm_dtype_is_quant(b->dtype) && b->ndim == 2 && !lm_array_is_contiguous(b) && !lm_dtype_is_quant(a->dtype)) {
+        /* x @ w.T with a quantized w [out, in] is lm_linear(x, w): integer
+         * dots with w as it is stored (backends/cpu/quant_linear.c) */
+        lm_array *w = lm_transpose(b, 0, 1), *y = lm_linear(a, w, NULL);
+        lm_array_release(w);
+        return y;
+    }
+    if (lm_dtype_is_quant(a->dtype) || lm_dtype_is_quant(b->dtype)) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "matmul: %s @ %s: a quantized tensor multiplies only as the right "
+                     "operand's transpose, x @ w.T (lm.linear(x, w)); dequantize() it for any other product",
+                     lm_desc(s1, sizeof s1, a), lm_desc(s2, sizeof s2, b));
+        return NULL;
+    }
     if (a->ndim == 0 || b->ndim == 0) {
         lm_error_set(LM_ERR_SHAPE, "matmul: operands must have at least 1 dimension, got %s @ %s",
                      SHAPE(s1, a), SHAPE(s2, b));

@@ -780,6 +780,14 @@ lm_array *lm_dequantize(lm_array *a)
 {
     if (!a) return NULL;
     if (!lm_dtype_is_quant(a->dtype)) return lm_cast(a, LM_F32);
+    if (!lm_array_is_contiguous(a)) {
+        /* w.T (lm_view_new's one quantized view): w's values, transposed */
+        lm_array *w = lm_transpose(a, 0, 1), *d = lm_dequantize(w);
+        lm_array *r = lm_transpose(d, 0, 1);
+        lm_array_release(w);
+        lm_array_release(d);
+        return r;
+    }
     void *q = malloc(lm_array_nbytes(a) + 1);
     float *y = malloc((size_t)(a->size ? a->size : 1) * sizeof *y);
     lm_array *r = NULL;

@@ -340,7 +340,7 @@ static void test_gguf_quant_dtype(void **state)
     lm_array *mt = lm_from_data(2, (int64_t[]){256, 2}, LM_F32, x, lm_device_cpu());
     lm_array *refused[] = {
         lm_binary(LM_OP_ADD, q, q), lm_binary(LM_OP_MUL, a, q), lm_unary(LM_OP_EXP, q),
-        lm_matmul(m, q), lm_matmul(q, mt), lm_reshape(q, 1, (int64_t[]){512}), lm_transpose(q, 0, 1),
+        lm_matmul(m, q), lm_matmul(q, mt), lm_reshape(q, 1, (int64_t[]){512}), lm_slice(q, 1, 0, 128, 1),
         lm_reduce(LM_OP_SUM, q, 0, NULL, false), lm_cast(q, LM_F32), lm_cast(a, LM_Q4_0),
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
@@ -357,6 +357,13 @@ static void test_gguf_quant_dtype(void **state)
         assert_non_null(strstr(lm_error_message(), "q8_0"));
         assert_non_null(strstr(lm_error_message(), "dequantize"));
     }
+    /* its transpose is the one view it has (matmul(x, w.T) is linear);
+     * nothing else reads that either */
+    lm_array *qt = lm_transpose(q, 0, 1);
+    assert_non_null(qt);
+    assert_null(lm_contiguous(qt));
+    assert_non_null(strstr(lm_error_message(), "dequantize"));
+    lm_array_release(qt);
     lm_array_release(m);
     lm_array_release(mt);
     float f[512];
@@ -468,6 +475,10 @@ static void test_gguf_qlinear(void **state)
                            LM_Q4_1, LM_Q5_1, LM_Q8_K};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) check_qlinear(ts[i], 5, 37, 512);
     check_qlinear(LM_Q8_0, 1, 300, 1024);   /* a GEMV */
+    /* rows long enough that a task's weight rows span several L2 tiles
+     * (quant_linear.c: 256 KB of rows a tile) */
+    check_qlinear(LM_Q8_0, 6, 37, 8192);
+    check_qlinear(LM_Q4_K, 9, 70, 8192);
 }
 
 int main(void)

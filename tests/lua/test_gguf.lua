@@ -57,6 +57,47 @@ test("save gguf round trip: quantized tensors and metadata", function()
   raises(function() lm.save(tmp .. "/q.safetensors", {w = q}) end, "quantized")
 end)
 
+test("x @ w.T with a quantized w is lm.linear(x, w); other products with it refuse", function()
+  local w = lm.randn{48, 512}
+  for _, ty in ipairs{"q8_0", "q4_k"} do
+    local q = w:quantize(ty)
+    local x = lm.randn{2, 3, 512}
+    local y = lm.matmul(x, q.T)
+    same(y.shape, {2, 3, 48})
+    ok(lm.compare(y, lm.linear(x, q), {rtol = 0, atol = 0}).ok, ty .. ": matmul(x, w.T) is linear(x, w)")
+    ok(lm.compare(x:matmul(q.T), y, {rtol = 0, atol = 0}).ok, ty .. ": x:matmul(w.T)")
+    local v = lm.randn{512}
+    same(lm.matmul(v, q.T).shape, {48})
+    ok(lm.compare(lm.matmul(x, q.T), lm.matmul(x, q:dequantize().T), {atol = 0.05 * 512 ^ 0.5}).ok,
+       ty .. ": near the float product")
+    eq(q.T.dtype, ty); same(q.T.shape, {512, 48})
+    ok(lm.compare(q.T:dequantize(), q:dequantize().T, {rtol = 0, atol = 0}).ok, ty .. ": w.T:dequantize()")
+    ok(lm.compare(q.T.T:dequantize(), q:dequantize(), {rtol = 0, atol = 0}).ok, ty .. ": w.T.T")
+    raises(function() return lm.matmul(x, q) end, "dequantize")
+    raises(function() return lm.matmul(q, x) end, "dequantize")
+    raises(function() return q.T + 1 end, "dequantize")
+    raises(function() return q.T:reshape{48 * 512} end, "dequantize")
+    raises(function() return q.T:contiguous() end, "dequantize")
+    local sq = lm.randn{512, 512}:quantize(ty)   -- square: w.T fits linear's shapes, yet is refused
+    raises(function() return lm.linear(x, sq.T) end, "transpose")
+  end
+end)
+
+test("a q4_k weight takes 4.5 bits per element (144 bytes per 256), q8_0 8.5", function()
+  local w = lm.randn{64, 1024, device = "cpu"}
+  w:eval()   -- its own f32 buffer first, so the growth below is q's alone
+  collectgarbage(); collectgarbage()
+  local before = lm.memory("cpu").active
+  local q = w:quantize("q4_k")
+  collectgarbage(); collectgarbage()
+  local grew = lm.memory("cpu").active - before
+  eq(q.nbytes, 64 * 1024 // 256 * 144)
+  eq(q.nbytes * 8 / (64 * 1024), 4.5)
+  eq(w:quantize("q8_0").nbytes * 8 / (64 * 1024), 8.5)
+  -- lm.memory counts the buffer's allocation, its size class (4 per power of two) at most 25% above
+  ok(grew >= q.nbytes and grew <= q.nbytes * 1.25, "active grew by " .. grew .. " for " .. q.nbytes .. " bytes")
+end)
+
 local LUMEN = (os.getenv("BUILD") or "build") .. "/lumen"   -- the VULKAN=0 pass runs build/novk
 
 test("lumen convert --quantize writes a GGUF of quantized weights", function()
