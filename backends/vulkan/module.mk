@@ -156,7 +156,7 @@ VK_VARIANTS += reduce_f64:reduce:LM_F64=1
 VK_VARIANTS += quant_deq:quant_deq:
 VK_VARIANTS += quant_gemv:quant_gemv:
 VK_VARIANTS += quant_gemm:quant_gemm:
-VK_VARIANTS += quant_gemm_big:quant_gemm:BM=128,BN=128,TM=8,TN=8
+VK_VARIANTS += quant_gemm_big:quant_gemm:BM=128,BN=128,TM=8,TN=8,BK=16
 
 
 # Hand-written modules: the rest.  (eltwise*.comp and fused*.comp stay files

@@ -11,6 +11,8 @@
  * here: the GPU's result is x times the dequantized weight, rounded in f32
  * (what tests/test_vk_quant.c compares against), and differs from the
  * CPU's by the CPU's activation rounding (half a step of x's block). */
+#include <stdlib.h>
+#include <string.h>
 #include "backends/vulkan/quant.h"
 
 /* the shaders' type codes (quant.glsl's QT_*) follow core/dtype.h's order */
@@ -75,9 +77,13 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
         uint32_t spec[2] = {qt, (uint32_t)M};
         return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &pc, sizeof pc, gx, gy, 1);
     }
-    /* 128 x 128 tiles (8 x 8 an invocation) once they fill the device,
-     * where its shared memory holds them; 64 x 64 otherwise */
-    bool big = ((M + 127) / 128) * ((N + 127) / 128) >= 128 && v->feat.max_shared >= 2 * 32 * 132 * 4;
+    /* 128 x 128 tiles (8 x 8 an invocation, K 16 at a time) once they
+     * fill the device (128 of them: about one an SM of an H100); 64 x 64
+     * (4 x 4, K 32 at a time) otherwise.  LUMEN_VK_QGEMM=64|128 picks one
+     * for measurement and tests. */
+    const char *e = getenv("LUMEN_VK_QGEMM");
+    bool big = e && *e ? !strcmp(e, "128") : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
+    big &= v->feat.max_shared >= 2 * 16 * 132 * 4;
     int64_t tile = big ? 128 : 64;
     gemm_pc pc = {(uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes};
     return lm_vk_dispatch(v, big ? "quant_gemm_big" : "quant_gemm", &qt, 1, args, 3, &pc, sizeof pc,

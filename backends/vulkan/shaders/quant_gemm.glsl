@@ -4,13 +4,13 @@
 // dequantized where its tile is loaded.
 //
 // A workgroup of 256 computes a BM x BN tile of y, TM x TN outputs an
-// invocation, stepping through K BK = 32 at a time (32 divides both block
-// sizes, so a tile's row never splits a chunk): the x tile is copied to
+// invocation, stepping through K BK (32 or 16) at a time (BK divides both
+// block sizes and is a multiple of 8, so a tile's row never splits a chunk): the x tile is copied to
 // shared memory as f32, the w tile is decoded from its blocks eight
 // elements an invocation (quant.glsl) into shared memory as f32, and each
 // invocation accumulates its outputs in f32 registers.  The sum over K runs
 // in one fixed order, so the result does not depend on timing.
-// Tiles: BM, BN, TM, TN (module.mk's variant table); (BM / TM) (BN / TN)
+// Tiles: BM, BN, TM, TN, BK (module.mk's variant table); (BM / TM) (BN / TN)
 // must be 256.
 // Bindings: 0 = x (f32), 1 = w's blocks (words), 2 = y (f32).
 #extension GL_EXT_control_flow_attributes : enable
@@ -27,7 +27,9 @@
 #ifndef TN
 #define TN 4
 #endif
+#ifndef BK
 #define BK 32
+#endif
 #define NT 256
 #define LDS_M (BM + 4)
 #define LDS_N (BN + 4)
@@ -62,7 +64,7 @@ void main()
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
         // x: BM rows of BK, eight consecutive elements an invocation a step
         [[unroll]] for (uint c = t; c < BM * BK / 8; c += NT) {
-            uint r = c / 4u, kk = (c % 4u) * 8u, gm = m0 + r;
+            uint r = c / (BK / 8u), kk = (c % (BK / 8u)) * 8u, gm = m0 + r;
             uint xo = pc.off_x + gm * pc.K + k0 + kk;
             float v[8];
             if (gm < pc.M) [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = X[xo + i];
@@ -71,7 +73,7 @@ void main()
         }
         // w: BN rows of BK, decoded
         [[unroll]] for (uint c = t; c < BN * BK / 8; c += NT) {
-            uint r = c / 4u, kk = (c % 4u) * 8u, gn = n0 + r, k = k0 + kk;
+            uint r = c / (BK / 8u), kk = (c % (BK / 8u)) * 8u, gn = n0 + r, k = k0 + kk;
             float v[8];
             if (gn < pc.N) q_decode8(gn * pc.row_bytes + (k / 8u / per) * bytes, (k / 8u % per) * 8u, v);
             else [[unroll]] for (uint i = 0u; i < 8u; i++) v[i] = 0.0;
