@@ -254,3 +254,11 @@ $(BUILD)/bench/vkstats: bench/gpu/vkstats.c $(BUILD)/liblumen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 endif
+
+# Quantized GEMM/GEMV figures (bench/gpu/quant.sh).
+ifeq ($(VK_ENABLED),yes)
+ALL_TARGETS += $(BUILD)/bench/vkquant
+$(BUILD)/bench/vkquant: bench/gpu/quant.c $(BUILD)/liblumen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+endif
