@@ -13,6 +13,7 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 #define NT 128u
+#define UN 4u
 layout(local_size_x = 128) in;
 layout(constant_id = 0) const uint QT = 0u;
 layout(constant_id = 1) const uint MM = 1u;     // rows of x, 1..8
@@ -43,20 +44,30 @@ void main()
     bool vec = (pc.off_x & 3u) == 0u;
     float acc[8];
     [[unroll]] for (uint m = 0u; m < 8u; m++) acc[m] = 0.0;
-    for (uint ch = t; ch < chunks; ch += NT) {
-        float w[8];
-        q_decode8(row + (ch / per) * bytes, (ch % per) * 8u, w);
-        [[unroll]] for (uint m = 0u; m < MM; m++) {
-            uint xo = pc.off_x + m * pc.K + ch * 8u;
-            vec4 a, b;
-            if (vec) {
-                a = X4[xo / 4u];
-                b = X4[xo / 4u + 1u];
-            } else {
-                a = vec4(X[xo], X[xo + 1u], X[xo + 2u], X[xo + 3u]);
-                b = vec4(X[xo + 4u], X[xo + 5u], X[xo + 6u], X[xo + 7u]);
+    // UN chunks an iteration, decoded before any is used, so that their
+    // loads are in flight together (a GEMV is bound by memory latency)
+    for (uint c0 = t; c0 < chunks; c0 += UN * NT) {
+        float w[UN][8];
+        [[unroll]] for (uint u = 0u; u < UN; u++) {
+            uint ch = c0 + u * NT;
+            if (ch < chunks) q_decode8(row + (ch / per) * bytes, (ch % per) * 8u, w[u]);
+        }
+        [[unroll]] for (uint u = 0u; u < UN; u++) {
+            uint ch = c0 + u * NT;
+            if (ch >= chunks) break;
+            [[unroll]] for (uint m = 0u; m < MM; m++) {
+                uint xo = pc.off_x + m * pc.K + ch * 8u;
+                vec4 a, b;
+                if (vec) {
+                    a = X4[xo / 4u];
+                    b = X4[xo / 4u + 1u];
+                } else {
+                    a = vec4(X[xo], X[xo + 1u], X[xo + 2u], X[xo + 3u]);
+                    b = vec4(X[xo + 4u], X[xo + 5u], X[xo + 6u], X[xo + 7u]);
+                }
+                acc[m] += dot(a, vec4(w[u][0], w[u][1], w[u][2], w[u][3])) +
+                          dot(b, vec4(w[u][4], w[u][5], w[u][6], w[u][7]));
             }
-            acc[m] += dot(a, vec4(w[0], w[1], w[2], w[3])) + dot(b, vec4(w[4], w[5], w[6], w[7]));
         }
     }
     [[unroll]] for (uint m = 0u; m < MM; m++) red[m * NT + t] = acc[m];
