@@ -2,7 +2,10 @@
  * (shaders/quant_deq.glsl) and op qlinear, y [..., N] f32 = x [..., K] f32
  * w [N, K]^T with w quantized, as a GEMV for up to 8 rows of x
  * (shaders/quant_gemv.glsl) and a tiled GEMM above (quant_gemm.glsl).
- * All three decode the blocks in the shader (quant.glsl), from the bytes
+ * Where the device has NV cooperative matrices (16x16x16 f16), the GEMM runs
+ * on tensor cores instead (quant_gemm_coop.glsl: x and the decoded weights
+ * rounded to f16, f32 accumulation).
+ * All of them decode the blocks in the shader (quant.glsl), from the bytes
  * the tensor holds on the device: the weight is never materialised as
  * floats.  Every one of the 11 types runs natively.
  *
@@ -62,6 +65,22 @@ static lm_status run_dequantize(lm_vk_dev *v, lm_array *node)
     return lm_vk_dispatch(v, "quant_deq", spec, 2, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
 }
 
+/* tensor cores: 16x16x16 f16 fragments (NV) and the 40 KiB of shared
+ * memory quant_gemm_coop.glsl stages its tiles in */
+static bool coop_ok(const lm_vk_dev *v)
+{
+    if (!v->feat.coopmat_nv || v->feat.max_shared < 2 * 2 * 128 * 5 * 16) return false;
+    for (int i = 0; i < v->feat.ncoop; i++)
+        if (v->feat.coop_mnk[i][0] == 16 && v->feat.coop_mnk[i][1] == 16 && v->feat.coop_mnk[i][2] == 16) return true;
+    return false;
+}
+
+/* does element `off` of a's buffer start on 16 bytes (f32 rows of a multiple of 4)? */
+static uint32_t pc_vec(const lm_array *a, int64_t off)
+{
+    return off % 4 == 0 && lm_vk_mem_of(a)->off % 16 == 0;
+}
+
 static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
@@ -69,23 +88,28 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
     if (K == 0) return lm_vk_fill(v, lm_vk_mem_of(node), LM_F32, node->size, 0.0);   /* empty sums */
     uint32_t qt = (uint32_t)(w->dtype - LM_Q4_0), row_bytes = (uint32_t)lm_dtype_nbytes(w->dtype, K);
     lm_vk_arg args[3] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false}, {lm_vk_mem_of(node), true}};
+    gemm_pc pc = {(uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes};
     if (M <= GEMV_MAX_M) {
         /* one workgroup an output column, spread over x and y past the grid's width */
         uint32_t cap = v->feat.max_groups[0] < 65535 ? v->feat.max_groups[0] : 65535;
         uint32_t gx = N < cap ? (uint32_t)N : cap, gy = (uint32_t)((N + gx - 1) / gx);
-        gemv_pc pc = {(uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes, gx};
+        gemv_pc gv = {(uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes, gx};
         uint32_t spec[2] = {qt, (uint32_t)M};
-        return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &pc, sizeof pc, gx, gy, 1);
+        return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &gv, sizeof gv, gx, gy, 1);
     }
-    /* 128 x 128 tiles (8 x 8 an invocation, K 16 at a time) once they
-     * fill the device (128 of them: about one an SM of an H100); 64 x 64
-     * (4 x 4, K 32 at a time) otherwise.  LUMEN_VK_QGEMM=64|128 picks one
-     * for measurement and tests. */
     const char *e = getenv("LUMEN_VK_QGEMM");
-    bool big = e && *e ? !strcmp(e, "128") : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
+    if ((!e || !*e || !strcmp(e, "coop")) && coop_ok(v)) {
+        uint32_t spec[3] = {qt, pc_vec(x, x->offset), pc_vec(node, node->offset) && N % 4 == 0};
+        return lm_vk_dispatch(v, "quant_gemm_coop", spec, 3, args, 3, &pc, sizeof pc, (uint32_t)((N + 127) / 128),
+                              (uint32_t)((M + 127) / 128), 1);
+    }
+    /* f32 arithmetic: 128 x 128 tiles (8 x 8 an invocation, K 16 at a
+     * time) once they fill the device (128 of them: about one an SM of an
+     * H100); 64 x 64 (4 x 4, K 32 at a time) otherwise.
+     * LUMEN_VK_QGEMM=64|128|coop picks one for measurement and tests. */
+    bool big = e && *e && strcmp(e, "coop") ? !strcmp(e, "128") : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
     big &= v->feat.max_shared >= 2 * 16 * 132 * 4;
     int64_t tile = big ? 128 : 64;
-    gemm_pc pc = {(uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes};
     return lm_vk_dispatch(v, big ? "quant_gemm_big" : "quant_gemm", &qt, 1, args, 3, &pc, sizeof pc,
                           (uint32_t)((N + tile - 1) / tile), (uint32_t)((M + tile - 1) / tile), 1);
 }
