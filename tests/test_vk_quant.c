@@ -14,9 +14,10 @@
  *     this is the rounding of an f32 GEMM only (element-wise, at K = 512,
  *     that rounding passes lm.compare's rtol 1.3e-6 / atol 1e-5 on most
  *     elements but not all: 4e-5 on outputs near 15 was seen);
- *     the GEMM on tensor cores (quant_gemm_coop.glsl, where the device has
- *     NV cooperative matrices; the profiler says which kernel ran) rounds x
- *     and w to f16 and is held to NMSE 1e-6 instead (2^-11 an operand);
+ *     the GEMM on tensor cores (quant_gemm_coop.glsl, LUMEN_VK_QGEMM=coop
+ *     on a device with NV cooperative matrices; the profiler says which
+ *     kernel ran) rounds x and w to f16 and is held to NMSE 1e-6 instead
+ *     (2^-11 an operand);
  *   - the CPU's qlinear, which quantizes x to Q8_0 / Q8_K first: NMSE under
  *     1e-4 (that rounding, a few 1e-6 measured).
  * Every node must run on the GPU (no CPU fallback, as with
@@ -232,13 +233,17 @@ static void test_qlinear_layouts(void **state)
     check_qlinear(LM_Q5_K, 2, x9, 100, 5);       /* GEMM, x at an offset */
     check_qlinear(LM_Q4_0, 2, x130, 1030, 0);
     check_qlinear(LM_Q5_1, 2, x130, 1030, 0);
+    setenv("LUMEN_VK_QGEMM", "coop", 1);   /* tensor cores where the device has them, else the f32 tiles */
+    check_qlinear(LM_Q4_K, 2, x130, 1030, 0);
+    check_qlinear(LM_Q8_0, 2, x9, 100, 5);
+    check_qlinear(LM_Q6_K, 4, b4, 33, 0);
+    check_qlinear(LM_Q2_K, 2, x130, 250, 1);
     setenv("LUMEN_VK_QGEMM", "128", 1);
     check_qlinear(LM_Q8_0, 2, x130, 1030, 1);
     check_qlinear(LM_Q4_K, 2, x130, 250, 0);
     check_qlinear(LM_Q6_K, 2, x130, 250, 0);
-    setenv("LUMEN_VK_QGEMM", "64", 1);   /* f32 where the default is tensor cores */
+    setenv("LUMEN_VK_QGEMM", "64", 1);
     check_qlinear(LM_Q3_K, 2, x130, 70, 0);
-    check_qlinear(LM_Q8_0, 2, x9, 100, 5);
     unsetenv("LUMEN_VK_QGEMM");
     fprintf(stderr, "qlinear: worst NMSE against x * dequantized w in f64: %.3g in f32, %.3g on tensor cores "
             "(%d cases); against the CPU's qlinear (x quantized to q8): %.3g\n", worst_nmse_ref, worst_nmse_coop,

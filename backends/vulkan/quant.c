@@ -2,9 +2,10 @@
  * (shaders/quant_deq.glsl) and op qlinear, y [..., N] f32 = x [..., K] f32
  * w [N, K]^T with w quantized, as a GEMV for up to 8 rows of x
  * (shaders/quant_gemv.glsl) and a tiled GEMM above (quant_gemm.glsl).
- * Where the device has NV cooperative matrices (16x16x16 f16), the GEMM runs
- * on tensor cores instead (quant_gemm_coop.glsl: x and the decoded weights
- * rounded to f16, f32 accumulation).
+ * With LUMEN_VK_QGEMM=coop, on a device with NV cooperative matrices
+ * (16x16x16 f16), the GEMM runs on tensor cores instead
+ * (quant_gemm_coop.glsl: x and the decoded weights rounded to f16, f32
+ * accumulation); not the default until it has run on such a device.
  * All of them decode the blocks in the shader (quant.glsl), from the bytes
  * the tensor holds on the device: the weight is never materialised as
  * floats.  Every one of the 11 types runs natively.
@@ -97,8 +98,11 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
         uint32_t spec[2] = {qt, (uint32_t)M};
         return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &gv, sizeof gv, gx, gy, 1);
     }
+    /* tensor cores only when asked (LUMEN_VK_QGEMM=coop) until the kernel
+     * has passed test_vk_quant on a device that has them: lavapipe, where
+     * the rest is tested, has no cooperative matrices */
     const char *e = getenv("LUMEN_VK_QGEMM");
-    if ((!e || !*e || !strcmp(e, "coop")) && coop_ok(v)) {
+    if (e && !strcmp(e, "coop") && coop_ok(v)) {
         uint32_t spec[3] = {qt, pc_vec(x, x->offset), pc_vec(node, node->offset) && N % 4 == 0};
         return lm_vk_dispatch(v, "quant_gemm_coop", spec, 3, args, 3, &pc, sizeof pc, (uint32_t)((N + 127) / 128),
                               (uint32_t)((M + 127) / 128), 1);
@@ -107,7 +111,8 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
      * time) once they fill the device (128 of them: about one an SM of an
      * H100); 64 x 64 (4 x 4, K 32 at a time) otherwise.
      * LUMEN_VK_QGEMM=64|128|coop picks one for measurement and tests. */
-    bool big = e && *e && strcmp(e, "coop") ? !strcmp(e, "128") : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
+    bool big = e && (!strcmp(e, "64") || !strcmp(e, "128")) ? !strcmp(e, "128")
+                                                             : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
     big &= v->feat.max_shared >= 2 * 16 * 132 * 4;
     int64_t tile = big ? 128 : 64;
     return lm_vk_dispatch(v, big ? "quant_gemm_big" : "quant_gemm", &qt, 1, args, 3, &pc, sizeof pc,

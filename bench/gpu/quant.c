@@ -1,8 +1,8 @@
 /* quant.c - quantized linear layers on a Vulkan device (backends/vulkan/quant.c):
- * the GEMM (y = x w^T, x [M, K] f32, w [N, K] quantized: the default kernel,
- * tensor cores where the device has them, and the f32-arithmetic 128x128
- * tile, LUMEN_VK_QGEMM=128) beside Lumen's own f16 GEMM (lm_matmul of f16
- * [M, K] by [K, N]) in the same process, and the GEMV (M = 1) as
+ * the GEMM (y = x w^T, x [M, K] f32, w [N, K] quantized: on tensor cores,
+ * LUMEN_VK_QGEMM=coop, and the default f32-arithmetic kernel) beside
+ * Lumen's own f16 GEMM (lm_matmul of f16 [M, K] by [K, N]) in the same
+ * process, and the GEMV (M = 1) as
  * the bandwidth its quantized bytes reach.  bench/gpu/quant.sh runs it.
  *
  * Times are the kernels' own, from the profiler's GPU timestamps
@@ -152,20 +152,20 @@ static void bench_gemm(lm_dtype t, int64_t M, int64_t N, int64_t K)
     lm_array *x = randn(M, K, LM_F32), *w = random_blocks(t, N, K);
     lm_array *x16 = randn(M, K, LM_F16), *w16 = randn(K, N, LM_F16);
     double tq[MAX_REPS], th[MAX_REPS], ts[MAX_REPS], f = 2.0 * (double)M * (double)N * (double)K * 1e-9;
+    setenv("LUMEN_VK_QGEMM", "coop", 1);    /* tensor cores (the f32 kernel where there are none) */
     measure(g_linear, x, &w, 1, "qlinear", tq);
-    measure(g_matmul, x16, &w16, 1, "matmul", th);
-    setenv("LUMEN_VK_QGEMM", "128", 1);    /* the f32-arithmetic kernel, for comparison */
+    unsetenv("LUMEN_VK_QGEMM");             /* the default: f32 arithmetic */
     measure(g_linear, x, &w, 1, "qlinear", ts);
-    unsetenv("LUMEN_VK_QGEMM");
+    measure(g_matmul, x16, &w16, 1, "matmul", th);
     int mid = reps / 2;
-    printf("gemm_%s_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), (long long)M, (long long)N,
+    printf("gemm_%s_coop_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), (long long)M, (long long)N,
            (long long)K, f / tq[mid], f / tq[reps - 1], f / tq[0]);
-    printf("gemm_%s_f32tile_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), (long long)M, (long long)N,
+    printf("gemm_%s_f32_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), (long long)M, (long long)N,
            (long long)K, f / ts[mid], f / ts[reps - 1], f / ts[0]);
     printf("gemm_f16_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", (long long)M, (long long)N, (long long)K,
            f / th[mid], f / th[reps - 1], f / th[0]);
-    printf("# gemm %s / f16 at M=%lld: %.3fx (medians: %.3f ms against %.3f ms)\n", tname(t), (long long)M,
-           th[mid] / tq[mid], tq[mid], th[mid]);
+    printf("# gemm %s / f16 at M=%lld: tensor cores %.3fx, f32 %.3fx (medians: %.3f, %.3f ms against %.3f ms)\n",
+           tname(t), (long long)M, th[mid] / tq[mid], th[mid] / ts[mid], tq[mid], ts[mid], th[mid]);
     fflush(stdout);
     lm_array_release(x); lm_array_release(w); lm_array_release(x16); lm_array_release(w16);
 }
