@@ -455,7 +455,8 @@ static void walk_op(lm_op op)
             } else {
                 double *got = host_f64(g);
                 if (g->size != c->size || g->dtype != c->dtype) oa_fail("vulkan: %s", name, dn, "shape or dtype differs");
-                else if (!agree(ref, got, c->size, nmse_thr(c->dtype), why, sizeof why))
+                /* qlinear: the CPU quantizes x to 8 bits, Vulkan keeps it f32 (docs/VULKAN.md) */
+                else if (!agree(ref, got, c->size, op == LM_OP_QLINEAR ? 1e-4 : nmse_thr(c->dtype), why, sizeof why))
                     oa_fail("vulkan against cpu: %s", name, dn, why);
                 free(got);
             }

@@ -61,9 +61,9 @@ static lm_status run_dequantize(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *q = node->inputs[0];
     deq_pc pc = {(uint32_t)(node->size / 8), (uint32_t)node->offset};
-    uint32_t spec[2] = {(uint32_t)(q->dtype - LM_Q4_0), 0};
+    uint32_t qt = (uint32_t)(q->dtype - LM_Q4_0);
     lm_vk_arg args[2] = {{lm_vk_mem_of(q), false}, {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, "quant_deq", spec, 2, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+    return lm_vk_dispatch(v, "quant_deq", &qt, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
 }
 
 /* tensor cores: 16x16x16 f16 fragments (NV) and the 40 KiB of shared
