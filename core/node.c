@@ -332,7 +332,8 @@ lm_array *lm_node_new(lm_op op, lm_dtype dt, int ndim, const int64_t *shape,
     /* quantized storage is read only by the ops that decode it; every other
      * op refuses it by name (lm_array_to wires its copy by hand) */
     for (int i = 0; i < ninputs; i++)
-        if ((lm_dtype_is_quant(inputs[i]->dtype) && !(op == LM_OP_QLINEAR && i == 1)) ||
+        if ((lm_dtype_is_quant(inputs[i]->dtype) && !(op == LM_OP_QLINEAR && i == 1) &&
+             !(op == LM_OP_DEQUANTIZE && i == 0)) ||
             (lm_dtype_is_quant(dt) && op != LM_OP_COPY)) {
             lm_error_set(LM_ERR_UNSUPPORTED, "%s: dtype %s is quantized storage; dequantize() it first",
                          lm_op_name(op), lm_dtype_name(lm_dtype_is_quant(dt) ? dt : inputs[i]->dtype));

@@ -156,6 +156,7 @@ typedef enum lm_op_class {
     X(TRIU,          NN,      1,  SAME,  1,  NONE,      NONE,      0) \
     X(TIMESTEP_EMBEDDING, NN, 1,  OWN,   0,  NONE,      NONE,      0) \
     X(QLINEAR,       NN,      2,  OWN,   0,  NONE,      NONE,      0)  /* x [..., K] f32 @ w [N, K]^T, w quantized (core/quant.h) */ \
+    X(DEQUANTIZE,    NN,      1,  OWN,   0,  NONE,      NONE,      0)  /* a quantized tensor's values as f32 (core/quant.h) */ \
     /* fused elementwise chain made by compile (core/compile.c) */ \
     X(FUSED,         OTHER,  -1,  OWN,   1,  NONE,      NONE,      0)
 

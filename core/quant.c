@@ -776,6 +776,9 @@ lm_array *lm_quantize(lm_array *a, lm_dtype t)
     return r;
 }
 
+/* A node (op dequantize) rather than a decode on the host, so that a tensor
+ * on a GPU decodes there (backends/vulkan/quant.c) and the CPU runs
+ * lm_dequantize_row (backends/cpu/nn.c). */
 lm_array *lm_dequantize(lm_array *a)
 {
     if (!a) return NULL;
@@ -788,13 +791,5 @@ lm_array *lm_dequantize(lm_array *a)
         lm_array_release(d);
         return r;
     }
-    void *q = malloc(lm_array_nbytes(a) + 1);
-    float *y = malloc((size_t)(a->size ? a->size : 1) * sizeof *y);
-    lm_array *r = NULL;
-    if (!q || !y) lm_error_set(LM_ERR_NOMEM, "dequantize: out of host memory");
-    else if (lm_array_read(a, q, a->dtype) == LM_OK && lm_dequantize_row(a->dtype, q, y, a->size) == LM_OK)
-        r = lm_from_data(a->ndim, a->shape, LM_F32, y, a->device);
-    free(q);
-    free(y);
-    return r;
+    return lm_node_new(LM_OP_DEQUANTIZE, LM_F32, a->ndim, a->shape, 1, &a, NULL, a->device);
 }

@@ -24,11 +24,12 @@ lm_status lm_quantize_row(lm_dtype t, const float *x, void *dst, int64_t n);
 /* n elements of the blocks at src into y. */
 lm_status lm_dequantize_row(lm_dtype t, const void *src, float *y, int64_t n);
 
-/* Tensor forms (evaluated at once, on the host; the result lives on a's
- * device).  lm_quantize: a float tensor (any float dtype, read as f32) whose
- * last dimension is a multiple of t's block, as dtype t.  lm_dequantize: a
- * quantized tensor as f32 (any other dtype: a new reference to a itself
- * converted to f32).  NEW references; NULL + error otherwise. */
+/* Tensor forms (the result lives on a's device).  lm_quantize (evaluated
+ * at once, on the host): a float tensor (any float dtype, read as f32) whose
+ * last dimension is a multiple of t's block, as dtype t.  lm_dequantize (a
+ * lazy node, op dequantize, run by a's device): a quantized tensor as f32
+ * (any other dtype: a converted to f32).  NEW references; NULL + error
+ * otherwise. */
 lm_array *lm_quantize(lm_array *a, lm_dtype t);
 
 /* One block of any quantized dtype as integers, for the dequantizer and the

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include "nn.h"
 #include "quant_cpu.h"
+#include "core/quant.h"
 
 bool lm_cpu_supports_nn(const lm_array *node)
 {
@@ -13,6 +14,7 @@ bool lm_cpu_supports_nn(const lm_array *node)
     case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_GROUP_NORM: case LM_OP_ATTENTION:
     case LM_OP_ROPE: case LM_OP_TOPK: case LM_OP_SORT: case LM_OP_ARGSORT: case LM_OP_SCATTER:
     case LM_OP_SCATTER_ADD: case LM_OP_ONE_HOT: case LM_OP_TRIL: case LM_OP_TRIU: case LM_OP_QLINEAR:
+    case LM_OP_DEQUANTIZE:
         return true;
     default:
         return false;   /* the rest are compositions built in core/ops_nn.c */
@@ -37,6 +39,11 @@ lm_status lm_cpu_run_nn(lm_device *d, lm_array *node)
     case LM_OP_ONE_HOT: return lm_nn_one_hot(node);
     case LM_OP_TRIL: case LM_OP_TRIU: return lm_nn_tri(node);
     case LM_OP_QLINEAR: return lm_nn_qlinear(node);
+    case LM_OP_DEQUANTIZE: {   /* a quantized tensor's blocks (never a view) as f32 */
+        const lm_array *q = node->inputs[0];
+        return lm_dequantize_row(q->dtype, (const unsigned char *)q->buf->host + lm_dtype_nbytes(q->dtype, q->offset),
+                                 node->buf->host, node->size);
+    }
     default:
         return lm_error_set(LM_ERR_UNSUPPORTED, "cpu: %s is not implemented", lm_op_name(node->op));
     }

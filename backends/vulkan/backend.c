@@ -1,6 +1,7 @@
 /* backend.c - the lm_backend table of the Vulkan backend: which nodes it
  * can run and where each op family goes. */
 #include "backends/vulkan/vk.h"
+#include "backends/vulkan/quant.h"
 
 static bool operand_ok(lm_vk_dev *v, const lm_array *a)
 {
@@ -14,6 +15,8 @@ static bool operand_ok(lm_vk_dev *v, const lm_array *a)
 static bool vk_supports(lm_device *d, const lm_array *node)
 {
     lm_vk_dev *v = lm_vk_of(d);
+    /* quantized operands: quant.c checks them (lm_vk_dtype_ok knows element dtypes only) */
+    if (node->op == LM_OP_QLINEAR || node->op == LM_OP_DEQUANTIZE) return lm_vk_supports_quant(v, node);
     if (v->lost || !operand_ok(v, node)) return false;
     for (int i = 0; i < node->ninputs; i++)
         if (!operand_ok(v, node->inputs[i])) return false;
@@ -39,6 +42,7 @@ static lm_status vk_run(lm_device *d, lm_array *node)
     if (st != LM_OK) return st;
     if (node->size == 0) return LM_OK;
     if (node->op == LM_OP_FUSED) return lm_vk_run_fused(d, node->params.ext, node);
+    if (node->op == LM_OP_QLINEAR || node->op == LM_OP_DEQUANTIZE) return lm_vk_run_quant(v, node);
     switch (lm_op_class_of(node->op)) {
     case LM_CLASS_CREATE: return lm_vk_run_create(v, node);
     case LM_CLASS_UNARY:

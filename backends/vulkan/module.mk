@@ -151,6 +151,15 @@ VK_VARIANTS += nn_elem_f64:nn_elem:LM_F64=1
 VK_VARIANTS += reduce:reduce:
 VK_VARIANTS += reduce_f64:reduce:LM_F64=1
 
+# quant*.glsl: ggml's block types decoded in the shader (quant.c):
+# dequantize, qlinear's GEMV (M <= 8), its GEMM in 64x64 and 128x128 tiles
+# and on NV cooperative matrices
+VK_VARIANTS += quant_deq:quant_deq:
+VK_VARIANTS += quant_gemv:quant_gemv:
+VK_VARIANTS += quant_gemm:quant_gemm:
+VK_VARIANTS += quant_gemm_big:quant_gemm:BM=128,BN=128,TM=8,TN=8,BK=16
+VK_VARIANTS += quant_gemm_coop:quant_gemm_coop:
+
 
 # Hand-written modules: the rest.  (eltwise*.comp and fused*.comp stay files
 # for now: their owner is changing them.)
@@ -268,6 +277,14 @@ endif
 ifeq ($(VK_ENABLED),yes)
 ALL_TARGETS += $(BUILD)/bench/vkstats
 $(BUILD)/bench/vkstats: bench/gpu/vkstats.c $(BUILD)/liblumen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+endif
+
+# Quantized GEMM/GEMV figures (bench/gpu/quant.sh).
+ifeq ($(VK_ENABLED),yes)
+ALL_TARGETS += $(BUILD)/bench/vkquant
+$(BUILD)/bench/vkquant: bench/gpu/quant.c $(BUILD)/liblumen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 endif

@@ -29,7 +29,7 @@ run() {
         grep -E "validation|FAIL" "$log" | head -20
     fi
 }
-for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv test_vulkan_nn_index; do
+for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv test_vulkan_nn_index test_vk_quant; do
     run $t validate "under the validation layer"
 done
 for t in test_vulkan test_vulkan_placement test_profile test_vulkan_nn_conv; do

@@ -1,0 +1,129 @@
+/* quant.c - ggml's block quantizations on Vulkan: op dequantize
+ * (shaders/quant_deq.glsl) and op qlinear, y [..., N] f32 = x [..., K] f32
+ * w [N, K]^T with w quantized, as a GEMV for up to 8 rows of x
+ * (shaders/quant_gemv.glsl) and a tiled GEMM above (quant_gemm.glsl).
+ * With LUMEN_VK_QGEMM=coop, on a device with NV cooperative matrices
+ * (16x16x16 f16), the GEMM runs on tensor cores instead
+ * (quant_gemm_coop.glsl: x and the decoded weights rounded to f16, f32
+ * accumulation); not the default until it has run on such a device.
+ * All of them decode the blocks in the shader (quant.glsl), from the bytes
+ * the tensor holds on the device: the weight is never materialised as
+ * floats.  Every one of the 11 types runs natively.
+ *
+ * Unlike the CPU's qlinear (backends/cpu/quant_linear.c), which quantizes
+ * each row of x to Q8_0 / Q8_K and takes integer dot products, x stays f32
+ * here: the GPU's result is x times the dequantized weight, rounded in f32
+ * (what tests/test_vk_quant.c compares against), and differs from the
+ * CPU's by the CPU's activation rounding (half a step of x's block). */
+#include <stdlib.h>
+#include <string.h>
+#include "backends/vulkan/quant.h"
+
+/* the shaders' type codes (quant.glsl's QT_*) follow core/dtype.h's order */
+_Static_assert(LM_Q8_K - LM_Q4_0 == 10 && LM_Q6_K - LM_Q4_0 == 9 && LM_Q4_K - LM_Q4_0 == 7,
+               "quant.glsl numbers the block types as core/dtype.h orders them");
+
+/* rows of x up to which qlinear runs as a GEMV (one pass over w) */
+#define GEMV_MAX_M 8
+
+typedef struct gemv_pc { uint32_t N, K, off_x, off_y, row_bytes, gx; } gemv_pc;
+typedef struct gemm_pc { uint32_t M, N, K, off_x, off_y, row_bytes; } gemm_pc;
+typedef struct deq_pc { uint32_t chunks, off; } deq_pc;
+
+static bool fits(lm_vk_dev *v, const lm_array *a)
+{
+    size_t n = a->buf && a->buf->handle ? (size_t)lm_vk_mem_of(a)->size : lm_array_nbytes(a);
+    return n <= v->feat.max_range && n < UINT32_MAX;
+}
+
+bool lm_vk_supports_quant(lm_vk_dev *v, const lm_array *node)
+{
+    if (v->lost || !fits(v, node) || node->dtype != LM_F32) return false;
+    for (int i = 0; i < node->ninputs; i++)
+        if (!fits(v, node->inputs[i])) return false;
+    if (node->op == LM_OP_DEQUANTIZE)
+        return node->ninputs == 1 && lm_dtype_is_quant(node->inputs[0]->dtype) &&
+               node->inputs[0]->offset == 0 && node->size % 8 == 0 && node->size < INT32_MAX;
+    if (node->op != LM_OP_QLINEAR || node->ninputs != 2) return false;
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    if (x->dtype != LM_F32 || !lm_array_is_contiguous(x) || !lm_dtype_is_quant(w->dtype) || w->ndim != 2 ||
+        w->offset != 0)
+        return false;
+    int64_t N = w->shape[0], K = w->shape[1];
+    if (K % lm_dtype_block(w->dtype) || N >= INT32_MAX || K >= INT32_MAX) return false;
+    int64_t M = K ? x->size / K : 0;
+    /* a GEMM's grid has ceil(M / 64) rows of workgroups; a GEMV's spreads N over x and y */
+    if (M > GEMV_MAX_M && (M + 63) / 64 > (int64_t)v->feat.max_groups[1]) return false;
+    return x->offset + x->size < INT32_MAX && node->size < INT32_MAX;
+}
+
+static lm_status run_dequantize(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *q = node->inputs[0];
+    deq_pc pc = {(uint32_t)(node->size / 8), (uint32_t)node->offset};
+    uint32_t qt = (uint32_t)(q->dtype - LM_Q4_0);
+    lm_vk_arg args[2] = {{lm_vk_mem_of(q), false}, {lm_vk_mem_of(node), true}};
+    return lm_vk_dispatch(v, "quant_deq", &qt, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+}
+
+/* tensor cores: 16x16x16 f16 fragments (NV) and the 40 KiB of shared
+ * memory quant_gemm_coop.glsl stages its tiles in */
+static bool coop_ok(const lm_vk_dev *v)
+{
+    if (!v->feat.coopmat_nv || v->feat.max_shared < 2 * 2 * 128 * 5 * 16) return false;
+    for (int i = 0; i < v->feat.ncoop; i++)
+        if (v->feat.coop_mnk[i][0] == 16 && v->feat.coop_mnk[i][1] == 16 && v->feat.coop_mnk[i][2] == 16) return true;
+    return false;
+}
+
+/* does element `off` of a's buffer start on 16 bytes (f32 rows of a multiple of 4)? */
+static uint32_t pc_vec(const lm_array *a, int64_t off)
+{
+    return off % 4 == 0 && lm_vk_mem_of(a)->off % 16 == 0;
+}
+
+static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    int64_t N = w->shape[0], K = w->shape[1], M = K ? x->size / K : 0;
+    if (K == 0) return lm_vk_fill(v, lm_vk_mem_of(node), LM_F32, node->size, 0.0);   /* empty sums */
+    uint32_t qt = (uint32_t)(w->dtype - LM_Q4_0), row_bytes = (uint32_t)lm_dtype_nbytes(w->dtype, K);
+    lm_vk_arg args[3] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false}, {lm_vk_mem_of(node), true}};
+    gemm_pc pc = {(uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes};
+    if (M <= GEMV_MAX_M) {
+        /* one workgroup an output column, spread over x and y past the grid's width */
+        uint32_t cap = v->feat.max_groups[0] < 65535 ? v->feat.max_groups[0] : 65535;
+        uint32_t gx = N < cap ? (uint32_t)N : cap, gy = (uint32_t)((N + gx - 1) / gx);
+        gemv_pc gv = {(uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes, gx};
+        uint32_t spec[2] = {qt, (uint32_t)M};
+        return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &gv, sizeof gv, gx, gy, 1);
+    }
+    /* tensor cores only when asked (LUMEN_VK_QGEMM=coop) until the kernel
+     * has passed test_vk_quant on a device that has them: lavapipe, where
+     * the rest is tested, has no cooperative matrices */
+    const char *e = getenv("LUMEN_VK_QGEMM");
+    if (e && !strcmp(e, "coop") && coop_ok(v)) {
+        uint32_t spec[3] = {qt, pc_vec(x, x->offset), pc_vec(node, node->offset) && N % 4 == 0};
+        return lm_vk_dispatch(v, "quant_gemm_coop", spec, 3, args, 3, &pc, sizeof pc, (uint32_t)((N + 127) / 128),
+                              (uint32_t)((M + 127) / 128), 1);
+    }
+    /* f32 arithmetic: 128 x 128 tiles (8 x 8 an invocation, K 16 at a
+     * time) once they fill the device (128 of them: about one an SM of an
+     * H100); 64 x 64 (4 x 4, K 32 at a time) otherwise.
+     * LUMEN_VK_QGEMM=64|128|coop picks one for measurement and tests. */
+    bool big = e && (!strcmp(e, "64") || !strcmp(e, "128")) ? !strcmp(e, "128")
+                                                             : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
+    big &= v->feat.max_shared >= 2 * 16 * 132 * 4;
+    int64_t tile = big ? 128 : 64;
+    return lm_vk_dispatch(v, big ? "quant_gemm_big" : "quant_gemm", &qt, 1, args, 3, &pc, sizeof pc,
+                          (uint32_t)((N + tile - 1) / tile), (uint32_t)((M + tile - 1) / tile), 1);
+}
+
+lm_status lm_vk_run_quant(lm_vk_dev *v, lm_array *node)
+{
+    if (!lm_vk_supports_quant(v, node))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s of %s %s is beyond these kernels", lm_op_name(node->op),
+                            lm_dtype_name(node->inputs[node->ninputs - 1]->dtype), "(size or layout)");
+    lm_status st = node->op == LM_OP_DEQUANTIZE ? run_dequantize(v, node) : run_qlinear(v, node);
+    return st == LM_OK ? st : lm_error_prefix("%s", lm_op_name(node->op));
+}
