@@ -878,30 +878,29 @@ static lm_status dump_finish(dump *d)
         free(b.p);
         return lm_error_set(LM_ERR_NOMEM, "trace: out of host memory for the header of %s", d->path);
     }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", d->path);
-    int fd = mkstemp(tmp);
-    mode_t um = umask(0);
-    umask(um);
-    if (fd >= 0) fchmod(fd, 0666 & ~um);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    lm_status st = f ? LM_OK : lm_error_set(LM_ERR_IO, "trace: cannot write beside %s: %s", d->path, strerror(errno));
+    /* core/io's atomic file: a private temporary renamed into place, listed
+     * for a signal handler's cleanup */
+    lm_io_out o;
+    lm_status st = lm_io_out_open(&o, d->path);
+    if (st != LM_OK) {
+        free(b.p);
+        return st;
+    }
     unsigned char len[8];
     for (int i = 0; i < 8; i++) len[i] = (unsigned char)((uint64_t)b.n >> (8 * i));
-    if (st == LM_OK && (fwrite(len, 1, 8, f) != 8 || fwrite(b.p, 1, b.n, f) != b.n)) st = LM_ERR_IO;
-    if (st == LM_OK && fflush(d->data) == 0 && fseek(d->data, 0, SEEK_SET) == 0) {
-        char chunk[1 << 16];
-        size_t got;
-        while (st == LM_OK && (got = fread(chunk, 1, sizeof chunk, d->data)) > 0)
-            if (fwrite(chunk, 1, got, f) != got) st = LM_ERR_IO;
-    }
+    bool ok = lm_io_out_write(&o, len, 8) && lm_io_out_write(&o, b.p, b.n);
     free(b.p);
-    if (f && fclose(f) != 0 && st == LM_OK) st = LM_ERR_IO;
-    if (st == LM_ERR_IO) st = lm_error_set(LM_ERR_IO, "trace: writing %s: %s", tmp, strerror(errno));
-    if (st == LM_OK && rename(tmp, d->path) != 0)
-        st = lm_error_set(LM_ERR_IO, "trace: renaming %s to %s: %s", tmp, d->path, strerror(errno));
-    if (st != LM_OK && fd >= 0) unlink(tmp);
-    return st;
+    if (ok && (fflush(d->data) != 0 || fseek(d->data, 0, SEEK_SET) != 0)) {
+        ok = false;
+        st = lm_error_set(LM_ERR_IO, "trace: reading back the values spilled for %s: %s", d->path,
+                          strerror(errno));
+    }
+    char chunk[1 << 16];
+    size_t got;
+    while (ok && (got = fread(chunk, 1, sizeof chunk, d->data)) > 0) ok = lm_io_out_write(&o, chunk, got);
+    /* a failed write is reported by the close, which removes the temporary */
+    lm_status sc = lm_io_out_close(&o, st == LM_OK);
+    return st != LM_OK ? st : sc;
 }
 
 static int dump_gc(lua_State *L)

@@ -21,26 +21,6 @@ int lm_io_open_read(const char *path);
  * beyond size). */
 lm_status lm_io_read_all(const char *path, void **data, size_t *size);
 
-/* An atomic file: written to a temporary created exclusively beside path
- * ("<path>.<pid>-<n>-<x>.tmp", never shared with another writer) and
- * renamed over path on success, so readers see the old file or the new
- * one, never a part, and a failed write leaves the old file as it was and
- * no temporary behind.  An existing path that is not a regular file is
- * refused before anything is written. */
-typedef struct lm_io_out {
-    FILE *f;
-    char *tmp;
-    const char *path;
-    bool failed;
-    int err;              /* errno of the first failed write */
-    int slot;             /* its entry for lm_io_unlink_temporaries, or -1 */
-} lm_io_out;
-lm_status lm_io_out_open(lm_io_out *o, const char *path);
-/* false once any write has failed (o->err says why). */
-bool lm_io_out_write(lm_io_out *o, const void *p, size_t n);
-/* Closes and renames (ok) or removes the temporary (!ok or write error,
- * the message naming path and errno). */
-lm_status lm_io_out_close(lm_io_out *o, bool ok);
 
 /* The array's elements, row-major, in its own dtype (evaluates), in a
  * malloc'd buffer of lm_array_nbytes(a) bytes (at least 1). */
