@@ -332,27 +332,6 @@ static int l_tmp_forget(lua_State *L)
     return 0;
 }
 
-/* Whether name ends in core/io's temporary suffix ".<pid>-<k>-<hex>.tmp";
- * *n is then the length before it */
-static bool io_tmp_suffix(const char *name, size_t *n)
-{
-    size_t len = strlen(name);
-    if (len < 4 || strcmp(name + len - 4, ".tmp")) return false;
-    const char *p = name + len - 4;
-    int part = 0;   /* hex, then k, then pid, from the end */
-    while (p > name) {
-        char c = p[-1];
-        bool digit = c >= '0' && c <= '9', hex = digit || (c >= 'a' && c <= 'f');
-        if (c == '-' && part < 2) part++;
-        else if (c == '.' && part == 2) break;
-        else if (!(part == 0 ? hex : digit)) return false;
-        p--;
-    }
-    if (p == name || part != 2) return false;
-    *n = (size_t)(p - 1 - name);
-    return true;
-}
-
 /* Whether name is a temporary of lm.batch ("<x>.lumen-<host>-<pid>-<k>.tmp",
  * that + ".tmp", or that + the temporary lm.image.write_png makes beside
  * it): *host (pointer into name, hostlen bytes) and *pid. */
@@ -360,7 +339,7 @@ static bool tmp_parse(const char *name, const char **host, size_t *hostlen, long
 {
     size_t n = strlen(name);
     if (n >= 8 && !strcmp(name + n - 8, ".tmp.tmp")) n -= 4;
-    else io_tmp_suffix(name, &n);
+    else lm_io_temp_base(name, &n);
     if (n < 4 || strncmp(name + n - 4, ".tmp", 4)) return false;
     const char *end = name + n - 4, *p = end;
     while (p > name && p[-1] >= '0' && p[-1] <= '9') p--;            /* k */

@@ -351,6 +351,25 @@ static int create_temp(const char *path, char *tmp, size_t cap, int *slot)
     return -1;
 }
 
+bool lm_io_temp_base(const char *name, size_t *n)
+{
+    size_t len = strlen(name);
+    if (len < 4 || strcmp(name + len - 4, ".tmp")) return false;
+    const char *p = name + len - 4;
+    int part = 0;   /* hex, then k, then pid, from the end */
+    while (p > name) {
+        char c = p[-1];
+        bool digit = c >= '0' && c <= '9', hex = digit || (c >= 'a' && c <= 'f');
+        if (c == '-' && part < 2) part++;
+        else if (c == '.' && part == 2) break;
+        else if (!(part == 0 ? hex : digit)) return false;
+        p--;
+    }
+    if (p == name || part != 2) return false;
+    *n = (size_t)(p - 1 - name);
+    return true;
+}
+
 void lm_io_unlink_temporaries(void)
 {
     for (int i = 0; i < TMP_SLOTS; i++)

@@ -152,6 +152,11 @@ lm_array *lm_png_read_mem(const void *data, size_t size, const char *what,
  * outputs.  Writes finish or fail normally otherwise. */
 void lm_io_unlink_temporaries(void);
 
+/* Whether name (a file name, no folder) is a temporary of core/io's
+ * writers, "<base>.<pid>-<k>-<hex>.tmp" (create_temp in io.c): *n is then
+ * the length of <base>.  For sweeps of what a killed process left. */
+bool lm_io_temp_base(const char *name, size_t *n);
+
 /* An atomic file: written to a temporary created exclusively beside path
  * ("<path>.<pid>-<n>-<x>.tmp", never shared with another writer) and
  * renamed over path on success, so readers see the old file or the new
