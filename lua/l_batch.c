@@ -587,13 +587,23 @@ static int l_sigint(lua_State *L)
     return 0;
 }
 
-/* in_job(flag): whether a job's function is running (a Ctrl-C then raises
- * "interrupted" inside it) */
-static int l_in_job(lua_State *L)
+/* run_job(fn) -> ok, result | false, message: fn under pcall with the
+ * job flag set for exactly the time fn runs.  Setting and clearing the flag
+ * from Lua around a Lua pcall left windows (before the pcall started, after
+ * it returned) where a signal's hook raised "interrupted" outside any
+ * protection, and the run ended with a Lua error instead of stopping
+ * cleanly; here no Lua instruction runs between the flag and the pcall. */
+static int l_run_job(lua_State *L)
 {
-    sig_in_job = lua_toboolean(L, 1);
-    if (!sig_in_job) lua_sethook(L, NULL, 0, 0);
-    return 0;
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    sig_in_job = 1;
+    int st = lua_pcall(L, 0, 1, 0);
+    sig_in_job = 0;
+    lua_sethook(L, NULL, 0, 0);
+    lua_pushboolean(L, st == LUA_OK);
+    lua_insert(L, -2);
+    return 2;
 }
 
 static const lm_lua_func batch_helpers[] = {
@@ -608,7 +618,8 @@ static const lm_lua_func batch_helpers[] = {
      "names in dir ending in suffix (internal)."},
     {"mkdirs", l_mkdirs, "lm._batch.mkdirs(dir) -> true | nil, message\n(internal)"},
     {"sigint", l_sigint, "lm._batch.sigint([on]) -> count\nThe run's Ctrl-C handler (internal)."},
-    {"in_job", l_in_job, "lm._batch.in_job(flag)\n(internal)"},
+    {"run_job", l_run_job, "lm._batch.run_job(fn) -> ok, result | false, message\nfn under "
+     "pcall with the job flag set while it runs (internal)."},
     {"tmp_create", l_tmp_create, "lm._batch.tmp_create(final) -> name | nil, message\nA new "
      "temporary file beside final, created exclusively (internal)."},
     {"tmp_forget", l_tmp_forget, "lm._batch.tmp_forget(name)\n(internal)"},

@@ -774,10 +774,9 @@ function lm.batch(o)
 
   -- one job, or a group through render_batch: returns false when interrupted
   local function run_group(group)
-    B.in_job(true)
     local ok, res
     if #group == 1 and spec.render then
-      ok, res = pcall(function()
+      ok, res = B.run_job(function()
         local outs = outputs_of(spec, spec.render(copy(group[1].p)), layout, false)
         local ts = {}
         for _, pr in ipairs(outs) do ts[#ts + 1] = pr[2] end
@@ -785,7 +784,7 @@ function lm.batch(o)
         return {outs}
       end)
     else
-      ok, res = pcall(function()
+      ok, res = B.run_job(function()
         local ps = {}
         for k, j in ipairs(group) do ps[k] = copy(j.p) end
         local r = spec.render_batch(ps)
@@ -808,7 +807,6 @@ function lm.batch(o)
         return per
       end)
     end
-    B.in_job(false)
     if stopped() then return false end
     if not ok and #group > 1 and spec.render then
       -- a failing batch: each job alone, so only the bad ones fail
