@@ -79,24 +79,39 @@ static double warm_up(graph_fn fn, lm_array **in, int *nout)
     return spent * 1e3;
 }
 
-/* best time of `reps` evaluations of the graph fn builds, after the first
- * (it makes the pipelines) and a warm-up */
-static double best_time(graph_fn fn, lm_array **in, int reps)
+static int cmp_double(const void *a, const void *b)
 {
-    double best = 1e30;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the median, min and max of `reps` evaluations of the graph fn builds,
+ * after the first (it makes the pipelines) and a warm-up; every figure is
+ * printed as "name median [a-b] unit" (a-b: the figure at the slowest and at
+ * the fastest run), so compare.py can flag a spread over 15% */
+typedef struct { double med, lo, hi; } timing;
+
+static timing time_of(graph_fn fn, lm_array **in, int reps)
+{
+    double ts[64];
     int nw;
+    if (reps > 64) reps = 64;
     eval_once(fn, in);
     warm_up(fn, in, &nw);
-    for (int r = 1; r < reps + 1; r++) {
-        lm_array *g = fn(in);
-        if (!g) die("build");
-        double t0 = now();
-        if (lm_array_eval(g) != LM_OK) die("eval");
-        double t = now() - t0;
-        if (t < best) best = t;
-        lm_array_release(g);
-    }
-    return best;
+    for (int r = 0; r < reps; r++) ts[r] = eval_once(fn, in);
+    qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+    return (timing){ts[reps / 2], ts[0], ts[reps - 1]};
+}
+
+/* a rate (work / time): the bracket runs from the slowest run's to the fastest's */
+static void print_rate(const char *name, double work, timing t, const char *unit)
+{
+    printf("%s %.4g [%.4g-%.4g] %s\n", name, work / t.med, work / t.hi, work / t.lo, unit);
+}
+
+static void print_ms(const char *name, double scale, timing t)
+{
+    printf("%s %.4g [%.4g-%.4g] ms\n", name, t.med * scale * 1e3, t.lo * scale * 1e3, t.hi * scale * 1e3);
 }
 
 static lm_array *g_matmul(lm_array **in) { return lm_matmul(in[0], in[1]); }
@@ -121,10 +136,9 @@ static void bench_matmul(int64_t n, lm_dtype dt)
 {
     int64_t s[2] = {n, n};
     lm_array *in[2] = {randn(2, s, dt), randn(2, s, dt)};
-    int reps = n >= 8192 ? 3 : 5;
-    double t = best_time(g_matmul, in, reps);
-    printf("matmul_%s_%lld %.2f TFLOP/s\n", lm_dtype_name(dt), (long long)n,
-           2.0 * (double)n * (double)n * (double)n / t * 1e-12);
+    char name[64];
+    snprintf(name, sizeof name, "matmul_%s_%lld", lm_dtype_name(dt), (long long)n);
+    print_rate(name, 2.0 * (double)n * (double)n * (double)n * 1e-12, time_of(g_matmul, in, 7), "TFLOP/s");
     lm_array_release(in[0]);
     lm_array_release(in[1]);
 }
@@ -135,12 +149,6 @@ static void bench_matmul(int64_t n, lm_dtype dt)
  * evaluations after the first (it makes the pipelines; its time is
  * printed) and the warm-up above (bench/gpu/coldwarm.sh; variant sweeps:
  * bench/gpu/mm_sweep.sh). */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void bench_mm_spread(void)
 {
     const char *sz = getenv("VKBENCH_SIZES"), *dn = getenv("VKBENCH_DTYPE"), *rp = getenv("VKBENCH_REPS");
@@ -178,10 +186,16 @@ static void bench_stream(int64_t n)
 {
     lm_array *in[2] = {randn(1, &n, LM_F32), randn(1, &n, LM_F32)};
     double gb = (double)n * 4 * 1e-9;
-    printf("add_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 3 * gb / best_time(g_add, in, 5));
-    printf("gelu_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 2 * gb / best_time(g_gelu, in, 5));
-    printf("copy_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 2 * gb / best_time(g_copy, in, 5));
-    printf("chain_f32_%lldM %.3f ms\n", (long long)(n >> 20), 1e3 * best_time(g_chain, in, 3));
+    char name[64];
+    long long m = (long long)(n >> 20);
+    snprintf(name, sizeof name, "add_f32_%lldM", m);
+    print_rate(name, 3 * gb, time_of(g_add, in, 7), "GB/s");
+    snprintf(name, sizeof name, "gelu_f32_%lldM", m);
+    print_rate(name, 2 * gb, time_of(g_gelu, in, 7), "GB/s");
+    snprintf(name, sizeof name, "copy_f32_%lldM", m);
+    print_rate(name, 2 * gb, time_of(g_copy, in, 7), "GB/s");
+    snprintf(name, sizeof name, "chain_f32_%lldM", m);
+    print_ms(name, 1, time_of(g_chain, in, 7));
     lm_array_release(in[0]);
     lm_array_release(in[1]);
 }
@@ -232,18 +246,21 @@ static void bench_fused_one(const char *name, graph_fn fn, int nin, lm_array **i
     if (!compiled_now) die("compile");
     compiled_nin = nin;
     double gb = (double)n * 4 * (nin + 1) * 1e-9;
-    double tc = best_time(g_compiled, in, 5);
+    timing tc = time_of(g_compiled, in, 7);
     int64_t k0 = lm_eval_kernel_count();      /* kernels of one call, warm */
     eval_once(g_compiled, in);
     double kc = (double)(lm_eval_kernel_count() - k0);
-    double tu = best_time(fn, in, 3);
+    timing tu = time_of(fn, in, 7);
     k0 = lm_eval_kernel_count();
     eval_once(fn, in);
     double ku = (double)(lm_eval_kernel_count() - k0);
-    printf("fused_%s_%lldM %.1f GB/s\n", name, (long long)(n >> 20), gb / tc);
-    printf("unfused_%s_%lldM %.1f GB/s\n", name, (long long)(n >> 20), gb / tu);
+    char key[64];
+    snprintf(key, sizeof key, "fused_%s_%lldM", name, (long long)(n >> 20));
+    print_rate(key, gb, tc, "GB/s");
+    snprintf(key, sizeof key, "unfused_%s_%lldM", name, (long long)(n >> 20));
+    print_rate(key, gb, tu, "GB/s");
     printf("# %s: compiled %.3f ms (%.0f kernel/call), uncompiled %.3f ms (%.0f kernels/call)\n", name,
-           tc * 1e3, kc, tu * 1e3, ku);
+           tc.med * 1e3, kc, tu.med * 1e3, ku);
     fflush(stdout);
     lm_compiled_free(compiled_now);
     lm_array_release(traced);
@@ -273,9 +290,12 @@ static void bench_conv(int64_t hw, lm_dtype dt)
 {
     int64_t xs[4] = {1, 128, hw, hw}, ws[4] = {128, 128, 3, 3}, bs[1] = {128};
     lm_array *in[3] = {randn(4, xs, dt), randn(4, ws, dt), randn(1, bs, dt)};
-    double t = best_time(g_conv, in, 5);
+    timing tm = time_of(g_conv, in, 7);
+    double t = tm.med;
     double flop = 2.0 * 128 * 128 * 9 * (double)hw * (double)hw;
-    printf("conv3x3_%s_%lld %.3f ms\n", lm_dtype_name(dt), (long long)hw, t * 1e3);
+    char name[64];
+    snprintf(name, sizeof name, "conv3x3_%s_%lld", lm_dtype_name(dt), (long long)hw);
+    print_ms(name, 1, tm);
     printf("# conv3x3_%s_%lld: %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n", lm_dtype_name(dt),
            (long long)hw, flop / t * 1e-12, (long long)lm_eval_last_stats().fallbacks);
     fflush(stdout);
@@ -287,9 +307,12 @@ static void bench_attn(int64_t L, lm_dtype dt, bool causal)
 {
     int64_t s[4] = {1, 24, L, 128};
     lm_array *in[3] = {randn(4, s, dt), randn(4, s, dt), randn(4, s, dt)};
-    double t = best_time(causal ? g_attn_causal : g_attn, in, 3);
+    timing tm = time_of(causal ? g_attn_causal : g_attn, in, 7);
+    double t = tm.med;
     double flop = 4.0 * 24 * (double)L * (double)L * 128 / (causal ? 2 : 1);
-    printf("attn%s_%s_%lld %.3f ms\n", causal ? "_causal" : "", lm_dtype_name(dt), (long long)L, t * 1e3);
+    char name[64];
+    snprintf(name, sizeof name, "attn%s_%s_%lld", causal ? "_causal" : "", lm_dtype_name(dt), (long long)L);
+    print_ms(name, 1, tm);
     printf("# attn%s_%s_%lld: %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n",
            causal ? "_causal" : "", lm_dtype_name(dt), (long long)L, flop / t * 1e-12,
            (long long)lm_eval_last_stats().fallbacks);
@@ -353,8 +376,8 @@ static void bench_attn_sweep(bool quick)
 static void bench_overhead(void)
 {
     int64_t n = 16;
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
+    double ts[7];
+    for (int r = 0; r < 7; r++) {
         lm_array *a = lm_zeros(1, &n, LM_F32, dev);
         for (int i = 0; i < 10000; i++) {
             lm_array *b = lm_binary_scalar(LM_OP_ADD, a, 1.0, false);
@@ -363,11 +386,11 @@ static void bench_overhead(void)
         }
         double t0 = now();
         if (lm_array_eval(a) != LM_OK) die("overhead eval");
-        double t = now() - t0;
-        if (t < best) best = t;
+        ts[r] = now() - t0;
         lm_array_release(a);
     }
-    printf("overhead_10000 %.2f us/node\n", best / 10000 * 1e6);
+    qsort(ts, 7, sizeof *ts, cmp_double);
+    printf("overhead_10000 %.3g [%.3g-%.3g] us/node\n", ts[3] / 1e4 * 1e6, ts[0] / 1e4 * 1e6, ts[6] / 1e4 * 1e6);
 }
 
 int main(int argc, char **argv)
@@ -389,7 +412,9 @@ int main(int argc, char **argv)
     if (only && !strcmp(only, "fused")) {
         int64_t n = quick ? (1 << 20) : ((int64_t)256 << 20);
         lm_array *x = randn(1, &n, LM_F32);
-        printf("copy_f32_%lldM %.1f GB/s\n", (long long)(n >> 20), 8e-9 * (double)n / best_time(g_copy, &x, 5));
+        char name[64];
+        snprintf(name, sizeof name, "copy_f32_%lldM", (long long)(n >> 20));
+        print_rate(name, 8e-9 * (double)n, time_of(g_copy, &x, 7), "GB/s");
         lm_array_release(x);
         bench_fused(n);
         return 0;
