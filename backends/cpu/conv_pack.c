@@ -8,13 +8,14 @@
  * hands to a later array never carries an old entry.  Within a buffer an
  * entry is found by the weight's geometry (offset, shape, strides, dtype)
  * and the kind of derivation.  All entries sit on one list, most recently
- * used first; past the cap (LUMEN_CONV_PACK_MB, default 256 MiB, at most
- * a quarter of the device's memory limit if set) the least recently used
+ * used first; past the cap (LUMEN_CONV_PACK_MB, default a quarter of the
+ * machine's memory, at most a quarter of the device's memory limit if set) the least recently used
  * go.  LUMEN_CONV_PACK=0 turns the cache off (every call
  * derives into a temporary, as before).  The bytes are the cache's own,
  * not counted in lm_device_memory's active bytes. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include "nn.h"
 
 typedef struct pack_entry {
@@ -73,14 +74,25 @@ static bool same_weight(const pack_entry *e, const lm_array *w, int kind)
     return true;
 }
 
-/* LUMEN_CONV_PACK_MB, and at most a quarter of the weight's device's
- * memory limit when one is set (whoever bounds the arrays' memory bounds
- * this too) */
+/* LUMEN_CONV_PACK_MB, by default a quarter of the machine's memory (at
+ * least 256 MiB), and at most a quarter of the weight's device's memory
+ * limit when one is set (whoever bounds the arrays' memory bounds this
+ * too).  The default was a flat 256 MiB: SD 1.5's UNet alone has about
+ * 3 GB of transformed filters, and a model called block by block walks its
+ * weights in a cycle, which an LRU smaller than the cycle never hits, so
+ * every call transformed every filter again. */
+static size_t default_cap(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t quarter = pages > 0 && page > 0 ? (size_t)pages / 4 * (size_t)page : 0;
+    return quarter > ((size_t)256 << 20) ? quarter : (size_t)256 << 20;
+}
+
 static size_t cap_bytes(const lm_device *d)
 {
     const char *s = getenv("LUMEN_CONV_PACK_MB");
-    long mb = s && *s ? strtol(s, NULL, 10) : 256;
-    size_t cap = mb > 0 ? (size_t)mb << 20 : 0;
+    long mb = s && *s ? strtol(s, NULL, 10) : -1;
+    size_t cap = mb > 0 ? (size_t)mb << 20 : mb < 0 ? default_cap() : 0;
     if (d && d->mem.limit && cap > d->mem.limit / 4) cap = d->mem.limit / 4;
     return cap;
 }
