@@ -49,4 +49,14 @@ for i = 1, 3 do
 end
 table.sort(per)
 print(string.format("lumen_20step_ms %.1f (%.1f-%.1f)", per[2], per[1], per[3]))
+-- device memory: what the loaded pipeline holds, and the peak of one whole
+-- generation above it (lm.memory's active bytes: tensors, not the
+-- allocator's cache; diffusers' peer is torch.cuda.max_memory_allocated)
+collectgarbage(); collectgarbage()
+local m0 = lm.memory(dev)
+lm.reset_peak(dev)
+gen():eval()
+local m1 = lm.memory(dev)
+print(string.format("lumen_memory_mb resident %.0f peak %.0f (cache %.0f)", m0.active / 2^20, m1.peak / 2^20,
+  m1.cache / 2^20))
 if os.getenv("SD_PROFILE") ~= "0" then lm.profile({rows = 25}, gen) end

@@ -144,6 +144,13 @@ def main():
             r["diffusers_text_ms"] = timed(lambda: p.encode_prompt(PROMPT, DEV, 1, True, NEG))
         r["diffusers_20step_ms"] = timed(lambda: p(PROMPT, negative_prompt=NEG, num_inference_steps=20, guidance_scale=7.0,
                                                   height=size, width=size, output_type="pt"), n=3)
+        torch.cuda.synchronize()
+        resident = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        p(PROMPT, negative_prompt=NEG, num_inference_steps=20, guidance_scale=7.0, height=size, width=size,
+          output_type="pt")
+        torch.cuda.synchronize()
+        r["diffusers_memory_mb"] = {"resident": resident / 2 ** 20, "peak": torch.cuda.max_memory_allocated() / 2 ** 20}
         print(kind, json.dumps(r), flush=True)
         del p
         torch.cuda.empty_cache()
