@@ -14,10 +14,11 @@
  *     this is the rounding of an f32 GEMM only (element-wise, at K = 512,
  *     that rounding passes lm.compare's rtol 1.3e-6 / atol 1e-5 on most
  *     elements but not all: 4e-5 on outputs near 15 was seen);
- *     the GEMM on tensor cores (quant_gemm_coop.glsl, LUMEN_VK_QGEMM=coop
- *     on a device with NV cooperative matrices; the profiler says which
- *     kernel ran) rounds x and w to f16 and is held to NMSE 1e-6 instead
- *     (2^-11 an operand);
+ *     the GEMMs on tensor cores (quant_gemm_coop.glsl, LUMEN_VK_QGEMM=coop
+ *     on a device with NV cooperative matrices; and the default from 64
+ *     rows, LUMEN_VK_QGEMM=deq: w's transient f16 copy into the f16 GEMM;
+ *     the profiler says which kernels ran) round x and w to f16 and are
+ *     held to NMSE 1e-6 instead (2^-11 an operand);
  *   - the CPU's qlinear, which quantizes x to Q8_0 / Q8_K first: NMSE under
  *     1e-4 (that rounding, a few 1e-6 measured).
  * Every node must run on the GPU (no CPU fallback, as with
@@ -181,7 +182,11 @@ static void check_qlinear(lm_dtype t, int ndim, const int64_t *xs, int64_t N, in
     lm_profile *p = lm_profile_end();
     assert_non_null(p);
     bool coop = false;
-    for (int i = 0; i < p->nrows; i++) coop |= !strcmp(p->rows[i].kernel, "quant_gemm_coop");
+    /* f16 operands: the decoding GEMM on tensor cores, or the transient f16
+     * copy of w into the f16 GEMM (several kernels in the node's row) */
+    for (int i = 0; i < p->nrows; i++)
+        coop |= strstr(p->rows[i].kernel, "quant_gemm_coop") || strstr(p->rows[i].kernel, "matmul_coop") ||
+                strstr(p->rows[i].kernel, "matmul_cm2");
     lm_profile_free(p);
     coop_runs += coop;
     assert_int_equal(yg->ndim, ndim);
@@ -233,11 +238,22 @@ static void test_qlinear_layouts(void **state)
     check_qlinear(LM_Q5_K, 2, x9, 100, 5);       /* GEMM, x at an offset */
     check_qlinear(LM_Q4_0, 2, x130, 1030, 0);
     check_qlinear(LM_Q5_1, 2, x130, 1030, 0);
+    /* the GEMV's lanes past one round of loads (units of 32: 256 at K = 8192) */
+    int64_t xl[2] = {2, 8192};
+    check_qlinear(LM_Q4_K, 2, xl, 20, 0);
+    check_qlinear(LM_Q8_0, 2, xl, 20, 1);
+    check_qlinear(LM_Q6_K, 2, xl, 20, 0);
+    check_qlinear(LM_Q4_K, 2, x130, 9, 0);       /* 130 rows, the default: the f16 GEMM where there are tensor cores */
     setenv("LUMEN_VK_QGEMM", "coop", 1);   /* tensor cores where the device has them, else the f32 tiles */
     check_qlinear(LM_Q4_K, 2, x130, 1030, 0);
     check_qlinear(LM_Q8_0, 2, x9, 100, 5);
     check_qlinear(LM_Q6_K, 4, b4, 33, 0);
     check_qlinear(LM_Q2_K, 2, x130, 250, 1);
+    setenv("LUMEN_VK_QGEMM", "deq", 1);    /* w's f16 copy and the f16 GEMM where there are tensor cores */
+    check_qlinear(LM_Q4_K, 2, x130, 1030, 0);
+    check_qlinear(LM_Q8_0, 2, x9, 100, 5);
+    check_qlinear(LM_Q6_K, 4, b4, 33, 0);
+    check_qlinear(LM_Q3_K, 2, x130, 250, 1);
     setenv("LUMEN_VK_QGEMM", "128", 1);
     check_qlinear(LM_Q8_0, 2, x130, 1030, 1);
     check_qlinear(LM_Q4_K, 2, x130, 250, 0);

@@ -25,6 +25,13 @@ _Static_assert(LM_Q8_K - LM_Q4_0 == 10 && LM_Q6_K - LM_Q4_0 == 9 && LM_Q4_K - LM
 
 /* rows of x up to which qlinear runs as a GEMV (one pass over w) */
 #define GEMV_MAX_M 8
+/* rows of w a GEMV workgroup takes (quant_gemv.glsl's RW) */
+#define GEMV_ROWS 8
+/* rows of x from which the default GEMM is the f16 copy of w and the f16
+ * GEMM (run_deq_gemm), where the device has tensor cores */
+#define QGEMM_DEQ_MIN_M 64
+/* below that: the GEMM that decodes w on tensor cores (quant_gemm_coop) */
+#define QGEMM_COOP_DEFAULT false
 
 typedef struct gemv_pc { uint32_t N, K, off_x, off_y, row_bytes, gx; } gemv_pc;
 typedef struct gemm_pc { uint32_t M, N, K, off_x, off_y, row_bytes; } gemm_pc;
@@ -57,13 +64,18 @@ bool lm_vk_supports_quant(lm_vk_dev *v, const lm_array *node)
     return x->offset + x->size < INT32_MAX && node->size < INT32_MAX;
 }
 
+static lm_status dequantize_to(lm_vk_dev *v, const lm_array *q, const lm_vk_mem *out, int64_t off, int64_t n,
+                               bool f16)
+{
+    deq_pc pc = {(uint32_t)(n / 8), (uint32_t)off};
+    uint32_t spec[2] = {(uint32_t)(q->dtype - LM_Q4_0), f16};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(q), false}, {out, true}};
+    return lm_vk_dispatch(v, "quant_deq", spec, 2, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+}
+
 static lm_status run_dequantize(lm_vk_dev *v, lm_array *node)
 {
-    const lm_array *q = node->inputs[0];
-    deq_pc pc = {(uint32_t)(node->size / 8), (uint32_t)node->offset};
-    uint32_t qt = (uint32_t)(q->dtype - LM_Q4_0);
-    lm_vk_arg args[2] = {{lm_vk_mem_of(q), false}, {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, "quant_deq", &qt, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+    return dequantize_to(v, node->inputs[0], lm_vk_mem_of(node), node->offset, node->size, false);
 }
 
 /* tensor cores: 16x16x16 f16 fragments (NV) and the 40 KiB of shared
@@ -82,6 +94,78 @@ static uint32_t pc_vec(const lm_array *a, int64_t off)
     return off % 4 == 0 && lm_vk_mem_of(a)->off % 16 == 0;
 }
 
+/* ---- large M: a transient f16 copy of w and Lumen's f16 GEMM ----
+ * The f16 GEMM on tensor cores (matmul_coop.c) runs at 0.8-0.95 of its
+ * f16 speed here, well above what decoding blocks inside a GEMM's inner
+ * loop reached (quant_gemm_coop: 0.27x at 4096), and costs the decode of w
+ * once (a read of its blocks and a write of 2 bytes an element, about 13
+ * us for 4096 x 4096 on an H100) and x's f16 copy: ggml-cuda does the same
+ * for big batches.  Both copies are scratch from the core's buffer cache,
+ * counted by lm.memory while they live and released as soon as the GEMM
+ * that reads them is recorded (exec.c's barriers order any later user of
+ * the memory after it); the persistent weight stays quantized. */
+
+/* the f16 GEMM y [M, N] f32 = a [M, K] f16 b [N, K]^T f16 through the matmul
+ * kernels' node contract: they read only the dtypes, inputs and buffers */
+typedef struct deq_gemm {
+    lm_array a, b, y;
+    lm_array *in[2];
+    lm_vk_mm_pc pc;
+} deq_gemm;
+
+static void deq_gemm_init(deq_gemm *g, lm_buffer *a, lm_buffer *b, lm_buffer *y, int64_t M, int64_t N, int64_t K)
+{
+    memset(g, 0, sizeof *g);
+    g->a.dtype = g->b.dtype = LM_F16;
+    g->a.buf = a;
+    g->b.buf = b;
+    g->in[0] = &g->a;
+    g->in[1] = &g->b;
+    g->y.dtype = LM_F32;
+    g->y.ninputs = 2;
+    g->y.inputs = g->in;
+    g->y.buf = y;
+    g->pc.M = (int32_t)M;
+    g->pc.N = (int32_t)N;
+    g->pc.K = (int32_t)K;
+    g->pc.sam = (int32_t)K;
+    g->pc.sak = 1;
+    g->pc.sbk = 1;              /* B = w^T: w's rows are B's columns */
+    g->pc.sbn = (int32_t)K;
+}
+
+/* can the f16 GEMM take this qlinear (tensor cores, 32-bit indices, y at
+ * its buffer's start)? */
+static bool deq_fits(lm_vk_dev *v, const lm_array *node, int64_t M, int64_t N, int64_t K)
+{
+    if (node->offset != 0 || M * K >= INT32_MAX || N * K >= INT32_MAX || M * N >= INT32_MAX) return false;
+    deq_gemm g;
+    deq_gemm_init(&g, NULL, NULL, node->buf, M, N, K);
+    return lm_vk_coop_fits(v, &g.y, &g.pc, 1);
+}
+
+static lm_status run_deq_gemm(lm_vk_dev *v, lm_array *node, int64_t M, int64_t N, int64_t K)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    lm_buffer *x16 = lm_buffer_alloc(v->dev, (size_t)(2 * M * K));
+    lm_buffer *w16 = x16 ? lm_buffer_alloc(v->dev, (size_t)(2 * N * K)) : NULL;
+    lm_status st = w16 ? LM_OK : lm_error_status();
+    if (st == LM_OK) {
+        int64_t strides[LM_MAX_DIMS];
+        lm_vk_contiguous_strides(x->ndim, x->shape, strides);
+        st = lm_vk_move(v, x, x16->handle, LM_F16, 0, strides);
+    }
+    if (st == LM_OK) st = dequantize_to(v, w, w16->handle, 0, N * K, true);
+    if (st == LM_OK) {
+        deq_gemm g;
+        deq_gemm_init(&g, x16, w16, node->buf, M, N, K);
+        st = lm_vk_run_matmul_coop(v, &g.y, &g.pc, 1);
+    }
+    if (x16) lm_buffer_release(x16);
+    if (w16) lm_buffer_release(w16);
+    return st;
+}
+
 static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
@@ -91,28 +175,30 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
     lm_vk_arg args[3] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false}, {lm_vk_mem_of(node), true}};
     gemm_pc pc = {(uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes};
     if (M <= GEMV_MAX_M) {
-        /* one workgroup an output column, spread over x and y past the grid's width */
+        /* one workgroup for GEMV_ROWS output columns, spread over x and y past the grid's width */
         uint32_t cap = v->feat.max_groups[0] < 65535 ? v->feat.max_groups[0] : 65535;
-        uint32_t gx = N < cap ? (uint32_t)N : cap, gy = (uint32_t)((N + gx - 1) / gx);
+        int64_t groups = (N + GEMV_ROWS - 1) / GEMV_ROWS;
+        uint32_t gx = groups < cap ? (uint32_t)groups : cap, gy = (uint32_t)((groups + gx - 1) / gx);
         gemv_pc gv = {(uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes, gx};
         uint32_t spec[2] = {qt, (uint32_t)M};
         return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &gv, sizeof gv, gx, gy, 1);
     }
-    /* tensor cores only when asked (LUMEN_VK_QGEMM=coop) until the kernel
-     * has passed test_vk_quant on a device that has them: lavapipe, where
-     * the rest is tested, has no cooperative matrices */
+    /* LUMEN_VK_QGEMM=deq|coop|64|128 picks a kernel for measurement and
+     * tests (one the device cannot run gives way to the default) */
     const char *e = getenv("LUMEN_VK_QGEMM");
-    if (e && !strcmp(e, "coop") && coop_ok(v)) {
+    bool ask_deq = e && !strcmp(e, "deq"), ask_coop = e && !strcmp(e, "coop");
+    bool ask_f32 = e && (!strcmp(e, "64") || !strcmp(e, "128") || !strcmp(e, "f32"));
+    if (!ask_coop && !ask_f32 && (ask_deq || M >= QGEMM_DEQ_MIN_M) && deq_fits(v, node, M, N, K))
+        return run_deq_gemm(v, node, M, N, K);
+    if (!ask_f32 && (ask_coop || QGEMM_COOP_DEFAULT) && coop_ok(v)) {
         uint32_t spec[3] = {qt, pc_vec(x, x->offset), pc_vec(node, node->offset) && N % 4 == 0};
         return lm_vk_dispatch(v, "quant_gemm_coop", spec, 3, args, 3, &pc, sizeof pc, (uint32_t)((N + 127) / 128),
                               (uint32_t)((M + 127) / 128), 1);
     }
     /* f32 arithmetic: 128 x 128 tiles (8 x 8 an invocation, K 16 at a
      * time) once they fill the device (128 of them: about one an SM of an
-     * H100); 64 x 64 (4 x 4, K 32 at a time) otherwise.
-     * LUMEN_VK_QGEMM=64|128|coop picks one for measurement and tests. */
-    bool big = e && (!strcmp(e, "64") || !strcmp(e, "128")) ? !strcmp(e, "128")
-                                                             : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
+     * H100); 64 x 64 (4 x 4, K 32 at a time) otherwise. */
+    bool big = ask_f32 && strcmp(e, "f32") ? !strcmp(e, "128") : ((M + 127) / 128) * ((N + 127) / 128) >= 128;
     big &= v->feat.max_shared >= 2 * 16 * 132 * 4;
     int64_t tile = big ? 128 : 64;
     return lm_vk_dispatch(v, big ? "quant_gemm_big" : "quant_gemm", &qt, 1, args, 3, &pc, sizeof pc,
