@@ -266,6 +266,25 @@ static void test_qlinear_layouts(void **state)
             coop_runs, worst_nmse_cpu);
 }
 
+/* the GEMV's shapes (LUMEN_VK_QGEMV: lanes a row of w x rows a workgroup,
+ * g: eight elements at a time instead of whole Q4_K / Q8_0 units), each
+ * with lanes past one round of loads, M up to 8 and x at an offset */
+static void test_qlinear_gemv_shapes(void **state)
+{
+    (void)state;
+    static const char *const shapes[] = {"32x8", "32x8g", "64x4", "128x1", "128x1g", "256x1", "16x16"};
+    static const lm_dtype types[] = {LM_Q4_K, LM_Q8_0, LM_Q5_0};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        setenv("LUMEN_VK_QGEMV", shapes[i], 1);
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            int64_t a[2] = {1, 4608}, b[2] = {8, 1024};
+            check_qlinear(types[t], 2, a, 37, 1);
+            check_qlinear(types[t], 2, b, 19, 0);
+        }
+    }
+    unsetenv("LUMEN_VK_QGEMV");
+}
+
 /* a K that does not fit the weight: an error naming both shapes, on either device */
 static void test_qlinear_wrong_k(void **state)
 {
@@ -293,6 +312,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequant_ggml), cmocka_unit_test(test_dequant_types),
         cmocka_unit_test(test_qlinear_shapes), cmocka_unit_test(test_qlinear_layouts),
+        cmocka_unit_test(test_qlinear_gemv_shapes),
         cmocka_unit_test(test_qlinear_wrong_k), cmocka_unit_test(test_summary),
     };
     return PARITY_RUN(tests);

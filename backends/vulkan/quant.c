@@ -15,6 +15,7 @@
  * here: the GPU's result is x times the dequantized weight, rounded in f32
  * (what tests/test_vk_quant.c compares against), and differs from the
  * CPU's by the CPU's activation rounding (half a step of x's block). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/quant.h"
@@ -25,8 +26,9 @@ _Static_assert(LM_Q8_K - LM_Q4_0 == 10 && LM_Q6_K - LM_Q4_0 == 9 && LM_Q4_K - LM
 
 /* rows of x up to which qlinear runs as a GEMV (one pass over w) */
 #define GEMV_MAX_M 8
-/* rows of w a GEMV workgroup takes (quant_gemv.glsl's RW) */
-#define GEMV_ROWS 8
+/* the GEMV's default shape (gemv_pick): lanes a row of w, rows a workgroup */
+#define GEMV_LANES 128
+#define GEMV_ROWS 1
 /* rows of x from which the default GEMM is the f16 copy of w and the f16
  * GEMM (run_deq_gemm), where the device has tensor cores */
 #define QGEMM_DEQ_MIN_M 64
@@ -35,7 +37,7 @@ _Static_assert(LM_Q8_K - LM_Q4_0 == 10 && LM_Q6_K - LM_Q4_0 == 9 && LM_Q4_K - LM
 
 typedef struct gemv_pc { uint32_t N, K, off_x, off_y, row_bytes, gx; } gemv_pc;
 typedef struct gemm_pc { uint32_t M, N, K, off_x, off_y, row_bytes; } gemm_pc;
-typedef struct deq_pc { uint32_t chunks, off; } deq_pc;
+typedef struct deq_pc { uint32_t chunks, off, src_off; } deq_pc;
 
 static bool fits(lm_vk_dev *v, const lm_array *a)
 {
@@ -64,13 +66,23 @@ bool lm_vk_supports_quant(lm_vk_dev *v, const lm_array *node)
     return x->offset + x->size < INT32_MAX && node->size < INT32_MAX;
 }
 
+/* n elements of q into out from element off, as f32 or f16 (quant_deq) */
 static lm_status dequantize_to(lm_vk_dev *v, const lm_array *q, const lm_vk_mem *out, int64_t off, int64_t n,
                                bool f16)
 {
-    deq_pc pc = {(uint32_t)(n / 8), (uint32_t)off};
-    uint32_t spec[2] = {(uint32_t)(q->dtype - LM_Q4_0), f16};
+    deq_pc pc = {(uint32_t)(n / 8), (uint32_t)off, 0};
+    uint32_t spec[3] = {(uint32_t)(q->dtype - LM_Q4_0), f16, 0};
     lm_vk_arg args[2] = {{lm_vk_mem_of(q), false}, {out, true}};
-    return lm_vk_dispatch(v, "quant_deq", spec, 2, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+    return lm_vk_dispatch(v, "quant_deq", spec, 3, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+}
+
+/* the contiguous f32 x (its size a multiple of 8) rounded to f16 into out */
+static lm_status to_f16(lm_vk_dev *v, const lm_array *x, const lm_vk_mem *out)
+{
+    deq_pc pc = {(uint32_t)(x->size / 8), 0, (uint32_t)x->offset};
+    uint32_t spec[3] = {0, 1, 1};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(x), false}, {out, true}};
+    return lm_vk_dispatch(v, "quant_deq", spec, 3, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
 }
 
 static lm_status run_dequantize(lm_vk_dev *v, lm_array *node)
@@ -150,11 +162,7 @@ static lm_status run_deq_gemm(lm_vk_dev *v, lm_array *node, int64_t M, int64_t N
     lm_buffer *x16 = lm_buffer_alloc(v->dev, (size_t)(2 * M * K));
     lm_buffer *w16 = x16 ? lm_buffer_alloc(v->dev, (size_t)(2 * N * K)) : NULL;
     lm_status st = w16 ? LM_OK : lm_error_status();
-    if (st == LM_OK) {
-        int64_t strides[LM_MAX_DIMS];
-        lm_vk_contiguous_strides(x->ndim, x->shape, strides);
-        st = lm_vk_move(v, x, x16->handle, LM_F16, 0, strides);
-    }
+    if (st == LM_OK) st = to_f16(v, x, x16->handle);
     if (st == LM_OK) st = dequantize_to(v, w, w16->handle, 0, N * K, true);
     if (st == LM_OK) {
         deq_gemm g;
@@ -166,6 +174,24 @@ static lm_status run_deq_gemm(lm_vk_dev *v, lm_array *node, int64_t M, int64_t N
     return st;
 }
 
+/* the GEMV's shape (quant_gemv.glsl): invocations a row of w, rows of w a
+ * workgroup, whole Q4_K / Q8_0 units from wide loads or eight elements at
+ * a time; LUMEN_VK_QGEMV=<lanes>x<rows>[g] (g: eight at a time) for
+ * measurement and tests */
+typedef struct gemv_shape { uint32_t lanes, rows; bool fast; } gemv_shape;
+
+static gemv_shape gemv_pick(lm_dtype t)
+{
+    const char *e = getenv("LUMEN_VK_QGEMV");
+    unsigned l = 0, r = 0;
+    char g = 0;
+    if (e && sscanf(e, "%ux%u%c", &l, &r, &g) >= 2 && l >= 8 && l <= 256 && !(l & (l - 1)) && r >= 1 &&
+        l * r <= 256)
+        return (gemv_shape){l, r, g != 'g'};
+    (void)t;
+    return (gemv_shape){GEMV_LANES, GEMV_ROWS, true};
+}
+
 static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
 {
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
@@ -175,13 +201,14 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
     lm_vk_arg args[3] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false}, {lm_vk_mem_of(node), true}};
     gemm_pc pc = {(uint32_t)M, (uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes};
     if (M <= GEMV_MAX_M) {
-        /* one workgroup for GEMV_ROWS output columns, spread over x and y past the grid's width */
+        gemv_shape g = gemv_pick(w->dtype);
+        /* one workgroup for g.rows output columns, spread over x and y past the grid's width */
         uint32_t cap = v->feat.max_groups[0] < 65535 ? v->feat.max_groups[0] : 65535;
-        int64_t groups = (N + GEMV_ROWS - 1) / GEMV_ROWS;
+        int64_t groups = (N + g.rows - 1) / g.rows;
         uint32_t gx = groups < cap ? (uint32_t)groups : cap, gy = (uint32_t)((groups + gx - 1) / gx);
         gemv_pc gv = {(uint32_t)N, (uint32_t)K, (uint32_t)x->offset, (uint32_t)node->offset, row_bytes, gx};
-        uint32_t spec[2] = {qt, (uint32_t)M};
-        return lm_vk_dispatch(v, "quant_gemv", spec, 2, args, 3, &gv, sizeof gv, gx, gy, 1);
+        uint32_t spec[6] = {qt, (uint32_t)M, g.lanes, g.rows, g.fast, g.lanes * g.rows};
+        return lm_vk_dispatch(v, "quant_gemv", spec, 6, args, 3, &gv, sizeof gv, gx, gy, 1);
     }
     /* LUMEN_VK_QGEMM=deq|coop|64|128 picks a kernel for measurement and
      * tests (one the device cannot run gives way to the default) */

@@ -16,7 +16,9 @@
  * halves: the kernels' speed does not depend on the values, and
  * quantizing 8192x8192 floats on the host would cost seconds.
  * Usage: vkquant [quick]   (quick: small shapes, for a smoke run on lavapipe)
- * GEMM_MS=16,64,... sets the rows of x the GEMMs run at.
+ * GEMM_MS=16,64,... sets the rows of x the GEMMs run at (0: no GEMMs);
+ * GEMV_SHAPES=128x1,32x8g,... the GEMV shapes measured (LUMEN_VK_QGEMV);
+ * GEMV=0: no GEMVs.
  * Lines: "name median [min-max] unit" and "# ..." comments. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +147,12 @@ static void measure(graph_fn fn, lm_array *x, lm_array **w, int nw, const char *
 
 static lm_array *g_linear(lm_array *x, lm_array *w) { return lm_linear(x, w, NULL); }
 static lm_array *g_matmul(lm_array *x, lm_array *w) { return lm_matmul(x, w); }
+static lm_array *g_matmul_t(lm_array *x, lm_array *w)
+{
+    lm_array *t = lm_transpose(w, 0, 1), *y = lm_matmul(x, t);
+    lm_array_release(t);
+    return y;
+}
 
 static const char *tname(lm_dtype t) { return lm_dtype_name(t); }
 
@@ -161,6 +169,13 @@ static void bench_gemm(lm_dtype t, int64_t M, int64_t N, int64_t K)
     int mid = reps / 2;
     printf("gemm_f16_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", (long long)M, (long long)N, (long long)K,
            f / th[mid], f / th[reps - 1], f / th[0]);
+    /* the f16 GEMM as the deq path runs it: B = w^T of an [N, K] weight */
+    lm_array *wt = randn(N, K, LM_F16);
+    double tt[MAX_REPS];
+    measure(g_matmul_t, x16, &wt, 1, "matmul", tt);
+    printf("gemm_f16_nt_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", (long long)M, (long long)N, (long long)K,
+           f / tt[mid], f / tt[reps - 1], f / tt[0]);
+    lm_array_release(wt);
     printf("# gemm %s / f16 at M=%lld:", tname(t), (long long)M);
     for (int k = 0; k < 4; k++) {
         if (modes[k]) setenv("LUMEN_VK_QGEMM", modes[k], 1);
@@ -176,7 +191,8 @@ static void bench_gemm(lm_dtype t, int64_t M, int64_t N, int64_t K)
     lm_array_release(x); lm_array_release(w); lm_array_release(x16); lm_array_release(w16);
 }
 
-/* GEMV: x [1, K] by N x K of type t; GB/s of the weight's bytes */
+/* GEMV: x [1, K] by N x K of type t; GB/s of the weight's bytes, for each
+ * shape in GEMV_SHAPES (LUMEN_VK_QGEMV values, comma-separated) or the default */
 static void bench_gemv(lm_dtype t, int64_t N, int64_t K, double peak)
 {
     size_t bytes = lm_dtype_nbytes(t, N * K);
@@ -186,15 +202,24 @@ static void bench_gemv(lm_dtype t, int64_t N, int64_t K, double peak)
     lm_array **w = malloc(sizeof *w * (size_t)nw);
     for (int i = 0; i < nw; i++) w[i] = random_blocks(t, N, K);
     lm_array *x = randn(1, K, LM_F32);
-    double ts[MAX_REPS];
-    measure(g_linear, x, w, nw, "qlinear", ts);
-    double gb = (double)bytes * 1e-9;
-    int mid = reps / 2;
-    printf("gemv_%s_N%lld_K%lld %.0f [%.0f-%.0f] GB/s\n", tname(t), (long long)N, (long long)K,
-           gb / ts[mid] * 1e3, gb / ts[reps - 1] * 1e3, gb / ts[0] * 1e3);
-    printf("# gemv %s %lldx%lld: %.1f us a weight of %.2f MB (%d weights a repetition), %.2f of %.0f GB/s\n",
-           tname(t), (long long)N, (long long)K, ts[mid] * 1e3, gb * 1e3, nw, gb / ts[mid] * 1e3 / peak, peak);
-    fflush(stdout);
+    const char *shapes = getenv("GEMV_SHAPES");
+    char list[256];
+    snprintf(list, sizeof list, "%s", shapes && *shapes ? shapes : "default");
+    for (char *sv = NULL, *sh = strtok_r(list, ",", &sv); sh; sh = strtok_r(NULL, ",", &sv)) {
+        if (strcmp(sh, "default")) setenv("LUMEN_VK_QGEMV", sh, 1);
+        else unsetenv("LUMEN_VK_QGEMV");
+        double ts[MAX_REPS];
+        measure(g_linear, x, w, nw, "qlinear", ts);
+        double gb = (double)bytes * 1e-9;
+        int mid = reps / 2;
+        printf("gemv_%s_%s_N%lld_K%lld %.0f [%.0f-%.0f] GB/s\n", tname(t), sh, (long long)N, (long long)K,
+               gb / ts[mid] * 1e3, gb / ts[reps - 1] * 1e3, gb / ts[0] * 1e3);
+        printf("# gemv %s %s %lldx%lld: %.1f us a weight of %.2f MB (%d weights a repetition), %.2f of %.0f GB/s\n",
+               tname(t), sh, (long long)N, (long long)K, ts[mid] * 1e3, gb * 1e3, nw, gb / ts[mid] * 1e3 / peak,
+               peak);
+        fflush(stdout);
+    }
+    unsetenv("LUMEN_VK_QGEMV");
     for (int i = 0; i < nw; i++) lm_array_release(w[i]);
     free(w);
     lm_array_release(x);
@@ -229,7 +254,8 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < sizeof gemm_t / sizeof *gemm_t; i++)
         for (int m = 0; m < nm; m++) bench_gemm(gemm_t[i], Ms[m], n0, n0);
-    for (size_t i = 0; i < sizeof gemv_t / sizeof *gemv_t; i++) {
+    const char *gv = getenv("GEMV");
+    for (size_t i = 0; i < sizeof gemv_t / sizeof *gemv_t && !(gv && !strcmp(gv, "0")); i++) {
         bench_gemv(gemv_t[i], n0, n0, peak);
         if (i < 2) bench_gemv(gemv_t[i], n1, n1, peak);
     }

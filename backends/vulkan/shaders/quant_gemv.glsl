@@ -2,29 +2,30 @@
 // quant_gemv.glsl - y [M, N] = x [M, K] w [N, K]^T for a few rows of x
 // (M <= 8) and a quantized w (op qlinear; quant.c picks it for M <= 8).
 //
-// A workgroup of 256 computes RW = 8 output columns (rows of w) for all M
-// rows of x, 32 invocations a row of w (the "lanes" of that row).  A GEMV
-// is bound by memory: each lane walks its row in units interleaved with
-// its neighbours' (lane l takes units l, l + 32, ...: neighbours read
-// neighbouring bytes), issues the loads of UN units before it uses any,
-// and keeps M running sums in f32.  The 32 partial sums of a row are then
-// added in shared memory in lane order by one invocation, so the order of
-// every addition is fixed by the shapes alone and the result is the same
-// on every run.
-// Units: Q4_K, a 16-byte load of codes (32 elements of two sub-blocks) and
-// the block's 16-byte head (d, dmin, the 12 bytes of scales); Q8_0, one
-// block of 34 bytes as nine aligned words; every other type eight elements
-// decoded by quant.glsl.  Every element's value is the CPU's (d * scale) *
-// code - dmin * min, rounded as there (`precise`), as in quant.glsl.
+// A workgroup computes RW output columns (rows of w) for all M rows of x,
+// LANES invocations a row of w (specialization constants: quant.c's
+// table of shapes).  A GEMV is bound by memory: each lane walks its row in
+// units interleaved with its neighbours' (lane l takes units l, l + LANES,
+// ...: neighbours read neighbouring bytes), issues the loads of UN units
+// before it uses any, and keeps M running sums in f32.  The LANES partial
+// sums of a row are then added in shared memory in a fixed tree, so the
+// order of every addition is fixed by the shapes and the kernel's shape
+// alone and the result is the same on every run.
+// Units (FAST): Q4_K, a 16-byte load of codes (32 elements of two
+// sub-blocks) and the block's 16-byte head; Q8_0, one block of 34 bytes as
+// nine aligned words (quant.glsl's q4k_unit, q80_unit); every other type,
+// or FAST off, eight elements decoded by q_decode8.  Every element's
+// value is the CPU's, rounded as there (`precise`).
 // Bindings: 0 = x (f32), 1 = w's blocks (words), 2 = y (f32).
 #extension GL_EXT_control_flow_attributes : enable
 
-#define LANES 32u
-#define RW 8u
-#define NT (LANES * RW)
-layout(local_size_x = 256) in;
+layout(local_size_x_id = 5) in;
 layout(constant_id = 0) const uint QT = 0u;
-layout(constant_id = 1) const uint MM = 1u;     // rows of x, 1..8
+layout(constant_id = 1) const uint MM = 1u;       // rows of x, 1..8
+layout(constant_id = 2) const uint LANES = 128u;  // invocations a row of w (a power of two)
+layout(constant_id = 3) const uint RW = 1u;       // rows of w a workgroup
+layout(constant_id = 4) const bool FAST = false;  // Q4_K / Q8_0 in whole units
+layout(constant_id = 5) const uint NT = 128u;     // LANES * RW
 
 layout(std430, binding = 0) readonly buffer Bx { float X[]; };
 layout(std430, binding = 0) readonly buffer Bx4 { vec4 X4[]; };
@@ -42,7 +43,7 @@ layout(push_constant) uniform PC {
 
 #include "quant.glsl"
 
-shared float red[RW * 8u * LANES];
+shared float red[NT * 8u];
 
 bool xvec;
 
@@ -52,51 +53,18 @@ vec4 x4(uint o)
     return vec4(X[o], X[o + 1u], X[o + 2u], X[o + 3u]);
 }
 
-// one byte of a Q4_K block's 12 scale bytes (head words y, z, w)
-uint k_sb(uvec4 hd, uint i) { return (hd[1u + i / 4u] >> (8u * (i % 4u))) & 0xffu; }
-
-// Q4_K: sub-block s's d * scale and dmin * min, as quant.glsl's q_codes8
-void k_scale(uvec4 hd, uint s, out float ds, out float ms)
-{
-    uint sc, mn;
-    if (s < 4u) {
-        sc = k_sb(hd, s) & 63u;
-        mn = k_sb(hd, s + 4u) & 63u;
-    } else {
-        uint b8 = k_sb(hd, s + 4u);
-        sc = (b8 & 15u) | (k_sb(hd, s - 4u) >> 6) << 4;
-        mn = (b8 >> 4) | (k_sb(hd, s) >> 6) << 4;
-    }
-    vec2 dm = unpackHalf2x16(hd.x);
-    precise float pds = dm.x * float(sc), pms = dm.y * float(mn);
-    ds = pds;
-    ms = pms;
-}
-
-// 16 values from nibbles (shift sh) of four code words: ds * code - ms
-void k_vals(uvec4 q, uint sh, float ds, float ms, out vec4 v[4])
-{
-    [[unroll]] for (uint i = 0u; i < 4u; i++)
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            precise float y = ds * float((q[i] >> (8u * j + sh)) & 15u) - ms;
-            v[i][j] = y;
-        }
-}
-
 #define UN 4u
 
 void main()
 {
     uint t = gl_LocalInvocationID.x, lane = t % LANES, r = t / LANES;
     uint n = (gl_WorkGroupID.y * pc.gx + gl_WorkGroupID.x) * RW + r;
-    xvec = (pc.off_x & 3u) == 0u && (pc.K & 3u) == 0u;
+    xvec = (pc.off_x & 3u) == 0u;
     float acc[8];
     [[unroll]] for (uint m = 0u; m < 8u; m++) acc[m] = 0.0;
     if (n < pc.N) {
         uint row = n * pc.row_bytes;
-        if (QT == QT_Q4_K) {
-            // unit u: block u / 8, code bytes 16 (u % 8) .. (j = u % 8:
-            // group g = j / 2 of 32 bytes, half h = j % 2)
+        if (FAST && QT == QT_Q4_K) {
             uint units = pc.K / 32u;
             for (uint u0 = lane; u0 < units; u0 += UN * LANES) {
                 uvec4 hd[UN], qs[UN];
@@ -111,14 +79,10 @@ void main()
                 [[unroll]] for (uint i = 0u; i < UN; i++) {
                     uint u = u0 + i * LANES;
                     if (u >= units) break;
-                    uint j = u % 8u, g = j / 2u, h = j % 2u;
-                    float ds0, ms0, ds1, ms1;
-                    k_scale(hd[i], 2u * g, ds0, ms0);
-                    k_scale(hd[i], 2u * g + 1u, ds1, ms1);
+                    uint j = u % 8u;
                     vec4 lo[4], hi[4];
-                    k_vals(qs[i], 0u, ds0, ms0, lo);
-                    k_vals(qs[i], 4u, ds1, ms1, hi);
-                    uint e = (u / 8u) * 256u + 64u * g + 16u * h;
+                    q4k_unit(hd[i], qs[i], j, lo, hi);
+                    uint e = (u / 8u) * 256u + 64u * (j / 2u) + 16u * (j % 2u);
                     [[unroll]] for (uint m = 0u; m < MM; m++) {
                         uint xo = pc.off_x + m * pc.K + e;
                         float s = 0.0;
@@ -128,8 +92,7 @@ void main()
                     }
                 }
             }
-        } else if (QT == QT_Q8_0) {
-            // unit: one block, from the nine words that hold its 34 bytes
+        } else if (FAST && QT == QT_Q8_0) {
             uint units = pc.K / 32u;
             for (uint u0 = lane; u0 < units; u0 += UN * LANES) {
                 uint wd[UN][9];
@@ -143,16 +106,8 @@ void main()
                 [[unroll]] for (uint i = 0u; i < UN; i++) {
                     uint u = u0 + i * LANES;
                     if (u >= units) break;
-                    bool odd = ((row + u * 34u) & 2u) != 0u;     // the block starts 2 bytes into a word
-                    float d = unpackHalf2x16(odd ? wd[i][0] >> 16 : wd[i][0]).x;
                     vec4 v[8];
-                    [[unroll]] for (uint k = 0u; k < 8u; k++) {
-                        uint q = odd ? wd[i][k + 1u] : (wd[i][k] >> 16) | (wd[i][k + 1u] << 16);
-                        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-                            precise float y = d * float(q_sbyte(q, j));
-                            v[k][j] = y;
-                        }
-                    }
+                    q80_unit(row + u * 34u, wd[i], v);
                     [[unroll]] for (uint m = 0u; m < MM; m++) {
                         uint xo = pc.off_x + m * pc.K + u * 32u;
                         float s = 0.0;
@@ -181,12 +136,13 @@ void main()
             }
         }
     }
+    // the lanes' sums: a fixed tree over each row's LANES slots
     [[unroll]] for (uint m = 0u; m < MM; m++) red[(r * 8u + m) * LANES + lane] = acc[m];
     barrier();
-    if (t < RW * MM) {
-        uint rr = t / MM, m = t % MM, nn = (gl_WorkGroupID.y * pc.gx + gl_WorkGroupID.x) * RW + rr;
-        float s = 0.0;
-        for (uint l = 0u; l < LANES; l++) s += red[(rr * 8u + m) * LANES + l];
-        if (nn < pc.N) Y[pc.off_y + m * pc.N + nn] = s;
+    for (uint s = LANES / 2u; s > 0u; s >>= 1) {
+        if (lane < s)
+            [[unroll]] for (uint m = 0u; m < MM; m++) red[(r * 8u + m) * LANES + lane] += red[(r * 8u + m) * LANES + lane + s];
+        barrier();
     }
+    if (lane < MM && n < pc.N) Y[pc.off_y + lane * pc.N + n] = red[(r * 8u + lane) * LANES];
 }
