@@ -1,20 +1,26 @@
 /* quant.c - ggml's block quantizations on Vulkan: op dequantize
  * (shaders/quant_deq.glsl) and op qlinear, y [..., N] f32 = x [..., K] f32
- * w [N, K]^T with w quantized, as a GEMV for up to 8 rows of x
- * (shaders/quant_gemv.glsl) and a tiled GEMM above (quant_gemm.glsl).
- * With LUMEN_VK_QGEMM=coop, on a device with NV cooperative matrices
- * (16x16x16 f16), the GEMM runs on tensor cores instead
- * (quant_gemm_coop.glsl: x and the decoded weights rounded to f16, f32
- * accumulation); not the default until it has run on such a device.
- * All of them decode the blocks in the shader (quant.glsl), from the bytes
- * the tensor holds on the device: the weight is never materialised as
- * floats.  Every one of the 11 types runs natively.
+ * w [N, K]^T with w quantized:
+ *   - up to 8 rows of x: a GEMV (shaders/quant_gemv.glsl) that decodes the
+ *     blocks as it reads them, x in f32;
+ *   - more rows, on a device whose f16 GEMM runs on tensor cores
+ *     (matmul_coop.c): a transient f16 copy of w (and of x) into that GEMM
+ *     (run_deq_gemm), except Q8_0 under 64 rows, where the GEMM that
+ *     decodes w into its f16 tiles on tensor cores is faster
+ *     (quant_gemm_coop.glsl, NV cooperative matrices 16x16x16);
+ *   - elsewhere (lavapipe, LUMEN_VK_GEMM=plain): the tiled f32 GEMM that
+ *     decodes w as its tile is loaded (quant_gemm.glsl).
+ * Measured on an H100 (docs/BENCHMARKS.md, "Quantized GEMM and GEMV on
+ * Vulkan, part 2").  Every one of the 11 types runs natively; the
+ * persistent weight stays quantized.
  *
  * Unlike the CPU's qlinear (backends/cpu/quant_linear.c), which quantizes
  * each row of x to Q8_0 / Q8_K and takes integer dot products, x stays f32
- * here: the GPU's result is x times the dequantized weight, rounded in f32
- * (what tests/test_vk_quant.c compares against), and differs from the
- * CPU's by the CPU's activation rounding (half a step of x's block). */
+ * in the GEMV and the f32 GEMM: their result is x times the dequantized
+ * weight, rounded in f32 (what tests/test_vk_quant.c compares against),
+ * and differs from the CPU's by the CPU's activation rounding (half a
+ * step of x's block).  The tensor-core GEMMs round x and w to f16
+ * (2^-11 relative an operand; |values| beyond 65504 become infinite). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +32,11 @@ _Static_assert(LM_Q8_K - LM_Q4_0 == 10 && LM_Q6_K - LM_Q4_0 == 9 && LM_Q4_K - LM
 
 /* rows of x up to which qlinear runs as a GEMV (one pass over w) */
 #define GEMV_MAX_M 8
-/* the GEMV's default shape (gemv_pick): lanes a row of w, rows a workgroup */
-#define GEMV_LANES 128
-#define GEMV_ROWS 1
-/* rows of x from which the default GEMM is the f16 copy of w and the f16
- * GEMM (run_deq_gemm), where the device has tensor cores */
-#define QGEMM_DEQ_MIN_M 64
-/* below that: the GEMM that decodes w on tensor cores (quant_gemm_coop) */
-#define QGEMM_COOP_DEFAULT false
+/* Q8_0 runs on quant_gemm_coop below this many rows, the transient f16
+ * copy from there (H100: 0.81x the f16 GEMM at 16 and 32 rows against
+ * 0.78x and 0.72x, 0.68x against 0.72x at 64); the other types take the
+ * copy from 9 rows (Q4_K at 16: 0.78x against 0.73x) */
+#define QGEMM_Q8_COOP_BELOW 64
 
 typedef struct gemv_pc { uint32_t N, K, off_x, off_y, row_bytes, gx; } gemv_pc;
 typedef struct gemm_pc { uint32_t M, N, K, off_x, off_y, row_bytes; } gemm_pc;
@@ -188,8 +191,12 @@ static gemv_shape gemv_pick(lm_dtype t)
     if (e && sscanf(e, "%ux%u%c", &l, &r, &g) >= 2 && l >= 8 && l <= 256 && !(l & (l - 1)) && r >= 1 &&
         l * r <= 256)
         return (gemv_shape){l, r, g != 'g'};
-    (void)t;
-    return (gemv_shape){GEMV_LANES, GEMV_ROWS, true};
+    /* H100 (GB/s of the blocks, 4096^2 and 8192^2): Q4_K in units, 32x8
+     * 621 and 752, 128x1 527 and 762, eight at a time 391 and 495; Q8_0
+     * in units 670-840, eight at a time 128x1 995 and 1432; Q6_K, Q5_K,
+     * Q4_0 best or level at 128x1 eight at a time (657, 405, 555) */
+    if (t == LM_Q4_K) return (gemv_shape){32, 8, true};
+    return (gemv_shape){128, 1, false};
 }
 
 static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
@@ -210,14 +217,15 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
         uint32_t spec[6] = {qt, (uint32_t)M, g.lanes, g.rows, g.fast, g.lanes * g.rows};
         return lm_vk_dispatch(v, "quant_gemv", spec, 6, args, 3, &gv, sizeof gv, gx, gy, 1);
     }
-    /* LUMEN_VK_QGEMM=deq|coop|64|128 picks a kernel for measurement and
-     * tests (one the device cannot run gives way to the default) */
+    /* LUMEN_VK_QGEMM=deq|coop|f32|64|128 picks a kernel for measurement
+     * and tests (one the device cannot run gives way to the next) */
     const char *e = getenv("LUMEN_VK_QGEMM");
     bool ask_deq = e && !strcmp(e, "deq"), ask_coop = e && !strcmp(e, "coop");
     bool ask_f32 = e && (!strcmp(e, "64") || !strcmp(e, "128") || !strcmp(e, "f32"));
-    if (!ask_coop && !ask_f32 && (ask_deq || M >= QGEMM_DEQ_MIN_M) && deq_fits(v, node, M, N, K))
-        return run_deq_gemm(v, node, M, N, K);
-    if (!ask_f32 && (ask_coop || QGEMM_COOP_DEFAULT) && coop_ok(v)) {
+    bool tc = !ask_f32 && deq_fits(v, node, M, N, K);     /* the f16 GEMM is on tensor cores here */
+    bool small_q8 = w->dtype == LM_Q8_0 && M < QGEMM_Q8_COOP_BELOW && coop_ok(v);
+    if (tc && !ask_coop && (ask_deq || !small_q8)) return run_deq_gemm(v, node, M, N, K);
+    if (!ask_f32 && (ask_coop || (tc && small_q8)) && coop_ok(v)) {
         uint32_t spec[3] = {qt, pc_vec(x, x->offset), pc_vec(node, node->offset) && N % 4 == 0};
         return lm_vk_dispatch(v, "quant_gemm_coop", spec, 3, args, 3, &pc, sizeof pc, (uint32_t)((N + 127) / 128),
                               (uint32_t)((M + 127) / 128), 1);
