@@ -285,6 +285,30 @@ static void test_qlinear_gemv_shapes(void **state)
     unsetenv("LUMEN_VK_QGEMV");
 }
 
+/* a memory limit that leaves no room for the f16 copies (where the device
+ * takes that path): qlinear still runs, on the kernels that need no scratch */
+static void test_qlinear_memory_limit(void **state)
+{
+    (void)state;
+    int64_t ws[2] = {512, 1024}, xs[2] = {130, 1024};
+    lm_array *w = data(2, ws, LM_F32, -1, 1, 0), *x = data(2, xs, LM_F32, -2, 2, 0);
+    lm_array *wq = lm_quantize(w, LM_Q4_K), *wg = on_vk(wq), *xg = on_vk(x);
+    lm_array *yg = lm_linear(xg, wg, NULL);
+    assert_non_null(yg);
+    lm_device_clear_cache(vk);
+    lm_memstats m = lm_device_memory(vk);
+    lm_device_set_memory_limit(vk, m.active + (600u << 10));   /* y (266 KB) fits, w's copy (1 MB) does not */
+    lm_status st = lm_array_eval(yg);
+    lm_device_set_memory_limit(vk, 0);
+    if (st != LM_OK) fail_msg("qlinear under a memory limit: %s", lm_error_message());
+    lm_array *yf = float_ref(x, wq);
+    lm_compare_report r;
+    assert_int_equal(lm_compare(yg, yf, NULL, &r), LM_OK);
+    if (!(r.nmse <= 1e-6)) fail_msg("qlinear under a memory limit: nmse %.3g", r.nmse);
+    lm_array *objs[] = {w, x, wq, wg, xg, yg, yf};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lm_array_release(objs[i]);
+}
+
 /* a K that does not fit the weight: an error naming both shapes, on either device */
 static void test_qlinear_wrong_k(void **state)
 {
@@ -312,7 +336,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequant_ggml), cmocka_unit_test(test_dequant_types),
         cmocka_unit_test(test_qlinear_shapes), cmocka_unit_test(test_qlinear_layouts),
-        cmocka_unit_test(test_qlinear_gemv_shapes),
+        cmocka_unit_test(test_qlinear_gemv_shapes), cmocka_unit_test(test_qlinear_memory_limit),
         cmocka_unit_test(test_qlinear_wrong_k), cmocka_unit_test(test_summary),
     };
     return PARITY_RUN(tests);

@@ -224,7 +224,13 @@ static lm_status run_qlinear(lm_vk_dev *v, lm_array *node)
     bool ask_f32 = e && (!strcmp(e, "64") || !strcmp(e, "128") || !strcmp(e, "f32"));
     bool tc = !ask_f32 && deq_fits(v, node, M, N, K);     /* the f16 GEMM is on tensor cores here */
     bool small_q8 = w->dtype == LM_Q8_0 && M < QGEMM_Q8_COOP_BELOW && coop_ok(v);
-    if (tc && !ask_coop && (ask_deq || !small_q8)) return run_deq_gemm(v, node, M, N, K);
+    if (tc && !ask_coop && (ask_deq || !small_q8)) {
+        /* the copies need 2 (M + N) K bytes: where the memory limit or the
+         * device refuses them, the kernels below need none */
+        lm_status st = run_deq_gemm(v, node, M, N, K);
+        if (st != LM_ERR_NOMEM && st != LM_ERR_LIMIT) return st;
+        lm_error_clear();
+    }
     if (!ask_f32 && (ask_coop || (tc && small_q8)) && coop_ok(v)) {
         uint32_t spec[3] = {qt, pc_vec(x, x->offset), pc_vec(node, node->offset) && N % 4 == 0};
         return lm_vk_dispatch(v, "quant_gemm_coop", spec, 3, args, 3, &pc, sizeof pc, (uint32_t)((N + 127) / 128),
