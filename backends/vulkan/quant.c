@@ -76,7 +76,9 @@ static lm_status dequantize_to(lm_vk_dev *v, const lm_array *q, const lm_vk_mem 
     deq_pc pc = {(uint32_t)(n / 8), (uint32_t)off, 0};
     uint32_t spec[3] = {(uint32_t)(q->dtype - LM_Q4_0), f16, 0};
     lm_vk_arg args[2] = {{lm_vk_mem_of(q), false}, {out, true}};
-    return lm_vk_dispatch(v, "quant_deq", spec, 3, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.chunks, 256), 1, 1);
+    /* the f16 copy of Q4_K and Q8_0 takes units of 32 elements an invocation */
+    uint64_t items = f16 && (q->dtype == LM_Q4_K || q->dtype == LM_Q8_0) ? pc.chunks / 4 : pc.chunks;
+    return lm_vk_dispatch(v, "quant_deq", spec, 3, args, 2, &pc, sizeof pc, lm_vk_groups(v, items, 256), 1, 1);
 }
 
 /* the contiguous f32 x (its size a multiple of 8) rounded to f16 into out */
@@ -110,12 +112,12 @@ static uint32_t pc_vec(const lm_array *a, int64_t off)
 }
 
 /* ---- large M: a transient f16 copy of w and Lumen's f16 GEMM ----
- * The f16 GEMM on tensor cores (matmul_coop.c) runs at 0.8-0.95 of its
- * f16 speed here, well above what decoding blocks inside a GEMM's inner
- * loop reached (quant_gemm_coop: 0.27x at 4096), and costs the decode of w
- * once (a read of its blocks and a write of 2 bytes an element, about 13
- * us for 4096 x 4096 on an H100) and x's f16 copy: ggml-cuda does the same
- * for big batches.  Both copies are scratch from the core's buffer cache,
+ * Lumen's f16 GEMM on tensor cores (matmul_coop.c) after one decode of w
+ * into f16 and x's f16 copy reaches 0.84x the f16 GEMM at M = 4096 on an
+ * H100 (the copies and their barriers: ~73 us of 0.67 ms) and 0.62-0.72x at
+ * 16 to 512 rows (~47 us), where decoding blocks inside a GEMM's inner
+ * loop reached 0.24-0.35x from 128 rows (quant_gemm_coop); ggml-cuda does
+ * the same for big batches.  Both copies are scratch from the core's buffer cache,
  * counted by lm.memory while they live and released as soon as the GEMM
  * that reads them is recorded (exec.c's barriers order any later user of
  * the memory after it); the persistent weight stays quantized. */
