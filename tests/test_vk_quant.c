@@ -14,10 +14,11 @@
  *     this is the rounding of an f32 GEMM only (element-wise, at K = 512,
  *     that rounding passes lm.compare's rtol 1.3e-6 / atol 1e-5 on most
  *     elements but not all: 4e-5 on outputs near 15 was seen);
- *     the GEMM on tensor cores (quant_gemm_coop.glsl, LUMEN_VK_QGEMM=coop
- *     on a device with NV cooperative matrices; the profiler says which
- *     kernel ran) rounds x and w to f16 and is held to NMSE 1e-6 instead
- *     (2^-11 an operand);
+ *     the GEMMs on tensor cores (quant_gemm_coop.glsl, LUMEN_VK_QGEMM=coop
+ *     on a device with NV cooperative matrices; and the default from 64
+ *     rows, LUMEN_VK_QGEMM=deq: w's transient f16 copy into the f16 GEMM;
+ *     the profiler says which kernels ran) round x and w to f16 and are
+ *     held to NMSE 1e-6 instead (2^-11 an operand);
  *   - the CPU's qlinear, which quantizes x to Q8_0 / Q8_K first: NMSE under
  *     1e-4 (that rounding, a few 1e-6 measured).
  * Every node must run on the GPU (no CPU fallback, as with
@@ -181,7 +182,11 @@ static void check_qlinear(lm_dtype t, int ndim, const int64_t *xs, int64_t N, in
     lm_profile *p = lm_profile_end();
     assert_non_null(p);
     bool coop = false;
-    for (int i = 0; i < p->nrows; i++) coop |= !strcmp(p->rows[i].kernel, "quant_gemm_coop");
+    /* f16 operands: the decoding GEMM on tensor cores, or the transient f16
+     * copy of w into the f16 GEMM (several kernels in the node's row) */
+    for (int i = 0; i < p->nrows; i++)
+        coop |= strstr(p->rows[i].kernel, "quant_gemm_coop") || strstr(p->rows[i].kernel, "matmul_coop") ||
+                strstr(p->rows[i].kernel, "matmul_cm2");
     lm_profile_free(p);
     coop_runs += coop;
     assert_int_equal(yg->ndim, ndim);
@@ -233,11 +238,22 @@ static void test_qlinear_layouts(void **state)
     check_qlinear(LM_Q5_K, 2, x9, 100, 5);       /* GEMM, x at an offset */
     check_qlinear(LM_Q4_0, 2, x130, 1030, 0);
     check_qlinear(LM_Q5_1, 2, x130, 1030, 0);
+    /* the GEMV's lanes past one round of loads (units of 32: 256 at K = 8192) */
+    int64_t xl[2] = {2, 8192};
+    check_qlinear(LM_Q4_K, 2, xl, 20, 0);
+    check_qlinear(LM_Q8_0, 2, xl, 20, 1);
+    check_qlinear(LM_Q6_K, 2, xl, 20, 0);
+    check_qlinear(LM_Q4_K, 2, x130, 9, 0);       /* 130 rows, the default: the f16 GEMM where there are tensor cores */
     setenv("LUMEN_VK_QGEMM", "coop", 1);   /* tensor cores where the device has them, else the f32 tiles */
     check_qlinear(LM_Q4_K, 2, x130, 1030, 0);
     check_qlinear(LM_Q8_0, 2, x9, 100, 5);
     check_qlinear(LM_Q6_K, 4, b4, 33, 0);
     check_qlinear(LM_Q2_K, 2, x130, 250, 1);
+    setenv("LUMEN_VK_QGEMM", "deq", 1);    /* w's f16 copy and the f16 GEMM where there are tensor cores */
+    check_qlinear(LM_Q4_K, 2, x130, 1030, 0);
+    check_qlinear(LM_Q8_0, 2, x9, 100, 5);
+    check_qlinear(LM_Q6_K, 4, b4, 33, 0);
+    check_qlinear(LM_Q3_K, 2, x130, 250, 1);
     setenv("LUMEN_VK_QGEMM", "128", 1);
     check_qlinear(LM_Q8_0, 2, x130, 1030, 1);
     check_qlinear(LM_Q4_K, 2, x130, 250, 0);
@@ -248,6 +264,49 @@ static void test_qlinear_layouts(void **state)
     fprintf(stderr, "qlinear: worst NMSE against x * dequantized w in f64: %.3g in f32, %.3g on tensor cores "
             "(%d cases); against the CPU's qlinear (x quantized to q8): %.3g\n", worst_nmse_ref, worst_nmse_coop,
             coop_runs, worst_nmse_cpu);
+}
+
+/* the GEMV's shapes (LUMEN_VK_QGEMV: lanes a row of w x rows a workgroup,
+ * g: eight elements at a time instead of whole Q4_K / Q8_0 units), each
+ * with lanes past one round of loads, M up to 8 and x at an offset */
+static void test_qlinear_gemv_shapes(void **state)
+{
+    (void)state;
+    static const char *const shapes[] = {"32x8", "32x8g", "64x4", "128x1", "128x1g", "256x1", "16x16"};
+    static const lm_dtype types[] = {LM_Q4_K, LM_Q8_0, LM_Q5_0};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        setenv("LUMEN_VK_QGEMV", shapes[i], 1);
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            int64_t a[2] = {1, 4608}, b[2] = {8, 1024};
+            check_qlinear(types[t], 2, a, 37, 1);
+            check_qlinear(types[t], 2, b, 19, 0);
+        }
+    }
+    unsetenv("LUMEN_VK_QGEMV");
+}
+
+/* a memory limit that leaves no room for the f16 copies (where the device
+ * takes that path): qlinear still runs, on the kernels that need no scratch */
+static void test_qlinear_memory_limit(void **state)
+{
+    (void)state;
+    int64_t ws[2] = {512, 1024}, xs[2] = {130, 1024};
+    lm_array *w = data(2, ws, LM_F32, -1, 1, 0), *x = data(2, xs, LM_F32, -2, 2, 0);
+    lm_array *wq = lm_quantize(w, LM_Q4_K), *wg = on_vk(wq), *xg = on_vk(x);
+    lm_array *yg = lm_linear(xg, wg, NULL);
+    assert_non_null(yg);
+    lm_device_clear_cache(vk);
+    lm_memstats m = lm_device_memory(vk);
+    lm_device_set_memory_limit(vk, m.active + (600u << 10));   /* y (266 KB) fits, w's copy (1 MB) does not */
+    lm_status st = lm_array_eval(yg);
+    lm_device_set_memory_limit(vk, 0);
+    if (st != LM_OK) fail_msg("qlinear under a memory limit: %s", lm_error_message());
+    lm_array *yf = float_ref(x, wq);
+    lm_compare_report r;
+    assert_int_equal(lm_compare(yg, yf, NULL, &r), LM_OK);
+    if (!(r.nmse <= 1e-6)) fail_msg("qlinear under a memory limit: nmse %.3g", r.nmse);
+    lm_array *objs[] = {w, x, wq, wg, xg, yg, yf};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lm_array_release(objs[i]);
 }
 
 /* a K that does not fit the weight: an error naming both shapes, on either device */
@@ -277,6 +336,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dequant_ggml), cmocka_unit_test(test_dequant_types),
         cmocka_unit_test(test_qlinear_shapes), cmocka_unit_test(test_qlinear_layouts),
+        cmocka_unit_test(test_qlinear_gemv_shapes), cmocka_unit_test(test_qlinear_memory_limit),
         cmocka_unit_test(test_qlinear_wrong_k), cmocka_unit_test(test_summary),
     };
     return PARITY_RUN(tests);

@@ -1,6 +1,7 @@
 /* quant.c - quantized linear layers on a Vulkan device (backends/vulkan/quant.c):
- * the GEMM (y = x w^T, x [M, K] f32, w [N, K] quantized: on tensor cores,
- * LUMEN_VK_QGEMM=coop, and the default f32-arithmetic kernel) beside
+ * the GEMM (y = x w^T, x [M, K] f32, w [N, K] quantized: w's transient
+ * f16 copy into the f16 GEMM, LUMEN_VK_QGEMM=deq; decoded on tensor cores,
+ * =coop; the f32-arithmetic tiles, =f32; and the default) beside
  * Lumen's own f16 GEMM (lm_matmul of f16 [M, K] by [K, N]) in the same
  * process, and the GEMV (M = 1) as
  * the bandwidth its quantized bytes reach.  bench/gpu/quant.sh runs it.
@@ -15,6 +16,9 @@
  * halves: the kernels' speed does not depend on the values, and
  * quantizing 8192x8192 floats on the host would cost seconds.
  * Usage: vkquant [quick]   (quick: small shapes, for a smoke run on lavapipe)
+ * GEMM_MS=16,64,... sets the rows of x the GEMMs run at (0: no GEMMs);
+ * GEMV_SHAPES=128x1,32x8g,... the GEMV shapes measured (LUMEN_VK_QGEMV);
+ * GEMV=0: no GEMVs.
  * Lines: "name median [min-max] unit" and "# ..." comments. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,34 +147,52 @@ static void measure(graph_fn fn, lm_array *x, lm_array **w, int nw, const char *
 
 static lm_array *g_linear(lm_array *x, lm_array *w) { return lm_linear(x, w, NULL); }
 static lm_array *g_matmul(lm_array *x, lm_array *w) { return lm_matmul(x, w); }
+static lm_array *g_matmul_t(lm_array *x, lm_array *w)
+{
+    lm_array *t = lm_transpose(w, 0, 1), *y = lm_matmul(x, t);
+    lm_array_release(t);
+    return y;
+}
 
 static const char *tname(lm_dtype t) { return lm_dtype_name(t); }
 
-/* GEMM: M x N x K, quantized type t against f16 */
+/* GEMM: M x N x K, quantized type t against f16, each kernel qlinear has
+ * (LUMEN_VK_QGEMM; the default last) */
 static void bench_gemm(lm_dtype t, int64_t M, int64_t N, int64_t K)
 {
     lm_array *x = randn(M, K, LM_F32), *w = random_blocks(t, N, K);
     lm_array *x16 = randn(M, K, LM_F16), *w16 = randn(K, N, LM_F16);
-    double tq[MAX_REPS], th[MAX_REPS], ts[MAX_REPS], f = 2.0 * (double)M * (double)N * (double)K * 1e-9;
-    setenv("LUMEN_VK_QGEMM", "coop", 1);    /* tensor cores (the f32 kernel where there are none) */
-    measure(g_linear, x, &w, 1, "qlinear", tq);
-    unsetenv("LUMEN_VK_QGEMM");             /* the default: f32 arithmetic */
-    measure(g_linear, x, &w, 1, "qlinear", ts);
+    static const char *const modes[] = {"deq", "coop", "f32", NULL};
+    static const char *const labels[] = {"deq", "coop", "f32", "default"};
+    double tq[4][MAX_REPS], th[MAX_REPS], f = 2.0 * (double)M * (double)N * (double)K * 1e-9;
     measure(g_matmul, x16, &w16, 1, "matmul", th);
     int mid = reps / 2;
-    printf("gemm_%s_coop_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), (long long)M, (long long)N,
-           (long long)K, f / tq[mid], f / tq[reps - 1], f / tq[0]);
-    printf("gemm_%s_f32_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), (long long)M, (long long)N,
-           (long long)K, f / ts[mid], f / ts[reps - 1], f / ts[0]);
     printf("gemm_f16_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", (long long)M, (long long)N, (long long)K,
            f / th[mid], f / th[reps - 1], f / th[0]);
-    printf("# gemm %s / f16 at M=%lld: tensor cores %.3fx, f32 %.3fx (medians: %.3f, %.3f ms against %.3f ms)\n",
-           tname(t), (long long)M, th[mid] / tq[mid], th[mid] / ts[mid], tq[mid], ts[mid], th[mid]);
+    /* the f16 GEMM as the deq path runs it: B = w^T of an [N, K] weight */
+    lm_array *wt = randn(N, K, LM_F16);
+    double tt[MAX_REPS];
+    measure(g_matmul_t, x16, &wt, 1, "matmul", tt);
+    printf("gemm_f16_nt_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", (long long)M, (long long)N, (long long)K,
+           f / tt[mid], f / tt[reps - 1], f / tt[0]);
+    lm_array_release(wt);
+    printf("# gemm %s / f16 at M=%lld:", tname(t), (long long)M);
+    for (int k = 0; k < 4; k++) {
+        if (modes[k]) setenv("LUMEN_VK_QGEMM", modes[k], 1);
+        else unsetenv("LUMEN_VK_QGEMM");
+        measure(g_linear, x, &w, 1, "qlinear", tq[k]);
+        printf(" %s %.3fx (%.3f ms)", labels[k], th[mid] / tq[k][mid], tq[k][mid]);
+    }
+    printf("; f16 %.3f ms\n", th[mid]);
+    for (int k = 0; k < 4; k++)
+        printf("gemm_%s_%s_M%lld_N%lld_K%lld %.2f [%.2f-%.2f] TFLOP/s\n", tname(t), labels[k], (long long)M,
+               (long long)N, (long long)K, f / tq[k][mid], f / tq[k][reps - 1], f / tq[k][0]);
     fflush(stdout);
     lm_array_release(x); lm_array_release(w); lm_array_release(x16); lm_array_release(w16);
 }
 
-/* GEMV: x [1, K] by N x K of type t; GB/s of the weight's bytes */
+/* GEMV: x [1, K] by N x K of type t; GB/s of the weight's bytes, for each
+ * shape in GEMV_SHAPES (LUMEN_VK_QGEMV values, comma-separated) or the default */
 static void bench_gemv(lm_dtype t, int64_t N, int64_t K, double peak)
 {
     size_t bytes = lm_dtype_nbytes(t, N * K);
@@ -180,15 +202,24 @@ static void bench_gemv(lm_dtype t, int64_t N, int64_t K, double peak)
     lm_array **w = malloc(sizeof *w * (size_t)nw);
     for (int i = 0; i < nw; i++) w[i] = random_blocks(t, N, K);
     lm_array *x = randn(1, K, LM_F32);
-    double ts[MAX_REPS];
-    measure(g_linear, x, w, nw, "qlinear", ts);
-    double gb = (double)bytes * 1e-9;
-    int mid = reps / 2;
-    printf("gemv_%s_N%lld_K%lld %.0f [%.0f-%.0f] GB/s\n", tname(t), (long long)N, (long long)K,
-           gb / ts[mid] * 1e3, gb / ts[reps - 1] * 1e3, gb / ts[0] * 1e3);
-    printf("# gemv %s %lldx%lld: %.1f us a weight of %.2f MB (%d weights a repetition), %.2f of %.0f GB/s\n",
-           tname(t), (long long)N, (long long)K, ts[mid] * 1e3, gb * 1e3, nw, gb / ts[mid] * 1e3 / peak, peak);
-    fflush(stdout);
+    const char *shapes = getenv("GEMV_SHAPES");
+    char list[256];
+    snprintf(list, sizeof list, "%s", shapes && *shapes ? shapes : "default");
+    for (char *sv = NULL, *sh = strtok_r(list, ",", &sv); sh; sh = strtok_r(NULL, ",", &sv)) {
+        if (strcmp(sh, "default")) setenv("LUMEN_VK_QGEMV", sh, 1);
+        else unsetenv("LUMEN_VK_QGEMV");
+        double ts[MAX_REPS];
+        measure(g_linear, x, w, nw, "qlinear", ts);
+        double gb = (double)bytes * 1e-9;
+        int mid = reps / 2;
+        printf("gemv_%s_%s_N%lld_K%lld %.0f [%.0f-%.0f] GB/s\n", tname(t), sh, (long long)N, (long long)K,
+               gb / ts[mid] * 1e3, gb / ts[reps - 1] * 1e3, gb / ts[0] * 1e3);
+        printf("# gemv %s %s %lldx%lld: %.1f us a weight of %.2f MB (%d weights a repetition), %.2f of %.0f GB/s\n",
+               tname(t), sh, (long long)N, (long long)K, ts[mid] * 1e3, gb * 1e3, nw, gb / ts[mid] * 1e3 / peak,
+               peak);
+        fflush(stdout);
+    }
+    unsetenv("LUMEN_VK_QGEMV");
     for (int i = 0; i < nw; i++) lm_array_release(w[i]);
     free(w);
     lm_array_release(x);
@@ -212,10 +243,19 @@ int main(int argc, char **argv)
     const lm_dtype gemm_t[] = {LM_Q4_K, LM_Q8_0};
     const lm_dtype gemv_t[] = {LM_Q4_K, LM_Q8_0, LM_Q6_K, LM_Q5_K, LM_Q4_0};
     int64_t n0 = quick ? 256 : 4096, n1 = quick ? 512 : 8192;
-    const int64_t Ms[] = {quick ? 64 : 512, quick ? 256 : 4096};
+    /* GEMM_MS: the rows of x, comma-separated (default 512 and 4096; quick: 64, 256) */
+    int64_t Ms[16] = {quick ? 64 : 512, quick ? 256 : 4096};
+    int nm = 2;
+    const char *ms = getenv("GEMM_MS");
+    if (ms && *ms) {
+        nm = 0;
+        for (const char *c = ms; *c && nm < 16; c = strchr(c, ',') ? strchr(c, ',') + 1 : c + strlen(c))
+            if (atoll(c) > 0) Ms[nm++] = atoll(c);
+    }
     for (size_t i = 0; i < sizeof gemm_t / sizeof *gemm_t; i++)
-        for (size_t m = 0; m < 2; m++) bench_gemm(gemm_t[i], Ms[m], n0, n0);
-    for (size_t i = 0; i < sizeof gemv_t / sizeof *gemv_t; i++) {
+        for (int m = 0; m < nm; m++) bench_gemm(gemm_t[i], Ms[m], n0, n0);
+    const char *gv = getenv("GEMV");
+    for (size_t i = 0; i < sizeof gemv_t / sizeof *gemv_t && !(gv && !strcmp(gv, "0")); i++) {
         bench_gemv(gemv_t[i], n0, n0, peak);
         if (i < 2) bench_gemv(gemv_t[i], n1, n1, peak);
     }

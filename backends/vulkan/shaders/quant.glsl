@@ -186,3 +186,66 @@ void q_decode8(uint blk, uint e0, out float v[8])
         v[i] = y;
     }
 }
+
+// ---- whole units from wide loads (quant_gemv.glsl, quant_deq.glsl) ----
+// The includer declares QW4, the same buffer as uvec4s.
+//
+// Q4_K, unit u of a row of blocks (u / 8: the block, j = u % 8: group
+// g = j / 2 of 32 code bytes, half h = j % 2): the block's 16-byte head (d,
+// dmin, 12 bytes of scales) and 16 code bytes, whose low nibbles are
+// elements 64 g + 16 h .. + 15 (sub-block 2 g) and high nibbles the same
+// 32 further on (sub-block 2 g + 1).  Blocks are 144 bytes, so a row of
+// them (K a multiple of 256) keeps every load on 16 bytes.
+uint k_byte(uint w, uint i) { return (w >> (8u * i)) & 0xffu; }
+
+// sub-block s's d * scale and dmin * min, as q_codes8 (lm_k_scales6_unpack),
+// selecting the head's words by comparisons rather than a runtime index
+void q4k_scale(uvec4 hd, uint s, out float ds, out float ms)
+{
+    uint sc, mn;
+    if (s < 4u) {
+        sc = k_byte(hd.y, s) & 63u;
+        mn = k_byte(hd.z, s) & 63u;
+    } else {
+        uint b8 = k_byte(hd.w, s - 4u);
+        sc = (b8 & 15u) | (k_byte(hd.y, s - 4u) >> 6) << 4;
+        mn = (b8 >> 4) | (k_byte(hd.z, s - 4u) >> 6) << 4;
+    }
+    vec2 dm = unpackHalf2x16(hd.x);
+    precise float pds = dm.x * float(sc), pms = dm.y * float(mn);
+    ds = pds;
+    ms = pms;
+}
+
+// the 32 values of unit j of a block (head hd, codes qs): lo = elements
+// 64 g + 16 h .., hi = 32 further on
+void q4k_unit(uvec4 hd, uvec4 qs, uint j, out vec4 lo[4], out vec4 hi[4])
+{
+    uint g = j / 2u;
+    float ds0, ms0, ds1, ms1;
+    q4k_scale(hd, 2u * g, ds0, ms0);
+    q4k_scale(hd, 2u * g + 1u, ds1, ms1);
+    [[unroll]] for (uint i = 0u; i < 4u; i++)
+        [[unroll]] for (uint b = 0u; b < 4u; b++) {
+            uint q = qs[i] >> (8u * b);
+            precise float y0 = ds0 * float(q & 15u) - ms0;
+            precise float y1 = ds1 * float((q >> 4) & 15u) - ms1;
+            lo[i][b] = y0;
+            hi[i][b] = y1;
+        }
+}
+
+// Q8_0, the block at byte a (a multiple of 2) from the nine words that
+// hold its 34 bytes (wd), as 32 values
+void q80_unit(uint a, uint wd[9], out vec4 v[8])
+{
+    bool odd = (a & 2u) != 0u;      // the block starts 2 bytes into a word
+    float d = unpackHalf2x16(odd ? wd[0] >> 16 : wd[0]).x;
+    [[unroll]] for (uint k = 0u; k < 8u; k++) {
+        uint q = odd ? wd[k + 1u] : (wd[k] >> 16) | (wd[k + 1u] << 16);
+        [[unroll]] for (uint j = 0u; j < 4u; j++) {
+            precise float y = d * float(q_sbyte(q, j)) - 0.0;
+            v[k][j] = y;
+        }
+    }
+}

@@ -1,7 +1,7 @@
 #version 450
 // quant_gemm.glsl - y [M, N] = x [M, K] w [N, K]^T for many rows of x and
-// a quantized w (op qlinear; quant.c picks it for M > 8), with w
-// dequantized where its tile is loaded.
+// a quantized w (op qlinear; quant.c picks it for M > 8 where the device's
+// GEMMs have no tensor cores), with w dequantized where its tile is loaded.
 //
 // A workgroup of 256 computes a BM x BN tile of y, TM x TN outputs an
 // invocation, stepping through K BK (32 or 16) at a time (BK divides both

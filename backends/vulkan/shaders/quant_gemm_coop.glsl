@@ -1,8 +1,9 @@
 #version 450
 // quant_gemm_coop.glsl - y [M, N] = x [M, K] w [N, K]^T with a quantized w
 // on tensor cores (GL_NV_cooperative_matrix, f16 x f16 + f32), for many
-// rows of x (op qlinear; quant.c picks it where the device has 16x16x16
-// f16 fragments).
+// rows of x (op qlinear; quant.c picks it for Q8_0 under 64 rows where the
+// device has 16x16x16 f16 fragments: above, and for the other types, the
+// f16 copy of w into the f16 GEMM is faster).
 //
 // The tiling is matmul_coop.glsl's (128x128 tiles of depth 32, 8 subgroups
 // of 64x32, two shared buffers: the next step's operands are fetched into
