@@ -100,6 +100,22 @@ VK_KHR_VARIANTS += matmul_coop_khr_w4k64s1:matmul_coop:MM_KHR,BM=128,BN=128,BK=6
 VK_KHR_VARIANTS += matmul_coop_khr_128x256n8:matmul_coop:MM_KHR,FM=16,FN=8,FK=16,BM=128,BN=256,BK=16,WM=64,WN=64
 VK_KHR_VARIANTS += matmul_coop_khr_bf16:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 VK_KHR_VARIANTS += matmul_coop_khr_bf16_k64s1:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+# nn_attn_khr.glsl: tensor-core attention on KHR cooperative matrices for
+# head dims up to HD (nn_attn_fa.c's khr_shader); tiles: RT row tiles of 16
+# per subgroup, NSG subgroups, BK keys a step (default 1, 4, 64)
+VK_KHR_VARIANTS += nn_attn_khr32:nn_attn_khr:HD=32
+VK_KHR_VARIANTS += nn_attn_khr48:nn_attn_khr:HD=48
+VK_KHR_VARIANTS += nn_attn_khr64:nn_attn_khr:HD=64
+VK_KHR_VARIANTS += nn_attn_khr64_r2:nn_attn_khr:HD=64,RT=2
+VK_KHR_VARIANTS += nn_attn_khr64_n8:nn_attn_khr:HD=64,NSG=8
+VK_KHR_VARIANTS += nn_attn_khr80:nn_attn_khr:HD=80
+VK_KHR_VARIANTS += nn_attn_khr96:nn_attn_khr:HD=96
+VK_KHR_VARIANTS += nn_attn_khr128:nn_attn_khr:HD=128
+VK_KHR_VARIANTS += nn_attn_khr128_r2:nn_attn_khr:HD=128,RT=2
+VK_KHR_VARIANTS += nn_attn_khr128_r2k32:nn_attn_khr:HD=128,RT=2,BK=32
+VK_KHR_VARIANTS += nn_attn_khr128_n8:nn_attn_khr:HD=128,NSG=8
+VK_KHR_VARIANTS += nn_attn_khr160:nn_attn_khr:HD=160
+VK_KHR_VARIANTS += nn_attn_khr256:nn_attn_khr:HD=256,BK=32
 endif
 
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),
