@@ -30,7 +30,7 @@
  * f16 q, k and v with D = Dv a multiple of 8 up to 256, no mask or an
  * additive f32 / bool mask, take shaders/nn_attn_khr.glsl (khr_shader,
  * run_khr below).  LUMEN_VK_ATTN_KHR=0 keeps the kernels above (for
- * comparisons), =<tile> (r2, r2k32, n8) forces a tile where it is built;
+ * comparisons), =<tile> (n8, pr, ps, ...) forces a tile where it is built;
  * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,21 +81,21 @@ typedef struct khr_pc {
     int32_t sm[4];
 } khr_pc;
 
-/* the head dims built (module.mk: nn_attn_khrHD[_TILE]), smallest first,
- * and the tiles built for some of them (LUMEN_VK_ATTN_KHR=<tile>) */
+/* the head dims built (module.mk: nn_attn_khrHD, with a mask _m), smallest
+ * first, and the tiles built for measurements (LUMEN_VK_ATTN_KHR=<tile>;
+ * _cv needs cooperative matrix 2) */
 #define KHR_NDIMS 8
-#define KHR_NTILES 4
 static const int khr_dims[KHR_NDIMS] = {32, 48, 64, 80, 96, 128, 160, 256};
-static const char *const khr_tiles[KHR_NTILES] = {"", "r2", "r2k32", "n8"};
-static const char *const khr_names[KHR_NDIMS][KHR_NTILES] = {
-    {"nn_attn_khr32"},
-    {"nn_attn_khr48"},
-    {"nn_attn_khr64", "nn_attn_khr64_r2", NULL, "nn_attn_khr64_n8"},
-    {"nn_attn_khr80"},
-    {"nn_attn_khr96"},
-    {"nn_attn_khr128", "nn_attn_khr128_r2", "nn_attn_khr128_r2k32", "nn_attn_khr128_n8"},
-    {"nn_attn_khr160"},
-    {"nn_attn_khr256"},
+static const char *const khr_names[KHR_NDIMS][2] = {
+    {"nn_attn_khr32", "nn_attn_khr32_m"},   {"nn_attn_khr48", "nn_attn_khr48_m"},
+    {"nn_attn_khr64", "nn_attn_khr64_m"},   {"nn_attn_khr80", "nn_attn_khr80_m"},
+    {"nn_attn_khr96", "nn_attn_khr96_m"},   {"nn_attn_khr128", "nn_attn_khr128_m"},
+    {"nn_attn_khr160", "nn_attn_khr160_m"}, {"nn_attn_khr256", "nn_attn_khr256_m"},
+};
+static const char *const khr_tiles[] = {
+    "nn_attn_khr64_n8",   "nn_attn_khr64_pr",    "nn_attn_khr64_ps",  "nn_attn_khr64_n8pr", "nn_attn_khr64_n8ps",
+    "nn_attn_khr128_n8",  "nn_attn_khr128_pr",   "nn_attn_khr128_ps", "nn_attn_khr128_n8pr", "nn_attn_khr128_n8ps",
+    "nn_attn_khr64_cv",   "nn_attn_khr128_cv",   "nn_attn_khr128_n8cv",
 };
 #define KHR_SHARED (40 * 1024)   /* the largest variant's shared memory, rounded up */
 
@@ -138,7 +138,7 @@ static bool in_file(const char *shader)
 /* the queries a workgroup of a KHR tile takes (16 x RT x NSG) */
 static int khr_bq(const char *shader)
 {
-    return strstr(shader, "_r2") || strstr(shader, "_n8") ? 128 : 64;
+    return strstr(shader, "_n8") ? 128 : 64;
 }
 
 /* the KHR tensor-core kernel for node, or NULL where it does not apply */
@@ -168,10 +168,14 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
     int hd = -1;
     for (int i = 0; i < KHR_NDIMS && hd < 0; i++)
         if (khr_dims[i] >= D) hd = i;
-    int tile = 0;
-    for (int i = 1; e && i < KHR_NTILES; i++)
-        if (!strcmp(e, khr_tiles[i])) tile = i;
-    const char *name = khr_names[hd][tile] && in_file(khr_names[hd][tile]) ? khr_names[hd][tile] : khr_names[hd][0];
+    const char *name = khr_names[hd][node->ninputs == 4];
+    if (e && *e && strcmp(e, "1") && node->ninputs == 3) {
+        char want[48];
+        snprintf(want, sizeof want, "%s_%s", name, e);
+        for (size_t i = 0; i < sizeof khr_tiles / sizeof *khr_tiles; i++)
+            if (!strcmp(khr_tiles[i], want) && in_file(khr_tiles[i]) && (!strstr(want, "cv") || ft->coopmat2))
+                name = khr_tiles[i];
+    }
     return in_file(name) ? name : NULL;
 }
 

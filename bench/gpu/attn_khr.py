@@ -6,7 +6,8 @@ evaluations and their min-max, for each Lumen variant (an environment
 setting: the KHR tensor-core kernel by default, the previous kernels with
 LUMEN_VK_ATTN_KHR=0, tiles with LUMEN_VK_ATTN_KHR=<tile>), and the ratio
 PyTorch / Lumen of the medians (> 1: Lumen faster).
-Usage: attn_khr.py VKBENCH_BINARY [quick] [variants: name=value,...]"""
+Usage: attn_khr.py VKBENCH_BINARY [quick] [variants: name=tile[+VAR=value],...]
+(ATTN_KHR_FEW=1: four f16 shapes only)"""
 import os, subprocess, sys, time
 
 # (B, H, L, D, dtype, causal): the issue's sweep, then SD 1.5's self-attention
@@ -15,6 +16,10 @@ SHAPES = [(1, 24, L, D, dt, c) for dt in ("f16", "bf16", "f32") for D in (64, 12
           for L in (1024, 4096) for c in (False, True)]
 SHAPES += [(2, 8, 4096, 64, "f16", False), (2, 8, 4096, 40, "f16", False)]
 TILE_SHAPES = [s for s in SHAPES if s[4] == "f16"]
+if os.environ.get("ATTN_KHR_FEW"):   # the tiles on a few shapes only
+    TILE_SHAPES = [(1, 24, 4096, 128, "f16", False), (1, 24, 4096, 64, "f16", False),
+                   (1, 24, 4096, 128, "f16", True), (2, 8, 4096, 40, "f16", False)]
+    SHAPES = TILE_SHAPES
 
 
 def key(s):
@@ -68,9 +73,10 @@ def main():
     quick = len(sys.argv) > 2 and sys.argv[2] == "quick"
     variants = [("khr", {}, SHAPES), ("old", {"LUMEN_VK_ATTN_KHR": "0"}, TILE_SHAPES)]
     extra = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("ATTN_KHR_VARIANTS", "")
-    for item in filter(None, extra.split(",")):
-        n, v = item.split("=")
-        variants.append((n, {"LUMEN_VK_ATTN_KHR": v}, TILE_SHAPES))
+    for item in filter(None, extra.split(",")):   # name=tile[+VAR=value...]
+        n, v = item.split("=", 1)
+        v, *more = v.split("+")
+        variants.append((n, dict([("LUMEN_VK_ATTN_KHR", v)] + [m.split("=", 1) for m in more]), TILE_SHAPES))
     lum = {}
     for name, env, shapes in variants:
         print(f"--- Lumen variant {name} {env}", flush=True)

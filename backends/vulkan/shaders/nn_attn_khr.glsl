@@ -35,6 +35,9 @@
 // Bindings: 0 = q, 1 = k, 2 = v, 3 = mask, 4 = output (contiguous
 // [B, Hq, Lq, D]).
 #extension GL_KHR_cooperative_matrix : require
+#if PMODE == 3
+#extension GL_NV_cooperative_matrix2 : require
+#endif
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -45,6 +48,9 @@
 #ifndef NSG
 #define NSG 4                  // subgroups
 #endif
+#ifndef PMODE
+#define PMODE 0                // P: 0 registers where the layouts agree, else shared memory;
+#endif                         // 1 registers; 2 shared memory; 3 converted (cooperative matrix 2)
 #ifndef RT
 #define RT 1                   // row tiles of 16 queries per subgroup
 #endif
@@ -99,7 +105,9 @@ DECL_IO(4)
 #define COLM gl_CooperativeMatrixLayoutColumnMajor
 
 shared uvec4 KV[BK * KS];              // K or V (also Q at the start, O and the tables)
+#if PMODE == 0 || PMODE == 2
 shared uvec4 PSH[NSG * PAREA];         // P, where it cannot stay in registers
+#endif
 
 float nmax(float a, float b) { return b > a || isnan(b) ? b : a; }
 
@@ -167,7 +175,14 @@ void main()
         same = same && float(ta[i]) == tc[i];
     }
     ok = subgroupAll(ok);
+#if PMODE == 0
     same = subgroupAll(same);
+#elif PMODE == 1
+    ok = ok && subgroupAll(same);   // else NaN
+    same = true;
+#else
+    same = false;
+#endif
     int pb = sg * PAREA;
 
     uint bhn = pc.items / uint(pc.nqb);
@@ -179,7 +194,9 @@ void main()
         int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
         int qb = pc.oq + b * pc.sq[0] + hq * pc.sq[1] + i0 * pc.sq[2];
         int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
+#ifdef MASK
         int mb0 = pc.om + b * pc.sm[0] + hq * pc.sm[1];
+#endif
         int q0 = i0 + sg * 16 * RT;         // this subgroup's first query
 
         // Q, BK rows at a time through KV (rows past bq and dims past D zero)
@@ -237,11 +254,13 @@ void main()
                     [[unroll]] for (int i = 0; i < NC; i++) {
                         int key = j * 16 + cols[i], qi = r0 + rows[i];
                         float x = s[rt][j][i] * pc.scale;
-                        if (pc.mask != 0u && key < nk && qi < pc.Lq) {
+#ifdef MASK
+                        if (key < nk && qi < pc.Lq) {
                             int e = mb0 + qi * pc.sm[2] + (j0 + key) * pc.sm[3];
                             if (pc.mask == 1u) x += ldf_3(DT_F32, e) * float(LOG2E);
                             else if (uint(u8_3.v[e]) == 0u) x = M_NINF;
                         }
+#endif
                         if (key >= nk || (pc.causal != 0u && j0 + key > qi)) x = M_NINF;
                         s[rt][j][i] = x;
                         if (hi[i]) mx.y = nmax(mx.y, x);
@@ -268,13 +287,20 @@ void main()
                         }
                         s[rt][j][i] = p;
                     }
+#if PMODE == 3
+                    pf[rt][j] = F16A(s[rt][j]);
+#else
                     if (same) {
                         pf[rt][j] = F16A(float16_t(0.0));
                         [[unroll]] for (int i = 0; i < NC; i++) pf[rt][j][i] = float16_t(s[rt][j][i]);
-                    } else {
+                    }
+#if PMODE != 1
+                    else {
                         F16C h = F16C(s[rt][j]);
                         coopMatStore(h, PSH, pb + rt * 16 * PS + j * 2, PS, ROWM);
                     }
+#endif
+#endif
                 }
                 l[rt] = l[rt] * f + ps;
                 m[rt] = mn;
@@ -283,12 +309,14 @@ void main()
                     [[unroll]] for (int c = 0; c < NF; c++) o[rt][c][i] *= fi;
                 }
             }
+#if PMODE == 0 || PMODE == 2
             if (!same) {
                 sg_barrier();
                 [[unroll]] for (int rt = 0; rt < RT; rt++)
                     [[unroll]] for (int j = 0; j < NJ; j++)
                         coopMatLoad(pf[rt][j], PSH, pb + rt * 16 * PS + j * 2, PS, ROWM);
             }
+#endif
 
             barrier();   // K's readers are done
             put(g);
@@ -300,7 +328,9 @@ void main()
                     coopMatLoad(vf, KV, j * 16 * KS + c * 2, KS, ROWM);
                     [[unroll]] for (int rt = 0; rt < RT; rt++) o[rt][c] = coopMatMulAdd(pf[rt][j], vf, o[rt][c]);
                 }
+#if PMODE == 0 || PMODE == 2
             if (!same) sg_barrier();   // P's readers are done before the next block's stores
+#endif
         }
 
         // O / l (l summed over the quad; 0 where no key was visible, which
