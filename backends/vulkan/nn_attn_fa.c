@@ -30,7 +30,7 @@
  * f16 q, k and v with D = Dv a multiple of 8 up to 256, no mask or an
  * additive f32 / bool mask, take shaders/nn_attn_khr.glsl (khr_shader,
  * run_khr below).  LUMEN_VK_ATTN_KHR=0 keeps the kernels above (for
- * comparisons), =<tile> (n8, pr, ps, ...) forces a tile where it is built;
+ * comparisons), =<tile> (n8, ps, lc, k128, ...) forces a tile where it is built;
  * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,9 +93,9 @@ static const char *const khr_names[KHR_NDIMS][2] = {
     {"nn_attn_khr160", "nn_attn_khr160_m"}, {"nn_attn_khr256", "nn_attn_khr256_m"},
 };
 static const char *const khr_tiles[] = {
-    "nn_attn_khr64_n8",   "nn_attn_khr64_pr",    "nn_attn_khr64_ps",  "nn_attn_khr64_n8pr", "nn_attn_khr64_n8ps",
-    "nn_attn_khr128_n8",  "nn_attn_khr128_pr",   "nn_attn_khr128_ps", "nn_attn_khr128_n8pr", "nn_attn_khr128_n8ps",
-    "nn_attn_khr64_cv",   "nn_attn_khr128_cv",   "nn_attn_khr128_n8cv",
+    "nn_attn_khr64_n8",  "nn_attn_khr64_ps",  "nn_attn_khr64_lc",  "nn_attn_khr64_k128",  "nn_attn_khr64_lck128",
+    "nn_attn_khr64_n8lc", "nn_attn_khr128_n8", "nn_attn_khr128_ps", "nn_attn_khr128_lc", "nn_attn_khr128_k128",
+    "nn_attn_khr128_lck128", "nn_attn_khr128_n8lc", "nn_attn_khr64_cv", "nn_attn_khr128_cv", "nn_attn_khr128_n8cv",
 };
 #define KHR_SHARED (40 * 1024)   /* the largest variant's shared memory, rounded up */
 

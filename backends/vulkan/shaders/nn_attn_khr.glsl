@@ -49,7 +49,7 @@
 #define NSG 4                  // subgroups
 #endif
 #ifndef PMODE
-#define PMODE 0                // P: 0 registers where the layouts agree, else shared memory;
+#define PMODE 1                // P: 0 registers where the layouts agree, else shared memory;
 #endif                         // 1 registers; 2 shared memory; 3 converted (cooperative matrix 2)
 #ifndef RT
 #define RT 1                   // row tiles of 16 queries per subgroup
@@ -168,10 +168,19 @@ void main()
     bool ok = tc.length() == NC, same = ta.length() == NC;
     [[unroll]] for (int i = 0; i < NC; i++) {
         int rc = int(tc[i]);
+#ifdef LANEMAP
+        // the mma.m16n8k16 accumulator layout, as constants of the lane:
+        // fewer registers than the table's values (checked against them)
+        rows[i] = g4 + ((i & 2) != 0 ? 8 : 0);
+        cols[i] = 2 * (lane & 3) + (i & 1) + ((i & 4) != 0 ? 8 : 0);
+        hi[i] = (i & 2) != 0;
+        ok = ok && rc == rows[i] * 16 + cols[i];
+#else
         rows[i] = rc >> 4;
         cols[i] = rc & 15;
         hi[i] = rows[i] == g4 + 8;
         ok = ok && (rows[i] == g4 || hi[i]);
+#endif
         same = same && float(ta[i]) == tc[i];
     }
     ok = subgroupAll(ok);
