@@ -103,8 +103,8 @@ VK_KHR_VARIANTS += matmul_coop_khr_bf16_k64s1:matmul_coop:MM_KHR,MM_SCALED,BM=12
 # nn_attn_khr.glsl: tensor-core attention on KHR cooperative matrices for
 # head dims up to HD (nn_attn_fa.c's khr_shader); _m: with a mask.  Tiles
 # for measurements (LUMEN_VK_ATTN_KHR=<suffix>): n8 = 8 subgroups (128
-# queries), ps = P through shared memory, lc = component rows and columns
-# computed from the lane, k128 = 128 keys a step
+# queries), ps = P through shared memory, tab = the component rows and
+# columns from tables (registers) instead of constants
 VK_KHR_VARIANTS += nn_attn_khr32:nn_attn_khr:HD=32
 VK_KHR_VARIANTS += nn_attn_khr32_m:nn_attn_khr:HD=32,MASK
 VK_KHR_VARIANTS += nn_attn_khr48:nn_attn_khr:HD=48
@@ -123,16 +123,12 @@ VK_KHR_VARIANTS += nn_attn_khr256:nn_attn_khr:HD=256,BK=32
 VK_KHR_VARIANTS += nn_attn_khr256_m:nn_attn_khr:HD=256,BK=32,MASK
 VK_KHR_VARIANTS += nn_attn_khr64_n8:nn_attn_khr:HD=64,NSG=8
 VK_KHR_VARIANTS += nn_attn_khr64_ps:nn_attn_khr:HD=64,PMODE=2
-VK_KHR_VARIANTS += nn_attn_khr64_lc:nn_attn_khr:HD=64,LANEMAP
-VK_KHR_VARIANTS += nn_attn_khr64_k128:nn_attn_khr:HD=64,BK=128
-VK_KHR_VARIANTS += nn_attn_khr64_lck128:nn_attn_khr:HD=64,LANEMAP,BK=128
-VK_KHR_VARIANTS += nn_attn_khr64_n8lc:nn_attn_khr:HD=64,NSG=8,LANEMAP
+VK_KHR_VARIANTS += nn_attn_khr64_tab:nn_attn_khr:HD=64,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr64_n8tab:nn_attn_khr:HD=64,NSG=8,NOLANEMAP
 VK_KHR_VARIANTS += nn_attn_khr128_n8:nn_attn_khr:HD=128,NSG=8
 VK_KHR_VARIANTS += nn_attn_khr128_ps:nn_attn_khr:HD=128,PMODE=2
-VK_KHR_VARIANTS += nn_attn_khr128_lc:nn_attn_khr:HD=128,LANEMAP
-VK_KHR_VARIANTS += nn_attn_khr128_k128:nn_attn_khr:HD=128,BK=128
-VK_KHR_VARIANTS += nn_attn_khr128_lck128:nn_attn_khr:HD=128,LANEMAP,BK=128
-VK_KHR_VARIANTS += nn_attn_khr128_n8lc:nn_attn_khr:HD=128,NSG=8,LANEMAP
+VK_KHR_VARIANTS += nn_attn_khr128_tab:nn_attn_khr:HD=128,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr128_n8tab:nn_attn_khr:HD=128,NSG=8,NOLANEMAP
 endif
 
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),

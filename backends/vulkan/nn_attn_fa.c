@@ -30,7 +30,7 @@
  * f16 q, k and v with D = Dv a multiple of 8 up to 256, no mask or an
  * additive f32 / bool mask, take shaders/nn_attn_khr.glsl (khr_shader,
  * run_khr below).  LUMEN_VK_ATTN_KHR=0 keeps the kernels above (for
- * comparisons), =<tile> (n8, ps, lc, k128, ...) forces a tile where it is built;
+ * comparisons), =<tile> (n8, ps, tab, ...) forces a tile where it is built;
  * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,10 +93,16 @@ static const char *const khr_names[KHR_NDIMS][2] = {
     {"nn_attn_khr160", "nn_attn_khr160_m"}, {"nn_attn_khr256", "nn_attn_khr256_m"},
 };
 static const char *const khr_tiles[] = {
-    "nn_attn_khr64_n8",  "nn_attn_khr64_ps",  "nn_attn_khr64_lc",  "nn_attn_khr64_k128",  "nn_attn_khr64_lck128",
-    "nn_attn_khr64_n8lc", "nn_attn_khr128_n8", "nn_attn_khr128_ps", "nn_attn_khr128_lc", "nn_attn_khr128_k128",
-    "nn_attn_khr128_lck128", "nn_attn_khr128_n8lc", "nn_attn_khr64_cv", "nn_attn_khr128_cv", "nn_attn_khr128_n8cv",
+    "nn_attn_khr64_n8",  "nn_attn_khr64_ps",  "nn_attn_khr64_tab",  "nn_attn_khr64_n8tab",  "nn_attn_khr128_n8",
+    "nn_attn_khr128_ps", "nn_attn_khr128_tab", "nn_attn_khr128_n8tab", "nn_attn_khr64_cv",  "nn_attn_khr128_cv",
+    "nn_attn_khr128_n8cv",
 };
+
+/* which bit of a component's index adds 8 to its row, 1 to its column and
+ * 8 to its column (nn_attn_khr.glsl's RB, CB1, CB8): the permutations, and
+ * NVIDIA's (LUMEN_VK_ATTN_LMAP=0..5 forces one, for measurements) */
+static const uint32_t khr_lmaps[6][3] = {{1, 0, 2}, {2, 0, 1}, {0, 1, 2}, {0, 2, 1}, {1, 2, 0}, {2, 1, 0}};
+#define KHR_LMAP 0
 #define KHR_SHARED (40 * 1024)   /* the largest variant's shared memory, rounded up */
 
 int64_t lm_vulkan_attn_coop_count(void)
@@ -272,10 +278,14 @@ static lm_status run_khr(lm_vk_dev *v, lm_array *node, const char *shader)
     lm_status s = LM_OK;
     for (int i = 0; i < 3 && s == LM_OK; i++) s = fa_input(v, node->inputs[i], &mem[i], off[i], st[i], &own[i]);
     if (s == LM_OK) {
-        uint32_t spec[4] = {q->dtype, k->dtype, node->inputs[2]->dtype, node->dtype};
+        const char *e = getenv("LUMEN_VK_ATTN_LMAP");
+        int lm = e && *e ? atoi(e) : KHR_LMAP;
+        if (lm < 0 || lm > 5) lm = KHR_LMAP;
+        uint32_t spec[7] = {q->dtype, k->dtype, node->inputs[2]->dtype, node->dtype, khr_lmaps[lm][0], khr_lmaps[lm][1],
+                            khr_lmaps[lm][2]};
         lm_vk_arg args[5] = {{mem[0], false}, {mem[1], false}, {mem[2], false},
                              {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
-        s = lm_vk_dispatch(v, shader, spec, 4, args, 5, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
+        s = lm_vk_dispatch(v, shader, spec, 7, args, 5, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
         if (s == LM_OK) coop_runs++;
     }
     for (int i = 0; i < 3; i++)

@@ -75,6 +75,12 @@ layout(constant_id = 0) const uint DTQ = 0;
 layout(constant_id = 1) const uint DTK = 0;
 layout(constant_id = 2) const uint DTV = 0;
 layout(constant_id = 3) const uint DTO = 0;
+// the accumulator layout (without NOLANEMAP): which bit of a component's
+// index adds 8 to its row (lane / 4), 1 to its column (2 * (lane % 4)) and
+// 8 to its column; the host passes the driver's (nn_attn_fa.c)
+layout(constant_id = 4) const int RB = 1;
+layout(constant_id = 5) const int CB1 = 0;
+layout(constant_id = 6) const int CB8 = 2;
 
 // must match nn_attn_khr.c's struct
 layout(push_constant) uniform PC {
@@ -168,12 +174,13 @@ void main()
     bool ok = tc.length() == NC, same = ta.length() == NC;
     [[unroll]] for (int i = 0; i < NC; i++) {
         int rc = int(tc[i]);
-#ifdef LANEMAP
-        // the mma.m16n8k16 accumulator layout, as constants of the lane:
-        // fewer registers than the table's values (checked against them)
-        rows[i] = g4 + ((i & 2) != 0 ? 8 : 0);
-        cols[i] = 2 * (lane & 3) + (i & 1) + ((i & 4) != 0 ? 8 : 0);
-        hi[i] = (i & 2) != 0;
+#ifndef NOLANEMAP
+        // the layout as constants (the row half of each component known
+        // when the pipeline is made: no selects in the softmax), checked
+        // against the table
+        rows[i] = g4 + 8 * ((i >> RB) & 1);
+        cols[i] = 2 * (lane & 3) + ((i >> CB1) & 1) + 8 * ((i >> CB8) & 1);
+        hi[i] = ((i >> RB) & 1) != 0;
         ok = ok && rc == rows[i] * 16 + cols[i];
 #else
         rows[i] = rc >> 4;
