@@ -30,7 +30,7 @@
  * f16 q, k and v with D = Dv a multiple of 8 up to 256, no mask or an
  * additive f32 / bool mask, take shaders/nn_attn_khr.glsl (khr_shader,
  * run_khr below).  LUMEN_VK_ATTN_KHR=0 keeps the kernels above (for
- * comparisons), =<tile> (n8, ps, tab, ...) forces a tile where it is built;
+ * comparisons), =<tile> (n4, n8, ps, tab, cv) forces a tile where it is built;
  * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,22 +87,23 @@ typedef struct khr_pc {
 #define KHR_NDIMS 8
 static const int khr_dims[KHR_NDIMS] = {32, 48, 64, 80, 96, 128, 160, 256};
 static const char *const khr_names[KHR_NDIMS][2] = {
-    {"nn_attn_khr32", "nn_attn_khr32_m"},   {"nn_attn_khr48", "nn_attn_khr48_m"},
-    {"nn_attn_khr64", "nn_attn_khr64_m"},   {"nn_attn_khr80", "nn_attn_khr80_m"},
-    {"nn_attn_khr96", "nn_attn_khr96_m"},   {"nn_attn_khr128", "nn_attn_khr128_m"},
-    {"nn_attn_khr160", "nn_attn_khr160_m"}, {"nn_attn_khr256", "nn_attn_khr256_m"},
+    {"nn_attn_khr32", "nn_attn_khr32_m"},    {"nn_attn_khr48", "nn_attn_khr48_m"},
+    {"nn_attn_khr64_n8", "nn_attn_khr64_m"}, {"nn_attn_khr80", "nn_attn_khr80_m"},
+    {"nn_attn_khr96", "nn_attn_khr96_m"},    {"nn_attn_khr128", "nn_attn_khr128_m"},
+    {"nn_attn_khr160", "nn_attn_khr160_m"},  {"nn_attn_khr256", "nn_attn_khr256_m"},
 };
 static const char *const khr_tiles[] = {
-    "nn_attn_khr64_n8",  "nn_attn_khr64_ps",  "nn_attn_khr64_tab",  "nn_attn_khr64_n8tab",  "nn_attn_khr128_n8",
+    "nn_attn_khr64_n4",  "nn_attn_khr64_ps",  "nn_attn_khr64_tab",  "nn_attn_khr64_n8tab",  "nn_attn_khr128_n8",
     "nn_attn_khr128_ps", "nn_attn_khr128_tab", "nn_attn_khr128_n8tab", "nn_attn_khr64_cv",  "nn_attn_khr128_cv",
     "nn_attn_khr128_n8cv",
 };
 
 /* which bit of a component's index adds 8 to its row, 1 to its column and
  * 8 to its column (nn_attn_khr.glsl's RB, CB1, CB8): the permutations, and
- * NVIDIA's (LUMEN_VK_ATTN_LMAP=0..5 forces one, for measurements) */
+ * the one NVIDIA's driver uses (580.159, H100: found by running each;
+ * LUMEN_VK_ATTN_LMAP=0..5 forces one) */
 static const uint32_t khr_lmaps[6][3] = {{1, 0, 2}, {2, 0, 1}, {0, 1, 2}, {0, 2, 1}, {1, 2, 0}, {2, 1, 0}};
-#define KHR_LMAP 0
+#define KHR_LMAP 1
 #define KHR_SHARED (40 * 1024)   /* the largest variant's shared memory, rounded up */
 
 int64_t lm_vulkan_attn_coop_count(void)
@@ -160,9 +161,10 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
     bool f16x16 = false;
     for (int i = 0; i < ft->ncoop_khr; i++)
         f16x16 |= ft->coop_khr_mnk[i][0] == 16 && ft->coop_khr_mnk[i][1] == 16 && ft->coop_khr_mnk[i][2] == 16;
-    if (!f16x16 || node->ninputs < 3 || node->ninputs > 4) return NULL;
+    if (!f16x16 || node->ninputs < 3 || node->ninputs > 4 || !lm_vk_fits_i32(node)) return NULL;
     for (int i = 0; i < 3; i++)
-        if (node->inputs[i]->dtype != LM_F16 || node->inputs[i]->ndim != 4) return NULL;
+        if (node->inputs[i]->dtype != LM_F16 || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
+            return NULL;
     if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
     if (node->ninputs == 4) {
         const lm_array *m = node->inputs[3];
@@ -177,7 +179,7 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
     const char *name = khr_names[hd][node->ninputs == 4];
     if (e && *e && strcmp(e, "1") && node->ninputs == 3) {
         char want[48];
-        snprintf(want, sizeof want, "%s_%s", name, e);
+        snprintf(want, sizeof want, "nn_attn_khr%d_%s", khr_dims[hd], e);
         for (size_t i = 0; i < sizeof khr_tiles / sizeof *khr_tiles; i++)
             if (!strcmp(khr_tiles[i], want) && in_file(khr_tiles[i]) && (!strstr(want, "cv") || ft->coopmat2))
                 name = khr_tiles[i];

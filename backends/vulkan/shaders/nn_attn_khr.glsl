@@ -21,14 +21,21 @@
 // issued before each multiply and stored to shared memory after it.
 //
 // KHR cooperative matrices have no conversion from an accumulator to an A
-// operand.  The shader checks once whether the 16 x 16 A matrix and the
-// accumulator put the same (row, column) in each component of each
-// invocation (NVIDIA's mma layouts do); where they do, P is built
-// component by component in registers, elsewhere through a per-subgroup
-// area of shared memory (store as an f16 accumulator, load as A).  Row
-// reductions assume rows g and g + 8 in the 4 invocations 4g..4g+3
-// (NVIDIA's layout, checked as in nn_attn_coop_regs.glsl: NaN otherwise;
-// the host picks these kernels only on NVIDIA's driver).
+// operand, and their components are indexable but not addressable by row.
+// On NVIDIA's driver the 16 x 16 A matrix and the accumulator put the same
+// (row, column) in each component i of an invocation: row lane / 4 (+ 8),
+// column 2 * (lane % 4) (+ 1, + 8), each "+" decided by one bit of i.
+// Which bit is which comes in as specialization constants (RB, CB1, CB8),
+// so the row half of every component is known when the pipeline is made
+// and the softmax has no selects; the shader checks that layout against
+// tables loaded once (a matrix of row * 16 + column numbers in each use)
+// and writes NaN where it does not hold (the host picks these kernels only
+// on NVIDIA's driver; the tests would show it).  P is then built component
+// by component in registers (PMODE 1, the default).  For measurements:
+// PMODE 2 passes P through shared memory (store as an f16 accumulator,
+// load as A), PMODE 0 picks either at run time, PMODE 3 converts with
+// GL_NV_cooperative_matrix2; NOLANEMAP keeps rows and columns in registers
+// from the tables.  MASK (the _m variants) reads the mask per component.
 // Max is NaN-propagating and a block with nothing visible yet adds
 // nothing, as in the other kernels, so NaN in q or k, -inf masks and
 // fully masked rows come out as on the CPU.
