@@ -386,9 +386,10 @@ static void test_attention_fast512(void **state)
     unsetenv("LUMEN_VK_ATTN_SPLIT");
 }
 
-/* the tensor-core kernel (nn_attn_coop*.comp, f16 q/k/v, D = Dv = 64 or
- * 128; taken only where the device has NV cooperative matrices, so on
- * lavapipe these run on the SIMT kernel): its 64 x 64 blocks, 16-row
+/* the tensor-core kernels (nn_attn_khr*.comp: f16 q/k/v, D = Dv up to 256,
+ * masks; else nn_attn_coop*.comp, D = Dv = 64 or 128, no mask; taken only
+ * where the device has cooperative matrices, so on lavapipe these run on
+ * the SIMT and general kernels): their 64 x 64 blocks, 16-row
  * slices per subgroup (Lq 1, 15, 17, 80), several key blocks, causal with
  * Lq != Lk both ways, grouped heads, views, NaN/Inf/zeros in q, and the
  * path off (LUMEN_VK_ATTN_COOP=0).  LUMEN_TEST_ATTN_COOP=1 (set on a
@@ -410,6 +411,18 @@ static void test_attention_coop(void **state)
         {1, 2, 2, 45, 90, 128, 128, 0, false, AV_SLICE, false},
         {1, 2, 2, 100, 100, 64, 64, 0, false, AV_NONE, true},
         {1, 2, 1, 70, 70, 128, 128, 0, true, AV_NONE, true},
+        /* the KHR kernel (nn_attn_khr.glsl) also takes masks and head dims
+         * 32 to 256 (D a multiple of 8, padded to the variant's HD) */
+        {1, 4, 2, 37, 90, 64, 64, 1, true, AV_NONE, false},
+        {2, 2, 1, 20, 45, 128, 128, 2, false, AV_NONE, false},
+        {1, 2, 2, 130, 70, 64, 64, 2, true, AV_LH, false},
+        {1, 2, 2, 33, 70, 40, 40, 0, true, AV_NONE, false},
+        {1, 2, 1, 50, 50, 80, 80, 2, true, AV_NONE, false},
+        {1, 2, 2, 30, 70, 96, 96, 1, false, AV_NONE, false},
+        {1, 2, 2, 70, 40, 160, 160, 0, true, AV_NONE, false},
+        {1, 1, 1, 40, 100, 256, 256, 2, true, AV_NONE, false},
+        {1, 3, 1, 20, 30, 32, 32, 0, false, AV_NONE, true},
+        {2, 4, 4, 150, 150, 40, 40, 0, false, AV_NONE, false},
     };
     size_t n = sizeof cc / sizeof *cc;
     int64_t before = lm_vulkan_attn_coop_count(), c0 = cases;   /* PARITY_QUICK samples cases */

@@ -100,6 +100,36 @@ VK_KHR_VARIANTS += matmul_coop_khr_w4k64s1:matmul_coop:MM_KHR,BM=128,BN=128,BK=6
 VK_KHR_VARIANTS += matmul_coop_khr_128x256n8:matmul_coop:MM_KHR,FM=16,FN=8,FK=16,BM=128,BN=256,BK=16,WM=64,WN=64
 VK_KHR_VARIANTS += matmul_coop_khr_bf16:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 VK_KHR_VARIANTS += matmul_coop_khr_bf16_k64s1:matmul_coop:MM_KHR,MM_SCALED,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+# nn_attn_khr.glsl: tensor-core attention on KHR cooperative matrices for
+# head dims up to HD (nn_attn_fa.c's khr_shader); _m: with a mask; _n8: 8
+# subgroups (128 queries a workgroup; the default at HD 64), else 4.
+# Tiles for measurements (LUMEN_VK_ATTN_KHR=<suffix>): n4/n8 subgroups,
+# ps = P through shared memory, tab = the component rows and columns from
+# tables (registers) instead of constants
+VK_KHR_VARIANTS += nn_attn_khr32:nn_attn_khr:HD=32
+VK_KHR_VARIANTS += nn_attn_khr32_m:nn_attn_khr:HD=32,MASK
+VK_KHR_VARIANTS += nn_attn_khr48:nn_attn_khr:HD=48
+VK_KHR_VARIANTS += nn_attn_khr48_m:nn_attn_khr:HD=48,MASK
+VK_KHR_VARIANTS += nn_attn_khr64_n8:nn_attn_khr:HD=64,NSG=8
+VK_KHR_VARIANTS += nn_attn_khr64_m:nn_attn_khr:HD=64,MASK
+VK_KHR_VARIANTS += nn_attn_khr80:nn_attn_khr:HD=80
+VK_KHR_VARIANTS += nn_attn_khr80_m:nn_attn_khr:HD=80,MASK
+VK_KHR_VARIANTS += nn_attn_khr96:nn_attn_khr:HD=96
+VK_KHR_VARIANTS += nn_attn_khr96_m:nn_attn_khr:HD=96,MASK
+VK_KHR_VARIANTS += nn_attn_khr128:nn_attn_khr:HD=128
+VK_KHR_VARIANTS += nn_attn_khr128_m:nn_attn_khr:HD=128,MASK
+VK_KHR_VARIANTS += nn_attn_khr160:nn_attn_khr:HD=160
+VK_KHR_VARIANTS += nn_attn_khr160_m:nn_attn_khr:HD=160,MASK
+VK_KHR_VARIANTS += nn_attn_khr256:nn_attn_khr:HD=256,BK=32
+VK_KHR_VARIANTS += nn_attn_khr256_m:nn_attn_khr:HD=256,BK=32,MASK
+VK_KHR_VARIANTS += nn_attn_khr64_n4:nn_attn_khr:HD=64
+VK_KHR_VARIANTS += nn_attn_khr64_ps:nn_attn_khr:HD=64,PMODE=2
+VK_KHR_VARIANTS += nn_attn_khr64_tab:nn_attn_khr:HD=64,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr64_n8tab:nn_attn_khr:HD=64,NSG=8,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr128_n8:nn_attn_khr:HD=128,NSG=8
+VK_KHR_VARIANTS += nn_attn_khr128_ps:nn_attn_khr:HD=128,PMODE=2
+VK_KHR_VARIANTS += nn_attn_khr128_tab:nn_attn_khr:HD=128,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr128_n8tab:nn_attn_khr:HD=128,NSG=8,NOLANEMAP
 endif
 
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),
@@ -219,6 +249,10 @@ VK_CM2_VARIANTS += matmul_cm2_128x256:matmul_cm2:BM=128,BN=256,BK=64
 VK_CM2_VARIANTS += matmul_cm2_256x128:matmul_cm2:BM=256,BN=128,BK=64
 VK_CM2_VARIANTS += matmul_cm2_128x256k32:matmul_cm2:BM=128,BN=256,BK=32,UNROLL=8
 VK_CM2_VARIANTS += matmul_cm2_64x64:matmul_cm2:BM=64,BN=64,BK=64,NT=128
+# nn_attn_khr.glsl with P converted by cooperative matrix 2 (nn_attn_fa.c)
+VK_CM2_VARIANTS += nn_attn_khr64_cv:nn_attn_khr:HD=64,PMODE=3
+VK_CM2_VARIANTS += nn_attn_khr128_cv:nn_attn_khr:HD=128,PMODE=3
+VK_CM2_VARIANTS += nn_attn_khr128_n8cv:nn_attn_khr:HD=128,NSG=8,PMODE=3
 endif
 VK_CM2_NAMES := $(foreach v,$(VK_CM2_VARIANTS),$(firstword $(subst :, ,$(v))))
 VK_VAR_NAMES += $(VK_CM2_NAMES)

@@ -23,9 +23,19 @@
  * variants are described in nn_attn_coop.glsl and nn_attn_coop_regs.glsl);
  * LUMEN_VK_ATTN_COOP=0 keeps them on the SIMT kernel.  bf16 stays there:
  * NV cooperative matrices have no bf16 type, and f16 would change values
- * outside its range (see matmul_coop.c). */
+ * outside its range (see matmul_coop.c).
+ *
+ * Before both, on NVIDIA's driver with VK_KHR_cooperative_matrix (16x16x16
+ * f16 fragments, subgroups of 32) and a SPIR-V file built with glslang 15,
+ * f16 q, k and v with D = Dv a multiple of 8 up to 256, no mask or an
+ * additive f32 / bool mask, take shaders/nn_attn_khr.glsl (khr_shader,
+ * run_khr below).  LUMEN_VK_ATTN_KHR=0 keeps the kernels above (for
+ * comparisons), =<tile> (n4, n8, ps, tab, cv) forces a tile where it is built;
+ * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off. */
+#include <stdio.h>
 #include <stdlib.h>
 #include "backends/vulkan/vk.h"
+#include "backends/vulkan/shaders.h"
 
 #define FA_SHARED (32 * 1024)   /* the kernel's shared memory */
 #define COOP_SHARED (35 * 1024) /* nn_attn_coop128's */
@@ -60,6 +70,42 @@ static int fa512_split(const lm_array *node)
 
 static int64_t coop_runs;
 
+/* nn_attn_khr.glsl's push constants */
+typedef struct khr_pc {
+    int32_t Hq, Lq, Lk, nqb, grp;
+    uint32_t items, causal, mask;
+    float scale;
+    int32_t D;
+    int32_t oq, ok, ov, om;
+    int32_t sq[3], sk[3], sv[3];
+    int32_t sm[4];
+} khr_pc;
+
+/* the head dims built (module.mk: nn_attn_khrHD, with a mask _m), smallest
+ * first, and the tiles built for measurements (LUMEN_VK_ATTN_KHR=<tile>;
+ * _cv needs cooperative matrix 2) */
+#define KHR_NDIMS 8
+static const int khr_dims[KHR_NDIMS] = {32, 48, 64, 80, 96, 128, 160, 256};
+static const char *const khr_names[KHR_NDIMS][2] = {
+    {"nn_attn_khr32", "nn_attn_khr32_m"},    {"nn_attn_khr48", "nn_attn_khr48_m"},
+    {"nn_attn_khr64_n8", "nn_attn_khr64_m"}, {"nn_attn_khr80", "nn_attn_khr80_m"},
+    {"nn_attn_khr96", "nn_attn_khr96_m"},    {"nn_attn_khr128", "nn_attn_khr128_m"},
+    {"nn_attn_khr160", "nn_attn_khr160_m"},  {"nn_attn_khr256", "nn_attn_khr256_m"},
+};
+static const char *const khr_tiles[] = {
+    "nn_attn_khr64_n4",  "nn_attn_khr64_ps",  "nn_attn_khr64_tab",  "nn_attn_khr64_n8tab",  "nn_attn_khr128_n8",
+    "nn_attn_khr128_ps", "nn_attn_khr128_tab", "nn_attn_khr128_n8tab", "nn_attn_khr64_cv",  "nn_attn_khr128_cv",
+    "nn_attn_khr128_n8cv",
+};
+
+/* which bit of a component's index adds 8 to its row, 1 to its column and
+ * 8 to its column (nn_attn_khr.glsl's RB, CB1, CB8): the permutations, and
+ * the one NVIDIA's driver uses (580.159, H100: found by running each;
+ * LUMEN_VK_ATTN_LMAP=0..5 forces one) */
+static const uint32_t khr_lmaps[6][3] = {{1, 0, 2}, {2, 0, 1}, {0, 1, 2}, {0, 2, 1}, {1, 2, 0}, {2, 1, 0}};
+#define KHR_LMAP 1
+#define KHR_SHARED (40 * 1024)   /* the largest variant's shared memory, rounded up */
+
 int64_t lm_vulkan_attn_coop_count(void)
 {
     return coop_runs;
@@ -91,9 +137,69 @@ static const char *coop_shader(const lm_vk_dev *v, const lm_array *node, int64_t
     return names[D == 128][regs];
 }
 
+static bool in_file(const char *shader)
+{
+    return lm_vk_spirv_load() == LM_OK && lm_vk_shader_find(shader);
+}
+
+/* the queries a workgroup of a KHR tile takes (16 x RT x NSG) */
+static int khr_bq(const char *shader)
+{
+    return strstr(shader, "_n8") ? 128 : 64;
+}
+
+/* the KHR tensor-core kernel for node, or NULL where it does not apply */
+static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
+{
+    const char *e = getenv("LUMEN_VK_ATTN_KHR"), *c = getenv("LUMEN_VK_ATTN_COOP");
+    if ((e && !strcmp(e, "0")) || (c && !strcmp(c, "0"))) return NULL;
+    const lm_vk_features *ft = &v->feat;
+    /* row reductions assume NVIDIA's accumulator layout (the shader checks) */
+    if (!ft->coopmat_khr || ft->subgroup_size != 32 || ft->max_shared < KHR_SHARED || v->props.vendorID != 0x10de ||
+        ft->max_storage_buffers < LM_VK_WIDE_BINDINGS)
+        return NULL;
+    bool f16x16 = false;
+    for (int i = 0; i < ft->ncoop_khr; i++)
+        f16x16 |= ft->coop_khr_mnk[i][0] == 16 && ft->coop_khr_mnk[i][1] == 16 && ft->coop_khr_mnk[i][2] == 16;
+    if (!f16x16 || node->ninputs < 3 || node->ninputs > 4 || !lm_vk_fits_i32(node)) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (node->inputs[i]->dtype != LM_F16 || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
+            return NULL;
+    if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
+    if (node->ninputs == 4) {
+        const lm_array *m = node->inputs[3];
+        bool add = node->params.i[1] == 1 && m->dtype == LM_F32, keep = node->params.i[1] == 2 && m->dtype == LM_BOOL;
+        if (!(add || keep) || m->ndim != 4 || !lm_vk_fits_i32(m)) return NULL;
+    }
+    int64_t D = node->inputs[0]->shape[3];
+    if (node->inputs[2]->shape[3] != D || D % 8 || D <= 0 || D > 256) return NULL;
+    int hd = -1;
+    for (int i = 0; i < KHR_NDIMS && hd < 0; i++)
+        if (khr_dims[i] >= D) hd = i;
+    const char *name = khr_names[hd][node->ninputs == 4];
+    if (e && *e && strcmp(e, "1") && node->ninputs == 3) {
+        char want[48];
+        snprintf(want, sizeof want, "nn_attn_khr%d_%s", khr_dims[hd], e);
+        for (size_t i = 0; i < sizeof khr_tiles / sizeof *khr_tiles; i++)
+            if (!strcmp(khr_tiles[i], want) && in_file(khr_tiles[i]) && (!strstr(want, "cv") || ft->coopmat2))
+                name = khr_tiles[i];
+    }
+    return in_file(name) ? name : NULL;
+}
+
+/* the element offset and batch, head, row strides of a 4-D view */
+static void khr_strides(const lm_array *a, int32_t *off, int32_t *st, int n)
+{
+    *off = (int32_t)a->offset;
+    for (int d = 0; d < n; d++) st[d] = (int32_t)a->strides[d];
+}
+
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
 {
-    if (fast_off() || node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
+    if (fast_off()) return NULL;
+    const char *khr = khr_shader(v, node);
+    if (khr) return khr;
+    if (node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
     int64_t D = node->inputs[0]->shape[3];
     if (node->inputs[2]->shape[3] != D) return NULL;
     const char *coop = coop_shader(v, node, D);
@@ -151,8 +257,47 @@ static void fa_geometry(const lm_array *node, const char *shader, fa_pc *pc)
     pc->scale = (float)(node->params.f[0] * LOG2E);
 }
 
+static lm_status run_khr(lm_vk_dev *v, lm_array *node, const char *shader)
+{
+    const lm_array *q = node->inputs[0], *k = node->inputs[1], *mask = node->ninputs > 3 ? node->inputs[3] : NULL;
+    khr_pc pc;
+    memset(&pc, 0, sizeof pc);
+    int bq = khr_bq(shader);
+    pc.Hq = (int32_t)q->shape[1];
+    pc.Lq = (int32_t)q->shape[2];
+    pc.Lk = (int32_t)k->shape[2];
+    pc.nqb = (pc.Lq + bq - 1) / bq;
+    pc.grp = (int32_t)(q->shape[1] / k->shape[1]);
+    pc.items = (uint32_t)(q->shape[0] * q->shape[1] * pc.nqb);
+    pc.causal = node->params.i[0] != 0;
+    pc.mask = mask ? (uint32_t)node->params.i[1] : 0u;
+    pc.scale = (float)(node->params.f[0] * LOG2E);
+    pc.D = (int32_t)q->shape[3];
+    if (mask) khr_strides(mask, &pc.om, pc.sm, 4);
+    const lm_vk_mem *mem[3] = {NULL, NULL, NULL};
+    lm_buffer *own[3] = {NULL, NULL, NULL};
+    int32_t *off[3] = {&pc.oq, &pc.ok, &pc.ov}, *st[3] = {pc.sq, pc.sk, pc.sv};
+    lm_status s = LM_OK;
+    for (int i = 0; i < 3 && s == LM_OK; i++) s = fa_input(v, node->inputs[i], &mem[i], off[i], st[i], &own[i]);
+    if (s == LM_OK) {
+        const char *e = getenv("LUMEN_VK_ATTN_LMAP");
+        int lm = e && *e ? atoi(e) : KHR_LMAP;
+        if (lm < 0 || lm > 5) lm = KHR_LMAP;
+        uint32_t spec[7] = {q->dtype, k->dtype, node->inputs[2]->dtype, node->dtype, khr_lmaps[lm][0], khr_lmaps[lm][1],
+                            khr_lmaps[lm][2]};
+        lm_vk_arg args[5] = {{mem[0], false}, {mem[1], false}, {mem[2], false},
+                             {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
+        s = lm_vk_dispatch(v, shader, spec, 7, args, 5, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
+        if (s == LM_OK) coop_runs++;
+    }
+    for (int i = 0; i < 3; i++)
+        if (own[i]) lm_buffer_release(own[i]);
+    return s;
+}
+
 lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader)
 {
+    if (!strncmp(shader, "nn_attn_khr", 11)) return run_khr(v, node, shader);
     fa_pc pc;
     memset(&pc, 0, sizeof pc);
     fa_geometry(node, shader, &pc);

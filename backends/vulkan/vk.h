@@ -198,11 +198,11 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
  * of dst from host memory, ordered like a dispatch that writes dst */
 lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n);
 /* shaders named "fused..." and "nn_attn", "nn_attn512", "nn_norm_split",
- * "nn_norm_vec" (five buffers) bind LM_VK_WIDE_BINDINGS buffers */
+ * "nn_norm_vec", "nn_attn_khr..." (five buffers) bind LM_VK_WIDE_BINDINGS buffers */
 static inline bool lm_vk_wide(const char *shader)
 {
     return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512") ||
-           !strcmp(shader, "nn_norm_split") || !strcmp(shader, "nn_norm_vec");
+           !strcmp(shader, "nn_norm_split") || !strcmp(shader, "nn_norm_vec") || !strncmp(shader, "nn_attn_khr", 11);
 }
 /* groups for n invocations of `local` threads, capped (kernels loop) */
 uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);

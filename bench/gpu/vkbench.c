@@ -331,9 +331,9 @@ static void bench_nn(bool quick)
 
 /* attention B=1, H=24: "attn[_causal]_DT_dD_L median ms" and a comment
  * line with min, max and TFLOP/s of the median */
-static void bench_attn_med(int64_t L, int64_t D, lm_dtype dt, bool causal)
+static void bench_attn_bhld(int64_t B, int64_t H, int64_t L, int64_t D, lm_dtype dt, bool causal)
 {
-    int64_t s[4] = {1, 24, L, D};
+    int64_t s[4] = {B, H, L, D};
     lm_array *in[3] = {randn(4, s, dt), randn(4, s, dt), randn(4, s, dt)};
     enum { REPS = 9 };
     double t[REPS];
@@ -349,7 +349,9 @@ static void bench_attn_med(int64_t L, int64_t D, lm_dtype dt, bool causal)
     char key[64];
     snprintf(key, sizeof key, "attn%s_%s_d%lld_%lld", causal ? "_causal" : "", lm_dtype_name(dt), (long long)D,
              (long long)L);
-    double flop = 4.0 * 24 * (double)L * (double)L * (double)D / (causal ? 2 : 1);
+    if (B != 1 || H != 24)
+        snprintf(key + strlen(key), sizeof key - strlen(key), "_b%lldh%lld", (long long)B, (long long)H);
+    double flop = 4.0 * (double)(B * H) * (double)L * (double)L * (double)D / (causal ? 2 : 1);
     printf("%s %.4f ms\n", key, t[REPS / 2] * 1e3);
     printf("# %s: min %.4f max %.4f ms, %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n", key, t[0] * 1e3,
            t[REPS - 1] * 1e3, flop / t[REPS / 2] * 1e-12, (long long)lm_eval_last_stats().fallbacks);
@@ -357,8 +359,33 @@ static void bench_attn_med(int64_t L, int64_t D, lm_dtype dt, bool causal)
     for (int k = 0; k < 3; k++) lm_array_release(in[k]);
 }
 
+static void bench_attn_med(int64_t L, int64_t D, lm_dtype dt, bool causal)
+{
+    bench_attn_bhld(1, 24, L, D, dt, causal);
+}
+
+/* VKBENCH_ATTN_SHAPES="B:H:L:D:dtype:causal,...": these shapes instead
+ * (bench/gpu/attn_khr.py) */
+static bool bench_attn_listed(bool quick)
+{
+    const char *e = getenv("VKBENCH_ATTN_SHAPES");
+    if (!e || !*e) return false;
+    while (*e) {
+        long long B, H, L, D;
+        int c, n = 0;
+        char dt[8];
+        if (sscanf(e, "%lld:%lld:%lld:%lld:%7[a-z0-9]:%d%n", &B, &H, &L, &D, dt, &c, &n) != 6) die("VKBENCH_ATTN_SHAPES");
+        lm_dtype t = !strcmp(dt, "f16") ? LM_F16 : !strcmp(dt, "bf16") ? LM_BF16 : LM_F32;
+        bench_attn_bhld(B, H, quick ? L / 16 : L, D, t, c != 0);
+        e += n;
+        if (*e == ',') e++;
+    }
+    return true;
+}
+
 static void bench_attn_sweep(bool quick)
 {
+    if (bench_attn_listed(quick)) return;
     static const struct { int64_t L, D; lm_dtype dt; bool causal; } shapes[] = {
         {4096, 128, LM_F16, false}, {4096, 128, LM_F16, true}, {1024, 128, LM_F16, false},
         {1024, 128, LM_F16, true},  {4096, 64, LM_F16, false},  {4096, 64, LM_F16, true},
