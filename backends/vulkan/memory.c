@@ -26,9 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
+#include "backends/vulkan/vulkan.h"
 
 #define ALIGN 256u
 #define SMALL_UPLOAD 4096u
+
+static int64_t recorded_uploads;
+int64_t lm_vulkan_recorded_upload_count(void) { return recorded_uploads; }
 
 static int find_type(lm_vk_dev *v, uint32_t bits, VkMemoryPropertyFlags want,
                      VkMemoryPropertyFlags avoid)
@@ -339,6 +343,7 @@ static bool upload_recorded(lm_vk_dev *v, lm_vk_mem *m, size_t off, const void *
     s->size = size;
     memcpy((char *)v->staging->map + s->off, host, n);
     *st = lm_vk_copy_buffer(v, s, 0, m, off, n);
+    recorded_uploads += *st == LM_OK;
     lm_vk_free(v->dev, s);   /* given back after the fence of the copy's command buffer */
     return true;
 }
