@@ -480,26 +480,29 @@ static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double
 typedef struct up_job {
     lm_png_f32 in;      /* the reader's decoded image (freed by the main thread) */
     lm_array *up;       /* the result, kept until written (the main thread's) */
-    bool failed;
-    char err[3072];     /* the message of the stage that failed */
+    bool failed;        /* a stage failed: err says why */
+    bool written;       /* the writer wrote it */
+    char err[3072];
 } up_job;
 
 typedef struct up_pipe {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int decoded, computed, written;   /* images each stage has finished, in order */
-    bool stop;                        /* Ctrl-C: the reader stops decoding */
+    bool stop;                        /* no more images (Ctrl-C): the others wind down */
     up_job *job;
     const up_args *a;
     const plan *p;
 } up_pipe;
 
-/* waits under the lock until *count > i or the pipeline stops */
-static void pipe_wait(up_pipe *q, const int *count, int i)
+/* Waits until *count > i or the pipeline stops; whether *count > i. */
+static bool pipe_wait(up_pipe *q, const int *count, int i)
 {
     pthread_mutex_lock(&q->mu);
     while (*count <= i && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+    bool ok = *count > i;
     pthread_mutex_unlock(&q->mu);
+    return ok;
 }
 
 static void pipe_done(up_pipe *q, int *count, int i)
@@ -510,14 +513,24 @@ static void pipe_done(up_pipe *q, int *count, int i)
     pthread_mutex_unlock(&q->mu);
 }
 
+static void pipe_stop(up_pipe *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Each thread touches job i only between the wait for its stage's turn and
+ * its pipe_done; a stopped pipeline leaves the rest to the main thread's
+ * clean-up after the joins. */
 static void *reader(void *arg)
 {
     up_pipe *q = arg;
     for (int i = 0; i < q->a->nin; i++) {
-        pipe_wait(q, &q->computed, i - LOOKAHEAD);
+        if (i >= LOOKAHEAD && !pipe_wait(q, &q->computed, i - LOOKAHEAD)) break;
         up_job *j = &q->job[i];
-        if (q->stop) j->failed = true;
-        else if (lm_png_read_f32(q->a->in[i], &j->in) != LM_OK) {
+        if (lm_png_read_f32(q->a->in[i], &j->in) != LM_OK) {
             report_fmt(j->err, sizeof j->err, "upscale", NULL);
             j->failed = true;
         }
@@ -530,39 +543,50 @@ static void *writer(void *arg)
 {
     up_pipe *q = arg;
     for (int i = 0; i < q->a->nin; i++) {
-        pipe_wait(q, &q->computed, i);
+        if (!pipe_wait(q, &q->computed, i)) break;
         up_job *j = &q->job[i];
-        if (!j->failed && j->up) {
+        if (!j->failed) {
             lm_png_f32 px = {j->up->shape[0], j->up->shape[1], j->up->shape[2], 0,
                              (float *)j->up->buf->host + j->up->offset};
-            j->failed = write_result(q->a, q->p, q->p->out[i], NULL, &px, j->in.bits, j->err,
-                                     sizeof j->err) != 0;
+            j->written = write_result(q->a, q->p, q->p->out[i], NULL, &px, j->in.bits, j->err,
+                                      sizeof j->err) == 0;
         }
         fputs(j->err, stderr);
-        if (!j->failed && !q->a->quiet) printf("%s -> %s\n", q->a->in[i], q->p->out[i]);
+        if (j->written && !q->a->quiet) printf("%s -> %s\n", q->a->in[i], q->p->out[i]);
         pipe_done(q, &q->written, i);
     }
     return NULL;
 }
 
 /* The main thread's part: the model over each decoded image.  Results are
- * kept (lm_sweep leaves them) until the writer has written them. */
+ * kept (lm_sweep leaves them) until the writer has written them.  Returns
+ * the number of images not written. */
 static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, double range)
 {
     up_pipe q = {.a = a, .p = p};
     q.job = calloc((size_t)a->nin, sizeof *q.job);
-    if (!q.job) return a->nin;
+    if (!q.job) {
+        fprintf(stderr, "lumen upscale: out of memory\n");
+        return a->nin;
+    }
     pthread_mutex_init(&q.mu, NULL);
     pthread_cond_init(&q.cv, NULL);
     pthread_t rt, wt;
     bool have_r = pthread_create(&rt, NULL, reader, &q) == 0;
     bool have_w = have_r && pthread_create(&wt, NULL, writer, &q) == 0;
-    int failed = 0, freed = 0;
+    if (!have_w)
+        fprintf(stderr, "lumen upscale: cannot start the reader and writer threads (--serial "
+                "needs none)\n");
+    int freed = 0;
     for (int i = 0; i < a->nin && have_w; i++) {
         up_job *j = &q.job[i];
         pipe_wait(&q, &q.decoded, i);
-        pipe_wait(&q, &q.written, i - LOOKAHEAD);   /* at most LOOKAHEAD results wait */
-        for (; freed < q.written; freed++) {
+        /* at most LOOKAHEAD results wait for the writer; those written go */
+        if (i >= LOOKAHEAD) pipe_wait(&q, &q.written, i - LOOKAHEAD);
+        pthread_mutex_lock(&q.mu);
+        int written = q.written;
+        pthread_mutex_unlock(&q.mu);
+        for (; freed < written; freed++) {
             lm_array_unkeep(q.job[freed].up);
             lm_array_release(q.job[freed].up);
             q.job[freed].up = NULL;
@@ -570,36 +594,25 @@ static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, 
         if (!j->failed) {
             int64_t shape[3] = {j->in.c, j->in.h, j->in.w};
             lm_array *img = lm_from_data(3, shape, LM_F32, j->in.data, lm_device_cpu());
-            j->up = img ? upscale_image(m, a, range, a->in[i], img, j->err, sizeof j->err) : NULL;
             if (!img) report_fmt(j->err, sizeof j->err, "upscale", a->in[i]);
+            j->up = img ? upscale_image(m, a, range, a->in[i], img, j->err, sizeof j->err) : NULL;
             lm_array_release(img);
-            if (j->up) lm_array_keep(j->up);
+            lm_array_keep(j->up);
             j->failed = !j->up;
         }
         free(j->in.data);
         j->in.data = NULL;
         lm_sweep();
-        if (lm_cancel_requested()) {
-            pthread_mutex_lock(&q.mu);
-            q.stop = true;
-            pthread_mutex_unlock(&q.mu);
-            for (int k = i + 1; k < a->nin; k++) q.job[k].failed = true;
-        }
         pipe_done(&q, &q.computed, i);
+        if (lm_cancel_requested()) break;   /* Ctrl-C: no more images */
     }
-    if (!have_w) {   /* no threads: nothing ran */
-        fprintf(stderr, "lumen upscale: cannot start the reader and writer threads; --serial "
-                "works without them\n");
-        pthread_mutex_lock(&q.mu);
-        q.stop = true;
-        pthread_cond_broadcast(&q.cv);
-        pthread_mutex_unlock(&q.mu);
-    }
+    pipe_stop(&q);   /* the reader and writer finish what they hold and end */
     if (have_r) pthread_join(rt, NULL);
     if (have_w) pthread_join(wt, NULL);
+    int failed = 0;
     for (int i = 0; i < a->nin; i++) {
-        failed += !have_w || q.job[i].failed;
-        if (q.job[i].up) lm_array_unkeep(q.job[i].up);
+        failed += !q.job[i].written;
+        lm_array_unkeep(q.job[i].up);
         lm_array_release(q.job[i].up);
         free(q.job[i].in.data);
     }
