@@ -47,10 +47,20 @@ for dt in $DTYPES; do
   echo "$mo"
   whole=$(echo "$mo" | awk '/model_whole/ {print $(NF-1)}')
   folder_time 1 "$dt" >/dev/null   # warm-up: the pipeline cache
+  # the modes alternate within each repetition, so a machine's changing
+  # load weighs on both alike
+  : > "$W/t.pipelined.1"; : > "$W/t.pipelined.n"; : > "$W/t.serial.1"; : > "$W/t.serial.n"
+  i=0
+  while [ $i -lt "$R" ]; do
+    for mode in pipelined serial; do
+      flag=; [ $mode = serial ] && flag=--serial
+      folder_time 1 "$dt" $flag >> "$W/t.$mode.1"
+      folder_time "$N" "$dt" $flag >> "$W/t.$mode.n"
+    done
+    i=$((i + 1))
+  done
   for mode in pipelined serial; do
-    flag=; [ $mode = serial ] && flag=--serial
-    t1=$(i=0; while [ $i -lt "$R" ]; do folder_time 1 "$dt" $flag; i=$((i + 1)); done | median)
-    tn=$(i=0; while [ $i -lt "$R" ]; do folder_time "$N" "$dt" $flag; i=$((i + 1)); done | median)
+    t1=$(median < "$W/t.$mode.1") tn=$(median < "$W/t.$mode.n")
     echo "$t1 $tn $N $whole" | awk -v dt="$dt" -v mode="$mode" -v m="$MODEL" -v s="$SIZE" '{
       per = $2 / $3 * 1000; marg = $3 > 1 ? ($2 - $1) / ($3 - 1) * 1000 : per
       printf "RESULT folder %s %s %s %d^2: 1 image %.1f ms, %d images %.1f ms = %.1f ms/image, marginal %.1f ms/image, model_whole/marginal %.2f\n",
