@@ -26,6 +26,7 @@
  * checks are repeated under that lock, so two runs into one folder never
  * replace each other's results: the later one refuses. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@ typedef struct up_args {
     int scale;
     int64_t tile, overlap;
     double range;           /* --range, 0 = from the model */
-    bool quiet, verbose, overwrite;
+    bool quiet, verbose, overwrite, serial;
     int nin;
     char **in;
 } up_args;
@@ -76,6 +77,8 @@ static int usage(const char *msg)
             "  --range 0,R        the model's value range, 0,1 or 0,255 (default: read from the\n"
             "                     package's model definition)\n"
             "  --overwrite        replace outputs that exist (never an input)\n"
+            "  --serial           one image at a time: read, upscale, write (the default overlaps\n"
+            "                     reading and writing PNGs with the model; LUMEN_UPSCALE_SERIAL=1)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
             "       lumen convert MODEL OUT.safetensors [--scale N] [--overwrite]\n"
             "       lumen convert [--quantize q8_0|q4_k|q4_0|q5_0|q6_k|...] FILE|DIR OUT.gguf [--overwrite]\n"
@@ -128,13 +131,21 @@ static int png_bits(const char *path)
     return n == sizeof h && h[24] == 16 ? 16 : 8;
 }
 
-/* "lumen upscale: MESSAGE", without the core's own "upscale: " prefix */
-static void report(const char *cmd, const char *what)
+/* "lumen upscale: MESSAGE" (the message of this thread's last error),
+ * without the core's own "upscale: " prefix */
+static void report_fmt(char *buf, size_t n, const char *cmd, const char *what)
 {
     const char *msg = lm_error_message();
-    size_t n = strlen(cmd);
-    if (!strncmp(msg, cmd, n) && !strncmp(msg + n, ": ", 2)) msg += n + 2;
-    fprintf(stderr, "lumen %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", msg);
+    size_t k = strlen(cmd);
+    if (!strncmp(msg, cmd, k) && !strncmp(msg + k, ": ", 2)) msg += k + 2;
+    snprintf(buf, n, "lumen %s: %s%s%s\n", cmd, what ? what : "", what ? ": " : "", msg);
+}
+
+static void report(const char *cmd, const char *what)
+{
+    char buf[3072];
+    report_fmt(buf, sizeof buf, cmd, what);
+    fputs(buf, stderr);
 }
 
 static bool is_dir(const char *p)
@@ -216,6 +227,7 @@ static int parse_upscale(int argc, char **argv, up_args *a)
             if (!parse_range(v, &a->range))
                 return bad_value(s, v, "0,1 or 0,255 (0,R with R > 0)");
         } else if (!strcmp(s, "--overwrite")) a->overwrite = true;
+        else if (!strcmp(s, "--serial")) a->serial = true;
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
         else if (!strcmp(s, "--verbose") || !strcmp(s, "-v")) a->verbose = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -380,18 +392,11 @@ int lm_cli_lock_dir(const char *dir, const char *prog)
     return fd;
 }
 
-static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double range,
-                       const char *in, const char *out)
+/* The model over one decoded image: a new f32 CPU array, or NULL with the
+ * message ("lumen upscale: IN: ...") in err. */
+static lm_array *upscale_image(lm_tfjs_model *m, const up_args *a, double range, const char *in,
+                               lm_array *img, char *err, size_t nerr)
 {
-    lm_png_opts ro;
-    lm_png_opts_init(&ro);
-    ro.dtype = LM_F32;
-    ro.has_dtype = true;
-    lm_array *img = lm_png_read(in, &ro, NULL);
-    if (!img) {
-        report("upscale", NULL);
-        return 1;
-    }
     const char *base = strrchr(in, '/');
     bar b = {base ? base + 1 : in, !a->quiet && isatty(2)};
     lm_upscale_opts o;
@@ -402,36 +407,219 @@ static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double
     o.progress = progress;
     o.progress_ctx = &b;
     lm_array *up = lm_tfjs_upscale(m, img, &o);
-    lm_array_release(img);
     if (!up) {
         if (b.on) fputs("\r\033[K", stderr);
-        report("upscale", in);
-        return 1;
+        report_fmt(err, nerr, "upscale", in);
     }
+    return up;
+}
+
+/* Writes the result (the array up, or the plain image px) to out under
+ * the folder's lock, checking again that out may be written: another run
+ * may have written this name while the model ran.  0, or 1 with the
+ * message in err (a failed lock has printed its own). */
+static int write_result(const up_args *a, const plan *p, const char *out, lm_array *up,
+                        const lm_png_f32 *px, int bits, char *err, size_t nerr)
+{
     char scale[16];
     snprintf(scale, sizeof scale, "%d", a->scale);
     lm_kv text[3] = {{"Software", "lumen upscale"}, {"lumen.model", (char *)a->model},
                      {"lumen.scale", scale}};
     lm_png_opts wo;
     lm_png_opts_init(&wo);
-    wo.bits = png_bits(in);
+    wo.bits = bits;
     wo.ntext = 3;
     wo.text = text;
-    /* the checks again, under the folder's lock: another run may have
-     * written this name while the model ran */
     char why[2600];
     int fd = lm_cli_lock_dir(p->dir, "upscale");
     lm_status st = LM_ERR_IO;
     if (fd >= 0 && output_problem(a, p, out, why, sizeof why))
-        fprintf(stderr, "lumen upscale: %s (written meanwhile by another run?); not replaced\n",
-                why);
-    else if (fd >= 0 && (st = lm_png_write(out, up, &wo)) != LM_OK)
-        report("upscale", NULL);
+        snprintf(err, nerr, "lumen upscale: %s (written meanwhile by another run?); not "
+                 "replaced\n", why);
+    else if (fd >= 0 && (st = px ? lm_png_write_f32(out, px, &wo) : lm_png_write(out, up, &wo)) != LM_OK)
+        report_fmt(err, nerr, "upscale", NULL);
     if (fd >= 0) close(fd);
+    return st == LM_OK ? 0 : 1;
+}
+
+/* --serial: read, upscale, write, one image after the other */
+static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double range,
+                       const char *in, const char *out)
+{
+    lm_png_opts ro;
+    lm_png_opts_init(&ro);
+    ro.dtype = LM_F32;
+    ro.has_dtype = true;
+    char err[3072] = "";
+    lm_array *img = lm_png_read(in, &ro, NULL);
+    if (!img) {
+        report("upscale", NULL);
+        return 1;
+    }
+    lm_array *up = upscale_image(m, a, range, in, img, err, sizeof err);
+    lm_array_release(img);
+    int rc = up ? write_result(a, p, out, up, NULL, png_bits(in), err, sizeof err) : 1;
     lm_array_release(up);
-    if (st != LM_OK) return 1;
-    if (!a->quiet) printf("%s -> %s\n", in, out);
-    return 0;
+    fputs(err, stderr);
+    if (rc == 0 && !a->quiet) printf("%s -> %s\n", in, out);
+    return rc;
+}
+
+/* ---- the folder as a pipeline ----
+ * Three threads: a reader decodes image k+1 while the main thread runs the
+ * model over image k and a writer encodes and writes image k-1.  Only the
+ * main thread touches arrays and devices (the core is single-threaded);
+ * the reader and the writer work on plain memory (lm_png_read_f32,
+ * lm_png_write_f32: the values and bytes of lm_png_read / lm_png_write),
+ * so the files are the ones --serial writes.  Each stage takes the images
+ * in order and runs at most LOOKAHEAD images ahead of the next, which
+ * bounds memory; the writer prints every image's line or message, so they
+ * come in the order of the inputs, as with --serial. */
+#define LOOKAHEAD 2
+
+typedef struct up_job {
+    lm_png_f32 in;      /* the reader's decoded image (freed by the main thread) */
+    lm_array *up;       /* the result, kept until written (the main thread's) */
+    bool failed;        /* a stage failed: err says why */
+    bool written;       /* the writer wrote it */
+    char err[3072];
+} up_job;
+
+typedef struct up_pipe {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int decoded, computed, written;   /* images each stage has finished, in order */
+    bool stop;                        /* no more images (Ctrl-C): the others wind down */
+    up_job *job;
+    const up_args *a;
+    const plan *p;
+} up_pipe;
+
+/* Waits until *count > i or the pipeline stops; whether *count > i. */
+static bool pipe_wait(up_pipe *q, const int *count, int i)
+{
+    pthread_mutex_lock(&q->mu);
+    while (*count <= i && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
+    bool ok = *count > i;
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+static void pipe_done(up_pipe *q, int *count, int i)
+{
+    pthread_mutex_lock(&q->mu);
+    *count = i + 1;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+static void pipe_stop(up_pipe *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}
+
+/* Each thread touches job i only between the wait for its stage's turn and
+ * its pipe_done; a stopped pipeline leaves the rest to the main thread's
+ * clean-up after the joins. */
+static void *reader(void *arg)
+{
+    up_pipe *q = arg;
+    for (int i = 0; i < q->a->nin; i++) {
+        if (i >= LOOKAHEAD && !pipe_wait(q, &q->computed, i - LOOKAHEAD)) break;
+        up_job *j = &q->job[i];
+        if (lm_png_read_f32(q->a->in[i], &j->in) != LM_OK) {
+            report_fmt(j->err, sizeof j->err, "upscale", NULL);
+            j->failed = true;
+        }
+        pipe_done(q, &q->decoded, i);
+    }
+    return NULL;
+}
+
+static void *writer(void *arg)
+{
+    up_pipe *q = arg;
+    for (int i = 0; i < q->a->nin; i++) {
+        if (!pipe_wait(q, &q->computed, i)) break;
+        up_job *j = &q->job[i];
+        if (!j->failed) {
+            lm_png_f32 px = {j->up->shape[0], j->up->shape[1], j->up->shape[2], 0,
+                             (float *)j->up->buf->host + j->up->offset};
+            j->written = write_result(q->a, q->p, q->p->out[i], NULL, &px, j->in.bits, j->err,
+                                      sizeof j->err) == 0;
+        }
+        fputs(j->err, stderr);
+        if (j->written && !q->a->quiet) printf("%s -> %s\n", q->a->in[i], q->p->out[i]);
+        pipe_done(q, &q->written, i);
+    }
+    return NULL;
+}
+
+/* The main thread's part: the model over each decoded image.  Results are
+ * kept (lm_sweep leaves them) until the writer has written them.  Returns
+ * the number of images not written. */
+static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, double range)
+{
+    up_pipe q = {.a = a, .p = p};
+    q.job = calloc((size_t)a->nin, sizeof *q.job);
+    if (!q.job) {
+        fprintf(stderr, "lumen upscale: out of memory\n");
+        return a->nin;
+    }
+    pthread_mutex_init(&q.mu, NULL);
+    pthread_cond_init(&q.cv, NULL);
+    pthread_t rt, wt;
+    bool have_r = pthread_create(&rt, NULL, reader, &q) == 0;
+    bool have_w = have_r && pthread_create(&wt, NULL, writer, &q) == 0;
+    if (!have_w)
+        fprintf(stderr, "lumen upscale: cannot start the reader and writer threads (--serial "
+                "needs none)\n");
+    int freed = 0;
+    for (int i = 0; i < a->nin && have_w; i++) {
+        up_job *j = &q.job[i];
+        pipe_wait(&q, &q.decoded, i);
+        /* at most LOOKAHEAD results wait for the writer; those written go */
+        if (i >= LOOKAHEAD) pipe_wait(&q, &q.written, i - LOOKAHEAD);
+        pthread_mutex_lock(&q.mu);
+        int written = q.written;
+        pthread_mutex_unlock(&q.mu);
+        for (; freed < written; freed++) {
+            lm_array_unkeep(q.job[freed].up);
+            lm_array_release(q.job[freed].up);
+            q.job[freed].up = NULL;
+        }
+        if (!j->failed) {
+            int64_t shape[3] = {j->in.c, j->in.h, j->in.w};
+            lm_array *img = lm_from_data(3, shape, LM_F32, j->in.data, lm_device_cpu());
+            if (!img) report_fmt(j->err, sizeof j->err, "upscale", a->in[i]);
+            j->up = img ? upscale_image(m, a, range, a->in[i], img, j->err, sizeof j->err) : NULL;
+            lm_array_release(img);
+            lm_array_keep(j->up);
+            j->failed = !j->up;
+        }
+        free(j->in.data);
+        j->in.data = NULL;
+        lm_sweep();
+        pipe_done(&q, &q.computed, i);
+        if (lm_cancel_requested()) break;   /* Ctrl-C: no more images */
+    }
+    pipe_stop(&q);   /* the reader and writer finish what they hold and end */
+    if (have_r) pthread_join(rt, NULL);
+    if (have_w) pthread_join(wt, NULL);
+    int failed = 0;
+    for (int i = 0; i < a->nin; i++) {
+        failed += !q.job[i].written;
+        lm_array_unkeep(q.job[i].up);
+        lm_array_release(q.job[i].up);
+        free(q.job[i].in.data);
+    }
+    pthread_cond_destroy(&q.cv);
+    pthread_mutex_destroy(&q.mu);
+    free(q.job);
+    return failed;
 }
 
 static int cmd_upscale(int argc, char **argv)
@@ -473,10 +661,14 @@ static int cmd_upscale(int argc, char **argv)
                 "%lld\n", f.path, a.scale, range, from, lm_tfjs_device(m)->spec,
                 (long long)a.tile, (long long)a.overlap);
     int failed = 0;
-    for (int i = 0; i < a.nin; i++) {
-        failed += upscale_one(m, &a, &p, range, a.in[i], p.out[i]) != 0;
-        lm_sweep();
-    }
+    const char *ser = getenv("LUMEN_UPSCALE_SERIAL");
+    if (a.serial || (ser && *ser && strcmp(ser, "0")))
+        for (int i = 0; i < a.nin; i++) {
+            failed += upscale_one(m, &a, &p, range, a.in[i], p.out[i]) != 0;
+            lm_sweep();
+        }
+    else
+        failed = upscale_pipelined(m, &a, &p, range);
     rc = failed ? 1 : 0;
     if (!a.quiet)
         printf("%d of %d written (%s x%d, range 0..%g)\n", a.nin - failed, a.nin, a.model,

@@ -339,6 +339,111 @@ static void test_palette_index_past_palette(void **state)
     lm_array_release(a);
 }
 
+/* the bytes of a file (malloc'd) */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc((size_t)len + 1);
+    assert_non_null(b);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+/* lm_png_write_f32 / lm_png_read_f32 (plain memory, for worker threads)
+ * give the bytes and values of lm_png_write / lm_png_read of an f32 array:
+ * every channel count, 8 and 16 bits, clamping, NaN, rounding ties, text */
+static void test_plain_memory_forms(void **state)
+{
+    (void)state;
+    for (int c = 1; c <= 4; c++)
+        for (int bits = 8; bits <= 16; bits += 8) {
+            int64_t h = 7, w = 9, n = c * h * w;
+            float *v = malloc(sizeof(float) * (size_t)n);
+            for (int64_t i = 0; i < n; i++)
+                v[i] = i % 11 == 0 ? NAN : i % 7 == 0 ? -0.25f : i % 5 == 0 ? 1.5f
+                       : i % 3 == 0 ? 0.5f / 255 : (float)(i * 37 % 1000) / 999;
+            int64_t shape[3] = {c, h, w};
+            lm_array *a = lm_from_data(3, shape, LM_F32, v, lm_device_cpu());
+            lm_kv text[1] = {{"Software", "test"}};
+            lm_png_opts o;
+            lm_png_opts_init(&o);
+            o.bits = bits;
+            o.ntext = 1;
+            o.text = text;
+            char p1[256], p2[256];
+            snprintf(p1, sizeof p1, "%s", io_tmp("arr.png"));
+            snprintf(p2, sizeof p2, "%s", io_tmp("mem.png"));
+            assert_int_equal(lm_png_write(p1, a, &o), LM_OK);
+            lm_png_f32 img = {c, h, w, 0, v};
+            assert_int_equal(lm_png_write_f32(p2, &img, &o), LM_OK);
+            size_t n1, n2;
+            unsigned char *b1 = slurp(p1, &n1), *b2 = slurp(p2, &n2);
+            assert_int_equal(n1, n2);
+            assert_memory_equal(b1, b2, n1);
+            free(b1);
+            free(b2);
+            lm_png_opts ro;
+            lm_png_opts_init(&ro);
+            ro.dtype = LM_F32;
+            ro.has_dtype = true;
+            lm_array *r = lm_png_read(p1, &ro, NULL);
+            assert_non_null(r);
+            float *want = malloc(sizeof(float) * (size_t)n);
+            assert_int_equal(lm_array_read(r, want, LM_F32), LM_OK);
+            lm_png_f32 got;
+            assert_int_equal(lm_png_read_f32(p1, &got), LM_OK);
+            assert_true(got.c == c && got.h == h && got.w == w && got.bits == bits);
+            assert_memory_equal(got.data, want, sizeof(float) * (size_t)n);
+            free(got.data);
+            free(want);
+            free(v);
+            lm_array_release(a);
+            lm_array_release(r);
+        }
+    /* every kind of file the reader takes (palettes, 1-16 bits, tRNS, interlaced) */
+    const char *names[] = {"pil_rgb", "pil_rgba", "pil_gray8", "pil_la", "pil_gray16",
+                           "pil_gray1", "pil_palette", "pil_palette_trns", "enc_gray2",
+                           "enc_gray4", "enc_rgb16", "enc_gray_trns", "enc_rgb_interlaced",
+                           "pil_palette4"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char f[256];
+        snprintf(f, sizeof f, IO_FX("%s.png"), names[i]);
+        lm_png_opts ro;
+        lm_png_opts_init(&ro);
+        ro.dtype = LM_F32;
+        ro.has_dtype = true;
+        lm_array *r = lm_png_read(f, &ro, NULL);
+        assert_non_null(r);
+        lm_png_f32 got;
+        assert_int_equal(lm_png_read_f32(f, &got), LM_OK);
+        assert_true(got.c == r->shape[0] && got.h == r->shape[1] && got.w == r->shape[2]);
+        float *want = malloc(sizeof(float) * (size_t)r->size);
+        assert_int_equal(lm_array_read(r, want, LM_F32), LM_OK);
+        assert_memory_equal(got.data, want, sizeof(float) * (size_t)r->size);
+        free(want);
+        free(got.data);
+        lm_array_release(r);
+    }
+    /* errors: as lm_png_read's, nothing allocated */
+    const char *bad = io_tmp("bad.png");
+    FILE *fb = fopen(bad, "wb");
+    fputs("not a png at all", fb);
+    fclose(fb);
+    lm_png_f32 none;
+    assert_int_equal(lm_png_read_f32(bad, &none), LM_ERR_FORMAT);
+    assert_non_null(strstr(lm_error_message(), "not a PNG file"));
+    assert_null(none.data);
+    float px[5] = {0};
+    lm_png_f32 five = {5, 1, 1, 0, px};
+    assert_int_equal(lm_png_write_f32(io_tmp("five.png"), &five, NULL), LM_ERR_SHAPE);
+    assert_non_null(strstr(lm_error_message(), "C in 1..4"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_grid),
         cmocka_unit_test(test_diff_heatmap),
         cmocka_unit_test(test_palette_index_past_palette),
+        cmocka_unit_test(test_plain_memory_forms),
     };
     int rc = cmocka_run_group_tests_name("io_png", tests, NULL, NULL);
     io_tmp_cleanup();

@@ -8,21 +8,31 @@
  *
  * Transfers: on devices whose device-local memory is host-visible (lavapipe,
  * integrated GPUs) blocks stay mapped and transfers are memcpy; elsewhere
- * they go through a host-visible staging block in chunks.  A transfer first
- * completes recorded GPU work, so it never races a kernel - except a small
- * upload (SMALL_UPLOAD bytes at most, whole words: a scalar, a shape table)
- * to an unmapped block, which is recorded into the open command buffer as
- * vkCmdUpdateBuffer (the data is copied when recorded) and ordered against
- * the kernels around it like a dispatch: a model that makes its constants
- * per call then costs no submit and wait per constant.
+ * they go through a host-visible staging block in chunks.  A download first
+ * completes recorded GPU work, so it never races a kernel.  An upload never
+ * waits: a small one (SMALL_UPLOAD bytes at most, whole words: a scalar, a
+ * shape table) to an unmapped block is recorded into the open command
+ * buffer as vkCmdUpdateBuffer (the data is copied when recorded), a larger
+ * one to an unmapped block, or any upload while kernels are recorded or
+ * running, is copied into a range of the staging block and recorded as a
+ * copy from there (upload_recorded); both are ordered against the kernels
+ * around them like a dispatch.  A model that makes its constants per call
+ * then costs no submit and wait per constant, loading weights costs one
+ * submit, and `lumen upscale` uploads an image while the last one computes.
+ * Only an upload that finds no room in the staging block waits (for the
+ * recorded copies to finish, which frees the block) and goes in chunks.
  * LUMEN_VK_NO_MAP=1 leaves device blocks unmapped on any device (lavapipe
  * included), so the staging and recorded paths can be tested there. */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
+#include "backends/vulkan/vulkan.h"
 
 #define ALIGN 256u
 #define SMALL_UPLOAD 4096u
+
+static int64_t recorded_uploads;
+int64_t lm_vulkan_recorded_upload_count(void) { return recorded_uploads; }
 
 static int find_type(lm_vk_dev *v, uint32_t bits, VkMemoryPropertyFlags want,
                      VkMemoryPropertyFlags avoid)
@@ -257,7 +267,7 @@ static void release_now(lm_vk_dev *v, lm_vk_mem *m)
     lm_vk_block *b = m->block;
     range_give(b, m->off, m->size);
     free(m);
-    if (b->used) return;
+    if (b->used || b == v->staging) return;   /* staging: a recorded upload's range */
     /* keep one empty shared block for the next allocation; return the rest */
     int empty_shared = 0;
     for (lm_vk_block *x = v->blocks; x; x = x->next)
@@ -312,13 +322,48 @@ static lm_status staged(lm_vk_dev *v, lm_vk_mem *m, size_t off, void *host, size
     return st;
 }
 
+/* An upload recorded instead of waiting: the bytes go to a range of the
+ * staging block and a copy from there is recorded into the open command
+ * buffer, ordered against the kernels around it like a dispatch; the range
+ * is given back after that command buffer's fence (lm_vk_free defers it).
+ * false when the staging block has no room (the caller then waits, which
+ * frees every such range). */
+static bool upload_recorded(lm_vk_dev *v, lm_vk_mem *m, size_t off, const void *host, size_t n,
+                            lm_status *st)
+{
+    VkDeviceSize size = ((VkDeviceSize)n + ALIGN - 1) & ~(VkDeviceSize)(ALIGN - 1);
+    if (ensure_staging(v) != LM_OK || size > v->staging->size / 2) return false;
+    lm_vk_mem *s = calloc(1, sizeof *s);
+    if (!s) return false;
+    if (!range_take(v->staging, size, &s->off)) {
+        free(s);
+        return false;
+    }
+    s->block = v->staging;
+    s->size = size;
+    memcpy((char *)v->staging->map + s->off, host, n);
+    *st = lm_vk_copy_buffer(v, s, 0, m, off, n);
+    recorded_uploads += *st == LM_OK;
+    lm_vk_free(v->dev, s);   /* given back after the fence of the copy's command buffer */
+    return true;
+}
+
 static lm_status copy(lm_vk_dev *v, lm_vk_mem *m, size_t off, void *host, size_t n, bool up)
 {
     if (up && !m->block->map && n && n <= SMALL_UPLOAD && n % 4 == 0 && (m->off + off) % 4 == 0) {
         lm_vk_mem part = {.block = m->block, .off = m->off + off, .size = n};
         return lm_vk_update_buffer(v, &part, host, n);
     }
-    lm_status st = lm_vk_flush(v);
+    /* an upload does not wait for the GPU: to an unmapped block it is
+     * always recorded (a model's weights, uploaded one after another, then
+     * cost one submit, not one submit and wait each); to a mapped block
+     * only while kernels are recorded or running (an image's input is
+     * uploaded while the previous one computes), else it is a memcpy */
+    lm_status st = LM_OK;
+    if (up && n && (!m->block->map || v->recording || v->inflight) &&
+        upload_recorded(v, m, off, host, n, &st))
+        return st;
+    st = lm_vk_flush(v);
     if (st != LM_OK) return st;
     if (m->block->map) {
         char *p = (char *)m->block->map + m->off + off;

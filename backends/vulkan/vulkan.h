@@ -24,5 +24,8 @@ int64_t lm_vulkan_dispatch_count(void);
 int64_t lm_vulkan_attn_coop_count(void);
 /* Timestamps written since start: only while a profile is open (tests). */
 int64_t lm_vulkan_timestamp_count(void);
+/* Uploads recorded as a copy from the staging block instead of waiting for
+ * the GPU (memory.c), since start (tests). */
+int64_t lm_vulkan_recorded_upload_count(void);
 
 #endif

@@ -146,6 +146,20 @@ lm_array *lm_png_read(const char *path, const lm_png_opts *o, lm_tensor_set *tex
 lm_array *lm_png_read_mem(const void *data, size_t size, const char *what,
                           const lm_png_opts *o, lm_tensor_set *text);
 
+/* An f32 image [C,H,W] (CHW planes, values 0..1) in plain memory; data is
+ * malloc'd, the caller frees it.  bits: the file's depth (8 or 16) on read.
+ * lm_png_read_f32 / lm_png_write_f32 give the values and bytes
+ * lm_png_read (dtype f32) and lm_png_write of such an array give, but make
+ * no lm_array, so a worker thread may run them while another evaluates
+ * (lumen upscale's pipeline). */
+typedef struct lm_png_f32 {
+    int64_t c, h, w;
+    int bits;
+    float *data;
+} lm_png_f32;
+lm_status lm_png_read_f32(const char *path, lm_png_f32 *img);
+lm_status lm_png_write_f32(const char *path, const lm_png_f32 *img, const lm_png_opts *o);
+
 /* Removes the temporary files of writes still in progress in this process.
  * Async-signal-safe: for a signal handler that is about to _exit (a second
  * Ctrl-C or SIGTERM), so an abrupt end leaves no temporary beside the

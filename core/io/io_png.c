@@ -139,6 +139,23 @@ static lm_status u8_pixels(png_ctx *c, lm_array *a, const img_geom *g)
     return st == LM_OK ? LM_OK : lm_error_prefix("write_png %s", c->what);
 }
 
+/* The samples of values v (as lm_array_read gives them in f64, CHW or
+ * HWC per g) of an array of dtype dt, interleaved, into c->pixels. */
+static void pack_samples(png_ctx *c, const double *v, const img_geom *g, lm_dtype dt,
+                         const lm_png_opts *o)
+{
+    unsigned max = o->bits == 16 ? 65535 : 255;
+    size_t hw = (size_t)(g->h * g->w);
+    for (size_t p = 0; p < hw; p++)
+        for (size_t ch = 0; ch < (size_t)g->c; ch++) {
+            double x = g->hwc ? v[p * (size_t)g->c + ch] : v[ch * hw + p];
+            unsigned s = sample(x, dt, o, max);
+            size_t at = p * (size_t)g->c + ch;
+            if (o->bits == 16) ((uint16_t *)c->pixels)[at] = (uint16_t)s;
+            else c->pixels[at] = (unsigned char)s;
+        }
+}
+
 /* Interleaved (HWC) 8- or 16-bit samples of a, in c->pixels. */
 static lm_status make_pixels(png_ctx *c, lm_array *a, const img_geom *g, const lm_png_opts *o)
 {
@@ -154,36 +171,29 @@ static lm_status make_pixels(png_ctx *c, lm_array *a, const img_geom *g, const l
         free(v);
         return lm_error_prefix("write_png %s", c->what);
     }
-    unsigned max = o->bits == 16 ? 65535 : 255;
-    size_t hw = (size_t)(g->h * g->w);
-    for (size_t p = 0; p < hw; p++)
-        for (size_t ch = 0; ch < (size_t)g->c; ch++) {
-            double x = g->hwc ? v[p * (size_t)g->c + ch] : v[ch * hw + p];
-            unsigned s = sample(x, a->dtype, o, max);
-            size_t at = p * (size_t)g->c + ch;
-            if (bps == 2) ((uint16_t *)c->pixels)[at] = (uint16_t)s;
-            else c->pixels[at] = (unsigned char)s;
-        }
+    pack_samples(c, v, g, a->dtype, o);
     free(v);
     return LM_OK;
 }
 
-static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
+static lm_status check_opts(const char *path, const lm_png_opts *o)
 {
-    img_geom g;
-    if (image_geom(a, o, path, &g) != LM_OK) return lm_error_status();
     if (o->bits != 8 && o->bits != 16)
         return lm_error_set(LM_ERR_ARG, "write_png %s: bits must be 8 or 16, not %d", path, o->bits);
     if (!(o->hi != o->lo) || !isfinite(o->lo) || !isfinite(o->hi))
         return lm_error_set(LM_ERR_ARG, "write_png %s: range {%g, %g} is empty", path, o->lo, o->hi);
-    png_ctx ctx = {.what = path}, *c = &ctx;
-    if (make_pixels(c, a, &g, o) != LM_OK) { free(c->pixels); return lm_error_status(); }
+    return LM_OK;
+}
+
+/* c->pixels (freed here) into the file at path, atomically */
+static lm_status encode(png_ctx *c, const char *path, const img_geom *g, const lm_png_opts *o)
+{
     lm_io_out out;
     lm_status st = lm_io_out_open(&out, path);
     if (st != LM_OK) { free(c->pixels); return st; }
     c->png = png_create_write_struct(PNG_LIBPNG_VER_STRING, c, on_error, on_warning);
     c->info = c->png ? png_create_info_struct(c->png) : NULL;
-    c->rows = malloc((size_t)g.h * sizeof *c->rows);
+    c->rows = malloc((size_t)g->h * sizeof *c->rows);
     c->text = calloc((size_t)o->ntext + 1, sizeof *c->text);
     if (!c->png || !c->info || !c->rows || !c->text) {
         snprintf(c->msg, sizeof c->msg, "out of memory");
@@ -201,8 +211,8 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
             png_set_compression_level(c->png, 1);
             png_set_filter(c->png, PNG_FILTER_TYPE_BASE, PNG_FILTER_SUB);
         }
-        png_set_IHDR(c->png, c->info, (png_uint_32)g.w, (png_uint_32)g.h, o->bits,
-                     types[g.c], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
+        png_set_IHDR(c->png, c->info, (png_uint_32)g->w, (png_uint_32)g->h, o->bits,
+                     types[g->c], PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                      PNG_FILTER_TYPE_DEFAULT);
         for (int i = 0; i < o->ntext; i++) {
             c->text[i].compression = PNG_TEXT_COMPRESSION_NONE;
@@ -212,8 +222,8 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
         if (o->ntext > 0) png_set_text(c->png, c->info, c->text, o->ntext);
         png_write_info(c->png, c->info);
         if (o->bits == 16) png_set_swap(c->png);   /* our samples are little endian */
-        size_t stride = (size_t)(g.w * g.c) * (o->bits == 16 ? 2 : 1);
-        for (int64_t y = 0; y < g.h; y++) c->rows[y] = c->pixels + (size_t)y * stride;
+        size_t stride = (size_t)(g->w * g->c) * (o->bits == 16 ? 2 : 1);
+        for (int64_t y = 0; y < g->h; y++) c->rows[y] = c->pixels + (size_t)y * stride;
         png_write_image(c->png, c->rows);
         png_write_end(c->png, NULL);
         c->msg[0] = 0;
@@ -228,6 +238,44 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
     /* the last buffered bytes fail here, if anywhere */
     st = lm_io_out_close(&out, true);
     return st == LM_OK ? LM_OK : lm_error_prefix("write_png");
+}
+
+static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
+{
+    img_geom g;
+    if (image_geom(a, o, path, &g) != LM_OK) return lm_error_status();
+    if (check_opts(path, o) != LM_OK) return lm_error_status();
+    png_ctx ctx = {.what = path}, *c = &ctx;
+    if (make_pixels(c, a, &g, o) != LM_OK) { free(c->pixels); return lm_error_status(); }
+    return encode(c, path, &g, o);
+}
+
+/* As write_one of an f32 [C,H,W] CPU array holding img's values: the same
+ * f64 values (f32 widens exactly), samples and bytes, and no lm_array. */
+lm_status lm_png_write_f32(const char *path, const lm_png_f32 *img, const lm_png_opts *o)
+{
+    lm_png_opts def;
+    if (!o) { lm_png_opts_init(&def); o = &def; }
+    img_geom g = {img->c, img->h, img->w, false};
+    if (!img->data || g.c < 1 || g.c > 4 || g.h < 1 || g.w < 1 || g.h > 0x7FFFFFFF ||
+        g.w > 0x7FFFFFFF)
+        return lm_error_set(LM_ERR_SHAPE, "write_png %s: image [%lld,%lld,%lld] is not a [C,H,W] "
+                            "image with C in 1..4", path, (long long)g.c, (long long)g.h,
+                            (long long)g.w);
+    if (check_opts(path, o) != LM_OK) return lm_error_status();
+    size_t n = (size_t)(g.c * g.h * g.w);
+    png_ctx ctx = {.what = path}, *c = &ctx;
+    double *v = malloc(n * sizeof *v);
+    c->pixels = malloc(n * (o->bits == 16 ? 2 : 1));
+    if (!v || !c->pixels) {
+        free(v);
+        free(c->pixels);
+        return lm_error_set(LM_ERR_NOMEM, "write_png %s: out of memory", path);
+    }
+    for (size_t i = 0; i < n; i++) v[i] = img->data[i];
+    pack_samples(c, v, &g, LM_F32, o);
+    free(v);
+    return encode(c, path, &g, o);
 }
 
 /* "img_%03d.png" with i, or "img.png" -> "img_0007.png".  Only a %d with an
@@ -434,6 +482,23 @@ static lm_status decode(png_ctx *c, png_out *po, lm_tensor_set *text)
     return LM_OK;
 }
 
+/* The decoded samples as floats of dtype dt's scale (0..1 for a float
+ * dtype, rounded pixel values otherwise), CHW or HWC. */
+static void to_f32(const png_ctx *c, const png_out *po, lm_dtype dt, bool hwc, float *f)
+{
+    size_t hw = (size_t)po->w * po->h, ch = (size_t)po->channels;
+    double max = po->depth == 16 ? 65535 : 255;
+    double scale = lm_dtype_is_float(dt) ? 1 / max : dt == LM_U8 ? 255 / max : 1;
+    for (size_t p = 0; p < hw; p++)
+        for (size_t k = 0; k < ch; k++) {
+            size_t at = p * ch + k;
+            double v = po->depth == 16 ? ((const uint16_t *)c->pixels)[at] : c->pixels[at];
+            v *= scale;
+            if (!lm_dtype_is_float(dt)) v = floor(v + 0.5);
+            f[hwc ? at : k * hw + p] = (float)v;
+        }
+}
+
 /* Interleaved samples -> tensor of the asked dtype and layout. */
 static lm_array *to_array(const png_ctx *c, const png_out *po, const lm_png_opts *o)
 {
@@ -458,16 +523,7 @@ static lm_array *to_array(const png_ctx *c, const png_out *po, const lm_png_opts
         free(f);
         f = NULL;
     }
-    double max = po->depth == 16 ? 65535 : 255;
-    double scale = lm_dtype_is_float(dt) ? 1 / max : dt == LM_U8 ? 255 / max : 1;
-    for (size_t p = 0; f && p < hw; p++)
-        for (size_t k = 0; k < ch; k++) {
-            size_t at = p * ch + k;
-            double v = po->depth == 16 ? ((const uint16_t *)c->pixels)[at] : c->pixels[at];
-            v *= scale;
-            if (!lm_dtype_is_float(dt)) v = floor(v + 0.5);
-            f[hwc ? at : k * hw + p] = (float)v;
-        }
+    if (f) to_f32(c, po, dt, hwc, f);
     if (f) lm_convert(out, dt, f, LM_F32, n);
     free(f);
     int64_t shape[3];
@@ -501,4 +557,32 @@ lm_array *lm_png_read(const char *path, const lm_png_opts *o, lm_tensor_set *tex
     lm_array *a = lm_png_read_mem(data, size, path, o, text);
     free(data);
     return a;
+}
+
+/* As lm_png_read with dtype f32 (CHW), into plain memory: no lm_array is
+ * made, so a worker thread may read while the main thread evaluates. */
+lm_status lm_png_read_f32(const char *path, lm_png_f32 *img)
+{
+    void *data;
+    size_t size;
+    memset(img, 0, sizeof *img);
+    if (lm_io_read_all(path, &data, &size) != LM_OK) return lm_error_status();
+    png_ctx ctx = {.what = path, .data = data, .size = size};
+    png_out po = {0};
+    lm_status st = decode(&ctx, &po, NULL);
+    size_t n = (size_t)po.w * po.h * (size_t)po.channels;
+    if (st == LM_OK && !(img->data = malloc(n * sizeof *img->data + 1)))
+        st = lm_error_set(LM_ERR_NOMEM, "read_png %s: out of memory", path);
+    if (st == LM_OK) {
+        to_f32(&ctx, &po, LM_F32, false, img->data);
+        img->c = po.channels;
+        img->h = po.h;
+        img->w = po.w;
+        img->bits = po.depth == 16 ? 16 : 8;
+    }
+    png_destroy_read_struct(ctx.png ? &ctx.png : NULL, ctx.info ? &ctx.info : NULL, NULL);
+    free(ctx.pixels);
+    free(ctx.rows);
+    free(data);
+    return st;
 }

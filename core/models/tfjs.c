@@ -1079,24 +1079,37 @@ lm_status lm_tfjs_set_dtype(lm_tfjs_model *m, lm_dtype dt)
     if (!lm_dtype_is_float(dt))
         return lm_error_set(LM_ERR_DTYPE, "tfjs %s: dtype %s is not a float type", m->name,
                             lm_dtype_name(dt));
+    /* every cast in one evaluation: one submit and wait on a GPU, not one
+     * per weight (esrgan-thick has hundreds) */
+    lm_array **c = calloc((size_t)2 * (size_t)m->n + 1, sizeof *c);
+    if (!c) return lm_error_set(LM_ERR_NOMEM, "tfjs %s: out of memory", m->name);
+    lm_status st = LM_OK;
+    for (int i = 0; i < m->n && st == LM_OK; i++) {
+        lm_array *ws[2] = {m->l[i].w, m->l[i].b};
+        for (int j = 0; j < 2 && st == LM_OK; j++)
+            if (ws[j] && ws[j]->dtype != dt && !(c[2 * i + j] = lm_cast(ws[j], dt)))
+                st = lm_error_prefix("tfjs %s: layer '%s'", m->name, m->l[i].name);
+    }
+    if (st == LM_OK && (st = lm_eval(c, 2 * m->n)) != LM_OK)
+        lm_error_prefix("tfjs %s: casting the weights to %s", m->name, lm_dtype_name(dt));
     for (int i = 0; i < m->n; i++) {
         lm_array **ws[2] = {&m->l[i].w, &m->l[i].b};
         for (int j = 0; j < 2; j++) {
-            lm_array *w = *ws[j];
-            if (!w || w->dtype == dt) continue;
-            lm_array *c = lm_cast(w, dt);
-            if (!c || lm_array_eval(c) != LM_OK) {
-                lm_array_release(c);
-                return lm_error_prefix("tfjs %s: layer '%s'", m->name, m->l[i].name);
+            lm_array *w = c[2 * i + j];
+            if (!w) continue;
+            if (st == LM_OK) {
+                lm_array_keep(w);
+                lm_array_unkeep(*ws[j]);
+                lm_array_release(*ws[j]);
+                *ws[j] = w;
+            } else {
+                lm_array_release(w);
             }
-            lm_array_keep(c);
-            lm_array_unkeep(w);
-            lm_array_release(w);
-            *ws[j] = c;
         }
     }
-    m->dtype = dt;
-    return LM_OK;
+    free(c);
+    if (st == LM_OK) m->dtype = dt;
+    return st;
 }
 
 lm_dtype lm_tfjs_dtype(const lm_tfjs_model *m) { return m->dtype; }

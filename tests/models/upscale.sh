@@ -158,6 +158,43 @@ check "range={0, 255} in Lua" "$L" -e "
   local m = lm.models.load('$B/models/x2/model.json', {range = {0, 255}})
   assert(m.range == 255 and tostring(m):match('range 0..255 %(range=%)'), tostring(m))"
 
+# ---- issue 25: a folder runs as a pipeline (reader and writer threads
+# around the model); its files are --serial's, byte for byte ----
+mkdir -p "$T/pf"
+"$L" -e "lm.image.write_png('$T/pf/a.png', lm.rand({3, 20, 28}, {seed = 1}))
+         lm.image.write_png('$T/pf/b.png', lm.rand({4, 26, 18}, {seed = 2}), {bits = 16})
+         lm.image.write_png('$T/pf/c.png', lm.rand({1, 17, 23}, {seed = 3}))
+         lm.image.write_png('$T/pf/d.png', lm.rand({2, 21, 19}, {seed = 4}))"
+same_dirs() {  # same_dirs A B FILE...: each FILE in A equals the one in B
+  a=$1 b=$2; shift 2
+  for n in "$@"; do cmp "$a/$n" "$b/$n" || return 1; done
+}
+check "pipelined folder of 4 (RGB, 16-bit RGBA, gray, gray+alpha)" "$L" upscale "$T"/pf/a.png "$T"/pf/b.png "$T"/pf/c.png "$T"/pf/d.png -o "$T/pp/" --model esrgan-medium --scale 2 --tile 12 --quiet
+check "--serial folder of 4" "$L" upscale "$T"/pf/a.png "$T"/pf/b.png "$T"/pf/c.png "$T"/pf/d.png -o "$T/ps/" --model esrgan-medium --scale 2 --tile 12 --quiet --serial
+check "... byte-equal files" same_dirs "$T/pp" "$T/ps" a.png b.png c.png d.png
+check "LUMEN_UPSCALE_SERIAL=1 is --serial" env LUMEN_UPSCALE_SERIAL=1 "$L" upscale "$T/pf/b.png" -o "$T/pe/" --model esrgan-medium --scale 2 --tile 12 --quiet
+check "one image, pipelined, to a file" "$L" upscale "$T/pf/b.png" -o "$T/p1/one.png" --model esrgan-medium --scale 2 --tile 12 --quiet
+check "... equals --serial's" sh -c "cmp '$T/p1/one.png' '$T/ps/b.png' && cmp '$T/pe/b.png' '$T/ps/b.png'"
+# a broken image in the middle: a clear message naming it, exit 1, the
+# others written as --serial writes them, nothing else left behind
+mkdir -p "$T/pb"
+cp "$T/pf/a.png" "$T/pb/a.png"; cp "$T/pf/c.png" "$T/pb/c.png"
+head -c 60 "$T/pf/b.png" > "$T/pb/b.png"
+printf 'not a png' > "$T/pb/e.png"
+"$L" upscale "$T/pb/a.png" "$T/pb/b.png" "$T/pb/e.png" "$T/pb/c.png" -o "$T/pbo/" --model esrgan-medium --scale 2 --tile 12 > "$T/pb.out" 2> "$T/pb.err"
+echo $? > "$T/pb.rc"
+"$L" upscale "$T/pb/a.png" "$T/pb/b.png" "$T/pb/e.png" "$T/pb/c.png" -o "$T/pbs/" --model esrgan-medium --scale 2 --tile 12 --serial > "$T/pbs.out" 2> "$T/pbs.err"
+check "a broken image in the middle: exit 1" sh -c "test \$(cat '$T/pb.rc') = 1"
+check "... the messages name the broken files (truncated, not a PNG)" sh -c "grep -q 'lumen upscale: $T/pb/b.png: bad PNG: .*truncated' '$T/pb.err' && grep -q 'lumen upscale: $T/pb/e.png: not a PNG file' '$T/pb.err'"
+check "... stdout and stderr as --serial's, in the inputs' order" sh -c "sed 's/pbo/pbs/' '$T/pb.out' | cmp - '$T/pbs.out' && cmp '$T/pb.err' '$T/pbs.err' && grep -q '2 of 4 written' '$T/pb.out'"
+check "... the other outputs byte-equal to --serial's" same_dirs "$T/pbo" "$T/pbs" a.png c.png
+check "... no output and no temporary for the broken ones" sh -c "! test -e '$T/pbo/b.png' && ! test -e '$T/pbo/e.png' && test \$(ls -A '$T/pbo' | wc -l) = 2"
+if LUMEN_DEVICE=vulkan "$L" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
+  check "vulkan: pipelined folder (f16)" env LUMEN_DEVICE=vulkan "$L" upscale "$T"/pf/a.png "$T"/pf/b.png "$T"/pf/c.png -o "$T/pvp/" --model esrgan-medium --scale 2 --tile 12 --dtype f16 --quiet
+  check "vulkan: --serial folder (f16)" env LUMEN_DEVICE=vulkan "$L" upscale "$T"/pf/a.png "$T"/pf/b.png "$T"/pf/c.png -o "$T/pvs/" --model esrgan-medium --scale 2 --tile 12 --dtype f16 --quiet --serial
+  check "vulkan: ... byte-equal files" same_dirs "$T/pvp" "$T/pvs" a.png b.png c.png
+fi
+
 # ---- item 9: model weights pace Lua's collector ----
 check "200 loads of a 1 MB model stay under 32 MB of live buffers" "$L" -e "
   local peak = 0
