@@ -246,6 +246,38 @@ static void test_two_functions_interleaved(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* fused programs live in a cache of 64 slots on the device (fused.c):
+ * 70 other programs between two calls evict every one the recording saw */
+static void test_fused_slots_reused(void **state)
+{
+    (void)state;
+    failures = 0;
+    weights w = make_weights(4, LM_F32, vk), wc = weights_to(&w, cpu);
+    int64_t shape[4] = {1, 4, 8, 8};
+    lm_compiled *c = compile_net(&w, 4, shape, LM_F32);
+    lm_array *x = ints(4, shape, -2, 2, LM_F32, vk);
+    for (int i = 0; i < 3; i++) call_and_check(c, &w, &wc, x, "before other programs", i + 1);
+    for (int k = 1; k <= 70; k++) {   /* a new geometry each: a new program */
+        int64_t s2[2] = {k, 3};
+        lm_array *ph = lm_placeholder(2, s2, LM_F32, vk);
+        lm_array *m = lm_binary_scalar(LM_OP_MUL, ph, 2, false), *y = lm_binary_scalar(LM_OP_ADD, m, 1, false);
+        lm_compiled *g = lm_compile_graph(1, &ph, 1, &y, LM_COMPILE_ON);
+        assert_non_null(g);
+        lm_array *in = ints(2, s2, -3, 3, LM_F32, vk), *o;
+        assert_int_equal(lm_compiled_call(g, 1, &in, &o), 1);
+        assert_int_equal(lm_array_eval(o), LM_OK);
+        lm_array *all[] = {ph, m, y, in, o};
+        for (int j = 0; j < 5; j++) lm_array_release(all[j]);
+        lm_compiled_free(g);
+    }
+    for (int i = 0; i < 3; i++) call_and_check(c, &w, &wc, x, "after 70 other programs", i + 1);
+    lm_array_release(x);
+    lm_compiled_free(c);
+    weights_free(&w);
+    weights_free(&wc);
+    assert_int_equal(failures, 0);
+}
+
 /* the recording's memory is active while it lives and is given back when
  * the function goes: after the same calls and the free, as much is active
  * as with replay switched off */
@@ -431,6 +463,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calls_bit_equal),        cmocka_unit_test(test_f16_against_no_replay),
         cmocka_unit_test(test_new_shapes_record_again), cmocka_unit_test(test_two_functions_interleaved),
+        cmocka_unit_test(test_fused_slots_reused),
         cmocka_unit_test(test_memory_released),        cmocka_unit_test(test_async_calls),
         cmocka_unit_test(test_constant_written),       cmocka_unit_test(test_not_recorded),
         cmocka_unit_test(test_no_validation_messages),
