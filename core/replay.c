@@ -137,8 +137,9 @@ static entry *find_entry(lm_replays *rs, lm_device *d, int nin, lm_array *const 
 }
 
 /* Whether this call may go through recordings: every input and constant an
- * evaluated-or-lazy array of one device that can record, nothing quantized,
- * no profile open (it times nodes, which a replay does not run). */
+ * array of one device that can record, the inputs contiguous (a strided
+ * one would cost a copy more than the ordinary call makes), nothing
+ * quantized, no profile open (it times nodes, which a replay does not run). */
 static lm_device *replay_device(int nin, lm_array *const *in, int nconst, lm_array *const *consts)
 {
     if (nin < 1 || lm_profile_depth() || !in[0]) return NULL;
@@ -147,19 +148,17 @@ static lm_device *replay_device(int nin, lm_array *const *in, int nconst, lm_arr
     if (!b->record_begin || !b->record_end || !b->replay || !b->record_free || !b->copy) return NULL;
     for (int k = 0; k < nin; k++)
         if (!in[k] || in[k]->device != d || (in[k]->flags & (LM_ARRAY_FREED | LM_ARRAY_TRACER)) ||
-            lm_dtype_is_quant(in[k]->dtype))
+            lm_dtype_is_quant(in[k]->dtype) || !lm_array_is_contiguous(in[k]))
             return NULL;
     for (int k = 0; k < nconst; k++)
         if (consts[k]->device != d || !consts[k]->buf) return NULL;
     return d;
 }
 
-/* the inputs, contiguous and evaluated (queued), as new references in x */
+/* the inputs evaluated (queued), as new references in x */
 static lm_status ready_inputs(int nin, lm_array *const *in, lm_array **x)
 {
-    for (int k = 0; k < nin; k++) x[k] = NULL;
-    for (int k = 0; k < nin; k++)
-        if (!(x[k] = lm_contiguous(in[k]))) return lm_error_status();
+    for (int k = 0; k < nin; k++) x[k] = lm_array_retain(in[k]);
     return lm_eval_async(x, nin);
 }
 
