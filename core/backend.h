@@ -56,7 +56,8 @@ struct lm_backend {
      * host transfer, a fallback, a kernel that reports index errors ...).
      * replay: queues the recording again without waiting, ordered after
      * the work queued before it and before the work queued after it
-     * (LM_ERR_UNSUPPORTED: replay is switched off, nothing queued).
+     * (LM_ERR_UNSUPPORTED: replay is switched off, nothing queued);
+     * replay(d, NULL) only says whether it is on (LM_OK) or off.
      * record_free: waits for the recording's runs, frees it and the memory
      * the backend gave it.  copy: queues n byte copies src -> dst between
      * buffer handles of d, ordered like kernels. */

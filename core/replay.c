@@ -214,7 +214,7 @@ static int run_recording(entry *e, lm_array *const *x, lm_array **outs)
     lm_device *d = e->device;
     lm_status st = x ? copy_arrays(d, e->nin, x, e->in) : LM_OK;
     if (st != LM_OK) return -1;
-    if ((st = d->backend->replay(d, e->rec)) != LM_OK) return st == LM_ERR_UNSUPPORTED ? LM_REPLAY_NOT_HANDLED : -1;
+    if ((st = d->backend->replay(d, e->rec)) != LM_OK) return -1;
     if (fresh_outputs(e, outs) != LM_OK) return -1;
     if (copy_arrays(d, e->nout, e->out, outs) != LM_OK) {
         for (int k = 0; k < e->nout; k++) {
@@ -303,7 +303,7 @@ int lm_replay_call(lm_replays **rs, int nin, lm_array *const *inputs, int nconst
                    int nout, lm_replay_build_fn build, void *ctx, lm_array **outs)
 {
     lm_device *d = replay_device(nin, inputs, nconst, consts);
-    if (!d || nout < 1) return LM_REPLAY_NOT_HANDLED;
+    if (!d || nout < 1 || d->backend->replay(d, NULL) != LM_OK) return LM_REPLAY_NOT_HANDLED;
     if (!*rs && !(*rs = calloc(1, sizeof **rs))) return LM_REPLAY_NOT_HANDLED;
     entry *e = find_entry(*rs, d, nin, inputs);
     if (!e || e->never) return LM_REPLAY_NOT_HANDLED;

@@ -121,6 +121,7 @@ lm_status lm_vk_replay(lm_device *d, void *rec)
 {
     lm_vk_dev *v = lm_vk_of(d);
     if (!enabled()) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: replay is switched off (LUMEN_VK_REPLAY=0)");
+    if (!rec) return LM_OK;
     if (v->capture) return lm_error_set(LM_ERR_STATE, "vulkan: replay while recording on %s", d->spec);
     lm_vk_rec *r = rec;
     return lm_vk_submit_after(v, r->cb);
