@@ -17,6 +17,7 @@
  * from them (lm_derived): one freed or written since (its buffer, or the
  * head of its derived list, changed) drops the recording, and the call runs
  * the ordinary way and records again next time. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -55,9 +56,13 @@ static int64_t recorded, replayed;
 int64_t lm_replay_recorded_count(void) { return recorded; }
 int64_t lm_replay_replayed_count(void) { return replayed; }
 
+/* the recording's own arrays are kept, so that lm_sweep leaves them */
 static void release_arrays(lm_array **a, int n)
 {
-    for (int k = 0; a && k < n; k++) lm_array_release(a[k]);
+    for (int k = 0; a && k < n; k++) {
+        lm_array_unkeep(a[k]);
+        lm_array_release(a[k]);
+    }
     free(a);
 }
 
@@ -257,6 +262,7 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
             drop_recording(e);
             return -1;
         }
+        lm_array_keep(e->in[k]);
     }
     if (copy_arrays(d, e->nin, x, e->in) != LM_OK) {
         drop_recording(e);
@@ -273,15 +279,25 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
     if (r >= 0 && r != nout) r = -1;
     if (r >= 0) st = lm_eval_recorded(e->out, nout);
     lm_buffer_pool_capture(NULL);
+    /* the failure's own message outlives record_end's */
+    lm_status why = r < 0 || st != LM_OK ? lm_error_status() : LM_OK;
+    char msg[512] = "";
+    if (why != LM_OK) snprintf(msg, sizeof msg, "%s", lm_error_message());
     void *rec = NULL;
     lm_status se = d->backend->record_end(d, &rec);
     e->rec = rec;
-    if (r < 0 || st != LM_OK) {
-        if (r >= 0) r = -1;
-        if (r == -1 && st == LM_OK) lm_error_prefix("compiled function");
+    if (why != LM_OK) {
+        lm_error_set(why, "%s", msg);
         drop_recording(e);
-        return r;
+        return r < 0 ? r : -1;
     }
+    if (se != LM_OK && se != LM_ERR_UNSUPPORTED) {
+        /* the work ran and failed (an index error found, a device lost) */
+        drop_recording(e);
+        e->never = true;
+        return -1;
+    }
+    for (int k = 0; k < nout; k++) lm_array_keep(e->out[k]);
     bool ok = se == LM_OK && rec;
     for (int k = 0; k < nout && ok; k++) ok = copyable(e->out[k]);
     if (!ok) {

@@ -142,7 +142,9 @@ static void call_and_check(lm_compiled *c, const weights *w, const weights *wc, 
                            int call)
 {
     lm_array *o[2] = {NULL, NULL}, *ry, *rs, *cy, *cs;
-    assert_int_equal(lm_compiled_call(c, 1, &x, o), 2);
+    int r_ = lm_compiled_call(c, 1, &x, o);
+    if (r_ != 2) printf("call: %s\n", lm_error_message());
+    assert_int_equal(r_, 2);
     net(w, x, &ry, &rs);
     lm_array *xc = moved(x, cpu);
     net(wc, xc, &cy, &cs);
@@ -385,6 +387,54 @@ static void test_constant_written(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* lm_sweep frees every array not kept: not the recording's own (a net
+ * whose constants are all kept weights: no scalar constants, which a sweep
+ * frees with or without replay) */
+static lm_array *net_nc(const weights *w, lm_array *x)
+{
+    const int64_t st[2] = {1, 1}, dil[2] = {1, 1}, p1[4] = {1, 1, 1, 1};
+    lm_array *c1 = lm_conv2d(x, w->w1, w->b1, st, p1, dil, 1), *a = lm_unary(LM_OP_RELU, c1);
+    lm_array *c2 = lm_conv2d(a, w->w2, NULL, st, p1, dil, 1), *y = lm_binary(LM_OP_ADD, c2, x);
+    lm_array_release(c1); lm_array_release(a); lm_array_release(c2);
+    return y;
+}
+
+static void test_sweep(void **state)
+{
+    (void)state;
+    failures = 0;
+    weights w = make_weights(4, LM_F32, vk), wc = weights_to(&w, cpu);
+    lm_array *keep[] = {w.w1, w.b1, w.w2, wc.w1, wc.b1, wc.w2};
+    for (int k = 0; k < 6; k++) lm_array_keep(keep[k]);
+    int64_t shape[4] = {1, 4, 8, 8};
+    lm_array *ph = lm_placeholder(4, shape, LM_F32, vk), *tr = net_nc(&w, ph);
+    lm_compiled *c = lm_compile_graph(1, &ph, 1, &tr, LM_COMPILE_ON);
+    assert_non_null(c);
+    lm_array_release(ph);
+    lm_array_release(tr);
+    lm_array *x = ints(4, shape, -2, 2, LM_F32, vk), *xc = moved(x, cpu);
+    lm_array_keep(x);
+    lm_array_keep(xc);
+    int64_t rep0 = lm_replay_replayed_count();
+    for (int i = 0; i < 6; i++) {
+        if (i == 3) lm_sweep();
+        lm_array *o = NULL, *ref = net_nc(&wc, xc);
+        assert_int_equal(lm_compiled_call(c, 1, &x, &o), 1);
+        expect_same(i < 3 ? "before a sweep" : "after a sweep", i + 1, o, ref);
+        lm_array_release(o);
+        lm_array_release(ref);
+    }
+    assert_int_equal(lm_replay_replayed_count() - rep0, 5);
+    lm_compiled_free(c);
+    lm_array *un[] = {x, xc, w.w1, w.b1, w.w2, wc.w1, wc.b1, wc.w2};
+    for (int k = 0; k < 8; k++) lm_array_unkeep(un[k]);
+    lm_array_release(x);
+    lm_array_release(xc);
+    weights_free(&w);
+    weights_free(&wc);
+    assert_int_equal(failures, 0);
+}
+
 /* a gather that reports bad indices cannot be recorded; a profile open
  * times nodes a replay would not run: both the ordinary way */
 static void test_not_recorded(void **state)
@@ -413,6 +463,28 @@ static void test_not_recorded(void **state)
     lm_compiled_free(c);
     lm_array *all[] = {ph, idx, t, g};
     for (int k = 0; k < 4; k++) lm_array_release(all[k]);
+
+    /* the index as an input, out of range on the call that would record:
+     * the error is reported (by the call or by the evaluation), not lost */
+    lm_array *px = lm_placeholder(2, shape, LM_F32, vk), *pi = lm_placeholder(1, (int64_t[]){3}, LM_I32, vk);
+    lm_array *gi = lm_index_select(px, 0, pi);
+    lm_compiled *ci = lm_compile_graph(2, (lm_array *[]){px, pi}, 1, &gi, LM_COMPILE_ON);
+    assert_non_null(ci);
+    for (int i = 0; i < 3; i++) {
+        lm_array *x = ints(2, shape, -9, 9, LM_F32, vk), *o = NULL;
+        lm_array *bad = lm_from_data(1, (int64_t[]){3}, LM_I32, (int32_t[]){1, i ? 60 : 2, 0}, vk);
+        assert_int_equal(lm_array_eval(bad), LM_OK);
+        int r = lm_compiled_call(ci, 2, (lm_array *[]){x, bad}, &o);
+        lm_status st = r == 1 ? lm_array_eval(o) : lm_error_status();
+        if (i == 0) assert_int_equal(st, LM_OK);
+        else if (st == LM_OK || !strstr(lm_error_message(), "out of range")) {
+            printf("FAIL index 60 of 6, call %d: %s\n", i + 1, st == LM_OK ? "no error" : lm_error_message());
+            failures++;
+        }
+        lm_array_release(x); lm_array_release(o); lm_array_release(bad);
+    }
+    lm_compiled_free(ci);
+    lm_array_release(px); lm_array_release(pi); lm_array_release(gi);
 
     /* a profile open: the ordinary way, every node timed */
     weights w = make_weights(4, LM_F32, vk), wc = weights_to(&w, cpu);
@@ -465,7 +537,8 @@ int main(void)
         cmocka_unit_test(test_new_shapes_record_again), cmocka_unit_test(test_two_functions_interleaved),
         cmocka_unit_test(test_fused_slots_reused),
         cmocka_unit_test(test_memory_released),        cmocka_unit_test(test_async_calls),
-        cmocka_unit_test(test_constant_written),       cmocka_unit_test(test_not_recorded),
+        cmocka_unit_test(test_constant_written),       cmocka_unit_test(test_sweep),
+        cmocka_unit_test(test_not_recorded),
         cmocka_unit_test(test_no_validation_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
