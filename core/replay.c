@@ -232,11 +232,19 @@ static int run_recording(entry *e, lm_array *const *x, lm_array **outs)
     return e->nout;
 }
 
-/* An output a replay can copy out: an array of its own buffer, whole. */
-static bool copyable(const lm_array *o)
+static bool among(const lm_array *a, lm_array *const *v, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (v[k] == a) return true;
+    return false;
+}
+
+/* An output a replay can copy out: an array of this evaluation's (not an
+ * input or a constant passed through) in a buffer of its own, whole. */
+static bool copyable(const entry *e, const lm_array *o, int nconst, lm_array *const *consts)
 {
     return o->buf && !o->buf->parent && !o->buf->release && o->offset == 0 && lm_array_is_contiguous(o) &&
-           !lm_dtype_is_quant(o->dtype);
+           !lm_dtype_is_quant(o->dtype) && !among(o, e->in, e->nin) && !among(o, consts, nconst);
 }
 
 /* The recording call: the graph built on inputs of the entry's own and
@@ -297,18 +305,19 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
         e->never = true;
         return -1;
     }
-    for (int k = 0; k < nout; k++) lm_array_keep(e->out[k]);
     bool ok = se == LM_OK && rec;
-    for (int k = 0; k < nout && ok; k++) ok = copyable(e->out[k]);
+    for (int k = 0; k < nout && ok; k++) ok = copyable(e, e->out[k], nconst, consts);
     if (!ok) {
-        /* computed the ordinary way (or to be copied out of what cannot
-         * be): the outputs are the caller's, and this signature is not
-         * recorded again */
-        for (int k = 0; k < nout; k++) outs[k] = lm_array_retain(e->out[k]);
+        /* computed the ordinary way, or recorded with an output that
+         * cannot be copied out (a view): then run once; the outputs are the
+         * caller's, and this signature is not recorded again */
+        st = rec ? d->backend->replay(d, rec) : LM_OK;
+        for (int k = 0; k < nout; k++) outs[k] = st == LM_OK ? lm_array_retain(e->out[k]) : NULL;
         drop_recording(e);
         e->never = true;
-        return nout;
+        return st == LM_OK ? nout : -1;
     }
+    for (int k = 0; k < nout; k++) lm_array_keep(e->out[k]);   /* lm_sweep leaves them */
     e->nconst = nconst;
     for (int k = 0; k < nconst; k++) e->consts[k] = (snap){consts[k]->buf, consts[k]->buf->derived};
     recorded++;

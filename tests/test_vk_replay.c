@@ -486,6 +486,23 @@ static void test_not_recorded(void **state)
     lm_compiled_free(ci);
     lm_array_release(px); lm_array_release(pi); lm_array_release(gi);
 
+    /* an output that is a view of the evaluation's buffer cannot be copied
+     * out: recorded, run once, and the ordinary way after that */
+    lm_array *pv = lm_placeholder(2, shape, LM_F32, vk);
+    lm_array *m3 = lm_binary_scalar(LM_OP_MUL, pv, 3, false), *tv = lm_transpose(m3, 0, 1);
+    lm_compiled *cv = lm_compile_graph(1, &pv, 1, &tv, LM_COMPILE_ON);
+    assert_non_null(cv);
+    for (int i = 0; i < 4; i++) {
+        lm_array *x = ints(2, shape, -9, 9, LM_F32, vk), *o = NULL, *xc = moved(x, cpu);
+        lm_array *mc = lm_binary_scalar(LM_OP_MUL, xc, 3, false), *tc = lm_transpose(mc, 0, 1);
+        assert_int_equal(lm_compiled_call(cv, 1, &x, &o), 1);
+        expect_same("a transposed output", i + 1, o, tc);
+        lm_array *all3[] = {x, o, xc, mc, tc};
+        for (int k = 0; k < 5; k++) lm_array_release(all3[k]);
+    }
+    lm_compiled_free(cv);
+    lm_array_release(pv); lm_array_release(m3); lm_array_release(tv);
+
     /* a profile open: the ordinary way, every node timed */
     weights w = make_weights(4, LM_F32, vk), wc = weights_to(&w, cpu);
     int64_t s4[4] = {1, 4, 8, 8};
