@@ -295,8 +295,14 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
     lm_status se = d->backend->record_end(d, &rec);
     e->rec = rec;
     if (why != LM_OK) {
-        lm_error_set(why, "%s", msg);
         drop_recording(e);
+        if (r >= 0 && (why == LM_ERR_NOMEM || why == LM_ERR_LIMIT)) {
+            /* the recording holds its inputs besides the caller's: the
+             * ordinary way may still fit */
+            e->never = true;
+            return LM_REPLAY_NOT_HANDLED;
+        }
+        lm_error_set(why, "%s", msg);
         return r < 0 ? r : -1;
     }
     if (se != LM_OK && se != LM_ERR_UNSUPPORTED) {
