@@ -71,6 +71,7 @@ struct lm_compiled {
     int *out;             /* value indices */
     int has_views;
     lm_replays *replays;  /* recorded device work of its calls (core/replay.c) */
+    int kernels;          /* lm_compiled_kernels, once known (else -1) */
 };
 
 static void prog_release(void *p)
@@ -299,6 +300,7 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     lm_compiled *c = calloc(1, sizeof *c);
     lm_pmap idx = {0};   /* room for every key, so its puts never grow (nor fail) */
     if (!c || !lm_pmap_init(&idx, n + nin)) goto nomem;
+    c->kernels = -1;
     c->nin = nin;
     c->in_dtype = calloc((size_t)nin + 1, sizeof *c->in_dtype);
     c->in_ndim = calloc((size_t)nin + 1, sizeof *c->in_ndim);
@@ -528,7 +530,9 @@ int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array 
     /* a call seen before replays its recorded device work (replay.h);
      * a miscounted call gets call()'s message */
     if (nin == c->nin) {
-        int r = lm_replay_call(&c->replays, nin, inputs, c->nconst, c->consts, c->nout, build_call, c, outs);
+        if (c->kernels < 0) c->kernels = lm_compiled_kernels(c);
+        int r = lm_replay_call(&c->replays, nin, inputs, c->nconst, c->consts, c->nout, c->kernels, build_call, c,
+                               outs);
         if (r != LM_REPLAY_NOT_HANDLED) return r;
     }
     return call(c, nin, inputs, outs, NULL, NULL);

@@ -25,6 +25,14 @@
 #include "replay.h"
 
 #define MAX_RECORDINGS 4
+/* A replay copies its inputs in and its outputs out; it saves the host's
+ * work on every kernel.  A call is recorded when it launches two kernels
+ * or more and moves at most 1 MiB per kernel that way: on a GPU a kernel's
+ * host cost (several microseconds) is worth megabytes of copying, and a
+ * one-kernel function over a gigabyte (an elementwise chain) would only pay
+ * for the copies. */
+#define MIN_KERNELS 2
+#define COPY_BYTES_PER_KERNEL ((size_t)1 << 20)
 
 typedef struct snap {
     const lm_buffer *buf;
@@ -33,7 +41,7 @@ typedef struct snap {
 
 typedef struct entry {
     lm_device *device;
-    int nin, nout, nconst;
+    int nin, nout, nconst, kernels;
     lm_dtype *dtype;
     int *ndim;
     int64_t (*shape)[LM_MAX_DIMS];
@@ -213,6 +221,13 @@ static bool consts_unchanged(const entry *e, lm_array *const *consts)
     return true;
 }
 
+static size_t bytes_of(lm_array *const *a, int n)
+{
+    size_t b = 0;
+    for (int k = 0; k < n; k++) b += lm_array_nbytes(a[k]);
+    return b;
+}
+
 /* queues inputs in (unless already there), the recording, outputs out */
 static int run_recording(entry *e, lm_array *const *x, lm_array **outs)
 {
@@ -311,7 +326,8 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
         e->never = true;
         return -1;
     }
-    bool ok = se == LM_OK && rec;
+    bool ok = se == LM_OK && rec &&
+              bytes_of(e->in, e->nin) + bytes_of(e->out, nout) <= (size_t)e->kernels * COPY_BYTES_PER_KERNEL;
     for (int k = 0; k < nout && ok; k++) ok = copyable(e, e->out[k], nconst, consts);
     if (!ok) {
         /* computed the ordinary way, or recorded with an output that
@@ -331,14 +347,17 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
 }
 
 int lm_replay_call(lm_replays **rs, int nin, lm_array *const *inputs, int nconst, lm_array *const *consts,
-                   int nout, lm_replay_build_fn build, void *ctx, lm_array **outs)
+                   int nout, int kernels, lm_replay_build_fn build, void *ctx, lm_array **outs)
 {
     lm_device *d = replay_device(nin, inputs, nconst, consts);
-    if (!d || nout < 1 || d->backend->replay(d, NULL) != LM_OK) return LM_REPLAY_NOT_HANDLED;
+    if (!d || nout < 1 || kernels < MIN_KERNELS || d->backend->replay(d, NULL) != LM_OK ||
+        bytes_of(inputs, nin) > (size_t)kernels * COPY_BYTES_PER_KERNEL)
+        return LM_REPLAY_NOT_HANDLED;
     if (!*rs && !(*rs = calloc(1, sizeof **rs))) return LM_REPLAY_NOT_HANDLED;
     entry *e = find_entry(*rs, d, nin, inputs);
     if (!e || e->never) return LM_REPLAY_NOT_HANDLED;
     e->used = ++(*rs)->clock;
+    e->kernels = kernels;
     if (e->rec && !consts_unchanged(e, consts)) {
         drop_recording(e);
         e->calls = 0;

@@ -49,10 +49,12 @@ typedef int (*lm_replay_build_fn)(void *ctx, lm_array *const *inputs, lm_array *
  * < 0 from build or -1 with the error set, or LM_REPLAY_NOT_HANDLED when
  * the call must run the ordinary way (first call with these inputs, a
  * device that cannot record, profiling, a recording that failed, replay
- * switched off).  consts are the compiled function's captured tensors: a
- * recording is dropped when one of them was freed or written. */
+ * switched off, or copies that would cost more than the host time saved).
+ * kernels: the kernels one call launches (lm_compiled_kernels).  consts are
+ * the compiled function's captured tensors: a recording is dropped when one
+ * of them was freed or written. */
 int lm_replay_call(lm_replays **rs, int nin, lm_array *const *inputs, int nconst, lm_array *const *consts,
-                   int nout, lm_replay_build_fn build, void *ctx, lm_array **outs);
+                   int nout, int kernels, lm_replay_build_fn build, void *ctx, lm_array **outs);
 /* Waits for their last runs and frees them with their memory; NULL is fine. */
 void lm_replays_free(lm_replays *rs);
 /* Recordings made and calls replayed since the start (tests, benchmarks). */

@@ -12,8 +12,9 @@
  * shapes record again and the old ones still replay; two functions
  * interleaved; the memory a recording holds is counted and comes back when
  * the function is freed; replayed calls queued by lm_eval_async back to
- * back; a constant written in place; calls that cannot be recorded (an
- * index-checking gather, a profile open) run the ordinary way.  Under
+ * back; a constant written in place; lm_sweep; calls that are not
+ * recorded (an index-checking gather, an output that is a view, inputs too
+ * large for their kernels, a profile open, replay off) run the ordinary way.  Under
  * LUMEN_VK_VALIDATE=1, no validation message.
  * The device: LUMEN_DEVICE when it names a Vulkan device, else the first
  * Vulkan device (lavapipe in CI); skipped when there is none. */
@@ -488,20 +489,46 @@ static void test_not_recorded(void **state)
 
     /* an output that is a view of the evaluation's buffer cannot be copied
      * out: recorded, run once, and the ordinary way after that */
-    lm_array *pv = lm_placeholder(2, shape, LM_F32, vk);
-    lm_array *m3 = lm_binary_scalar(LM_OP_MUL, pv, 3, false), *tv = lm_transpose(m3, 0, 1);
+    lm_array *pv = lm_placeholder(2, shape, LM_F32, vk), *w5 = ints(2, (int64_t[]){5, 5}, -1, 1, LM_F32, vk);
+    lm_array *m3 = lm_binary_scalar(LM_OP_MUL, pv, 3, false), *mm = lm_matmul(m3, w5), *tv = lm_transpose(mm, 0, 1);
     lm_compiled *cv = lm_compile_graph(1, &pv, 1, &tv, LM_COMPILE_ON);
     assert_non_null(cv);
+    rec0 = lm_replay_recorded_count();
+    lm_array *w5c = moved(w5, cpu);
     for (int i = 0; i < 4; i++) {
         lm_array *x = ints(2, shape, -9, 9, LM_F32, vk), *o = NULL, *xc = moved(x, cpu);
-        lm_array *mc = lm_binary_scalar(LM_OP_MUL, xc, 3, false), *tc = lm_transpose(mc, 0, 1);
+        lm_array *mc = lm_binary_scalar(LM_OP_MUL, xc, 3, false), *mmc = lm_matmul(mc, w5c);
+        lm_array *tc = lm_transpose(mmc, 0, 1);
         assert_int_equal(lm_compiled_call(cv, 1, &x, &o), 1);
         expect_same("a transposed output", i + 1, o, tc);
-        lm_array *all3[] = {x, o, xc, mc, tc};
-        for (int k = 0; k < 5; k++) lm_array_release(all3[k]);
+        lm_array *all3[] = {x, o, xc, mc, mmc, tc};
+        for (int k = 0; k < 6; k++) lm_array_release(all3[k]);
     }
+    assert_int_equal(lm_replay_recorded_count(), rec0);
     lm_compiled_free(cv);
-    lm_array_release(pv); lm_array_release(m3); lm_array_release(tv);
+    lm_array *all4[] = {pv, w5, m3, mm, tv, w5c};
+    for (int k = 0; k < 6; k++) lm_array_release(all4[k]);
+
+    /* two kernels over 8 MiB: copying it in would cost more than the
+     * host time replay saves */
+    int64_t big[2] = {2048, 1024};
+    lm_array *pb = lm_placeholder(2, big, LM_F32, vk);
+    lm_array *b2 = lm_binary_scalar(LM_OP_MUL, pb, 2, false), *bs = lm_reduce(LM_OP_SUM, b2, 1, (int[]){1}, false);
+    lm_compiled *cb = lm_compile_graph(1, &pb, 1, &bs, LM_COMPILE_ON);
+    assert_non_null(cb);
+    assert_int_equal(lm_compiled_kernels(cb), 2);
+    lm_array *xb = ints(2, big, -3, 3, LM_F32, vk), *xbc = moved(xb, cpu);
+    lm_array *rb2 = lm_binary_scalar(LM_OP_MUL, xbc, 2, false), *rbs = lm_reduce(LM_OP_SUM, rb2, 1, (int[]){1}, false);
+    for (int i = 0; i < 3; i++) {
+        lm_array *o = NULL;
+        assert_int_equal(lm_compiled_call(cb, 1, &xb, &o), 1);
+        expect_same("8 MiB in", i + 1, o, rbs);
+        lm_array_release(o);
+    }
+    assert_int_equal(lm_replay_recorded_count(), rec0);
+    lm_compiled_free(cb);
+    lm_array *all5[] = {pb, b2, bs, xb, xbc, rb2, rbs};
+    for (int k = 0; k < 7; k++) lm_array_release(all5[k]);
 
     /* a profile open: the ordinary way, every node timed */
     weights w = make_weights(4, LM_F32, vk), wc = weights_to(&w, cpu);
