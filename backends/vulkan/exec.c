@@ -319,7 +319,7 @@ lm_status lm_vk_capture_stop(lm_vk_dev *v, bool *whole)
 {
     *whole = false;
     if (!v->capture) return LM_OK;   /* broken: its work went the ordinary way */
-    if (v->status_armed) return capture_break(v);   /* its index errors are read once */
+    if (v->status_armed) return lm_vk_flush(v);   /* its index errors are read once, now */
     v->capture = NULL;
     v->recording = false;
     lm_status st = lm_vk_check(v, vkEndCommandBuffer(v->cb), "vkEndCommandBuffer");
@@ -343,7 +343,9 @@ lm_status lm_vk_flush(lm_vk_dev *v)
         lm_status sb = capture_break(v);
         if (sb != LM_OK) return sb;
     }
-    if (!v->recording && !v->inflight) {
+    /* (a broken capture may have waited for an armed kernel already: its
+     * status is still to be read) */
+    if (!v->recording && !v->inflight && !v->status_armed) {
         lm_vk_release_deferred(v);
         return LM_OK;
     }
