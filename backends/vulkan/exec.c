@@ -26,7 +26,18 @@
  * with a timestamp before and after each dispatch of a node, and a barrier
  * before each, so a dispatch's time is its own and not its neighbours';
  * the stamps are read once the fence signals.  Otherwise none of this
- * exists: no query pool, no stamps, no extra barriers. */
+ * exists: no query pool, no stamps, no extra barriers.
+ *
+ * A capture (replay.c, for core/replay.c's recordings) records into a
+ * command buffer of the recording's own instead of the open slot's, with
+ * descriptor sets from the recording's pools, however many dispatches; the
+ * ring's slot stays unopened meanwhile.  It begins with a full barrier (a
+ * replay follows whatever ran before it).  Whatever must see the work done
+ * (a flush: a download, a fallback; a host upload recorded into the stream)
+ * breaks the capture first: its command buffer is submitted as the slot's
+ * would be, and recording goes on in the ring.  A replay is submitted right
+ * behind the open slot's command buffer (the copies in) on that slot's
+ * fence, and the ring moves on. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
