@@ -236,7 +236,11 @@ static int run_recording(entry *e, lm_array *const *x, lm_array **outs)
     if (st != LM_OK) return -1;
     if ((st = d->backend->replay(d, e->rec)) != LM_OK) return -1;
     if (fresh_outputs(e, outs) != LM_OK) return -1;
-    if (copy_arrays(d, e->nout, e->out, outs) != LM_OK) {
+    /* the copies out go to the device now, as lm_eval_async's work would:
+     * nothing else may submit them soon (the outputs are evaluated) */
+    st = copy_arrays(d, e->nout, e->out, outs);
+    if (st == LM_OK && d->backend->submit) st = d->backend->submit(d);
+    if (st != LM_OK) {
         for (int k = 0; k < e->nout; k++) {
             lm_array_release(outs[k]);
             outs[k] = NULL;
