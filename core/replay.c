@@ -49,6 +49,7 @@ typedef struct entry {
     bool never;            /* recording failed: the ordinary way from now on */
     void *rec;             /* the backend's recording, or NULL */
     lm_array **in, **out;  /* the recording's own inputs and outputs */
+    bool out_kept;         /* the outputs kept (a whole recording's only) */
     snap *consts;
     lm_buffer_pool pool;
     uint64_t used;
@@ -64,11 +65,12 @@ static int64_t recorded, replayed;
 int64_t lm_replay_recorded_count(void) { return recorded; }
 int64_t lm_replay_replayed_count(void) { return replayed; }
 
-/* the recording's own arrays are kept, so that lm_sweep leaves them */
-static void release_arrays(lm_array **a, int n)
+/* the recording's own arrays are kept (so that lm_sweep leaves them):
+ * unkept here where it kept them */
+static void release_arrays(lm_array **a, int n, bool kept)
 {
     for (int k = 0; a && k < n; k++) {
-        lm_array_unkeep(a[k]);
+        if (kept) lm_array_unkeep(a[k]);
         lm_array_release(a[k]);
     }
     free(a);
@@ -79,9 +81,10 @@ static void drop_recording(entry *e)
 {
     if (e->rec) e->device->backend->record_free(e->device, e->rec);
     e->rec = NULL;
-    release_arrays(e->in, e->nin);
-    release_arrays(e->out, e->nout);
+    release_arrays(e->in, e->nin, true);
+    release_arrays(e->out, e->nout, e->out_kept);
     e->in = e->out = NULL;
+    e->out_kept = false;
     lm_buffer_pool_release(&e->pool);
     free(e->consts);
     e->consts = NULL;
@@ -344,6 +347,7 @@ static int record(entry *e, lm_array *const *x, int nconst, lm_array *const *con
         return st == LM_OK ? nout : -1;
     }
     for (int k = 0; k < nout; k++) lm_array_keep(e->out[k]);   /* lm_sweep leaves them */
+    e->out_kept = true;
     e->nconst = nconst;
     for (int k = 0; k < nconst; k++) e->consts[k] = (snap){consts[k]->buf, consts[k]->buf->derived};
     recorded++;

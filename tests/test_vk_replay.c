@@ -509,6 +509,28 @@ static void test_not_recorded(void **state)
     lm_array *all4[] = {pv, w5, m3, mm, tv, w5c};
     for (int k = 0; k < 6; k++) lm_array_release(all4[k]);
 
+    /* a kept constant passed through as an output: not recorded, and
+     * still kept by its owner afterwards */
+    lm_array *pk = lm_placeholder(2, shape, LM_F32, vk), *wk = ints(2, (int64_t[]){5, 5}, -1, 1, LM_F32, vk);
+    lm_array_keep(wk);
+    lm_array *k3 = lm_binary_scalar(LM_OP_MUL, pk, 3, false), *km = lm_matmul(k3, wk);
+    lm_compiled *ck = lm_compile_graph(1, &pk, 2, (lm_array *[]){km, wk}, LM_COMPILE_ON);
+    assert_non_null(ck);
+    for (int i = 0; i < 3; i++) {
+        lm_array *x = ints(2, shape, -9, 9, LM_F32, vk), *o[2] = {NULL, NULL};
+        assert_int_equal(lm_compiled_call(ck, 1, &x, o), 2);
+        assert_ptr_equal(o[1], wk);
+        lm_array_release(x); lm_array_release(o[0]); lm_array_release(o[1]);
+    }
+    lm_compiled_free(ck);
+    if (!(wk->flags & LM_ARRAY_KEPT)) {
+        printf("FAIL a kept constant returned by a compiled function lost its keep\n");
+        failures++;
+    }
+    lm_array_release(pk); lm_array_release(k3); lm_array_release(km);
+    lm_array_unkeep(wk);
+    lm_array_release(wk);
+
     /* two kernels over 8 MiB: copying it in would cost more than the
      * host time replay saves */
     int64_t big[2] = {2048, 1024};
