@@ -48,6 +48,25 @@ struct lm_backend {
     /* optional: the end of an lm_eval_async: the work is queued and may
      * still run; a later download, sync or evaluation orders after it */
     lm_status (*submit)(lm_device *d);
+    /* optional, all five or none: replayed command streams (core/replay.c).
+     * record_begin: what run() records from now on is kept in a recording
+     * of its own, not submitted.  record_end: closes it; LM_OK and *rec
+     * when all of it can be replayed, else *rec = NULL and
+     * LM_ERR_UNSUPPORTED with the work recorded so far queued as usual (a
+     * host transfer, a fallback, a kernel that reports index errors ...).
+     * replay: queues the recording again without waiting, ordered after
+     * the work queued before it and before the work queued after it
+     * (LM_ERR_UNSUPPORTED: replay is switched off, nothing queued);
+     * replay(d, NULL) only says whether it is on (LM_OK) or off.
+     * record_free: waits for the recording's runs, frees it and the memory
+     * the backend gave it.  copy: queues n byte copies src -> dst between
+     * buffer handles of d, ordered like kernels. */
+    lm_status (*record_begin)(lm_device *d);
+    lm_status (*record_end)(lm_device *d, void **rec);
+    lm_status (*replay)(lm_device *d, void *rec);
+    void (*record_free)(lm_device *d, void *rec);
+    lm_status (*copy)(lm_device *d, int n, void *const *src, const size_t *src_off,
+                      void *const *dst, const size_t *bytes);
 };
 
 /* Backend entry points the registry (core/device.c) calls from lm_init.

@@ -7,6 +7,7 @@
 #include "compile.h"
 #include "ops.h"
 #include "ops_nn.h"
+#include "replay.h"
 
 #define MAX_FUSED_STEPS 32
 #define MAX_FUSED_INPUTS 16
@@ -69,6 +70,8 @@ struct lm_compiled {
     instr *code;
     int *out;             /* value indices */
     int has_views;
+    lm_replays *replays;  /* recorded device work of its calls (core/replay.c) */
+    int kernels;          /* lm_compiled_kernels, once known (else -1) */
 };
 
 static void prog_release(void *p)
@@ -297,6 +300,7 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     lm_compiled *c = calloc(1, sizeof *c);
     lm_pmap idx = {0};   /* room for every key, so its puts never grow (nor fail) */
     if (!c || !lm_pmap_init(&idx, n + nin)) goto nomem;
+    c->kernels = -1;
     c->nin = nin;
     c->in_dtype = calloc((size_t)nin + 1, sizeof *c->in_dtype);
     c->in_ndim = calloc((size_t)nin + 1, sizeof *c->in_ndim);
@@ -379,6 +383,7 @@ fail:
 void lm_compiled_free(lm_compiled *c)
 {
     if (!c) return;
+    lm_replays_free(c->replays);   /* first: its runs read the constants */
     for (int k = 0; k < c->nconst; k++) lm_array_release(c->consts[k]);
     for (int k = 0; k < c->ninstr; k++) {
         free(c->code[k].in);
@@ -514,8 +519,22 @@ static lm_array *replay(const instr *x, lm_array **in, bool same_shapes)
 static int call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs, lm_array **each,
                 int *into);
 
+static int build_call(void *ctx, lm_array *const *inputs, lm_array **outs)
+{
+    lm_compiled *c = ctx;
+    return call(c, c->nin, inputs, outs, NULL, NULL);
+}
+
 int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs)
 {
+    /* a call seen before replays its recorded device work (replay.h);
+     * a miscounted call gets call()'s message */
+    if (nin == c->nin) {
+        if (c->kernels < 0) c->kernels = lm_compiled_kernels(c);
+        int r = lm_replay_call(&c->replays, nin, inputs, c->nconst, c->consts, c->nout, c->kernels, build_call, c,
+                               outs);
+        if (r != LM_REPLAY_NOT_HANDLED) return r;
+    }
     return call(c, nin, inputs, outs, NULL, NULL);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "internal.h"
 #include "profile.h"
+#include "replay.h"
 
 static _Thread_local lm_eval_stats last_stats;
 static int64_t kernel_total;
@@ -355,7 +356,11 @@ static void profile_settle(void)
     if (lm_profile_depth()) lm_profile_eval_end(eval_depth == 0);
 }
 
-static lm_status eval_run(lm_array *const *arrays, int n, bool wait)
+/* how an evaluation ends: waiting for its devices, queueing its work, or
+ * (a recording, core/replay.c) leaving the work with the backend */
+typedef enum { END_WAIT, END_QUEUE, END_KEEP } eval_end;
+
+static lm_status eval_run(lm_array *const *arrays, int n, eval_end how)
 {
     lm_vec order = {0};
     memset(&last_stats, 0, sizeof last_stats);
@@ -388,8 +393,8 @@ static lm_status eval_run(lm_array *const *arrays, int n, bool wait)
     /* without waiting only where nothing needs the results now: not
      * inside another evaluation, not while profiling (times are read after
      * the wait), not after a failure */
-    bool queue = !wait && st == LM_OK && eval_depth == 1 && !lm_profile_depth();
-    for (int k = 0; k < ndev; k++) {
+    bool queue = how != END_WAIT && st == LM_OK && eval_depth == 1 && !lm_profile_depth();
+    for (int k = 0; k < ndev && !(how == END_KEEP && st == LM_OK); k++) {
         const lm_backend *b = devs[k]->backend;
         lm_status (*end)(lm_device *) = queue && b->submit ? b->submit : b->sync;
         if (!end) continue;
@@ -405,12 +410,17 @@ static lm_status eval_run(lm_array *const *arrays, int n, bool wait)
 
 lm_status lm_eval(lm_array *const *arrays, int n)
 {
-    return eval_run(arrays, n, true);
+    return eval_run(arrays, n, END_WAIT);
 }
 
 lm_status lm_eval_async(lm_array *const *arrays, int n)
 {
-    return eval_run(arrays, n, false);
+    return eval_run(arrays, n, END_QUEUE);
+}
+
+lm_status lm_eval_recorded(lm_array *const *arrays, int n)
+{
+    return eval_run(arrays, n, END_KEEP);
 }
 
 static lm_status eval_into(lm_array *node)

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "internal.h"
 #include "profile.h"
+#include "replay.h"
 
 static lm_oom_hook oom_hook;
 static void *oom_ctx;
@@ -82,11 +83,39 @@ static lm_status try_alloc(lm_device *d, size_t cap, void **handle, void **host)
     return d->backend->alloc(d, cap, handle, host);
 }
 
+/* While a recording is made (core/replay.c), buffers of its device that
+ * are freed go to its pool instead of the cache, still counted as active,
+ * and the recording's own later nodes take them from there: the recording
+ * reuses memory as an evaluation does, and no one else is given memory its
+ * replays will write. */
+static _Thread_local lm_buffer_pool *capturing;
+static void to_cache(lm_device *d, lm_buffer *b);
+
+void lm_buffer_pool_capture(lm_buffer_pool *p) { capturing = p; }
+
+static lm_buffer *pool_take(lm_buffer_pool *p, size_t cap)
+{
+    for (lm_buffer **pp = &p->free; *pp; pp = &(*pp)->next_free)
+        if ((*pp)->capacity == cap) {
+            lm_buffer *b = *pp;
+            *pp = b->next_free;
+            b->next_free = NULL;
+            return b;
+        }
+    return NULL;
+}
+
 lm_buffer *lm_buffer_alloc(lm_device *d, size_t size)
 {
     size_t cap;
     int cls = size_class(size ? size : 1, &cap);
-    lm_buffer *b = cache_take(d, cls, cap);
+    lm_buffer *b = capturing && capturing->device == d ? pool_take(capturing, cap) : NULL;
+    if (b) {   /* counted as active all along */
+        b->size = size;
+        b->refcount = 1;
+        return b;
+    }
+    b = cache_take(d, cls, cap);
     if (!b) {
         void *handle = NULL, *host = NULL;
         double t0 = lm_profile_depth() ? lm_profile_now_ms() : 0;
@@ -222,6 +251,27 @@ void lm_buffer_release(lm_buffer *b)
         return;
     }
     lm_device *d = b->device;
+    if (capturing && capturing->device == d) {
+        b->next_free = capturing->free;
+        capturing->free = b;
+        return;
+    }
+    to_cache(d, b);
+}
+
+void lm_buffer_pool_release(lm_buffer_pool *p)
+{
+    while (p->free) {
+        lm_buffer *b = p->free;
+        p->free = b->next_free;
+        b->next_free = NULL;
+        to_cache(p->device, b);
+    }
+}
+
+/* an unreferenced buffer of the core's own: to the cache, or freed */
+static void to_cache(lm_device *d, lm_buffer *b)
+{
     d->mem.active -= b->capacity;
     if (b->capacity > d->mem.cache_limit) {
         d->backend->free(d, b->handle);

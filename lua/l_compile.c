@@ -317,7 +317,15 @@ static const lm_lua_func compile_funcs[] = {
      "while another is traced are inlined. f:graph() describes the optimised graph,\n"
      "f:traces() returns (traces made, traces cached), f:kernels() the kernels per call,\n"
      "f:clear() drops the cache. verify = true runs every call fused and unfused too and\n"
-     "reports the first fused kernel that diverges (verify = \"error\" raises)."},
+     "reports the first fused kernel that diverges (verify = \"error\" raises).\n"
+     "On Vulkan a call with the input devices, dtypes and shapes of an earlier one replays\n"
+     "recorded device work instead of rebuilding and recording its graph (what a CUDA graph is\n"
+     "to PyTorch): the second such call records into memory the trace owns (one call's working\n"
+     "set, counted in lm.memory() and given back with the trace); later calls copy their inputs\n"
+     "in, resubmit it and copy the outputs out, returning evaluated tensors whose work is queued\n"
+     "as after lm.async_eval. Calls that cannot be recorded (a CPU fallback, an index-checking\n"
+     "gather, an open profile, one kernel or large inputs) run as before; LUMEN_VK_REPLAY=0\n"
+     "switches replay off (docs/VULKAN.md)."},
     {"compile_mode", l_compile_mode,
      "lm.compile_mode([\"off\"|\"no_fuse\"|\"on\"]) -> previous mode\n"
      "off runs compiled functions as plain Lua (LUMEN_COMPILE=0 starts there); no_fuse keeps\n"

@@ -73,6 +73,11 @@ const lm_backend lm_vk_backend = {
     .begin = lm_vk_begin,
     .sync = lm_vk_sync,
     .submit = lm_vk_submit,
+    .record_begin = lm_vk_record_begin,
+    .record_end = lm_vk_record_end,
+    .replay = lm_vk_replay,
+    .record_free = lm_vk_record_free,
+    .copy = lm_vk_copy,
 };
 
 size_t lm_vulkan_reserved_bytes(lm_device *d)

@@ -26,7 +26,18 @@
  * with a timestamp before and after each dispatch of a node, and a barrier
  * before each, so a dispatch's time is its own and not its neighbours';
  * the stamps are read once the fence signals.  Otherwise none of this
- * exists: no query pool, no stamps, no extra barriers. */
+ * exists: no query pool, no stamps, no extra barriers.
+ *
+ * A capture (replay.c, for core/replay.c's recordings) records into a
+ * command buffer of the recording's own instead of the open slot's, with
+ * descriptor sets from the recording's pools, however many dispatches; the
+ * ring's slot stays unopened meanwhile.  It begins with a full barrier (a
+ * replay follows whatever ran before it).  Whatever must see the work done
+ * (a flush: a download, a fallback; a host upload recorded into the stream)
+ * breaks the capture first: its command buffer is submitted as the slot's
+ * would be, and recording goes on in the ring.  A replay is submitted right
+ * behind the open slot's command buffer (the copies in) on that slot's
+ * fence, and the ring moves on. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,9 +212,11 @@ static void full_barrier(lm_vk_dev *v)
 static lm_status open_cb(lm_vk_dev *v)
 {
     if (v->recording) return LM_OK;
+    /* a recording is submitted again, maybe while a run of it is pending */
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    v->prof = lm_profile_depth() > 0;
+                                   .flags = v->capture ? VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT
+                                                       : VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    v->prof = !v->capture && lm_profile_depth() > 0;
     v->stamping = v->prof && prof_stamps(v);
     lm_status st = lm_vk_check(v, vkBeginCommandBuffer(v->cb, &bi), "vkBeginCommandBuffer");
     if (st != LM_OK) return st;
@@ -212,13 +225,15 @@ static lm_status open_cb(lm_vk_dev *v)
     v->nwritten = v->nread = 0;
     v->nstamps = 0;
     if (v->stamping) vkCmdResetQueryPool(v->cb, v->qpool, 0, 2 * LM_VK_BATCH);
-    if (v->inflight) full_barrier(v);   /* after the slots still running */
+    /* after the slots still running; a recording after whatever runs
+     * before each of its replays */
+    if (v->inflight || v->capture) full_barrier(v);
     return LM_OK;
 }
 
-/* ends and submits the open command buffer without waiting; what was
- * freed while it was recorded goes with it */
-static lm_status submit_open(lm_vk_dev *v)
+/* ends and submits the open command buffer without waiting, then `after`
+ * (a recording) if given; what was freed while it was recorded goes with it */
+static lm_status submit_open(lm_vk_dev *v, VkCommandBuffer after)
 {
     struct lm_vk_slot *s = &v->slots[v->slot];
     v->recording = false;
@@ -229,8 +244,9 @@ static lm_status submit_open(lm_vk_dev *v)
         s->deferred = m;
     }
     lm_status st = lm_vk_check(v, vkEndCommandBuffer(v->cb), "vkEndCommandBuffer");
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
-                       .pCommandBuffers = &v->cb};
+    VkCommandBuffer cbs[2] = {v->cb, after};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = after ? 2 : 1,
+                       .pCommandBuffers = cbs};
     if (st == LM_OK)
         st = lm_vk_check(v, vkQueueSubmit(v->queue, 1, &si, v->fence), "vkQueueSubmit");
     if (st == LM_OK) {
@@ -266,9 +282,9 @@ static lm_status slot_wait(lm_vk_dev *v, int i)
 
 /* submits the open slot and moves to the next, waiting for that one only
  * if it is still running */
-static lm_status rotate(lm_vk_dev *v)
+static lm_status rotate_after(lm_vk_dev *v, VkCommandBuffer after)
 {
-    lm_status st = submit_open(v);
+    lm_status st = submit_open(v, after);
     if (st != LM_OK) return st;
     int next = (v->slot + 1) % v->ring;
     st = slot_wait(v, next);
@@ -277,16 +293,75 @@ static lm_status rotate(lm_vk_dev *v)
     return st;
 }
 
+static lm_status rotate(lm_vk_dev *v) { return rotate_after(v, VK_NULL_HANDLE); }
+
+/* ---- capture (replay.c) ----
+ * A capture records into the recording's command buffer in place of the
+ * open slot's; the slot's own stays unopened until the capture ends. */
+
+lm_status lm_vk_capture_start(lm_vk_dev *v, lm_vk_rec *r, VkCommandBuffer cb)
+{
+    if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
+    /* what came before is submitted first, with what was freed meanwhile:
+     * what is freed from here on is the recording's (replay.c) */
+    lm_status st = v->recording || v->deferred ? open_cb(v) : LM_OK;
+    if (st == LM_OK && v->recording) st = rotate(v);
+    if (st != LM_OK) return st;
+    v->capture = r;
+    v->cb = cb;
+    st = open_cb(v);   /* open now, so frees from here on are deferred to the recording */
+    if (st != LM_OK) {
+        v->capture = NULL;
+        use_slot(v, v->slot);
+    }
+    return st;
+}
+
+/* The capture cannot go on (the host waits for the work, or copies host
+ * data into it): what it recorded is submitted as the open slot's work
+ * would be, and recording goes on in the ring. */
+static lm_status capture_break(lm_vk_dev *v)
+{
+    v->capture = NULL;
+    return rotate(v);
+}
+
+lm_status lm_vk_capture_stop(lm_vk_dev *v, bool *whole)
+{
+    *whole = false;
+    if (!v->capture) return LM_OK;   /* broken: its work went the ordinary way */
+    if (v->status_armed) return lm_vk_flush(v);   /* its index errors are read once, now */
+    v->capture = NULL;
+    v->recording = false;
+    lm_status st = lm_vk_check(v, vkEndCommandBuffer(v->cb), "vkEndCommandBuffer");
+    use_slot(v, v->slot);
+    *whole = st == LM_OK;
+    return st;
+}
+
+lm_status lm_vk_submit_after(lm_vk_dev *v, VkCommandBuffer cb)
+{
+    if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
+    lm_status st = open_cb(v);   /* the copies in, if any; else an empty one, for the fence */
+    return st == LM_OK ? rotate_after(v, cb) : st;
+}
+
 /* submits what is recorded and waits for every slot */
 lm_status lm_vk_flush(lm_vk_dev *v)
 {
     if (!v->up) return LM_OK;
-    if (!v->recording && !v->inflight) {
+    if (v->capture) {
+        lm_status sb = capture_break(v);
+        if (sb != LM_OK) return sb;
+    }
+    /* (a broken capture may have waited for an armed kernel already: its
+     * status is still to be read) */
+    if (!v->recording && !v->inflight && !v->status_armed) {
         lm_vk_release_deferred(v);
         return LM_OK;
     }
     double t0 = v->prof && !v->stamping ? lm_profile_now_ms() : 0;
-    lm_status st = v->recording ? submit_open(v) : LM_OK;
+    lm_status st = v->recording ? submit_open(v, VK_NULL_HANDLE) : LM_OK;
     for (int k = 1; k <= v->ring; k++) {   /* oldest first; the open slot last */
         lm_status sw = slot_wait(v, (v->slot + k) % v->ring);
         if (st == LM_OK) st = sw;
@@ -334,7 +409,7 @@ lm_status lm_vk_submit(lm_device *d)
 {
     lm_vk_dev *v = lm_vk_of(d);
     if (!v->up || !v->recording) return LM_OK;
-    if (v->ring == 1 || v->prof || v->status_armed) return lm_vk_flush(v);
+    if (v->ring == 1 || v->prof || v->status_armed || v->capture) return lm_vk_flush(v);
     return rotate(v);
 }
 
@@ -374,7 +449,8 @@ static void order(lm_vk_dev *v, const lm_vk_arg *args, int nargs, bool timed)
 static lm_status make_room(lm_vk_dev *v)
 {
     if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
-    if (v->recording && v->ndispatch >= (v->prof ? LM_VK_BATCH : v->batch_limit)) {
+    /* a capture is one command buffer, however long */
+    if (v->recording && !v->capture && v->ndispatch >= (v->prof ? LM_VK_BATCH : v->batch_limit)) {
         /* a kernel that may report an index error is read back at once */
         bool wait = v->ring == 1 || v->prof || v->status_armed;
         lm_status st = wait ? lm_vk_flush(v) : rotate(v);
@@ -396,8 +472,10 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
     VkPipelineLayout layout = wide ? v->layout_wide : v->layout;
     if (nargs > nb || (wide && !layout))
         return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s: %d buffers do not fit its layout", shader, nargs);
+    VkDescriptorPool dpool = v->dpool;
+    if (v->capture && (st = lm_vk_capture_pool(v, &dpool)) != LM_OK) return st;
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                      .descriptorPool = v->dpool, .descriptorSetCount = 1,
+                                      .descriptorPool = dpool, .descriptorSetCount = 1,
                                       .pSetLayouts = wide ? &v->dsl_wide : &v->dsl};
     VkDescriptorSet set;
     if ((st = lm_vk_check(v, vkAllocateDescriptorSets(v->device, &ai, &set),
@@ -446,7 +524,9 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
 
 lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *data, size_t n)
 {
-    lm_status st = make_room(v);
+    /* host data into a tensor: a recording would write it again on every run */
+    lm_status st = v->capture && v->in_transfer ? capture_break(v) : LM_OK;
+    if (st == LM_OK) st = make_room(v);
     if (st != LM_OK) return st;
     lm_vk_arg args[1] = {{dst, true}};
     int64_t entry = prof_entry(v, "update_buffer");

@@ -191,6 +191,8 @@ bool lm_vk_supports_fused(lm_vk_dev *v, const lm_array *node)
  * least recently used slot */
 static lm_status program_mem(lm_vk_dev *v, const fz_prog *p, const lm_vk_mem **out)
 {
+    /* a recording's kernels must not read slots later evaluations reuse */
+    if (v->capture) return lm_vk_capture_const(v, p->w, (size_t)p->nwords * 4, out);
     lm_vk_fzcache *c = v->fz;
     if (!c) {
         c = v->fz = calloc(1, sizeof *c);

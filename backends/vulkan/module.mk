@@ -322,3 +322,12 @@ $(BUILD)/bench/vkquant: bench/gpu/quant.c $(BUILD)/liblumen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 endif
+
+# Compiled calls replayed from recorded command buffers against recorded
+# afresh (bench/gpu/replay.sh).
+ifeq ($(VK_ENABLED),yes)
+ALL_TARGETS += $(BUILD)/bench/vkreplay
+$(BUILD)/bench/vkreplay: bench/gpu/replay.c $(BUILD)/liblumen.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
+endif

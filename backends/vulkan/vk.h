@@ -128,6 +128,7 @@ typedef struct lm_vk_dev {
         lm_vk_mem *deferred;      /* freed before it was submitted: released after its fence */
         bool pending;
     } slots[LM_VK_RING];
+    struct lm_vk_rec *capture;    /* the recording being made (replay.c), or NULL */
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkDescriptorSetLayout dsl_wide;    /* VK_NULL_HANDLE where the device has too few bindings */
@@ -204,6 +205,32 @@ static inline bool lm_vk_wide(const char *shader)
     return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512") ||
            !strcmp(shader, "nn_norm_split") || !strcmp(shader, "nn_norm_vec") || !strncmp(shader, "nn_attn_khr", 11);
 }
+/* replayed command buffers (replay.c; exec.c keeps the ring's side):
+ * while v->capture is set, dispatches are recorded into the recording's
+ * command buffer with descriptor sets from its pools, nothing is submitted,
+ * and anything that needs the work done (a flush, a host transfer) first
+ * ends the capture ("breaks" it): what was recorded is submitted like any
+ * command buffer and the recording is not replayable. */
+typedef struct lm_vk_rec lm_vk_rec;
+lm_status lm_vk_record_begin(lm_device *d);
+lm_status lm_vk_record_end(lm_device *d, void **rec);
+lm_status lm_vk_replay(lm_device *d, void *rec);
+void lm_vk_record_free(lm_device *d, void *rec);
+lm_status lm_vk_copy(lm_device *d, int n, void *const *src, const size_t *src_off, void *const *dst,
+                     const size_t *bytes);
+/* the capture's descriptor pool with room for one more set */
+lm_status lm_vk_capture_pool(lm_vk_dev *v, VkDescriptorPool *pool);
+/* n bytes (<= 4096, whole words) of constant data the captured kernels
+ * read (a fused program), in memory of the recording's own, written by the
+ * recording itself */
+lm_status lm_vk_capture_const(lm_vk_dev *v, const void *data, size_t n, const lm_vk_mem **out);
+/* exec.c: starts recording into cb for v->capture (the ring's open command
+ * buffer submitted first); stops it (*whole: nothing broke it and it may be
+ * replayed); submits the ring's open command buffer and then cb, and moves
+ * to the next slot */
+lm_status lm_vk_capture_start(lm_vk_dev *v, lm_vk_rec *r, VkCommandBuffer cb);
+lm_status lm_vk_capture_stop(lm_vk_dev *v, bool *whole);
+lm_status lm_vk_submit_after(lm_vk_dev *v, VkCommandBuffer cb);
 /* groups for n invocations of `local` threads, capped (kernels loop) */
 uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);
 
