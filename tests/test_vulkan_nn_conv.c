@@ -386,6 +386,21 @@ static void test_conv_splitk(void **state)
     conv_case("conv2d split-K 64", &pad1, xs, ws, 32, LM_F32, LM_F32, LM_F32, 0);
     setenv("LUMEN_VK_CONV_SPLITK", "1", 1);
     conv_case("conv2d 1x1 no split", &one, x1, w1, 80, LM_F16, LM_F16, LM_F16, 0);
+    /* tensor cores: the input unfolded by conv_im2col (the default at
+     * these sizes) and gathered in the GEMM's loop instead, with and
+     * without split-K; stride 2 and padding through the unfolded copy */
+    for (int m = 0; m < 4; m++) {
+        setenv("LUMEN_VK_CONV_IM2COL", m % 2 ? "0" : "1", 1);
+        setenv("LUMEN_VK_CONV_SPLITK", m / 2 ? "3" : "1", 1);
+        char what[96];
+        snprintf(what, sizeof what, "conv2d f16 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &pad1, xh, wh, 96, LM_F16, LM_F16, LM_F16, 0);
+        cctx s2 = {K_CONV2D, {2, 2}, {1, 0, 1, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+        int64_t xs2[4] = {2, 16, 16, 16}, ws2[4] = {64, 16, 3, 3};
+        snprintf(what, sizeof what, "conv2d f16 stride 2 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &s2, xs2, ws2, 64, LM_F16, LM_F16, LM_F32, 0);
+    }
+    unsetenv("LUMEN_VK_CONV_IM2COL");
     conv_case("conv2d 1x1 no split, no bias", &one, x1, w1, 0, LM_F16, LM_F16, LM_F16, 0);
 
     /* the second pass ran, and the sums do not depend on the run */

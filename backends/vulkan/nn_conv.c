@@ -466,6 +466,53 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
                           (uint32_t)((g->OW + 15) / 16), (uint32_t)((g->OH + th - 1) / th), (uint32_t)(g->N * ob));
 }
 
+/* push constants of shaders/conv_im2col.comp */
+typedef struct im2col_pc {
+    uint32_t n;
+    int32_t K, NP, G, Cg, KW, KHW, OW, H, W, sh, sw, pt, pl, dh, dw;
+    int32_t off_x, sxn, sxc, sxh, sxw;
+} im2col_pc;
+
+/* Does conv_coop read an unfolded copy of x (conv_im2col.comp, then
+ * B_FLAT) rather than gathering through the im2col mapping in its inner
+ * loop?  LUMEN_VK_CONV_IM2COL=0 never, 1 wherever the copy's indices fit
+ * 32 bits, unset: where the copy takes at most 64 MiB (so not the VAE's
+ * and ESRGAN's big images, where it would cost more than it saves). */
+static bool im2col_wanted(const gemm_pc *pc, int64_t entries)
+{
+    const char *e = getenv("LUMEN_VK_CONV_IM2COL");
+    if ((e && !strcmp(e, "0")) || pc->N % 8 != 0) return false;
+    int64_t elems = entries * pc->K * pc->N;
+    if (elems >= INT32_MAX) return false;
+    return (e && !strcmp(e, "1")) || 2 * elems <= (int64_t)64 << 20;
+}
+
+/* the unfolded input of the conv into cols ([entry][K][N] f16); pc then
+ * describes cols as a 1x1 conv's contiguous input */
+static lm_status run_im2col(lm_vk_dev *v, const lm_array *node, const geom *g, gemm_pc *pc, lm_buffer **cols)
+{
+    const lm_array *x = node->inputs[0];
+    int64_t entries = g->N * g->G, elems = entries * pc->K * pc->N;
+    *cols = lm_buffer_alloc(v->dev, (size_t)(2 * elems));
+    if (!*cols) return lm_error_status();
+    if (((const lm_vk_mem *)(*cols)->handle)->off % 16 != 0) {     /* B_FLAT's 16-byte loads: keep the gather */
+        lm_buffer_release(*cols);
+        *cols = NULL;
+        return LM_OK;
+    }
+    im2col_pc ip = {(uint32_t)(elems / 8), pc->K, pc->N, (int32_t)g->G, (int32_t)g->Cg, pc->KW, pc->KHW, pc->OW,
+                    pc->H, pc->W, pc->sh, pc->sw, pc->pt, pc->pl, pc->dh, pc->dw, (int32_t)x->offset,
+                    (int32_t)x->strides[0], pc->sxc, pc->sxh, pc->sxw};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(x), false}, {(const lm_vk_mem *)(*cols)->handle, true}};
+    lm_status st = lm_vk_dispatch(v, "conv_im2col", NULL, 0, args, 2, &ip, sizeof ip, lm_vk_groups(v, ip.n, 256),
+                                  1, 1);
+    pc->off_b = 0;
+    pc->sxc = pc->N;
+    pc->bsb[0] = (int32_t)(g->G * pc->K * pc->N);
+    pc->bsb[1] = pc->K * pc->N;
+    return st;
+}
+
 /* the second pass of a split-K conv: parts f32 slabs of n sums from
  * scratch, plus the bias, into node */
 static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const gemm_pc *pc, lm_buffer *scratch,
@@ -503,7 +550,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     int parts = splitk_parts((int64_t)gx * gy * gz, (pc.K + (coop ? ct->bk : 16) - 1) / (coop ? ct->bk : 16),
                              slab, coop);
     if ((int64_t)gz * parts > v->feat.max_groups[2]) parts = 1;
-    lm_buffer *scratch = NULL;
+    lm_buffer *scratch = NULL, *cols = NULL;
     if (parts > 1) {
         scratch = lm_buffer_alloc(v->dev, (size_t)(4 * slab * parts));
         if (!scratch) return lm_error_status();
@@ -514,7 +561,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     uint32_t odt = scratch ? LM_F32 : node->dtype;
     lm_vk_arg args[4] = {{lm_vk_mem_of(w), false}, {lm_vk_mem_of(x), false},
                          {out, true}, {b && !scratch ? lm_vk_mem_of(b) : NULL, false}};
-    lm_status st;
+    lm_status st = LM_OK;
     if (coop) {
         /* 16-byte weight loads: 8 halves */
         bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
@@ -529,6 +576,15 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
                     g->OW == g->W && pc.sxw == 1 && pc.sxh == pc.W && pc.N % 8 == 0 && pc.off_b % 8 == 0 &&
                     pc.sxc % 8 == 0 && pc.bsb[0] % 8 == 0 && pc.bsb[1] % 8 == 0 && p[0] == 1 && p[1] == 1 &&
                     lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_FLAT");
+        if (!flat && im2col_wanted(&pc, gz)) {
+            st = run_im2col(v, node, g, &pc, &cols);
+            if (st != LM_OK) goto out;
+            if (cols) {
+                args[1].mem = (const lm_vk_mem *)cols->handle;
+                flat = true;
+                pc.KW = pc.KHW = 1;
+            }
+        }
         /* whole weight tiles: no bounds checks on A */
         bool full = a_vec && pc.M % bm == 0 && pc.K % 64 == 0;
         /* interior fragments stored straight to C where no bias is added on
@@ -553,6 +609,8 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
                             gz * (uint32_t)parts);
     }
     if (st == LM_OK && scratch) st = run_splitk(v, node, g, &pc, scratch, parts);
+out:
+    if (cols) lm_buffer_release(cols);
     if (scratch) lm_buffer_release(scratch);
     return st;
 }
