@@ -399,6 +399,10 @@ static void test_conv_splitk(void **state)
         int64_t xs2[4] = {2, 16, 16, 16}, ws2[4] = {64, 16, 3, 3};
         snprintf(what, sizeof what, "conv2d f16 stride 2 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
         conv_case(what, &s2, xs2, ws2, 64, LM_F16, LM_F16, LM_F32, 0);
+        /* 144 pixels, K = 144: the depth-64 tile (KHR) with a partial K step */
+        int64_t xs3[4] = {1, 16, 12, 12};
+        snprintf(what, sizeof what, "conv2d f16 12x12 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &pad1, xs3, wh, 96, LM_F16, LM_F16, LM_F16, 0);
     }
     unsetenv("LUMEN_VK_CONV_IM2COL");
     conv_case("conv2d 1x1 no split, no bias", &one, x1, w1, 0, LM_F16, LM_F16, LM_F16, 0);

@@ -251,30 +251,35 @@ static const coop_tile *tile_named(const char *name)
     return NULL;
 }
 
-static const coop_tile *conv_tile(int32_t og, int32_t npix, bool khr)
+static const coop_tile *conv_tile(int32_t og, int32_t npix, int32_t k, bool khr)
 {
     const coop_tile *t = tile_named(getenv("LUMEN_VK_CONV_TILE"));
     if (t && (khr || t->shader)) return t;
     /* H100 (docs/VULKAN.md): m64w8 (114 registers, two workgroups per SM)
-     * led at every shape up to 64 channels, 128 above; n64 where a group's
-     * image has at most 64 pixels (8x8: a 128-pixel tile would be half
-     * empty) */
+     * led at every shape up to 64 channels.  Above, on KHR, k64s1 (depth 64,
+     * one stage) at the SD UNet's 3x3 convs (1.1-1.4x the 128 tile, with
+     * split-K and the unfolded input, 2026-11-27) and its 1x1 convs from
+     * 16x16 up; n64 where a group's image has at most 64 pixels and K is
+     * short (1x1 at 8x8: 1.4x k64s1, whose split then has too few steps) */
     if (og <= 64) return tile_named("m64w8");
-    return tile_named(npix <= 64 ? "n64" : "128");
+    if (npix <= 64 && (k < 2048 || !khr)) return tile_named("n64");
+    return tile_named(khr ? "k64s1" : "128");
 }
 
 /* split-K parts for a conv of `tiles` output tiles and `steps` K steps:
  * LUMEN_VK_CONV_SPLITK=<parts> forces (1: none); by default, where the
- * tiles make fewer than 128 workgroups (one an SM of an H100), enough
- * parts for about 256, each of at least 8 steps, at most 16.  A function
- * of the shape only, so a conv sums in the same order on every run. */
+ * tiles make fewer than 256 workgroups (two an SM of an H100), enough
+ * parts for about 256, each of at least 8 steps, at most 16 (H100,
+ * 2026-11-27: 1280 channels at 8x8, 20 tiles, went from 0.27 to 0.06 ms;
+ * 320 at 64x64, 192 tiles, 0.23 to 0.20 ms with 2 parts).  A function of
+ * the shape only, so a conv sums in the same order on every run. */
 static int splitk_parts(int64_t tiles, int64_t steps, int64_t slab, bool by_default)
 {
     const char *e = getenv("LUMEN_VK_CONV_SPLITK");
     int64_t s = 1;
     if (e && *e) {
         s = atoi(e);
-    } else if (by_default && tiles < 128) {
+    } else if (by_default && tiles < 256) {
         s = (256 + tiles - 1) / tiles;
         if (s > steps / 8) s = steps / 8;
         if (s > 16) s = 16;
@@ -540,7 +545,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     bool wal = lm_vk_mem_of(w)->off % 16 == 0;
     if (coop_fits(v, node) && halo_fits(v, node, g)) return run_halo(v, node, g, false);
     bool coop = coop_fits(v, node), khr = coop && coop_khr(v);
-    const coop_tile *ct = coop ? conv_tile(pc.M, pc.N, khr) : NULL;
+    const coop_tile *ct = coop ? conv_tile(pc.M, pc.N, pc.K, khr) : NULL;
     const lm_vk_f32_tile *ft = coop ? NULL : lm_vk_f32_pick(v, true, pc.M, pc.N, gz);
     int bm = coop ? ct->bm : ft->bm, bn = coop ? ct->bn : ft->bn;
     uint32_t gx = (uint32_t)((pc.N + bn - 1) / bn), gy = (uint32_t)((pc.M + bm - 1) / bm);

@@ -6,7 +6,8 @@ the faster is the peer; TF32 off for f32).  Cases (conv:N:CIN:COUT:HW:K:DT,
 stride 1, 'same' padding, bias): the SD 1.5 UNet's convs at CFG batch 2 and
 512x512 (3x3 at 1280/8x8, 1280/16x16, 2560->1280/8x8, 640/32x32,
 320/64x64; 1x1 at the same sizes), the issue's f16 3x3 128->128 at 512x512,
-ESRGAN's dense-block convs in f32.  Medians with [min-max], TFLOP/s
+the SD VAE decoder's 512-channel 3x3 at 64x64 and 128x128, ESRGAN's
+dense-block convs in f32.  Medians with [min-max], TFLOP/s
 (2*N*COUT*CIN*K*K*HW*HW per call) and the ratio PyTorch time / Lumen time
 (> 1: Lumen faster).
 Usage: conv.py LUMEN [LUMEN_BEFORE]  (LUMEN_BEFORE: the same cases with an
@@ -18,7 +19,7 @@ import os, subprocess, sys
 CASES = ["conv:2:1280:1280:8:3:f16", "conv:2:1280:1280:16:3:f16", "conv:2:2560:1280:8:3:f16",
          "conv:2:640:640:32:3:f16", "conv:2:320:320:64:3:f16", "conv:2:1280:1280:8:1:f16",
          "conv:2:1280:1280:16:1:f16", "conv:2:640:640:32:1:f16", "conv:2:320:320:64:1:f16",
-         "conv:2:2560:1280:8:1:f16", "conv:1:128:128:512:3:f16",
+         "conv:2:2560:1280:8:1:f16", "conv:1:128:128:512:3:f16", "conv:1:512:512:64:3:f16", "conv:1:512:512:128:3:f16",
          "conv:1:64:32:128:3:f32", "conv:1:192:64:128:3:f32", "conv:1:192:32:256:3:f32", "conv:1:64:64:256:3:f32"]
 
 
