@@ -518,6 +518,15 @@ static lm_status run_im2col(lm_vk_dev *v, const lm_array *node, const geom *g, g
     return st;
 }
 
+/* push constants of shaders/conv_splitk.comp */
+typedef struct splitk_pc {
+    uint32_t n;
+    int32_t M, N, G, off_bias, s_bias;
+} splitk_pc;
+
+_Static_assert(sizeof(im2col_pc) <= LM_VK_PUSH_BYTES, "conv_im2col push constants");
+_Static_assert(sizeof(splitk_pc) <= LM_VK_PUSH_BYTES, "conv_splitk push constants");
+
 /* the second pass of a split-K conv: parts f32 slabs of n sums from
  * scratch, plus the bias, into node */
 static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const gemm_pc *pc, lm_buffer *scratch,
@@ -525,8 +534,7 @@ static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const g
 {
     int32_t off_bias, s_bias;
     const lm_array *b = bias_of(node, &off_bias, &s_bias);
-    struct { uint32_t n; int32_t M, N, G, off_bias, s_bias; } rp = {
-        (uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias, s_bias};
+    splitk_pc rp = {(uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias, s_bias};
     uint32_t spec[3] = {node->dtype, b ? b->dtype : node->dtype, (uint32_t)parts};
     lm_vk_arg args[3] = {{(const lm_vk_mem *)scratch->handle, false}, {lm_vk_mem_of(node), true},
                          {b ? lm_vk_mem_of(b) : NULL, false}};
@@ -576,10 +584,9 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
                      lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_RUNS");
         /* a 1x1 stride-1 unpadded conv over whole rows: B is x's [C][H*W]
          * as it is, read by 16-byte vectors (conv_gemm.glsl's B_FLAT) */
-        const int64_t *p = node->params.i;
         bool flat = pc.KHW == 1 && pc.sh == 1 && pc.sw == 1 && pc.pt == 0 && pc.pl == 0 && g->OH == g->H &&
                     g->OW == g->W && pc.sxw == 1 && pc.sxh == pc.W && pc.N % 8 == 0 && pc.off_b % 8 == 0 &&
-                    pc.sxc % 8 == 0 && pc.bsb[0] % 8 == 0 && pc.bsb[1] % 8 == 0 && p[0] == 1 && p[1] == 1 &&
+                    pc.sxc % 8 == 0 && pc.bsb[0] % 8 == 0 && pc.bsb[1] % 8 == 0 &&
                     lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_FLAT");
         if (!flat && im2col_wanted(&pc, gz)) {
             st = run_im2col(v, node, g, &pc, &cols);
@@ -591,7 +598,7 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
             }
         }
         /* whole weight tiles: no bounds checks on A */
-        bool full = a_vec && pc.M % bm == 0 && pc.K % 64 == 0;
+        bool full = a_vec && pc.M % bm == 0 && pc.K % ct->bk == 0;
         /* interior fragments stored straight to C where no bias is added on
          * store: 16-byte aligned rows of f16 or f32 */
         bool direct = pc.off_bias < 0 && (odt == LM_F16 || odt == LM_F32) && pc.N % 8 == 0 && out->off % 16 == 0 &&
