@@ -12,7 +12,8 @@ dense-block convs in f32.  Medians with [min-max], TFLOP/s
 (> 1: Lumen faster).
 Usage: conv.py LUMEN [LUMEN_BEFORE]  (LUMEN_BEFORE: the same cases with an
 older build, default settings).  CONV_VARIANTS="ENV=V ENV2=W;ENV=X" adds a
-Lumen column per setting (';' between, an empty one is the default);
+Lumen column per setting (';' between, an empty one is the default;
+BIN=path runs another binary);
 CONV_CASES=a,b replaces the cases; CONV_TORCH=0 leaves PyTorch out."""
 import os, subprocess, sys
 
@@ -97,7 +98,8 @@ def main():
     if before:
         runs.append(("before", before, {}))
     for var in os.environ.get("CONV_VARIANTS", "").split(";"):
-        runs.append((var or "default", binary, dict(kv.split("=", 1) for kv in var.split())))
+        extra = dict(kv.split("=", 1) for kv in var.split())
+        runs.append((var or "default", extra.pop("BIN", binary), extra))
     for name, b, extra in runs:
         print(f"== Lumen {name}: GPU time per call", flush=True)
         res = run_lumen(b, cases, extra)
