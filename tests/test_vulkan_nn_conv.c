@@ -341,6 +341,96 @@ static void test_conv_halo(void **state)
     }
 }
 
+/* the kernels of r's evaluation, joined by '+' as the profile names them */
+static bool ran_kernel_part(lm_array *r, const char *part)
+{
+    assert_int_equal(lm_profile_begin(), LM_OK);
+    assert_int_equal(lm_array_eval(r), LM_OK);
+    lm_profile *p = lm_profile_end();
+    assert_non_null(p);
+    bool found = false;
+    for (int i = 0; i < p->nrows; i++) found = found || strstr(p->rows[i].kernel, part);
+    lm_profile_free(p);
+    return found;
+}
+
+/* split-K (LUMEN_VK_CONV_SPLITK=<parts>, on either GEMM kernel): each part
+ * sums its share of K into an f32 slab, conv_splitk adds the slabs in order
+ * with the bias.  3 parts over 5 steps (uneven), groups (the bias of each
+ * group), f16/bf16 outputs, no bias, conv_transpose and conv1d, more parts
+ * than steps; f16 1x1 over whole rows (B_FLAT on tensor cores) with and
+ * without split; the pass ran, and two runs agree bit for bit. */
+static void test_conv_splitk(void **state)
+{
+    (void)state;
+    char *saved = getenv("LUMEN_VK_CONV_SPLITK") ? strdup(getenv("LUMEN_VK_CONV_SPLITK")) : NULL;
+    setenv("LUMEN_VK_CONV_SPLITK", "3", 1);
+    cctx pad1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xs[4] = {2, 8, 8, 10}, ws[4] = {32, 8, 3, 3};
+    conv_case("conv2d split-K 3", &pad1, xs, ws, 32, LM_F32, LM_F32, LM_F32, 0);
+    cctx grp = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 2, X_PLAIN, false};
+    int64_t xg[4] = {2, 8, 7, 8}, wg[4] = {32, 4, 3, 3};
+    conv_case("conv2d split-K 3 groups 2", &grp, xg, wg, 32, LM_F32, LM_F32, LM_F32, 0);
+    int64_t xh[4] = {2, 16, 8, 8}, wh[4] = {96, 16, 3, 3};
+    conv_case("conv2d split-K 3 96 channels 8x8", &pad1, xh, wh, 96, LM_F16, LM_F16, LM_F16, 0);
+    cctx odd = {K_CONV2D, {2, 1}, {1, 2, 0, 1}, {2, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xo[4] = {1, 7, 13, 11}, wo[4] = {20, 7, 3, 2};
+    conv_case("conv2d split-K 3 stride/pad/dilation no bias", &odd, xo, wo, 0, LM_BF16, LM_BF16, LM_BF16, 0);
+    cctx tr = {K_CONVT, {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, X_PLAIN, false};
+    int64_t xt[4] = {1, 24, 5, 6}, wt[4] = {24, 16, 3, 3};
+    conv_case("conv_transpose2d split-K 3", &tr, xt, wt, 16, LM_F32, LM_F32, LM_F32, 0);
+    cctx one = {K_CONV2D, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t x1[4] = {2, 32, 8, 8}, w1[4] = {80, 32, 1, 1};
+    conv_case("conv2d 1x1 split-K 3", &one, x1, w1, 80, LM_F16, LM_F16, LM_F16, 0);
+    setenv("LUMEN_VK_CONV_SPLITK", "64", 1);      /* more parts than steps: one a step */
+    conv_case("conv2d split-K 64", &pad1, xs, ws, 32, LM_F32, LM_F32, LM_F32, 0);
+    setenv("LUMEN_VK_CONV_SPLITK", "1", 1);
+    conv_case("conv2d 1x1 no split", &one, x1, w1, 80, LM_F16, LM_F16, LM_F16, 0);
+    /* tensor cores: the input unfolded by conv_im2col (the default at
+     * these sizes) and gathered in the GEMM's loop instead, with and
+     * without split-K; stride 2 and padding through the unfolded copy */
+    for (int m = 0; m < 4; m++) {
+        setenv("LUMEN_VK_CONV_IM2COL", m % 2 ? "0" : "1", 1);
+        setenv("LUMEN_VK_CONV_SPLITK", m / 2 ? "3" : "1", 1);
+        char what[96];
+        snprintf(what, sizeof what, "conv2d f16 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &pad1, xh, wh, 96, LM_F16, LM_F16, LM_F16, 0);
+        cctx s2 = {K_CONV2D, {2, 2}, {1, 0, 1, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+        int64_t xs2[4] = {2, 16, 16, 16}, ws2[4] = {64, 16, 3, 3};
+        snprintf(what, sizeof what, "conv2d f16 stride 2 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &s2, xs2, ws2, 64, LM_F16, LM_F16, LM_F32, 0);
+        /* 144 pixels, K = 144: the depth-64 tile (KHR) with a partial K step */
+        int64_t xs3[4] = {1, 16, 12, 12};
+        snprintf(what, sizeof what, "conv2d f16 12x12 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &pad1, xs3, wh, 96, LM_F16, LM_F16, LM_F16, 0);
+    }
+    unsetenv("LUMEN_VK_CONV_IM2COL");
+    conv_case("conv2d 1x1 no split, no bias", &one, x1, w1, 0, LM_F16, LM_F16, LM_F16, 0);
+
+    /* the second pass ran, and the sums do not depend on the run */
+    setenv("LUMEN_VK_CONV_SPLITK", "3", 1);
+    int64_t p1[4] = {1, 1, 1, 1};
+    lm_array *xc = data(4, xh, LM_F16, -1, 1, 0), *wc = data(4, wh, LM_F16, -0.5, 0.5, 0);
+    lm_array *xv = lm_array_to(xc, vk), *wv = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xv), LM_OK);
+    assert_int_equal(lm_array_eval(wv), LM_OK);
+    lm_array *r1 = lm_conv2d(xv, wv, NULL, NULL, p1, NULL, 1), *r2 = lm_conv2d(xv, wv, NULL, NULL, p1, NULL, 1);
+    assert_true(ran_kernel_part(r1, "+conv_splitk"));
+    assert_int_equal(lm_array_eval(r2), LM_OK);
+    size_t n = (size_t)r1->size;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_int_equal(lm_array_read(r1, a, LM_F32), LM_OK);
+    assert_int_equal(lm_array_read(r2, b, LM_F32), LM_OK);
+    assert_memory_equal(a, b, n * sizeof *a);
+    free(a);
+    free(b);
+    lm_array *all[] = {xc, wc, xv, wv, r1, r2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+    if (saved) setenv("LUMEN_VK_CONV_SPLITK", saved, 1);
+    else unsetenv("LUMEN_VK_CONV_SPLITK");
+    free(saved);
+}
+
 /* f64 has no kernel here: the node runs on the CPU and agrees bitwise */
 static void test_conv_f64_fallback(void **state)
 {
@@ -466,7 +556,7 @@ int main(void)
         return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
+        VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_splitk), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
         VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
         VK_TEST(test_summary),
     };

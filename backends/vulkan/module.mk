@@ -69,6 +69,7 @@ VK_VARIANTS += conv_coop_m32:matmul_coop:MM_CONV,MM_COOP,BM=32,BN=128,BK=32,WM=3
 VK_VARIANTS += conv_coop_m32n256:matmul_coop:MM_CONV,MM_COOP,BM=32,BN=256,BK=32,WM=32,WN=64
 VK_VARIANTS += conv_coop_m64:matmul_coop:MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=64
 VK_VARIANTS += conv_coop_m64w8:matmul_coop:MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=32
+VK_VARIANTS += conv_coop_n64:matmul_coop:MM_CONV,MM_COOP,BM=128,BN=64,BK=32,WM=32,WN=32
 VK_VARIANTS += matmul_coop:matmul_coop:
 VK_VARIANTS += matmul_coop_128x128w32:matmul_coop:BM=128,BN=128,BK=32,WM=32,WN=64
 VK_VARIANTS += matmul_coop_128x256:matmul_coop:BM=128,BN=256,BK=16,WM=64,WN=64
@@ -130,6 +131,15 @@ VK_KHR_VARIANTS += nn_attn_khr128_n8:nn_attn_khr:HD=128,NSG=8
 VK_KHR_VARIANTS += nn_attn_khr128_ps:nn_attn_khr:HD=128,PMODE=2
 VK_KHR_VARIANTS += nn_attn_khr128_tab:nn_attn_khr:HD=128,NOLANEMAP
 VK_KHR_VARIANTS += nn_attn_khr128_n8tab:nn_attn_khr:HD=128,NSG=8,NOLANEMAP
+# conv_coop's tiles on KHR (nn_conv.c's conv_tiles)
+VK_KHR_VARIANTS += conv_coop_khr:matmul_coop:MM_KHR,MM_CONV,MM_COOP
+VK_KHR_VARIANTS += conv_coop_khr_m32:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=32,BN=128,BK=32,WM=32,WN=32
+VK_KHR_VARIANTS += conv_coop_khr_m32n256:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=32,BN=256,BK=32,WM=32,WN=64
+VK_KHR_VARIANTS += conv_coop_khr_m64:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=64
+VK_KHR_VARIANTS += conv_coop_khr_m64w8:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=32
+VK_KHR_VARIANTS += conv_coop_khr_n64:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=128,BN=64,BK=32,WM=32,WN=32
+VK_KHR_VARIANTS += conv_coop_khr_k64s1:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+VK_KHR_VARIANTS += conv_coop_khr_128x256s1:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 endif
 
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),

@@ -18,9 +18,16 @@
  * gather kernel, shaders/pool.comp, with the op in a push constant so each
  * dtype is one pipeline.
  *
- * f16 x f16 convs run on tensor cores instead where the device has NV
- * cooperative matrices (conv_coop*: matmul_coop.glsl with the same
- * hooks; LUMEN_VK_CONV_COOP=0 turns that off, see coop_fits).
+ * f16 x f16 convs run on tensor cores instead where the device has
+ * cooperative matrices (conv_coop*: matmul_coop.glsl with the same hooks),
+ * on VK_KHR_cooperative_matrix where the device and the SPIR-V file have
+ * it (conv_coop_khr*, as matmul's default), else VK_NV_cooperative_matrix;
+ * LUMEN_VK_CONV_COOP=0|nv|khr chooses (see coop_fits).  Convs whose
+ * output tiles are too few to fill the GPU (1280 channels at 8x8) split
+ * their K range over several workgroups (split-K: f32 partial sums in a
+ * scratch buffer, then conv_splitk.comp adds them in a fixed order with the
+ * bias), and 1x1 stride-1 convs over contiguous pixels read their input as
+ * the GEMM's plain B matrix (B_FLAT).
  *
  * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
  * arithmetic in f32 as on the CPU, rounded once on store; nearest
@@ -30,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
+#include "backends/vulkan/shaders.h"
 
 static bool float_storage(lm_dtype t) { return t == LM_F32 || t == LM_F16 || t == LM_BF16; }
 
@@ -177,6 +185,31 @@ static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
     pc->sxc = (int32_t)x->strides[1]; pc->sxh = (int32_t)x->strides[2]; pc->sxw = (int32_t)x->strides[3];
 }
 
+static bool has_16x16x16(int n, const uint8_t (*mnk)[3])
+{
+    for (int i = 0; i < n; i++)
+        if (mnk[i][0] == 16 && mnk[i][1] == 16 && mnk[i][2] == 16) return true;
+    return false;
+}
+
+/* the KHR build of the conv kernels: the device lists the 16x16x16 f16
+ * shape and the SPIR-V file has the modules (built with glslang 15) */
+static bool khr_usable(lm_vk_dev *v)
+{
+    const lm_vk_features *ft = &v->feat;
+    return ft->coopmat_khr && has_16x16x16(ft->ncoop_khr, ft->coop_khr_mnk) && lm_vk_spirv_load() == LM_OK &&
+           lm_vk_shader_find("conv_coop_khr") != NULL;
+}
+
+/* which extension conv_coop runs on: LUMEN_VK_CONV_COOP=nv or khr asks
+ * (khr where it cannot be had falls back to nv), unset: khr, else nv */
+static bool coop_khr(lm_vk_dev *v)
+{
+    const char *e = getenv("LUMEN_VK_CONV_COOP");
+    if (e && !strcmp(e, "nv")) return false;
+    return khr_usable(v);
+}
+
 /* f16 x f16 on tensor cores (conv_coop*, matmul_coop.glsl's kernel with
  * the same hooks) where matmul would use them: the 16x16x16 shape, subgroups
  * of 32, 48 KiB of shared memory, LUMEN_VK_COOP not 0.  The default since
@@ -187,35 +220,75 @@ static void gemm_params(const lm_array *node, const geom *g, gemm_pc *pc)
 static bool coop_fits(lm_vk_dev *v, const lm_array *node)
 {
     const lm_vk_features *ft = &v->feat;
-    if (!ft->coopmat_nv || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024) return false;
+    if (!(ft->coopmat_nv || ft->coopmat_khr) || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024)
+        return false;
     if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
         return false;
     if (getenv_off("LUMEN_VK_CONV_COOP") || getenv_off("LUMEN_VK_COOP")) return false;
-    for (int i = 0; i < ft->ncoop; i++)
-        if (ft->coop_mnk[i][0] == 16 && ft->coop_mnk[i][1] == 16 && ft->coop_mnk[i][2] == 16) return true;
-    return false;
+    return (ft->coopmat_nv && has_16x16x16(ft->ncoop, ft->coop_mnk)) || khr_usable(v);
 }
 
-/* conv_coop's block tiles (output channels x pixels), by the output
- * channels of a group: 128-row tiles would leave most of their rows idle
- * at ESRGAN's 32 and 64.  LUMEN_VK_CONV_TILE=<name> forces one. */
-typedef struct coop_tile { const char *name, *shader; int bm, bn; } coop_tile;
+/* conv_coop's block tiles (output channels x pixels, depth bk), by the
+ * output channels of a group: 128-row tiles would leave most of their rows
+ * idle at ESRGAN's 32 and 64.  shader: the NV build (NULL: KHR only), khr:
+ * the KHR build.  LUMEN_VK_CONV_TILE=<name> forces one. */
+typedef struct coop_tile { const char *name, *shader, *khr; int bm, bn, bk; } coop_tile;
 static const coop_tile conv_tiles[] = {
-    {"128", "conv_coop", 128, 128},          /* 8 subgroups of 64x32 */
-    {"m64", "conv_coop_m64", 64, 128},       /* 4 of 32x64 */
-    {"m64w8", "conv_coop_m64w8", 64, 128},   /* 8 of 32x32 */
-    {"m32", "conv_coop_m32", 32, 128},       /* 4 of 32x32 */
-    {"m32n256", "conv_coop_m32n256", 32, 256}, /* 4 of 32x64 */
+    {"128", "conv_coop", "conv_coop_khr", 128, 128, 32},                /* 8 subgroups of 64x32 */
+    {"m64", "conv_coop_m64", "conv_coop_khr_m64", 64, 128, 32},         /* 4 of 32x64 */
+    {"m64w8", "conv_coop_m64w8", "conv_coop_khr_m64w8", 64, 128, 32},   /* 8 of 32x32 */
+    {"m32", "conv_coop_m32", "conv_coop_khr_m32", 32, 128, 32},         /* 4 of 32x32 */
+    {"m32n256", "conv_coop_m32n256", "conv_coop_khr_m32n256", 32, 256, 32}, /* 4 of 32x64 */
+    {"n64", "conv_coop_n64", "conv_coop_khr_n64", 128, 64, 32},         /* 8 of 32x32 */
+    {"k64s1", NULL, "conv_coop_khr_k64s1", 128, 128, 64},               /* 8 of 64x32, one stage */
+    {"128x256s1", NULL, "conv_coop_khr_128x256s1", 128, 256, 32},       /* 8 of 64x64, one stage */
 };
 
-static const coop_tile *conv_tile(int32_t og)
+static const coop_tile *tile_named(const char *name)
 {
-    const char *e = getenv("LUMEN_VK_CONV_TILE");
-    for (size_t i = 0; e && i < sizeof conv_tiles / sizeof *conv_tiles; i++)
-        if (!strcmp(e, conv_tiles[i].name)) return &conv_tiles[i];
+    for (size_t i = 0; name && i < sizeof conv_tiles / sizeof *conv_tiles; i++)
+        if (!strcmp(name, conv_tiles[i].name)) return &conv_tiles[i];
+    return NULL;
+}
+
+static const coop_tile *conv_tile(int32_t og, int32_t npix, int32_t k, bool khr)
+{
+    const coop_tile *t = tile_named(getenv("LUMEN_VK_CONV_TILE"));
+    if (t && (khr || t->shader)) return t;
     /* H100 (docs/VULKAN.md): m64w8 (114 registers, two workgroups per SM)
-     * led at every shape up to 64 channels, 128 above */
-    return og <= 64 ? &conv_tiles[2] : &conv_tiles[0];
+     * led at every shape up to 64 channels.  Above, on KHR, k64s1 (depth 64,
+     * one stage) at the SD UNet's 3x3 convs (1.1-1.4x the 128 tile, with
+     * split-K and the unfolded input, 2026-11-27) and its 1x1 convs from
+     * 16x16 up; n64 where a group's image has at most 64 pixels and K is
+     * short (1x1 at 8x8: 1.4x k64s1, whose split then has too few steps) */
+    if (og <= 64) return tile_named("m64w8");
+    if (npix <= 64 && (k < 2048 || !khr)) return tile_named("n64");
+    return tile_named(khr ? "k64s1" : "128");
+}
+
+/* split-K parts for a conv of `tiles` output tiles and `steps` K steps:
+ * LUMEN_VK_CONV_SPLITK=<parts> forces (1: none); by default, where the
+ * tiles make fewer than 256 workgroups (two an SM of an H100), enough
+ * parts for about 256, each of at least 8 steps, at most 16 (H100,
+ * 2026-11-27: 1280 channels at 8x8, 20 tiles, went from 0.27 to 0.06 ms;
+ * 320 at 64x64, 192 tiles, 0.23 to 0.20 ms with 2 parts).  A function of
+ * the shape only, so a conv sums in the same order on every run. */
+static int splitk_parts(int64_t tiles, int64_t steps, int64_t slab, bool by_default)
+{
+    const char *e = getenv("LUMEN_VK_CONV_SPLITK");
+    int64_t s = 1;
+    if (e && *e) {
+        s = atoi(e);
+    } else if (by_default && tiles < 256) {
+        s = (256 + tiles - 1) / tiles;
+        if (s > steps / 8) s = steps / 8;
+        if (s > 16) s = 16;
+    }
+    if (s > steps) s = steps;
+    if (s > 64) s = 64;
+    /* the slabs are indexed in 32 bits */
+    while (s > 1 && s * slab >= INT32_MAX) s--;
+    return s < 1 ? 1 : (int)s;
 }
 
 /* ------------------------------------------------------- halo tiles */
@@ -398,47 +471,160 @@ static lm_status run_halo(lm_vk_dev *v, lm_array *node, const geom *g, bool simt
                           (uint32_t)((g->OW + 15) / 16), (uint32_t)((g->OH + th - 1) / th), (uint32_t)(g->N * ob));
 }
 
+/* push constants of shaders/conv_im2col.comp */
+typedef struct im2col_pc {
+    uint32_t n;
+    int32_t K, NP, G, Cg, KW, KHW, OW, H, W, sh, sw, pt, pl, dh, dw;
+    int32_t off_x, sxn, sxc, sxh, sxw;
+} im2col_pc;
+
+/* Does conv_coop read an unfolded copy of x (conv_im2col.comp, then
+ * B_FLAT) rather than gathering through the im2col mapping in its inner
+ * loop?  LUMEN_VK_CONV_IM2COL=0 never, 1 wherever the copy's indices fit
+ * 32 bits, unset: where the copy takes at most 64 MiB (so not the VAE's
+ * and ESRGAN's big images, where it would cost more than it saves). */
+static bool im2col_wanted(const gemm_pc *pc, int64_t entries)
+{
+    const char *e = getenv("LUMEN_VK_CONV_IM2COL");
+    if ((e && !strcmp(e, "0")) || pc->N % 8 != 0) return false;
+    int64_t elems = entries * pc->K * pc->N;
+    if (elems >= INT32_MAX) return false;
+    return (e && !strcmp(e, "1")) || 2 * elems <= (int64_t)64 << 20;
+}
+
+/* the unfolded input of the conv into cols ([entry][K][N] f16); pc then
+ * describes cols as a 1x1 conv's contiguous input */
+static lm_status run_im2col(lm_vk_dev *v, const lm_array *node, const geom *g, gemm_pc *pc, lm_buffer **cols)
+{
+    const lm_array *x = node->inputs[0];
+    int64_t entries = g->N * g->G, elems = entries * pc->K * pc->N;
+    *cols = lm_buffer_alloc(v->dev, (size_t)(2 * elems));
+    if (!*cols) return lm_error_status();
+    if (((const lm_vk_mem *)(*cols)->handle)->off % 16 != 0) {     /* B_FLAT's 16-byte loads: keep the gather */
+        lm_buffer_release(*cols);
+        *cols = NULL;
+        return LM_OK;
+    }
+    im2col_pc ip = {(uint32_t)(elems / 8), pc->K, pc->N, (int32_t)g->G, (int32_t)g->Cg, pc->KW, pc->KHW, pc->OW,
+                    pc->H, pc->W, pc->sh, pc->sw, pc->pt, pc->pl, pc->dh, pc->dw, (int32_t)x->offset,
+                    (int32_t)x->strides[0], pc->sxc, pc->sxh, pc->sxw};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(x), false}, {(const lm_vk_mem *)(*cols)->handle, true}};
+    lm_status st = lm_vk_dispatch(v, "conv_im2col", NULL, 0, args, 2, &ip, sizeof ip, lm_vk_groups(v, ip.n, 256),
+                                  1, 1);
+    pc->off_b = 0;
+    pc->sxc = pc->N;
+    pc->bsb[0] = (int32_t)(g->G * pc->K * pc->N);
+    pc->bsb[1] = pc->K * pc->N;
+    return st;
+}
+
+/* push constants of shaders/conv_splitk.comp */
+typedef struct splitk_pc {
+    uint32_t n;
+    int32_t M, N, G, off_bias, s_bias;
+} splitk_pc;
+
+_Static_assert(sizeof(im2col_pc) <= LM_VK_PUSH_BYTES, "conv_im2col push constants");
+_Static_assert(sizeof(splitk_pc) <= LM_VK_PUSH_BYTES, "conv_splitk push constants");
+
+/* the second pass of a split-K conv: parts f32 slabs of n sums from
+ * scratch, plus the bias, into node */
+static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const gemm_pc *pc, lm_buffer *scratch,
+                            int parts)
+{
+    int32_t off_bias, s_bias;
+    const lm_array *b = bias_of(node, &off_bias, &s_bias);
+    splitk_pc rp = {(uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias, s_bias};
+    uint32_t spec[3] = {node->dtype, b ? b->dtype : node->dtype, (uint32_t)parts};
+    lm_vk_arg args[3] = {{(const lm_vk_mem *)scratch->handle, false}, {lm_vk_mem_of(node), true},
+                         {b ? lm_vk_mem_of(b) : NULL, false}};
+    return lm_vk_dispatch(v, "conv_splitk", spec, 3, args, 3, &rp, sizeof rp, lm_vk_groups(v, rp.n, 256), 1, 1);
+}
+
+/* the GEMM kernel (coop: conv_coop*, else conv_gemm*): straight into node,
+ * or with split-K into scratch (f32, no bias) and then run_splitk */
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
 {
     gemm_pc pc;
     gemm_params(node, g, &pc);
     const lm_array *x = node->inputs[0], *w = node->inputs[1];
     const lm_array *b = node->params.i[9] ? node->inputs[2] : NULL;
-    lm_vk_arg args[4] = {{lm_vk_mem_of(w), false}, {lm_vk_mem_of(x), false},
-                         {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
-    uint32_t gx = (uint32_t)((pc.N + 127) / 128), gy = (uint32_t)((pc.M + 127) / 128);
     uint32_t gz = (uint32_t)(g->N * g->G), bdt = b ? b->dtype : node->dtype;
     bool wal = lm_vk_mem_of(w)->off % 16 == 0;
     if (coop_fits(v, node) && halo_fits(v, node, g)) return run_halo(v, node, g, false);
-    if (coop_fits(v, node)) {
+    bool coop = coop_fits(v, node), khr = coop && coop_khr(v);
+    const coop_tile *ct = coop ? conv_tile(pc.M, pc.N, pc.K, khr) : NULL;
+    const lm_vk_f32_tile *ft = coop ? NULL : lm_vk_f32_pick(v, true, pc.M, pc.N, gz);
+    int bm = coop ? ct->bm : ft->bm, bn = coop ? ct->bn : ft->bn;
+    uint32_t gx = (uint32_t)((pc.N + bn - 1) / bn), gy = (uint32_t)((pc.M + bm - 1) / bm);
+    int64_t slab = (int64_t)pc.M * pc.N * gz;
+    /* by default only on tensor cores (measured there); LUMEN_VK_CONV_SPLITK
+     * forces it on either kernel */
+    int parts = splitk_parts((int64_t)gx * gy * gz, (pc.K + (coop ? ct->bk : 16) - 1) / (coop ? ct->bk : 16),
+                             slab, coop);
+    if ((int64_t)gz * parts > v->feat.max_groups[2]) parts = 1;
+    lm_buffer *scratch = NULL, *cols = NULL;
+    if (parts > 1) {
+        scratch = lm_buffer_alloc(v->dev, (size_t)(4 * slab * parts));
+        if (!scratch) return lm_error_status();
+        pc.off_bias = -1;       /* run_splitk adds it */
+        pc.s_bias = 0;
+    }
+    const lm_vk_mem *out = scratch ? (const lm_vk_mem *)scratch->handle : lm_vk_mem_of(node);
+    uint32_t odt = scratch ? LM_F32 : node->dtype;
+    lm_vk_arg args[4] = {{lm_vk_mem_of(w), false}, {lm_vk_mem_of(x), false},
+                         {out, true}, {b && !scratch ? lm_vk_mem_of(b) : NULL, false}};
+    lm_status st = LM_OK;
+    if (coop) {
         /* 16-byte weight loads: 8 halves */
         bool a_vec = pc.off_a % 8 == 0 && pc.sam % 8 == 0 && pc.bsa[1] % 8 == 0 && wal;
         /* the input read by runs of 8 pixels (conv_gemm.glsl's B_VEC) */
         bool b_run = pc.sw == 1 && pc.dw == 1 && pc.sxw == 1 && pc.OW % 8 == 0 && pc.off_b % 2 == 0 &&
                      pc.sxc % 2 == 0 && pc.sxh % 2 == 0 && pc.bsb[0] % 2 == 0 && pc.bsb[1] % 2 == 0 &&
                      lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_RUNS");
-        const coop_tile *t = conv_tile(pc.M);
-        gx = (uint32_t)((pc.N + t->bn - 1) / t->bn);
-        gy = (uint32_t)((pc.M + t->bm - 1) / t->bm);
+        /* a 1x1 stride-1 unpadded conv over whole rows: B is x's [C][H*W]
+         * as it is, read by 16-byte vectors (conv_gemm.glsl's B_FLAT) */
+        bool flat = pc.KHW == 1 && pc.sh == 1 && pc.sw == 1 && pc.pt == 0 && pc.pl == 0 && g->OH == g->H &&
+                    g->OW == g->W && pc.sxw == 1 && pc.sxh == pc.W && pc.N % 8 == 0 && pc.off_b % 8 == 0 &&
+                    pc.sxc % 8 == 0 && pc.bsb[0] % 8 == 0 && pc.bsb[1] % 8 == 0 &&
+                    lm_vk_mem_of(x)->off % 16 == 0 && !getenv_off("LUMEN_VK_CONV_FLAT");
+        if (!flat && im2col_wanted(&pc, gz)) {
+            st = run_im2col(v, node, g, &pc, &cols);
+            if (st != LM_OK) goto out;
+            if (cols) {
+                args[1].mem = (const lm_vk_mem *)cols->handle;
+                flat = true;
+                pc.KW = pc.KHW = 1;
+            }
+        }
         /* whole weight tiles: no bounds checks on A */
-        bool full = a_vec && pc.M % t->bm == 0 && pc.K % 32 == 0;
+        bool full = a_vec && pc.M % bm == 0 && pc.K % ct->bk == 0;
+        /* interior fragments stored straight to C where no bias is added on
+         * store: 16-byte aligned rows of f16 or f32 */
+        bool direct = pc.off_bias < 0 && (odt == LM_F16 || odt == LM_F32) && pc.N % 8 == 0 && out->off % 16 == 0 &&
+                      !getenv_off("LUMEN_VK_CONV_DIRECT");
         /* the kernel's width and taps are compile-time (one pipeline each) */
-        uint32_t spec[14] = {LM_F16, LM_F16, node->dtype, 1, 1, a_vec, b_run, 0, bdt, (uint32_t)pc.KW,
-                             (uint32_t)pc.KHW, 0, 0, full};
-        return lm_vk_dispatch(v, t->shader, spec, 14, args, 4, &pc, sizeof pc, gx, gy, gz);
+        uint32_t spec[16] = {LM_F16, LM_F16, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
+                             (uint32_t)pc.KHW, direct, 0, full, (uint32_t)parts, flat};
+        st = lm_vk_dispatch(v, khr ? ct->khr : ct->shader, spec, 16, args, 4, &pc, sizeof pc, gx, gy,
+                            gz * (uint32_t)parts);
+    } else {
+        /* 4-element weight loads need every row start on a 16-byte boundary */
+        bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;
+        bool c_vec = pc.N % 4 == 0 && out->off % 16 == 0;
+        /* conv_transpose reads its weights by element whatever A_VEC says: give
+         * it the value that a conv of the same output alignment would, so the
+         * two share a pipeline */
+        if (pc.transpose) a_vec = c_vec;
+        uint32_t spec[15] = {w->dtype, x->dtype, odt, 1, 1, a_vec, 0, c_vec, bdt, 0, 0, 0, 0, 0, (uint32_t)parts};
+        st = lm_vk_dispatch(v, ft->conv, spec, parts > 1 ? 15 : 9, args, 4, &pc, sizeof pc, gx, gy,
+                            gz * (uint32_t)parts);
     }
-    /* 4-element weight loads need every row start on a 16-byte boundary */
-    bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;
-    bool c_vec = pc.N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
-    /* conv_transpose reads its weights by element whatever A_VEC says: give
-     * it the value that a conv of the same output alignment would, so the
-     * two share a pipeline */
-    if (pc.transpose) a_vec = c_vec;
-    uint32_t spec[9] = {w->dtype, x->dtype, node->dtype, 1, 1, a_vec, 0, c_vec, bdt};
-    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, true, pc.M, pc.N, gz);
-    gx = (uint32_t)((pc.N + t->bn - 1) / t->bn);
-    gy = (uint32_t)((pc.M + t->bm - 1) / t->bm);
-    return lm_vk_dispatch(v, t->conv, spec, 9, args, 4, &pc, sizeof pc, gx, gy, gz);
+    if (st == LM_OK && scratch) st = run_splitk(v, node, g, &pc, scratch, parts);
+out:
+    if (cols) lm_buffer_release(cols);
+    if (scratch) lm_buffer_release(scratch);
+    return st;
 }
 
 static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)

@@ -38,6 +38,29 @@ layout(push_constant) uniform PC {
 
 DECL_IO(3)
 
+// split-K (nn_conv.c's splitk_parts): SPLITK > 1 divides the K steps over
+// SPLITK workgroups along z (z = batch entry * SPLITK + part), since a
+// conv with few output tiles (1280 channels at 8x8) would leave most SMs
+// idle; each part stores its f32 sums without bias to slab `part` of
+// binding 2, and conv_splitk.comp adds the slabs in the order 0..SPLITK-1
+// with the bias, so the result does not depend on which part ran first.
+layout(constant_id = 14) const int SPLITK = 1;
+int conv_batch() { return int(gl_WorkGroupID.z) / SPLITK; }
+
+// this workgroup's K steps [kt0, kt1) (on entry kt0 = 0, kt1 = all steps)
+void conv_steps(inout int kt0, inout int kt1)
+{
+    int per = (kt1 + SPLITK - 1) / SPLITK;
+    kt0 = min(kt1, (int(gl_WorkGroupID.z) % SPLITK) * per);
+    kt1 = min(kt1, kt0 + per);
+}
+
+// where this workgroup's part starts in binding 2 (0 without split-K)
+int conv_slab()
+{
+    return (int(gl_WorkGroupID.z) % SPLITK) * (int(gl_NumWorkGroups.z) / SPLITK) * pc.M * pc.N;
+}
+
 #ifdef MM_COOP
 // the kernel's width and taps as specialization constants (the divisions
 // below become multiplications; the host passes them), 0: push constants
@@ -87,10 +110,17 @@ void conv_init()
     g_ox = p - g_oy * pc.OW;
 }
 
+// B_FLAT (the host's promise: 1x1, stride 1, no padding, OW = W, x rows
+// contiguous, offsets, channel stride and N multiples of 8): B is a plain
+// [K][N] matrix, channel k's pixels from ob + k * sxc, read as 16-byte
+// vectors - the 1x1 conv is then exactly the GEMM of matmul_coop.glsl.
+layout(constant_id = 15) const bool B_FLAT = false;
+
 uvec4 conv_fetch_b(int c, int k0)
 {
     uint h[8] = uint[8](0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u);
     int k = k0 + c / (BN / 8), p = n0 + (c % (BN / 8)) * 8;
+    if (B_FLAT) return k < pc.K && p < pc.N ? b4.v[(ob + k * pc.sxc + p) >> 3] : uvec4(0u);
     if (k < pc.K) {
         int base, dy, dx;
         conv_row(k, base, dy, dx);
@@ -166,6 +196,6 @@ vec4 conv_fetch_a(int c, int k0)
 float conv_bias(int gm)
 {
     if (pc.off_bias < 0) return 0.0;
-    int g = int(gl_WorkGroupID.z) % pc.bshape[1];
+    int g = conv_batch() % pc.bshape[1];
     return ldf_3(DTBIAS, pc.off_bias + (g * pc.M + gm) * pc.s_bias);
 }

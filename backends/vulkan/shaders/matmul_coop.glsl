@@ -206,7 +206,11 @@ void main()
 {
     int tid = int(gl_LocalInvocationID.x);
     int sg = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
+#ifdef MM_CONV
+    int batch = conv_batch();
+#else
     int batch = int(gl_WorkGroupID.z);
+#endif
     oa = pc.off_a; ob = pc.off_b;
     int r = batch;
     for (int d = pc.nb - 1; d >= 0; d--) {
@@ -233,16 +237,27 @@ void main()
         sa[i] = A_KCONTIG ? slot(tid + i * NT, BK, SK) : slot(tid + i * NT, BM, SMA);
     [[unroll]] for (int i = 0; i < CPT_B; i++)
         sb[i] = B_NCONTIG ? slot(tid + i * NT, BN, SNB) : slot(tid + i * NT, BK, SK);
+    // the K steps of this workgroup (all of them but with split-K)
+#ifdef MM_CONV
+    int kt0 = 0, nk = (pc.K + BK - 1) / BK;
+    conv_steps(kt0, nk);
+#define KT_REL(kt) ((kt) - kt0)   // steps since this workgroup's first
+#else
+    const int kt0 = 0;
+#define KT_REL(kt) (kt)
+#endif
     uvec4 ra[CPT_A], rb[CPT_B];
-    [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, 0);
-    [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, kt0 * BK);
+    [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, kt0 * BK);
     [[unroll]] for (int i = 0; i < CPT_A; i++) As[sa[i]] = ra[i];
     [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[sb[i]] = rb[i];
     barrier();
 
+#ifndef MM_CONV
     int nk = (pc.K + BK - 1) / BK;
-    for (int kt = 0; kt < nk; kt++) {
-        int ca = STAGES == 2 ? (kt & 1) * TILE_A : 0, cb = STAGES == 2 ? (kt & 1) * TILE_B : 0;
+#endif
+    for (int kt = kt0; kt < nk; kt++) {
+        int ca = STAGES == 2 ? (KT_REL(kt) & 1) * TILE_A : 0, cb = STAGES == 2 ? (KT_REL(kt) & 1) * TILE_B : 0;
         bool more = kt + 1 < nk;
         if (more) {
             [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
@@ -282,12 +297,16 @@ void main()
     // FM x FN f32 staging area in As (free after the loop's last barrier),
     // cut at the edges
     int oc = batch * pc.M * pc.N;
+#ifdef MM_CONV
+    oc += conv_slab();
+#endif
     int cs = sg * (FM * FN / 4);
     [[unroll]] for (int i = 0; i < FRM; i++)
         [[unroll]] for (int j = 0; j < FRN; j++) {
             int gm0 = m0 + wm + i * FM, gn0 = n0 + wn + j * FN;
             if (gm0 >= pc.M || gn0 >= pc.N) continue;     // uniform in the subgroup
-#if !defined(MM_CONV) && !defined(MM_SCALED)
+#if !defined(MM_SCALED)
+            // conv: the host asks for C_DIRECT only where there is no bias to add
             if (C_DIRECT && gm0 + FM <= pc.M && gn0 + FN <= pc.N) {
                 if (DTO == DT_F32) {
                     CM_STORE(acc[i * FRN + j], c32.v, oc + gm0 * pc.N + gn0, pc.N, false);

@@ -212,7 +212,11 @@ void store_row(int oc, int gm, int gn, vec4 x)
 void main()
 {
     int tid = int(gl_LocalInvocationID.x);
+#ifdef MM_CONV
+    int batch = conv_batch();
+#else
     int batch = int(gl_WorkGroupID.z);
+#endif
     oa = pc.off_a; ob = pc.off_b;
     int r = batch;
     for (int d = pc.nb - 1; d >= 0; d--) {
@@ -235,16 +239,27 @@ void main()
     [[unroll]] for (int i = 0; i < TM; i++)
         [[unroll]] for (int j = 0; j < TN / 4; j++) acc[i][j] = vec4(0.0);
 
+    // the K steps of this workgroup (all of them but with split-K)
+#ifdef MM_CONV
+    int kt0 = 0, nk = (pc.K + BK - 1) / BK;
+    conv_steps(kt0, nk);
+#define KT_REL(kt) ((kt) - kt0)   // steps since this workgroup's first
+#else
+    const int kt0 = 0;
+#define KT_REL(kt) (kt)
+#endif
     vec4 ra[CA], rb[CB];
-    [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, 0);
-    [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, kt0 * BK);
+    [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, kt0 * BK);
     [[unroll]] for (int i = 0; i < CA; i++) put_a(0, tid + i * NT, ra[i]);
     [[unroll]] for (int i = 0; i < CB; i++) put_b(0, tid + i * NT, rb[i]);
     barrier();
 
+#ifndef MM_CONV
     int nk = (pc.K + BK - 1) / BK;
-    for (int kt = 0; kt < nk; kt++) {
-        int cur = kt & 1;
+#endif
+    for (int kt = kt0; kt < nk; kt++) {
+        int cur = KT_REL(kt) & 1;
         bool more = kt + 1 < nk;
         if (more) {
             [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, (kt + 1) * BK);
@@ -274,6 +289,9 @@ void main()
     }
 
     int oc = batch * pc.M * pc.N;
+#ifdef MM_CONV
+    oc += conv_slab();
+#endif
     [[unroll]] for (int g = 0; g < TM / 4; g++)
         [[unroll]] for (int i = 0; i < 4; i++) {
             int gm = m0 + g * 4 * TY + ty * 4 + i;
