@@ -509,7 +509,12 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
 lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize soff,
                             const lm_vk_mem *dst, VkDeviceSize doff, VkDeviceSize n)
 {
-    lm_status st = make_room(v);
+    /* an upload or download through the staging block (memory.c): a
+     * recording would copy that range again on every run, long after the
+     * staging bytes were reused; so it breaks the capture as
+     * lm_vk_update_buffer does.  Copies between tensors stay captured. */
+    lm_status st = v->capture && v->in_transfer ? capture_break(v) : LM_OK;
+    if (st == LM_OK) st = make_room(v);
     if (st != LM_OK) return st;
     lm_vk_arg args[2] = {{src, false}, {dst, true}};
     int64_t entry = prof_entry(v, "copy_buffer");
