@@ -13,10 +13,24 @@
 
 static lm_device *vk;
 
+/* is the device's memory unmapped (a discrete GPU without resizable BAR,
+ * or LUMEN_VK_NO_MAP=1)?  Asked of the device, not of the environment: an
+ * idle upload above 4 KiB is recorded exactly when it is (the H100 showed
+ * the environment's answer wrong: its memory is unmapped without the
+ * variable) */
 static bool unmapped(void)
 {
-    const char *e = getenv("LUMEN_VK_NO_MAP");
-    return e && !strcmp(e, "1");
+    static int known = -1;
+    if (known < 0) {
+        int64_t n = 4096, before = lm_vulkan_recorded_upload_count();
+        float *v = calloc((size_t)n, sizeof *v);
+        lm_array *a = v ? lm_from_data(1, &n, LM_F32, v, vk) : NULL;
+        if (a) lm_array_eval(a);
+        known = lm_vulkan_recorded_upload_count() > before;
+        lm_array_release(a);
+        free(v);
+    }
+    return known == 1;
 }
 
 static float *ramp(int64_t n, float base)
@@ -78,6 +92,7 @@ static void test_many_uploads(void **state)
     int64_t n = 64 << 10, big = 20 << 20;
     lm_array *a[N + 1];
     float *v = ramp(big, 0.5f);
+    bool nomap = unmapped();     /* asked while the device is idle */
     int64_t before = lm_vulkan_recorded_upload_count();
     for (int i = 0; i < N; i++) {
         a[i] = lm_from_data(1, &n, LM_F32, v + i * 1000, vk);
@@ -87,7 +102,7 @@ static void test_many_uploads(void **state)
     assert_non_null(a[N]);
     int64_t recorded = lm_vulkan_recorded_upload_count() - before;
     /* unmapped: all but those that found the staging block full */
-    if (unmapped()) assert_true(recorded >= N / 2 && recorded <= N);
+    if (nomap) assert_true(recorded >= N / 2 && recorded <= N);
     else assert_int_equal(recorded, 0);   /* mapped and idle: memcpy */
     for (int i = 0; i < N; i++) {
         expect_exact(a[i], v + i * 1000, n, 1, 0);
