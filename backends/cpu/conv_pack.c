@@ -78,7 +78,7 @@ static bool same_weight(const pack_entry *e, const lm_array *w, int kind)
  * least 256 MiB), and at most a quarter of the weight's device's memory
  * limit when one is set (whoever bounds the arrays' memory bounds this
  * too).  The default was a flat 256 MiB: SD 1.5's UNet alone has about
- * 3 GB of transformed filters, and a model called block by block walks its
+ * 3.9 GB of transformed filters, and a model called block by block walks its
  * weights in a cycle, which an LRU smaller than the cycle never hits, so
  * every call transformed every filter again. */
 static size_t default_cap(void)

@@ -21,10 +21,9 @@ class T(float):
 
 
 def best(fn, reps=7):
-    """the median wall time of 7 synchronised calls (with min and max), after
-    a warm-up as long as vkbench's (0.5 s: the GPU clock ramps up)"""
+    """the median wall time of reps synchronised calls (with min and max),
+    after a warm-up as long as vkbench's (0.5 s: the GPU clock ramps up)"""
     import torch
-    reps = max(reps, 7)
     fn(); torch.cuda.synchronize()
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < 0.5:

@@ -8,19 +8,7 @@
 local lm = require "lumen"
 local timed0 = dofile((arg[0]:match("^(.*/)") or "./") .. "timed.lua")
 
-local function gpu_timed(fn)
-  local per = {}
-  for b = 1, 5 do
-    local prof = lm.profile({print = false}, function()
-      for _ = 1, 10 do fn():eval() end
-    end)
-    local t = 0
-    for _, r in ipairs(prof) do if r.timer == "gpu" then t = t + r.total_ms end end
-    per[b] = t / 10
-  end
-  table.sort(per)
-  return per[3], per[1], per[5]
-end
+local gpu_timed = dofile((arg[0]:match("^(.*/)") or "./") .. "gpu_timed.lua")
 
 for _, case in ipairs(arg) do
   local f = {}

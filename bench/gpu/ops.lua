@@ -17,19 +17,7 @@ local batch_s = tonumber(os.getenv("OPS_BATCH_S") or "0.2")
 local function timed(fn) return timed0(fn, batch_s) end
 
 -- median, min and max over 5 profiles of the GPU time per call (ms)
-local function gpu_timed(fn)
-  local per = {}
-  for b = 1, 5 do
-    local prof = lm.profile({print = false}, function()
-      for _ = 1, 10 do fn():eval() end
-    end)   -- fn returns nothing: the profile comes first
-    local t = 0
-    for _, r in ipairs(prof) do if r.timer == "gpu" then t = t + r.total_ms end end
-    per[b] = t / 10
-  end
-  table.sort(per)
-  return per[3], per[1], per[5]
-end
+local gpu_timed = dofile((arg[0]:match("^(.*/)") or "./") .. "gpu_timed.lua")
 
 local function row_case(kind, rows, len, dt)
   local x = lm.randn({rows, len}, {seed = 1, device = dev}):astype(dt):eval()
