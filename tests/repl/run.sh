@@ -37,6 +37,19 @@ count() { screen | grep -c -- "$1"; }
 send() { T send-keys -t r -l "$1"; }
 key() { T send-keys -t r "$@"; }
 line() { send "$1"; key Enter; }
+# waits up to ~5 s for an empty prompt as the screen's last line: keys typed
+# while the last line still runs are echoed before the prompt is drawn (a
+# loaded machine), which a completion check anchored at "> " would miss
+ready() {
+  i=0
+  while [ $i -lt 50 ]; do
+    [ "$(screen | grep -v '^$' | tail -1)" = ">" ] && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  return 1
+}
+# types $1 at a fresh prompt and presses Tab
+tab() { ready; send "$1"; key Tab; }
 
 start() {
   T kill-server 2>/dev/null
@@ -83,24 +96,24 @@ line 'end'
 expect "continued chunk runs" '^20$'
 
 # ---- completion (never evaluates) ----
-send 'lm.zer'; key Tab; key Enter
+tab 'lm.zer'; key Enter
 expect "completes module fields" '^> lm\.zeros$'
-send 'lm.softm'; key Tab; key Enter
+tab 'lm.softm'; key Enter
 expect "completes NN functions" '^> lm\.softmax$'
-send 'lm.scaled_dot'; key Tab; key Enter
+tab 'lm.scaled_dot'; key Enter
 expect "completes long NN names" '^> lm\.scaled_dot_product_attention$'
 line 'z = lm.ones{2} + 1'
-send 'z:resh'; key Tab; send '{2, 1}.shape[1]'; key Enter
+tab 'z:resh'; send '{2, 1}.shape[1]'; key Enter
 expect "completes tensor methods" '^> z:reshape{2, 1}.shape\[1\]$'
-send 'z.evalu'; key Tab; key Enter
+tab 'z.evalu'; key Enter
 expect "completes tensor properties without evaluating" '^false$'
-send 'z:log_so'; key Tab; send '()[2]:exp():item()'; key Enter
+tab 'z:log_so'; send '()[2]:exp():item()'; key Enter
 expect "completes NN tensor methods" '^> z:log_softmax()\[2\]:exp():item()$'
 line 'my_long_global_name = 1'
-send 'my_long_gl'; key Tab; key Enter
+tab 'my_long_gl'; key Enter
 expect "completes globals" '^> my_long_global_name$'
 : > "$TMPD/lumen_target_file.txt"
-send 'io.open("lumen_tar'; key Tab; send ')'; key Enter
+tab 'io.open("lumen_tar'; send ')'; key Enter
 expect "completes file names in strings" 'lumen_target_file.txt")$'
 
 # ---- tables of lazy tensors, bracketed paste ----
