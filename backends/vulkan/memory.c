@@ -20,13 +20,15 @@
  * then costs no submit and wait per constant, loading weights costs one
  * submit, and `lumen upscale` uploads an image while the last one computes.
  * Only an upload that finds no room in the staging block waits (for the
- * recorded copies to finish, which frees the block) and goes in chunks.
+ * recorded copies to finish, which frees the block) and goes in chunks, and
+ * every upload waits while a profile is open (its row is the copy's time).
  * LUMEN_VK_NO_MAP=1 leaves device blocks unmapped on any device (lavapipe
  * included), so the staging and recorded paths can be tested there. */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
 #include "backends/vulkan/vulkan.h"
+#include "core/profile.h"
 
 #define ALIGN 256u
 #define SMALL_UPLOAD 4096u
@@ -350,7 +352,12 @@ static bool upload_recorded(lm_vk_dev *v, lm_vk_mem *m, size_t off, const void *
 
 static lm_status copy(lm_vk_dev *v, lm_vk_mem *m, size_t off, void *host, size_t n, bool up)
 {
-    if (up && !m->block->map && n && n <= SMALL_UPLOAD && n % 4 == 0 && (m->off + off) % 4 == 0) {
+    /* while a profile is open an upload is a transfer row timed on the host
+     * (core/device.c), so it must not leave its copy queued for the GPU to
+     * run later, in no row: it takes the waiting path below, and the row
+     * holds the copy */
+    bool queue = up && lm_profile_depth() == 0;
+    if (queue && !m->block->map && n && n <= SMALL_UPLOAD && n % 4 == 0 && (m->off + off) % 4 == 0) {
         lm_vk_mem part = {.block = m->block, .off = m->off + off, .size = n};
         return lm_vk_update_buffer(v, &part, host, n);
     }
@@ -360,7 +367,7 @@ static lm_status copy(lm_vk_dev *v, lm_vk_mem *m, size_t off, void *host, size_t
      * only while kernels are recorded or running (an image's input is
      * uploaded while the previous one computes), else it is a memcpy */
     lm_status st = LM_OK;
-    if (up && n && (!m->block->map || v->recording || v->inflight) &&
+    if (queue && n && (!m->block->map || v->recording || v->inflight) &&
         upload_recorded(v, m, off, host, n, &st))
         return st;
     st = lm_vk_flush(v);
