@@ -283,6 +283,26 @@ static void coopmat2_shapes(VkPhysicalDevice p, lm_vk_features *ft)
     free(c);
 }
 
+/* Whether the driver can tell a pipeline's statistics (registers, shared
+ * memory, spills on NVIDIA): LUMEN_VK_STATS=1 asks for them, to see what
+ * limits a kernel without a vendor profiler.  Without it: a line saying so. */
+static bool exec_stats_feature(VkPhysicalDevice p)
+{
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (has_extension(p, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &pe};
+        vkGetPhysicalDeviceFeatures2(p, &f);
+    }
+    if (!pe.pipelineExecutableInfo) {
+        VkPhysicalDeviceProperties props;
+        vkGetPhysicalDeviceProperties(p, &props);
+        fprintf(stderr, "lumen: LUMEN_VK_STATS: %s has no pipeline statistics "
+                "(VK_KHR_pipeline_executable_properties)\n", props.deviceName);
+    }
+    return pe.pipelineExecutableInfo;
+}
+
 /* Fills v->feat; false (with a reason) when the device lacks what every
  * kernel needs (Vulkan 1.2, 64-bit integers, 8/16-bit storage). */
 static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
@@ -324,6 +344,8 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     const char *gemm = getenv("LUMEN_VK_GEMM");
     if (gemm && !strcmp(gemm, "cm2")) coopmat2_shapes(v->phys, ft);
     ft->coopmat2 = ft->coopmat_khr && ft->ncm2 > 0 && v->props.apiVersion >= VK_API_VERSION_1_3;
+    const char *stats = getenv("LUMEN_VK_STATS");
+    if (stats && !strcmp(stats, "1")) ft->exec_stats = exec_stats_feature(v->phys);
     ft->max_range = v->props.limits.maxStorageBufferRange;
     ft->align = v->props.limits.minStorageBufferOffsetAlignment;
     ft->max_alloc = m3.maxMemoryAllocationSize;
@@ -507,13 +529,17 @@ static VkResult create_device(lm_vk_dev *v)
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12,
         .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+        .pNext = &f11, .pipelineExecutableInfo = VK_TRUE};
     VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                   .pNext = &f11};
+                                   .pNext = v->feat.exec_stats ? (void *)&pe : (void *)&f11};
     f.features.shaderInt64 = VK_TRUE;
     f.features.shaderFloat64 = v->feat.f64;
     f.features.shaderInt16 = v->feat.int16;
-    const char *exts[3];
+    const char *exts[4];
     uint32_t nexts = 0;
+    if (v->feat.exec_stats) exts[nexts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (v->feat.coopmat_nv) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (v->feat.coopmat_khr) exts[nexts++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (v->feat.coopmat2) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;

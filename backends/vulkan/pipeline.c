@@ -128,6 +128,60 @@ static unsigned hash_key(const char *shader, const uint32_t *spec, int nspec)
     return h & 255u;
 }
 
+/* LUMEN_VK_STATS=1: the driver's statistics of a pipeline just created, one
+ * line on stderr (on NVIDIA: registers a thread, shared memory, spilled
+ * bytes), so a benchmark's log says what bounds each kernel it ran.  Only
+ * reading: a query that fails prints what it has. */
+static void print_stats(lm_vk_dev *v, const char *shader, const uint32_t *spec, int nspec, VkPipeline pipe)
+{
+    PFN_vkGetPipelineExecutablePropertiesKHR get_props = (PFN_vkGetPipelineExecutablePropertiesKHR)
+        vkGetDeviceProcAddr(v->device, "vkGetPipelineExecutablePropertiesKHR");
+    PFN_vkGetPipelineExecutableStatisticsKHR get_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)
+        vkGetDeviceProcAddr(v->device, "vkGetPipelineExecutableStatisticsKHR");
+    if (!get_props || !get_stats) return;
+    char line[1024];
+    size_t k = (size_t)snprintf(line, sizeof line, "lumen: %s pipeline %s", v->dev->spec, shader);
+    for (int i = 0; i < nspec && k < sizeof line; i++)
+        k += (size_t)snprintf(line + k, sizeof line - k, "%s%u", i ? "," : " [", spec[i]);
+    if (nspec > 0 && k < sizeof line) k += (size_t)snprintf(line + k, sizeof line - k, "]");
+    VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pipe};
+    VkPipelineExecutablePropertiesKHR ep[4];
+    for (int i = 0; i < 4; i++)
+        ep[i] = (VkPipelineExecutablePropertiesKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+    uint32_t ne = 4;
+    VkResult r = get_props(v->device, &pi, &ne, ep);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) ne = 0;
+    for (uint32_t e = 0; e < ne; e++) {
+        VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                          .pipeline = pipe, .executableIndex = e};
+        VkPipelineExecutableStatisticKHR st[32];
+        for (int i = 0; i < 32; i++)
+            st[i] = (VkPipelineExecutableStatisticKHR){.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+        uint32_t nst = 32;
+        r = get_stats(v->device, &ei, &nst, st);
+        if (r != VK_SUCCESS && r != VK_INCOMPLETE) continue;
+        for (uint32_t i = 0; i < nst && k < sizeof line; i++) {
+            const char *sep = i || e ? " | " : ": ";
+            switch (st[i].format) {
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                k += (size_t)snprintf(line + k, sizeof line - k, "%s%s=%u", sep, st[i].name, st[i].value.b32);
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                k += (size_t)snprintf(line + k, sizeof line - k, "%s%s=%lld", sep, st[i].name,
+                                      (long long)st[i].value.i64);
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                k += (size_t)snprintf(line + k, sizeof line - k, "%s%s=%llu", sep, st[i].name,
+                                      (unsigned long long)st[i].value.u64);
+                break;
+            default:
+                k += (size_t)snprintf(line + k, sizeof line - k, "%s%s=%g", sep, st[i].name, st[i].value.f64);
+            }
+        }
+    }
+    fprintf(stderr, "%s\n", line);
+}
+
 lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *spec_in,
                              int nspec, VkPipeline *out)
 {
@@ -151,6 +205,7 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
                                .dataSize = (size_t)nspec * 4, .pData = spec};
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .flags = v->feat.exec_stats ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT, .module = mod, .pName = "main",
                   .pSpecializationInfo = nspec ? &si : NULL},
@@ -169,6 +224,7 @@ lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *s
     v->pipes[h] = p;
     v->pcache_dirty = true;
     *out = p->pipe;
+    if (v->feat.exec_stats) print_stats(v, shader, spec, nspec, p->pipe);
     if (lm_profile_depth()) lm_profile_host("pipeline", shader, v->dev, lm_profile_now_ms() - t0, 0);
     return LM_OK;
 }

@@ -74,6 +74,9 @@ typedef struct lm_vk_features {
     struct { uint16_t m, n, k, invocations; bool f16_acc; } cm2[16];
     bool subgroup_arith;
     uint32_t subgroup_size;
+    /* LUMEN_VK_STATS=1 on a device with VK_KHR_pipeline_executable_properties:
+     * each pipeline created prints the driver's statistics (pipeline.c) */
+    bool exec_stats;
     VkDeviceSize max_range;       /* maxStorageBufferRange */
     VkDeviceSize align;           /* minStorageBufferOffsetAlignment */
     VkDeviceSize max_alloc;       /* maxMemoryAllocationSize */
