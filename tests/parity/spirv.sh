@@ -3,7 +3,8 @@
 # run from (build/, build/tests/, an installed bin/ with ../share/lumen/,
 # lumen.so under a stock lua5.4 from another folder), and a missing,
 # damaged or foreign file means no Vulkan device with a message naming it,
-# while the CPU keeps working (backends/vulkan/spirv.c, device.c).
+# while the CPU keeps working (backends/vulkan/spirv.c, device.c); and
+# LUMEN_VK_STATS=1 keeps the device working.
 # Exits 77 (skipped) when the build has no Vulkan or no Vulkan device runs.
 BUILD=${BUILD:-build}
 pass=0 fail=0
@@ -84,6 +85,17 @@ cp "$pack" "$tmp/other.bin"
 printf 'XXXXXXXX' | dd of="$tmp/other.bin" bs=1 seek=8 conv=notrunc 2>/dev/null
 got=$(where "$lumen" LUMEN_SPIRV="$tmp/other.bin")
 [ "$got" = cpu ] && grep -q "other.bin (from another build" "$tmp/err" && ok || bad "another build's file: got '$got'"
+
+# LUMEN_VK_STATS=1 (device.c, pipeline.c): the device still computes, and
+# says once that it has no pipeline statistics or prints a line per pipeline
+got=$(where "$lumen" LUMEN_VK_STATS=1)
+nnone=$(grep -c "LUMEN_VK_STATS: .* has no pipeline statistics" "$tmp/err")
+nstat=$(grep -c "^lumen: vulkan:0 pipeline [a-z_0-9]*.*: " "$tmp/err")
+if [ "$got" = vulkan:0 ] && { [ "$nnone" = 1 ] || { [ "$nnone" = 0 ] && [ "$nstat" -ge 1 ]; }; }; then
+    ok
+else
+    bad "LUMEN_VK_STATS=1: got '$got', $nnone 'no statistics' lines, $nstat pipeline lines"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
