@@ -181,6 +181,7 @@ if have_vk; then
   pipe_vs_serial vk_fail tests/batch/failing.lua --seeds 1-8 --nan-check
   check "vk_fail: the NaN image is recorded failed on the device too" 'grep "\"index\":5," "$T/vk_fail.p/manifest.jsonl" | grep -q NaN'
   pipe_vs_serial vk_bfail tests/batch/batch_fail.lua --seeds 1-8 --batch-size 4
+  pipe_vs_serial vk_conv tests/batch/conv_job.lua --seeds 1-6 -- 32 8 2 4
   unset LUMEN_DEVICE
 fi
 
