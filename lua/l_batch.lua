@@ -269,11 +269,14 @@ end
 -- Writes a PNG under a temporary name only this process uses (created
 -- exclusively) and renames it into place; returns the file's size and
 -- crc32.  A signal's handler removes the temporary (B.tmp_create registers
--- it), so a stopped run leaves none.
+-- it), so a stopped run leaves none; after a signal nothing is renamed.
 local function write_file(final, t, po)
   local tmp, err = B.tmp_create(final)
   if not tmp then error(err, 0) end
   local ok, werr = pcall(lm.image.write_png, tmp, t, po)
+  -- a signal abandons the image being written, whether or not the write
+  -- still needed the device (a host copy's does not: the pipeline's)
+  if ok and B.sigint() > 0 then ok, werr = false, "interrupted" end
   local size, crc
   if ok then
     size, crc = B.file_check(tmp)
@@ -448,7 +451,7 @@ local KNOWN = {
   script = true, render = true, render_batch = true, seeds = true, params = true, jobs = true,
   out = true, only = true, batch_size = true, nan_check = true, sheet = true, sheet_max = true,
   sheet_size = true, manifest = true, progress = true, args = true, names = true, png = true,
-  _dist = true,
+  serial = true, _dist = true,
 }
 
 -- the script: a file returning a function, or a table {render=, render_batch=,
@@ -740,10 +743,14 @@ function lm.batch(o)
     return true, sizes, crcs
   end
   local made_dirs = {n = 0}
-  local function write_job(index, p, files, outs)
+  -- nans: whether each output holds a NaN or Inf, when the pipeline
+  -- checked on the device already (outs are then host copies)
+  local function write_job(index, p, files, outs, nans)
     for k, pair in ipairs(outs) do
       local t = pair[2]
-      if o.nan_check and has_nan(t) then
+      local bad
+      if nans then bad = nans[k] elseif o.nan_check then bad = has_nan(t) end
+      if bad then
         error(string.format("NaN or Inf in %s", pair[1] or "the image"), 0)
       end
       local d = dirname(files[k])
@@ -772,52 +779,52 @@ function lm.batch(o)
   local interrupted = false
   local function stopped() return B.sigint() > 0 end
 
-  -- one job, or a group through render_batch: returns false when interrupted
-  local function run_group(group)
-    local ok, res
-    if #group == 1 and spec.render then
-      ok, res = B.run_job(function()
+  -- renders a group and evaluates its outputs, waiting for them (serial)
+  -- or only queuing them (lm.async_eval: the device computes while the
+  -- host writes the group before); -> ok, {outs = {{name, tensor}...},
+  -- batch = whether the tensors stack the group's images} | false, message
+  local function render(group, wait)
+    local evaluate = wait and lm.eval or lm.async_eval
+    return B.run_job(function()
+      if #group == 1 and spec.render then
         local outs = outputs_of(spec, spec.render(copy(group[1].p)), layout, false)
         local ts = {}
         for _, pr in ipairs(outs) do ts[#ts + 1] = pr[2] end
-        lm.eval(table.unpack(ts))
-        return {outs}
-      end)
-    else
-      ok, res = B.run_job(function()
-        local ps = {}
-        for k, j in ipairs(group) do ps[k] = copy(j.p) end
-        local r = spec.render_batch(ps)
-        local per = {}
-        local outs = outputs_of(spec, r, layout, true)
-        local ts = {}
-        for _, pr in ipairs(outs) do
-          if pr[2].ndim < 1 or pr[2].shape[1] ~= #group then
-            error(string.format("render_batch returned %s for %d jobs: want a leading axis of %d",
-              pr[2]:brief(), #group, #group), 0)
-          end
-          ts[#ts + 1] = pr[2]
-        end
-        lm.eval(table.unpack(ts))
-        for k = 1, #group do
-          local o1 = {}
-          for m, pr in ipairs(outs) do o1[m] = {pr[1], pr[2]:select(1, k)} end
-          per[k] = o1
-        end
-        return per
-      end)
-    end
-    if stopped() then return false end
-    if not ok and #group > 1 and spec.render then
-      -- a failing batch: each job alone, so only the bad ones fail
-      for _, j in ipairs(group) do
-        if not run_group({j}) then return false end
+        evaluate(table.unpack(ts))
+        return {outs = outs, batch = false}
       end
-      return true
-    end
+      local ps = {}
+      for k, j in ipairs(group) do ps[k] = copy(j.p) end
+      local outs = outputs_of(spec, spec.render_batch(ps), layout, true)
+      local ts = {}
+      for _, pr in ipairs(outs) do
+        if pr[2].ndim < 1 or pr[2].shape[1] ~= #group then
+          error(string.format("render_batch returned %s for %d jobs: want a leading axis of %d",
+            pr[2]:brief(), #group, #group), 0)
+        end
+        ts[#ts + 1] = pr[2]
+      end
+      evaluate(table.unpack(ts))
+      return {outs = outs, batch = true}
+    end)
+  end
+  -- the {name, tensor} pairs of the group's k-th job
+  local function job_outs(r, k)
+    if not r.batch then return r.outs end
+    local o1 = {}
+    for m, pr in ipairs(r.outs) do o1[m] = {pr[1], pr[2]:select(1, k)} end
+    return o1
+  end
+
+  -- writes and records each job of a rendered group: false when interrupted
+  -- (the job being written when the signal came, and those after it, are
+  -- left for the caller to record as pending)
+  local function write_group(group, ok, res)
     for k, j in ipairs(group) do
       local wok, werr, crcs = ok, res, nil
-      if ok then wok, werr, crcs = pcall(write_job, j.index, j.p, j.files, res[k]) end
+      if ok then
+        wok, werr, crcs = pcall(write_job, j.index, j.p, j.files, job_outs(res, k), res.nans and res.nans[k])
+      end
       if stopped() then return false end
       if wok then record(j.index, j.p, j.files, "ok", nil, werr, crcs)
       else record(j.index, j.p, j.files, "failed", tostring(werr)) end
@@ -825,6 +832,93 @@ function lm.batch(o)
     end
     return true
   end
+
+  -- a failing batch: each job alone, so only the bad ones fail
+  local function retry_alone(e) return not e.ok and #e.group > 1 and spec.render end
+
+  -- serial (LUMEN_BATCH_SERIAL=1, serial = true): render, wait, write, one
+  -- group after the other; false when interrupted
+  local function run_serial(group)
+    local e = {group = group}
+    e.ok, e.res = render(group, true)
+    if stopped() then return false end
+    if retry_alone(e) then
+      for _, j in ipairs(group) do
+        if not run_serial({j}) then return false end
+      end
+      return true
+    end
+    return write_group(group, e.ok, e.res)
+  end
+
+  -- the pipeline: group k+1 is queued on the device before group k's files
+  -- are written, so the device computes k+1 while the host encodes k.  A
+  -- download waits for all the work queued (docs/VULKAN.md), so k's images
+  -- are copied to the host before k+1 is queued; the NaN check runs there
+  -- too, on the device, as the serial order runs it.
+  local queued        -- {group=, ok=, res=}: rendered, not yet written
+  local overlapped = 0
+  local function fetch(e)
+    e.ok, e.res = B.run_job(function()
+      local nans = {}
+      if o.nan_check then
+        for k = 1, #e.group do
+          nans[k] = {}
+          for m, pr in ipairs(job_outs(e.res, k)) do nans[k][m] = has_nan(pr[2]) end
+        end
+      end
+      local outs, ts = {}, {}
+      for m, pr in ipairs(e.res.outs) do
+        outs[m] = {pr[1], pr[2]:to("cpu")}
+        ts[m] = outs[m][2]
+      end
+      lm.eval(table.unpack(ts))
+      return {outs = outs, batch = e.res.batch, nans = nans}
+    end)
+  end
+  -- takes the next group (nil: finish the one queued); false when interrupted
+  local function run_piped(group)
+    local prev = queued
+    if prev then
+      if prev.ok then fetch(prev) end
+      if stopped() then return false end
+      if retry_alone(prev) then   -- an error the device reported at the wait
+        queued = nil
+        for _, j in ipairs(prev.group) do
+          if not run_piped({j}) then return false end
+        end
+        return run_piped(group)
+      end
+    end
+    local e
+    if group then
+      e = {group = group}
+      e.ok, e.res = render(group, false)
+      if stopped() then return false end
+    end
+    queued = nil
+    if prev then
+      if e and e.ok then overlapped = overlapped + 1 end
+      if not write_group(prev.group, prev.ok, prev.res) then return false end
+    end
+    if e and retry_alone(e) then
+      for _, j in ipairs(group) do
+        if not run_piped({j}) then return false end
+      end
+    elseif e and not e.ok then
+      return write_group(group, false, e.res)   -- recorded as failed, after prev
+    else
+      queued = e
+    end
+    return true
+  end
+
+  local serial = o.serial
+  if serial == nil then
+    local env = os.getenv("LUMEN_BATCH_SERIAL")
+    serial = env ~= nil and env ~= "" and env ~= "0"
+  end
+  local run_group = serial and run_serial or run_piped
 
   B.sigint(true)
   local t0 = B.now()
@@ -841,6 +935,17 @@ function lm.batch(o)
     claim()
     local group = {}
     local last_index = 0
+    -- jobs handed to run_group and not yet recorded, in index order (the
+    -- pipeline holds up to two groups): pending if the run stops
+    local open = {}
+    local function hand(g)
+      for _, j in ipairs(g) do open[#open + 1] = j end
+      if not run_group(g) then return false end
+      local left = {}
+      for _, j in ipairs(open) do if not j.recorded then left[#left + 1] = j end end
+      open = left
+      return true
+    end
     while lo do
       if stopped() then interrupted = true; break end
       local index, p = it()
@@ -862,20 +967,25 @@ function lm.batch(o)
       if #group > 0 and (#group >= bs or index == hi or index == only) then
         local g = group
         group = {}
-        if not run_group(g) then interrupted = true; group = g; break end
+        if not hand(g) then interrupted = true; break end
       end
       if only and index >= only then break end
       absorb()
     end
     if #group > 0 and not interrupted then
-      if not run_group(group) then interrupted = true else group = {} end
+      if not hand(group) then interrupted = true end
+      group = {}
     end
+    -- the last group queued: written now
+    if not interrupted and not serial and not run_piped(nil) then interrupted = true end
     if interrupted then
       -- what this process did not do: recorded as pending (a rerun makes them)
       local k = 0
-      for _, j in ipairs(group) do
-        if not j.recorded then record(j.index, j.p, j.files, "pending") end
-        k = j.index
+      for _, g in ipairs{open, group} do
+        for _, j in ipairs(g) do
+          if not j.recorded then record(j.index, j.p, j.files, "pending") end
+          k = j.index
+        end
       end
       if not dist then
         while true do
@@ -923,13 +1033,15 @@ function lm.batch(o)
   end
   return {total = only and 1 or total, done = P.done, made = P.made, existed = P.existed,
           failed = P.failed, pending = P.pending, interrupted = interrupted, seconds = elapsed,
-          manifest = manifest, signal = interrupted and signo or nil}
+          manifest = manifest, signal = interrupted and signo or nil, serial = serial,
+          overlapped = overlapped}
 end
 
 lm.batch = lm._set_doc(lm.batch, "lm.batch",
   "lm.batch{script= | render=, render_batch=, seeds='1-16' | params=file | jobs={...},\n"
   .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
-  .. "  sheet_size=96, manifest=, progress='auto', names=, png={...}, args={...}} -> summary\n"
+  .. "  sheet_size=96, manifest=, progress='auto', names=, png={...}, args={...},\n"
+  .. "  serial=false} -> summary\n"
   .. "Runs a render function once per job and writes its image(s) as PNG.  Jobs are seeds\n"
   .. "(a range like '1-1000'), the lines of a params file (.jsonl objects or .csv with a\n"
   .. "header) or the PNGs of a folder (path, file, stem); the function gets a table of the\n"
@@ -941,5 +1053,8 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "belongs to one run at a time; failures are recorded and the rest go on; each PNG carries an\n"
   .. "A1111-style 'parameters' text and the manifest (JSON Lines, default beside the\n"
   .. "outputs) one record per job.  Ctrl-C stops after abandoning the current image.\n"
+  .. "The next job's work is queued on the device before this one's files are written;\n"
+  .. "serial = true (or LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
   .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"
-  .. "pending, interrupted, seconds.  docs/BATCH.md has the details.")
+  .. "pending, interrupted, seconds, serial, overlapped (groups written while the next was\n"
+  .. "queued).  docs/BATCH.md has the details.")

@@ -29,10 +29,12 @@ static void batch_usage(FILE *f)
             "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv|DIR]\n"
             "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
             "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
-            "         [--progress bar|lines|off] [-- script args]\n"
+            "         [--progress bar|lines|off] [--serial] [-- script args]\n"
             "  SCRIPT returns a function from a job's parameters (seed, params columns) to\n"
             "  an image tensor, or a table {render=, render_batch=, names=, png=}.\n"
             "  Complete outputs are kept (resume); one run at a time per output folder.\n"
+            "  The next job is queued on the device while this one's PNGs are written;\n"
+            "  --serial (LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
             "  Exit status: 0 all made, 1 a job failed or the run could not start, 2 a\n"
             "  bad command line, 130 Ctrl-C, 143 SIGTERM.  Under mpirun the jobs are\n"
             "  shared among the ranks.\n"
@@ -237,9 +239,9 @@ static int parse_args(lua_State *L, int argc, char **argv)
             break;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { batch_usage(stdout); return 0; }
-        if (!strcmp(a, "--nan-check")) {
+        if (!strcmp(a, "--nan-check") || !strcmp(a, "--serial")) {
             lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "nan_check");
+            lua_setfield(L, -2, a[2] == 'n' ? "nan_check" : "serial");
             continue;
         }
         if (a[0] != '-') {

@@ -5,7 +5,9 @@
 # name; --only, --batch-size and LUMEN_THREADS give the same bytes; failures
 # are recorded and the rest go on; params files (CSV, JSON Lines, a
 # manifest); the PNG text; the progress bar and lines; the contact sheet;
-# flat memory over 10,000 images; MPI (tests/batch/mpi.sh).
+# flat memory over 10,000 images; the pipeline (job k+1 queued before job
+# k is written) against LUMEN_BATCH_SERIAL=1, on the CPU and on Vulkan:
+# same bytes and manifest, the order traced; MPI (tests/batch/mpi.sh).
 # Prints "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -122,6 +124,65 @@ check "LUMEN_THREADS=2 with --batch-size 5 gives the same bytes (64x64)" 'same_s
 BATCH_PX=32 "$LUMEN" tests/batch/devices.lua > "$T/log" 2>&1
 if grep -q '^VK_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
   check "Vulkan renders the jobs within 1e-5 of the CPU" '[ "$(grep -c "^seed [0-9] ok " "$T/log")" = 4 ]' "$T/log"
+fi
+
+# ---- the pipeline: job k+1 is queued before job k is written ----
+TRACED="$(pwd)/tests/batch/traced.lua"
+have_vk() { grep -q '^VK_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; }
+# piped_order TRACE N LAST: all N jobs written, each but those of the last
+# group (LAST jobs) after a later job was queued (traced.lua's trace)
+piped_order() {
+  awk -v n="$2" -v last="$3" '/^queued /{ if ($2 > q) q = $2 } /^write /{ w++; if ($2 <= n - last && q <= $2) bad = 1 }
+    END { exit !(w == n && !bad) }' "$1"
+}
+# serial_order TRACE: nothing queued ahead; job k written before job k+1 renders
+serial_order() {
+  awk '/^queued /{ bad = 1 } /^write /{ w[$2] = 1 } /^render /{ if ($2 > 1 && !w[$2 - 1]) bad = 1 } END { exit bad }' "$1"
+}
+# the manifest's records without the output directory
+records() { sed 's|"file":"[^"]*/|"file":"|' "$1"; }
+# pipe_vs_serial NAME SCRIPT ARGS...: the pipelined and the serial run of a
+# script write the same files (bytes) and the same manifest records, with
+# the same exit status; the traces are $T/NAME.p.trace and .s.trace
+pipe_vs_serial() {
+  name=$1; script=$2; shift 2
+  BATCH_TRACE="$T/$name.p.trace" "$LUMEN" batch "$script" -o "$T/$name.p/%05d.png" "$@" > "$T/log.$name.p" 2>&1
+  rp=$?
+  BATCH_TRACE="$T/$name.s.trace" LUMEN_BATCH_SERIAL=1 "$LUMEN" batch "$script" -o "$T/$name.s/%05d.png" "$@" > "$T/log.$name.s" 2>&1
+  rs=$?
+  records "$T/$name.p/manifest.jsonl" > "$T/$name.p.rec"
+  records "$T/$name.s/manifest.jsonl" > "$T/$name.s.rec"
+  check "$name: pipelined and serial give the same files, manifest and status ($rp, $rs)" \
+    '[ $rp = $rs ] && [ "$(count_png "$T/$name.p")" -gt 0 ] && same_set "$T/$name.p" "$T/$name.s" && [ -s "$T/$name.p.rec" ] && cmp -s "$T/$name.p.rec" "$T/$name.s.rec"' "$T/log.$name.p"
+}
+pipe_vs_serial cpu "$TRACED" --seeds 1-12
+check "cpu: job k is written after job k+1 was queued" 'piped_order "$T/cpu.p.trace" 12 1' "$T/cpu.p.trace"
+check "cpu: LUMEN_BATCH_SERIAL=1 writes each job before the next renders" 'serial_order "$T/cpu.s.trace"' "$T/cpu.s.trace"
+BATCH_TRACE="$T/flag.trace" "$LUMEN" batch "$TRACED" --seeds 1-4 -o "$T/flag/%05d.png" --serial > "$T/log" 2>&1
+check "--serial is LUMEN_BATCH_SERIAL=1" '[ $? = 0 ] && serial_order "$T/flag.trace" && [ "$(count_png "$T/flag")" = 4 ]' "$T/log"
+pipe_vs_serial cpu_bs "$TRACED" --seeds 1-12 --batch-size 5
+check "cpu_bs: a group of 5 is written after the next group was queued" 'piped_order "$T/cpu_bs.p.trace" 12 2' "$T/cpu_bs.p.trace"
+check "cpu_bs: the files are those of one job at a time" 'same_set "$T/cpu_bs.p" "$T/cpu.p"'
+pipe_vs_serial cpu_fail tests/batch/failing.lua --seeds 1-8 --nan-check
+pipe_vs_serial cpu_bfail tests/batch/batch_fail.lua --seeds 1-8 --batch-size 4
+# job 3 fails while job 2 waits to be written: 2 is written, then 3 recorded
+"$LUMEN" batch tests/batch/failing.lua --seeds 1-3 -o "$T/okfail/%05d.png" > "$T/log" 2>&1
+check "a job failing after a good one: the good one's file is there, the manifest says ok, ok, failed" \
+  '[ $? = 1 ] && [ "$(count_png "$T/okfail")" = 2 ] && [ "$(sed -n "s/.*\"status\":\"\([a-z]*\)\".*/\1/p" "$T/okfail/manifest.jsonl" | tr "\n" " ")" = "ok ok failed " ]' "$T/okfail/manifest.jsonl"
+"$LUMEN" -e "for _, s in ipairs{false, true} do local r = lm.batch{script = '$JOB', seeds = '1-6', out = '$T/sum' .. tostring(s) .. '/%d.png', progress = 'off', serial = s}; print(r.made, r.serial, r.overlapped) end" > "$T/log" 2>&1
+check "lm.batch's summary: 5 of 6 jobs written while the next was queued; serial = true: none" \
+  '[ "$(tr "\t\n" " ;" < "$T/log")" = "6 false 5;6 true 0;" ]' "$T/log"
+if have_vk; then
+  export LUMEN_DEVICE=vulkan
+  pipe_vs_serial vk "$TRACED" --seeds 1-12
+  check "vk: job k is written after job k+1 was queued" 'piped_order "$T/vk.p.trace" 12 1' "$T/vk.p.trace"
+  pipe_vs_serial vk_bs "$TRACED" --seeds 1-12 --batch-size 5
+  check "vk_bs: the files are those of one job at a time" 'same_set "$T/vk_bs.p" "$T/vk.p"'
+  pipe_vs_serial vk_fail tests/batch/failing.lua --seeds 1-8 --nan-check
+  check "vk_fail: the NaN image is recorded failed on the device too" 'grep "\"index\":5," "$T/vk_fail.p/manifest.jsonl" | grep -q NaN'
+  pipe_vs_serial vk_bfail tests/batch/batch_fail.lua --seeds 1-8 --batch-size 4
+  pipe_vs_serial vk_conv tests/batch/conv_job.lua --seeds 1-6 -- 32 8 2 4
+  unset LUMEN_DEVICE
 fi
 
 # ---- failures ----

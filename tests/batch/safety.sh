@@ -6,7 +6,8 @@
 # that would share a file are refused before anything is made, {name} from
 # a params column, CSV with a byte order mark and multi-line quoted fields,
 # an unbounded seed range, a render function that returns no image, exit
-# statuses (2 for a bad command line, 130 Ctrl-C, 143 SIGTERM).
+# statuses (2 for a bad command line, 130 Ctrl-C, 143 SIGTERM); SIGTERM at
+# chosen points of the pipeline (a job queued, a job being written).
 # LUMEN=path runs another build.  Prints "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -84,6 +85,48 @@ while [ $i -le 20 ]; do
   rm -rf "$T/st$i"; i=$((i + 1))
 done
 check "SIGTERM at 20 moments: status 143, a manifest, no temporary each time ($bad bad)" '[ $bad = 0 ]' "$T/log.stbad"
+
+# SIGTERM at chosen points of the pipeline (tests/batch/traced.lua sends
+# it): while job 4 renders, job 3 is on the host, not yet written: it is
+# recorded pending and not written (a signal stops at once; a rerun makes
+# it); while job 3 is written, it is abandoned and pending, and job 4, queued
+# on the device, pending too.  On the CPU and on Vulkan (lavapipe).
+# STATUSES DIR: the manifest's statuses, space-separated
+statuses() { sed -n 's/.*"status":"\([a-z]*\)".*/\1/p' "$1/manifest.jsonl" | tr '\n' ' '; }
+kill_at() {   # DEVICE POINT STATUSES FILES
+  d="$T/kill_$1_$2"
+  BATCH_KILL_AT=$2 BATCH_TRACE="$T/trace.kill" LUMEN_DEVICE=$1 "$LUMEN" batch tests/batch/traced.lua --seeds 1-6 \
+    -o "$d/%05d.png" > "$T/log" 2>&1
+  rc=$? want_st=$3 want_f=$4
+  check "$1, SIGTERM at $2: status 143 ($rc), manifest '$3', files '$4', no temporary" \
+    '[ $rc = 143 ] && [ "$(statuses "$d")" = "$want_st" ] && [ "$(ls "$d" | grep "\.png$" | tr "\n" " ")" = "$want_f" ] && no_tmp "$d"' "$T/log"
+}
+devs=cpu
+if grep -q '^VK_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && ls /usr/share/vulkan/icd.d/*.json >/dev/null 2>&1; then
+  devs="cpu vulkan"
+fi
+for dev in $devs; do
+  kill_at $dev render:4 "ok ok pending pending pending pending " "00001.png 00002.png "
+  kill_at $dev write:3 "ok ok pending pending pending pending " "00001.png 00002.png "
+  kill_at $dev render:1 "pending pending pending pending pending pending " ""
+done
+# the 20-moment stress above, fewer moments, on Vulkan, counted from the
+# first image (Vulkan's start takes over a second under sanitizers, and a
+# signal before the run has its handlers is the script-loading case)
+if [ "$devs" != cpu ]; then
+  bad=0; n=1
+  while [ $n -le 6 ]; do
+    LUMEN_DEVICE=vulkan "$LUMEN" batch "$JOB" --seeds 1-20000 -o "$T/vt$n/%05d.png" > "$T/log.st" 2>&1 & pid=$!
+    wait_count "$T/vt$n" 1 $pid
+    sleep 0.$(( (n * 37) % 9 ))
+    kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
+    if [ $rc != 143 ] || [ ! -s "$T/vt$n/manifest.jsonl" ] || ! no_tmp "$T/vt$n"; then
+      bad=$((bad + 1)); cp "$T/log.st" "$T/log.stbad"
+    fi
+    rm -rf "$T/vt$n"; n=$((n + 1))
+  done
+  check "Vulkan: SIGTERM at 6 moments: status 143, a manifest, no temporary each time ($bad bad)" '[ $bad = 0 ]' "$T/log.stbad"
+fi
 
 # ---- resume: stale temporaries, torn and replaced files ----
 d="$T/res"
