@@ -241,7 +241,7 @@ static int parse_args(lua_State *L, int argc, char **argv)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { batch_usage(stdout); return 0; }
         if (!strcmp(a, "--nan-check") || !strcmp(a, "--serial")) {
             lua_pushboolean(L, 1);
-            lua_setfield(L, -2, a[2] == 'n' ? "nan_check" : "serial");
+            lua_setfield(L, -2, !strcmp(a, "--serial") ? "serial" : "nan_check");
             continue;
         }
         if (a[0] != '-') {

@@ -22,10 +22,11 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
 
 screen() { T capture-pane -p -t r -S -300 2>/dev/null; }
-# waits up to ~5 s for a line of the screen to match the grep pattern
+# waits up to ~15 s for a line of the screen to match the grep pattern (a
+# loaded CI machine can take seconds to start the REPL or run a line)
 wait_for() {
   i=0
-  while [ $i -lt 50 ]; do
+  while [ $i -lt 150 ]; do
     screen | grep -q -- "$1" && return 0
     sleep 0.1; i=$((i + 1))
   done
@@ -37,12 +38,12 @@ count() { screen | grep -c -- "$1"; }
 send() { T send-keys -t r -l "$1"; }
 key() { T send-keys -t r "$@"; }
 line() { send "$1"; key Enter; }
-# waits up to ~5 s for an empty prompt as the screen's last line: keys typed
+# waits up to ~15 s for an empty prompt as the screen's last line: keys typed
 # while the last line still runs are echoed before the prompt is drawn (a
 # loaded machine), which a completion check anchored at "> " would miss
 ready() {
   i=0
-  while [ $i -lt 50 ]; do
+  while [ $i -lt 150 ]; do
     [ "$(screen | grep -v '^$' | tail -1)" = ">" ] && return 0
     sleep 0.1; i=$((i + 1))
   done
