@@ -925,7 +925,20 @@ function lm.batch(o)
   local okrun, runerr = pcall(function()
     -- the jobs this process takes: all (one process), or chunks the
     -- distributor hands out in increasing index order
-    local it = source()
+    -- the jobs in index order; nil once they are all handed out, and nil
+    -- again after that (a signal during the last group's write, once the
+    -- loop below has ended, reads it again to record the rest pending; a
+    -- seed range's iterator must not be stepped past its end)
+    local it
+    do
+      local step, ended = source(), false
+      it = function()
+        if ended then return nil end
+        local index, p = step()
+        ended = index == nil
+        return index, p
+      end
+    end
     local lo, hi = 1, total
     local function claim()
       if not dist then return end
