@@ -74,16 +74,25 @@ check "a second signal stops at once (status $rc) and leaves no temporary file" 
 # spent between jobs): each run stops with 143 and writes its manifest.  A
 # signal landing just before or after a job's protected call once raised
 # "interrupted" outside it (status 1, no manifest: about 1 run in 60 here).
-bad=0; i=1
-while [ $i -le 20 ]; do
-  "$LUMEN" batch "$JOB" --seeds 1-20000 -o "$T/st$i/%05d.png" > "$T/log.st" 2>&1 & pid=$!
-  sleep 0.$(( (i * 37) % 9 + 1 ))
-  kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
-  if [ $rc != 143 ] || [ ! -s "$T/st$i/manifest.jsonl" ] || ! no_tmp "$T/st$i"; then
-    bad=$((bad + 1)); cp "$T/log.st" "$T/log.stbad"
-  fi
-  rm -rf "$T/st$i"; i=$((i + 1))
-done
+# sigterm_moments DEVICE N FROM: N runs on DEVICE ("": the environment's),
+# each sent SIGTERM at a spread-out moment counted from the start
+# (FROM=start) or from the first image (FROM=image); sets bad to the runs
+# that did not end 143 with a manifest and no temporary (the last one's log
+# in $T/log.stbad)
+sigterm_moments() {
+  bad=0; n=1
+  while [ $n -le "$2" ]; do
+    env ${1:+LUMEN_DEVICE=$1} "$LUMEN" batch "$JOB" --seeds 1-20000 -o "$T/st$n/%05d.png" > "$T/log.st" 2>&1 & pid=$!
+    if [ "$3" = image ]; then wait_count "$T/st$n" 1 $pid; sleep 0.$(( (n * 37) % 9 ))
+    else sleep 0.$(( (n * 37) % 9 + 1 )); fi
+    kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
+    if [ $rc != 143 ] || [ ! -s "$T/st$n/manifest.jsonl" ] || ! no_tmp "$T/st$n"; then
+      bad=$((bad + 1)); cp "$T/log.st" "$T/log.stbad"
+    fi
+    rm -rf "$T/st$n"; n=$((n + 1))
+  done
+}
+sigterm_moments "" 20 start
 check "SIGTERM at 20 moments: status 143, a manifest, no temporary each time ($bad bad)" '[ $bad = 0 ]' "$T/log.stbad"
 
 # SIGTERM at chosen points of the pipeline (tests/batch/traced.lua sends
@@ -118,17 +127,7 @@ done
 # first image (Vulkan's start takes over a second under sanitizers, and a
 # signal before the run has its handlers is the script-loading case)
 if [ "$devs" != cpu ]; then
-  bad=0; n=1
-  while [ $n -le 6 ]; do
-    LUMEN_DEVICE=vulkan "$LUMEN" batch "$JOB" --seeds 1-20000 -o "$T/vt$n/%05d.png" > "$T/log.st" 2>&1 & pid=$!
-    wait_count "$T/vt$n" 1 $pid
-    sleep 0.$(( (n * 37) % 9 ))
-    kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
-    if [ $rc != 143 ] || [ ! -s "$T/vt$n/manifest.jsonl" ] || ! no_tmp "$T/vt$n"; then
-      bad=$((bad + 1)); cp "$T/log.st" "$T/log.stbad"
-    fi
-    rm -rf "$T/vt$n"; n=$((n + 1))
-  done
+  sigterm_moments vulkan 6 image
   check "Vulkan: SIGTERM at 6 moments: status 143, a manifest, no temporary each time ($bad bad)" '[ $bad = 0 ]' "$T/log.stbad"
 fi
 
