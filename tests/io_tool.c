@@ -59,6 +59,28 @@ static void write_pngs(const char *dir)
             lm_array_release(i32);
             free(v);
         }
+    /* large enough for several of the writer's 128 KiB bands (each
+     * compressed on its own thread, seeded with the one before) */
+    for (int c = 1; c <= 4; c += 2)
+        for (int bits = 8; bits <= 16; bits += 8) {
+            int h = 181, w = 700, max = bits == 8 ? 255 : 65535;
+            double *v = malloc(sizeof(double) * (size_t)(c * h * w));
+            for (int ch = 0; ch < c; ch++)
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++)
+                        v[(ch * h + y) * w + x] = y < h / 2 ? (x * 7919 + y * 104729 + ch * 1299709 + x * x * y) % (max + 1)
+                                                            : (x / 3 + y * 2 + ch * 50) % (max + 1);
+            lm_array *a = lm_from_data(3, (int64_t[]){c, h, w}, LM_F64, v, NULL);
+            lm_array *i32 = lm_cast(a, LM_I32);
+            lm_png_opts o;
+            lm_png_opts_init(&o);
+            o.bits = bits;
+            snprintf(path, sizeof path, "%s/png_big_c%d_%d.png", dir, c, bits);
+            check(lm_png_write(path, i32, &o), path);
+            lm_array_release(a);
+            lm_array_release(i32);
+            free(v);
+        }
     /* floats: clamp and round to nearest, NaN -> 0; HWC layout */
     double f[4 * 4 * 3];
     for (int i = 0; i < 48; i++) f[i] = (i % 17) / 16.0 * 1.2 - 0.1;

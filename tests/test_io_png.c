@@ -109,6 +109,72 @@ static void test_write_roundtrip(void **state)
             }
 }
 
+static unsigned char *slurp(const char *path, size_t *n);
+
+/* The default writer compresses 128 KiB bands on LUMEN_THREADS threads:
+ * the same bytes at 1, 2 and 5 threads, several bands, read back exactly;
+ * and libpng's own encoder (an explicit level) reads back the same pixels. */
+static void test_write_banded_threads(void **state)
+{
+    (void)state;
+    const char *saved = getenv("LUMEN_THREADS");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (int bits = 8; bits <= 16; bits += 8) {
+        int64_t c = 3, h = 257, w = 411, n = c * h * w;   /* 317 KiB of rows at 8 bits */
+        double *v = malloc(sizeof(double) * (size_t)n);
+        uint32_t r = 12345;
+        for (int64_t i = 0; i < n; i++) {
+            r = r * 1664525u + 1013904223u;
+            int64_t y = (i / w) % h;
+            v[i] = (double)(y < h / 2 ? (r >> 8) % (bits == 8 ? 256u : 65536u) : (uint32_t)((i % w) / 4 + y) % 256u);
+        }
+        int64_t shape[3] = {c, h, w};
+        lm_array *x = lm_from_data(3, shape, LM_F64, v, NULL);
+        lm_array *a = lm_cast(x, LM_I32);
+        lm_png_opts o;
+        lm_png_opts_init(&o);
+        o.bits = bits;
+        unsigned char *first = NULL;
+        size_t nfirst = 0;
+        for (int t = 0; t < 3; t++) {
+            static const char *threads[] = {"1", "2", "5"};
+            setenv("LUMEN_THREADS", threads[t], 1);
+            const char *p = io_tmp("banded.png");
+            assert_int_equal(lm_png_write(p, a, &o), LM_OK);
+            size_t nb;
+            unsigned char *bytes = slurp(p, &nb);
+            assert_non_null(bytes);
+            if (!first) {
+                first = bytes;
+                nfirst = nb;
+            } else {
+                assert_int_equal(nb, nfirst);
+                assert_memory_equal(bytes, first, nb);
+                free(bytes);
+            }
+            lm_array *b = lm_png_read(p, &o, NULL);
+            assert_non_null(b);
+            io_expect_shape(b, 3, shape);
+            io_expect(b, v, n);
+            lm_array_release(b);
+        }
+        free(first);
+        o.level = 6;   /* libpng's encoder */
+        const char *p = io_tmp("libpng.png");
+        assert_int_equal(lm_png_write(p, a, &o), LM_OK);
+        lm_array *b = lm_png_read(p, &o, NULL);
+        assert_non_null(b);
+        io_expect(b, v, n);
+        lm_array_release(b);
+        free(v);
+        lm_array_release(x);
+        lm_array_release(a);
+    }
+    if (keep) setenv("LUMEN_THREADS", keep, 1);
+    else unsetenv("LUMEN_THREADS");
+    free(keep);
+}
+
 static void test_write_float_rules(void **state)
 {
     (void)state;
@@ -450,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_read_pil_files),
         cmocka_unit_test(test_read_dtypes_and_text),
         cmocka_unit_test(test_write_roundtrip),
+        cmocka_unit_test(test_write_banded_threads),
         cmocka_unit_test(test_write_float_rules),
         cmocka_unit_test(test_write_text_batch_errors),
         cmocka_unit_test(test_grid),

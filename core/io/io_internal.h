@@ -99,4 +99,16 @@ lm_status lm_zip_write(lm_io_out *o, int n, const char *const *names,
                        const unsigned char *const *datas, const size_t *sizes,
                        bool deflate);
 
+/* fn(ctx, k) for k in [0, n) on up to LUMEN_THREADS threads (the cores
+ * where unset), the caller one of them (core/io/io_deflate.c).  For work
+ * whose result does not depend on which thread runs which k. */
+void lm_io_parallel(size_t n, void (*fn)(void *ctx, size_t k), void *ctx);
+
+/* One zlib stream (header, deflate, adler32) of n bytes, compressed in
+ * bands of band_bytes on up to LUMEN_THREADS threads (core/io/io_deflate.c):
+ * the same bytes at any thread count.  *out is malloc'd; what names the
+ * caller in errors. */
+lm_status lm_io_deflate_bands(const unsigned char *in, size_t n, size_t band_bytes, int level,
+                              unsigned char **out, size_t *outn, const char *what);
+
 #endif
