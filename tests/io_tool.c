@@ -59,7 +59,7 @@ static void write_pngs(const char *dir)
             lm_array_release(i32);
             free(v);
         }
-    /* large enough for several of the writer's 128 KiB bands (each
+    /* large enough for several of the writer's 64 KiB bands (each
      * compressed on its own thread, seeded with the one before) */
     for (int c = 1; c <= 4; c += 2)
         for (int bits = 8; bits <= 16; bits += 8) {

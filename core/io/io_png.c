@@ -149,6 +149,7 @@ static lm_status u8_pixels(png_ctx *c, lm_array *a, const img_geom *g)
 typedef struct pack_job {
     png_ctx *c;
     const double *v;
+    const float *vf;   /* instead of v: f32 values (they widen to f64 exactly) */
     const img_geom *g;
     lm_dtype dt;
     const lm_png_opts *o;
@@ -163,7 +164,8 @@ static void pack_rows(void *ctx, size_t k)
     size_t p1 = (k + 1) * PACK_ROWS * w < hw ? (k + 1) * PACK_ROWS * w : hw;
     for (size_t p = k * PACK_ROWS * w; p < p1; p++)
         for (size_t q = 0; q < ch; q++) {
-            double x = g->hwc ? j->v[p * ch + q] : j->v[q * hw + p];
+            size_t i = g->hwc ? p * ch + q : q * hw + p;
+            double x = j->vf ? (double)j->vf[i] : j->v[i];
             unsigned s = sample(x, j->dt, j->o, max);
             size_t at = p * ch + q;
             if (j->o->bits == 16) ((uint16_t *)j->c->pixels)[at] = (uint16_t)s;
@@ -171,10 +173,10 @@ static void pack_rows(void *ctx, size_t k)
         }
 }
 
-static void pack_samples(png_ctx *c, const double *v, const img_geom *g, lm_dtype dt,
-                         const lm_png_opts *o)
+static void pack_samples(png_ctx *c, const double *v, const float *vf, const img_geom *g,
+                         lm_dtype dt, const lm_png_opts *o)
 {
-    pack_job j = {c, v, g, dt, o};
+    pack_job j = {c, v, vf, g, dt, o};
     lm_io_parallel(((size_t)g->h + PACK_ROWS - 1) / PACK_ROWS, pack_rows, &j);
 }
 
@@ -182,18 +184,21 @@ static void pack_samples(png_ctx *c, const double *v, const img_geom *g, lm_dtyp
 static lm_status make_pixels(png_ctx *c, lm_array *a, const img_geom *g, const lm_png_opts *o)
 {
     if (a->dtype == LM_U8 && o->bits == 8 && !o->has_range) return u8_pixels(c, a, g);
+    /* f32, f16 and bf16 values are read as f32 (half the bytes of f64,
+     * the same values) */
+    bool narrow = a->dtype == LM_F32 || a->dtype == LM_F16 || a->dtype == LM_BF16;
     size_t n = (size_t)(g->c * g->h * g->w), bps = o->bits == 16 ? 2 : 1;
-    double *v = malloc(n * sizeof *v);
+    void *v = malloc(n * (narrow ? sizeof(float) : sizeof(double)));
     c->pixels = malloc(n * bps);
     if (!v || !c->pixels) {
         free(v);
         return lm_error_set(LM_ERR_NOMEM, "write_png %s: out of memory", c->what);
     }
-    if (lm_array_read(a, v, LM_F64) != LM_OK) {
+    if (lm_array_read(a, v, narrow ? LM_F32 : LM_F64) != LM_OK) {
         free(v);
         return lm_error_prefix("write_png %s", c->what);
     }
-    pack_samples(c, v, g, a->dtype, o);
+    pack_samples(c, narrow ? NULL : v, narrow ? v : NULL, g, a->dtype, o);
     free(v);
     return LM_OK;
 }
@@ -209,13 +214,13 @@ static lm_status check_opts(const char *path, const lm_png_opts *o)
 
 /* The image data of the default writer: every row with the Sub filter
  * (cheap, and close to libpng's adaptive choice on photographs and renders),
- * then one zlib stream at level 1 compressed in 128 KiB bands on all cores
+ * then one zlib stream at level 1 compressed in 64 KiB bands on all cores
  * (io_deflate.c), written as IDAT chunks of at most 1 MiB and closed with
  * IEND.  A 1024x1024 RGB image took 35-100 ms on one core through libpng;
  * the bytes are the same at any thread count.  Runs inside encode's setjmp:
  * libpng's chunk writer longjmps on a write error, and c frees the buffers
  * on every path. */
-#define PNG_BAND_BYTES ((size_t)128 << 10)
+#define PNG_BAND_BYTES ((size_t)64 << 10)
 typedef struct filter_job {
     png_ctx *c;
     size_t h, stride, bpp;
@@ -356,16 +361,9 @@ lm_status lm_png_write_f32(const char *path, const lm_png_f32 *img, const lm_png
     if (check_opts(path, o) != LM_OK) return lm_error_status();
     size_t n = (size_t)(g.c * g.h * g.w);
     png_ctx ctx = {.what = path}, *c = &ctx;
-    double *v = malloc(n * sizeof *v);
     c->pixels = malloc(n * (o->bits == 16 ? 2 : 1));
-    if (!v || !c->pixels) {
-        free(v);
-        free(c->pixels);
-        return lm_error_set(LM_ERR_NOMEM, "write_png %s: out of memory", path);
-    }
-    for (size_t i = 0; i < n; i++) v[i] = img->data[i];
-    pack_samples(c, v, &g, LM_F32, o);
-    free(v);
+    if (!c->pixels) return lm_error_set(LM_ERR_NOMEM, "write_png %s: out of memory", path);
+    pack_samples(c, NULL, img->data, &g, LM_F32, o);
     return encode(c, path, &g, o);
 }
 
