@@ -37,49 +37,44 @@ static lm_array *dtype_array(lm_dtype dt)
     return c;
 }
 
+/* a c x h x w integer image at bits (values as check_io_interop.py
+ * expects them: "big" images are noisy above, smooth below) */
+static void write_int_png(const char *path, int c, int h, int w, int bits, bool big)
+{
+    int max = bits == 8 ? 255 : 65535;
+    double *v = malloc(sizeof(double) * (size_t)(c * h * w));
+    for (int ch = 0; ch < c; ch++)
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                v[(ch * h + y) * w + x] =
+                    !big ? (x * 7919 + y * 104729 + ch * 1299709) % (max + 1)
+                    : y < h / 2 ? (x * 7919 + y * 104729 + ch * 1299709 + x * x * y) % (max + 1)
+                                : (x / 3 + y * 2 + ch * 50) % (max + 1);
+    lm_array *a = lm_from_data(3, (int64_t[]){c, h, w}, LM_F64, v, NULL);
+    lm_array *i32 = lm_cast(a, LM_I32);
+    lm_png_opts o;
+    lm_png_opts_init(&o);
+    o.bits = bits;
+    check(lm_png_write(path, i32, &o), path);
+    lm_array_release(a);
+    lm_array_release(i32);
+    free(v);
+}
+
 static void write_pngs(const char *dir)
 {
     char path[512];
     for (int c = 1; c <= 4; c++)
         for (int bits = 8; bits <= 16; bits += 8) {
-            int h = 6, w = 9, max = bits == 8 ? 255 : 65535;
-            double *v = malloc(sizeof(double) * (size_t)(c * h * w));
-            for (int ch = 0; ch < c; ch++)
-                for (int y = 0; y < h; y++)
-                    for (int x = 0; x < w; x++)
-                        v[(ch * h + y) * w + x] = (x * 7919 + y * 104729 + ch * 1299709) % (max + 1);
-            lm_array *a = lm_from_data(3, (int64_t[]){c, h, w}, LM_F64, v, NULL);
-            lm_array *i32 = lm_cast(a, LM_I32);
-            lm_png_opts o;
-            lm_png_opts_init(&o);
-            o.bits = bits;
             snprintf(path, sizeof path, "%s/png_c%d_%d.png", dir, c, bits);
-            check(lm_png_write(path, i32, &o), path);
-            lm_array_release(a);
-            lm_array_release(i32);
-            free(v);
+            write_int_png(path, c, 6, 9, bits, false);
         }
     /* large enough for several of the writer's 64 KiB bands (each
      * compressed on its own thread, seeded with the one before) */
     for (int c = 1; c <= 4; c += 2)
         for (int bits = 8; bits <= 16; bits += 8) {
-            int h = 181, w = 700, max = bits == 8 ? 255 : 65535;
-            double *v = malloc(sizeof(double) * (size_t)(c * h * w));
-            for (int ch = 0; ch < c; ch++)
-                for (int y = 0; y < h; y++)
-                    for (int x = 0; x < w; x++)
-                        v[(ch * h + y) * w + x] = y < h / 2 ? (x * 7919 + y * 104729 + ch * 1299709 + x * x * y) % (max + 1)
-                                                            : (x / 3 + y * 2 + ch * 50) % (max + 1);
-            lm_array *a = lm_from_data(3, (int64_t[]){c, h, w}, LM_F64, v, NULL);
-            lm_array *i32 = lm_cast(a, LM_I32);
-            lm_png_opts o;
-            lm_png_opts_init(&o);
-            o.bits = bits;
             snprintf(path, sizeof path, "%s/png_big_c%d_%d.png", dir, c, bits);
-            check(lm_png_write(path, i32, &o), path);
-            lm_array_release(a);
-            lm_array_release(i32);
-            free(v);
+            write_int_png(path, c, 181, 700, bits, true);
         }
     /* floats: clamp and round to nearest, NaN -> 0; HWC layout */
     double f[4 * 4 * 3];

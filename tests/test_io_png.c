@@ -80,6 +80,18 @@ static void test_read_dtypes_and_text(void **state)
 }
 
 /* A written image read back: every channel count, both layouts, 8/16 bits. */
+/* a written to p with o reads back as the shape and values v */
+static void write_read_expect(const char *p, lm_array *a, const lm_png_opts *o, const int64_t *shape,
+                              const double *v, int64_t n)
+{
+    assert_int_equal(lm_png_write(p, a, o), LM_OK);
+    lm_array *b = lm_png_read(p, o, NULL);
+    assert_non_null(b);
+    io_expect_shape(b, 3, shape);
+    io_expect(b, v, n);
+    lm_array_release(b);
+}
+
 static void test_write_roundtrip(void **state)
 {
     (void)state;
@@ -96,16 +108,10 @@ static void test_write_roundtrip(void **state)
                 lm_png_opts_init(&o);
                 o.layout = hwc ? LM_LAYOUT_HWC : LM_LAYOUT_CHW;
                 o.bits = bits;
-                const char *p = io_tmp("rt.png");
-                assert_int_equal(lm_png_write(p, a, &o), LM_OK);
-                lm_array *b = lm_png_read(p, &o, NULL);
-                assert_non_null(b);
-                io_expect_shape(b, 3, shape);
-                io_expect(b, v, n);
+                write_read_expect(io_tmp("rt.png"), a, &o, shape, v, n);
                 free(v);
                 lm_array_release(x);
                 lm_array_release(a);
-                lm_array_release(b);
             }
 }
 
@@ -140,7 +146,7 @@ static void test_write_banded_threads(void **state)
             static const char *threads[] = {"1", "2", "5"};
             setenv("LUMEN_THREADS", threads[t], 1);
             const char *p = io_tmp("banded.png");
-            assert_int_equal(lm_png_write(p, a, &o), LM_OK);
+            write_read_expect(p, a, &o, shape, v, n);
             size_t nb;
             unsigned char *bytes = slurp(p, &nb);
             assert_non_null(bytes);
@@ -152,20 +158,10 @@ static void test_write_banded_threads(void **state)
                 assert_memory_equal(bytes, first, nb);
                 free(bytes);
             }
-            lm_array *b = lm_png_read(p, &o, NULL);
-            assert_non_null(b);
-            io_expect_shape(b, 3, shape);
-            io_expect(b, v, n);
-            lm_array_release(b);
         }
         free(first);
         o.level = 6;   /* libpng's encoder */
-        const char *p = io_tmp("libpng.png");
-        assert_int_equal(lm_png_write(p, a, &o), LM_OK);
-        lm_array *b = lm_png_read(p, &o, NULL);
-        assert_non_null(b);
-        io_expect(b, v, n);
-        lm_array_release(b);
+        write_read_expect(io_tmp("libpng.png"), a, &o, shape, v, n);
         free(v);
         lm_array_release(x);
         lm_array_release(a);
