@@ -835,6 +835,13 @@ function lm.batch(o)
 
   -- a failing batch: each job alone, so only the bad ones fail
   local function retry_alone(e) return not e.ok and #e.group > 1 and spec.render end
+  -- run({job}) for each job of group; false when one was interrupted
+  local function each_alone(run, group)
+    for _, j in ipairs(group) do
+      if not run({j}) then return false end
+    end
+    return true
+  end
 
   -- serial (LUMEN_BATCH_SERIAL=1, serial = true): render, wait, write, one
   -- group after the other; false when interrupted
@@ -842,12 +849,7 @@ function lm.batch(o)
     local e = {group = group}
     e.ok, e.res = render(group, true)
     if stopped() then return false end
-    if retry_alone(e) then
-      for _, j in ipairs(group) do
-        if not run_serial({j}) then return false end
-      end
-      return true
-    end
+    if retry_alone(e) then return each_alone(run_serial, group) end
     return write_group(group, e.ok, e.res)
   end
 
@@ -884,10 +886,7 @@ function lm.batch(o)
       if stopped() then return false end
       if retry_alone(prev) then   -- an error the device reported at the wait
         queued = nil
-        for _, j in ipairs(prev.group) do
-          if not run_piped({j}) then return false end
-        end
-        return run_piped(group)
+        return each_alone(run_piped, prev.group) and run_piped(group)
       end
     end
     local e
@@ -902,9 +901,7 @@ function lm.batch(o)
       if not write_group(prev.group, prev.ok, prev.res) then return false end
     end
     if e and retry_alone(e) then
-      for _, j in ipairs(group) do
-        if not run_piped({j}) then return false end
-      end
+      return each_alone(run_piped, group)
     elseif e and not e.ok then
       return write_group(group, false, e.res)   -- recorded as failed, after prev
     else

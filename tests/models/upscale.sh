@@ -46,6 +46,9 @@ check "results (upscale_check.lua)" "$L" tests/models/upscale_check.lua "$T" "$L
 # --device vulkan (lavapipe here) gives the CPU's pixels within 1/255
 if LUMEN_DEVICE=vulkan "$L" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
   check "upscale --device vulkan" env LUMEN_DEVICE=vulkan "$L" upscale "$T/in16.png" -o "$T/vk.png" --model esrgan-medium --scale 2 --tile 40 --device vulkan --quiet
+  # the tile it chooses: 512 on a GPU, 256 on lavapipe (a CPU device: host memory)
+  want=$(LUMEN_DEVICE=vulkan "$L" -e 'for _, d in ipairs(lm.devices()) do if d.spec == "vulkan:0" then print((d.kind:match("gpu$") and d.kind ~= "cpu-gpu") and 512 or 256) end end')
+  check "vulkan's default tile is $want ($(LUMEN_DEVICE=vulkan "$L" -e 'print(lm.devices()[2].kind)'))" sh -c "'$L' upscale '$T/in16.png' -o '$T/tile.png' --model esrgan-medium --scale 2 --device vulkan -v --overwrite 2>&1 | grep -q 'tile $want overlap 16'"
   check "vulkan pixels == cpu pixels" "$L" -e "
     local a = lm.image.read_png('$T/vk.png', {dtype='f32'})
     local b = lm.image.read_png('$T/tiled.png', {dtype='f32'})
@@ -102,7 +105,9 @@ fails "--tile -5 names the option and the accepted values" "tile -5: expected a 
 fails "--scale 0 names the option" "scale 0: expected" "$L" upscale "$T/s/a.png" -o "$T/t.png" --scale 0
 fails "--range 1,2 is refused" "range 1,2: expected" "$L" upscale "$T/s/a.png" -o "$T/t.png" --range 1,2
 fails "an unknown option is named" "unknown option --tiles" "$L" upscale "$T/s/a.png" -o "$T/t.png" --tiles 4
-check "--help shows the defaults" sh -c "'$L' upscale --help | grep -q 'default 256' && '$L' upscale --help | grep -q 'default esrgan-slim'"
+check "--help shows the defaults" sh -c "'$L' upscale --help | grep -q 'default 256, or 512' && '$L' upscale --help | grep -q 'default esrgan-slim'"
+# the default tile: 256 on the CPU and on lavapipe (host memory), 512 on a GPU
+check "the CPU's default tile is 256" sh -c "'$L' upscale '$T/s/a.png' -o '$T/tile.png' --model esrgan-medium --scale 2 --device cpu -v --overwrite 2>&1 | grep -q 'tile 256 overlap 16'"
 
 # ---- item 13: models are found where installed, not in the current folder ----
 mkdir -p "$T/cwd" "$T/xdg/lumen/models"
