@@ -491,7 +491,8 @@ static void small_same_bits(const char *what, const cctx *c, const int64_t *xs, 
 /* conv_small against the CPU: 1, 3, 12 and 16 output channels (16 with the
  * GEMM turned off, which would take it), f32/f16/bf16, stride 2, padding,
  * dilation, bias or none, odd sizes, groups, conv1d, views of x and w,
- * 1, 2 and 4 pixels an invocation, weights staged in several chunks of
+ * 1, 2 and 4 pixels an invocation, workgroups of 64, 128 and 256
+ * invocations, weights staged in several chunks of
  * input channels, a grid of many workgroups; then the same bits as
  * conv_direct, and conv_direct for weights that do not fit */
 static void test_conv_small(void **state)
@@ -533,17 +534,19 @@ static void test_conv_small(void **state)
     cctx p2 = {K_CONV2D, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
     int64_t x5[4] = {1, 4, 10, 12}, w5[4] = {7, 4, 5, 5};
     conv_case("conv2d 5x5 mixed dtypes (small)", &p2, x5, w5, 7, LM_F32, LM_F16, LM_BF16, 0);
-    /* 1, 2 and 4 pixels an invocation over 40 x 70 pixels (11, 6 and 3
-     * workgroups, the last partial); 64 input channels of 16 outputs' 3x3
-     * weights (36 vec4s each) take two chunks of shared memory */
+    /* 1, 2 and 4 pixels an invocation in workgroups of 256, 128 and 64
+     * (the default here) over 40 x 70 pixels (11, 11 and 11 workgroups, the
+     * last partial); 64 input channels of 16 outputs' 3x3 weights (36 vec4s
+     * each) take two chunks of shared memory */
     int64_t xb[4] = {1, 64, 40, 70}, wb[4] = {13, 64, 3, 3};
-    const char *pxs[3] = {"1", "2", "4"};
+    const char *pxs[3] = {"1", "2", "4"}, *wgs[3] = {"256", "128", NULL};
     for (int i = 0; i < 3; i++) {
-        env_saved px = env_put("LUMEN_VK_CONV_SMALL_PX", pxs[i]);
-        char what[64];
-        snprintf(what, sizeof what, "conv2d 64 -> 13, %s px an invocation (small)", pxs[i]);
+        env_saved px = env_put("LUMEN_VK_CONV_SMALL_PX", pxs[i]), wgr = env_put("LUMEN_VK_CONV_SMALL_WG", wgs[i]);
+        char what[80];
+        snprintf(what, sizeof what, "conv2d 64 -> 13, %s px, workgroup %s (small)", pxs[i], wgs[i] ? wgs[i] : "64");
         conv_case(what, &pad1, xb, wb, 13, i == 1 ? LM_F16 : LM_F32, i == 1 ? LM_F16 : LM_F32, LM_F32, 0);
         small_same_bits(what, &pad1, xb, wb, 13, LM_F32, "conv_small");
+        env_restore(&wgr);
         env_restore(&px);
     }
     /* the same bits as conv_direct in each storage dtype, with specials */

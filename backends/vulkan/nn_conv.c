@@ -669,12 +669,12 @@ typedef struct small_pc {
 _Static_assert(sizeof(small_pc) <= LM_VK_PUSH_BYTES, "conv_small push constants");
 
 #define SMALL_OG 16             /* conv_small.comp's OGMAX */
-#define SMALL_WG 256            /* its workgroup */
 #define SMALL_SHARED 32768      /* the most shared memory it asks for */
 
-/* conv_small's plan for a conv: pixels per invocation, input channels per
- * staged chunk of weights, the shared vec4 slots, the grid along x */
-typedef struct small_plan { int px, cc, wsv; int64_t gx; } small_plan;
+/* conv_small's plan for a conv: pixels per invocation, invocations per
+ * workgroup, input channels per staged chunk of weights, the shared vec4
+ * slots, the grid along x */
+typedef struct small_plan { int px, wg, cc, wsv; int64_t gx; } small_plan;
 
 /* pixels per invocation: LUMEN_VK_CONV_SMALL_PX=1|2|4, else the most that
  * still leaves 2^17 invocations (half of an H100's 132 SMs x 2048): more
@@ -689,6 +689,19 @@ static int small_px(int64_t pixels)
     return px;
 }
 
+/* invocations per workgroup: LUMEN_VK_CONV_SMALL_WG=64|128|256, else 256
+ * halved (down to 64) while the grid has fewer than 256 workgroups (two an
+ * SM of an H100), so that a small conv (the SD UNet's conv_out: 2 x 4096
+ * pixels) still spreads over the GPU */
+static int small_wg(int64_t entries, int64_t npix, int px)
+{
+    const char *e = getenv("LUMEN_VK_CONV_SMALL_WG");
+    int wg = e && *e ? atoi(e) : 0;
+    if (wg == 64 || wg == 128 || wg == 256) return wg;
+    for (wg = 256; wg > 64 && entries * ((npix + (int64_t)wg * px - 1) / ((int64_t)wg * px)) < 256; wg /= 2) {}
+    return wg;
+}
+
 /* Does conv_small take this conv (see gemm_fits for the GEMM's share)?  A
  * conv (not transposed) of at most 16 output channels per group whose
  * weights for one input channel (KH*KW*ceil(Og/4) vec4s) fit the shared
@@ -698,13 +711,16 @@ static bool small_fits(lm_vk_dev *v, const lm_array *node, const geom *g, small_
 {
     const lm_vk_features *ft = &v->feat;
     if (node->op != LM_OP_CONV || g->Og > SMALL_OG || getenv_off("LUMEN_VK_CONV_SMALL")) return false;
-    int64_t cap = (ft->max_shared < SMALL_SHARED ? ft->max_shared : SMALL_SHARED) / 16 / SMALL_WG * SMALL_WG;
+    /* the shared slots in steps of 256 (4 KiB), so that convs of similar
+     * sizes share a pipeline */
+    int64_t cap = (ft->max_shared < SMALL_SHARED ? ft->max_shared : SMALL_SHARED) / 16 / 256 * 256;
     int64_t per_c = g->KH * g->KW * ((g->Og + 3) / 4), npix = g->OH * g->OW;
     if (per_c > cap || node->size >= INT32_MAX || npix == 0) return false;
     plan->px = small_px(g->N * g->G * npix);
+    plan->wg = small_wg(g->N * g->G, npix, plan->px);
     plan->cc = (int)(g->Cg < cap / per_c ? g->Cg : cap / per_c);
-    plan->wsv = (int)((plan->cc * per_c + SMALL_WG - 1) / SMALL_WG * SMALL_WG);
-    plan->gx = (npix + (int64_t)SMALL_WG * plan->px - 1) / ((int64_t)SMALL_WG * plan->px);
+    plan->wsv = (int)((plan->cc * per_c + 255) / 256 * 256);
+    plan->gx = (npix + (int64_t)plan->wg * plan->px - 1) / ((int64_t)plan->wg * plan->px);
     return plan->gx <= ft->max_groups[0] && g->N * g->G <= ft->max_groups[2];
 }
 
@@ -720,11 +736,12 @@ static lm_status run_small(lm_vk_dev *v, lm_array *node, const geom *g, const sm
                    (int32_t)p[0], (int32_t)p[1], (int32_t)p[2], (int32_t)p[3], (int32_t)p[6], (int32_t)p[7],
                    0, 0};
     const lm_array *b = bias_of(node, &pc.off_b, &pc.s_b);
-    uint32_t spec[9] = {x->dtype, w->dtype, node->dtype, b ? b->dtype : node->dtype, (uint32_t)g->Og,
-                        (uint32_t)g->KH, (uint32_t)g->KW, (uint32_t)plan->px, (uint32_t)plan->wsv};
+    uint32_t spec[10] = {x->dtype, w->dtype, node->dtype, b ? b->dtype : node->dtype, (uint32_t)g->Og,
+                         (uint32_t)g->KH, (uint32_t)g->KW, (uint32_t)plan->px, (uint32_t)plan->wsv,
+                         (uint32_t)plan->wg};
     lm_vk_arg args[4] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false},
                          {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
-    return lm_vk_dispatch(v, "conv_small", spec, 9, args, 4, &pc, sizeof pc, (uint32_t)plan->gx, 1,
+    return lm_vk_dispatch(v, "conv_small", spec, 10, args, 4, &pc, sizeof pc, (uint32_t)plan->gx, 1,
                           (uint32_t)(g->N * g->G));
 }
 

@@ -11,9 +11,12 @@
 -- timestamps (every kernel of the conv), median of SAMPLES profiles of CALLS
 -- calls each, and the f32 sum of the output, which is the same number in
 -- every setting where the bits are.  Settings: old (conv_direct), new (the
--- default pixels per invocation), px1, px2, px4 (LUMEN_VK_CONV_SMALL_PX).
+-- defaults), px1, px2, px4 (LUMEN_VK_CONV_SMALL_PX: pixels per invocation),
+-- wg64, wg128 (LUMEN_VK_CONV_SMALL_WG: invocations per workgroup; 256 is
+-- the default at these shapes).
 -- Environment: CONV_SMALL_SAMPLES (9), CONV_SMALL_CALLS (5),
--- CONV_SMALL_SETTINGS ("old new px1 px2 px4"), CONV_SMALL_SHAPES (all).
+-- CONV_SMALL_SETTINGS ("old new px1 px2 px4 wg64 wg128"), CONV_SMALL_SHAPES
+-- (all; or names).
 local lm = require "lumen"
 
 local shapes = {
@@ -23,6 +26,7 @@ local shapes = {
 local settings = {
   old = "LUMEN_VK_CONV_SMALL=0", new = "",
   px1 = "LUMEN_VK_CONV_SMALL_PX=1", px2 = "LUMEN_VK_CONV_SMALL_PX=2", px4 = "LUMEN_VK_CONV_SMALL_PX=4",
+  wg64 = "LUMEN_VK_CONV_SMALL_WG=64", wg128 = "LUMEN_VK_CONV_SMALL_WG=128",
 }
 
 local function words(s)
@@ -75,7 +79,7 @@ if arg[1] == "child" then
 else
   local lumen, script = arg[-1] or "lumen", arg[0]
   local q = function(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-  local list = words(os.getenv("CONV_SMALL_SETTINGS") or "old new px1 px2 px4")
+  local list = words(os.getenv("CONV_SMALL_SETTINGS") or "old new px1 px2 px4 wg64 wg128")
   for _, name in ipairs(list) do
     local env = settings[name]
     if not env then error("conv_small.lua: unknown setting " .. name) end

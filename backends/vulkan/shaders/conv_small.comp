@@ -15,8 +15,9 @@
 // or the weights' place (shared memory or buffer), and is conv_direct's bit
 // for bit where the driver contracts the two alike.
 //
-// Layout: a workgroup takes 256 * PX consecutive output pixels (oy*OW + ox)
-// of one (image, group), z = n * G + g; lane l's pixels are l, l + 256, ...
+// Layout: a workgroup of WG invocations takes WG * PX consecutive output
+// pixels (oy*OW + ox) of one (image, group), z = n * G + g; lane l's pixels
+// are l, l + WG, ...
 // so each load of a subgroup reads consecutive x (coalesced along W).  The
 // group's weights, converted to f32, are staged once per workgroup in
 // shared memory as [k = (c,kh,kw)][OG rounded up to 4] (vec4 loads, the
@@ -29,9 +30,9 @@
 
 #define OGMAX 16
 #define PXMAX 4
-#define WG 256
+#define WG int(gl_WorkGroupSize.x)
 
-layout(local_size_x = WG) in;
+layout(local_size_x_id = 9) in;                  // 64, 128 or 256 invocations
 layout(constant_id = 0) const uint DTX = 0;
 layout(constant_id = 1) const uint DTW = 0;
 layout(constant_id = 2) const uint DTO = 0;
