@@ -1,6 +1,7 @@
 /* test_vulkan_nn_conv.c - the convolution family on Vulkan against the CPU
- * (backends/vulkan/nn_conv.c): conv1d/conv2d through both the implicit
- * GEMM and the direct kernel (stride, asymmetric padding, dilation, groups,
+ * (backends/vulkan/nn_conv.c): conv1d/conv2d through the implicit GEMM,
+ * the few-channel kernel (conv_small.comp, also bit for bit against
+ * conv_direct) and the direct kernel (stride, asymmetric padding, dilation, groups,
  * depthwise, 1x1, bias or none, mixed dtypes), conv_transpose2d (both paths; stride,
  * output_padding, dilation, groups), max/avg/adaptive-avg pooling,
  * nearest/bilinear upsampling with and without align_corners, on

@@ -6,10 +6,13 @@
  * the shared f32 matmul kernel: the conv_gemm* modules are matmul_f32.glsl
  * with MM_CONV defined, whose B tiles are read from the input through the
  * im2col mapping (shaders/conv_gemm.glsl), one batch entry per (image,
- * group), bias added on store.  Where 128-row tiles would mostly idle (few
- * output channels per group: depthwise, small grouped convs), where the
- * weights are not contiguous over (c, kh, kw), or the grid would not fit,
- * conv_direct.comp computes each output element on its own.
+ * group), bias added on store.  Where 128-row tiles would mostly idle (up
+ * to 16 output channels per group: the VAE's conv_out, depthwise, small
+ * grouped convs) or the weights are not contiguous over (c, kh, kw),
+ * conv_small.comp computes all of a group's output channels of a few pixels
+ * per invocation; convs with more channels that the GEMM cannot read, and
+ * grids that fit neither, go to conv_direct.comp, which computes each
+ * output element on its own.
  * conv_transpose2d runs as a gather on the same two kernels (each output
  * pixel sums the input pixels that the CPU's col2im would scatter onto it,
  * so no two invocations write one element): the GEMM's transposed mode
@@ -715,7 +718,7 @@ static bool small_fits(lm_vk_dev *v, const lm_array *node, const geom *g, small_
      * sizes share a pipeline */
     int64_t cap = (ft->max_shared < SMALL_SHARED ? ft->max_shared : SMALL_SHARED) / 16 / 256 * 256;
     int64_t per_c = g->KH * g->KW * ((g->Og + 3) / 4), npix = g->OH * g->OW;
-    if (per_c > cap || node->size >= INT32_MAX || npix == 0) return false;
+    if (per_c < 1 || per_c > cap || node->size < 1 || node->size >= INT32_MAX) return false;
     plan->px = small_px(g->N * g->G * npix);
     plan->wg = small_wg(g->N * g->G, npix, plan->px);
     plan->cc = (int)(g->Cg < cap / per_c ? g->Cg : cap / per_c);
