@@ -1,10 +1,11 @@
 -- bench/gpu/conv_small.lua - convs with few output channels on Vulkan:
 -- conv_small.comp against conv_direct.comp (LUMEN_VK_CONV_SMALL=0) at the
--- two shapes it was written for, each setting in its own process (the
+-- two shapes it was written for and a small one, each setting in its own process (the
 -- kernel is chosen from the environment):
 --   vae_conv_out  [1,128,512,512] * [3,128,3,3]  -> [1,3,512,512]   f16, f32
 --   esrgan_last   [1,64,272,272]  * [12,64,3,3]  -> [1,12,272,272]  f16
--- (3x3, padding 1, bias).
+--   unet_conv_out [2,320,64,64]   * [4,320,3,3]  -> [2,4,64,64]     f16
+-- (3x3, padding 1, bias; the last: the SD UNet's conv_out, a small grid).
 --   LUMEN_DEVICE=vulkan build/lumen bench/gpu/conv_small.lua
 -- prints per setting and shape "RESULT <shape> <dtype> <setting> <median> ms
 -- [<min>-<max>] <kernel> sum=<checksum>": GPU time per call from lm.profile's
@@ -22,6 +23,8 @@ local lm = require "lumen"
 local shapes = {
   {name = "vae_conv_out", x = {1, 128, 512, 512}, w = {3, 128, 3, 3}, dtypes = {"f16", "f32"}},
   {name = "esrgan_last", x = {1, 64, 272, 272}, w = {12, 64, 3, 3}, dtypes = {"f16"}},
+  -- a small grid (the workgroup shrinks to 64): must not lose to conv_direct
+  {name = "unet_conv_out", x = {2, 320, 64, 64}, w = {4, 320, 3, 3}, dtypes = {"f16"}},
 }
 local settings = {
   old = "LUMEN_VK_CONV_SMALL=0", new = "",
