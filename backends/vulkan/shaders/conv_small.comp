@@ -12,19 +12,19 @@
 // then kw, of x * w, one f32 accumulator per output taken in that order from
 // 0 by one invocation, positions in the padding contributing 0 * w, rounded
 // once on store.  So the answer does not depend on PX, the workgroup size
-// or the weights' place (shared memory or buffer), and is conv_direct's bit
-// for bit where the driver contracts the two alike.
+// or the chunking of the weights, and is conv_direct's bit for bit (glslc
+// contracts both loops' multiply-add into the same fma).
 //
 // Layout: a workgroup of WG invocations takes WG * PX consecutive output
 // pixels (oy*OW + ox) of one (image, group), z = n * G + g; lane l's pixels
-// are l, l + WG, ...
-// so each load of a subgroup reads consecutive x (coalesced along W).  The
-// group's weights, converted to f32, are staged once per workgroup in
-// shared memory as [k = (c,kh,kw)][OG rounded up to 4] (vec4 loads, the
-// same address across the subgroup: a broadcast) where WSHARED; else read
-// from the buffer (any strides).  The accumulators are compile-time arrays
-// of OGMAX x PXMAX indexed by unrolled constant loops, cut down to OG x PX
-// by the specialization constants, so they live in registers.
+// are l, l + WG, ..., so each load of a subgroup reads consecutive x
+// (coalesced along W).  The group's weights, converted to f32, are staged
+// in shared memory as [k = (c,kh,kw)][OG rounded up to 4] (one vec4 load
+// per 4 outputs, the same address across the subgroup: a broadcast), CC
+// input channels at a time (all of them where they fit).  The accumulators
+// are compile-time arrays of PXMAX x OGMAX indexed by unrolled constant
+// loops, cut down to PX x OG by the specialization constants, so they live
+// in registers.
 // Bindings: 0 = x, 1 = w, 2 = out (contiguous [N,O,OH,OW]), 3 = bias.
 #include "common.glsl"
 
