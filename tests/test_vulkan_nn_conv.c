@@ -1,6 +1,7 @@
 /* test_vulkan_nn_conv.c - the convolution family on Vulkan against the CPU
- * (backends/vulkan/nn_conv.c): conv1d/conv2d through both the implicit
- * GEMM and the direct kernel (stride, asymmetric padding, dilation, groups,
+ * (backends/vulkan/nn_conv.c): conv1d/conv2d through the implicit GEMM,
+ * the few-channel kernel (conv_small.comp, also bit for bit against
+ * conv_direct) and the direct kernel (stride, asymmetric padding, dilation, groups,
  * depthwise, 1x1, bias or none, mixed dtypes), conv_transpose2d (both paths; stride,
  * output_padding, dilation, groups), max/avg/adaptive-avg pooling,
  * nearest/bilinear upsampling with and without align_corners, on
@@ -431,6 +432,144 @@ static void test_conv_splitk(void **state)
     free(saved);
 }
 
+/* ---- few output channels: conv_small.comp ---- */
+
+/* setenv/unsetenv that give back the previous value (free with env_restore) */
+typedef struct { const char *name; char *old; } env_saved;
+
+static env_saved env_put(const char *name, const char *value)
+{
+    env_saved e = {name, getenv(name) ? strdup(getenv(name)) : NULL};
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+    return e;
+}
+
+static void env_restore(env_saved *e)
+{
+    if (e->old) setenv(e->name, e->old, 1);
+    else unsetenv(e->name);
+    free(e->old);
+    e->old = NULL;
+}
+
+/* the conv of case c on Vulkan: the kernel `kernel` ran, and its answer is
+ * conv_direct's (LUMEN_VK_CONV_SMALL=0) bit for bit: each output's sum is
+ * taken in the same order */
+static void small_same_bits(const char *what, const cctx *c, const int64_t *xs, const int64_t *ws, int64_t nb,
+                            lm_dtype dt, const char *kernel)
+{
+    lm_array *in[3] = {xdata(xs, dt, c->xv, SPECIALS), data(4, ws, dt, -0.5, 0.5, 0), NULL};
+    if (nb) in[2] = data(1, &nb, dt, -1, 1, 0);
+    lm_array *gin[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < (nb ? 3 : 2); k++) {
+        gin[k] = lm_array_to(in[k], vk);
+        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+    }
+    cbuild cb = {*c, nb != 0};
+    lm_array *r1 = b_conv(gin, &cb);
+    assert_true(ran_kernel(r1, kernel));
+    env_saved off = env_put("LUMEN_VK_CONV_SMALL", "0");
+    lm_array *r0 = b_conv(gin, &cb);
+    assert_true(ran_kernel(r0, "conv_direct"));
+    env_restore(&off);
+    size_t n = (size_t)r1->size;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_int_equal(lm_array_read(r1, a, LM_F32), LM_OK);
+    assert_int_equal(lm_array_read(r0, b, LM_F32), LM_OK);
+    cases++;
+    if (memcmp(a, b, n * sizeof *a)) {
+        failures++;
+        fprintf(stderr, "PARITY FAIL %s %s: conv_small and conv_direct differ\n", what, lm_dtype_name(dt));
+    }
+    free(a);
+    free(b);
+    lm_array *all[] = {in[0], in[1], in[2], gin[0], gin[1], gin[2], r0, r1};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]) lm_array_release(all[i]);
+}
+
+/* conv_small against the CPU: 1, 3, 12 and 16 output channels (16 with the
+ * GEMM turned off, which would take it), f32/f16/bf16, stride 2, padding,
+ * dilation, bias or none, odd sizes, groups, conv1d, views of x and w,
+ * 1, 2 and 4 pixels an invocation, workgroups of 64, 128 and 256
+ * invocations, weights staged in several chunks of
+ * input channels, a grid of many workgroups; then the same bits as
+ * conv_direct, and conv_direct for weights that do not fit */
+static void test_conv_small(void **state)
+{
+    (void)state;
+    cctx pad1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    cctx odd = {K_CONV2D, {2, 1}, {1, 2, 0, 1}, {2, 1}, {0, 0}, 1, X_PLAIN, false};
+    for (int t = 0; t < NFDT; t++) {
+        lm_dtype dt = fdts[t];
+        /* the VAE's conv_out and ESRGAN's last conv, small */
+        int64_t xs[4] = {2, 16, 9, 13}, w3[4] = {3, 16, 3, 3}, w12[4] = {12, 16, 3, 3};
+        conv_case("conv2d 16 -> 3 (small)", &pad1, xs, w3, 3, dt, dt, dt, SPECIALS);
+        conv_case("conv2d 16 -> 12 (small)", &pad1, xs, w12, 12, dt, dt, dt, 0);
+        /* one channel; stride 2 x 1, asymmetric padding, dilation, no bias */
+        int64_t xo[4] = {1, 5, 13, 11}, w1[4] = {1, 5, 3, 2};
+        conv_case("conv2d 5 -> 1 stride/pad/dilation (small)", &odd, xo, w1, 0, dt, dt, dt, 0);
+        /* input views: transposed, channel-sliced, reversed; weights transposed */
+        cctx cv = pad1;
+        cv.xv = (xview)(X_T + t);
+        cv.wt = t == 2;
+        conv_case("conv2d 16 -> 3 (small)", &cv, xs, w3, 3, dt, dt, dt, 0);
+    }
+    /* 16 channels: the GEMM's unless it is off */
+    env_saved gemm = env_put("LUMEN_VK_CONV_GEMM", "0");
+    int64_t xs[4] = {1, 8, 7, 10}, w16[4] = {16, 8, 3, 3};
+    conv_case("conv2d 8 -> 16 (small)", &pad1, xs, w16, 16, LM_F32, LM_F32, LM_F32, SPECIALS);
+    conv_case("conv2d 8 -> 16 stride/pad/dilation (small)", &odd, xs, w16, 0, LM_F16, LM_F16, LM_F16, 0);
+    env_restore(&gemm);
+    /* groups (3 of 2 -> 4), depthwise with stride 2, conv1d, 5x5, mixed dtypes */
+    cctx g3 = {K_CONV2D, {1, 1}, {0, 1, 1, 0}, {2, 1}, {0, 0}, 3, X_PLAIN, false};
+    int64_t xg[4] = {2, 6, 9, 7}, wg[4] = {12, 2, 2, 3};
+    conv_case("conv2d groups 3 (small)", &g3, xg, wg, 12, LM_F32, LM_F32, LM_F32, 0);
+    cctx dw = {K_CONV2D, {2, 2}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 5, X_PLAIN, false};
+    int64_t xd[4] = {1, 5, 11, 8}, wd[4] = {5, 1, 3, 3};
+    conv_case("conv2d depthwise stride 2 (small)", &dw, xd, wd, 5, LM_BF16, LM_BF16, LM_BF16, 0);
+    cctx c1 = {K_CONV1D, {1, 2}, {0, 0, 3, 1}, {1, 2}, {0, 0}, 1, X_PLAIN, false};
+    int64_t x1[4] = {3, 7, 1, 41}, w1[4] = {5, 7, 1, 4};
+    conv_case("conv1d stride 2 dilation 2 (small)", &c1, x1, w1, 5, LM_F16, LM_F16, LM_F16, SPECIALS);
+    cctx p2 = {K_CONV2D, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t x5[4] = {1, 4, 10, 12}, w5[4] = {7, 4, 5, 5};
+    conv_case("conv2d 5x5 mixed dtypes (small)", &p2, x5, w5, 7, LM_F32, LM_F16, LM_BF16, 0);
+    /* 1, 2 and 4 pixels an invocation in workgroups of 256, 128 and 64
+     * (the default here) over 40 x 70 pixels (11, 11 and 11 workgroups, the
+     * last partial); 64 input channels of 16 outputs' 3x3 weights (36 vec4s
+     * each) take two chunks of shared memory */
+    int64_t xb[4] = {1, 64, 40, 70}, wb[4] = {13, 64, 3, 3};
+    const char *pxs[3] = {"1", "2", "4"}, *wgs[3] = {"256", "128", NULL};
+    for (int i = 0; i < 3; i++) {
+        env_saved px = env_put("LUMEN_VK_CONV_SMALL_PX", pxs[i]), wgr = env_put("LUMEN_VK_CONV_SMALL_WG", wgs[i]);
+        char what[80];
+        snprintf(what, sizeof what, "conv2d 64 -> 13, %s px, workgroup %s (small)", pxs[i], wgs[i] ? wgs[i] : "64");
+        conv_case(what, &pad1, xb, wb, 13, i == 1 ? LM_F16 : LM_F32, i == 1 ? LM_F16 : LM_F32, LM_F32, 0);
+        small_same_bits(what, &pad1, xb, wb, 13, LM_F32, "conv_small");
+        env_restore(&wgr);
+        env_restore(&px);
+    }
+    /* the same bits as conv_direct in each storage dtype, with specials */
+    for (int t = 0; t < NFDT; t++) {
+        int64_t xs3[4] = {2, 16, 9, 13}, w3[4] = {3, 16, 3, 3};
+        small_same_bits("conv2d 16 -> 3", &odd, xs3, w3, 3, fdts[t], "conv_small");
+    }
+    /* 13 channels of a 23x23 kernel: 2116 vec4s for one input channel,
+     * more than the 32 KiB conv_small asks for: conv_direct */
+    cctx p11 = {K_CONV2D, {1, 1}, {11, 11, 11, 11}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xh[4] = {1, 2, 6, 5}, wh[4] = {13, 2, 23, 23};
+    lm_array *xc = data(4, xh, LM_F32, -1, 1, 0), *wc = data(4, wh, LM_F32, -0.5, 0.5, 0);
+    lm_array *xv = lm_array_to(xc, vk), *wv = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xv), LM_OK);
+    assert_int_equal(lm_array_eval(wv), LM_OK);
+    lm_array *r = lm_conv2d(xv, wv, NULL, NULL, p11.pad, NULL, 1), *e = lm_conv2d(xc, wc, NULL, NULL, p11.pad, NULL, 1);
+    assert_true(ran_kernel(r, "conv_direct"));
+    compare("conv2d 2 -> 13 23x23 (direct)", e, r, thr_for(LM_F32, false));
+    lm_array *all[] = {xc, wc, xv, wv, r, e};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+}
+
 /* f64 has no kernel here: the node runs on the CPU and agrees bitwise */
 static void test_conv_f64_fallback(void **state)
 {
@@ -556,7 +695,8 @@ int main(void)
         return LM_TEST_SKIP;
     }
     const struct CMUnitTest tests[] = {
-        VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_splitk), VK_TEST(test_conv_direct), VK_TEST(test_conv_transpose),
+        VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_splitk), VK_TEST(test_conv_direct), VK_TEST(test_conv_small),
+        VK_TEST(test_conv_transpose),
         VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
         VK_TEST(test_summary),
     };

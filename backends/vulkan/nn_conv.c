@@ -6,10 +6,13 @@
  * the shared f32 matmul kernel: the conv_gemm* modules are matmul_f32.glsl
  * with MM_CONV defined, whose B tiles are read from the input through the
  * im2col mapping (shaders/conv_gemm.glsl), one batch entry per (image,
- * group), bias added on store.  Where 128-row tiles would mostly idle (few
- * output channels per group: depthwise, small grouped convs), where the
- * weights are not contiguous over (c, kh, kw), or the grid would not fit,
- * conv_direct.comp computes each output element on its own.
+ * group), bias added on store.  Where 128-row tiles would mostly idle (up
+ * to 16 output channels per group: the VAE's conv_out, depthwise, small
+ * grouped convs) or the weights are not contiguous over (c, kh, kw),
+ * conv_small.comp computes all of a group's output channels of a few pixels
+ * per invocation; convs with more channels that the GEMM cannot read, and
+ * grids that fit neither, go to conv_direct.comp, which computes each
+ * output element on its own.
  * conv_transpose2d runs as a gather on the same two kernels (each output
  * pixel sums the input pixels that the CPU's col2im would scatter onto it,
  * so no two invocations write one element): the GEMM's transposed mode
@@ -654,11 +657,104 @@ static lm_status run_direct(lm_vk_dev *v, lm_array *node, const geom *g)
                           lm_vk_groups(v, pc.n, 256), 1, 1);
 }
 
+/* ------------------------------------------- few output channels */
+
+/* push constants of shaders/conv_small.comp */
+typedef struct small_pc {
+    int32_t npix, OW, O, G;
+    int32_t off_x, sxn, sxc, sxh, sxw, H, W;
+    int32_t off_w, sw0, sw1, sw2, sw3;
+    int32_t Cg, CC;
+    int32_t sh, sw, pt, pl, dh, dw;
+    int32_t off_b, s_b;
+} small_pc;
+
+_Static_assert(sizeof(small_pc) <= LM_VK_PUSH_BYTES, "conv_small push constants");
+
+#define SMALL_OG 16             /* conv_small.comp's OGMAX */
+#define SMALL_SHARED 32768      /* the most shared memory it asks for */
+
+/* conv_small's plan for a conv: pixels per invocation, invocations per
+ * workgroup, input channels per staged chunk of weights, the shared vec4
+ * slots, the grid along x */
+typedef struct small_plan { int px, wg, cc, wsv; int64_t gx; } small_plan;
+
+/* pixels per invocation: LUMEN_VK_CONV_SMALL_PX=1|2|4, else the most that
+ * still leaves 2^17 invocations (half of an H100's 132 SMs x 2048): more
+ * pixels share each weight load from shared memory and each index
+ * computation, fewer keep the GPU full.  Not part of any sum's order. */
+static int small_px(int64_t pixels)
+{
+    const char *e = getenv("LUMEN_VK_CONV_SMALL_PX");
+    int px = e && *e ? atoi(e) : 0;
+    if (px == 1 || px == 2 || px == 4) return px;
+    for (px = 4; px > 1 && pixels / px < (1 << 17); px /= 2) {}
+    return px;
+}
+
+/* invocations per workgroup: LUMEN_VK_CONV_SMALL_WG=64|128|256, else 256
+ * halved (down to 64) while the grid has fewer than 256 workgroups (two an
+ * SM of an H100), so that a small conv (the SD UNet's conv_out: 2 x 4096
+ * pixels) still spreads over the GPU */
+static int small_wg(int64_t entries, int64_t npix, int px)
+{
+    const char *e = getenv("LUMEN_VK_CONV_SMALL_WG");
+    int wg = e && *e ? atoi(e) : 0;
+    if (wg == 64 || wg == 128 || wg == 256) return wg;
+    for (wg = 256; wg > 64 && entries * ((npix + (int64_t)wg * px - 1) / ((int64_t)wg * px)) < 256; wg /= 2) {}
+    return wg;
+}
+
+/* Does conv_small take this conv (see gemm_fits for the GEMM's share)?  A
+ * conv (not transposed) of at most 16 output channels per group whose
+ * weights for one input channel (KH*KW*ceil(Og/4) vec4s) fit the shared
+ * memory it asks for; the grid and the output's indices fit.
+ * LUMEN_VK_CONV_SMALL=0 leaves these convs to conv_direct. */
+static bool small_fits(lm_vk_dev *v, const lm_array *node, const geom *g, small_plan *plan)
+{
+    const lm_vk_features *ft = &v->feat;
+    if (node->op != LM_OP_CONV || g->Og > SMALL_OG || getenv_off("LUMEN_VK_CONV_SMALL")) return false;
+    /* the shared slots in steps of 256 (4 KiB), so that convs of similar
+     * sizes share a pipeline */
+    int64_t cap = (ft->max_shared < SMALL_SHARED ? ft->max_shared : SMALL_SHARED) / 16 / 256 * 256;
+    int64_t per_c = g->KH * g->KW * ((g->Og + 3) / 4), npix = g->OH * g->OW;
+    if (per_c < 1 || per_c > cap || node->size < 1 || node->size >= INT32_MAX) return false;
+    plan->px = small_px(g->N * g->G * npix);
+    plan->wg = small_wg(g->N * g->G, npix, plan->px);
+    plan->cc = (int)(g->Cg < cap / per_c ? g->Cg : cap / per_c);
+    plan->wsv = (int)((plan->cc * per_c + 255) / 256 * 256);
+    plan->gx = (npix + (int64_t)plan->wg * plan->px - 1) / ((int64_t)plan->wg * plan->px);
+    return plan->gx <= ft->max_groups[0] && g->N * g->G <= ft->max_groups[2];
+}
+
+static lm_status run_small(lm_vk_dev *v, lm_array *node, const geom *g, const small_plan *plan)
+{
+    const lm_array *x = node->inputs[0], *w = node->inputs[1];
+    const int64_t *p = node->params.i;
+    small_pc pc = {(int32_t)(g->OH * g->OW), (int32_t)g->OW, (int32_t)g->O, (int32_t)g->G,
+                   (int32_t)x->offset, (int32_t)x->strides[0], (int32_t)x->strides[1], (int32_t)x->strides[2],
+                   (int32_t)x->strides[3], (int32_t)g->H, (int32_t)g->W,
+                   (int32_t)w->offset, (int32_t)w->strides[0], (int32_t)w->strides[1], (int32_t)w->strides[2],
+                   (int32_t)w->strides[3], (int32_t)g->Cg, plan->cc,
+                   (int32_t)p[0], (int32_t)p[1], (int32_t)p[2], (int32_t)p[3], (int32_t)p[6], (int32_t)p[7],
+                   0, 0};
+    const lm_array *b = bias_of(node, &pc.off_b, &pc.s_b);
+    uint32_t spec[10] = {x->dtype, w->dtype, node->dtype, b ? b->dtype : node->dtype, (uint32_t)g->Og,
+                         (uint32_t)g->KH, (uint32_t)g->KW, (uint32_t)plan->px, (uint32_t)plan->wsv,
+                         (uint32_t)plan->wg};
+    lm_vk_arg args[4] = {{lm_vk_mem_of(x), false}, {lm_vk_mem_of(w), false},
+                         {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
+    return lm_vk_dispatch(v, "conv_small", spec, 10, args, 4, &pc, sizeof pc, (uint32_t)plan->gx, 1,
+                          (uint32_t)(g->N * g->G));
+}
+
 static lm_status run_conv(lm_vk_dev *v, lm_array *node)
 {
     geom g = geom_of(node);
+    small_plan plan;
     if (!strcmp(halo_env(), "simt") && halo_fits(v, node, &g)) return run_halo(v, node, &g, true);
-    return gemm_fits(v, node, &g) ? run_gemm(v, node, &g) : run_direct(v, node, &g);
+    if (gemm_fits(v, node, &g)) return run_gemm(v, node, &g);
+    return small_fits(v, node, &g, &plan) ? run_small(v, node, &g, &plan) : run_direct(v, node, &g);
 }
 
 /* ------------------------------------------------- pooling, upsampling */
