@@ -17,7 +17,7 @@ T=$(mktemp -d /tmp/lumen-batch-safety.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 . tests/batch/lib.sh
 # no temporary file of any kind, hidden ones included
-no_tmp() { [ "$(ls -A "$1" | grep -c 'tmp')" = 0 ]; }
+no_tmp() { [ "$(ls -A "$1" 2>/dev/null | grep -c 'tmp')" = 0 ]; }
 wait_count() {
   i=0
   while [ $i -lt 1200 ] && [ "$(count_png "$1")" -lt "$2" ] && kill -0 "$3" 2>/dev/null; do
@@ -74,11 +74,14 @@ check "a second signal stops at once (status $rc) and leaves no temporary file" 
 # spent between jobs): each run stops with 143 and writes its manifest.  A
 # signal landing just before or after a job's protected call once raised
 # "interrupted" outside it (status 1, no manifest: about 1 run in 60 here).
+# A signal that lands before the run has written anything (a loaded machine
+# can take longer than the first moment, 0.1 s, to start) leaves no image
+# and no manifest, and that is right: it stopped before it began.
 # sigterm_moments DEVICE N FROM: N runs on DEVICE ("": the environment's),
 # each sent SIGTERM at a spread-out moment counted from the start
 # (FROM=start) or from the first image (FROM=image); sets bad to the runs
-# that did not end 143 with a manifest and no temporary (the last one's log
-# in $T/log.stbad)
+# that did not end 143, left a temporary, or wrote images without a
+# manifest (the last one's log in $T/log.stbad)
 sigterm_moments() {
   bad=0; n=1
   while [ $n -le "$2" ]; do
@@ -86,14 +89,15 @@ sigterm_moments() {
     if [ "$3" = image ]; then wait_count "$T/st$n" 1 $pid; sleep 0.$(( (n * 37) % 9 ))
     else sleep 0.$(( (n * 37) % 9 + 1 )); fi
     kill -TERM $pid 2>/dev/null; wait $pid; rc=$?
-    if [ $rc != 143 ] || [ ! -s "$T/st$n/manifest.jsonl" ] || ! no_tmp "$T/st$n"; then
+    if [ $rc != 143 ] || ! no_tmp "$T/st$n" ||
+       { [ ! -s "$T/st$n/manifest.jsonl" ] && [ "$(count_png "$T/st$n")" -gt 0 ]; }; then
       bad=$((bad + 1)); cp "$T/log.st" "$T/log.stbad"
     fi
     rm -rf "$T/st$n"; n=$((n + 1))
   done
 }
 sigterm_moments "" 20 start
-check "SIGTERM at 20 moments: status 143, a manifest, no temporary each time ($bad bad)" '[ $bad = 0 ]' "$T/log.stbad"
+check "SIGTERM at 20 moments: status 143, a manifest wherever images were written, no temporary each time ($bad bad)" '[ $bad = 0 ]' "$T/log.stbad"
 
 # SIGTERM at chosen points of the pipeline (tests/batch/traced.lua sends
 # it): while job 4 renders, job 3 is on the host, not yet written: it is
