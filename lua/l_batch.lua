@@ -634,12 +634,18 @@ function lm.batch(o)
   end
   local lock_guard <close> = lock   -- released when lm.batch returns or fails
   local mf, mtmp
+  local mtmp_guard <close> = setmetatable({}, {__close = function()
+    if mtmp then os.remove(mtmp); B.tmp_forget(mtmp) end
+  end})
   if root and manifest then
     local d = dirname(manifest)
     if d then B.mkdirs(d); if d ~= sdir then B.tmp_sweep(d, false) end end
     local err
     mtmp, err = B.tmp_create(manifest)
     mf = mtmp and io.open(mtmp, "w")
+    -- any error that leaves lm.batch before the rename below takes the
+    -- temporary with it: a signal before the run's own handlers are in
+    -- place raises the REPL's "interrupted" wherever Lua happens to be
     if not mf then
       if mtmp then os.remove(mtmp); B.tmp_forget(mtmp) end
       if dist then dist.start(false) end
@@ -1014,20 +1020,21 @@ function lm.batch(o)
     end
   end)
   local _, signo = B.sigint()
-  B.sigint(false)
   if not okrun then
-    if mf then mf:close(); os.remove(mtmp); B.tmp_forget(mtmp) end
-    error(runerr, 0)
+    B.sigint(false)
+    if mf then mf:close() end
+    error(runerr, 0)   -- mtmp_guard removes the temporary
   end
   if mf then
-    -- a manifest that could not be written completely never takes the name
+    -- a manifest that could not be written completely never takes the name;
+    -- the run's handlers stay until it has (a signal now only counts)
     local okw, werr = mf:flush()
     mf:close()
     if okw then okw, werr = os.rename(mtmp, manifest) end
-    if not okw then os.remove(mtmp) end
-    B.tmp_forget(mtmp)
-    if not okw then fail("manifest " .. manifest .. ": " .. tostring(werr)) end
+    if okw then B.tmp_forget(mtmp); mtmp = nil end
+    if not okw then B.sigint(false); fail("manifest " .. manifest .. ": " .. tostring(werr)) end
   end
+  B.sigint(false)
   local elapsed = B.now() - t0
   if root then
     P.finish()

@@ -127,6 +127,17 @@ for dev in $devs; do
   # attempt to index a nil value", seen once in CI's sweep)
   kill_at $dev write:6 "ok ok ok ok ok pending " "00001.png 00002.png 00003.png 00004.png 00005.png "
 done
+# SIGTERM at the manifest's rename, after the last job: the run's handlers
+# are still in place there, so the signal only counts, the manifest takes its
+# name and no temporary is left (the REPL's handler, back before the rename,
+# stopped the run there and left the manifest's temporary: "INT left a
+# temporary", seen once in CI's sweep)
+d="$T/kill_manifest"
+BATCH_KILL_AT=manifest:0 BATCH_TRACE="$T/trace.kill" "$LUMEN" batch tests/batch/traced.lua --seeds 1-6 \
+  -o "$d/%05d.png" > "$T/log" 2>&1
+rc=$?
+check "SIGTERM at the manifest's rename: status $rc, all 6 recorded ok, no temporary" \
+  '{ [ $rc = 0 ] || [ $rc = 143 ]; } && [ "$(statuses "$d" 2>/dev/null)" = "ok ok ok ok ok ok " ] && no_tmp "$d"' "$T/log"
 # the 20-moment stress above, fewer moments, on Vulkan, counted from the
 # first image (Vulkan's start takes over a second under sanitizers, and a
 # signal before the run has its handlers is the script-loading case)

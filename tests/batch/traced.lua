@@ -39,4 +39,10 @@ lm.image.write_png = function(path, ...)
   event("write", tonumber(path:match("([^/]*)$"):match("^(%d+)%.png")))
   return write_png(path, ...)
 end
+-- the manifest's rename, the run's last step: "manifest 0"
+local rename = os.rename
+os.rename = function(from, to)
+  if to:match("manifest%.jsonl$") then event("manifest", 0) end
+  return rename(from, to)
+end
 return spec
