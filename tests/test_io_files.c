@@ -120,12 +120,14 @@ static void test_directory_and_device_refused(void **state)
 
 /* A write that fails part way (the file size limit stands in for a full
  * disk: the write gets EFBIG) names the file and errno, keeps the file
- * that was there and leaves no temporary. */
+ * that was there and leaves no temporary.  Two PNGs: libpng's encoder (an
+ * explicit level) and the default, whose bands are compressed on threads
+ * and written as chunks by the calling one. */
 static void test_write_error_names_file_and_errno(void **state)
 {
     (void)state;
     const char *npy = io_tmp("w.npy"), *npz = io_tmp("w.npz"), *st = io_tmp("w.safetensors"),
-               *png = io_tmp("w.png");
+               *png = io_tmp("w.png"), *pngd = io_tmp("wd.png");
     lm_array *small = ramp(4, 0), *big = ramp(1 << 20, 1);
     lm_array *img = lm_random_uniform(3, (int64_t[]){3, 512, 512}, 0, 1, LM_F32,
                                       lm_random_key(7), lm_device_cpu());
@@ -138,9 +140,10 @@ static void test_write_error_names_file_and_errno(void **state)
     lm_png_opts_init(&o);
     o.level = 0;   /* stored: the image is larger than the limit */
     assert_int_equal(lm_png_write(png, tiny, &o), LM_OK);
-    struct stat before[4];
-    const char *paths[4] = {npy, npz, st, png};
-    for (int i = 0; i < 4; i++) assert_int_equal(stat(paths[i], &before[i]), 0);
+    assert_int_equal(lm_png_write(pngd, tiny, NULL), LM_OK);
+    struct stat before[5];
+    const char *paths[5] = {npy, npz, st, png, pngd};
+    for (int i = 0; i < 5; i++) assert_int_equal(stat(paths[i], &before[i]), 0);
 
     struct rlimit old, lim;
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
@@ -148,8 +151,8 @@ static void test_write_error_names_file_and_errno(void **state)
     lim.rlim_cur = 64 << 10;
     signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    lm_status r[4];
-    char msg[4][512];
+    lm_status r[5];
+    char msg[5][512];
     r[0] = lm_save_npy(npy, big);
     snprintf(msg[0], sizeof msg[0], "%s", lm_error_message());
     r[1] = lm_save_npz(npz, 1, &name, &big, false);
@@ -158,11 +161,13 @@ static void test_write_error_names_file_and_errno(void **state)
     snprintf(msg[2], sizeof msg[2], "%s", lm_error_message());
     r[3] = lm_png_write(png, img, &o);
     snprintf(msg[3], sizeof msg[3], "%s", lm_error_message());
+    r[4] = lm_png_write(pngd, img, NULL);   /* ~770 KB at level 1: past the limit */
+    snprintf(msg[4], sizeof msg[4], "%s", lm_error_message());
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
     signal(SIGXFSZ, SIG_DFL);
 
     const char *why = strerror(EFBIG);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (r[i] != LM_ERR_IO || !strstr(msg[i], paths[i]) || !strstr(msg[i], why)) {
             fprintf(stderr, "%s: status %d, message \"%s\", expected the path and \"%s\"\n",
                     paths[i], r[i], msg[i], why);
@@ -178,8 +183,8 @@ static void test_write_error_names_file_and_errno(void **state)
     assert_int_equal(s.arrays[0]->size, 4);
     lm_tensor_set_free(&s);
     assert_int_equal(stray_files((const char *[]){"w.npy", "w.npz", "w.safetensors", "w.png",
-                                                  NULL}), 0);
-    for (int i = 0; i < 4; i++) unlink(paths[i]);
+                                                  "wd.png", NULL}), 0);
+    for (int i = 0; i < 5; i++) unlink(paths[i]);
     lm_array_release(small);
     lm_array_release(big);
     lm_array_release(img);
