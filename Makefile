@@ -65,7 +65,11 @@ $(BUILD)/config.mk: FORCE
 	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; echo "make: configuration written to $@"; fi
 
 LIB     := $(BUILD)/liblumen.a
-CORE_SRC := $(wildcard core/*.c core/io/*.c core/models/*.c) $(wildcard backends/cpu/*.c)
+CORE_SRC := $(wildcard core/*.c core/io/*.c models/*.c) $(wildcard backends/cpu/*.c)
+# NAME:required|optional, in the order lm_init registers them; each backend's
+# module.mk adds itself, and the build writes the registry from the list
+# (mk/backends.sh), so the core names no backend.
+BACKENDS := cpu:required
 C_TESTS_SRC := $(wildcard tests/test_*.c)
 TEST_SCRIPTS := tests/suites_selftest.sh
 BENCH_SCRIPTS :=
@@ -81,8 +85,10 @@ include bench/module.mk
 include core/io/module.mk
 include tests/samples/module.mk
 include models.mk
+include models/module.mk
 
-CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o)
+REGISTRY_C := $(BUILD)/gen/backends.c
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/backends.o
 C_TESTS  := $(C_TESTS_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps test check bench run install clean distclean fresh-check FORCE
@@ -106,6 +112,16 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 # results do not change (no reassociation).
 VECT_FLAG := $(shell $(CC) -fvect-cost-model=dynamic -Werror -E -x c /dev/null >/dev/null 2>&1 && echo -fvect-cost-model=dynamic)
 $(BUILD)/obj/backends/cpu/%.o: CFLAGS += $(VECT_FLAG)
+
+# the registry: rewritten only when the list of backends changes
+$(REGISTRY_C): FORCE
+	@mkdir -p $(dir $@)
+	@sh mk/backends.sh $(BACKENDS) > $@.tmp && \
+	if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+
+$(BUILD)/obj/gen/backends.o: $(REGISTRY_C) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(CORE_OBJ)
 	@rm -f $@

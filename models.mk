@@ -8,7 +8,7 @@ TEST_PREREQS += models
 
 # `make install` also installs the packages `make models` fetched, where an
 # installed lumen looks for them (<prefix>/share/lumen/models; see
-# core/models/tfjs_find.c).  Nothing fetched: nothing to install, and a note.
+# models/tfjs_find.c).  Nothing fetched: nothing to install, and a note.
 .PHONY: install-models
 install: install-models
 install-models:
@@ -22,8 +22,6 @@ install-models:
 	if [ $$n = 0 ]; then echo "install: no models in $(BUILD)/models (\`make models\` fetches them)"; \
 	else echo "install: $$n model packages into $$dest"; fi
 
-# core/models/tfjs.c parses model.json with cJSON (Debian libcjson-dev)
-LIB_EXTRA += $(CJSON_LIBS)
 TEST_SCRIPTS += tests/models/golden.sh tests/models/upscale.sh
 TEST_SCRIPTS += tests/models/generate.sh
 BENCH_SCRIPTS += bench/esrgan.sh
@@ -38,9 +36,6 @@ $(BUILD)/bench/esrgan_concat: bench/esrgan_concat.c bench/bench.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Ibench $< -o $@ $(LIB) $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 ALL_TARGETS += $(BUILD)/bench/esrgan_concat
-# core/models/clip_tokenizer.c: NFC, lowercasing and letter/number classes
-# from ICU (Debian libicu-dev), the same Unicode data the tokenizers library uses
-LIB_EXTRA += $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
 
 # The diffusion fixtures in the original single-file layout (issue 24) are built
 # from the committed diffusers folders (tests/ref/diffusion/sd1, sd2, sdxl) by

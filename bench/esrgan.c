@@ -7,7 +7,7 @@
 #include "bench.h"
 #include "core/io/io.h"
 #include "core/lumen.h"
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 
 static int fail(const char *what)
 {

@@ -12,7 +12,7 @@
 #include "bench.h"
 #include "core/lumen.h"
 #include "core/random.h"
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 
 static int fail(const char *what)
 {

@@ -69,11 +69,18 @@ struct lm_backend {
                       void *const *dst, const size_t *bytes);
 };
 
-/* Backend entry points the registry (core/device.c) calls from lm_init.
- * Each registers its devices with lm_device_register; finding no device is
- * not an error. */
-lm_status lm_cpu_register(void);
-lm_status lm_vulkan_register(void);   /* only when built with LM_HAVE_VULKAN */
+/* The backend registry: one row per backend the build compiled in, written
+ * by the build (mk/backends.sh into $(BUILD)/gen/backends.c), so the core
+ * names no backend.  lm_init calls each register function in order; each
+ * registers its devices with lm_device_register, and finding no device is
+ * not an error.  A required backend (the CPU) that fails makes lm_init fail;
+ * an optional one is left out.  The table ends with a NULL name. */
+typedef struct lm_backend_entry {
+    const char *name;
+    lm_status (*register_devices)(void);
+    bool required;
+} lm_backend_entry;
+extern const lm_backend_entry lm_backend_registry[];
 
 /* Whether input k of concat node already sits in its part of node's output
  * (its producer wrote there), so the kernel must not copy it (core/eval.c). */

@@ -1,6 +1,7 @@
 /* device.c - the device registry and the default device.
  *
- * CPU always; Vulkan devices when built with it.  The default is a real
+ * The backends the build compiled in (core/backend.h, lm_backend_registry):
+ * the CPU always, Vulkan devices when built with it.  The default is a real
  * GPU when one is present, else the CPU; a CPU-type Vulkan driver (lavapipe)
  * is used only when asked for by LUMEN_DEVICE=vulkan or vulkan:N. */
 #include <stdio.h>
@@ -43,14 +44,19 @@ lm_status lm_init(void)
 {
     if (initialised) return LM_OK;
     initialised = 1;
-    lm_status st = lm_cpu_register();
-    if (st != LM_OK) {
-        initialised = 0;
-        return st;
+    for (const lm_backend_entry *b = lm_backend_registry; b->name; b++) {
+        lm_status st = b->register_devices();
+        if (st == LM_OK) continue;
+        if (b->required) {
+            initialised = 0;
+            return st;
+        }
+        lm_error_clear();   /* e.g. no Vulkan: the others still serve */
     }
-#ifdef LM_HAVE_VULKAN
-    if (lm_vulkan_register() != LM_OK) lm_error_clear();   /* no Vulkan: CPU only */
-#endif
+    if (!ndevices) {
+        initialised = 0;
+        return lm_error_set(LM_ERR_DEVICE, "no backend registered a device");
+    }
     default_device = devices[0];
     for (int i = 0; i < ndevices; i++)
         if (is_real_gpu(devices[i])) { default_device = devices[i]; break; }

@@ -1,7 +1,7 @@
 /* l_diffusion.c - lm.diffusion: image generation from Lua: the Stable
- * Diffusion pipeline (core/models/sd_pipeline.h; lm.models.load(dir_or_file)
+ * Diffusion pipeline (models/sd_pipeline.h; lm.models.load(dir_or_file)
  * and lm.diffusion.pipeline return one) and its stages, the CLIP tokenizer
- * and text encoders (core/models/clip_tokenizer.h, clip_text.h), the UNet
+ * and text encoders (models/clip_tokenizer.h, clip_text.h), the UNet
  * and the VAE.  Token ids are the vocabulary's ids (0-based, as transformers
  * gives them), not indices.  A stage taken from a pipeline (pipe.tokenizer,
  * pipe.unet...) borrows it: it keeps the pipeline alive and fails cleanly
@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "core/models/clip_text.h"
-#include "core/models/clip_tokenizer.h"
-#include "core/models/sd_pipeline.h"
-#include "core/models/unet.h"
-#include "core/models/vae.h"
+#include "models/clip_text.h"
+#include "models/clip_tokenizer.h"
+#include "models/sd_pipeline.h"
+#include "models/unet.h"
+#include "models/vae.h"
 #include "l_internal.h"
 
 #define LM_LUA_CLIP_TOK "lumen.clip_tokenizer"
@@ -708,7 +708,7 @@ static const lm_lua_func diffusion_funcs[] = {
      "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
      "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"
      "\"v_prediction\", overriding the scheduler config.  tiling: the VAE's, \"auto\" (the\n"
-     "default, see core/models/vae.h), \"on\" or \"off\" (diffusers' default).  Weights\n"
+     "default, see models/vae.h), \"on\" or \"off\" (diffusers' default).  Weights\n"
      "load once and stay on the\n"
      "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"
      "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"

@@ -1,11 +1,11 @@
-/* l_models.c - lm.models: pretrained TF.js layers models (core/models/tfjs.h) from
+/* l_models.c - lm.models: pretrained TF.js layers models (models/tfjs.h) from
  * Lua.  A model is a userdata that is called like a function on image
  * tensors; its values are always 0..1 on the Lua side whatever range the
  * network itself works in (esrgan-slim/-medium take 0..255). */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 #include "l_internal.h"
 
 #define LM_LUA_MODEL "lumen.model"
@@ -176,7 +176,7 @@ static int l_index(lua_State *L)
     return 1;
 }
 
-/* the folders searched, in order (core/models/tfjs_find.c) */
+/* the folders searched, in order (models/tfjs_find.c) */
 static int l_dirs(lua_State *L)
 {
     lm_model_dirs d;

@@ -1,5 +1,5 @@
 /* cli_generate.c - `lumen generate`: one prompt to PNG images with a Stable
- * Diffusion pipeline (core/models/sd_pipeline.h).
+ * Diffusion pipeline (models/sd_pipeline.h).
  *
  *   lumen generate "prompt" --model DIR|FILE -o out.png [options]  (usage() lists them)
  *
@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include "core/io/io.h"
 #include "core/lumen.h"
-#include "core/models/sd_pipeline.h"
+#include "models/sd_pipeline.h"
 #include "repl.h"
 
 #define DEFAULT_SAMPLER "dpm++2m_karras"

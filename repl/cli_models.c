@@ -1,5 +1,5 @@
 /* cli_models.c - `lumen upscale` and `lumen convert`: the pretrained
- * TF.js upscalers (core/models/tfjs.h) on the command line.
+ * TF.js upscalers (models/tfjs.h) on the command line.
  *
  *   lumen upscale IN.png... -o OUT [options]   (usage() lists them with defaults)
  *       OUT is a file for one input, a folder (made with its parents if
@@ -39,8 +39,8 @@
 #include "core/io/gguf.h"
 #include "core/quant.h"
 #include "core/lumen.h"
-#include "core/models/sd_single.h"
-#include "core/models/tfjs.h"
+#include "models/sd_single.h"
+#include "models/tfjs.h"
 #include "repl.h"
 
 #define DEFAULT_MODEL "esrgan-slim"

@@ -1,4 +1,4 @@
-/* test_clip.c - core/models/clip_tokenizer.c and clip_text.c against
+/* test_clip.c - models/clip_tokenizer.c and clip_text.c against
  * transformers 5.17 (tests/ref/gen_clip.py wrote tests/ref/clip/ on the GPU
  * machine: a tiny BPE vocabulary, tiny random CLIP text encoders in the
  * diffusers layout, and transformers' ids and hidden states for them).
@@ -18,8 +18,8 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "core/io/io.h"
-#include "core/models/clip_text.h"
-#include "core/models/clip_tokenizer.h"
+#include "models/clip_text.h"
+#include "models/clip_tokenizer.h"
 
 #define CLIP_DIR "tests/ref/clip/"
 #define TINY CLIP_DIR "tiny/"

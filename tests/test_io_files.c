@@ -13,7 +13,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include "io_test.h"
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 
 #define GUARD_S 60
 

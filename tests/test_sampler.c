@@ -1,4 +1,4 @@
-/* test_sampler.c - core/models/sampler.c against diffusers' schedulers
+/* test_sampler.c - models/sampler.c against diffusers' schedulers
  * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ref_sched.safetensors
  * with diffusers on the GPU machine's CPU: each scheduler built with
  * from_config of SD's scheduler config, as pipelines swap samplers).
@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "core/io/io.h"
-#include "core/models/sampler.h"
+#include "models/sampler.h"
 #include "core/random.h"
 
 #define REF "tests/ref/diffusion/ref_sched.safetensors"

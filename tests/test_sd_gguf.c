@@ -1,4 +1,4 @@
-/* test_sd_gguf.c - single-file SD checkpoints as GGUF (core/models/sd_single.c
+/* test_sd_gguf.c - single-file SD checkpoints as GGUF (models/sd_single.c
  * reading stable-diffusion.cpp's layout: the original key names, any tensor
  * f32/f16 or block-quantized).
  *
@@ -27,9 +27,9 @@
 #include "core/backend.h"
 #include "core/io/gguf.h"
 #include "core/io/io.h"
-#include "core/models/diffusers_config.h"
-#include "core/models/sd_single.h"
-#include "core/models/unet.h"
+#include "models/diffusers_config.h"
+#include "models/sd_single.h"
+#include "models/unet.h"
 #include "core/quant.h"
 
 #define DIR "tests/ref/diffusion/"

@@ -1,4 +1,4 @@
-/* test_sd_pipeline.c - core/models/sd_pipeline.c against diffusers
+/* test_sd_pipeline.c - models/sd_pipeline.c against diffusers
  * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ on the GPU machine:
  * tiny random SD 1.x, SD 2.x (v-prediction) and SDXL pipelines in the
  * diffusers layout and as single files, and diffusers' outputs for them,
@@ -18,10 +18,10 @@
 #include "testutil.h"
 #include "backends/cpu/cpu.h"
 #include "core/io/io.h"
-#include "core/models/clip_text.h"
-#include "core/models/clip_tokenizer.h"
-#include "core/models/sd_pipeline.h"
-#include "core/models/vae.h"
+#include "models/clip_text.h"
+#include "models/clip_tokenizer.h"
+#include "models/sd_pipeline.h"
+#include "models/vae.h"
 
 #define DIR "tests/ref/diffusion/"
 #define TOL 1e-3

@@ -1,4 +1,4 @@
-/* test_sd_single.c - core/models/sd_single.c against the single files that
+/* test_sd_single.c - models/sd_single.c against the single files that
  * diffusers' scripts/convert_diffusers_to_original_{stable_diffusion,sdxl}.py
  * wrote from tiny random pipelines (tests/ref/gen_diffusion.py: sd1.safetensors,
  * sd2.safetensors, sdxl.safetensors beside the diffusers folders sd1/, sd2/,
@@ -18,13 +18,13 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "core/io/io.h"
-#include "core/models/clip_text.h"
-#include "core/models/sd_single.h"
+#include "models/clip_text.h"
+#include "models/sd_single.h"
 /* The UNet and VAE loaders come from their own branches (issue 24): the
  * end-to-end half runs where they are merged. */
-#if __has_include("core/models/unet.h") && __has_include("core/models/vae.h")
-#include "core/models/unet.h"
-#include "core/models/vae.h"
+#if __has_include("models/unet.h") && __has_include("models/vae.h")
+#include "models/unet.h"
+#include "models/vae.h"
 #define HAVE_NETS 1
 #endif
 

@@ -1,4 +1,4 @@
-/* test_tfjs.c - core/models/tfjs.c: a small TF.js layers model that uses every
+/* test_tfjs.c - models/tfjs.c: a small TF.js layers model that uses every
  * supported layer (tests/ref/gen_tfjs.py computes its output in NHWC with
  * numpy) runs to the same values; the converted safetensors loads back to
  * the same model; malformed model.json and shards give errors naming the
@@ -7,7 +7,7 @@
 #include <dirent.h>
 #include "testutil.h"
 #include "core/io/io.h"
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 
 #define TF_DIR LM_FIXTURES "tfjs/"
 

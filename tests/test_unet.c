@@ -1,4 +1,4 @@
-/* test_unet.c - core/models/unet.c against diffusers' UNet2DConditionModel
+/* test_unet.c - models/unet.c against diffusers' UNet2DConditionModel
  * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ on the GPU
  * machine: tiny random SD1, SD2 and SDXL pipelines in the diffusers layout,
  * weights stored f16, references computed in f32 from those weights).
@@ -19,8 +19,8 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "core/io/io.h"
-#include "core/models/diffusers_config.h"
-#include "core/models/unet.h"
+#include "models/diffusers_config.h"
+#include "models/unet.h"
 
 #define DIFF_DIR "tests/ref/diffusion/"
 #define REL_TOL 1e-4

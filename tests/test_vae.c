@@ -1,4 +1,4 @@
-/* test_vae.c - core/models/vae.c against diffusers' AutoencoderKL
+/* test_vae.c - models/vae.c against diffusers' AutoencoderKL
  * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ on the GPU machine:
  * the tiny random VAEs of the sd1 and sdxl pipelines, stored f16, and
  * diffusers' f32 outputs computed from those same f16-rounded weights).
@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include "testutil.h"
 #include "core/io/io.h"
-#include "core/models/vae.h"
+#include "models/vae.h"
 
 #define DIFF_DIR "tests/ref/diffusion/"
 #define REF_FILE DIFF_DIR "ref_vae.safetensors"

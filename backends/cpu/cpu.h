@@ -45,6 +45,9 @@ void lm_cpu_set_threads(int n);
 /* ---- BLAS (backends/cpu/blas.c): OpenBLAS loaded at run time so its core
  * type can be chosen first (Debian 12's build misdetects recent CPUs). ---- */
 enum { LM_CBLAS_ROW = 101, LM_CBLAS_NOTRANS = 111, LM_CBLAS_TRANS = 112 };
+/* registers the CPU device (the registry the build writes calls it: core/backend.h) */
+lm_status lm_cpu_register(void);
+
 lm_status lm_blas_init(void);
 const char *lm_blas_core(void);   /* "Haswell", "SkylakeX", ... */
 void lm_sgemm(int transa, int transb, int m, int n, int k, float alpha,

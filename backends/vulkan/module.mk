@@ -208,6 +208,7 @@ VK_VAR_NAMES := $(foreach v,$(VK_VARIANTS) $(VK_KHR_VARIANTS),$(firstword $(subs
 VK_SPV     := $(VK_COMP:$(VK_DIR)/shaders/%.comp=$(VK_SPV_DIR)/%.spv) $(VK_VAR_NAMES:%=$(VK_SPV_DIR)/%.spv)
 
 CORE_SRC  += $(wildcard $(VK_DIR)/*.c)
+BACKENDS  += vulkan:optional
 CFLAGS    += -DLM_HAVE_VULKAN $(VK_CFLAGS)
 LIB_EXTRA += $(VK_LIBS)
 ALL_TARGETS += $(VK_PACK)

@@ -21,7 +21,7 @@
 #include "core/compile.h"
 #include "core/random.h"
 #include "core/replay.h"
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 
 static double now(clockid_t c)
 {

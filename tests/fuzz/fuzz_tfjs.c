@@ -5,7 +5,7 @@
  * for a small input (not evaluated) and is freed. */
 #include <string.h>
 #include "core/lumen.h"
-#include "core/models/tfjs.h"
+#include "models/tfjs.h"
 
 typedef struct blob {
     const unsigned char *data;

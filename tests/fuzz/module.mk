@@ -10,8 +10,17 @@ FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -I. -Icore -fno-omit-frame-pointer 
   -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 FUZZ_TARGETS ?= safetensors npy png tfjs gguf
 # the core sources (CPU only) as the top Makefile lists them before this file
-FUZZ_SRC = $(filter core/% backends/cpu/%,$(CORE_SRC))
-FUZZ_OBJ = $(FUZZ_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_SRC = $(filter core/% models/% backends/cpu/%,$(CORE_SRC))
+FUZZ_REGISTRY = $(FUZZ_DIR)/gen/backends.c
+FUZZ_OBJ = $(FUZZ_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_DIR)/obj/gen/backends.o
+
+# the CPU alone in the fuzzers' registry
+$(FUZZ_REGISTRY): mk/backends.sh
+	@mkdir -p $(dir $@)
+	sh mk/backends.sh cpu:required > $@
+$(FUZZ_DIR)/obj/gen/backends.o: $(FUZZ_REGISTRY)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 .PHONY: fuzz fuzz-build
 

@@ -1,5 +1,5 @@
 -- test_sd_pipeline.lua - the Stable Diffusion pipeline from Lua
--- (lua/l_diffusion.c over core/models/sd_pipeline.c; tests/test_sd_pipeline.c
+-- (lua/l_diffusion.c over models/sd_pipeline.c; tests/test_sd_pipeline.c
 -- checks every sampler, SD 2.x and SDXL against diffusers): lm.models.load on
 -- the tiny SD 1.x folder of tests/ref/diffusion/, its stages (tokenizer,
 -- encode_prompt, unet, vae) and a whole 4-step run against diffusers'

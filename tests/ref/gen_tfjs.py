@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Fixtures for tests/test_tfjs.c: a small TF.js layers model that uses every
-layer class and option core/models/tfjs.c supports (HWIO kernels, "same" padding
+layer class and option models/tfjs.c supports (HWIO kernels, "same" padding
 split unevenly by a stride-2 convolution, dilation, no bias, concatenation
 along channels, MultiplyBeta, depthToSpace channel order, tanh, LeakyReLU,
 nearest upsampling), with an input and the output computed here in NHWC by

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "core/models/clip_text.h"
-#include "core/models/clip_tokenizer.h"
-#include "core/models/diffusers_config.h"
-#include "core/models/sampler.h"
-#include "core/models/unet.h"
-#include "core/models/vae.h"
+#include "models/clip_text.h"
+#include "models/clip_tokenizer.h"
+#include "models/diffusers_config.h"
+#include "models/sampler.h"
+#include "models/unet.h"
+#include "models/vae.h"
 #include "error.h"
 #include "ops.h"
 

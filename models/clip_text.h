@@ -43,7 +43,7 @@ typedef struct lm_clip_text_config {
 lm_clip_text *lm_clip_text_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev);
 /* The same network from a parsed config.json object (config, borrowed) and
  * weights under transformers' names (with or without "text_model."), as
- * core/models/sd_single.c makes them from a single-file checkpoint.  The
+ * models/sd_single.c makes them from a single-file checkpoint.  The
  * weights are consumed: every array is moved out and *weights is left
  * empty, on success and on failure; every key must be used exactly once
  * (embeddings.position_ids excepted).  file names the source in errors. */

@@ -79,9 +79,9 @@ const char *lm_tfjs_meta(const lm_tfjs_model *m, const char *key);
 lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
                        const lm_kv *meta);
 
-/* ---- upscaling images (core/models/tfjs_upscale.c) ---- */
+/* ---- upscaling images (models/tfjs_upscale.c) ---- */
 
-/* The folders searched for model packages, in order (core/models/
+/* The folders searched for model packages, in order (models/
  * tfjs_find.c): each entry of $LUMEN_MODELS (colon-separated),
  * $XDG_DATA_HOME/lumen/models (default ~/.local/share/lumen/models),
  * <dir of the executable>/../share/lumen/models (where `make install` puts

@@ -14,8 +14,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "core/models/diffusers_config.h"
-#include "core/models/sampler.h"
+#include "models/diffusers_config.h"
+#include "models/sampler.h"
 #include "error.h"
 #include "ops.h"
 #include "random.h"

@@ -1,6 +1,6 @@
 /* sd_pipeline.h - Stable Diffusion text-to-image and image-to-image (SD 1.x,
  * SD 2.x, SDXL) from a diffusers folder (model_index.json and its component
- * folders) or a single-file checkpoint (core/models/sd_single.h), computed
+ * folders) or a single-file checkpoint (models/sd_single.h), computed
  * as diffusers' StableDiffusionPipeline / StableDiffusionXLPipeline (and
  * their Img2Img twins) compute it.
  *
@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "array.h"
-#include "core/models/sd_single.h"   /* lm_sd_family */
+#include "models/sd_single.h"   /* lm_sd_family */
 #include "device.h"
 
 typedef struct lm_sd_pipeline lm_sd_pipeline;
@@ -44,7 +44,7 @@ typedef struct lm_sd_load_opts {
                                   folder (SD 1.x / 2.x) */
     const char *prediction;    /* NULL, "epsilon" or "v_prediction": overrides the
                                   scheduler config (single files have none) */
-    int vae_tiling;            /* core/models/vae.h's lm_vae_tiling_mode: auto (0, the
+    int vae_tiling;            /* models/vae.h's lm_vae_tiling_mode: auto (0, the
                                   default; vae.h states its rule), on, or off
                                   (diffusers' default) */
 } lm_sd_load_opts;
