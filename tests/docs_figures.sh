@@ -4,8 +4,9 @@
 #  1. A line of README.md outside ``` blocks (transcripts are examples, not
 #     quotes) that holds a figure "<number> ms", "<number> s", "<number>x" or
 #     "<number>×" must point to BENCHMARKS.md on that same line.
-#  2. Every link "BENCHMARKS.md#NAME" in README.md and docs/*.md names an
-#     anchor <a id="NAME"> that docs/BENCHMARKS.md holds.
+#  2. Every link "BENCHMARKS.md#NAME" in README.md and docs/*.md, and every
+#     "](#NAME)" inside docs/BENCHMARKS.md, names an anchor <a id="NAME">
+#     that docs/BENCHMARKS.md holds.
 # Then it checks itself: a copy of README.md with one unsourced figure must
 # fail rule 1.  Prints "N passed, N failed".
 cd "$(dirname "$0")/.." || exit 1
@@ -43,7 +44,8 @@ pass=$((pass + r1p)) fail=$((fail + r1f))
 [ "$r1p" -gt 0 ] || { fail=$((fail + 1)); echo "FAIL: $README quotes no figure from BENCHMARKS.md (the rule would test nothing)"; }
 
 # rule 2: every BENCHMARKS.md#anchor resolves
-for name in $(grep -oh 'BENCHMARKS\.md#[A-Za-z0-9_-]*' README.md docs/*.md | sed 's/.*#//' | sort -u); do
+for name in $( { grep -oh 'BENCHMARKS\.md#[A-Za-z0-9_-]*' README.md docs/*.md; grep -o '](#[A-Za-z0-9_-]*)' "$BENCH"; } |
+                sed 's/.*#//; s/)$//' | sort -u); do
   if grep -q "<a id=\"$name\"></a>" "$BENCH"; then pass=$((pass + 1))
   else fail=$((fail + 1)); echo "FAIL: BENCHMARKS.md#$name: no <a id=\"$name\"> in $BENCH"; fi
 done
