@@ -22,16 +22,7 @@
 #include "array.h"
 #include "device.h"
 
-/* ---- the memory of a recording (core/memory.c) ---- */
-typedef struct lm_buffer_pool {
-    lm_device *device;
-    lm_buffer *free;   /* freed while recording: the recording's, still counted active */
-} lm_buffer_pool;
-/* From now on, buffers of p->device freed go to p and allocations take from
- * p first; NULL stops.  One pool at a time, per thread. */
-void lm_buffer_pool_capture(lm_buffer_pool *p);
-/* Hands p's buffers back to the device's cache (no longer active). */
-void lm_buffer_pool_release(lm_buffer_pool *p);
+#include "buffer_pool.h"   /* the memory of a recording */
 
 /* lm_eval that leaves the work with the backend instead of ending it
  * (core/eval.c): the evaluation a recording is made of; on failure it

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <readline/readline.h>
 #include <readline/history.h>
+#include "host.h"
 #include "repl.h"
 
 #define PROMPT "> "
