@@ -700,6 +700,33 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
     }
 }
 
+bool lm_grad_is_composite(const lm_array *n)
+{
+    switch (n->op) {
+    case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_ATTENTION:
+    case LM_OP_ROPE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL:
+    case LM_OP_UPSAMPLE: case LM_OP_FUSED:
+        return lm_op_differentiable(n->op);   /* else lm_grad_rule says it is not */
+    default:
+        return false;
+    }
+}
+
+lm_array *lm_grad_rebuild(lm_array *n, lm_array **lv)
+{
+    scope sc = {0}, *s = &sc;
+    lm_error_clear();
+    lm_array *y = rebuild(s, n, lv);
+    if (y) lm_array_retain(y);
+    else if (!s->failed && lm_error_status() == LM_OK) {
+        char s0[64];
+        lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s has no backward rule although core/op.h marks it "
+                     "differentiable (output %s)", lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
+    }
+    scope_end(s);
+    return y;
+}
+
 /* group_norm's textbook backward (as PyTorch's): with xhat = (x - mean) *
  * rstd per (image, group), dx = rstd * (gy - mean(gy) - xhat * mean(gy *
  * xhat)) where gy = g * weight, dweight = sum(g * xhat), dbias = sum(g):
@@ -859,29 +886,3 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
     return LM_OK;
 }
 
-bool lm_grad_is_composite(const lm_array *n)
-{
-    switch (n->op) {
-    case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_ATTENTION:
-    case LM_OP_ROPE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL:
-    case LM_OP_UPSAMPLE: case LM_OP_FUSED:
-        return lm_op_differentiable(n->op);   /* else lm_grad_rule says it is not */
-    default:
-        return false;
-    }
-}
-
-lm_array *lm_grad_rebuild(lm_array *n, lm_array **lv)
-{
-    scope sc = {0}, *s = &sc;
-    lm_error_clear();
-    lm_array *y = rebuild(s, n, lv);
-    if (y) lm_array_retain(y);
-    else if (!s->failed && lm_error_status() == LM_OK) {
-        char s0[64];
-        lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s has no backward rule although core/op.h marks it "
-                     "differentiable (output %s)", lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
-    }
-    scope_end(s);
-    return y;
-}
