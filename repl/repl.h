@@ -1,6 +1,6 @@
 /* repl.h - what the files of the `lumen` program share: the command-line
- * tools, the interactive loop, completion and showing values.  Running
- * chunks under Ctrl-C protection is host.h's. */
+ * tools and the interactive loop.  Running chunks under Ctrl-C protection
+ * is host.h's; completion complete.h's, showing values show.h's. */
 #ifndef LM_REPL_H
 #define LM_REPL_H
 
@@ -21,15 +21,5 @@ int lm_cli_generate(int argc, char **argv); /* cli_generate.c */
 
 /* ---- repl.c ---- */
 int lm_repl_interactive(lua_State *L);
-
-/* ---- complete.c ---- */
-void lm_repl_complete_init(lua_State *L);
-
-/* ---- show.c ---- */
-/* Loads the Lua helpers of the REPL (value printer, :mem).  Returns false
- * with an error on the stack on failure. */
-bool lm_repl_show_init(lua_State *L);
-/* Pushes the function `show(...)` that prints values as the REPL does. */
-void lm_repl_push_helper(lua_State *L, const char *name);
 
 #endif
