@@ -60,6 +60,10 @@ lm_device *lm_node_place(const char *op, int n, lm_array *const *inputs);
 const char *lm_desc(char *buf, size_t n, const lm_array *a);
 /* Runs one node whose buffer the caller set (lm_array_assign, core/eval.c). */
 lm_status lm_eval_into(lm_array *node);
+/* lm_eval that leaves the work with the backend instead of ending it
+ * (core/eval.c): the evaluation a recording (core/replay.c) is made of; on
+ * failure it waits as lm_eval does. */
+lm_status lm_eval_recorded(lm_array *const *arrays, int n);
 /* snprintf at buf+*len that never runs *len past cap-1 (core/compare.c). */
 void lm_str_append(char *buf, size_t *len, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "buffer_pool.h"
 #include "profile.h"
 #include "replay.h"
 

@@ -22,13 +22,6 @@
 #include "array.h"
 #include "device.h"
 
-#include "buffer_pool.h"   /* the memory of a recording */
-
-/* lm_eval that leaves the work with the backend instead of ending it
- * (core/eval.c): the evaluation a recording is made of; on failure it
- * waits as lm_eval does. */
-lm_status lm_eval_recorded(lm_array *const *arrays, int n);
-
 /* ---- replayed calls (core/replay.c) ---- */
 typedef struct lm_replays lm_replays;
 /* builds the call's lazy outputs on inputs: the output count, or < 0 with
