@@ -21,8 +21,7 @@
 
 #include "array.h"
 #include "device.h"
-
-typedef struct lm_fused lm_fused;   /* core/compile.h */
+#include "fused.h"
 
 struct lm_backend {
     const char *name;                    /* "cpu", "vulkan" */

@@ -20,21 +20,7 @@
 
 #include "array.h"
 #include "device.h"
-
-/* ---- the fused program a backend runs (params.ext of an LM_OP_FUSED node) ---- */
-typedef struct lm_fused_step {
-    lm_op op;              /* UNARY/BINARY/TERNARY-class op, CAST or CLAMP */
-    lm_dtype dtype;        /* this step's output dtype */
-    int nin;
-    int in[3];             /* registers read */
-    lm_params params;      /* as the unfused node's (ext is NULL) */
-} lm_fused_step;
-
-struct lm_fused {
-    int ninputs;           /* registers 0..ninputs-1: the node's inputs, broadcast to its shape */
-    int nsteps;            /* step k writes register ninputs + k; the last is the output */
-    lm_fused_step *steps;
-};
+#include "fused.h"   /* the program of an LM_OP_FUSED node */
 
 typedef enum lm_compile_mode { LM_COMPILE_OFF, LM_COMPILE_NO_FUSE, LM_COMPILE_ON } lm_compile_mode;
 /* LUMEN_COMPILE=0 starts in OFF (functions run uncompiled), else ON. */

@@ -10,7 +10,6 @@
 #include <string.h>
 #include "internal.h"
 #include "profile.h"
-#include "replay.h"
 
 static _Thread_local lm_eval_stats last_stats;
 static int64_t kernel_total;

@@ -1,14 +1,15 @@
 /* grad.c - the backward pass: order the graph between inputs and outputs,
  * then push cotangents from the outputs back, one node at a time, through
  * the rules of grad_rules.c, summing where a node feeds several consumers.
+ * A composite op is differentiated by walking its forward rebuilt from
+ * primitives (composite_rule), so the walk recurses; the rules never do.
  * Cotangents are freed as soon as their node has been processed, so the
  * pass holds at most the frontier of the graph. */
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 #include "grad.h"
-
-#define STOP_MARK 0x5354304750ll   /* params.i[last] of a stop_gradient view */
+#include "grad_rules.h"
 
 static lm_array *identity_view(lm_array *x)
 {
@@ -31,13 +32,8 @@ lm_array *lm_stop_gradient(lm_array *x)
         return lm_view_new(x, x->ndim, x->shape, x->strides, x->offset);
     }
     lm_array *v = identity_view(x);
-    if (v) v->params.i[LM_PARAM_INTS - 1] = STOP_MARK;
+    if (v) v->params.i[LM_PARAM_INTS - 1] = LM_GRAD_STOP_MARK;
     return v;
-}
-
-bool lm_grad_is_stop(const lm_array *a)
-{
-    return a->op == LM_OP_VIEW && a->params.i[LM_PARAM_INTS - 1] == STOP_MARK;
 }
 
 /* ---- a pointer -> slot map (open addressing) ---- */
@@ -198,6 +194,33 @@ static lm_status accumulate(gnode *n, lm_array *g)
     return LM_OK;
 }
 
+/* A composite op's gradient: its forward rebuilt from primitive builders
+ * on fresh leaves (lm_grad_rebuild), walked by lm_vjp: one rule per
+ * primitive, checked once.  Inputs that need no gradient enter as
+ * constants (stop_gradient views). */
+static lm_status composite_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gin)
+{
+    lm_array *lv[64] = {0}, *ins[64], *outs[64] = {0}, *y = NULL;
+    int map[64], m = 0;
+    lm_status st = LM_OK;
+    for (int i = 0; i < n->ninputs && st == LM_OK; i++) {
+        lv[i] = need[i] ? lm_grad_leaf(n->inputs[i]) : lm_stop_gradient(n->inputs[i]);
+        if (!lv[i]) st = lm_error_status();
+        else if (need[i]) { map[m] = i; ins[m++] = lv[i]; }
+    }
+    if (st == LM_OK && !(y = lm_grad_rebuild(n, lv))) st = lm_error_status();
+    if (y && y->dtype != n->dtype) {
+        lm_array *c = lm_cast(y, n->dtype);
+        lm_array_release(y);
+        if (!(y = c)) st = lm_error_status();
+    }
+    if (st == LM_OK) st = lm_vjp(1, &y, &g, m, ins, outs);
+    for (int j = 0; j < m && st == LM_OK; j++) gin[map[j]] = outs[j];
+    lm_array_release(y);
+    for (int i = 0; i < n->ninputs; i++) lm_array_release(lv[i]);
+    return st;
+}
+
 lm_status lm_vjp(int nout, lm_array *const *outputs, lm_array *const *cotangents,
                  int nin, lm_array *const *inputs, lm_array **grads)
 {
@@ -244,7 +267,8 @@ lm_status lm_vjp(int nout, lm_array *const *outputs, lm_array *const *cotangents
             need[i] = ki >= 0 && m.nodes[ki].need;
             any |= need[i];
         }
-        if (any) st = lm_grad_rule(a, n->cot, need, gin);
+        if (any) st = lm_grad_is_composite(a) ? composite_rule(a, n->cot, need, gin)
+                                              : lm_grad_rule(a, n->cot, need, gin);
         lm_array_release(n->cot);
         n->cot = NULL;
         for (int i = 0; i < a->ninputs; i++) {

@@ -9,7 +9,7 @@
  *
  * Per-op backward rules live in core/grad_rules.c; composite ops (norms,
  * attention, RoPE, pooling, upsampling) are differentiated by rebuilding
- * them from primitive builders and recursing.  A cotangent that reaches a
+ * them from primitive builders (grad_rules.c) and walking that (grad.c).  A cotangent that reaches a
  * non-differentiable op (argmax, comparisons, sort indices, ...) is an
  * error naming the op. */
 #ifndef LM_GRAD_H
@@ -31,11 +31,5 @@ lm_array *lm_grad_leaf(lm_array *x);
 /* x with no gradient flowing back through it (an identity view lm_vjp
  * does not cross).  New reference. */
 lm_array *lm_stop_gradient(lm_array *x);
-bool lm_grad_is_stop(const lm_array *a);
-
-/* grad_rules.c: fills gin[i] (new references, NULL = no gradient) for the
- * inputs with need[i] set, given the cotangent g of node n.  Returns LM_OK,
- * or an error (LM_ERR_UNSUPPORTED naming the op when it has no rule). */
-lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gin);
 
 #endif

@@ -3,16 +3,16 @@
  * Each rule builds lazy nodes from the op builders.  Temporaries go into a
  * scope (K) released at the end of the rule, so a rule reads as the maths
  * it implements.  Ops with an involved kernel (the norms, attention, RoPE,
- * pooling, upsampling) are differentiated by rebuilding the forward from
- * primitive builders on fresh leaves and running lm_vjp over that small
- * graph: one rule per primitive, checked once. */
+ * pooling, upsampling) are rebuilt here from primitive builders
+ * (lm_grad_rebuild); core/grad.c walks that small graph on fresh leaves:
+ * one rule per primitive, checked once. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
-#include "grad.h"
+#include "grad_rules.h"
+#include "fused.h"
 #include "ops_nn.h"
-#include "compile.h"
 
 typedef struct scope {
     lm_array **tmp;
@@ -671,7 +671,7 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
         return y;
     }
     case LM_OP_FUSED: {   /* a compiled elementwise chain: its steps one by one */
-        const struct lm_fused *f = P->ext;
+        const lm_fused *f = P->ext;
         if (!f || f->ninputs > n->ninputs) return NULL;
         lm_array **regs = calloc((size_t)(f->ninputs + f->nsteps), sizeof *regs);
         if (!regs) return NULL;
@@ -698,6 +698,33 @@ static lm_array *rebuild(scope *s, lm_array *n, lm_array **lv)
     default:
         return NULL;
     }
+}
+
+bool lm_grad_is_composite(const lm_array *n)
+{
+    switch (n->op) {
+    case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_ATTENTION:
+    case LM_OP_ROPE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL:
+    case LM_OP_UPSAMPLE: case LM_OP_FUSED:
+        return lm_op_differentiable(n->op);   /* else lm_grad_rule says it is not */
+    default:
+        return false;
+    }
+}
+
+lm_array *lm_grad_rebuild(lm_array *n, lm_array **lv)
+{
+    scope sc = {0}, *s = &sc;
+    lm_error_clear();
+    lm_array *y = rebuild(s, n, lv);
+    if (y) lm_array_retain(y);
+    else if (!s->failed && lm_error_status() == LM_OK) {
+        char s0[64];
+        lm_error_set(LM_ERR_UNSUPPORTED, "grad: %s has no backward rule although core/op.h marks it "
+                     "differentiable (output %s)", lm_op_name(n->op), lm_desc(s0, sizeof s0, n));
+    }
+    scope_end(s);
+    return y;
 }
 
 /* group_norm's textbook backward (as PyTorch's): with xhat = (x - mean) *
@@ -741,33 +768,6 @@ static lm_status group_norm_rule(scope *s, lm_array *n, lm_array *g, const bool 
         gin[0] = dx && dx->dtype != x->dtype ? K(s, lm_cast(dx, x->dtype)) : dx;
     }
     return s->failed ? lm_error_status() : LM_OK;
-}
-
-static lm_status composite_rule(scope *s, lm_array *n, lm_array *g, const bool *need, lm_array **gin)
-{
-    lm_array *lv[64] = {0};
-    if (n->ninputs > 64) return LM_ERR_UNSUPPORTED;
-    for (int i = 0; i < n->ninputs; i++) {
-        /* inputs that need no gradient enter as constants */
-        lv[i] = need[i] ? K(s, lm_grad_leaf(n->inputs[i])) : K(s, lm_stop_gradient(n->inputs[i]));
-        if (!lv[i]) return lm_error_status();
-    }
-    lm_array *y = rebuild(s, n, lv);
-    if (!y) {
-        if (s->failed || lm_error_status() != LM_OK) return lm_error_status();
-        return LM_ERR_UNSUPPORTED;
-    }
-    if (y->dtype != n->dtype) y = K(s, lm_cast(y, n->dtype));
-    lm_array *gg = g;
-    lm_array *ins[64];
-    int map[64], m = 0;
-    for (int i = 0; i < n->ninputs; i++)
-        if (need[i]) { map[m] = i; ins[m++] = lv[i]; }
-    lm_array *outs[64] = {0};
-    lm_status st = lm_vjp(1, &y, &gg, m, ins, outs);
-    if (st != LM_OK) return st;
-    for (int j = 0; j < m; j++) gin[map[j]] = K(s, outs[j]);
-    return LM_OK;
 }
 
 /* ------------------------------------------------------------- dispatch */
@@ -862,12 +862,6 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
         case LM_OP_GROUP_NORM:
             st = group_norm_rule(s, n, g, need, r);
             break;
-        case LM_OP_LAYER_NORM: case LM_OP_RMS_NORM: case LM_OP_ATTENTION:
-        case LM_OP_ROPE: case LM_OP_MAX_POOL: case LM_OP_AVG_POOL: case LM_OP_ADAPTIVE_AVG_POOL:
-        case LM_OP_UPSAMPLE: case LM_OP_FUSED:
-            st = composite_rule(s, n, g, need, r);
-            if (st == LM_ERR_UNSUPPORTED && lm_error_message()[0] == 0) handled = false;
-            break;
         default:
             handled = false;
         }
@@ -891,3 +885,4 @@ lm_status lm_grad_rule(lm_array *n, lm_array *g, const bool *need, lm_array **gi
     }
     return LM_OK;
 }
+

@@ -27,10 +27,32 @@ void lm_array_detach(lm_array *a);
  * evaluated). */
 lm_array *lm_view_new(lm_array *base, int ndim, const int64_t *shape,
                       const int64_t *strides, int64_t offset);
+/* A stop_gradient view (core/grad.c) is an identity view whose last int
+ * parameter holds this mark: the grad walk does not cross it, and the rules
+ * that rebuild a composite's forward take it as a constant. */
+#define LM_GRAD_STOP_MARK 0x5354304750ll
+static inline bool lm_grad_is_stop(const lm_array *a)
+{
+    return a->op == LM_OP_VIEW && a->params.i[LM_PARAM_INTS - 1] == LM_GRAD_STOP_MARK;
+}
 /* Checked int64 arithmetic for sizes, strides and offsets: false on
  * overflow (then *out is unspecified). */
 static inline bool lm_mul64(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static inline bool lm_add64(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+/* Lending the buffers of one device on this thread to someone else for a
+ * while (core/buffer_pool.c, a recording's memory): an unreferenced buffer
+ * of h->device goes to hold (still counted active) instead of the cache,
+ * and an allocation of that device asks take (a held buffer of that
+ * capacity, or NULL) first.  NULL stops (core/memory.c). */
+typedef struct lm_buffer_hook {
+    lm_device *device;
+    lm_buffer *(*take)(void *ctx, size_t capacity);
+    void (*hold)(void *ctx, lm_buffer *b);
+    void *ctx;
+} lm_buffer_hook;
+void lm_buffer_hook_set(const lm_buffer_hook *h);
+/* A held buffer (refcount 0, counted active) back to its device's cache. */
+void lm_buffer_recycle(lm_buffer *b);
 /* The device a node with these inputs runs on (the placement rule), or
  * NULL with an error naming op and the devices. */
 lm_device *lm_node_place(const char *op, int n, lm_array *const *inputs);
@@ -38,6 +60,10 @@ lm_device *lm_node_place(const char *op, int n, lm_array *const *inputs);
 const char *lm_desc(char *buf, size_t n, const lm_array *a);
 /* Runs one node whose buffer the caller set (lm_array_assign, core/eval.c). */
 lm_status lm_eval_into(lm_array *node);
+/* lm_eval that leaves the work with the backend instead of ending it
+ * (core/eval.c): the evaluation a recording (core/replay.c) is made of; on
+ * failure it waits as lm_eval does. */
+lm_status lm_eval_recorded(lm_array *const *arrays, int n);
 /* snprintf at buf+*len that never runs *len past cap-1 (core/compare.c). */
 void lm_str_append(char *buf, size_t *len, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

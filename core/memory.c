@@ -8,7 +8,6 @@
 #include <string.h>
 #include "internal.h"
 #include "profile.h"
-#include "replay.h"
 
 static lm_oom_hook oom_hook;
 static void *oom_ctx;
@@ -83,33 +82,22 @@ static lm_status try_alloc(lm_device *d, size_t cap, void **handle, void **host)
     return d->backend->alloc(d, cap, handle, host);
 }
 
-/* While a recording is made (core/replay.c), buffers of its device that
- * are freed go to its pool instead of the cache, still counted as active,
- * and the recording's own later nodes take them from there: the recording
- * reuses memory as an evaluation does, and no one else is given memory its
- * replays will write. */
-static _Thread_local lm_buffer_pool *capturing;
+/* A thread's hook (lm_buffer_hook_set): buffers of its device go to it
+ * instead of the cache, and allocations ask it first. */
+static _Thread_local lm_buffer_hook hook;
 static void to_cache(lm_device *d, lm_buffer *b);
 
-void lm_buffer_pool_capture(lm_buffer_pool *p) { capturing = p; }
-
-static lm_buffer *pool_take(lm_buffer_pool *p, size_t cap)
+void lm_buffer_hook_set(const lm_buffer_hook *h)
 {
-    for (lm_buffer **pp = &p->free; *pp; pp = &(*pp)->next_free)
-        if ((*pp)->capacity == cap) {
-            lm_buffer *b = *pp;
-            *pp = b->next_free;
-            b->next_free = NULL;
-            return b;
-        }
-    return NULL;
+    if (h) hook = *h;
+    else memset(&hook, 0, sizeof hook);
 }
 
 lm_buffer *lm_buffer_alloc(lm_device *d, size_t size)
 {
     size_t cap;
     int cls = size_class(size ? size : 1, &cap);
-    lm_buffer *b = capturing && capturing->device == d ? pool_take(capturing, cap) : NULL;
+    lm_buffer *b = hook.device == d ? hook.take(hook.ctx, cap) : NULL;
     if (b) {   /* counted as active all along */
         b->size = size;
         b->refcount = 1;
@@ -251,22 +239,16 @@ void lm_buffer_release(lm_buffer *b)
         return;
     }
     lm_device *d = b->device;
-    if (capturing && capturing->device == d) {
-        b->next_free = capturing->free;
-        capturing->free = b;
+    if (hook.device == d) {
+        hook.hold(hook.ctx, b);
         return;
     }
     to_cache(d, b);
 }
 
-void lm_buffer_pool_release(lm_buffer_pool *p)
+void lm_buffer_recycle(lm_buffer *b)
 {
-    while (p->free) {
-        lm_buffer *b = p->free;
-        p->free = b->next_free;
-        b->next_free = NULL;
-        to_cache(p->device, b);
-    }
+    to_cache(b->device, b);
 }
 
 /* an unreferenced buffer of the core's own: to the cache, or freed */

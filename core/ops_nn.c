@@ -431,22 +431,19 @@ static bool check_affine(const char *op, const char *what, const lm_array *x, in
     return check_float(op, what, w);
 }
 
-static lm_array *norm_node(lm_op opc, const char *op, lm_array *x, int naxes, lm_array *w,
+/* The node of a norm with an optional affine weight and bias, once their
+ * shapes are checked: i[0] = what it normalizes over (the last i[0] axes,
+ * or i[0] groups), i[1]/i[2] = w/b given, f[0] = eps; it computes in x's
+ * float dtype. */
+static lm_array *norm_node(lm_op opc, const char *op, lm_array *x, int64_t over, lm_array *w,
                            lm_array *b, double eps)
 {
-    if (!x) return NULL;
-    if (naxes < 1 || naxes > x->ndim) {
-        char s[160];
-        lm_error_set(LM_ERR_ARG, "%s: cannot normalize over the last %d axes of %s", op, naxes, DESC(s, x));
-        return NULL;
-    }
-    if (!check_affine(op, "weight", x, naxes, w) || !check_affine(op, "bias", x, naxes, b)) return NULL;
     if (!(eps >= 0)) {
         lm_error_set(LM_ERR_ARG, "%s: eps must be >= 0, got %g", op, eps);
         return NULL;
     }
     lm_params p = {0};
-    p.i[0] = naxes;
+    p.i[0] = over;
     p.i[1] = w != NULL;
     p.i[2] = b != NULL;
     p.f[0] = eps;
@@ -460,49 +457,53 @@ static lm_array *norm_node(lm_op opc, const char *op, lm_array *x, int naxes, lm
     return r;
 }
 
+/* layer_norm and rms_norm: over the last naxes axes, w and b of their shape */
+static lm_array *axes_norm(lm_op opc, const char *op, lm_array *x, int naxes, lm_array *w,
+                           lm_array *b, double eps)
+{
+    if (!x) return NULL;
+    if (naxes < 1 || naxes > x->ndim) {
+        char s[160];
+        lm_error_set(LM_ERR_ARG, "%s: cannot normalize over the last %d axes of %s", op, naxes, DESC(s, x));
+        return NULL;
+    }
+    if (!check_affine(op, "weight", x, naxes, w) || !check_affine(op, "bias", x, naxes, b)) return NULL;
+    return norm_node(opc, op, x, naxes, w, b, eps);
+}
+
 lm_array *lm_layer_norm(lm_array *x, int naxes, lm_array *w, lm_array *b, double eps)
 {
-    return norm_node(LM_OP_LAYER_NORM, "layer_norm", x, naxes, w, b, eps);
+    return axes_norm(LM_OP_LAYER_NORM, "layer_norm", x, naxes, w, b, eps);
 }
 
 lm_array *lm_rms_norm(lm_array *x, int naxes, lm_array *w, double eps)
 {
-    return norm_node(LM_OP_RMS_NORM, "rms_norm", x, naxes, w, NULL, eps);
+    return axes_norm(LM_OP_RMS_NORM, "rms_norm", x, naxes, w, NULL, eps);
+}
+
+/* group_norm and batch_norm take x as [N, C, ...] */
+static bool check_channels(const char *op, const lm_array *x)
+{
+    if (x->ndim >= 2) return true;
+    char s[160];
+    lm_error_set(LM_ERR_SHAPE, "%s: input must be [N, C, ...], got %s", op, DESC(s, x));
+    return false;
 }
 
 lm_array *lm_group_norm(lm_array *x, int64_t groups, lm_array *w, lm_array *b, double eps)
 {
     if (!x) return NULL;
     const char *op = "group_norm";
-    char s[160];
-    if (x->ndim < 2) {
-        lm_error_set(LM_ERR_SHAPE, "%s: input must be [N, C, ...], got %s", op, DESC(s, x));
-        return NULL;
-    }
+    if (!check_channels(op, x)) return NULL;
     int64_t C = x->shape[1];
     if (groups < 1 || C % groups) {
+        char s[160];
         lm_error_set(LM_ERR_SHAPE, "%s: %lld groups do not divide the %lld channels of %s", op,
                      (long long)groups, (long long)C, DESC(s, x));
         return NULL;
     }
     if (!check_bias(op, w, C) || !check_bias(op, b, C)) return NULL;
-    if (!(eps >= 0)) {
-        lm_error_set(LM_ERR_ARG, "%s: eps must be >= 0, got %g", op, eps);
-        return NULL;
-    }
-    lm_params p = {0};
-    p.i[0] = groups;
-    p.i[1] = w != NULL;
-    p.i[2] = b != NULL;
-    p.f[0] = eps;
-    lm_array *xf = as_float(x);
-    lm_array *in[3] = {xf, NULL, NULL};
-    int n = 1;
-    if (w) in[n++] = w;
-    if (b) in[n++] = b;
-    lm_array *r = xf ? lm_node_new(LM_OP_GROUP_NORM, xf->dtype, x->ndim, x->shape, n, in, &p, NULL) : NULL;
-    lm_array_release(xf);
-    return r;
+    return norm_node(LM_OP_GROUP_NORM, op, x, groups, w, b, eps);
 }
 
 /* v[C] as [C, 1, ...] so it broadcasts over axis 1 of an ndim array */
@@ -519,11 +520,7 @@ lm_array *lm_batch_norm(lm_array *x, lm_array *mean, lm_array *var, lm_array *w,
 {
     if (!x || !mean || !var) return NULL;
     const char *op = "batch_norm";
-    char s[160];
-    if (x->ndim < 2) {
-        lm_error_set(LM_ERR_SHAPE, "%s: input must be [N, C, ...], got %s", op, DESC(s, x));
-        return NULL;
-    }
+    if (!check_channels(op, x)) return NULL;
     int64_t C = x->shape[1];
     if (!check_bias(op, mean, C) || !check_bias(op, var, C) || !check_bias(op, w, C) || !check_bias(op, b, C))
         return NULL;

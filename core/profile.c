@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "internal.h"
-#include "compile.h"
+#include "fused.h"
 #include "profile.h"
 
 typedef struct {

@@ -7,7 +7,7 @@
  * recording must not repeat on every run.  The second records: its inputs
  * are copied into buffers of the recording's own, the graph is built on
  * those and evaluated with the device recording instead of submitting, and
- * every buffer freed meanwhile goes to the recording's pool (memory.c), so
+ * every buffer freed meanwhile goes to the recording's pool (buffer_pool.c), so
  * it is reused inside the recording as in an evaluation and given to no one
  * else.  That call and every later one then queue: copies of the inputs in,
  * the recording, copies of the outputs out into fresh buffers (the caller's
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "buffer_pool.h"
 #include "profile.h"
 #include "replay.h"
 

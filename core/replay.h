@@ -22,22 +22,6 @@
 #include "array.h"
 #include "device.h"
 
-/* ---- the memory of a recording (core/memory.c) ---- */
-typedef struct lm_buffer_pool {
-    lm_device *device;
-    lm_buffer *free;   /* freed while recording: the recording's, still counted active */
-} lm_buffer_pool;
-/* From now on, buffers of p->device freed go to p and allocations take from
- * p first; NULL stops.  One pool at a time, per thread. */
-void lm_buffer_pool_capture(lm_buffer_pool *p);
-/* Hands p's buffers back to the device's cache (no longer active). */
-void lm_buffer_pool_release(lm_buffer_pool *p);
-
-/* lm_eval that leaves the work with the backend instead of ending it
- * (core/eval.c): the evaluation a recording is made of; on failure it
- * waits as lm_eval does. */
-lm_status lm_eval_recorded(lm_array *const *arrays, int n);
-
 /* ---- replayed calls (core/replay.c) ---- */
 typedef struct lm_replays lm_replays;
 /* builds the call's lazy outputs on inputs: the output count, or < 0 with

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <lualib.h>
 #include "lua/lumen_lua.h"
+#include "host.h"
 #include "repl.h"
 #ifdef LM_HAVE_MPI
 #include <mpi.h>

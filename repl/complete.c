@@ -7,7 +7,7 @@
 #include <string.h>
 #include <readline/readline.h>
 #include "lua/lumen_lua.h"
-#include "repl.h"
+#include "complete.h"
 
 static lua_State *CL;
 

@@ -17,7 +17,10 @@
 #include <fcntl.h>
 #include <readline/readline.h>
 #include <readline/history.h>
+#include "complete.h"
+#include "host.h"
 #include "repl.h"
+#include "show.h"
 
 #define PROMPT "> "
 #define PROMPT2 ".. "

@@ -2,7 +2,8 @@
  * wrapper, :mem and ?name.  Kept in Lua because they are about Lua values;
  * compiled once at start-up into a table in the registry. */
 #include <string.h>
-#include "repl.h"
+#include <lauxlib.h>
+#include "show.h"
 
 static const char HELPERS[] =
 "local lm = ...\n"
