@@ -2,7 +2,6 @@
  * gives, the sampler object (one row of the sampler table on a schedule:
  * models/sampler_table.c, sampler_schedule.c, sampler_steps.c) and the
  * seeded noise diffusion starts from. */
-#include <ctype.h>
 #include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
@@ -308,7 +307,7 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
     if (!s) goto nomem;
     s->row = row;
     s->c = *c;
-    s->c.trained_betas = c->trained_betas;   /* read by the schedule below, not kept */
+    s->c.trained_betas = NULL;   /* read from c by the schedule below, not kept */
     s->karras = row->sigmas == LM_SIGMAS_KARRAS;
     s->steps = steps;
     s->T = T;
@@ -317,9 +316,7 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
     if (!s->acp || !s->ts) goto nomem;
     if (method_of(s)->space != LM_SPACE_DDPM && !(s->sig = malloc((size_t)(steps + 2) * sizeof(float))))
         goto nomem;
-    lm_status st = lm_sched_build(s);
-    s->c.trained_betas = NULL;
-    if (st != LM_OK) goto fail;
+    if (lm_sched_build(s, c) != LM_OK) goto fail;
     if (s->n < 1) {
         lm_error_set(LM_ERR_ARG, "%s: %d steps give no timesteps", name, steps);
         goto fail;
@@ -337,7 +334,6 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
 nomem:
     lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
 fail:
-    if (s) s->c.trained_betas = NULL;
     lm_sampler_free(s);
     return NULL;
 }

@@ -84,9 +84,10 @@ typedef struct lm_sampler_method {
 
 extern const lm_sampler_method lm_sampler_methods[LM_SAMPLER_KIND_COUNT];
 
-/* alphas_cumprod into s->acp, then set_timesteps of the sampler's space:
+/* alphas_cumprod into s->acp (c: the config s was made from, whose
+ * trained_betas s does not keep), then set_timesteps of the sampler's space:
  * s->ts, s->n, s->sig, s->init_sigma */
-lm_status lm_sched_build(lm_sampler *s);
+lm_status lm_sched_build(lm_sampler *s, const lm_sched_config *c);
 /* DPM-Solver's _sigma_to_alpha_sigma_t and lambda = log(alpha) - log(sigma) */
 void lm_sched_dpm_alpha_sigma(float sigma, float *alpha_t, float *sigma_t, float *lambda);
 

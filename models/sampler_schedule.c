@@ -269,7 +269,7 @@ static lm_status ddim_schedule(lm_sampler *s)
 
 /* ((1 - alphas_cumprod) / alphas_cumprod) ** 0.5 and its log, then the
  * space's set_timesteps */
-lm_status lm_sched_build(lm_sampler *s)
+lm_status lm_sched_build(lm_sampler *s, const lm_sched_config *c)
 {
     int64_t T = s->T;
     float *sigmas_full = malloc((size_t)T * sizeof(float)), *log_sigmas = malloc((size_t)T * sizeof(float));
@@ -278,7 +278,7 @@ lm_status lm_sched_build(lm_sampler *s)
         st = lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
         goto done;
     }
-    if ((st = make_alphas_cumprod(&s->c, s->acp)) != LM_OK) goto done;
+    if ((st = make_alphas_cumprod(c, s->acp)) != LM_OK) goto done;
     for (int64_t i = 0; i < T; i++) {
         sigmas_full[i] = acp_sigma(s->acp[i]);
         log_sigmas[i] = logf(sigmas_full[i]);

@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = sys.argv[1]
 OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(HERE, "diffusion")
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True   # no __pycache__ beside the fixtures
 import make_single  # noqa: E402  (numpy only: read_st / write_st)
 
 torch.set_grad_enabled(False)
