@@ -285,6 +285,11 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
         lm_error_set(LM_ERR_ARG, "sampler: no config or an unknown sampler kind %d", (int)k);
         return NULL;
     }
+    if (!lm_sampler_methods[k].step) {   /* a kind half added */
+        lm_error_set(LM_ERR_UNSUPPORTED, "sampler kind %d has no row in lm_sampler_methods "
+                     "(models/sampler_steps.c; docs/DEVELOPING.md, \"Adding a sampler\")", (int)k);
+        return NULL;
+    }
     const char *name = lm_sampler_kind_name(k);
     /* the config's use_karras_sigmas picks the Karras row where the kind has one */
     const lm_sampler_info *row = row_of(k, karras || (c->use_karras_sigmas && row_of(k, true)));

@@ -41,7 +41,7 @@ const lm_sampler_info *lm_sampler_info_at(int i) { return i >= 0 && i < NROWS ? 
 
 const char *lm_sampler_kind_name(lm_sampler_kind k)
 {
-    return k >= 0 && k < LM_SAMPLER_KIND_COUNT ? lm_sampler_methods[k].name : "?";
+    return k >= 0 && k < LM_SAMPLER_KIND_COUNT && lm_sampler_methods[k].name ? lm_sampler_methods[k].name : "?";
 }
 
 /* lower case, ' ', '_', '-' dropped, '+' read as 'p'; false if it does not fit */

@@ -532,7 +532,12 @@ static void test_table(void **state)
         lm_sampler_free(s);
         lm_sched_config_clear(&c);
     }
-    for (int k = 0; k < LM_SAMPLER_KIND_COUNT; k++) assert_true(kind_has_row[k]);
+    for (int k = 0; k < LM_SAMPLER_KIND_COUNT; k++) {
+        if (!kind_has_row[k] || !strcmp(lm_sampler_kind_name((lm_sampler_kind)k), "?"))
+            fprintf(stderr, "sampler kind %d: %s\n", k, kind_has_row[k] ? "no method row" : "no row in the table");
+        assert_true(kind_has_row[k]);
+        assert_string_not_equal(lm_sampler_kind_name((lm_sampler_kind)k), "?");
+    }
     assert_null(lm_sampler_info_at(n));
     assert_null(lm_sampler_info_at(-1));
     printf("  %d rows: %s\n  A1111: %s\n", n, list, a1111);
