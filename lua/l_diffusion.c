@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "models/unet.h"
 #include "models/vae.h"
@@ -664,6 +665,47 @@ static int l_part_index(lua_State *L)
 
 static int l_part_free(lua_State *L) { (void)L; return 0; }   /* the pipeline owns it */
 
+/* samplers(): the sampler table's rows as tables */
+static int l_samplers(lua_State *L)
+{
+    static const char *const sigmas[] = {"none", "default", "karras"};
+    static const char *const preds[] = {"epsilon", "v_prediction", "sample"};
+    lua_newtable(L);
+    const lm_sampler_info *r;
+    for (int i = 0; (r = lm_sampler_info_at(i)); i++) {
+        lua_createtable(L, 0, 11);
+        lua_pushstring(L, r->name);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, r->a1111);
+        lua_setfield(L, -2, "a1111");
+        lua_pushstring(L, r->a1111_schedule);
+        lua_setfield(L, -2, "schedule");
+        lua_pushstring(L, lm_sampler_kind_name(r->kind));
+        lua_setfield(L, -2, "kind");
+        lua_pushstring(L, sigmas[r->sigmas]);
+        lua_setfield(L, -2, "sigmas");
+        lua_pushboolean(L, r->ancestral);
+        lua_setfield(L, -2, "ancestral");
+        lua_pushinteger(L, r->order_min);
+        lua_setfield(L, -2, "order_min");
+        lua_pushinteger(L, r->order_max);
+        lua_setfield(L, -2, "order_max");
+        lua_newtable(L);
+        for (int p = 0, n = 0; p < 3; p++)
+            if (r->predictions & LM_PRED_BIT(p)) {
+                lua_pushstring(L, preds[p]);
+                lua_rawseti(L, -2, ++n);
+            }
+        lua_setfield(L, -2, "predictions");
+        lua_pushstring(L, r->diffusers);
+        lua_setfield(L, -2, "diffusers");
+        lua_pushstring(L, r->config);
+        lua_setfield(L, -2, "config");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
 /* free: one name for every kind of object */
 static int l_free_any(lua_State *L)
 {
@@ -722,8 +764,8 @@ static const lm_lua_func diffusion_funcs[] = {
      "Also pipe:generate{...}.  The image [3,H,W] in 0..1 ([B,3,H,W] when batch= is given),\n"
      "as diffusers' pipeline(prompt, negative_prompt=, num_inference_steps=, guidance_scale=,\n"
      "latents=) gives it.  prompt / negative: a string or one per image; a missing negative\n"
-     "is diffusers' None (zeros on SDXL).  sampler: euler, euler_a, dpm++2m, dpm++2m_karras,\n"
-     "ddim or A1111's names.  seed: a number (image i gets seed+i) or one per image; each\n"
+     "is diffusers' None (zeros on SDXL).  sampler: a name from lm.diffusion.samplers(),\n"
+     "Lumen's or A1111's.  seed: a number (image i gets seed+i) or one per image; each\n"
      "image's noise comes from its own seed and each image's networks run as they would\n"
      "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
      "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
@@ -734,6 +776,15 @@ static const lm_lua_func diffusion_funcs[] = {
      "progress(step, steps) is called after every step; noise(k, shape) may return the\n"
      "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"
      "img2img's VAE sample, else the mean is used), to compare with diffusers' draws."},
+    {"samplers", l_samplers,
+     "lm.diffusion.samplers() -> {row, ...}\n"
+     "The sampler table, one row per sampler generate's sampler= takes: {name=\"dpm++2m_karras\",\n"
+     "a1111=\"DPM++ 2M\", schedule=\"Karras\" (A1111's infotext Sampler / Schedule type),\n"
+     "kind=\"dpm++2m\" (its step function), sigmas=\"default\" | \"karras\" | \"none\",\n"
+     "ancestral=false, order_min=1, order_max=2, predictions={\"epsilon\", ...} (the\n"
+     "prediction_type values it runs), diffusers= (the scheduler it matches), config= (the\n"
+     "scheduler_config.json keys it reads beyond the betas, prediction_type,\n"
+     "timestep_spacing and steps_offset)}."},
     {"encode_prompt", l_pipe_encode_prompt,
      "lm.diffusion.encode_prompt(pipe, text | {texts} | nil, {clip_skip=0}) -> embeds[, pooled]\n"
      "Also pipe:encode_prompt(text).  diffusers' encode_prompt for each text: [n,77,D] (SD:\n"

@@ -1,31 +1,37 @@
-/* sampler.h - the samplers of a diffusion pipeline, matching diffusers'
- * schedulers built with Scheduler.from_config(pipeline.scheduler.config):
- *   LM_SAMPLER_EULER     EulerDiscreteScheduler
- *   LM_SAMPLER_EULER_A   EulerAncestralDiscreteScheduler
- *   LM_SAMPLER_DPMPP_2M  DPMSolverMultistepScheduler (dpmsolver++, order 2,
- *                        lower_order_final, final sigmas zero, as its defaults;
- *                        karras = use_karras_sigmas=True)
- *   LM_SAMPLER_DDIM      DDIMScheduler (eta 0)
- * and the seeded noise the pipeline starts from.
+/* sampler.h - the samplers of a diffusion pipeline, one row each in a table
+ * (models/sampler_table.c), matching diffusers' schedulers built with
+ * Scheduler.from_config(pipeline.scheduler.config):
+ *   euler, euler_karras  EulerDiscreteScheduler (use_karras_sigmas)
+ *   euler_a              EulerAncestralDiscreteScheduler
+ *   dpm++2m, _karras     DPMSolverMultistepScheduler (dpmsolver++, order 2,
+ *                        lower_order_final, final sigmas zero, as its defaults)
+ *   ddim                 DDIMScheduler (eta 0)
+ *   lms, lms_karras      LMSDiscreteScheduler (order 4)
+ * and the seeded noise the pipeline starts from.  A row names the sampler
+ * (Lumen's name, A1111's name and schedule type) and says what it is; the
+ * kind's step function lives in models/sampler_steps.c (docs/DEVELOPING.md,
+ * "Adding a sampler").
  *
  * The schedule (timesteps, sigmas) is host arithmetic in double, rounded to
  * float32 where diffusers keeps float32 tensors, so timesteps equal
  * diffusers'.  The work on latents (scale_input, step, add_noise) is lazy
- * lm_* ops on the latent's device; Euler, Euler a and DPM++ compute a step
- * in f32 and return the model output's dtype, as diffusers does.
+ * lm_* ops on the latent's device; every kind but DDIM computes a step in
+ * f32 and returns the model output's dtype, as diffusers does (LMS: diffusers
+ * steps in the latents' dtype; the two differ by f16 rounding only).
  *
  * A sampler is stateful like diffusers' (DPM++ 2M keeps the previous
- * model output): call lm_sampler_step with i = 0, 1, ... count-1 in order;
- * i = 0 starts over.
+ * model output, LMS the last four derivatives): call lm_sampler_step with
+ * i = 0, 1, ... count-1 in order; i = 0 starts over.
  *
  * Ownership: lm_sampler_new returns a sampler freed with lm_sampler_free;
  * every lm_array * returned is a new reference (lazy) the caller releases;
- * array arguments are borrowed. */
+ * array arguments are borrowed; rows are static. */
 #ifndef LM_SAMPLER_H
 #define LM_SAMPLER_H
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "array.h"
 #include "device.h"
@@ -36,6 +42,8 @@ typedef enum lm_sampler_kind {
     LM_SAMPLER_EULER_A,
     LM_SAMPLER_DPMPP_2M,
     LM_SAMPLER_DDIM,
+    LM_SAMPLER_LMS,
+    LM_SAMPLER_KIND_COUNT
 } lm_sampler_kind;
 
 typedef enum lm_beta_schedule { LM_BETA_LINEAR, LM_BETA_SCALED_LINEAR, LM_BETA_SQUAREDCOS } lm_beta_schedule;
@@ -45,7 +53,7 @@ typedef enum lm_prediction { LM_PRED_EPSILON, LM_PRED_V, LM_PRED_SAMPLE } lm_pre
 typedef enum lm_spacing { LM_SPACING_DEFAULT, LM_SPACING_LINSPACE, LM_SPACING_LEADING,
                           LM_SPACING_TRAILING } lm_spacing;
 
-/* The keys of scheduler_config.json that the four samplers read.  A key
+/* The keys of scheduler_config.json that the samplers read.  A key
  * absent from the file takes the default of the class being built (the
  * tri-state fields hold -1 for "absent"), as from_config does. */
 typedef struct lm_sched_config {
@@ -84,14 +92,54 @@ lm_status lm_sched_config_from_json(const cJSON *config, const char *file, lm_sc
 void lm_sched_config_default(lm_sched_config *out);
 void lm_sched_config_clear(lm_sched_config *c);   /* frees trained_betas */
 
+/* ---- the sampler table ---- */
+
+/* the sigmas a row steps through */
+typedef enum lm_sigma_schedule {
+    LM_SIGMAS_NONE,      /* none: DDIM steps on alphas_cumprod at its timesteps */
+    LM_SIGMAS_DEFAULT,   /* the scheduler's own: the training sigmas at the timesteps */
+    LM_SIGMAS_KARRAS,    /* use_karras_sigmas=True (rho 7); timesteps follow the sigmas */
+} lm_sigma_schedule;
+
+#define LM_PRED_BIT(p) (1u << (p))   /* lm_sampler_info.predictions */
+
+/* One row per sampler a user can name. */
+typedef struct lm_sampler_info {
+    const char *name;            /* Lumen's: "dpm++2m_karras" */
+    const char *a1111;           /* A1111's infotext "Sampler: DPM++ 2M" */
+    const char *a1111_schedule;  /* and "Schedule type: Karras" */
+    lm_sampler_kind kind;        /* its step function (lm_sampler_kind_name) */
+    lm_sigma_schedule sigmas;
+    bool ancestral;              /* draws noise at every step (lm_sampler_needs_noise) */
+    int order_min, order_max;    /* the method's order(s): DPM++ 2M 1..2 (solver_order), LMS 1..4 */
+    unsigned predictions;        /* LM_PRED_BIT of each prediction_type it runs */
+    const char *diffusers;       /* the scheduler it matches, with from_config's arguments */
+    const char *config;          /* scheduler_config.json keys it reads beyond the common ones
+                                  * (num_train_timesteps, beta_*, trained_betas, prediction_type,
+                                  * timestep_spacing, steps_offset) */
+} lm_sampler_info;
+
+/* row i (0, 1, ...), NULL past the last */
+const lm_sampler_info *lm_sampler_info_at(int i);
+/* The row named name: Lumen's name ("dpm++2m_karras") or A1111's ("DPM++ 2M
+ * Karras", "Euler a"; the name with " Karras" for a Karras row), case, ' ',
+ * '_', '-' ignored and "pp" read as "++".  NULL with the error listing the
+ * names if there is none. */
+const lm_sampler_info *lm_sampler_find(const char *name);
+const char *lm_sampler_kind_name(lm_sampler_kind k);   /* "dpm++2m"; "?" for none */
+/* Every row's name joined by ", " into buf (n bytes, cut to fit): Lumen's
+ * names, or A1111's quoted ("\"Euler\", \"DPM++ 2M Karras\"").  Returns buf. */
+char *lm_sampler_list(char *buf, size_t n, bool a1111);
+
 typedef struct lm_sampler lm_sampler;
 
-/* steps: inference steps (1 .. num_train_timesteps).  strength 1.0 is
- * text-to-image; strength in (0, 1) keeps the last steps as diffusers'
- * img2img get_timesteps does (int(steps * strength) of them; none is an
- * error).  karras: Karras sigmas (Euler, DPM++; config use_karras_sigmas
- * also turns them on).  NULL with the error set on a config the sampler does
- * not implement (named). */
+/* The row of kind k with Karras sigmas when karras (or the config's
+ * use_karras_sigmas, for a kind that has a Karras row), else its row with
+ * the scheduler's own.  steps: inference steps (1 .. num_train_timesteps).
+ * strength 1.0 is text-to-image; strength in (0, 1) keeps the last steps as
+ * diffusers' img2img get_timesteps does (int(steps * strength) of them; none
+ * is an error).  NULL with the error set on a config the sampler does not
+ * implement (named), or karras for a kind without a Karras row. */
 lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool karras, int steps,
                            double strength);
 void lm_sampler_free(lm_sampler *s);   /* NULL is fine */
@@ -107,6 +155,7 @@ const double *lm_sampler_schedule(const lm_sampler *s, int *n, const float **sig
 /* what text-to-image multiplies the initial noise by (init_noise_sigma) */
 double lm_sampler_init_sigma(const lm_sampler *s);
 lm_sampler_kind lm_sampler_get_kind(const lm_sampler *s);
+const lm_sampler_info *lm_sampler_get_info(const lm_sampler *s);   /* its row */
 
 /* scale_model_input at step i: the UNet's input */
 lm_array *lm_sampler_scale_input(lm_sampler *s, lm_array *x, int i);
@@ -117,11 +166,10 @@ lm_array *lm_sampler_step(lm_sampler *s, lm_array *model_out, int i, lm_array *x
 /* img2img: the clean latents x0 noised to the first kept step (add_noise) */
 lm_array *lm_sampler_add_noise(lm_sampler *s, lm_array *x0, lm_array *noise);
 
-/* "euler", "euler_a", "dpm++2m", "dpm++2m_karras", "ddim" and A1111's
- * "Euler", "Euler a", "DPM++ 2M", "DPM++ 2M Karras", "DDIM" (case and the
- * separators ' ', '_', '-' ignored); LM_SAMPLER_NONE (error set) else. */
+/* lm_sampler_find's row as (kind, karras); LM_SAMPLER_NONE (error set) if
+ * there is none. */
 lm_sampler_kind lm_sampler_parse(const char *name, bool *karras);
-const char *lm_sampler_name(lm_sampler_kind k, bool karras);   /* "dpm++2m_karras" */
+const char *lm_sampler_name(lm_sampler_kind k, bool karras);   /* its row's name; "?" if none */
 
 /* Standard normal noise, a pure function of (seed, stream, element index):
  * Philox-4x32-10 (core/random.h) keyed by (seed, stream), Box-Muller, drawn

@@ -581,19 +581,10 @@ lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
 
 const char *lm_sd_sampler_a1111(const char *name, const char **schedule)
 {
-    bool karras = false;
-    lm_sampler_kind k = lm_sampler_parse(name, &karras);
-    const char *s = NULL;
-    switch (k) {
-    case LM_SAMPLER_EULER: s = "Euler"; break;
-    case LM_SAMPLER_EULER_A: s = "Euler a"; break;
-    case LM_SAMPLER_DPMPP_2M: s = "DPM++ 2M"; break;
-    case LM_SAMPLER_DDIM: s = "DDIM"; break;
-    default: break;
-    }
+    const lm_sampler_info *r = lm_sampler_find(name);
     lm_error_clear();
-    if (schedule) *schedule = karras ? "Karras" : "Normal";
-    return s;
+    if (schedule) *schedule = r ? r->a1111_schedule : NULL;
+    return r ? r->a1111 : NULL;
 }
 
 /* ---- generation ---- */
@@ -926,17 +917,15 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
     lm_sampler *s = NULL;
     lm_array *x = NULL, *img = NULL;
     if (check_gen(&g) != LM_OK) goto fail;
-    bool karras = false;
     const char *sname = o->sampler ? o->sampler : "dpm++2m_karras";
-    lm_sampler_kind kind = lm_sampler_parse(sname, &karras);
-    if (kind != LM_SAMPLER_EULER && kind != LM_SAMPLER_EULER_A && kind != LM_SAMPLER_DPMPP_2M &&
-        kind != LM_SAMPLER_DDIM) {
-        lm_error_set(LM_ERR_ARG, "generate: unknown sampler \"%s\" (euler, euler_a, dpm++2m, "
-                     "dpm++2m_karras, ddim, or A1111's \"Euler a\", \"DPM++ 2M Karras\"...)", sname);
+    const lm_sampler_info *row = lm_sampler_find(sname);
+    if (!row) {
+        lm_error_prefix("generate: ");
         goto fail;
     }
     if (prepare(&g) != LM_OK) goto fail;
-    if (!(s = lm_sampler_new(&p->sched, kind, karras, o->steps, o->init ? o->strength : 1.0)))
+    if (!(s = lm_sampler_new(&p->sched, row->kind, row->sigmas == LM_SIGMAS_KARRAS, o->steps,
+                             o->init ? o->strength : 1.0)))
         goto fail;
     if (!(x = start_latents(&g, s)) || lm_eval(&x, 1) != LM_OK) goto fail;
     int n = lm_sampler_count(s), draws = 0;

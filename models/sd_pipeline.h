@@ -134,8 +134,8 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
 lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents);
 lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image);
 
-/* A1111's sampler name for a lm_sampler_parse name ("DPM++ 2M"), and its
- * schedule type ("Karras" or "Normal"); NULL for an unknown name. */
+/* A1111's sampler name for a lm_sampler_find name ("DPM++ 2M"), and its
+ * schedule type ("Karras", "Normal"), from its row; NULL for an unknown name. */
 const char *lm_sd_sampler_a1111(const char *name, const char **schedule);
 
 #endif

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "core/io/io.h"
 #include "core/lumen.h"
+#include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "repl.h"
 
@@ -42,6 +43,7 @@ typedef struct gen_args {
 
 static int usage(const char *msg)
 {
+    char names[512];
     if (msg) fprintf(stderr, "lumen generate: %s\n", msg);
     fprintf(msg ? stderr : stdout,
             "usage: lumen generate \"PROMPT\" --model DIR|FILE -o OUT.png [options]\n"
@@ -50,8 +52,8 @@ static int usage(const char *msg)
             "  --negative TEXT    the negative prompt (default none)\n"
             "  --steps N          sampler steps (default 20)\n"
             "  --cfg X            classifier-free guidance scale; <= 1 runs without (default 7)\n"
-            "  --sampler NAME     euler, euler_a, dpm++2m, dpm++2m_karras, ddim, or A1111's names\n"
-            "                     (\"Euler a\", \"DPM++ 2M Karras\"...) (default " DEFAULT_SAMPLER ")\n"
+            "  --sampler NAME     %s,\n"
+            "                     or A1111's names (\"Euler a\", \"DPM++ 2M Karras\"...) (default " DEFAULT_SAMPLER ")\n"
             "  --seed N           the seed (default: a random one, printed)\n"
             "  --size WxH         image size, multiples of 8 (default: the model's, 512x512 for\n"
             "                     SD 1.5, 1024x1024 for SDXL)\n"
@@ -67,7 +69,8 @@ static int usage(const char *msg)
             "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
             "  -o OUT.png         the output; --overwrite replaces an existing file\n"
-            "  -q, --quiet        no progress bar or result line\n");
+            "  -q, --quiet        no progress bar or result line\n",
+            lm_sampler_list(names, sizeof names, false));
     return 2;
 }
 
@@ -186,10 +189,12 @@ static int parse_args(int argc, char **argv, gen_args *a)
     if (!a->model) return usage("no model given (--model DIR|FILE)");
     if (!a->out || !*a->out) return usage("no output given (-o OUT.png)");
     const char *schedule;
-    if (!lm_sd_sampler_a1111(a->sampler, &schedule))
-        return bad_value("--sampler", a->sampler, "euler, euler_a, dpm++2m, dpm++2m_karras, "
-                         "ddim, or A1111's \"Euler\", \"Euler a\", \"DPM++ 2M\", \"DPM++ 2M "
-                         "Karras\", \"DDIM\"");
+    if (!lm_sd_sampler_a1111(a->sampler, &schedule)) {
+        char names[512], a1111[512], all[1100];
+        snprintf(all, sizeof all, "%s, or A1111's %s", lm_sampler_list(names, sizeof names, false),
+                 lm_sampler_list(a1111, sizeof a1111, true));
+        return bad_value("--sampler", a->sampler, all);
+    }
     if (a->device_name && !(a->device = lm_device_find(a->device_name))) {
         report("--device");
         return 2;

@@ -1,17 +1,21 @@
-/* test_sampler.c - models/sampler.c against diffusers' schedulers
+/* test_sampler.c - models/sampler*.c against diffusers' schedulers
  * (tests/ref/gen_diffusion.py wrote tests/ref/diffusion/ref_sched.safetensors
- * with diffusers on the GPU machine's CPU: each scheduler built with
- * from_config of SD's scheduler config, as pipelines swap samplers).
+ * with diffusers on the GPU machine's CPU, tests/ref/gen_samplers.py wrote
+ * ref_sched_more.safetensors with diffusers' scheduler source: each
+ * scheduler built with from_config of SD's scheduler config, as pipelines
+ * swap samplers).
  *
  * For configs eps (SD 1.x: scaled_linear, leading, steps_offset 1), v (the
  * same with v_prediction) and tr (trailing, offset 0), samplers euler,
- * euler_a, dpmpp_2m, dpmpp_2m_karras, ddim, and 4 and 20 steps: timesteps
+ * euler_a, dpmpp_2m, dpmpp_2m_karras, ddim (ref_sched) and lms, lms_karras,
+ * euler_karras (ref_sched_more), and 4 and 20 steps: timesteps
  * and sigmas (1e-6 relative), init_noise_sigma, the whole 4-step loop with
  * fake model outputs and diffusers' ancestral draws (scale_model_input and
  * x after each step, within 1e-5 of the largest reference value) on the CPU
  * and on a Vulkan device (lavapipe) where there is one, img2img's timesteps
- * at strength 0.6 and add_noise.  Noise: equal bits for CPU thread counts
- * 1/2/4, on both devices, for any batch around an image.  Names and config
+ * at strength 0.6 and add_noise (the newer rows: and the first 4 steps from
+ * there).  Noise: equal bits for CPU thread counts 1/2/4, on both devices,
+ * for any batch around an image.  The table's rows, names and config
  * errors. */
 #include <cjson/cJSON.h>
 #include <sys/stat.h>
@@ -22,13 +26,15 @@
 #include "core/random.h"
 
 #define REF "tests/ref/diffusion/ref_sched.safetensors"
+#define REF_MORE "tests/ref/diffusion/ref_sched_more.safetensors"
 #define SCHED_REL 1e-6
 #define LOOP_REL 1e-5
 
 extern void lm_cpu_set_threads(int n);
 
-static lm_tensor_set ref;
+static lm_tensor_set ref, ref_more;
 static bool have_ref;
+static const lm_tensor_set *cur = &ref;   /* the fixture get() reads */
 
 static const char *const base_json =
     "{\"_class_name\": \"DDIMScheduler\", \"num_train_timesteps\": 1000, \"beta_start\": 0.00085,"
@@ -60,8 +66,8 @@ static lm_array *get(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(name, sizeof name, fmt, ap);
     va_end(ap);
-    int i = lm_tensor_set_find(&ref, name);
-    return i < 0 ? NULL : ref.arrays[i];
+    int i = lm_tensor_set_find(cur, name);
+    return i < 0 ? NULL : cur->arrays[i];
 }
 
 static double *read_f64(lm_array *a)
@@ -95,8 +101,19 @@ static lm_array *slice0(lm_array *a, int64_t i)
     return r;
 }
 
-static const char *const sampler_names[] = {"euler", "euler_a", "dpmpp_2m", "dpmpp_2m_karras", "ddim"};
 static const char *const config_names[] = {"eps", "v", "tr"};
+
+/* the fixtures and the samplers each holds */
+typedef struct suite {
+    const lm_tensor_set *set;
+    int n;
+    const char *names[8];
+} suite;
+static const suite suites[] = {
+    {&ref, 5, {"euler", "euler_a", "dpmpp_2m", "dpmpp_2m_karras", "ddim"}},
+    {&ref_more, 3, {"lms", "lms_karras", "euler_karras"}},
+};
+#define NSUITES ((int)(sizeof suites / sizeof *suites))
 
 static lm_sampler *make(const char *cn, const char *sn, int n, double strength)
 {
@@ -121,10 +138,12 @@ static void test_schedules(void **state)
     NEED_REF();
     int checked = 0, exact = 0;
     double worst_t = 0, worst_s = 0;
+    for (int su = 0; su < NSUITES; su++)
     for (int ci = 0; ci < 3; ci++)
-        for (int si = 0; si < 5; si++)
+        for (int si = 0; si < suites[su].n; si++)
             for (int n = 4; n <= 20; n += 16) {
-                const char *cn = config_names[ci], *sn = sampler_names[si];
+                const char *cn = config_names[ci], *sn = suites[su].names[si];
+                cur = suites[su].set;
                 lm_array *wt = get("%s.%s.%d.timesteps", cn, sn, n), *ws = get("%s.%s.%d.sigmas", cn, sn, n);
                 assert_non_null(wt);
                 lm_sampler *s = make(cn, sn, n, 1.0);
@@ -180,9 +199,12 @@ static void test_schedules(void **state)
 static void run_loops(lm_device *dev)
 {
     double worst_scaled = 0, worst_x = 0;
+    int loops = 0;
+    for (int su = 0; su < NSUITES; su++)
     for (int ci = 0; ci < 3; ci++)
-        for (int si = 0; si < 5; si++) {
-            const char *cn = config_names[ci], *sn = sampler_names[si];
+        for (int si = 0; si < suites[su].n; si++, loops++) {
+            const char *cn = config_names[ci], *sn = suites[su].names[si];
+            cur = suites[su].set;
             lm_sampler *s = make(cn, sn, 4, 1.0);
             assert_int_equal(lm_sampler_count(s), 4);
             lm_array *x = lm_array_to(get("%s.%s.4.x0", cn, sn), dev);
@@ -215,8 +237,8 @@ static void run_loops(lm_device *dev)
             lm_array_release(x);
             lm_sampler_free(s);
         }
-    printf("  %s: 15 loops of 4 steps: scaled input worst %.2g, x worst %.2g (relative to the largest value)\n",
-           dev->spec, worst_scaled, worst_x);
+    printf("  %s: %d loops of 4 steps: scaled input worst %.2g, x worst %.2g (relative to the largest value)\n",
+           dev->spec, loops, worst_scaled, worst_x);
 }
 
 static void test_loops_cpu(void **state)
@@ -245,8 +267,11 @@ static void test_loops_f16(void **state)
     (void)state;
     NEED_REF();
     double worst = 0;
-    for (int si = 0; si < 5; si++) {
-        const char *sn = sampler_names[si];
+    int loops = 0;
+    for (int su = 0; su < NSUITES; su++)
+    for (int si = 0; si < suites[su].n; si++, loops++) {
+        const char *sn = suites[su].names[si];
+        cur = suites[su].set;
         lm_sampler *s = make("eps", sn, 4, 1.0);
         lm_array *x = lm_cast(get("eps.%s.4.x0", sn), LM_F16);
         lm_array *mos = get("eps.%s.4.model_out", sn), *noise = get("eps.%s.4.noise", sn);
@@ -270,19 +295,22 @@ static void test_loops_f16(void **state)
         lm_array_release(x);
         lm_sampler_free(s);
     }
-    printf("  f16 latents, 5 samplers x 4 steps: x worst %.2g relative (f16 rounding)\n", worst);
+    printf("  f16 latents, %d samplers x 4 steps: x worst %.2g relative (f16 rounding)\n", loops, worst);
 }
 
-/* ---- img2img: get_timesteps(20, 0.6) and add_noise ---- */
+/* ---- img2img: get_timesteps(20, 0.6), add_noise and (where recorded) the
+ * first 4 steps from there ---- */
 static void test_img2img(void **state)
 {
     (void)state;
     NEED_REF();
-    double worst = 0;
-    int kept = 0;
+    double worst = 0, worst_x = 0;
+    int kept = 0, starts = 0, loops = 0;
+    for (int su = 0; su < NSUITES; su++)
     for (int ci = 0; ci < 3; ci++)
-        for (int si = 0; si < 5; si++) {
-            const char *cn = config_names[ci], *sn = sampler_names[si];
+        for (int si = 0; si < suites[su].n; si++, starts++) {
+            const char *cn = config_names[ci], *sn = suites[su].names[si];
+            cur = suites[su].set;
             lm_sampler *s = make(cn, sn, 20, 0.6);
             kept = lm_sampler_count(s);
             lm_array *wt = get("%s.%s.20.s06.timesteps", cn, sn);
@@ -297,10 +325,28 @@ static void test_img2img(void **state)
             double e = rel_err(nd, get("%s.%s.20.s06.noised", cn, sn));
             if (e > worst) worst = e;
             assert_true(e <= LOOP_REL);
+            lm_array *mos = get("%s.%s.20.s06.model_out", cn, sn), *xs = get("%s.%s.20.s06.xs", cn, sn);
+            lm_array *x = lm_array_retain(get("%s.%s.20.s06.noised", cn, sn));
+            for (int i = 0; mos && i < 4; i++) {
+                lm_array *mo = slice0(mos, i), *want = slice0(xs, i);
+                lm_array *nx = lm_sampler_step(s, mo, i, x, NULL);
+                assert_non_null(nx);
+                e = rel_err(nx, want);
+                if (e > worst_x) worst_x = e;
+                if (e > LOOP_REL) fprintf(stderr, "%s.%s img2img step %d x: %.3g\n", cn, sn, i, e);
+                assert_true(e <= LOOP_REL);
+                lm_array_release(x);
+                x = nx;
+                lm_array_release(mo);
+                lm_array_release(want);
+            }
+            loops += mos != NULL;
+            lm_array_release(x);
             lm_array_release(nd);
             lm_sampler_free(s);
         }
-    printf("  15 img2img starts at strength 0.6 of 20 steps (%d steps kept, timesteps equal): add_noise worst %.2g\n", kept, worst);
+    printf("  %d img2img starts at strength 0.6 of 20 steps (%d steps kept, timesteps equal): add_noise worst "
+           "%.2g; %d of them stepped 4 times: x worst %.2g\n", starts, kept, worst, loops, worst_x);
 }
 
 /* ---- noise ---- */
@@ -415,13 +461,17 @@ static void test_parse(void **state)
         {"dpm++2m_karras", LM_SAMPLER_DPMPP_2M, true}, {"DPM++ 2M Karras", LM_SAMPLER_DPMPP_2M, true},
         {"dpmpp_2m", LM_SAMPLER_DPMPP_2M, false},   {"dpmpp_2m_karras", LM_SAMPLER_DPMPP_2M, true},
         {"DDIM", LM_SAMPLER_DDIM, false},           {"ddim", LM_SAMPLER_DDIM, false},
+        {"lms", LM_SAMPLER_LMS, false},             {"LMS", LM_SAMPLER_LMS, false},
+        {"lms_karras", LM_SAMPLER_LMS, true},       {"LMS Karras", LM_SAMPLER_LMS, true},
+        {"euler_karras", LM_SAMPLER_EULER, true},   {"Euler Karras", LM_SAMPLER_EULER, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         bool karras = !cases[i].karras;
         assert_int_equal(lm_sampler_parse(cases[i].n, &karras), cases[i].k);
         assert_int_equal(karras, cases[i].karras);
     }
-    static const char *const bad[] = {"", "eulerx", "dpm++ 2s a", "lms", "DPM++ 2M SDE Karras"};
+    static const char *const bad[] = {"", "eulerx", "dpm++ 2s a", "Euler a Karras", "DDIM Karras",
+                                      "DPM++ 2M SDE Karras", "lms_karras_karras"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(lm_sampler_parse(bad[i], NULL), LM_SAMPLER_NONE);
         assert_non_null(strstr(lm_error_message(), "unknown sampler"));
@@ -429,6 +479,88 @@ static void test_parse(void **state)
     assert_int_equal(lm_sampler_parse(NULL, NULL), LM_SAMPLER_NONE);
     assert_string_equal(lm_sampler_name(LM_SAMPLER_DPMPP_2M, true), "dpm++2m_karras");
     assert_string_equal(lm_sampler_name(LM_SAMPLER_EULER_A, false), "euler_a");
+    assert_string_equal(lm_sampler_name(LM_SAMPLER_LMS, true), "lms_karras");
+    assert_string_equal(lm_sampler_name(LM_SAMPLER_EULER_A, true), "?");
+    /* the error lists every row */
+    lm_sampler_find("nope");
+    const lm_sampler_info *r;
+    for (int i = 0; (r = lm_sampler_info_at(i)); i++) assert_non_null(strstr(lm_error_message(), r->name));
+    printf("  %s\n", lm_error_message());
+}
+
+/* ---- the table: every row is whole, found by both its names, and builds ---- */
+static void test_table(void **state)
+{
+    (void)state;
+    bool kind_has_row[LM_SAMPLER_KIND_COUNT] = {false};
+    const lm_sampler_info *r;
+    char list[512], a1111[512];
+    lm_sampler_list(list, sizeof list, false);
+    lm_sampler_list(a1111, sizeof a1111, true);
+    int n = 0;
+    for (int i = 0; (r = lm_sampler_info_at(i)); i++, n++) {
+        assert_non_null(r->name);
+        assert_non_null(r->a1111);
+        assert_non_null(r->a1111_schedule);
+        assert_non_null(r->diffusers);
+        assert_non_null(r->config);
+        assert_true(r->kind >= 0 && r->kind < LM_SAMPLER_KIND_COUNT);
+        assert_string_not_equal(lm_sampler_kind_name(r->kind), "?");
+        kind_has_row[r->kind] = true;
+        assert_true(r->order_min >= 1 && r->order_min <= r->order_max);
+        assert_true(r->predictions & LM_PRED_BIT(LM_PRED_EPSILON));
+        assert_true((r->sigmas == LM_SIGMAS_KARRAS) == !strcmp(r->a1111_schedule, "Karras"));
+        /* found by its name and by A1111's (with " Karras" for a Karras row), nothing else
+           folding to the same spelling */
+        assert_ptr_equal(lm_sampler_find(r->name), r);
+        char full[64];
+        snprintf(full, sizeof full, "%s%s", r->a1111, r->sigmas == LM_SIGMAS_KARRAS ? " Karras" : "");
+        assert_ptr_equal(lm_sampler_find(full), r);
+        assert_non_null(strstr(list, r->name));
+        assert_non_null(strstr(a1111, full));
+        for (int j = 0; j < i; j++) assert_string_not_equal(lm_sampler_info_at(j)->name, r->name);
+        /* builds on SD's config, with its row, its noise and its sigmas */
+        lm_sched_config c;
+        config_of("eps", &c);
+        lm_sampler *s = lm_sampler_new(&c, r->kind, r->sigmas == LM_SIGMAS_KARRAS, 20, 1.0);
+        if (!s) fprintf(stderr, "%s: %s\n", r->name, lm_error_message());
+        assert_non_null(s);
+        assert_ptr_equal(lm_sampler_get_info(s), r);
+        assert_int_equal(lm_sampler_get_kind(s), r->kind);
+        assert_int_equal(lm_sampler_needs_noise(s, 0), r->ancestral);
+        assert_int_equal(isnan(lm_sampler_sigma(s, 0)), r->sigmas == LM_SIGMAS_NONE);
+        lm_sampler_free(s);
+        lm_sched_config_clear(&c);
+    }
+    for (int k = 0; k < LM_SAMPLER_KIND_COUNT; k++) {
+        if (!kind_has_row[k] || !strcmp(lm_sampler_kind_name((lm_sampler_kind)k), "?"))
+            fprintf(stderr, "sampler kind %d: %s\n", k, kind_has_row[k] ? "no method row" : "no row in the table");
+        assert_true(kind_has_row[k]);
+        assert_string_not_equal(lm_sampler_kind_name((lm_sampler_kind)k), "?");
+    }
+    assert_null(lm_sampler_info_at(n));
+    assert_null(lm_sampler_info_at(-1));
+    printf("  %d rows: %s\n  A1111: %s\n", n, list, a1111);
+    /* the config's use_karras_sigmas picks a kind's Karras row where it has one */
+    cJSON *j = cJSON_Parse("{\"use_karras_sigmas\": true}");
+    lm_sched_config c;
+    assert_int_equal(lm_sched_config_from_json(j, "karras", &c), LM_OK);
+    cJSON_Delete(j);
+    static const struct { lm_sampler_kind k; const char *row; } karras_rows[] = {
+        {LM_SAMPLER_EULER, "euler_karras"}, {LM_SAMPLER_EULER_A, "euler_a"}, {LM_SAMPLER_DPMPP_2M, "dpm++2m_karras"},
+        {LM_SAMPLER_DDIM, "ddim"}, {LM_SAMPLER_LMS, "lms_karras"},
+    };
+    for (size_t i = 0; i < sizeof karras_rows / sizeof *karras_rows; i++) {
+        lm_sampler *s = lm_sampler_new(&c, karras_rows[i].k, false, 8, 1.0);
+        assert_non_null(s);
+        assert_string_equal(lm_sampler_get_info(s)->name, karras_rows[i].row);
+        lm_sampler_free(s);
+    }
+    lm_sched_config_clear(&c);
+    /* Karras asked of a kind without a Karras row */
+    lm_sched_config_default(&c);
+    assert_null(lm_sampler_new(&c, LM_SAMPLER_DDIM, true, 8, 1.0));
+    assert_non_null(strstr(lm_error_message(), "no Karras"));
 }
 
 /* ---- schedules with known values (no fixture): SD 1.x's config ---- */
@@ -528,12 +660,13 @@ static void test_errors(void **state)
     expect_new_error("{\"solver_type\": \"rk4\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_type \"rk4\"");
     expect_new_error("{\"use_exponential_sigmas\": true}", LM_SAMPLER_EULER, 20, 1, "exponential");
     expect_new_error("{\"interpolation_type\": \"log_linear\"}", LM_SAMPLER_EULER, 20, 1, "interpolation_type");
+    expect_new_error("{\"use_beta_sigmas\": true}", LM_SAMPLER_LMS, 20, 1, "lms: exponential, beta");
     expect_new_error("{}", LM_SAMPLER_EULER, 0, 1, "steps 0");
     expect_new_error("{\"num_train_timesteps\": 10}", LM_SAMPLER_DDIM, 11, 1, "steps 11");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 0.1, "leaves no step");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 1.5, "strength");
     /* a UniPC config (solver_type bh2) builds every sampler: DPM++ maps it to midpoint */
-    for (int kk = LM_SAMPLER_EULER; kk <= LM_SAMPLER_DDIM; kk++) {
+    for (int kk = 0; kk < LM_SAMPLER_KIND_COUNT; kk++) {
         cJSON *u = cJSON_Parse("{\"_class_name\": \"UniPCMultistepScheduler\", \"solver_type\": \"bh2\"}");
         lm_sched_config uc;
         assert_int_equal(lm_sched_config_from_json(u, "unipc", &uc), LM_OK);
@@ -568,6 +701,10 @@ static void test_errors(void **state)
     lm_sampler_free(e);
     e = make("eps", "dpmpp_2m", 4, 1.0);
     assert_null(lm_sampler_step(e, x, 2, x, NULL));
+    assert_non_null(strstr(lm_error_message(), "in order"));
+    lm_sampler_free(e);
+    e = make("eps", "lms", 4, 1.0);
+    assert_null(lm_sampler_step(e, x, 1, x, NULL));
     assert_non_null(strstr(lm_error_message(), "in order"));
     lm_sampler_free(e);
     lm_array_release(x);
@@ -608,8 +745,9 @@ static int setup(void **state)
     (void)state;
     if (lm_init() != LM_OK) return -1;
     lm_device_set_default(lm_device_cpu());
-    have_ref = access(REF, R_OK) == 0;
-    if (have_ref && lm_load_file_to(REF, lm_device_cpu(), &ref) != LM_OK) {
+    have_ref = access(REF, R_OK) == 0 && access(REF_MORE, R_OK) == 0;
+    if (have_ref && (lm_load_file_to(REF, lm_device_cpu(), &ref) != LM_OK ||
+                     lm_load_file_to(REF_MORE, lm_device_cpu(), &ref_more) != LM_OK)) {
         fprintf(stderr, "%s\n", lm_error_message());
         return -1;
     }
@@ -620,6 +758,7 @@ static int teardown(void **state)
 {
     (void)state;
     lm_tensor_set_free(&ref);
+    lm_tensor_set_free(&ref_more);
     return 0;
 }
 
@@ -633,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_img2img),
         cmocka_unit_test(test_noise),
         cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_table),
         cmocka_unit_test(test_known),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_read),

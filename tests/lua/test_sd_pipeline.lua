@@ -3,7 +3,8 @@
 -- checks every sampler, SD 2.x and SDXL against diffusers): lm.models.load on
 -- the tiny SD 1.x folder of tests/ref/diffusion/, its stages (tokenizer,
 -- encode_prompt, unet, vae) and a whole 4-step run against diffusers'
--- outputs, a batch equal to single runs, help() docstrings, errors.
+-- outputs, a batch equal to single runs, the sampler table's rows (each runs
+-- under both its names), help() docstrings, errors.
 local T, lm = ...
 local test, eq, ok, raises = T.test, T.eq, T.ok, T.raises
 local D = "tests/ref/diffusion/"
@@ -73,6 +74,29 @@ test("sd pipeline: a batch gives the bytes of single runs", function()
     args.seed = s
     eq(maxerr(both[i], pipe:generate(args)), 0, "image " .. i)
   end
+end)
+
+test("sd pipeline: lm.diffusion.samplers() lists the table, generate takes every row", function()
+  setup()
+  local rows, seen = lm.diffusion.samplers(), {}
+  ok(#rows >= 8, "rows: " .. #rows)
+  for _, r in ipairs(rows) do
+    ok(not seen[r.name], "name once: " .. r.name)
+    seen[r.name] = r
+    ok(type(r.a1111) == "string" and type(r.schedule) == "string" and type(r.kind) == "string",
+       "names of " .. r.name)
+    ok(r.order_min >= 1 and r.order_min <= r.order_max, "orders of " .. r.name)
+    ok(#r.predictions >= 1 and r.predictions[1] == "epsilon", "predictions of " .. r.name)
+    ok(r.diffusers:find("Scheduler", 1, true), "diffusers class of " .. r.name)
+    -- both of its names run (2 steps; ancestral rows draw from the seed)
+    local a1111 = r.a1111 .. (r.sigmas == "karras" and " Karras" or "")
+    local img = pipe:generate{prompt = PROMPT, steps = 2, sampler = a1111, size = 64, seed = 5}
+    eq(maxerr(img, pipe:generate{prompt = PROMPT, steps = 2, sampler = r.name, size = 64, seed = 5}), 0,
+       r.name .. " and " .. a1111)
+  end
+  eq(seen.lms.a1111, "LMS", "lms's A1111 name"); eq(seen.lms_karras.schedule, "Karras", "its schedule type")
+  eq(seen.lms.order_max, 4, "LMS's order"); eq(seen.euler_a.ancestral, true, "euler_a is ancestral")
+  eq(seen.ddim.sigmas, "none", "ddim has no sigmas"); eq(seen["dpm++2m_karras"].kind, "dpm++2m", "kind")
 end)
 
 test("sd pipeline: help and errors", function()

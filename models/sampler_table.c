@@ -1,0 +1,105 @@
+/* sampler_table.c - the sampler table: one row per sampler a user can name,
+ * and the names read from it (lm_sampler_find, the CLI's --sampler, Lua's
+ * lm.diffusion.samplers(), A1111's infotext).  Adding a sampler: its row
+ * here, its kind's step in models/sampler_steps.c (docs/DEVELOPING.md). */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include "models/sampler_impl.h"
+#include "error.h"
+
+#define ALL_PREDS (LM_PRED_BIT(LM_PRED_EPSILON) | LM_PRED_BIT(LM_PRED_V) | LM_PRED_BIT(LM_PRED_SAMPLE))
+#define NOT_SAMPLE (LM_PRED_BIT(LM_PRED_EPSILON) | LM_PRED_BIT(LM_PRED_V))
+
+static const lm_sampler_info rows[] = {
+    /* name, A1111 sampler and schedule type, kind, sigmas, ancestral, orders, predictions,
+       the diffusers scheduler, the config keys it reads beyond the common ones */
+    {"euler", "Euler", "Normal", LM_SAMPLER_EULER, LM_SIGMAS_DEFAULT, false, 1, 1, ALL_PREDS,
+     "EulerDiscreteScheduler", "final_sigmas_type, use_karras_sigmas"},
+    {"euler_karras", "Euler", "Karras", LM_SAMPLER_EULER, LM_SIGMAS_KARRAS, false, 1, 1, ALL_PREDS,
+     "EulerDiscreteScheduler(use_karras_sigmas=True)", "final_sigmas_type, sigma_min, sigma_max"},
+    {"euler_a", "Euler a", "Normal", LM_SAMPLER_EULER_A, LM_SIGMAS_DEFAULT, true, 1, 1, NOT_SAMPLE,
+     "EulerAncestralDiscreteScheduler", ""},
+    {"dpm++2m", "DPM++ 2M", "Normal", LM_SAMPLER_DPMPP_2M, LM_SIGMAS_DEFAULT, false, 1, 2, ALL_PREDS,
+     "DPMSolverMultistepScheduler(algorithm_type=\"dpmsolver++\", solver_order=2)",
+     "solver_order, solver_type, lower_order_final, euler_at_final, final_sigmas_type, "
+     "lambda_min_clipped, use_karras_sigmas"},
+    {"dpm++2m_karras", "DPM++ 2M", "Karras", LM_SAMPLER_DPMPP_2M, LM_SIGMAS_KARRAS, false, 1, 2, ALL_PREDS,
+     "DPMSolverMultistepScheduler(algorithm_type=\"dpmsolver++\", solver_order=2, use_karras_sigmas=True)",
+     "solver_order, solver_type, lower_order_final, euler_at_final, final_sigmas_type, lambda_min_clipped"},
+    {"ddim", "DDIM", "Normal", LM_SAMPLER_DDIM, LM_SIGMAS_NONE, false, 1, 1, ALL_PREDS,
+     "DDIMScheduler", "clip_sample, clip_sample_range, set_alpha_to_one"},
+    {"lms", "LMS", "Normal", LM_SAMPLER_LMS, LM_SIGMAS_DEFAULT, false, 1, 4, ALL_PREDS,
+     "LMSDiscreteScheduler", "use_karras_sigmas"},
+    {"lms_karras", "LMS", "Karras", LM_SAMPLER_LMS, LM_SIGMAS_KARRAS, false, 1, 4, ALL_PREDS,
+     "LMSDiscreteScheduler(use_karras_sigmas=True)", ""},
+};
+
+#define NROWS ((int)(sizeof rows / sizeof *rows))
+
+const lm_sampler_info *lm_sampler_info_at(int i) { return i >= 0 && i < NROWS ? &rows[i] : NULL; }
+
+const char *lm_sampler_kind_name(lm_sampler_kind k)
+{
+    return k >= 0 && k < LM_SAMPLER_KIND_COUNT && lm_sampler_methods[k].name ? lm_sampler_methods[k].name : "?";
+}
+
+/* lower case, ' ', '_', '-' dropped, '+' read as 'p'; false if it does not fit */
+static bool fold(const char *in, const char *suffix, char *out, size_t n)
+{
+    size_t k = 0;
+    for (int part = 0; part < 2; part++)
+        for (const char *p = part ? suffix : in; p && *p; p++) {
+            if (*p == ' ' || *p == '_' || *p == '-') continue;
+            if (k + 1 >= n) return false;
+            out[k++] = *p == '+' ? 'p' : (char)tolower((unsigned char)*p);
+        }
+    out[k] = 0;
+    return true;
+}
+
+char *lm_sampler_list(char *buf, size_t n, bool a1111)
+{
+    size_t at = 0;
+    if (n) buf[0] = 0;
+    for (int i = 0; i < NROWS && at < n; i++) {
+        const lm_sampler_info *r = &rows[i];
+        int w = a1111 ? snprintf(buf + at, n - at, "%s\"%s%s\"", i ? ", " : "", r->a1111,
+                                 r->sigmas == LM_SIGMAS_KARRAS ? " Karras" : "")
+                      : snprintf(buf + at, n - at, "%s%s", i ? ", " : "", r->name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+const lm_sampler_info *lm_sampler_find(const char *name)
+{
+    char want[64], have[64];
+    if (name && fold(name, NULL, want, sizeof want))
+        for (int i = 0; i < NROWS; i++) {
+            const lm_sampler_info *r = &rows[i];
+            if ((fold(r->name, NULL, have, sizeof have) && !strcmp(want, have)) ||
+                (fold(r->a1111, r->sigmas == LM_SIGMAS_KARRAS ? "karras" : NULL, have, sizeof have) &&
+                 !strcmp(want, have)))
+                return r;
+        }
+    char names[512], a1111[512];
+    lm_error_set(LM_ERR_ARG, "unknown sampler \"%s\" (%s, or A1111's %s)", name ? name : "(null)",
+                 lm_sampler_list(names, sizeof names, false), lm_sampler_list(a1111, sizeof a1111, true));
+    return NULL;
+}
+
+lm_sampler_kind lm_sampler_parse(const char *name, bool *karras)
+{
+    const lm_sampler_info *r = lm_sampler_find(name);
+    if (karras) *karras = r && r->sigmas == LM_SIGMAS_KARRAS;
+    return r ? r->kind : LM_SAMPLER_NONE;
+}
+
+const char *lm_sampler_name(lm_sampler_kind k, bool karras)
+{
+    for (int i = 0; i < NROWS; i++)
+        if (rows[i].kind == k && (rows[i].sigmas == LM_SIGMAS_KARRAS) == karras) return rows[i].name;
+    return "?";
+}
