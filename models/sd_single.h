@@ -44,15 +44,7 @@
 #include <stdbool.h>
 #include "core/io/io.h"
 #include "device.h"
-
-typedef enum lm_sd_family {
-    LM_SD_UNKNOWN = 0,
-    LM_SD_1,      /* SD 1.x: CLIP ViT-L */
-    LM_SD_2,      /* SD 2.x: OpenCLIP ViT-H */
-    LM_SD_XL,     /* SDXL base: ViT-L + OpenCLIP bigG */
-} lm_sd_family;
-
-const char *lm_sd_family_name(lm_sd_family f);   /* "sd1", "sd2", "sdxl", "unknown" */
+#include "models/family.h"   /* lm_sd_family and its row */
 
 typedef struct lm_sd_component {
     cJSON *config;            /* diffusers' config.json as inferred; NULL when absent */
