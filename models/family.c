@@ -150,9 +150,10 @@ const char *lm_sd_option_range(lm_sd_opt id, int64_t offset, char *buf, size_t n
     else if (o->integer)
         snprintf(buf, n, "a whole number from %lld to %lld", (long long)(o->ilo + offset),
                  (long long)(o->ihi + offset));
+    else if (o->lo_open)
+        snprintf(buf, n, "a number in (%g, %g]", o->lo, o->hi);
     else
-        snprintf(buf, n, "a number %s %g%s %g%s", o->lo_open ? "in (" : "from", o->lo,
-                 o->lo_open ? "," : " to", o->hi, o->lo_open ? "]" : "");
+        snprintf(buf, n, "a number from %g to %g", o->lo, o->hi);
     return buf;
 }
 
