@@ -764,11 +764,16 @@ static const lm_lua_func diffusion_funcs[] = {
      "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"
      "pipe.vae:encode(img in -1..1) -> mean, logvar, pipe.vae:decode(z) -> image in -1..1.\n"
      "Fields: family (sd1, sd2, sdxl), dtype, device, name, latent_channels, vae_scale,\n"
-     "default_size.  Methods: generate, encode_prompt, decode_latents, encode_image, free."},
+     "default_size, defaults (the family's {steps=, cfg=, sampler=, strength=, clip_skip=,\n"
+     "size=}).  Methods: generate, encode_prompt, decode_latents, encode_image, free."},
     {"generate", l_pipe_generate,
      "lm.diffusion.generate(pipe, {prompt=, negative=, steps=20, cfg=7, sampler=\"dpm++2m_karras\",\n"
      "seed=0 | latents=, size=, init=, strength=0.8, batch=, progress=, noise=, stacked=false})\n"
      "-> image\n"
+     "Defaults: the model family's (pipe.defaults; those above for SD).  Ranges, the same as\n"
+     "lumen generate's: steps 1 to 10000, cfg 0 to 1000, strength (0, 1], batch 1 to 4096,\n"
+     "clip_skip 0 to 63, seed >= 0, each side of size 8 to 65536; anything else (or a\n"
+     "number that is not whole where one is needed) is an error naming the option.\n"
      "Also pipe:generate{...}.  The image [3,H,W] in 0..1 ([B,3,H,W] when batch= is given),\n"
      "as diffusers' pipeline(prompt, negative_prompt=, num_inference_steps=, guidance_scale=,\n"
      "latents=) gives it.  prompt / negative: a string or one per image; a missing negative\n"
@@ -778,8 +783,8 @@ static const lm_lua_func diffusion_funcs[] = {
      "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
      "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
      "clip_skip: as diffusers' (1 = the penultimate layer).\n"
-     "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", {W,H} or N\n"
-     "(multiples of 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
+     "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", \"N\", {W,H}\n"
+     "or N (multiples of the VAE's scale, 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
      "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
      "progress(step, steps) is called after every step; noise(k, shape) may return the\n"
      "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"
