@@ -758,9 +758,9 @@ static lm_array *per_lane(const gen *g, lm_array *x, lane_fn f, void *ctx)
     }
     int l = 0;
     for (; l < g->lanes; l++) {
-        lm_array *xl = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
-        parts[l] = xl ? f(g, xl, l, ctx) : NULL;
-        lm_array_release(xl);
+        lm_array *lx = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
+        parts[l] = lx ? f(g, lx, l, ctx) : NULL;
+        lm_array_release(lx);
         if (!parts[l]) break;
     }
     if (l == g->lanes) r = concat_lanes(g, parts);
