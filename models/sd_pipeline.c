@@ -131,9 +131,9 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
         if (!cJSON_IsNumber(h) || h->valuedouble < 1 || h->valuedouble > 65536)
             return lm_error_set(LM_ERR_FORMAT, "%s: sample_size: expected a size or [h, w]", ufile);
         p->sample_size = (int64_t)h->valuedouble;
-    } else if (lm_dfs_int(unet, "sample_size", ufile, false, 64, 1, 1 << 16, &p->sample_size) != LM_OK) {
+    } else if (lm_dfs_int(unet, "sample_size", ufile, false, 0, 1, 1 << 16, &p->sample_size) != LM_OK) {
         return lm_error_status();
-    }
+    }   /* absent or null: 0 here, the family row's once the family is known */
     if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->latent_channels) != LM_OK ||
         lm_dfs_num(vae, "scaling_factor", vfile, false, 0.18215, &p->scaling) != LM_OK)
         return lm_error_status();
@@ -243,6 +243,7 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
     /* the family: the encoders model_index.json names, then the UNet's
      * projections (SD 2.x's are linear) */
     p->row = lm_sd_family_get(lm_sd_family_match(n_enc, linear, -1));
+    if (!p->sample_size) p->sample_size = p->row->sample_size;
     const cJSON *fz = cJSON_GetObjectItemCaseSensitive(index, "force_zeros_for_empty_prompt");
     p->force_zeros = p->row->force_zeros && (!fz || cJSON_IsTrue(fz));
     /* diffusers' SDXL pipelines run an f16 VAE in f32 when its config says
@@ -316,6 +317,7 @@ static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_lo
         (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast, &linear)) != LM_OK)
         goto done;
     p->vae_dt = upcast && p->row->vae_upcast && p->dt == LM_F16 ? LM_F32 : p->dt;   /* as for folders */
+    if (!p->sample_size) p->sample_size = p->row->sample_size;
     for (int e = 0; e < p->row->n_encoders; e++)
         if (!(p->tok[e] = lm_clip_tokenizer_load(tok[e])) ||
             !(p->te[e] = lm_clip_text_load_from(te[e]->config, &te[e]->weights, path, p->dt, p->dev))) {

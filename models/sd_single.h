@@ -32,6 +32,11 @@
  * linear one, a third of a fused qkv, a transposed projection), so the
  * weights are never held twice.
  *
+ * The family's conventions (prefixes, encoders, what shapes cannot tell)
+ * are its row in models/family.h; the reader's parts, one concern each
+ * (detection, inference, key map, configs, GGUF, the writer), are listed
+ * in sd_single_internal.h.
+ *
  * Ownership: lm_sd_single_read fills *out; lm_sd_single_free releases all of
  * it.  Each component's config and weights may be handed to the _load_from
  * entries (lm_unet_load_from, lm_vae_load_from, lm_clip_text_load_from),

@@ -54,6 +54,10 @@ fails "a missing model" 1 "no such file or folder" sh -c "$G --model $D/nothing_
 fails "a size not divisible by 8" 2 "divisible by 8" sh -c "$G --model $D/sd1 --size 60x64 -o $T/x.png"
 fails "an unknown sampler" 2 "sampler heun: expected euler" sh -c "$G --model $D/sd1 --sampler heun -o $T/x.png"
 fails "no prompt" 2 "no prompt given" "$L" generate --model $D/sd1 -o $T/x.png
+# a UNet config without sample_size: the default size is the family row's
+# (SDXL 128 latents, SD 64), times the VAE's scale (2 in the tiny models)
+cp -r $D/sdxl $T/nosize && sed -i '/"sample_size"/d' $T/nosize/unet/config.json
+check "no sample_size: the family's default size" "$L" -e "assert(lm.models.load('$T/nosize').default_size == 256); assert(lm.models.load('$D/sdxl').default_size == 16)"
 # the ranges of models/family.h (the ones Lua and the core check with), named
 fails "--steps past its range" 2 "--steps 4294967298: expected a whole number from 1 to 10000" sh -c "$G --model $D/sd1 --steps 4294967298 -o $T/x.png"
 fails "--size past the maximum states it" 2 "--size 100000: expected WxH or N, each a whole number from 8 to 65536" sh -c "$G --model $D/sd1 --size 100000 -o $T/x.png"
