@@ -24,6 +24,8 @@ const lm_sd_defaults lm_sd_defaults_generic = SD_DEFAULTS;
 static const lm_sd_family_row rows[LM_SD_FAMILY_COUNT] = {
     [LM_SD_1] = {
         .id = LM_SD_1, .name = "sd1", .title = "SD 1.x",
+        .pipeline_class = "StableDiffusion",
+        .denoiser = LM_SD_NET_UNET2D, .vae = LM_SD_NET_AUTOENCODER_KL,
         .denoiser_dir = "unet", .vae_dir = "vae",
         .denoiser_prefix = "model.diffusion_model.", .vae_prefix = "first_stage_model.",
         .n_encoders = 1,
@@ -37,6 +39,8 @@ static const lm_sd_family_row rows[LM_SD_FAMILY_COUNT] = {
     },
     [LM_SD_2] = {
         .id = LM_SD_2, .name = "sd2", .title = "SD 2.x",
+        .pipeline_class = "StableDiffusion",
+        .denoiser = LM_SD_NET_UNET2D, .vae = LM_SD_NET_AUTOENCODER_KL,
         .denoiser_dir = "unet", .vae_dir = "vae",
         .denoiser_prefix = "model.diffusion_model.", .vae_prefix = "first_stage_model.",
         .n_encoders = 1,
@@ -50,6 +54,8 @@ static const lm_sd_family_row rows[LM_SD_FAMILY_COUNT] = {
     },
     [LM_SD_XL] = {
         .id = LM_SD_XL, .name = "sdxl", .title = "SDXL",
+        .pipeline_class = "StableDiffusion",
+        .denoiser = LM_SD_NET_UNET2D, .vae = LM_SD_NET_AUTOENCODER_KL,
         .denoiser_dir = "unet", .vae_dir = "vae",
         .denoiser_prefix = "model.diffusion_model.", .vae_prefix = "first_stage_model.",
         .n_encoders = 2,

@@ -42,6 +42,14 @@ typedef struct lm_sd_defaults {
     int clip_skip;            /* diffusers' (0 = none) */
 } lm_sd_defaults;
 
+/* The networks a row names (models/unet.h, models/vae.h); a family with
+ * another denoiser (a DiT) adds its value and its network's file. */
+typedef enum lm_sd_net {
+    LM_SD_NET_NONE = 0,
+    LM_SD_NET_UNET2D,         /* diffusers' UNet2DConditionModel */
+    LM_SD_NET_AUTOENCODER_KL, /* diffusers' AutoencoderKL */
+} lm_sd_net;
+
 /* How a text encoder's file keys map to transformers' CLIPTextModel */
 typedef enum lm_sd_te_kind {
     LM_SD_TE_NONE = 0,
@@ -70,8 +78,10 @@ typedef struct lm_sd_family_row {
     lm_sd_family id;
     const char *name;         /* "sd1": Lua's pipe.family, messages */
     const char *title;        /* "SD 1.x" */
-    /* networks: the denoiser's and the VAE's diffusers folders, and the
-     * single-file key prefixes of each */
+    const char *pipeline_class;   /* model_index.json's _class_name starts with it */
+    /* networks: which, their diffusers folders, and the single-file key
+     * prefixes of each */
+    lm_sd_net denoiser, vae;
     const char *denoiser_dir, *vae_dir;
     const char *denoiser_prefix, *vae_prefix;
     /* text conditioning: the encoders, concatenated along the features */

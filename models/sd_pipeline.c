@@ -201,6 +201,16 @@ static lm_status load_tokenizers(lm_sd_pipeline *p, const char *dir)
     return LM_OK;
 }
 
+/* the networks this pipeline runs: a row naming another (a DiT family's
+ * row before its network is written) is refused, naming the family */
+static lm_status check_networks(const lm_sd_family_row *row, const char *file)
+{
+    if (row->denoiser != LM_SD_NET_UNET2D || row->vae != LM_SD_NET_AUTOENCODER_KL)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: its networks are not in this build", file,
+                            row->title);
+    return LM_OK;
+}
+
 /* a component model_index.json names: ["library", "Class"], not absent,
  * null or [null, null] */
 static bool present(const cJSON *index, const char *name)
@@ -222,7 +232,12 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
         goto done;
     }
     int n_enc = present(index, "text_encoder_2") ? 2 : 1;
-    if (strncmp(cls, "StableDiffusion", 15)) {
+    bool known = false;
+    for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
+        const char *pc = lm_sd_family_get((lm_sd_family)f)->pipeline_class;
+        known |= !strncmp(cls, pc, strlen(pc));
+    }
+    if (!known) {
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
                           "[Img2Img]Pipeline folders are read", mi, cls);
         goto done;
@@ -243,6 +258,12 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
     /* the family: the encoders model_index.json names, then the UNet's
      * projections (SD 2.x's are linear) */
     p->row = lm_sd_family_get(lm_sd_family_match(n_enc, linear, -1));
+    if (!p->row || strncmp(cls, p->row->pipeline_class, strlen(p->row->pipeline_class))) {
+        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\" with %d text encoder%s: no "
+                          "model family has both", mi, cls, n_enc, n_enc == 1 ? "" : "s");
+        goto done;
+    }
+    if ((st = check_networks(p->row, mi)) != LM_OK) goto done;
     if (!p->sample_size) p->sample_size = p->row->sample_size;
     const cJSON *fz = cJSON_GetObjectItemCaseSensitive(index, "force_zeros_for_empty_prompt");
     p->force_zeros = p->row->force_zeros && (!fz || cJSON_IsTrue(fz));
@@ -311,6 +332,7 @@ static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_lo
     const char *tok[2] = {NULL, NULL};
     lm_sd_component *te[2] = {&s.text_encoder, &s.text_encoder_2};
     p->row = lm_sd_family_get(s.family);   /* the keys told */
+    if ((st = check_networks(p->row, path)) != LM_OK) goto done;
     p->force_zeros = p->row->force_zeros;   /* as the release's model_index.json says */
     bool upcast = false, linear;
     if ((st = lm_sd_single_tokenizers(&s, &tok[0], &tok[1])) != LM_OK ||

@@ -19,6 +19,9 @@ static void test_rows(void **state)
         assert_int_equal(r->id, f);
         assert_non_null(r->name);
         assert_non_null(r->title);
+        assert_non_null(r->pipeline_class);
+        assert_int_not_equal(r->denoiser, LM_SD_NET_NONE);
+        assert_int_not_equal(r->vae, LM_SD_NET_NONE);
         assert_non_null(r->denoiser_dir);
         assert_non_null(r->vae_dir);
         assert_non_null(r->denoiser_prefix);
