@@ -146,8 +146,8 @@ lm_status lm_sds_clip_dims(reader *R, int e, int drop_last, clip_dims *c, int *d
                                           : clip_open(R, comp, false, drop_last, c, dropped);
 }
 
-/* ViT-L in transformers' names (SD 1.x, SDXL's first): the table keeps the
- * names as they are, with the text_model. prefix when the file has it */
+/* CLIP ViT-L in transformers' names (LM_SD_TE_CLIP): its sizes, and whether
+ * the file writes the text_model. prefix */
 static lm_status clip_hf(reader *R, int comp, clip_dims *cd)
 {
     const char *P = R->pfx[comp];
@@ -167,7 +167,8 @@ static lm_status clip_hf(reader *R, int comp, clip_dims *cd)
     return LM_OK;
 }
 
-/* OpenCLIP's text tower (SD 2.x, SDXL's second) -> transformers' names */
+/* OpenCLIP's text tower (LM_SD_TE_OPENCLIP[_PROJ]): its sizes; taken to the
+ * penultimate layer (the last block dropped) unless its projection is needed */
 static lm_status clip_open(reader *R, int comp, bool proj_needed, int drop_last, clip_dims *cd,
                            int *dropped)
 {

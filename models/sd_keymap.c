@@ -25,6 +25,7 @@ static lm_status pre(char *buf, size_t n, const char *fmt, ...) __attribute__((f
 #define CAT(buf, a, b) (snprintf(buf, sizeof buf, "%s%s", a, b), buf)
 
 /* ---- the UNet ---- */
+
 /* the UNet's table: UNet2DConditionModel's names for the file's
  * input_blocks / middle_block / output_blocks */
 lm_status lm_sds_unet_keys(reader *R, const unet_dims *D)
