@@ -438,6 +438,38 @@ static lm_status cb_noise(void *ctx, int k, int ndim, const int64_t *shape, lm_a
     return LM_OK;
 }
 
+/* An integer option of pipe:generate in its range (models/family.h's, the
+ * one check the CLI and the core use too), checked before narrowing to int:
+ * steps = 2^32 + 2 is an error naming the option, not 2 steps. */
+static int64_t opt_checked(lua_State *L, const char *fn, const char *field, lm_sd_opt id, int64_t dflt)
+{
+    lua_Integer v = lm_lua_opt_int(L, 2, fn, field, dflt);
+    if (lm_sd_option_check_int(id, fn, field, v) != LM_OK) lm_lua_error(L);
+    return v;
+}
+
+static double opt_checked_num(lua_State *L, const char *fn, const char *field, lm_sd_opt id, double dflt)
+{
+    lua_Number v = lm_lua_opt_num(L, 2, fn, field, dflt);
+    if (lm_sd_option_check_num(id, fn, field, v) != LM_OK) lm_lua_error(L);
+    return v;
+}
+
+/* one side of size=: a whole number of pixels in range */
+static int64_t size_side(lua_State *L, const char *fn, int idx)
+{
+    int ok;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok || lua_type(L, idx) != LUA_TNUMBER) {
+        const lm_sd_option *o = lm_sd_option_get(LM_SD_OPT_SIZE);
+        luaL_error(L, "%s: size %s: expected \"WxH\", {W, H} or N, whole numbers of pixels from "
+                   "%d to %d", fn, lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx)
+                   : luaL_typename(L, idx), (int)o->ilo, (int)o->ihi);
+    }
+    if (lm_sd_option_check_int(LM_SD_OPT_SIZE, fn, NULL, v) != LM_OK) lm_lua_error(L);
+    return v;
+}
+
 static int l_pipe_generate(lua_State *L)
 {
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
@@ -448,7 +480,7 @@ static int l_pipe_generate(lua_State *L)
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
     lua_pipe *u = check_pipe(L, 1);
     lm_sd_gen_opts o;
-    lm_sd_gen_opts_init(&o);
+    lm_sd_gen_opts_init_for(&o, u->p);   /* the family's defaults */
     lua_getfield(L, 2, "prompt");         /* 3 */
     lua_getfield(L, 2, "negative");       /* 4 */
     lua_getfield(L, 2, "seed");           /* 5 */
@@ -459,43 +491,43 @@ static int l_pipe_generate(lua_State *L)
     o.negatives = texts_arg(L, 4, "pipe:generate: negative", &o.nnegatives);
     bool has_batch = !lua_isnil(L, (lua_getfield(L, 2, "batch"), -1));
     lua_pop(L, 1);
-    o.batch = (int)lm_lua_opt_int(L, 2, fn, "batch", o.nprompts > 1 ? o.nprompts : 1);
-    if (o.batch < 1 || o.batch > 4096) return luaL_error(L, "%s: batch must be 1 to 4096", fn);
-    o.steps = (int)lm_lua_opt_int(L, 2, fn, "steps", 20);
-    o.cfg = lm_lua_opt_num(L, 2, fn, "cfg", 7);
-    o.sampler = lm_lua_opt_str(L, 2, fn, "sampler", "dpm++2m_karras");
-    o.strength = lm_lua_opt_num(L, 2, fn, "strength", 0.8);
+    o.batch = (int)opt_checked(L, fn, "batch", LM_SD_OPT_BATCH, o.nprompts > 1 ? o.nprompts : o.batch);
+    o.steps = (int)opt_checked(L, fn, "steps", LM_SD_OPT_STEPS, o.steps);
+    o.cfg = opt_checked_num(L, fn, "cfg", LM_SD_OPT_CFG, o.cfg);
+    o.sampler = lm_lua_opt_str(L, 2, fn, "sampler", o.sampler);
+    o.strength = opt_checked_num(L, fn, "strength", LM_SD_OPT_STRENGTH, o.strength);
     o.stacked = lm_lua_opt_bool(L, 2, fn, "stacked", false);
-    o.clip_skip = (int)lm_lua_opt_int(L, 2, fn, "clip_skip", 0);
+    o.clip_skip = (int)opt_checked(L, fn, "clip_skip", LM_SD_OPT_CLIP_SKIP, o.clip_skip);
     uint64_t *seeds = lua_newuserdatauv(L, sizeof *seeds * (size_t)o.batch, 0);
     if (lua_istable(L, 5)) {
         if ((int)lua_rawlen(L, 5) != o.batch)
             return luaL_error(L, "%s: %d seeds for a batch of %d", fn, (int)lua_rawlen(L, 5), o.batch);
         for (int i = 0; i < o.batch; i++) {
             lua_rawgeti(L, 5, i + 1);
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-                return luaL_error(L, "%s: seed %d is not a whole number >= 0", fn, i + 1);
+            if (!lua_isinteger(L, -1))
+                return luaL_error(L, "%s: seeds[%d] = %s: expected a whole number >= 0", fn, i + 1,
+                                  lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+            if (lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "seed", lua_tointeger(L, -1)) != LM_OK)
+                return lm_lua_error(L);
             seeds[i] = (uint64_t)lua_tointeger(L, -1);
             lua_pop(L, 1);
         }
     } else {
-        lua_Integer s0 = lm_lua_opt_int(L, 2, fn, "seed", 0);
-        if (s0 < 0) return luaL_error(L, "%s: seed must be >= 0", fn);
+        lua_Integer s0 = opt_checked(L, fn, "seed", LM_SD_OPT_SEED, 0);
         for (int i = 0; i < o.batch; i++) seeds[i] = (uint64_t)s0 + (uint64_t)i;
     }
     o.seeds = seeds;
-    if (lua_type(L, 8) == LUA_TNUMBER) o.width = o.height = lua_tointeger(L, 8);
+    /* size: N, {W, H} ({N} a square) or "WxH" / "N", each in range; nil = the model's */
+    if (lua_type(L, 8) == LUA_TNUMBER) o.width = o.height = size_side(L, fn, 8);
     else if (lua_istable(L, 8)) {
         lua_rawgeti(L, 8, 1);
         lua_rawgeti(L, 8, 2);
-        o.width = lua_tointeger(L, -2);
-        o.height = lua_isnil(L, -1) ? o.width : lua_tointeger(L, -1);
+        o.width = size_side(L, fn, -2);
+        o.height = lua_isnil(L, -1) ? o.width : size_side(L, fn, -1);
         lua_pop(L, 2);
     } else if (lua_type(L, 8) == LUA_TSTRING) {
-        long long w, h;
-        if (sscanf(lua_tostring(L, 8), "%lldx%lld", &w, &h) != 2)
-            return luaL_error(L, "%s: size: \"WxH\", {W, H} or N", fn);
-        o.width = w, o.height = h;
+        if (lm_sd_size_parse(fn, NULL, lua_tostring(L, 8), &o.width, &o.height) != LM_OK)
+            return lm_lua_error(L);
     } else if (!lua_isnil(L, 8)) return luaL_error(L, "%s: size: \"WxH\", {W, H} or N", fn);
     lua_getfield(L, 2, "latents");
     if (!lua_isnil(L, -1)) o.latents = lm_lua_check_array(L, -1);
@@ -523,7 +555,9 @@ static int l_pipe_encode_prompt(lua_State *L)
     lua_pipe *u = check_pipe(L, 1);
     static const char *const known[] = {"clip_skip", NULL};
     lm_lua_check_opts(L, 3, "pipe:encode_prompt", known);
-    int skip = (int)lm_lua_opt_int(L, 3, "pipe:encode_prompt", "clip_skip", 0);
+    lua_Integer skip = lm_lua_opt_int(L, 3, "pipe:encode_prompt", "clip_skip", 0);
+    if (lm_sd_option_check_int(LM_SD_OPT_CLIP_SKIP, "pipe:encode_prompt", NULL, skip) != LM_OK)
+        return lm_lua_error(L);
     int n;
     const char **t = texts_arg(L, 2, "pipe:encode_prompt", &n);
     if (!t) {   /* nil: diffusers' negative_prompt=None */
@@ -533,7 +567,7 @@ static int l_pipe_encode_prompt(lua_State *L)
     }
     lm_array *e, *p;
     lm_lua_enter(L);
-    if (lm_sd_encode_prompt_skip(u->p, n, t, skip, &e, &p) != LM_OK) return lm_lua_error(L);
+    if (lm_sd_encode_prompt_skip(u->p, n, t, (int)skip, &e, &p) != LM_OK) return lm_lua_error(L);
     lm_lua_push_array(L, e);
     if (!p) return 1;
     lm_lua_push_array(L, p);
@@ -587,6 +621,22 @@ static int l_pipe_index(lua_State *L)
     else if (!strcmp(k, "latent_channels")) lua_pushinteger(L, lm_sd_pipeline_latent_channels(p));
     else if (!strcmp(k, "vae_scale")) lua_pushinteger(L, lm_sd_pipeline_vae_scale(p));
     else if (!strcmp(k, "default_size")) lua_pushinteger(L, lm_sd_pipeline_default_size(p));
+    else if (!strcmp(k, "defaults")) {   /* the family's generation defaults (models/family.h) */
+        const lm_sd_defaults *d = lm_sd_pipeline_defaults(p);
+        lua_createtable(L, 0, 6);
+        lua_pushinteger(L, d->steps);
+        lua_setfield(L, -2, "steps");
+        lua_pushnumber(L, d->cfg);
+        lua_setfield(L, -2, "cfg");
+        lua_pushstring(L, d->sampler);
+        lua_setfield(L, -2, "sampler");
+        lua_pushnumber(L, d->strength);
+        lua_setfield(L, -2, "strength");
+        lua_pushinteger(L, d->clip_skip);
+        lua_setfield(L, -2, "clip_skip");
+        lua_pushinteger(L, lm_sd_pipeline_default_size(p));
+        lua_setfield(L, -2, "size");
+    }
     else if (!strcmp(k, "tokenizer") || !strcmp(k, "tokenizer_2")) {
         lm_clip_tokenizer *t = lm_sd_pipeline_tokenizer(p, k[9] == '_');
         if (t) push_borrowed(L, LM_LUA_CLIP_TOK, t, sizeof(lua_tok));
@@ -756,11 +806,16 @@ static const lm_lua_func diffusion_funcs[] = {
      "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"
      "pipe.vae:encode(img in -1..1) -> mean, logvar, pipe.vae:decode(z) -> image in -1..1.\n"
      "Fields: family (sd1, sd2, sdxl), dtype, device, name, latent_channels, vae_scale,\n"
-     "default_size.  Methods: generate, encode_prompt, decode_latents, encode_image, free."},
+     "default_size, defaults (the family's {steps=, cfg=, sampler=, strength=, clip_skip=,\n"
+     "size=}).  Methods: generate, encode_prompt, decode_latents, encode_image, free."},
     {"generate", l_pipe_generate,
      "lm.diffusion.generate(pipe, {prompt=, negative=, steps=20, cfg=7, sampler=\"dpm++2m_karras\",\n"
      "seed=0 | latents=, size=, init=, strength=0.8, batch=, progress=, noise=, stacked=false})\n"
      "-> image\n"
+     "Defaults: the model family's (pipe.defaults; those above for SD).  Ranges, the same as\n"
+     "lumen generate's: steps 1 to 10000, cfg 0 to 1000, strength (0, 1], batch 1 to 4096,\n"
+     "clip_skip 0 to 63, seed >= 0, each side of size 8 to 65536; anything else (or a\n"
+     "number that is not whole where one is needed) is an error naming the option.\n"
      "Also pipe:generate{...}.  The image [3,H,W] in 0..1 ([B,3,H,W] when batch= is given),\n"
      "as diffusers' pipeline(prompt, negative_prompt=, num_inference_steps=, guidance_scale=,\n"
      "latents=) gives it.  prompt / negative: a string or one per image; a missing negative\n"
@@ -770,8 +825,8 @@ static const lm_lua_func diffusion_funcs[] = {
      "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
      "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
      "clip_skip: as diffusers' (1 = the penultimate layer).\n"
-     "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", {W,H} or N\n"
-     "(multiples of 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
+     "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", \"N\", {W,H}\n"
+     "or N (multiples of the VAE's scale, 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
      "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
      "progress(step, steps) is called after every step; noise(k, shape) may return the\n"
      "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"

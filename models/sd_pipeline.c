@@ -11,6 +11,7 @@
 #include "models/clip_tokenizer.h"
 #include "models/diffusers_config.h"
 #include "models/sampler.h"
+#include "models/sd_single.h"
 #include "models/unet.h"
 #include "models/vae.h"
 #include "error.h"
@@ -19,7 +20,7 @@
 #define CONFIG_MAX (1u << 20)
 
 struct lm_sd_pipeline {
-    lm_sd_family family;
+    const lm_sd_family_row *row;   /* the family: every family-specific choice below */
     char name[256];
     lm_dtype dt, vae_dt;
     lm_device *dev;
@@ -30,7 +31,8 @@ struct lm_sd_pipeline {
     lm_sched_config sched;
     int64_t latent_channels, vae_scale, sample_size;
     double scaling, shift;      /* shift NAN when the VAE has none */
-    bool force_zeros;           /* SDXL: a None negative prompt is zeros */
+    bool force_zeros;           /* a None negative prompt is zeros (the row's force_zeros,
+                                   unless model_index.json says otherwise) */
 };
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o)
@@ -39,14 +41,22 @@ void lm_sd_load_opts_init(lm_sd_load_opts *o)
     o->dtype = LM_DTYPE_COUNT;
 }
 
-void lm_sd_gen_opts_init(lm_sd_gen_opts *o)
+static void gen_opts_fill(lm_sd_gen_opts *o, const lm_sd_defaults *d)
 {
     memset(o, 0, sizeof *o);
-    o->batch = 1;
-    o->steps = 20;
-    o->cfg = 7;
-    o->sampler = "dpm++2m_karras";
-    o->strength = 0.8;
+    o->batch = d->batch;
+    o->steps = d->steps;
+    o->cfg = d->cfg;
+    o->sampler = d->sampler;
+    o->strength = d->strength;
+    o->clip_skip = d->clip_skip;
+}
+
+void lm_sd_gen_opts_init(lm_sd_gen_opts *o) { gen_opts_fill(o, &lm_sd_defaults_generic); }
+
+void lm_sd_gen_opts_init_for(lm_sd_gen_opts *o, const lm_sd_pipeline *p)
+{
+    gen_opts_fill(o, lm_sd_pipeline_defaults(p));
 }
 
 void lm_sd_pipeline_free(lm_sd_pipeline *p)
@@ -62,7 +72,9 @@ void lm_sd_pipeline_free(lm_sd_pipeline *p)
     free(p);
 }
 
-lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p) { return p->family; }
+lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p) { return p->row->id; }
+const lm_sd_family_row *lm_sd_pipeline_row(const lm_sd_pipeline *p) { return p->row; }
+const lm_sd_defaults *lm_sd_pipeline_defaults(const lm_sd_pipeline *p) { return &p->row->defaults; }
 lm_dtype lm_sd_pipeline_dtype(const lm_sd_pipeline *p) { return p->dt; }
 lm_device *lm_sd_pipeline_device(const lm_sd_pipeline *p) { return p->dev; }
 const char *lm_sd_pipeline_name(const lm_sd_pipeline *p) { return p->name; }
@@ -110,7 +122,7 @@ static void set_name(lm_sd_pipeline *p, const char *path)
 /* The numbers the pipeline needs from the UNet and VAE configs: read here from
  * the JSON, so the loop depends on the networks' forward calls only. */
 static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *ufile,
-                            const cJSON *vae, const char *vfile, bool *force_upcast)
+                            const cJSON *vae, const char *vfile, bool *force_upcast, bool *linear)
 {
     /* sample_size may be [h, w]: the default image is then square on h */
     const cJSON *ss = cJSON_GetObjectItemCaseSensitive(unet, "sample_size");
@@ -119,9 +131,9 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
         if (!cJSON_IsNumber(h) || h->valuedouble < 1 || h->valuedouble > 65536)
             return lm_error_set(LM_ERR_FORMAT, "%s: sample_size: expected a size or [h, w]", ufile);
         p->sample_size = (int64_t)h->valuedouble;
-    } else if (lm_dfs_int(unet, "sample_size", ufile, false, 64, 1, 1 << 16, &p->sample_size) != LM_OK) {
+    } else if (lm_dfs_int(unet, "sample_size", ufile, false, 0, 1, 1 << 16, &p->sample_size) != LM_OK) {
         return lm_error_status();
-    }
+    }   /* absent or null: 0 here, the family row's once the family is known */
     if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->latent_channels) != LM_OK ||
         lm_dfs_num(vae, "scaling_factor", vfile, false, 0.18215, &p->scaling) != LM_OK)
         return lm_error_status();
@@ -134,8 +146,7 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
     p->vae_scale = (int64_t)1 << (levels - 1);
     const cJSON *fu = cJSON_GetObjectItemCaseSensitive(vae, "force_upcast");
     *force_upcast = !fu || cJSON_IsTrue(fu);
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
-    if (p->family != LM_SD_XL && cJSON_IsTrue(lp)) p->family = LM_SD_2;
+    *linear = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection"));
     return LM_OK;
 }
 
@@ -152,12 +163,8 @@ static lm_status read_sched(lm_sd_pipeline *p, const char *sched_dir, const char
         if (st != LM_OK) goto done;
     }
     if (!j) {
-        /* SD 1.x / 2.x / SDXL all trained with this schedule (their
-         * scheduler_config.json files agree on it) */
-        j = cJSON_Parse("{\"num_train_timesteps\":1000,\"beta_start\":0.00085,\"beta_end\":0.012,"
-                        "\"beta_schedule\":\"scaled_linear\",\"prediction_type\":\"epsilon\","
-                        "\"steps_offset\":1,\"timestep_spacing\":\"leading\","
-                        "\"set_alpha_to_one\":false,\"clip_sample\":false}");
+        /* the schedule the family was trained with */
+        j = cJSON_Parse(p->row->scheduler);
         if (!j) {
             st = lm_error_set(LM_ERR_NOMEM, "sd pipeline: out of memory");
             goto done;
@@ -181,17 +188,27 @@ done:
     return st;
 }
 
-static lm_status load_tokenizers(lm_sd_pipeline *p, const char *dir, bool xl)
+static lm_status load_tokenizers(lm_sd_pipeline *p, const char *dir)
 {
-    char *t1 = lm_dfs_path(dir, "tokenizer"), *t2 = xl ? lm_dfs_path(dir, "tokenizer_2") : NULL;
-    lm_status st = LM_OK;
-    if (!t1 || (xl && !t2)) st = lm_error_status();
-    else if (!(p->tok[0] = lm_clip_tokenizer_load(t1)) ||
-             (xl && !(p->tok[1] = lm_clip_tokenizer_load(t2))))
-        st = lm_error_status();
-    free(t1);
-    free(t2);
-    return st;
+    for (int e = 0; e < p->row->n_encoders; e++) {
+        char *t = lm_dfs_path(dir, p->row->encoders[e].tokenizer);
+        if (!t || !(p->tok[e] = lm_clip_tokenizer_load(t))) {
+            free(t);
+            return lm_error_status();
+        }
+        free(t);
+    }
+    return LM_OK;
+}
+
+/* the networks this pipeline runs: a row naming another (a DiT family's
+ * row before its network is written) is refused, naming the family */
+static lm_status check_networks(const lm_sd_family_row *row, const char *file)
+{
+    if (row->denoiser != LM_SD_NET_UNET2D || row->vae != LM_SD_NET_AUTOENCODER_KL)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: its networks are not in this build", file,
+                            row->title);
+    return LM_OK;
 }
 
 /* a component model_index.json names: ["library", "Class"], not absent,
@@ -214,8 +231,13 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
         st = lm_error_status();
         goto done;
     }
-    bool xl = present(index, "text_encoder_2");
-    if (strncmp(cls, "StableDiffusion", 15)) {
+    int n_enc = present(index, "text_encoder_2") ? 2 : 1;
+    bool known = false;
+    for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
+        const char *pc = lm_sd_family_get((lm_sd_family)f)->pipeline_class;
+        known |= !strncmp(cls, pc, strlen(pc));
+    }
+    if (!known) {
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
                           "[Img2Img]Pipeline folders are read", mi, cls);
         goto done;
@@ -225,40 +247,47 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
                           "with text_encoder_2 only are not read)", mi);
         goto done;
     }
-    p->family = xl ? LM_SD_XL : LM_SD_1;
-    const cJSON *fz = cJSON_GetObjectItemCaseSensitive(index, "force_zeros_for_empty_prompt");
-    p->force_zeros = xl && (!fz || cJSON_IsTrue(fz));
-
     upath = lm_dfs_path(dir, "unet/config.json");
     vpath = lm_dfs_path(dir, "vae/config.json");
     if (!upath || !vpath) { st = lm_error_status(); goto done; }
     if ((st = lm_dfs_json(upath, CONFIG_MAX, false, &ucfg)) != LM_OK ||
         (st = lm_dfs_json(vpath, CONFIG_MAX, false, &vcfg)) != LM_OK)
         goto done;
-    bool upcast = false;
-    if ((st = read_sizes(p, ucfg, upath, vcfg, vpath, &upcast)) != LM_OK) goto done;
+    bool upcast = false, linear = false;
+    if ((st = read_sizes(p, ucfg, upath, vcfg, vpath, &upcast, &linear)) != LM_OK) goto done;
+    /* the family: the encoders model_index.json names, then the UNet's
+     * projections (SD 2.x's are linear) */
+    p->row = lm_sd_family_get(lm_sd_family_match(n_enc, linear, -1));
+    if (!p->row || strncmp(cls, p->row->pipeline_class, strlen(p->row->pipeline_class))) {
+        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\" with %d text encoder%s: no "
+                          "model family has both", mi, cls, n_enc, n_enc == 1 ? "" : "s");
+        goto done;
+    }
+    if ((st = check_networks(p->row, mi)) != LM_OK) goto done;
+    if (!p->sample_size) p->sample_size = p->row->sample_size;
+    const cJSON *fz = cJSON_GetObjectItemCaseSensitive(index, "force_zeros_for_empty_prompt");
+    p->force_zeros = p->row->force_zeros && (!fz || cJSON_IsTrue(fz));
     /* diffusers' SDXL pipelines run an f16 VAE in f32 when its config says
      * force_upcast (SDXL's VAE overflows in f16); its SD 1.x / 2.x pipelines
      * never upcast (their VAE configs say force_upcast too, by default) */
-    p->vae_dt = upcast && xl && p->dt == LM_F16 ? LM_F32 : p->dt;
-    if ((st = load_tokenizers(p, dir, xl)) != LM_OK) goto done;
-    const char *names[2] = {"text_encoder", "text_encoder_2"};
-    for (int i = 0; i < (xl ? 2 : 1); i++) {
+    p->vae_dt = upcast && p->row->vae_upcast && p->dt == LM_F16 ? LM_F32 : p->dt;
+    if ((st = load_tokenizers(p, dir)) != LM_OK) goto done;
+    for (int i = 0; i < p->row->n_encoders; i++) {
         free(comp);
-        if (!(comp = lm_dfs_path(dir, names[i])) ||
+        if (!(comp = lm_dfs_path(dir, p->row->encoders[i].dir)) ||
             !(p->te[i] = lm_clip_text_load(comp, o->variant, p->dt, p->dev))) {
             st = lm_error_status();
             goto done;
         }
     }
     free(comp);
-    if (!(comp = lm_dfs_path(dir, "unet")) ||
+    if (!(comp = lm_dfs_path(dir, p->row->denoiser_dir)) ||
         !(p->unet = lm_unet_load(comp, o->variant, p->dt, p->dev))) {
         st = lm_error_status();
         goto done;
     }
     free(comp);
-    if (!(comp = lm_dfs_path(dir, "vae")) ||
+    if (!(comp = lm_dfs_path(dir, p->row->vae_dir)) ||
         !(p->vae = lm_vae_load(comp, o->variant, p->vae_dt, p->dev))) {
         st = lm_error_status();
         goto done;
@@ -300,22 +329,24 @@ static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_lo
     memset(&s, 0, sizeof s);
     lm_status st = lm_sd_single_read_opts(path, &so, &s);
     if (st != LM_OK) return st;
-    const char *t1 = NULL, *t2 = NULL;
-    bool xl = s.family == LM_SD_XL;
-    p->family = s.family;
-    p->force_zeros = xl;   /* SDXL base's model_index.json says so */
-    bool upcast = false;
-    if ((st = lm_sd_single_tokenizers(&s, &t1, &t2)) != LM_OK ||
-        (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast)) != LM_OK)
+    const char *tok[2] = {NULL, NULL};
+    lm_sd_component *te[2] = {&s.text_encoder, &s.text_encoder_2};
+    p->row = lm_sd_family_get(s.family);   /* the keys told */
+    if ((st = check_networks(p->row, path)) != LM_OK) goto done;
+    p->force_zeros = p->row->force_zeros;   /* as the release's model_index.json says */
+    bool upcast = false, linear;
+    if ((st = lm_sd_single_tokenizers(&s, &tok[0], &tok[1])) != LM_OK ||
+        (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast, &linear)) != LM_OK)
         goto done;
-    p->family = s.family;   /* read_sizes guesses SD 2 for folders; the keys told */
-    p->vae_dt = upcast && xl && p->dt == LM_F16 ? LM_F32 : p->dt;   /* as for folders */
-    if (!(p->tok[0] = lm_clip_tokenizer_load(t1)) || (xl && !(p->tok[1] = lm_clip_tokenizer_load(t2))) ||
-        !(p->te[0] = lm_clip_text_load_from(s.text_encoder.config, &s.text_encoder.weights, path,
-                                            p->dt, p->dev)) ||
-        (xl && !(p->te[1] = lm_clip_text_load_from(s.text_encoder_2.config,
-                                                   &s.text_encoder_2.weights, path, p->dt, p->dev))) ||
-        !(p->unet = lm_unet_load_from(s.unet.config, &s.unet.weights, path, p->dt, p->dev)) ||
+    p->vae_dt = upcast && p->row->vae_upcast && p->dt == LM_F16 ? LM_F32 : p->dt;   /* as for folders */
+    if (!p->sample_size) p->sample_size = p->row->sample_size;
+    for (int e = 0; e < p->row->n_encoders; e++)
+        if (!(p->tok[e] = lm_clip_tokenizer_load(tok[e])) ||
+            !(p->te[e] = lm_clip_text_load_from(te[e]->config, &te[e]->weights, path, p->dt, p->dev))) {
+            st = lm_error_status();
+            goto done;
+        }
+    if (!(p->unet = lm_unet_load_from(s.unet.config, &s.unet.weights, path, p->dt, p->dev)) ||
         !(p->vae = lm_vae_load_from(s.vae.config, &s.vae.weights, path, p->vae_dt, p->dev))) {
         st = lm_error_status();
         goto done;
@@ -407,15 +438,15 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
     lm_status st = lm_clip_text_forward(p->te[e], ids, n, L, &out);
     free(ids);
     if (st != LM_OK) return st;
-    bool xl = p->family == LM_SD_XL;
-    int at = out.nhidden - 1 - skip - (xl ? 1 : 0);
+    const lm_sd_encoder *E = &p->row->encoders[e];
+    int at = out.nhidden - 1 - skip - E->skip_base, layers = out.nhidden - 1;
     if (at < 0) {
         lm_clip_text_out_free(&out);
         return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: the text encoder has %d layers",
-                            skip, out.nhidden - 1);
+                            skip, layers);
     }
-    if (xl) *hidden = lm_array_retain(out.hidden_states[at]);
-    else if (skip) *hidden = lm_clip_text_final_norm(p->te[e], out.hidden_states[at]);
+    if (!E->final_norm) *hidden = lm_array_retain(out.hidden_states[at]);
+    else if (skip || E->skip_base) *hidden = lm_clip_text_final_norm(p->te[e], out.hidden_states[at]);
     else *hidden = lm_array_retain(out.last_hidden_state);
     if (!*hidden) {
         lm_clip_text_out_free(&out);
@@ -423,10 +454,10 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
     }
     if (pooled) *pooled = out.text_embeds ? lm_array_retain(out.text_embeds) : NULL;
     lm_clip_text_out_free(&out);
-    if (xl && pooled && !*pooled) {
+    if (E->pooled && pooled && !*pooled) {
         lm_array_release(*hidden);
-        return lm_error_set(LM_ERR_FORMAT, "encode_prompt: text_encoder_2 has no text_projection "
-                            "(SDXL pools its projected output)");
+        return lm_error_set(LM_ERR_FORMAT, "encode_prompt: %s has no text_projection (%s pools its "
+                            "projected output)", E->dir, p->row->title);
     }
     return LM_OK;
 }
@@ -464,35 +495,35 @@ lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *
     if (pooled) *pooled = NULL;
     if (n < 1) return lm_error_set(LM_ERR_ARG, "encode_prompt: no prompts");
     if (clip_skip < 0) return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: expected >= 0", clip_skip);
-    bool xl = p->family == LM_SD_XL;
-    lm_array *h[2] = {NULL, NULL}, *pool = NULL, *cat = NULL;
-    lm_status st = encode_one(p, 0, n, prompts, clip_skip, &h[0], NULL);
-    if (st == LM_OK && xl) st = encode_one(p, 1, n, prompts, clip_skip, &h[1], &pool);
+    const lm_sd_family_row *F = p->row;
+    lm_array *h[LM_SD_MAX_ENCODERS] = {NULL}, *pool = NULL, *cat = NULL;
+    lm_status st = LM_OK;
+    for (int e = 0; st == LM_OK && e < F->n_encoders; e++)
+        st = encode_one(p, e, n, prompts, clip_skip, &h[e], F->encoders[e].pooled ? &pool : NULL);
     if (st != LM_OK) goto fail;
-    cat = xl ? lm_concat(2, h, 2) : lm_array_retain(h[0]);
+    cat = F->n_encoders > 1 ? lm_concat(F->n_encoders, h, 2) : lm_array_retain(h[0]);
     if (!cat) goto fail;
     bool any_none = false;
     for (int i = 0; i < n; i++) any_none |= prompts[i] == NULL;
-    if (xl && p->force_zeros && any_none) {
-        lm_array *z = zero_rows(cat, n, prompts), *zp = z ? zero_rows(pool, n, prompts) : NULL;
+    if (p->force_zeros && any_none) {
+        lm_array *z = zero_rows(cat, n, prompts), *zp = z && pool ? zero_rows(pool, n, prompts) : NULL;
+        bool had_pool = pool != NULL;
         lm_array_release(cat);
         lm_array_release(pool);
         cat = z;
         pool = zp;
-        if (!zp) goto fail;
+        if (!z || (had_pool && !zp)) goto fail;
     }
     *embeds = lm_cast(cat, p->dt);
     if (pooled && pool) *pooled = lm_cast(pool, p->dt);
     if (!*embeds || (pooled && pool && !*pooled)) goto fail;
-    lm_array_release(h[0]);
-    lm_array_release(h[1]);
+    for (int e = 0; e < LM_SD_MAX_ENCODERS; e++) lm_array_release(h[e]);
     lm_array_release(cat);
     lm_array_release(pool);
     return LM_OK;
 fail:
     st = lm_error_status() != LM_OK ? lm_error_status() : LM_ERR_NOMEM;
-    lm_array_release(h[0]);
-    lm_array_release(h[1]);
+    for (int e = 0; e < LM_SD_MAX_ENCODERS; e++) lm_array_release(h[e]);
     lm_array_release(cat);
     lm_array_release(pool);
     lm_array_release(*embeds);
@@ -643,6 +674,14 @@ done:
     return r;
 }
 
+/* whether an encoder's pooled output conditions the UNet (SDXL) */
+static bool pools(const lm_sd_pipeline *p)
+{
+    for (int e = 0; e < p->row->n_encoders; e++)
+        if (p->row->encoders[e].pooled) return true;
+    return false;
+}
+
 /* Lane l's conditioning: [2per,...] (negatives first, as diffusers
  * concatenates them) with CFG, [per,...] without. */
 static lm_status conditioning(gen *g, int l)
@@ -659,7 +698,7 @@ static lm_status conditioning(gen *g, int l)
         else texts[j] = pos;
     }
     lm_status st = lm_sd_encode_prompt_skip(g->p, n, texts, o->clip_skip, &g->ctx[l],
-                                            g->p->family == LM_SD_XL ? &g->pooled[l] : NULL);
+                                            pools(g->p) ? &g->pooled[l] : NULL);
     free(texts);
     return st;
 }
@@ -734,9 +773,9 @@ static lm_array *per_lane(const gen *g, lm_array *x, lane_fn f, void *ctx)
     }
     int l = 0;
     for (; l < g->lanes; l++) {
-        lm_array *xl = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
-        parts[l] = xl ? f(g, xl, l, ctx) : NULL;
-        lm_array_release(xl);
+        lm_array *lx = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
+        parts[l] = lx ? f(g, lx, l, ctx) : NULL;
+        lm_array_release(lx);
         if (!parts[l]) break;
     }
     if (l == g->lanes) r = concat_lanes(g, parts);
@@ -823,16 +862,19 @@ static lm_status check_gen(gen *g)
 {
     const lm_sd_gen_opts *o = g->o;
     lm_sd_pipeline *p = g->p;
-    if (o->batch < 1 || o->batch > 4096)
-        return lm_error_set(LM_ERR_ARG, "generate: batch %d: expected 1 to 4096", o->batch);
+    /* the ranges of models/family.h, the ones the CLI and Lua check with */
+    if (lm_sd_option_check_int(LM_SD_OPT_BATCH, "generate", NULL, o->batch) ||
+        lm_sd_option_check_int(LM_SD_OPT_STEPS, "generate", NULL, o->steps) ||
+        lm_sd_option_check_num(LM_SD_OPT_CFG, "generate", NULL, o->cfg) ||
+        lm_sd_option_check_int(LM_SD_OPT_CLIP_SKIP, "generate", NULL, o->clip_skip) ||
+        (o->width && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "width", o->width)) ||
+        (o->height && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "height", o->height)))
+        return lm_error_status();
     if (o->nprompts > 1 && o->nprompts != o->batch)
         return lm_error_set(LM_ERR_ARG, "generate: %d prompts for a batch of %d", o->nprompts, o->batch);
     if (o->nnegatives > 1 && o->nnegatives != o->batch)
         return lm_error_set(LM_ERR_ARG, "generate: %d negative prompts for a batch of %d",
                             o->nnegatives, o->batch);
-    if (o->steps < 1 || o->steps > 10000)
-        return lm_error_set(LM_ERR_ARG, "generate: steps %d: expected 1 to 10000", o->steps);
-    if (!isfinite(o->cfg)) return lm_error_set(LM_ERR_ARG, "generate: cfg must be a finite number");
     g->B = o->batch;
     g->lanes = o->stacked ? 1 : g->B;
     g->per = g->B / g->lanes;
@@ -844,9 +886,8 @@ static lm_status check_gen(gen *g)
             (im->ndim == 4 && im->shape[0] != g->B))
             return lm_error_set(LM_ERR_SHAPE, "generate: init image: expected [3,H,W] or [%d,3,H,W]",
                                 g->B);
-        if (!(o->strength > 0 && o->strength <= 1))
-            return lm_error_set(LM_ERR_ARG, "generate: strength %g: expected a number in (0, 1]",
-                                o->strength);
+        if (lm_sd_option_check_num(LM_SD_OPT_STRENGTH, "generate", NULL, o->strength))
+            return lm_error_status();
         H = im->shape[im->ndim - 2];
         W = im->shape[im->ndim - 1];
     } else if (o->latents) {
@@ -893,7 +934,7 @@ static lm_status prepare(gen *g)
     for (int l = 0; l < g->lanes; l++)
         if (conditioning(g, l) != LM_OK) return lm_error_status();
     int per = g->per;
-    if (g->p->family == LM_SD_XL && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
+    if (g->p->row->time_ids && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
         return lm_error_status();
     int n = 0;
     lm_array **all = calloc((size_t)(2 * g->lanes + 1), sizeof *all);
@@ -917,7 +958,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
     lm_sampler *s = NULL;
     lm_array *x = NULL, *img = NULL;
     if (check_gen(&g) != LM_OK) goto fail;
-    const char *sname = o->sampler ? o->sampler : "dpm++2m_karras";
+    const char *sname = o->sampler ? o->sampler : p->row->defaults.sampler;
     const lm_sampler_info *row = lm_sampler_find(sname);
     if (!row) {
         lm_error_prefix("generate: ");

@@ -25,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "array.h"
-#include "models/sd_single.h"   /* lm_sd_family */
+#include "models/family.h"      /* lm_sd_family, its row, the options' defaults and ranges */
 #include "device.h"
 
 typedef struct lm_sd_pipeline lm_sd_pipeline;
@@ -57,6 +57,8 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *o);
 void lm_sd_pipeline_free(lm_sd_pipeline *p);   /* NULL is fine */
 
 lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p);
+const lm_sd_family_row *lm_sd_pipeline_row(const lm_sd_pipeline *p);
+const lm_sd_defaults *lm_sd_pipeline_defaults(const lm_sd_pipeline *p);   /* its row's */
 lm_dtype lm_sd_pipeline_dtype(const lm_sd_pipeline *p);
 lm_device *lm_sd_pipeline_device(const lm_sd_pipeline *p);
 const char *lm_sd_pipeline_name(const lm_sd_pipeline *p);  /* the folder or file stem */
@@ -95,6 +97,10 @@ typedef lm_status (*lm_sd_noise_fn)(void *ctx, int k, int ndim, const int64_t *s
                                     lm_array **out);
 
 typedef struct lm_sd_gen_opts {
+    /* defaults: lm_sd_gen_opts_init's are models/family.h's generic ones,
+     * lm_sd_gen_opts_init_for's the pipeline family's; ranges: family.h's
+     * options table, checked here by lm_sd_option_check_* (the CLI and Lua
+     * check with the same functions before narrowing to int) */
     int batch;                   /* images in this call (default 1) */
     const char *const *prompts;  /* batch prompts (or one, used for all) */
     const char *const *negatives;/* batch negatives, one for all, or NULL (= None) */
@@ -103,8 +109,10 @@ typedef struct lm_sd_gen_opts {
     uint64_t seed;
     int steps;                   /* default 20 */
     double cfg;                  /* default 7; <= 1 runs the cond branch only */
-    const char *sampler;         /* lm_sampler_parse's names; default "dpm++2m_karras" */
-    int64_t width, height;       /* 0 = the init image's, else the default size */
+    const char *sampler;         /* lm_sampler_parse's names; default "dpm++2m_karras";
+                                    NULL = the family's */
+    int64_t width, height;       /* 0 = the init image's, else the default size;
+                                    else 8 to 65536, multiples of the VAE's scale */
     lm_array *latents;           /* [B,C,h,w] initial latents (diffusers' latents=),
                                     multiplied by init_noise_sigma as diffusers does */
     lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 */
@@ -122,6 +130,7 @@ typedef struct lm_sd_gen_opts {
 } lm_sd_gen_opts;
 
 void lm_sd_gen_opts_init(lm_sd_gen_opts *o);
+void lm_sd_gen_opts_init_for(lm_sd_gen_opts *o, const lm_sd_pipeline *p);
 
 /* Generates batch images: [B,3,H,W] f32 in 0..1 (evaluated), or NULL with
  * the error set (an unknown sampler, a size not divisible by the VAE's

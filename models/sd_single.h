@@ -32,6 +32,11 @@
  * linear one, a third of a fused qkv, a transposed projection), so the
  * weights are never held twice.
  *
+ * The family's conventions (prefixes, encoders, what shapes cannot tell)
+ * are its row in models/family.h; the reader's parts, one concern each
+ * (detection, inference, key map, configs, GGUF, the writer), are listed
+ * in sd_single_internal.h.
+ *
  * Ownership: lm_sd_single_read fills *out; lm_sd_single_free releases all of
  * it.  Each component's config and weights may be handed to the _load_from
  * entries (lm_unet_load_from, lm_vae_load_from, lm_clip_text_load_from),
@@ -44,15 +49,7 @@
 #include <stdbool.h>
 #include "core/io/io.h"
 #include "device.h"
-
-typedef enum lm_sd_family {
-    LM_SD_UNKNOWN = 0,
-    LM_SD_1,      /* SD 1.x: CLIP ViT-L */
-    LM_SD_2,      /* SD 2.x: OpenCLIP ViT-H */
-    LM_SD_XL,     /* SDXL base: ViT-L + OpenCLIP bigG */
-} lm_sd_family;
-
-const char *lm_sd_family_name(lm_sd_family f);   /* "sd1", "sd2", "sdxl", "unknown" */
+#include "models/family.h"   /* lm_sd_family and its row */
 
 typedef struct lm_sd_component {
     cJSON *config;            /* diffusers' config.json as inferred; NULL when absent */

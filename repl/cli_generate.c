@@ -28,8 +28,6 @@
 #include "models/sd_pipeline.h"
 #include "repl.h"
 
-#define DEFAULT_SAMPLER "dpm++2m_karras"
-
 typedef struct gen_args {
     const char *prompt, *negative, *model, *out, *sampler, *init, *tokenizer, *prediction;
     const char *device_name;
@@ -39,10 +37,12 @@ typedef struct gen_args {
     double cfg, strength;
     uint64_t seed;
     bool has_seed, overwrite, quiet;
+    bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
 } gen_args;
 
 static int usage(const char *msg)
 {
+    const lm_sd_defaults *d = &lm_sd_defaults_generic;
     char names[512];
     if (msg) fprintf(stderr, "lumen generate: %s\n", msg);
     fprintf(msg ? stderr : stdout,
@@ -50,15 +50,17 @@ static int usage(const char *msg)
             "  --model DIR|FILE   a diffusers folder (model_index.json) or a single-file\n"
             "                     .safetensors or .gguf checkpoint (SD 1.x, 2.x, SDXL)\n"
             "  --negative TEXT    the negative prompt (default none)\n"
-            "  --steps N          sampler steps (default 20)\n"
-            "  --cfg X            classifier-free guidance scale; <= 1 runs without (default 7)\n"
+            "  --steps N          sampler steps (default: the model family's, %d for SD)\n"
+            "  --cfg X            classifier-free guidance scale; <= 1 runs without (default: the\n"
+            "                     model family's, %g for SD)\n"
             "  --sampler NAME     %s,\n"
-            "                     or A1111's names (\"Euler a\", \"DPM++ 2M Karras\"...) (default " DEFAULT_SAMPLER ")\n"
+            "                     or A1111's names (\"Euler a\", \"DPM++ 2M Karras\"...) (default:\n"
+            "                     the model family's, %s for SD)\n"
             "  --seed N           the seed (default: a random one, printed)\n"
             "  --size WxH         image size, multiples of 8 (default: the model's, 512x512 for\n"
             "                     SD 1.5, 1024x1024 for SDXL)\n"
             "  --init IN.png      img2img: start from this image (its size is the output's)\n"
-            "  --strength X       img2img: how much to change it, (0, 1] (default 0.8)\n"
+            "  --strength X       img2img: how much to change it, (0, 1] (default %g)\n"
             "  --batch-size N     N images (seeds N, N+1, ...) in one UNet call; each is the\n"
             "                     same bytes as alone (default 1)\n"
             "  --device D         cpu, vulkan, vulkan:N (default: $LUMEN_DEVICE or the best device)\n"
@@ -70,7 +72,8 @@ static int usage(const char *msg)
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
             "  -o OUT.png         the output; --overwrite replaces an existing file\n"
             "  -q, --quiet        no progress bar or result line\n",
-            lm_sampler_list(names, sizeof names, false));
+            d->steps, d->cfg, lm_sampler_list(names, sizeof names, false), d->sampler,
+            d->strength);
     return 2;
 }
 
@@ -80,33 +83,32 @@ static int bad_value(const char *opt, const char *val, const char *accepted)
     return 2;
 }
 
-static bool parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
+/* a whole number in option id's range (models/family.h), the CLI's value
+ * being the option's plus offset (A1111's Clip skip: 1); else the usage
+ * error naming the option and the range */
+static int parse_opt_int(const char *opt, const char *s, lm_sd_opt id, int64_t offset, int64_t *out)
 {
-    char *end;
+    char *end, range[96];
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) return false;
+    if (!*s || *end || errno || lm_sd_option_check_int(id, NULL, NULL, (int64_t)v - offset) != LM_OK) {
+        lm_error_clear();
+        return bad_value(opt, s, lm_sd_option_range(id, offset, range, sizeof range));
+    }
     *out = v;
-    return true;
+    return 0;
 }
 
-static bool parse_num(const char *s, double *out)
+static int parse_opt_num(const char *opt, const char *s, lm_sd_opt id, double *out)
 {
-    char *end;
+    char *end, range[96];
     double v = strtod(s, &end);
-    if (!*s || *end || v != v) return false;
+    if (!*s || *end || v != v || lm_sd_option_check_num(id, NULL, NULL, v) != LM_OK) {
+        lm_error_clear();
+        return bad_value(opt, s, lm_sd_option_range(id, 0, range, sizeof range));
+    }
     *out = v;
-    return true;
-}
-
-/* "512x768" or "512" */
-static bool parse_size(const char *s, int64_t *w, int64_t *h)
-{
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s", s);
-    char *x = strchr(buf, 'x');
-    if (x) *x = 0;
-    return parse_i64(buf, 8, 1 << 16, w) && parse_i64(x ? x + 1 : buf, 8, 1 << 16, h);
+    return 0;
 }
 
 static void report(const char *what)
@@ -134,10 +136,11 @@ static int parse_args(int argc, char **argv, gen_args *a)
         }
         const char *v = takes ? argv[++i] : NULL;
         int64_t n;
+        int rc = 0;
         if (!strcmp(s, "-o")) a->out = v;
         else if (!strcmp(s, "--model")) a->model = v;
         else if (!strcmp(s, "--negative")) a->negative = v;
-        else if (!strcmp(s, "--sampler")) a->sampler = v;
+        else if (!strcmp(s, "--sampler")) a->sampler = v, a->has_sampler = true;
         else if (!strcmp(s, "--init")) a->init = v;
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
         else if (!strcmp(s, "--device")) a->device_name = v;
@@ -146,26 +149,31 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 return bad_value(s, v, "epsilon or v_prediction");
             a->prediction = v;
         } else if (!strcmp(s, "--steps")) {
-            if (!parse_i64(v, 1, 10000, &a->steps)) return bad_value(s, v, "a whole number from 1 to 10000");
+            if ((rc = parse_opt_int(s, v, LM_SD_OPT_STEPS, 0, &a->steps))) return rc;
+            a->has_steps = true;
         } else if (!strcmp(s, "--clip-skip")) {
-            if (!parse_i64(v, 1, 64, &a->clip_skip))
-                return bad_value(s, v, "a whole number from 1 (A1111's: 1 = the last layer, 2 = the "
-                                 "penultimate)");
+            /* A1111's: 1 = the last layer, 2 = the penultimate (diffusers' 1) */
+            if ((rc = parse_opt_int(s, v, LM_SD_OPT_CLIP_SKIP, 1, &a->clip_skip))) return rc;
         } else if (!strcmp(s, "--batch-size")) {
-            if (!parse_i64(v, 1, 4096, &a->batch)) return bad_value(s, v, "a whole number from 1 to 4096");
+            if ((rc = parse_opt_int(s, v, LM_SD_OPT_BATCH, 0, &a->batch))) return rc;
         } else if (!strcmp(s, "--seed")) {
-            if (!parse_i64(v, 0, INT64_MAX, &n)) return bad_value(s, v, "a whole number >= 0");
+            if ((rc = parse_opt_int(s, v, LM_SD_OPT_SEED, 0, &n))) return rc;
             a->seed = (uint64_t)n;
             a->has_seed = true;
         } else if (!strcmp(s, "--cfg")) {
-            if (!parse_num(v, &a->cfg) || a->cfg < 0 || a->cfg > 1000)
-                return bad_value(s, v, "a number from 0 to 1000");
+            if ((rc = parse_opt_num(s, v, LM_SD_OPT_CFG, &a->cfg))) return rc;
+            a->has_cfg = true;
         } else if (!strcmp(s, "--strength")) {
-            if (!parse_num(v, &a->strength) || !(a->strength > 0 && a->strength <= 1))
-                return bad_value(s, v, "a number in (0, 1]");
+            if ((rc = parse_opt_num(s, v, LM_SD_OPT_STRENGTH, &a->strength))) return rc;
+            a->has_strength = true;
         } else if (!strcmp(s, "--size")) {
-            if (!parse_size(v, &a->width, &a->height))
-                return bad_value(s, v, "WxH or N, whole numbers of pixels from 8");
+            if (lm_sd_size_parse(NULL, NULL, v, &a->width, &a->height) != LM_OK) {
+                char range[96], what[128];
+                lm_error_clear();
+                lm_sd_option_range(LM_SD_OPT_SIZE, 0, range, sizeof range);
+                snprintf(what, sizeof what, "WxH or N, each %s (pixels)", range);
+                return bad_value(s, v, what);
+            }
             if (a->width % 8 || a->height % 8)
                 return bad_value(s, v, "a width and height divisible by 8 (the VAE's scale)");
         } else if (!strcmp(s, "--dtype")) {
@@ -189,7 +197,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
     if (!a->model) return usage("no model given (--model DIR|FILE)");
     if (!a->out || !*a->out) return usage("no output given (-o OUT.png)");
     const char *schedule;
-    if (!lm_sd_sampler_a1111(a->sampler, &schedule)) {
+    if (a->sampler && !lm_sd_sampler_a1111(a->sampler, &schedule)) {
         char names[512], a1111[512], all[1100];
         snprintf(all, sizeof all, "%s, or A1111's %s", lm_sampler_list(names, sizeof names, false),
                  lm_sampler_list(a1111, sizeof a1111, true));
@@ -390,8 +398,9 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
 
 static int cmd_generate(int argc, char **argv)
 {
-    gen_args a = {.sampler = DEFAULT_SAMPLER, .dtype = LM_DTYPE_COUNT, .steps = 20, .cfg = 7,
-                  .strength = 0.8, .batch = 1, .clip_skip = 1};
+    const lm_sd_defaults *d = &lm_sd_defaults_generic;
+    gen_args a = {.sampler = NULL, .dtype = LM_DTYPE_COUNT, .steps = d->steps, .cfg = d->cfg,
+                  .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     if (!a.has_seed) a.seed = random_seed();
@@ -430,8 +439,14 @@ static int cmd_generate(int argc, char **argv)
         report(NULL);
         goto done;
     }
+    /* what was not given is the model family's (the infotext records what ran) */
+    const lm_sd_defaults *fd = lm_sd_pipeline_defaults(p);
+    if (!a.has_steps) a.steps = fd->steps;
+    if (!a.has_cfg) a.cfg = fd->cfg;
+    if (!a.has_sampler) a.sampler = fd->sampler;
+    if (!a.has_strength) a.strength = fd->strength;
     lm_sd_gen_opts go;
-    lm_sd_gen_opts_init(&go);
+    lm_sd_gen_opts_init_for(&go, p);
     const char *prompts[1] = {a.prompt}, *negs[1] = {a.negative};
     go.batch = (int)a.batch;
     go.prompts = prompts;

@@ -5,10 +5,12 @@
 -- MODEL: a diffusers folder (model_index.json) or a single-file .safetensors
 -- (SD 1.x, 2.x, SDXL); TOKENIZER_DIR: for a single file, a diffusers folder
 -- of the same model to take the tokenizers (and scheduler) from.
--- Each job's columns: prompt, and optionally negative, steps (20), cfg (7),
--- sampler ("dpm++2m_karras"), size ("512x512"; default the model's), seed
--- (>= 0; the runner numbers the jobs when the file has none).  A missing
--- negative is the empty prompt.
+-- Each job's columns: prompt, and optionally negative, steps, cfg, sampler
+-- (defaults: the model family's, pipe.defaults: 20, 7 and "dpm++2m_karras"
+-- for SD), size ("512x512"; default the model's), seed (>= 0; the runner
+-- numbers the jobs when the file has none).  A value out of its range fails
+-- the job, naming the option (pipe:generate checks).  A missing negative is
+-- the empty prompt.
 -- With --batch-size N, up to N jobs that share steps, cfg, sampler and size
 -- run in one UNet call; each image's noise comes from its own seed, so the
 -- bytes are those of one job at a time (tests/models/generate.sh checks).
@@ -18,8 +20,10 @@ local MODEL, TOKENIZER = ...
 if not MODEL then error("batch_generate.lua: give the model after --: ... -- MODEL [TOKENIZER_DIR]") end
 local pipe = lm.models.load(MODEL, {tokenizer = TOKENIZER})
 
+local D = pipe.defaults   -- the family's row (models/family.h)
+
 local function settings(p)
-  return {steps = p.steps or 20, cfg = p.cfg or 7, sampler = p.sampler or "dpm++2m_karras",
+  return {steps = p.steps or D.steps, cfg = p.cfg or D.cfg, sampler = p.sampler or D.sampler,
           size = p.size}
 end
 

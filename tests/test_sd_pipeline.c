@@ -13,7 +13,8 @@
  * the max abs error of each image is printed and must be <= 1e-3.
  * Determinism: a batch of two equals two single runs byte for byte, and 1
  * and 4 threads give the same bytes.  Errors: a missing model, a size not
- * divisible by 8, an unknown sampler. */
+ * divisible by 8, an unknown sampler, options out of models/family.h's
+ * ranges; the family rows each folder loads as. */
 #include <sys/stat.h>
 #include "testutil.h"
 #include "backends/cpu/cpu.h"
@@ -374,6 +375,55 @@ static void test_errors(void **state)
     gen_opts(&o, "euler");
     o.steps = 0;
     assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "steps 0: expected a whole number from 1 to 10000"));
+    /* the ranges of models/family.h, the ones the CLI and Lua check with:
+     * a negative size is an error, not the default size */
+    gen_opts(&o, "euler");
+    o.width = o.height = -40;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "width -40: expected a whole number from 8 to 65536"));
+    gen_opts(&o, "euler");
+    o.clip_skip = 64;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "clip_skip 64: expected a whole number from 0 to 63"));
+    gen_opts(&o, "euler");
+    o.cfg = NAN;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "cfg nan: expected a number from 0 to 1000"));
+    gen_opts(&o, "euler");
+    o.batch = 0;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "batch 0: expected a whole number from 1 to 4096"));
+    /* a clip_skip past the encoder's layers names its real count (it was
+     * read after the encoder's outputs were freed) */
+    lm_array *e = NULL, *pl = NULL;
+    const char *one[1] = {"x"};
+    assert_int_not_equal(lm_sd_encode_prompt_skip(sd1, 1, one, 63, &e, &pl), LM_OK);
+    int layers = -1;
+    const char *at = strstr(lm_error_message(), "the text encoder has ");
+    assert_non_null(at);
+    assert_int_equal(sscanf(at, "the text encoder has %d layers", &layers), 1);
+    assert_true(layers >= 1 && layers < 63);
+}
+
+/* the family rows the loaders chose, and their columns the pipeline reads */
+static void test_family(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_sd_pipeline_family(sd1), LM_SD_1);
+    assert_int_equal(lm_sd_pipeline_family(sd2), LM_SD_2);
+    assert_int_equal(lm_sd_pipeline_family(sdxl), LM_SD_XL);
+    assert_int_equal(lm_sd_pipeline_row(sd1)->n_encoders, 1);
+    assert_int_equal(lm_sd_pipeline_row(sdxl)->n_encoders, 2);
+    assert_true(lm_sd_pipeline_row(sdxl)->time_ids && !lm_sd_pipeline_row(sd1)->time_ids);
+    assert_non_null(lm_sd_pipeline_tokenizer(sdxl, 1));
+    assert_null(lm_sd_pipeline_tokenizer(sd1, 1));
+    lm_sd_gen_opts o;
+    lm_sd_gen_opts_init_for(&o, sdxl);
+    const lm_sd_defaults *d = lm_sd_pipeline_defaults(sdxl);
+    assert_int_equal(o.steps, d->steps);
+    assert_string_equal(o.sampler, d->sampler);
+    assert_true(o.cfg == d->cfg && o.strength == d->strength && o.batch == 1);
 }
 
 static int setup(void **state)
@@ -429,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_batch_bytes),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_family),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -113,3 +113,44 @@ test("sd pipeline: help and errors", function()
   p2:free()
   raises(function() unet(ref["sd1.latents"], 1, ref["sd1.prompt_embeds"]) end, "freed")
 end)
+
+-- issue 34, item 4: a value out of range, or not a whole number, is an error
+-- naming the option and its range (models/family.h's table, the check the
+-- CLI and the core make too), never narrowed or read as the default
+test("sd pipeline: options out of range are errors naming the option and the range", function()
+  setup()
+  local base = {prompt = "x", sampler = "euler", size = 16}
+  local function gen(extra)
+    local a = {}
+    for k, v in pairs(base) do a[k] = v end
+    for k, v in pairs(extra) do a[k] = v end
+    return pipe:generate(a)
+  end
+  raises(function() gen{steps = 4294967298} end, "steps 4294967298: expected a whole number from 1 to 10000")
+  raises(function() gen{steps = 0} end, "steps 0: expected a whole number from 1 to 10000")
+  raises(function() gen{steps = 2, batch = 4294967297} end, "batch 4294967297: expected a whole number from 1 to 4096")
+  raises(function() gen{steps = 2, clip_skip = 2^32} end, "clip_skip 4294967296: expected a whole number from 0 to 63")
+  raises(function() gen{steps = 2, clip_skip = -1} end, "clip_skip -1")
+  raises(function() gen{steps = 2, cfg = -1} end, "cfg -1: expected a number from 0 to 1000")
+  raises(function() gen{steps = 2, strength = 0} end, "strength 0: expected a number in (0, 1]")
+  raises(function() gen{steps = 2, seed = -1} end, "seed -1: expected a whole number >= 0")
+  raises(function() gen{steps = 2, seed = {1.5}} end, "seeds[1] = 1.5")
+  raises(function() gen{steps = 2, size = {-40, -40}} end, "size -40: expected a whole number from 8 to 65536")
+  raises(function() gen{steps = 2, size = 0} end, "size 0: expected a whole number from 8 to 65536")
+  raises(function() gen{steps = 2, size = {64.5, 64}} end, "size 64.5: expected")
+  for _, s in ipairs({"0x0", "-64x-64", "64x64junk", "64x", "x64", "", "64 x 64"}) do
+    raises(function() gen{steps = 2, size = s} end, 'size "' .. s .. '": expected WxH or N')
+  end
+  raises(function() pipe:encode_prompt("x", {clip_skip = 2^32}) end, "clip_skip 4294967296")
+  -- in range: "WxH", "N" and {N} are squares or the given size
+  eq(gen{steps = 1, size = "16"}.shape[3], 16, '"16" is 16x16')
+  eq(gen{steps = 1, size = "16x32"}.shape[3], 16, '"16x32" is 16 wide')
+  eq(gen{steps = 1, size = {16}}.shape[2], 16, "{16} is 16x16")
+end)
+
+test("sd pipeline: pipe.defaults is the family's row", function()
+  setup()
+  local d = pipe.defaults
+  eq(d.steps, 20, "steps"); eq(d.cfg, 7, "cfg"); eq(d.sampler, "dpm++2m_karras", "sampler")
+  eq(d.strength, 0.8, "strength"); eq(d.clip_skip, 0, "clip_skip"); eq(d.size, pipe.default_size, "size")
+end)

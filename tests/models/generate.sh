@@ -56,6 +56,16 @@ fails "a missing model" 1 "no such file or folder" sh -c "$G --model $D/nothing_
 fails "a size not divisible by 8" 2 "divisible by 8" sh -c "$G --model $D/sd1 --size 60x64 -o $T/x.png"
 fails "an unknown sampler" 2 "sampler heun: expected euler, euler_karras" sh -c "$G --model $D/sd1 --sampler heun -o $T/x.png"
 fails "no prompt" 2 "no prompt given" "$L" generate --model $D/sd1 -o $T/x.png
+# a UNet config without sample_size: the default size is the family row's
+# (SDXL 128 latents, SD 64), times the VAE's scale (2 in the tiny models)
+cp -r $D/sdxl $T/nosize && sed -i '/"sample_size"/d' $T/nosize/unet/config.json
+check "no sample_size: the family's default size" "$L" -e "assert(lm.models.load('$T/nosize').default_size == 256); assert(lm.models.load('$D/sdxl').default_size == 16)"
+# the ranges of models/family.h (the ones Lua and the core check with), named
+fails "--steps past its range" 2 "--steps 4294967298: expected a whole number from 1 to 10000" sh -c "$G --model $D/sd1 --steps 4294967298 -o $T/x.png"
+fails "--size past the maximum states it" 2 "--size 100000: expected WxH or N, each a whole number from 8 to 65536" sh -c "$G --model $D/sd1 --size 100000 -o $T/x.png"
+fails "--size with trailing junk" 2 "--size 64x64junk: expected WxH" sh -c "$G --model $D/sd1 --size 64x64junk -o $T/x.png"
+fails "--clip-skip 65" 2 "--clip-skip 65: expected a whole number from 1 to 64" sh -c "$G --model $D/sd1 --clip-skip 65 -o $T/x.png"
+fails "--batch-size 0" 2 "--batch-size 0: expected a whole number from 1 to 4096" sh -c "$G --model $D/sd1 --batch-size 0 -o $T/x.png"
 check "nothing written by the failures" test ! -e $T/x.png
 
 # lumen batch with the sample: the pipeline stays loaded; batches of 2 give the bytes of 1
@@ -69,6 +79,16 @@ check "lumen batch, one job at a time" "$L" batch samples/batch_generate.lua --p
 check "lumen batch --batch-size 2" "$L" batch samples/batch_generate.lua --params "$T/params.jsonl" \
   -o "$T/two/%d.png" --batch-size 2 --progress off --manifest none -- $D/sd1
 check "... the same bytes" sh -c "for i in 1 2 3 4; do cmp $T/one/\$i.png $T/two/\$i.png || exit 1; done"
+# issue 34, item 4: a job out of range fails naming the option (it ran 2 steps
+# and wrote "Steps: 4294967298" into the PNG); the good job still runs
+printf '%s\n' '{"seed": 1, "prompt": "a red fox", "steps": 4294967298, "size": "64x64"}' \
+  '{"seed": 2, "prompt": "a fox", "steps": 2, "size": "64x64junk"}' \
+  '{"seed": 3, "prompt": "a fox", "steps": 2, "size": "64x64"}' > "$T/bad.jsonl"
+fails "lumen batch: out-of-range jobs fail, named" 1 "steps 4294967298: expected a whole number from 1 to 10000" "$L" batch samples/batch_generate.lua --params "$T/bad.jsonl" \
+  -o "$T/bad/%d.png" --progress off --manifest none -- $D/sd1
+cp "$T/log" "$T/bad.log"
+check "... the size too" grep -q 'size "64x64junk": expected WxH or N' "$T/bad.log"
+check "... no PNG for them, one for the good job" sh -c "test ! -e $T/bad/1.png && test ! -e $T/bad/2.png && test -s $T/bad/3.png"
 # GGUF checkpoints in stable-diffusion.cpp's layout (lumen convert writes them):
 # unquantized, the same PNG as the .safetensors; q8_0 within 35 dB PSNR of it
 # (measured 52.4 dB, max 2/255 on sd1; 51.3 dB, max 3/255 on sdxl); q4_k runs

@@ -1,0 +1,234 @@
+/* family.c - the model-family table and the generation options' defaults
+ * and ranges (see family.h). */
+#include "family.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* SD 1.x / 2.x / SDXL were all trained with this schedule (their
+ * scheduler_config.json files agree); the class is what their releases ship */
+#define SD_SCHEDULE(cls, extra)                                                           \
+    "{\"_class_name\":\"" cls "\",\"num_train_timesteps\":1000,\"beta_start\":0.00085,"   \
+    "\"beta_end\":0.012,\"beta_schedule\":\"scaled_linear\",\"trained_betas\":null,"     \
+    "\"prediction_type\":\"epsilon\",\"set_alpha_to_one\":false,\"skip_prk_steps\":true," \
+    "\"clip_sample\":false,\"steps_offset\":1,\"timestep_spacing\":\"leading\"" extra "}"
+
+#define SD_DEFAULTS {.steps = 20, .cfg = 7, .sampler = "dpm++2m_karras", .strength = 0.8, \
+                     .batch = 1, .clip_skip = 0}
+
+const lm_sd_defaults lm_sd_defaults_generic = SD_DEFAULTS;
+
+static const lm_sd_family_row rows[LM_SD_FAMILY_COUNT] = {
+    [LM_SD_1] = {
+        .id = LM_SD_1, .name = "sd1", .title = "SD 1.x",
+        .pipeline_class = "StableDiffusion",
+        .denoiser = LM_SD_NET_UNET2D, .vae = LM_SD_NET_AUTOENCODER_KL,
+        .denoiser_dir = "unet", .vae_dir = "vae",
+        .denoiser_prefix = "model.diffusion_model.", .vae_prefix = "first_stage_model.",
+        .n_encoders = 1,
+        .encoders = {{.kind = LM_SD_TE_CLIP, .dir = "text_encoder", .tokenizer = "tokenizer",
+                      .prefix = "cond_stage_model.transformer.", .skip_base = 0,
+                      .final_norm = true}},
+        .latent_channels = 4, .scaling_factor = 0.18215, .shift_factor = NAN,
+        .sample_size = 64, .vae_sample_size = 512, .unet_heads = 8,
+        .scheduler = SD_SCHEDULE("PNDMScheduler", ""),
+        .defaults = SD_DEFAULTS,
+    },
+    [LM_SD_2] = {
+        .id = LM_SD_2, .name = "sd2", .title = "SD 2.x",
+        .pipeline_class = "StableDiffusion",
+        .denoiser = LM_SD_NET_UNET2D, .vae = LM_SD_NET_AUTOENCODER_KL,
+        .denoiser_dir = "unet", .vae_dir = "vae",
+        .denoiser_prefix = "model.diffusion_model.", .vae_prefix = "first_stage_model.",
+        .n_encoders = 1,
+        .encoders = {{.kind = LM_SD_TE_OPENCLIP, .dir = "text_encoder", .tokenizer = "tokenizer",
+                      .prefix = "cond_stage_model.model.", .skip_base = 0, .final_norm = true}},
+        .latent_channels = 4, .scaling_factor = 0.18215, .shift_factor = NAN,
+        .sample_size = 64, .sample_size_v = 96, .vae_sample_size = 768, .upcast_attention = true,
+        .linear_projection = true,
+        .scheduler = SD_SCHEDULE("PNDMScheduler", ""),
+        .defaults = SD_DEFAULTS,
+    },
+    [LM_SD_XL] = {
+        .id = LM_SD_XL, .name = "sdxl", .title = "SDXL",
+        .pipeline_class = "StableDiffusion",
+        .denoiser = LM_SD_NET_UNET2D, .vae = LM_SD_NET_AUTOENCODER_KL,
+        .denoiser_dir = "unet", .vae_dir = "vae",
+        .denoiser_prefix = "model.diffusion_model.", .vae_prefix = "first_stage_model.",
+        .n_encoders = 2,
+        .encoders = {{.kind = LM_SD_TE_CLIP, .dir = "text_encoder", .tokenizer = "tokenizer",
+                      .prefix = "conditioner.embedders.0.transformer.", .skip_base = 1},
+                     {.kind = LM_SD_TE_OPENCLIP_PROJ, .dir = "text_encoder_2",
+                      .tokenizer = "tokenizer_2", .prefix = "conditioner.embedders.1.model.",
+                      .skip_base = 1, .pooled = true}},
+        .time_ids = true, .force_zeros = true,
+        .latent_channels = 4, .scaling_factor = 0.13025, .shift_factor = NAN, .vae_upcast = true,
+        .sample_size = 128, .vae_sample_size = 1024, .unet_layers_list = true, .linear_projection = true,
+        .scheduler = SD_SCHEDULE("EulerDiscreteScheduler",
+                                 ",\"interpolation_type\":\"linear\",\"use_karras_sigmas\":false"),
+        .defaults = SD_DEFAULTS,
+    },
+};
+
+const lm_sd_family_row *lm_sd_family_get(lm_sd_family f)
+{
+    return f > LM_SD_UNKNOWN && f < LM_SD_FAMILY_COUNT ? &rows[f] : NULL;
+}
+
+const char *lm_sd_family_name(lm_sd_family f)
+{
+    const lm_sd_family_row *r = lm_sd_family_get(f);
+    return r ? r->name : "unknown";
+}
+
+static bool has_prefix(const char *const *names, int n, const char *p)
+{
+    size_t len = strlen(p);
+    for (int i = 0; i < n; i++)
+        if (!strncmp(names[i], p, len)) return true;
+    return false;
+}
+
+lm_sd_family lm_sd_family_from_keys(const char *const *names, int n)
+{
+    /* the rows whose every encoder prefix occurs: the one with the most
+     * encoders (SDXL's pair beats a lone encoder's leftovers); a tie is a
+     * mix of families (SD 1.x and 2.x encoders in one file) */
+    lm_sd_family found = LM_SD_UNKNOWN;
+    bool tie = false;
+    for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
+        const lm_sd_family_row *r = &rows[f];
+        bool all = r->n_encoders > 0;
+        for (int e = 0; all && e < r->n_encoders; e++)
+            all = has_prefix(names, n, r->encoders[e].prefix);
+        if (!all) continue;
+        if (found == LM_SD_UNKNOWN || r->n_encoders > rows[found].n_encoders) {
+            found = (lm_sd_family)f;
+            tie = false;
+        } else if (r->n_encoders == rows[found].n_encoders) {
+            tie = true;
+        }
+    }
+    return tie ? LM_SD_UNKNOWN : found;
+}
+
+lm_sd_family lm_sd_family_match(int n_encoders, int linear_projection, int openclip_first)
+{
+    lm_sd_family first = LM_SD_UNKNOWN;
+    for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
+        const lm_sd_family_row *r = &rows[f];
+        if (r->n_encoders != n_encoders) continue;
+        bool open = r->encoders[0].kind == LM_SD_TE_OPENCLIP || r->encoders[0].kind == LM_SD_TE_OPENCLIP_PROJ;
+        if ((linear_projection < 0 || r->linear_projection == (linear_projection > 0)) &&
+            (openclip_first < 0 || open == (openclip_first > 0)))
+            return (lm_sd_family)f;
+        if (first == LM_SD_UNKNOWN) first = (lm_sd_family)f;
+    }
+    return first;
+}
+
+/* ---- generation options ---- */
+
+static const lm_sd_option options[LM_SD_OPT_COUNT] = {
+    [LM_SD_OPT_STEPS] = {"steps", true, 1, 10000, 0, 0, false},
+    [LM_SD_OPT_CFG] = {"cfg", false, 0, 0, 0, 1000, false},
+    [LM_SD_OPT_STRENGTH] = {"strength", false, 0, 0, 0, 1, true},
+    [LM_SD_OPT_BATCH] = {"batch", true, 1, 4096, 0, 0, false},
+    [LM_SD_OPT_SIZE] = {"size", true, 8, 1 << 16, 0, 0, false},
+    [LM_SD_OPT_CLIP_SKIP] = {"clip_skip", true, 0, 63, 0, 0, false},
+    [LM_SD_OPT_SEED] = {"seed", true, 0, INT64_MAX, 0, 0, false},
+};
+
+const lm_sd_option *lm_sd_option_get(lm_sd_opt id)
+{
+    return id >= 0 && id < LM_SD_OPT_COUNT ? &options[id] : NULL;
+}
+
+const char *lm_sd_option_range(lm_sd_opt id, int64_t offset, char *buf, size_t n)
+{
+    const lm_sd_option *o = lm_sd_option_get(id);
+    if (!o) snprintf(buf, n, "?");
+    else if (o->integer && o->ihi == INT64_MAX)
+        snprintf(buf, n, "a whole number >= %lld", (long long)(o->ilo + offset));
+    else if (o->integer)
+        snprintf(buf, n, "a whole number from %lld to %lld", (long long)(o->ilo + offset),
+                 (long long)(o->ihi + offset));
+    else if (o->lo_open)
+        snprintf(buf, n, "a number in (%g, %g]", o->lo, o->hi);
+    else
+        snprintf(buf, n, "a number from %g to %g", o->lo, o->hi);
+    return buf;
+}
+
+static lm_status out_of_range(const lm_sd_option *o, lm_sd_opt id, const char *who, const char *name,
+                              const char *val)
+{
+    char r[96];
+    lm_sd_option_range(id, 0, r, sizeof r);
+    return lm_error_set(LM_ERR_ARG, "%s%s%s %s: expected %s", who ? who : "", who ? ": " : "",
+                        name ? name : o->name, val, r);
+}
+
+lm_status lm_sd_option_check_int(lm_sd_opt id, const char *who, const char *name, int64_t v)
+{
+    const lm_sd_option *o = lm_sd_option_get(id);
+    if (!o) return lm_error_set(LM_ERR_ARG, "%s: unknown option %d", who ? who : "generate", (int)id);
+    bool ok = o->integer ? v >= o->ilo && v <= o->ihi
+                         : (o->lo_open ? (double)v > o->lo : (double)v >= o->lo) && (double)v <= o->hi;
+    if (ok) return LM_OK;
+    char val[32];
+    snprintf(val, sizeof val, "%lld", (long long)v);
+    return out_of_range(o, id, who, name, val);
+}
+
+lm_status lm_sd_option_check_num(lm_sd_opt id, const char *who, const char *name, double v)
+{
+    const lm_sd_option *o = lm_sd_option_get(id);
+    if (!o) return lm_error_set(LM_ERR_ARG, "%s: unknown option %d", who ? who : "generate", (int)id);
+    bool ok;
+    if (o->integer)   /* a whole number in range: the float's exact value */
+        ok = v == floor(v) && v >= (double)o->ilo && v < 0x1p63 && (int64_t)v <= o->ihi;
+    else
+        ok = (o->lo_open ? v > o->lo : v >= o->lo) && v <= o->hi;
+    if (ok) return LM_OK;
+    char val[40];
+    snprintf(val, sizeof val, "%.17g", v);
+    return out_of_range(o, id, who, name, val);
+}
+
+/* a whole number of size's range, the whole of s[0..len) */
+static bool size_number(const char *s, size_t len, int64_t *out)
+{
+    char buf[32];
+    if (!len || len >= sizeof buf) return false;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    for (size_t i = 0; i < len; i++)
+        if (buf[i] < '0' || buf[i] > '9') return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return lm_sd_option_check_int(LM_SD_OPT_SIZE, NULL, NULL, v) == LM_OK;
+}
+
+lm_status lm_sd_size_parse(const char *who, const char *name, const char *s, int64_t *w, int64_t *h)
+{
+    const char *x = s ? strchr(s, 'x') : NULL;
+    size_t n = s ? strlen(s) : 0;
+    bool ok = s && (x ? size_number(s, (size_t)(x - s), w) && size_number(x + 1, strlen(x + 1), h)
+                      : size_number(s, n, w));
+    if (ok && !x) *h = *w;
+    if (ok) {
+        lm_error_clear();
+        return LM_OK;
+    }
+    const lm_sd_option *o = lm_sd_option_get(LM_SD_OPT_SIZE);
+    return lm_error_set(LM_ERR_ARG, "%s%s%s \"%s\": expected WxH or N, whole numbers of pixels "
+                        "from %lld to %lld", who ? who : "", who ? ": " : "", name ? name : o->name,
+                        s ? s : "", (long long)o->ilo, (long long)o->ihi);
+}
