@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "capture.h"
 #include "compile.h"
 #include "ops.h"
 #include "ops_nn.h"
@@ -40,19 +41,18 @@ lm_array *lm_placeholder(int ndim, const int64_t *shape, lm_dtype dt, lm_device 
 
 /* ---- the recorded graph ---- */
 
-typedef struct instr {
-    lm_op op;
-    lm_dtype dtype;
-    int ndim;
-    int64_t shape[LM_MAX_DIMS], strides[LM_MAX_DIMS], offset;
-    int nin;
-    int *in;              /* value indices */
-    lm_params params;     /* ext only for FUSED (a shared program) */
+/* The graph is a capture (capture.h): values [0, nin) the placeholders,
+ * [nin, nin + nconst) the constants (its leaves), then one instruction per
+ * captured node.  What the optimiser made of instruction k is fate[k]; a
+ * fused group's root instruction becomes the FUSED node (params.ext a
+ * shared program). */
+typedef lm_capture_node instr;
+typedef struct fate {
     int dead;             /* absorbed into a fused group, or an alias */
     int alias;            /* value this instr forwards to (no-op), or -1 */
     int into;             /* the fused group's root instr it went into, or -1 */
     int consumers;
-} instr;
+} fate;
 
 /* A fused program shared by the compiled function and the nodes it makes. */
 typedef struct prog {
@@ -62,13 +62,9 @@ typedef struct prog {
 } prog;
 
 struct lm_compiled {
-    int nin, nconst, ninstr, nout;
-    lm_dtype *in_dtype;
-    int *in_ndim;
-    int64_t (*in_shape)[LM_MAX_DIMS];
-    lm_array **consts;
-    instr *code;
-    int *out;             /* value indices */
+    lm_capture g;         /* nph inputs, nleaf constants, n instrs, nout outputs */
+    lm_capture_sig sig;   /* the placeholders' dtypes and shapes */
+    fate *fate;
     int has_views;
     lm_replays *replays;  /* recorded device work of its calls (core/replay.c) */
     int kernels;          /* lm_compiled_kernels, once known (else -1) */
@@ -83,50 +79,9 @@ static void prog_release(void *p)
 }
 
 /* values: [0, nin) placeholders, [nin, nin+nconst) constants, then instrs */
-static int value_of_instr(const lm_compiled *c, int k) { return c->nin + c->nconst + k; }
-
-/* Post-order of everything between the outputs and the leaves. */
-static lm_status collect(lm_array *const *outs, int n, int nph, lm_array *const *ph, lm_array ***order, int64_t *norder)
-{
-    int64_t cap = 256, cnt = 0, sp = 0, scap = 256;
-    lm_array **ord = malloc((size_t)cap * sizeof *ord), **stack = malloc((size_t)scap * sizeof *stack);
-    lm_pmap seen = {0};
-    if (!ord || !stack || !lm_pmap_init(&seen, 4096)) {
-        free(ord); free(stack); lm_pmap_free(&seen);
-        return lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
-    }
-    lm_status st = LM_OK;
-    for (int i = 0; i < n && st == LM_OK; i++) {
-        if (lm_pmap_get(&seen, outs[i]) >= 0) continue;
-        if (!lm_pmap_put(&seen, outs[i], 0)) { st = LM_ERR_NOMEM; break; }
-        stack[sp++] = outs[i];
-        while (sp && st == LM_OK) {
-            lm_array *a = stack[sp - 1];
-            bool leaf = a->buf != NULL;
-            for (int k = 0; k < nph; k++) leaf |= a == ph[k];
-            bool pushed = false;
-            for (int k = 0; !leaf && k < a->ninputs; k++) {
-                lm_array *in = a->inputs[k];
-                if (lm_pmap_get(&seen, in) >= 0) continue;
-                if (!lm_pmap_put(&seen, in, 0)) { st = LM_ERR_NOMEM; break; }
-                if (sp == scap) { scap *= 2; lm_array **ns = realloc(stack, (size_t)scap * sizeof *ns); if (!ns) { st = LM_ERR_NOMEM; break; } stack = ns; }
-                stack[sp++] = in;
-                pushed = true;
-                break;
-            }
-            if (pushed || st != LM_OK) continue;
-            sp--;
-            if (cnt == cap) { cap *= 2; lm_array **no = realloc(ord, (size_t)cap * sizeof *no); if (!no) { st = LM_ERR_NOMEM; break; } ord = no; }
-            ord[cnt++] = a;
-        }
-    }
-    free(stack);
-    lm_pmap_free(&seen);
-    if (st != LM_OK) { free(ord); return lm_error_set(LM_ERR_NOMEM, "compile: out of host memory"); }
-    *order = ord;
-    *norder = cnt;
-    return LM_OK;
-}
+static int value_of_instr(const lm_compiled *c, int k) { return c->g.nph + c->g.nleaf + k; }
+/* the instr a value is, or < 0 for a placeholder or a constant */
+static int instr_of_value(const lm_compiled *c, int v) { return v - c->g.nph - c->g.nleaf; }
 
 static bool is_elementwise(const instr *x)
 {
@@ -158,44 +113,46 @@ static bool same_instr(const instr *a, const instr *b)
 
 static int resolve(const lm_compiled *c, int v)
 {
-    while (v >= c->nin + c->nconst && c->code[v - c->nin - c->nconst].alias >= 0)
-        v = c->code[v - c->nin - c->nconst].alias;
+    while (instr_of_value(c, v) >= 0 && c->fate[instr_of_value(c, v)].alias >= 0)
+        v = c->fate[instr_of_value(c, v)].alias;
     return v;
 }
 
 static void fuse(lm_compiled *c)
 {
+    instr *code = c->g.nodes;
+    fate *f = c->fate;
     /* consumers of each instr: other live instrs and the outputs */
-    for (int k = 0; k < c->ninstr; k++) c->code[k].consumers = 0;
-    for (int k = 0; k < c->ninstr; k++) {
-        if (c->code[k].dead) continue;
-        for (int j = 0; j < c->code[k].nin; j++) {
-            int v = c->code[k].in[j] - c->nin - c->nconst, dup = 0;
-            for (int q = 0; q < j; q++) dup |= c->code[k].in[q] == c->code[k].in[j];   /* x*x: one consumer */
-            if (v >= 0 && !dup) c->code[v].consumers++;
+    for (int k = 0; k < c->g.n; k++) f[k].consumers = 0;
+    for (int k = 0; k < c->g.n; k++) {
+        if (f[k].dead) continue;
+        for (int j = 0; j < code[k].nin; j++) {
+            int v = instr_of_value(c, code[k].in[j]), dup = 0;
+            for (int q = 0; q < j; q++) dup |= code[k].in[q] == code[k].in[j];   /* x*x: one consumer */
+            if (v >= 0 && !dup) f[v].consumers++;
         }
     }
-    for (int o = 0; o < c->nout; o++) {
-        int v = c->out[o] - c->nin - c->nconst;
-        if (v >= 0) c->code[v].consumers += 2;   /* outputs are never absorbed */
+    for (int o = 0; o < c->g.nout; o++) {
+        int v = instr_of_value(c, c->g.out[o]);
+        if (v >= 0) f[v].consumers += 2;   /* outputs are never absorbed */
     }
-    for (int root = c->ninstr - 1; root >= 0; root--) {
-        instr *r = &c->code[root];
-        if (r->dead || !is_elementwise(r)) continue;
+    for (int root = c->g.n - 1; root >= 0; root--) {
+        instr *r = &code[root];
+        if (f[root].dead || !is_elementwise(r)) continue;
         /* grow the group backwards over single-consumer elementwise inputs */
         int members[MAX_FUSED_STEPS], nm = 1;
         members[0] = root;
         bool in_group[MAX_FUSED_STEPS] = {0};
         (void)in_group;
         for (int scan = 0; scan < nm; scan++) {
-            instr *x = &c->code[members[scan]];
+            instr *x = &code[members[scan]];
             for (int j = 0; j < x->nin && nm < MAX_FUSED_STEPS; j++) {
-                int v = x->in[j] - c->nin - c->nconst;
+                int v = instr_of_value(c, x->in[j]);
                 if (v < 0) continue;
-                instr *y = &c->code[v];
+                instr *y = &code[v];
                 bool already = false;
                 for (int m = 0; m < nm; m++) already |= members[m] == v;
-                if (already || y->dead || y->consumers != 1 || !is_elementwise(y) ||
+                if (already || f[v].dead || f[v].consumers != 1 || !is_elementwise(y) ||
                     !same_geometry(y, r->ndim, r->shape))
                     continue;
                 members[nm++] = v;
@@ -209,7 +166,7 @@ static void fuse(lm_compiled *c)
         int ext[MAX_FUSED_INPUTS * 4], next = 0;
         bool too_many = false;
         for (int m = 0; m < nm && !too_many; m++) {
-            instr *x = &c->code[members[m]];
+            instr *x = &code[members[m]];
             for (int j = 0; j < x->nin; j++) {
                 int v = x->in[j], internal = 0;
                 for (int q = 0; q < nm; q++) internal |= value_of_instr(c, members[q]) == v;
@@ -232,7 +189,7 @@ static void fuse(lm_compiled *c)
         g->f.steps = steps;
         g->refs = 1;
         for (int m = 0; m < nm; m++) {
-            instr *x = &c->code[members[m]];
+            instr *x = &code[members[m]];
             lm_fused_step *s = &steps[m];
             s->op = x->op;
             s->dtype = x->dtype;
@@ -249,8 +206,8 @@ static void fuse(lm_compiled *c)
         }
         memcpy(ins, ext, sizeof(int) * (size_t)next);
         for (int m = 0; m < nm - 1; m++) {
-            c->code[members[m]].dead = 1;
-            c->code[members[m]].into = root;
+            f[members[m]].dead = 1;
+            f[members[m]].into = root;
         }
         free(r->in);
         r->in = ins;
@@ -260,6 +217,17 @@ static void fuse(lm_compiled *c)
         r->params.ext = g;
         r->params.ext_free = prog_release;
     }
+}
+
+/* what a trace cannot hold (lm_capture_check_fn): a node with extra data,
+ * and a pending node that reads nothing (only a placeholder may) */
+static lm_status traceable(const lm_array *a)
+{
+    if (a->params.ext) return lm_error_set(LM_ERR_UNSUPPORTED, "compile: %s cannot be traced", lm_op_name(a->op));
+    if (a->ninputs == 0 || a->op == LM_OP_NONE)
+        return lm_error_set(LM_ERR_STATE, "compile: an output depends on an unevaluated %s that is not an input",
+                            lm_op_name(a->op));
+    return LM_OK;
 }
 
 lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *const *outs, lm_compile_mode m)
@@ -273,7 +241,7 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
     /* fold: evaluate subgraphs that do not depend on a placeholder */
     lm_array **order = NULL;
     int64_t n = 0;
-    if (collect(outs, nout, nin, ph, &order, &n) != LM_OK) return NULL;
+    if (lm_capture_order("compile", nout, outs, nin, ph, &order, &n) != LM_OK) return NULL;
     lm_pmap dep;   /* room for every key, so its puts never grow (nor fail) */
     if (!lm_pmap_init(&dep, n)) { free(order); lm_error_set(LM_ERR_NOMEM, "compile: out of host memory"); return NULL; }
     int64_t nfold = 0;
@@ -295,116 +263,65 @@ lm_compiled *lm_compile_graph(int nin, lm_array *const *ph, int nout, lm_array *
         return NULL;
     }
     free(fold);
-    if (collect(outs, nout, nin, ph, &order, &n) != LM_OK) return NULL;
+    if (lm_capture_order("compile", nout, outs, nin, ph, &order, &n) != LM_OK) return NULL;
 
     lm_compiled *c = calloc(1, sizeof *c);
-    lm_pmap idx = {0};   /* room for every key, so its puts never grow (nor fail) */
-    if (!c || !lm_pmap_init(&idx, n + nin)) goto nomem;
+    if (!c || !lm_capture_sig_init(&c->sig, nin, ph)) {
+        free(order);
+        free(c);
+        lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
+        return NULL;
+    }
     c->kernels = -1;
-    c->nin = nin;
-    c->in_dtype = calloc((size_t)nin + 1, sizeof *c->in_dtype);
-    c->in_ndim = calloc((size_t)nin + 1, sizeof *c->in_ndim);
-    c->in_shape = calloc((size_t)nin + 1, sizeof *c->in_shape);
-    c->consts = calloc((size_t)n + 1, sizeof *c->consts);
-    c->code = calloc((size_t)n + 1, sizeof *c->code);
-    c->out = calloc((size_t)nout + 1, sizeof *c->out);
-    if (!c->in_dtype || !c->in_ndim || !c->in_shape || !c->consts || !c->code || !c->out) goto nomem;
-    for (int k = 0; k < nin; k++) {
-        lm_pmap_put(&idx, ph[k], k);
-        c->in_dtype[k] = ph[k]->dtype;
-        c->in_ndim[k] = ph[k]->ndim;
-        memcpy(c->in_shape[k], ph[k]->shape, sizeof c->in_shape[k]);
-    }
-    /* constants first (their indices must precede instrs), then instrs */
-    for (int64_t i = 0; i < n; i++) {
-        lm_array *a = order[i];
-        if (lm_pmap_get(&idx, a) >= 0 || !a->buf) continue;
-        c->consts[c->nconst] = lm_array_retain(a);
-        lm_pmap_put(&idx, a, nin + c->nconst++);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        lm_array *a = order[i];
-        if (lm_pmap_get(&idx, a) >= 0) continue;
-        if (a->params.ext) {
-            lm_error_set(LM_ERR_UNSUPPORTED, "compile: %s cannot be traced", lm_op_name(a->op));
-            goto fail;
-        }
-        if (a->ninputs == 0 || a->op == LM_OP_NONE) {
-            lm_error_set(LM_ERR_STATE, "compile: an output depends on an unevaluated %s that is not an input",
-                         lm_op_name(a->op));
-            goto fail;
-        }
-        instr *x = &c->code[c->ninstr];
-        x->op = a->op;
-        x->dtype = a->dtype;
-        x->ndim = a->ndim;
-        memcpy(x->shape, a->shape, sizeof x->shape);
-        memcpy(x->strides, a->strides, sizeof x->strides);
-        x->offset = a->offset;
-        x->params = a->params;
-        x->alias = -1;
-        x->into = -1;
-        x->nin = a->ninputs;
-        x->in = malloc(sizeof(int) * (size_t)a->ninputs);
-        if (!x->in) goto nomem;
-        for (int k = 0; k < a->ninputs; k++) x->in[k] = lm_pmap_get(&idx, a->inputs[k]);
-        if (a->op == LM_OP_VIEW) c->has_views = 1;
-        lm_pmap_put(&idx, a, nin + c->nconst + c->ninstr++);
-    }
-    for (int o = 0; o < nout; o++) c->out[o] = lm_pmap_get(&idx, outs[o]);
-    c->nout = nout;
+    lm_status st = lm_capture_graph(&c->g, "compile", nin, ph, nout, outs, order, n, traceable);
     free(order);
-    order = NULL;
-    lm_pmap_free(&idx);
+    if (st == LM_OK && !(c->fate = calloc((size_t)c->g.n + 1, sizeof *c->fate)))
+        st = lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
+    if (st != LM_OK) {
+        lm_compiled_free(c);
+        return NULL;
+    }
+    for (int k = 0; k < c->g.n; k++) {
+        c->fate[k].alias = c->fate[k].into = -1;
+        if (c->g.nodes[k].op == LM_OP_VIEW) c->has_views = 1;
+    }
     if (m == LM_COMPILE_OFF) return c;
     /* CSE and no-op removal, in order so inputs are already canonical */
-    for (int k = 0; k < c->ninstr; k++) {
-        instr *x = &c->code[k];
+    for (int k = 0; k < c->g.n; k++) {
+        instr *x = &c->g.nodes[k];
+        fate *f = &c->fate[k];
         for (int j = 0; j < x->nin; j++) x->in[j] = resolve(c, x->in[j]);
-        for (int q = 0; q < k && x->alias < 0; q++)
-            if (!c->code[q].dead && same_instr(&c->code[q], x)) x->alias = value_of_instr(c, q);
-        if (x->alias < 0 && x->op == LM_OP_CAST && x->in[0] >= c->nin + c->nconst &&
-            c->code[x->in[0] - c->nin - c->nconst].dtype == x->dtype)
-            x->alias = x->in[0];
-        if (x->alias >= 0) x->dead = 1;
+        for (int q = 0; q < k && f->alias < 0; q++)
+            if (!c->fate[q].dead && same_instr(&c->g.nodes[q], x)) f->alias = value_of_instr(c, q);
+        if (f->alias < 0 && x->op == LM_OP_CAST && instr_of_value(c, x->in[0]) >= 0 &&
+            c->g.nodes[instr_of_value(c, x->in[0])].dtype == x->dtype)
+            f->alias = x->in[0];
+        if (f->alias >= 0) f->dead = 1;
     }
-    for (int o = 0; o < nout; o++) c->out[o] = resolve(c, c->out[o]);
+    for (int o = 0; o < nout; o++) c->g.out[o] = resolve(c, c->g.out[o]);
     if (m == LM_COMPILE_ON) fuse(c);
     return c;
-nomem:
-    lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
-fail:
-    free(order);
-    lm_pmap_free(&idx);
-    lm_compiled_free(c);
-    return NULL;
 }
 
 void lm_compiled_free(lm_compiled *c)
 {
     if (!c) return;
     lm_replays_free(c->replays);   /* first: its runs read the constants */
-    for (int k = 0; k < c->nconst; k++) lm_array_release(c->consts[k]);
-    for (int k = 0; k < c->ninstr; k++) {
-        free(c->code[k].in);
-        if (c->code[k].params.ext) prog_release(c->code[k].params.ext);
-    }
-    free(c->consts);
-    free(c->code);
-    free(c->out);
-    free(c->in_dtype);
-    free(c->in_ndim);
-    free(c->in_shape);
+    for (int k = 0; k < c->g.n; k++)
+        if (c->g.nodes[k].params.ext) prog_release(c->g.nodes[k].params.ext);
+    lm_capture_free(&c->g);
+    lm_capture_sig_free(&c->sig);
+    free(c->fate);
     free(c);
 }
 
-int lm_compiled_outputs(const lm_compiled *c) { return c->nout; }
+int lm_compiled_outputs(const lm_compiled *c) { return c->g.nout; }
 
 int lm_compiled_kernels(const lm_compiled *c)
 {
     int k = 0;
-    for (int i = 0; i < c->ninstr; i++) {
-        if (c->code[i].dead || c->code[i].op == LM_OP_VIEW) continue;
+    for (int i = 0; i < c->g.n; i++) {
+        if (c->fate[i].dead || c->g.nodes[i].op == LM_OP_VIEW) continue;
         /* casts the builders insert count as kernels too, as they run as such */
         k++;
     }
@@ -413,14 +330,14 @@ int lm_compiled_kernels(const lm_compiled *c)
 
 char *lm_compiled_describe(const lm_compiled *c)
 {
-    size_t cap = 256 + (size_t)c->ninstr * 160, len = 0;
+    size_t cap = 256 + (size_t)c->g.n * 160, len = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
-    len += (size_t)snprintf(s + len, cap - len, "compiled: %d inputs, %d constants, %d kernels\n", c->nin,
-                            c->nconst, lm_compiled_kernels(c));
-    for (int i = 0; i < c->ninstr && len < cap; i++) {
-        const instr *x = &c->code[i];
-        if (x->dead) continue;
+    len += (size_t)snprintf(s + len, cap - len, "compiled: %d inputs, %d constants, %d kernels\n", c->g.nph,
+                            c->g.nleaf, lm_compiled_kernels(c));
+    for (int i = 0; i < c->g.n && len < cap; i++) {
+        const instr *x = &c->g.nodes[i];
+        if (c->fate[i].dead) continue;
         char sh[128];
         lm_shape_str(sh, sizeof sh, x->ndim, x->shape);
         if (x->op == LM_OP_FUSED) {
@@ -522,16 +439,16 @@ static int call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **out
 static int build_call(void *ctx, lm_array *const *inputs, lm_array **outs)
 {
     lm_compiled *c = ctx;
-    return call(c, c->nin, inputs, outs, NULL, NULL);
+    return call(c, c->g.nph, inputs, outs, NULL, NULL);
 }
 
 int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs)
 {
     /* a call seen before replays its recorded device work (replay.h);
      * a miscounted call gets call()'s message */
-    if (nin == c->nin) {
+    if (nin == c->g.nph) {
         if (c->kernels < 0) c->kernels = lm_compiled_kernels(c);
-        int r = lm_replay_call(&c->replays, nin, inputs, c->nconst, c->consts, c->nout, c->kernels, build_call, c,
+        int r = lm_replay_call(&c->replays, nin, inputs, c->g.nleaf, c->g.leaves, c->g.nout, c->kernels, build_call, c,
                                outs);
         if (r != LM_REPLAY_NOT_HANDLED) return r;
     }
@@ -541,17 +458,17 @@ int lm_compiled_call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array 
 int lm_compiled_call_each(lm_compiled *c, int nin, lm_array *const *inputs, int ninstr,
                           lm_array **each, int *into)
 {
-    if (ninstr != c->ninstr) {
-        lm_error_set(LM_ERR_STATE, "compiled function: %d instructions, asked for %d", c->ninstr, ninstr);
+    if (ninstr != c->g.n) {
+        lm_error_set(LM_ERR_STATE, "compiled function: %d instructions, asked for %d", c->g.n, ninstr);
         return -1;
     }
-    lm_array **outs = calloc((size_t)c->nout + 1, sizeof *outs);
+    lm_array **outs = calloc((size_t)c->g.nout + 1, sizeof *outs);
     if (!outs) {
         lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
         return -1;
     }
     int r = call(c, nin, inputs, outs, each, into);
-    for (int o = 0; o < c->nout; o++) lm_array_release(outs[o]);
+    for (int o = 0; o < c->g.nout; o++) lm_array_release(outs[o]);
     free(outs);
     return r;
 }
@@ -559,38 +476,38 @@ int lm_compiled_call_each(lm_compiled *c, int nin, lm_array *const *inputs, int 
 static int call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **outs, lm_array **each,
                 int *into)
 {
-    if (nin != c->nin) {
-        lm_error_set(LM_ERR_ARG, "compiled function: traced with %d inputs, called with %d", c->nin, nin);
+    if (nin != c->g.nph) {
+        lm_error_set(LM_ERR_ARG, "compiled function: traced with %d inputs, called with %d", c->g.nph, nin);
         return -1;
     }
     bool same = true;
     for (int k = 0; k < nin; k++) {
         if (!inputs[k]) return -1;
-        if (inputs[k]->dtype != c->in_dtype[k] || inputs[k]->ndim != c->in_ndim[k]) {
+        if (!lm_capture_sig_kind(&c->sig, k, inputs[k])) {
             lm_error_set(LM_ERR_ARG, "compiled function: input %d is %s with %d dims, traced as %s with %d",
-                         k + 1, lm_dtype_name(inputs[k]->dtype), inputs[k]->ndim, lm_dtype_name(c->in_dtype[k]),
-                         c->in_ndim[k]);
+                         k + 1, lm_dtype_name(inputs[k]->dtype), inputs[k]->ndim, lm_dtype_name(c->sig.dtype[k]),
+                         c->sig.ndim[k]);
             return -1;
         }
-        same &= !memcmp(inputs[k]->shape, c->in_shape[k], sizeof(int64_t) * (size_t)c->in_ndim[k]);
+        same &= lm_capture_sig_shape(&c->sig, k, inputs[k]);
     }
     if (!same && c->has_views) {
         lm_error_set(LM_ERR_SHAPE, "compiled function: new input shapes need a retrace (the trace has views)");
         return -2;
     }
-    int nv = c->nin + c->nconst + c->ninstr;
+    int nv = c->g.nph + c->g.nleaf + c->g.n;
     lm_array **v = calloc((size_t)nv, sizeof *v);
     if (!v) {
         lm_error_set(LM_ERR_NOMEM, "compile: out of host memory");
         return -1;
     }
-    int status = c->nout;
+    int status = c->g.nout;
     /* views were recorded against contiguous placeholders */
     for (int k = 0; k < nin; k++) v[k] = c->has_views ? lm_contiguous(inputs[k]) : lm_array_retain(inputs[k]);
-    for (int k = 0; k < c->nconst; k++) v[c->nin + k] = lm_array_retain(c->consts[k]);
-    for (int i = 0; i < c->ninstr; i++) {
-        const instr *x = &c->code[i];
-        if (x->dead) continue;
+    for (int k = 0; k < c->g.nleaf; k++) v[c->g.nph + k] = lm_array_retain(c->g.leaves[k]);
+    for (int i = 0; i < c->g.n; i++) {
+        const instr *x = &c->g.nodes[i];
+        if (c->fate[i].dead) continue;
         lm_array *args[64], **ap = args, **heap = NULL;
         if (x->nin > 64) ap = heap = malloc(sizeof *heap * (size_t)x->nin);
         bool ok = ap != NULL;
@@ -604,13 +521,13 @@ static int call(lm_compiled *c, int nin, lm_array *const *inputs, lm_array **out
         }
         v[value_of_instr(c, i)] = r;
     }
-    for (int o = 0; o < c->nout; o++) outs[o] = status >= 0 ? lm_array_retain(v[c->out[o]]) : NULL;
-    for (int i = 0; each && i < c->ninstr; i++) {
-        const instr *x = &c->code[i];
-        int src = x->alias >= 0 ? resolve(c, x->alias) : value_of_instr(c, i);
-        int at = src - c->nin - c->nconst;   /* negative: an input's value */
-        into[i] = x->into >= 0 ? x->into : x->alias >= 0 && at >= 0 ? at : -1;
-        each[i] = status >= 0 && x->into < 0 ? lm_array_retain(v[src]) : NULL;
+    for (int o = 0; o < c->g.nout; o++) outs[o] = status >= 0 ? lm_array_retain(v[c->g.out[o]]) : NULL;
+    for (int i = 0; each && i < c->g.n; i++) {
+        const fate *f = &c->fate[i];
+        int src = f->alias >= 0 ? resolve(c, f->alias) : value_of_instr(c, i);
+        int at = instr_of_value(c, src);   /* negative: an input's value */
+        into[i] = f->into >= 0 ? f->into : f->alias >= 0 && at >= 0 ? at : -1;
+        each[i] = status >= 0 && f->into < 0 ? lm_array_retain(v[src]) : NULL;
     }
     for (int k = 0; k < nv; k++) lm_array_release(v[k]);
     free(v);
@@ -624,7 +541,7 @@ lm_status lm_export_dot(lm_array *a, const char *path)
     if (!a) return lm_error_status();
     lm_array **order;
     int64_t n;
-    lm_status st = collect(&a, 1, 0, NULL, &order, &n);
+    lm_status st = lm_capture_order("compile", 1, &a, 0, NULL, &order, &n);
     if (st != LM_OK) return st;
     FILE *f = fopen(path, "w");
     if (!f) {

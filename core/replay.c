@@ -22,6 +22,7 @@
 #include <string.h>
 #include "internal.h"
 #include "buffer_pool.h"
+#include "capture.h"
 #include "profile.h"
 #include "replay.h"
 
@@ -43,9 +44,7 @@ typedef struct snap {
 typedef struct entry {
     lm_device *device;
     int nin, nout, nconst, kernels;
-    lm_dtype *dtype;
-    int *ndim;
-    int64_t (*shape)[LM_MAX_DIMS];
+    lm_capture_sig sig;    /* the inputs' dtypes and shapes */
     int calls;             /* ordinary calls made with this signature */
     bool never;            /* recording failed: the ordinary way from now on */
     void *rec;             /* the backend's recording, or NULL */
@@ -94,9 +93,7 @@ static void drop_recording(entry *e)
 static void entry_free(entry *e)
 {
     drop_recording(e);
-    free(e->dtype);
-    free(e->ndim);
-    free(e->shape);
+    lm_capture_sig_free(&e->sig);
     memset(e, 0, sizeof *e);
 }
 
@@ -111,9 +108,7 @@ static bool same_signature(const entry *e, lm_device *d, int nin, lm_array *cons
 {
     if (e->device != d || e->nin != nin) return false;
     for (int k = 0; k < nin; k++)
-        if (in[k]->dtype != e->dtype[k] || in[k]->ndim != e->ndim[k] ||
-            memcmp(in[k]->shape, e->shape[k], sizeof(int64_t) * (size_t)in[k]->ndim))
-            return false;
+        if (!lm_capture_sig_shape(&e->sig, k, in[k])) return false;
     return true;
 }
 
@@ -136,18 +131,10 @@ static entry *find_entry(lm_replays *rs, lm_device *d, int nin, lm_array *const 
     memset(e, 0, sizeof *e);
     e->device = d;
     e->nin = nin;
-    e->dtype = calloc((size_t)nin + 1, sizeof *e->dtype);
-    e->ndim = calloc((size_t)nin + 1, sizeof *e->ndim);
-    e->shape = calloc((size_t)nin + 1, sizeof *e->shape);
-    if (!e->dtype || !e->ndim || !e->shape) {
+    if (!lm_capture_sig_init(&e->sig, nin, in)) {
         entry_free(e);
         e->device = NULL;   /* matches nothing; reused next time */
         return NULL;
-    }
-    for (int k = 0; k < nin; k++) {
-        e->dtype[k] = in[k]->dtype;
-        e->ndim[k] = in[k]->ndim;
-        memcpy(e->shape[k], in[k]->shape, sizeof e->shape[k]);
     }
     e->pool.device = d;
     return e;

@@ -121,64 +121,27 @@ void lm_trace_after_node(lm_array *a)
 
 /* ---- capture ---- */
 
+/* The graph as captured (capture.h, no placeholders): values below nleaf
+ * are its leaves, node k is value nleaf + k and instruction k of
+ * lm_compile_graph over the same graph. */
 struct lm_trace {
-    int nleaf, n, nout;
-    lm_array **leaves;
-    lm_trace_node *nodes;
-    int *out;
+    lm_capture g;
 };
-
-/* Post-order as compile.c's collect walks it (first unseen input first), so
- * node k here is instruction k of lm_compile_graph over the same graph. */
-static lm_status post_order(lm_array *const *outs, int n, lm_vec *order)
-{
-    lm_vec stack = {0};
-    lm_pmap seen;
-    lm_status st = LM_OK;
-    if (!lm_pmap_init(&seen, 1024)) st = LM_ERR_NOMEM;
-    for (int i = 0; i < n && st == LM_OK; i++) {
-        if (!outs[i]) { st = lm_error_status(); break; }
-        if (lm_pmap_get(&seen, outs[i]) >= 0) continue;
-        if (!lm_pmap_put(&seen, outs[i], 1) || !lm_vec_push(&stack, outs[i])) { st = LM_ERR_NOMEM; break; }
-        while (stack.n && st == LM_OK) {
-            lm_array *a = stack.v[stack.n - 1];
-            bool pushed = false;
-            for (int k = 0; !a->buf && k < a->ninputs; k++) {
-                lm_array *in = a->inputs[k];
-                if (lm_pmap_get(&seen, in) >= 0) continue;
-                if (!lm_pmap_put(&seen, in, 1) || !lm_vec_push(&stack, in)) { st = LM_ERR_NOMEM; break; }
-                pushed = true;
-                break;
-            }
-            if (pushed || st != LM_OK) continue;
-            stack.n--;
-            if (!lm_vec_push(order, a)) st = LM_ERR_NOMEM;
-        }
-    }
-    free(stack.v);
-    lm_pmap_free(&seen);
-    if (st == LM_ERR_NOMEM) return lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
-    return st;
-}
 
 void lm_trace_free(lm_trace *t)
 {
     if (!t) return;
-    for (int j = 0; j < t->nleaf; j++) lm_array_release(t->leaves[j]);
-    for (int k = 0; k < t->n; k++) free(t->nodes[k].in);
-    free(t->leaves);
-    free(t->nodes);
-    free(t->out);
+    lm_capture_free(&t->g);
     free(t);
 }
 
 /* Evaluates the pending nodes without inputs, so they become leaves. */
-static lm_status settle_creations(const lm_vec *order)
+static lm_status settle_creations(lm_array *const *order, int64_t n)
 {
     lm_vec made = {0};
     lm_status st = LM_OK;
-    for (int64_t i = 0; i < order->n && st == LM_OK; i++) {
-        lm_array *a = order->v[i];
+    for (int64_t i = 0; i < n && st == LM_OK; i++) {
+        lm_array *a = order[i];
         char s[96];
         if (a->flags & (LM_ARRAY_TRACER | LM_ARRAY_FREED))
             st = lm_error_set(LM_ERR_STATE, "trace: %s is a %s", lm_desc(s, sizeof s, a),
@@ -191,76 +154,40 @@ static lm_status settle_creations(const lm_vec *order)
     return st;
 }
 
-lm_trace *lm_trace_capture(int nout, lm_array *const *outs)
+/* what a recording cannot hold (lm_capture_check_fn) */
+static lm_status recordable(const lm_array *a)
 {
-    lm_vec order = {0};
-    lm_trace *t = NULL;
-    lm_pmap idx = {0};
-    if (post_order(outs, nout, &order) != LM_OK || settle_creations(&order) != LM_OK) goto fail;
-    t = calloc(1, sizeof *t);
-    if (!t || !lm_pmap_init(&idx, order.n + 1)) goto nomem;
-    t->leaves = calloc((size_t)order.n + 1, sizeof *t->leaves);
-    t->nodes = calloc((size_t)order.n + 1, sizeof *t->nodes);
-    t->out = calloc((size_t)nout + 1, sizeof *t->out);
-    if (!t->leaves || !t->nodes || !t->out) goto nomem;
-    for (int64_t i = 0; i < order.n; i++)
-        if (order.v[i]->buf) {
-            if (!lm_pmap_put(&idx, order.v[i], t->nleaf)) goto nomem;
-            t->leaves[t->nleaf++] = lm_array_retain(order.v[i]);
-        }
-    for (int64_t i = 0; i < order.n; i++) {
-        lm_array *a = order.v[i];
-        if (a->buf) continue;
-        if (a->params.ext) {
-            lm_error_set(LM_ERR_UNSUPPORTED, "trace: %s nodes cannot be recorded (run the function uncompiled)",
-                         lm_op_name(a->op));
-            goto fail;
-        }
-        lm_trace_node *x = &t->nodes[t->n];
-        x->op = a->op;
-        x->dtype = a->dtype;
-        x->ndim = a->ndim;
-        memcpy(x->shape, a->shape, sizeof x->shape);
-        memcpy(x->strides, a->strides, sizeof x->strides);
-        x->offset = a->offset;
-        x->params = a->params;
-        x->where = lm_node_of(a)->where;
-        x->nin = a->ninputs;
-        x->in = malloc(sizeof(int) * (size_t)(a->ninputs ? a->ninputs : 1));
-        if (!x->in) goto nomem;
-        for (int k = 0; k < a->ninputs; k++) {
-            int v = lm_pmap_get(&idx, a->inputs[k]);
-            x->in[k] = v;
-            if (v >= t->nleaf) t->nodes[v - t->nleaf].uses++;
-        }
-        if (!lm_pmap_put(&idx, a, t->nleaf + t->n++)) goto nomem;
-    }
-    for (int o = 0; o < nout; o++) {
-        int v = lm_pmap_get(&idx, outs[o]);
-        t->out[o] = v;
-        if (v >= t->nleaf) t->nodes[v - t->nleaf].output = true;
-    }
-    t->nout = nout;
-    free(order.v);
-    lm_pmap_free(&idx);
-    return t;
-nomem:
-    lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
-fail:
-    free(order.v);
-    lm_pmap_free(&idx);
-    lm_trace_free(t);
-    return NULL;
+    if (a->params.ext)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "trace: %s nodes cannot be recorded (run the function uncompiled)",
+                            lm_op_name(a->op));
+    return LM_OK;
 }
 
-int lm_trace_count(const lm_trace *t) { return t->n; }
-int lm_trace_leaves(const lm_trace *t) { return t->nleaf; }
-const lm_trace_node *lm_trace_node_at(const lm_trace *t, int k) { return &t->nodes[k]; }
-lm_array *lm_trace_leaf(const lm_trace *t, int j) { return t->leaves[j]; }
+lm_trace *lm_trace_capture(int nout, lm_array *const *outs)
+{
+    lm_array **order = NULL;
+    int64_t n = 0;
+    if (lm_capture_order("trace", nout, outs, 0, NULL, &order, &n) != LM_OK) return NULL;
+    lm_trace *t = NULL;
+    if (settle_creations(order, n) == LM_OK) {
+        if (!(t = calloc(1, sizeof *t))) lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
+        else if (lm_capture_graph(&t->g, "trace", 0, NULL, nout, outs, order, n, recordable) != LM_OK) {
+            free(t);
+            t = NULL;
+        }
+    }
+    free(order);
+    return t;
+}
+
+int lm_trace_count(const lm_trace *t) { return t->g.n; }
+int lm_trace_leaves(const lm_trace *t) { return t->g.nleaf; }
+const lm_trace_node *lm_trace_node_at(const lm_trace *t, int k) { return &t->g.nodes[k]; }
+lm_array *lm_trace_leaf(const lm_trace *t, int j) { return t->g.leaves[j]; }
 
 void lm_trace_name(const lm_trace *t, int k, char *buf, size_t n)
 {
-    const lm_trace_node *x = &t->nodes[k];
+    const lm_trace_node *x = &t->g.nodes[k];
     snprintf(buf, n, "%04d.%s.%s", k + 1, lm_op_name(x->op), x->where ? x->where : "-");
 }
 
@@ -318,7 +245,7 @@ static lm_array *rebuild(const lm_trace_node *x, const lm_trace_config *cfg, lm_
 
 lm_array *lm_trace_rerun(const lm_trace *t, int k, const lm_trace_config *cfg, lm_array *const *inputs)
 {
-    const lm_trace_node *x = &t->nodes[k];
+    const lm_trace_node *x = &t->g.nodes[k];
     lm_array *in[64];
     if (x->nin > 64) {
         lm_error_set(LM_ERR_UNSUPPORTED, "trace: %s has %d inputs", lm_op_name(x->op), x->nin);
@@ -336,6 +263,19 @@ lm_array *lm_trace_rerun(const lm_trace *t, int k, const lm_trace_config *cfg, l
     return r;
 }
 
+/* Every node on the values v (v[0..nleaf) set) under cfg, into v[nleaf..). */
+static lm_status rebuild_nodes(const lm_trace *t, const lm_trace_config *cfg, lm_array **v)
+{
+    for (int k = 0; k < t->g.n; k++) {
+        const lm_trace_node *x = &t->g.nodes[k];
+        lm_array *in[64];
+        if (x->nin > 64) return lm_error_set(LM_ERR_UNSUPPORTED, "trace: %s has %d inputs", lm_op_name(x->op), x->nin);
+        for (int q = 0; q < x->nin; q++) in[q] = v[x->in[q]];
+        if (!(v[t->g.nleaf + k] = rebuild(x, cfg, in))) return lm_error_status();
+    }
+    return LM_OK;
+}
+
 struct lm_trace_run {
     const lm_trace *t;
     lm_trace_config cfg;
@@ -348,7 +288,7 @@ struct lm_trace_run {
 void lm_trace_run_free(lm_trace_run *r)
 {
     if (!r) return;
-    for (int i = 0; r->v && i < r->t->nleaf + r->t->n; i++) lm_array_release(r->v[i]);
+    for (int i = 0; r->v && i < r->t->g.nleaf + r->t->g.n; i++) lm_array_release(r->v[i]);
     free(r->v);
     free(r->left);
     free(r->into);
@@ -360,23 +300,18 @@ void lm_trace_run_free(lm_trace_run *r)
 static lm_status start_compiled(lm_trace_run *r)
 {
     const lm_trace *t = r->t;
-    int nl = t->nleaf, n = t->n;
-    lm_array **g = calloc((size_t)(nl + n) + 1, sizeof *g), **outs = calloc((size_t)t->nout + 1, sizeof *outs);
+    int nl = t->g.nleaf, n = t->g.n;
+    lm_array **g = calloc((size_t)(nl + n) + 1, sizeof *g), **outs = calloc((size_t)t->g.nout + 1, sizeof *outs);
     lm_status st = g && outs ? LM_OK : lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
     for (int j = 0; j < nl && st == LM_OK; j++) {
         lm_array *l = r->v[j];
         if (!(g[j] = lm_placeholder(l->ndim, l->shape, l->dtype, l->device))) st = lm_error_status();
     }
-    for (int k = 0; k < n && st == LM_OK; k++) {
-        const lm_trace_node *x = &t->nodes[k];
-        lm_array *in[64];
-        for (int q = 0; q < x->nin && q < 64; q++) in[q] = g[x->in[q]];
-        if (!(g[nl + k] = rebuild(x, &r->cfg, in))) st = lm_error_status();
-    }
+    if (st == LM_OK) st = rebuild_nodes(t, &r->cfg, g);
     lm_compiled *c = NULL;
     if (st == LM_OK) {
-        for (int o = 0; o < t->nout; o++) outs[o] = g[t->out[o]];
-        if (!(c = lm_compile_graph(nl, g, t->nout, outs, LM_COMPILE_ON))) st = lm_error_status();
+        for (int o = 0; o < t->g.nout; o++) outs[o] = g[t->g.out[o]];
+        if (!(c = lm_compile_graph(nl, g, t->g.nout, outs, LM_COMPILE_ON))) st = lm_error_status();
     }
     for (int i = 0; g && i < nl + n; i++) lm_array_release(g[i]);
     free(g);
@@ -403,36 +338,30 @@ static lm_status start_compiled(lm_trace_run *r)
 lm_trace_run *lm_trace_run_start(const lm_trace *t, const lm_trace_config *cfg)
 {
     lm_trace_run *r = calloc(1, sizeof *r);
-    int nv = t->nleaf + t->n;
+    int nv = t->g.nleaf + t->g.n;
     if (r) {
         r->t = t;
         r->cfg = *cfg;
         r->v = calloc((size_t)nv + 1, sizeof *r->v);
         r->left = calloc((size_t)nv + 1, sizeof *r->left);
-        r->into = malloc(sizeof(int) * ((size_t)t->n + 1));
+        r->into = malloc(sizeof(int) * ((size_t)t->g.n + 1));
     }
     if (!r || !r->v || !r->left || !r->into) {
         lm_trace_run_free(r);
         lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
         return NULL;
     }
-    for (int k = 0; k < t->n; k++) {
+    for (int k = 0; k < t->g.n; k++) {
         r->into[k] = -1;
-        for (int q = 0; q < t->nodes[k].nin; q++) r->left[t->nodes[k].in[q]]++;
+        for (int q = 0; q < t->g.nodes[k].nin; q++) r->left[t->g.nodes[k].in[q]]++;
     }
     lm_status st = LM_OK;
-    for (int j = 0; j < t->nleaf && st == LM_OK; j++)
-        if (!(r->v[j] = prepare(cfg, t->leaves[j]))) st = lm_error_status();
+    for (int j = 0; j < t->g.nleaf && st == LM_OK; j++)
+        if (!(r->v[j] = prepare(cfg, t->g.leaves[j]))) st = lm_error_status();
     if (st == LM_OK && cfg->compile) {
         st = start_compiled(r);
-    } else {
-        for (int k = 0; k < t->n && st == LM_OK; k++) {
-            const lm_trace_node *x = &t->nodes[k];
-            lm_array *in[64];
-            if (x->nin > 64) { st = lm_error_set(LM_ERR_UNSUPPORTED, "trace: %s has %d inputs", lm_op_name(x->op), x->nin); break; }
-            for (int q = 0; q < x->nin; q++) in[q] = r->v[x->in[q]];
-            if (!(r->v[t->nleaf + k] = rebuild(x, cfg, in))) st = lm_error_status();
-        }
+    } else if (st == LM_OK) {
+        st = rebuild_nodes(t, cfg, r->v);
     }
     if (st != LM_OK) {
         lm_error_prefix("trace: running the graph again");
@@ -444,7 +373,7 @@ lm_trace_run *lm_trace_run_start(const lm_trace *t, const lm_trace_config *cfg)
 
 lm_status lm_trace_run_step(lm_trace_run *r, int k, lm_array **value, int *into)
 {
-    lm_array *a = r->v[r->t->nleaf + k];
+    lm_array *a = r->v[r->t->g.nleaf + k];
     *value = NULL;
     if (into) *into = r->into[k];
     if (!a) return r->into[k] >= 0 ? LM_OK : lm_error_set(LM_ERR_STATE, "trace: node %d was released", k + 1);
@@ -457,22 +386,22 @@ lm_array *lm_trace_run_value(const lm_trace_run *r, int v) { return r->v[v]; }
 
 void lm_trace_run_keep_all(lm_trace_run *r)
 {
-    for (int v = 0; v < r->t->nleaf + r->t->n; v++) r->left[v]++;
+    for (int v = 0; v < r->t->g.nleaf + r->t->g.n; v++) r->left[v]++;
 }
 
 void lm_trace_run_release(lm_trace_run *r, int k)
 {
     const lm_trace *t = r->t;
-    for (; r->done <= k && r->done < t->n; r->done++) {
-        const lm_trace_node *x = &t->nodes[r->done];
+    for (; r->done <= k && r->done < t->g.n; r->done++) {
+        const lm_trace_node *x = &t->g.nodes[r->done];
         for (int q = 0; q < x->nin; q++) {
             int v = x->in[q];
-            if (--r->left[v] == 0 && (v < t->nleaf || v - t->nleaf < r->done)) {
+            if (--r->left[v] == 0 && (v < t->g.nleaf || v - t->g.nleaf < r->done)) {
                 lm_array_release(r->v[v]);
                 r->v[v] = NULL;
             }
         }
-        int me = t->nleaf + r->done;
+        int me = t->g.nleaf + r->done;
         if (r->left[me] == 0) {
             lm_array_release(r->v[me]);
             r->v[me] = NULL;
@@ -486,12 +415,12 @@ void lm_trace_run_release(lm_trace_run *r, int k)
 lm_array *lm_trace_rerun_chain(const lm_trace *t, const int *members, int n, const lm_trace_config *cfg,
                                const lm_trace_run *from)
 {
-    int nv = t->nleaf + t->n, next = 0;
+    int nv = t->g.nleaf + t->g.n, next = 0;
     lm_array **g = calloc((size_t)nv + 1, sizeof *g), **ph = calloc((size_t)nv + 1, sizeof *ph);
     lm_array **real = calloc((size_t)nv + 1, sizeof *real), *out = NULL, *res = NULL;
     lm_status st = g && ph && real ? LM_OK : lm_error_set(LM_ERR_NOMEM, "trace: out of host memory");
     for (int m = 0; m < n && st == LM_OK; m++) {
-        const lm_trace_node *x = &t->nodes[members[m]];
+        const lm_trace_node *x = &t->g.nodes[members[m]];
         lm_array *in[64];
         for (int q = 0; q < x->nin && q < 64 && st == LM_OK; q++) {
             int v = x->in[q];
@@ -506,10 +435,10 @@ lm_array *lm_trace_rerun_chain(const lm_trace *t, const int *members, int n, con
             }
             in[q] = g[v];
         }
-        if (st == LM_OK && !(g[t->nleaf + members[m]] = rebuild(x, cfg, in))) st = lm_error_status();
+        if (st == LM_OK && !(g[t->g.nleaf + members[m]] = rebuild(x, cfg, in))) st = lm_error_status();
     }
     if (st == LM_OK) {
-        out = g[t->nleaf + members[n - 1]];
+        out = g[t->g.nleaf + members[n - 1]];
         if (cfg->compile) {
             lm_compiled *c = lm_compile_graph(next, ph, 1, &out, LM_COMPILE_ON);
             if (!c || lm_compiled_call(c, next, real, &res) < 0) st = lm_error_status();
@@ -519,7 +448,7 @@ lm_array *lm_trace_rerun_chain(const lm_trace *t, const int *members, int n, con
         }
     }
     if (st == LM_OK && lm_array_eval(res) != LM_OK) st = lm_error_status();
-    for (int m = 0; g && m < n; m++) lm_array_release(g[t->nleaf + members[m]]);   /* the rest are ph's */
+    for (int m = 0; g && m < n; m++) lm_array_release(g[t->g.nleaf + members[m]]);   /* the rest are ph's */
     for (int i = 0; i < next; i++) {
         lm_array_release(ph[i]);
         lm_array_release(real[i]);

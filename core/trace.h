@@ -15,6 +15,7 @@
 #define LM_TRACE_H
 
 #include "array.h"
+#include "capture.h"
 #include "device.h"
 
 /* ---- where ---- */
@@ -26,19 +27,10 @@ const char *lm_where_get(void);
 const char *lm_array_where(const lm_array *a);
 
 /* ---- the recorded graph ---- */
-typedef struct lm_trace_node {
-    lm_op op;
-    lm_dtype dtype;
-    int ndim;
-    int64_t shape[LM_MAX_DIMS], strides[LM_MAX_DIMS], offset;
-    int nin;
-    int *in;             /* value indices: < nleaf a leaf, else node in - nleaf */
-    lm_params params;    /* ext is NULL: ops with extra data are not recorded */
-    const char *where;   /* interned, or NULL */
-    int uses;            /* later nodes reading it (each input slot counts) */
-    bool output;
-} lm_trace_node;
-
+/* A node as captured (capture.h): op, dtype, geometry, params (ext NULL:
+ * ops with extra data are not recorded), inputs as value indices (< the
+ * leaf count a leaf, else node in - leaves), where, uses and output. */
+typedef lm_capture_node lm_trace_node;
 typedef struct lm_trace lm_trace;
 
 /* Records the pending graph behind outs in execution order (the order

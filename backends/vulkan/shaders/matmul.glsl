@@ -24,12 +24,7 @@ layout(constant_id = 2) const uint DTO = 0;
 layout(constant_id = 8) const bool A_KCONTIG = true;   // A's k stride is 1
 layout(constant_id = 9) const bool B_NCONTIG = true;   // B's n stride is 1
 
-layout(push_constant) uniform PC {
-    int M, N, K, nb;
-    int off_a, off_b;
-    int sam, sak, sbk, sbn;
-    int bshape[4], bsa[4], bsb[4];
-} pc;
+#include "matmul_pc.glsl"
 
 DECL_IO(0)
 DECL_IO(1)

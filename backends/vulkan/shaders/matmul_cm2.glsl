@@ -51,12 +51,7 @@ layout(constant_id = 2) const bool B_T = false;      // B stored [n][k] (sbk == 
 layout(constant_id = 3) const bool ALIGNED = false;  // A's and B's row strides are multiples of 8
 layout(constant_id = 4) const int SWZ = 0;           // tile rows per L2 group (0: row by row)
 
-layout(push_constant) uniform PC {
-    int M, N, K, nb;
-    int off_a, off_b;
-    int sam, sak, sbk, sbn;
-    int bshape[4], bsa[4], bsb[4];
-} pc;
+#include "matmul_pc.glsl"
 
 layout(std430, set = 0, binding = 0) readonly buffer A16 { float16_t v[]; } a16;
 layout(std430, set = 0, binding = 1) readonly buffer B16 { float16_t v[]; } b16;

@@ -97,18 +97,10 @@ layout(constant_id = 11) const bool C_DIRECT = false;  // interior fragments sto
 layout(constant_id = 12) const int SWZ = 0;            // tile rows per L2 group (0: row by row)
 layout(constant_id = 13) const bool FULL = false;      // M, N, K multiples of the tile, vector loads
 
-// conv_coop.comp (MM_CONV) declares its own push constants in conv_gemm.glsl
-#ifndef MM_CONV
-layout(push_constant) uniform PC {
-    int M, N, K, nb;
-    int off_a, off_b;
-    int sam, sak, sbk, sbn;
-    int bshape[4], bsa[4], bsb[4];
 #ifdef MM_SCALED
-    int e_off;                  // where B's exponents start in binding 3
+#define MM_PC_MORE int e_off;   // where B's exponents start in binding 3
 #endif
-} pc;
-#endif
+#include "matmul_pc.glsl"
 
 DECL_BUF(0)
 DECL_BUF(1)
@@ -206,22 +198,7 @@ void main()
 {
     int tid = int(gl_LocalInvocationID.x);
     int sg = int(gl_SubgroupID), lane = int(gl_SubgroupInvocationID);
-#ifdef MM_CONV
-    int batch = conv_batch();
-#else
-    int batch = int(gl_WorkGroupID.z);
-#endif
-    oa = pc.off_a; ob = pc.off_b;
-    int r = batch;
-    for (int d = pc.nb - 1; d >= 0; d--) {
-        int c = r % pc.bshape[d];
-        r /= pc.bshape[d];
-        oa += c * pc.bsa[d];
-        ob += c * pc.bsb[d];
-    }
-    ivec2 t = tile_of_workgroup(SWZ);
-    m0 = t.x * BM;
-    n0 = t.y * BN;
+    MM_START;
 #ifdef MM_CONV
     conv_init();
 #endif
@@ -237,15 +214,7 @@ void main()
         sa[i] = A_KCONTIG ? slot(tid + i * NT, BK, SK) : slot(tid + i * NT, BM, SMA);
     [[unroll]] for (int i = 0; i < CPT_B; i++)
         sb[i] = B_NCONTIG ? slot(tid + i * NT, BN, SNB) : slot(tid + i * NT, BK, SK);
-    // the K steps of this workgroup (all of them but with split-K)
-#ifdef MM_CONV
-    int kt0 = 0, nk = (pc.K + BK - 1) / BK;
-    conv_steps(kt0, nk);
-#define KT_REL(kt) ((kt) - kt0)   // steps since this workgroup's first
-#else
-    const int kt0 = 0;
-#define KT_REL(kt) (kt)
-#endif
+    MM_STEPS;
     uvec4 ra[CPT_A], rb[CPT_B];
     [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, kt0 * BK);
     [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, kt0 * BK);

@@ -87,15 +87,7 @@ layout(constant_id = 7) const bool C_VEC = false;      // N % 4 == 0
 layout(constant_id = 10) const bool FULL = false;
 layout(constant_id = 11) const int SWZ = 0;
 
-// conv_gemm.comp (MM_CONV) declares its own push constants in conv_gemm.glsl
-#ifndef MM_CONV
-layout(push_constant) uniform PC {
-    int M, N, K, nb;
-    int off_a, off_b;
-    int sam, sak, sbk, sbn;
-    int bshape[4], bsa[4], bsb[4];
-} pc;
-#endif
+#include "matmul_pc.glsl"
 
 DECL_IO(0)
 DECL_IO(1)
@@ -212,22 +204,7 @@ void store_row(int oc, int gm, int gn, vec4 x)
 void main()
 {
     int tid = int(gl_LocalInvocationID.x);
-#ifdef MM_CONV
-    int batch = conv_batch();
-#else
-    int batch = int(gl_WorkGroupID.z);
-#endif
-    oa = pc.off_a; ob = pc.off_b;
-    int r = batch;
-    for (int d = pc.nb - 1; d >= 0; d--) {
-        int c = r % pc.bshape[d];
-        r /= pc.bshape[d];
-        oa += c * pc.bsa[d];
-        ob += c * pc.bsb[d];
-    }
-    ivec2 t = tile_of_workgroup(SWZ);
-    m0 = t.x * BM;
-    n0 = t.y * BN;
+    MM_START;
 #if WT
     int lane = tid % 32, sg = tid / 32;
     int tx = (sg % (TX / 8)) * 8 + lane % 8, ty = (sg / (TX / 8)) * 4 + lane / 8;
@@ -239,15 +216,7 @@ void main()
     [[unroll]] for (int i = 0; i < TM; i++)
         [[unroll]] for (int j = 0; j < TN / 4; j++) acc[i][j] = vec4(0.0);
 
-    // the K steps of this workgroup (all of them but with split-K)
-#ifdef MM_CONV
-    int kt0 = 0, nk = (pc.K + BK - 1) / BK;
-    conv_steps(kt0, nk);
-#define KT_REL(kt) ((kt) - kt0)   // steps since this workgroup's first
-#else
-    const int kt0 = 0;
-#define KT_REL(kt) (kt)
-#endif
+    MM_STEPS;
     vec4 ra[CA], rb[CB];
     [[unroll]] for (int i = 0; i < CA; i++) ra[i] = fetch_a(tid + i * NT, kt0 * BK);
     [[unroll]] for (int i = 0; i < CB; i++) rb[i] = fetch_b(tid + i * NT, kt0 * BK);

@@ -67,44 +67,13 @@ layout(std430, set = 0, binding = 1) readonly buffer K8 { uvec4 v[]; } k8;
 layout(std430, set = 0, binding = 2) readonly buffer V8 { uvec4 v[]; } v8;
 DECL_IO(3)
 
-#define M_NAN uintBitsToFloat(0x7fc00000u)
-#define M_NINF uintBitsToFloat(0xff800000u)
-
 shared uvec4 KV[BK * KS];         // K or V (REGS: also Q at the start and O at the end)
 #ifndef REGS
 shared uvec4 SP[NSG * SG_AREA];   // per subgroup: its Q rows, S (f32), then P (f16) over S
 shared float FS[BQ];              // per row: the factor f, at the end 1 / l
 #endif
 
-float nmax(float a, float b) { return b > a || isnan(b) ? b : a; }
-
-// the tile of up to nrows rows from element e0 (row stride rs) into g;
-// rows past nrows are zeros
-#define FETCH(NAME, BUF) \
-void NAME(int e0, int rs, int nrows, out uvec4 g[NL]) { \
-    int t = int(gl_LocalInvocationID.x); \
-    [[unroll]] for (int u = 0; u < NL; u++) { \
-        int x = t + u * NT, row = x / CPR, c = x % CPR; \
-        g[u] = row < nrows ? BUF.v[(e0 + row * rs + c * 8) >> 3] : uvec4(0u); \
-    } \
-}
-FETCH(fetch_k, k8)
-FETCH(fetch_v, v8)
-
-// a tile from registers to shared memory
-void put(uvec4 g[NL])
-{
-    int t = int(gl_LocalInvocationID.x);
-    [[unroll]] for (int u = 0; u < NL; u++) {
-        int x = t + u * NT;
-        KV[(x / CPR) * KS + x % CPR] = g[u];
-    }
-}
-
-void sg_barrier()
-{
-    controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-}
+#include "nn_attn_tc.glsl"
 
 #define F16M fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define F32M fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
@@ -128,9 +97,6 @@ void sg_barrier()
             coopMatLoadNV(vf, KV, j * 16 * KS + c * 2, KS, false); \
             o[c] = coopMatMulAddNV(pf[j], vf, o[c]); \
         }
-
-// the components of a 16 x 16 f32 matrix per invocation (subgroups of 32)
-#define NC 8
 
 #ifdef REGS
 #include "nn_attn_coop_regs.glsl"
@@ -166,13 +132,7 @@ void main()
 
     uint bhn = pc.items / uint(pc.nqb);
     for (uint w = gl_WorkGroupID.x; w < pc.items; w += gl_NumWorkGroups.x) {
-        // the last query blocks (the longest under causal) go first
-        int bh = int(w % bhn), qblk = pc.nqb - 1 - int(w / bhn);
-        int b = bh / pc.Hq, hq = bh % pc.Hq, kh = hq / pc.grp, i0 = qblk * BQ;
-        int bq = min(BQ, pc.Lq - i0);
-        int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
-        int qb = pc.oq + b * pc.sq[0] + hq * pc.sq[1] + i0 * pc.sq[2];
-        int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
+        ATTN_ITEM(w);
         int qi = i0 + sg * 16 + r;          // this invocation's query (softmax pass)
 
         // this subgroup's 16 rows of Q through its area (rows past bq zero)

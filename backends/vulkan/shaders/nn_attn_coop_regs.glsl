@@ -48,13 +48,7 @@ void main()
 
     uint bhn = pc.items / uint(pc.nqb);
     for (uint w = gl_WorkGroupID.x; w < pc.items; w += gl_NumWorkGroups.x) {
-        // the last query blocks (the longest under causal) go first
-        int bh = int(w % bhn), qblk = pc.nqb - 1 - int(w / bhn);
-        int b = bh / pc.Hq, hq = bh % pc.Hq, kh = hq / pc.grp, i0 = qblk * BQ;
-        int bq = min(BQ, pc.Lq - i0);
-        int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
-        int qb = pc.oq + b * pc.sq[0] + hq * pc.sq[1] + i0 * pc.sq[2];
-        int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
+        ATTN_ITEM(w);
         int q0 = i0 + sg * 16;              // this subgroup's first query
 
         // Q, 64 rows at a time through KV (rows past bq zero)

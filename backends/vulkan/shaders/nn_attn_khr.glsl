@@ -106,8 +106,6 @@ layout(std430, set = 0, binding = 2) readonly buffer V8 { uvec4 v[]; } v8;
 DECL_IO(3)
 DECL_IO(4)
 
-#define M_NAN uintBitsToFloat(0x7fc00000u)
-#define M_NINF uintBitsToFloat(0xff800000u)
 #define LOG2E 1.4426950408889634
 
 #define F16A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -122,37 +120,9 @@ shared uvec4 KV[BK * KS];              // K or V (also Q at the start, O and the
 shared uvec4 PSH[NSG * PAREA];         // P, where it cannot stay in registers
 #endif
 
-float nmax(float a, float b) { return b > a || isnan(b) ? b : a; }
-
-// up to nrows rows of D elements from element e0 (row stride rs) into g;
-// rows past nrows and dims past D are zeros
-#define FETCH(NAME, BUF) \
-void NAME(int e0, int rs, int nrows, out uvec4 g[NL]) { \
-    int t = int(gl_LocalInvocationID.x); \
-    [[unroll]] for (int u = 0; u < NL; u++) { \
-        int x = t + u * NT, row = x / CPR, c = x % CPR; \
-        g[u] = row < nrows && c * 8 < pc.D ? BUF.v[(e0 + row * rs + c * 8) >> 3] : uvec4(0u); \
-    } \
-}
-FETCH(fetch_k, k8)
-FETCH(fetch_v, v8)
-
-void put(uvec4 g[NL])
-{
-    int t = int(gl_LocalInvocationID.x);
-    [[unroll]] for (int u = 0; u < NL; u++) {
-        int x = t + u * NT;
-        KV[(x / CPR) * KS + x % CPR] = g[u];
-    }
-}
-
-void sg_barrier()
-{
-    controlBarrier(gl_ScopeSubgroup, gl_ScopeSubgroup, gl_StorageSemanticsShared, gl_SemanticsAcquireRelease);
-}
-
-// the components of a 16 x 16 f32 matrix per invocation (subgroups of 32)
-#define NC 8
+// the tiles' dims past D are zeros
+#define FETCH_COLS && c * 8 < pc.D
+#include "nn_attn_tc.glsl"
 
 void main()
 {
@@ -210,13 +180,7 @@ void main()
 
     uint bhn = pc.items / uint(pc.nqb);
     for (uint w = gl_WorkGroupID.x; w < pc.items; w += gl_NumWorkGroups.x) {
-        // the last query blocks (the longest under causal) go first
-        int bh = int(w % bhn), qblk = pc.nqb - 1 - int(w / bhn);
-        int b = bh / pc.Hq, hq = bh % pc.Hq, kh = hq / pc.grp, i0 = qblk * BQ;
-        int bq = min(BQ, pc.Lq - i0);
-        int kend = pc.causal != 0u ? min(pc.Lk, i0 + bq) : pc.Lk;
-        int qb = pc.oq + b * pc.sq[0] + hq * pc.sq[1] + i0 * pc.sq[2];
-        int kb = pc.ok + b * pc.sk[0] + kh * pc.sk[1], vb = pc.ov + b * pc.sv[0] + kh * pc.sv[1];
+        ATTN_ITEM(w);
 #ifdef MASK
         int mb0 = pc.om + b * pc.sm[0] + hq * pc.sm[1];
 #endif

@@ -38,16 +38,7 @@ layout(local_size_x = NT) in;
 layout(constant_id = 0) const uint QT = 0u;
 
 layout(std430, binding = 0) readonly buffer Bx { float X[]; };
-layout(std430, binding = 1) readonly buffer Bq { uint QW[]; };
-layout(std430, binding = 2) writeonly buffer By { float Y[]; };
-
-layout(push_constant) uniform PC {
-    uint M, N, K;
-    uint off_x, off_y;
-    uint row_bytes;
-} pc;
-
-#include "quant.glsl"
+#include "quant_gemm_pc.glsl"
 
 shared float xs[BK * LDS_M];
 shared float ws[BK * LDS_N];

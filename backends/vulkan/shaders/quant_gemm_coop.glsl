@@ -47,16 +47,7 @@ layout(constant_id = 2) const bool C_DIRECT = false;  // y's rows start on 16 by
 
 layout(std430, binding = 0) readonly buffer Bx { float X[]; };
 layout(std430, binding = 0) readonly buffer Bx4 { vec4 X4[]; };
-layout(std430, binding = 1) readonly buffer Bq { uint QW[]; };
-layout(std430, binding = 2) writeonly buffer By { float Y[]; };
-
-layout(push_constant) uniform PC {
-    uint M, N, K;
-    uint off_x, off_y;
-    uint row_bytes;
-} pc;
-
-#include "quant.glsl"
+#include "quant_gemm_pc.glsl"
 
 // rows of BK halves padded by 8 (one uvec4) so a fragment's rows fall in
 // distinct banks; strides in uvec4 units
