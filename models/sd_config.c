@@ -9,7 +9,7 @@
 #include <string.h>
 #include "lumen.h"
 #include "models/diffusers_config.h"
-#include "models/sd_single_internal.h"
+#include "models/sd_parts.h"
 
 static cJSON *int_array(const int64_t *v, int n);
 static cJSON *str_array(const char *const *v, int n);

@@ -3,7 +3,7 @@
  * component's prefix from the row. */
 #include <string.h>
 #include "lumen.h"
-#include "models/sd_single_internal.h"
+#include "models/sd_parts.h"
 
 lm_status lm_sds_detect(reader *R)
 {

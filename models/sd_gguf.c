@@ -6,7 +6,7 @@
 #include <string.h>
 #include "backend.h"
 #include "lumen.h"
-#include "models/sd_single_internal.h"
+#include "models/sd_parts.h"
 
 static bool linear_weight(const entry *e);
 static bool qlinear_supported(lm_device *dev, lm_array *w);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lumen.h"
-#include "models/sd_single_internal.h"
+#include "models/sd_parts.h"
 
 static int depth_at(const reader *R, const char *lp);
 static lm_status clip_hf(reader *R, int comp, clip_dims *cd);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "lumen.h"
-#include "models/sd_single_internal.h"
+#include "models/sd_parts.h"
 
 static lm_status wb(reader *R, int comp, const char *lp, const char *dp, int bias, int nd,
                     int64_t d0, int64_t d1, int64_t d2, int64_t d3);

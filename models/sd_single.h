@@ -35,7 +35,7 @@
  * The family's conventions (prefixes, encoders, what shapes cannot tell)
  * are its row in models/family.h; the reader's parts, one concern each
  * (detection, inference, key map, configs, GGUF, the writer), are listed
- * in sd_single_internal.h.
+ * in sd_parts.h.
  *
  * Ownership: lm_sd_single_read fills *out; lm_sd_single_free releases all of
  * it.  Each component's config and weights may be handed to the _load_from

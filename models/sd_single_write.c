@@ -10,7 +10,7 @@
 #include "core/io/io_internal.h"
 #include "lumen.h"
 #include "models/diffusers_config.h"
-#include "models/sd_single_internal.h"
+#include "models/sd_parts.h"
 
 lm_status lm_sd_single_from_folder(const char *dir, lm_tensor_set *out, lm_sd_family *family_out)
 {

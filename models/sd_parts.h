@@ -1,8 +1,10 @@
-/* sd_single_internal.h - what the single-file reader's parts share (see
+/* sd_parts.h - what the single-file reader's parts share (see
  * sd_single.h for what they do together):
  *
  *   sd_single.c        the reader: map the file, sort its keys, run the
  *                      steps below in order, walk the table, check leftovers
+ *   sd_parts.c         what they all use: the components' folder names and
+ *                      the lookups in the file's sorted keys
  *   sd_detect.c        the family from the keys, each component's prefix
  *   sd_infer.c         the architecture (the *_dims) from a file's probe
  *                      tensors, or from a diffusers folder's weights
@@ -16,8 +18,8 @@
  *   sd_single_write.c  the writer's direction (lm_sd_single_from_folder)
  *
  * Names: lm_sds_* (the single-file reader's), internal to models/. */
-#ifndef LM_MODELS_SD_SINGLE_INTERNAL_H
-#define LM_MODELS_SD_SINGLE_INTERNAL_H
+#ifndef LM_MODELS_SD_PARTS_H
+#define LM_MODELS_SD_PARTS_H
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -85,7 +87,7 @@ typedef struct clip_dims {
     const char *tm;
 } clip_dims;
 
-/* ---- the file's keys (sd_single.c) ---- */
+/* ---- the file's keys (sd_parts.c) ---- */
 int lm_sds_find(const reader *R, const char *name);   /* the set's index, or -1 */
 bool lm_sds_has(const reader *R, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* the shape of a probe tensor the inference needs: absent is an error naming it */
