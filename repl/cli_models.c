@@ -126,8 +126,13 @@ static void progress(void *ctx, int64_t done, int64_t total)
 static int png_bits(const char *path)
 {
     unsigned char h[25];
-    FILE *f = fopen(path, "rb");
-    if (!f) return 8;
+    int fd = lm_io_open_read(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        lm_error_clear();
+        return 8;
+    }
     size_t n = fread(h, 1, sizeof h, f);
     fclose(f);
     return n == sizeof h && h[24] == 16 ? 16 : 8;
