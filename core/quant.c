@@ -768,8 +768,27 @@ lm_array *lm_quantize(lm_array *a, lm_dtype t)
         while (i < a->size && isfinite(x[i])) i++;
         if (i < a->size)
             lm_error_set(LM_ERR_ARG, "quantize: element %lld is %g; only finite values quantize", (long long)i, x[i]);
-        else if (lm_quantize_row(t, x, q, a->size) == LM_OK)
-            r = lm_from_data(a->ndim, a->shape, t, q, a->device);
+        else if (lm_quantize_row(t, x, q, a->size) == LM_OK) {
+            /* the block scales are f16 (GGUF's, as ggml writes them): a block
+             * of values too large for them would dequantize to inf or NaN.
+             * Refused, naming the first such element (ggml writes it). */
+            float *y = x;
+            lm_dequantize_row(t, q, y, a->size);
+            i = 0;
+            while (i < a->size && isfinite(y[i])) i++;
+            if (i < a->size) {
+                int64_t b0 = i / b * b;
+                lm_array_read(a, x, LM_F32);
+                float amax = 0;
+                for (int64_t k = b0; k < b0 + b; k++) amax = fmaxf(amax, fabsf(x[k]));
+                lm_error_set(LM_ERR_ARG, "quantize: %s: the block of element %lld holds |x| up to %g, "
+                             "beyond what its f16 block scale can represent (it would dequantize to "
+                             "%s); scale the tensor down first", lm_dtype_name(t), (long long)i,
+                             (double)amax, isnan(y[i]) ? "NaN" : "inf");
+            } else {
+                r = lm_from_data(a->ndim, a->shape, t, q, a->device);
+            }
+        }
     }
     free(x);
     free(q);
