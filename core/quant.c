@@ -802,9 +802,20 @@ lm_array *lm_dequantize(lm_array *a)
 {
     if (!a) return NULL;
     if (!lm_dtype_is_quant(a->dtype)) return lm_cast(a, LM_F32);
-    if (!lm_array_is_contiguous(a)) {
-        /* w.T (lm_view_new's one quantized view): w's values, transposed */
-        lm_array *w = lm_transpose(a, 0, 1), *d = lm_dequantize(w);
+    if (!lm_array_is_contiguous(a) && a->size > 0) {
+        /* w.T (lm_view_new's one quantized view): w's values, transposed.
+         * Anything else (an empty tensor's strides need not look
+         * contiguous either way: fuzz_gguf's shape [2^38, 0] recursed
+         * until the stack ran out) is refused, never recursed on. */
+        lm_array *w = a->ndim == 2 ? lm_transpose(a, 0, 1) : NULL;
+        if (!w || !lm_array_is_contiguous(w)) {
+            lm_array_release(w);
+            char sh[128];
+            lm_error_set(LM_ERR_UNSUPPORTED, "dequantize: a %s view of shape %s that is not w.T",
+                         lm_dtype_name(a->dtype), lm_shape_str(sh, sizeof sh, a->ndim, a->shape));
+            return NULL;
+        }
+        lm_array *d = lm_dequantize(w);
         lm_array *r = lm_transpose(d, 0, 1);
         lm_array_release(w);
         lm_array_release(d);

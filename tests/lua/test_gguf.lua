@@ -111,6 +111,14 @@ test("quantized linear on the CPU: NaN rows stay NaN, huge rows stay finite, one
   end
 end)
 
+test("an empty quantized tensor dequantizes (fuzz_gguf: it recursed until the stack ran out)", function()
+  local t = lm.load("tests/fuzz/regress/gguf/empty-quantized-view-recursion")
+  eq(t.h.dtype, "q8_0")
+  local d = t.h:dequantize()
+  eq(d.size, 0)
+  same(d.shape, t.h.shape)
+end)
+
 test("a q4_k weight takes 4.5 bits per element (144 bytes per 256), q8_0 8.5", function()
   local w = lm.randn{64, 1024, device = "cpu"}
   w:eval()   -- its own f32 buffer first, so the growth below is q's alone
