@@ -71,7 +71,7 @@ CORE_SRC := $(wildcard core/*.c core/io/*.c models/*.c) $(wildcard backends/cpu/
 # (mk/backends.sh), so the core names no backend.
 BACKENDS := cpu:required
 C_TESTS_SRC := $(wildcard tests/test_*.c)
-TEST_SCRIPTS := tests/suites_selftest.sh tests/docs_figures.sh
+TEST_SCRIPTS := tests/suites_selftest.sh tests/docs_figures.sh tests/clang.sh tests/apt_mirror.sh
 BENCH_SCRIPTS :=
 ALL_TARGETS :=
 

@@ -80,7 +80,10 @@ static void accumulate(acc *s, const double *a, const double *b, int64_t n, int6
             if (d > s->max_abs) s->max_abs = d;
             if (s->worst_kind < 2) set_worst(s, 1, base + k, x, y);
         }
-        if (!(d <= atol + rtol * fabs(y))) s->n_bad++;
+        /* an infinite rtol times a zero reference is NaN: within atol, or
+         * (y != 0) within atol + rtol * |y|, which an infinite tolerance
+         * always is */
+        if (!(d <= atol || (y != 0 && d <= atol + rtol * fabs(y)))) s->n_bad++;
     }
 }
 
@@ -153,6 +156,10 @@ lm_status lm_compare(lm_array *a, lm_array *b, const lm_compare_opts *o, lm_comp
     default_tols(b->dtype, &rt[1], &at[1]);
     r->rtol = isnan(o->rtol) ? fmax(rt[0], rt[1]) : o->rtol;
     r->atol = isnan(o->atol) ? fmax(at[0], at[1]) : o->atol;
+    if (r->rtol < 0 || r->atol < 0)
+        return lm_error_set(LM_ERR_ARG, "compare: %s %g: a tolerance is a number >= 0 "
+                            "(math.huge accepts everything)", r->rtol < 0 ? "rtol" : "atol",
+                            r->rtol < 0 ? r->rtol : r->atol);
     if (!r->shape_equal) {
         r->max_abs = r->max_rel = r->mae = r->rmse = r->nmse = r->cosine = r->psnr = NAN;
         return LM_OK;

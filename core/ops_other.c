@@ -9,7 +9,12 @@ lm_array *lm_matmul(lm_array *a, lm_array *b)
 {
     if (!a || !b) return NULL;
     char s1[128], s2[128];
-    if (lm_dtype_is_quant(b->dtype) && b->ndim == 2 && !lm_array_is_contiguous(b) && !lm_dtype_is_quant(a->dtype)) {
+    /* w.T of a quantized w [out, in]: strides [1, in] (a one-row w's
+     * transpose [in, 1] also counts as contiguous, but a quantized tensor
+     * of its own never has a last dimension of 1) */
+    bool wt = lm_dtype_is_quant(b->dtype) && b->ndim == 2 &&
+              (!lm_array_is_contiguous(b) || (b->strides[0] == 1 && b->strides[1] == b->shape[0]));
+    if (wt && !lm_dtype_is_quant(a->dtype)) {
         /* x @ w.T with a quantized w [out, in] is lm_linear(x, w): integer
          * dots with w as it is stored (backends/cpu/quant_linear.c) */
         lm_array *w = lm_transpose(b, 0, 1), *y = lm_linear(a, w, NULL);

@@ -768,8 +768,27 @@ lm_array *lm_quantize(lm_array *a, lm_dtype t)
         while (i < a->size && isfinite(x[i])) i++;
         if (i < a->size)
             lm_error_set(LM_ERR_ARG, "quantize: element %lld is %g; only finite values quantize", (long long)i, x[i]);
-        else if (lm_quantize_row(t, x, q, a->size) == LM_OK)
-            r = lm_from_data(a->ndim, a->shape, t, q, a->device);
+        else if (lm_quantize_row(t, x, q, a->size) == LM_OK) {
+            /* the block scales are f16 (GGUF's, as ggml writes them): a block
+             * of values too large for them would dequantize to inf or NaN.
+             * Refused, naming the first such element (ggml writes it). */
+            float *y = x;
+            lm_dequantize_row(t, q, y, a->size);
+            i = 0;
+            while (i < a->size && isfinite(y[i])) i++;
+            if (i < a->size) {
+                int64_t b0 = i / b * b;
+                lm_array_read(a, x, LM_F32);
+                float amax = 0;
+                for (int64_t k = b0; k < b0 + b; k++) amax = fmaxf(amax, fabsf(x[k]));
+                lm_error_set(LM_ERR_ARG, "quantize: %s: the block of element %lld holds |x| up to %g, "
+                             "beyond what its f16 block scale can represent (it would dequantize to "
+                             "%s); scale the tensor down first", lm_dtype_name(t), (long long)i,
+                             (double)amax, isnan(y[i]) ? "NaN" : "inf");
+            } else {
+                r = lm_from_data(a->ndim, a->shape, t, q, a->device);
+            }
+        }
     }
     free(x);
     free(q);
@@ -783,9 +802,20 @@ lm_array *lm_dequantize(lm_array *a)
 {
     if (!a) return NULL;
     if (!lm_dtype_is_quant(a->dtype)) return lm_cast(a, LM_F32);
-    if (!lm_array_is_contiguous(a)) {
-        /* w.T (lm_view_new's one quantized view): w's values, transposed */
-        lm_array *w = lm_transpose(a, 0, 1), *d = lm_dequantize(w);
+    if (!lm_array_is_contiguous(a) && a->size > 0) {
+        /* w.T (lm_view_new's one quantized view): w's values, transposed.
+         * Anything else (an empty tensor's strides need not look
+         * contiguous either way: fuzz_gguf's shape [2^38, 0] recursed
+         * until the stack ran out) is refused, never recursed on. */
+        lm_array *w = a->ndim == 2 ? lm_transpose(a, 0, 1) : NULL;
+        if (!w || !lm_array_is_contiguous(w)) {
+            lm_array_release(w);
+            char sh[128];
+            lm_error_set(LM_ERR_UNSUPPORTED, "dequantize: a %s view of shape %s that is not w.T",
+                         lm_dtype_name(a->dtype), lm_shape_str(sh, sizeof sh, a->ndim, a->shape));
+            return NULL;
+        }
+        lm_array *d = lm_dequantize(w);
         lm_array *r = lm_transpose(d, 0, 1);
         lm_array_release(w);
         lm_array_release(d);

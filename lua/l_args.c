@@ -5,6 +5,7 @@
  * A leaf: it calls only the core and Lua's C API, never another lua/ file,
  * so every other file may use it (l_nnargs.c and l_indices.c build on it;
  * index tensors, which need the tensor userdata, live in l_indices.c). */
+#include <math.h>
 #include <string.h>
 #include "l_internal.h"
 
@@ -197,6 +198,17 @@ lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *
         if (!ok) luaL_error(L, "%s: option '%s' must be a number", fname, field);
     }
     lua_pop(L, 1);
+    return v;
+}
+
+lua_Number lm_lua_opt_tol(lua_State *L, int arg, const char *fname, const char *field)
+{
+    lua_Number v = lm_lua_opt_num(L, arg, fname, field, NAN);
+    if (arg != 0 && lua_istable(L, arg) && lua_getfield(L, arg, field) != LUA_TNIL && !(v >= 0))
+        luaL_error(L, "%s: option '%s' is %s: a tolerance is a number >= 0 (math.huge accepts "
+                   "everything; leave it out for the dtype's default)", fname, field,
+                   isnan(v) ? "NaN" : "negative");
+    if (arg != 0 && lua_istable(L, arg)) lua_pop(L, 1);
     return v;
 }
 

@@ -577,8 +577,8 @@ static int l_diff(lua_State *L)
     int opts = lm_lua_check_opts(L, 3, "lm.diff", DIFF_OPTS);
     diff_opts o;
     lm_compare_opts_init(&o.cmp);
-    o.cmp.rtol = lm_lua_opt_num(L, opts, "lm.diff", "rtol", NAN);
-    o.cmp.atol = lm_lua_opt_num(L, opts, "lm.diff", "atol", NAN);
+    o.cmp.rtol = lm_lua_opt_tol(L, opts, "lm.diff", "rtol");
+    o.cmp.atol = lm_lua_opt_tol(L, opts, "lm.diff", "atol");
     o.cmp.equal_nan = lm_lua_opt_bool(L, opts, "lm.diff", "equal_nan", true);
     o.attribute = lm_lua_opt_bool(L, opts, "lm.diff", "attribute", true);
     o.reference = lm_lua_opt_str(L, opts, "lm.diff", "reference", NULL);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include "core/io/io.h"
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
 #include "models/sampler.h"
@@ -290,7 +292,10 @@ static bool gguf_names_unet(const char *path)
 {
     static const char key[] = "model.diffusion_model.";
     size_t cap = 16u << 20;
-    FILE *f = fopen(path, "rb");
+    int fd = lm_io_open_read(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) close(fd);
+    lm_error_clear();
     char *h = f ? malloc(cap) : NULL;
     size_t got = h ? fread(h, 1, cap, f) : 0;
     bool found = got > 4 && !memcmp(h, "GGUF", 4) && memmem(h, got, key, sizeof key - 1);
@@ -309,13 +314,20 @@ bool lm_lua_sd_is_pipeline(const char *path)
     if (S_ISDIR(sb.st_mode)) {
         char mi[4096];
         snprintf(mi, sizeof mi, "%s/model_index.json", path);
-        return stat(mi, &sb) == 0 && S_ISREG(sb.st_mode);
+        /* any model_index.json (a FIFO too: the pipeline's reader refuses
+         * it by name instead of the TF.js loader missing model.json) */
+        return stat(mi, &sb) == 0;
     }
     size_t n = strlen(path);
     if (S_ISREG(sb.st_mode) && n >= 5 && !strcmp(path + n - 5, ".gguf")) return gguf_names_unet(path);
     if (!S_ISREG(sb.st_mode) || n < 12 || strcmp(path + n - 12, ".safetensors")) return false;
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
+    int fd = lm_io_open_read(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        lm_error_clear();
+        return false;
+    }
     unsigned char len8[8];
     bool found = false;
     if (fread(len8, 1, 8, f) == 8) {

@@ -60,6 +60,9 @@ lua_Integer lm_lua_opt_int(lua_State *L, int arg, const char *fname, const char 
                            lua_Integer dflt);
 lua_Number lm_lua_opt_num(lua_State *L, int arg, const char *fname, const char *field,
                           lua_Number dflt);
+/* A tolerance (rtol, atol): NAN when absent (the dtype's default); NaN or a
+ * negative number given raises an error naming fname and field. */
+lua_Number lm_lua_opt_tol(lua_State *L, int arg, const char *fname, const char *field);
 /* (arg 0 counts as no table.)  The string stays valid while the table holds it. */
 const char *lm_lua_opt_str(lua_State *L, int arg, const char *fname, const char *field,
                            const char *dflt);

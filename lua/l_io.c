@@ -366,8 +366,8 @@ static int l_save(lua_State *L)
 static void read_compare_opts(lua_State *L, int opts, lm_compare_opts *o, const char *fname)
 {
     lm_compare_opts_init(o);
-    o->rtol = lm_lua_opt_num(L, opts, fname, "rtol", NAN);
-    o->atol = lm_lua_opt_num(L, opts, fname, "atol", NAN);
+    o->rtol = lm_lua_opt_tol(L, opts, fname, "rtol");
+    o->atol = lm_lua_opt_tol(L, opts, fname, "atol");
     o->equal_nan = lm_lua_opt_bool(L, opts, fname, "equal_nan", true);
     o->check_dtype = lm_lua_opt_bool(L, opts, fname, "check_dtype", false);
     o->peak = lm_lua_opt_num(L, opts, fname, "peak", NAN);

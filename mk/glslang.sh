@@ -13,9 +13,13 @@
 # removed: make prints the reason on every run that builds Vulkan.
 #
 # LUMEN_GLSLANG=/path/to/glslang (15 or later) is used instead, checked by
-# its version line; LUMEN_DEBIAN_MIRROR names another Debian mirror (one that
-# carries trixie's sources).  Private apt state (TOOLS/apt: a sources list naming
-# only Debian 13's deb-src, its lists): the machine's apt set-up is untouched.
+# its version line.  The Debian mirror is the one the machine's apt sources
+# name (mk/apt_mirror.sh reads /etc/apt/sources.list and sources.list.d, both
+# forms), so a configured mirror is used, and apt's own configuration (a
+# proxy) applies; LUMEN_DEBIAN_MIRROR names another (one that carries trixie's
+# sources).  The project names no mirror.  Private apt state (TOOLS/apt: a
+# sources list naming only Debian 13's deb-src, its lists): the machine's apt
+# set-up is untouched.
 set -u
 TOOLS=${1:-build/tools}
 VERSION=15.1.0+1.4.309.0            # glslang source package in Debian 13
@@ -61,8 +65,16 @@ t0=$(date +%s)
 APT="$TOOLS/apt"
 SRC="$TOOLS/src"
 rm -rf "$SRC" && mkdir -p "$APT/lists/partial" "$APT/cache" "$SRC"
-echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${LUMEN_DEBIAN_MIRROR:-http://deb.debian.org/debian} $SUITE main" \
+: > "$LOG"
+# LUMEN_APT_ETC: another apt configuration folder to read (tests/apt_mirror.sh)
+if [ -n "${LUMEN_DEBIAN_MIRROR:-}" ]; then MIRROR=$LUMEN_DEBIAN_MIRROR
+else
+  MIRROR=$(sh "$(dirname "$0")/apt_mirror.sh" "${LUMEN_APT_ETC:-/etc/apt}") ||
+    fail "no Debian mirror in the machine's apt sources (${LUMEN_APT_ETC:-/etc/apt}/sources.list, sources.list.d); set LUMEN_DEBIAN_MIRROR to one that carries $SUITE's sources"
+fi
+echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" \
   > "$APT/sources.list"
+echo "Debian mirror: $MIRROR" >> "$LOG"
 A=$(cd "$APT" && pwd)     # apt wants absolute paths; TOOLS may be either
 APT_OPTS="-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/dev/null \
  -o Dir::State::Lists=$A/lists -o Dir::Cache=$A/cache -o Debug::NoLocking=1 \
@@ -71,7 +83,7 @@ APT_OPTS="-o Dir::Etc::SourceList=$A/sources.list -o Dir::Etc::SourceParts=/dev/
   # shellcheck disable=SC2086
   apt-get $APT_OPTS update &&
   (cd "$SRC" && apt-get $APT_OPTS source --download-only "glslang=$VERSION-1" "vulkan-loader=$VK_VERSION-1")
-} > "$LOG" 2>&1 || fail "Debian 13's sources not reachable (apt-get source glslang=$VERSION-1)"
+} >> "$LOG" 2>&1 || fail "Debian 13's sources not reachable from $MIRROR (apt-get source glslang=$VERSION-1)"
 rm -rf "$APT/lists"     # 20 MB of package lists, needed once
 (cd "$SRC" && tar xzf "glslang_$VERSION.orig.tar.gz" && tar xJf "vulkan-loader_$VK_VERSION.orig.tar.xz") \
   >> "$LOG" 2>&1 || fail "unpacking the sources failed"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "core/io/io_internal.h"
 #include "diffusers_config.h"
 #include "lumen.h"
@@ -31,39 +32,198 @@ lm_status lm_dfs_read(const char *path, size_t max, char **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* a missing file keeps its errno (ENOENT) for the optional ones; every
+     * other refusal (a FIFO, a directory, a device) comes from the one open
+     * path of the readers, which never blocks */
+    struct stat st;
+    if (stat(path, &st) != 0) {
         int e = errno;
         lm_error_set(LM_ERR_IO, "%s: %s", path, strerror(e));
         errno = e;
         return LM_ERR_IO;
     }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    int fd = lm_io_open_read(path);
+    if (fd < 0) {
         errno = EINVAL;
-        return lm_error_set(LM_ERR_IO, "%s: not a regular file", path);
+        return lm_error_status();
+    }
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return lm_error_set(LM_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     if ((uint64_t)st.st_size > max) {
-        fclose(f);
+        close(fd);
         return lm_error_set(LM_ERR_FORMAT, "%s: %lld bytes, more than the %zu allowed", path,
                             (long long)st.st_size, max);
     }
     char *buf = malloc((size_t)st.st_size + 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return lm_error_set(LM_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t got = fread(buf, 1, (size_t)st.st_size, f);
-    fclose(f);
-    if (got != (size_t)st.st_size) {
-        free(buf);
-        return lm_error_set(LM_ERR_IO, "%s: short read", path);
+    size_t got = 0, want = (size_t)st.st_size;
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return lm_error_set(LM_ERR_IO, "%s: short read (%zu of %zu bytes)%s%s", path, got,
+                                want, e ? ": " : "", e ? strerror(e) : "");
+        }
+        got += (size_t)r;
     }
+    close(fd);
     buf[got] = 0;
     *data = buf;
     *size = got;
     return LM_OK;
+}
+
+/* ------------------------------------------------ Python's JSON numbers */
+
+/* Python's json writes float('nan'), float('inf') and -inf as NaN, Infinity
+ * and -Infinity (diffusers' DPM++ config has "lambda_min_clipped":
+ * -Infinity) and reads them back; cJSON refuses them.  Outside strings,
+ * Infinity becomes 1e999999 (the same length; strtod reads it as inf) and
+ * NaN a string no string of the file holds, turned into a NaN number after
+ * the parse.  Readers of numbers then see inf and NaN themselves: lm_dfs_num
+ * and lm_dfs_int refuse them, so nothing becomes a finite value unasked. */
+
+/* how many NaN tokens stand outside strings; the first cap offsets go to
+ * nan_at (may be NULL) */
+static size_t scan_tokens(const char *t, size_t n, size_t *nan_at, size_t cap)
+{
+    size_t k = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = t[i];
+        if (in_str) {
+            if (c == '\\' && i + 1 < n) i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == 'N' && n - i >= 3 && !memcmp(t + i, "NaN", 3)) {
+            if (nan_at && k < cap) nan_at[k] = i;
+            k++;
+            i += 2;
+        }
+    }
+    return k;
+}
+
+static void patch_infinity(char *t, size_t n)
+{
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = t[i];
+        if (in_str) {
+            if (c == '\\' && i + 1 < n) i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == 'I' && n - i >= 8 && !memcmp(t + i, "Infinity", 8)) {
+            memcpy(t + i, "1e999999", 8);
+            i += 7;
+        }
+    }
+}
+
+/* string values equal to mark become NaN numbers; returns how many */
+static size_t nan_strings(cJSON *j, const char *mark, bool convert)
+{
+    size_t k = 0;
+    for (cJSON *c = j ? j->child : NULL; c; c = c->next) {
+        if (cJSON_IsString(c) && c->valuestring && !strcmp(c->valuestring, mark)) {
+            k++;
+            if (convert) {
+                cJSON_free(c->valuestring);
+                c->valuestring = NULL;
+                c->type = cJSON_Number;
+                c->valuedouble = NAN;
+                c->valueint = 0;
+            }
+        } else if (cJSON_IsArray(c) || cJSON_IsObject(c)) {
+            k += nan_strings(c, mark, convert);
+        }
+    }
+    return k;
+}
+
+cJSON *lm_dfs_parse(const char *text, size_t n, const char *what)
+{
+    size_t nans = scan_tokens(text, n, NULL, 0);
+    bool has_inf = false;
+    for (size_t i = 0; i + 8 <= n && !has_inf; i++)
+        has_inf = text[i] == 'I' && !memcmp(text + i, "Infinity", 8);
+    const char *end = NULL;
+    if (!nans && !has_inf) {
+        cJSON *j = cJSON_ParseWithLengthOpts(text, n, &end, false);
+        if (!j)
+            lm_error_set(LM_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", what,
+                         end ? (long)(end - text) : -1L);
+        return j;
+    }
+    /* a mark no string of the file holds (nor one written with escapes:
+     * the count after the parse must be the count of NaN tokens) */
+    char mark[40];
+    size_t *at = NULL;
+    char *t = NULL;
+    cJSON *j = NULL;
+    for (int attempt = 0; attempt < 64; attempt++) {
+        snprintf(mark, sizeof mark, "lumen:NaN:%d", attempt);
+        size_t ml = strlen(mark);
+        if (memmem(text, n, mark, ml)) continue;
+        free(at);
+        free(t);
+        at = malloc((nans ? nans : 1) * sizeof *at);
+        size_t cap = n + nans * (ml + 2) + 1;
+        t = malloc(cap);
+        if (!at || !t) {
+            lm_error_set(LM_ERR_NOMEM, "%s: out of memory", what);
+            goto done;
+        }
+        scan_tokens(text, n, at, nans);
+        size_t o = 0, prev = 0;
+        for (size_t i = 0; i < nans; i++) {
+            memcpy(t + o, text + prev, at[i] - prev);
+            o += at[i] - prev;
+            t[o++] = '"';
+            memcpy(t + o, mark, ml);
+            o += ml;
+            t[o++] = '"';
+            prev = at[i] + 3;
+            at[i] = o;      /* now: where the token ends in t */
+        }
+        memcpy(t + o, text + prev, n - prev);
+        o += n - prev;
+        t[o] = 0;
+        patch_infinity(t, o);
+        j = cJSON_ParseWithLengthOpts(t, o, &end, false);
+        if (!j) {
+            /* the byte of the file, not of the patched text */
+            long e = end ? (long)(end - t) : -1L;
+            long back = 0;
+            for (size_t i = 0; i < nans && e >= 0; i++)
+                if ((long)at[i] <= e) back += (long)ml + 2 - 3;
+            lm_error_set(LM_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", what,
+                         e >= 0 ? e - back : -1L);
+            goto done;
+        }
+        if (nan_strings(j, mark, false) == nans) {
+            nan_strings(j, mark, true);
+            goto done;
+        }
+        cJSON_Delete(j);
+        j = NULL;
+    }
+    lm_error_set(LM_ERR_FORMAT, "%s: cannot read its NaN values (every marker is taken)", what);
+done:
+    free(at);
+    free(t);
+    return j;
 }
 
 lm_status lm_dfs_json(const char *path, size_t max, bool optional, cJSON **out)
@@ -79,14 +239,9 @@ lm_status lm_dfs_json(const char *path, size_t max, bool optional, cJSON **out)
         }
         return st;
     }
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, n, &end, false);
-    if (!j) {
-        long at = end ? (long)(end - text) : -1;
-        free(text);
-        return lm_error_set(LM_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", path, at);
-    }
+    cJSON *j = lm_dfs_parse(text, n, path);
     free(text);
+    if (!j) return lm_error_status();
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         return lm_error_set(LM_ERR_FORMAT, "%s: expected a JSON object", path);
@@ -121,8 +276,12 @@ lm_status lm_dfs_num(const cJSON *o, const char *key, const char *what, bool req
         *out = def;
         return LM_OK;
     }
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+    if (!cJSON_IsNumber(v))
         return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected a number", what, key);
+    if (!isfinite(v->valuedouble))
+        return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected a finite number, not %s", what, key,
+                            isnan(v->valuedouble) ? "NaN" : v->valuedouble > 0 ? "Infinity"
+                                                                               : "-Infinity");
     *out = v->valuedouble;
     return LM_OK;
 }

@@ -18,13 +18,20 @@
 #include "device.h"
 
 /* Reads path whole into *data (malloc'd, NUL-terminated beyond *size) when
- * it is a regular file of at most max bytes.  A missing file is LM_ERR_IO
+ * it is a regular file of at most max bytes (opened with lm_io_open_read: a
+ * FIFO is refused, never waited on).  A missing file is LM_ERR_IO
  * with errno kept (ENOENT), so callers can treat it as optional. */
 lm_status lm_dfs_read(const char *path, size_t max, char **data, size_t *size);
-/* Parses a JSON file of at most max bytes; *out gets the tree (free with
+/* Parses a JSON file of at most max bytes (lm_dfs_parse); *out gets the tree (free with
  * cJSON_Delete).  *out is NULL and LM_OK returned when the file is absent
  * and optional. */
 lm_status lm_dfs_json(const char *path, size_t max, bool optional, cJSON **out);
+
+/* Parses n bytes of JSON as Python's json does: NaN, Infinity and -Infinity
+ * outside strings are numbers (NaN and +-inf in valuedouble, which
+ * lm_dfs_num and lm_dfs_int refuse: a reader that takes them says so).
+ * NULL with the error set, naming what and the byte, when it is not JSON. */
+cJSON *lm_dfs_parse(const char *text, size_t n, const char *what);
 
 /* Typed fields of an object: missing keys give the default (LM_OK) unless
  * required; a present key of the wrong type or out of range is

@@ -202,48 +202,18 @@ fail:
     return st;
 }
 
-/* Python's json writes -inf as -Infinity, which is not JSON (DPM++'s
- * lambda_min_clipped): outside strings it becomes a number cJSON reads as
- * infinite, of the same length. */
-static void patch_infinity(char *t)
-{
-    bool in_str = false;
-    for (char *p = t; *p; p++) {
-        if (in_str) {
-            if (*p == '\\' && p[1]) p++;
-            else if (*p == '"') in_str = false;
-        } else if (*p == '"') {
-            in_str = true;
-        } else if (!strncmp(p, "Infinity", 8)) {
-            memcpy(p, "1e999999", 8);
-            p += 7;
-        }
-    }
-}
-
 lm_status lm_sched_config_read(const char *dir, lm_sched_config *out)
 {
     lm_sched_config_default(out);
     char *path = lm_dfs_path(dir, "scheduler_config.json");
     if (!path) return lm_error_status();
-    char *text;
-    size_t n;
-    lm_status st = lm_dfs_read(path, SCHED_JSON_MAX, &text, &n);
-    if (st != LM_OK) {
-        free(path);
-        return st;
-    }
-    patch_infinity(text);
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(text, n, &end, false);
-    if (!j) {
-        st = lm_error_set(LM_ERR_FORMAT, "%s: not valid JSON (near byte %ld)", path,
-                          end ? (long)(end - text) : -1L);
-    } else {
+    /* lm_dfs_json reads Python's -Infinity (DPM++'s lambda_min_clipped) */
+    cJSON *j = NULL;
+    lm_status st = lm_dfs_json(path, SCHED_JSON_MAX, false, &j);
+    if (st == LM_OK) {
         st = lm_sched_config_from_json(j, path, out);
         cJSON_Delete(j);
     }
-    free(text);
     free(path);
     return st;
 }

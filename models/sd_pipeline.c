@@ -139,6 +139,8 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
         return lm_error_status();
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(vae, "shift_factor");
     p->shift = cJSON_IsNumber(sh) ? sh->valuedouble : NAN;
+    if (cJSON_IsNumber(sh) && !isfinite(p->shift))      /* NaN here would mean "none" */
+        return lm_error_set(LM_ERR_FORMAT, "%s: shift_factor: expected a finite number", vfile);
     const cJSON *boc = cJSON_GetObjectItemCaseSensitive(vae, "block_out_channels");
     int levels = cJSON_IsArray(boc) ? cJSON_GetArraySize(boc) : 1;
     if (levels < 1 || levels > 16)

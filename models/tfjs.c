@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "core/io/io_internal.h"
+#include "diffusers_config.h"
 #include "lumen.h"
 #include "tfjs.h"
 
@@ -211,6 +212,9 @@ static lm_status dtype_bytes(const tf_ctx *c, const char *name, const cJSON *w, 
     const cJSON *s = get(q, "scale"), *m = get(q, "min");
     if (qd && (!strcmp(qd, "uint8") || !strcmp(qd, "uint16")) && cJSON_IsNumber(s) &&
         cJSON_IsNumber(m)) {
+        if (!isfinite(s->valuedouble) || !isfinite(m->valuedouble))
+            return bad(c, LM_ERR_FORMAT, "weightsManifest",
+                       "weight '%s': quantization scale and min must be finite numbers", name);
         *esize = qd[4] == '8' ? 1 : 2;
         *kind = qd[4] == '8' ? 2 : 3;
         *qscale = s->valuedouble;
@@ -415,7 +419,8 @@ static lm_status parse_config(const tf_ctx *c, const cJSON *cfg, tf_layer *l)
         const cJSON *a = get(cfg, "alpha");
         if (!a) a = get(cfg, "negative_slope");
         l->alpha = 0.3;      /* Keras' default */
-        if (a && !cJSON_IsNumber(a)) return bad(c, LM_ERR_FORMAT, "alpha", "expected a number");
+        if (a && !(cJSON_IsNumber(a) && isfinite(a->valuedouble)))
+            return bad(c, LM_ERR_FORMAT, "alpha", "expected a finite number");
         if (a) l->alpha = a->valuedouble;
         return LM_OK;
     }
@@ -794,13 +799,10 @@ static lm_tfjs_model *from_json(const char *json, size_t len, const char *what,
         bad(&c, LM_ERR_FORMAT, NULL, "model.json larger than %u bytes", TF_MAX_JSON);
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= json && at <= json + len ? (long)(at - json) : -1;
-        bad(&c, LM_ERR_FORMAT, NULL, "not valid JSON (near byte %ld)", off);
-        return NULL;
-    }
+    /* Python's NaN and Infinity read as Python reads them (the converter
+     * is Python); a field that needs a finite value refuses them */
+    cJSON *root = lm_dfs_parse(json, len, what);
+    if (!root) return NULL;
     lm_tfjs_model *m = NULL;
     tf_wset ws = {0};
     const char *fmt = str_field(root, "format");
@@ -858,7 +860,7 @@ static lm_tfjs_model *from_safetensors(const char *path, lm_device *dev)
     const char *topo_text = NULL;
     for (int i = 0; i < s.nmeta; i++)
         if (!strcmp(s.meta[i].key, "tfjs.topology")) topo_text = s.meta[i].value;
-    cJSON *topo = topo_text ? cJSON_Parse(topo_text) : NULL;
+    cJSON *topo = topo_text ? lm_dfs_parse(topo_text, strlen(topo_text), "tfjs.topology") : NULL;
     if (!topo) {
         bad(&c, LM_ERR_FORMAT, "tfjs.topology", "metadata missing or not JSON (not written by "
             "lumen convert?)");

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "diffusers_config.h"
 #include "lumen.h"
 #include "tfjs.h"
 
@@ -165,14 +166,13 @@ typedef struct def_set {
 
 static char *read_text(const char *path)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size > MAX_DEF_BYTES) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *t = malloc((size_t)sb.st_size + 1);
-    size_t got = t ? fread(t, 1, (size_t)sb.st_size, f) : 0;
-    fclose(f);
-    if (t) t[got] = 0;
+    /* lm_dfs_read: a FIFO in the package is refused, never waited on */
+    char *t = NULL;
+    size_t n;
+    if (lm_dfs_read(path, MAX_DEF_BYTES, &t, &n) != LM_OK) {
+        lm_error_clear();
+        return NULL;
+    }
     return t;
 }
 
@@ -321,7 +321,8 @@ static bool package_entry(const char *pkg, int scale, char *out, size_t n)
     char pj[1100];
     fmt(pj, sizeof pj, "%s/package.json", pkg);
     char *text = read_text(pj);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    cJSON *j = text ? lm_dfs_parse(text, strlen(text), pj) : NULL;
+    if (!j) lm_error_clear();
     free(text);
     if (!j) return false;
     const char *rel = NULL;

@@ -36,7 +36,9 @@
 /* Weight names are built by appending to a prefix in buffers of UN_KEY
  * bytes; diffusers' longest is under 100, and a name cut short could only
  * fail as "missing weight", so GCC's truncation warning is noise here. */
+#if defined(__GNUC__) && !defined(__clang__)   /* clang has no such warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 struct lm_unet {
     lm_unet_config cfg;

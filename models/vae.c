@@ -11,6 +11,7 @@
  * eps 1e-6.  The tiled paths are diffusers' tiled_decode / _tiled_encode. */
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include "diffusers_config.h"
@@ -455,9 +456,9 @@ static lm_status load_vae_weights(const char *dir, const char *variant, lm_devic
         snprintf(name, sizeof name, "diffusion_pytorch_model%s%s.safetensors", *v ? "." : "", v);
         char *p = lm_dfs_path(dir, name);
         if (!p) return LM_ERR_NOMEM;
-        FILE *f = fopen(p, "rb");
-        if (f) {
-            fclose(f);
+        struct stat sb;
+        if (stat(p, &sb) == 0) {
+            /* any file of that name (a FIFO too: the loader refuses it) */
             lm_status st = lm_load_file_to(p, dev, out);
             if (st != LM_OK) {
                 lm_tensor_set_free(out);

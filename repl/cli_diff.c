@@ -171,7 +171,11 @@ int lm_cli_diff(int argc, char **argv)
         else if (opts && !strcmp(s, "--all")) all = true;
         else if (opts && (!strcmp(s, "--rtol") || !strcmp(s, "--atol")) && i + 1 < argc) {
             double v = strtod(argv[++i], &end);
-            if (*end || !(v >= 0)) return usage(stderr, 2);
+            if (*end || !(v >= 0)) {
+                fprintf(stderr, "lumen diff: %s %s: a tolerance is a number >= 0 (inf accepts "
+                        "everything)\n", s, argv[i]);
+                return usage(stderr, 2);
+            }
             if (s[2] == 'r') o.rtol = v;
             else o.atol = v;
         } else if (opts && s[0] == '-' && s[1]) {

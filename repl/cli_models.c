@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -82,17 +83,44 @@ static int usage(const char *msg)
             "  --serial           one image at a time: read, upscale, write (the default overlaps\n"
             "                     reading and writing PNGs with the model; LUMEN_UPSCALE_SERIAL=1)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
-            "       lumen convert MODEL OUT.safetensors [--scale N] [--overwrite]\n"
-            "       lumen convert [--quantize q8_0|q4_k|q4_0|q5_0|q6_k|...] FILE|DIR OUT.gguf [--overwrite]\n"
-            "                     a safetensors/npz/GGUF file as GGUF with its float weights of 2+\n"
-            "                     dimensions quantized (the rest kept as they are); a single-file SD\n"
-            "                     checkpoint or a diffusers folder in stable-diffusion.cpp's layout,\n"
-            "                     its linear weights quantized (biases, embeddings, norms and conv\n"
-            "                     kernels kept)\n"
+            "       lumen convert ... (lumen convert --help)\n"
             "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
             "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
             "`make models` fetches them and `make install` installs them.\n",
             DEFAULT_SCALE, DEFAULT_TILE, DEFAULT_TILE_GPU, DEFAULT_OVERLAP);
+    return 2;
+}
+
+/* the quantized types convert writes: GGUF's storage types (Q8_K is
+ * ggml's activation format for dot products, never a file's) */
+static const lm_dtype CONVERT_QUANT[] = {LM_Q4_0, LM_Q4_1, LM_Q5_0, LM_Q5_1, LM_Q8_0,
+                                         LM_Q2_K, LM_Q3_K, LM_Q4_K, LM_Q5_K, LM_Q6_K};
+#define N_CONVERT_QUANT ((int)(sizeof CONVERT_QUANT / sizeof *CONVERT_QUANT))
+
+static int usage_convert(const char *msg)
+{
+    FILE *f = msg ? stderr : stdout;
+    if (msg) fprintf(stderr, "lumen convert: %s\n", msg);
+    fprintf(f,
+            "usage: lumen convert IN OUT [--quantize TYPE] [--scale N] [--overwrite]\n"
+            "  The output's extension chooses the format:\n"
+            "  OUT.gguf           IN (a safetensors, npz, npy or GGUF file, a single-file SD\n"
+            "                     checkpoint or a diffusers folder) as GGUF; with --quantize its\n"
+            "                     float weights of 2+ dimensions quantized as TYPE (the rest kept;\n"
+            "                     an SD checkpoint in stable-diffusion.cpp's layout, its linear\n"
+            "                     weights quantized: biases, embeddings, norms and conv kernels\n"
+            "                     kept); weights already quantized as another type are\n"
+            "                     requantized (from their dequantized values)\n"
+            "  OUT.safetensors    a TF.js model (a package name or folder, a model.json) as the\n"
+            "                     weights and topology --model reads (--scale N: the package's\n"
+            "                     models/x<N>, default 4); or a tensor file (safetensors, npz, npy,\n"
+            "                     GGUF) or a diffusers folder as safetensors, quantized GGUF\n"
+            "                     tensors dequantized to f32 (safetensors has no quantized types)\n"
+            "  --quantize TYPE    ");
+    for (int i = 0; i < N_CONVERT_QUANT; i++)
+        fprintf(f, "%s%s", lm_dtype_name(CONVERT_QUANT[i]), i + 1 < N_CONVERT_QUANT ? " " : "\n");
+    fprintf(f, "                     (only with a .gguf output)\n"
+               "  --overwrite        replace OUT if it exists (never the input)\n");
     return 2;
 }
 
@@ -126,8 +154,13 @@ static void progress(void *ctx, int64_t done, int64_t total)
 static int png_bits(const char *path)
 {
     unsigned char h[25];
-    FILE *f = fopen(path, "rb");
-    if (!f) return 8;
+    int fd = lm_io_open_read(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        lm_error_clear();
+        return 8;
+    }
     size_t n = fread(h, 1, sizeof h, f);
     fclose(f);
     return n == sizeof h && h[24] == 16 ? 16 : 8;
@@ -733,7 +766,7 @@ static int convert_quantize(const char *in, const char *out, lm_dtype qt)
         report("convert", NULL);
         return 1;
     }
-    int nq = 0, nk = 0, rc = 1;
+    int nq = 0, nk = 0, nre = 0, rc = 1;
     bool sd = folder || sd_checkpoint(&s);
     lm_array **arr = calloc((size_t)s.count + 1, sizeof *arr);
     lm_gguf_kv *kv = calloc((size_t)s.nmeta + 2, sizeof *kv);
@@ -748,11 +781,22 @@ static int convert_quantize(const char *in, const char *out, lm_dtype qt)
         lm_sd_single_free(&chk);
     }
     for (int i = 0; i < s.count; i++) {
-        lm_array *a = s.arrays[i];
+        lm_array *a = s.arrays[i], *deq = NULL;
+        /* a tensor quantized as another type: requantized from its values
+         * (one more rounding, as ggml's quantize --allow-requantize) */
+        if (qt != LM_DTYPE_COUNT && lm_dtype_is_quant(a->dtype) && a->dtype != qt) {
+            if (!(deq = lm_dequantize(a))) {
+                lm_error_prefix("tensor '%s'", s.names[i]);
+                report("convert", NULL);
+                goto done;
+            }
+            if (quantizable(s.names[i], deq, qt, sd)) a = deq, nre++;
+        }
         bool q = quantizable(s.names[i], a, qt, sd);
         arr[i] = q ? lm_quantize(a, qt)
                  : a->dtype == LM_U8 || a->dtype == LM_BOOL ? lm_cast(a, a->dtype == LM_U8 ? LM_I32 : LM_I8)
-                                                            : lm_array_retain(a);
+                                                            : lm_array_retain(s.arrays[i]);
+        lm_array_release(deq);
         if (!arr[i]) {
             lm_error_prefix("tensor '%s'", s.names[i]);
             report("convert", NULL);
@@ -791,6 +835,8 @@ static int convert_quantize(const char *in, const char *out, lm_dtype qt)
     if (st != LM_OK) report("convert", NULL);
     else {
         if (qt == LM_DTYPE_COUNT) printf("%s -> %s (%d tensors as they are)\n", in, out, nk);
+        else if (nre) printf("%s -> %s (%d tensors as %s, %d of them requantized from another type; %d kept)\n",
+                             in, out, nq, qn, nre, nk);
         else printf("%s -> %s (%d tensors as %s, %d kept)\n", in, out, nq, qn, nk);
         rc = 0;
     }
@@ -800,6 +846,85 @@ done:
     free(kv);
     lm_tensor_set_free(&s);
     return rc;
+}
+
+/* A tensor file (safetensors, npz, npy, GGUF) or a diffusers folder (its
+ * single file's names) as OUT.safetensors: quantized tensors dequantized to
+ * f32, string metadata kept, plus lumen.source. */
+static int convert_safetensors(const char *in, const char *out)
+{
+    lm_tensor_set s;
+    bool folder = is_dir(in);
+    if ((folder ? lm_sd_single_from_folder(in, &s, NULL) : lm_load_file_to(in, lm_device_cpu(), &s)) != LM_OK) {
+        report("convert", NULL);
+        return 1;
+    }
+    int rc = 1, ndq = 0;
+    lm_array **arr = calloc((size_t)s.count + 1, sizeof *arr);
+    lm_kv *kv = calloc((size_t)s.nmeta + 1, sizeof *kv);
+    if (!arr || !kv) {
+        fprintf(stderr, "lumen convert: out of memory\n");
+        goto done;
+    }
+    for (int i = 0; i < s.count; i++) {
+        lm_array *a = s.arrays[i];
+        bool q = lm_dtype_is_quant(a->dtype);
+        if (!(arr[i] = q ? lm_dequantize(a) : lm_array_retain(a))) {
+            lm_error_prefix("tensor '%s'", s.names[i]);
+            report("convert", NULL);
+            goto done;
+        }
+        ndq += q;
+    }
+    int n = 0;
+    for (int i = 0; i < s.nmeta; i++)
+        if (strcmp(s.meta[i].key, "lumen.source")) kv[n++] = (lm_kv){s.meta[i].key, s.meta[i].value};
+    kv[n++] = (lm_kv){"lumen.source", (char *)in};
+    if (lm_save_safetensors(out, s.count, (const char *const *)s.names, arr, n, kv) != LM_OK) {
+        report("convert", NULL);
+        goto done;
+    }
+    if (ndq) printf("%s -> %s (%d tensors, %d of them dequantized to f32)\n", in, out, s.count, ndq);
+    else printf("%s -> %s (%d tensors as they are)\n", in, out, s.count);
+    rc = 0;
+done:
+    for (int i = 0; arr && i < s.count; i++) lm_array_release(arr[i]);
+    free(arr);
+    free(kv);
+    lm_tensor_set_free(&s);
+    return rc;
+}
+
+/* IN is tensors (a tensor file, or a diffusers folder), not a TF.js model:
+ * a safetensors file that a TF.js conversion wrote (tfjs.topology) is a
+ * model, and so are folders, model.json files and package names */
+static bool tensor_input(const char *in)
+{
+    if (is_dir(in)) {
+        char mi[4096];
+        snprintf(mi, sizeof mi, "%s/model_index.json", in);
+        struct stat sb;
+        return stat(mi, &sb) == 0;
+    }
+    lm_file_format fmt = lm_file_detect(in);
+    lm_error_clear();
+    if (fmt == LM_FORMAT_NPY || fmt == LM_FORMAT_NPZ || fmt == LM_FORMAT_GGUF) return true;
+    if (fmt != LM_FORMAT_SAFETENSORS) return false;
+    lm_tensor_set s;
+    if (lm_load_file_to(in, lm_device_cpu(), &s) != LM_OK) {
+        lm_error_clear();
+        return true;    /* the tensor path's reader names what is wrong */
+    }
+    bool tfjs = false;
+    for (int i = 0; i < s.nmeta; i++) tfjs |= !strcmp(s.meta[i].key, "tfjs.topology");
+    lm_tensor_set_free(&s);
+    return !tfjs;
+}
+
+static bool ends_with_ci(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcasecmp(s + a - b, suffix);
 }
 
 static int cmd_convert(int argc, char **argv)
@@ -814,15 +939,21 @@ static int cmd_convert(int argc, char **argv)
             scale = (int)v, i++;
         else if (!strcmp(argv[i], "--overwrite")) overwrite = true;
         else if (!strcmp(argv[i], "--quantize") && i + 1 < argc) {
-            if (!lm_dtype_from_name_any(argv[i + 1], &quant) || !lm_dtype_is_quant(quant)) {
-                fprintf(stderr, "lumen convert: --quantize %s: not a quantized dtype (q4_0 q4_1 q5_0 q5_1 "
-                        "q8_0 q2_k q3_k q4_k q5_k q6_k)\n", argv[i + 1]);
+            bool known = lm_dtype_from_name_any(argv[i + 1], &quant);
+            int k = 0;
+            while (known && k < N_CONVERT_QUANT && CONVERT_QUANT[k] != quant) k++;
+            if (!known || k == N_CONVERT_QUANT) {
+                fprintf(stderr, "lumen convert: --quantize %s: %s; one of", argv[i + 1],
+                        known && quant == LM_Q8_K ? "q8_k is ggml's format for activations in dot "
+                        "products, not a file's" : "not a quantized type GGUF files store");
+                for (k = 0; k < N_CONVERT_QUANT; k++) fprintf(stderr, " %s", lm_dtype_name(CONVERT_QUANT[k]));
+                fputc('\n', stderr);
                 return 2;
             }
             i++;
         }
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(NULL);
+            usage_convert(NULL);
             return 0;
         }
         else if (argv[i][0] == '-' && argv[i][1]) {
@@ -831,9 +962,21 @@ static int cmd_convert(int argc, char **argv)
             return 2;
         }
         else if (nfiles < 2) files[nfiles++] = argv[i];
-        else return usage("convert takes a model and an output file");
+        else return usage_convert("takes an input and an output file");
     }
-    if (nfiles != 2) return usage("convert takes a model and an output file");
+    if (nfiles != 2) return usage_convert("takes an input and an output file");
+    /* the output's extension chooses the format, before anything is read */
+    bool gguf = ends_with_ci(files[1], ".gguf"), st_out = ends_with_ci(files[1], ".safetensors");
+    if (!gguf && !st_out) {
+        fprintf(stderr, "lumen convert: %s: the output's extension chooses the format: .gguf or "
+                ".safetensors (lumen convert --help)\n", files[1]);
+        return 2;
+    }
+    if (quant != LM_DTYPE_COUNT && !gguf) {
+        fprintf(stderr, "lumen convert: --quantize %s writes GGUF (safetensors has no quantized "
+                "types): name the output .gguf, not %s\n", lm_dtype_name(quant), files[1]);
+        return 2;
+    }
     /* an existing file is replaced only when asked, as upscale does */
     struct stat osb;
     if (!overwrite && lstat(files[1], &osb) == 0) {
@@ -848,9 +991,8 @@ static int cmd_convert(int argc, char **argv)
         fprintf(stderr, "lumen convert: %s is the input %s; not replaced\n", files[1], files[0]);
         return 1;
     }
-    size_t on = strlen(files[1]);
-    bool gguf = on > 5 && !strcmp(files[1] + on - 5, ".gguf");
-    if (quant != LM_DTYPE_COUNT || gguf) return convert_quantize(files[0], files[1], quant);
+    if (gguf) return convert_quantize(files[0], files[1], quant);
+    if (tensor_input(files[0])) return convert_safetensors(files[0], files[1]);
     char rs[32], ss[32];
     lm_tfjs_found f;
     char *path = f.path;

@@ -14,13 +14,21 @@
  * Determinism: a batch of two equals two single runs byte for byte, and 1
  * and 4 threads give the same bytes.  Errors: a missing model, a size not
  * divisible by 8, an unknown sampler, options out of models/family.h's
- * ranges; the family rows each folder loads as. */
+ * ranges; the family rows each folder loads as.  Files: a folder whose
+ * scheduler config is DPM++'s as Python writes it (-Infinity), Python's
+ * JSON extensions, and a FIFO in place of each file of a folder. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "testutil.h"
 #include "backends/cpu/cpu.h"
 #include "core/io/io.h"
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "models/diffusers_config.h"
 #include "models/sd_pipeline.h"
 #include "models/vae.h"
 
@@ -426,6 +434,140 @@ static void test_family(void **state)
     assert_true(o.cfg == d->cfg && o.strength == d->strength && o.batch == 1);
 }
 
+/* tests/ref/diffusion/sd1_dpmpp: sd1 with the scheduler_config.json that
+ * DPMSolverMultistepScheduler.from_config(sd1's).save_pretrained writes
+ * ("lambda_min_clipped": -Infinity, Python's JSON); it loads and gives
+ * diffusers' DPM++ 2M image (the schedule is sd1's).  Before lm_dfs_parse:
+ * "scheduler_config.json: not valid JSON (near byte 400)". */
+static void test_dpmpp_folder(void **state)
+{
+    (void)state;
+    lm_sd_pipeline *p = load(DIR "sd1_dpmpp", NULL);
+    assert_true(run_ref(p, "sd1", "dpm++2m", "dpmpp_2m") <= TOL);
+    lm_sd_pipeline_free(p);
+}
+
+/* JSON as Python writes it: NaN, Infinity, -Infinity outside strings are
+ * numbers; inside strings they stay text; a finite field refuses them */
+static void test_python_json(void **state)
+{
+    (void)state;
+    const char *t = "{\"a\": -Infinity, \"b\": [NaN, Infinity, 1], \"s\": \"NaN Infinity\", "
+                    "\"c\": {\"d\": NaN}, \"lumen:NaN:0\": \"lumen:NaN:0\"}";
+    cJSON *j = lm_dfs_parse(t, strlen(t), "t.json");
+    if (!j) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(j);
+    const cJSON *a = cJSON_GetObjectItem(j, "a"), *b = cJSON_GetObjectItem(j, "b");
+    assert_true(cJSON_IsNumber(a) && isinf(a->valuedouble) && a->valuedouble < 0);
+    assert_true(isnan(cJSON_GetArrayItem(b, 0)->valuedouble));
+    assert_true(isinf(cJSON_GetArrayItem(b, 1)->valuedouble) && cJSON_GetArrayItem(b, 1)->valuedouble > 0);
+    assert_true(cJSON_GetArrayItem(b, 2)->valuedouble == 1);
+    assert_string_equal(cJSON_GetObjectItem(j, "s")->valuestring, "NaN Infinity");
+    assert_true(isnan(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "c"), "d")->valuedouble));
+    /* a string that is the first marker stays a string */
+    assert_string_equal(cJSON_GetObjectItem(j, "lumen:NaN:0")->valuestring, "lumen:NaN:0");
+    double d;
+    int64_t i;
+    assert_int_not_equal(lm_dfs_num(j, "a", "t.json", true, 0, &d), LM_OK);
+    printf("  %s\n", lm_error_message());
+    assert_non_null(strstr(lm_error_message(), "-Infinity"));
+    assert_int_not_equal(lm_dfs_num(cJSON_GetObjectItem(j, "c"), "d", "t.json", true, 0, &d), LM_OK);
+    assert_non_null(strstr(lm_error_message(), "NaN"));
+    assert_int_not_equal(lm_dfs_int(cJSON_GetObjectItem(j, "c"), "d", "t.json", true, 0, 0, 9, &i), LM_OK);
+    assert_int_not_equal(lm_dfs_int(j, "a", "t.json", true, 0, INT64_MIN, 9, &i), LM_OK);
+    cJSON_Delete(j);
+    /* an error's byte is the file's, after a NaN that the parse widened */
+    const char *bad = "{\"x\": NaN, \"y\": ]}";
+    assert_null(lm_dfs_parse(bad, strlen(bad), "bad.json"));
+    printf("  %s\n", lm_error_message());
+    assert_non_null(strstr(lm_error_message(), "bad.json: not valid JSON (near byte 16)"));
+    /* tokens that are not Python's stay errors */
+    const char *nan2 = "{\"x\": nan}";
+    assert_null(lm_dfs_parse(nan2, strlen(nan2), "n.json"));
+}
+
+/* copies the tree at from into to: folders made, files linked (scandir:
+ * DIR is this file's fixture folder) */
+static void mirror(const char *from, const char *to)
+{
+    assert_int_equal(mkdir(to, 0755) == 0 || errno == EEXIST, 1);
+    struct dirent **e;
+    int n = scandir(from, &e, NULL, alphasort);
+    assert_true(n >= 0);
+    for (int k = 0; k < n; k++) {
+        if (e[k]->d_name[0] != '.') {
+            char a[1024], b[1024], real[PATH_MAX];
+            snprintf(a, sizeof a, "%s/%s", from, e[k]->d_name);
+            snprintf(b, sizeof b, "%s/%s", to, e[k]->d_name);
+            struct stat sb;
+            assert_int_equal(stat(a, &sb), 0);
+            if (S_ISDIR(sb.st_mode)) mirror(a, b);
+            else assert_int_equal(symlink(realpath(a, real), b), 0);
+        }
+        free(e[k]);
+    }
+    free(e);
+}
+
+static void remove_tree(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (!S_ISDIR(sb.st_mode)) {
+        unlink(path);
+        return;
+    }
+    struct dirent **e;
+    int n = scandir(path, &e, NULL, alphasort);
+    for (int k = 0; k < n; k++) {
+        if (strcmp(e[k]->d_name, ".") && strcmp(e[k]->d_name, "..")) {
+            char p[1024];
+            snprintf(p, sizeof p, "%s/%s", path, e[k]->d_name);
+            remove_tree(p);
+        }
+        free(e[k]);
+    }
+    if (n >= 0) free(e);
+    rmdir(path);
+}
+
+/* A FIFO in place of any file of a diffusers folder is refused by name at
+ * once: the load never waits for a writer (an alarm ends a hang with a
+ * failure).  Before the one open path, model_index.json, the configs, the
+ * tokenizer files and the VAE weights blocked the load in open(). */
+static void test_fifo_files(void **state)
+{
+    (void)state;
+    static const char *const files[] = {
+        "model_index.json", "unet/config.json", "unet/diffusion_pytorch_model.safetensors",
+        "vae/config.json", "vae/diffusion_pytorch_model.safetensors", "text_encoder/config.json",
+        "text_encoder/model.safetensors", "tokenizer/tokenizer.json",
+        "tokenizer/tokenizer_config.json", "scheduler/scheduler_config.json"};
+    char dir[64];
+    assert_int_equal(tu_tmpdir(dir, sizeof dir, "fifo"), 0);
+    for (size_t k = 0; k < sizeof files / sizeof *files; k++) {
+        char root[128], f[256];
+        snprintf(root, sizeof root, "%s/m%zu", dir, k);
+        mirror(DIR "sd1", root);
+        snprintf(f, sizeof f, "%s/%s", root, files[k]);
+        assert_int_equal(unlink(f), 0);
+        assert_int_equal(mkfifo(f, 0644), 0);
+        alarm(60);
+        lm_sd_load_opts lo;
+        lm_sd_load_opts_init(&lo);
+        lo.dtype = LM_F32;
+        lo.device = lm_device_cpu();
+        lm_sd_pipeline *p = lm_sd_pipeline_load(root, &lo);
+        alarm(0);
+        printf("  FIFO %-40s %s\n", files[k], p ? "LOADED" : lm_error_message());
+        assert_null(p);
+        assert_non_null(strstr(lm_error_message(), "FIFO"));
+        assert_non_null(strstr(lm_error_message(), strrchr(files[k], '/') ? strrchr(files[k], '/') + 1
+                                                                           : files[k]));
+    }
+    remove_tree(dir);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -480,6 +622,9 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_family),
+        cmocka_unit_test(test_dpmpp_folder),
+        cmocka_unit_test(test_python_json),
+        cmocka_unit_test(test_fifo_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -58,8 +58,8 @@ static bool fused_supported(const lm_fused *g)
         lm_dtype ct = lm_cpu_compute_type(st->dtype);
         if (lm_op_dtype_rule_of(st->op) == LM_DT_BOOL) ct = LM_F32;   /* compares: every type has them */
         if (!lm_cpu_ew_has(st->op, ct)) return false;
-        /* integer floor division reports a zero divisor from its own runner */
-        if (st->op == LM_OP_FLOOR_DIVIDE && ct == LM_I64) return false;
+        /* integer // and % report a zero divisor from their own runner */
+        if ((st->op == LM_OP_FLOOR_DIVIDE || st->op == LM_OP_MOD) && ct == LM_I64) return false;
     }
     return g != NULL;
 }

@@ -458,7 +458,10 @@ static inline double logaddexp_d(double a, double b)
 
 static inline int64_t mod_py_i(int64_t x, int64_t y)
 {
-    if (y == 0) return 0;
+    if (y == 0) {   /* an error, as Lua's and Python's n % 0 */
+        zero_divisor = 1;
+        return 0;
+    }
     if (y == -1) return 0;   /* avoids INT64_MIN % -1 */
     int64_t r = x % y;
     return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
@@ -593,6 +596,9 @@ lm_status lm_cpu_run_binary(lm_device *d, lm_array *node)
     ew_release(&c);
     if (zero_divisor && node->op == LM_OP_FLOOR_DIVIDE)   /* PyTorch: ZeroDivisionError */
         return lm_error_set(LM_ERR_ARG, "floor_divide: integer division by zero (%s)",
+                            lm_dtype_name(node->inputs[0]->dtype));
+    if (zero_divisor && node->op == LM_OP_MOD)            /* Python: integer modulo by zero */
+        return lm_error_set(LM_ERR_ARG, "mod: integer modulo by zero (%s)",
                             lm_dtype_name(node->inputs[0]->dtype));
     return LM_OK;
 }

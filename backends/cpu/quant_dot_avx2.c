@@ -51,8 +51,10 @@ QD_INLINE void q8_0_step(int R, const lm_block_q8_0 *w, const unsigned char *x, 
     float dw = half_to_f32(w[i].d);
     __m128 dd = _mm_setzero_ps();
     if (R > 1) {
-        __m128i h = _mm_cvtsi32_si128(a[0]->d);
-        UNROLL for (int r = 1; r < R; r++) h = _mm_insert_epi16(h, a[r]->d, r);
+        /* lanes set by value: _mm_insert_epi16's index must be a constant
+         * (clang refuses the loop's r even unrolled); lanes >= R stay 0 */
+        __m128i h = _mm_setr_epi16((short)a[0]->d, R > 1 ? (short)a[1]->d : 0,
+                                   R > 2 ? (short)a[2]->d : 0, R > 3 ? (short)a[3]->d : 0, 0, 0, 0, 0);
         dd = _mm_mul_ps(_mm_cvtph_ps(h), _mm_set1_ps(dw));
     }
     UNROLL for (int r = 0; r < R; r++) {

@@ -7,7 +7,10 @@
  *
  * Each output element is computed by one task, in one fixed order, so the
  * result is the same for any thread count and any split of the work. */
+#include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include "core/quant.h"
 #include "quant_cpu.h"
 
@@ -22,6 +25,7 @@ typedef struct ql_job {
     size_t xrow;
     const float *x;              /* M rows of K (the f32 path) */
     float *out;                  /* [M, N] */
+    unsigned char *exact;        /* M flags: the row is computed in f32 (or NULL) */
     int failed;
 } ql_job;
 
@@ -77,11 +81,57 @@ static void ql_task(void *ctx, int64_t begin, int64_t end)
     free(wf);
 }
 
+/* A row the activation blocks cannot hold: a NaN or an infinity (its block
+ * would quantize to finite codes, hiding it), or, for q8_0's f16 scale,
+ * |x| so large that amax / 127 overflows f16 (the block would dequantize to
+ * inf or NaN).  Such rows are computed in f32 against the dequantized
+ * weights instead, as the f32 and Vulkan paths compute them: NaN stays NaN,
+ * and 1e7-sized activations give f32's finite result within the weight
+ * format's error.  ggml quantizes them anyway (NaN codes are undefined
+ * there). */
+static bool ql_row_needs_f32(lm_dtype at, const float *x, int64_t K)
+{
+    float amax = 0;
+    for (int64_t k = 0; k < K; k++) {
+        if (!isfinite(x[k])) return true;
+        float a = fabsf(x[k]);
+        if (a > amax) amax = a;
+    }
+    return at == LM_Q8_0 && amax / 127.0f >= 65504.0f;
+}
+
 static void ql_quant_task(void *ctx, int64_t begin, int64_t end)
 {
     ql_job *j = ctx;
-    for (int64_t m = begin; m < end; m++)
-        lm_quantize_row(j->at, j->x + m * j->K, j->xq + (size_t)m * j->xrow, j->K);
+    for (int64_t m = begin; m < end; m++) {
+        const float *xr = j->x + m * j->K;
+        j->exact[m] = ql_row_needs_f32(j->at, xr, j->K);
+        if (!j->exact[m]) lm_quantize_row(j->at, xr, j->xq + (size_t)m * j->xrow, j->K);
+        else memset(j->xq + (size_t)m * j->xrow, 0, j->xrow);
+    }
+}
+
+/* the rows flagged exact, again in f32 (after the quantized pass wrote
+ * something for them) */
+static void ql_exact_task(void *ctx, int64_t begin, int64_t end)
+{
+    ql_job *j = ctx;
+    float *wf = malloc((size_t)j->K * sizeof *wf);
+    if (!wf) {
+        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t n = begin; n < end; n++) {
+        lm_dequantize_row(j->wt, j->w + (size_t)n * j->wrow, wf, j->K);
+        for (int64_t m = 0; m < j->M; m++) {
+            if (!j->exact[m]) continue;
+            const float *xr = j->x + m * j->K;
+            float s = 0;
+            for (int64_t k = 0; k < j->K; k++) s += xr[k] * wf[k];
+            j->out[m * j->N + n] = s;
+        }
+    }
+    free(wf);
 }
 
 lm_status lm_nn_qlinear(lm_array *node)
@@ -108,7 +158,12 @@ lm_status lm_nn_qlinear(lm_array *node)
     if (j.at != LM_DTYPE_COUNT) {
         j.xrow = lm_dtype_nbytes(j.at, j.K);
         xq = malloc(j.xrow * (size_t)(j.M ? j.M : 1));
-        if (!xq) return lm_error_set(LM_ERR_NOMEM, "qlinear: out of host memory for the quantized input");
+        j.exact = calloc((size_t)(j.M ? j.M : 1), 1);
+        if (!xq || !j.exact) {
+            free(xq);
+            free(j.exact);
+            return lm_error_set(LM_ERR_NOMEM, "qlinear: out of host memory for the quantized input");
+        }
         j.xq = xq;
         /* rows are independent: quantized in parallel, about 64K elements a task */
         lm_cpu_parallel_for(j.M, j.K >= 65536 ? 1 : 65536 / (j.K ? j.K : 1), ql_quant_task, &j);
@@ -116,6 +171,13 @@ lm_status lm_nn_qlinear(lm_array *node)
     /* about 64K multiply-adds a task: a fixed split, never by thread count */
     int64_t work = j.M * j.K, grain = work >= 65536 ? 1 : 65536 / (work ? work : 1);
     lm_cpu_parallel_for(j.N, grain, ql_task, &j);
+    int64_t nexact = 0;
+    for (int64_t m = 0; j.exact && m < j.M; m++) nexact += j.exact[m];
+    if (nexact) {
+        int64_t ework = nexact * j.K, egrain = ework >= 65536 ? 1 : 65536 / (ework ? ework : 1);
+        lm_cpu_parallel_for(j.N, egrain, ql_exact_task, &j);
+    }
+    free(j.exact);
     free(xq);
     if (j.failed) return lm_error_set(LM_ERR_NOMEM, "qlinear: out of host memory");
     return LM_OK;

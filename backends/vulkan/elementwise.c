@@ -226,9 +226,9 @@ bool lm_vk_supports_elementwise(lm_vk_dev *v, const lm_array *node)
     ew_job j;
     if (!describe(node, &j)) return false;
     if (j.kind == KIND_D && (!v->feat.f64 || !f64_exact(node->op))) return false;
-    /* integer floor division by zero is an error, which a shader cannot
-     * raise: the CPU runs it */
-    if (j.kind == KIND_I && node->op == LM_OP_FLOOR_DIVIDE) return false;
+    /* integer // and % by zero are errors, which a shader cannot raise:
+     * the CPU runs them */
+    if (j.kind == KIND_I && (node->op == LM_OP_FLOOR_DIVIDE || node->op == LM_OP_MOD)) return false;
     int64_t st[4][LM_MAX_DIMS];
     memcpy(st, j.st, sizeof st);
     int64_t shape[LM_MAX_DIMS];

@@ -92,7 +92,9 @@ static bool encode_step(const lm_array *node, const lm_fused *g, int s, uint32_t
         if (!reg_ok(dt[j])) return false;
     }
     int kind = mode == EW_WHERE ? lm_vk_kind_for(&dt[1], 2, st->dtype) : lm_vk_kind_for(dt, st->nin, st->dtype);
-    if (kind == KIND_D || (kind == KIND_I && st->op == LM_OP_FLOOR_DIVIDE)) return false;
+    if (kind == KIND_D ||
+        (kind == KIND_I && (st->op == LM_OP_FLOOR_DIVIDE || st->op == LM_OP_MOD)))
+        return false;
     w[FS_MODE] = (uint32_t)mode;
     w[FS_CODE] = (uint32_t)code;
     w[FS_KIND] = (uint32_t)kind;

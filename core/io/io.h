@@ -60,6 +60,12 @@ const char *lm_format_name(lm_file_format f);  /* "safetensors", "npy", ... */
 lm_file_format lm_file_detect(const char *path);
 lm_file_format lm_detect_mem(const void *data, size_t size);
 
+/* Opens path for reading if it is a regular file (a symlink to one is
+ * fine); a directory, FIFO, socket or device is refused at once with a
+ * message saying what it is (a FIFO never blocks the open).  The fd, or
+ * -1 with the error set.  Every file Lumen reads is opened through it. */
+int lm_io_open_read(const char *path);
+
 /* Loads any tensor file (chosen by content): safetensors, npz, npy (one
  * tensor named after the file's stem, e.g. "x" for "dir/x.npy"), PNG.
  * The tensors belong to dev (NULL: the default device), as created ones do:

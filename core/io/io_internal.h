@@ -11,11 +11,7 @@ lm_status lm_io_set_add(lm_tensor_set *s, const char *name, lm_array *a);
 lm_status lm_io_set_meta(lm_tensor_set *s, const char *key, size_t klen,
                          const char *value, size_t vlen);
 
-/* Opens path for reading if it is a regular file (a symlink to one is
- * fine); a directory, FIFO, socket or device is refused at once with a
- * message saying what it is (a FIFO never blocks the open).  The fd, or
- * -1 with the error set. */
-int lm_io_open_read(const char *path);
+/* lm_io_open_read, the one open of every file Lumen reads, is in io.h */
 
 /* Reads a whole regular file into a malloc'd buffer (NUL-terminated
  * beyond size). */

@@ -8,7 +8,7 @@ FUZZ_TIME   ?= 30
 FUZZ_DIR    := $(BUILD)/fuzz
 FUZZ_CFLAGS := -std=c11 -O1 -g -D_GNU_SOURCE -I. -Icore -fno-omit-frame-pointer \
   -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
-FUZZ_TARGETS ?= safetensors npy png tfjs gguf
+FUZZ_TARGETS ?= safetensors npy png tfjs gguf tokenizer_json tokenizer_bpe
 # the core sources (CPU only) as the top Makefile lists them before this file
 FUZZ_SRC = $(filter core/% models/% backends/cpu/%,$(CORE_SRC))
 FUZZ_REGISTRY = $(FUZZ_DIR)/gen/backends.c
@@ -38,8 +38,11 @@ fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 fuzz: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  c=$(FUZZ_DIR)/corpus/$$t; mkdir -p $$c; \
-	  case $$t in safetensors) pat='*.safetensors';; npy) pat='*.np[yz]';; png) pat='*.png';; tfjs) pat='model.json';; gguf) pat='*.gguf';; esac; \
-	  find tests/ref/fixtures/io tests/ref/fixtures/tfjs tests/ref/gguf -name "$$pat" -exec cp {} $$c/ \; ; \
+	  case $$t in safetensors) pat='*.safetensors';; npy) pat='*.np[yz]';; png) pat='*.png';; tfjs) pat='model.json';; gguf) pat='*.gguf';; \
+	    tokenizer_json) pat='tokenizer.json';; tokenizer_bpe) pat='-';; esac; \
+	  find tests/ref/fixtures/io tests/ref/fixtures/tfjs tests/ref/gguf tests/ref/clip -name "$$pat" -exec cp {} $$c/ \; ; \
+	  if [ $$t = tokenizer_bpe ]; then d=tests/ref/clip/tiny/tokenizer; \
+	    { cat $$d/vocab.json; printf '\0'; cat $$d/merges.txt; } > $$c/tiny; fi; \
 	  echo "== fuzz_$$t for $(FUZZ_TIME) s"; \
 	  ASAN_OPTIONS=detect_leaks=1 $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_TIME) \
 	    -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \

@@ -207,6 +207,28 @@ test("LUMEN_DUMP and lumen diff: two dumps compared tensor by tensor", function(
   os.remove(b)
 end)
 
+test("infinite tolerances pass identical data; NaN and negative ones are refused", function()
+  local a = lm.tensor{0, 1, -2.5, 0}
+  local r = lm.compare(a, a, {rtol = math.huge})
+  eq(r.n_bad, 0, "rtol = math.huge on data with zeros")
+  eq(lm.compare(a, a, {rtol = math.huge, atol = math.huge}).n_bad, 0)
+  eq(lm.compare(a, a + 1e30, {atol = math.huge}).n_bad, 0, "atol = math.huge accepts every finite pair")
+  eq(lm.compare(a, a + 1, {rtol = 0, atol = 0}).n_bad, 4)
+  for _, bad in ipairs{{rtol = 0 / 0}, {atol = 0 / 0}, {rtol = -1}, {atol = -1e-9}} do
+    local k = next(bad)
+    raises(function() lm.compare(a, a, bad) end, "option '" .. k .. "' is")
+    raises(function() lm.diff(model, {x}, bad) end, "lm.diff: option '" .. k .. "'")
+  end
+  local d = tmpfile()
+  sh("LUMEN_DUMP=" .. d .. " " .. LUMEN .. " -e 'local x = lm.tensor{0, 1, 2} * 1; print(x:sum():item())'")
+  local out, code = sh(LUMEN .. " diff " .. d .. " " .. d .. " --rtol inf --atol inf")
+  eq(code, 0, "lumen diff d d --rtol inf --atol inf: " .. out)
+  out, code = sh(LUMEN .. " diff " .. d .. " " .. d .. " --rtol nan")
+  eq(code, 2)
+  ok(out:find("--rtol nan", 1, true) and out:find(">= 0", 1, true), out)
+  os.remove(d)
+end)
+
 test("ulp distances", function()
   local a = lm.tensor({1, 2, 3, 4}, {dtype = "f32"})
   local h = lm.ulp_hist(a, a:astype("f16"))

@@ -83,6 +83,42 @@ test("x @ w.T with a quantized w is lm.linear(x, w); other products with it refu
   end
 end)
 
+test("quantized linear on the CPU: NaN rows stay NaN, huge rows stay finite, one-row w.T", function()
+  for _, ty in ipairs{"q8_0", "q4_0", "q4_k"} do
+    local K = ty == "q4_k" and 256 or 64
+    local q = lm.randn({3, K}, {seed = 4}):quantize(ty)
+    local wf = q:dequantize()
+    local rows = lm.randn({2, K}, {seed = 5}):totable()
+    rows[1][5] = 0 / 0
+    local y = lm.linear(lm.tensor(rows), q, nil):to("cpu"):totable()
+    ok(y[1][1] ~= y[1][1] and y[1][3] ~= y[1][3], ty .. ": a NaN in a row of x gives NaN (as f32)")
+    ok(y[2][1] == y[2][1], ty .. ": the other row is finite")
+    local big = lm.randn({2, K}, {seed = 6}) * 1e7
+    local yq, yf = lm.linear(big, q, nil):totable(), lm.linear(big, wf, nil):totable()
+    for i = 1, 2 do for n = 1, 3 do
+      ok(yq[i][n] == yq[i][n] and math.abs(yq[i][n]) < math.huge, ty .. ": x*1e7 gives a finite result")
+      -- the activations' 8-bit error, as for unit inputs above, times 1e7
+      ok(math.abs(yq[i][n] - yf[i][n]) <= 0.05 * K ^ 0.5 * 1e7, ty .. ": near f32's")
+    end end
+    -- the format's scales are f16: values they cannot hold are refused
+    raises(function() return lm.full({2, K}, 3e38):quantize(ty) end, "f16 block scale")
+    -- a one-row weight's transpose [K, 1]
+    local q1 = lm.randn({1, K}, {seed = 7}):quantize(ty)
+    local x = lm.randn({3, K}, {seed = 8})
+    local y1 = x:matmul(q1.T)
+    same(y1.shape, {3, 1})
+    ok(lm.compare(y1, lm.linear(x, q1), {rtol = 0, atol = 0}).ok, ty .. ": x:matmul(w.T), one row")
+  end
+end)
+
+test("an empty quantized tensor dequantizes (fuzz_gguf: it recursed until the stack ran out)", function()
+  local t = lm.load("tests/fuzz/regress/gguf/empty-quantized-view-recursion")
+  eq(t.h.dtype, "q8_0")
+  local d = t.h:dequantize()
+  eq(d.size, 0)
+  same(d.shape, t.h.shape)
+end)
+
 test("a q4_k weight takes 4.5 bits per element (144 bytes per 256), q8_0 8.5", function()
   local w = lm.randn{64, 1024, device = "cpu"}
   w:eval()   -- its own f32 buffer first, so the growth below is q's alone

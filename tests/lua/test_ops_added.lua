@@ -1,7 +1,7 @@
 -- test_ops_added.lua - the ops added through docs/DEVELOPING.md's
 -- checklist (erfc, logaddexp) and integer floor division (issue 23 item 6).
 local T, lm = ...
-local test, eq, same, raises, near = T.test, T.eq, T.same, T.raises, T.near
+local test, eq, same, raises, near, ok = T.test, T.eq, T.same, T.raises, T.near, T.ok
 
 test("a // b keeps integer dtypes and is exact", function()
   local a = lm.full({1}, 16777217, {dtype = "i32"}) // 1
@@ -25,6 +25,27 @@ test("integer division by zero is an error", function()
   local f = (lm.tensor{1.5, -1.5} // 0):totable()   -- floats: +-inf, as torch
   eq(f[1], math.huge)
   eq(f[2], -math.huge)
+end)
+
+test("integer % by zero is an error on every backend, as Lua's and Python's", function()
+  local devs = {"cpu"}
+  for _, d in ipairs(lm.devices()) do if d.backend == "vulkan" then devs[#devs + 1] = d.spec; break end end
+  for _, dev in ipairs(devs) do
+    for _, dt in ipairs{"i32", "i64", "u8"} do
+      local a = lm.tensor({7, -7}, {dtype = dt}):to(dev)
+      raises(function() return (a % 0):totable() end, "modulo by zero")
+      raises(function() return lm.mod(a, lm.tensor({2, 0}, {dtype = dt}):to(dev)):totable() end,
+             "modulo by zero")
+      -- compiled chains too
+      local f = lm.compile(function(t) return (t + 1) % 0 end)
+      raises(function() return f(a):totable() end, "modulo by zero")
+    end
+    raises(function() return (lm.tensor({true}):to(dev) % lm.tensor({false}):to(dev)):totable() end,
+           "modulo by zero")
+    same((lm.tensor({7, -7}, {dtype = "i32"}):to(dev) % 3):totable(), {1, 2})
+    local f = (lm.tensor{1.5}:to(dev) % 0):totable()   -- floats: NaN, as torch
+    ok(f[1] ~= f[1], "float % 0 is NaN on " .. dev)
+  end
 end)
 
 test("erfc and logaddexp", function()

@@ -108,5 +108,16 @@ check "... and leaves it as it was" cmp $T/sd1.gguf $T/keep.gguf
 fails "convert never writes over its input" 1 "is the input" "$L" convert --overwrite $T/sd1.gguf $T/sd1.gguf
 head -c 100000 $T/sd1.gguf > $T/cut.gguf
 fails "a truncated GGUF names the file" 1 "cut.gguf: tensor" sh -c "$G --model $T/cut.gguf --tokenizer $D/sd1 -o $T/x.png"
+# issue 34 item 10: the output's extension chooses the format, or a clear refusal
+fails "convert --quantize to .safetensors is refused" 2 "writes GGUF" "$L" convert --quantize q8_0 $S $T/q.safetensors
+check "... and writes nothing" sh -c "! test -e $T/q.safetensors"
+fails "convert to another extension is refused" 2 "extension chooses the format" "$L" convert $S $T/x.bin
+fails "convert --quantize q8_k is refused" 2 "q8_k is ggml's format" "$L" convert --quantize q8_k $S $T/k.gguf
+check "convert --help prints convert's usage" sh -c "'$L' convert --help | head -1 | grep -q '^usage: lumen convert'"
+check "GGUF -> safetensors, q8_0 dequantized" sh -c "'$L' convert $T/sd1-q8_0.gguf $T/back.safetensors | grep -q 'dequantized to f32'"
+check "... which generate reads" sh -c "$G --model $T/back.safetensors --tokenizer $D/sd1 --seed 42 -o $T/back.png"
+check "q8_0 -> q4_0 requantizes" sh -c "'$L' convert --quantize q4_0 $T/sd1-q8_0.gguf $T/sd1-q4_0.gguf | grep -q 'requantized'"
+check "... no q8_0 tensor is left" "$L" -e "local n = 0; for k, t in pairs(lm.load('$T/sd1-q4_0.gguf')) do assert(t.dtype ~= 'q8_0', k); if t.dtype == 'q4_0' then n = n + 1 end end; assert(n > 0, 'no q4_0')"
+check "a diffusers folder -> safetensors makes the single file's PNG" sh -c "mkdir -p $T/dir && $L convert $D/sd1 $T/dir/sd1.safetensors && $G --model $T/dir/sd1.safetensors --tokenizer $D/sd1 --seed 42 -o $T/dir2.png && cmp $T/single.png $T/dir2.png"
 echo "$p passed, $f failed"
 [ $f = 0 ]

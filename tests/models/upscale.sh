@@ -67,7 +67,7 @@ fails "convert does not replace an existing file" "exists (--overwrite replaces 
   sh -c "'$L' convert esrgan-medium '$T/medium2.safetensors' --scale 2 && false"
 check "the refused file is intact" sh -c "'$L' upscale '$T/in16.png' -o '$T/conv2.png' --model '$T/medium2.safetensors' --scale 2 --tile 0 --quiet && cmp '$T/conv.png' '$T/conv2.png'"
 check "convert --overwrite replaces it" "$L" convert esrgan-medium "$T/medium2.safetensors" --scale 2 --overwrite
-check "convert --help prints the usage" sh -c "'$L' convert --help | grep -q 'lumen convert MODEL'"
+check "convert --help prints the usage" sh -c "'$L' convert --help | grep -q '^usage: lumen convert IN OUT'"
 fails "convert of a bad model.json" "not valid JSON" sh -c "echo '{' > $T/bad.json; $L convert $T/bad.json $T/bad.safetensors"
 
 # ---- issue 23 item 2: nothing is replaced unasked ----
