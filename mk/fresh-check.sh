@@ -19,10 +19,9 @@ LOG=${FRESH_LOG:-$SRC/build/fresh-check.log}
 mkdir -p "$(dirname "$LOG")"
 : > "$LOG"
 
-# the host's Debian mirror (no address is written into the project)
-MIRROR=$(sed -n 's/^URIs: *\([^ ]*\/debian\)$/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
-[ -n "$MIRROR" ] || MIRROR=$(awk '$1 == "deb" && $2 ~ /\/debian$/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
-[ -n "$MIRROR" ] || { echo "fresh-check: no Debian mirror in the host's apt sources"; exit 1; }
+# the host's Debian mirror, read as mk/glslang.sh reads it (no address is
+# written into the project)
+MIRROR=$(sh mk/apt_mirror.sh) || { echo "fresh-check: no Debian mirror in the host's apt sources"; exit 1; }
 
 mounted=
 cleanup() {
