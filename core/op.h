@@ -24,8 +24,11 @@ typedef enum lm_op_class {
 } lm_op_class;
 
 /* One row per op; every per-op property lives here, and every other list
- * (kernel switches, shader codes, Lua names, grad rules) is generated from
- * it or checked against it (docs/DEVELOPING.md, "Adding an op").
+ * (kernel switches, shader codes, vmath rows, Lua names, grad rules, the
+ * tests' per-op tables) is generated from it or checked against it
+ * (docs/DEVELOPING.md, "Adding an op").  Code asks the table
+ * (lm_op_dtype_rule_of(op) == LM_DT_BOOL ...), never the enum's order: where
+ * a row sits decides nothing (HYPOT sits among the comparisons to prove it).
  *   name   LM_OP_<name>; lower case it is the op's name (lm_op_name)
  *   cls    LM_CLASS_<cls>
  *   ar     inputs: 0..3, or -1 when the builder decides (concat, conv ...)
@@ -100,6 +103,7 @@ typedef enum lm_op_class {
     X(FLOOR_DIVIDE,  BINARY,  2,  SAME,  0,  NONE,      FLOORDIV,  0)  /* floor(a / b); integers exact */ \
     X(EQ,            BINARY,  2,  BOOL,  0,  NONE,      EQ,        1) \
     X(NE,            BINARY,  2,  BOOL,  0,  NONE,      NE,        1) \
+    X(HYPOT,         BINARY,  2,  FLOAT, 1,  HYPOT,     HYPOT,     0)  /* sqrt(a^2 + b^2) without overflow; its row sits among the comparisons on purpose: nothing may decide a property by where a row sits */ \
     X(LT,            BINARY,  2,  BOOL,  0,  NONE,      LT,        1) \
     X(LE,            BINARY,  2,  BOOL,  0,  NONE,      LE,        1) \
     X(GT,            BINARY,  2,  BOOL,  0,  NONE,      GT,        1) \

@@ -81,6 +81,7 @@ static int binary(lua_State *L, lm_op op)
     X(logaddexp, LOGADDEXP, "log(e^a + e^b), without overflow") \
     X(maximum, MAXIMUM, "the larger of a and b (NaN wins)") \
     X(minimum, MINIMUM, "the smaller of a and b (NaN wins)") X(atan2, ATAN2, "atan2(a, b)") \
+    X(hypot, HYPOT, "sqrt(a^2 + b^2), without overflow or underflow (integers give f32)") \
     X(eq, EQ, "a == b (bool)") X(ne, NE, "a ~= b (bool)") X(lt, LT, "a < b (bool)") \
     X(le, LE, "a <= b (bool)") X(gt, GT, "a > b (bool)") X(ge, GE, "a >= b (bool)") \
     X(logical_and, LOGICAL_AND, "a and b (bool)") X(logical_or, LOGICAL_OR, "a or b (bool)") \
