@@ -85,6 +85,10 @@ static lm_array *input_c(lm_device *dev, lm_dtype dt, int ndim, const int64_t *s
 
 typedef lm_array *(*build_fn)(lm_op op, lm_dtype dt, lm_device *d);
 
+/* set by b_create, b_other and b_nn for an op their switches have no case
+ * for: walk_op then fails naming the op */
+static bool no_case;
+
 #define R(x) lm_array_release(x)
 
 static lm_array *b_unary(lm_op op, lm_dtype dt, lm_device *d)
@@ -145,7 +149,8 @@ static lm_array *b_create(lm_op op, lm_dtype dt, lm_device *d)
     case LM_OP_LINSPACE: return lm_linspace(-1, 2, S1, dt, d);
     case LM_OP_EYE: return lm_eye(S0, S1, 1, dt, d);
     case LM_OP_RANDOM_UNIFORM: return lm_random_uniform(2, sh, -1, 1, dt, key, d);
-    default: return lm_random_normal(2, sh, 0, 1, dt, key, d);
+    case LM_OP_RANDOM_NORMAL: return lm_random_normal(2, sh, 0, 1, dt, key, d);
+    default: no_case = true; return NULL;
     }
 }
 
@@ -154,10 +159,6 @@ static lm_array *b_leaf(lm_op op, lm_dtype dt, lm_device *d)
     (void)op;
     return input_t(d, dt, S0, S1, -3, 3, false, 8);   /* NONE: data; VIEW: its transpose */
 }
-
-/* set by b_other and b_nn for an op their switches have no case for:
- * walk_op then fails naming the op */
-static bool no_case;
 
 static lm_array *b_other(lm_op op, lm_dtype dt, lm_device *d)
 {
@@ -388,6 +389,8 @@ static void walk_op(lm_op op)
         oa_fail("%s", name, "-", "no builder entry in tests/test_ops_all.c (add one with the op's kernels)");
         return;
     }
+    int built = 0;
+    char refusal[160] = "";
     for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++) {
         lm_dtype dt = dtypes[t];
         const char *dn = lm_dtype_name(dt);
@@ -395,11 +398,16 @@ static void walk_op(lm_op op)
         no_case = false;
         lm_array *c = b(op, dt, cpu);
         if (no_case) {
-            oa_fail("%s", name, "-", "no case in b_other or b_nn of tests/test_ops_all.c (add one with the op's kernels)");
+            oa_fail("%s", name, "-", "no case in b_create, b_other or b_nn of tests/test_ops_all.c (add one with the op's kernels)");
             R(c);
             return;
         }
-        if (!c) { lm_error_clear(); continue; }   /* the op refuses this dtype */
+        if (!c) {   /* the op refuses this dtype */
+            snprintf(refusal, sizeof refusal, "%s", lm_error_message());
+            lm_error_clear();
+            continue;
+        }
+        built++;
         cases++;
         if (lm_array_eval(c) != LM_OK) {
             oa_fail("cpu: %s", name, dn, lm_error_message());
@@ -459,6 +467,8 @@ static void walk_op(lm_op op)
         free(ref);
         R(c);
     }
+    /* a builder that makes a graph for no dtype tests nothing */
+    if (!built) oa_fail("its builder made no graph for any dtype (last refusal: %s)", name, "-", refusal);
 }
 
 /* a unary op the way its builder applies it (cast to f64 keeps the values) */
