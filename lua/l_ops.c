@@ -94,11 +94,11 @@ BINARY_OPS(BINARY_FN)
  * lists above, plus copy, astype (cast), clamp and gelu, which take their
  * own arguments.  An op added to the table without one fails here. */
 #define COUNT_ROW(name, OP, doc) + 1
-#define COUNT_CLASS(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY ? 1 : 0)
+#define COUNT_CLASS(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY ? 1 : 0)
 _Static_assert(0 LM_OPS(COUNT_CLASS) == 0 UNARY_OPS(COUNT_ROW) + 4,
                "a unary op of core/op.h has no Lua name in UNARY_OPS (lua/l_ops.c)");
 #undef COUNT_CLASS
-#define COUNT_CLASS(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY ? 1 : 0)
+#define COUNT_CLASS(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY ? 1 : 0)
 _Static_assert(0 LM_OPS(COUNT_CLASS) == 0 BINARY_OPS(COUNT_ROW),
                "a binary op of core/op.h has no Lua name in BINARY_OPS (lua/l_ops.c)");
 #undef COUNT_CLASS

@@ -633,6 +633,22 @@ static void test_dtype_rules(void **state)
             oa_fail("%s", lm_op_name((lm_op)op), "f32", "a float-only op (dt FLOAT) without an f32 CPU kernel");
         if (rule == LM_DT_BOOL && !lm_cpu_ew_has((lm_op)op, LM_F32))
             oa_fail("%s", lm_op_name((lm_op)op), "f32", "a bool-valued op (dt BOOL) without an f32 CPU kernel");
+        /* the bl column: what bool inputs give an op whose dt is SAME */
+        if (rule != LM_DT_SAME || op == LM_OP_CLAMP) continue;
+        int64_t n = 3;
+        lm_array *x = lm_full(1, &n, 1, LM_BOOL, cpu), *y = NULL;
+        if (cls == LM_CLASS_UNARY) y = op == LM_OP_COPY ? lm_contiguous(x) : lm_unary((lm_op)op, x);
+        else y = lm_binary((lm_op)op, x, x);
+        lm_op_bool_rule bl = lm_op_bool_rule_of((lm_op)op);
+        lm_dtype want = bl == LM_BOOL_I64 ? LM_I64 : LM_BOOL;
+        if (bl == LM_BOOL_ERR ? y != NULL : !y || y->dtype != want || lm_array_eval(y) != LM_OK) {
+            char s[96];
+            snprintf(s, sizeof s, "bool inputs gave %s, the bl column says %s", y ? lm_dtype_name(y->dtype) : "an error",
+                     bl == LM_BOOL_ERR ? "an error" : lm_dtype_name(want));
+            oa_fail("%s", lm_op_name((lm_op)op), "bool", s);
+        }
+        lm_error_clear();
+        R(x), R(y);
     }
 }
 

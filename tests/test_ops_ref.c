@@ -44,8 +44,8 @@ static const ref_row unary_rows[] = {REF_UNARY(REF_ROW)}, binary_rows[] = {REF_B
 #undef REF_ROW
 
 #define COUNT_ROW(OP, in, file) + 1
-#define COUNT_UNARY(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY)
-#define COUNT_BINARY(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY)
+#define COUNT_UNARY(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY)
+#define COUNT_BINARY(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY)
 _Static_assert(0 LM_OPS(COUNT_UNARY) == 0 REF_UNARY(COUNT_ROW),
                "a unary op of core/op.h has no row in REF_UNARY (tests/test_ops_ref.c)");
 _Static_assert(0 LM_OPS(COUNT_BINARY) == 0 REF_BINARY(COUNT_ROW),

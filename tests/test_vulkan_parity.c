@@ -29,7 +29,7 @@ static lm_array *b_unary(lm_array **in, const void *p)
 
 /* the op table's v64 column (core/op.h): whose GLSL f64 form is exactly
  * rounded */
-#define VK_V64(name, cls, ar, dt, gr, vm, vk_, v64) [LM_OP_##name] = v64,
+#define VK_V64(name, cls, ar, dt, bl, gr, vm, vk_, v64) [LM_OP_##name] = v64,
 static const bool f64_exact[LM_OP_COUNT] = {LM_OPS(VK_V64)};
 #undef VK_V64
 

@@ -140,16 +140,16 @@ static double sigmoid_d(double x)
 /* f32 ops with a vector form go through the vmath table (SLEEF at the
  * CPU's width); the rest are loops the compiler vectorises, or libm */
 /* (the vm column of core/op.h; 0 = none, else the function + 1) */
-#define VM_OF_UNARY(name, cls, ar, dt, gr, vm, vk, v64) \
+#define VM_OF_UNARY(name, cls, ar, dt, bl, gr, vm, vk, v64) \
     [LM_OP_##name] = LM_CLASS_##cls == LM_CLASS_UNARY ? LM_VM_##vm + 1 : 0,
-#define VM_OF_BINARY(name, cls, ar, dt, gr, vm, vk, v64) \
+#define VM_OF_BINARY(name, cls, ar, dt, bl, gr, vm, vk, v64) \
     [LM_OP_##name] = LM_CLASS_##cls == LM_CLASS_BINARY ? LM_VM_##vm + 1 : 0,
 static const signed char vm_of_op[LM_OP_COUNT] = {LM_OPS(VM_OF_UNARY)};
 static const signed char vm2_of_op[LM_OP_COUNT] = {LM_OPS(VM_OF_BINARY)};
 #undef VM_OF_UNARY
 #undef VM_OF_BINARY
 /* a vm row named by an op of another class is a typo in the table */
-#define VM_CLASS_CHECK(name, cls, ar, dt, gr, vm, vk, v64) \
+#define VM_CLASS_CHECK(name, cls, ar, dt, bl, gr, vm, vk, v64) \
     _Static_assert(LM_VM_##vm < 0 || LM_CLASS_##cls == LM_CLASS_UNARY || LM_CLASS_##cls == LM_CLASS_BINARY, \
                    "op " #name ": a vm function on a non-elementwise op");
 LM_OPS(VM_CLASS_CHECK)
