@@ -193,6 +193,10 @@ static lm_status binary_rule(scope *s, lm_array *n, lm_array *g, const bool *nee
         if (need[0]) da = BI(MUL, g, UN(EXP, BI(SUB, a, y)));
         if (need[1]) db = BI(MUL, g, UN(EXP, BI(SUB, b, y)));
         break;
+    case LM_OP_HYPOT:   /* a / y and b / y (PyTorch: NaN where both are 0) */
+        if (need[0]) da = BI(MUL, g, BI(DIV, a, y));
+        if (need[1]) db = BI(MUL, g, BI(DIV, b, y));
+        break;
     case LM_OP_ATAN2: {
         lm_array *r = BI(ADD, UN(SQUARE, a), UN(SQUARE, b));
         if (need[0]) da = BI(MUL, g, BI(DIV, b, r));

@@ -16,9 +16,10 @@ static const struct {
     lm_op_class cls;
     signed char arity;
     lm_op_dtype_rule dt;
+    lm_op_bool_rule bl;
     bool grad;
 } op_info[LM_OP_COUNT] = {
-#define LM_OP_INFO(name, cls, ar, dt, gr, vm, vk, v64) {#name, LM_CLASS_##cls, ar, LM_DT_##dt, gr},
+#define LM_OP_INFO(name, cls, ar, dt, bl, gr, vm, vk, v64) {#name, LM_CLASS_##cls, ar, LM_DT_##dt, LM_BOOL_##bl, gr},
     LM_OPS(LM_OP_INFO)
 #undef LM_OP_INFO
 };
@@ -50,6 +51,11 @@ int lm_op_arity(lm_op op)
 lm_op_dtype_rule lm_op_dtype_rule_of(lm_op op)
 {
     return (unsigned)op < LM_OP_COUNT ? op_info[op].dt : LM_DT_OWN;
+}
+
+lm_op_bool_rule lm_op_bool_rule_of(lm_op op)
+{
+    return (unsigned)op < LM_OP_COUNT ? op_info[op].bl : LM_BOOL_SAME;
 }
 
 bool lm_op_differentiable(lm_op op)

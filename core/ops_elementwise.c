@@ -14,13 +14,15 @@ lm_array *lm_unary(lm_op op, lm_array *a)
     lm_op_dtype_rule rule = lm_op_dtype_rule_of(op);
     if (rule == LM_DT_FLOAT && !lm_dtype_is_float(dt)) dt = LM_F32;
     if (rule == LM_DT_BOOL) dt = LM_BOOL;
-    if (op == LM_OP_NEG && dt == LM_BOOL) {
-        lm_error_set(LM_ERR_DTYPE, "neg: not defined for bool (use logical_not)");
-        return NULL;
+    if (rule == LM_DT_SAME && dt == LM_BOOL) {   /* the bl column: what a bool input gives */
+        lm_op_bool_rule bl = lm_op_bool_rule_of(op);
+        if (bl == LM_BOOL_ERR) {
+            lm_error_set(LM_ERR_DTYPE, "%s: not defined for bool (as in PyTorch; logical_not negates a bool)",
+                         lm_op_name(op));
+            return NULL;
+        }
+        if (bl == LM_BOOL_I64) dt = LM_I64;
     }
-    if ((op == LM_OP_FLOOR || op == LM_OP_CEIL || op == LM_OP_ROUND || op == LM_OP_ABS ||
-         op == LM_OP_SQUARE || op == LM_OP_SIGN || op == LM_OP_RELU) && a->dtype == LM_BOOL && op != LM_OP_ABS)
-        dt = op == LM_OP_SQUARE || op == LM_OP_SIGN || op == LM_OP_RELU ? LM_I64 : LM_BOOL;
     return lm_node_new(op, dt, a->ndim, a->shape, 1, &a, NULL, NULL);
 }
 
@@ -84,12 +86,13 @@ lm_array *lm_binary(lm_op op, lm_array *a, lm_array *b)
     lm_op_dtype_rule rule = lm_op_dtype_rule_of(op);
     if (rule == LM_DT_BOOL) out = LM_BOOL;
     else if (rule == LM_DT_FLOAT && !lm_dtype_is_float(ct)) ct = out = LM_F32;
-    else if (ct == LM_BOOL && (op == LM_OP_ADD || op == LM_OP_SUB || op == LM_OP_MUL ||
-                               op == LM_OP_POW || op == LM_OP_MOD))
-        ct = out = op == LM_OP_ADD || op == LM_OP_MUL ? LM_BOOL : LM_I64;
-    if (op == LM_OP_SUB && ct == LM_BOOL) {
-        lm_error_set(LM_ERR_DTYPE, "sub: not defined for two bool tensors");
-        return NULL;
+    else if (rule == LM_DT_SAME && ct == LM_BOOL) {   /* the bl column: what bool operands give */
+        lm_op_bool_rule bl = lm_op_bool_rule_of(op);
+        if (bl == LM_BOOL_ERR) {
+            lm_error_set(LM_ERR_DTYPE, "%s: not defined for two bool tensors", lm_op_name(op));
+            return NULL;
+        }
+        if (bl == LM_BOOL_I64) ct = out = LM_I64;
     }
     /* operands are cast to the compute dtype here so kernels see one dtype */
     lm_array *ca = lm_cast(a, ct), *cb = lm_cast(b, ct);

@@ -81,6 +81,7 @@ static int binary(lua_State *L, lm_op op)
     X(logaddexp, LOGADDEXP, "log(e^a + e^b), without overflow") \
     X(maximum, MAXIMUM, "the larger of a and b (NaN wins)") \
     X(minimum, MINIMUM, "the smaller of a and b (NaN wins)") X(atan2, ATAN2, "atan2(a, b)") \
+    X(hypot, HYPOT, "sqrt(a^2 + b^2), without overflow or underflow (integers give f32)") \
     X(eq, EQ, "a == b (bool)") X(ne, NE, "a ~= b (bool)") X(lt, LT, "a < b (bool)") \
     X(le, LE, "a <= b (bool)") X(gt, GT, "a > b (bool)") X(ge, GE, "a >= b (bool)") \
     X(logical_and, LOGICAL_AND, "a and b (bool)") X(logical_or, LOGICAL_OR, "a or b (bool)") \
@@ -93,11 +94,11 @@ BINARY_OPS(BINARY_FN)
  * lists above, plus copy, astype (cast), clamp and gelu, which take their
  * own arguments.  An op added to the table without one fails here. */
 #define COUNT_ROW(name, OP, doc) + 1
-#define COUNT_CLASS(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY ? 1 : 0)
+#define COUNT_CLASS(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY ? 1 : 0)
 _Static_assert(0 LM_OPS(COUNT_CLASS) == 0 UNARY_OPS(COUNT_ROW) + 4,
                "a unary op of core/op.h has no Lua name in UNARY_OPS (lua/l_ops.c)");
 #undef COUNT_CLASS
-#define COUNT_CLASS(name, cls, ar, dt, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY ? 1 : 0)
+#define COUNT_CLASS(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY ? 1 : 0)
 _Static_assert(0 LM_OPS(COUNT_CLASS) == 0 BINARY_OPS(COUNT_ROW),
                "a binary op of core/op.h has no Lua name in BINARY_OPS (lua/l_ops.c)");
 #undef COUNT_CLASS

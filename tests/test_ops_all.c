@@ -85,6 +85,10 @@ static lm_array *input_c(lm_device *dev, lm_dtype dt, int ndim, const int64_t *s
 
 typedef lm_array *(*build_fn)(lm_op op, lm_dtype dt, lm_device *d);
 
+/* set by b_create, b_other and b_nn for an op their switches have no case
+ * for: walk_op then fails naming the op */
+static bool no_case;
+
 #define R(x) lm_array_release(x)
 
 static lm_array *b_unary(lm_op op, lm_dtype dt, lm_device *d)
@@ -145,7 +149,8 @@ static lm_array *b_create(lm_op op, lm_dtype dt, lm_device *d)
     case LM_OP_LINSPACE: return lm_linspace(-1, 2, S1, dt, d);
     case LM_OP_EYE: return lm_eye(S0, S1, 1, dt, d);
     case LM_OP_RANDOM_UNIFORM: return lm_random_uniform(2, sh, -1, 1, dt, key, d);
-    default: return lm_random_normal(2, sh, 0, 1, dt, key, d);
+    case LM_OP_RANDOM_NORMAL: return lm_random_normal(2, sh, 0, 1, dt, key, d);
+    default: no_case = true; return NULL;
     }
 }
 
@@ -184,7 +189,7 @@ static lm_array *b_other(lm_op op, lm_dtype dt, lm_device *d)
         R(idx);
         break;
     }
-    default: break;
+    default: no_case = true; break;
     }
     R(x);
     return r;
@@ -308,7 +313,7 @@ static lm_array *b_nn(lm_op op, lm_dtype dt, lm_device *d)
         R(q4);
         break;
     }
-    default: break;
+    default: no_case = true; break;
     }
     R(x), R(t), R(u), R(w);
     return r;
@@ -324,24 +329,8 @@ static build_fn builder_of(lm_op op)
     case LM_CLASS_BINARY: return b_binary;
     case LM_CLASS_TERNARY: return op == LM_OP_WHERE ? b_where : NULL;
     case LM_CLASS_REDUCE: return b_reduce;
-    case LM_CLASS_OTHER:
-        if (op == LM_OP_FUSED) return b_fused;
-        return op == LM_OP_MATMUL || op == LM_OP_CONCAT || op == LM_OP_PAD || op == LM_OP_GATHER ||
-                       op == LM_OP_INDEX_SELECT ? b_other : NULL;
-    case LM_CLASS_NN: {
-        /* every NN op must appear in b_nn's switch */
-        static const lm_op nn_ops[] = {
-            LM_OP_CONV, LM_OP_CONV_TRANSPOSE, LM_OP_MAX_POOL, LM_OP_AVG_POOL, LM_OP_ADAPTIVE_AVG_POOL,
-            LM_OP_UPSAMPLE, LM_OP_PIXEL_SHUFFLE, LM_OP_PIXEL_UNSHUFFLE, LM_OP_SOFTMAX, LM_OP_LOG_SOFTMAX,
-            LM_OP_LAYER_NORM, LM_OP_RMS_NORM, LM_OP_GROUP_NORM, LM_OP_BATCH_NORM, LM_OP_L2_NORMALIZE,
-            LM_OP_ATTENTION, LM_OP_ROPE, LM_OP_TOPK, LM_OP_SORT, LM_OP_ARGSORT, LM_OP_SCATTER,
-            LM_OP_SCATTER_ADD, LM_OP_ONE_HOT, LM_OP_TRIL, LM_OP_TRIU, LM_OP_TIMESTEP_EMBEDDING, LM_OP_QLINEAR,
-            LM_OP_DEQUANTIZE,
-        };
-        for (size_t i = 0; i < sizeof nn_ops / sizeof *nn_ops; i++)
-            if (nn_ops[i] == op) return b_nn;
-        return NULL;
-    }
+    case LM_CLASS_OTHER: return op == LM_OP_FUSED ? b_fused : b_other;
+    case LM_CLASS_NN: return b_nn;
     }
     return NULL;
 }
@@ -390,7 +379,7 @@ static const lm_dtype dtypes[] = {LM_F32, LM_F16, LM_BF16, LM_F64, LM_I32, LM_I6
 
 /* coverage, printed at the end */
 static bool has_fixture[LM_OP_COUNT], grad_checked[LM_OP_COUNT], fused_cpu[LM_OP_COUNT], fused_vk[LM_OP_COUNT];
-static bool ran[LM_OP_COUNT];
+static bool ran[LM_OP_COUNT], rule_ran[LM_OP_COUNT];
 
 static void walk_op(lm_op op)
 {
@@ -400,12 +389,25 @@ static void walk_op(lm_op op)
         oa_fail("%s", name, "-", "no builder entry in tests/test_ops_all.c (add one with the op's kernels)");
         return;
     }
+    int built = 0;
+    char refusal[160] = "";
     for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++) {
         lm_dtype dt = dtypes[t];
         const char *dn = lm_dtype_name(dt);
         if (op == LM_OP_FUSED) fused_op = LM_OP_EXP;
+        no_case = false;
         lm_array *c = b(op, dt, cpu);
-        if (!c) { lm_error_clear(); continue; }   /* the op refuses this dtype */
+        if (no_case) {
+            oa_fail("%s", name, "-", "no case in b_create, b_other or b_nn of tests/test_ops_all.c (add one with the op's kernels)");
+            R(c);
+            return;
+        }
+        if (!c) {   /* the op refuses this dtype */
+            snprintf(refusal, sizeof refusal, "%s", lm_error_message());
+            lm_error_clear();
+            continue;
+        }
+        built++;
         cases++;
         if (lm_array_eval(c) != LM_OK) {
             oa_fail("cpu: %s", name, dn, lm_error_message());
@@ -465,6 +467,8 @@ static void walk_op(lm_op op)
         free(ref);
         R(c);
     }
+    /* a builder that makes a graph for no dtype tests nothing */
+    if (!built) oa_fail("its builder made no graph for any dtype (last refusal: %s)", name, "-", refusal);
 }
 
 /* a unary op the way its builder applies it (cast to f64 keeps the values) */
@@ -604,8 +608,47 @@ static void test_grad_rules(void **state)
         lm_array *one = lm_full(y->ndim, y->shape, 1, y->dtype, cpu);
         cases++;
         if (lm_vjp(1, &y, &one, n, ins, g) != LM_OK) oa_fail("grad: %s", lm_op_name((lm_op)op), "f32", lm_error_message());
+        else rule_ran[op] = true;
         for (int i = 0; i < n; i++) R(g[i]);
         R(one), R(y);
+    }
+}
+
+/* the op table's dt column decides what the kernels see: a FLOAT op
+ * computes integers in f32 (lm_unary/lm_binary cast them first), so an i64
+ * case of its CPU kernel could never run; a BOOL op writes u8, and its
+ * kernel answers for the compute types of its inputs */
+static void test_dtype_rules(void **state)
+{
+    (void)state;
+    for (int op = 0; op < LM_OP_COUNT; op++) {
+        lm_op_class cls = lm_op_class_of((lm_op)op);
+        if (cls != LM_CLASS_UNARY && cls != LM_CLASS_BINARY) continue;
+        lm_op_dtype_rule rule = lm_op_dtype_rule_of((lm_op)op);
+        cases++;
+        if (rule == LM_DT_FLOAT && lm_cpu_ew_has((lm_op)op, LM_I64))
+            oa_fail("%s", lm_op_name((lm_op)op), "i64",
+                    "the CPU kernel has an i64 case, but core/op.h makes the op float-only (dt FLOAT): dead code");
+        if (rule == LM_DT_FLOAT && !lm_cpu_ew_has((lm_op)op, LM_F32))
+            oa_fail("%s", lm_op_name((lm_op)op), "f32", "a float-only op (dt FLOAT) without an f32 CPU kernel");
+        if (rule == LM_DT_BOOL && !lm_cpu_ew_has((lm_op)op, LM_F32))
+            oa_fail("%s", lm_op_name((lm_op)op), "f32", "a bool-valued op (dt BOOL) without an f32 CPU kernel");
+        /* the bl column: what bool inputs give an op whose dt is SAME */
+        if (rule != LM_DT_SAME || op == LM_OP_CLAMP) continue;
+        int64_t n = 3;
+        lm_array *x = lm_full(1, &n, 1, LM_BOOL, cpu), *y = NULL;
+        if (cls == LM_CLASS_UNARY) y = op == LM_OP_COPY ? lm_contiguous(x) : lm_unary((lm_op)op, x);
+        else y = lm_binary((lm_op)op, x, x);
+        lm_op_bool_rule bl = lm_op_bool_rule_of((lm_op)op);
+        lm_dtype want = bl == LM_BOOL_I64 ? LM_I64 : LM_BOOL;
+        if (bl == LM_BOOL_ERR ? y != NULL : !y || y->dtype != want || lm_array_eval(y) != LM_OK) {
+            char s[96];
+            snprintf(s, sizeof s, "bool inputs gave %s, the bl column says %s", y ? lm_dtype_name(y->dtype) : "an error",
+                     bl == LM_BOOL_ERR ? "an error" : lm_dtype_name(want));
+            oa_fail("%s", lm_op_name((lm_op)op), "bool", s);
+        }
+        lm_error_clear();
+        R(x), R(y);
     }
 }
 
@@ -618,8 +661,10 @@ static void test_summary(void **state)
     for (int op = 1; op < LM_OP_COUNT; op++) {
         lm_op_class cls = lm_op_class_of((lm_op)op);
         bool ew = cls == LM_CLASS_UNARY || cls == LM_CLASS_BINARY;
-        const char *gr = !lm_op_differentiable((lm_op)op) ? "n/a" : grad_checked[op] ? "checked" : "rule ran";
-        bool show = !has_fixture[op] || (ew && (!fused_cpu[op] || (vk && !fused_vk[op])));
+        const char *gr = !lm_op_differentiable((lm_op)op) ? "n/a" : grad_checked[op] ? "checked"
+                       : rule_ran[op] ? "rule ran" : "-";
+        bool show = !has_fixture[op] || (ew && (!fused_cpu[op] || (vk && !fused_vk[op]))) ||
+                    (lm_op_differentiable((lm_op)op) && !grad_checked[op] && !rule_ran[op]);
         nofx += !has_fixture[op];
         nogr += lm_op_differentiable((lm_op)op) && !grad_checked[op];
         nofu += ew && !fused_cpu[op];
@@ -646,7 +691,8 @@ int main(void)
     const char *nv = getenv("OPS_ALL_NO_VULKAN");   /* the CPU walk alone */
     if (nv && *nv && strcmp(nv, "0")) vk = NULL;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_walk), cmocka_unit_test(test_grad_rules), cmocka_unit_test(test_summary),
+        cmocka_unit_test(test_walk), cmocka_unit_test(test_grad_rules), cmocka_unit_test(test_dtype_rules),
+        cmocka_unit_test(test_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

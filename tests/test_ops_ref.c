@@ -7,13 +7,77 @@
 
 static const lm_dtype float_types[] = {LM_F32, LM_F64, LM_F16, LM_BF16};
 
+/* One row for every unary and binary op of the op table (core/op.h): the
+ * fixture its result is checked against (tests/ref/gen_core.py writes
+ * core/<file>.npy from the input core/<in>.npy), or NULL with where it is
+ * checked instead.  The _Static_asserts below count the rows against the
+ * table, so an op added there without a row here does not compile, and
+ * test_rows names an op that has no row or two. */
+#define REF_UNARY(X) \
+    X(COPY, NULL, NULL)          /* exact: test_ops_all compares every backend */ \
+    X(CAST, NULL, NULL)          /* test_dtype.c, parity's test_cast */ \
+    X(NEG, "x", "unary_neg") X(ABS, "x", "unary_abs") X(SIGN, "x", "unary_sign") X(EXP, "x", "unary_exp") \
+    X(LOG, "xp", "unaryp_log") X(LOG1P, "xp", "unary_log1p") X(EXPM1, "x", "unary_expm1") \
+    X(SQRT, "xp", "unaryp_sqrt") X(RSQRT, "xp", "unaryp_rsqrt") X(SQUARE, "x", "unary_square") \
+    X(RECIPROCAL, "xp", "unaryp_reciprocal") X(SIN, "x", "unary_sin") X(COS, "x", "unary_cos") \
+    X(TAN, NULL, NULL)           /* test_tan: on x / 4, away from the poles */ \
+    X(TANH, "x", "unary_tanh") X(SIGMOID, "x", "unary_sigmoid") X(RELU, "x", "unary_relu") \
+    X(GELU, "x", "unary_gelu") X(GELU_TANH, "x", "unary_gelu_tanh") X(SILU, "x", "unary_silu") \
+    X(SOFTPLUS, "x", "unary_softplus") X(ERF, "x", "unary_erf") X(ERFC, "x", "unary_erfc") \
+    X(FLOOR, "x", "unary_floor") X(CEIL, "x", "unary_ceil") X(ROUND, "x", "unary_round") \
+    X(ISNAN, NULL, NULL) X(ISINF, NULL, NULL) X(LOGICAL_NOT, NULL, NULL)   /* exact: test_ops_all, parity */ \
+    X(CLAMP, NULL, NULL)         /* test_ops_elementwise.c */
 
-static void check_unary(const char *in_name, const char *prefix, const char *op_name, lm_op op)
+#define REF_BINARY(X) \
+    X(ADD, "a", "binary_add") X(SUB, "a", "binary_sub") X(MUL, "a", "binary_mul") X(DIV, "a", "binary_div") \
+    X(POW, NULL, NULL)           /* test_binary: on |a| */ \
+    X(MOD, "a", "binary_mod") X(MAXIMUM, "a", "binary_maximum") X(MINIMUM, "a", "binary_minimum") \
+    X(ATAN2, "a", "binary_atan2") X(LOGADDEXP, "a", "binary_logaddexp") \
+    X(FLOOR_DIVIDE, "a", "binary_floor_divide") X(HYPOT, "a", "binary_hypot") \
+    X(LT, NULL, NULL)            /* test_binary: a bool result */ \
+    X(EQ, NULL, NULL) X(NE, NULL, NULL) X(LE, NULL, NULL) X(GT, NULL, NULL) X(GE, NULL, NULL) \
+    X(LOGICAL_AND, NULL, NULL) X(LOGICAL_OR, NULL, NULL) X(LOGICAL_XOR, NULL, NULL)   /* exact: test_ops_all */
+
+typedef struct { lm_op op; const char *in, *file; } ref_row;
+#define REF_ROW(OP, in, file) {LM_OP_##OP, in, file},
+static const ref_row unary_rows[] = {REF_UNARY(REF_ROW)}, binary_rows[] = {REF_BINARY(REF_ROW)};
+#undef REF_ROW
+
+#define COUNT_ROW(OP, in, file) + 1
+#define COUNT_UNARY(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_UNARY)
+#define COUNT_BINARY(name, cls, ar, dt, bl, gr, vm, vk, v64) + (LM_CLASS_##cls == LM_CLASS_BINARY)
+_Static_assert(0 LM_OPS(COUNT_UNARY) == 0 REF_UNARY(COUNT_ROW),
+               "a unary op of core/op.h has no row in REF_UNARY (tests/test_ops_ref.c)");
+_Static_assert(0 LM_OPS(COUNT_BINARY) == 0 REF_BINARY(COUNT_ROW),
+               "a binary op of core/op.h has no row in REF_BINARY (tests/test_ops_ref.c)");
+
+/* the rows name each unary and binary op once (the counts alone would let
+ * a duplicate stand in for a missing one) */
+static void test_rows(void **state)
+{
+    (void)state;
+    int seen[LM_OP_COUNT] = {0}, bad = 0;
+    for (size_t i = 0; i < sizeof unary_rows / sizeof *unary_rows; i++) seen[unary_rows[i].op]++;
+    for (size_t i = 0; i < sizeof binary_rows / sizeof *binary_rows; i++) seen[binary_rows[i].op]++;
+    for (int op = 0; op < LM_OP_COUNT; op++) {
+        lm_op_class cls = lm_op_class_of((lm_op)op);
+        int want = cls == LM_CLASS_UNARY || cls == LM_CLASS_BINARY;
+        if (seen[op] != want) {
+            fprintf(stderr, "OPS_REF FAIL %s: %d rows in REF_UNARY/REF_BINARY of tests/test_ops_ref.c, want %d\n",
+                    lm_op_name((lm_op)op), seen[op], want);
+            bad++;
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
+
+static void check_unary(const char *in_name, const char *file, const char *op_name, lm_op op)
 {
     tu_fixture in, exp;
     char path[128];
     assert_int_equal(tu_load(in_name, &in), 0);
-    snprintf(path, sizeof path, "core/%s%s.npy", prefix, op_name);
+    snprintf(path, sizeof path, "core/%s.npy", file);
     assert_int_equal(tu_load(path, &exp), 0);
     for (size_t k = 0; k < sizeof float_types / sizeof float_types[0]; k++) {
         lm_dtype dt = float_types[k];
@@ -46,19 +110,13 @@ static void check_unary(const char *in_name, const char *prefix, const char *op_
 static void test_unary(void **state)
 {
     (void)state;
-    static const struct { const char *name; lm_op op; } ops[] = {
-        {"neg", LM_OP_NEG}, {"abs", LM_OP_ABS}, {"sign", LM_OP_SIGN}, {"exp", LM_OP_EXP},
-        {"expm1", LM_OP_EXPM1}, {"square", LM_OP_SQUARE}, {"sin", LM_OP_SIN}, {"cos", LM_OP_COS},
-        {"tanh", LM_OP_TANH}, {"sigmoid", LM_OP_SIGMOID}, {"relu", LM_OP_RELU}, {"gelu", LM_OP_GELU},
-        {"gelu_tanh", LM_OP_GELU_TANH}, {"silu", LM_OP_SILU}, {"softplus", LM_OP_SOFTPLUS},
-        {"erf", LM_OP_ERF}, {"erfc", LM_OP_ERFC}, {"floor", LM_OP_FLOOR}, {"ceil", LM_OP_CEIL}, {"round", LM_OP_ROUND},
-    };
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) check_unary(FX("x"), "unary_", ops[i].name, ops[i].op);
-    static const struct { const char *name; lm_op op; } pops[] = {
-        {"log", LM_OP_LOG}, {"sqrt", LM_OP_SQRT}, {"rsqrt", LM_OP_RSQRT}, {"reciprocal", LM_OP_RECIPROCAL},
-    };
-    for (size_t i = 0; i < sizeof pops / sizeof pops[0]; i++) check_unary(FX("xp"), "unaryp_", pops[i].name, pops[i].op);
-    check_unary(FX("xp"), "unary_", "log1p", LM_OP_LOG1P);
+    for (size_t i = 0; i < sizeof unary_rows / sizeof *unary_rows; i++) {
+        const ref_row *r = &unary_rows[i];
+        if (!r->file) continue;
+        char in[32];
+        snprintf(in, sizeof in, "core/%s.npy", r->in);
+        check_unary(in, r->file, lm_op_name(r->op), r->op);
+    }
 }
 
 static void test_tan(void **state)
@@ -81,11 +139,6 @@ static void test_tan(void **state)
 static void test_binary(void **state)
 {
     (void)state;
-    static const struct { const char *name; lm_op op; } ops[] = {
-        {"add", LM_OP_ADD}, {"sub", LM_OP_SUB}, {"mul", LM_OP_MUL}, {"div", LM_OP_DIV},
-        {"mod", LM_OP_MOD}, {"maximum", LM_OP_MAXIMUM}, {"minimum", LM_OP_MINIMUM}, {"atan2", LM_OP_ATAN2},
-        {"logaddexp", LM_OP_LOGADDEXP}, {"floor_divide", LM_OP_FLOOR_DIVIDE},
-    };
     tu_fixture fa, fb, fc, exp;
     assert_int_equal(tu_load(FX("a"), &fa), 0);
     assert_int_equal(tu_load(FX("b"), &fb), 0);
@@ -94,12 +147,14 @@ static void test_binary(void **state)
         lm_dtype dt = float_types[k];
         lm_array *a = tu_array(&fa, dt), *b = tu_array(&fb, dt), *c = tu_array(&fc, dt);
         double rt = tu_rtol(dt) * 4;
-        for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        for (size_t i = 0; i < sizeof binary_rows / sizeof *binary_rows; i++) {
+            const ref_row *row = &binary_rows[i];
+            if (!row->file) continue;
             char path[64], what[64];
-            snprintf(path, sizeof path, "core/binary_%s.npy", ops[i].name);
+            snprintf(path, sizeof path, "core/%s.npy", row->file);
             assert_int_equal(tu_load(path, &exp), 0);
-            snprintf(what, sizeof what, "%s %s", ops[i].name, lm_dtype_name(dt));
-            lm_array *y = lm_binary(ops[i].op, a, b);
+            snprintf(what, sizeof what, "%s %s", lm_op_name(row->op), lm_dtype_name(dt));
+            lm_array *y = lm_binary(row->op, a, b);
             assert_int_equal(y->dtype, dt);
             tu_assert_close(y, &exp, rt, rt, what);
             lm_array_release(y);
@@ -223,12 +278,33 @@ static void test_matmul(void **state)
 
 int main(void)
 {
+    setenv("LUMEN_FALLBACK", "quiet", 0);   /* f64 transcendentals: Vulkan leaves them to the CPU */
+    if (lm_init() != LM_OK) return 1;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rows),
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_tan),
         cmocka_unit_test(test_binary),
         cmocka_unit_test(test_reductions),
         cmocka_unit_test(test_matmul),
     };
-    return cmocka_run_group_tests_name("ops_ref", tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("ops_ref", tests, NULL, NULL);
+    /* the elementwise references again on each Vulkan device (lavapipe in
+     * make test): every backend against the same fixtures.  LUMEN_DEVICE=cpu
+     * asks for the CPU alone (tests/cpu_isa.sh runs this suite at each
+     * instruction-set level) */
+    const char *only = getenv("LUMEN_DEVICE");
+    for (int i = 0; i < lm_device_count() && !(only && !strcmp(only, "cpu")); i++) {
+        lm_device *d = lm_device_at(i);
+        if (strncmp(d->spec, "vulkan", 6)) continue;
+        printf("ops_ref on %s\n", d->spec);
+        lm_device_set_default(d);
+        const struct CMUnitTest vk_tests[] = {
+            cmocka_unit_test(test_unary),
+            cmocka_unit_test(test_binary),
+        };
+        rc |= cmocka_run_group_tests_name("ops_ref_vulkan", vk_tests, NULL, NULL);
+        lm_device_set_default(lm_device_cpu());
+    }
+    return rc;
 }

@@ -281,6 +281,17 @@ static lm_array *to_small(lm_array **in)
     return y;
 }
 
+/* hypot (its row sits among the comparisons in core/op.h) beside
+ * comparisons: a float result and bool results in one chain */
+static lm_array *hypot_cmp(lm_array **in)
+{
+    lm_array *h = lm_binary(LM_OP_HYPOT, in[0], in[1]), *gt = lm_binary_scalar(LM_OP_GT, in[0], 0.5, false);
+    lm_array *ne = lm_binary(LM_OP_NE, in[0], in[1]), *b = lm_binary(LM_OP_LOGICAL_AND, gt, ne);
+    lm_array *y = lm_where(b, h, in[1]);
+    REL(h, gt, ne, b);
+    return y;
+}
+
 static lm_array *strided(lm_array **in)
 {
     lm_array *e = lm_unary(LM_OP_EXP, in[0]), *d = lm_binary(LM_OP_SUB, e, in[1]);
@@ -333,6 +344,7 @@ static void test_ten_ops_diamond(void **state)
         run_chain("10-op chain", ten_ops, 1, x, true);
         in_spec ab[2] = {V1(65536, dts[t], true), V1(65536, dts[t], false)};
         run_chain("(a*b)*(a+b)", diamond, 2, ab, true);
+        run_chain("hypot among comparisons", hypot_cmp, 2, ab, true);
     }
     assert_int_equal(failures, 0);
 }

@@ -27,36 +27,46 @@ static lm_array *b_unary(lm_array **in, const void *p)
     return r;
 }
 
+/* the op table's v64 column (core/op.h): whose GLSL f64 form is exactly
+ * rounded */
+#define VK_V64(name, cls, ar, dt, bl, gr, vm, vk_, v64) [LM_OP_##name] = v64,
+static const bool f64_exact[LM_OP_COUNT] = {LM_OPS(VK_V64)};
+#undef VK_V64
+
+/* a loose threshold: results that are not exactly rounded on one side.
+ * Elementwise ops: those whose GLSL f64 form is not exact (the v64 column),
+ * and f32 sqrt and rsqrt (not correctly rounded in GLSL) */
 static bool transcendental(lm_op op)
 {
-    switch (op) {
-    case LM_OP_EXP: case LM_OP_LOG: case LM_OP_LOG1P: case LM_OP_EXPM1: case LM_OP_SIN:
-    case LM_OP_COS: case LM_OP_TAN: case LM_OP_TANH: case LM_OP_SIGMOID: case LM_OP_GELU:
-    case LM_OP_GELU_TANH: case LM_OP_SILU: case LM_OP_SOFTPLUS: case LM_OP_ERF:
-    case LM_OP_POW: case LM_OP_ATAN2: case LM_OP_RSQRT: case LM_OP_LOGSUMEXP:
-    case LM_OP_STD: case LM_OP_SQRT:
-        return true;
-    default:
-        return false;
-    }
+    lm_op_class cls = lm_op_class_of(op);
+    if (cls == LM_CLASS_UNARY || cls == LM_CLASS_BINARY)
+        return !f64_exact[op] || op == LM_OP_SQRT || op == LM_OP_RSQRT;
+    return op == LM_OP_LOGSUMEXP || op == LM_OP_STD;
 }
 
-static const lm_op float_unary[] = {
-    LM_OP_NEG, LM_OP_ABS, LM_OP_SIGN, LM_OP_EXP, LM_OP_LOG, LM_OP_LOG1P, LM_OP_EXPM1,
-    LM_OP_SQRT, LM_OP_RSQRT, LM_OP_SQUARE, LM_OP_RECIPROCAL, LM_OP_SIN, LM_OP_COS,
-    LM_OP_TAN, LM_OP_TANH, LM_OP_SIGMOID, LM_OP_RELU, LM_OP_GELU, LM_OP_GELU_TANH,
-    LM_OP_SILU, LM_OP_SOFTPLUS, LM_OP_ERF, LM_OP_FLOOR, LM_OP_CEIL, LM_OP_ROUND,
-    LM_OP_ISNAN, LM_OP_ISINF, LM_OP_LOGICAL_NOT, LM_OP_CLAMP, LM_OP_COPY,
-};
+/* the unary and binary ops of the table, in its order (cast has its own
+ * test): every one, so an op added to the table is compared here too */
+static lm_op float_unary[LM_OP_COUNT], all_binary[LM_OP_COUNT];
+static size_t n_unary, n_binary;
+static void list_ops(void)
+{
+    n_unary = n_binary = 0;
+    for (int op = 0; op < LM_OP_COUNT; op++) {
+        lm_op_class cls = lm_op_class_of((lm_op)op);
+        if (cls == LM_CLASS_UNARY && op != LM_OP_CAST) float_unary[n_unary++] = (lm_op)op;
+        if (cls == LM_CLASS_BINARY) all_binary[n_binary++] = (lm_op)op;
+    }
+}
 
 static void test_unary(void **state)
 {
     (void)state;
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
     int64_t shape[2] = {7, 33};
+    list_ops();
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
         lm_array *x = data(2, shape, dts[t], -4, 4, SPECIALS);
-        for (size_t k = 0; k < sizeof float_unary / sizeof *float_unary; k++) {
+        for (size_t k = 0; k < n_unary; k++) {
             for (int v = V_NONE; v <= V_NEG; v++) {
                 if (v != V_NONE && k % 3 != (size_t)v % 3) continue;   /* views on a third of the ops */
                 uctx c = {float_unary[k], (view_kind)v, LM_F32};
@@ -149,30 +159,28 @@ static lm_array *b_binary(lm_array **in, const void *p)
     return r;
 }
 
-static const lm_op all_binary[] = {
-    LM_OP_ADD, LM_OP_SUB, LM_OP_MUL, LM_OP_DIV, LM_OP_POW, LM_OP_MOD, LM_OP_MAXIMUM,
-    LM_OP_MINIMUM, LM_OP_ATAN2, LM_OP_EQ, LM_OP_NE, LM_OP_LT, LM_OP_LE, LM_OP_GT, LM_OP_GE,
-    LM_OP_LOGICAL_AND, LM_OP_LOGICAL_OR, LM_OP_LOGICAL_XOR,
-};
-
 static void test_binary(void **state)
 {
     (void)state;
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16, LM_F64, LM_I32, LM_I64, LM_U8};
     int64_t shape[2] = {9, 17};
+    list_ops();
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++) {
         lm_dtype dt = dts[t];
         lm_array *in[2] = {data(2, shape, dt, dt == LM_U8 ? 0 : -5, 5, SPECIALS),
                            data(2, shape, dt, dt == LM_U8 ? 1 : -5, 5, 0)};
-        for (size_t k = 0; k < sizeof all_binary / sizeof *all_binary; k++) {
+        for (size_t k = 0; k < n_binary; k++) {
             lm_op op = all_binary[k];
-            if (dt == LM_F64 && (op == LM_OP_POW || op == LM_OP_ATAN2)) continue;   /* not exact on GPUs */
+            if (dt == LM_F64 && !f64_exact[op]) continue;   /* not exact on GPUs: the CPU runs it */
+            /* an integer zero divisor is an error (test_ops_all checks it) */
+            if (op == LM_OP_FLOOR_DIVIDE && !lm_dtype_is_float(dt)) continue;
             for (int bc = 0; bc < 3; bc++) {
                 bctx c = {op, bc};
                 char what[96];
                 snprintf(what, sizeof what, "%s %s%s", lm_op_name(op), lm_dtype_name(dt),
                          bc == 1 ? " [5,1]x[1,7]" : bc == 2 ? " T[17,9]x[1,9]" : " [9,17]");
-                lm_dtype od = op >= LM_OP_EQ ? LM_BOOL : (op == LM_OP_DIV || op == LM_OP_ATAN2) && !lm_dtype_is_float(dt) ? LM_F32 : dt;
+                lm_op_dtype_rule rule = lm_op_dtype_rule_of(op);   /* the op table's dt column */
+                lm_dtype od = rule == LM_DT_BOOL ? LM_BOOL : rule == LM_DT_FLOAT && !lm_dtype_is_float(dt) ? LM_F32 : dt;
                 run_case(what, 2, in, b_binary, &c, thr_for(od, transcendental(op) || op == LM_OP_DIV || op == LM_OP_MOD));
             }
         }

@@ -140,16 +140,16 @@ static double sigmoid_d(double x)
 /* f32 ops with a vector form go through the vmath table (SLEEF at the
  * CPU's width); the rest are loops the compiler vectorises, or libm */
 /* (the vm column of core/op.h; 0 = none, else the function + 1) */
-#define VM_OF_UNARY(name, cls, ar, dt, gr, vm, vk, v64) \
+#define VM_OF_UNARY(name, cls, ar, dt, bl, gr, vm, vk, v64) \
     [LM_OP_##name] = LM_CLASS_##cls == LM_CLASS_UNARY ? LM_VM_##vm + 1 : 0,
-#define VM_OF_BINARY(name, cls, ar, dt, gr, vm, vk, v64) \
+#define VM_OF_BINARY(name, cls, ar, dt, bl, gr, vm, vk, v64) \
     [LM_OP_##name] = LM_CLASS_##cls == LM_CLASS_BINARY ? LM_VM_##vm + 1 : 0,
 static const signed char vm_of_op[LM_OP_COUNT] = {LM_OPS(VM_OF_UNARY)};
 static const signed char vm2_of_op[LM_OP_COUNT] = {LM_OPS(VM_OF_BINARY)};
 #undef VM_OF_UNARY
 #undef VM_OF_BINARY
 /* a vm row named by an op of another class is a typo in the table */
-#define VM_CLASS_CHECK(name, cls, ar, dt, gr, vm, vk, v64) \
+#define VM_CLASS_CHECK(name, cls, ar, dt, bl, gr, vm, vk, v64) \
     _Static_assert(LM_VM_##vm < 0 || LM_CLASS_##cls == LM_CLASS_UNARY || LM_CLASS_##cls == LM_CLASS_BINARY, \
                    "op " #name ": a vm function on a non-elementwise op");
 LM_OPS(VM_CLASS_CHECK)
@@ -216,28 +216,32 @@ static bool unary_i64(lm_op op, const lm_params *p, int64_t *o, const int64_t *x
     return true;
 }
 
-static void unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int64_t n)
+/* the unary ops whose dt column is BOOL: computed in the input's type,
+ * written as u8; false for an op without a case here */
+#define TO_BOOL_FLOAT(T, o, x, n, op) do { \
+    const T *X_ = (x); \
+    switch (op) { \
+    case LM_OP_ISNAN: for (int64_t i = 0; i < n; i++) o[i] = isnan(X_[i]); return true; \
+    case LM_OP_ISINF: for (int64_t i = 0; i < n; i++) o[i] = isinf(X_[i]) != 0; return true; \
+    case LM_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) o[i] = X_[i] == 0; return true; \
+    default: return false; \
+    } } while (0)
+
+static bool unary_to_bool(lm_op op, lm_dtype ct, uint8_t *o, const void *xv, int64_t n)
 {
-    if (ct == LM_F32) {
-        const float *x = xv;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = op == LM_OP_ISNAN ? isnan(x[i]) : op == LM_OP_ISINF ? isinf(x[i]) != 0 : x[i] == 0;
-    } else if (ct == LM_F64) {
-        const double *x = xv;
-        for (int64_t i = 0; i < n; i++)
-            o[i] = op == LM_OP_ISNAN ? isnan(x[i]) : op == LM_OP_ISINF ? isinf(x[i]) != 0 : x[i] == 0;
-    } else {
-        const int64_t *x = xv;
-        for (int64_t i = 0; i < n; i++) o[i] = op == LM_OP_LOGICAL_NOT ? x[i] == 0 : 0;
+    if (ct == LM_F32) TO_BOOL_FLOAT(float, o, xv, n, op);
+    if (ct == LM_F64) TO_BOOL_FLOAT(double, o, xv, n, op);
+    const int64_t *x = xv;
+    switch (op) {
+    case LM_OP_ISNAN: case LM_OP_ISINF: memset(o, 0, (size_t)n); return true;   /* an integer is neither */
+    case LM_OP_LOGICAL_NOT: for (int64_t i = 0; i < n; i++) o[i] = x[i] == 0; return true;
+    default: return false;
     }
 }
 
 bool lm_cpu_ew_unary(lm_op op, const lm_params *p, lm_dtype ct, void *o, const void *x, int64_t n)
 {
-    if (lm_op_dtype_rule_of(op) == LM_DT_BOOL) {
-        unary_to_bool(op, ct, o, x, n);
-        return true;
-    }
+    if (lm_op_dtype_rule_of(op) == LM_DT_BOOL) return unary_to_bool(op, ct, o, x, n);
     if (ct == LM_F32) return unary_f32(op, p, o, x, n);
     if (ct == LM_F64) return unary_f64(op, p, o, x, n);
     return unary_i64(op, p, o, x, n);
@@ -294,8 +298,8 @@ static void unary_task(void *p, int64_t b0, int64_t e0)
             for (int64_t i = 1; i < n; i++) memcpy(xb + i * (int64_t)lm_dtype_size(c->ct), xb, lm_dtype_size(c->ct));
             x = xb;
         }
-        if (node->dtype == LM_BOOL && (op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT)) {
-            unary_to_bool(op, c->ct, (uint8_t *)out, x, n);
+        if (lm_op_dtype_rule_of(op) == LM_DT_BOOL) {   /* the op table's dt column */
+            (void)unary_to_bool(op, c->ct, (uint8_t *)out, x, n);   /* checked before */
             continue;
         }
         void *o = node->dtype == c->ct ? (void *)out : (void *)ob;
@@ -371,14 +375,13 @@ lm_status lm_cpu_run_unary(lm_device *d, lm_array *node)
         return LM_OK;
     /* a transposed input: transpose block by block into the output and
      * apply the op to each block while it is in cache */
-    bool float_op = (node->dtype == LM_F32 || node->dtype == LM_F64) && op != LM_OP_ISNAN &&
-                    op != LM_OP_ISINF && op != LM_OP_LOGICAL_NOT;
+    bool to_bool = lm_op_dtype_rule_of(op) == LM_DT_BOOL;   /* computes in its input's type, writes u8 */
+    bool float_op = (node->dtype == LM_F32 || node->dtype == LM_F64) && !to_bool;
     if (float_op && same_layout && in->size >= 4096) {
         seg_ctx sc = {.node = node};
         sc.vc = node->dtype == LM_F32 && lm_cpu_vc_unary(&sc.prog, op, &node->params);
         if (lm_cpu_transpose_map(lm_cpu_ptr(node), in, unary_seg, &sc)) return LM_OK;
     }
-    bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
     ew_setup(&c, node, lm_cpu_compute_type(to_bool ? node->inputs[0]->dtype : node->dtype));
     int64_t nblocks = (node->size + BLOCK - 1) / BLOCK;
     bool strided_out = op == LM_OP_COPY && (node->offset != 0 || !lm_array_is_contiguous(node));
@@ -506,6 +509,7 @@ static bool binary_f64(lm_op op, void *o, const void *a, int sa, const void *bb,
     case LM_OP_MINIMUM: BIN(double, double, (x < y || x != x) ? x : y); return true;
     case LM_OP_ATAN2: BIN(double, double, atan2(x, y)); return true;
     case LM_OP_LOGADDEXP: BIN(double, double, logaddexp_d(x, y)); return true;
+    case LM_OP_HYPOT: BIN(double, double, hypot(x, y)); return true;
     case LM_OP_FLOOR_DIVIDE: BIN(double, double, floordiv_(x, y)); return true;
     BIN_COMPARE(double)
     default: return false;
@@ -518,13 +522,11 @@ static bool binary_i64(lm_op op, void *o, const void *a, int sa, const void *bb,
     case LM_OP_ADD: BIN(int64_t, int64_t, (int64_t)((uint64_t)x + (uint64_t)y)); return true;
     case LM_OP_SUB: BIN(int64_t, int64_t, (int64_t)((uint64_t)x - (uint64_t)y)); return true;
     case LM_OP_MUL: BIN(int64_t, int64_t, (int64_t)((uint64_t)x * (uint64_t)y)); return true;
-    case LM_OP_DIV: BIN(int64_t, int64_t, y ? x / y : 0); return true;
     case LM_OP_POW: BIN(int64_t, int64_t, ipow(x, y)); return true;
     case LM_OP_MOD: BIN(int64_t, int64_t, mod_py_i(x, y)); return true;
     case LM_OP_FLOOR_DIVIDE: BIN(int64_t, int64_t, floordiv_i(x, y)); return true;
     case LM_OP_MAXIMUM: BIN(int64_t, int64_t, x > y ? x : y); return true;
     case LM_OP_MINIMUM: BIN(int64_t, int64_t, x < y ? x : y); return true;
-    case LM_OP_ATAN2: BIN(int64_t, int64_t, (int64_t)atan2((double)x, (double)y)); return true;
     BIN_COMPARE(int64_t)
     default: return false;
     }
@@ -548,7 +550,7 @@ static void binary_task(void *p, int64_t b0, int64_t e0)
     ew_ctx *c = p;
     lm_array *node = c->out;
     size_t osz = lm_dtype_size(node->dtype);
-    bool to_bool = node->op >= LM_OP_EQ && node->op <= LM_OP_LOGICAL_XOR;   /* write u8 directly */
+    bool to_bool = lm_op_dtype_rule_of(node->op) == LM_DT_BOOL;   /* write u8 directly */
     _Alignas(64) char ab[BLOCK * 8], bb[BLOCK * 8], ob[BLOCK * 8];
     for (int64_t blk = b0; blk < e0; blk++) {
         int64_t b = blk * BLOCK, n = node->size - b < BLOCK ? node->size - b : BLOCK;

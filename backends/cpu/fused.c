@@ -273,7 +273,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         size_t esz = lm_dtype_size(s->dtype);
         for (int64_t i = 0; i < n; i++) memcpy((char *)out + i * (int64_t)esz, (cond[i] ? a : b) + i * (int64_t)esz, esz);
     } else if (cls == LM_CLASS_UNARY) {
-        bool to_bool = op == LM_OP_ISNAN || op == LM_OP_ISINF || op == LM_OP_LOGICAL_NOT;
+        bool to_bool = lm_op_dtype_rule_of(op) == LM_DT_BOOL;   /* computes in its input's type */
         lm_dtype ct = lm_cpu_compute_type(to_bool ? reg_dtype(c, s->in[0]) : s->dtype);
         const void *x = as_type(c, rp, s->in[0], ct, t1, n);
         void *o = to_bool || s->dtype == ct ? out : (void *)t2;
@@ -286,7 +286,7 @@ static void run_step(const fz_ctx *c, const lm_fused_step *s, void *const *rp, v
         int sb = s->in[1] < c->g->ninputs && c->constant[s->in[1]] ? 0 : 1;
         const void *a = as_type(c, rp, s->in[0], ct, t1, sa ? n : 1);
         const void *b = as_type(c, rp, s->in[1], ct, t2, sb ? n : 1);
-        bool to_bool = op >= LM_OP_EQ && op <= LM_OP_LOGICAL_XOR;
+        bool to_bool = lm_op_dtype_rule_of(op) == LM_DT_BOOL;   /* writes u8 directly */
         void *o = to_bool || s->dtype == ct ? out : (void *)t3;
         lm_cpu_ew_binary(op, ct, o, a, sa, b, sb, n);
         if (o == t3) lm_cpu_convert(out, s->dtype, t3, ct, (size_t)n);

@@ -35,10 +35,19 @@ typedef enum {
 #define LM_VM_NONE (-1)
 
 /* o[i] = f(a[i*sa], b[i*sb]); sa/sb are 1 (a block) or 0 (one value).
- * maximum/minimum return a NaN operand (the first when both are). */
+ * maximum/minimum return a NaN operand (the first when both are).  One row
+ * each, as LM_VM_UNARY_FNS: the enum and every instruction set's table are
+ * made from it (vmath_isa.h defines map2_<name>), and so is the test's
+ * table of references (tests/test_cpu_vmath.c: r_<name>), so a row without
+ * its function or its reference does not compile. */
+#define LM_VM_BINARY_FNS(X) \
+    X(ADD, add) X(SUB, sub) X(MUL, mul) X(DIV, div) X(MAXIMUM, max) X(MINIMUM, min) X(POW, pow) \
+    X(ATAN2, atan2) X(LOGADDEXP, logaddexp) X(HYPOT, hypot)
+
 typedef enum {
-    LM_VM_ADD, LM_VM_SUB, LM_VM_MUL, LM_VM_DIV, LM_VM_MAXIMUM, LM_VM_MINIMUM, LM_VM_POW, LM_VM_ATAN2,
-    LM_VM_LOGADDEXP,
+#define LM_VM_ENUM(NAME, name) LM_VM_##NAME,
+    LM_VM_BINARY_FNS(LM_VM_ENUM)
+#undef LM_VM_ENUM
     LM_VM_NBINARY
 } lm_vm_binary;
 

@@ -8,6 +8,7 @@
 #define VW 8
 #define VM_SL(f) Sleef_##f##f8_u10avx2
 #define VM_SL15(f) Sleef_##f##f8_u15avx2   /* erfc: SLEEF has only the 1.5-ulp form */
+#define VM_SL05(f) Sleef_##f##f8_u05avx2   /* hypot: SLEEF has no 1.0-ulp form */
 #define VLOAD(p) _mm256_loadu_ps(p)
 #define VSTORE(p, v) _mm256_storeu_ps((p), (v))
 #define VSTREAM(p, v) _mm256_stream_ps((p), (v))

@@ -8,6 +8,7 @@
 #define VW 16
 #define VM_SL(f) Sleef_##f##f16_u10avx512f
 #define VM_SL15(f) Sleef_##f##f16_u15avx512f   /* erfc: SLEEF has only the 1.5-ulp form */
+#define VM_SL05(f) Sleef_##f##f16_u05avx512f   /* hypot: SLEEF has no 1.0-ulp form */
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, v) _mm512_storeu_ps((p), (v))
 #define VSTREAM(p, v) _mm512_stream_ps((p), (v))

@@ -4,6 +4,8 @@
  *   VM_TABLE      the table's symbol, VM_NAME its name
  *   VF, VW        the f32 vector type (__m128, __m256, __m512) and its lanes
  *   VM_SL(f)      SLEEF's u10 function f at this width (Sleef_expf8_u10avx2)
+ *   VM_SL15(f), VM_SL05(f)  the u15 and u05 forms, for functions SLEEF has
+ *                 at no 1.0 ulp (erfc, hypot)
  *   VLOAD, VSTORE unaligned load and store, VSTREAM aligned non-temporal store,
  *   VSQRT(v) the hardware square root
  *   VM_F16C       (optional) VH2F(p) / VF2H(p, v): halves <-> VF (F16C)
@@ -125,6 +127,8 @@ static inline VF vm_logaddexp(VF a, VF b)
     return vm_sel(a == b, a + vm_splat(0.6931471805599453f), vm_sel(d != d, d, r));
 }
 VM_MAP2(logaddexp, vm_logaddexp)
+/* SLEEF has hypot only at 0.5 and 3.5 ulp (no u10 form): the 0.5-ulp one */
+VM_MAP2(hypot, VM_SL05(hypot))
 
 static void stream_copy(float *dst, const float *src, int64_t n)
 {
@@ -731,9 +735,9 @@ const lm_vmath VM_TABLE = {
 #undef VM_TAB_ROW
     },
     .binary = {
-        [LM_VM_ADD] = map2_add, [LM_VM_SUB] = map2_sub, [LM_VM_MUL] = map2_mul, [LM_VM_DIV] = map2_div,
-        [LM_VM_MAXIMUM] = map2_max, [LM_VM_MINIMUM] = map2_min, [LM_VM_POW] = map2_pow,
-        [LM_VM_ATAN2] = map2_atan2, [LM_VM_LOGADDEXP] = map2_logaddexp,
+#define VM_TAB_ROW(NAME, name) [LM_VM_##NAME] = map2_##name,
+        LM_VM_BINARY_FNS(VM_TAB_ROW)
+#undef VM_TAB_ROW
     },
     .stream_copy = stream_copy,
     .chain = chain,

@@ -8,6 +8,7 @@
 #define VW 4
 #define VM_SL(f) Sleef_##f##f4_u10sse2
 #define VM_SL15(f) Sleef_##f##f4_u15sse2   /* erfc: SLEEF has only the 1.5-ulp form */
+#define VM_SL05(f) Sleef_##f##f4_u05sse2   /* hypot: SLEEF has no 1.0-ulp form */
 #define VLOAD(p) _mm_loadu_ps(p)
 #define VSTORE(p, v) _mm_storeu_ps((p), (v))
 #define VSTREAM(p, v) _mm_stream_ps((p), (v))

@@ -35,8 +35,8 @@ typedef struct ew_pc {
 #define VK_CODE_REDUCE(t) VK_NOCODE_##t
 #define VK_CODE_OTHER(t) VK_NOCODE_##t
 #define VK_CODE_NN(t) VK_NOCODE_##t
-#define VK_CODE(name, cls, ar, dt, gr, vm, vk_, v64) [LM_OP_##name] = VK_CODE_##cls(vk_),
-#define VK_F64(name, cls, ar, dt, gr, vm, vk_, v64) [LM_OP_##name] = v64,
+#define VK_CODE(name, cls, ar, dt, bl, gr, vm, vk_, v64) [LM_OP_##name] = VK_CODE_##cls(vk_),
+#define VK_F64(name, cls, ar, dt, bl, gr, vm, vk_, v64) [LM_OP_##name] = v64,
 static const signed char vk_code[LM_OP_COUNT] = {LM_OPS(VK_CODE)};
 static const bool f64_exact_of[LM_OP_COUNT] = {LM_OPS(VK_F64)};
 #undef VK_CODE

@@ -80,6 +80,7 @@ local cases = {
   {"maximum", function(a, b) return lm.maximum(a, b) end, {{3, 4}, {3, 4}}},
   {"minimum", function(a, b) return lm.minimum(a, b) end, {{3, 4}, {4}}},
   {"atan2", function(a, b) return lm.atan2(a, b) end, {{3, 4}, {3, 4}}, 0.5, 2},
+  {"hypot (broadcast)", function(a, b) return lm.hypot(a, b) end, {{3, 4}, {4}}, 0.5, 2},
   {"where", function(a, b) return lm.where(a:gt(0), a, b) end, {{3, 4}, {4}}},
   -- reductions
   {"sum", function(x) return x:sum(2) end, {{3, 4}}},

@@ -1,5 +1,6 @@
 -- test_ops_added.lua - the ops added through docs/DEVELOPING.md's
--- checklist (erfc, logaddexp) and integer floor division (issue 23 item 6).
+-- checklist (erfc, logaddexp, hypot) and integer floor division (issue 23
+-- item 6).
 local T, lm = ...
 local test, eq, same, raises, near, ok = T.test, T.eq, T.same, T.raises, T.near, T.ok
 
@@ -59,4 +60,31 @@ test("erfc and logaddexp", function()
   near(l[2], 1000 + math.log(2), 1e-3)
   eq(l[3], -math.huge)
   eq(lm.logaddexp(lm.tensor({1}, {dtype = "i32"}), 2).dtype, "f32")
+end)
+
+-- hypot's row sits between ne and lt in core/op.h, among the bool-valued
+-- comparisons: its results must not depend on that (issue 33), on any
+-- device and in any float dtype
+test("hypot on every device and dtype, its row among the comparisons", function()
+  local devices = {"cpu"}
+  for _, d in ipairs(lm.devices()) do
+    if d.backend == "vulkan" then devices[#devices + 1] = d.spec end
+  end
+  for _, dev in ipairs(devices) do
+    -- f64 hypot is not exact in GLSL: Vulkan leaves it to the CPU (the v64 column)
+    for _, dt in ipairs(dev == "cpu" and {"f32", "f16", "bf16", "f64", "i32"} or {"f32", "f16", "bf16", "i32"}) do
+      local a = lm.tensor({3, 6, 5, 8, -7}, {dtype = dt, device = dev})
+      local b = lm.tensor({4, 8, 12, 15, 24}, {dtype = dt, device = dev})
+      local h = lm.hypot(a, b)
+      eq(h.dtype, dt == "i32" and "f32" or dt)
+      same(h:totable(), {5, 10, 13, 17, 25})
+      same(a:hypot(2):totable(), lm.hypot(a, lm.full({5}, 2, {dtype = dt, device = dev})):totable())
+    end
+    -- no overflow where the squares would, and C's rules at inf and NaN
+    local big = lm.hypot(lm.tensor({3e30, math.huge, 0 / 0}, {device = dev}), lm.tensor({4e30, 0 / 0, 1}, {device = dev}))
+    local t = big:totable()
+    near(t[1], 5e30, 5e24)
+    eq(t[2], math.huge)
+    eq(t[3] ~= t[3], true)
+  end
 end)

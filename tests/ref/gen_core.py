@@ -60,6 +60,7 @@ binary = {
     "maximum": torch.maximum(ta, tb), "minimum": torch.minimum(ta, tb), "atan2": torch.atan2(ta, tb),
     "pow": torch.pow(ta.abs(), tb),
     "logaddexp": torch.logaddexp(ta, tb), "floor_divide": torch.floor_divide(ta, tb),
+    "hypot": torch.hypot(ta, tb),
 }
 for k, v in binary.items():
     save("binary_" + k, v.numpy())

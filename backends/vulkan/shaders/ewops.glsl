@@ -62,6 +62,7 @@ float ew_bin_f(uint op, float a, float b)
     case B_ATAN2: return atan2_f(a, b);
     case B_LOGADDEXP: return logaddexp_f(a, b);
     case B_FLOORDIV: return floordiv_f(a, b);
+    case B_HYPOT: return hypot_f(a, b);
     case B_EQ: return a == b ? 1.0 : 0.0;
     case B_NE: return a != b ? 1.0 : 0.0;
     case B_LT: return a < b ? 1.0 : 0.0;

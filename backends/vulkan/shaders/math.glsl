@@ -163,6 +163,20 @@ float logaddexp_f(float a, float b)
     return max(a, b) + log1p_f(exp(-abs(a - b)));
 }
 
+// sqrt(a^2 + b^2) scaled by the larger magnitude, so neither squares
+// overflow nor underflow; an infinite operand gives +inf even beside a NaN
+// (C's hypot, torch.hypot)
+float hypot_f(float a, float b)
+{
+    float x = abs(a), y = abs(b);
+    if (isinf(x) || isinf(y)) return M_INF;
+    if (isnan(x) || isnan(y)) return M_NAN;
+    float m = max(x, y), n = min(x, y);
+    if (m == 0.0) return 0.0;
+    float r = n / m;
+    return m * sqrt(1.0 + r * r);
+}
+
 // floor(a / b) as the CPU's floordiv (PyTorch's div_floor)
 float floordiv_f(float a, float b)
 {

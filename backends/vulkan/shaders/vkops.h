@@ -78,6 +78,7 @@
 #define B_XOR 17
 #define B_LOGADDEXP 18
 #define B_FLOORDIV 19
+#define B_HYPOT 20
 
 /* reductions */
 #define R_SUM 0
