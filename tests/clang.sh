@@ -20,10 +20,14 @@ MPI_CFLAGS=$(sed -n 's/^MPI_CFLAGS := //p' "$BUILD/config.mk" 2>/dev/null)
 BASE="-std=c11 -O2 -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -fPIC -D_GNU_SOURCE -I. -Icore
   -DLM_HAVE_VULKAN -I$BUILD/gen -Itests -Ibench -I/usr/include/cjson $LUA_CFLAGS"
 FUZZ="-std=c11 -O1 -D_GNU_SOURCE -I. -Icore"
-pass=0; fail=0; skipped=
+pass=0; fail=0; skipped=; novk=
 for f in $(find core backends models lua repl tests bench tools -name '*.c' 2>/dev/null | sort); do
   # ggml is no dependency: its benchmark and reference writers are built by hand
   if grep -q '^#include "ggml' "$f"; then skipped="$skipped $f"; continue; fi
+  # the SPIR-V headers are written by a Vulkan build only (VULKAN=0 has none)
+  if grep -q '^#include "vk_spirv_' "$f" && [ ! -f "$BUILD/gen/vk_spirv_id.h" ]; then
+    novk="$novk $f"; continue
+  fi
   case "$f" in
     tests/fuzz/*) flags=$FUZZ ;;
     backends/cpu/vmath_sse2.c) flags="$BASE $(flag sse2)" ;;
@@ -42,5 +46,6 @@ for f in $(find core backends models lua repl tests bench tools -name '*.c' 2>/d
   fi
 done
 [ -n "$skipped" ] && echo "not compiled (they need ggml's headers):$skipped"
+[ -n "$novk" ] && echo "not compiled (they need the SPIR-V headers a Vulkan build writes in $BUILD/gen):$novk"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
