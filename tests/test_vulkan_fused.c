@@ -228,8 +228,9 @@ static lm_array *diamond(lm_array **in)
     return r;
 }
 
-/* x f16, y bf16, i i32: where(i > 3, x + y, clamp(2x, -1, 1)) + (7i mod 5),
- * as f16 (every intermediate used once, so the whole chain fuses) */
+/* x f16, y bf16, i i32: where(i > 3, x + y, clamp(2x, -1, 1)) + max(7i, 5),
+ * as f16 (every intermediate used once, so the whole chain fuses; integer %
+ * is not in it: a zero divisor is an error, so the CPU runs it) */
 static lm_array *mixed(lm_array **in)
 {
     lm_array *xf = lm_cast(in[0], LM_F32), *yf = lm_cast(in[1], LM_F32);
@@ -237,7 +238,7 @@ static lm_array *mixed(lm_array **in)
     lm_array *m = lm_binary_scalar(LM_OP_GT, in[2], 3, false);
     lm_array *x2 = lm_binary_scalar(LM_OP_MUL, in[0], 2, false), *cl = lm_clamp(x2, -1, 1);
     lm_array *w = lm_where(m, s, cl);
-    lm_array *i7 = lm_binary_scalar(LM_OP_MUL, in[2], 7, false), *j = lm_binary_scalar(LM_OP_MOD, i7, 5, false);
+    lm_array *i7 = lm_binary_scalar(LM_OP_MUL, in[2], 7, false), *j = lm_binary_scalar(LM_OP_MAXIMUM, i7, 5, false);
     lm_array *jf = lm_cast(j, LM_F32), *t = lm_binary(LM_OP_ADD, w, jf);
     lm_array *y = lm_cast(t, LM_F16);
     REL(xf, yf, s, m, x2, cl, w, i7, j, jf, t);
@@ -249,7 +250,7 @@ static lm_array *ints(lm_array **in)
 {
     lm_array *p = lm_binary(LM_OP_MUL, in[0], in[1]), *d = lm_binary(LM_OP_SUB, in[0], in[1]);
     lm_array *mx = lm_binary(LM_OP_MAXIMUM, p, d);
-    lm_array *sum = lm_binary(LM_OP_ADD, in[0], in[1]), *r = lm_binary_scalar(LM_OP_MOD, sum, 97, false);
+    lm_array *sum = lm_binary(LM_OP_ADD, in[0], in[1]), *r = lm_binary_scalar(LM_OP_SUB, sum, 97, false);
     lm_array *ge = lm_binary_scalar(LM_OP_GE, r, 10, false), *nz = lm_binary_scalar(LM_OP_NE, in[0], 0, false);
     lm_array *b = lm_binary(LM_OP_LOGICAL_AND, ge, nz);
     lm_array *j3 = lm_binary_scalar(LM_OP_MUL, in[1], 3, false), *nr = lm_unary(LM_OP_NEG, j3);

@@ -172,8 +172,9 @@ static void test_binary(void **state)
         for (size_t k = 0; k < n_binary; k++) {
             lm_op op = all_binary[k];
             if (dt == LM_F64 && !f64_exact[op]) continue;   /* not exact on GPUs: the CPU runs it */
-            /* an integer zero divisor is an error (test_ops_all checks it) */
-            if (op == LM_OP_FLOOR_DIVIDE && !lm_dtype_is_float(dt)) continue;
+            /* an integer zero divisor is an error, so integer // and % run on the
+             * CPU (test_ops_all and test_ops_added.lua check them) */
+            if ((op == LM_OP_FLOOR_DIVIDE || op == LM_OP_MOD) && !lm_dtype_is_float(dt)) continue;
             for (int bc = 0; bc < 3; bc++) {
                 bctx c = {op, bc};
                 char what[96];
