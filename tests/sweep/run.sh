@@ -169,8 +169,8 @@ expect 2 "non-negative number" "$LUMEN" compare "$T/g.npy" "$T/g.npy" --atol nan
 expect 2 "compare takes two files" "$LUMEN" compare "$T/g.npy"
 expect 2 "unknown option '--bogus'" "$LUMEN" inspect "$T/g.npy" --bogus
 expect 2 "inspect takes one file" "$LUMEN" inspect
-expect 0 "lumen convert MODEL" "$LUMEN" convert --help
-expect 2 "convert takes a model" "$LUMEN" convert esrgan-slim
+expect 0 "lumen convert IN OUT" "$LUMEN" convert --help
+expect 2 "takes an input and an output file" "$LUMEN" convert esrgan-slim
 check "odd options of batch, upscale, compare, inspect and convert: each refused with its status and a message naming it" \
   '[ $opt_bad = 0 ]'
 
