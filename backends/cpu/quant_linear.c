@@ -56,14 +56,10 @@ static void ql_rows_q(const ql_job *j, int64_t n0, int64_t n1)
             j->out[m * j->N + n] = j->dot(j->K, j->w + (size_t)n * j->wrow, j->xq + (size_t)m * j->xrow);
 }
 
-static void ql_task(void *ctx, int64_t begin, int64_t end)
+/* rows begin..end of the weights dequantized to f32, each dotted with the
+ * rows of x in f32: every row of x, or only those flagged in only */
+static void ql_rows_f32(ql_job *j, int64_t begin, int64_t end, const unsigned char *only)
 {
-    ql_job *j = ctx;
-    if (j->xq) {
-        int64_t tile = ql_tile_rows(j->wrow);
-        for (int64_t n0 = begin; n0 < end; n0 += tile) ql_rows_q(j, n0, n0 + tile < end ? n0 + tile : end);
-        return;
-    }
     float *wf = malloc((size_t)j->K * sizeof *wf);
     if (!wf) {
         __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
@@ -72,6 +68,7 @@ static void ql_task(void *ctx, int64_t begin, int64_t end)
     for (int64_t n = begin; n < end; n++) {
         lm_dequantize_row(j->wt, j->w + (size_t)n * j->wrow, wf, j->K);
         for (int64_t m = 0; m < j->M; m++) {
+            if (only && !only[m]) continue;
             const float *xr = j->x + m * j->K;
             float s = 0;
             for (int64_t k = 0; k < j->K; k++) s += xr[k] * wf[k];
@@ -79,6 +76,17 @@ static void ql_task(void *ctx, int64_t begin, int64_t end)
         }
     }
     free(wf);
+}
+
+static void ql_task(void *ctx, int64_t begin, int64_t end)
+{
+    ql_job *j = ctx;
+    if (j->xq) {
+        int64_t tile = ql_tile_rows(j->wrow);
+        for (int64_t n0 = begin; n0 < end; n0 += tile) ql_rows_q(j, n0, n0 + tile < end ? n0 + tile : end);
+        return;
+    }
+    ql_rows_f32(j, begin, end, NULL);
 }
 
 /* A row the activation blocks cannot hold: a NaN or an infinity (its block
@@ -116,22 +124,7 @@ static void ql_quant_task(void *ctx, int64_t begin, int64_t end)
 static void ql_exact_task(void *ctx, int64_t begin, int64_t end)
 {
     ql_job *j = ctx;
-    float *wf = malloc((size_t)j->K * sizeof *wf);
-    if (!wf) {
-        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    for (int64_t n = begin; n < end; n++) {
-        lm_dequantize_row(j->wt, j->w + (size_t)n * j->wrow, wf, j->K);
-        for (int64_t m = 0; m < j->M; m++) {
-            if (!j->exact[m]) continue;
-            const float *xr = j->x + m * j->K;
-            float s = 0;
-            for (int64_t k = 0; k < j->K; k++) s += xr[k] * wf[k];
-            j->out[m * j->N + n] = s;
-        }
-    }
-    free(wf);
+    ql_rows_f32(j, begin, end, j->exact);
 }
 
 lm_status lm_nn_qlinear(lm_array *node)
