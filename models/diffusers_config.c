@@ -92,43 +92,42 @@ lm_status lm_dfs_read(const char *path, size_t max, char **data, size_t *size)
  * the parse.  Readers of numbers then see inf and NaN themselves: lm_dfs_num
  * and lm_dfs_int refuse them, so nothing becomes a finite value unasked. */
 
-/* how many NaN tokens stand outside strings; the first cap offsets go to
- * nan_at (may be NULL) */
-static size_t scan_tokens(const char *t, size_t n, size_t *nan_at, size_t cap)
+/* the offset of the next tok outside strings at or after from (which must
+ * itself be outside a string), or n when there is none */
+static size_t next_token(const char *t, size_t n, size_t from, const char *tok)
 {
-    size_t k = 0;
+    size_t len = strlen(tok);
     bool in_str = false;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = from; i < n; i++) {
         char c = t[i];
         if (in_str) {
             if (c == '\\' && i + 1 < n) i++;
             else if (c == '"') in_str = false;
         } else if (c == '"') {
             in_str = true;
-        } else if (c == 'N' && n - i >= 3 && !memcmp(t + i, "NaN", 3)) {
-            if (nan_at && k < cap) nan_at[k] = i;
-            k++;
-            i += 2;
+        } else if (c == tok[0] && n - i >= len && !memcmp(t + i, tok, len)) {
+            return i;
         }
+    }
+    return n;
+}
+
+/* how many NaN tokens stand outside strings; the first cap offsets go to
+ * nan_at (may be NULL) */
+static size_t scan_tokens(const char *t, size_t n, size_t *nan_at, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = next_token(t, n, 0, "NaN"); i < n; i = next_token(t, n, i + 3, "NaN")) {
+        if (nan_at && k < cap) nan_at[k] = i;
+        k++;
     }
     return k;
 }
 
 static void patch_infinity(char *t, size_t n)
 {
-    bool in_str = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = t[i];
-        if (in_str) {
-            if (c == '\\' && i + 1 < n) i++;
-            else if (c == '"') in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == 'I' && n - i >= 8 && !memcmp(t + i, "Infinity", 8)) {
-            memcpy(t + i, "1e999999", 8);
-            i += 7;
-        }
-    }
+    for (size_t i = next_token(t, n, 0, "Infinity"); i < n; i = next_token(t, n, i + 8, "Infinity"))
+        memcpy(t + i, "1e999999", 8);
 }
 
 /* string values equal to mark become NaN numbers; returns how many */
