@@ -49,17 +49,26 @@ static void where_from(lua_Debug *ar)
     lm_where_set(buf);
 }
 
-/* Lines of C functions and of lumen's own embedded Lua (no file) are
- * skipped: the location stays the user's line that called them. */
+/* The user's code: a file ("@x.lua"), -e ("=(command line)") or stdin
+ * ("=stdin"), as stock lua names them; not lumen's own embedded Lua
+ * ("=lumen/l_batch.lua", the REPL's "=repl" and "=:diff" wrappers). */
+static bool user_chunk(const char *src)
+{
+    if (src[0] == '@') return true;
+    return src[0] == '=' && strncmp(src, "=lumen/", 7) && strcmp(src, "=repl") && strcmp(src, "=:diff");
+}
+
+/* Lines of C functions and of lumen's own embedded Lua are skipped: the
+ * location stays the user's line that called them. */
 static void where_hook(lua_State *L, lua_Debug *ar)
 {
     if (ar->event == LUA_HOOKRET) {
         lua_Debug up;
-        if (!lua_getstack(L, 1, &up) || !lua_getinfo(L, "Sl", &up) || up.source[0] != '@') return;
+        if (!lua_getstack(L, 1, &up) || !lua_getinfo(L, "Sl", &up) || !user_chunk(up.source)) return;
         where_from(&up);
         return;
     }
-    if (!lua_getinfo(L, "Sl", ar) || (ar->source[0] != '@' && ar->source[0] != '=')) return;
+    if (!lua_getinfo(L, "Sl", ar) || !user_chunk(ar->source)) return;
     where_from(ar);
 }
 
@@ -89,6 +98,7 @@ static void where_end(lua_State *L, const hook_save *s)
     if (lua_gethook(L) == where_hook) lua_sethook(L, s->fn, s->mask, s->count);
     lm_compile_set_mode(s->mode);
     lm_where_set(s->where);
+    last_src = NULL;
     memcpy(scope, s->scope, sizeof scope);   /* a layer name the function left set ends with it */
 }
 
@@ -998,6 +1008,13 @@ static int env_dump_gc(lua_State *L)
     lua_sethook(L, NULL, 0, 0);
     env_dump_close();
     return 0;
+}
+
+void lm_lua_hook_rest(lua_State *L)
+{
+    last_src = NULL;
+    if (env_on) lua_sethook(L, where_hook, LUA_MASKLINE | LUA_MASKRET, 0);
+    else lua_sethook(L, NULL, 0, 0);
 }
 
 static void env_dump_open(lua_State *L)

@@ -207,6 +207,96 @@ test("LUMEN_DUMP and lumen diff: two dumps compared tensor by tensor", function(
   os.remove(b)
 end)
 
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  os.execute("mkdir " .. d)
+  return d
+end
+
+local function dump_names(path)
+  local names = {}
+  for k in pairs(lm.load(path)) do names[#names + 1] = k end
+  table.sort(names)
+  return names
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+-- issue 34 item 6: the lumen program cleared the hook that names nodes
+-- before every chunk it ran, so LUMEN_DUMP recorded "0003.matmul.-"
+test("LUMEN_DUMP under lumen records file:line as stock lua does (script, -e, stdin, lumen batch)", function()
+  local d = tmpdir()
+  write(d .. "/prog3.lua", "local lm = require 'lumen'\nlocal x = lm.arange(6):reshape{2, 3}:astype('f32')\n" ..
+        "local y = x:matmul(x.T)\nprint(y:sum():item())\n")
+  local out = sh("cd " .. d .. " && LUMEN_DUMP=s.safetensors " .. LUMEN:gsub("^build", os.getenv("PWD") .. "/build") .. " prog3.lua")
+  local n = dump_names(d .. "/s.safetensors")
+  eq(n[3], "0003.matmul.prog3.lua:3", "a script: " .. out)
+  eq(n[4], "0004.sum.prog3.lua:4")
+  sh("LUMEN_DUMP=" .. d .. "/e.safetensors " .. LUMEN .. " -e 'local x = lm.ones{2} * 3\nprint(x:sum():item())'")
+  n = dump_names(d .. "/e.safetensors")
+  eq(n[2], "0002.mul.(command line):1", "-e")
+  eq(n[3], "0003.sum.(command line):2")
+  sh("printf 'local x = lm.ones{2} * 3\\nprint(x:sum():item())\\n' | LUMEN_DUMP=" .. d .. "/i.safetensors " .. LUMEN .. " -")
+  n = dump_names(d .. "/i.safetensors")
+  eq(n[3], "0003.sum.stdin:2", "stdin")
+  -- lumen batch ran every job after the first with the hook cleared: the
+  -- nodes of job 2 kept the location of lumen's own batch loop
+  write(d .. "/job.lua", "local lm = require 'lumen'\nreturn function(p)\n" ..
+        "  local x = lm.rand({3, 8, 8}, {seed = p.seed})\n  return (x * 0.5 + 0.25)\nend\n")
+  out = sh("LUMEN_DUMP=" .. d .. "/b.safetensors " .. LUMEN .. " batch " .. d .. "/job.lua --seeds 1-2 --serial -o '"
+           .. d .. "/img/%05d.png' --progress off")
+  n = dump_names(d .. "/b.safetensors")
+  local jobs = 0
+  for _, k in ipairs(n) do
+    ok(not k:find("l_batch", 1, true) and not k:find("%.%-$"), "every node at the job's lines: " .. k .. "\n" .. out)
+    if k:find("%.random_uniform%.job%.lua:3$") or k:find("%.rand%w*%.job%.lua:3$") then jobs = jobs + 1 end
+  end
+  eq(jobs, 2, "both jobs' rand at job.lua:3: " .. table.concat(n, " "))
+  os.execute("rm -rf " .. d)
+end)
+
+test("lumen diff pairs by op and location, names what it could not pair, says when it pairs by order", function()
+  local d = tmpdir()
+  write(d .. "/p.lua", "local dt = os.getenv('DT')\nlocal x = lm.randn({4, 8}, {seed = 1}):astype(dt)\n" ..
+        "local w = lm.randn({8, 8}, {seed = 2}):astype(dt)\nlocal h = x:matmul(w):tanh()\n" ..
+        "print((h * 3):sum():item())\n")
+  sh("DT=f32 LUMEN_DUMP=" .. d .. "/f32.safetensors " .. LUMEN .. " " .. d .. "/p.lua")
+  sh("DT=f16 LUMEN_DUMP=" .. d .. "/f16.safetensors " .. LUMEN .. " " .. d .. "/p.lua")
+  local out, code = sh(LUMEN .. " diff " .. d .. "/f16.safetensors " .. d .. "/f32.safetensors")
+  eq(code, 1, out)
+  -- the f16 run has two casts more: the rest pairs at shifted indices
+  ok(out:find("0005.matmul.p.lua:4 [^\n]*<%- 0003.matmul.p.lua:4"), "matmul with matmul: " .. out)
+  ok(out:find("unpaired: 2 of A's 8 tensors", 1, true) and out:find("0002.cast.p.lua:2", 1, true)
+     and out:find("0004.cast.p.lua:3", 1, true), "the casts named without --all: " .. out)
+  ok(out:find("DIFF: 8 tensors, %d+ out of tolerance, 2 unpaired"), out)
+  -- two unrelated programs: a sum never pairs with a mean
+  write(d .. "/one.lua", "local x = lm.ones{4} * 3\nprint(x:sum():item())\n")
+  write(d .. "/two.lua", "local x = lm.ones{4} * 3\nprint(x:mean():item())\n")
+  sh("cd " .. d .. " && LUMEN_DUMP=one.safetensors " .. LUMEN:gsub("^build", os.getenv("PWD") .. "/build") .. " one.lua")
+  sh("cd " .. d .. " && LUMEN_DUMP=two.safetensors " .. LUMEN:gsub("^build", os.getenv("PWD") .. "/build") .. " two.lua")
+  out, code = sh(LUMEN .. " diff " .. d .. "/one.safetensors " .. d .. "/two.safetensors")
+  eq(code, 1, out)
+  ok(out:find("unpaired: 3 of A's 3 tensors", 1, true) and out:find("0003.sum.one.lua:2", 1, true), out)
+  ok(out:find("unpaired: 3 of B's 3 tensors", 1, true) and out:find("0003.mean.two.lua:2", 1, true), out)
+  -- dumps without locations ("-"): same ops pair by order, and the report
+  -- says so; the sum and the mean stay apart
+  local v = lm.tensor{1, 2, 3}
+  lm.save(d .. "/na.safetensors", {["0001.full.-"] = v, ["0002.mul.-"] = v * 2, ["0003.sum.-"] = v:sum()})
+  lm.save(d .. "/nb.safetensors", {["0001.full.-"] = v, ["0002.mul.-"] = v * 2, ["0003.mean.-"] = v:sum()})
+  out, code = sh(LUMEN .. " diff " .. d .. "/na.safetensors " .. d .. "/nb.safetensors")
+  eq(code, 1, out)
+  ok(out:find("note: 2 pairs by op and order only", 1, true), out)
+  ok(out:find("unpaired: 1 of A's 3 tensors[^\n]*0003%.sum%.%-") and out:find("unpaired: 1 of B's[^\n]*0003%.mean%.%-"), out)
+  out, code = sh(LUMEN .. " diff " .. d .. "/na.safetensors " .. d .. "/na.safetensors")
+  eq(code, 0, out)
+  os.execute("rm -rf " .. d)
+end)
+
 test("infinite tolerances pass identical data; NaN and negative ones are refused", function()
   local a = lm.tensor{0, 1, -2.5, 0}
   local r = lm.compare(a, a, {rtol = math.huge})
