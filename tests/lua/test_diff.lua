@@ -297,6 +297,103 @@ test("lumen diff pairs by op and location, names what it could not pair, says wh
   os.execute("rm -rf " .. d)
 end)
 
+-- issue 34 item 7: an evaluated result left nothing to compare, and the
+-- report said "0 nodes ... no divergence", ok = true, for an f16 overflow
+test("nothing compared is no success: lm.diff and lm.trace say so and why", function()
+  local t = (lm.ones{4} * 70000):sum():eval()
+  local r = lm.diff(function() return t end, nil, {b = "f16"})
+  eq(r.ok, false, "ok")
+  eq(r.compared, 0)
+  ok(r.reason and r.reason:find("nothing compared: the function returned tensors already evaluated", 1, true), r.reason)
+  ok(tostring(r):find("nothing compared", 1, true) and not tostring(r):find("no divergence", 1, true), tostring(r))
+  -- the whole graph evaluated inside the function, as pipe:generate does
+  local whole = lm.diff(function() local s = (lm.ones{4} * 70000):sum(); s:eval(); return s end, nil, {b = "f16"})
+  eq(whole.ok, false)
+  ok(whole.reason:find("the result was already evaluated %(%d+ kernels ran inside the function"), whole.reason)
+  ok(whole.reason:find("nothing of its graph is left to compare", 1, true), whole.reason)
+  -- part of it: the rest is compared, and the report says what was not
+  local part = lm.diff(function() local y = lm.ones{4} * 3; y:eval(); return y:sum() end, nil, {b = "f16"})
+  eq(part.compared, 1)
+  ok(part.ok, "the sum itself matches")
+  ok(part.note and part.note:find("^%d+ kernels? ran inside the function"), part.note)
+  ok(tostring(part):find("\nnote: %d+ kernels? ran inside"), tostring(part))
+  -- a reference no node pairs with
+  local p = tmpfile()
+  lm.save(p, {unrelated = lm.ones{2}})
+  local none = lm.diff(function() return lm.ones{2} * 2 end, nil, {reference = p})
+  eq(none.ok, false)
+  ok(none.reason:find("none of the graph's 1 node pairs with a tensor of", 1, true), none.reason)
+  os.remove(p)
+  -- lm.trace writes nothing and says why
+  local q = tmpfile()
+  raises(function() lm.trace(function() return t end, nil, q) end, "lm.trace: nothing recorded, the function returned")
+  eq(io.open(q), nil, "no file written")
+  local n, note = lm.trace(function() local y = lm.ones{4} * 3; y:eval(); return y:sum() end, nil, q)
+  eq(n, 1)
+  ok(note and note:find("^%d+ kernels? ran inside the function"), tostring(note))
+  os.remove(q)
+  -- :diff on an evaluated value: tests/repl/run.sh (commands need the terminal)
+end)
+
+test("lm.diff{images = dir} refuses to write over an earlier diff's heat maps unless overwrite = true", function()
+  with_fault("sin:cpu:f64", function()
+    local d = tmpdir()
+    local opts = {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5, images = d}
+    local r = lm.diff(model, {x}, opts)
+    ok(r.first_image, "written")
+    local f = assert(io.open(r.first_image, "rb"))
+    local before = f:read("a")
+    f:close()
+    raises(function() lm.diff(model, {x}, opts) end, "holds the heat maps of an earlier diff (pass overwrite = true")
+    opts.overwrite = true
+    local again = lm.diff(model, {x}, opts)
+    eq(again.first_image, r.first_image)
+    local made = d .. "/new"
+    local r2 = lm.diff(model, {x}, {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5, images = made})
+    ok(r2.first_image and r2.first_image:find(made, 1, true), "a missing folder is made")
+    ok(#before > 0)
+    os.execute("rm -rf " .. d)
+  end)
+end)
+
+-- issue 34 item 12: a table of tensors (a map) was "returned no tensor";
+-- LUMEN_DUMP=/dev/null or a folder gave two contradictory messages
+test("lm.diff compares every tensor of a returned table, a list or a map", function()
+  local function f(a)
+    local y = a * 2
+    return {image = y + 1, mean = y:mean(), 7}
+  end
+  local r = lm.diff(f, {lm.tensor{1, 2, 3}}, {b = "f64"})
+  ok(r.ok, "ok")
+  eq(r.compared, #r.nodes)
+  local ops = {}
+  for _, nd in ipairs(r.nodes) do ops[nd.op] = true end
+  ok(ops.add and ops.mean and ops.mul, "both outputs' graphs")
+  local many = lm.diff(function() local t = {}; for i = 1, 300 do t[i] = lm.ones{1} * i end; return t end)
+  eq(#many.nodes, 300, "300 outputs, none dropped")
+  raises(function() lm.diff(function() return {n = 1}, 2 end) end,
+         "lm.diff: the function returned no tensor (2 values, none a tensor nor a table of tensors)")
+end)
+
+test("LUMEN_DUMP names what it must be: a new safetensors file", function()
+  local d = tmpdir()
+  local cases = {
+    {"/dev/null", "LUMEN_DUMP=/dev/null is not a regular file"},
+    {d, "LUMEN_DUMP=" .. d .. " is a folder: name a file in it, such as " .. d .. "/dump.safetensors"},
+  }
+  write(d .. "/old.safetensors", "x")
+  cases[3] = {d .. "/old.safetensors", "LUMEN_DUMP=" .. d .. "/old.safetensors exists: LUMEN_DUMP names the new safetensors file"}
+  for _, c in ipairs(cases) do
+    local out = sh("LUMEN_DUMP=" .. c[1] .. " " .. LUMEN .. " -e 'print((lm.ones{2} * 2):sum():item())'")
+    ok(out:find(c[2], 1, true), c[1] .. ": " .. out)
+    ok(not out:find("overwrite", 1, true) and not out:find("is a directory", 1, true), "one message: " .. out)
+    ok(out:find("4.0", 1, true), "the program still runs")
+  end
+  raises(function() lm.trace(function() return lm.ones{2} * 2 end, nil, d, {overwrite = true}) end,
+         "lm.trace: " .. d .. " is a folder")
+  os.execute("rm -rf " .. d)
+end)
+
 test("infinite tolerances pass identical data; NaN and negative ones are refused", function()
   local a = lm.tensor{0, 1, -2.5, 0}
   local r = lm.compare(a, a, {rtol = math.huge})
