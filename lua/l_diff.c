@@ -1295,13 +1295,18 @@ static const lm_lua_func funcs[] = {
      "tolerance: rtol/atol or lm.compare's defaults), r.worst (the node that adds the most\n"
      "error itself: re-run under b on a's inputs), r.nan (first NaN/Inf). {reference =\n"
      "path} compares one run (opts.a) with a dump of lm.trace or tools/torch_dump.py;\n"
-     "images = dir writes heat maps of the first and worst nodes; attribute = false skips\n"
-     "the re-runs. print(r) shows a table."},
+     "images = dir writes heat maps of the first and worst nodes (overwrite = true to\n"
+     "write over an earlier diff's); attribute = false skips the re-runs. fn may return\n"
+     "tensors or tables of them (a list, a map). r.compared counts the nodes compared;\n"
+     "when none was (the result was already evaluated) r.ok is false and r.reason says\n"
+     "why; r.note says when kernels ran inside fn. print(r) shows a table."},
     {"trace", l_trace,
-     "lm.trace(fn, args, path, [opts]) -> count\n"
+     "lm.trace(fn, args, path, [opts]) -> count, [note]\n"
      "Runs fn(args...) ({device=, dtype=, compile=} as lm.diff's a) and saves every\n"
      "intermediate as F32 into the safetensors file path, named NNNN.op.where in\n"
-     "execution order; overwrite = true replaces an existing file."},
+     "execution order; overwrite = true replaces an existing file. An error when\n"
+     "nothing is left to record (the result was already evaluated); note: kernels\n"
+     "that ran inside fn, outside the recording."},
     {"ulp_hist", l_ulp_hist,
      "lm.ulp_hist(a, b) -> table\n"
      "Histogram of the distance between a and b in ulps of the less precise floating\n"

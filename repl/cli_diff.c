@@ -3,11 +3,14 @@
  * order, to find the first tensor that differs and where the error grows.
  *
  *   lumen diff A B [--rtol R] [--atol A] [--all]
- *       B is the reference.  Tensors pair by name, else by their index
- *       prefix ("0007.") and op, else, for the last tensor of a location
- *       ("0012.attention.mid_block.attentions.0"), B's last tensor there; rows for the tensors out of tolerance
- *       (--all: every tensor).  Exit 0 when all pairs match, 1 on a
- *       difference or an unpaired tensor, 2 on a usage or file error. */
+ *       B is the reference.  Tensors pair by op and location, the k-th with
+ *       the k-th; without a location ("-") by op and order only, and the
+ *       output says so; else, for the last tensor of a location
+ *       ("0012.attention.mid_block.attentions.0"), B's last tensor there.
+ *       Rows for the tensors out of tolerance (--all: every tensor), the
+ *       unpaired tensors of both sides named.  Exit 0 when all pairs match,
+ *       1 on a difference or a tensor of A without a partner, 2 on a usage
+ *       or file error. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,8 +26,11 @@ static int usage(FILE *f, int rc)
     fprintf(f, "usage: lumen diff A B [--rtol R] [--atol A] [--all] [--]\n"
                "compares two dumps (lm.trace, LUMEN_DUMP=path, tools/torch_dump.py) tensor by\n"
                "tensor in execution order against the reference B: the first tensor out of\n"
-               "tolerance and the tensors where the error grows.\n"
-               "Exit status: 0 all match, 1 a difference, 2 a usage or file error.\n");
+               "tolerance and the tensors where the error grows. Tensors pair by op and\n"
+               "location (file:line or a layer name), the k-th with the k-th; tensors without\n"
+               "a location by op and order only (said in the output); unpaired ones are named.\n"
+               "Exit status: 0 all match, 1 a difference or a tensor of A without a partner,\n"
+               "2 a usage or file error.\n");
     return rc;
 }
 
