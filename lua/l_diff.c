@@ -297,6 +297,7 @@ typedef struct session {
     row *rows;
     lm_array *keep[4];           /* first: a, b; worst: a, b (for pictures) */
     lm_tensor_set ref;
+    int *ref_kord;               /* ref's tensors by op and where, then execution order */
 } session;
 
 static void session_free(session *s)
@@ -307,6 +308,7 @@ static void session_free(session *s)
     free(s->rows);
     for (int i = 0; i < 4; i++) lm_array_release(s->keep[i]);
     lm_tensor_set_free(&s->ref);
+    free(s->ref_kord);
     memset(s, 0, sizeof *s);
 }
 
@@ -339,14 +341,64 @@ static void keep_pair(session *s, int slot, lm_array *a, lm_array *b)
 /* The reference tensor for node k: the same name, else (a dump from
  * another program, tools/torch_dump.py) the tensor whose location part
  * equals node k's where, for the last node of that where. */
+/* dump names in execution order: by the leading index as a number (past
+ * 9999 it has more digits), then as text */
+static int dump_name_cmp(const char *a, const char *b)
+{
+    long ia = strtol(a, NULL, 10), ib = strtol(b, NULL, 10);
+    return ia != ib ? (ia < ib ? -1 : 1) : strcmp(a, b);
+}
+
+/* "add.x.lua:3" of "0007.add.x.lua:3", "" when not a dump name */
+static const char *kind_of(const char *name)
+{
+    const char *p = strchr(name, '.');
+    return p && strchr(p + 1, '.') ? p + 1 : "";
+}
+
+static const lm_tensor_set *kind_set;
+static int by_kind(const void *x, const void *y)
+{
+    const char *a = kind_set->names[*(const int *)x], *b = kind_set->names[*(const int *)y];
+    int c = strcmp(kind_of(a), kind_of(b));
+    return c ? c : dump_name_cmp(a, b);
+}
+
+/* The reference's tensor of this kind (op and where) that comes occ-th
+ * (from 0) in execution order, -1 if none: the k-th add of x.lua:3 pairs
+ * with the reference's k-th add there, whatever other nodes (lazy
+ * creations, which a recording evaluates first; earlier evaluations in a
+ * LUMEN_DUMP) moved the indices.  kord: the reference by kind, then
+ * execution order. */
+static int ref_kth(const lm_tensor_set *ref, const int *kord, const char *kind, int occ)
+{
+    int lo = 0, hi = ref->count;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (strcmp(kind_of(ref->names[kord[mid]]), kind) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    int q = lo + occ;
+    return q < ref->count && !strcmp(kind_of(ref->names[kord[q]]), kind) ? kord[q] : -1;
+}
+
 static int ref_for(const session *s, int k)
 {
     char name[256];
     lm_trace_name(s->t, k, name, sizeof name);
     int i = lm_tensor_set_find(&s->ref, name);
     if (i >= 0) return i;
-    const char *w = lm_trace_node_at(s->t, k)->where;
+    const lm_trace_node *x = lm_trace_node_at(s->t, k);
+    const char *w = x->where;
     if (!w) return -1;
+    int occ = 0;
+    for (int q = 0; q < k; q++) {
+        const lm_trace_node *y = lm_trace_node_at(s->t, q);
+        occ += y->where == w && y->op == x->op;
+    }
+    char kind[256];
+    snprintf(kind, sizeof kind, "%s.%s", lm_op_name(x->op), w);
+    if (s->ref_kord && (i = ref_kth(&s->ref, s->ref_kord, kind, occ)) >= 0) return i;
     for (int q = k + 1; q < lm_trace_count(s->t); q++) {
         const char *wq = lm_trace_node_at(s->t, q)->where;
         if (wq == w) return -1;   /* not the last node of its layer */
@@ -733,6 +785,11 @@ static int l_diff(lua_State *L)
     session *s = session_new(L);
     int sidx = lua_gettop(L);
     if (o.reference && lm_load_file(o.reference, &s->ref) != LM_OK) return lm_lua_error(L);
+    if (o.reference && (s->ref_kord = malloc(sizeof(int) * ((size_t)s->ref.count + 1)))) {
+        for (int j = 0; j < s->ref.count; j++) s->ref_kord[j] = j;
+        kind_set = &s->ref;
+        qsort(s->ref_kord, (size_t)s->ref.count, sizeof *s->ref_kord, by_kind);
+    }
     if (o.images) images_ready(L, o.images, overwrite);
     int64_t inside;
     s->t = call_and_capture(L, 1, 2, "lm.diff", &inside);

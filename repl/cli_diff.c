@@ -56,10 +56,18 @@ typedef struct side {
     int *kord;       /* tensor indices by op and location, then execution order */
 } side;
 
+/* execution order: the leading index as a number (past 9999 it has more
+ * digits, and "10000." sorts before "9999." as text), then the name */
+static int dump_name_cmp(const char *a, const char *b)
+{
+    long ia = strtol(a, NULL, 10), ib = strtol(b, NULL, 10);
+    return ia != ib ? (ia < ib ? -1 : 1) : strcmp(a, b);
+}
+
 static const lm_tensor_set *sort_set;
 static int by_name(const void *x, const void *y)
 {
-    return strcmp(sort_set->names[*(const int *)x], sort_set->names[*(const int *)y]);
+    return dump_name_cmp(sort_set->names[*(const int *)x], sort_set->names[*(const int *)y]);
 }
 
 /* the location of a dump name ("x.lua:3", "mid.resnet0"); NULL for none:

@@ -294,6 +294,11 @@ test("lumen diff pairs by op and location, names what it could not pair, says wh
   ok(out:find("unpaired: 1 of A's 3 tensors[^\n]*0003%.sum%.%-") and out:find("unpaired: 1 of B's[^\n]*0003%.mean%.%-"), out)
   out, code = sh(LUMEN .. " diff " .. d .. "/na.safetensors " .. d .. "/na.safetensors")
   eq(code, 0, out)
+  -- execution order past index 9999: "10000." is after "9999."
+  lm.save(d .. "/big.safetensors", {["9999.mul.x.lua:1"] = v, ["10000.mul.x.lua:1"] = v * 2})
+  lm.save(d .. "/small.safetensors", {["0001.mul.x.lua:1"] = v, ["0002.mul.x.lua:1"] = v * 2})
+  out, code = sh(LUMEN .. " diff " .. d .. "/big.safetensors " .. d .. "/small.safetensors")
+  eq(code, 0, "the k-th mul with the k-th: " .. out)
   os.execute("rm -rf " .. d)
 end)
 
@@ -391,6 +396,23 @@ test("LUMEN_DUMP names what it must be: a new safetensors file", function()
   end
   raises(function() lm.trace(function() return lm.ones{2} * 2 end, nil, d, {overwrite = true}) end,
          "lm.trace: " .. d .. " is a folder")
+  os.execute("rm -rf " .. d)
+end)
+
+test("lm.diff against a LUMEN_DUMP of the same code pairs node k by op and line, whatever the indices", function()
+  local d = tmpdir()
+  write(d .. "/m.lua", "return function(x, w)\n  local h = x:matmul(w):tanh()\n  return h * 3 + h\nend\n")
+  write(d .. "/run.lua", "local f = dofile(arg[1] .. '/m.lua')\nlocal x = lm.randn({4, 8}, {seed = 1})\n" ..
+        "local w = lm.randn({8, 8}, {seed = 2})\nprint(f(x, w):sum():item())\n")
+  sh("LUMEN_DUMP=" .. d .. "/ref.safetensors " .. LUMEN .. " " .. d .. "/run.lua " .. d)
+  local f = dofile(d .. "/m.lua")
+  local x, w = lm.randn({4, 8}, {seed = 1}), lm.randn({8, 8}, {seed = 2})
+  local r = lm.diff(f, {x, w}, {reference = d .. "/ref.safetensors"})
+  eq(#r.nodes, 4)
+  eq(r.compared, 4, "each node paired though the dump counts the randn first")
+  ok(r.ok, "the same values")
+  eq(r.nodes[1].reference, "0003.matmul.m.lua:2")
+  eq(r.nodes[3].reference, "0005.mul.m.lua:3")
   os.execute("rm -rf " .. d)
 end)
 
