@@ -298,6 +298,7 @@ typedef struct session {
     lm_array *keep[4];           /* first: a, b; worst: a, b (for pictures) */
     lm_tensor_set ref;
     int *ref_kord;               /* ref's tensors by op and where, then execution order */
+    bool ref_foreign;            /* written by another framework: pairs by layer only */
 } session;
 
 static void session_free(session *s)
@@ -386,7 +387,7 @@ static int ref_for(const session *s, int k)
 {
     char name[256];
     lm_trace_name(s->t, k, name, sizeof name);
-    int i = lm_tensor_set_find(&s->ref, name);
+    int i = s->ref_foreign ? -1 : lm_tensor_set_find(&s->ref, name);
     if (i >= 0) return i;
     const lm_trace_node *x = lm_trace_node_at(s->t, k);
     const char *w = x->where;
@@ -398,7 +399,12 @@ static int ref_for(const session *s, int k)
     }
     char kind[256];
     snprintf(kind, sizeof kind, "%s.%s", lm_op_name(x->op), w);
-    if (s->ref_kord && (i = ref_kth(&s->ref, s->ref_kord, kind, occ)) >= 0) return i;
+    if (s->ref_kord && (i = ref_kth(&s->ref, s->ref_kord, kind, occ)) >= 0) {
+        const lm_array *r = s->ref.arrays[i];
+        bool same = r->ndim == x->ndim;
+        for (int d = 0; same && d < x->ndim; d++) same = r->shape[d] == x->shape[d];
+        if (same) return i;   /* else not the same tensor: a layer's output may still pair below */
+    }
     for (int q = k + 1; q < lm_trace_count(s->t); q++) {
         const char *wq = lm_trace_node_at(s->t, q)->where;
         if (wq == w) return -1;   /* not the last node of its layer */
@@ -785,7 +791,11 @@ static int l_diff(lua_State *L)
     session *s = session_new(L);
     int sidx = lua_gettop(L);
     if (o.reference && lm_load_file(o.reference, &s->ref) != LM_OK) return lm_lua_error(L);
-    if (o.reference && (s->ref_kord = malloc(sizeof(int) * ((size_t)s->ref.count + 1)))) {
+    /* another framework's dump (tools/torch_dump.py) names modules, not
+     * ops: its tensors pair by name and by layer only */
+    for (int i = 0; o.reference && i < s->ref.nmeta; i++)
+        if (!strcmp(s->ref.meta[i].key, "writer")) s->ref_foreign = strncmp(s->ref.meta[i].value, "lumen", 5) != 0;
+    if (o.reference && !s->ref_foreign && (s->ref_kord = malloc(sizeof(int) * ((size_t)s->ref.count + 1)))) {
         for (int j = 0; j < s->ref.count; j++) s->ref_kord[j] = j;
         kind_set = &s->ref;
         qsort(s->ref_kord, (size_t)s->ref.count, sizeof *s->ref_kord, by_kind);

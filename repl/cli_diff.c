@@ -183,17 +183,29 @@ static int last_of(const side *d, const char *loc)
  *    tensor with the other dump's last tensor there when their shapes agree
  *    (BY_LAYER: a layer's output, as lm.diff's reference pairs it);
  *  - names not in the dump form: the same name. */
+/* written by another framework (tools/torch_dump.py): its names are
+ * modules, not ops, so its tensors pair by layer only (a module "attention"
+ * is not Lumen's attention op of that scope, nor is index 7 Lumen's 7th) */
+static bool foreign(const lm_tensor_set *s)
+{
+    for (int i = 0; i < s->nmeta; i++)
+        if (!strcmp(s->meta[i].key, "writer")) return strncmp(s->meta[i].value, "lumen", 5) != 0;
+    return false;
+}
+
 static void pair_all(side *a, side *b, int *how)
 {
     const lm_tensor_set *sa = a->s, *sb = b->s;
+    bool kinds = !foreign(sa) && !foreign(sb);
     for (int i = 0; i < sa->count; i++) {
         how[i] = BY_NONE;
         const char *x = sa->names[i];
         int j = -1;
         if (!prefix_len(x)) {
             j = lm_tensor_set_find(sb, x);
-        } else {
+        } else if (kinds) {
             j = find_kind(b, x, a->occ[i]);
+            if (j >= 0 && !same_shape(sa->arrays[i], sb->arrays[j])) j = -1;   /* not the same tensor */
         }
         if (j < 0 || b->pair[j] >= 0) continue;
         how[i] = !loc_of(x) && prefix_len(x) ? BY_ORDER : !strcmp(x, sb->names[j]) ? BY_NAME : BY_PLACE;

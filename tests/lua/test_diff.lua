@@ -416,6 +416,29 @@ test("lm.diff against a LUMEN_DUMP of the same code pairs node k by op and line,
   os.execute("rm -rf " .. d)
 end)
 
+test("another framework's dump pairs by layer only, never by a coincident op name", function()
+  -- tools/torch_dump.py names modules: its "0001.mul.blk" is module blk's
+  -- output (class Mul), not Lumen's mul inside scope blk
+  local d = tmpdir()
+  local x3 = lm.tensor({1, 2, 3}, {dtype = "f32"})
+  local function blk(xx)
+    lm.name_scope("blk")
+    local z = xx * 2 + 1
+    lm.name_scope(nil)
+    return z
+  end
+  lm.save(d .. "/torch.safetensors", {["0001.mul.blk"] = x3 * 2 + 1}, {metadata = {writer = "tools/torch_dump.py"}})
+  local r = lm.diff(blk, {x3}, {reference = d .. "/torch.safetensors"})
+  ok(r.ok, "the module's output is the scope's last node")
+  eq(r.nodes[2].reference, "0001.mul.blk")
+  eq(r.nodes[1].reference, nil, "Lumen's mul pairs with nothing")
+  lm.trace(blk, {x3}, d .. "/lumen.safetensors")
+  local out, code = sh(LUMEN .. " diff " .. d .. "/torch.safetensors " .. d .. "/lumen.safetensors")
+  eq(code, 0, out)
+  ok(out:find("ok: 1 tensors, 0 out of tolerance, 0 unpaired", 1, true), out)
+  os.execute("rm -rf " .. d)
+end)
+
 test("infinite tolerances pass identical data; NaN and negative ones are refused", function()
   local a = lm.tensor{0, 1, -2.5, 0}
   local r = lm.compare(a, a, {rtol = math.huge})
