@@ -125,24 +125,20 @@ static void outs_add(lua_State *L, outs *o, lm_array *a)
 
 static int cmp_key(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 
-static void outs_from(lua_State *L, int idx, outs *o, int *others)
+static void outs_from(lua_State *L, int idx, outs *o)
 {
     lm_lua_tensor *t = lm_lua_testtensor(L, idx);
     if (t) {
         if (t->a) outs_add(L, o, t->a);
         return;
     }
-    if (!lua_istable(L, idx)) {
-        ++*others;
-        return;
-    }
+    if (!lua_istable(L, idx)) return;
     lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
     for (lua_Integer j = 1; j <= len; j++) {
         lua_rawgeti(L, idx, j);
         lm_lua_tensor *u = lm_lua_testtensor(L, -1);
         lua_pop(L, 1);   /* the table still holds it */
         if (u && u->a) outs_add(L, o, u->a);
-        else ++*others;
     }
     /* the map part: string keys, sorted */
     int nk = 0;
@@ -150,7 +146,6 @@ static void outs_from(lua_State *L, int idx, outs *o, int *others)
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
         if (lua_type(L, -1) == LUA_TSTRING) nk++;
-        else if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > len) ++*others;
     }
     if (!nk) return;
     const char **keys = lua_newuserdatauv(L, sizeof *keys * (size_t)nk, 0);
@@ -171,7 +166,6 @@ static void outs_from(lua_State *L, int idx, outs *o, int *others)
         lm_lua_tensor *u = lm_lua_testtensor(L, -1);
         lua_pop(L, 1);
         if (u && u->a) outs_add(L, o, u->a);
-        else ++*others;
     }
     lua_settop(L, kidx - 1);
 }
@@ -202,9 +196,9 @@ static lm_trace *call_and_capture(lua_State *L, int fn, int args, const char *fn
     *inside = lm_eval_kernel_count() - k0;
     where_end(L, &s);
     if (rc != LUA_OK) lua_error(L);
-    int top = lua_gettop(L), others = 0;
+    int top = lua_gettop(L);
     outs o = {0};
-    for (int i = base + 1; i <= top; i++) outs_from(L, i, &o, &others);
+    for (int i = base + 1; i <= top; i++) outs_from(L, i, &o);
     if (o.n == 0)
         luaL_error(L, "%s: the function returned no tensor (%d value%s, none a tensor nor a table of tensors)",
                    fname, top - base, top - base == 1 ? "" : "s");
