@@ -487,7 +487,8 @@ static void nothing_left(char *buf, size_t n, int64_t inside, const char *verb)
     if (inside)
         snprintf(buf, n, "the result was already evaluated (%lld kernels ran inside the function: an :item(), "
                  ":eval(), print or a loop that evaluates each step, as pipe:generate does): nothing of its graph "
-                 "is left to %s; call it on a function that builds the graph and returns it unevaluated",
+                 "is left to %s; call it on a function that builds the graph and returns it unevaluated (of a "
+                 "pipeline, one part: pipe.unet(x, t, ctx), pipe.vae:decode(z))",
                  (long long)inside, verb);
     else
         snprintf(buf, n, "the function returned tensors already evaluated before it ran (its arguments or "
