@@ -54,6 +54,7 @@ typedef struct side {
     int *occ;        /* per tensor: earlier tensors with its op and location */
     int *pair;       /* per tensor: the partner's index on the other side, -1 */
     int *kord;       /* tensor indices by op and location, then execution order */
+    int *lord;       /* tensor indices by location (none last), then execution order */
 } side;
 
 /* execution order: the leading index as a number (past 9999 it has more
@@ -99,6 +100,15 @@ static int by_kind(const void *x, const void *y)
     return c ? c : sort_rank[i] - sort_rank[j];
 }
 
+/* by location (tensors without one last), then execution order */
+static int by_loc(const void *x, const void *y)
+{
+    int i = *(const int *)x, j = *(const int *)y;
+    const char *a = loc_of(sort_set->names[i]), *b = loc_of(sort_set->names[j]);
+    int c = a && b ? strcmp(a, b) : a ? -1 : b ? 1 : 0;
+    return c ? c : sort_rank[i] - sort_rank[j];
+}
+
 static bool side_init(side *d, const lm_tensor_set *s)
 {
     size_t n = (size_t)s->count + 1;
@@ -107,13 +117,14 @@ static bool side_init(side *d, const lm_tensor_set *s)
     d->occ = malloc(sizeof(int) * n);
     d->pair = malloc(sizeof(int) * n);
     d->kord = malloc(sizeof(int) * n);
+    d->lord = malloc(sizeof(int) * n);
     int *rank = malloc(sizeof(int) * n);
-    if (!d->ord || !d->occ || !d->pair || !d->kord || !rank) {
+    if (!d->ord || !d->occ || !d->pair || !d->kord || !d->lord || !rank) {
         free(rank);
         return false;
     }
     for (int q = 0; q < s->count; q++) {
-        d->ord[q] = d->kord[q] = q;
+        d->ord[q] = d->kord[q] = d->lord[q] = q;
         d->pair[q] = -1;
     }
     sort_set = s;
@@ -121,6 +132,7 @@ static bool side_init(side *d, const lm_tensor_set *s)
     for (int q = 0; q < s->count; q++) rank[d->ord[q]] = q;
     sort_rank = rank;
     qsort(d->kord, (size_t)s->count, sizeof *d->kord, by_kind);
+    qsort(d->lord, (size_t)s->count, sizeof *d->lord, by_loc);
     /* the k-th add of x.lua:3 pairs with the other run's k-th add there,
      * whatever extra nodes (a cast under f16) shift the indices */
     for (int q = 0; q < s->count; q++) {
@@ -152,6 +164,7 @@ static void side_free(side *d)
     free(d->occ);
     free(d->pair);
     free(d->kord);
+    free(d->lord);
 }
 
 static bool same_shape(const lm_array *x, const lm_array *y)
@@ -165,11 +178,16 @@ static bool same_shape(const lm_array *x, const lm_array *y)
 /* the last tensor (in execution order) of location loc, -1 if none */
 static int last_of(const side *d, const char *loc)
 {
-    for (int q = d->s->count - 1; q >= 0; q--) {
-        const char *l = loc_of(d->s->names[d->ord[q]]);
-        if (l && !strcmp(l, loc)) return d->ord[q];
+    int lo = 0, hi = d->s->count;
+    while (lo < hi) {   /* the first tensor whose location is past loc (or none) */
+        int mid = (lo + hi) / 2;
+        const char *l = loc_of(d->s->names[d->lord[mid]]);
+        if (l && strcmp(l, loc) <= 0) lo = mid + 1;
+        else hi = mid;
     }
-    return -1;
+    if (lo == 0) return -1;
+    const char *l = loc_of(d->s->names[d->lord[lo - 1]]);
+    return l && !strcmp(l, loc) ? d->lord[lo - 1] : -1;
 }
 
 /* Pairs A's tensors with B's, each of B's at most once, and says how
