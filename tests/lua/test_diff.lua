@@ -207,6 +207,9 @@ test("LUMEN_DUMP and lumen diff: two dumps compared tensor by tensor", function(
   os.remove(b)
 end)
 
+-- build/lumen from another working directory
+local ABS_LUMEN = LUMEN:sub(1, 1) == "/" and LUMEN or io.popen("pwd"):read("l") .. "/" .. LUMEN
+
 local function tmpdir()
   local d = os.tmpname()
   os.remove(d)
@@ -233,7 +236,7 @@ test("LUMEN_DUMP under lumen records file:line as stock lua does (script, -e, st
   local d = tmpdir()
   write(d .. "/prog3.lua", "local lm = require 'lumen'\nlocal x = lm.arange(6):reshape{2, 3}:astype('f32')\n" ..
         "local y = x:matmul(x.T)\nprint(y:sum():item())\n")
-  local out = sh("cd " .. d .. " && LUMEN_DUMP=s.safetensors " .. LUMEN:gsub("^build", os.getenv("PWD") .. "/build") .. " prog3.lua")
+  local out = sh("cd " .. d .. " && LUMEN_DUMP=s.safetensors " .. ABS_LUMEN .. " prog3.lua")
   local n = dump_names(d .. "/s.safetensors")
   eq(n[3], "0003.matmul.prog3.lua:3", "a script: " .. out)
   eq(n[4], "0004.sum.prog3.lua:4")
@@ -277,8 +280,8 @@ test("lumen diff pairs by op and location, names what it could not pair, says wh
   -- two unrelated programs: a sum never pairs with a mean
   write(d .. "/one.lua", "local x = lm.ones{4} * 3\nprint(x:sum():item())\n")
   write(d .. "/two.lua", "local x = lm.ones{4} * 3\nprint(x:mean():item())\n")
-  sh("cd " .. d .. " && LUMEN_DUMP=one.safetensors " .. LUMEN:gsub("^build", os.getenv("PWD") .. "/build") .. " one.lua")
-  sh("cd " .. d .. " && LUMEN_DUMP=two.safetensors " .. LUMEN:gsub("^build", os.getenv("PWD") .. "/build") .. " two.lua")
+  sh("cd " .. d .. " && LUMEN_DUMP=one.safetensors " .. ABS_LUMEN .. " one.lua")
+  sh("cd " .. d .. " && LUMEN_DUMP=two.safetensors " .. ABS_LUMEN .. " two.lua")
   out, code = sh(LUMEN .. " diff " .. d .. "/one.safetensors " .. d .. "/two.safetensors")
   eq(code, 1, out)
   ok(out:find("unpaired: 3 of A's 3 tensors", 1, true) and out:find("0003.sum.one.lua:2", 1, true), out)
