@@ -581,7 +581,7 @@ static int l_sigint(lua_State *L)
         sigaction(SIGTERM, &sig_old_term, NULL);
         sig_installed = 0;
         sig_in_job = 0;
-        lua_sethook(L, NULL, 0, 0);
+        lm_lua_hook_rest(L);   /* LUMEN_DUMP's location hook stays */
         lm_cancel_clear();
     }
     return 0;
@@ -600,7 +600,7 @@ static int l_run_job(lua_State *L)
     sig_in_job = 1;
     int st = lua_pcall(L, 0, 1, 0);
     sig_in_job = 0;
-    lua_sethook(L, NULL, 0, 0);
+    lm_lua_hook_rest(L);   /* LUMEN_DUMP's location hook stays */
     lua_pushboolean(L, st == LUA_OK);
     lua_insert(L, -2);
     return 2;

@@ -8,6 +8,7 @@
  * Memory: the two runs go node by node side by side, and a value is
  * dropped as soon as no later node reads it, so a diff holds what two
  * ordinary evaluations would, plus the node being re-run. */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -49,17 +50,26 @@ static void where_from(lua_Debug *ar)
     lm_where_set(buf);
 }
 
-/* Lines of C functions and of lumen's own embedded Lua (no file) are
- * skipped: the location stays the user's line that called them. */
+/* The user's code: a file ("@x.lua"), -e ("=(command line)") or stdin
+ * ("=stdin"), as stock lua names them; not lumen's own embedded Lua
+ * ("=lumen/l_batch.lua", the REPL's "=repl" and "=:diff" wrappers). */
+static bool user_chunk(const char *src)
+{
+    if (src[0] == '@') return true;
+    return src[0] == '=' && strncmp(src, "=lumen/", 7) && strcmp(src, "=repl") && strcmp(src, "=:diff");
+}
+
+/* Lines of C functions and of lumen's own embedded Lua are skipped: the
+ * location stays the user's line that called them. */
 static void where_hook(lua_State *L, lua_Debug *ar)
 {
     if (ar->event == LUA_HOOKRET) {
         lua_Debug up;
-        if (!lua_getstack(L, 1, &up) || !lua_getinfo(L, "Sl", &up) || up.source[0] != '@') return;
+        if (!lua_getstack(L, 1, &up) || !lua_getinfo(L, "Sl", &up) || !user_chunk(up.source)) return;
         where_from(&up);
         return;
     }
-    if (!lua_getinfo(L, "Sl", ar) || (ar->source[0] != '@' && ar->source[0] != '=')) return;
+    if (!lua_getinfo(L, "Sl", ar) || !user_chunk(ar->source)) return;
     where_from(ar);
 }
 
@@ -89,15 +99,83 @@ static void where_end(lua_State *L, const hook_save *s)
     if (lua_gethook(L) == where_hook) lua_sethook(L, s->fn, s->mask, s->count);
     lm_compile_set_mode(s->mode);
     lm_where_set(s->where);
+    last_src = NULL;
     memcpy(scope, s->scope, sizeof scope);   /* a layer name the function left set ends with it */
 }
 
 /* ---- calling the function ---- */
 
+/* the tensors of a result: appends the tensor at idx, or every tensor
+ * value of the table at idx (a list in order, then a map's string keys
+ * sorted, so a run names its outputs the same way each time) */
+typedef struct outs { lm_array **v; int n, cap; } outs;
+
+static void outs_add(lua_State *L, outs *o, lm_array *a)
+{
+    if (o->n == o->cap) {
+        int nc = o->cap ? 2 * o->cap : 16;
+        lm_array **nv = lua_newuserdatauv(L, sizeof *nv * (size_t)nc, 0);   /* freed with the stack */
+        if (o->n) memcpy(nv, o->v, sizeof *nv * (size_t)o->n);
+        lua_setfield(L, LUA_REGISTRYINDEX, "lumen.diff_outs");
+        o->v = nv;
+        o->cap = nc;
+    }
+    o->v[o->n++] = a;
+}
+
+static int cmp_key(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+static void outs_from(lua_State *L, int idx, outs *o)
+{
+    lm_lua_tensor *t = lm_lua_testtensor(L, idx);
+    if (t) {
+        if (t->a) outs_add(L, o, t->a);
+        return;
+    }
+    if (!lua_istable(L, idx)) return;
+    lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
+    for (lua_Integer j = 1; j <= len; j++) {
+        lua_rawgeti(L, idx, j);
+        lm_lua_tensor *u = lm_lua_testtensor(L, -1);
+        lua_pop(L, 1);   /* the table still holds it */
+        if (u && u->a) outs_add(L, o, u->a);
+    }
+    /* the map part: string keys, sorted */
+    int nk = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING) nk++;
+    }
+    if (!nk) return;
+    const char **keys = lua_newuserdatauv(L, sizeof *keys * (size_t)nk, 0);
+    int kidx = lua_gettop(L);
+    lua_createtable(L, nk, 0);   /* anchors the key strings */
+    int k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, kidx + 1, k + 1);
+        keys[k++] = lua_tostring(L, -1);
+    }
+    qsort(keys, (size_t)nk, sizeof *keys, cmp_key);
+    for (k = 0; k < nk; k++) {
+        lua_getfield(L, idx, keys[k]);
+        lm_lua_tensor *u = lm_lua_testtensor(L, -1);
+        lua_pop(L, 1);
+        if (u && u->a) outs_add(L, o, u->a);
+    }
+    lua_settop(L, kidx - 1);
+}
+
 /* Calls fn (a function or anything callable) with args (a tensor, a table
  * of arguments, or nil) and records the graph behind the tensors it
- * returns (directly or in a table).  Leaves the results on the stack. */
-static lm_trace *call_and_capture(lua_State *L, int fn, int args, const char *fname)
+ * returns (directly, or in a table: a list or a map).  *inside gets the
+ * kernels evaluations ran during the call (their graphs are gone: lm.diff
+ * says so).  Leaves the results on the stack. */
+static lm_trace *call_and_capture(lua_State *L, int fn, int args, const char *fname, int64_t *inside)
 {
     int base = lua_gettop(L);
     lua_pushvalue(L, fn);
@@ -113,27 +191,20 @@ static lm_trace *call_and_capture(lua_State *L, int fn, int args, const char *fn
     }
     hook_save s;
     where_begin(L, &s);
+    int64_t k0 = lm_eval_kernel_count();
     int rc = lua_pcall(L, nargs, LUA_MULTRET, 0);
+    *inside = lm_eval_kernel_count() - k0;
     where_end(L, &s);
     if (rc != LUA_OK) lua_error(L);
     int top = lua_gettop(L);
-    lm_array *outs[256];
-    int n = 0;
-    for (int i = base + 1; i <= top; i++) {
-        lm_lua_tensor *t = lm_lua_testtensor(L, i);
-        if (t && t->a && n < 256) outs[n++] = t->a;
-        else if (!t && lua_istable(L, i)) {
-            for (lua_Integer j = 1; n < 256; j++) {
-                lua_geti(L, i, j);
-                lm_lua_tensor *u = lm_lua_testtensor(L, -1);
-                lua_pop(L, 1);   /* the table still holds it */
-                if (!u || !u->a) break;
-                outs[n++] = u->a;
-            }
-        }
-    }
-    if (n == 0) luaL_error(L, "%s: the function returned no tensor", fname);
-    lm_trace *t = lm_trace_capture(n, outs);
+    outs o = {0};
+    for (int i = base + 1; i <= top; i++) outs_from(L, i, &o);
+    if (o.n == 0)
+        luaL_error(L, "%s: the function returned no tensor (%d value%s, none a tensor nor a table of tensors)",
+                   fname, top - base, top - base == 1 ? "" : "s");
+    lm_trace *t = lm_trace_capture(o.n, o.v);
+    lua_pushnil(L);
+    lua_setfield(L, LUA_REGISTRYINDEX, "lumen.diff_outs");
     if (!t) lm_lua_error(L);
     return t;
 }
@@ -220,6 +291,8 @@ typedef struct session {
     row *rows;
     lm_array *keep[4];           /* first: a, b; worst: a, b (for pictures) */
     lm_tensor_set ref;
+    int *ref_kord;               /* ref's tensors by op and where, then execution order */
+    bool ref_foreign;            /* written by another framework: pairs by layer only */
 } session;
 
 static void session_free(session *s)
@@ -230,6 +303,7 @@ static void session_free(session *s)
     free(s->rows);
     for (int i = 0; i < 4; i++) lm_array_release(s->keep[i]);
     lm_tensor_set_free(&s->ref);
+    free(s->ref_kord);
     memset(s, 0, sizeof *s);
 }
 
@@ -262,14 +336,69 @@ static void keep_pair(session *s, int slot, lm_array *a, lm_array *b)
 /* The reference tensor for node k: the same name, else (a dump from
  * another program, tools/torch_dump.py) the tensor whose location part
  * equals node k's where, for the last node of that where. */
+/* dump names in execution order: by the leading index as a number (past
+ * 9999 it has more digits), then as text */
+static int dump_name_cmp(const char *a, const char *b)
+{
+    long ia = strtol(a, NULL, 10), ib = strtol(b, NULL, 10);
+    return ia != ib ? (ia < ib ? -1 : 1) : strcmp(a, b);
+}
+
+/* "add.x.lua:3" of "0007.add.x.lua:3", "" when not a dump name */
+static const char *kind_of(const char *name)
+{
+    const char *p = strchr(name, '.');
+    return p && strchr(p + 1, '.') ? p + 1 : "";
+}
+
+static const lm_tensor_set *kind_set;
+static int by_kind(const void *x, const void *y)
+{
+    const char *a = kind_set->names[*(const int *)x], *b = kind_set->names[*(const int *)y];
+    int c = strcmp(kind_of(a), kind_of(b));
+    return c ? c : dump_name_cmp(a, b);
+}
+
+/* The reference's tensor of this kind (op and where) that comes occ-th
+ * (from 0) in execution order, -1 if none: the k-th add of x.lua:3 pairs
+ * with the reference's k-th add there, whatever other nodes (lazy
+ * creations, which a recording evaluates first; earlier evaluations in a
+ * LUMEN_DUMP) moved the indices.  kord: the reference by kind, then
+ * execution order. */
+static int ref_kth(const lm_tensor_set *ref, const int *kord, const char *kind, int occ)
+{
+    int lo = 0, hi = ref->count;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (strcmp(kind_of(ref->names[kord[mid]]), kind) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    int q = lo + occ;
+    return q < ref->count && !strcmp(kind_of(ref->names[kord[q]]), kind) ? kord[q] : -1;
+}
+
 static int ref_for(const session *s, int k)
 {
     char name[256];
     lm_trace_name(s->t, k, name, sizeof name);
-    int i = lm_tensor_set_find(&s->ref, name);
+    int i = s->ref_foreign ? -1 : lm_tensor_set_find(&s->ref, name);
     if (i >= 0) return i;
-    const char *w = lm_trace_node_at(s->t, k)->where;
+    const lm_trace_node *x = lm_trace_node_at(s->t, k);
+    const char *w = x->where;
     if (!w) return -1;
+    int occ = 0;
+    for (int q = 0; q < k; q++) {
+        const lm_trace_node *y = lm_trace_node_at(s->t, q);
+        occ += y->where == w && y->op == x->op;
+    }
+    char kind[256];
+    snprintf(kind, sizeof kind, "%s.%s", lm_op_name(x->op), w);
+    if (s->ref_kord && (i = ref_kth(&s->ref, s->ref_kord, kind, occ)) >= 0) {
+        const lm_array *r = s->ref.arrays[i];
+        bool same = r->ndim == x->ndim;
+        for (int d = 0; same && d < x->ndim; d++) same = r->shape[d] == x->shape[d];
+        if (same) return i;   /* else not the same tensor: a layer's output may still pair below */
+    }
     for (int q = k + 1; q < lm_trace_count(s->t); q++) {
         const char *wq = lm_trace_node_at(s->t, q)->where;
         if (wq == w) return -1;   /* not the last node of its layer */
@@ -349,6 +478,32 @@ static lm_status diff_run(session *s, const lm_trace_config *ca, const lm_trace_
 }
 
 /* ---- the report ---- */
+
+/* why a function left no graph: its result was evaluated inside it (an
+ * :item(), :eval(), print, or a loop that evaluates each step, as
+ * pipe:generate does), or it returned values evaluated before the call */
+static void nothing_left(char *buf, size_t n, int64_t inside, const char *verb)
+{
+    if (inside)
+        snprintf(buf, n, "the result was already evaluated (%lld kernels ran inside the function: an :item(), "
+                 ":eval(), print or a loop that evaluates each step, as pipe:generate does): nothing of its graph "
+                 "is left to %s; call it on a function that builds the graph and returns it unevaluated (of a "
+                 "pipeline, one part: pipe.unet(x, t, ctx), pipe.vae:decode(z))",
+                 (long long)inside, verb);
+    else
+        snprintf(buf, n, "the function returned tensors already evaluated before it ran (its arguments or "
+                 "values computed earlier): there is no graph to %s; build the computation inside the function",
+                 verb);
+}
+
+/* a function that evaluated part of its graph itself: only the rest is compared */
+static void inside_note(char *buf, size_t n, int64_t inside, int kept, const char *verb)
+{
+    snprintf(buf, n, "%lld kernel%s ran inside the function before it returned: what %s computed is an input "
+             "here, %s under no configuration; only the %d node%s left unevaluated %s %s", (long long)inside,
+             inside == 1 ? "" : "s", inside == 1 ? "it" : "they", verb, kept, kept == 1 ? "" : "s",
+             kept == 1 ? "was" : "were", verb);
+}
 
 static void push_shape(lua_State *L, int ndim, const int64_t *shape)
 {
@@ -450,13 +605,24 @@ static void append_row(luaL_Buffer *b, const session *s, int k, const char *mark
 /* The table print(r) shows: the first divergence, the worst offenders,
  * and the error growth over the nodes that changed it by 10x or more. */
 static void push_text(lua_State *L, const session *s, int first, int worst, int nanat, const char *title,
-                      const sbuf *stages)
+                      const sbuf *stages, const char *nothing, const char *note)
 {
     int n = lm_trace_count(s->t);
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     luaL_addstring(&b, title);
     luaL_addstring(&b, "\n");
+    if (nothing) {
+        luaL_addstring(&b, nothing);
+        luaL_addstring(&b, "\n");
+        luaL_pushresult(&b);
+        return;
+    }
+    if (note) {
+        luaL_addstring(&b, "note: ");
+        luaL_addstring(&b, note);
+        luaL_addstring(&b, "\n");
+    }
     if (first < 0 && nanat < 0) luaL_addstring(&b, "no divergence: every node within tolerance\n");
     luaL_addstring(&b, "       index  op           where                  shape            max_abs    nmse       added      status\n");
     if (first >= 0) append_row(&b, s, first, "first");
@@ -569,7 +735,37 @@ static void write_images(lua_State *L, session *s, const char *dir, int first, i
 }
 
 static const char *const DIFF_OPTS[] = {"a", "b", "reference", "rtol", "atol", "equal_nan", "attribute",
-                                        "images", NULL};
+                                        "images", "overwrite", NULL};
+
+/* images = dir, checked before anything runs: a folder (made when missing,
+ * as lumen batch makes its output folder) holding no heat maps of an
+ * earlier diff unless overwrite, as lm.trace refuses an existing dump */
+static void images_ready(lua_State *L, const char *dir, bool overwrite)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (mkdir(dir, 0777) != 0)
+            luaL_error(L, "lm.diff: images = '%s': cannot make the folder: %s", dir, strerror(errno));
+        return;
+    }
+    if (!S_ISDIR(sb.st_mode)) luaL_error(L, "lm.diff: images = '%s' is not a folder", dir);
+    if (overwrite) return;
+    DIR *dd = opendir(dir);
+    if (!dd) luaL_error(L, "lm.diff: images = '%s': %s", dir, strerror(errno));
+    struct dirent *e;
+    char found[300] = "";
+    while ((e = readdir(dd)) && !found[0]) {
+        unsigned n;
+        char end[8];
+        if ((sscanf(e->d_name, "first-%u.%7s", &n, end) == 2 || sscanf(e->d_name, "worst-%u.%7s", &n, end) == 2) &&
+            !strcmp(end, "png"))
+            snprintf(found, sizeof found, "%.255s", e->d_name);
+    }
+    closedir(dd);
+    if (found[0])
+        luaL_error(L, "lm.diff: %s/%s exists: images = '%s' holds the heat maps of an earlier diff (pass overwrite "
+                   "= true to write over them, or name another folder)", dir, found, dir);
+}
 
 static int l_diff(lua_State *L)
 {
@@ -583,19 +779,32 @@ static int l_diff(lua_State *L)
     o.attribute = lm_lua_opt_bool(L, opts, "lm.diff", "attribute", true);
     o.reference = lm_lua_opt_str(L, opts, "lm.diff", "reference", NULL);
     o.images = lm_lua_opt_str(L, opts, "lm.diff", "images", NULL);
+    bool overwrite = lm_lua_opt_bool(L, opts, "lm.diff", "overwrite", false);
     lm_trace_config ca, cb;
     read_config(L, opts, "a", &ca, "lm.diff");
     read_config(L, opts, "b", &cb, "lm.diff");
     session *s = session_new(L);
     int sidx = lua_gettop(L);
     if (o.reference && lm_load_file(o.reference, &s->ref) != LM_OK) return lm_lua_error(L);
-    s->t = call_and_capture(L, 1, 2, "lm.diff");
+    /* another framework's dump (tools/torch_dump.py) names modules, not
+     * ops: its tensors pair by name and by layer only */
+    for (int i = 0; o.reference && i < s->ref.nmeta; i++)
+        if (!strcmp(s->ref.meta[i].key, "writer")) s->ref_foreign = strncmp(s->ref.meta[i].value, "lumen", 5) != 0;
+    if (o.reference && !s->ref_foreign && (s->ref_kord = malloc(sizeof(int) * ((size_t)s->ref.count + 1)))) {
+        for (int j = 0; j < s->ref.count; j++) s->ref_kord[j] = j;
+        kind_set = &s->ref;
+        qsort(s->ref_kord, (size_t)s->ref.count, sizeof *s->ref_kord, by_kind);
+    }
+    if (o.images) images_ready(L, o.images, overwrite);
+    int64_t inside;
+    s->t = call_and_capture(L, 1, 2, "lm.diff", &inside);
     lua_settop(L, sidx);
     if (diff_run(s, &ca, &cb, &o) != LM_OK) return lm_lua_error(L);
-    int n = lm_trace_count(s->t), first = -1, worst = -1, nanat = -1;
+    int n = lm_trace_count(s->t), first = -1, worst = -1, nanat = -1, compared = 0;
     double wv = 0;
     for (int k = 0; k < n; k++) {
         const row *w = &s->rows[k];
+        compared += w->have;
         if (first < 0 && w->have && !w->r.ok) first = k;
         if (w->have_att && w->added > wv) { wv = w->added; worst = k; }
         if (nanat < 0 && (w->nan_a || w->inf_a || w->nan_b || w->inf_b)) nanat = k;
@@ -616,7 +825,26 @@ static int l_diff(lua_State *L)
         lua_setfield(L, nodes, picks[i].name);
         lua_pop(L, 1);
     }
-    lua_pushboolean(L, first < 0 && nanat < 0);
+    /* nothing compared is no success: ok = false and the reason */
+    char reason[600] = "", note[300] = "";
+    if (compared == 0) {
+        char why[400];
+        if (n == 0) nothing_left(why, sizeof why, inside, "compare");
+        else if (o.reference)
+            snprintf(why, sizeof why, "none of the graph's %d node%s pairs with a tensor of %.200s (names "
+                     "NNNN.op.where, as lm.trace writes them, or a layer's name from lm.name_scope)", n,
+                     n == 1 ? "" : "s", o.reference);
+        else snprintf(why, sizeof why, "none of the graph's %d node%s had a value on both sides", n, n == 1 ? "" : "s");
+        snprintf(reason, sizeof reason, "nothing compared: %s", why);
+        lua_pushstring(L, reason);
+        lua_setfield(L, -2, "reason");
+    } else if (inside) {
+        inside_note(note, sizeof note, inside, compared, "compared");
+        lua_pushstring(L, note);
+        lua_setfield(L, -2, "note");
+    }
+    set_int(L, "compared", compared);
+    lua_pushboolean(L, compared > 0 && first < 0 && nanat < 0);
     lua_setfield(L, -2, "ok");
     char sa[64], sb[64], title[300];
     config_str(&ca, sa, sizeof sa);
@@ -626,16 +854,16 @@ static int l_diff(lua_State *L)
     if (o.reference) {
         lua_pushstring(L, o.reference);
         lua_setfield(L, -2, "reference");
-        snprintf(title, sizeof title, "diff: %d nodes, %s against %.200s", n, sa, o.reference);
+        snprintf(title, sizeof title, "diff: %d node%s, %s against %.200s", n, n == 1 ? "" : "s", sa, o.reference);
     } else {
         lua_pushstring(L, sb);
         lua_setfield(L, -2, "b");
-        snprintf(title, sizeof title, "diff: %d nodes, a = %s, b = %s", n, sa, sb);
+        snprintf(title, sizeof title, "diff: %d node%s, a = %s, b = %s", n, n == 1 ? "" : "s", sa, sb);
     }
     sbuf st = {0};
     push_stages(L, s, &st);
     lua_setfield(L, -2, "stages");
-    push_text(L, s, first, worst, nanat, title, &st);
+    push_text(L, s, first, worst, nanat, title, &st, reason[0] ? reason : NULL, note[0] ? note : NULL);
     free(st.p);
     lua_setfield(L, -2, "text");
     if (o.images) write_images(L, s, o.images, first, worst);
@@ -715,7 +943,8 @@ void lm_lua_compile_verify(lua_State *L, int fn, int first, int n, bool raise, c
     int args = lua_gettop(L);
     session *s = session_new(L);
     int sidx = lua_gettop(L);
-    s->t = call_and_capture(L, fn, args, "compile verify");
+    int64_t inside;
+    s->t = call_and_capture(L, fn, args, "compile verify", &inside);
     lua_settop(L, sidx);
     lm_trace_config ca, cb;
     lm_trace_config_init(&ca);
@@ -760,18 +989,40 @@ typedef struct dump {
     uint64_t size;
 } dump;
 
-static lm_status dump_open(dump *d, const char *path, bool overwrite)
+/* What a dump may be written over: nothing (a new file), or a regular file
+ * when overwrite.  One message per case, saying what the path must be:
+ * LUMEN_DUMP names a new safetensors file (it never replaces one), lm.trace's
+ * path a new file or, with overwrite = true, an existing regular one. */
+static lm_status dump_target(const char *path, bool overwrite, bool env)
+{
+    struct stat sb;
+    const char *must = env ? "LUMEN_DUMP names the new safetensors file to write (an existing file is never "
+                             "replaced; unset it to dump nothing)"
+                           : "lm.trace writes one safetensors file (new, or an existing file with overwrite = true)";
+    char head[4200];
+    snprintf(head, sizeof head, env ? "LUMEN_DUMP=%s" : "lm.trace: %s", path);
+    if (stat(path, &sb) != 0) return LM_OK;
+    if (S_ISDIR(sb.st_mode))
+        return lm_error_set(LM_ERR_IO, "%s is a folder: name a file in it, such as %s/%s.safetensors (%s)", head,
+                            path, env ? "dump" : "trace", must);
+    if (!S_ISREG(sb.st_mode))
+        return lm_error_set(LM_ERR_IO, "%s is not a regular file (a device, FIFO or socket): %s", head, must);
+    if (env) return lm_error_set(LM_ERR_IO, "%s exists: %s", head, must);
+    if (!overwrite) return lm_error_set(LM_ERR_IO, "%s exists (pass overwrite = true to replace it)", head);
+    return LM_OK;
+}
+
+static lm_status dump_open(dump *d, const char *path, bool overwrite, bool env)
 {
     memset(d, 0, sizeof *d);
-    struct stat sb;
-    if (!overwrite && stat(path, &sb) == 0)
-        return lm_error_set(LM_ERR_IO, "trace: %s exists (pass overwrite = true to replace it)", path);
+    if (dump_target(path, overwrite, env) != LM_OK) return lm_error_status();
     snprintf(d->path, sizeof d->path, "%s", path);
     snprintf(d->data_path, sizeof d->data_path, "%s.data.XXXXXX", path);
     int fd = mkstemp(d->data_path);
     if (fd < 0 || !(d->data = fdopen(fd, "w+b"))) {
         if (fd >= 0) close(fd);
-        return lm_error_set(LM_ERR_IO, "trace: cannot write beside %s: %s", path, strerror(errno));
+        return lm_error_set(LM_ERR_IO, "%s%s: cannot write a file beside it: %s", env ? "LUMEN_DUMP=" : "lm.trace: ",
+                            path, strerror(errno));
     }
     return LM_OK;
 }
@@ -938,8 +1189,14 @@ static int l_trace(lua_State *L)
     session *s = session_new(L);
     int sidx = lua_gettop(L);
     dump *d = dump_new(L);
-    if (dump_open(d, path, overwrite) != LM_OK) return lm_lua_error(L);
-    s->t = call_and_capture(L, 1, 2, "lm.trace");
+    if (dump_open(d, path, overwrite, false) != LM_OK) return lm_lua_error(L);
+    int64_t inside;
+    s->t = call_and_capture(L, 1, 2, "lm.trace", &inside);
+    if (lm_trace_count(s->t) == 0) {
+        char why[400];
+        nothing_left(why, sizeof why, inside, "record");
+        return luaL_error(L, "lm.trace: nothing recorded, %s (%s not written)", why, path);
+    }
     lua_settop(L, sidx + 1);
     if (!(s->ra = lm_trace_run_start(s->t, &c))) return lm_lua_error(L);
     int n = lm_trace_count(s->t), written = 0;
@@ -959,7 +1216,11 @@ static int l_trace(lua_State *L)
     if (dump_finish(d) != LM_OK) return lm_lua_error(L);
     dump_drop(d);
     lua_pushinteger(L, written);
-    return 1;
+    if (!inside) return 1;
+    char note[300];
+    inside_note(note, sizeof note, inside, written, "recorded");
+    lua_pushstring(L, note);
+    return 2;
 }
 
 /* ---- LUMEN_DUMP=path: every node any evaluation runs ----
@@ -1000,13 +1261,20 @@ static int env_dump_gc(lua_State *L)
     return 0;
 }
 
+void lm_lua_hook_rest(lua_State *L)
+{
+    last_src = NULL;
+    if (env_on) lua_sethook(L, where_hook, LUA_MASKLINE | LUA_MASKRET, 0);
+    else lua_sethook(L, NULL, 0, 0);
+}
+
 static void env_dump_open(lua_State *L)
 {
     const char *path = getenv("LUMEN_DUMP");
     static bool registered;
     if (!path || !*path || env_on) return;
-    if (dump_open(&env_dump, path, false) != LM_OK) {
-        fprintf(stderr, "lumen: LUMEN_DUMP: %s; not dumping\n", lm_error_message());
+    if (dump_open(&env_dump, path, false, true) != LM_OK) {
+        fprintf(stderr, "lumen: %s; not dumping\n", lm_error_message());
         return;
     }
     env_on = true;
@@ -1089,13 +1357,18 @@ static const lm_lua_func funcs[] = {
      "tolerance: rtol/atol or lm.compare's defaults), r.worst (the node that adds the most\n"
      "error itself: re-run under b on a's inputs), r.nan (first NaN/Inf). {reference =\n"
      "path} compares one run (opts.a) with a dump of lm.trace or tools/torch_dump.py;\n"
-     "images = dir writes heat maps of the first and worst nodes; attribute = false skips\n"
-     "the re-runs. print(r) shows a table."},
+     "images = dir writes heat maps of the first and worst nodes (overwrite = true to\n"
+     "write over an earlier diff's); attribute = false skips the re-runs. fn may return\n"
+     "tensors or tables of them (a list, a map). r.compared counts the nodes compared;\n"
+     "when none was (the result was already evaluated) r.ok is false and r.reason says\n"
+     "why; r.note says when kernels ran inside fn. print(r) shows a table."},
     {"trace", l_trace,
-     "lm.trace(fn, args, path, [opts]) -> count\n"
+     "lm.trace(fn, args, path, [opts]) -> count, [note]\n"
      "Runs fn(args...) ({device=, dtype=, compile=} as lm.diff's a) and saves every\n"
      "intermediate as F32 into the safetensors file path, named NNNN.op.where in\n"
-     "execution order; overwrite = true replaces an existing file."},
+     "execution order; overwrite = true replaces an existing file. An error when\n"
+     "nothing is left to record (the result was already evaluated); note: kernels\n"
+     "that ran inside fn, outside the recording."},
     {"ulp_hist", l_ulp_hist,
      "lm.ulp_hist(a, b) -> table\n"
      "Histogram of the distance between a and b in ulps of the less precise floating\n"

@@ -41,4 +41,10 @@ int lm_lua_error(lua_State *L);
  * adds load/save/compare/allclose/compare_file and the `image` subtable. */
 void lm_lua_open_io(lua_State *L);
 
+/* Sets the hook L has between calls: the location hook while LUMEN_DUMP
+ * records (l_diff.c: each node is named after the Lua line that built it),
+ * else none.  A host that clears hooks around a protected call (a Ctrl-C
+ * hook left set) calls this instead of lua_sethook(L, NULL, 0, 0). */
+void lm_lua_hook_rest(lua_State *L);
+
 #endif

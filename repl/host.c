@@ -159,7 +159,7 @@ int lm_repl_docall(lua_State *L, int narg, int nres, bool traceback)
     lua_pushcfunction(L, traceback ? msghandler : plain_handler);
     lua_insert(L, base);
     lm_cancel_clear();
-    lua_sethook(L, NULL, 0, 0);
+    lm_lua_hook_rest(L);   /* not NULL: LUMEN_DUMP's location hook stays */
     run_interrupted = 0;
     stop_signal = 0;
     running = 1;
@@ -167,7 +167,7 @@ int lm_repl_docall(lua_State *L, int narg, int nres, bool traceback)
     running = 0;
     /* the terminal echoed ^C where the output was: end that line */
     if (run_interrupted && isatty(1)) fputc('\n', stdout);
-    lua_sethook(L, NULL, 0, 0);
+    lm_lua_hook_rest(L);
     lm_cancel_clear();
     lua_remove(L, base);
     return status;

@@ -207,6 +207,241 @@ test("LUMEN_DUMP and lumen diff: two dumps compared tensor by tensor", function(
   os.remove(b)
 end)
 
+-- build/lumen from another working directory
+local ABS_LUMEN = LUMEN:sub(1, 1) == "/" and LUMEN or io.popen("pwd"):read("l") .. "/" .. LUMEN
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  os.execute("mkdir " .. d)
+  return d
+end
+
+local function dump_names(path)
+  local names = {}
+  for k in pairs(lm.load(path)) do names[#names + 1] = k end
+  table.sort(names)
+  return names
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+-- issue 34 item 6: the lumen program cleared the hook that names nodes
+-- before every chunk it ran, so LUMEN_DUMP recorded "0003.matmul.-"
+test("LUMEN_DUMP under lumen records file:line as stock lua does (script, -e, stdin, lumen batch)", function()
+  local d = tmpdir()
+  write(d .. "/prog3.lua", "local lm = require 'lumen'\nlocal x = lm.arange(6):reshape{2, 3}:astype('f32')\n" ..
+        "local y = x:matmul(x.T)\nprint(y:sum():item())\n")
+  local out = sh("cd " .. d .. " && LUMEN_DUMP=s.safetensors " .. ABS_LUMEN .. " prog3.lua")
+  local n = dump_names(d .. "/s.safetensors")
+  eq(n[3], "0003.matmul.prog3.lua:3", "a script: " .. out)
+  eq(n[4], "0004.sum.prog3.lua:4")
+  sh("LUMEN_DUMP=" .. d .. "/e.safetensors " .. LUMEN .. " -e 'local x = lm.ones{2} * 3\nprint(x:sum():item())'")
+  n = dump_names(d .. "/e.safetensors")
+  eq(n[2], "0002.mul.(command line):1", "-e")
+  eq(n[3], "0003.sum.(command line):2")
+  sh("printf 'local x = lm.ones{2} * 3\\nprint(x:sum():item())\\n' | LUMEN_DUMP=" .. d .. "/i.safetensors " .. LUMEN .. " -")
+  n = dump_names(d .. "/i.safetensors")
+  eq(n[3], "0003.sum.stdin:2", "stdin")
+  -- lumen batch ran every job after the first with the hook cleared: the
+  -- nodes of job 2 kept the location of lumen's own batch loop
+  write(d .. "/job.lua", "local lm = require 'lumen'\nreturn function(p)\n" ..
+        "  local x = lm.rand({3, 8, 8}, {seed = p.seed})\n  return (x * 0.5 + 0.25)\nend\n")
+  out = sh("LUMEN_DUMP=" .. d .. "/b.safetensors " .. LUMEN .. " batch " .. d .. "/job.lua --seeds 1-2 --serial -o '"
+           .. d .. "/img/%05d.png' --progress off")
+  n = dump_names(d .. "/b.safetensors")
+  local jobs = 0
+  for _, k in ipairs(n) do
+    ok(not k:find("l_batch", 1, true) and not k:find("%.%-$"), "every node at the job's lines: " .. k .. "\n" .. out)
+    if k:find("%.random_uniform%.job%.lua:3$") or k:find("%.rand%w*%.job%.lua:3$") then jobs = jobs + 1 end
+  end
+  eq(jobs, 2, "both jobs' rand at job.lua:3: " .. table.concat(n, " "))
+  os.execute("rm -rf " .. d)
+end)
+
+test("lumen diff pairs by op and location, names what it could not pair, says when it pairs by order", function()
+  local d = tmpdir()
+  write(d .. "/p.lua", "local dt = os.getenv('DT')\nlocal x = lm.randn({4, 8}, {seed = 1}):astype(dt)\n" ..
+        "local w = lm.randn({8, 8}, {seed = 2}):astype(dt)\nlocal h = x:matmul(w):tanh()\n" ..
+        "print((h * 3):sum():item())\n")
+  sh("DT=f32 LUMEN_DUMP=" .. d .. "/f32.safetensors " .. LUMEN .. " " .. d .. "/p.lua")
+  sh("DT=f16 LUMEN_DUMP=" .. d .. "/f16.safetensors " .. LUMEN .. " " .. d .. "/p.lua")
+  local out, code = sh(LUMEN .. " diff " .. d .. "/f16.safetensors " .. d .. "/f32.safetensors")
+  eq(code, 1, out)
+  -- the f16 run has two casts more: the rest pairs at shifted indices
+  ok(out:find("0005.matmul.p.lua:4 [^\n]*<%- 0003.matmul.p.lua:4"), "matmul with matmul: " .. out)
+  ok(out:find("unpaired: 2 of A's 8 tensors", 1, true) and out:find("0002.cast.p.lua:2", 1, true)
+     and out:find("0004.cast.p.lua:3", 1, true), "the casts named without --all: " .. out)
+  ok(out:find("DIFF: 8 tensors, %d+ out of tolerance, 2 unpaired"), out)
+  -- two unrelated programs: a sum never pairs with a mean
+  write(d .. "/one.lua", "local x = lm.ones{4} * 3\nprint(x:sum():item())\n")
+  write(d .. "/two.lua", "local x = lm.ones{4} * 3\nprint(x:mean():item())\n")
+  sh("cd " .. d .. " && LUMEN_DUMP=one.safetensors " .. ABS_LUMEN .. " one.lua")
+  sh("cd " .. d .. " && LUMEN_DUMP=two.safetensors " .. ABS_LUMEN .. " two.lua")
+  out, code = sh(LUMEN .. " diff " .. d .. "/one.safetensors " .. d .. "/two.safetensors")
+  eq(code, 1, out)
+  ok(out:find("unpaired: 3 of A's 3 tensors", 1, true) and out:find("0003.sum.one.lua:2", 1, true), out)
+  ok(out:find("unpaired: 3 of B's 3 tensors", 1, true) and out:find("0003.mean.two.lua:2", 1, true), out)
+  -- dumps without locations ("-"): same ops pair by order, and the report
+  -- says so; the sum and the mean stay apart
+  local v = lm.tensor{1, 2, 3}
+  lm.save(d .. "/na.safetensors", {["0001.full.-"] = v, ["0002.mul.-"] = v * 2, ["0003.sum.-"] = v:sum()})
+  lm.save(d .. "/nb.safetensors", {["0001.full.-"] = v, ["0002.mul.-"] = v * 2, ["0003.mean.-"] = v:sum()})
+  out, code = sh(LUMEN .. " diff " .. d .. "/na.safetensors " .. d .. "/nb.safetensors")
+  eq(code, 1, out)
+  ok(out:find("note: 2 pairs by op and order only", 1, true), out)
+  ok(out:find("unpaired: 1 of A's 3 tensors[^\n]*0003%.sum%.%-") and out:find("unpaired: 1 of B's[^\n]*0003%.mean%.%-"), out)
+  out, code = sh(LUMEN .. " diff " .. d .. "/na.safetensors " .. d .. "/na.safetensors")
+  eq(code, 0, out)
+  -- execution order past index 9999: "10000." is after "9999."
+  lm.save(d .. "/big.safetensors", {["9999.mul.x.lua:1"] = v, ["10000.mul.x.lua:1"] = v * 2})
+  lm.save(d .. "/small.safetensors", {["0001.mul.x.lua:1"] = v, ["0002.mul.x.lua:1"] = v * 2})
+  out, code = sh(LUMEN .. " diff " .. d .. "/big.safetensors " .. d .. "/small.safetensors")
+  eq(code, 0, "the k-th mul with the k-th: " .. out)
+  os.execute("rm -rf " .. d)
+end)
+
+-- issue 34 item 7: an evaluated result left nothing to compare, and the
+-- report said "0 nodes ... no divergence", ok = true, for an f16 overflow
+test("nothing compared is no success: lm.diff and lm.trace say so and why", function()
+  local t = (lm.ones{4} * 70000):sum():eval()
+  local r = lm.diff(function() return t end, nil, {b = "f16"})
+  eq(r.ok, false, "ok")
+  eq(r.compared, 0)
+  ok(r.reason and r.reason:find("nothing compared: the function returned tensors already evaluated", 1, true), r.reason)
+  ok(tostring(r):find("nothing compared", 1, true) and not tostring(r):find("no divergence", 1, true), tostring(r))
+  -- the whole graph evaluated inside the function, as pipe:generate does
+  local whole = lm.diff(function() local s = (lm.ones{4} * 70000):sum(); s:eval(); return s end, nil, {b = "f16"})
+  eq(whole.ok, false)
+  ok(whole.reason:find("the result was already evaluated %(%d+ kernels ran inside the function"), whole.reason)
+  ok(whole.reason:find("nothing of its graph is left to compare", 1, true), whole.reason)
+  -- part of it: the rest is compared, and the report says what was not
+  local part = lm.diff(function() local y = lm.ones{4} * 3; y:eval(); return y:sum() end, nil, {b = "f16"})
+  eq(part.compared, 1)
+  ok(part.ok, "the sum itself matches")
+  ok(part.note and part.note:find("^%d+ kernels? ran inside the function"), part.note)
+  ok(tostring(part):find("\nnote: %d+ kernels? ran inside"), tostring(part))
+  -- a reference no node pairs with
+  local p = tmpfile()
+  lm.save(p, {unrelated = lm.ones{2}})
+  local none = lm.diff(function() return lm.ones{2} * 2 end, nil, {reference = p})
+  eq(none.ok, false)
+  ok(none.reason:find("none of the graph's 1 node pairs with a tensor of", 1, true), none.reason)
+  os.remove(p)
+  -- lm.trace writes nothing and says why
+  local q = tmpfile()
+  raises(function() lm.trace(function() return t end, nil, q) end, "lm.trace: nothing recorded, the function returned")
+  eq(io.open(q), nil, "no file written")
+  local n, note = lm.trace(function() local y = lm.ones{4} * 3; y:eval(); return y:sum() end, nil, q)
+  eq(n, 1)
+  ok(note and note:find("^%d+ kernels? ran inside the function"), tostring(note))
+  os.remove(q)
+  -- :diff on an evaluated value: tests/repl/run.sh (commands need the terminal)
+end)
+
+test("lm.diff{images = dir} refuses to write over an earlier diff's heat maps unless overwrite = true", function()
+  with_fault("sin:cpu:f64", function()
+    local d = tmpdir()
+    local opts = {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5, images = d}
+    local r = lm.diff(model, {x}, opts)
+    ok(r.first_image, "written")
+    local f = assert(io.open(r.first_image, "rb"))
+    local before = f:read("a")
+    f:close()
+    raises(function() lm.diff(model, {x}, opts) end, "holds the heat maps of an earlier diff (pass overwrite = true")
+    opts.overwrite = true
+    local again = lm.diff(model, {x}, opts)
+    eq(again.first_image, r.first_image)
+    local made = d .. "/new"
+    local r2 = lm.diff(model, {x}, {a = {dtype = "f32"}, b = {dtype = "f64"}, rtol = 1e-4, atol = 1e-5, images = made})
+    ok(r2.first_image and r2.first_image:find(made, 1, true), "a missing folder is made")
+    ok(#before > 0)
+    os.execute("rm -rf " .. d)
+  end)
+end)
+
+-- issue 34 item 12: a table of tensors (a map) was "returned no tensor";
+-- LUMEN_DUMP=/dev/null or a folder gave two contradictory messages
+test("lm.diff compares every tensor of a returned table, a list or a map", function()
+  local function f(a)
+    local y = a * 2
+    return {image = y + 1, mean = y:mean(), 7}
+  end
+  local r = lm.diff(f, {lm.tensor{1, 2, 3}}, {b = "f64"})
+  ok(r.ok, "ok")
+  eq(r.compared, #r.nodes)
+  local ops = {}
+  for _, nd in ipairs(r.nodes) do ops[nd.op] = true end
+  ok(ops.add and ops.mean and ops.mul, "both outputs' graphs")
+  local many = lm.diff(function() local t = {}; for i = 1, 300 do t[i] = lm.ones{1} * i end; return t end)
+  eq(#many.nodes, 300, "300 outputs, none dropped")
+  raises(function() lm.diff(function() return {n = 1}, 2 end) end,
+         "lm.diff: the function returned no tensor (2 values, none a tensor nor a table of tensors)")
+end)
+
+test("LUMEN_DUMP names what it must be: a new safetensors file", function()
+  local d = tmpdir()
+  local cases = {
+    {"/dev/null", "LUMEN_DUMP=/dev/null is not a regular file"},
+    {d, "LUMEN_DUMP=" .. d .. " is a folder: name a file in it, such as " .. d .. "/dump.safetensors"},
+  }
+  write(d .. "/old.safetensors", "x")
+  cases[3] = {d .. "/old.safetensors", "LUMEN_DUMP=" .. d .. "/old.safetensors exists: LUMEN_DUMP names the new safetensors file"}
+  for _, c in ipairs(cases) do
+    local out = sh("LUMEN_DUMP=" .. c[1] .. " " .. LUMEN .. " -e 'print((lm.ones{2} * 2):sum():item())'")
+    ok(out:find(c[2], 1, true), c[1] .. ": " .. out)
+    ok(not out:find("overwrite", 1, true) and not out:find("is a directory", 1, true), "one message: " .. out)
+    ok(out:find("4.0", 1, true), "the program still runs")
+  end
+  raises(function() lm.trace(function() return lm.ones{2} * 2 end, nil, d, {overwrite = true}) end,
+         "lm.trace: " .. d .. " is a folder")
+  os.execute("rm -rf " .. d)
+end)
+
+test("lm.diff against a LUMEN_DUMP of the same code pairs node k by op and line, whatever the indices", function()
+  local d = tmpdir()
+  write(d .. "/m.lua", "return function(x, w)\n  local h = x:matmul(w):tanh()\n  return h * 3 + h\nend\n")
+  write(d .. "/run.lua", "local f = dofile(arg[1] .. '/m.lua')\nlocal x = lm.randn({4, 8}, {seed = 1})\n" ..
+        "local w = lm.randn({8, 8}, {seed = 2})\nprint(f(x, w):sum():item())\n")
+  sh("LUMEN_DUMP=" .. d .. "/ref.safetensors " .. LUMEN .. " " .. d .. "/run.lua " .. d)
+  local f = dofile(d .. "/m.lua")
+  local x, w = lm.randn({4, 8}, {seed = 1}), lm.randn({8, 8}, {seed = 2})
+  local r = lm.diff(f, {x, w}, {reference = d .. "/ref.safetensors"})
+  eq(#r.nodes, 4)
+  eq(r.compared, 4, "each node paired though the dump counts the randn first")
+  ok(r.ok, "the same values")
+  eq(r.nodes[1].reference, "0003.matmul.m.lua:2")
+  eq(r.nodes[3].reference, "0005.mul.m.lua:3")
+  os.execute("rm -rf " .. d)
+end)
+
+test("another framework's dump pairs by layer only, never by a coincident op name", function()
+  -- tools/torch_dump.py names modules: its "0001.mul.blk" is module blk's
+  -- output (class Mul), not Lumen's mul inside scope blk
+  local d = tmpdir()
+  local x3 = lm.tensor({1, 2, 3}, {dtype = "f32"})
+  local function blk(xx)
+    lm.name_scope("blk")
+    local z = xx * 2 + 1
+    lm.name_scope(nil)
+    return z
+  end
+  lm.save(d .. "/torch.safetensors", {["0001.mul.blk"] = x3 * 2 + 1}, {metadata = {writer = "tools/torch_dump.py"}})
+  local r = lm.diff(blk, {x3}, {reference = d .. "/torch.safetensors"})
+  ok(r.ok, "the module's output is the scope's last node")
+  eq(r.nodes[2].reference, "0001.mul.blk")
+  eq(r.nodes[1].reference, nil, "Lumen's mul pairs with nothing")
+  lm.trace(blk, {x3}, d .. "/lumen.safetensors")
+  local out, code = sh(LUMEN .. " diff " .. d .. "/torch.safetensors " .. d .. "/lumen.safetensors")
+  eq(code, 0, out)
+  ok(out:find("ok: 1 tensors, 0 out of tolerance, 0 unpaired", 1, true), out)
+  os.execute("rm -rf " .. d)
+end)
+
 test("infinite tolerances pass identical data; NaN and negative ones are refused", function()
   local a = lm.tensor{0, 1, -2.5, 0}
   local r = lm.compare(a, a, {rtol = math.huge})

@@ -151,6 +151,10 @@ if [ "$(count '^\[99\.\]$')" = 0 ]; then ok; else bad ":profile expr; does not p
 
 line ':diff (lm.ones{4} * 70000):sum()'
 expect ":diff finds the f16 overflow at the mul of line 1" '^first  *1  mul  *stdin:1 '
+line 'ev = (lm.ones{4} * 70000):sum():eval()'
+line ':diff ev'
+expect ":diff of an evaluated value says nothing was compared" '^nothing compared: the function returned tensors already evaluated'
+if [ "$(count 'no divergence')" = 0 ]; then ok; else bad ":diff of an evaluated value claims no divergence" "$(screen)"; fi
 line ':time lm.tensor{7} * 11 \;'
 expect ":time with ; reports the time" '^wall time: .*' 
 if [ "$(count '^\[77\.\]$')" = 0 ]; then ok; else bad ":time expr; does not print the value" "$(screen)"; fi
