@@ -41,11 +41,12 @@ struct lm_qwen_tokenizer {
     lm_bpe bpe;
     char *dir;
     const char **names;        /* id -> token string (vocab keys or added contents) */
-    bool *is_added;            /* per id */
     int32_t byte_id[256];
     int16_t byte_of[0x144];    /* byte-level code point -> byte, -1 */
     qt_added *added;
     int nadded;
+    int32_t *by_first;         /* added token indexes by first byte ... */
+    int32_t first_at[257];     /* ... those starting with byte b: [first_at[b], first_at[b+1]) */
     bool nfc, ignore_merges;
     int32_t unk, pad, eos;
     int64_t max_len;
@@ -456,8 +457,8 @@ void lm_qwen_tokenizer_free(lm_qwen_tokenizer *t)
     lm_bpe_free(&t->bpe);
     for (int i = 0; i < t->nadded; i++) free(t->added[i].content);
     free(t->added);
+    free(t->by_first);
     free(t->names);
-    free(t->is_added);
     free(t->pattern);
     if (t->re) uregex_close(t->re);
     free(t->tpl);
@@ -506,15 +507,23 @@ lm_qwen_tokenizer *lm_qwen_tokenizer_load(const char *dir)
             t->byte_of[cp] = (int16_t)b;
         }
         t->names = calloc((size_t)t->bpe.nids, sizeof *t->names);
-        t->is_added = calloc((size_t)t->bpe.nids, sizeof *t->is_added);
-        if (!t->names || !t->is_added) st = nomem();
+        if (!t->names) st = nomem();
         for (size_t i = 0; st == LM_OK && i < t->bpe.vocab.cap; i++)
             if (t->bpe.vocab.e[i].key && !t->names[t->bpe.vocab.e[i].id])
                 t->names[t->bpe.vocab.e[i].id] = t->bpe.vocab.e[i].key;
         for (int i = 0; st == LM_OK && i < t->nadded; i++) {
             t->names[t->added[i].id] = t->added[i].content;
-            t->is_added[t->added[i].id] = true;
         }
+        /* the added tokens bucketed by first byte (a counting sort) */
+        t->by_first = malloc(sizeof *t->by_first * (size_t)(t->nadded + 1));
+        if (st == LM_OK && !t->by_first) st = nomem();
+        for (int i = 0; st == LM_OK && i < t->nadded; i++)
+            t->first_at[(unsigned char)t->added[i].content[0] + 1]++;
+        for (int b = 0; st == LM_OK && b < 256; b++) t->first_at[b + 1] += t->first_at[b];
+        int32_t fill[256];
+        memcpy(fill, t->first_at, sizeof fill);
+        for (int i = 0; st == LM_OK && i < t->nadded; i++)
+            t->by_first[fill[(unsigned char)t->added[i].content[0]]++] = i;
     }
     free(vocab);
     free(merges);
@@ -631,9 +640,10 @@ static const qt_added *next_added(const lm_qwen_tokenizer *t, const char *s, siz
 {
     for (size_t i = 0; i < n; i++) {
         const qt_added *best = NULL;
-        for (int k = 0; k < t->nadded; k++) {
-            const qt_added *a = &t->added[k];
-            if (a->normalized != normalized || a->content[0] != s[i] || a->n > n - i) continue;
+        unsigned char c = (unsigned char)s[i];
+        for (int32_t k = t->first_at[c]; k < t->first_at[c + 1]; k++) {
+            const qt_added *a = &t->added[t->by_first[k]];
+            if (a->normalized != normalized || a->n > n - i) continue;
             if ((!best || a->n > best->n) && !memcmp(s + i, a->content, a->n)) best = a;
         }
         if (best) {

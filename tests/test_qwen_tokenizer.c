@@ -378,6 +378,46 @@ static void test_templates(void **state)
     lm_qwen_tokenizer_free(t);
 }
 
+/* added tokens: longest first; a normalized one matched after NFC, the
+ * others in the raw text */
+static void test_added_tokens(void **state)
+{
+    (void)state;
+    write_vocab_merges_folder();
+    unlink(path_in("vocab.json"));
+    unlink(path_in("merges.txt"));
+    size_t n;
+    char *tj = tu_slurp(DIT "tokenizer/tokenizer.json", &n);
+    char *e = tu_replace(tj, "\"added_tokens\": [",
+                         "\"added_tokens\": [{\"id\": 825, \"content\": \"na\u00efve\", "
+                         "\"normalized\": true, \"special\": false}, {\"id\": 826, \"content\": "
+                         "\"cafe\\u0301\", \"normalized\": false, \"special\": false}, {\"id\": 827, "
+                         "\"content\": \"<|im_end|>!\", \"normalized\": false, \"special\": true},");
+    tu_spit(path_in("tokenizer.json"), e, strlen(e));
+    free(e);
+    free(tj);
+    lm_qwen_tokenizer *t = tok_load(tmpdir);
+    assert_int_equal(lm_qwen_tokenizer_vocab_size(t), 828);
+    int32_t *ids;
+    int64_t nid;
+    /* decomposed naïve: NFC first, then the normalized token */
+    assert_int_equal(lm_qwen_tokenizer_encode(t, "x nai\xCC\x88ve", &ids, &nid), LM_OK);
+    assert_int_equal(ids[nid - 1], 825);
+    free(ids);
+    /* "cafe" + U+0301 matches in the raw text only: NFC would make it café */
+    assert_int_equal(lm_qwen_tokenizer_encode(t, "cafe\xCC\x81", &ids, &nid), LM_OK);
+    assert_int_equal(nid, 1);
+    assert_int_equal(ids[0], 826);
+    free(ids);
+    /* <|im_end|>! is longer than <|im_end|> */
+    assert_int_equal(lm_qwen_tokenizer_encode(t, "<|im_end|>!<|im_end|>", &ids, &nid), LM_OK);
+    assert_int_equal(nid, 2);
+    assert_int_equal(ids[0], 827);
+    assert_int_equal(ids[1], 822);
+    free(ids);
+    lm_qwen_tokenizer_free(t);
+}
+
 static void expect_load_error(const char *needle1, const char *needle2)
 {
     assert_null(lm_qwen_tokenizer_load(tmpdir));
@@ -447,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_long_inputs),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_added_tokens),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
