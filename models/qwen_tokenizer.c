@@ -935,11 +935,17 @@ static lm_status set_template(lm_qwen_tokenizer *t, const char *text, const char
     static const char qwen3_user[] = "{%if(message.role=='user')or(message.role=='system'andnotloop.first)%}";
     static const char qwen3_start[] = "{%iftools%}";
     static const char sys_guard[] = "{%ifmessages[0].role=='system'%}";
+    /* the later Qwen3 templates render a variable set from the message:
+     * {%- if message.content is string %}{%- set content = message.content %} */
+    static const char user_var[] =
+        "{{'<|im_start|>'+message.role+'\\n'+content+'<|im_end|>'+'\\n'}}";
+    static const char set_var[] = "{%ifmessage.contentisstring%}{%setcontent=message.content%}";
+    bool has_user = strstr(q, user) || (strstr(q, user_var) && strstr(q, set_var));
     lm_status st = LM_OK;
-    if (strstr(q, user) && strstr(q, qwen3_user) && ends_with(q, qwen3_gen) &&
+    if (has_user && strstr(q, qwen3_user) && ends_with(q, qwen3_gen) &&
         !strncmp(q, qwen3_start, strlen(qwen3_start)) && strstr(q, sys_guard)) {
         t->tpl_kind = TPL_QWEN3;
-    } else if (strstr(q, user) && ends_with(q, chatml_gen) && !strstr(q, "enable_thinking")) {
+    } else if (has_user && ends_with(q, chatml_gen) && !strstr(q, "enable_thinking")) {
         t->tpl_kind = TPL_CHATML;
         st = default_system(text, &t->tpl_system);
         /* a default system message is rendered only when the template

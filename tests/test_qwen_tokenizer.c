@@ -311,6 +311,20 @@ static void test_templates(void **state)
                                 "<think>\n\n</think>\n\n", "reindented Qwen3", "hi"), 1);
     lm_qwen_tokenizer_free(t);
     free(flat);
+    /* Qwen3's later template: the user turn renders a variable */
+    char *later = tu_replace(q3, "{%- for message in messages %}\n    {%- if (message.role",
+                             "{%- for message in messages %}\n    {%- if message.content is string %}\n"
+                             "        {%- set content = message.content %}\n    {%- else %}\n"
+                             "        {%- set content = '' %}\n    {%- endif %}\n    {%- if (message.role");
+    char *later2 = tu_replace(later, "'\\n' + message.content + '<|im_end|>'", "'\\n' + content + '<|im_end|>'");
+    set_template(later2);
+    free(later);
+    free(later2);
+    t = tok_load(tmpdir);
+    got = lm_qwen_tokenizer_chat(t, "hi", 1);
+    assert_int_equal(check_text(got, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+                                "later Qwen3", "hi"), 1);
+    lm_qwen_tokenizer_free(t);
     /* a Qwen3 template whose generation prompt differs: unknown */
     char *odd = tu_replace(q3, "'<think>\\n\\n</think>\\n\\n'", "'<think>\\n</think>\\n'");
     set_template(odd);
