@@ -44,7 +44,7 @@ struct lm_qwen_tokenizer {
     int32_t byte_id[256];
     int16_t byte_of[0x144];    /* byte-level code point -> byte, -1 */
     qt_added *added;
-    int nadded;
+    int nadded, added_cap;
     int32_t *by_first;         /* added token indexes by first byte ... */
     int32_t first_at[257];     /* ... those starting with byte b: [first_at[b], first_at[b+1]) */
     bool nfc, ignore_merges;
@@ -193,10 +193,12 @@ static lm_status add_token(lm_qwen_tokenizer *t, const char *content, double id,
         if (t->added[i].id == (int32_t)id) return LM_OK;   /* tokenizer.json's comes first */
     if (t->nadded == QT_MAX_ADDED)
         return lm_error_set(LM_ERR_FORMAT, "%s: more than %d added tokens", what, QT_MAX_ADDED);
-    if (!(t->nadded & (t->nadded - 1)) || !t->nadded) {
-        qt_added *a = realloc(t->added, sizeof *a * (size_t)(t->nadded ? t->nadded * 2 : 16));
+    if (t->nadded == t->added_cap) {
+        int cap = t->added_cap ? t->added_cap * 2 : 16;
+        qt_added *a = realloc(t->added, sizeof *a * (size_t)cap);
         if (!a) return nomem();
         t->added = a;
+        t->added_cap = cap;
     }
     qt_added *a = &t->added[t->nadded];
     a->content = normalized ? nfc_utf8(content, strlen(content), &a->n) : strdup(content);
@@ -427,9 +429,7 @@ static lm_status load_config(lm_qwen_tokenizer *t, const char *dir)
             ct = pick;
         }
         if (st == LM_OK && cJSON_IsString(ct)) {
-            char from[64 + 32];
-            snprintf(from, sizeof from, "tokenizer_config.json");
-            st = set_template(t, ct->valuestring, from);
+            st = set_template(t, ct->valuestring, "tokenizer_config.json");
         } else if (st == LM_OK && ct && !cJSON_IsNull(ct)) {
             st = lm_error_set(LM_ERR_FORMAT, "%s: chat_template: expected a string", path);
         }
@@ -437,13 +437,14 @@ static lm_status load_config(lm_qwen_tokenizer *t, const char *dir)
     char *jinja = lm_dfs_path(dir, "chat_template.jinja");
     if (st == LM_OK && !jinja) st = nomem();
     if (st == LM_OK && exists(jinja)) {
-        char *text;
+        char *text = NULL;
         size_t n;
         st = lm_dfs_read(jinja, QT_MAX_TEMPLATE, &text, &n);
         if (st == LM_OK && memchr(text, 0, n))
             st = lm_error_set(LM_ERR_FORMAT, "%s: a NUL byte in the template", jinja);
-        if (st == LM_OK) st = set_template(t, text, "chat_template.jinja");
-        if (st == LM_OK) free(text);
+        else if (st == LM_OK)
+            st = set_template(t, text, "chat_template.jinja");
+        free(text);
     }
     free(jinja);
     cJSON_Delete(cfg);
@@ -721,7 +722,7 @@ lm_status lm_qwen_tokenizer_encode(const lm_qwen_tokenizer *t, const char *text,
 {
     qt_out o = {0};
     lm_status st = encode_all(t, text, &o);
-    if (st == LM_OK && !o.ids) st = push(&o, 0), o.n = 0;
+    if (st == LM_OK && !o.ids && !(o.ids = malloc(sizeof *o.ids))) st = nomem();   /* no ids */
     if (st != LM_OK) {
         free(o.ids);
         return st;
