@@ -43,7 +43,7 @@ void lm_clip_tokenizer_free(lm_clip_tokenizer *t);   /* NULL is fine */
  * written and *n_full (may be NULL) the count before truncation (bos and
  * eos included), so callers can tell that a prompt was cut.  Texts over
  * 1 MiB, and single words (pre-tokenizer pieces) over 16 KiB, are
- * LM_ERR_ARG: BPE time grows with the square of a word's length. */
+ * LM_ERR_ARG. */
 lm_status lm_clip_tokenizer_encode(lm_clip_tokenizer *t, const char *text, size_t len, bool pad,
                                    int32_t *ids, int64_t *n, int64_t *n_full);
 

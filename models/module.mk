@@ -5,6 +5,7 @@
 TEST_SCRIPTS += tests/floors.sh
 # models/tfjs.c and the diffusers configs are read with cJSON (Debian libcjson-dev)
 LIB_EXTRA += $(CJSON_LIBS)
-# models/clip_tokenizer.c: NFC, lowercasing and letter/number classes
-# from ICU (Debian libicu-dev), the same Unicode data the tokenizers library uses
-LIB_EXTRA += $(shell pkg-config --libs icu-uc 2>/dev/null || echo -licuuc -licudata)
+# models/clip_tokenizer.c, qwen_tokenizer.c: NFC, lowercasing and letter/number classes
+# from ICU (Debian libicu-dev), the same Unicode data the tokenizers library uses;
+# qwen_tokenizer.c splits with its regular expressions (uregex, icu-i18n)
+LIB_EXTRA += $(shell pkg-config --libs icu-uc icu-i18n 2>/dev/null || echo -licui18n -licuuc -licudata)
