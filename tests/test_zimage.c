@@ -87,6 +87,7 @@ static lm_array *forward_ref(lm_zimage *m)
 static void run_transformer(lm_device *dev)
 {
     char what[64];
+    int64_t live = lm_array_live_count();
     lm_zimage *m = zi_load(ZDIR "transformer", LM_F32, dev);
     const lm_zimage_config *c = lm_zimage_get_config(m);
     assert_int_equal(c->dim, 32);
@@ -126,6 +127,8 @@ static void run_transformer(lm_device *dev)
     lm_zimage_free(h);
     lm_array_release(y);
     lm_zimage_free(m);
+    /* every array the loads and calls made is gone */
+    assert_int_equal(lm_array_live_count(), live);
 }
 
 static void test_transformer_cpu(void **state)
