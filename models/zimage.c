@@ -48,6 +48,7 @@ struct lm_zimage {
     lm_array *x_w, *x_b, *fin_w, *fin_b, *fin_mod_w, *fin_mod_b;
     lm_array *t0_w, *t0_b, *t2_w, *t2_b, *cap_norm, *cap_w, *cap_b, *x_pad, *cap_pad;
     zi_block *noise, *context, *layers;
+    double *freqs;              /* [head_dim / 2]: each axis's RoPE frequencies, in axis order */
 };
 
 /* ---- config ---- */
@@ -200,6 +201,7 @@ void lm_zimage_free(lm_zimage *m)
     blocks_free(m->noise, m->cfg.n_refiner_layers);
     blocks_free(m->context, m->cfg.n_refiner_layers);
     blocks_free(m->layers, m->cfg.n_layers);
+    free(m->freqs);
     free(m);
 }
 
@@ -315,6 +317,15 @@ static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor
         m->dt = dt;
         m->dev = dev;
         st = take_all(&L, m);
+    }
+    if (st == LM_OK) {
+        /* RopeEmbedder's 1 / theta^(arange(0, d, 2) / d), in f64 */
+        const lm_zimage_config *c = &m->cfg;
+        m->freqs = malloc(sizeof *m->freqs * (size_t)(c->dim / c->n_heads / 2));
+        if (!m->freqs) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+        for (int a = 0, k = 0; st == LM_OK && a < c->naxes; a++)
+            for (int64_t j = 0; j < c->axes_dims[a] / 2; j++)
+                m->freqs[k++] = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)c->axes_dims[a]);
     }
     lm_tensor_set_free(&L.set);
     free(L.used);
@@ -457,22 +468,17 @@ static lm_array *block(const lm_zimage *m, const zi_block *b, lm_array *x, lm_ar
     return out;
 }
 
-/* The RoPE angle of pair k of a head for position pos[3]: axis a owns
- * axes_dims[a] / 2 pairs with frequencies 1 / theta^(2j / axes_dims[a]),
- * products in f64 rounded to f32, as diffusers' RopeEmbedder tables. */
-static void rope_row(const lm_zimage_config *c, const int64_t pos[3], float *out)
+/* The RoPE angles of a head's pairs for position pos[3]: axis a owns
+ * axes_dims[a] / 2 pairs (m->freqs), products in f64 rounded to f32, as
+ * diffusers' RopeEmbedder tables. */
+static void rope_row(const lm_zimage *m, const int64_t pos[3], float *out)
 {
     int k = 0;
-    for (int a = 0; a < 3; a++) {
-        int64_t d = c->axes_dims[a];
-        for (int64_t j = 0; j < d / 2; j++) {
-            double f = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)d);
-            out[k++] = (float)((double)pos[a] * f);
-        }
-    }
+    for (int a = 0; a < 3; a++)
+        for (int64_t j = 0; j < m->cfg.axes_dims[a] / 2; j++, k++) out[k] = (float)((double)pos[a] * m->freqs[k]);
 }
 
-/* a [n0, n1, L, hd/2] f32 table (zeros where no row is written) */
+/* an [n, L, hd/2] f32 table (zeros where no row is written) */
 static float *table(int64_t n, int64_t L, int64_t half)
 {
     return calloc((size_t)(n * L * half > 0 ? n * L * half : 1), sizeof(float));
@@ -660,17 +666,17 @@ lm_array *lm_zimage_forward(lm_zimage *m, lm_array *x, lm_array *t, int ncap, lm
     for (int64_t i = 0; xa && ua && i < B; i++) {
         for (int64_t n = 0; n < N; n++) {
             int64_t pos[3] = {lpad[i] + 1, n / wt, n % wt};
-            rope_row(c, pos, xa + (i * npad + n) * half);
+            rope_row(m, pos, xa + (i * npad + n) * half);
         }
         memcpy(ua + i * U * half, xa + i * npad * half, sizeof(float) * (size_t)(npad * half));
         for (int64_t j = 0; j < lpad[i]; j++) {
             int64_t pos[3] = {1 + j, 0, 0};
-            rope_row(c, pos, ua + (i * U + npad + j) * half);
+            rope_row(m, pos, ua + (i * U + npad + j) * half);
         }
     }
     for (int64_t j = 0; ca && j < Lc; j++) {
         int64_t pos[3] = {1 + j, 0, 0};
-        rope_row(c, pos, ca + j * half);
+        rope_row(m, pos, ca + j * half);
     }
     int64_t xs[4] = {B, 1, npad, half}, cs[4] = {1, 1, Lc, half}, us[4] = {B, 1, U, half};
     lm_array *x_ang = to_dev(m, 4, xs, LM_F32, xa), *c_ang = to_dev(m, 4, cs, LM_F32, ca);

@@ -16,7 +16,9 @@
  * steps: one transformer call and one scheduler step from each reference
  * latent give the next (img.nocfg), when the reference holds the caption
  * features of the pipeline's prompt (img.nocfg.cap); without them that
- * check says so and is skipped.  Errors: a missing, an unexpected and a
+ * check says so and is skipped.  lm_zimage_load_from from a parsed config
+ * and a tensor set (consumed, the file named in errors).  Errors: a
+ * missing, an unexpected and a
  * wrongly shaped weight, the Omni config, refused scheduler keys. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -417,6 +419,43 @@ static void test_errors(void **state)
     free(cfg);
 }
 
+/* lm_zimage_load_from: a parsed config and a tensor set, consumed */
+static void test_load_from(void **state)
+{
+    (void)state;
+    size_t n;
+    char *text = tu_slurp(ZDIR "transformer/config.json", &n);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(ZDIR "transformer/diffusion_pytorch_model.safetensors", &s), LM_OK);
+    lm_zimage *m = lm_zimage_load_from(j, &s, "z.safetensors", LM_F32, lm_device_cpu());
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    assert_int_equal(s.count, 0);
+    lm_array *y = forward_ref(m);
+    lm_array *y0 = item(y, 0);
+    check_tol(y0, ref_get("tr.out0"), "tr.out0", "load_from cpu", REL_TOL);
+    lm_array_release(y0);
+    lm_array_release(y);
+    lm_zimage_free(m);
+    /* a weight missing: the error names the file given */
+    assert_int_equal(lm_load_safetensors(ZDIR "transformer/diffusion_pytorch_model.safetensors", &s), LM_OK);
+    int at = lm_tensor_set_find(&s, "x_pad_token");
+    assert_true(at >= 0);
+    /* drop it: the last entry takes its place */
+    lm_array_release(s.arrays[at]);
+    free(s.names[at]);
+    s.count--;
+    s.arrays[at] = s.arrays[s.count];
+    s.names[at] = s.names[s.count];
+    assert_null(lm_zimage_load_from(j, &s, "z.safetensors", LM_F32, lm_device_cpu()));
+    tu_expect_message("z.safetensors: missing weight x_pad_token [1,32]", NULL);
+    assert_int_equal(s.count, 0);
+    cJSON_Delete(j);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -448,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_vae_cpu),
         cmocka_unit_test(test_vae_vulkan),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_load_from),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
