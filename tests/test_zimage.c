@@ -18,8 +18,8 @@
  * features of the pipeline's prompt (img.nocfg.cap); without them that
  * check says so and is skipped.  lm_zimage_load_from from a parsed config
  * and a tensor set (consumed, the file named in errors).  Errors: a
- * missing, an unexpected and a
- * wrongly shaped weight, the Omni config, refused scheduler keys. */
+ * missing, an unexpected and a wrongly shaped weight, the Omni config,
+ * refused scheduler keys. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <sys/stat.h>
