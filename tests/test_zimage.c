@@ -198,6 +198,34 @@ static void test_scheduler(void **state)
     for (size_t i = 0; i < sizeof zs / sizeof *zs; i++) check_schedule(&ref, "zimage", &zc, zs[i][0], zs[i][1]);
     for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) check_schedule(&kref, "klein", &kc, ks[i][0], ks[i][1]);
 
+    /* Klein's dynamic shift with its mu, when the fixture has it
+     * (sched_dyn.STEPS.SEQ.*: FlowMatchEulerDiscreteScheduler(
+     * use_dynamic_shifting=True, shift=3.0) with compute_empirical_mu) */
+    int dyn = 0;
+    lm_flowmatch_config kd = kc;
+    kd.use_dynamic_shifting = true;
+    kd.shift = 3.0;
+    for (int i = 0; i < kref.count; i++) {
+        int steps, seq;
+        if (sscanf(kref.names[i], "sched_dyn.%d.%d.sigmas", &steps, &seq) != 2) continue;
+        float *sk = malloc(sizeof *sk * (size_t)steps);
+        lm_flowmatch_klein_sigmas(steps, sk);
+        lm_flowmatch_schedule ds;
+        assert_int_equal(lm_flowmatch_set_timesteps(&kd, steps, sk, true, lm_flowmatch_klein_mu(seq, steps), &ds),
+                         LM_OK);
+        free(sk);
+        char name[64];
+        lm_array *a = floats(ds.sigmas, steps + 1), *b = floats(ds.timesteps, steps);
+        check_tol(a, kref.arrays[i], kref.names[i], "klein dynamic", REL_TOL);
+        snprintf(name, sizeof name, "sched_dyn.%d.%d.timesteps", steps, seq);
+        check_tol(b, tu_set_get(&kref, name), name, "klein dynamic", REL_TOL);
+        lm_array_release(a);
+        lm_array_release(b);
+        lm_flowmatch_schedule_free(&ds);
+        dyn++;
+    }
+    if (!dyn) printf("  klein_ref.safetensors has no sched_dyn.* (a dynamic-shift schedule): not compared\n");
+
     /* the mu helpers, from the pipelines' formulas in Python floats */
     assert_true(fabs(lm_flowmatch_zimage_mu(4096, 256, 4096, 0.5, 1.15) - 1.15) < 1e-12);
     assert_true(fabs(lm_flowmatch_zimage_mu(1024, 256, 4096, 0.5, 1.15) - 0.63) < 1e-12);
@@ -316,6 +344,17 @@ static void test_steps_cpu(void **state)
 {
     (void)state;
     run_steps(lm_device_cpu());
+}
+
+static void test_steps_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = tu_vulkan_device();
+    if (!vk) {
+        printf("no Vulkan device: the Vulkan half skipped\n");
+        skip();
+    }
+    run_steps(vk);
 }
 
 /* ---- the VAE (AutoencoderKL, 16 latent channels) ---- */
@@ -484,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_scheduler_errors),
         cmocka_unit_test(test_steps_cpu),
+        cmocka_unit_test(test_steps_vulkan),
         cmocka_unit_test(test_vae_cpu),
         cmocka_unit_test(test_vae_vulkan),
         cmocka_unit_test(test_errors),
