@@ -38,6 +38,7 @@
 typedef struct zi_block {
     lm_array *mod_w, *mod_b;    /* adaLN_modulation.0; NULL in the context refiner */
     lm_array *q, *k, *v, *o, *nq, *nk;
+    lm_array *qkv;              /* the original layout's fused [3 dim, dim] (then q, k, v are NULL) */
     lm_array *an1, *an2, *fn1, *fn2, *w1, *w2, *w3;
 } zi_block;
 
@@ -210,11 +211,16 @@ static lm_status take_block(zi_load *L, const lm_zimage_config *c, const char *p
 {
     int64_t D = c->dim, F = c->ffn_dim, hd = c->dim / c->n_heads;
     int64_t dd[2] = {D, D}, fd[2] = {F, D}, df[2] = {D, F}, md[2] = {4 * D, c->adaln_dim}, m4 = 4 * D;
+    int64_t qd[2] = {3 * D, D};
+    char fk[192];
+    snprintf(fk, sizeof fk, "%s.attention.qkv.weight", prefix);
+    bool fused = lm_tensor_set_find(&L->set, fk) >= 0;   /* lm_zimage_rename_single keeps it fused */
     struct { const char *name; int nd; const int64_t *shape; lm_array **dst; bool on; } w[] = {
         {"adaLN_modulation.0.weight", 2, md, &y->mod_w, modulated},
         {"adaLN_modulation.0.bias", 1, &m4, &y->mod_b, modulated},
-        {"attention.to_q.weight", 2, dd, &y->q, true}, {"attention.to_k.weight", 2, dd, &y->k, true},
-        {"attention.to_v.weight", 2, dd, &y->v, true}, {"attention.to_out.0.weight", 2, dd, &y->o, true},
+        {"attention.qkv.weight", 2, qd, &y->qkv, fused},
+        {"attention.to_q.weight", 2, dd, &y->q, !fused}, {"attention.to_k.weight", 2, dd, &y->k, !fused},
+        {"attention.to_v.weight", 2, dd, &y->v, !fused}, {"attention.to_out.0.weight", 2, dd, &y->o, true},
         {"attention.norm_q.weight", 1, &hd, &y->nq, c->qk_norm},
         {"attention.norm_k.weight", 1, &hd, &y->nk, c->qk_norm},
         {"attention_norm1.weight", 1, &D, &y->an1, true}, {"attention_norm2.weight", 1, &D, &y->an2, true},
@@ -407,7 +413,20 @@ static lm_array *heads(lm_array *x, int64_t H, lm_array *norm, lm_array *ang)
 static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, lm_array *ang, lm_array *mask)
 {
     int64_t H = m->cfg.n_heads;
-    lm_array *q = linear(h, b->q, NULL), *k = linear(h, b->k, NULL), *v = linear(h, b->v, NULL);
+    lm_array *q = NULL, *k = NULL, *v = NULL;
+    if (b->qkv) {
+        lm_array *y = linear(h, b->qkv, NULL), *part[3] = {0};
+        if (y && lm_split(y, 3, NULL, 0, -1, part, 3) == 3) {
+            q = part[0];
+            k = part[1];
+            v = part[2];
+        }
+        lm_array_release(y);
+    } else {
+        q = linear(h, b->q, NULL);
+        k = linear(h, b->k, NULL);
+        v = linear(h, b->v, NULL);
+    }
     swap(&q, heads(q, H, b->nq, ang));
     swap(&k, heads(k, H, b->nk, ang));
     swap(&v, heads(v, H, NULL, NULL));

@@ -53,6 +53,17 @@ lm_zimage *lm_zimage_load(const char *dir, const char *variant, lm_dtype dt, lm_
  * file names the source in errors. */
 lm_zimage *lm_zimage_load_from(const cJSON *config, lm_tensor_set *weights, const char *file,
                                lm_dtype dt, lm_device *dev);
+/* Weights in the original Z-Image layout (single files as ComfyUI and
+ * stable-diffusion.cpp load them, ComfyUI-GGUF's files: x_embedder,
+ * final_layer, attention.qkv / out / q_norm / k_norm, an optional
+ * "model.diffusion_model." prefix) are recognized by x_embedder.weight and
+ * renamed in place to diffusers' names as diffusers' single-file converter
+ * does (norm_final.weight dropped), with attention.qkv.weight kept fused
+ * [3 dim, dim], which lm_zimage_load_from takes in place of to_q / to_k /
+ * to_v.  A rename onto an existing key is an error naming both (file in
+ * the message). */
+bool lm_zimage_is_original(const lm_tensor_set *set);
+lm_status lm_zimage_rename_original(lm_tensor_set *set, const char *file);
 void lm_zimage_free(lm_zimage *m);    /* NULL is fine */
 const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m);
 lm_dtype lm_zimage_dtype(const lm_zimage *m);

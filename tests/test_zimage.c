@@ -17,7 +17,10 @@
  * latent give the next (img.nocfg), when the reference holds the caption
  * features of the pipeline's prompt (img.nocfg.cap); without them that
  * check says so and is skipped.  lm_zimage_load_from from a parsed config
- * and a tensor set (consumed, the file named in errors).  Errors: a
+ * and a tensor set (consumed, the file named in errors); the same weights
+ * in the original layout (single files, ComfyUI-GGUF: prefixed, renamed,
+ * fused qkv, with norm_final) renamed by lm_zimage_rename_original, in f32
+ * and with Q8_0 qkv (loosely).  Errors: a
  * missing, an unexpected and a wrongly shaped weight, the Omni config,
  * refused scheduler keys. */
 #include <cjson/cJSON.h>
@@ -495,6 +498,104 @@ static void test_load_from(void **state)
     cJSON_Delete(j);
 }
 
+/* The fixture's weights in the original Z-Image layout (as single files and
+ * ComfyUI-GGUF carry them): prefixed, renamed, q/k/v fused into qkv, plus
+ * the norm_final.weight diffusers drops; with quant set, every fused qkv
+ * is Q8_0. */
+static void original_layout(lm_tensor_set *out, bool quant)
+{
+    static const char *from[] = {"all_final_layer.2-1.", "all_x_embedder.2-1.", ".attention.to_out.0.",
+                                 ".attention.norm_k.", ".attention.norm_q."};
+    static const char *to[] = {"final_layer.", "x_embedder.", ".attention.out.", ".attention.k_norm.",
+                               ".attention.q_norm."};
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(ZDIR "transformer/diffusion_pytorch_model.safetensors", &s), LM_OK);
+    memset(out, 0, sizeof *out);
+    out->names = calloc((size_t)s.count + 1, sizeof *out->names);
+    out->arrays = calloc((size_t)s.count + 1, sizeof *out->arrays);
+    for (int i = 0; i < s.count; i++) {
+        char name[256], *at;
+        snprintf(name, sizeof name, "%s", s.names[i]);
+        if (strstr(name, ".attention.to_k.") || strstr(name, ".attention.to_v.")) continue;
+        lm_array *a = lm_array_retain(s.arrays[i]);
+        if ((at = strstr(name, ".attention.to_q."))) {
+            char kn[256], vn[256];
+            snprintf(kn, sizeof kn, "%.*s.attention.to_k.weight", (int)(at - name), name);
+            snprintf(vn, sizeof vn, "%.*s.attention.to_v.weight", (int)(at - name), name);
+            lm_array *three[3] = {a, tu_set_get(&s, kn), tu_set_get(&s, vn)};
+            lm_array *f = lm_concat(3, three, 0);
+            lm_array_release(a);
+            a = f;
+            if (quant) {
+                assert_int_equal(lm_array_eval(a), LM_OK);
+                lm_array *qa = lm_quantize(a, LM_Q8_0);
+                assert_non_null(qa);
+                lm_array_release(a);
+                a = qa;
+            }
+            snprintf(at, sizeof name - (size_t)(at - name), ".attention.qkv.weight");
+        }
+        for (int r = 0; r < 5; r++) {
+            char *hit = strstr(name, from[r]);
+            if (!hit) continue;
+            char tail[256];
+            snprintf(tail, sizeof tail, "%s", hit + strlen(from[r]));
+            snprintf(hit, sizeof name - (size_t)(hit - name), "%s%s", to[r], tail);
+        }
+        char full[300];
+        snprintf(full, sizeof full, "model.diffusion_model.%s", name);
+        out->names[out->count] = strdup(full);
+        out->arrays[out->count++] = a;
+    }
+    out->names[out->count] = strdup("model.diffusion_model.norm_final.weight");
+    out->arrays[out->count++] = lm_array_retain(tu_set_get(&s, "x_pad_token"));
+    lm_tensor_set_free(&s);
+}
+
+static void test_original_layout(void **state)
+{
+    (void)state;
+    size_t n;
+    char *text = tu_slurp(ZDIR "transformer/config.json", &n);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    for (int quant = 0; quant < 2; quant++) {
+        lm_tensor_set s;
+        original_layout(&s, quant);
+        assert_true(lm_zimage_is_original(&s));
+        assert_int_equal(lm_tensor_set_find(&s, "model.diffusion_model.layers.0.attention.to_q.weight"), -1);
+        assert_int_equal(lm_zimage_rename_original(&s, "orig.safetensors"), LM_OK);
+        assert_false(lm_zimage_is_original(&s));
+        assert_true(lm_tensor_set_find(&s, "layers.1.attention.qkv.weight") >= 0);
+        assert_true(lm_tensor_set_find(&s, "all_final_layer.2-1.adaLN_modulation.1.weight") >= 0);
+        assert_true(lm_tensor_set_find(&s, "noise_refiner.0.attention.norm_k.weight") >= 0);
+        assert_int_equal(lm_tensor_set_find(&s, "norm_final.weight"), -1);
+        lm_zimage *m = lm_zimage_load_from(j, &s, "orig.safetensors", LM_F32, lm_device_cpu());
+        if (!m) fprintf(stderr, "%s\n", lm_error_message());
+        assert_non_null(m);
+        lm_array *y = forward_ref(m);
+        for (int i = 0; i < 2; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "tr.out%d", i);
+            lm_array *yi = item(y, i);
+            /* Q8_0 qkv: a loose bound, the product is no longer f32's */
+            check_tol(yi, ref_get(name), name, quant ? "original, q8_0 qkv" : "original layout", quant ? 3e-2 : REL_TOL);
+            lm_array_release(yi);
+        }
+        lm_array_release(y);
+        lm_zimage_free(m);
+    }
+    /* two keys onto one name */
+    lm_tensor_set s;
+    original_layout(&s, false);
+    free(s.names[1]);
+    s.names[1] = strdup("all_x_embedder.2-1.weight");
+    assert_int_not_equal(lm_zimage_rename_original(&s, "orig.safetensors"), LM_OK);
+    tu_expect_message("both name the weight all_x_embedder.2-1.weight", "orig.safetensors");
+    lm_tensor_set_free(&s);
+    cJSON_Delete(j);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -528,6 +629,7 @@ int main(void)
         cmocka_unit_test(test_vae_vulkan),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_load_from),
+        cmocka_unit_test(test_original_layout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
