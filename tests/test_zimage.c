@@ -8,8 +8,8 @@
  * and on a Vulkan device (lavapipe) where there is one: one call on two
  * images with captions of 7 and 40 tokens (padded to 32 and 64 with the
  * caption pad token, the unified sequences to the longest with a key mask),
- * and the second item alone (no mask); a bf16 run compared loosely with
- * the f32 one.  Scheduler: Z-Image's sigmas and timesteps for 5
+ * and the second item alone (no mask); bf16 and f16 runs compared
+ * loosely with the f32 one.  Scheduler: Z-Image's sigmas and timesteps for 5
  * (steps, image tokens) pairs and Klein's for 4, from the fixtures'
  * scheduler_config.json; the mu helpers and the dynamic shift against
  * values worked out by hand.  VAE: decode and encode mean.  Denoising
@@ -121,15 +121,18 @@ static void run_transformer(lm_device *dev)
     lm_array_release(t1);
     lm_array_release(x);
 
-    /* bf16 weights and activations: near the f32 result */
-    lm_zimage *h = zi_load(ZDIR "transformer", LM_BF16, dev);
-    assert_int_equal(lm_zimage_dtype(h), LM_BF16);
-    lm_array *yh = forward_ref(h);
-    assert_int_equal(yh->dtype, LM_BF16);
-    snprintf(what, sizeof what, "bf16 vs f32 %s", dev->spec);
-    check_tol(yh, y, "tr.out (both)", what, 5e-2);
-    lm_array_release(yh);
-    lm_zimage_free(h);
+    /* bf16 and f16 weights and activations: near the f32 result */
+    static const lm_dtype half[2] = {LM_BF16, LM_F16};
+    for (int k = 0; k < 2; k++) {
+        lm_zimage *h = zi_load(ZDIR "transformer", half[k], dev);
+        assert_int_equal(lm_zimage_dtype(h), half[k]);
+        lm_array *yh = forward_ref(h);
+        assert_int_equal(yh->dtype, half[k]);
+        snprintf(what, sizeof what, "%s vs f32 %s", lm_dtype_name(half[k]), dev->spec);
+        check_tol(yh, y, "tr.out (both)", what, k ? 1e-2 : 5e-2);
+        lm_array_release(yh);
+        lm_zimage_free(h);
+    }
     lm_array_release(y);
     lm_zimage_free(m);
     /* every array the loads and calls made is gone */
