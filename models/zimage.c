@@ -1,0 +1,742 @@
+/* zimage.c - Z-Image's transformer as a Lumen graph (see zimage.h).
+ *
+ * The network, as diffusers' transformer_z_image.py computes it on its
+ * standard path:
+ *   adaln = t_embedder(t * t_scale)  (sinusoid [cos | sin] of 256, MLP)
+ *   image: patchify [f h w] tokens of (pf ph pw c) features, x_embedder,
+ *          padded to a multiple of 32 with x_pad_token; noise_refiner blocks
+ *          (modulated by adaln)
+ *   caption: padded to a multiple of 32, cap_embedder (RMSNorm + linear),
+ *          the padded rows replaced by cap_pad_token; context_refiner
+ *          blocks (not modulated), batch rows padded to the longest with a
+ *          key mask
+ *   unified = [image tokens, caption tokens] per item, padded to the
+ *          longest with a key mask; the main layers; the final layer
+ *          (LayerNorm without affine, scale 1 + linear(silu(adaln))); the
+ *          image tokens unpatchified.
+ * A block: scale, gate (tanh) for attention and FFN from one linear of
+ * adaln; x += gate * norm2(attn(norm1(x) * scale)); the same with the
+ * SwiGLU FFN.  Attention: q, k RMS-normed per head, 3-axis RoPE on
+ * (2j, 2j+1) pairs (diffusers' complex product), positions
+ * (cap_len + 1, h, w) for image tokens, (1 + j, 0, 0) for caption tokens,
+ * (0, 0, 0) for image pad tokens.  The angles are made on the host as
+ * diffusers makes its table: f64 frequencies and products rounded to f32. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "zimage.h"
+#include "diffusers_config.h"
+#include "lumen.h"
+
+#define ZI_MAX_CONFIG (1u << 20)
+#define ZI_SEQ_MULTI_OF 32      /* diffusers' SEQ_MULTI_OF */
+#define ZI_ADALN_MAX 256        /* diffusers' ADALN_EMBED_DIM */
+#define ZI_FREQ_DIM 256         /* TimestepEmbedder's frequency_embedding_size */
+#define ZI_T_MID 1024           /* TimestepEmbedder's mid_size */
+
+typedef struct zi_block {
+    lm_array *mod_w, *mod_b;    /* adaLN_modulation.0; NULL in the context refiner */
+    lm_array *q, *k, *v, *o, *nq, *nk;
+    lm_array *qkv;              /* the original layout's fused [3 dim, dim] (then q, k, v are NULL) */
+    lm_array *an1, *an2, *fn1, *fn2, *w1, *w2, *w3;
+} zi_block;
+
+struct lm_zimage {
+    lm_zimage_config cfg;
+    lm_dtype dt;
+    lm_device *dev;
+    lm_array *x_w, *x_b, *fin_w, *fin_b, *fin_mod_w, *fin_mod_b;
+    lm_array *t0_w, *t0_b, *t2_w, *t2_b, *cap_norm, *cap_w, *cap_b, *x_pad, *cap_pad;
+    zi_block *noise, *context, *layers;
+    double *freqs;              /* [head_dim / 2]: each axis's RoPE frequencies, in axis order */
+};
+
+/* ---- config ---- */
+
+/* an integer array key of 1..max entries into out[] */
+static lm_status int_list(const cJSON *j, const char *key, const char *path, int max, int64_t *out,
+                          int *n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    *n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (*n < 1 || *n > max)
+        return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected a list of 1 to %d integers", path, key, max);
+    for (int i = 0; i < *n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 1 ||
+            e->valuedouble > (double)(1 << 20))
+            return lm_error_set(LM_ERR_FORMAT, "%s: %s[%d]: expected a positive integer", path, key, i);
+        out[i] = (int64_t)e->valuedouble;
+    }
+    return LM_OK;
+}
+
+static lm_status parse_config(const cJSON *j, const char *path, lm_zimage_config *c)
+{
+    lm_status st = LM_OK;
+    const int64_t big = 1 << 20;
+    const cJSON *sig = cJSON_GetObjectItemCaseSensitive(j, "siglip_feat_dim");
+    if (sig && !cJSON_IsNull(sig))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: siglip_feat_dim is set: the Omni variant (SigLIP "
+                            "features) is not implemented, only the standard Z-Image transformer", path);
+    if (st == LM_OK) st = lm_dfs_int(j, "in_channels", path, false, 16, 1, 4096, &c->in_channels);
+    if (st == LM_OK) st = lm_dfs_int(j, "dim", path, true, 0, 1, big, &c->dim);
+    if (st == LM_OK) st = lm_dfs_int(j, "n_layers", path, true, 0, 0, 1024, &c->n_layers);
+    if (st == LM_OK) st = lm_dfs_int(j, "n_refiner_layers", path, false, 2, 0, 1024, &c->n_refiner_layers);
+    if (st == LM_OK) st = lm_dfs_int(j, "n_heads", path, true, 0, 1, 4096, &c->n_heads);
+    if (st == LM_OK) st = lm_dfs_int(j, "n_kv_heads", path, false, c->n_heads, 1, 4096, &c->n_kv_heads);
+    if (st == LM_OK) st = lm_dfs_int(j, "cap_feat_dim", path, true, 0, 1, big, &c->cap_feat_dim);
+    if (st == LM_OK) st = lm_dfs_num(j, "norm_eps", path, false, 1e-5, &c->norm_eps);
+    if (st == LM_OK) st = lm_dfs_num(j, "rope_theta", path, false, 256.0, &c->rope_theta);
+    if (st == LM_OK) st = lm_dfs_num(j, "t_scale", path, false, 1000.0, &c->t_scale);
+    if (st != LM_OK) return st;
+    const cJSON *qk = cJSON_GetObjectItemCaseSensitive(j, "qk_norm");
+    if (qk && !cJSON_IsBool(qk))
+        return lm_error_set(LM_ERR_FORMAT, "%s: qk_norm: expected true or false", path);
+    c->qk_norm = !qk || cJSON_IsTrue(qk);
+    int64_t ps[4], fs[4];
+    int np = 1, nf = 1, nl = 0;
+    ps[0] = 2;
+    fs[0] = 1;
+    if (cJSON_GetObjectItemCaseSensitive(j, "all_patch_size")) st = int_list(j, "all_patch_size", path, 4, ps, &np);
+    if (st == LM_OK && cJSON_GetObjectItemCaseSensitive(j, "all_f_patch_size"))
+        st = int_list(j, "all_f_patch_size", path, 4, fs, &nf);
+    if (st != LM_OK) return st;
+    if (np != 1 || nf != 1)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: all_patch_size / all_f_patch_size: %d / %d entries; "
+                            "one patch size is implemented (the pipeline's 2 and 1)", path, np, nf);
+    if (fs[0] != 1)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: all_f_patch_size [%lld]: only 1 is implemented "
+                            "(images, one frame)", path, (long long)fs[0]);
+    c->patch_size = ps[0];
+    c->f_patch_size = fs[0];
+    st = int_list(j, "axes_dims", path, LM_ZIMAGE_MAX_AXES, c->axes_dims, &c->naxes);
+    if (st == LM_OK) st = int_list(j, "axes_lens", path, LM_ZIMAGE_MAX_AXES, c->axes_lens, &nl);
+    if (st != LM_OK) return st;
+    if (c->naxes != 3 || nl != 3)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: axes_dims / axes_lens: %d / %d axes; Z-Image's "
+                            "positions have 3 (caption/frame, height, width)", path, c->naxes, nl);
+    if (c->dim % c->n_heads)
+        return lm_error_set(LM_ERR_FORMAT, "%s: dim %lld is not a multiple of n_heads %lld", path,
+                            (long long)c->dim, (long long)c->n_heads);
+    int64_t hd = c->dim / c->n_heads, sum = 0;
+    for (int a = 0; a < 3; a++) {
+        if (c->axes_dims[a] % 2)
+            return lm_error_set(LM_ERR_FORMAT, "%s: axes_dims[%d] = %lld is odd", path, a,
+                                (long long)c->axes_dims[a]);
+        sum += c->axes_dims[a];
+    }
+    if (sum != hd)
+        return lm_error_set(LM_ERR_FORMAT, "%s: axes_dims sum to %lld, the head size dim / n_heads is %lld",
+                            path, (long long)sum, (long long)hd);
+    c->ffn_dim = (int64_t)((double)c->dim / 3.0 * 8.0);
+    c->adaln_dim = c->dim < ZI_ADALN_MAX ? c->dim : ZI_ADALN_MAX;
+    return LM_OK;
+}
+
+/* ---- weights ---- */
+
+typedef struct zi_load {
+    lm_tensor_set set;
+    bool *used;
+    const char *file;
+    lm_dtype dt;
+} zi_load;
+
+/* Takes the weight named key (shape nd/shape), cast to the compute dtype,
+ * evaluated on the device and kept.  A quantized 2-D linear weight is kept
+ * as it is, for lm_linear's quantized product. */
+static lm_status take(zi_load *L, const char *key, int nd, const int64_t *shape, lm_array **out)
+{
+    *out = NULL;
+    int i = lm_tensor_set_find(&L->set, key);
+    char want[96], got[96];
+    lm_shape_str(want, sizeof want, nd, shape);
+    if (i < 0) return lm_error_set(LM_ERR_FORMAT, "%s: missing weight %s %s", L->file, key, want);
+    lm_array *a = L->set.arrays[i];
+    bool same = a->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = a->shape[d] == shape[d];
+    if (!same) {
+        lm_shape_str(got, sizeof got, a->ndim, a->shape);
+        return lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s, the config needs %s", L->file, key, got, want);
+    }
+    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && !strstr(key, "pad_token");
+    if (!lm_dtype_is_float(a->dtype) && !quant)
+        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype", L->file, key,
+                            lm_dtype_name(a->dtype));
+    L->used[i] = true;
+    lm_array *c = a->dtype == L->dt || quant ? lm_array_retain(a) : lm_cast(a, L->dt);
+    if (!c || lm_array_eval(c) != LM_OK) {
+        lm_array_release(c);
+        return lm_error_prefix("%s: %s", L->file, key);
+    }
+    lm_array_keep(c);
+    lm_array_release(c);   /* the keep holds it */
+    *out = c;
+    return LM_OK;
+}
+
+static void drop(lm_array **a)
+{
+    if (*a) lm_array_unkeep(*a);
+    *a = NULL;
+}
+
+static void blocks_free(zi_block *b, int64_t n)
+{
+    for (int64_t l = 0; b && l < n; l++) {
+        lm_array **w = (lm_array **)&b[l];
+        for (size_t k = 0; k < sizeof(zi_block) / sizeof(lm_array *); k++) drop(&w[k]);
+    }
+    free(b);
+}
+
+void lm_zimage_free(lm_zimage *m)
+{
+    if (!m) return;
+    lm_array **w[] = {&m->x_w, &m->x_b, &m->fin_w, &m->fin_b, &m->fin_mod_w, &m->fin_mod_b, &m->t0_w,
+                      &m->t0_b, &m->t2_w, &m->t2_b, &m->cap_norm, &m->cap_w, &m->cap_b, &m->x_pad,
+                      &m->cap_pad};
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) drop(w[k]);
+    blocks_free(m->noise, m->cfg.n_refiner_layers);
+    blocks_free(m->context, m->cfg.n_refiner_layers);
+    blocks_free(m->layers, m->cfg.n_layers);
+    free(m->freqs);
+    free(m);
+}
+
+static lm_status take_block(zi_load *L, const lm_zimage_config *c, const char *prefix, bool modulated,
+                            zi_block *y)
+{
+    int64_t D = c->dim, F = c->ffn_dim, hd = c->dim / c->n_heads;
+    int64_t dd[2] = {D, D}, fd[2] = {F, D}, df[2] = {D, F}, md[2] = {4 * D, c->adaln_dim}, m4 = 4 * D;
+    int64_t qd[2] = {3 * D, D};
+    char fk[192];
+    snprintf(fk, sizeof fk, "%s.attention.qkv.weight", prefix);
+    bool fused = lm_tensor_set_find(&L->set, fk) >= 0;   /* lm_zimage_rename_single keeps it fused */
+    struct { const char *name; int nd; const int64_t *shape; lm_array **dst; bool on; } w[] = {
+        {"adaLN_modulation.0.weight", 2, md, &y->mod_w, modulated},
+        {"adaLN_modulation.0.bias", 1, &m4, &y->mod_b, modulated},
+        {"attention.qkv.weight", 2, qd, &y->qkv, fused},
+        {"attention.to_q.weight", 2, dd, &y->q, !fused}, {"attention.to_k.weight", 2, dd, &y->k, !fused},
+        {"attention.to_v.weight", 2, dd, &y->v, !fused}, {"attention.to_out.0.weight", 2, dd, &y->o, true},
+        {"attention.norm_q.weight", 1, &hd, &y->nq, c->qk_norm},
+        {"attention.norm_k.weight", 1, &hd, &y->nk, c->qk_norm},
+        {"attention_norm1.weight", 1, &D, &y->an1, true}, {"attention_norm2.weight", 1, &D, &y->an2, true},
+        {"ffn_norm1.weight", 1, &D, &y->fn1, true}, {"ffn_norm2.weight", 1, &D, &y->fn2, true},
+        {"feed_forward.w1.weight", 2, fd, &y->w1, true}, {"feed_forward.w2.weight", 2, df, &y->w2, true},
+        {"feed_forward.w3.weight", 2, fd, &y->w3, true},
+    };
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        if (!w[k].on) continue;
+        char key[192];
+        snprintf(key, sizeof key, "%s.%s", prefix, w[k].name);
+        lm_status st = take(L, key, w[k].nd, w[k].shape, w[k].dst);
+        if (st != LM_OK) return st;
+    }
+    return LM_OK;
+}
+
+static lm_status take_blocks(zi_load *L, const lm_zimage_config *c, const char *name, int64_t n,
+                             bool modulated, zi_block **out)
+{
+    *out = calloc((size_t)(n > 0 ? n : 1), sizeof **out);
+    if (!*out) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+    for (int64_t l = 0; l < n; l++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.%lld", name, (long long)l);
+        lm_status st = take_block(L, c, prefix, modulated, &(*out)[l]);
+        if (st != LM_OK) return st;
+    }
+    return LM_OK;
+}
+
+static lm_status take_all(zi_load *L, lm_zimage *m)
+{
+    const lm_zimage_config *c = &m->cfg;
+    int64_t D = c->dim, p = c->patch_size, pd = c->f_patch_size * p * p * c->in_channels, A = c->adaln_dim;
+    int64_t xw[2] = {D, pd}, fw[2] = {pd, D}, fmw[2] = {D, A}, t0[2] = {ZI_T_MID, ZI_FREQ_DIM},
+            t2[2] = {A, ZI_T_MID}, t0b = ZI_T_MID, cw[2] = {D, c->cap_feat_dim}, pad[2] = {1, D};
+    char xe[64], fl[64], k1[96], k2[96], k3[96], k4[96], k5[96], k6[96];
+    snprintf(xe, sizeof xe, "all_x_embedder.%lld-%lld", (long long)p, (long long)c->f_patch_size);
+    snprintf(fl, sizeof fl, "all_final_layer.%lld-%lld", (long long)p, (long long)c->f_patch_size);
+    snprintf(k1, sizeof k1, "%s.weight", xe);
+    snprintf(k2, sizeof k2, "%s.bias", xe);
+    snprintf(k3, sizeof k3, "%s.linear.weight", fl);
+    snprintf(k4, sizeof k4, "%s.linear.bias", fl);
+    snprintf(k5, sizeof k5, "%s.adaLN_modulation.1.weight", fl);
+    snprintf(k6, sizeof k6, "%s.adaLN_modulation.1.bias", fl);
+    struct { const char *name; int nd; const int64_t *shape; lm_array **dst; } w[] = {
+        {"t_embedder.mlp.0.weight", 2, t0, &m->t0_w}, {"t_embedder.mlp.0.bias", 1, &t0b, &m->t0_b},
+        {"t_embedder.mlp.2.weight", 2, t2, &m->t2_w}, {"t_embedder.mlp.2.bias", 1, &A, &m->t2_b},
+        {"cap_embedder.0.weight", 1, &c->cap_feat_dim, &m->cap_norm},
+        {"cap_embedder.1.weight", 2, cw, &m->cap_w}, {"cap_embedder.1.bias", 1, &D, &m->cap_b},
+        {"x_pad_token", 2, pad, &m->x_pad}, {"cap_pad_token", 2, pad, &m->cap_pad},
+        {k1, 2, xw, &m->x_w}, {k2, 1, &D, &m->x_b}, {k3, 2, fw, &m->fin_w}, {k4, 1, &pd, &m->fin_b},
+        {k5, 2, fmw, &m->fin_mod_w}, {k6, 1, &D, &m->fin_mod_b},
+    };
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        lm_status st = take(L, w[k].name, w[k].nd, w[k].shape, w[k].dst);
+        if (st != LM_OK) return st;
+    }
+    lm_status st = take_blocks(L, c, "noise_refiner", c->n_refiner_layers, true, &m->noise);
+    if (st == LM_OK) st = take_blocks(L, c, "context_refiner", c->n_refiner_layers, false, &m->context);
+    if (st == LM_OK) st = take_blocks(L, c, "layers", c->n_layers, true, &m->layers);
+    for (int i = 0; st == LM_OK && i < L->set.count; i++) {
+        if (L->used[i]) continue;
+        char sh[96];
+        lm_shape_str(sh, sizeof sh, L->set.arrays[i]->ndim, L->set.arrays[i]->shape);
+        st = lm_error_set(LM_ERR_FORMAT, "%s: unexpected weight %s %s (config: %lld layers, %lld refiner "
+                          "layers%s)", L->file, L->set.names[i], sh, (long long)c->n_layers,
+                          (long long)c->n_refiner_layers, c->qk_norm ? "" : ", no qk_norm");
+    }
+    return st;
+}
+
+static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
+                            const char *file, lm_dtype dt, lm_device *dev)
+{
+    if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16) {
+        lm_error_set(LM_ERR_DTYPE, "zimage transformer %s: compute dtype %s (f32, f16, bf16)", file,
+                     lm_dtype_name(dt));
+        lm_tensor_set_free(weights);
+        return NULL;
+    }
+    if (lm_init() != LM_OK) {
+        lm_tensor_set_free(weights);
+        return NULL;
+    }
+    if (!dev) dev = lm_device_default();
+    lm_zimage *m = calloc(1, sizeof *m);
+    zi_load L = {.dt = dt, .file = file};
+    L.set = *weights;   /* ours from here on: the caller's set is left empty */
+    memset(weights, 0, sizeof *weights);
+    lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
+    if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg);
+    if (st == LM_OK) st = lm_tensor_set_place(&L.set, dev);
+    if (st == LM_OK) {
+        L.used = calloc((size_t)L.set.count + 1, sizeof *L.used);
+        if (!L.used) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    }
+    if (st == LM_OK) {
+        m->dt = dt;
+        m->dev = dev;
+        st = take_all(&L, m);
+    }
+    if (st == LM_OK) {
+        /* RopeEmbedder's 1 / theta^(arange(0, d, 2) / d), in f64 */
+        const lm_zimage_config *c = &m->cfg;
+        m->freqs = malloc(sizeof *m->freqs * (size_t)(c->dim / c->n_heads / 2));
+        if (!m->freqs) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+        for (int a = 0, k = 0; st == LM_OK && a < c->naxes; a++)
+            for (int64_t j = 0; j < c->axes_dims[a] / 2; j++)
+                m->freqs[k++] = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)c->axes_dims[a]);
+    }
+    lm_tensor_set_free(&L.set);
+    free(L.used);
+    if (st != LM_OK) {
+        lm_zimage_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+lm_zimage *lm_zimage_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
+{
+    char *path = lm_dfs_path(dir, "config.json");
+    if (!path) return NULL;
+    cJSON *j = NULL;
+    lm_tensor_set set = {0};
+    char *file = NULL;
+    lm_zimage *m = NULL;
+    if (lm_init() == LM_OK && lm_dfs_json(path, ZI_MAX_CONFIG, false, &j) == LM_OK &&
+        lm_dfs_load_weights_stem(dir, "diffusion_pytorch_model", variant, dev ? dev : lm_device_default(),
+                                 &set, &file) == LM_OK)
+        m = load_from(j, path, &set, file, dt, dev);
+    if (!m && strncmp(lm_error_message(), "zimage", 6)) lm_error_prefix("zimage transformer %s", dir);
+    lm_tensor_set_free(&set);
+    cJSON_Delete(j);
+    free(file);
+    free(path);
+    return m;
+}
+
+lm_zimage *lm_zimage_load_from(const cJSON *config, lm_tensor_set *weights, const char *file, lm_dtype dt,
+                               lm_device *dev)
+{
+    lm_zimage *m = load_from(config, file, weights, file, dt, dev);
+    if (!m && strncmp(lm_error_message(), "zimage", 6)) lm_error_prefix("zimage transformer");
+    return m;
+}
+
+const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m) { return &m->cfg; }
+lm_dtype lm_zimage_dtype(const lm_zimage *m) { return m->dt; }
+lm_device *lm_zimage_device(const lm_zimage *m) { return m->dev; }
+
+/* ---- the network ---- */
+
+/* Releases *a and replaces it with r (which may be NULL). */
+static lm_array *swap(lm_array **a, lm_array *r)
+{
+    lm_array_release(*a);
+    *a = r;
+    return r;
+}
+
+/* lm_linear, with a quantized weight's f32 product cast back to x's dtype
+ * before the bias */
+static lm_array *linear(lm_array *x, lm_array *w, lm_array *b)
+{
+    if (!x || !w || !lm_dtype_is_quant(w->dtype)) return lm_linear(x, w, b);
+    lm_array *y = lm_linear(x, w, NULL);
+    if (y && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
+    if (y && b) swap(&y, lm_binary(LM_OP_ADD, y, b));
+    return y;
+}
+
+static lm_array *mul(lm_array *a, lm_array *b) { return lm_binary(LM_OP_MUL, a, b); }
+
+/* [B, L, D] -> [B, H, L, D/H], q/k RMS-normed per head when norm is set,
+ * rotated by ang [B or 1, 1, L, D/H/2] when set */
+static lm_array *heads(lm_array *x, int64_t H, lm_array *norm, lm_array *ang)
+{
+    if (!x) return NULL;
+    int64_t B = x->shape[0], L = x->shape[1], hd = x->shape[2] / H, s[4] = {B, L, H, hd};
+    lm_array *r = lm_reshape(x, 4, s);
+    if (norm) swap(&r, lm_rms_norm(r, 1, norm, 1e-5));   /* diffusers' Attention builds it with eps 1e-5 */
+    swap(&r, lm_transpose(r, 1, 2));
+    if (ang) swap(&r, lm_rope_angles(r, ang, hd, true));
+    return r;
+}
+
+static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, lm_array *ang, lm_array *mask)
+{
+    int64_t H = m->cfg.n_heads;
+    lm_array *q = NULL, *k = NULL, *v = NULL;
+    if (b->qkv) {
+        lm_array *y = linear(h, b->qkv, NULL), *part[3] = {0};
+        if (y && lm_split(y, 3, NULL, 0, -1, part, 3) == 3) {
+            q = part[0];
+            k = part[1];
+            v = part[2];
+        }
+        lm_array_release(y);
+    } else {
+        q = linear(h, b->q, NULL);
+        k = linear(h, b->k, NULL);
+        v = linear(h, b->v, NULL);
+    }
+    swap(&q, heads(q, H, b->nq, ang));
+    swap(&k, heads(k, H, b->nk, ang));
+    swap(&v, heads(v, H, NULL, NULL));
+    int64_t hd = m->cfg.dim / H;
+    lm_array *a = lm_attention(q, k, v, mask, false, 1.0 / sqrt((double)hd));
+    lm_array_release(q);
+    lm_array_release(k);
+    lm_array_release(v);
+    if (!a) return NULL;
+    int64_t bld[3] = {h->shape[0], h->shape[1], m->cfg.dim};
+    swap(&a, lm_transpose(a, 1, 2));
+    swap(&a, lm_contiguous(a));
+    swap(&a, lm_reshape(a, 3, bld));
+    return swap(&a, linear(a, b->o, NULL));
+}
+
+/* One ZImageTransformerBlock on x [B, L, D]; adaln [B, A] (NULL for the
+ * context refiner), ang the RoPE angles, mask [B, 1, 1, L] bool or NULL. */
+static lm_array *block(const lm_zimage *m, const zi_block *b, lm_array *x, lm_array *adaln, lm_array *ang,
+                       lm_array *mask)
+{
+    double eps = m->cfg.norm_eps;
+    lm_array *mod[4] = {0};
+    if (b->mod_w) {
+        int64_t s[3] = {adaln ? adaln->shape[0] : 0, 1, 4 * m->cfg.dim};
+        lm_array *y = linear(adaln, b->mod_w, b->mod_b);
+        swap(&y, lm_reshape(y, 3, s));
+        /* scale_msa, gate_msa, scale_mlp, gate_mlp */
+        if (!y || lm_split(y, 4, NULL, 0, -1, mod, 4) != 4) {
+            lm_array_release(y);
+            return NULL;
+        }
+        lm_array_release(y);
+        swap(&mod[0], lm_binary_scalar(LM_OP_ADD, mod[0], 1.0, false));
+        swap(&mod[1], lm_unary(LM_OP_TANH, mod[1]));
+        swap(&mod[2], lm_binary_scalar(LM_OP_ADD, mod[2], 1.0, false));
+        swap(&mod[3], lm_unary(LM_OP_TANH, mod[3]));
+    }
+    lm_array *h = lm_rms_norm(x, 1, b->an1, eps);
+    if (b->mod_w) swap(&h, mul(h, mod[0]));
+    swap(&h, attention(m, b, h, ang, mask));
+    swap(&h, lm_rms_norm(h, 1, b->an2, eps));
+    if (b->mod_w) swap(&h, mul(h, mod[1]));
+    lm_array *x1 = lm_binary(LM_OP_ADD, x, h);
+    swap(&h, lm_rms_norm(x1, 1, b->fn1, eps));
+    if (b->mod_w) swap(&h, mul(h, mod[2]));
+    lm_array *g = linear(h, b->w1, NULL), *u = linear(h, b->w3, NULL);
+    swap(&h, lm_swiglu(g, u));
+    lm_array_release(g);
+    lm_array_release(u);
+    swap(&h, linear(h, b->w2, NULL));
+    swap(&h, lm_rms_norm(h, 1, b->fn2, eps));
+    if (b->mod_w) swap(&h, mul(h, mod[3]));
+    lm_array *out = lm_binary(LM_OP_ADD, x1, h);
+    lm_array_release(x1);
+    lm_array_release(h);
+    for (int i = 0; i < 4; i++) lm_array_release(mod[i]);
+    return out;
+}
+
+/* The RoPE angles of a head's pairs for position pos[3]: axis a owns
+ * axes_dims[a] / 2 pairs (m->freqs), products in f64 rounded to f32, as
+ * diffusers' RopeEmbedder tables. */
+static void rope_row(const lm_zimage *m, const int64_t pos[3], float *out)
+{
+    int k = 0;
+    for (int a = 0; a < 3; a++)
+        for (int64_t j = 0; j < m->cfg.axes_dims[a] / 2; j++, k++) out[k] = (float)((double)pos[a] * m->freqs[k]);
+}
+
+/* an [n, L, hd/2] f32 table (zeros where no row is written) */
+static float *table(int64_t n, int64_t L, int64_t half)
+{
+    return calloc((size_t)(n * L * half > 0 ? n * L * half : 1), sizeof(float));
+}
+
+static lm_array *to_dev(const lm_zimage *m, int nd, const int64_t *shape, lm_dtype dt, void *data)
+{
+    lm_array *a = data ? lm_from_data(nd, shape, dt, data, m->dev) : NULL;
+    if (!data) lm_error_set(LM_ERR_NOMEM, "zimage transformer: out of host memory");
+    free(data);
+    return a;
+}
+
+/* [B, 1, 1, L] bool: key j of item i visible when j < len[i]; NULL (no
+ * mask, as diffusers) when every item has length L */
+static lm_array *key_mask(const lm_zimage *m, int64_t B, int64_t L, const int64_t *len, bool *failed)
+{
+    *failed = false;
+    bool all = true;
+    for (int64_t i = 0; i < B; i++) all = all && len[i] == L;
+    if (all) return NULL;
+    uint8_t *v = calloc((size_t)(B * L), 1);
+    for (int64_t i = 0; v && i < B; i++)
+        for (int64_t j = 0; j < len[i]; j++) v[i * L + j] = 1;
+    int64_t s[4] = {B, 1, 1, L};
+    lm_array *r = to_dev(m, 4, s, LM_BOOL, v);
+    *failed = !r;
+    return r;
+}
+
+/* the padded caption of item i, [1, Lc, D]: cap_embedder rows, cap_pad_token
+ * up to lpad, zeros up to Lc */
+static lm_array *caption(const lm_zimage *m, lm_array *cap, int64_t lpad, int64_t Lc)
+{
+    int64_t D = m->cfg.dim, L = cap->shape[0];
+    lm_array *c = cap->dtype == m->dt ? lm_array_retain(cap) : lm_cast(cap, m->dt);
+    swap(&c, lm_rms_norm(c, 1, m->cap_norm, m->cfg.norm_eps));
+    swap(&c, linear(c, m->cap_w, m->cap_b));
+    if (lpad > L) {
+        int64_t s[2] = {lpad - L, D};
+        lm_array *p = lm_broadcast_to(m->cap_pad, 2, s);
+        lm_array *two[2] = {c, p};
+        lm_array *r = c && p ? lm_concat(2, two, 0) : NULL;
+        lm_array_release(p);
+        swap(&c, r);
+    }
+    if (Lc > lpad) {
+        int64_t pads[4] = {0, Lc - lpad, 0, 0};
+        swap(&c, lm_pad(c, pads, 0.0));
+    }
+    return swap(&c, lm_unsqueeze(c, 0));
+}
+
+static int64_t round_up(int64_t n) { return n + (ZI_SEQ_MULTI_OF - n % ZI_SEQ_MULTI_OF) % ZI_SEQ_MULTI_OF; }
+
+static lm_status check_inputs(const lm_zimage *m, lm_array *x, lm_array *t, int ncap, lm_array *const *caps)
+{
+    const lm_zimage_config *c = &m->cfg;
+    char s1[96], s2[96];
+    if (!x || !t || !caps) return lm_error_set(LM_ERR_ARG, "zimage transformer: x, t and caps are required");
+    lm_shape_str(s1, sizeof s1, x->ndim, x->shape);
+    if (x->ndim != 4 || x->shape[1] != c->in_channels || x->shape[2] % c->patch_size ||
+        x->shape[3] % c->patch_size || x->shape[0] < 1)
+        return lm_error_set(LM_ERR_SHAPE, "zimage transformer: x %s: expected [B, %lld, H, W] with H and W "
+                            "multiples of %lld", s1, (long long)c->in_channels, (long long)c->patch_size);
+    int64_t B = x->shape[0];
+    lm_shape_str(s2, sizeof s2, t->ndim, t->shape);
+    if (t->ndim != 1 || t->shape[0] != B)
+        return lm_error_set(LM_ERR_SHAPE, "zimage transformer: t %s: expected [%lld] for x %s", s2,
+                            (long long)B, s1);
+    if (ncap != B)
+        return lm_error_set(LM_ERR_SHAPE, "zimage transformer: %d captions for a batch of %lld", ncap,
+                            (long long)B);
+    for (int i = 0; i < ncap; i++) {
+        if (!caps[i]) return lm_error_set(LM_ERR_ARG, "zimage transformer: caption %d is NULL", i);
+        lm_shape_str(s2, sizeof s2, caps[i]->ndim, caps[i]->shape);
+        if (caps[i]->ndim != 2 || caps[i]->shape[0] < 1 || caps[i]->shape[1] != c->cap_feat_dim)
+            return lm_error_set(LM_ERR_SHAPE, "zimage transformer: caption %d %s: expected [L >= 1, %lld]", i,
+                                s2, (long long)c->cap_feat_dim);
+        /* diffusers indexes its RoPE tables: the image's first axis sits at
+         * the padded caption length + 1 */
+        int64_t lpad = round_up(caps[i]->shape[0]);
+        if (lpad + 1 >= c->axes_lens[0])
+            return lm_error_set(LM_ERR_SHAPE, "zimage transformer: caption %d of %lld tokens (padded %lld) "
+                                "needs position %lld, beyond axes_lens[0] %lld", i,
+                                (long long)caps[i]->shape[0], (long long)lpad, (long long)(lpad + 1),
+                                (long long)c->axes_lens[0]);
+    }
+    int64_t ht = x->shape[2] / c->patch_size, wt = x->shape[3] / c->patch_size;
+    if (ht > c->axes_lens[1] || wt > c->axes_lens[2])
+        return lm_error_set(LM_ERR_SHAPE, "zimage transformer: x %s is %lldx%lld patches, beyond axes_lens "
+                            "%lldx%lld", s1, (long long)ht, (long long)wt, (long long)c->axes_lens[1],
+                            (long long)c->axes_lens[2]);
+    return LM_OK;
+}
+
+/* t [B] -> adaln [B, A]: t_embedder(t * t_scale) in the model's dtype */
+static lm_array *t_embed(const lm_zimage *m, lm_array *t)
+{
+    lm_array *e = lm_cast(t, LM_F32);
+    swap(&e, lm_binary_scalar(LM_OP_MUL, e, m->cfg.t_scale, false));
+    swap(&e, lm_timestep_embedding(e, ZI_FREQ_DIM, 10000.0, true, 0.0, 1.0));
+    if (e && e->dtype != m->dt) swap(&e, lm_cast(e, m->dt));
+    swap(&e, linear(e, m->t0_w, m->t0_b));
+    swap(&e, lm_unary(LM_OP_SILU, e));
+    return swap(&e, linear(e, m->t2_w, m->t2_b));
+}
+
+/* x [B, C, H, W] -> [B, Npad, D]: patch tokens embedded, x_pad_token rows
+ * up to npad */
+static lm_array *patchify(const lm_zimage *m, lm_array *x, int64_t npad)
+{
+    const lm_zimage_config *c = &m->cfg;
+    int64_t B = x->shape[0], C = c->in_channels, p = c->patch_size, ht = x->shape[2] / p, wt = x->shape[3] / p;
+    int64_t s6[6] = {B, C, ht, p, wt, p}, s3[3] = {B, ht * wt, p * p * C};
+    int perm[6] = {0, 2, 4, 3, 5, 1};
+    lm_array *h = x->dtype == m->dt ? lm_array_retain(x) : lm_cast(x, m->dt);
+    swap(&h, lm_reshape(h, 6, s6));
+    swap(&h, lm_permute(h, perm));
+    swap(&h, lm_contiguous(h));
+    swap(&h, lm_reshape(h, 3, s3));
+    swap(&h, linear(h, m->x_w, m->x_b));
+    if (npad > ht * wt) {
+        int64_t s[3] = {B, npad - ht * wt, c->dim};
+        lm_array *pad = lm_broadcast_to(m->x_pad, 3, s);
+        lm_array *two[2] = {h, pad};
+        lm_array *r = h && pad ? lm_concat(2, two, 1) : NULL;
+        lm_array_release(pad);
+        swap(&h, r);
+    }
+    return h;
+}
+
+/* the final layer and unpatchify: u [B, U, D] -> [B, C, H, W] */
+static lm_array *final_layer(const lm_zimage *m, lm_array *u, lm_array *adaln, int64_t ht, int64_t wt)
+{
+    const lm_zimage_config *c = &m->cfg;
+    int64_t B = u->shape[0], C = c->in_channels, p = c->patch_size;
+    int64_t sc3[3] = {B, 1, c->dim}, s6[6] = {B, ht, wt, p, p, C}, s4[4] = {B, C, ht * p, wt * p};
+    int perm[6] = {0, 5, 1, 3, 2, 4};
+    lm_array *s = lm_unary(LM_OP_SILU, adaln);
+    swap(&s, linear(s, m->fin_mod_w, m->fin_mod_b));
+    swap(&s, lm_binary_scalar(LM_OP_ADD, s, 1.0, false));
+    swap(&s, lm_reshape(s, 3, sc3));
+    lm_array *h = lm_layer_norm(u, 1, NULL, NULL, 1e-6);
+    swap(&h, mul(h, s));
+    lm_array_release(s);
+    swap(&h, linear(h, m->fin_w, m->fin_b));
+    swap(&h, lm_slice(h, 1, 0, ht * wt, 1));
+    swap(&h, lm_contiguous(h));
+    swap(&h, lm_reshape(h, 6, s6));
+    swap(&h, lm_permute(h, perm));
+    swap(&h, lm_contiguous(h));
+    return swap(&h, lm_reshape(h, 4, s4));
+}
+
+lm_array *lm_zimage_forward(lm_zimage *m, lm_array *x, lm_array *t, int ncap, lm_array *const *caps)
+{
+    if (!m) {
+        lm_error_set(LM_ERR_ARG, "zimage transformer: no model");
+        return NULL;
+    }
+    if (check_inputs(m, x, t, ncap, caps) != LM_OK) return NULL;
+    const lm_zimage_config *c = &m->cfg;
+    int64_t B = x->shape[0], p = c->patch_size, ht = x->shape[2] / p, wt = x->shape[3] / p;
+    int64_t N = ht * wt, npad = round_up(N), half = c->dim / c->n_heads / 2, Lc = 0, U = 0;
+    int64_t *lpad = calloc((size_t)B, sizeof *lpad), *ulen = calloc((size_t)B, sizeof *ulen);
+    lm_array **items = calloc((size_t)B, sizeof *items);
+    if (!lpad || !ulen || !items) {
+        free(lpad);
+        free(ulen);
+        free(items);
+        lm_error_set(LM_ERR_NOMEM, "zimage transformer: out of host memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < B; i++) {
+        lpad[i] = round_up(caps[i]->shape[0]);
+        ulen[i] = npad + lpad[i];
+        if (lpad[i] > Lc) Lc = lpad[i];
+        if (ulen[i] > U) U = ulen[i];
+    }
+    /* RoPE angles: image rows, caption rows (shared: rows past an item's
+     * length are masked), the unified rows */
+    float *xa = table(B, npad, half), *ca = table(1, Lc, half), *ua = table(B, U, half);
+    for (int64_t i = 0; xa && ua && i < B; i++) {
+        for (int64_t n = 0; n < N; n++) {
+            int64_t pos[3] = {lpad[i] + 1, n / wt, n % wt};
+            rope_row(m, pos, xa + (i * npad + n) * half);
+        }
+        memcpy(ua + i * U * half, xa + i * npad * half, sizeof(float) * (size_t)(npad * half));
+        for (int64_t j = 0; j < lpad[i]; j++) {
+            int64_t pos[3] = {1 + j, 0, 0};
+            rope_row(m, pos, ua + (i * U + npad + j) * half);
+        }
+    }
+    for (int64_t j = 0; ca && j < Lc; j++) {
+        int64_t pos[3] = {1 + j, 0, 0};
+        rope_row(m, pos, ca + j * half);
+    }
+    int64_t xs[4] = {B, 1, npad, half}, cs[4] = {1, 1, Lc, half}, us[4] = {B, 1, U, half};
+    lm_array *x_ang = to_dev(m, 4, xs, LM_F32, xa), *c_ang = to_dev(m, 4, cs, LM_F32, ca);
+    lm_array *u_ang = to_dev(m, 4, us, LM_F32, ua);
+    bool f1, f2;
+    lm_array *c_mask = key_mask(m, B, Lc, lpad, &f1), *u_mask = key_mask(m, B, U, ulen, &f2);
+
+    lm_array *adaln = t_embed(m, t);
+    lm_array *h = f1 || f2 || !x_ang || !c_ang || !u_ang ? NULL : patchify(m, x, npad);
+    for (int64_t l = 0; h && l < c->n_refiner_layers; l++) swap(&h, block(m, &m->noise[l], h, adaln, x_ang, NULL));
+
+    for (int64_t i = 0; h && i < B; i++) items[i] = caption(m, caps[i], lpad[i], Lc);
+    lm_array *cap = h ? lm_concat((int)B, items, 0) : NULL;
+    for (int64_t l = 0; cap && l < c->n_refiner_layers; l++)
+        swap(&cap, block(m, &m->context[l], cap, NULL, c_ang, c_mask));
+
+    /* unified [image, caption] per item, zeros up to U */
+    for (int64_t i = 0; i < B; i++) {
+        lm_array *xi = lm_slice(h, 0, i, i + 1, 1), *ci = lm_slice(cap, 0, i, i + 1, 1);
+        swap(&ci, lm_slice(ci, 1, 0, lpad[i], 1));
+        lm_array *two[2] = {xi, ci};
+        swap(&items[i], xi && ci ? lm_concat(2, two, 1) : NULL);
+        lm_array_release(xi);
+        lm_array_release(ci);
+        if (items[i] && U > ulen[i]) {
+            int64_t pads[6] = {0, 0, 0, U - ulen[i], 0, 0};
+            swap(&items[i], lm_pad(items[i], pads, 0.0));
+        }
+    }
+    bool all = true;
+    for (int64_t i = 0; i < B; i++) all = all && items[i];
+    lm_array *u = all ? lm_concat((int)B, items, 0) : NULL;
+    for (int64_t l = 0; u && l < c->n_layers; l++) swap(&u, block(m, &m->layers[l], u, adaln, u_ang, u_mask));
+    lm_array *out = u ? final_layer(m, u, adaln, ht, wt) : NULL;
+
+    for (int64_t i = 0; i < B; i++) lm_array_release(items[i]);
+    lm_array *rel[] = {x_ang, c_ang, u_ang, c_mask, u_mask, adaln, h, cap, u};
+    for (size_t k = 0; k < sizeof rel / sizeof *rel; k++) lm_array_release(rel[k]);
+    free(items);
+    free(lpad);
+    free(ulen);
+    if (!out) lm_error_prefix("zimage transformer");
+    return out;
+}
