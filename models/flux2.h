@@ -2,7 +2,8 @@
  * klein's configuration: no guidance embedding) as a Lumen graph, from a
  * diffusers transformer/ folder: config.json plus
  * diffusion_pytorch_model[.variant].safetensors or the shards of its
- * .safetensors.index.json; and the latent helpers of Flux2KleinPipeline.
+ * .safetensors.index.json; and the latent helpers of Flux2KleinPipeline
+ * (models/flux2_latents.c).
  *
  * Sizes come from config.json (patch_size, in_channels, out_channels,
  * num_layers, num_single_layers, attention_head_dim, num_attention_heads,
@@ -72,7 +73,7 @@ lm_device *lm_flux2_device(const lm_flux2 *m);
 lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
                            const int32_t *img_ids, int64_t S, const int32_t *txt_ids, int64_t L);
 
-/* ---- Flux2KleinPipeline's latent helpers ---- */
+/* ---- Flux2KleinPipeline's latent helpers (models/flux2_latents.c) ---- */
 
 /* _prepare_latent_ids for an h x w grid of packed latents: ids[h*w, 4] =
  * (0, row, column, 0), rows outermost. */
