@@ -147,6 +147,78 @@ static void test_transformer_half(void **state)
     lm_array_release(want);
 }
 
+/* max |a - b| over two arrays of one shape */
+static double max_diff(lm_array *a, lm_array *b)
+{
+    assert_int_equal(a->ndim, b->ndim);
+    for (int d = 0; d < a->ndim; d++) assert_int_equal(a->shape[d], b->shape[d]);
+    double *x = tu_read(a), *y = tu_read(b), e = 0;
+    for (int64_t i = 0; i < a->size; i++) e = fmax(e, fabs(x[i] - y[i]));
+    free(x);
+    free(y);
+    return e;
+}
+
+/* A sharded bf16 checkpoint (two shards and diffusers' index, as the
+ * real FLUX.2-klein folders ship) loads and computes bit for bit what the
+ * f32 file cast to bf16 at load does. */
+static void test_sharded_bf16(void **state)
+{
+    (void)state;
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(KLEIN "transformer/diffusion_pytorch_model.safetensors", &s), LM_OK);
+    const char *shard[2] = {"diffusion_pytorch_model-00001-of-00002.safetensors",
+                            "diffusion_pytorch_model-00002-of-00002.safetensors"};
+    cJSON *idx = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(idx, "weight_map");
+    cJSON_AddObjectToObject(idx, "metadata");
+    for (int h = 0; h < 2; h++) {
+        const char *names[64];
+        lm_array *arrs[64];
+        int n = 0;
+        for (int i = h; i < s.count; i += 2) {
+            assert_true(n < 64);
+            names[n] = s.names[i];
+            arrs[n] = lm_cast(s.arrays[i], LM_BF16);
+            assert_int_equal(lm_array_eval(arrs[n]), LM_OK);
+            cJSON_AddStringToObject(map, s.names[i], shard[h]);
+            n++;
+        }
+        char p[160];
+        snprintf(p, sizeof p, "%s/%s", tmpdir, shard[h]);
+        assert_int_equal(lm_save_safetensors(p, n, names, arrs, 0, NULL), LM_OK);
+        for (int i = 0; i < n; i++) lm_array_release(arrs[i]);
+    }
+    lm_tensor_set_free(&s);
+    char *text = cJSON_Print(idx), p[160];
+    cJSON_Delete(idx);
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors.index.json", tmpdir);
+    tu_spit(p, text, strlen(text));
+    free(text);
+    snprintf(p, sizeof p, "%s/config.json", tmpdir);
+    tu_copy_file(KLEIN "transformer/config.json", p);
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors", tmpdir);
+    unlink(p);
+
+    lm_flux2 *a = lm_flux2_load(tmpdir, NULL, LM_BF16, lm_device_cpu());
+    if (!a) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(a);
+    lm_flux2 *b = load_tr(LM_BF16, lm_device_cpu());
+    lm_array *ya = transformer_call(a), *yb = transformer_call(b);
+    double d = max_diff(ya, yb);
+    printf("  sharded bf16 folder against the f32 file at bf16: max difference %g\n", d);
+    assert_true(d == 0);
+    lm_array_release(ya);
+    lm_array_release(yb);
+    lm_flux2_free(a);
+    lm_flux2_free(b);
+    for (int h = 0; h < 2; h++) {
+        snprintf(p, sizeof p, "%s/%s", tmpdir, shard[h]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/diffusion_pytorch_model.safetensors.index.json", tmpdir);
+    unlink(p);
+}
+
 /* ---- the pipeline's helpers ---- */
 
 static void assert_ids(const int32_t *got, const char *name, int64_t b, int64_t n)
@@ -161,18 +233,6 @@ static void assert_ids(const int32_t *got, const char *name, int64_t b, int64_t 
             fail();
         }
     free(want);
-}
-
-/* max |a - b| over two arrays of one shape */
-static double max_diff(lm_array *a, lm_array *b)
-{
-    assert_int_equal(a->ndim, b->ndim);
-    for (int d = 0; d < a->ndim; d++) assert_int_equal(a->shape[d], b->shape[d]);
-    double *x = tu_read(a), *y = tu_read(b), e = 0;
-    for (int64_t i = 0; i < a->size; i++) e = fmax(e, fabs(x[i] - y[i]));
-    free(x);
-    free(y);
-    return e;
 }
 
 static void test_helpers(void **state)
@@ -403,6 +463,34 @@ static void test_image_vulkan(void **state)
     run_image("cfg", 4.0, vk);
 }
 
+/* Loading, running and freeing leaves no array alive and no device memory
+ * in use, round after round. */
+static void test_flat_memory(void **state)
+{
+    (void)state;
+    lm_device *cpu = lm_device_cpu();
+    lm_device_clear_cache(cpu);
+    int64_t live0 = lm_array_live_count();
+    size_t mem0 = lm_device_memory(cpu).active;
+    for (int k = 0; k < 2; k++) {
+        lm_flux2 *m = load_tr(LM_F32, cpu);
+        lm_array *y = transformer_call(m);
+        assert_int_equal(lm_array_eval(y), LM_OK);
+        lm_array_release(y);
+        lm_flux2_free(m);
+        lm_vae *v = load_vae(cpu);
+        lm_array *d = lm_vae_decode(v, rget("vae.z"));
+        assert_int_equal(lm_array_eval(d), LM_OK);
+        lm_array_release(d);
+        lm_vae_free(v);
+        lm_device_clear_cache(cpu);
+        printf("  round %d: %lld live arrays (%lld before), %zu bytes active (%zu before)\n", k + 1,
+               (long long)lm_array_live_count(), (long long)live0, lm_device_memory(cpu).active, mem0);
+        assert_int_equal(lm_array_live_count(), live0);
+        assert_true(lm_device_memory(cpu).active == mem0);
+    }
+}
+
 /* ---- errors ---- */
 
 static void expect_tr_error(const char *needle1, const char *needle2)
@@ -561,11 +649,13 @@ int main(void)
         cmocka_unit_test(test_transformer_cpu),
         cmocka_unit_test(test_transformer_vulkan),
         cmocka_unit_test(test_transformer_half),
+        cmocka_unit_test(test_sharded_bf16),
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_vae_cpu),
         cmocka_unit_test(test_vae_vulkan),
         cmocka_unit_test(test_image_cpu),
         cmocka_unit_test(test_image_vulkan),
+        cmocka_unit_test(test_flat_memory),
         cmocka_unit_test(test_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
