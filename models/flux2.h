@@ -78,6 +78,10 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
 /* _prepare_latent_ids for an h x w grid of packed latents: ids[h*w, 4] =
  * (0, row, column, 0), rows outermost. */
 void lm_flux2_latent_ids(int64_t h, int64_t w, int32_t *ids);
+/* _prepare_image_ids for n reference-image latents (klein's editing), the
+ * i-th of h[i] x w[i] cells: ids[sum h*w, 4] = (scale + scale*i, row,
+ * column, 0), the latents one after another (the pipeline's scale is 10). */
+void lm_flux2_image_ids(int n, const int64_t *h, const int64_t *w, int64_t scale, int32_t *ids);
 /* _prepare_text_ids for L tokens: ids[L, 4] = (0, 0, 0, l). */
 void lm_flux2_text_ids(int64_t L, int32_t *ids);
 /* _patchify_latents: [B, C, H, W] -> [B, 4C, H/2, W/2] (channel c*4 + 2*dy + dx),

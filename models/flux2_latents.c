@@ -28,6 +28,19 @@ void lm_flux2_latent_ids(int64_t h, int64_t w, int32_t *ids)
         }
 }
 
+void lm_flux2_image_ids(int n, const int64_t *h, const int64_t *w, int64_t scale, int32_t *ids)
+{
+    for (int i = 0; i < n; i++) {
+        for (int64_t r = 0; r < h[i]; r++)
+            for (int64_t col = 0; col < w[i]; col++, ids += 4) {
+                ids[0] = (int32_t)(scale + scale * i);
+                ids[1] = (int32_t)r;
+                ids[2] = (int32_t)col;
+                ids[3] = 0;
+            }
+    }
+}
+
 void lm_flux2_text_ids(int64_t L, int32_t *ids)
 {
     for (int64_t l = 0; l < L; l++) {

@@ -249,6 +249,13 @@ static void test_helpers(void **state)
     assert_ids(txt, "enc.text_ids", 0, 32);
     assert_ids(txt, "enc.text_ids", 1, 32);
     printf("  ids: the 4x6 grid, 10 and 32 text tokens as diffusers'\n");
+    /* two reference latents of 2x3 and 1x2 cells: t = 10 and 20 */
+    int64_t rh[2] = {2, 1}, rw[2] = {3, 2};
+    int32_t ref_ids[8 * 4];
+    const int32_t want_ref[8 * 4] = {10, 0, 0, 0, 10, 0, 1, 0, 10, 0, 2, 0, 10, 1, 0, 0, 10, 1, 1, 0,
+                                     10, 1, 2, 0, 20, 0, 0, 0, 20, 0, 1, 0};
+    lm_flux2_image_ids(2, rh, rw, 10, ref_ids);
+    assert_memory_equal(ref_ids, want_ref, sizeof want_ref);
 
     /* patchify: channel c*4 + 2*dy + dx of cell (i, j) is pixel (2i+dy, 2j+dx) of channel c */
     lm_array *z = rget("vae.encode_mean");   /* [1, 4, 8, 12] */
