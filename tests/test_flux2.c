@@ -123,7 +123,8 @@ static void test_transformer_vulkan(void **state)
     run_transformer(vk);
 }
 
-/* bf16 and f16 weights and activations against the f32 result */
+/* bf16 and f16 weights and activations against the f32 result, on the CPU
+ * and on a Vulkan device where there is one */
 static void test_transformer_half(void **state)
 {
     (void)state;
@@ -133,14 +134,19 @@ static void test_transformer_half(void **state)
     lm_flux2_free(m);
     const lm_dtype dts[2] = {LM_BF16, LM_F16};
     const double tol[2] = {5e-2, 1e-2};
-    for (int k = 0; k < 2; k++) {
-        m = load_tr(dts[k], lm_device_cpu());
+    lm_device *vk = tu_vulkan_device();
+    for (int k = 0; k < 4; k++) {
+        lm_device *dev = k < 2 ? lm_device_cpu() : vk;
+        if (!dev) break;
+        m = load_tr(dts[k % 2], dev);
         lm_array *y = transformer_call(m);
         assert_non_null(y);
-        assert_int_equal(y->dtype, dts[k]);
-        char what[32];
-        snprintf(what, sizeof what, "%s cpu", lm_dtype_name(dts[k]));
-        check_tol(y, want, "tr.out vs f32", what, tol[k]);
+        assert_int_equal(y->dtype, dts[k % 2]);
+        assert_int_equal(lm_array_eval(y), LM_OK);
+        assert_int_equal(lm_eval_last_stats().fallbacks, 0);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", lm_dtype_name(dts[k % 2]), dev->spec);
+        check_tol(y, want, "tr.out vs f32", what, tol[k % 2]);
         lm_array_release(y);
         lm_flux2_free(m);
     }
