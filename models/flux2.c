@@ -106,7 +106,7 @@ static lm_status parse_config(const cJSON *j, const char *what, lm_flux2_config 
     if (st == LM_OK) st = lm_dfs_int(j, "num_attention_heads", what, false, 48, 1, 4096, &c->num_attention_heads);
     if (st == LM_OK) st = lm_dfs_int(j, "joint_attention_dim", what, false, 15360, 1, big, &c->joint_attention_dim);
     if (st == LM_OK)
-        st = lm_dfs_int(j, "timestep_guidance_channels", what, false, 256, 1, big, &c->timestep_guidance_channels);
+        st = lm_dfs_int(j, "timestep_guidance_channels", what, false, 256, 2, big, &c->timestep_guidance_channels);
     if (st == LM_OK) st = lm_dfs_num(j, "mlp_ratio", what, false, 3.0, &c->mlp_ratio);
     if (st == LM_OK) st = lm_dfs_num(j, "rope_theta", what, false, 2000, &c->rope_theta);
     if (st == LM_OK) st = lm_dfs_num(j, "eps", what, false, 1e-6, &c->eps);
