@@ -225,6 +225,49 @@ static void test_sharded_bf16(void **state)
     unlink(p);
 }
 
+/* Quantized linear weights (as a GGUF of the transformer would give them:
+ * every 2-D weight whose rows are whole q8_0 blocks) stay quantized and go
+ * through lm_linear's quantized product, on the CPU and on a Vulkan device;
+ * the result is near the f32 one. */
+static void test_quantized(void **state)
+{
+    (void)state;
+    lm_flux2 *m = load_tr(LM_F32, lm_device_cpu());
+    lm_array *want = transformer_call(m);
+    assert_int_equal(lm_array_eval(want), LM_OK);
+    lm_flux2_free(m);
+    char *text = tu_slurp(KLEIN "transformer/config.json", NULL);
+    cJSON *cfg = cJSON_Parse(text);
+    free(text);
+    lm_device *devs[2] = {lm_device_cpu(), tu_vulkan_device()};
+    for (int k = 0; k < 2 && devs[k]; k++) {
+        lm_tensor_set s = {0};
+        assert_int_equal(lm_load_safetensors(KLEIN "transformer/diffusion_pytorch_model.safetensors", &s), LM_OK);
+        int nq = 0;
+        for (int i = 0; i < s.count; i++) {
+            lm_array *a = s.arrays[i];
+            if (a->ndim != 2 || a->shape[1] % 32) continue;
+            lm_array *q = lm_quantize(a, LM_Q8_0);
+            assert_non_null(q);
+            lm_array_release(a);
+            s.arrays[i] = q;
+            nq++;
+        }
+        m = lm_flux2_load_from(cfg, &s, "q8_0 transformer", LM_F32, devs[k]);
+        if (!m) fprintf(stderr, "%s\n", lm_error_message());
+        assert_non_null(m);
+        lm_array *y = transformer_call(m);
+        char what[96];
+        snprintf(what, sizeof what, "q8_0 %s", devs[k]->spec);
+        printf("  %d of the weights q8_0\n", nq);
+        check_tol(y, want, "tr.out vs f32", what, 2e-2);
+        lm_array_release(y);
+        lm_flux2_free(m);
+    }
+    cJSON_Delete(cfg);
+    lm_array_release(want);
+}
+
 /* ---- the pipeline's helpers ---- */
 
 static void assert_ids(const int32_t *got, const char *name, int64_t b, int64_t n)
@@ -663,6 +706,7 @@ int main(void)
         cmocka_unit_test(test_transformer_vulkan),
         cmocka_unit_test(test_transformer_half),
         cmocka_unit_test(test_sharded_bf16),
+        cmocka_unit_test(test_quantized),
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_vae_cpu),
         cmocka_unit_test(test_vae_vulkan),
