@@ -8,7 +8,9 @@
  * quant_conv (1x1).  Decoder: post_quant_conv (1x1); conv_in; mid block; per
  * level layers_per_block+1 resnets and, but for the last, Upsample2D
  * (nearest x2, 3x3 conv); group norm, silu, conv_out.  Every group norm has
- * eps 1e-6.  The tiled paths are diffusers' tiled_decode / _tiled_encode. */
+ * eps 1e-6.  The tiled paths are diffusers' tiled_decode / _tiled_encode.
+ * AutoencoderKLFlux2 is this network; its bn.running_mean / running_var are
+ * kept for lm_vae_bn (the pipeline applies them, not encode or decode). */
 #include <math.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -54,6 +56,7 @@ struct lm_vae {
     lm_vae_tiling tiling;
     vae_half enc, dec;
     lm_array *quant_w, *quant_b, *post_w, *post_b;
+    lm_array *bn_mean, *bn_var;   /* AutoencoderKLFlux2's running statistics, else NULL */
     /* every kept weight, for lm_vae_free */
     lm_array **owned;
     int nowned, capowned;
@@ -100,15 +103,42 @@ static lm_status get_blocks(const cJSON *o, const char *key, const char *what, c
     return LM_OK;
 }
 
+/* AutoencoderKLFlux2's keys: the batch norm over the patchified latents */
+static lm_status read_flux2_config(const cJSON *j, const char *what, lm_vae_config *c)
+{
+    c->flux2 = true;
+    lm_status st = lm_dfs_num(j, "batch_norm_eps", what, false, 1e-4, &c->batch_norm_eps);
+    if (st == LM_OK) st = lm_dfs_num(j, "batch_norm_momentum", what, false, 0.1, &c->batch_norm_momentum);
+    if (st == LM_OK && !(c->batch_norm_eps >= 0))
+        st = lm_error_set(LM_ERR_FORMAT, "%s: batch_norm_eps %g: expected a number >= 0", what,
+                          c->batch_norm_eps);
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "patch_size");
+    c->patch_size[0] = c->patch_size[1] = 2;
+    if (st == LM_OK && ps && !cJSON_IsNull(ps)) {
+        bool ok = cJSON_IsArray(ps) && cJSON_GetArraySize(ps) == 2;
+        for (int i = 0; ok && i < 2; i++) {
+            const cJSON *e = cJSON_GetArrayItem(ps, i);
+            ok = cJSON_IsNumber(e) && e->valuedouble == floor(e->valuedouble) && e->valuedouble >= 1 &&
+                 e->valuedouble <= 64;
+            if (ok) c->patch_size[i] = (int64_t)e->valuedouble;
+        }
+        if (!ok)
+            st = lm_error_set(LM_ERR_FORMAT, "%s: patch_size: expected a list of two integers in [1, 64]",
+                              what);
+    }
+    return st;
+}
+
 static lm_status read_config(const cJSON *j, const char *what, lm_vae_config *c)
 {
     const int64_t big = 1 << 16;
     lm_status st = LM_OK;
     const char *cls = NULL;
     st = lm_dfs_str(j, "_class_name", what, false, "AutoencoderKL", &cls);
-    if (st == LM_OK && strcmp(cls, "AutoencoderKL"))
+    if (st == LM_OK && strcmp(cls, "AutoencoderKL") && strcmp(cls, "AutoencoderKLFlux2"))
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name: %s is not supported "
-                          "(AutoencoderKL)", what, cls);
+                          "(AutoencoderKL, AutoencoderKLFlux2)", what, cls);
+    if (st == LM_OK && !strcmp(cls, "AutoencoderKLFlux2")) st = read_flux2_config(j, what, c);
     if (st == LM_OK) st = lm_dfs_int(j, "in_channels", what, false, 3, 1, big, &c->in_channels);
     if (st == LM_OK) st = lm_dfs_int(j, "out_channels", what, false, 3, 1, big, &c->out_channels);
     if (st == LM_OK) st = lm_dfs_int(j, "latent_channels", what, false, 4, 1, big, &c->latent_channels);
@@ -379,6 +409,38 @@ static lm_status take_decoder(vae_load *L)
     return st;
 }
 
+/* AutoencoderKLFlux2's bn.running_mean and bn.running_var; the counter
+ * bn.num_batches_tracked (training state) is taken and ignored */
+static lm_status take_bn(vae_load *L)
+{
+    const lm_vae_config *c = &L->m->cfg;
+    int64_t n = c->patch_size[0] * c->patch_size[1] * c->latent_channels;
+    lm_status st = take(L, "bn.running_mean", 1, &n, &L->m->bn_mean);
+    if (st == LM_OK) st = take(L, "bn.running_var", 1, &n, &L->m->bn_var);
+    int i = lm_tensor_set_find(L->set, "bn.num_batches_tracked");
+    if (st == LM_OK && i >= 0) {
+        if (L->set->arrays[i]->size != 1)
+            return lm_error_set(LM_ERR_SHAPE, "%s: bn.num_batches_tracked has %lld elements, expected one",
+                                L->file, (long long)L->set->arrays[i]->size);
+        L->used[i] = true;
+    }
+    return st;
+}
+
+lm_status lm_vae_bn(const lm_vae *m, lm_array **mean, lm_array **var, double *eps)
+{
+    if (mean) *mean = NULL;
+    if (var) *var = NULL;
+    if (!m) return lm_error_set(LM_ERR_ARG, "vae: no model");
+    if (!m->cfg.flux2 || !m->bn_mean || !m->bn_var)
+        return lm_error_set(LM_ERR_ARG, "vae: no batch-norm statistics: only AutoencoderKLFlux2 has them "
+                            "(this is an AutoencoderKL)");
+    if (mean) *mean = lm_array_retain(m->bn_mean);
+    if (var) *var = lm_array_retain(m->bn_var);
+    if (eps) *eps = m->cfg.batch_norm_eps;
+    return LM_OK;
+}
+
 void lm_vae_free(lm_vae *m)
 {
     if (!m) return;
@@ -418,6 +480,7 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
     }
     if (st == LM_OK) st = take_encoder(&L);
     if (st == LM_OK) st = take_decoder(&L);
+    if (st == LM_OK && m->cfg.flux2) st = take_bn(&L);
     for (int i = 0; st == LM_OK && i < weights->count; i++) {
         if (L.used[i]) continue;
         char sh[96];

@@ -5,6 +5,10 @@
  * nearest upsampling), so they run on every device; weights are cast to the
  * compute dtype, placed on the device and kept (lm_array_keep) once, at load.
  *
+ * AutoencoderKLFlux2 (FLUX.2's VAE) is the same network plus the running
+ * statistics of a BatchNorm over the patchified latents (lm_vae_bn); its
+ * config adds batch_norm_eps, batch_norm_momentum and patch_size.
+ *
  * Sizes come from config.json (in_channels, out_channels, latent_channels,
  * block_out_channels, layers_per_block, norm_num_groups, sample_size,
  * mid_block_add_attention, use_quant_conv, use_post_quant_conv), never
@@ -50,6 +54,12 @@ typedef struct lm_vae_config {
     double scaling_factor;                      /* 0.18215 when absent (diffusers' default) */
     double shift_factor;                        /* NAN when absent or null */
     bool use_quant_conv, use_post_quant_conv, mid_block_add_attention, force_upcast;
+    /* AutoencoderKLFlux2 (FLUX.2): AutoencoderKL plus a BatchNorm "bn" over the
+     * patchified latents (patch_size[0]*patch_size[1]*latent_channels) whose
+     * running statistics the pipeline (de)normalizes with (lm_vae_bn) */
+    bool flux2;
+    double batch_norm_eps, batch_norm_momentum;   /* 1e-4 and 0.1 when absent */
+    int64_t patch_size[2];                        /* [2, 2] when absent; 0 unless flux2 */
 } lm_vae_config;
 
 typedef enum lm_vae_tiling_mode {
@@ -100,6 +110,12 @@ lm_vae_tiling lm_vae_get_tiling(const lm_vae *m);
  * latent_channels, h, w] (logvar clamped to [-30, 20] as diffusers'
  * DiagonalGaussianDistribution), lazy unless tiling evaluated them. */
 lm_status lm_vae_encode(lm_vae *m, lm_array *img, lm_array **mean, lm_array **logvar);
+/* AutoencoderKLFlux2's batch-norm running statistics: *mean and *var get
+ * new references to bn.running_mean and bn.running_var ([patch_size[0] *
+ * patch_size[1] * latent_channels], in the model's dtype), *eps
+ * batch_norm_eps (any out pointer may be NULL).  An error naming the class
+ * for any other VAE. */
+lm_status lm_vae_bn(const lm_vae *m, lm_array **mean, lm_array **var, double *eps);
 /* z [B, latent_channels, h, w], already divided by scaling_factor (and
  * shift added back) -> [B, out_channels, H, W] about -1..1, in the model's
  * dtype; NULL with the error set. */

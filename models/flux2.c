@@ -1,0 +1,683 @@
+/* flux2.c - diffusers' Flux2Transformer2DModel as a Lumen graph (see
+ * flux2.h).
+ *
+ * The network, as transformer_flux2.py computes it (guidance None, no KV
+ * cache):
+ *   temb = linear_2(silu(linear_1(sinusoid(1000 t))))   (timestep_embedder, no biases)
+ *   mod_img, mod_txt = linear(silu(temb)) [B, 6D]       (shared by every double block)
+ *   mod_single = linear(silu(temb)) [B, 3D]             (shared by every single block)
+ *   img = x_embedder(x); txt = context_embedder(ctx)
+ *   double block: per stream, n = layer_norm(h) * (1 + scale) + shift; q, k, v
+ *     projections (to_* for the image, add_*_proj for the text), RMSNorm of q
+ *     and k per head; joint attention over [txt, img] with RoPE; the outputs
+ *     to_out.0 / to_add_out; h += gate * attn; then
+ *     h += gate2 * linear_out(swiglu(linear_in(modulated layer_norm(h)))),
+ *     the SwiGLU gating with the first half of linear_in's output.
+ *   single block over h = [txt, img]: one projection to_qkv_mlp_proj gives
+ *     q, k, v and the MLP's 2*mlp_hidden; h += gate * to_out([attn, swiglu(mlp)]).
+ *   out = proj_out(layer_norm(img) * (1 + scale) + shift), (scale, shift) =
+ *     norm_out.linear(silu(temb)) in that order.
+ * The RoPE is Flux2PosEmbed's: per axis a of the ids, frequencies
+ * 1 / theta^(2j / axes_dims[a]) in f64, pairs of adjacent features rotated
+ * (repeat_interleave_real), the axes' features concatenated. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "diffusers_config.h"
+#include "flux2.h"
+#include "lumen.h"
+
+#define FX_MAX_CONFIG (1u << 20)
+#define FX_KEY 192
+
+typedef struct fx_double {
+    lm_array *q, *k, *v, *nq, *nk, *o;          /* the image stream */
+    lm_array *aq, *ak, *av, *naq, *nak, *ao;    /* the text stream */
+    lm_array *ff_in, *ff_out, *ffc_in, *ffc_out;
+} fx_double;
+
+typedef struct fx_single {
+    lm_array *qkv_mlp, *nq, *nk, *out;
+} fx_single;
+
+struct lm_flux2 {
+    lm_flux2_config cfg;
+    lm_dtype dt;
+    lm_device *dev;
+    lm_array *x_emb, *ctx_emb, *t_lin1, *t_lin2, *mod_img, *mod_txt, *mod_single;
+    lm_array *norm_out, *proj_out;
+    fx_double *dbl;
+    fx_single *sgl;
+};
+
+/* ---- config ---- */
+
+static lm_status get_bool(const cJSON *o, const char *key, const char *what, bool def, bool *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = def;
+        return LM_OK;
+    }
+    if (!cJSON_IsBool(v)) return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected true or false", what, key);
+    *out = cJSON_IsTrue(v);
+    return LM_OK;
+}
+
+static lm_status get_axes(const cJSON *o, const char *what, lm_flux2_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "axes_dims_rope");
+    if (!v || cJSON_IsNull(v)) {   /* diffusers' default */
+        c->naxes = 4;
+        for (int a = 0; a < 4; a++) c->axes_dims_rope[a] = 32;
+        return LM_OK;
+    }
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+    if (n < 1 || n > LM_FLUX2_MAX_AXES)
+        return lm_error_set(LM_ERR_FORMAT, "%s: axes_dims_rope: expected a list of 1 to %d even integers",
+                            what, LM_FLUX2_MAX_AXES);
+    for (int a = 0; a < n; a++) {
+        const cJSON *e = cJSON_GetArrayItem(v, a);
+        double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (d != floor(d) || d < 2 || d > 65536 || fmod(d, 2) != 0)
+            return lm_error_set(LM_ERR_FORMAT, "%s: axes_dims_rope[%d]: expected an even integer in [2, 65536]",
+                                what, a);
+        c->axes_dims_rope[a] = (int64_t)d;
+    }
+    c->naxes = n;
+    return LM_OK;
+}
+
+static lm_status parse_config(const cJSON *j, const char *what, lm_flux2_config *c)
+{
+    const int64_t big = 1 << 20;
+    const char *cls = NULL;
+    lm_status st = lm_dfs_str(j, "_class_name", what, false, "Flux2Transformer2DModel", &cls);
+    if (st == LM_OK && strcmp(cls, "Flux2Transformer2DModel"))
+        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name: %s is not supported "
+                          "(Flux2Transformer2DModel)", what, cls);
+    if (st == LM_OK) st = lm_dfs_int(j, "patch_size", what, false, 1, 1, 64, &c->patch_size);
+    if (st == LM_OK) st = lm_dfs_int(j, "in_channels", what, false, 128, 1, big, &c->in_channels);
+    if (st == LM_OK) st = lm_dfs_int(j, "out_channels", what, false, c->in_channels, 1, big, &c->out_channels);
+    if (st == LM_OK) st = lm_dfs_int(j, "num_layers", what, false, 8, 0, 4096, &c->num_layers);
+    if (st == LM_OK) st = lm_dfs_int(j, "num_single_layers", what, false, 48, 0, 4096, &c->num_single_layers);
+    if (st == LM_OK) st = lm_dfs_int(j, "attention_head_dim", what, false, 128, 2, 65536, &c->attention_head_dim);
+    if (st == LM_OK) st = lm_dfs_int(j, "num_attention_heads", what, false, 48, 1, 4096, &c->num_attention_heads);
+    if (st == LM_OK) st = lm_dfs_int(j, "joint_attention_dim", what, false, 15360, 1, big, &c->joint_attention_dim);
+    if (st == LM_OK)
+        st = lm_dfs_int(j, "timestep_guidance_channels", what, false, 256, 2, big, &c->timestep_guidance_channels);
+    if (st == LM_OK) st = lm_dfs_num(j, "mlp_ratio", what, false, 3.0, &c->mlp_ratio);
+    if (st == LM_OK) st = lm_dfs_num(j, "rope_theta", what, false, 2000, &c->rope_theta);
+    if (st == LM_OK) st = lm_dfs_num(j, "eps", what, false, 1e-6, &c->eps);
+    if (st == LM_OK) st = get_axes(j, what, c);
+    bool guidance = true;
+    if (st == LM_OK) st = get_bool(j, "guidance_embeds", what, true, &guidance);
+    if (st == LM_OK && guidance)
+        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: guidance_embeds: true (FLUX.2 [dev]'s guidance "
+                          "embedder) is not supported: only klein's configuration, guidance_embeds false",
+                          what);
+    if (st != LM_OK) return st;
+    c->inner_dim = c->num_attention_heads * c->attention_head_dim;
+    if (c->inner_dim > big)
+        return lm_error_set(LM_ERR_FORMAT, "%s: num_attention_heads %lld x attention_head_dim %lld is too large",
+                            what, (long long)c->num_attention_heads, (long long)c->attention_head_dim);
+    if (!(c->mlp_ratio > 0 && c->mlp_ratio * (double)c->inner_dim <= (double)big))
+        return lm_error_set(LM_ERR_FORMAT, "%s: mlp_ratio %g: expected a positive ratio", what, c->mlp_ratio);
+    c->mlp_hidden = (int64_t)((double)c->inner_dim * c->mlp_ratio);
+    if (c->mlp_hidden < 1)
+        return lm_error_set(LM_ERR_FORMAT, "%s: mlp_ratio %g gives no MLP features", what, c->mlp_ratio);
+    if (!(c->rope_theta > 0) || !(c->eps >= 0))
+        return lm_error_set(LM_ERR_FORMAT, "%s: rope_theta %g and eps %g: expected a positive theta and eps >= 0",
+                            what, c->rope_theta, c->eps);
+    int64_t sum = 0;
+    for (int a = 0; a < c->naxes; a++) sum += c->axes_dims_rope[a];
+    if (sum != c->attention_head_dim)
+        return lm_error_set(LM_ERR_FORMAT, "%s: axes_dims_rope add up to %lld, attention_head_dim is %lld "
+                            "(they must agree)", what, (long long)sum, (long long)c->attention_head_dim);
+    return LM_OK;
+}
+
+/* ---- weights ---- */
+
+typedef struct fx_load {
+    lm_tensor_set set;
+    bool *used;
+    const char *file;
+    lm_dtype dt;
+    lm_device *dev;
+} fx_load;
+
+/* Takes the weight named key (shape nd/shape), cast to the compute dtype,
+ * evaluated on the device and kept.  A quantized 2-D (linear) weight stays
+ * quantized for lm_linear's quantized product. */
+static lm_status take(fx_load *L, const char *key, int nd, const int64_t *shape, lm_array **out)
+{
+    *out = NULL;
+    int i = lm_tensor_set_find(&L->set, key);
+    char want[96], got[96];
+    lm_shape_str(want, sizeof want, nd, shape);
+    if (i < 0) return lm_error_set(LM_ERR_FORMAT, "%s: missing weight %s %s", L->file, key, want);
+    if (L->used[i]) return lm_error_set(LM_ERR_FORMAT, "%s: weight %s used twice", L->file, key);
+    lm_array *a = L->set.arrays[i];
+    bool same = a->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = a->shape[d] == shape[d];
+    if (!same) {
+        lm_shape_str(got, sizeof got, a->ndim, a->shape);
+        return lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s, the config needs %s", L->file, key, got, want);
+    }
+    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2;
+    if (!lm_dtype_is_float(a->dtype) && !quant)
+        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype%s", L->file, key,
+                            lm_dtype_name(a->dtype), lm_dtype_is_quant(a->dtype) ?
+                            " (a quantized one only for a linear weight)" : "");
+    L->used[i] = true;
+    lm_array *c = a->dtype == L->dt || quant ? lm_array_retain(a) : lm_cast(a, L->dt);
+    if (!c || lm_array_eval(c) != LM_OK) {
+        lm_array_release(c);
+        return lm_error_prefix("%s: %s", L->file, key);
+    }
+    lm_array_keep(c);
+    lm_array_release(c);   /* the keep holds it */
+    *out = c;
+    return LM_OK;
+}
+
+typedef struct fx_want {
+    const char *name;
+    int64_t rows, cols;    /* cols 0: a vector of rows */
+    lm_array **dst;
+} fx_want;
+
+static lm_status take_all(fx_load *L, const char *prefix, const fx_want *w, size_t n)
+{
+    lm_status st = LM_OK;
+    for (size_t k = 0; st == LM_OK && k < n; k++) {
+        char key[FX_KEY];
+        int64_t shape[2] = {w[k].rows, w[k].cols};
+        snprintf(key, sizeof key, "%s%s", prefix, w[k].name);
+        st = take(L, key, w[k].cols ? 2 : 1, shape, w[k].dst);
+    }
+    return st;
+}
+
+static lm_status take_double(fx_load *L, const lm_flux2_config *c, int64_t l, fx_double *b)
+{
+    int64_t D = c->inner_dim, Dh = c->attention_head_dim, M = c->mlp_hidden;
+    const fx_want w[] = {
+        {"attn.to_q.weight", D, D, &b->q}, {"attn.to_k.weight", D, D, &b->k},
+        {"attn.to_v.weight", D, D, &b->v}, {"attn.norm_q.weight", Dh, 0, &b->nq},
+        {"attn.norm_k.weight", Dh, 0, &b->nk}, {"attn.to_out.0.weight", D, D, &b->o},
+        {"attn.add_q_proj.weight", D, D, &b->aq}, {"attn.add_k_proj.weight", D, D, &b->ak},
+        {"attn.add_v_proj.weight", D, D, &b->av}, {"attn.norm_added_q.weight", Dh, 0, &b->naq},
+        {"attn.norm_added_k.weight", Dh, 0, &b->nak}, {"attn.to_add_out.weight", D, D, &b->ao},
+        {"ff.linear_in.weight", 2 * M, D, &b->ff_in}, {"ff.linear_out.weight", D, M, &b->ff_out},
+        {"ff_context.linear_in.weight", 2 * M, D, &b->ffc_in},
+        {"ff_context.linear_out.weight", D, M, &b->ffc_out},
+    };
+    char p[64];
+    snprintf(p, sizeof p, "transformer_blocks.%lld.", (long long)l);
+    return take_all(L, p, w, sizeof w / sizeof *w);
+}
+
+static lm_status take_single(fx_load *L, const lm_flux2_config *c, int64_t l, fx_single *b)
+{
+    int64_t D = c->inner_dim, Dh = c->attention_head_dim, M = c->mlp_hidden;
+    const fx_want w[] = {
+        {"attn.to_qkv_mlp_proj.weight", 3 * D + 2 * M, D, &b->qkv_mlp},
+        {"attn.norm_q.weight", Dh, 0, &b->nq}, {"attn.norm_k.weight", Dh, 0, &b->nk},
+        {"attn.to_out.weight", D, D + M, &b->out},
+    };
+    char p[64];
+    snprintf(p, sizeof p, "single_transformer_blocks.%lld.", (long long)l);
+    return take_all(L, p, w, sizeof w / sizeof *w);
+}
+
+static lm_status take_model(fx_load *L, lm_flux2 *m)
+{
+    const lm_flux2_config *c = &m->cfg;
+    int64_t D = c->inner_dim, P = c->patch_size;
+    const fx_want w[] = {
+        {"x_embedder.weight", D, c->in_channels, &m->x_emb},
+        {"context_embedder.weight", D, c->joint_attention_dim, &m->ctx_emb},
+        {"time_guidance_embed.timestep_embedder.linear_1.weight", D, c->timestep_guidance_channels, &m->t_lin1},
+        {"time_guidance_embed.timestep_embedder.linear_2.weight", D, D, &m->t_lin2},
+        {"double_stream_modulation_img.linear.weight", 6 * D, D, &m->mod_img},
+        {"double_stream_modulation_txt.linear.weight", 6 * D, D, &m->mod_txt},
+        {"single_stream_modulation.linear.weight", 3 * D, D, &m->mod_single},
+        {"norm_out.linear.weight", 2 * D, D, &m->norm_out},
+        {"proj_out.weight", P * P * c->out_channels, D, &m->proj_out},
+    };
+    lm_status st = take_all(L, "", w, sizeof w / sizeof *w);
+    for (int64_t l = 0; st == LM_OK && l < c->num_layers; l++) st = take_double(L, c, l, &m->dbl[l]);
+    for (int64_t l = 0; st == LM_OK && l < c->num_single_layers; l++) st = take_single(L, c, l, &m->sgl[l]);
+    return st;
+}
+
+static void drop(lm_array **a)
+{
+    if (*a) lm_array_unkeep(*a);
+    *a = NULL;
+}
+
+static void drop_struct(void *s, size_t bytes)
+{
+    lm_array **w = s;
+    for (size_t k = 0; k < bytes / sizeof(lm_array *); k++) drop(&w[k]);
+}
+
+void lm_flux2_free(lm_flux2 *m)
+{
+    if (!m) return;
+    drop(&m->x_emb); drop(&m->ctx_emb); drop(&m->t_lin1); drop(&m->t_lin2);
+    drop(&m->mod_img); drop(&m->mod_txt); drop(&m->mod_single); drop(&m->norm_out); drop(&m->proj_out);
+    for (int64_t l = 0; m->dbl && l < m->cfg.num_layers; l++) drop_struct(&m->dbl[l], sizeof *m->dbl);
+    for (int64_t l = 0; m->sgl && l < m->cfg.num_single_layers; l++) drop_struct(&m->sgl[l], sizeof *m->sgl);
+    free(m->dbl);
+    free(m->sgl);
+    free(m);
+}
+
+/* cfg_name names the config in errors, file the weights */
+static lm_flux2 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
+                           const char *file, lm_dtype dt, lm_device *dev)
+{
+    fx_load L = {.file = file ? file : "transformer", .dt = dt};
+    /* the weights are ours from here on: the caller's set is left empty */
+    if (weights) {
+        L.set = *weights;
+        memset(weights, 0, sizeof *weights);
+    }
+    lm_flux2 *m = NULL;
+    lm_status st = LM_OK;
+    if (!config || !weights)
+        st = lm_error_set(LM_ERR_ARG, "flux2 transformer %s: no config or no weights", L.file);
+    if (st == LM_OK && dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && dt != LM_F64)
+        st = lm_error_set(LM_ERR_DTYPE, "flux2 transformer %s: compute dtype %s (f32, f16, bf16, f64)",
+                          L.file, lm_dtype_name(dt));
+    if (st == LM_OK) st = lm_init();
+    if (st == LM_OK && !dev) dev = lm_device_default();
+    if (st == LM_OK && !(m = calloc(1, sizeof *m))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    if (st == LM_OK) st = parse_config(config, cfg_name ? cfg_name : L.file, &m->cfg);
+    if (st == LM_OK) st = lm_tensor_set_place(&L.set, dev);
+    if (st == LM_OK) {
+        m->dt = dt;
+        m->dev = L.dev = dev;
+        L.used = calloc((size_t)L.set.count + 1, sizeof *L.used);
+        m->dbl = calloc((size_t)m->cfg.num_layers + 1, sizeof *m->dbl);
+        m->sgl = calloc((size_t)m->cfg.num_single_layers + 1, sizeof *m->sgl);
+        if (!L.used || !m->dbl || !m->sgl) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    }
+    if (st == LM_OK) st = take_model(&L, m);
+    for (int i = 0; st == LM_OK && i < L.set.count; i++) {
+        if (L.used[i]) continue;
+        char sh[96];
+        lm_shape_str(sh, sizeof sh, L.set.arrays[i]->ndim, L.set.arrays[i]->shape);
+        st = lm_error_set(LM_ERR_FORMAT, "%s: unexpected weight %s %s (config: %lld double and %lld single "
+                          "blocks, no guidance embedder, no biases)", L.file, L.set.names[i], sh,
+                          (long long)m->cfg.num_layers, (long long)m->cfg.num_single_layers);
+    }
+    lm_tensor_set_free(&L.set);
+    free(L.used);
+    if (st != LM_OK) {
+        lm_flux2_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+lm_flux2 *lm_flux2_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
+{
+    if (lm_init() != LM_OK) return NULL;
+    if (!dev) dev = lm_device_default();
+    char *path = lm_dfs_path(dir, "config.json");
+    if (!path) return NULL;
+    cJSON *j = NULL;
+    lm_tensor_set set = {0};
+    char *file = NULL;
+    lm_flux2 *m = NULL;
+    lm_status st = lm_dfs_json(path, FX_MAX_CONFIG, false, &j);
+    if (st == LM_OK) {
+        /* config errors name config.json, before any weight is read */
+        lm_flux2_config probe = {0};
+        st = parse_config(j, path, &probe);
+    }
+    if (st == LM_OK) st = lm_dfs_load_weights_stem(dir, "diffusion_pytorch_model", variant, dev, &set, &file);
+    if (st == LM_OK) m = load_from(j, path, &set, file, dt, dev);
+    if (!m && strncmp(lm_error_message(), "flux2", 5)) lm_error_prefix("flux2 transformer %s", dir);
+    lm_tensor_set_free(&set);
+    cJSON_Delete(j);
+    free(file);
+    free(path);
+    return m;
+}
+
+lm_flux2 *lm_flux2_load_from(const cJSON *config, lm_tensor_set *weights, const char *file, lm_dtype dt,
+                             lm_device *dev)
+{
+    lm_flux2 *m = load_from(config, file, weights, file, dt, dev);
+    if (!m && strncmp(lm_error_message(), "flux2", 5)) lm_error_prefix("flux2 transformer");
+    return m;
+}
+
+const lm_flux2_config *lm_flux2_get_config(const lm_flux2 *m) { return &m->cfg; }
+lm_dtype lm_flux2_dtype(const lm_flux2 *m) { return m->dt; }
+lm_device *lm_flux2_device(const lm_flux2 *m) { return m->dev; }
+
+/* ---- forward ---- */
+
+/* Releases *a and replaces it with r (which may be NULL). */
+static lm_array *swap(lm_array **a, lm_array *r)
+{
+    lm_array_release(*a);
+    *a = r;
+    return r;
+}
+
+/* x @ w^T (no biases in FLUX.2), a quantized weight's f32 product cast
+ * back to x's dtype */
+static lm_array *linear(lm_array *x, lm_array *w)
+{
+    lm_array *y = lm_linear(x, w, NULL);
+    if (y && x && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
+    return y;
+}
+
+/* the forward's shared state: the model, sizes, the rotary angles */
+typedef struct fx_fwd {
+    const lm_flux2 *m;
+    int64_t B, S, L, N;   /* batch, image tokens, text tokens, N = L + S */
+    lm_array *ang;        /* [N, head_dim/2] f64, text tokens first */
+    lm_array *temb_act;   /* silu(temb) [B, D] */
+} fx_fwd;
+
+/* Timesteps [B] (already times 1000, in the model's dtype) -> the
+ * sinusoid [B, channels] as diffusers' get_timestep_embedding computes
+ * it in f32 (flip_sin_to_cos, shift 0), cast to the model's dtype. */
+static lm_array *sinusoid(const lm_flux2 *m, lm_array *t)
+{
+    int64_t dim = m->cfg.timestep_guidance_channels, half = dim / 2, n = t->shape[0];
+    float *fr = malloc(sizeof *fr * (size_t)(half + 1));
+    if (!fr) {
+        lm_error_set(LM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    const float nl = (float)-log(10000.0);
+    for (int64_t j = 0; j < half; j++) fr[j] = expf(nl * (float)j / (float)half);
+    int64_t fs[2] = {1, half}, cs[2] = {n, 1};
+    lm_array *freq = lm_from_data(2, fs, LM_F32, fr, m->dev);
+    free(fr);
+    lm_array *tf = lm_cast(t, LM_F32);
+    swap(&tf, lm_reshape(tf, 2, cs));
+    lm_array *arg = lm_binary(LM_OP_MUL, tf, freq);
+    lm_array_release(tf);
+    lm_array_release(freq);
+    lm_array *s = lm_unary(LM_OP_SIN, arg), *co = lm_unary(LM_OP_COS, arg);
+    lm_array_release(arg);
+    lm_array *parts[2] = {co, s};
+    lm_array *e = s && co ? lm_concat(2, parts, 1) : NULL;
+    lm_array_release(s);
+    lm_array_release(co);
+    if (e && dim % 2) {
+        int64_t pads[4] = {0, 0, 0, 1};
+        swap(&e, lm_pad(e, pads, 0));
+    }
+    return swap(&e, lm_cast(e, m->dt));
+}
+
+/* Flux2PosEmbed's angles for the ids of N tokens (text first): [N, head_dim/2]
+ * f64, axis a's pairs after those of the axes before it. */
+static lm_array *rope_angles(const lm_flux2 *m, const int32_t *txt_ids, int64_t L, const int32_t *img_ids,
+                             int64_t S)
+{
+    const lm_flux2_config *c = &m->cfg;
+    int64_t half = c->attention_head_dim / 2, N = L + S, na = c->naxes;
+    double *a = malloc(sizeof *a * (size_t)(N * half + 1));
+    if (!a) {
+        lm_error_set(LM_ERR_NOMEM, "flux2 transformer: out of host memory for %lld rotary angles",
+                     (long long)(N * half));
+        return NULL;
+    }
+    for (int64_t n = 0; n < N; n++) {
+        const int32_t *id = n < L ? txt_ids + n * na : img_ids + (n - L) * na;
+        double *row = a + n * half;
+        for (int ax = 0; ax < na; ax++) {
+            int64_t dims = c->axes_dims_rope[ax];
+            double pos = (double)(float)id[ax];   /* ids.float(), as diffusers */
+            for (int64_t j = 0; j < dims / 2; j++)
+                *row++ = pos * (1.0 / pow(c->rope_theta, (double)(2 * j) / (double)dims));
+        }
+    }
+    int64_t shape[2] = {N, half};
+    lm_array *t = lm_from_data(2, shape, LM_F64, a, m->dev);
+    free(a);
+    return t;
+}
+
+/* the i-th of n chunks of the last axis of mod [B, n*D], as [B, 1, D] */
+static lm_array *chunk(const fx_fwd *f, lm_array *mod, int i)
+{
+    int64_t D = f->m->cfg.inner_dim, s[3] = {f->B, 1, mod ? mod->shape[1] : 0};
+    lm_array *r = lm_reshape(mod, 3, s);
+    return swap(&r, lm_slice(r, 2, i * D, (i + 1) * D, 1));
+}
+
+/* layer_norm(x) (no affine) * (1 + scale) + shift */
+static lm_array *modulate(const fx_fwd *f, lm_array *x, lm_array *shift, lm_array *scale)
+{
+    lm_array *n = lm_layer_norm(x, 1, NULL, NULL, f->m->cfg.eps);
+    lm_array *s1 = lm_binary_scalar(LM_OP_ADD, scale, 1, false);
+    swap(&n, lm_binary(LM_OP_MUL, s1, n));
+    lm_array_release(s1);
+    return swap(&n, lm_binary(LM_OP_ADD, n, shift));
+}
+
+/* x + gate * y; an f16 result clipped to f16's range as diffusers does */
+static lm_array *gated_add(const lm_flux2 *m, lm_array *x, lm_array *gate, lm_array *y)
+{
+    lm_array *g = lm_binary(LM_OP_MUL, gate, y);
+    lm_array *r = lm_binary(LM_OP_ADD, x, g);
+    lm_array_release(g);
+    if (r && m->dt == LM_F16) swap(&r, lm_clamp(r, -65504, 65504));
+    return r;
+}
+
+/* columns [from, from + D) of x [B, n, *] as heads [B, n, H, Dh], RMS-normed by w */
+static lm_array *heads(const fx_fwd *f, lm_array *x, int64_t from, lm_array *w)
+{
+    const lm_flux2_config *c = &f->m->cfg;
+    int64_t s[4] = {f->B, x ? x->shape[1] : 0, c->num_attention_heads, c->attention_head_dim};
+    lm_array *h = lm_slice(x, 2, from, from + c->inner_dim, 1);
+    swap(&h, lm_reshape(h, 4, s));
+    return w ? swap(&h, lm_rms_norm(h, 1, w, c->eps)) : h;
+}
+
+/* attention over the N tokens: q, k, v [B, N, H, Dh] (q and k normed),
+ * RoPE on q and k -> [B, N, D] */
+static lm_array *attend(const fx_fwd *f, lm_array *q, lm_array *k, lm_array *v)
+{
+    const lm_flux2_config *c = &f->m->cfg;
+    int64_t Dh = c->attention_head_dim, s[3] = {f->B, f->N, c->inner_dim};
+    lm_array *qt = lm_transpose(q, 1, 2), *kt = lm_transpose(k, 1, 2), *vt = lm_transpose(v, 1, 2);
+    swap(&qt, lm_rope_angles(qt, f->ang, Dh, true));
+    swap(&kt, lm_rope_angles(kt, f->ang, Dh, true));
+    lm_array *a = qt && kt && vt ? lm_attention(qt, kt, vt, NULL, false, 1.0 / sqrt((double)Dh)) : NULL;
+    lm_array_release(qt);
+    lm_array_release(kt);
+    lm_array_release(vt);
+    swap(&a, lm_transpose(a, 1, 2));
+    swap(&a, lm_contiguous(a));
+    return swap(&a, lm_reshape(a, 3, s));
+}
+
+/* linear_out(swiglu(linear_in(x))) */
+static lm_array *feed_forward(lm_array *x, lm_array *w_in, lm_array *w_out)
+{
+    lm_array *h = linear(x, w_in);
+    swap(&h, lm_swiglu(h, NULL));
+    return swap(&h, linear(h, w_out));
+}
+
+static void release_n(lm_array **v, int n)
+{
+    for (int i = 0; i < n; i++) lm_array_release(v[i]);
+}
+
+/* One double-stream block: *img [B, S, D] and *txt [B, L, D] replaced. */
+static void double_block(const fx_fwd *f, const fx_double *b, lm_array *const mi[6], lm_array *const mt[6],
+                         lm_array **img, lm_array **txt)
+{
+    lm_array *ni = modulate(f, *img, mi[0], mi[1]), *nt = modulate(f, *txt, mt[0], mt[1]);
+    lm_array *p[6] = {linear(ni, b->q), linear(ni, b->k), linear(ni, b->v),
+                      linear(nt, b->aq), linear(nt, b->ak), linear(nt, b->av)};
+    lm_array_release(ni);
+    lm_array_release(nt);
+    lm_array *w[6] = {b->nq, b->nk, NULL, b->naq, b->nak, NULL}, *h[6];
+    for (int i = 0; i < 6; i++) h[i] = heads(f, p[i], 0, w[i]);
+    release_n(p, 6);
+    lm_array *q2[2] = {h[3], h[0]}, *k2[2] = {h[4], h[1]}, *v2[2] = {h[5], h[2]};
+    lm_array *q = lm_concat(2, q2, 1), *k = lm_concat(2, k2, 1), *v = lm_concat(2, v2, 1);
+    release_n(h, 6);
+    lm_array *a = attend(f, q, k, v);
+    lm_array_release(q);
+    lm_array_release(k);
+    lm_array_release(v);
+    lm_array *at = lm_slice(a, 1, 0, f->L, 1), *ai = lm_slice(a, 1, f->L, f->N, 1);
+    lm_array_release(a);
+    swap(&ai, linear(ai, b->o));
+    swap(&at, linear(at, b->ao));
+    swap(img, gated_add(f->m, *img, mi[2], ai));
+    swap(txt, gated_add(f->m, *txt, mt[2], at));
+    lm_array_release(ai);
+    lm_array_release(at);
+    lm_array *fi = modulate(f, *img, mi[3], mi[4]);
+    swap(&fi, feed_forward(fi, b->ff_in, b->ff_out));
+    swap(img, gated_add(f->m, *img, mi[5], fi));
+    lm_array_release(fi);
+    lm_array *ft = modulate(f, *txt, mt[3], mt[4]);
+    swap(&ft, feed_forward(ft, b->ffc_in, b->ffc_out));
+    swap(txt, gated_add(f->m, *txt, mt[5], ft));
+    lm_array_release(ft);
+}
+
+/* One single-stream block over *x [B, N, D] (text first), replaced. */
+static void single_block(const fx_fwd *f, const fx_single *b, lm_array *const ms[3], lm_array **x)
+{
+    const lm_flux2_config *c = &f->m->cfg;
+    int64_t D = c->inner_dim, M = c->mlp_hidden;
+    lm_array *n = modulate(f, *x, ms[0], ms[1]);
+    lm_array *p = linear(n, b->qkv_mlp);
+    lm_array_release(n);
+    lm_array *q = heads(f, p, 0, b->nq), *k = heads(f, p, D, b->nk), *v = heads(f, p, 2 * D, NULL);
+    lm_array *mlp = lm_slice(p, 2, 3 * D, 3 * D + 2 * M, 1);
+    lm_array_release(p);
+    swap(&mlp, lm_swiglu(mlp, NULL));
+    lm_array *a = attend(f, q, k, v);
+    lm_array_release(q);
+    lm_array_release(k);
+    lm_array_release(v);
+    lm_array *cat[2] = {a, mlp};
+    lm_array *h = lm_concat(2, cat, 2);
+    lm_array_release(a);
+    lm_array_release(mlp);
+    swap(&h, linear(h, b->out));
+    swap(x, gated_add(f->m, *x, ms[2], h));
+    lm_array_release(h);
+}
+
+static lm_status check_inputs(const lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t, const int32_t *img_ids,
+                              int64_t S, const int32_t *txt_ids, int64_t L)
+{
+    const lm_flux2_config *c = &m->cfg;
+    if (!x || !ctx || !t || !img_ids || !txt_ids)
+        return lm_error_set(LM_ERR_ARG, "flux2 transformer: x, ctx, t, img_ids and txt_ids are required");
+    char a[96], b[96], d[96];
+    lm_shape_str(a, sizeof a, x->ndim, x->shape);
+    lm_shape_str(b, sizeof b, ctx->ndim, ctx->shape);
+    lm_shape_str(d, sizeof d, t->ndim, t->shape);
+    if (x->ndim != 3 || x->shape[0] < 1 || x->shape[1] != S || S < 1 || x->shape[2] != c->in_channels)
+        return lm_error_set(LM_ERR_SHAPE, "flux2 transformer: x %s: expected [B, %lld, %lld] (S = %lld img_ids)",
+                            a, (long long)S, (long long)c->in_channels, (long long)S);
+    int64_t B = x->shape[0];
+    if (ctx->ndim != 3 || ctx->shape[0] != B || ctx->shape[1] != L || L < 1 ||
+        ctx->shape[2] != c->joint_attention_dim)
+        return lm_error_set(LM_ERR_SHAPE, "flux2 transformer: ctx %s: expected [%lld, %lld, %lld] "
+                            "(L = %lld txt_ids)", b, (long long)B, (long long)L,
+                            (long long)c->joint_attention_dim, (long long)L);
+    if (!(t->ndim == 0 || (t->ndim == 1 && (t->shape[0] == B || t->shape[0] == 1))))
+        return lm_error_set(LM_ERR_SHAPE, "flux2 transformer: t %s: expected [%lld] (or one timestep) for x %s",
+                            d, (long long)B, a);
+    if (!lm_dtype_is_float(x->dtype) || !lm_dtype_is_float(ctx->dtype) || !lm_dtype_is_float(t->dtype))
+        return lm_error_set(LM_ERR_DTYPE, "flux2 transformer: x %s, ctx %s and t %s must be float",
+                            lm_dtype_name(x->dtype), lm_dtype_name(ctx->dtype), lm_dtype_name(t->dtype));
+    return LM_OK;
+}
+
+lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t, const int32_t *img_ids,
+                           int64_t S, const int32_t *txt_ids, int64_t L)
+{
+    if (!m) {
+        lm_error_set(LM_ERR_ARG, "flux2 transformer: no model");
+        return NULL;
+    }
+    if (check_inputs(m, x, ctx, t, img_ids, S, txt_ids, L) != LM_OK) return NULL;
+    const lm_flux2_config *c = &m->cfg;
+    fx_fwd f = {.m = m, .B = x->shape[0], .S = S, .L = L, .N = S + L};
+    /* timestep.to(dtype) * 1000, broadcast to the batch */
+    int64_t b1 = 1;
+    lm_array *tt = lm_cast(t, m->dt);
+    if (tt && tt->ndim == 0) swap(&tt, lm_reshape(tt, 1, &b1));
+    if (tt && tt->shape[0] != f.B) swap(&tt, lm_broadcast_to(tt, 1, &f.B));
+    swap(&tt, lm_binary_scalar(LM_OP_MUL, tt, 1000, false));
+    lm_array *temb = tt ? sinusoid(m, tt) : NULL;
+    lm_array_release(tt);
+    swap(&temb, linear(temb, m->t_lin1));
+    swap(&temb, lm_unary(LM_OP_SILU, temb));
+    swap(&temb, linear(temb, m->t_lin2));
+    f.temb_act = lm_unary(LM_OP_SILU, temb);
+    lm_array_release(temb);
+    lm_array *mod_i = linear(f.temb_act, m->mod_img), *mod_t = linear(f.temb_act, m->mod_txt);
+    lm_array *mod_s = linear(f.temb_act, m->mod_single);
+    lm_array *mi[6], *mt[6], *ms[3];
+    for (int i = 0; i < 6; i++) {
+        mi[i] = chunk(&f, mod_i, i);
+        mt[i] = chunk(&f, mod_t, i);
+    }
+    for (int i = 0; i < 3; i++) ms[i] = chunk(&f, mod_s, i);
+    lm_array_release(mod_i);
+    lm_array_release(mod_t);
+    lm_array_release(mod_s);
+    f.ang = rope_angles(m, txt_ids, L, img_ids, S);
+    lm_array *img = lm_cast(x, m->dt), *txt = lm_cast(ctx, m->dt);
+    swap(&img, linear(img, m->x_emb));
+    swap(&txt, linear(txt, m->ctx_emb));
+    bool ok = f.temb_act && f.ang && img && txt;
+    for (int i = 0; i < 6; i++) ok = ok && mi[i] && mt[i];
+    for (int i = 0; i < 3; i++) ok = ok && ms[i];
+    /* a failure so far keeps its message: nothing more is built */
+    for (int64_t l = 0; ok && l < c->num_layers; l++) {
+        double_block(&f, &m->dbl[l], mi, mt, &img, &txt);
+        ok = img && txt;
+    }
+    lm_array *cat[2] = {txt, img};
+    lm_array *h = ok ? lm_concat(2, cat, 1) : NULL;
+    for (int64_t l = 0; h && l < c->num_single_layers; l++) single_block(&f, &m->sgl[l], ms, &h);
+    swap(&h, lm_slice(h, 1, L, f.N, 1));
+    /* norm_out: (scale, shift) in that order */
+    lm_array *emb = h ? linear(f.temb_act, m->norm_out) : NULL;
+    lm_array *scale = emb ? chunk(&f, emb, 0) : NULL, *shift = emb ? chunk(&f, emb, 1) : NULL;
+    swap(&h, emb && scale && shift ? modulate(&f, h, shift, scale) : NULL);
+    swap(&h, linear(h, m->proj_out));
+    release_n(mi, 6);
+    release_n(mt, 6);
+    release_n(ms, 3);
+    lm_array_release(emb);
+    lm_array_release(scale);
+    lm_array_release(shift);
+    lm_array_release(img);
+    lm_array_release(txt);
+    lm_array_release(f.ang);
+    lm_array_release(f.temb_act);
+    if (!h) lm_error_prefix("flux2 transformer");
+    return h;
+}
