@@ -1,0 +1,392 @@
+/* test_qwen3.c - models/qwen3.c (the Qwen3 text encoder) and the shared
+ * helpers of models/dit_common.c against transformers 5.17 and diffusers
+ * (tests/ref/gen_dit.py wrote tests/ref/dit/ on the GPU machine: tiny
+ * random Qwen3 encoders inside the Z-Image and FLUX.2-klein pipeline
+ * folders, and their outputs).
+ *
+ * Z-Image's encoder (Qwen3Model, 2 layers, 2 heads of head_dim 16 over
+ * hidden 16, 1 key/value head): every hidden state of a right-padded
+ * prompt (enc_all.*), negative indices, and the pipeline's
+ * hidden_states[-2] at the unmasked tokens for "dance monkey" and "bad
+ * quality" at max_sequence_length 16 (the ids are tokens.json's chat ids
+ * with thinking, truncated to 16).  Klein's (Qwen3ForCausalLM, 3 layers,
+ * an lm_head the encoder skips): hidden states 1 and 2 stacked as
+ * Flux2KleinPipeline does, for "a dog is dancing" and "" padded to 32
+ * (tokens.json's chat ids without thinking, padded with <|endoftext|>).
+ * f32 within 1e-4 of the largest reference value, on the CPU and on a
+ * Vulkan device (lavapipe) where there is one; bf16 and f16 against the
+ * f32 result loosely.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
+ * against lm_rope and lm_rope_multi.  Errors: a missing, an unexpected and
+ * a wrongly shaped weight, rope_scaling set, a hidden state past the end,
+ * a mask row starting with padding, a token outside the vocabulary. */
+#include <cjson/cJSON.h>
+#include <unistd.h>
+#include "testutil.h"
+#include "core/io/io.h"
+#include "models/dit_common.h"
+#include "models/qwen3.h"
+
+#define DIT_DIR "tests/ref/dit/"
+#define ZTE DIT_DIR "zimage/text_encoder"
+#define KTE DIT_DIR "klein/text_encoder"
+#define REL_TOL 1e-4
+#define PAD_ID 820   /* <|endoftext|> in the fixture's tokenizer */
+
+static lm_tensor_set zref, kref;
+static cJSON *tokens;
+static char tmpdir[64];
+
+/* max |got - want| / max |want|, asserted <= tol */
+static double check(lm_array *got, lm_array *want, double tol, const char *what)
+{
+    double err, rel = tu_rel_err(got, want, &err);
+    printf("  %-44s max abs err %.3g, relative %.3g\n", what, err, rel);
+    assert_true(rel <= tol);
+    return rel;
+}
+
+static int32_t *ref_ints(lm_tensor_set *s, const char *name, int64_t *b, int64_t *l)
+{
+    lm_array *a = tu_set_get(s, name);
+    *b = a->shape[0];
+    *l = a->shape[1];
+    int32_t *v = malloc(sizeof *v * (size_t)a->size);
+    assert_int_equal(lm_array_read(a, v, LM_I32), LM_OK);
+    return v;
+}
+
+static lm_qwen3 *enc_load(const char *dir, lm_dtype dt, lm_device *dev)
+{
+    lm_qwen3 *m = lm_qwen3_load(dir, NULL, dt, dev);
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    return m;
+}
+
+/* the tokens.json row of prompt p */
+static const cJSON *token_row(const char *p)
+{
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(tokens, "prompts"))
+        if (!strcmp(cJSON_GetObjectItem(r, "prompt")->valuestring, p)) return r;
+    fprintf(stderr, "tokens.json has no prompt \"%s\"\n", p);
+    fail();
+    return NULL;
+}
+
+/* ids[len] and mask[len] of field (an id list) truncated or padded to len */
+static void padded(const char *prompt, const char *field, int64_t len, int32_t *ids, int32_t *mask)
+{
+    const cJSON *a = cJSON_GetObjectItem(token_row(prompt), field);
+    int n = cJSON_GetArraySize(a);
+    for (int64_t i = 0; i < len; i++) {
+        ids[i] = i < n ? cJSON_GetArrayItem(a, (int)i)->valueint : PAD_ID;
+        mask[i] = i < n;
+    }
+}
+
+/* every hidden state of enc_all, returned (f32 runs) for the dtype checks */
+static void run_all(lm_qwen3 *m, const char *what, lm_array **keep)
+{
+    int64_t B, L, mb, ml;
+    int32_t *ids = ref_ints(&zref, "enc_all.ids", &B, &L);
+    int32_t *mask = ref_ints(&zref, "enc_all.mask", &mb, &ml);
+    int want[5] = {0, 1, 2, -1, -3};
+    lm_array *out[5];
+    assert_int_equal(lm_qwen3_forward(m, ids, mask, B, L, 5, want, out), LM_OK);
+    for (int i = 0; i < 3; i++) {
+        char n[32], w[96];
+        snprintf(n, sizeof n, "enc_all.hidden.%d", i);
+        snprintf(w, sizeof w, "hidden %d %s", i, what);
+        check(out[i], tu_set_get(&zref, n), REL_TOL, w);
+    }
+    /* -1 is the last (normed) state and -3 the embeddings: the same arrays */
+    assert_ptr_equal(out[3], out[2]);
+    assert_ptr_equal(out[4], out[0]);
+    for (int i = 0; i < 5; i++) {
+        if (keep && i < 3) keep[i] = out[i];
+        else lm_array_release(out[i]);
+    }
+    free(ids);
+    free(mask);
+}
+
+static void run_encoders(lm_device *dev)
+{
+    char what[160];
+    /* Z-Image: every hidden state of a padded prompt */
+    lm_qwen3 *z = enc_load(ZTE, LM_F32, dev);
+    const lm_qwen3_config *c = lm_qwen3_get_config(z);
+    assert_int_equal(c->num_layers, 2);
+    assert_int_equal(c->head_dim, 16);
+    assert_int_equal(c->num_kv_heads, 1);
+    assert_true(c->rope_theta == 10000.0);
+    snprintf(what, sizeof what, "Qwen3Model %s", dev->spec);
+    run_all(z, what, NULL);
+
+    /* Z-Image's _encode_prompt: hidden_states[-2] at the unmasked tokens */
+    const char *zp[2] = {"dance monkey", "bad quality"};
+    int32_t ids[2 * 32], mask[2 * 32];
+    for (int b = 0; b < 2; b++) padded(zp[b], "ids_think", 16, ids + 16 * b, mask + 16 * b);
+    int want = -2;
+    lm_array *h;
+    assert_int_equal(lm_qwen3_forward(z, ids, mask, 2, 16, 1, &want, &h), LM_OK);
+    for (int b = 0; b < 2; b++) {
+        lm_array *row = lm_slice(h, 0, b, b + 1, 1);
+        lm_array *e = lm_qwen3_masked_rows(row, mask + 16 * b, 16);
+        char n[64];
+        snprintf(n, sizeof n, "enc.%s", zp[b]);
+        snprintf(what, sizeof what, "Z-Image %s %s", n, dev->spec);
+        check(e, tu_set_get(&zref, n), REL_TOL, what);
+        lm_array_release(row);
+        lm_array_release(e);
+    }
+    lm_array_release(h);
+    lm_qwen3_free(z);
+
+    /* Klein: layers 1 and 2 stacked, prompts padded to 32 without thinking */
+    lm_qwen3 *k = enc_load(KTE, LM_F32, dev);
+    assert_int_equal(lm_qwen3_get_config(k)->num_layers, 3);
+    const char *kp[2] = {"a dog is dancing", ""};
+    for (int b = 0; b < 2; b++) padded(kp[b], "ids_nothink", 32, ids + 32 * b, mask + 32 * b);
+    int kw[2] = {1, 2};
+    lm_array *hs[2];
+    assert_int_equal(lm_qwen3_forward(k, ids, mask, 2, 32, 2, kw, hs), LM_OK);
+    lm_array *pe = lm_qwen3_stack_layers(2, hs);
+    snprintf(what, sizeof what, "Klein enc.prompt_embeds %s", dev->spec);
+    check(pe, tu_set_get(&kref, "enc.prompt_embeds"), REL_TOL, what);
+    lm_array_release(pe);
+    lm_array_release(hs[0]);
+    lm_array_release(hs[1]);
+    lm_qwen3_free(k);
+}
+
+static void test_encoder_cpu(void **state)
+{
+    (void)state;
+    run_encoders(lm_device_cpu());
+}
+
+static void test_encoder_vulkan(void **state)
+{
+    (void)state;
+    lm_device *vk = tu_vulkan_device();
+    if (!vk) {
+        printf("no Vulkan device: the Vulkan half skipped\n");
+        skip();
+    }
+    run_encoders(vk);
+}
+
+/* bf16 and f16 compute against the f32 result */
+static void test_encoder_dtypes(void **state)
+{
+    (void)state;
+    lm_array *f32[3], *lo[3];
+    lm_qwen3 *m = enc_load(ZTE, LM_F32, lm_device_cpu());
+    run_all(m, "f32 cpu", f32);
+    lm_qwen3_free(m);
+    const lm_dtype dts[2] = {LM_BF16, LM_F16};
+    const double tol[2] = {3e-2, 5e-3};
+    for (int d = 0; d < 2; d++) {
+        m = enc_load(ZTE, dts[d], lm_device_cpu());
+        assert_int_equal(lm_qwen3_dtype(m), dts[d]);
+        int64_t B, L, mb, ml;
+        int32_t *ids = ref_ints(&zref, "enc_all.ids", &B, &L);
+        int32_t *mask = ref_ints(&zref, "enc_all.mask", &mb, &ml);
+        int want[3] = {0, 1, 2};
+        assert_int_equal(lm_qwen3_forward(m, ids, mask, B, L, 3, want, lo), LM_OK);
+        for (int i = 0; i < 3; i++) {
+            char w[64];
+            snprintf(w, sizeof w, "%s hidden %d vs f32", lm_dtype_name(dts[d]), i);
+            assert_int_equal(lo[i]->dtype, dts[d]);
+            check(lo[i], f32[i], tol[d], w);
+            lm_array_release(lo[i]);
+        }
+        free(ids);
+        free(mask);
+        lm_qwen3_free(m);
+    }
+    for (int i = 0; i < 3; i++) lm_array_release(f32[i]);
+}
+
+/* RoPE on both layouts and the multi-axis table against Lumen's ops */
+static void test_dit_rope(void **state)
+{
+    (void)state;
+    lm_device *cpu = lm_device_cpu();
+    int64_t B = 2, H = 3, L = 5, D = 8, half = D / 2;
+    int64_t xs[4] = {B, H, L, D};
+    float *xv = malloc(sizeof *xv * (size_t)(B * H * L * D));
+    for (int64_t i = 0; i < B * H * L * D; i++) xv[i] = (float)sin(0.37 * (double)i + 0.1);
+    lm_array *x = lm_from_data(4, xs, LM_F32, xv, cpu);
+    free(xv);
+    /* plain positions 0..L-1 on one axis: lm_rope */
+    int64_t *pv = malloc(sizeof *pv * (size_t)L), ps[2] = {L, 1};
+    for (int64_t i = 0; i < L; i++) pv[i] = i;
+    lm_array *pos = lm_from_data(2, ps, LM_I64, pv, cpu);
+    free(pv);
+    lm_array *ang = lm_dit_rope_angles(pos, 1, &D, 100.0);
+    assert_non_null(ang);
+    assert_int_equal(ang->shape[1], half);
+    for (int inter = 0; inter < 2; inter++) {
+        lm_array *want = lm_rope(x, D, inter, 100.0, 1.0, 0);
+        lm_array *got = lm_dit_rope(x, ang, LM_DIT_BHLD, inter);
+        check(got, want, 1e-6, inter ? "rope [B,H,L,D] interleaved" : "rope [B,H,L,D] rotate_half");
+        /* the same through [B, L, H, D] */
+        lm_array *t = lm_transpose(x, 1, 2), *c = lm_contiguous(t);
+        lm_array *g2 = lm_dit_rope(c, ang, LM_DIT_BLHD, inter), *back = lm_transpose(g2, 1, 2);
+        check(back, want, 1e-6, inter ? "rope [B,L,H,D] interleaved" : "rope [B,L,H,D] rotate_half");
+        lm_array_release(want); lm_array_release(got); lm_array_release(t);
+        lm_array_release(c); lm_array_release(g2); lm_array_release(back);
+    }
+    lm_array_release(pos);
+    lm_array_release(ang);
+    /* three axes with per-batch positions: lm_rope_multi */
+    int64_t axes[3] = {4, 2, 2}, p3s[3] = {B, L, 3};
+    float *p3 = malloc(sizeof *p3 * (size_t)(B * L * 3));
+    for (int64_t i = 0; i < B * L * 3; i++) p3[i] = (float)((i * 7) % 11) - 3.0f;
+    lm_array *pos3 = lm_from_data(3, p3s, LM_F32, p3, cpu);
+    free(p3);
+    lm_array *a3 = lm_dit_rope_angles(pos3, 3, axes, 256.0);
+    lm_array *p4 = lm_reshape(pos3, 4, (int64_t[]){B, 1, L, 3});
+    lm_array *want = lm_rope_multi(x, p4, 3, axes, 256.0, true);
+    lm_array *got = lm_dit_rope(x, a3, LM_DIT_BHLD, true);
+    check(got, want, 1e-6, "rope 3 axes [B,L,D/2] angles");
+    lm_array_release(want); lm_array_release(got); lm_array_release(p4);
+    lm_array_release(a3); lm_array_release(pos3);
+    /* an angle table of the wrong rank is an error naming both shapes */
+    lm_array *bad = lm_dit_rope(x, x, LM_DIT_BHLD, false);
+    assert_null(bad);
+    tu_expect_message("rope: x [2,3,5,8]", "angles [2,3,5,8]");
+    lm_array_release(x);
+}
+
+/* ---- errors ---- */
+static void expect_enc_error(const char *needle1, const char *needle2)
+{
+    assert_null(lm_qwen3_load(tmpdir, NULL, LM_F32, lm_device_cpu()));
+    tu_expect_message(needle1, needle2);
+}
+
+static void write_weights(const char *src, const char *drop, const char *extra)
+{
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(src, &s), LM_OK);
+    char p[128];
+    snprintf(p, sizeof p, "%s/model.safetensors", tmpdir);
+    tu_save_edited(&s, p, drop, extra);
+    lm_tensor_set_free(&s);
+}
+
+/* config.json of tmpdir: the fixture's with `from` replaced by `to` */
+static void write_config(const char *src, const char *from, const char *to)
+{
+    size_t n;
+    char *cfg = tu_slurp(src, &n), p[128];
+    snprintf(p, sizeof p, "%s/config.json", tmpdir);
+    if (!from) {
+        tu_spit(p, cfg, n);
+        free(cfg);
+        return;
+    }
+    char *at = strstr(cfg, from);
+    assert_non_null(at);
+    size_t nf = strlen(from), nt = strlen(to);
+    char *out = malloc(n - nf + nt + 1);
+    size_t pre = (size_t)(at - cfg);
+    memcpy(out, cfg, pre);
+    memcpy(out + pre, to, nt);
+    memcpy(out + pre + nt, at + nf, n - pre - nf);
+    tu_spit(p, out, n - nf + nt);
+    free(out);
+    free(cfg);
+}
+
+static void test_encoder_errors(void **state)
+{
+    (void)state;
+    const char *zw = ZTE "/model.safetensors", *zc = ZTE "/config.json";
+    write_config(zc, NULL, NULL);
+    write_weights(zw, "layers.1.self_attn.k_norm.weight", NULL);
+    expect_enc_error("missing weight layers.1.self_attn.k_norm.weight [16]", "model.safetensors");
+    write_weights(zw, NULL, "layers.7.extra");
+    expect_enc_error("unexpected weight layers.7.extra [825,16]", "model.safetensors");
+    /* Klein's Qwen3ForCausalLM: the model under "model.", lm_head skipped */
+    write_config(KTE "/config.json", NULL, NULL);
+    write_weights(KTE "/model.safetensors", "model.norm.weight", NULL);
+    expect_enc_error("missing weight model.norm.weight [16]", "model.safetensors");
+    write_weights(KTE "/model.safetensors", "lm_head.weight", NULL);
+    lm_qwen3 *ok = lm_qwen3_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    assert_non_null(ok);   /* tied embeddings: no lm_head is fine */
+    lm_qwen3_free(ok);
+    write_config(zc, NULL, NULL);
+    write_weights(zw, NULL, NULL);
+    ok = lm_qwen3_load(tmpdir, NULL, LM_F32, lm_device_cpu());
+    assert_non_null(ok);
+    /* forward errors */
+    int32_t ids[4] = {1, 2, 3, 4}, mask[4] = {0, 1, 1, 1}, bad_ids[4] = {1, 2, 825, 4};
+    lm_array *out[1];
+    int want = 3;
+    assert_int_equal(lm_qwen3_forward(ok, ids, NULL, 1, 4, 1, &want, out), LM_ERR_ARG);
+    tu_expect_message("hidden state 3 does not exist", "0..2, or -3..-1");
+    want = -2;
+    assert_int_equal(lm_qwen3_forward(ok, ids, mask, 1, 4, 1, &want, out), LM_ERR_ARG);
+    tu_expect_message("mask row 0 starts with padding", NULL);
+    assert_int_equal(lm_qwen3_forward(ok, bad_ids, NULL, 1, 4, 1, &want, out), LM_ERR_ARG);
+    tu_expect_message("token id 825 at [0,2]", "[0,825)");
+    assert_null(lm_qwen3_masked_rows(NULL, mask, 4));
+    lm_qwen3_free(ok);
+    /* a config that disagrees with the weights: wrong shape */
+    write_config(zc, "\"intermediate_size\": 16", "\"intermediate_size\": 24");
+    expect_enc_error("layers.0.mlp.gate_proj.weight has shape [16,16], the config needs [24,16]",
+                     "model.safetensors");
+    write_config(zc, "\"attention_bias\": false", "\"attention_bias\": true");
+    expect_enc_error("missing weight layers.0.self_attn.q_proj.bias [32]", NULL);
+    write_config(zc, "\"rms_norm_eps\"", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}, "
+                 "\"rms_norm_eps\"");
+    expect_enc_error("config.json: rope_scaling: {\"rope_type\":\"yarn\",\"factor\":4}", "not supported");
+    write_config(zc, "\"rope_type\": \"default\"", "\"rope_type\": \"linear\"");
+    expect_enc_error("rope_parameters: rope_type \"linear\"", NULL);
+    write_config(zc, "\"num_key_value_heads\": 1", "\"num_key_value_heads\": 3");
+    expect_enc_error("num_attention_heads 2 is not a multiple of num_key_value_heads 3", NULL);
+    write_config(zc, "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"");
+    expect_enc_error("hidden_act: \"gelu\" (only silu)", NULL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (tu_setup_models(DIT_DIR "zimage_ref.safetensors", &zref, tmpdir, sizeof tmpdir, "qwen3"))
+        return -1;
+    if (lm_load_safetensors(DIT_DIR "klein_ref.safetensors", &kref) != LM_OK) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
+    char *js = tu_slurp(DIT_DIR "tokens.json", NULL);
+    tokens = cJSON_Parse(js);
+    free(js);
+    return tokens ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    lm_tensor_set_free(&zref);
+    lm_tensor_set_free(&kref);
+    cJSON_Delete(tokens);
+    tu_tmpdir_remove(tmpdir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encoder_cpu),
+        cmocka_unit_test(test_encoder_vulkan),
+        cmocka_unit_test(test_encoder_dtypes),
+        cmocka_unit_test(test_dit_rope),
+        cmocka_unit_test(test_encoder_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
