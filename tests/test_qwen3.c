@@ -354,6 +354,66 @@ static void test_encoder_errors(void **state)
     expect_enc_error("hidden_act: \"gelu\" (only silu)", NULL);
 }
 
+/* Klein's encoder from a parsed config and weights (lm_qwen3_load_from),
+ * and Z-Image's from two shards named by model.safetensors.index.json */
+static void test_encoder_load_from(void **state)
+{
+    (void)state;
+    char *js = tu_slurp(KTE "/config.json", NULL);
+    cJSON *cfg = cJSON_Parse(js);
+    free(js);
+    lm_tensor_set w = {0};
+    assert_int_equal(lm_load_file(KTE "/model.safetensors", &w), LM_OK);
+    lm_qwen3 *m = lm_qwen3_load_from(cfg, &w, "klein.safetensors", LM_F32, lm_device_cpu());
+    if (!m) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(m);
+    assert_int_equal(w.count, 0);   /* consumed */
+    int32_t ids[32], mask[32];
+    padded("a dog is dancing", "ids_nothink", 32, ids, mask);
+    int kw[2] = {1, 2};
+    lm_array *hs[2];
+    assert_int_equal(lm_qwen3_forward(m, ids, mask, 1, 32, 2, kw, hs), LM_OK);
+    lm_array *pe = lm_qwen3_stack_layers(2, hs), *want = tu_set_get(&kref, "enc.prompt_embeds");
+    lm_array *w0 = lm_slice(want, 0, 0, 1, 1);
+    check(pe, w0, REL_TOL, "load_from, Klein row 0");
+    lm_array_release(w0); lm_array_release(pe); lm_array_release(hs[0]); lm_array_release(hs[1]);
+    lm_qwen3_free(m);
+    /* Klein's config (3 layers) with Z-Image's 2: the error names the file given */
+    assert_int_equal(lm_load_file(ZTE "/model.safetensors", &w), LM_OK);
+    assert_null(lm_qwen3_load_from(cfg, &w, "mixed.safetensors", LM_F32, lm_device_cpu()));
+    tu_expect_message("mixed.safetensors: missing weight layers.2.input_layernorm.weight [16]", NULL);
+    assert_int_equal(w.count, 0);
+    cJSON_Delete(cfg);
+
+    /* shards */
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(ZTE "/model.safetensors", &s), LM_OK);
+    char p[160];
+    snprintf(p, sizeof p, "%s/model.safetensors", tmpdir);
+    unlink(p);
+    write_config(ZTE "/config.json", NULL, NULL);
+    cJSON *idx = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(idx, "weight_map");
+    int half = s.count / 2;
+    for (int part = 0; part < 2; part++) {
+        int lo = part ? half : 0, hi = part ? s.count : half;
+        char name[64];
+        snprintf(name, sizeof name, "model-0000%d-of-00002.safetensors", part + 1);
+        snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+        assert_int_equal(lm_save_safetensors(p, hi - lo, (const char **)s.names + lo, s.arrays + lo,
+                                             0, NULL), LM_OK);
+        for (int i = lo; i < hi; i++) cJSON_AddStringToObject(map, s.names[i], name);
+    }
+    char *text = cJSON_Print(idx);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", tmpdir);
+    tu_spit(p, text, strlen(text));
+    free(text);
+    cJSON_Delete(idx);
+    lm_tensor_set_free(&s);
+    m = enc_load(tmpdir, LM_F32, lm_device_cpu());
+    run_all(m, "sharded cpu", NULL);
+    lm_qwen3_free(m);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -387,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_encoder_dtypes),
         cmocka_unit_test(test_dit_rope),
         cmocka_unit_test(test_encoder_errors),
+        cmocka_unit_test(test_encoder_load_from),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
