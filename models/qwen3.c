@@ -272,6 +272,71 @@ lm_qwen3 *lm_qwen3_load_from(const cJSON *config, lm_tensor_set *weights, const 
     return m;
 }
 
+/* the tensor key (under "model." or bare) of ndim nd, or NULL */
+static const lm_array *infer_get(const lm_tensor_set *w, const char *key, int nd)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "model.%s", key);
+    int i = lm_tensor_set_find(w, buf);
+    if (i < 0) i = lm_tensor_set_find(w, key);
+    return i >= 0 && w->arrays[i]->ndim == nd ? w->arrays[i] : NULL;
+}
+
+cJSON *lm_qwen3_config_infer(const lm_tensor_set *weights, const char *file)
+{
+    if (!file) file = "weights";
+    static const char *need[5] = {"embed_tokens.weight", "layers.0.self_attn.q_norm.weight",
+                                  "layers.0.self_attn.q_proj.weight",
+                                  "layers.0.self_attn.k_proj.weight", "layers.0.mlp.gate_proj.weight"};
+    static const int nd[5] = {2, 1, 2, 2, 2};
+    const lm_array *a[5];
+    for (int i = 0; i < 5; i++)
+        if (!(a[i] = infer_get(weights, need[i], nd[i]))) {
+            lm_error_set(LM_ERR_FORMAT, "qwen3 text encoder %s: no %d-d weight [model.]%s to take "
+                         "the sizes from", file, nd[i], need[i]);
+            return NULL;
+        }
+    int64_t V = a[0]->shape[0], D = a[0]->shape[1], Dh = a[1]->shape[0];
+    int64_t Q = a[2]->shape[0], K = a[3]->shape[0], F = a[4]->shape[0];
+    if (Dh < 2 || Q % Dh || K % Dh || a[2]->shape[1] != D || a[3]->shape[1] != D ||
+        a[4]->shape[1] != D) {
+        lm_error_set(LM_ERR_SHAPE, "qwen3 text encoder %s: q_proj [%lld,%lld], k_proj [%lld,%lld], "
+                     "gate_proj [%lld,%lld] do not fit hidden %lld and head_dim %lld (q_norm)",
+                     file, (long long)Q, (long long)a[2]->shape[1], (long long)K,
+                     (long long)a[3]->shape[1], (long long)F, (long long)a[4]->shape[1],
+                     (long long)D, (long long)Dh);
+        return NULL;
+    }
+    int64_t layers = 0;
+    for (;; layers++) {
+        char key[96];
+        snprintf(key, sizeof key, "layers.%lld.input_layernorm.weight", (long long)layers);
+        if (!infer_get(weights, key, 1)) break;
+    }
+    cJSON *c = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(c, "architectures");
+    if (!c || !arch) {
+        cJSON_Delete(c);
+        lm_error_set(LM_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    cJSON_AddItemToArray(arch, cJSON_CreateString(lm_tensor_set_find(weights, "model.embed_tokens.weight")
+                                                  >= 0 ? "Qwen3ForCausalLM" : "Qwen3Model"));
+    cJSON_AddNumberToObject(c, "vocab_size", (double)V);
+    cJSON_AddNumberToObject(c, "hidden_size", (double)D);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)F);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)layers);
+    cJSON_AddNumberToObject(c, "head_dim", (double)Dh);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)(Q / Dh));
+    cJSON_AddNumberToObject(c, "num_key_value_heads", (double)(K / Dh));
+    cJSON_AddBoolToObject(c, "attention_bias", infer_get(weights, "layers.0.self_attn.q_proj.bias", 1) != NULL);
+    cJSON_AddStringToObject(c, "hidden_act", "silu");
+    cJSON_AddNumberToObject(c, "rms_norm_eps", 1e-6);
+    cJSON_AddNumberToObject(c, "rope_theta", 1000000.0);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", 40960);
+    return c;
+}
+
 const lm_qwen3_config *lm_qwen3_get_config(const lm_qwen3 *m) { return &m->cfg; }
 lm_dtype lm_qwen3_dtype(const lm_qwen3 *m) { return m->dt; }
 lm_device *lm_qwen3_device(const lm_qwen3 *m) { return m->dev; }

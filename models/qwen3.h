@@ -52,6 +52,15 @@ lm_qwen3 *lm_qwen3_load(const char *dir, const char *variant, lm_dtype dt, lm_de
  * once (lm_head.weight excepted).  file names the source in errors. */
 lm_qwen3 *lm_qwen3_load_from(const cJSON *config, lm_tensor_set *weights, const char *file,
                              lm_dtype dt, lm_device *dev);
+/* A config.json object for weights that come without one (a single-file
+ * encoder, as ComfyUI loads Qwen3-4B): vocab_size, hidden_size,
+ * intermediate_size, num_hidden_layers, head_dim, num_attention_heads,
+ * num_key_value_heads and attention_bias from the shapes and keys (with or
+ * without "model."); what shapes cannot tell is Qwen3's released value
+ * (rms_norm_eps 1e-6, rope_theta 1000000, max_position_embeddings 40960).
+ * NULL with the error set (naming file and the key) when a tensor the
+ * sizes come from is missing or misshaped.  Free with cJSON_Delete. */
+cJSON *lm_qwen3_config_infer(const lm_tensor_set *weights, const char *file);
 void lm_qwen3_free(lm_qwen3 *m);     /* NULL is fine */
 const lm_qwen3_config *lm_qwen3_get_config(const lm_qwen3 *m);
 lm_dtype lm_qwen3_dtype(const lm_qwen3 *m);

@@ -15,7 +15,8 @@
  * (tokens.json's chat ids without thinking, padded with <|endoftext|>).
  * f32 within 1e-4 of the largest reference value, on the CPU and on a
  * Vulkan device (lavapipe) where there is one; bf16 and f16 against the
- * f32 result loosely.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
+ * f32 result loosely; the same from lm_qwen3_load_from, from a config
+ * inferred from the weights, and from two shards.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
  * against lm_rope and lm_rope_multi.  Errors: a missing, an unexpected and
  * a wrongly shaped weight, rope_scaling set, a hidden state past the end,
  * a mask row starting with padding, a token outside the vocabulary. */
@@ -384,6 +385,36 @@ static void test_encoder_load_from(void **state)
     tu_expect_message("mixed.safetensors: missing weight layers.2.input_layernorm.weight [16]", NULL);
     assert_int_equal(w.count, 0);
     cJSON_Delete(cfg);
+
+    /* a config inferred from the weights (a single file comes without
+     * one): the sizes from the shapes, rope_theta set back to the
+     * fixture's 10000 from Qwen3's released 1000000 */
+    assert_int_equal(lm_load_file(KTE "/model.safetensors", &w), LM_OK);
+    cfg = lm_qwen3_config_infer(&w, "klein.safetensors");
+    assert_non_null(cfg);
+    char *ct = cJSON_PrintUnformatted(cfg);
+    printf("  inferred: %s\n", ct);
+    assert_non_null(strstr(ct, "\"Qwen3ForCausalLM\""));
+    assert_non_null(strstr(ct, "\"num_hidden_layers\":3,\"head_dim\":16,\"num_attention_heads\":2,"
+                                "\"num_key_value_heads\":1,\"attention_bias\":false"));
+    free(ct);
+    cJSON_ReplaceItemInObject(cfg, "rope_theta", cJSON_CreateNumber(10000.0));
+    m = lm_qwen3_load_from(cfg, &w, "klein.safetensors", LM_F32, lm_device_cpu());
+    assert_non_null(m);
+    assert_int_equal(lm_qwen3_forward(m, ids, mask, 1, 32, 2, kw, hs), LM_OK);
+    pe = lm_qwen3_stack_layers(2, hs);
+    w0 = lm_slice(want, 0, 0, 1, 1);
+    check(pe, w0, REL_TOL, "inferred config, Klein row 0");
+    lm_array_release(w0); lm_array_release(pe); lm_array_release(hs[0]); lm_array_release(hs[1]);
+    lm_qwen3_free(m);
+    cJSON_Delete(cfg);
+    assert_int_equal(lm_load_file(ZTE "/model.safetensors", &w), LM_OK);
+    int qn = lm_tensor_set_find(&w, "layers.0.self_attn.q_norm.weight");
+    assert_true(qn >= 0);
+    w.names[qn][0] = 'X';
+    assert_null(lm_qwen3_config_infer(&w, "noqnorm.safetensors"));
+    tu_expect_message("noqnorm.safetensors: no 1-d weight [model.]layers.0.self_attn.q_norm.weight", NULL);
+    lm_tensor_set_free(&w);
 
     /* shards */
     lm_tensor_set s = {0};
