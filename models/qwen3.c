@@ -94,12 +94,14 @@ static lm_status parse_config(const cJSON *j, const char *path, lm_qwen3_config 
     if (st == LM_OK) st = lm_dfs_int(j, "num_attention_heads", path, true, 0, 1, 4096, &c->num_heads);
     if (st == LM_OK) st = lm_dfs_int(j, "num_key_value_heads", path, false, c->num_heads, 1, 4096,
                                      &c->num_kv_heads);
+    /* absent: Qwen3Config's default 128; null: hidden / heads, as the
+     * attention falls back to */
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(j, "head_dim");
-    if (st == LM_OK && hd && !cJSON_IsNull(hd))
-        st = lm_dfs_int(j, "head_dim", path, true, 0, 2, 65536, &c->head_dim);
+    if (st == LM_OK && !cJSON_IsNull(hd))
+        st = lm_dfs_int(j, "head_dim", path, false, 128, 2, 65536, &c->head_dim);
     else if (st == LM_OK) {
         if (c->hidden_size % c->num_heads)
-            st = lm_error_set(LM_ERR_FORMAT, "%s: no head_dim, and hidden_size %lld is not a "
+            st = lm_error_set(LM_ERR_FORMAT, "%s: head_dim is null, and hidden_size %lld is not a "
                               "multiple of num_attention_heads %lld", path,
                               (long long)c->hidden_size, (long long)c->num_heads);
         c->head_dim = c->hidden_size / c->num_heads;
@@ -111,7 +113,7 @@ static lm_status parse_config(const cJSON *j, const char *path, lm_qwen3_config 
         st = lm_error_set(LM_ERR_FORMAT, "%s: num_attention_heads %lld is not a multiple of "
                           "num_key_value_heads %lld", path, (long long)c->num_heads,
                           (long long)c->num_kv_heads);
-    if (st == LM_OK) st = lm_dfs_int(j, "max_position_embeddings", path, false, 40960, 1, INT32_MAX,
+    if (st == LM_OK) st = lm_dfs_int(j, "max_position_embeddings", path, false, 32768, 1, INT32_MAX,
                                      &c->max_positions);
     if (st == LM_OK) st = lm_dfs_int(j, "vocab_size", path, true, 0, 1, INT32_MAX, &c->vocab_size);
     if (st == LM_OK) st = lm_dfs_num(j, "rms_norm_eps", path, false, 1e-6, &c->eps);

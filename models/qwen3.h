@@ -10,7 +10,8 @@
  *
  * Sizes come from config.json (hidden_size, intermediate_size,
  * num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim
- * (default hidden_size / num_attention_heads), rms_norm_eps, rope_theta or
+ * (absent: 128 as Qwen3Config; null: hidden_size / num_attention_heads),
+ * rms_norm_eps, rope_theta or
  * rope_parameters.rope_theta, vocab_size, max_position_embeddings,
  * attention_bias, hidden_act silu).  RoPE scaling (rope_scaling, a
  * rope_type other than "default", partial_rotary_factor) and sliding-window

@@ -351,6 +351,13 @@ static void test_encoder_errors(void **state)
     expect_enc_error("rope_parameters: rope_type \"linear\"", NULL);
     write_config(zc, "\"num_key_value_heads\": 1", "\"num_key_value_heads\": 3");
     expect_enc_error("num_attention_heads 2 is not a multiple of num_key_value_heads 3", NULL);
+    /* head_dim absent is Qwen3Config's 128, null hidden / heads = 8 */
+    write_config(zc, "\"head_dim\": 16,", "");
+    expect_enc_error("layers.0.self_attn.q_proj.weight has shape [32,16], the config needs [256,16]",
+                     NULL);
+    write_config(zc, "\"head_dim\": 16,", "\"head_dim\": null,");
+    expect_enc_error("layers.0.self_attn.q_proj.weight has shape [32,16], the config needs [16,16]",
+                     NULL);
     write_config(zc, "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"");
     expect_enc_error("hidden_act: \"gelu\" (only silu)", NULL);
 }
