@@ -179,18 +179,19 @@ static void test_encoder_vulkan(void **state)
     run_encoders(vk);
 }
 
-/* bf16 and f16 compute against the f32 result */
-static void test_encoder_dtypes(void **state)
+/* bf16 and f16 compute against the f32 result on dev */
+static void run_dtypes(lm_device *dev)
 {
-    (void)state;
     lm_array *f32[3], *lo[3];
-    lm_qwen3 *m = enc_load(ZTE, LM_F32, lm_device_cpu());
-    run_all(m, "f32 cpu", f32);
+    char what[96];
+    lm_qwen3 *m = enc_load(ZTE, LM_F32, dev);
+    snprintf(what, sizeof what, "f32 %s", dev->spec);
+    run_all(m, what, f32);
     lm_qwen3_free(m);
     const lm_dtype dts[2] = {LM_BF16, LM_F16};
     const double tol[2] = {3e-2, 5e-3};
     for (int d = 0; d < 2; d++) {
-        m = enc_load(ZTE, dts[d], lm_device_cpu());
+        m = enc_load(ZTE, dts[d], dev);
         assert_int_equal(lm_qwen3_dtype(m), dts[d]);
         int64_t B, L, mb, ml;
         int32_t *ids = ref_ints(&zref, "enc_all.ids", &B, &L);
@@ -198,10 +199,9 @@ static void test_encoder_dtypes(void **state)
         int want[3] = {0, 1, 2};
         assert_int_equal(lm_qwen3_forward(m, ids, mask, B, L, 3, want, lo), LM_OK);
         for (int i = 0; i < 3; i++) {
-            char w[64];
-            snprintf(w, sizeof w, "%s hidden %d vs f32", lm_dtype_name(dts[d]), i);
+            snprintf(what, sizeof what, "%s hidden %d vs f32 %s", lm_dtype_name(dts[d]), i, dev->spec);
             assert_int_equal(lo[i]->dtype, dts[d]);
-            check(lo[i], f32[i], tol[d], w);
+            check(lo[i], f32[i], tol[d], what);
             lm_array_release(lo[i]);
         }
         free(ids);
@@ -209,6 +209,15 @@ static void test_encoder_dtypes(void **state)
         lm_qwen3_free(m);
     }
     for (int i = 0; i < 3; i++) lm_array_release(f32[i]);
+}
+
+static void test_encoder_dtypes(void **state)
+{
+    (void)state;
+    run_dtypes(lm_device_cpu());
+    lm_device *vk = tu_vulkan_device();
+    if (vk) run_dtypes(vk);
+    else printf("no Vulkan device: bf16 and f16 on the CPU only\n");
 }
 
 /* RoPE on both layouts and the multi-axis table against Lumen's ops */
