@@ -435,18 +435,24 @@ lm_status lm_qwen3_forward(lm_qwen3 *m, const int32_t *ids, const int32_t *mask,
         free(mb);
         if (!amask) return lm_error_prefix("qwen3 text encoder: mask");
     }
-    /* the RoPE angles of positions 0..L-1, [L, head_dim/2], shared by every layer */
-    int64_t *pos = malloc(sizeof *pos * (size_t)len);
-    if (!pos) {
+    /* the RoPE angles of positions 0..L-1, [L, head_dim/2], shared by every
+     * layer, rounded as transformers computes them: inv_freq = 1 /
+     * theta^(2j/head_dim) and p * inv_freq, each in f32 */
+    int64_t half = c->head_dim / 2, as[2] = {len, half}, shape[2] = {batch, len};
+    float *av = malloc(sizeof *av * (size_t)(len * half + 1)), *inv = malloc(sizeof *inv * (size_t)half);
+    if (!av || !inv) {
+        free(av);
+        free(inv);
         lm_array_release(amask);
         return lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
-    for (int64_t i = 0; i < len; i++) pos[i] = i;
-    int64_t ps[2] = {len, 1}, shape[2] = {batch, len};
-    lm_array *pa = lm_from_data(2, ps, LM_I64, pos, m->dev);
-    free(pos);
-    lm_array *angles = lm_dit_rope_angles(pa, 1, &c->head_dim, c->rope_theta);
-    lm_array_release(pa);
+    for (int64_t j = 0; j < half; j++)
+        inv[j] = 1.0f / powf((float)c->rope_theta, (float)(2 * j) / (float)c->head_dim);
+    for (int64_t p = 0; p < len; p++)
+        for (int64_t j = 0; j < half; j++) av[p * half + j] = (float)p * inv[j];
+    lm_array *angles = lm_from_data(2, as, LM_F32, av, m->dev);
+    free(av);
+    free(inv);
     lm_array *idx = lm_from_data(2, shape, LM_I32, ids, m->dev);
     lm_array *x = angles && idx ? lm_embedding(m->embed, idx) : NULL;
     lm_array_release(idx);
