@@ -62,6 +62,19 @@ lm_qwen3 *lm_qwen3_load_from(const cJSON *config, lm_tensor_set *weights, const 
  * NULL with the error set (naming file and the key) when a tensor the
  * sizes come from is missing or misshaped.  Free with cJSON_Delete. */
 cJSON *lm_qwen3_config_infer(const lm_tensor_set *weights, const char *file);
+/* A GGUF encoder in llama.cpp's layout (general.architecture "qwen3";
+ * token_embd, blk.N.attn_q / attn_k / attn_v / attn_output / attn_q_norm /
+ * attn_k_norm / attn_norm / ffn_norm / ffn_gate / ffn_up / ffn_down,
+ * output_norm; output, the LM head, is left unread), as ComfyUI-GGUF loads
+ * Qwen3 encoders: *config gets a config.json object from the qwen3.*
+ * metadata (free with cJSON_Delete) and *weights the tensors under
+ * transformers' names, placed on dev, for lm_qwen3_load_from.  Quantized
+ * linear weights stay quantized (lm_linear's quantized product); a
+ * quantized embedding is dequantized at load.  RoPE scaling in the
+ * metadata is refused. */
+lm_status lm_qwen3_read_gguf(const char *path, lm_device *dev, cJSON **config,
+                             lm_tensor_set *weights);
+lm_qwen3 *lm_qwen3_load_gguf(const char *path, lm_dtype dt, lm_device *dev);
 void lm_qwen3_free(lm_qwen3 *m);     /* NULL is fine */
 const lm_qwen3_config *lm_qwen3_get_config(const lm_qwen3 *m);
 lm_dtype lm_qwen3_dtype(const lm_qwen3 *m);

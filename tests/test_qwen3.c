@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "core/io/gguf.h"
 #include "core/io/io.h"
 #include "models/dit_common.h"
 #include "models/qwen3.h"
@@ -461,6 +462,132 @@ static void test_encoder_load_from(void **state)
     lm_qwen3_free(m);
 }
 
+/* llama.cpp's name of a transformers key of the fixture */
+static void gguf_name(const char *n, char *out, size_t size)
+{
+    static const char *const map[][2] = {
+        {"input_layernorm.weight", "attn_norm.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    };
+    int l, at = 0;
+    if (!strcmp(n, "embed_tokens.weight")) snprintf(out, size, "token_embd.weight");
+    else if (!strcmp(n, "norm.weight")) snprintf(out, size, "output_norm.weight");
+    else {
+        assert_int_equal(sscanf(n, "layers.%d.%n", &l, &at), 1);
+        for (size_t k = 0; k < sizeof map / sizeof *map; k++)
+            if (!strcmp(n + at, map[k][0])) {
+                snprintf(out, size, "blk.%d.%s", l, map[k][1]);
+                return;
+            }
+        fail_msg("no GGUF name for %s", n);
+    }
+}
+
+static lm_gguf_kv kv_u32(const char *k, uint64_t v)
+{
+    lm_gguf_kv e = {.key = (char *)k};
+    e.v.type = LM_GGUF_U32;
+    e.v.u = v;
+    return e;
+}
+
+/* Z-Image's encoder as llama.cpp writes a Qwen3 GGUF (f16 tensors, an
+ * output.weight head), read back by lm_qwen3_load_gguf */
+static void test_encoder_gguf(void **state)
+{
+    (void)state;
+    lm_tensor_set s = {0};
+    assert_int_equal(lm_load_safetensors(ZTE "/model.safetensors", &s), LM_OK);
+    int n = s.count;
+    char **names = calloc((size_t)n + 1, sizeof *names);
+    lm_array **arr = calloc((size_t)n + 1, sizeof *arr);
+    for (int i = 0; i < n; i++) {
+        names[i] = malloc(96);
+        gguf_name(s.names[i], names[i], 96);
+        arr[i] = lm_cast(s.arrays[i], LM_F16);
+    }
+    names[n] = strdup("output.weight");
+    arr[n] = lm_array_retain(s.arrays[0]);
+    lm_gguf_kv kv[12];
+    int nkv = 0;
+    kv[nkv] = (lm_gguf_kv){.key = "general.architecture"};
+    kv[nkv].v.type = LM_GGUF_STRING;
+    kv[nkv].v.str.s = "qwen3";
+    kv[nkv++].v.str.len = 5;
+    kv[nkv++] = kv_u32("qwen3.block_count", 2);
+    kv[nkv++] = kv_u32("qwen3.embedding_length", 16);
+    kv[nkv++] = kv_u32("qwen3.feed_forward_length", 16);
+    kv[nkv++] = kv_u32("qwen3.attention.head_count", 2);
+    kv[nkv++] = kv_u32("qwen3.attention.head_count_kv", 1);
+    kv[nkv++] = kv_u32("qwen3.attention.key_length", 16);
+    kv[nkv++] = kv_u32("qwen3.context_length", 512);
+    kv[nkv] = (lm_gguf_kv){.key = "qwen3.rope.freq_base"};
+    kv[nkv].v.type = LM_GGUF_F32;
+    kv[nkv++].v.f = 10000.0;
+    kv[nkv] = (lm_gguf_kv){.key = "qwen3.attention.layer_norm_rms_epsilon"};
+    kv[nkv].v.type = LM_GGUF_F32;
+    kv[nkv++].v.f = 1e-6;   /* stored as f32, read back as its double */
+    char p[160];
+    snprintf(p, sizeof p, "%s/qwen3.gguf", tmpdir);
+    assert_int_equal(lm_save_gguf(p, n + 1, (const char *const *)names, arr, nkv, kv), LM_OK);
+    lm_device *devs[2] = {lm_device_cpu(), tu_vulkan_device()};
+    for (int d = 0; d < 2 && devs[d]; d++) {
+        lm_qwen3 *m = lm_qwen3_load_gguf(p, LM_F32, devs[d]);
+        if (!m) fprintf(stderr, "%s\n", lm_error_message());
+        assert_non_null(m);
+        assert_int_equal(lm_qwen3_get_config(m)->num_kv_heads, 1);
+        char what[64];
+        /* f16 weights: within f16's rounding of the f32 reference */
+        int64_t B, L, mb, ml;
+        int32_t *ids = ref_ints(&zref, "enc_all.ids", &B, &L);
+        int32_t *mask = ref_ints(&zref, "enc_all.mask", &mb, &ml);
+        int want[3] = {0, 1, 2};
+        lm_array *out[3];
+        assert_int_equal(lm_qwen3_forward(m, ids, mask, B, L, 3, want, out), LM_OK);
+        for (int i = 0; i < 3; i++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "enc_all.hidden.%d", i);
+            snprintf(what, sizeof what, "GGUF f16 hidden %d %s", i, devs[d]->spec);
+            check(out[i], tu_set_get(&zref, nm), 3e-3, what);
+            lm_array_release(out[i]);
+        }
+        free(ids);
+        free(mask);
+        lm_qwen3_free(m);
+    }
+    /* another architecture, and RoPE scaling, are refused */
+    kv[0].v.str.s = "llama";
+    assert_int_equal(lm_save_gguf(p, n + 1, (const char *const *)names, arr, nkv, kv), LM_OK);
+    assert_null(lm_qwen3_load_gguf(p, LM_F32, lm_device_cpu()));
+    tu_expect_message("general.architecture is \"llama\", not \"qwen3\"", "qwen3.gguf");
+    kv[0].v.str.s = "qwen3";
+    kv[nkv] = (lm_gguf_kv){.key = "qwen3.rope.scaling.type"};
+    kv[nkv].v.type = LM_GGUF_STRING;
+    kv[nkv].v.str.s = "yarn";
+    kv[nkv++].v.str.len = 4;
+    assert_int_equal(lm_save_gguf(p, n + 1, (const char *const *)names, arr, nkv, kv), LM_OK);
+    assert_null(lm_qwen3_load_gguf(p, LM_F32, lm_device_cpu()));
+    tu_expect_message("qwen3.rope.scaling.type yarn", NULL);
+    /* a tensor llama.cpp's names do not map stays as it is and is unexpected */
+    kv[--nkv] = (lm_gguf_kv){0};
+    free(names[n]);
+    names[n] = strdup("blk.0.attn_gate.weight");
+    assert_int_equal(lm_save_gguf(p, n + 1, (const char *const *)names, arr, nkv, kv), LM_OK);
+    assert_null(lm_qwen3_load_gguf(p, LM_F32, lm_device_cpu()));
+    tu_expect_message("qwen3.gguf: unexpected weight blk.0.attn_gate.weight [825,16]", NULL);
+    for (int i = 0; i <= n; i++) {
+        free(names[i]);
+        lm_array_release(arr[i]);
+    }
+    free(names);
+    free(arr);
+    lm_tensor_set_free(&s);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -495,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_dit_rope),
         cmocka_unit_test(test_encoder_errors),
         cmocka_unit_test(test_encoder_load_from),
+        cmocka_unit_test(test_encoder_gguf),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
