@@ -17,7 +17,9 @@
  * Vulkan device (lavapipe) where there is one; bf16 and f16 against the
  * f32 result loosely; the same from lm_qwen3_load_from, from a config
  * inferred from the weights, and from two shards.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
- * against lm_rope and lm_rope_multi.  Errors: a missing, an unexpected and
+ * against lm_rope and lm_rope_multi.  GGUF in llama.cpp's layout: Z-Image's
+ * encoder written as f16 against the reference, a made-up q8_0 encoder
+ * against its own weights dequantized.  Errors: a missing, an unexpected and
  * a wrongly shaped weight, rope_scaling set, a hidden state past the end,
  * a mask row starting with padding, a token outside the vocabulary. */
 #include <cjson/cJSON.h>
@@ -588,6 +590,111 @@ static void test_encoder_gguf(void **state)
     lm_tensor_set_free(&s);
 }
 
+/* f32 [r, c] ([r] when c is 0) filled with a smooth pseudo-random pattern of scale sc */
+static lm_array *pattern(int64_t r, int64_t c, double seed, double sc)
+{
+    int64_t shape[2] = {r, c}, size = c ? r * c : r;
+    float *v = malloc(sizeof *v * (size_t)size);
+    for (int64_t i = 0; i < size; i++) v[i] = (float)(sc * sin(seed + 0.731 * (double)i + 0.013 * (double)(i * i % 97)));
+    lm_array *a = lm_from_data(c ? 2 : 1, shape, LM_F32, v, lm_device_cpu());
+    free(v);
+    return a;
+}
+
+/* a made-up encoder (hidden 64, head_dim 32, GQA 2:1) written twice as a
+ * GGUF: with q8_0 linear weights and embedding, and with those weights
+ * dequantized to f32; the two agree (the quantized product and the
+ * dequantized embedding are wired in), on the CPU and lavapipe */
+static void test_encoder_gguf_quant(void **state)
+{
+    (void)state;
+    const int64_t D = 64, F = 96, Dh = 32, V = 40;
+    enum { NL = 2, PER = 11 };
+    int n = 0;
+    char *names[3 + NL * PER];
+    lm_array *q[3 + NL * PER], *f[3 + NL * PER];
+    struct { const char *name; int64_t r, c; bool lin; } w[PER] = {
+        {"attn_norm.weight", D, 0, false}, {"attn_q.weight", 2 * Dh, D, true},
+        {"attn_k.weight", Dh, D, true}, {"attn_v.weight", Dh, D, true},
+        {"attn_output.weight", D, 2 * Dh, true}, {"attn_q_norm.weight", Dh, 0, false},
+        {"attn_k_norm.weight", Dh, 0, false}, {"ffn_norm.weight", D, 0, false},
+        {"ffn_gate.weight", F, D, true}, {"ffn_up.weight", F, D, true}, {"ffn_down.weight", D, F, true},
+    };
+    for (int l = -1; l < NL; l++) {
+        for (int k = 0; k < (l < 0 ? 2 : PER); k++) {
+            char nm[64];
+            int64_t r, c;
+            bool lin;
+            if (l < 0) {
+                snprintf(nm, sizeof nm, k ? "output_norm.weight" : "token_embd.weight");
+                r = k ? D : V; c = k ? 0 : D; lin = !k;
+            } else {
+                snprintf(nm, sizeof nm, "blk.%d.%s", l, w[k].name);
+                r = w[k].r; c = w[k].c; lin = w[k].lin;
+            }
+            lm_array *a = pattern(r, c, 0.1 * n, lin ? 0.2 : 0.0);
+            if (!lin) {   /* norms near 1 */
+                lm_array *one = lm_binary_scalar(LM_OP_ADD, a, 1.0, false);
+                lm_array_release(a);
+                a = one;
+            }
+            names[n] = strdup(nm);
+            q[n] = lin ? lm_quantize(a, LM_Q8_0) : lm_array_retain(a);
+            f[n] = lin ? lm_dequantize(q[n]) : lm_array_retain(a);
+            assert_int_equal(lm_array_eval(q[n]), LM_OK);
+            lm_array_release(a);
+            n++;
+        }
+    }
+    lm_gguf_kv kv[8];
+    int nkv = 0;
+    kv[nkv] = (lm_gguf_kv){.key = "general.architecture"};
+    kv[nkv].v.type = LM_GGUF_STRING;
+    kv[nkv].v.str.s = "qwen3";
+    kv[nkv++].v.str.len = 5;
+    kv[nkv++] = kv_u32("qwen3.block_count", NL);
+    kv[nkv++] = kv_u32("qwen3.embedding_length", (uint64_t)D);
+    kv[nkv++] = kv_u32("qwen3.feed_forward_length", (uint64_t)F);
+    kv[nkv++] = kv_u32("qwen3.attention.head_count", 2);
+    kv[nkv++] = kv_u32("qwen3.attention.head_count_kv", 1);
+    kv[nkv++] = kv_u32("qwen3.attention.key_length", (uint64_t)Dh);
+    char pq[160], pf[160];
+    snprintf(pq, sizeof pq, "%s/q8.gguf", tmpdir);
+    snprintf(pf, sizeof pf, "%s/f32.gguf", tmpdir);
+    assert_int_equal(lm_save_gguf(pq, n, (const char *const *)names, q, nkv, kv), LM_OK);
+    assert_int_equal(lm_save_gguf(pf, n, (const char *const *)names, f, nkv, kv), LM_OK);
+    int32_t ids[2 * 12], mask[2 * 12];
+    for (int i = 0; i < 24; i++) {
+        ids[i] = (i * 7 + 3) % (int)V;
+        mask[i] = i < 12 || i < 12 + 8;
+    }
+    lm_device *devs[2] = {lm_device_cpu(), tu_vulkan_device()};
+    for (int d = 0; d < 2 && devs[d]; d++) {
+        lm_qwen3 *mq = lm_qwen3_load_gguf(pq, LM_F32, devs[d]), *mf = lm_qwen3_load_gguf(pf, LM_F32, devs[d]);
+        if (!mq || !mf) fprintf(stderr, "%s\n", lm_error_message());
+        assert_true(mq && mf);
+        assert_int_equal(lm_qwen3_get_config(mq)->rope_theta, 1000000);   /* the GGUF default */
+        int want[2] = {1, -1};
+        lm_array *oq[2], *of[2];
+        assert_int_equal(lm_qwen3_forward(mq, ids, mask, 2, 12, 2, want, oq), LM_OK);
+        assert_int_equal(lm_qwen3_forward(mf, ids, mask, 2, 12, 2, want, of), LM_OK);
+        for (int i = 0; i < 2; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "q8_0 GGUF hidden %d vs f32 %s", want[i], devs[d]->spec);
+            check(oq[i], of[i], 2e-2, what);
+            lm_array_release(oq[i]);
+            lm_array_release(of[i]);
+        }
+        lm_qwen3_free(mq);
+        lm_qwen3_free(mf);
+    }
+    for (int i = 0; i < n; i++) {
+        free(names[i]);
+        lm_array_release(q[i]);
+        lm_array_release(f[i]);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -623,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_encoder_errors),
         cmocka_unit_test(test_encoder_load_from),
         cmocka_unit_test(test_encoder_gguf),
+        cmocka_unit_test(test_encoder_gguf_quant),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
