@@ -2,7 +2,9 @@
  * Qwen3Model and Qwen3ForCausalLM without its head), as Z-Image and
  * FLUX.2-klein condition on it: from a diffusers text_encoder/ folder
  * (config.json plus model.safetensors or the shards of
- * model.safetensors.index.json).  The network is built from Lumen's ops
+ * model.safetensors.index.json), from weights without a config
+ * (lm_qwen3_config_infer) or from a GGUF in llama.cpp's layout
+ * (lm_qwen3_load_gguf).  The network is built from Lumen's ops
  * (embedding, rms_norm, linear, rope, attention with a padding mask and
  * grouped key/value heads, swiglu), so it runs on every device; weights
  * are cast to the compute dtype, placed on the device and kept once, at
