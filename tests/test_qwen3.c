@@ -471,7 +471,8 @@ static void gguf_name(const char *n, char *out, size_t size)
         {"input_layernorm.weight", "attn_norm.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
         {"self_attn.k_proj.weight", "attn_k.weight"}, {"self_attn.v_proj.weight", "attn_v.weight"},
         {"self_attn.o_proj.weight", "attn_output.weight"}, {"self_attn.q_norm.weight", "attn_q_norm.weight"},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
     };
@@ -595,7 +596,8 @@ static lm_array *pattern(int64_t r, int64_t c, double seed, double sc)
 {
     int64_t shape[2] = {r, c}, size = c ? r * c : r;
     float *v = malloc(sizeof *v * (size_t)size);
-    for (int64_t i = 0; i < size; i++) v[i] = (float)(sc * sin(seed + 0.731 * (double)i + 0.013 * (double)(i * i % 97)));
+    for (int64_t i = 0; i < size; i++)
+        v[i] = (float)(sc * sin(seed + 0.731 * (double)i + 0.013 * (double)(i * i % 97)));
     lm_array *a = lm_from_data(c ? 2 : 1, shape, LM_F32, v, lm_device_cpu());
     free(v);
     return a;
