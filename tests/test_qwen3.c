@@ -16,7 +16,8 @@
  * f32 within 1e-4 of the largest reference value, on the CPU and on a
  * Vulkan device (lavapipe) where there is one; bf16 and f16 against the
  * f32 result loosely; the same from lm_qwen3_load_from, from a config
- * inferred from the weights, and from two shards.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
+ * inferred from the weights, and from two shards; the device memory back
+ * where it was after three loads, runs and frees.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
  * against lm_rope and lm_rope_multi.  GGUF in llama.cpp's layout: Z-Image's
  * encoder written as f16 against the reference, a made-up q8_0 encoder
  * against its own weights dequantized.  Errors: a missing, an unexpected and
@@ -221,6 +222,37 @@ static void test_encoder_dtypes(void **state)
     lm_device *vk = tu_vulkan_device();
     if (vk) run_dtypes(vk);
     else printf("no Vulkan device: bf16 and f16 on the CPU only\n");
+}
+
+/* loading, running and freeing the encoder three times leaves the
+ * device's memory where it was (the kept weights are dropped) */
+static void test_encoder_memory(void **state)
+{
+    (void)state;
+    lm_device *devs[2] = {lm_device_cpu(), tu_vulkan_device()};
+    int64_t B, L, mb, ml;
+    int32_t *ids = ref_ints(&zref, "enc_all.ids", &B, &L);
+    int32_t *mask = ref_ints(&zref, "enc_all.mask", &mb, &ml);
+    for (int d = 0; d < 2 && devs[d]; d++) {
+        size_t start = lm_device_memory(devs[d]).active, mid = 0;
+        for (int round = 0; round < 3; round++) {
+            lm_qwen3 *m = enc_load(ZTE, LM_F32, devs[d]);
+            int want = -2;
+            lm_array *h;
+            assert_int_equal(lm_qwen3_forward(m, ids, mask, B, L, 1, &want, &h), LM_OK);
+            assert_int_equal(lm_array_eval(h), LM_OK);
+            if (round == 0) mid = lm_device_memory(devs[d]).active;
+            lm_array_release(h);
+            lm_qwen3_free(m);
+            size_t now = lm_device_memory(devs[d]).active;
+            printf("  %s round %d: %zu bytes active after free (%zu before, %zu while loaded)\n",
+                   devs[d]->spec, round, now, start, mid);
+            assert_true(now == start);
+            assert_true(mid > now);
+        }
+    }
+    free(ids);
+    free(mask);
 }
 
 /* RoPE on both layouts and the multi-axis table against Lumen's ops */
@@ -728,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_encoder_cpu),
         cmocka_unit_test(test_encoder_vulkan),
         cmocka_unit_test(test_encoder_dtypes),
+        cmocka_unit_test(test_encoder_memory),
         cmocka_unit_test(test_dit_rope),
         cmocka_unit_test(test_encoder_errors),
         cmocka_unit_test(test_encoder_load_from),
