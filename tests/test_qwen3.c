@@ -17,12 +17,13 @@
  * Vulkan device (lavapipe) where there is one; bf16 and f16 against the
  * f32 result loosely; the same from lm_qwen3_load_from, from a config
  * inferred from the weights, and from two shards; the device memory back
- * where it was after three loads, runs and frees.  The helpers: RoPE on [B, H, L, D] and [B, L, H, D]
- * against lm_rope and lm_rope_multi.  GGUF in llama.cpp's layout: Z-Image's
- * encoder written as f16 against the reference, a made-up q8_0 encoder
- * against its own weights dequantized.  Errors: a missing, an unexpected and
- * a wrongly shaped weight, rope_scaling set, a hidden state past the end,
- * a mask row starting with padding, a token outside the vocabulary. */
+ * where it was after three loads, runs and frees.  The helpers: RoPE on
+ * [B, H, L, D] and [B, L, H, D] against lm_rope and lm_rope_multi.  GGUF in
+ * llama.cpp's layout: Z-Image's encoder written as f16 against the
+ * reference, a made-up q8_0 encoder against its own weights dequantized.
+ * Errors: a missing, an unexpected and a wrongly shaped weight, head_dim
+ * absent or null, rope_scaling and rope_type set, a hidden state past the
+ * end, a mask row starting with padding, a token outside the vocabulary. */
 #include <cjson/cJSON.h>
 #include <unistd.h>
 #include "testutil.h"
