@@ -1,0 +1,90 @@
+/* dit_common.h - the pieces the Qwen3 text encoder and the flow-matching
+ * DiTs (Z-Image, FLUX.2) share: a weight loader that claims each tensor
+ * once (cast to the compute dtype, evaluated on the device and kept), the
+ * leftover check that makes an unexpected tensor an error, and small graph
+ * helpers over Lumen's ops (RMSNorm over the last axis, rotary embeddings
+ * on [B, H, L, D] or [B, L, H, D], multi-axis RoPE angle tables, the
+ * quantized-aware linear, head split and merge).
+ *
+ * RMSNorm and RoPE are Lumen ops (lm_rms_norm, lm_rope_angles in
+ * core/ops_nn.h, CPU and Vulkan kernels); these helpers only fix the
+ * conventions the models use, so they run on every device.
+ *
+ * Ownership: an lm_dit_weights owns the tensor set it was given (the
+ * caller's is left empty) until lm_dit_weights_free; lm_dit_take hands out
+ * kept arrays (lm_array_keep) that the model frees with lm_dit_drop.  The
+ * graph helpers return new references (release them) or NULL with the
+ * error set; their inputs are borrowed. */
+#ifndef LM_DIT_COMMON_H
+#define LM_DIT_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "array.h"
+#include "core/io/io.h"
+#include "device.h"
+
+/* ---- weights ---- */
+typedef struct lm_dit_weights {
+    lm_tensor_set set;
+    bool *used;          /* [set.count]: claimed (or skipped) */
+    const char *file;    /* names the source in errors (borrowed) */
+    const char *prefix;  /* tried before the bare key, e.g. "model." (borrowed, may be NULL) */
+    lm_dtype dt;         /* the compute dtype weights are cast to */
+} lm_dit_weights;
+
+/* Takes *weights (left empty, on success and on failure) and gives every
+ * tensor to dev.  file names the source in errors. */
+lm_status lm_dit_weights_init(lm_dit_weights *w, lm_tensor_set *weights, const char *file,
+                              lm_dtype dt, lm_device *dev);
+void lm_dit_weights_free(lm_dit_weights *w);     /* leaves *w empty; NULL is fine */
+/* The index of key (prefix + key first, then key), or -1. */
+int lm_dit_weights_find(const lm_dit_weights *w, const char *key);
+/* Claims the tensor key of shape nd/shape: cast to w->dt (a quantized 2-D
+ * weight other than an embedding stays as it is, for lm_linear's quantized
+ * product), evaluated and kept.  A missing key, another shape or a
+ * non-float dtype is an error naming w->file, the key and the shapes. */
+lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t *shape,
+                      lm_array **out);
+/* Marks key as used without reading it (e.g. an LM head the encoder does
+ * not need): a mapped tensor is never read.  Nothing happens if absent. */
+void lm_dit_weights_skip(lm_dit_weights *w, const char *key);
+/* LM_OK when every tensor was claimed, else an error naming w->file and
+ * the first unclaimed tensor with its shape; context (may be NULL) is
+ * appended in parentheses, e.g. "config: 2 layers". */
+lm_status lm_dit_weights_finish(const lm_dit_weights *w, const char *context);
+/* Unkeeps *a (a weight from lm_dit_take) and sets it to NULL. */
+void lm_dit_drop(lm_array **a);
+
+/* ---- graph helpers ---- */
+/* Releases *a and stores r (which may be NULL); returns r. */
+lm_array *lm_dit_swap(lm_array **a, lm_array *r);
+/* lm_linear; with a quantized weight the f32 product is cast back to x's
+ * dtype before the bias. */
+lm_array *lm_dit_linear(lm_array *x, lm_array *w, lm_array *b);
+/* x * rsqrt(mean(x^2 over the last axis) + eps) * w (w [D] or NULL),
+ * computed in f32, in x's dtype. */
+lm_array *lm_dit_rms_norm(lm_array *x, lm_array *w, double eps);
+/* [B, L, H*Dh] -> [B, L, H, Dh] (a view where x is contiguous) */
+lm_array *lm_dit_split_heads(lm_array *x, int64_t H, int64_t Dh);
+/* [B, H, L, Dh] -> [B, L, H*Dh] (contiguous) */
+lm_array *lm_dit_merge_heads(lm_array *x);
+
+typedef enum lm_dit_layout {
+    LM_DIT_BHLD,   /* x[B, H, L, D]: heads before positions */
+    LM_DIT_BLHD    /* x[B, L, H, D]: positions before heads */
+} lm_dit_layout;
+
+/* Rotates the first 2 * angles.shape[-1] features of every head of x by
+ * angles (radians, any float dtype) of shape [L, D/2] or [B, L, D/2]: pairs
+ * (2j, 2j+1) when interleaved (FLUX, Z-Image's complex product), else
+ * (j, j + D/2) (transformers' rotate_half, Qwen3).  Computed in f32, x's
+ * dtype out. */
+lm_array *lm_dit_rope(lm_array *x, lm_array *angles, lm_dit_layout layout, bool interleaved);
+/* Multi-axis angle table: pos[..., L, naxes] (any numeric dtype) ->
+ * f64 [..., L, sum(axes_dims)/2], axis a contributing pos[..., a] *
+ * theta^(-2j/axes_dims[a]) for j < axes_dims[a]/2, the axes in order.  With
+ * naxes 1 and axes_dims[0] = D this is the plain RoPE table. */
+lm_array *lm_dit_rope_angles(lm_array *pos, int naxes, const int64_t *axes_dims, double theta);
+
+#endif
