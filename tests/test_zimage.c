@@ -212,8 +212,12 @@ static void test_scheduler(void **state)
     kd.use_dynamic_shifting = true;
     kd.shift = 3.0;
     for (int i = 0; i < kref.count; i++) {
-        int steps, seq;
-        if (sscanf(kref.names[i], "sched_dyn.%d.%d.sigmas", &steps, &seq) != 2) continue;
+        int steps, seq, end = 0;
+        /* %n: the whole name matched (sscanf counts conversions, not the
+         * literal ".sigmas" after them, which a ".timesteps" name fails) */
+        if (sscanf(kref.names[i], "sched_dyn.%d.%d.sigmas%n", &steps, &seq, &end) != 2 || !end ||
+            kref.names[i][end])
+            continue;
         float *sk = malloc(sizeof *sk * (size_t)steps);
         lm_flowmatch_klein_sigmas(steps, sk);
         lm_flowmatch_schedule ds;

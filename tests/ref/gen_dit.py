@@ -98,8 +98,16 @@ for p in prompts:
     row["ids_pad32"] = enc["input_ids"]
     row["mask_pad32"] = enc["attention_mask"]
     tokens.append(row)
-json.dump({"vocab_size": V, "max_length": 32, "prompts": tokens}, open(os.path.join(out, "tokens.json"), "w"),
-          ensure_ascii=False, indent=0)
+# characters the tokenizers library's regex counts as whitespace and ICU's
+# \s does not, and a plain ChatML template's rendering
+extra = ["a\x0bb", "x\x85y", "!\x0b!", "a \x0b b\x85\n", "\x0c form feed", "\u2028line\u2029para"]
+chatml = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+json.dump({"vocab_size": V, "max_length": 32, "prompts": tokens,
+           "extra": [{"prompt": p, "ids_plain": qtok(p)["input_ids"]} for p in extra],
+           "chatml": {"template": chatml, "hi": qtok.apply_chat_template(
+               [{"role": "user", "content": "hi"}], chat_template=chatml, tokenize=False, add_generation_prompt=True)}},
+          open(os.path.join(out, "tokens.json"), "w"), ensure_ascii=False, indent=0)
 
 def save(name, d):
     save_file({k: v.detach().contiguous().float().cpu() if v.is_floating_point() else v.contiguous().cpu()
@@ -168,6 +176,27 @@ for name, kw in (("nocfg", dict(guidance_scale=0.0)), ("cfg", dict(guidance_scal
     ref[f"img.{name}.latents"] = lat
     for i, l in enumerate(steps_lat): ref[f"img.{name}.step{i}"] = l
     ref[f"img.{name}.image"] = r.images
+# the caption features of the whole-image runs (max_sequence_length 32)
+ref["img.nocfg.cap"] = zp._encode_prompt(["dance monkey"], device="cpu", max_sequence_length=32)[0]
+ref["img.cfg.negcap"] = zp._encode_prompt(["bad quality"], device="cpu", max_sequence_length=32)[0]
+# img2img (ZImageImg2ImgPipeline, the same components): the VAE's mean as
+# the image's latents (Lumen encodes to the mean, as for SD) and the noise
+# diffusers draws, recorded
+import diffusers.pipelines.z_image.pipeline_z_image_img2img as zi2i
+from diffusers import ZImageImg2ImgPipeline
+zi2i.retrieve_latents = lambda enc, generator=None, sample_mode="sample": enc.latent_dist.mode()
+drawn = []
+_randn = zi2i.randn_tensor
+def rec_randn(*a, **k):
+    r = _randn(*a, **k); drawn.append(r.clone()); return r
+zi2i.randn_tensor = rec_randn
+zi = ZImageImg2ImgPipeline(scheduler=FlowMatchEulerDiscreteScheduler(), vae=vae, text_encoder=te, tokenizer=qtok,
+                           transformer=transformer)
+torch.manual_seed(5)
+init = torch.rand(1, 3, 32, 32)
+r = zi(prompt="dance monkey", image=init, strength=0.6, height=32, width=32, num_inference_steps=4,
+       guidance_scale=0.0, max_sequence_length=32, output_type="pt", generator=torch.Generator().manual_seed(6))
+ref["i2i.init"] = init; ref["i2i.noise"] = drawn[-1]; ref["i2i.image"] = r.images
 save("zimage_ref.safetensors", ref)
 
 # ---- FLUX.2-klein -------------------------------------------------------
@@ -224,5 +253,26 @@ for name, g in (("nocfg", 1.0), ("cfg", 4.0)):
     ref[f"img.{name}.latents"] = lat
     for i, l in enumerate(steps_lat): ref[f"img.{name}.step{i}"] = l
     ref[f"img.{name}.image"] = r.images
+# dynamic shifting with FLUX.2's mu (the fixture's scheduler has it off)
+for steps, seq in ((4, 4096), (28, 1024), (50, 8192)):
+    s = FlowMatchEulerDiscreteScheduler(use_dynamic_shifting=True, shift=3.0)
+    s.set_timesteps(sigmas=np.linspace(1.0, 1 / steps, steps), mu=compute_empirical_mu(seq, steps), device="cpu")
+    ref[f"sched_dyn.{steps}.{seq}.sigmas"] = s.sigmas; ref[f"sched_dyn.{steps}.{seq}.timesteps"] = s.timesteps
+# reference-image editing: one 64x64 reference image (the smallest the pipeline takes)
+import PIL.Image
+refimg = PIL.Image.fromarray((np.random.RandomState(4).rand(64, 64, 3) * 255).astype("uint8"))
+ref["ref.pixels"] = torch.from_numpy(np.asarray(refimg).copy()).to(torch.int32)
+rl, rids = fp.prepare_image_latents([fp.image_processor.preprocess(refimg, 64, 64)], 1, None, "cpu", torch.float32)
+ref["ref.latents"] = rl; ref["ref.ids"] = rids.to(torch.int32)
+torch.manual_seed(3)
+lat = torch.randn(1, 16, 8, 8)
+steps_lat = []
+def cb(p, i, t, kws):
+    steps_lat.append(kws["latents"].clone()); return {}
+r = fp(prompt="a dog is dancing", image=refimg, height=32, width=32, num_inference_steps=4, guidance_scale=1.0,
+       latents=lat, max_sequence_length=32, text_encoder_out_layers=(1, 2), output_type="pt", callback_on_step_end=cb)
+ref["img.ref.latents"] = lat
+for i, l in enumerate(steps_lat): ref[f"img.ref.step{i}"] = l
+ref["img.ref.image"] = r.images
 save("klein_ref.safetensors", ref)
 print("diffusers", diffusers.__version__, "torch", torch.__version__)
