@@ -21,6 +21,38 @@
 
 const lm_sd_defaults lm_sd_defaults_generic = SD_DEFAULTS;
 
+/* The flow-matching families' schedulers as their releases ship them
+ * (Z-Image-Turbo: a fixed shift of 3; FLUX.2-klein: dynamic shifting, the
+ * pipeline's mu) */
+#define FLOW_SCHEDULE(extra) \
+    "{\"_class_name\":\"FlowMatchEulerDiscreteScheduler\",\"num_train_timesteps\":1000" extra "}"
+
+/* Z-Image and FLUX.2-klein's Qwen3 (Qwen3-4B): a chat-formatted prompt
+ * padded to 512 tokens; Z-Image takes hidden_states[-2] at the prompt's
+ * tokens, Klein layers 9, 18 and 27 stacked */
+#define QWEN3_ZIMAGE {.kind = LM_SD_TE_QWEN3, .dir = "text_encoder", .tokenizer = "tokenizer", \
+                      .enable_thinking = 1, .max_length = 512, .n_layers = 1, .layers = {-2},   \
+                      .masked_rows = true}
+#define QWEN3_KLEIN {.kind = LM_SD_TE_QWEN3, .dir = "text_encoder", .tokenizer = "tokenizer", \
+                     .enable_thinking = 0, .max_length = 512, .n_layers = 3, .layers = {9, 18, 27}}
+#define KLEIN_ROW(ID, NAME, TITLE, DISTILLED, STEPS, CFG)                                    \
+    [ID] = {                                                                                 \
+        .id = ID, .name = NAME, .title = TITLE, .pipeline_class = "Flux2Klein",             \
+        .denoiser = LM_SD_NET_FLUX2, .vae = LM_SD_NET_AUTOENCODER_KL_FLUX2,                  \
+        .denoiser_dir = "transformer", .vae_dir = "vae",                                     \
+        .n_encoders = 1, .encoders = {QWEN3_KLEIN},                                          \
+        .latent_channels = 32, .scaling_factor = 1, .shift_factor = NAN,                     \
+        .sample_size = 128, .vae_sample_size = 1024,                                         \
+        .scheduler = FLOW_SCHEDULE(",\"shift\":3.0,\"use_dynamic_shifting\":true,"          \
+                                   "\"base_shift\":0.5,\"max_shift\":1.15,"                  \
+                                   "\"base_image_seq_len\":256,\"max_image_seq_len\":4096,"  \
+                                   "\"time_shift_type\":\"exponential\""),                  \
+        .defaults = {.steps = STEPS, .cfg = CFG, .sampler = "euler", .strength = 1,        \
+                     .batch = 1, .clip_skip = 0},                                            \
+        .flow = true, .mu = LM_SD_MU_EMPIRICAL, .cfg_form = LM_SD_CFG_U_PLUS, .packed = true,\
+        .distilled = DISTILLED,                                                              \
+    }
+
 static const lm_sd_family_row rows[LM_SD_FAMILY_COUNT] = {
     [LM_SD_1] = {
         .id = LM_SD_1, .name = "sd1", .title = "SD 1.x",
@@ -71,6 +103,23 @@ static const lm_sd_family_row rows[LM_SD_FAMILY_COUNT] = {
                                  ",\"interpolation_type\":\"linear\",\"use_karras_sigmas\":false"),
         .defaults = SD_DEFAULTS,
     },
+    /* Z-Image's defaults are Z-Image-Turbo's (its model card: 9 steps, no
+     * guidance); the base model wants steps 50, cfg 5 (ZImagePipeline's) */
+    [LM_SD_ZIMAGE] = {
+        .id = LM_SD_ZIMAGE, .name = "zimage", .title = "Z-Image",
+        .pipeline_class = "ZImage",
+        .denoiser = LM_SD_NET_ZIMAGE, .vae = LM_SD_NET_AUTOENCODER_KL,
+        .denoiser_dir = "transformer", .vae_dir = "vae",
+        .n_encoders = 1, .encoders = {QWEN3_ZIMAGE},
+        .latent_channels = 16, .scaling_factor = 0.3611, .shift_factor = 0.1159,
+        .sample_size = 128, .vae_sample_size = 1024,
+        .scheduler = FLOW_SCHEDULE(",\"shift\":3.0,\"use_dynamic_shifting\":false"),
+        .defaults = {.steps = 9, .cfg = 0, .sampler = "euler", .strength = 0.6, .batch = 1,
+                     .clip_skip = 0},
+        .flow = true, .mu = LM_SD_MU_LINEAR, .cfg_form = LM_SD_CFG_C_PLUS, .distilled = -1,
+    },
+    KLEIN_ROW(LM_SD_KLEIN, "klein", "FLUX.2-klein", 1, 4, 1),
+    KLEIN_ROW(LM_SD_KLEIN_BASE, "klein-base", "FLUX.2-klein base", 0, 50, 4),
 };
 
 const lm_sd_family_row *lm_sd_family_get(lm_sd_family f)
@@ -101,7 +150,7 @@ lm_sd_family lm_sd_family_from_keys(const char *const *names, int n)
     bool tie = false;
     for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
         const lm_sd_family_row *r = &rows[f];
-        bool all = r->n_encoders > 0;
+        bool all = r->n_encoders > 0 && r->denoiser == LM_SD_NET_UNET2D;
         for (int e = 0; all && e < r->n_encoders; e++)
             all = has_prefix(names, n, r->encoders[e].prefix);
         if (!all) continue;
@@ -120,7 +169,7 @@ lm_sd_family lm_sd_family_match(int n_encoders, int linear_projection, int openc
     lm_sd_family first = LM_SD_UNKNOWN;
     for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
         const lm_sd_family_row *r = &rows[f];
-        if (r->n_encoders != n_encoders) continue;
+        if (r->n_encoders != n_encoders || r->denoiser != LM_SD_NET_UNET2D) continue;
         bool open = r->encoders[0].kind == LM_SD_TE_OPENCLIP || r->encoders[0].kind == LM_SD_TE_OPENCLIP_PROJ;
         if ((linear_projection < 0 || r->linear_projection == (linear_projection > 0)) &&
             (openclip_first < 0 || open == (openclip_first > 0)))
@@ -231,4 +280,15 @@ lm_status lm_sd_size_parse(const char *who, const char *name, const char *s, int
     return lm_error_set(LM_ERR_ARG, "%s%s%s \"%s\": expected WxH or N, whole numbers of pixels "
                         "from %lld to %lld", who ? who : "", who ? ": " : "", name ? name : o->name,
                         s ? s : "", (long long)o->ilo, (long long)o->ihi);
+}
+
+lm_sd_family lm_sd_family_from_class(const char *cls, int distilled)
+{
+    for (int f = LM_SD_UNKNOWN + 1; cls && f < LM_SD_FAMILY_COUNT; f++) {
+        const lm_sd_family_row *r = &rows[f];
+        if (r->denoiser == LM_SD_NET_UNET2D || strncmp(cls, r->pipeline_class, strlen(r->pipeline_class)))
+            continue;
+        if (r->distilled < 0 || r->distilled == (distilled > 0)) return (lm_sd_family)f;
+    }
+    return LM_SD_UNKNOWN;
 }

@@ -28,6 +28,9 @@ typedef enum lm_sd_family {
     LM_SD_1,      /* SD 1.x: CLIP ViT-L */
     LM_SD_2,      /* SD 2.x: OpenCLIP ViT-H */
     LM_SD_XL,     /* SDXL base: ViT-L + OpenCLIP bigG */
+    LM_SD_ZIMAGE, /* Z-Image (-Turbo): a flow-matching DiT conditioned by Qwen3 */
+    LM_SD_KLEIN,  /* FLUX.2-klein, step-distilled (model_index.json is_distilled) */
+    LM_SD_KLEIN_BASE, /* FLUX.2-klein base: the same networks, not distilled (CFG) */
     LM_SD_FAMILY_COUNT
 } lm_sd_family;
 
@@ -48,6 +51,10 @@ typedef enum lm_sd_net {
     LM_SD_NET_NONE = 0,
     LM_SD_NET_UNET2D,         /* diffusers' UNet2DConditionModel */
     LM_SD_NET_AUTOENCODER_KL, /* diffusers' AutoencoderKL */
+    LM_SD_NET_ZIMAGE,         /* diffusers' ZImageTransformer2DModel (models/zimage.h) */
+    LM_SD_NET_FLUX2,          /* diffusers' Flux2Transformer2DModel (models/flux2.h) */
+    LM_SD_NET_AUTOENCODER_KL_FLUX2, /* AutoencoderKLFlux2: AutoencoderKL plus the batch-norm
+                                 statistics its latents are normalized with */
 } lm_sd_net;
 
 /* How a text encoder's file keys map to transformers' CLIPTextModel */
@@ -57,7 +64,11 @@ typedef enum lm_sd_te_kind {
     LM_SD_TE_OPENCLIP,        /* OpenCLIP's text tower (gelu, fused qkv), taken to its
                                  penultimate layer (SD 2.x: the last block is dropped) */
     LM_SD_TE_OPENCLIP_PROJ,   /* OpenCLIP whole, with its text projection (SDXL's second) */
+    LM_SD_TE_QWEN3,           /* transformers' Qwen3Model / Qwen3ForCausalLM (models/qwen3.h)
+                                 with Qwen2's tokenizer and the chat template */
 } lm_sd_te_kind;
+
+#define LM_SD_MAX_LAYERS 4
 
 typedef struct lm_sd_encoder {
     lm_sd_te_kind kind;
@@ -70,7 +81,32 @@ typedef struct lm_sd_encoder {
     bool final_norm;          /* a hidden state before the last goes through the final
                                  layer norm (diffusers' SD pipelines; SDXL's do not) */
     bool pooled;              /* its projected pooled output conditions the UNet too */
+    /* Qwen3 encoders (a chat-formatted prompt, padded to max_length): */
+    int enable_thinking;      /* the chat template's enable_thinking: 1, 0, -1 undefined */
+    int max_length;           /* the pipelines' max_sequence_length default */
+    int n_layers;             /* the hidden states taken (transformers' indices, negative
+                                 from the end) ... */
+    int layers[LM_SD_MAX_LAYERS];
+    bool masked_rows;         /* ... at the unmasked tokens only, one [L_i, D] per prompt
+                                 (Z-Image), else every token, layers stacked along the
+                                 features [B, L, n*D] (Klein) */
 } lm_sd_encoder;
+
+/* How a flow-matching family shifts its sigmas (the scheduler's mu) */
+typedef enum lm_sd_mu {
+    LM_SD_MU_NONE = 0,
+    LM_SD_MU_LINEAR,          /* Z-Image: calculate_shift(image tokens) from the scheduler
+                                 config's base/max shift and sequence lengths */
+    LM_SD_MU_EMPIRICAL,       /* FLUX.2: compute_empirical_mu(image tokens, steps) */
+} lm_sd_mu;
+
+/* How the guided prediction is formed from the conditional c and
+ * unconditional u outputs */
+typedef enum lm_sd_cfg_form {
+    LM_SD_CFG_U_PLUS = 0,     /* u + g (c - u), run when g > 1: diffusers' SD pipelines,
+                                 FLUX.2 */
+    LM_SD_CFG_C_PLUS,         /* c + g (c - u), run when g > 0: Z-Image */
+} lm_sd_cfg_form;
 
 #define LM_SD_MAX_ENCODERS 2
 
@@ -109,6 +145,15 @@ typedef struct lm_sd_family_row {
     const char *scheduler;    /* scheduler_config.json the family was trained with
                                  (prediction_type epsilon) */
     lm_sd_defaults defaults;
+    /* flow-matching DiT families */
+    bool flow;                /* FlowMatchEulerDiscreteScheduler (models/flowmatch.h)
+                                 instead of the sampler table */
+    lm_sd_mu mu;
+    lm_sd_cfg_form cfg_form;
+    bool packed;              /* FLUX.2: latents are patchified 2x2 and packed into tokens,
+                                 normalized by the VAE's batch-norm statistics */
+    int distilled;            /* -1: any; 1 / 0: the row of a model_index.json whose
+                                 is_distilled says so (FLUX.2-klein) */
 } lm_sd_family_row;
 
 /* The row of f; NULL for LM_SD_UNKNOWN or out of range. */
@@ -123,6 +168,11 @@ const char *lm_sd_family_name(lm_sd_family f);   /* "sd1", "sd2", "sdxl", "unkno
  * row with that count of encoders when none matches. */
 lm_sd_family lm_sd_family_from_keys(const char *const *names, int n);
 lm_sd_family lm_sd_family_match(int n_encoders, int linear_projection, int openclip_first);
+/* A DiT family's folder: the row whose pipeline_class starts model_index.json's
+ * _class_name and, where the row says, whose is_distilled agrees (distilled:
+ * 1 true, 0 false or absent); LM_SD_UNKNOWN when none.  SD rows are matched
+ * by the functions above. */
+lm_sd_family lm_sd_family_from_class(const char *cls, int distilled);
 
 /* ---- generation options: defaults and ranges, one source ---- */
 

@@ -10,6 +10,7 @@
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
 #include "models/diffusers_config.h"
+#include "models/dit_pipeline.h"
 #include "models/sampler.h"
 #include "models/sd_single.h"
 #include "models/unet.h"
@@ -33,6 +34,8 @@ struct lm_sd_pipeline {
     double scaling, shift;      /* shift NAN when the VAE has none */
     bool force_zeros;           /* a None negative prompt is zeros (the row's force_zeros,
                                    unless model_index.json says otherwise) */
+    lm_dit_pipe *dit;                /* a flow-matching DiT family's networks (models/dit_pipeline.h);
+                                   tok, te and unet are then NULL */
 };
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o)
@@ -67,6 +70,7 @@ void lm_sd_pipeline_free(lm_sd_pipeline *p)
         lm_clip_text_free(p->te[i]);
     }
     lm_unet_free(p->unet);
+    lm_dit_pipe_free(p->dit);
     lm_vae_free(p->vae);
     lm_sched_config_clear(&p->sched);
     free(p);
@@ -221,6 +225,41 @@ static bool present(const cJSON *index, const char *name)
     return c && !cJSON_IsNull(c) && !(cJSON_IsArray(c) && cJSON_IsNull(cJSON_GetArrayItem(c, 0)));
 }
 
+/* A DiT family's folder (row): its VAE here, the rest in dit_pipeline.c */
+static lm_status load_dit(lm_sd_pipeline *p, const char *dir, const char *mi, const lm_sd_family_row *row,
+                          const lm_sd_load_opts *o)
+{
+    cJSON *vcfg = NULL;
+    char *vpath = lm_dfs_path(dir, "vae/config.json"), *comp = NULL;
+    lm_status st = vpath ? lm_dfs_json(vpath, CONFIG_MAX, false, &vcfg) : lm_error_status();
+    p->row = row;
+    if (st != LM_OK) goto done;
+    bool upcast = false, linear = false;
+    /* the VAE config names the latents' channels (an empty object stands in
+     * for the UNet config the SD families read them from) */
+    cJSON *none = cJSON_CreateObject();
+    const cJSON *lc = cJSON_GetObjectItemCaseSensitive(vcfg, "latent_channels");
+    if (!none || (cJSON_IsNumber(lc) && !cJSON_AddNumberToObject(none, "in_channels", lc->valuedouble))) {
+        cJSON_Delete(none);
+        st = lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
+        goto done;
+    }
+    st = read_sizes(p, none, vpath, vcfg, vpath, &upcast, &linear);
+    cJSON_Delete(none);
+    if (st != LM_OK) goto done;
+    p->sample_size = row->sample_size;
+    p->vae_dt = p->dt;
+    if (!(p->dit = lm_dit_pipe_load(row, dir, mi, o->variant, p->dt, p->dev)) ||
+        !(comp = lm_dfs_path(dir, row->vae_dir)) ||
+        !(p->vae = lm_vae_load(comp, o->variant, p->vae_dt, p->dev)))
+        st = lm_error_status();
+done:
+    free(vpath);
+    free(comp);
+    cJSON_Delete(vcfg);
+    return st;
+}
+
 static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_load_opts *o)
 {
     char *mi = lm_dfs_path(dir, "model_index.json");
@@ -236,12 +275,17 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
     int n_enc = present(index, "text_encoder_2") ? 2 : 1;
     bool known = false;
     for (int f = LM_SD_UNKNOWN + 1; f < LM_SD_FAMILY_COUNT; f++) {
-        const char *pc = lm_sd_family_get((lm_sd_family)f)->pipeline_class;
-        known |= !strncmp(cls, pc, strlen(pc));
+        const lm_sd_family_row *r = lm_sd_family_get((lm_sd_family)f);
+        known |= r->denoiser == LM_SD_NET_UNET2D && !strncmp(cls, r->pipeline_class, strlen(r->pipeline_class));
     }
     if (!known) {
-        st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
-                          "[Img2Img]Pipeline folders are read", mi, cls);
+        /* a DiT family: the class, and FLUX.2-klein's is_distilled */
+        const cJSON *dist = cJSON_GetObjectItemCaseSensitive(index, "is_distilled");
+        const lm_sd_family_row *row = lm_sd_family_get(lm_sd_family_from_class(cls, cJSON_IsTrue(dist)));
+        if (row) st = load_dit(p, dir, mi, row, o);
+        else st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
+                               "[Img2Img]Pipeline, ZImagePipeline and Flux2KleinPipeline folders are "
+                               "read", mi, cls);
         goto done;
     }
     if (!present(index, "text_encoder")) {
@@ -541,6 +585,7 @@ fail:
 
 lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
 {
+    if (p->dit) return lm_dit_pipe_decode(p->dit, p->vae, p->vae_dt, p->row, p->scaling, p->shift, latents);
     lm_array *a = lm_binary_scalar(LM_OP_DIV, latents, p->scaling, false), *b = NULL, *c = NULL,
              *d = NULL, *e = NULL, *f = NULL;
     if (a && isfinite(p->shift)) {
@@ -957,6 +1002,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
     lm_sd_gen_opts_init(&dflt);
     gen g = {.p = p, .o = opts ? opts : &dflt};
     const lm_sd_gen_opts *o = g.o;
+    if (p->dit) return lm_dit_pipe_generate(p->dit, p, o);
     lm_sampler *s = NULL;
     lm_array *x = NULL, *img = NULL;
     if (check_gen(&g) != LM_OK) goto fail;

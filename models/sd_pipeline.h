@@ -122,6 +122,16 @@ typedef struct lm_sd_gen_opts {
     void *progress_ctx;
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */
     void *noise_ctx;
+    double cfg_normalization;    /* Z-Image: 0 = off, else the guided prediction's norm is
+                                    kept at most this times the conditional one's */
+    double cfg_truncation;       /* Z-Image: 0 = off (diffusers' 1.0), else guidance stops
+                                    once (1000 - t) / 1000 exceeds it */
+    const int *text_layers;      /* DiT families: the text encoder's hidden states taken
+                                    (transformers' indices; NULL / 0 = the family's, as
+                                    FLUX.2-klein's text_encoder_out_layers) */
+    int n_text_layers;
+    int max_sequence_length;     /* DiT families: the prompt's padded length (0 = the
+                                    family's, 512; diffusers' max_sequence_length) */
     bool stacked;                /* the whole batch in one UNet call (faster where the
                                     device is underused) instead of one graph per image
                                     evaluated together; the CPU's GEMM then rounds by the

@@ -24,14 +24,22 @@ static void test_rows(void **state)
         assert_int_not_equal(r->vae, LM_SD_NET_NONE);
         assert_non_null(r->denoiser_dir);
         assert_non_null(r->vae_dir);
-        assert_non_null(r->denoiser_prefix);
-        assert_non_null(r->vae_prefix);
+        /* SD rows: single-file prefixes; DiT rows: a flow-matching
+         * schedule and Qwen3 hidden states to take */
+        bool sd = r->denoiser == LM_SD_NET_UNET2D;
+        assert_true(sd != r->flow);
+        if (sd) {
+            assert_non_null(r->denoiser_prefix);
+            assert_non_null(r->vae_prefix);
+        }
         assert_true(r->n_encoders >= 1 && r->n_encoders <= LM_SD_MAX_ENCODERS);
         for (int e = 0; e < r->n_encoders; e++) {
             assert_int_not_equal(r->encoders[e].kind, LM_SD_TE_NONE);
             assert_non_null(r->encoders[e].dir);
             assert_non_null(r->encoders[e].tokenizer);
-            assert_non_null(r->encoders[e].prefix);
+            if (sd) assert_non_null(r->encoders[e].prefix);
+            else assert_true(r->encoders[e].kind == LM_SD_TE_QWEN3 && r->encoders[e].n_layers >= 1 &&
+                             r->encoders[e].n_layers <= LM_SD_MAX_LAYERS && r->encoders[e].max_length > 0);
         }
         assert_true(r->latent_channels > 0 && r->scaling_factor > 0 && r->sample_size > 0 &&
                     r->vae_sample_size > 0);

@@ -1,0 +1,71 @@
+/* dit_pipeline.h - the flow-matching DiT families of the family table
+ * (Z-Image, FLUX.2-klein) inside an lm_sd_pipeline: their tokenizer and
+ * Qwen3 text encoder, their transformer, their scheduler
+ * (FlowMatchEulerDiscreteScheduler) and their generation loop, computed as
+ * diffusers' ZImagePipeline and Flux2KleinPipeline compute them.  The VAE
+ * stays the pipeline's (models/vae.h); models/sd_pipeline.c calls these
+ * where a row's `flow` column says so, so `lumen generate`, Lua's
+ * pipe:generate and `lumen batch` run every family through one entry.
+ *
+ * Noise: each image's initial latents are lm_diffusion_noise(seed, 0, ...)
+ * in the family's latent shape ([1, 16, H/8, W/8] for Z-Image; the packed
+ * [1, 128, H/16, W/16] for FLUX.2), so an image's bytes do not depend on the
+ * batch it ran in.  Each image runs alone (its CFG pair in one transformer
+ * call), as SD's lanes do.
+ *
+ * Ownership: lm_dit_pipe_load returns a state freed with lm_dit_pipe_free; arrays
+ * returned are new references. */
+#ifndef LM_MODELS_DIT_PIPELINE_H
+#define LM_MODELS_DIT_PIPELINE_H
+
+#include <cjson/cJSON.h>
+#include "array.h"
+#include "device.h"
+#include "models/family.h"
+#include "models/flowmatch.h"
+#include "models/sd_pipeline.h"
+
+typedef struct lm_dit_pipe lm_dit_pipe;
+struct lm_vae;
+struct lm_qwen_tokenizer;
+struct lm_qwen3;
+struct lm_zimage;
+struct lm_flux2;
+
+/* The row's tokenizer, text encoder, transformer and scheduler from a
+ * diffusers folder (dir; index: its model_index.json, mi its path for
+ * errors).  NULL + error naming the file on failure. */
+lm_dit_pipe *lm_dit_pipe_load(const lm_sd_family_row *row, const char *dir, const char *mi,
+                    const char *variant, lm_dtype dt, lm_device *dev);
+void lm_dit_pipe_free(lm_dit_pipe *d);   /* NULL is fine */
+
+struct lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d);
+struct lm_qwen3 *lm_dit_pipe_text_encoder(lm_dit_pipe *d);
+struct lm_zimage *lm_dit_pipe_zimage(lm_dit_pipe *d);      /* NULL unless Z-Image */
+struct lm_flux2 *lm_dit_pipe_flux2(lm_dit_pipe *d);        /* NULL unless FLUX.2 */
+
+/* The conditioning of n prompts (NULL = ""), as the family's pipeline's
+ * encode_prompt gives it, in the compute dtype: Z-Image n arrays [L_i, D]
+ * (the prompt's tokens only); FLUX.2 one array per prompt [1, L, n_layers*D]
+ * (every token of max_length).  max_length 0 = the family's; n_layers 0 /
+ * layers NULL = the family's hidden states. */
+lm_status lm_dit_pipe_encode_prompt(lm_dit_pipe *d, int n, const char *const *prompts, int max_length,
+                                    int n_layers, const int *layers, lm_array **out);
+
+/* The schedule (models/flowmatch.h: sigmas and timesteps) the family's
+ * pipeline runs for an image of (h, w) latents (the VAE's, before any
+ * packing): its default sigmas and its mu. */
+lm_status lm_dit_pipe_schedule(lm_dit_pipe *d, int steps, int64_t h, int64_t w, lm_flowmatch_schedule *out);
+
+/* latents [B, C, h, w] (the VAE's) to an image [B, 3, H, W] in 0..1, f32:
+ * Z-Image latents / scaling + shift; FLUX.2 the batch-norm statistics and
+ * the 2x2 unpatchify of its packed channels first (latents then are
+ * [B, 4C, h/2, w/2]). */
+lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, struct lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
+                        double scaling, double shift, lm_array *latents);
+
+/* The whole generation (o checked by the caller's ranges): [B, 3, H, W] in
+ * 0..1, evaluated, or NULL with the error set. */
+lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_gen_opts *o);
+
+#endif
