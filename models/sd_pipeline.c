@@ -466,8 +466,10 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
     int at = out.nhidden - 1 - skip - E->skip_base, layers = out.nhidden - 1;
     if (at < 0) {
         lm_clip_text_out_free(&out);
-        return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: the text encoder has %d layers",
-                            skip, layers);
+        return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: %s has %d layers, so clip_skip "
+                            "%d at most (diffusers' count; A1111's Clip skip, lumen generate's "
+                            "--clip-skip, is one more: %d)", skip, E->dir, layers,
+                            layers - E->skip_base, layers - E->skip_base + 1);
     }
     if (!E->final_norm) *hidden = lm_array_retain(out.hidden_states[at]);
     else if (skip || E->skip_base) *hidden = lm_clip_text_final_norm(p->te[e], out.hidden_states[at]);

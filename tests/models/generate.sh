@@ -198,6 +198,7 @@ check "pipe:generate: a seed that is not whole is named by its value; a batch pa
   ok, e = pcall(p.generate, p, {prompt = 'a', steps = 1, size = 64, seed = {1, 'x'}, batch = 2}); assert(e:find('seeds[2] = \"x\" (a string)', 1, true), e)
   ok, e = pcall(p.generate, p, {prompt = 'a', steps = 1, size = 64, seed = math.maxinteger, batch = 2}); assert(e:find('seed 9223372036854775807 with batch 2: the last image', 1, true), e)
   ok, e = pcall(lm.models.load, '$S'); assert(e:find('give tokenizer = DIR', 1, true), e)"
+fails "--clip-skip past the text encoder's layers names both counts" 1 "clip_skip 63: text_encoder has 2 layers, so clip_skip 2 at most (diffusers' count; A1111's Clip skip, lumen generate's --clip-skip, is one more: 3)" sh -c "$G --model $D/sd1 --clip-skip 64 -o $T/x.png"
 check "... no x.png written by these failures" test ! -e $T/x.png
 echo "$p passed, $f failed"
 [ $f = 0 ]
