@@ -117,10 +117,12 @@ static int parse_opt_num(const char *opt, const char *s, lm_sd_opt id, double *o
     return 0;
 }
 
+/* the error, after what unless the message names it already */
 static void report(const char *what)
 {
     const char *msg = lm_error_message();
     if (!strncmp(msg, "generate: ", 10)) msg += 10;
+    if (what && strstr(msg, what)) what = NULL;
     fprintf(stderr, "lumen generate: %s%s%s\n", what ? what : "", what ? ": " : "", msg);
 }
 
@@ -279,6 +281,10 @@ static const char *out_problem(const gen_args *a, const char *o, char *why, size
     struct stat sb;
     if (lstat(o, &sb) != 0) return NULL;
     if (S_ISDIR(sb.st_mode)) snprintf(why, n, "%s is a folder", o);
+    else if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))   /* found now, not after the run */
+        snprintf(why, n, "%s exists and is %s; only regular files are written", o,
+                 S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)" : S_ISSOCK(sb.st_mode) ? "a socket"
+                 : "a device");
     else if (!a->overwrite) snprintf(why, n, "%s exists (--overwrite replaces it)", o);
     else if (a->init) {
         struct stat ib;
@@ -297,6 +303,29 @@ static void dir_of(const char *path, char *dir, size_t n)
     char *slash = strrchr(dir, '/');
     if (slash) slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
     else snprintf(dir, n, ".");
+}
+
+/* Whether a file can be made beside path under a name as long as the PNG
+ * writer's temporary (core/io's "PATH.PID-K-HEX.tmp"): made and removed at
+ * once, so a name too long for the folder, a read-only file system or a
+ * permission is found before the model loads, not after the run.  0, or 1
+ * with the reason printed. */
+static int probe_name(const char *path)
+{
+    size_t n = strlen(path) + 64;
+    char *t = malloc(n);
+    if (!t) return 1;
+    snprintf(t, n, "%s.%ld-9999-fffff.tmp", path, (long)getpid());
+    int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666), e = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(t);
+    }
+    free(t);
+    if (fd >= 0 || e == EEXIST) return 0;
+    fprintf(stderr, "lumen generate: output %s: cannot create a file there: %s%s\n", path, strerror(e),
+            e == ENAMETOOLONG ? " (the writer's temporary adds about 20 bytes to the name)" : "");
+    return 1;
 }
 
 /* the folder of path, locked as lumen upscale locks its outputs' */
@@ -469,7 +498,7 @@ static int cmd_generate(int argc, char **argv)
     for (int i = 0; i < (int)a.batch; i++) {
         char dir[4096];
         dir_of(names[i], dir, sizeof dir);
-        if (lm_cli_out_dir(dir, names[i], "generate")) goto done;
+        if (lm_cli_out_dir(dir, names[i], "generate") || probe_name(names[i])) goto done;
     }
     if (a.init && !(init = read_init(a.init))) {
         report(a.init);

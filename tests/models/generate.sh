@@ -133,6 +133,11 @@ check "-o 'd%d/img.png' --batch-size 2 makes d0/ and d1/" sh -c "$G --model $D/s
 if [ -d /proc/sys ] && [ ! -w /proc/sys ]; then
   fails "a folder that cannot be written fails before the model" 1 "output /proc/sys/x.png: cannot write into folder /proc/sys" sh -c "$G --model $D/nothing_here -o /proc/sys/x.png"
 fi
+mkfifo $T/fifo.png
+fails "a FIFO at the output is refused before the model, even with --overwrite" 1 "$T/fifo.png exists and is a FIFO (named pipe)" sh -c "$G --model $D/nothing_here --overwrite -o $T/fifo.png"
+long=$(printf '%0240d' 0)
+fails "a file name the folder cannot hold (with the writer's temporary) fails before the model" 1 "cannot create a file there: File name too long" sh -c "$G --model $D/nothing_here -o $T/$long.png"
+check "... and leaves no file behind" sh -c "! ls $T | grep -q '^0000000000'"
 fails "a strength that leaves no step fails before the model (--steps given)" 2 "--strength 0.1 of 2 steps leaves no step to run" sh -c "$G --model $D/nothing_here --init $T/folder.png --steps 2 --strength 0.1 -o $T/x.png"
 fails "... and with the family's steps, before the init image is encoded" 2 "--strength 0.01 of 20 steps leaves no step to run" sh -c "$L generate fox --model $D/sd1 --size 64 --init $T/folder.png --strength 0.01 -o $T/x.png"
 check "... pipe:generate says so before any network runs" "$L" -e "
