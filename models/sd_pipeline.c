@@ -1102,7 +1102,8 @@ static lm_status stage_error(gen *g, const float *decoded)
         if (rc < 0) goto fail;
         if (k < g->nsteps) snprintf(stage, sizeof stage, "the UNet at step %d of %d", k + 1, g->nsteps);
         else {
-            snprintf(stage, sizeof stage, "the VAE decoder");
+            snprintf(stage, sizeof stage, "the VAE decoder (its input: the latents / scaling_factor %g)",
+                     p->scaling);
             bad = decoded;
             dt = p->vae_dt;
         }

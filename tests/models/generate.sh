@@ -158,13 +158,13 @@ nan_weight nan_dec vae/diffusion_pytorch_model.safetensors decoder.conv_out.bias
 nan_weight nan_enc vae/diffusion_pytorch_model.safetensors encoder.conv_in.bias
 fails "NaN UNet weights: the UNet at step 1 named, exit 1" 1 "the UNet at step 1 of 4 produced NaN" sh -c "$G --model $T/nan_unet --seed 1 -o $T/nan1.png"
 fails "NaN text encoder weights: the text encoder named" 1 "the text encoder produced NaN" sh -c "$G --model $T/nan_te --seed 1 -o $T/nan2.png"
-fails "NaN VAE decoder weights: the VAE decoder named, with the images of a batch" 1 "the VAE decoder produced NaN in images 1 (seed 1), 2 (seed 2)" sh -c "$G --model $T/nan_dec --seed 1 --batch-size 2 -o $T/nan3.png"
+fails "NaN VAE decoder weights: the VAE decoder named, with the images of a batch" 1 "the VAE decoder (its input: the latents / scaling_factor 0.18215) produced NaN in images 1 (seed 1), 2 (seed 2)" sh -c "$G --model $T/nan_dec --seed 1 --batch-size 2 -o $T/nan3.png"
 fails "NaN VAE encoder weights with --init: the VAE encoder named" 1 "the VAE encoder (the init image's latents) produced NaN" sh -c "$G --model $T/nan_enc --seed 1 --init $T/folder.png --strength 0.5 -o $T/nan4.png"
 check "... no PNG written by any of them" sh -c "! ls $T/nan*.png 2>/dev/null | grep -q ."
 rm -rf $T/sf0 && cp -r $D/sd1 $T/sf0 && sed -i 's/"scaling_factor": *[0-9.e-]*/"scaling_factor": 0/' $T/sf0/vae/config.json
 fails "VAE scaling_factor 0 is refused at load, naming the key" 1 "config.json: scaling_factor 0: the latents are divided by it" sh -c "$G --model $T/sf0 --seed 1 -o $T/sf0.png"
 rm -rf $T/sftiny && cp -r $D/sd1 $T/sftiny && sed -i 's/"scaling_factor": *[0-9.e-]*/"scaling_factor": 1e-45/' $T/sftiny/vae/config.json
-fails "scaling_factor 1e-45 (latents overflow): the VAE decoder named" 1 "the VAE decoder produced NaN" sh -c "$G --model $T/sftiny --seed 1 -o $T/sftiny.png"
+fails "scaling_factor 1e-45 (latents overflow): the VAE decoder named" 1 "the VAE decoder (its input: the latents / scaling_factor 1e-45) produced NaN" sh -c "$G --model $T/sftiny --seed 1 -o $T/sftiny.png"
 check "... no PNG" test ! -e $T/sftiny.png
 check "pipe:generate on NaN weights raises, naming the stage" "$L" -e "
   local p = lm.models.load('$T/nan_unet'); local ok, e = pcall(p.generate, p, {prompt = 'a', steps = 2, size = 64})
