@@ -137,7 +137,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
             continue;
         }
         if (!options) {
-            if (a->prompt) return usage("one prompt only (quote it: lumen generate -- \"-a red fox\" ...)");
+            if (a->prompt)
+                return usage("one prompt only (quote it: lumen generate -- \"-a red fox\" ...)");
             a->prompt = s;
             continue;
         }
@@ -220,12 +221,14 @@ static int parse_args(int argc, char **argv, gen_args *a)
         return 2;
     }
     /* the batch's seeds, each one that can be given back */
-    if (a->has_seed && lm_sd_seeds_check(NULL, "--seed", "--batch-size", (int64_t)a->seed, a->batch) != LM_OK) {
+    if (a->has_seed &&
+        lm_sd_seeds_check(NULL, "--seed", "--batch-size", (int64_t)a->seed, a->batch) != LM_OK) {
         fprintf(stderr, "lumen generate: %s\n", lm_error_message());
         return 2;
     }
     /* img2img's steps, when known before the model (else the family's, checked once it loads) */
-    if (a->init && a->has_steps && a->has_strength && lm_sd_img2img_check(NULL, a->steps, a->strength) != LM_OK) {
+    if (a->init && a->has_steps && a->has_strength &&
+        lm_sd_img2img_check(NULL, a->steps, a->strength) != LM_OK) {
         fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
         return 2;
     }
@@ -323,8 +326,9 @@ static int probe_name(const char *path)
     }
     free(t);
     if (fd >= 0 || e == EEXIST) return 0;
-    fprintf(stderr, "lumen generate: output %s: cannot create a file there: %s%s\n", path, strerror(e),
-            e == ENAMETOOLONG ? " (the writer's temporary adds about 20 bytes to the name)" : "");
+    fprintf(stderr, "lumen generate: output %s: cannot create a file there: %s%s\n", path,
+            strerror(e), e == ENAMETOOLONG ? " (the writer's temporary adds about 20 bytes to the "
+            "name)" : "");
     return 1;
 }
 
