@@ -375,9 +375,10 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     return 1;
 }
 
-/* texts at idx: a string or a table of strings; *n gets the count.  The
+/* texts at idx: a string or a table of strings (with none: false entries,
+ * NULL here, diffusers' None for that image); *n gets the count.  The
  * strings stay valid while the argument holds them. */
-static const char **texts_arg(lua_State *L, int idx, const char *what, int *n)
+static const char **texts_arg(lua_State *L, int idx, const char *what, bool none, int *n)
 {
     if (lua_isnil(L, idx)) {
         *n = 0;
@@ -395,8 +396,10 @@ static const char **texts_arg(lua_State *L, int idx, const char *what, int *n)
     const char **t = lua_newuserdatauv(L, sizeof *t * (size_t)*n, 0);
     for (int i = 0; i < *n; i++) {
         lua_rawgeti(L, idx, i + 1);
-        if (lua_type(L, -1) != LUA_TSTRING) luaL_error(L, "%s: entry %d is not a string", what, i + 1);
-        t[i] = lua_tostring(L, -1);   /* the table keeps the string */
+        if (none && lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) t[i] = NULL;
+        else if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: entry %d is not a string%s", what, i + 1, none ? " or false (none)" : "");
+        else t[i] = lua_tostring(L, -1);   /* the table keeps the string */
         lua_pop(L, 1);
     }
     return t;    /* the userdata stays on the stack until the call returns */
@@ -482,6 +485,14 @@ static int64_t size_side(lua_State *L, const char *fn, int idx)
     return v;
 }
 
+/* the value at idx in words for a message: 2.5, "x" (a string), table */
+static const char *value_words(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) == LUA_TNUMBER) return lua_tostring(L, idx);
+    if (lua_type(L, idx) == LUA_TSTRING) return lua_pushfstring(L, "\"%s\" (a string)", lua_tostring(L, idx));
+    return luaL_typename(L, idx);
+}
+
 static int l_pipe_generate(lua_State *L)
 {
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
@@ -499,8 +510,8 @@ static int l_pipe_generate(lua_State *L)
     lua_getfield(L, 2, "progress");       /* 6 */
     lua_getfield(L, 2, "noise");          /* 7 */
     lua_getfield(L, 2, "size");           /* 8 */
-    o.prompts = texts_arg(L, 3, "pipe:generate: prompt", &o.nprompts);
-    o.negatives = texts_arg(L, 4, "pipe:generate: negative", &o.nnegatives);
+    o.prompts = texts_arg(L, 3, "pipe:generate: prompt", false, &o.nprompts);
+    o.negatives = texts_arg(L, 4, "pipe:generate: negative", true, &o.nnegatives);
     bool has_batch = !lua_isnil(L, (lua_getfield(L, 2, "batch"), -1));
     lua_pop(L, 1);
     o.batch = (int)opt_checked(L, fn, "batch", LM_SD_OPT_BATCH, o.nprompts > 1 ? o.nprompts : o.batch);
@@ -518,14 +529,20 @@ static int l_pipe_generate(lua_State *L)
             lua_rawgeti(L, 5, i + 1);
             if (!lua_isinteger(L, -1))
                 return luaL_error(L, "%s: seeds[%d] = %s: expected a whole number >= 0", fn, i + 1,
-                                  lua_type(L, -1) == LUA_TNUMBER ? lua_tostring(L, -1) : luaL_typename(L, -1));
+                                  value_words(L, lua_absindex(L, -1)));
             if (lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "seed", lua_tointeger(L, -1)) != LM_OK)
                 return lm_lua_error(L);
             seeds[i] = (uint64_t)lua_tointeger(L, -1);
             lua_pop(L, 1);
         }
     } else {
-        lua_Integer s0 = opt_checked(L, fn, "seed", LM_SD_OPT_SEED, 0);
+        int whole = lua_isnil(L, 5);
+        lua_Integer s0 = whole ? 0 : lua_tointegerx(L, 5, &whole);
+        if (!whole || (!lua_isnil(L, 5) && lua_type(L, 5) != LUA_TNUMBER))
+            return luaL_error(L, "%s: seed %s: expected a whole number >= 0, or one per image", fn,
+                              value_words(L, 5));
+        /* seed .. seed+batch-1 each one that can be given back */
+        if (lm_sd_seeds_check(fn, "seed", "batch", s0, o.batch) != LM_OK) return lm_lua_error(L);
         for (int i = 0; i < o.batch; i++) seeds[i] = (uint64_t)s0 + (uint64_t)i;
     }
     o.seeds = seeds;
@@ -571,7 +588,7 @@ static int l_pipe_encode_prompt(lua_State *L)
     if (lm_sd_option_check_int(LM_SD_OPT_CLIP_SKIP, "pipe:encode_prompt", NULL, skip) != LM_OK)
         return lm_lua_error(L);
     int n;
-    const char **t = texts_arg(L, 2, "pipe:encode_prompt", &n);
+    const char **t = texts_arg(L, 2, "pipe:encode_prompt", true, &n);
     if (!t) {   /* nil: diffusers' negative_prompt=None */
         static const char *none[1] = {NULL};
         t = none;
@@ -827,11 +844,15 @@ static const lm_lua_func diffusion_funcs[] = {
      "Defaults: the model family's (pipe.defaults; those above for SD).  Ranges, the same as\n"
      "lumen generate's: steps 1 to 10000, cfg 0 to 1000, strength (0, 1], batch 1 to 4096,\n"
      "clip_skip 0 to 63, seed >= 0, each side of size 8 to 65536; anything else (or a\n"
-     "number that is not whole where one is needed) is an error naming the option.\n"
+     "number that is not whole where one is needed) is an error naming the option; so is\n"
+     "a seed whose batch would run past 2^63-1, and a strength that leaves no step\n"
+     "(int(steps * strength) < 1), before any network runs.  A NaN or an infinity produced\n"
+     "by a stage (text encoder, UNet step, VAE) is an error naming it: no image.\n"
      "Also pipe:generate{...}.  The image [3,H,W] in 0..1 ([B,3,H,W] when batch= is given),\n"
      "as diffusers' pipeline(prompt, negative_prompt=, num_inference_steps=, guidance_scale=,\n"
      "latents=) gives it.  prompt / negative: a string or one per image; a missing negative\n"
-     "is diffusers' None (zeros on SDXL).  sampler: a name from lm.diffusion.samplers(),\n"
+     "(or a false entry in a table of them) is diffusers' None (zeros on SDXL; \"\" encodes\n"
+     "the empty prompt).  sampler: a name from lm.diffusion.samplers(),\n"
      "Lumen's or A1111's.  seed: a number (image i gets seed+i) or one per image; each\n"
      "image's noise comes from its own seed and each image's networks run as they would\n"
      "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"

@@ -248,6 +248,19 @@ lm_status lm_sd_option_check_num(lm_sd_opt id, const char *who, const char *name
     return out_of_range(o, id, who, name, val);
 }
 
+lm_status lm_sd_seeds_check(const char *who, const char *seed_name, const char *batch_name,
+                            int64_t seed, int64_t batch)
+{
+    const lm_sd_option *o = lm_sd_option_get(LM_SD_OPT_SEED);
+    if (lm_sd_option_check_int(LM_SD_OPT_SEED, who, seed_name, seed) != LM_OK) return lm_error_status();
+    if (batch <= 1 || seed <= o->ihi - (batch - 1)) return LM_OK;
+    return lm_error_set(LM_ERR_ARG, "%s%s%s %lld with %s %lld: the last image's seed would be "
+                        "%llu, past the largest seed %lld; give %s %lld or less", who ? who : "",
+                        who ? ": " : "", seed_name, (long long)seed, batch_name, (long long)batch,
+                        (unsigned long long)seed + (unsigned long long)(batch - 1), (long long)o->ihi,
+                        seed_name, (long long)(o->ihi - (batch - 1)));
+}
+
 /* a whole number of size's range, the whole of s[0..len) */
 static bool size_number(const char *s, size_t len, int64_t *out)
 {

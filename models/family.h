@@ -208,6 +208,13 @@ const char *lm_sd_option_range(lm_sd_opt id, int64_t offset, char *buf, size_t n
 lm_status lm_sd_option_check_int(lm_sd_opt id, const char *who, const char *name, int64_t v);
 lm_status lm_sd_option_check_num(lm_sd_opt id, const char *who, const char *name, double v);
 
+/* A batch's seeds seed, seed+1, ..., seed+batch-1 each in LM_SD_OPT_SEED's
+ * range (a seed past it could not be given back): LM_OK, or LM_ERR_ARG
+ * naming the last seed and the largest first seed that fits.  seed_name and
+ * batch_name: how the caller spells the options ("--seed", "seed"). */
+lm_status lm_sd_seeds_check(const char *who, const char *seed_name, const char *batch_name,
+                            int64_t seed, int64_t batch);
+
 /* "WxH" or "N" (a square), whole numbers in LM_SD_OPT_SIZE's range, nothing
  * else; an error naming who, name and the text otherwise. */
 lm_status lm_sd_size_parse(const char *who, const char *name, const char *s, int64_t *w, int64_t *h);

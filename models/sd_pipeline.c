@@ -141,6 +141,9 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
     if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->latent_channels) != LM_OK ||
         lm_dfs_num(vae, "scaling_factor", vfile, false, 0.18215, &p->scaling) != LM_OK)
         return lm_error_status();
+    if (p->scaling == 0)   /* the latents are divided by it: every image would be NaN */
+        return lm_error_set(LM_ERR_FORMAT, "%s: scaling_factor 0: the latents are divided by it "
+                            "(expected a number other than 0; SD's is 0.18215)", vfile);
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(vae, "shift_factor");
     p->shift = cJSON_IsNumber(sh) ? sh->valuedouble : NAN;
     if (cJSON_IsNumber(sh) && !isfinite(p->shift))      /* NaN here would mean "none" */
@@ -352,6 +355,22 @@ done:
     return st;
 }
 
+/* The tokenizers a single file lacks, in the caller's words for
+ * tokenizer_dir (sd_single.h's own message names its options) */
+static lm_status no_tokenizer(const lm_sd_pipeline *p, const char *path, const lm_sd_load_opts *o)
+{
+    const char *opt = o->tokenizer_option ? o->tokenizer_option : "tokenizer = DIR";
+    bool two = p->row->n_encoders > 1;
+    if (o->tokenizer_dir)
+        return lm_error_set(LM_ERR_ARG, "%s: %s has two text encoders and %s is not a diffusers "
+                            "folder with tokenizer/ and tokenizer_2/: give %s, a diffusers folder "
+                            "of the model", path, p->row->title, o->tokenizer_dir, opt);
+    return lm_error_set(LM_ERR_ARG, "%s: a single-file checkpoint carries no tokenizer: give %s, "
+                        "a diffusers folder of the %s model (its tokenizer/%s and scheduler/ are "
+                        "used)%s", path, opt, p->row->title, two ? ", tokenizer_2/" : "",
+                        two ? "" : ", or its tokenizer folder (vocab.json and merges.txt)");
+}
+
 /* A single-file checkpoint: sd_single.h gives each component's config and
  * diffusers-named weights (consumed by the _load_from entries); the
  * tokenizers, and the scheduler config when there is one, come from
@@ -381,8 +400,11 @@ static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_lo
     if ((st = check_networks(p->row, path)) != LM_OK) goto done;
     p->force_zeros = p->row->force_zeros;   /* as the release's model_index.json says */
     bool upcast = false, linear;
-    if ((st = lm_sd_single_tokenizers(&s, &tok[0], &tok[1])) != LM_OK ||
-        (st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast, &linear)) != LM_OK)
+    if (lm_sd_single_tokenizers(&s, &tok[0], &tok[1]) != LM_OK) {
+        st = no_tokenizer(p, path, o);
+        goto done;
+    }
+    if ((st = read_sizes(p, s.unet.config, path, s.vae.config, path, &upcast, &linear)) != LM_OK)
         goto done;
     p->vae_dt = upcast && p->row->vae_upcast && p->dt == LM_F16 ? LM_F32 : p->dt;   /* as for folders */
     if (!p->sample_size) p->sample_size = p->row->sample_size;
@@ -488,8 +510,10 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
     int at = out.nhidden - 1 - skip - E->skip_base, layers = out.nhidden - 1;
     if (at < 0) {
         lm_clip_text_out_free(&out);
-        return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: the text encoder has %d layers",
-                            skip, layers);
+        return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: %s has %d layers, so clip_skip "
+                            "%d at most (diffusers' count; A1111's Clip skip, lumen generate's "
+                            "--clip-skip, is one more: %d)", skip, E->dir, layers,
+                            layers - E->skip_base, layers - E->skip_base + 1);
     }
     if (!E->final_norm) *hidden = lm_array_retain(out.hidden_states[at]);
     else if (skip || E->skip_base) *hidden = lm_clip_text_final_norm(p->te[e], out.hidden_states[at]);
@@ -583,11 +607,13 @@ fail:
 
 /* ---- the VAE as the pipeline applies it ---- */
 
-lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
+/* latents to the VAE decoder's output [B,3,H,W] f32 in about -1..1, before
+ * the postprocess (generate checks it there: the clamp would hide a NaN) */
+static lm_array *decode_raw(lm_sd_pipeline *p, lm_array *latents)
 {
     if (p->dit) return lm_dit_pipe_decode(p->dit, p->vae, p->vae_dt, p->row, p->scaling, p->shift, latents);
     lm_array *a = lm_binary_scalar(LM_OP_DIV, latents, p->scaling, false), *b = NULL, *c = NULL,
-             *d = NULL, *e = NULL, *f = NULL;
+             *d = NULL, *e = NULL;
     if (a && isfinite(p->shift)) {
         b = lm_binary_scalar(LM_OP_ADD, a, p->shift, false);
         lm_array_release(a);
@@ -596,16 +622,27 @@ lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
     if (a) c = lm_cast(a, p->vae_dt);
     if (c) d = lm_vae_decode(p->vae, c);
     if (d) e = lm_cast(d, LM_F32);
-    /* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
-    lm_array *g = e ? lm_binary_scalar(LM_OP_MUL, e, 0.5, false) : NULL;
-    if (g) f = lm_binary_scalar(LM_OP_ADD, g, 0.5, false);
-    lm_array *r = f ? lm_clamp(f, 0, 1) : NULL;
     lm_array_release(a);
     lm_array_release(c);
     lm_array_release(d);
-    lm_array_release(e);
+    return e;
+}
+
+/* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
+static lm_array *postprocess(lm_array *e)
+{
+    lm_array *g = lm_binary_scalar(LM_OP_MUL, e, 0.5, false);
+    lm_array *f = g ? lm_binary_scalar(LM_OP_ADD, g, 0.5, false) : NULL;
+    lm_array *r = f ? lm_clamp(f, 0, 1) : NULL;
     lm_array_release(f);
     lm_array_release(g);
+    return r;
+}
+
+lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
+{
+    lm_array *e = decode_raw(p, latents), *r = e ? postprocess(e) : NULL;
+    lm_array_release(e);
     return r;
 }
 
@@ -684,6 +721,11 @@ typedef struct gen {
                                  arguments), else the latents' */
     lm_array **ctx, **pooled; /* per lane: [2per or per, L, D], SDXL [.., P] */
     lm_array *tids;           /* SDXL: [2per or per, 6] */
+    /* per-image sums [B] of each stage's output, evaluated with it: a NaN
+     * or an infinity there makes the sum one (see stage_error) */
+    lm_array *start_sums, *decode_sums;
+    lm_array **step_sums;     /* one per sampler step */
+    int nsteps;
 } gen;
 
 static lm_array *concat_lanes(const gen *g, lm_array **parts)
@@ -843,7 +885,7 @@ static lm_array *lane_decode(const gen *g, lm_array *x, int l, void *ctx)
 {
     (void)l;
     (void)ctx;
-    return lm_sd_decode_latents(g->p, x);
+    return decode_raw(g->p, x);
 }
 
 static lm_array *lane_encode(const gen *g, lm_array *img, int l, void *ctx)
@@ -905,6 +947,23 @@ static lm_array *start_latents(const gen *g, lm_sampler *s)
     return r;
 }
 
+/* every seed one that can be given back (family.h's range): a batch from
+ * one seed must not run past it */
+static lm_status check_seeds(const lm_sd_gen_opts *o)
+{
+    const lm_sd_option *r = lm_sd_option_get(LM_SD_OPT_SEED);
+    for (int i = 0; o->seeds && i < o->batch; i++)
+        if (o->seeds[i] > (uint64_t)r->ihi)
+            return lm_error_set(LM_ERR_ARG, "generate: seed %llu (image %d): expected a whole number "
+                                "from 0 to %lld", (unsigned long long)o->seeds[i], i + 1,
+                                (long long)r->ihi);
+    if (o->seeds) return LM_OK;
+    if (o->seed > (uint64_t)r->ihi)
+        return lm_error_set(LM_ERR_ARG, "generate: seed %llu: expected a whole number from 0 to %lld",
+                            (unsigned long long)o->seed, (long long)r->ihi);
+    return lm_sd_seeds_check("generate", "seed", "batch", (int64_t)o->seed, o->batch);
+}
+
 static lm_status check_gen(gen *g)
 {
     const lm_sd_gen_opts *o = g->o;
@@ -917,6 +976,7 @@ static lm_status check_gen(gen *g)
         (o->width && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "width", o->width)) ||
         (o->height && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "height", o->height)))
         return lm_error_status();
+    if (check_seeds(o) != LM_OK) return lm_error_status();
     if (o->nprompts > 1 && o->nprompts != o->batch)
         return lm_error_set(LM_ERR_ARG, "generate: %d prompts for a batch of %d", o->nprompts, o->batch);
     if (o->nnegatives > 1 && o->nnegatives != o->batch)
@@ -933,7 +993,8 @@ static lm_status check_gen(gen *g)
             (im->ndim == 4 && im->shape[0] != g->B))
             return lm_error_set(LM_ERR_SHAPE, "generate: init image: expected [3,H,W] or [%d,3,H,W]",
                                 g->B);
-        if (lm_sd_option_check_num(LM_SD_OPT_STRENGTH, "generate", NULL, o->strength))
+        if (lm_sd_option_check_num(LM_SD_OPT_STRENGTH, "generate", NULL, o->strength) ||
+            lm_sd_img2img_check("generate", o->steps, o->strength))
             return lm_error_status();
         H = im->shape[im->ndim - 2];
         W = im->shape[im->ndim - 1];
@@ -970,6 +1031,10 @@ static void gen_free(gen *g)
     for (int l = 0; g->ctx && l < g->lanes; l++) lm_array_release(g->ctx[l]);
     for (int l = 0; g->pooled && l < g->lanes; l++) lm_array_release(g->pooled[l]);
     lm_array_release(g->tids);
+    lm_array_release(g->start_sums);
+    lm_array_release(g->decode_sums);
+    for (int i = 0; g->step_sums && i < g->nsteps; i++) lm_array_release(g->step_sums[i]);
+    free(g->step_sums);
     free(g->ctx);
     free(g->pooled);
     free(g->seeds);
@@ -996,6 +1061,124 @@ static lm_status prepare(gen *g)
     return st;
 }
 
+lm_status lm_sd_img2img_check(const char *who, int64_t steps, double strength)
+{
+    /* diffusers' get_timesteps: int(steps * strength) steps run */
+    if (!(strength > 0 && strength <= 1) || steps < 1 || (int64_t)((double)steps * strength) >= 1)
+        return LM_OK;
+    int64_t need = (int64_t)ceil(1 / strength);
+    while ((int64_t)((double)need * strength) < 1) need++;
+    const lm_sd_option *r = lm_sd_option_get(LM_SD_OPT_STEPS);
+    char more[64] = "";
+    if (need <= r->ihi) snprintf(more, sizeof more, "%lld steps or more, or ", (long long)need);
+    return lm_error_set(LM_ERR_ARG, "%s%sstrength %g of %lld steps leaves no step to run (img2img "
+                        "runs int(steps * strength) of them): give %sa strength of 1/%lld or more",
+                        who ? who : "", who ? ": " : "", strength, (long long)steps, more,
+                        (long long)steps);
+}
+
+/* ---- NaN: which stage gave it ---- */
+
+/* x's sum per image (x [B,...]) in f32, lazy: NaN or infinite when the
+ * image holds a NaN or an infinity, finite otherwise (latents and images
+ * are far from overflowing a sum) */
+static lm_array *image_sums(lm_array *x)
+{
+    int axes[LM_MAX_DIMS];
+    for (int i = 1; i < x->ndim; i++) axes[i - 1] = i;
+    lm_array *f = x->dtype == LM_F32 ? lm_array_retain(x) : lm_cast(x, LM_F32);
+    lm_array *r = f ? lm_reduce(LM_OP_SUM, f, x->ndim - 1, axes, false) : NULL;
+    lm_array_release(f);
+    return r;
+}
+
+/* reads sums (evaluated) into v: 1 when one is not finite, 0 when none is,
+ * -1 with the error set */
+static int read_bad(lm_array *sums, float *v)
+{
+    if (lm_array_read(sums, v, LM_F32) != LM_OK) return -1;
+    for (int64_t i = 0; i < sums->size; i++)
+        if (!isfinite(v[i])) return 1;
+    return 0;
+}
+
+/* the text encoders' outputs, kept for the whole run: 1 when one holds a
+ * NaN or an infinity (what in *nan), 0, or -1 with the error set */
+static int text_bad(const gen *g, bool *nan)
+{
+    for (int l = 0; l < g->lanes; l++)
+        for (int k = 0; k < 2; k++) {
+            lm_array *x = k ? g->pooled[l] : g->ctx[l], *s = x ? image_sums(x) : NULL;
+            if (!x) continue;
+            float *v = s ? malloc(sizeof *v * (size_t)s->size) : NULL;
+            int bad = v ? read_bad(s, v) : -1;
+            for (int64_t i = 0; bad == 1 && i < s->size; i++) *nan |= isnan(v[i]);
+            free(v);
+            lm_array_release(s);
+            if (bad) return bad;
+        }
+    return 0;
+}
+
+/* The error for a generation whose decoded images hold a NaN or an
+ * infinity: the first stage whose kept sums show one (only read now, so a
+ * run that goes well never waits for them) */
+static lm_status stage_error(gen *g, const float *decoded)
+{
+    lm_sd_pipeline *p = g->p;
+    float *v = malloc(sizeof *v * (size_t)g->B);
+    if (!v) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    char stage[160];
+    const float *bad = v;
+    bool nan = false;
+    lm_dtype dt = p->dt;
+    int t = text_bad(g, &nan), k = -1, rc = 0;
+    if (t < 0) goto fail;
+    if (t) {
+        snprintf(stage, sizeof stage, "the text encoder%s", p->row->n_encoders > 1 ? "s" : "");
+        bad = NULL;
+    } else if ((rc = read_bad(g->start_sums, v)) != 0) {
+        if (rc < 0) goto fail;
+        snprintf(stage, sizeof stage, "%s", g->o->init ? "the VAE encoder (the init image's latents)"
+                 : g->o->latents ? "the latents given" : "the initial noise");
+        dt = g->o->init ? p->vae_dt : LM_F32;
+    } else {
+        for (k = 0; k < g->nsteps && (rc = read_bad(g->step_sums[k], v)) == 0; k++) {}
+        if (rc < 0) goto fail;
+        if (k < g->nsteps) snprintf(stage, sizeof stage, "the UNet at step %d of %d", k + 1, g->nsteps);
+        else {
+            snprintf(stage, sizeof stage, "the VAE decoder (its input: the latents / scaling_factor %g)",
+                     p->scaling);
+            bad = decoded;
+            dt = p->vae_dt;
+        }
+    }
+    char which[160] = "";
+    size_t at = 0;
+    int nbad = 0;
+    for (int i = 0; bad && i < g->B; i++) {
+        if (isfinite(bad[i])) continue;
+        nan |= isnan(bad[i]);
+        if (++nbad <= 4 && at < sizeof which)
+            at += (size_t)snprintf(which + at, sizeof which - at, "%s%d (seed %llu)", nbad > 1 ? ", " : "",
+                                   i + 1, (unsigned long long)g->seeds[i]);
+    }
+    if (nbad > 4 && at < sizeof which) snprintf(which + at, sizeof which - at, ", ...");
+    char why[96];
+    if (dt == LM_F32) snprintf(why, sizeof why, "a weight of it may be NaN or infinite");
+    else snprintf(why, sizeof why, "a weight of it may be NaN, or %s overflowed there (dtype f32 "
+                  "avoids that)", lm_dtype_name(dt));
+    lm_status st = lm_error_set(LM_ERR_STATE, "generate: %s produced %s%s%s%s%s; no image is given: "
+                                "%s", stage, nan ? "NaN" : "an infinity",
+                                g->B > 1 && nbad ? " in image" : "", g->B > 1 && nbad > 1 ? "s" : "",
+                                g->B > 1 && nbad ? " " : "", g->B > 1 ? which : "", why);
+    free(v);
+    return st;
+fail:
+    free(v);
+    return lm_error_status();
+}
+
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
 {
     lm_sd_gen_opts dflt;
@@ -1004,7 +1187,8 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
     const lm_sd_gen_opts *o = g.o;
     if (p->dit) return lm_dit_pipe_generate(p->dit, p, o);
     lm_sampler *s = NULL;
-    lm_array *x = NULL, *img = NULL;
+    lm_array *x = NULL, *raw = NULL, *img = NULL;
+    float *sums = NULL;
     if (check_gen(&g) != LM_OK) goto fail;
     const char *sname = o->sampler ? o->sampler : p->row->defaults.sampler;
     const lm_sampler_info *row = lm_sampler_find(sname);
@@ -1012,12 +1196,19 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         lm_error_prefix("generate: ");
         goto fail;
     }
-    if (prepare(&g) != LM_OK) goto fail;
+    /* the schedule first: a strength that leaves no step fails before any network runs */
     if (!(s = lm_sampler_new(&p->sched, row->kind, row->sigmas == LM_SIGMAS_KARRAS, o->steps,
                              o->init ? o->strength : 1.0)))
         goto fail;
-    if (!(x = start_latents(&g, s)) || lm_eval(&x, 1) != LM_OK) goto fail;
+    if (prepare(&g) != LM_OK) goto fail;
+    if (!(x = start_latents(&g, s)) || !(g.start_sums = image_sums(x))) goto fail;
+    lm_array *first[2] = {x, g.start_sums};
+    if (lm_eval(first, 2) != LM_OK) goto fail;
     int n = lm_sampler_count(s), draws = 0;
+    if (!(g.step_sums = calloc((size_t)n, sizeof *g.step_sums))) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        goto fail;
+    }
     for (int i = 0; i < n; i++) {
         step_ctx sc = {s, i};
         lm_array *eps = per_lane(&g, x, lane_denoise, &sc), *nz = NULL, *next = NULL;
@@ -1029,8 +1220,12 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         /* evaluated every step: the graph stays one step long; queued
          * without waiting, so the next step's graph is built while the GPU
          * runs this one (the progress shown may run up to two steps ahead
-         * of the GPU; the decode below waits for all) */
-        if (!next || lm_eval_async(&next, 1) != LM_OK) {
+         * of the GPU; the decode below waits for all).  The step's sums go
+         * with it and are read only if the images come out wrong. */
+        lm_array *both[2] = {next, next ? image_sums(next) : NULL};
+        g.step_sums[i] = both[1];
+        g.nsteps = i + 1;
+        if (!both[1] || lm_eval_async(both, 2) != LM_OK) {
             lm_array_release(next);
             goto fail;
         }
@@ -1038,12 +1233,30 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         x = next;
         if (o->progress) o->progress(o->progress_ctx, i + 1, n);
     }
-    if (!(img = per_lane(&g, x, lane_decode, NULL)) || lm_eval(&img, 1) != LM_OK) goto fail;
+    if (!(raw = per_lane(&g, x, lane_decode, NULL)) || !(img = postprocess(raw)) ||
+        !(g.decode_sums = image_sums(raw)))
+        goto fail;
+    lm_array *last[2] = {img, g.decode_sums};
+    if (lm_eval(last, 2) != LM_OK) goto fail;
+    lm_array_release(raw);
+    raw = NULL;
+    if (!(sums = malloc(sizeof *sums * (size_t)g.B))) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        goto fail;
+    }
+    int bad = read_bad(g.decode_sums, sums);
+    if (bad) {
+        if (bad > 0) stage_error(&g, sums);
+        goto fail;
+    }
+    free(sums);
     lm_array_release(x);
     lm_sampler_free(s);
     gen_free(&g);
     return img;
 fail:
+    free(sums);
+    lm_array_release(raw);
     lm_array_release(img);
     lm_array_release(x);
     lm_sampler_free(s);

@@ -44,6 +44,8 @@ typedef struct lm_sd_load_opts {
                                   folder (SD 1.x / 2.x) */
     const char *prediction;    /* NULL, "epsilon" or "v_prediction": overrides the
                                   scheduler config (single files have none) */
+    const char *tokenizer_option; /* how the caller spells tokenizer_dir in messages
+                                  ("--tokenizer DIR"); NULL = Lua's "tokenizer = DIR" */
     int vae_tiling;            /* models/vae.h's lm_vae_tiling_mode: auto (0, the
                                   default; vae.h states its rule), on, or off
                                   (diffusers' default) */
@@ -144,8 +146,20 @@ void lm_sd_gen_opts_init_for(lm_sd_gen_opts *o, const lm_sd_pipeline *p);
 
 /* Generates batch images: [B,3,H,W] f32 in 0..1 (evaluated), or NULL with
  * the error set (an unknown sampler, a size not divisible by the VAE's
- * scale, a cancelled evaluation...). */
+ * scale, a cancelled evaluation...).  A NaN or infinity in a stage's output
+ * is an error naming the first stage that gave one (the text encoder, the
+ * initial latents, the UNet at step k, the VAE decoder) and the images: each
+ * stage's output is summed per image in the evaluation that computes it
+ * anyway, and the sums are read once, after the decode. */
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
+
+/* Whether img2img with strength runs a step of steps (diffusers'
+ * get_timesteps keeps int(steps * strength) of them): LM_OK, or LM_ERR_ARG
+ * "WHO: strength S of N steps leaves no step to run" with the fewest steps
+ * and the least strength that would.  Needs no model: callers check it
+ * before loading one or encoding an image; lm_sd_generate checks it before
+ * any network runs. */
+lm_status lm_sd_img2img_check(const char *who, int64_t steps, double strength);
 
 /* The VAE halves as the pipeline applies them: latents [B,C,h,w] divided by
  * scaling_factor (and shift_factor added) and decoded to [B,3,H,W] in 0..1;

@@ -8,10 +8,13 @@
  * prompt and settings back.  With --batch-size N the N images (seeds seed,
  * seed+1, ...) run in one UNet call and go to OUT with "%d" replaced by the
  * index, or "_0000"... before the extension, as core/io's batch writer names
- * them.  Outputs are checked before the model loads and again, under an
- * flock on the folder, just before each is renamed into place: an existing
- * file is replaced only with --overwrite.  Exit 0 when every image was
- * written, 1 on a failure, 2 on a usage error. */
+ * them.  Outputs are checked (their folders made, as lumen upscale makes
+ * them) before the model loads, and again, under an flock on the folder,
+ * just before each is renamed into place: an existing file is replaced only
+ * with --overwrite.  A NaN in any stage is an error and writes nothing
+ * (lm_sd_generate names the stage).  "--" ends the options (a prompt may
+ * then start with "-").  Exit 0 when every image was written, 1 on a
+ * failure, 2 on a usage error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -49,7 +52,8 @@ static int usage(const char *msg)
             "usage: lumen generate \"PROMPT\" --model DIR|FILE -o OUT.png [options]\n"
             "  --model DIR|FILE   a diffusers folder (model_index.json) or a single-file\n"
             "                     .safetensors or .gguf checkpoint (SD 1.x, 2.x, SDXL)\n"
-            "  --negative TEXT    the negative prompt (default none)\n"
+            "  --negative TEXT    the negative prompt (default none: SDXL then conditions on\n"
+            "                     zeros, as diffusers does; --negative '' on the empty prompt)\n"
             "  --steps N          sampler steps (default: the model family's, %d for SD)\n"
             "  --cfg X            classifier-free guidance scale; <= 1 runs without (default: the\n"
             "                     model family's, %g for SD)\n"
@@ -70,8 +74,10 @@ static int usage(const char *msg)
             "  --prediction P     epsilon or v_prediction, overriding the scheduler config\n"
             "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
-            "  -o OUT.png         the output; --overwrite replaces an existing file\n"
-            "  -q, --quiet        no progress bar or result line\n",
+            "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
+            "                     existing file\n"
+            "  -q, --quiet        no progress bar or result line\n"
+            "  --                 the end of the options: a prompt after it may start with -\n",
             d->steps, d->cfg, lm_sampler_list(names, sizeof names, false), d->sampler,
             d->strength);
     return 2;
@@ -111,18 +117,31 @@ static int parse_opt_num(const char *opt, const char *s, lm_sd_opt id, double *o
     return 0;
 }
 
+/* the error, after what unless the message names it already */
 static void report(const char *what)
 {
     const char *msg = lm_error_message();
     if (!strncmp(msg, "generate: ", 10)) msg += 10;
+    if (what && strstr(msg, what)) what = NULL;
     fprintf(stderr, "lumen generate: %s%s%s\n", what ? what : "", what ? ": " : "", msg);
 }
 
 /* 0 = parsed, -1 = help printed, else the exit status */
 static int parse_args(int argc, char **argv, gen_args *a)
 {
+    bool options = true;
     for (int i = 2; i < argc; i++) {
         const char *s = argv[i];
+        if (options && !strcmp(s, "--")) {   /* getopt's end of options */
+            options = false;
+            continue;
+        }
+        if (!options) {
+            if (a->prompt)
+                return usage("one prompt only (quote it: lumen generate -- \"-a red fox\" ...)");
+            a->prompt = s;
+            continue;
+        }
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
@@ -196,6 +215,23 @@ static int parse_args(int argc, char **argv, gen_args *a)
     if (!a->prompt) return usage("no prompt given");
     if (!a->model) return usage("no model given (--model DIR|FILE)");
     if (!a->out || !*a->out) return usage("no output given (-o OUT.png)");
+    if (a->out[strlen(a->out) - 1] == '/') {
+        fprintf(stderr, "lumen generate: -o %s names a folder; -o takes the image's file name "
+                "(%simage.png)\n", a->out, a->out);
+        return 2;
+    }
+    /* the batch's seeds, each one that can be given back */
+    if (a->has_seed &&
+        lm_sd_seeds_check(NULL, "--seed", "--batch-size", (int64_t)a->seed, a->batch) != LM_OK) {
+        fprintf(stderr, "lumen generate: %s\n", lm_error_message());
+        return 2;
+    }
+    /* img2img's steps, when known before the model (else the family's, checked once it loads) */
+    if (a->init && a->has_steps && a->has_strength &&
+        lm_sd_img2img_check(NULL, a->steps, a->strength) != LM_OK) {
+        fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
+        return 2;
+    }
     const char *schedule;
     if (a->sampler && !lm_sd_sampler_a1111(a->sampler, &schedule)) {
         char names[512], a1111[512], all[1100];
@@ -248,6 +284,10 @@ static const char *out_problem(const gen_args *a, const char *o, char *why, size
     struct stat sb;
     if (lstat(o, &sb) != 0) return NULL;
     if (S_ISDIR(sb.st_mode)) snprintf(why, n, "%s is a folder", o);
+    else if (!S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))   /* found now, not after the run */
+        snprintf(why, n, "%s exists and is %s; only regular files are written", o,
+                 S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)" : S_ISSOCK(sb.st_mode) ? "a socket"
+                 : "a device");
     else if (!a->overwrite) snprintf(why, n, "%s exists (--overwrite replaces it)", o);
     else if (a->init) {
         struct stat ib;
@@ -259,14 +299,44 @@ static const char *out_problem(const gen_args *a, const char *o, char *why, size
     return why;
 }
 
+/* the folder of path ("." for none) */
+static void dir_of(const char *path, char *dir, size_t n)
+{
+    snprintf(dir, n, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
+    else snprintf(dir, n, ".");
+}
+
+/* Whether a file can be made beside path under a name as long as the PNG
+ * writer's temporary (core/io's "PATH.PID-K-HEX.tmp"): made and removed at
+ * once, so a name too long for the folder, a read-only file system or a
+ * permission is found before the model loads, not after the run.  0, or 1
+ * with the reason printed. */
+static int probe_name(const char *path)
+{
+    size_t n = strlen(path) + 64;
+    char *t = malloc(n);
+    if (!t) return 1;
+    snprintf(t, n, "%s.%ld-9999-fffff.tmp", path, (long)getpid());
+    int fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666), e = errno;
+    if (fd >= 0) {
+        close(fd);
+        unlink(t);
+    }
+    free(t);
+    if (fd >= 0 || e == EEXIST) return 0;
+    fprintf(stderr, "lumen generate: output %s: cannot create a file there: %s%s\n", path,
+            strerror(e), e == ENAMETOOLONG ? " (the writer's temporary adds about 20 bytes to the "
+            "name)" : "");
+    return 1;
+}
+
 /* the folder of path, locked as lumen upscale locks its outputs' */
 static int lock_dir(const char *path)
 {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) slash == dir ? (void)(slash[1] = 0) : (void)(*slash = 0);
-    else snprintf(dir, sizeof dir, ".");
+    dir_of(path, dir, sizeof dir);
     return lm_cli_lock_dir(dir, "generate");
 }
 
@@ -299,7 +369,10 @@ static char *infotext(const gen_args *a, const char *model, uint64_t seed, int64
     char *t = malloc(n);
     if (!t) return NULL;
     size_t at = (size_t)snprintf(t, n, "%s", a->prompt);
-    if (a->negative && *a->negative)
+    /* given, even empty: "Negative prompt: " with nothing after it is the
+     * empty prompt, no line is none (SDXL's zeros; A1111 reads both back
+     * as an empty negative, the only one it has) */
+    if (a->negative)
         at += (size_t)snprintf(t + at, n - at, "\nNegative prompt: %s", a->negative);
     at += (size_t)snprintf(t + at, n - at, "\nSteps: %" PRId64 ", Sampler: %s, Schedule type: %s, "
                            "CFG scale: %g, Seed: %" PRIu64 ", Size: %" PRId64 "x%" PRId64 ", Model: ",
@@ -425,6 +498,12 @@ static int cmd_generate(int argc, char **argv)
             goto done;
         }
     }
+    /* the folders, made now: a generation is not thrown away for want of one */
+    for (int i = 0; i < (int)a.batch; i++) {
+        char dir[4096];
+        dir_of(names[i], dir, sizeof dir);
+        if (lm_cli_out_dir(dir, names[i], "generate") || probe_name(names[i])) goto done;
+    }
     if (a.init && !(init = read_init(a.init))) {
         report(a.init);
         goto done;
@@ -435,6 +514,7 @@ static int cmd_generate(int argc, char **argv)
     lo.device = a.device;
     lo.tokenizer_dir = a.tokenizer;
     lo.prediction = a.prediction;
+    lo.tokenizer_option = "--tokenizer DIR";
     if (!(p = lm_sd_pipeline_load(a.model, &lo))) {
         report(NULL);
         goto done;
@@ -445,6 +525,11 @@ static int cmd_generate(int argc, char **argv)
     if (!a.has_cfg) a.cfg = fd->cfg;
     if (!a.has_sampler) a.sampler = fd->sampler;
     if (!a.has_strength) a.strength = fd->strength;
+    if (init && lm_sd_img2img_check(NULL, a.steps, a.strength) != LM_OK) {
+        fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
+        rc = 2;   /* a usage error, as when --steps was given */
+        goto done;
+    }
     lm_sd_gen_opts go;
     lm_sd_gen_opts_init_for(&go, p);
     const char *prompts[1] = {a.prompt}, *negs[1] = {a.negative};

@@ -391,13 +391,23 @@ static int plan_outputs(const up_args *a, plan *p)
             }
     }
     if (bad) return 1;
-    int e = make_dirs(p->dir);
+    return lm_cli_out_dir(p->dir, a->out, "upscale");
+}
+
+/* The folder of an output made (as mkdir -p) and writable: 0, or 1 with
+ * "lumen PROG: output OUT: cannot make folder DIR: why" printed.  lumen
+ * upscale and lumen generate check their outputs with it before a model
+ * loads (lumen batch makes its folders as it goes, lm._batch.mkdirs). */
+int lm_cli_out_dir(const char *dir, const char *out, const char *prog)
+{
+    int e = make_dirs(dir);
     if (e) {
-        fprintf(stderr, "lumen upscale: cannot make folder %s: %s\n", p->dir, strerror(e));
+        fprintf(stderr, "lumen %s: output %s: cannot make folder %s: %s\n", prog, out, dir, strerror(e));
         return 1;
     }
-    if (access(p->dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "lumen upscale: cannot write into %s: %s\n", p->dir, strerror(errno));
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "lumen %s: output %s: cannot write into folder %s: %s\n", prog, out, dir,
+                strerror(errno));
         return 1;
     }
     return 0;

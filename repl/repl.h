@@ -15,6 +15,8 @@ int lm_cli_diff(int argc, char **argv);     /* cli_diff.c: diff (two dumps) */
 /* cli_models.c: an flock on an output folder while an output is renamed in
  * (lumen upscale, lumen generate); -1 with "lumen PROG: ..." printed */
 int lm_cli_lock_dir(const char *dir, const char *prog);
+/* ... the folder dir of output out made and writable: 0, or 1 printed */
+int lm_cli_out_dir(const char *dir, const char *out, const char *prog);
 int lm_cli_batch(int argc, char **argv);    /* batch.c */
 int lm_cli_models(int argc, char **argv);   /* cli_models.c: upscale, convert */
 int lm_cli_generate(int argc, char **argv); /* cli_generate.c */

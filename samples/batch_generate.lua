@@ -10,7 +10,9 @@
 -- for SD), size ("512x512"; default the model's), seed (>= 0; the runner
 -- numbers the jobs when the file has none).  A value out of its range fails
 -- the job, naming the option (pipe:generate checks).  A missing negative is
--- the empty prompt.
+-- none, as in `lumen generate` without --negative (diffusers' None: zeros on
+-- SDXL); "negative": "" is the empty prompt, encoded (the PNG's parameters
+-- then say negative: with nothing after it).
 -- With --batch-size N, up to N jobs that share steps, cfg, sampler and size
 -- run in one UNet call; each image's noise comes from its own seed, so the
 -- bytes are those of one job at a time (tests/models/generate.sh checks).
@@ -36,7 +38,10 @@ local function render_batch(ps)
     if key(settings(p)) ~= key(s) then
       error("batch_generate.lua: jobs with different steps/cfg/sampler/size in one batch")
     end
-    prompts[i], negatives[i], seeds[i] = tostring(p.prompt or ""), tostring(p.negative or ""), p.seed
+    -- false: this image's negative is none (a table cannot hold nil)
+    local neg = false
+    if p.negative ~= nil then neg = tostring(p.negative) end
+    prompts[i], negatives[i], seeds[i] = tostring(p.prompt or ""), neg, p.seed
   end
   return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
                        steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size}

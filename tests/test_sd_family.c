@@ -139,6 +139,22 @@ static void test_size_parse(void **state)
     expect_error(lm_sd_size_parse("g", "--size", NULL, &w, &h), "g: --size \"\": expected");
 }
 
+/* issue 34 item 12: a batch's seeds seed..seed+batch-1 must each be one that
+ * can be given back; the message names the last seed and the largest that fits */
+static void test_seeds_check(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_sd_seeds_check(NULL, "seed", "batch", INT64_MAX, 1), LM_OK);
+    assert_int_equal(lm_sd_seeds_check(NULL, "seed", "batch", INT64_MAX - 1, 2), LM_OK);
+    assert_int_equal(lm_sd_seeds_check(NULL, "seed", "batch", 0, 4096), LM_OK);
+    expect_error(lm_sd_seeds_check("lumen generate", "--seed", "--batch-size", INT64_MAX, 2),
+                 "lumen generate: --seed 9223372036854775807 with --batch-size 2: the last image's "
+                 "seed would be 9223372036854775808, past the largest seed 9223372036854775807; "
+                 "give --seed 9223372036854775806 or less");
+    expect_error(lm_sd_seeds_check(NULL, "seed", "batch", INT64_MAX - 2, 4096), "give seed 9223372036854771712 or less");
+    expect_error(lm_sd_seeds_check(NULL, "seed", "batch", -1, 1), "seed -1: expected a whole number >= 0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -146,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_ranges),
         cmocka_unit_test(test_size_parse),
+        cmocka_unit_test(test_seeds_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -113,6 +113,17 @@ static lm_status take(void *ctx, int k, int ndim, const int64_t *shape, lm_array
     return *out ? LM_OK : lm_error_status();
 }
 
+/* a noise hook that only counts its calls (and gives the seeds' draws) */
+static lm_status count_draws(void *ctx, int k, int ndim, const int64_t *shape, lm_array **out)
+{
+    (void)k;
+    (void)ndim;
+    (void)shape;
+    ++*(int *)ctx;
+    *out = NULL;
+    return LM_OK;
+}
+
 static void gen_opts(lm_sd_gen_opts *o, const char *sampler)
 {
     static const char *pr[1], *ng[1];
@@ -402,16 +413,46 @@ static void test_errors(void **state)
     o.batch = 0;
     assert_null(lm_sd_generate(sd1, &o));
     assert_non_null(strstr(lm_error_message(), "batch 0: expected a whole number from 1 to 4096"));
+    /* issue 34 items 3 and 12: a strength that leaves no step is named
+     * before any network runs (no noise drawn), with what would run; a
+     * batch from one seed must not run past the largest seed */
+    assert_int_equal(lm_sd_img2img_check(NULL, 2, 0.5), LM_OK);
+    assert_int_not_equal(lm_sd_img2img_check("g", 3, 0.2), LM_OK);
+    assert_string_equal(lm_error_message(), "g: strength 0.2 of 3 steps leaves no step to run (img2img "
+                        "runs int(steps * strength) of them): give 5 steps or more, or a strength of "
+                        "1/3 or more");
+    int64_t ishape[3] = {3, 64, 64};
+    lm_array *init = lm_full(3, ishape, 0.5, LM_F32, NULL);
+    int ndraws = 0;
+    gen_opts(&o, "euler");
+    o.init = init;
+    o.strength = 0.1;
+    o.noise = count_draws;
+    o.noise_ctx = &ndraws;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "generate: strength 0.1 of 4 steps leaves no step to run"));
+    assert_int_equal(ndraws, 0);
+    lm_array_release(init);
+    gen_opts(&o, "euler");
+    o.seed = INT64_MAX;
+    o.batch = 2;
+    assert_null(lm_sd_generate(sd1, &o));
+    assert_non_null(strstr(lm_error_message(), "the last image's seed would be 9223372036854775808"));
     /* a clip_skip past the encoder's layers names its real count (it was
      * read after the encoder's outputs were freed) */
     lm_array *e = NULL, *pl = NULL;
     const char *one[1] = {"x"};
     assert_int_not_equal(lm_sd_encode_prompt_skip(sd1, 1, one, 63, &e, &pl), LM_OK);
     int layers = -1;
-    const char *at = strstr(lm_error_message(), "the text encoder has ");
+    const char *at = strstr(lm_error_message(), "text_encoder has ");
     assert_non_null(at);
-    assert_int_equal(sscanf(at, "the text encoder has %d layers", &layers), 1);
+    assert_int_equal(sscanf(at, "text_encoder has %d layers", &layers), 1);
     assert_true(layers >= 1 && layers < 63);
+    /* ... and the largest clip_skip in both counts (issue 34 item 12) */
+    char want[160];
+    snprintf(want, sizeof want, "so clip_skip %d at most (diffusers' count; A1111's Clip skip, lumen "
+             "generate's --clip-skip, is one more: %d)", layers, layers + 1);
+    assert_non_null(strstr(lm_error_message(), want));
 }
 
 /* the family rows the loaders chose, and their columns the pipeline reads */

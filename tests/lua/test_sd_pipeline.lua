@@ -154,3 +154,45 @@ test("sd pipeline: pipe.defaults is the family's row", function()
   eq(d.steps, 20, "steps"); eq(d.cfg, 7, "cfg"); eq(d.sampler, "dpm++2m_karras", "sampler")
   eq(d.strength, 0.8, "strength"); eq(d.clip_skip, 0, "clip_skip"); eq(d.size, pipe.default_size, "size")
 end)
+
+-- issue 34, item 11: a false entry of negative = {...} is that image's None
+-- (zeros on SDXL, as a missing negative), "" the empty prompt encoded; a
+-- batch mixing them gives the bytes of single runs
+test("sd pipeline: negative false is None, \"\" the empty prompt (SDXL tells them apart)", function()
+  local xl = lm.models.load(D .. "sdxl", {dtype = "f32", device = "cpu"})
+  local a = {prompt = PROMPT, steps = 2, sampler = "euler", seed = 3}
+  local none, empty = xl:generate(a), xl:generate{prompt = PROMPT, steps = 2, sampler = "euler", seed = 3, negative = ""}
+  ok(maxerr(none, empty) > 0, "None and \"\" differ on SDXL")
+  local both = xl:generate{prompt = PROMPT, steps = 2, sampler = "euler", seed = {3, 3}, batch = 2,
+                           negative = {false, ""}}
+  eq(maxerr(both[1], none), 0, "false is None")
+  eq(maxerr(both[2], empty), 0, "\"\" is the empty prompt")
+  raises(function() xl:generate{prompt = {true}, steps = 1} end, "entry 1 is not a string")
+  raises(function() xl:generate{prompt = PROMPT, steps = 1, negative = {1}} end, "not a string or false")
+  xl:free()
+end)
+
+-- issue 34, items 5 and 12: NaN an error naming the stage (the weights made
+-- NaN in place), seeds named by their value, a batch's seeds in range
+test("sd pipeline: NaN names its stage; seeds named by value", function()
+  setup()
+  raises(function() pipe:generate{prompt = "x", steps = 1, size = 16, seed = 2.5} end, "seed 2.5: expected a whole number")
+  raises(function() pipe:generate{prompt = "x", steps = 1, size = 16, seed = math.maxinteger - 1, batch = 3} end,
+         "the last image's seed would be 9223372036854775808")
+  eq(pipe:generate{prompt = "x", steps = 1, size = 16, seed = math.maxinteger - 1, batch = 2}.shape[1], 2,
+     "a batch ending on the largest seed runs")
+  -- a copy of the folder whose VAE decoder ends in a NaN bias
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute("cp -r " .. D .. "sd1 " .. dir))
+  local f = dir .. "/vae/diffusion_pytorch_model.safetensors"
+  local w = lm.load(f)
+  w["decoder.conv_out.bias"] = lm.full(w["decoder.conv_out.bias"].shape, 0 / 0, w["decoder.conv_out.bias"].dtype)
+  os.remove(f)
+  lm.save(f, w)
+  local p2 = lm.models.load(dir, {dtype = "f32", device = "cpu"})
+  raises(function() p2:generate{prompt = "x", steps = 2, size = 16, seed = 1} end,
+         "generate: the VAE decoder (its input: the latents / scaling_factor 0.18215) produced NaN; no image is given")
+  p2:free()
+  os.execute("rm -rf " .. dir)
+end)

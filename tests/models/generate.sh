@@ -8,7 +8,10 @@
 # with a message that says what is wrong; `lumen batch` with the sample makes
 # the same bytes with --batch-size 2 as with 1; `lumen convert` writes the
 # single file and the folder as GGUF (plain, q8_0, q4_k) and generate /
-# lm.models.load read it back.  One line per check.
+# lm.models.load read it back; issue 34: outputs and strength checked before
+# the model loads, NaN in any stage an error naming it (no PNG), None and ""
+# negatives told apart in the image and its parameters, seeds that can be
+# given back, -- before a prompt starting with -.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 export LUMEN_DEVICE=cpu
@@ -119,5 +122,88 @@ check "... which generate reads" sh -c "$G --model $T/back.safetensors --tokeniz
 check "q8_0 -> q4_0 requantizes" sh -c "'$L' convert --quantize q4_0 $T/sd1-q8_0.gguf $T/sd1-q4_0.gguf | grep -q 'requantized'"
 check "... no q8_0 tensor is left" "$L" -e "local n = 0; for k, t in pairs(lm.load('$T/sd1-q4_0.gguf')) do assert(t.dtype ~= 'q8_0', k); if t.dtype == 'q4_0' then n = n + 1 end end; assert(n > 0, 'no q4_0')"
 check "a diffusers folder -> safetensors makes the single file's PNG" sh -c "mkdir -p $T/dir && $L convert $D/sd1 $T/dir/sd1.safetensors && $G --model $T/dir/sd1.safetensors --tokenizer $D/sd1 --seed 42 -o $T/dir2.png && cmp $T/single.png $T/dir2.png"
+
+# ---- issue 34 item 3: the output checked (its folder made) before the model loads ----
+check "-o into folders that do not exist makes them" sh -c "$G --model $D/sd1 --seed 42 -o $T/new/sub/x.png && cmp $T/new/sub/x.png $T/keep.png"
+touch $T/afile
+fails "an output folder that cannot be made fails before the model, naming the output" 1 "output $T/afile/x.png: cannot make folder $T/afile" sh -c "$G --model $D/nothing_here -o $T/afile/x.png"
+fails "-o DIR/ names a folder: refused before the model" 2 "-o $T/newdir/ names a folder" sh -c "$G --model $D/nothing_here -o $T/newdir/"
+check "... and makes nothing" test ! -e $T/newdir
+check "-o 'd%d/img.png' --batch-size 2 makes d0/ and d1/" sh -c "$G --model $D/sd1 --seed 42 --sampler euler_a --batch-size 2 -o '$T/d%d/img.png' && cmp $T/d0/img.png $T/s42.png && cmp $T/d1/img.png $T/s43.png"
+if [ -d /proc/sys ] && [ ! -w /proc/sys ]; then
+  fails "a folder that cannot be written fails before the model" 1 "output /proc/sys/x.png: cannot write into folder /proc/sys" sh -c "$G --model $D/nothing_here -o /proc/sys/x.png"
+fi
+mkfifo $T/fifo.png
+fails "a FIFO at the output is refused before the model, even with --overwrite" 1 "$T/fifo.png exists and is a FIFO (named pipe)" sh -c "$G --model $D/nothing_here --overwrite -o $T/fifo.png"
+long=$(printf '%0240d' 0)
+fails "a file name the folder cannot hold (with the writer's temporary) fails before the model" 1 "cannot create a file there: File name too long" sh -c "$G --model $D/nothing_here -o $T/$long.png"
+check "... and leaves no file behind" sh -c "! ls $T | grep -q '^0000000000'"
+fails "a strength that leaves no step fails before the model (--steps given)" 2 "--strength 0.1 of 2 steps leaves no step to run" sh -c "$G --model $D/nothing_here --init $T/folder.png --steps 2 --strength 0.1 -o $T/x.png"
+fails "... and with the family's steps, before the init image is encoded" 2 "--strength 0.01 of 20 steps leaves no step to run" sh -c "$L generate fox --model $D/sd1 --size 64 --init $T/folder.png --strength 0.01 -o $T/x.png"
+check "... pipe:generate says so before any network runs" "$L" -e "
+  local p = lm.models.load('$D/sd1'); local calls = 0
+  local ok, e = pcall(p.generate, p, {prompt = 'a', steps = 3, strength = 0.2, init = lm.zeros{3, 64, 64},
+    noise = function() calls = calls + 1 end})
+  assert(not ok and e:find('generate: strength 0.2 of 3 steps leaves no step to run', 1, true), e)
+  assert(e:find('give 5 steps or more', 1, true), e); assert(calls == 0, 'noise drawn')"
+
+# ---- item 5: a NaN in any stage is an error naming it, and no PNG ----
+nan_weight() {  # nan_weight DIR FILE KEY: a copy of sd1 with tensor KEY of FILE all NaN
+  rm -rf "$T/$1" && cp -r $D/sd1 "$T/$1" && "$L" -e "local f = '$T/$1/$2'; local t = lm.load(f)
+    local w = assert(t['$3'], '$3'); t['$3'] = lm.full(w.shape, 0/0, w.dtype); os.remove(f); lm.save(f, t)"
+}
+nan_weight nan_unet unet/diffusion_pytorch_model.safetensors conv_in.bias
+nan_weight nan_te text_encoder/model.safetensors final_layer_norm.bias
+nan_weight nan_dec vae/diffusion_pytorch_model.safetensors decoder.conv_out.bias
+nan_weight nan_enc vae/diffusion_pytorch_model.safetensors encoder.conv_in.bias
+fails "NaN UNet weights: the UNet at step 1 named, exit 1" 1 "the UNet at step 1 of 4 produced NaN" sh -c "$G --model $T/nan_unet --seed 1 -o $T/nan1.png"
+fails "NaN text encoder weights: the text encoder named" 1 "the text encoder produced NaN" sh -c "$G --model $T/nan_te --seed 1 -o $T/nan2.png"
+fails "NaN VAE decoder weights: the VAE decoder named, with the images of a batch" 1 "the VAE decoder (its input: the latents / scaling_factor 0.18215) produced NaN in images 1 (seed 1), 2 (seed 2)" sh -c "$G --model $T/nan_dec --seed 1 --batch-size 2 -o $T/nan3.png"
+fails "NaN VAE encoder weights with --init: the VAE encoder named" 1 "the VAE encoder (the init image's latents) produced NaN" sh -c "$G --model $T/nan_enc --seed 1 --init $T/folder.png --strength 0.5 -o $T/nan4.png"
+check "... no PNG written by any of them" sh -c "! ls $T/nan*.png 2>/dev/null | grep -q ."
+rm -rf $T/sf0 && cp -r $D/sd1 $T/sf0 && sed -i 's/"scaling_factor": *[0-9.e-]*/"scaling_factor": 0/' $T/sf0/vae/config.json
+fails "VAE scaling_factor 0 is refused at load, naming the key" 1 "config.json: scaling_factor 0: the latents are divided by it" sh -c "$G --model $T/sf0 --seed 1 -o $T/sf0.png"
+rm -rf $T/sftiny && cp -r $D/sd1 $T/sftiny && sed -i 's/"scaling_factor": *[0-9.e-]*/"scaling_factor": 1e-45/' $T/sftiny/vae/config.json
+fails "scaling_factor 1e-45 (latents overflow): the VAE decoder named" 1 "the VAE decoder (its input: the latents / scaling_factor 1e-45) produced NaN" sh -c "$G --model $T/sftiny --seed 1 -o $T/sftiny.png"
+check "... no PNG" test ! -e $T/sftiny.png
+check "pipe:generate on NaN weights raises, naming the stage" "$L" -e "
+  local p = lm.models.load('$T/nan_unet'); local ok, e = pcall(p.generate, p, {prompt = 'a', steps = 2, size = 64})
+  assert(not ok and e:find('generate: the UNet at step 1 of 2 produced NaN', 1, true), e)"
+printf '%s\n' '{"seed": 1, "prompt": "a red fox", "steps": 2, "size": "64x64"}' > "$T/nan.jsonl"
+fails "lumen batch with NaN weights: the job fails, named, no PNG" 1 "the UNet at step 1 of 2 produced NaN" "$L" batch samples/batch_generate.lua --params "$T/nan.jsonl" \
+  -o "$T/nanb/%d.png" --progress off -- $T/nan_unet
+check "... the manifest records the failure" sh -c "grep -q '\"status\":\"failed\"' $T/nanb/manifest.jsonl && test ! -e $T/nanb/1.png"
+
+# ---- item 11: a None negative and an empty one told apart (SDXL encodes zeros for None) ----
+GX="$L generate 'a red fox' --steps 3 -q --model $D/sdxl --seed 9"
+check "SDXL: --negative '' and no --negative make different images" sh -c "$GX -o $T/xl_none.png && $GX --negative '' -o $T/xl_empty.png && ! cmp -s $T/xl_none.png $T/xl_empty.png"
+check "... and their parameters say which: an empty 'Negative prompt: ' line, or none" sh -c "
+  [ \"\$($L -e \"local _, t = lm.image.read_png('$T/xl_empty.png'); io.write(t.parameters)\" | sed -n 2p)\" = 'Negative prompt: ' ] &&
+  ! $L -e \"local _, t = lm.image.read_png('$T/xl_none.png'); io.write(t.parameters)\" | grep -q 'Negative prompt'"
+printf '%s\n' '{"seed": 9, "prompt": "a red fox", "steps": 3}' '{"seed": 9, "prompt": "a red fox", "steps": 3, "negative": ""}' > "$T/neg.jsonl"
+check "batch_generate.lua: a missing negative is lumen generate's none, \"\" its --negative ''" sh -c "
+  '$L' batch samples/batch_generate.lua --params $T/neg.jsonl -o '$T/neg/%d.png' --batch-size 2 --progress off --manifest none -- $D/sdxl &&
+  $L -e \"local function d(a, b) return (lm.image.read_png(a):astype('f32') - lm.image.read_png(b):astype('f32')):abs():max():item() end
+    assert(d('$T/neg/1.png', '$T/xl_none.png') == 0, 'missing negative is not none')
+    assert(d('$T/neg/2.png', '$T/xl_empty.png') == 0, 'empty negative is not the empty prompt')
+    assert(d('$T/neg/1.png', '$T/xl_empty.png') > 0, 'the two are the same')\""
+check "... and lumen batch's parameters tell them apart (the job's negative column, empty or absent)" "$L" -e "
+  local function p(f) local _, t = lm.image.read_png(f); return t.parameters end
+  assert(not p('$T/neg/1.png'):lower():find('negative'), p('$T/neg/1.png')); assert(p('$T/neg/2.png'):lower():find('negative'), p('$T/neg/2.png'))"
+
+# ---- item 12: messages ----
+fails "--seed whose batch runs past 2^63-1 is refused, naming the last seed" 2 "the last image's seed would be 9223372036854775808, past the largest seed 9223372036854775807; give --seed 9223372036854775806 or less" \
+  sh -c "$G --model $D/nothing_here --seed 9223372036854775807 --batch-size 2 -o $T/x.png"
+check "-- ends the options: a prompt may start with -" sh -c "$L generate --model $D/sd1 --steps 2 --size 64 --seed 1 -q -o $T/dash.png -- '-a red fox' && $L -e \"local _, t = lm.image.read_png('$T/dash.png'); assert(t.parameters:find('^%-a red fox\\nSteps: 2'), t.parameters)\""
+fails "a single file without --tokenizer: the hint names --tokenizer" 1 "give --tokenizer DIR, a diffusers folder of the SD 1.x model" sh -c "$G --model $S -o $T/x.png"
+check "... and no Lua option" sh -c "! grep -q 'config_dir\|tokenizer=' $T/log"
+check "pipe:generate: a seed that is not whole is named by its value; a batch past 2^63-1 refused" "$L" -e "
+  local p = lm.models.load('$D/sd1')
+  local ok, e = pcall(p.generate, p, {prompt = 'a', steps = 1, size = 64, seed = 2.5}); assert(e:find('seed 2.5: expected a whole number', 1, true), e)
+  ok, e = pcall(p.generate, p, {prompt = 'a', steps = 1, size = 64, seed = {1, 'x'}, batch = 2}); assert(e:find('seeds[2] = \"x\" (a string)', 1, true), e)
+  ok, e = pcall(p.generate, p, {prompt = 'a', steps = 1, size = 64, seed = math.maxinteger, batch = 2}); assert(e:find('seed 9223372036854775807 with batch 2: the last image', 1, true), e)
+  ok, e = pcall(lm.models.load, '$S'); assert(e:find('give tokenizer = DIR', 1, true), e)"
+fails "--clip-skip past the text encoder's layers names both counts" 1 "clip_skip 63: text_encoder has 2 layers, so clip_skip 2 at most (diffusers' count; A1111's Clip skip, lumen generate's --clip-skip, is one more: 3)" sh -c "$G --model $D/sd1 --clip-skip 64 -o $T/x.png"
+check "... no x.png written by these failures" test ! -e $T/x.png
 echo "$p passed, $f failed"
 [ $f = 0 ]
