@@ -189,10 +189,10 @@ lm_status lm_dit_pipe_schedule(lm_dit_pipe *d, int steps, int64_t h, int64_t w, 
 
 /* ---- decoding ---- */
 
-lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
-                        double scaling, double shift, lm_array *latents)
+/* latents to the VAE's raw output [B, 3, H, W] f32 (before the postprocess) */
+static lm_array *decode_raw(lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row, double scaling,
+                            double shift, lm_array *latents)
 {
-    (void)d;
     tmp t = {0};
     lm_array *z = T(&t, lm_cast(latents, LM_F32));
     if (z && row->packed) {
@@ -200,7 +200,12 @@ lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const
          * channel, then the 2x2 patches back to the VAE's latents */
         lm_array *mean = NULL, *var = NULL;
         double eps = 0;
-        if (lm_vae_bn(vae, &mean, &var, &eps) != LM_OK) goto fail;
+        if (lm_vae_bn(vae, &mean, &var, &eps) != LM_OK) {
+            tmp_free(&t);
+            return NULL;
+        }
+        T(&t, mean);
+        T(&t, var);
         z = T(&t, lm_flux2_bn_denormalize(z, mean, var, eps));
         z = z ? T(&t, lm_flux2_unpatchify(z)) : NULL;
     } else if (z) {
@@ -209,16 +214,30 @@ lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const
     }
     lm_array *c = z ? T(&t, lm_cast(z, vae_dt)) : NULL;
     lm_array *img = c ? T(&t, lm_vae_decode(vae, c)) : NULL;
-    lm_array *f = img ? T(&t, lm_cast(img, LM_F32)) : NULL;
-    /* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
-    lm_array *g = f ? T(&t, lm_binary_scalar(LM_OP_MUL, f, 0.5, false)) : NULL;
+    lm_array *r = keep(img ? T(&t, lm_cast(img, LM_F32)) : NULL);
+    tmp_free(&t);
+    return r;
+}
+
+/* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
+static lm_array *postprocess(lm_array *raw)
+{
+    tmp t = {0};
+    lm_array *g = T(&t, lm_binary_scalar(LM_OP_MUL, raw, 0.5, false));
     lm_array *h = g ? T(&t, lm_binary_scalar(LM_OP_ADD, g, 0.5, false)) : NULL;
     lm_array *r = keep(h ? T(&t, lm_clamp(h, 0, 1)) : NULL);
     tmp_free(&t);
     return r;
-fail:
-    tmp_free(&t);
-    return NULL;
+}
+
+lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
+                             double scaling, double shift, lm_array *latents)
+{
+    (void)d;
+    lm_array *raw = decode_raw(vae, vae_dt, row, scaling, shift, latents);
+    lm_array *r = raw ? postprocess(raw) : NULL;
+    lm_array_release(raw);
+    return r;
 }
 
 /* ---- generation ---- */
@@ -411,75 +430,181 @@ static lm_array *start(dgen *g, int i)
     return r;
 }
 
+/* ---- NaN: which stage gave it ---- */
+
+/* x's sum over everything, f32, lazy: not finite when x holds a NaN or an
+ * infinity (latents and images are far from overflowing a sum) */
+static lm_array *sum_all(lm_array *x)
+{
+    lm_array *f = x->dtype == LM_F32 ? lm_array_retain(x) : lm_cast(x, LM_F32);
+    lm_array *r = f ? lm_reduce(LM_OP_SUM, f, 0, NULL, false) : NULL;
+    lm_array_release(f);
+    return r;
+}
+
+/* 1 when one of the n evaluated sums is not finite (*nan: one is NaN), 0
+ * when none is, -1 with the error set; *first gets the first bad index */
+static int sums_bad(lm_array *const *sums, int n, bool *nan, int *first)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) {
+        float v;
+        if (lm_array_read(sums[i], &v, LM_F32) != LM_OK) return -1;
+        if (isfinite(v)) continue;
+        if (!bad && first) *first = i;
+        bad = 1;
+        *nan |= isnan(v);
+    }
+    return bad;
+}
+
+/* The error for images that decoded to a NaN or an infinity: the first
+ * stage whose kept sums show one (read only now: a run that goes well
+ * never waits for them).  tsum [B*n] the conditioning's, ssum [(steps+1)*B]
+ * the latents' from the start, dsum [B] the decoded images'. */
+static lm_status stage_error(const dgen *g, int n, lm_array *const *tsum, lm_array *const *ssum,
+                             lm_array *const *dsum)
+{
+    const lm_sd_family_row *row = g->d->row;
+    char stage[160];
+    bool nan = false;
+    int first = 0, rc, k = 0;
+    lm_dtype dt = g->d->dt;
+    if ((rc = sums_bad(tsum, g->B * n, &nan, &first)) != 0) {
+        if (rc < 0) return lm_error_status();
+        snprintf(stage, sizeof stage, "the text encoder (image %d's %s prompt)", first / n + 1,
+                 first % n ? "negative" : "");
+        first /= n;
+    } else {
+        for (k = 0; k <= g->steps && (rc = sums_bad(ssum + k * g->B, g->B, &nan, &first)) == 0; k++) {}
+        if (rc < 0) return lm_error_status();
+        if (k == 0) {
+            snprintf(stage, sizeof stage, "%s", g->o->latents ? "the latents given" : "the initial noise");
+            dt = LM_F32;
+        } else if (k <= g->steps) {
+            snprintf(stage, sizeof stage, "the transformer at step %d of %d", k, g->steps);
+        } else {
+            if ((rc = sums_bad(dsum, g->B, &nan, &first)) < 0) return lm_error_status();
+            snprintf(stage, sizeof stage, "the VAE decoder");
+            dt = lm_vae_dtype(lm_sd_pipeline_vae(g->p));
+        }
+    }
+    uint64_t seed = g->o->seeds ? g->o->seeds[first] : g->o->seed + (uint64_t)first;
+    char which[64] = "";
+    if (g->B > 1) snprintf(which, sizeof which, " in image %d (seed %llu)", first + 1, (unsigned long long)seed);
+    char why[96];
+    if (dt == LM_F32) snprintf(why, sizeof why, "a weight of it may be NaN or infinite");
+    else snprintf(why, sizeof why, "a weight of it may be NaN, or %s overflowed there (dtype f32 avoids "
+                  "that)", lm_dtype_name(dt));
+    return lm_error_set(LM_ERR_STATE, "generate: %s: %s produced %s%s; no image is given: %s", row->title,
+                        stage, nan ? "NaN" : "an infinity", which, why);
+}
+
 lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_gen_opts *o)
 {
     dgen g = {.d = d, .p = p, .o = o};
-    lm_array **xs = NULL, **ctx = NULL, *img = NULL;
+    lm_array **xs = NULL, **ctx = NULL, **tsum = NULL, **ssum = NULL, **raw = NULL, **dsum = NULL, *img = NULL;
     int n = 1;
     lm_status st = check(&g);
     if (st != LM_OK) goto done;
     n = g.cfg ? 2 : 1;
-    xs = calloc((size_t)g.B, sizeof *xs);
-    ctx = calloc((size_t)(g.B * n), sizeof *ctx);
-    if (!xs || !ctx) {
+    int B = g.B;
+    xs = calloc((size_t)B, sizeof *xs);
+    ctx = calloc((size_t)(B * n), sizeof *ctx);
+    tsum = calloc((size_t)(B * n), sizeof *tsum);
+    ssum = calloc((size_t)((g.steps + 1) * B), sizeof *ssum);
+    raw = calloc((size_t)B, sizeof *raw);
+    dsum = calloc((size_t)B, sizeof *dsum);
+    lm_array **ev = calloc((size_t)(2 * B * n + 2 * B + 1), sizeof *ev);   /* the largest eval: the start */
+    if (!xs || !ctx || !tsum || !ssum || !raw || !dsum || !ev) {
+        free(ev);
         st = lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
         goto done;
     }
     /* the conditioning, once: per image, the prompt then (cfg) its negative
      * (Z-Image: "" for None; FLUX.2-klein always "") */
-    for (int i = 0; i < g.B; i++) {
+    for (int i = 0; st == LM_OK && i < B; i++) {
         const char *texts[2] = {pos_text(o, i), ""};
         if (g.cfg && d->row->cfg_form == LM_SD_CFG_C_PLUS && neg_text(o, i)) texts[1] = neg_text(o, i);
-        if ((st = lm_dit_pipe_encode_prompt(d, n, texts, o->max_sequence_length, o->n_text_layers,
-                                            o->text_layers, ctx + i * n)) != LM_OK)
-            goto done;
+        st = lm_dit_pipe_encode_prompt(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers,
+                                       ctx + i * n);
     }
-    if ((st = lm_eval(ctx, g.B * n)) != LM_OK) goto done;
-    for (int i = 0; i < g.B; i++)
-        if (!(xs[i] = start(&g, i))) {
-            st = lm_error_status();
-            goto done;
-        }
-    if ((st = lm_eval(xs, g.B)) != LM_OK) goto done;
-    for (int s = 0; s < g.steps; s++) {
-        for (int i = 0; i < g.B; i++) {
+    for (int i = 0; st == LM_OK && i < B * n; i++)
+        if (!(tsum[i] = sum_all(ctx[i]))) st = lm_error_status();
+    for (int i = 0; st == LM_OK && i < B; i++)
+        if (!(xs[i] = start(&g, i)) || !(ssum[i] = sum_all(xs[i]))) st = lm_error_status();
+    int ne = 0;
+    for (int i = 0; st == LM_OK && i < B * n; i++) ev[ne++] = ctx[i], ev[ne++] = tsum[i];
+    for (int i = 0; st == LM_OK && i < B; i++) ev[ne++] = xs[i], ev[ne++] = ssum[i];
+    if (st == LM_OK) st = lm_eval(ev, ne);
+    for (int s = 0; st == LM_OK && s < g.steps; s++) {
+        ne = 0;
+        for (int i = 0; i < B; i++) {
             lm_array *next = step(&g, s, xs[i], ctx + i * n);
-            if (!next) {
+            lm_array *sm = next ? sum_all(next) : NULL;
+            if (!sm) {
+                lm_array_release(next);
                 st = lm_error_status();
-                goto done;
+                break;
             }
             lm_array_release(xs[i]);
             xs[i] = next;
+            ssum[(s + 1) * B + i] = sm;
+            ev[ne++] = next;
+            ev[ne++] = sm;
         }
-        /* evaluated every step: the graph stays one step long */
-        if ((st = lm_eval_async(xs, g.B)) != LM_OK) goto done;
-        if (o->progress) o->progress(o->progress_ctx, s + 1, g.steps);
+        /* evaluated every step, with the latents' sums: the graph stays
+         * one step long and nothing waits for the sums */
+        if (st == LM_OK) st = lm_eval_async(ev, ne);
+        if (st == LM_OK && o->progress) o->progress(o->progress_ctx, s + 1, g.steps);
     }
-    lm_array **imgs = calloc((size_t)g.B, sizeof *imgs);
-    if (!imgs) {
-        st = lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
-        goto done;
-    }
-    const lm_vae_config *vc = lm_vae_get_config(lm_sd_pipeline_vae(p));
+    lm_array **imgs = st == LM_OK ? calloc((size_t)B, sizeof *imgs) : NULL;
+    if (st == LM_OK && !imgs) st = lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    lm_vae *vae = lm_sd_pipeline_vae(p);
+    const lm_vae_config *vc = lm_vae_get_config(vae);
     int made = 0;
-    for (; made < g.B; made++) {
+    for (; st == LM_OK && made < B; made++) {
         lm_array *z = d->row->packed ? lm_flux2_unpack(xs[made], g.img_ids, 4, g.h / 2, g.w / 2)
                                      : lm_array_retain(xs[made]);
-        imgs[made] = z ? lm_dit_pipe_decode(d, lm_sd_pipeline_vae(p), lm_vae_dtype(lm_sd_pipeline_vae(p)), d->row,
-                                       vc->scaling_factor, vc->shift_factor, z)
-                       : NULL;
+        raw[made] = z ? decode_raw(vae, lm_vae_dtype(vae), d->row, vc->scaling_factor, vc->shift_factor, z) : NULL;
         lm_array_release(z);
-        if (!imgs[made]) break;
+        if (!raw[made] || !(dsum[made] = sum_all(raw[made])) || !(imgs[made] = postprocess(raw[made]))) {
+            st = lm_error_status();
+            made++;
+            break;
+        }
     }
-    if (made == g.B) img = g.B == 1 ? lm_array_retain(imgs[0]) : lm_concat(g.B, imgs, 0);
-    for (int i = 0; i < made; i++) lm_array_release(imgs[i]);
+    if (st == LM_OK) img = B == 1 ? lm_array_retain(imgs[0]) : lm_concat(B, imgs, 0);
+    for (int i = 0; imgs && i < made; i++) lm_array_release(imgs[i]);
     free(imgs);
-    st = img ? lm_eval(&img, 1) : lm_error_status();
+    if (st == LM_OK && !img) st = lm_error_status();
+    if (st == LM_OK) {
+        ne = 0;
+        ev[ne++] = img;
+        for (int i = 0; i < B; i++) ev[ne++] = dsum[i];
+        st = lm_eval(ev, ne);
+    }
+    free(ev);
+    /* item 5 of issue 34: a NaN or an infinity is an error naming the stage,
+     * never a black PNG (the clamp would hide it) */
+    if (st == LM_OK) {
+        bool nan = false;
+        int bad = sums_bad(dsum, B, &nan, NULL);
+        if (bad) st = bad < 0 ? lm_error_status() : stage_error(&g, n, tsum, ssum, dsum);
+    }
 done:
     for (int i = 0; xs && i < g.B; i++) lm_array_release(xs[i]);
     for (int i = 0; ctx && i < g.B * n; i++) lm_array_release(ctx[i]);
+    for (int i = 0; tsum && i < g.B * n; i++) lm_array_release(tsum[i]);
+    for (int i = 0; ssum && i < (g.steps + 1) * g.B; i++) lm_array_release(ssum[i]);
+    for (int i = 0; raw && i < g.B; i++) lm_array_release(raw[i]);
+    for (int i = 0; dsum && i < g.B; i++) lm_array_release(dsum[i]);
     free(xs);
     free(ctx);
+    free(tsum);
+    free(ssum);
+    free(raw);
+    free(dsum);
     lm_flowmatch_schedule_free(&g.sched);
     free(g.img_ids);
     free(g.txt_ids);

@@ -205,5 +205,13 @@ check "pipe:generate: a seed that is not whole is named by its value; a batch pa
   ok, e = pcall(lm.models.load, '$S'); assert(e:find('give tokenizer = DIR', 1, true), e)"
 fails "--clip-skip past the text encoder's layers names both counts" 1 "clip_skip 63: text_encoder has 2 layers, so clip_skip 2 at most (diffusers' count; A1111's Clip skip, lumen generate's --clip-skip, is one more: 3)" sh -c "$G --model $D/sd1 --clip-skip 64 -o $T/x.png"
 check "... no x.png written by these failures" test ! -e $T/x.png
+
+# ---- the DiT families (issue 35): lumen generate, the metadata, a NaN named ----
+Z=tests/ref/dit/zimage
+check "Z-Image: lumen generate writes the image, Model and Sampler recorded" sh -c "$L generate 'dance monkey' --model $Z --size 32 --steps 2 --seed 3 -q -o $T/z.png && $L -e \"local _, t = lm.image.read_png('$T/z.png'); assert(t.parameters:find('Steps: 2, Sampler: Euler', 1, true) and t.parameters:find('Model: zimage', 1, true), t.parameters)\""
+rm -rf $T/nan_dit && cp -r $Z $T/nan_dit && "$L" -e "local f = '$T/nan_dit/transformer/diffusion_pytorch_model.safetensors'; local t = lm.load(f)
+  local k = 'all_final_layer.2-1.linear.bias'; t[k] = lm.full(t[k].shape, 0/0, t[k].dtype); os.remove(f); lm.save(f, t)"
+fails "Z-Image: NaN transformer weights: the transformer at step 1 named, no PNG" 1 "Z-Image: the transformer at step 1 of 2 produced NaN" sh -c "$L generate 'a' --model $T/nan_dit --size 32 --steps 2 --seed 1 -q -o $T/nan_dit.png"
+check "... no nan_dit.png" test ! -e $T/nan_dit.png
 echo "$p passed, $f failed"
 [ $f = 0 ]
