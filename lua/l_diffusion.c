@@ -15,6 +15,10 @@
 #include "core/io/io.h"
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "models/dit_pipeline.h"
+#include "models/flux2.h"
+#include "models/qwen_tokenizer.h"
+#include "models/zimage.h"
 #include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "models/unet.h"
@@ -36,7 +40,11 @@ int lm_lua_sd_pipeline_open(lua_State *L);         /* (path, opts) -> pipeline *
 typedef struct lua_tok { lm_clip_tokenizer *t; bool borrowed; } lua_tok;
 typedef struct lua_enc { lm_clip_text *m; bool borrowed; } lua_enc;
 typedef struct lua_pipe { lm_sd_pipeline *p; } lua_pipe;
-typedef struct lua_part { bool vae; } lua_part;   /* pipe.unet / pipe.vae */
+/* pipe.unet / pipe.vae / pipe.transformer (a DiT family's) */
+enum { PART_UNET, PART_VAE, PART_TRANSFORMER };
+typedef struct lua_part { int kind; } lua_part;
+#define LM_LUA_QWEN_TOK "lumen.qwen_tokenizer"
+typedef struct lua_qtok { lm_qwen_tokenizer *t; } lua_qtok;   /* always a pipeline's */
 
 /* The pipeline a borrowed stage at idx belongs to; raises once it was freed */
 static lm_sd_pipeline *owner_of(lua_State *L, int idx)
@@ -497,7 +505,9 @@ static int l_pipe_generate(lua_State *L)
 {
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
                                         "latents", "size", "init", "strength", "batch",
-                                        "progress", "noise", "stacked", "clip_skip", NULL};
+                                        "progress", "noise", "stacked", "clip_skip",
+                                        "max_sequence_length", "cfg_normalization", "cfg_truncation",
+                                        NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -521,6 +531,11 @@ static int l_pipe_generate(lua_State *L)
     o.strength = opt_checked_num(L, fn, "strength", LM_SD_OPT_STRENGTH, o.strength);
     o.stacked = lm_lua_opt_bool(L, 2, fn, "stacked", false);
     o.clip_skip = (int)opt_checked(L, fn, "clip_skip", LM_SD_OPT_CLIP_SKIP, o.clip_skip);
+    /* the DiT families' (models/sd_pipeline.h checks their ranges) */
+    lua_Integer msl = lm_lua_opt_int(L, 2, fn, "max_sequence_length", 0);
+    o.max_sequence_length = msl < 0 || msl > 1 << 16 ? -1 : (int)msl;
+    o.cfg_normalization = lm_lua_opt_num(L, 2, fn, "cfg_normalization", 0);
+    o.cfg_truncation = lm_lua_opt_num(L, 2, fn, "cfg_truncation", 0);
     uint64_t *seeds = lua_newuserdatauv(L, sizeof *seeds * (size_t)o.batch, 0);
     if (lua_istable(L, 5)) {
         if ((int)lua_rawlen(L, 5) != o.batch)
@@ -579,9 +594,59 @@ static int l_pipe_generate(lua_State *L)
     return lm_lua_push_array(L, img);
 }
 
+/* pipe:encode_prompt for a DiT family: one prompt gives one array (Z-Image
+ * [L, D] at its tokens, FLUX.2 [1, L, n*D]), a table of prompts a table */
+static int dit_encode_prompt(lua_State *L, lm_sd_pipeline *p)
+{
+    static const char *const known[] = {"max_sequence_length", "text_layers", NULL};
+    const char *fn = "pipe:encode_prompt";
+    lm_lua_check_opts(L, 3, fn, known);
+    lua_Integer msl = lm_lua_opt_int(L, 3, fn, "max_sequence_length", 0);
+    if (msl < 0 || msl > 1 << 16) return luaL_error(L, "%s: max_sequence_length %d: expected 1 to 65536", fn,
+                                                     (int)msl);
+    int layers[LM_SD_MAX_LAYERS], nl = 0;
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "text_layers");
+        if (lua_istable(L, -1)) {
+            nl = (int)lua_rawlen(L, -1);
+            if (nl < 1 || nl > LM_SD_MAX_LAYERS)
+                return luaL_error(L, "%s: text_layers: 1 to %d layers", fn, LM_SD_MAX_LAYERS);
+            for (int i = 0; i < nl; i++) {
+                lua_rawgeti(L, -1, i + 1);
+                int ok;
+                lua_Integer v = lua_tointegerx(L, -1, &ok);
+                if (!ok || v < -1024 || v > 1024) return luaL_error(L, "%s: text_layers[%d]: a layer index", fn, i + 1);
+                layers[i] = (int)v;
+                lua_pop(L, 1);
+            }
+        } else if (!lua_isnil(L, -1)) return luaL_error(L, "%s: text_layers: a table of layer indices", fn);
+        lua_pop(L, 1);
+    }
+    bool many = lua_istable(L, 2);
+    int n;
+    const char **t = texts_arg(L, 2, fn, true, &n);
+    if (!t) {
+        static const char *none[1] = {NULL};
+        t = none;
+        n = 1;
+    }
+    lm_array **out = lua_newuserdatauv(L, sizeof *out * (size_t)n, 0);
+    lm_lua_enter(L);
+    if (lm_dit_pipe_encode_prompt(lm_sd_pipeline_dit(p), n, t, (int)msl, nl, nl ? layers : NULL, out) != LM_OK)
+        return lm_lua_error(L);
+    if (!many) return lm_lua_push_array(L, out[0]);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        lm_lua_push_array(L, out[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
 static int l_pipe_encode_prompt(lua_State *L)
 {
     lua_pipe *u = check_pipe(L, 1);
+    if (lm_sd_pipeline_dit(u->p)) return dit_encode_prompt(L, u->p);
     static const char *const known[] = {"clip_skip", NULL};
     lm_lua_check_opts(L, 3, "pipe:encode_prompt", known);
     lua_Integer skip = lm_lua_opt_int(L, 3, "pipe:encode_prompt", "clip_skip", 0);
@@ -632,7 +697,9 @@ static void push_borrowed(lua_State *L, const char *mt, void *obj, size_t size)
     memset(u, 0, size);
     if (!strcmp(mt, LM_LUA_CLIP_TOK)) ((lua_tok *)u)->t = obj, ((lua_tok *)u)->borrowed = true;
     else if (!strcmp(mt, LM_LUA_CLIP_TEXT)) ((lua_enc *)u)->m = obj, ((lua_enc *)u)->borrowed = true;
-    else ((lua_part *)u)->vae = obj != NULL && !strcmp((const char *)obj, "vae");
+    else if (!strcmp(mt, LM_LUA_QWEN_TOK)) ((lua_qtok *)u)->t = obj;
+    else ((lua_part *)u)->kind = !strcmp((const char *)obj, "vae") ? PART_VAE
+                                 : !strcmp((const char *)obj, "transformer") ? PART_TRANSFORMER : PART_UNET;
     luaL_setmetatable(L, mt);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
@@ -666,7 +733,12 @@ static int l_pipe_index(lua_State *L)
         lua_pushinteger(L, lm_sd_pipeline_default_size(p));
         lua_setfield(L, -2, "size");
     }
-    else if (!strcmp(k, "tokenizer") || !strcmp(k, "tokenizer_2")) {
+    else if (lm_sd_pipeline_dit(p) && !strcmp(k, "tokenizer"))
+        push_borrowed(L, LM_LUA_QWEN_TOK, lm_dit_pipe_tokenizer(lm_sd_pipeline_dit(p)), sizeof(lua_qtok));
+    else if (!strcmp(k, "transformer")) {
+        if (lm_sd_pipeline_dit(p)) push_borrowed(L, LM_LUA_SD_PART, (void *)"transformer", sizeof(lua_part));
+        else lua_pushnil(L);
+    } else if (!strcmp(k, "tokenizer") || !strcmp(k, "tokenizer_2")) {
         lm_clip_tokenizer *t = lm_sd_pipeline_tokenizer(p, k[9] == '_');
         if (t) push_borrowed(L, LM_LUA_CLIP_TOK, t, sizeof(lua_tok));
         else lua_pushnil(L);
@@ -674,7 +746,10 @@ static int l_pipe_index(lua_State *L)
         lm_clip_text *t = lm_sd_pipeline_text_encoder(p, k[12] == '_');
         if (t) push_borrowed(L, LM_LUA_CLIP_TEXT, t, sizeof(lua_enc));
         else lua_pushnil(L);
-    } else if (!strcmp(k, "unet")) push_borrowed(L, LM_LUA_SD_PART, (void *)"unet", sizeof(lua_part));
+    } else if (!strcmp(k, "unet")) {
+        if (lm_sd_pipeline_unet(p)) push_borrowed(L, LM_LUA_SD_PART, (void *)"unet", sizeof(lua_part));
+        else lua_pushnil(L);
+    }
     else if (!strcmp(k, "vae")) push_borrowed(L, LM_LUA_SD_PART, (void *)"vae", sizeof(lua_part));
     else {
         luaL_getmetatable(L, LM_LUA_SD_PIPE);
@@ -684,17 +759,195 @@ static int l_pipe_index(lua_State *L)
     return 1;
 }
 
-static lm_sd_pipeline *check_part(lua_State *L, int idx, bool vae)
+static lm_sd_pipeline *check_part(lua_State *L, int idx, int kind)
 {
+    static const char *const names[] = {"pipe.unet", "pipe.vae", "pipe.transformer"};
     lua_part *u = luaL_checkudata(L, idx, LM_LUA_SD_PART);
-    if (u->vae != vae) luaL_error(L, vae ? "expected pipe.vae" : "expected pipe.unet");
+    if (u->kind != kind) luaL_error(L, "expected %s", names[kind]);
     return owner_of(L, idx);
+}
+
+/* ---- a DiT family's stages (Z-Image, FLUX.2-klein) ---- */
+
+static lm_qwen_tokenizer *check_qtok(lua_State *L, int idx, lm_sd_pipeline **p)
+{
+    lua_qtok *u = luaL_checkudata(L, idx, LM_LUA_QWEN_TOK);
+    lm_sd_pipeline *o = owner_of(L, idx);
+    if (p) *p = o;
+    return u->t;
+}
+
+/* tok:chat(prompt[, {thinking = bool}]): the text the family's pipeline
+ * gives its encoder (apply_chat_template, one user message, the generation
+ * prompt; thinking defaults to what the pipeline passes) */
+static int l_qtok_chat(lua_State *L)
+{
+    lm_sd_pipeline *p;
+    lm_qwen_tokenizer *t = check_qtok(L, 1, &p);
+    const char *prompt = luaL_checkstring(L, 2);
+    static const char *const known[] = {"thinking", NULL};
+    lm_lua_check_opts(L, 3, "tokenizer:chat", known);
+    int think = lm_sd_pipeline_row(p)->encoders[0].enable_thinking;
+    if (lua_istable(L, 3)) {
+        lua_getfield(L, 3, "thinking");
+        if (!lua_isnil(L, -1)) think = lm_lua_opt_bool(L, 3, "tokenizer:chat", "thinking", false);
+        lua_pop(L, 1);
+    }
+    char *text = lm_qwen_tokenizer_chat(t, prompt, think);
+    if (!text) return lm_lua_error(L);
+    lua_pushstring(L, text);
+    free(text);
+    return 1;
+}
+
+static void push_ids(lua_State *L, const int32_t *ids, int64_t n)
+{
+    lua_createtable(L, (int)n, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushinteger(L, ids[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* tok:encode(text[, {max_length = N}]): the ids (0-based, as transformers
+ * gives them); with max_length, padded or cut to it, and the mask */
+static int l_qtok_encode(lua_State *L)
+{
+    lm_qwen_tokenizer *t = check_qtok(L, 1, NULL);
+    const char *text = luaL_checkstring(L, 2);
+    static const char *const known[] = {"max_length", NULL};
+    lm_lua_check_opts(L, 3, "tokenizer:encode", known);
+    lua_Integer max = lm_lua_opt_int(L, 3, "tokenizer:encode", "max_length", 0);
+    if (max < 0 || max > 1 << 20) return luaL_error(L, "tokenizer:encode: max_length %d: expected 1 to %d",
+                                                    (int)max, 1 << 20);
+    if (!max) {
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        if (lm_qwen_tokenizer_encode(t, text, &ids, &n) != LM_OK) return lm_lua_error(L);
+        push_ids(L, ids, n);
+        free(ids);
+        return 1;
+    }
+    int32_t *ids = malloc(sizeof *ids * (size_t)max), *mask = malloc(sizeof *mask * (size_t)max);
+    if (!ids || !mask || lm_qwen_tokenizer_encode_padded(t, text, max, ids, mask, NULL) != LM_OK) {
+        bool oom = !ids || !mask;
+        free(ids);
+        free(mask);
+        return oom ? luaL_error(L, "tokenizer:encode: out of memory") : lm_lua_error(L);
+    }
+    push_ids(L, ids, max);
+    push_ids(L, mask, max);
+    free(ids);
+    free(mask);
+    return 2;
+}
+
+static int l_qtok_decode(lua_State *L)
+{
+    lm_qwen_tokenizer *t = check_qtok(L, 1, NULL);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    int64_t n = (int64_t)lua_rawlen(L, 2);
+    int32_t *ids = lua_newuserdatauv(L, sizeof *ids * (size_t)(n ? n : 1), 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_rawgeti(L, 2, i + 1);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok || v < INT32_MIN || v > INT32_MAX)
+            return luaL_error(L, "tokenizer:decode: ids[%d] is not a token id", (int)(i + 1));
+        ids[i] = (int32_t)v;
+        lua_pop(L, 1);
+    }
+    char *text = lm_qwen_tokenizer_decode(t, ids, n);
+    if (!text) return lm_lua_error(L);
+    lua_pushstring(L, text);
+    free(text);
+    return 1;
+}
+
+static int l_qtok_index(lua_State *L)
+{
+    lm_qwen_tokenizer *t = check_qtok(L, 1, NULL);
+    const char *k = luaL_checkstring(L, 2);
+    if (!strcmp(k, "vocab_size")) lua_pushinteger(L, lm_qwen_tokenizer_vocab_size(t));
+    else if (!strcmp(k, "pad")) lua_pushinteger(L, lm_qwen_tokenizer_pad_id(t));
+    else if (!strcmp(k, "eos")) lua_pushinteger(L, lm_qwen_tokenizer_eos_id(t));
+    else if (!strcmp(k, "chat")) lua_pushcfunction(L, l_qtok_chat);
+    else if (!strcmp(k, "encode")) lua_pushcfunction(L, l_qtok_encode);
+    else if (!strcmp(k, "decode")) lua_pushcfunction(L, l_qtok_decode);
+    else lua_pushnil(L);
+    return 1;
+}
+
+static int l_qtok_free(lua_State *L) { (void)L; return 0; }   /* the pipeline owns it */
+
+/* pipe.transformer(latents, t, context): one call of the family's
+ * transformer, as its pipeline makes it.  Z-Image: latents [B, C, H, W],
+ * t the pipeline's (1000 - timestep) / 1000 (a number or [B]), context one
+ * [L, D] array (B = 1) or a table of B; the raw output [B, C, H, W] (the
+ * pipeline negates it).  FLUX.2: latents [B, 4C, h, w] (the VAE's latents
+ * in 2x2 patches), t the timestep / 1000, context [B, L, D]; packed, given
+ * their position ids and unpacked here: [B, 4C, h, w]. */
+static int l_transformer_call(lua_State *L)
+{
+    lm_sd_pipeline *p = check_part(L, 1, PART_TRANSFORMER);
+    lm_dit_pipe *d = lm_sd_pipeline_dit(p);
+    lm_array *x = lm_lua_check_array(L, 2);
+    if (x->ndim != 4) return luaL_error(L, "pipe.transformer: latents: expected [B, C, H, W]");
+    int64_t B = x->shape[0];
+    lm_array **caps = lua_newuserdatauv(L, sizeof *caps * (size_t)B, 0);
+    int ncap = 0;
+    if (lua_istable(L, 4)) {
+        ncap = (int)lua_rawlen(L, 4);
+        for (int i = 0; i < ncap && i < B; i++) {
+            lua_rawgeti(L, 4, i + 1);
+            caps[i] = lm_lua_check_array(L, -1);
+            lua_pop(L, 1);   /* the table keeps it */
+        }
+    } else {
+        caps[0] = lm_lua_check_array(L, 4);
+        ncap = 1;
+    }
+    lm_lua_enter(L);
+    lm_array *t;
+    if (lua_type(L, 3) == LUA_TNUMBER) t = lm_full(1, &B, lua_tonumber(L, 3), LM_F32, lm_sd_pipeline_device(p));
+    else t = lm_cast(lm_lua_check_array(L, 3), LM_F32);
+    if (!t) return lm_lua_error(L);
+    lm_array *r = NULL;
+    if (lm_dit_pipe_zimage(d)) {
+        if (ncap != B) {
+            lm_array_release(t);
+            return luaL_error(L, "pipe.transformer: %d caption arrays for a batch of %d", ncap, (int)B);
+        }
+        r = lm_zimage_forward(lm_dit_pipe_zimage(d), x, t, ncap, caps);
+    } else {
+        lm_array *ctx = caps[0];
+        int64_t h = x->shape[2], w = x->shape[3], S = h * w, Lc = ctx->ndim == 3 ? ctx->shape[1] : 0;
+        int32_t *img_ids = malloc(sizeof *img_ids * (size_t)(S * 4));
+        int32_t *txt_ids = malloc(sizeof *txt_ids * (size_t)((Lc ? Lc : 1) * 4));
+        lm_array *packed = img_ids && txt_ids && Lc ? lm_flux2_pack(x) : NULL, *out = NULL;
+        if (!Lc) lm_error_set(LM_ERR_SHAPE, "pipe.transformer: context: expected [B, L, D]");
+        else if (!img_ids || !txt_ids) lm_error_set(LM_ERR_NOMEM, "pipe.transformer: out of memory");
+        if (packed) {
+            lm_flux2_latent_ids(h, w, img_ids);
+            lm_flux2_text_ids(Lc, txt_ids);
+            out = lm_flux2_forward(lm_dit_pipe_flux2(d), packed, ctx, t, img_ids, S, txt_ids, Lc);
+        }
+        if (out) r = lm_flux2_unpack(out, img_ids, 4, h, w);
+        lm_array_release(packed);
+        lm_array_release(out);
+        free(img_ids);
+        free(txt_ids);
+    }
+    lm_array_release(t);
+    return lm_lua_push_array(L, r);
 }
 
 /* pipe.unet(latents, t, context[, text_embeds, time_ids]) */
 static int l_unet_call(lua_State *L)
 {
-    lm_sd_pipeline *p = check_part(L, 1, false);
+    if (((lua_part *)luaL_checkudata(L, 1, LM_LUA_SD_PART))->kind == PART_TRANSFORMER)
+        return l_transformer_call(L);
+    lm_sd_pipeline *p = check_part(L, 1, PART_UNET);
     lm_array *x = lm_lua_check_array(L, 2), *ctx = lm_lua_check_array(L, 4);
     lm_array *te = lua_isnoneornil(L, 5) ? NULL : lm_lua_check_array(L, 5);
     lm_array *ti = lua_isnoneornil(L, 6) ? NULL : lm_lua_check_array(L, 6);
@@ -715,7 +968,7 @@ static int l_unet_call(lua_State *L)
 
 static int l_vae_encode(lua_State *L)
 {
-    lm_sd_pipeline *p = check_part(L, 1, true);
+    lm_sd_pipeline *p = check_part(L, 1, PART_VAE);
     lm_array *mean, *logvar;
     lm_lua_enter(L);
     if (lm_vae_encode(lm_sd_pipeline_vae(p), lm_lua_check_array(L, 2), &mean, &logvar) != LM_OK)
@@ -727,7 +980,7 @@ static int l_vae_encode(lua_State *L)
 
 static int l_vae_decode(lua_State *L)
 {
-    lm_sd_pipeline *p = check_part(L, 1, true);
+    lm_sd_pipeline *p = check_part(L, 1, PART_VAE);
     lm_lua_enter(L);
     return lm_lua_push_array(L, lm_vae_decode(lm_sd_pipeline_vae(p), lm_lua_check_array(L, 2)));
 }
@@ -736,8 +989,8 @@ static int l_part_index(lua_State *L)
 {
     lua_part *u = luaL_checkudata(L, 1, LM_LUA_SD_PART);
     const char *k = luaL_checkstring(L, 2);
-    if (u->vae && !strcmp(k, "encode")) lua_pushcfunction(L, l_vae_encode);
-    else if (u->vae && !strcmp(k, "decode")) lua_pushcfunction(L, l_vae_decode);
+    if (u->kind == PART_VAE && !strcmp(k, "encode")) lua_pushcfunction(L, l_vae_encode);
+    else if (u->kind == PART_VAE && !strcmp(k, "decode")) lua_pushcfunction(L, l_vae_decode);
     else lua_pushnil(L);
     return 1;
 }
@@ -927,5 +1180,6 @@ void lm_lua_open_diffusion(lua_State *L)
                                      "free"};
     metatable(L, LM_LUA_SD_PIPE, l_pipe_index, l_pipe_free, NULL, pm, 5);
     metatable(L, LM_LUA_SD_PART, l_part_index, l_part_free, l_unet_call, NULL, 0);
+    metatable(L, LM_LUA_QWEN_TOK, l_qtok_index, l_qtok_free, NULL, NULL, 0);
     lua_setfield(L, -2, "diffusion");
 }

@@ -189,9 +189,8 @@ lm_status lm_dit_pipe_schedule(lm_dit_pipe *d, int steps, int64_t h, int64_t w, 
 
 /* ---- decoding ---- */
 
-/* latents to the VAE's raw output [B, 3, H, W] f32 (before the postprocess) */
-static lm_array *decode_raw(lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row, double scaling,
-                            double shift, lm_array *latents)
+lm_array *lm_dit_pipe_decode_raw(lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row, double scaling,
+                                 double shift, lm_array *latents)
 {
     tmp t = {0};
     lm_array *z = T(&t, lm_cast(latents, LM_F32));
@@ -234,7 +233,7 @@ lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const
                              double scaling, double shift, lm_array *latents)
 {
     (void)d;
-    lm_array *raw = decode_raw(vae, vae_dt, row, scaling, shift, latents);
+    lm_array *raw = lm_dit_pipe_decode_raw(vae, vae_dt, row, scaling, shift, latents);
     lm_array *r = raw ? postprocess(raw) : NULL;
     lm_array_release(raw);
     return r;
@@ -566,7 +565,7 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
     for (; st == LM_OK && made < B; made++) {
         lm_array *z = d->row->packed ? lm_flux2_unpack(xs[made], g.img_ids, 4, g.h / 2, g.w / 2)
                                      : lm_array_retain(xs[made]);
-        raw[made] = z ? decode_raw(vae, lm_vae_dtype(vae), d->row, vc->scaling_factor, vc->shift_factor, z) : NULL;
+        raw[made] = z ? lm_dit_pipe_decode_raw(vae, lm_vae_dtype(vae), d->row, vc->scaling_factor, vc->shift_factor, z) : NULL;
         lm_array_release(z);
         if (!raw[made] || !(dsum[made] = sum_all(raw[made])) || !(imgs[made] = postprocess(raw[made]))) {
             st = lm_error_status();

@@ -89,6 +89,7 @@ lm_clip_tokenizer *lm_sd_pipeline_tokenizer(lm_sd_pipeline *p, int which) { retu
 lm_clip_text *lm_sd_pipeline_text_encoder(lm_sd_pipeline *p, int which) { return which == 0 || which == 1 ? p->te[which] : NULL; }
 lm_unet *lm_sd_pipeline_unet(lm_sd_pipeline *p) { return p->unet; }
 lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p) { return p->vae; }
+lm_dit_pipe *lm_sd_pipeline_dit(lm_sd_pipeline *p) { return p->dit; }
 
 /* ---- loading ---- */
 
@@ -563,6 +564,9 @@ lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *
 {
     *embeds = NULL;
     if (pooled) *pooled = NULL;
+    if (p->dit)   /* its conditioning has its own shape: models/dit_pipeline.h */
+        return lm_error_set(LM_ERR_ARG, "encode_prompt: %s: use lm_dit_pipe_encode_prompt (Lua's "
+                            "pipe:encode_prompt does)", p->row->title);
     if (n < 1) return lm_error_set(LM_ERR_ARG, "encode_prompt: no prompts");
     if (clip_skip < 0) return lm_error_set(LM_ERR_ARG, "encode_prompt: clip_skip %d: expected >= 0", clip_skip);
     const lm_sd_family_row *F = p->row;
@@ -611,7 +615,7 @@ fail:
  * the postprocess (generate checks it there: the clamp would hide a NaN) */
 static lm_array *decode_raw(lm_sd_pipeline *p, lm_array *latents)
 {
-    if (p->dit) return lm_dit_pipe_decode(p->dit, p->vae, p->vae_dt, p->row, p->scaling, p->shift, latents);
+    if (p->dit) return lm_dit_pipe_decode_raw(p->vae, p->vae_dt, p->row, p->scaling, p->shift, latents);
     lm_array *a = lm_binary_scalar(LM_OP_DIV, latents, p->scaling, false), *b = NULL, *c = NULL,
              *d = NULL, *e = NULL;
     if (a && isfinite(p->shift)) {
@@ -689,6 +693,11 @@ static lm_array *encode_scaled(lm_sd_pipeline *p, lm_array *image, lm_array *sam
 
 lm_array *lm_sd_encode_image(lm_sd_pipeline *p, lm_array *image)
 {
+    if (p->row->packed) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "encode_image: %s: its latents are packed and normalized by the "
+                     "VAE's statistics; not read yet", p->row->title);
+        return NULL;
+    }
     return encode_scaled(p, image, NULL);
 }
 

@@ -74,6 +74,9 @@ struct lm_clip_tokenizer *lm_sd_pipeline_tokenizer(lm_sd_pipeline *p, int which)
 struct lm_clip_text *lm_sd_pipeline_text_encoder(lm_sd_pipeline *p, int which);
 struct lm_unet *lm_sd_pipeline_unet(lm_sd_pipeline *p);
 struct lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p);
+/* A DiT family's tokenizer, encoder, transformer and scheduler
+ * (models/dit_pipeline.h); NULL for SD (whose stages are those above). */
+struct lm_dit_pipe *lm_sd_pipeline_dit(lm_sd_pipeline *p);
 
 /* The conditioning of n prompts as diffusers' encode_prompt gives it for one
  * prompt each: *embeds [n,77,D] in the UNet's dtype; SDXL also *pooled

@@ -50,8 +50,9 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "lumen generate: %s\n", msg);
     fprintf(msg ? stderr : stdout,
             "usage: lumen generate \"PROMPT\" --model DIR|FILE -o OUT.png [options]\n"
-            "  --model DIR|FILE   a diffusers folder (model_index.json) or a single-file\n"
-            "                     .safetensors or .gguf checkpoint (SD 1.x, 2.x, SDXL)\n"
+            "  --model DIR|FILE   a diffusers folder (model_index.json: SD 1.x, 2.x, SDXL,\n"
+            "                     Z-Image, FLUX.2-klein) or a single-file .safetensors or\n"
+            "                     .gguf checkpoint (SD 1.x, 2.x, SDXL)\n"
             "  --negative TEXT    the negative prompt (default none: SDXL then conditions on\n"
             "                     zeros, as diffusers does; --negative '' on the empty prompt)\n"
             "  --steps N          sampler steps (default: the model family's, %d for SD)\n"
@@ -362,9 +363,13 @@ static void put_value(char *buf, size_t n, size_t *at, const char *v)
 
 /* The `parameters` text as A1111's create_infotext writes it (its key order;
  * values it would leave out are left out).  malloc'd. */
-static char *infotext(const gen_args *a, const char *model, uint64_t seed, int64_t w, int64_t h)
+static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char *model, uint64_t seed,
+                      int64_t w, int64_t h)
 {
     const char *schedule, *sampler = lm_sd_sampler_a1111(a->sampler, &schedule);
+    /* a flow-matching family's Euler runs its release's shifted sigmas:
+     * Forge and ComfyUI name that schedule Simple */
+    if (row->flow) schedule = "Simple";
     size_t n = strlen(a->prompt) + (a->negative ? strlen(a->negative) : 0) + 2 * strlen(model) + 512;
     char *t = malloc(n);
     if (!t) return NULL;
@@ -443,7 +448,8 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
     int failed = 0;
     for (int i = 0; i < (int)a->batch; i++) {
         lm_array *one = lm_slice(imgs, 0, i, i + 1, 1), *sq = one ? lm_squeeze(one, 0) : NULL;
-        char *text = infotext(a, lm_sd_pipeline_name(p), seeds[i], imgs->shape[3], imgs->shape[2]);
+        char *text = infotext(a, lm_sd_pipeline_row(p), lm_sd_pipeline_name(p), seeds[i], imgs->shape[3],
+                              imgs->shape[2]);
         lm_kv kv[1] = {{"parameters", text}};
         lm_png_opts wo;
         lm_png_opts_init(&wo);
