@@ -922,6 +922,10 @@ static lm_status check_gen(gen *g)
     if (o->nnegatives > 1 && o->nnegatives != o->batch)
         return lm_error_set(LM_ERR_ARG, "generate: %d negative prompts for a batch of %d",
                             o->nnegatives, o->batch);
+    if (o->nrefs)
+        return lm_error_set(LM_ERR_ARG, "generate: %d reference image%s: %s takes none (they are "
+                            "FLUX.2-klein's editing); an init image (img2img) starts from one", o->nrefs,
+                            o->nrefs == 1 ? "" : "s", p->row->title);
     g->B = o->batch;
     g->lanes = o->stacked ? 1 : g->B;
     g->per = g->B / g->lanes;

@@ -115,8 +115,13 @@ typedef struct lm_sd_gen_opts {
                                     else 8 to 65536, multiples of the VAE's scale */
     lm_array *latents;           /* [B,C,h,w] initial latents (diffusers' latents=),
                                     multiplied by init_noise_sigma as diffusers does */
-    lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 */
-    double strength;             /* img2img, default 0.8 as diffusers */
+    lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 (SD, Z-Image) */
+    double strength;             /* img2img, default the family's (SD 0.8, Z-Image 0.6,
+                                    as diffusers) */
+    lm_array *const *refs;       /* FLUX.2-klein's reference images (its pipeline's
+                                    image=, for editing), each [3,H,W] in 0..1, shared
+                                    by the batch; borrowed.  Other families refuse them */
+    int nrefs;
     int clip_skip;               /* diffusers' clip_skip (0 = none, 1 = penultimate layer) */
     lm_sd_progress_fn progress;
     void *progress_ctx;
