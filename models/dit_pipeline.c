@@ -550,9 +550,10 @@ static lm_status check(dgen *g)
         W = l->shape[3] * scale * f;
     }
     if (H % mult || W % mult)
-        return lm_error_set(LM_ERR_ARG, "generate: size %lldx%lld: %s needs width and height "
-                            "multiples of %lld (the VAE's scale times its 2x2 patches)",
-                            (long long)W, (long long)H, row->title, (long long)mult);
+        return lm_error_set(LM_ERR_ARG, "generate: %s %lldx%lld: %s needs width and height "
+                            "multiples of %lld (the VAE's scale times its 2x2 patches)%s",
+                            o->init ? "init image" : "size", (long long)W, (long long)H, row->title,
+                            (long long)mult, o->init ? "; diffusers resizes the image down to them" : "");
     g->h = H / scale;
     g->w = W / scale;
     if (lm_dit_pipe_schedule(g->d, g->steps, g->h, g->w, &g->sched) != LM_OK) {

@@ -15,11 +15,13 @@
  * reference image's packed latents and ids against diffusers'
  * prepare_image_latents within 1e-4 of the largest value.  Also: the rows
  * each folder loads as, the families' defaults, a batch of two equal to two
- * single runs byte for byte, a reference image off the multiples cropped
- * to its centre, and errors (a size not a multiple of the patches, another
- * sampler, clip_skip, a strength leaving no step, init images and
- * reference images given to the families without them (SD too), reference images
- * too small, too narrow or too large, an init image beside latents). */
+ * single runs byte for byte (also from one init image), the steps a
+ * strength runs, a reference image off the multiples cropped to its
+ * centre, and errors (a size or an init image not a multiple of the
+ * patches, another sampler, clip_skip, a strength leaving no step, init
+ * images and reference images given to the families without them (SD
+ * too), reference images too small, too narrow or too large, an init image
+ * beside latents). */
 #include <math.h>
 #include <unistd.h>
 #include "testutil.h"
@@ -374,6 +376,11 @@ static void test_edits(void **state)
     lm_array_release(mid);
 
     /* errors, all found before anything runs */
+    lm_array *odd = image(30, 32, 3), *init = o.init;
+    o.init = odd;
+    refused(z, &o, "init image 32x30: Z-Image needs width and height multiples of 4");
+    o.init = init;
+    lm_array_release(odd);
     o.strength = 1e-17;     /* 4 - 4e-17 is 4 in a double: t_start 4 */
     refused(z, &o, "leaves no step");
     o.strength = 0;
