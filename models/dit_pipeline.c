@@ -239,6 +239,134 @@ lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const
     return r;
 }
 
+/* ---- FLUX.2-klein's reference images ---- */
+
+/* Flux2ImageProcessor.check_image_input's limits, Flux2KleinPipeline's area */
+#define REF_MIN_SIDE 64
+#define REF_MAX_ASPECT 8.0
+#define REF_MAX_AREA (1024 * 1024)
+#define REF_ID_SCALE 10     /* _prepare_image_ids' scale: t = 10 + 10 i */
+
+/* Reference image k's checks (check_image_input) and the window the
+ * pipeline keeps of it: the largest multiples of mult, centred (its
+ * preprocess with resize_mode "crop", which Flux2ImageProcessor makes a
+ * crop without resizing).  win: top, left, height, width. */
+static lm_status ref_window(int k, const lm_array *r, int64_t mult, int64_t win[4])
+{
+    char s[96] = "NULL";
+    if (!r || r->ndim != 3 || r->shape[0] != 3) {
+        if (r) lm_shape_str(s, sizeof s, r->ndim, r->shape);
+        return lm_error_set(LM_ERR_SHAPE, "generate: reference image %d: %s: expected [3,H,W] in 0..1", k + 1,
+                            s);
+    }
+    int64_t H = r->shape[1], W = r->shape[2];
+    if (W < REF_MIN_SIDE || H < REF_MIN_SIDE)
+        return lm_error_set(LM_ERR_ARG, "generate: reference image %d is %lldx%lld: FLUX.2-klein's image "
+                            "processor takes sides of %d pixels or more", k + 1, (long long)W, (long long)H,
+                            REF_MIN_SIDE);
+    double ar = fmax((double)W / (double)H, (double)H / (double)W);
+    if (ar > REF_MAX_ASPECT)
+        return lm_error_set(LM_ERR_ARG, "generate: reference image %d is %lldx%lld, an aspect ratio of %.1f:1: "
+                            "FLUX.2-klein's image processor takes at most %g:1", k + 1, (long long)W,
+                            (long long)H, ar, REF_MAX_ASPECT);
+    if (W * H > REF_MAX_AREA) {
+        double sc = sqrt((double)REF_MAX_AREA / (double)(W * H));
+        return lm_error_set(LM_ERR_ARG, "generate: reference image %d is %lldx%lld, over %d pixels: "
+                            "Flux2KleinPipeline resizes such an image (Lanczos) to %lldx%lld, which Lumen "
+                            "does not do; give it resized", k + 1, (long long)W, (long long)H, REF_MAX_AREA,
+                            (long long)((double)W * sc), (long long)((double)H * sc));
+    }
+    win[2] = H / mult * mult;
+    win[3] = W / mult * mult;
+    win[0] = (H - win[2]) / 2;
+    win[1] = (W - win[3]) / 2;
+    return LM_OK;
+}
+
+/* one reference image's packed tokens [1, h*w, 4C] f32 (its window
+ * encoded, patchified, normalized); *h, *w its grid */
+static lm_array *ref_tokens(lm_vae *vae, lm_array *r, const int64_t win[4], lm_array *mean, lm_array *var,
+                            double eps, int64_t *h, int64_t *w)
+{
+    tmp t = {0};
+    lm_array *a = T(&t, lm_slice(r, 1, win[0], win[0] + win[2], 1));
+    lm_array *b = a ? T(&t, lm_slice(a, 2, win[1], win[1] + win[3], 1)) : NULL;
+    lm_array *f = b ? T(&t, lm_cast(b, LM_F32)) : NULL;
+    /* VaeImageProcessor.normalize: 2x - 1 */
+    lm_array *f2 = f ? T(&t, lm_binary_scalar(LM_OP_MUL, f, 2, false)) : NULL;
+    lm_array *f1 = f2 ? T(&t, lm_binary_scalar(LM_OP_SUB, f2, 1, false)) : NULL;
+    lm_array *u = f1 ? T(&t, lm_unsqueeze(f1, 0)) : NULL;
+    lm_array *c = u ? T(&t, lm_cast(u, lm_vae_dtype(vae))) : NULL, *mu = NULL, *lv = NULL, *r32 = NULL;
+    /* _encode_vae_image: the mode (sample_mode "argmax"), patchified, then
+     * (x - running_mean) / sqrt(running_var + eps) */
+    if (c && lm_vae_encode(vae, c, &mu, &lv) == LM_OK) {
+        T(&t, mu);
+        T(&t, lv);
+        lm_array *pt = T(&t, lm_flux2_patchify(mu));
+        lm_array *nm = pt ? T(&t, lm_flux2_bn_normalize(pt, mean, var, eps)) : NULL;
+        lm_array *pk = nm ? T(&t, lm_flux2_pack(nm)) : NULL;
+        if (pk) {
+            *h = pt->shape[2];
+            *w = pt->shape[3];
+            r32 = keep(T(&t, lm_cast(pk, LM_F32)));
+        }
+    }
+    tmp_free(&t);
+    return r32;
+}
+
+lm_status lm_dit_pipe_ref_latents(lm_vae *vae, int64_t vae_scale, int n, lm_array *const *refs,
+                                  lm_array **tokens, int32_t **ids, int64_t *S, int64_t *h0, int64_t *w0)
+{
+    *tokens = NULL;
+    *ids = NULL;
+    *S = 0;
+    if (n < 1 || !refs) return lm_error_set(LM_ERR_ARG, "generate: %d reference images", n);
+    int64_t *hh = calloc((size_t)n, sizeof *hh), *ww = calloc((size_t)n, sizeof *ww), win[4];
+    lm_array **parts = calloc((size_t)n, sizeof *parts), *mean = NULL, *var = NULL;
+    double eps = 0;
+    lm_status st = hh && ww && parts ? LM_OK : lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    /* every image checked before any is encoded */
+    for (int k = 0; st == LM_OK && k < n; k++) {
+        st = ref_window(k, refs[k], 2 * vae_scale, win);
+        if (st == LM_OK && k == 0 && h0) *h0 = win[2];
+        if (st == LM_OK && k == 0 && w0) *w0 = win[3];
+    }
+    if (st == LM_OK) st = lm_vae_bn(vae, &mean, &var, &eps);
+    int64_t total = 0;
+    for (int k = 0; st == LM_OK && k < n; k++) {
+        ref_window(k, refs[k], 2 * vae_scale, win);
+        if (!(parts[k] = ref_tokens(vae, refs[k], win, mean, var, eps, &hh[k], &ww[k]))) {
+            st = lm_error_status();
+            lm_error_prefix("generate: reference image %d: ", k + 1);
+        }
+        total += hh[k] * ww[k];
+    }
+    if (st == LM_OK) {
+        *ids = malloc(sizeof **ids * 4 * (size_t)total);
+        *tokens = n == 1 ? lm_array_retain(parts[0]) : lm_concat(n, parts, 1);
+        if (!*ids) st = lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        else if (!*tokens) st = lm_error_status();
+        else {
+            lm_flux2_image_ids(n, hh, ww, REF_ID_SCALE, *ids);
+            *S = total;
+        }
+    }
+    for (int k = 0; parts && k < n; k++) lm_array_release(parts[k]);
+    lm_array_release(mean);
+    lm_array_release(var);
+    free(parts);
+    free(hh);
+    free(ww);
+    if (st != LM_OK) {
+        lm_array_release(*tokens);
+        free(*ids);
+        *tokens = NULL;
+        *ids = NULL;
+    }
+    return st;
+}
+
 /* ---- generation ---- */
 
 typedef struct dgen {
@@ -249,9 +377,15 @@ typedef struct dgen {
     bool cfg;
     int64_t C, h, w;          /* the VAE's latents */
     int steps;
+    int t0;                   /* the first step run: img2img's t_start, else 0 */
     lm_flowmatch_schedule sched;
-    int32_t *img_ids, *txt_ids;   /* FLUX.2: [h/2*w/2, 4], [L, 4] */
+    int32_t *img_ids, *txt_ids;   /* FLUX.2: [S + Sr, 4] (the noise tokens', then the
+                                     reference images'), [L, 4] */
     int64_t L;
+    int64_t Sr;               /* FLUX.2: the reference images' tokens */
+    lm_array *refs;           /* FLUX.2: [1, Sr, 4C] f32, or NULL */
+    lm_array *noise;          /* the noise hook's draw 0, [B, ...] f32, or NULL */
+    lm_array *x0;             /* Z-Image img2img: a [3,H,W] init image's latents, shared */
 } dgen;
 
 /* prompt i's positive and negative texts (the negative NULL = None) */
@@ -299,8 +433,11 @@ static lm_array *step(dgen *g, int i, lm_array *x, lm_array *const *ctx)
     /* Z-Image's cfg_truncation: no guidance once (1000 - t) / 1000 is past it */
     bool guided = g->cfg && !(g->o->cfg_truncation > 0 && (1000.0f - tv) / 1000.0f > g->o->cfg_truncation);
     int n = guided ? 2 : 1;
-    lm_array *two[2] = {x, x};
-    lm_array *xx = T(&t, n == 2 ? lm_concat(2, two, 0) : lm_array_retain(x));
+    /* Flux2KleinPipeline: the reference images' tokens after the noise's */
+    lm_array *xr[2] = {x, g->refs};
+    lm_array *xe = g->refs ? T(&t, lm_concat(2, xr, 1)) : x;
+    lm_array *two[2] = {xe, xe};
+    lm_array *xx = xe ? T(&t, n == 2 ? lm_concat(2, two, 0) : lm_array_retain(xe)) : NULL;
     lm_array *xin = xx ? T(&t, lm_cast(xx, g->d->dt)) : NULL, *out = NULL;
     int64_t tn = n;
     if (g->d->zimage) {
@@ -314,9 +451,12 @@ static lm_array *step(dgen *g, int i, lm_array *x, lm_array *const *ctx)
          * its own call (its own text ids), stacked here: same length L */
         lm_array *tt = xin ? T(&t, lm_full(1, &tn, tv / 1000.0f, LM_F32, g->d->dev)) : NULL;
         lm_array *cc = n == 2 ? T(&t, lm_concat(2, ctx, 0)) : ctx[0];
-        out = tt && cc ? T(&t, lm_flux2_forward(g->d->flux2, xin, cc, tt, g->img_ids, g->h / 2 * (g->w / 2),
-                                                g->txt_ids, g->L))
+        int64_t S = g->h / 2 * (g->w / 2);
+        out = tt && cc ? T(&t, lm_flux2_forward(g->d->flux2, xin, cc, tt, g->img_ids, S + g->Sr, g->txt_ids,
+                                                g->L))
                        : NULL;
+        /* noise_pred[:, :latents.size(1)] */
+        if (out && g->Sr) out = T(&t, lm_slice(out, 1, 0, S, 1));
     }
     lm_array *o32 = out ? T(&t, lm_cast(out, LM_F32)) : NULL, *pred = NULL;
     if (o32 && n == 2) {
@@ -363,9 +503,18 @@ static lm_status check(dgen *g)
     if (o->clip_skip)
         return lm_error_set(LM_ERR_ARG, "generate: clip_skip: %s has no CLIP encoder to skip layers of",
                             row->title);
-    if (o->init)
-        return lm_error_set(LM_ERR_UNSUPPORTED, "generate: an init image (img2img) is not read for %s yet",
-                            row->title);
+    if (o->init && row->packed)
+        return lm_error_set(LM_ERR_ARG, "generate: an init image (img2img): %s's pipeline has none; give "
+                            "the image as a reference image (refs) to edit it", row->title);
+    if (o->nrefs < 0 || (o->nrefs && !o->refs))
+        return lm_error_set(LM_ERR_ARG, "generate: %d reference images%s", o->nrefs, o->refs ? "" : " (NULL)");
+    if (o->nrefs && !row->packed)
+        return lm_error_set(LM_ERR_ARG, "generate: %d reference image%s: %s takes none (they are "
+                            "FLUX.2-klein's editing); an init image (img2img) starts from one", o->nrefs,
+                            o->nrefs == 1 ? "" : "s", row->title);
+    if (o->init && o->latents)
+        return lm_error_set(LM_ERR_ARG, "generate: an init image and latents together: give one (latents "
+                            "start a text-to-image run, an init image an img2img one)");
     const char *sn = o->sampler ? o->sampler : row->defaults.sampler;
     if (strcmp(sn, "euler") != 0)
         return lm_error_set(LM_ERR_ARG, "generate: sampler \"%s\": %s runs the flow-matching Euler "
@@ -377,6 +526,38 @@ static lm_status check(dgen *g)
     int64_t H = o->height > 0 ? o->height : lm_sd_pipeline_default_size(p);
     int64_t W = o->width > 0 ? o->width : lm_sd_pipeline_default_size(p);
     g->C = lm_sd_pipeline_latent_channels(p);
+    if (o->init) {
+        lm_array *im = o->init;
+        if ((im->ndim != 3 && im->ndim != 4) || im->shape[im->ndim - 3] != 3 ||
+            (im->ndim == 4 && im->shape[0] != g->B)) {
+            char sh[96];
+            lm_shape_str(sh, sizeof sh, im->ndim, im->shape);
+            return lm_error_set(LM_ERR_SHAPE, "generate: init image %s: expected [3,H,W] or [%d,3,H,W]", sh,
+                                g->B);
+        }
+        if (lm_sd_option_check_num(LM_SD_OPT_STRENGTH, "generate", NULL, o->strength)) return lm_error_status();
+        /* ZImageImg2ImgPipeline.get_timesteps, in Python's floats: steps
+         * from t_start = int(max(steps - min(steps * strength, steps), 0)) run */
+        double kept = fmin((double)o->steps * o->strength, (double)o->steps);
+        double t0 = fmax((double)o->steps - kept, 0);
+        if (t0 >= (double)o->steps)
+            return lm_error_set(LM_ERR_ARG, "generate: strength %g of %d steps leaves no step to run (%s's "
+                                "img2img runs steps - int(steps - steps * strength) of them): give a larger "
+                                "strength", o->strength, o->steps, row->title);
+        g->t0 = (int)t0;
+        H = im->shape[im->ndim - 2];   /* the init image's size is the output's */
+        W = im->shape[im->ndim - 1];
+    }
+    if (o->nrefs) {
+        /* every reference image checked before anything runs; the first
+         * one's size the default (Flux2KleinPipeline: height or image_height) */
+        int64_t win[4];
+        for (int k = 0; k < o->nrefs; k++)
+            if (ref_window(k, o->refs[k], mult, win) != LM_OK) return lm_error_status();
+        ref_window(0, o->refs[0], mult, win);
+        if (o->height <= 0) H = win[2];
+        if (o->width <= 0) W = win[3];
+    }
     if (o->latents) {
         lm_array *l = o->latents;
         int64_t c = row->packed ? 4 * g->C : g->C, f = row->packed ? 2 : 1;
@@ -387,9 +568,10 @@ static lm_status check(dgen *g)
         W = l->shape[3] * scale * f;
     }
     if (H % mult || W % mult)
-        return lm_error_set(LM_ERR_ARG, "generate: size %lldx%lld: %s needs width and height "
-                            "multiples of %lld (the VAE's scale times its 2x2 patches)",
-                            (long long)W, (long long)H, row->title, (long long)mult);
+        return lm_error_set(LM_ERR_ARG, "generate: %s %lldx%lld: %s needs width and height "
+                            "multiples of %lld (the VAE's scale times its 2x2 patches)%s",
+                            o->init ? "init image" : "size", (long long)W, (long long)H, row->title,
+                            (long long)mult, o->init ? "; diffusers resizes the image down to them" : "");
     g->h = H / scale;
     g->w = W / scale;
     if (lm_dit_pipe_schedule(g->d, g->steps, g->h, g->w, &g->sched) != LM_OK) {
@@ -411,19 +593,78 @@ static lm_status check(dgen *g)
 
 /* image i's starting latents, f32: the given ones or its seed's noise, in
  * the transformer's layout ([1, C, h, w]; FLUX.2 packed [1, S, 4C]) */
+static void noise_shape(const dgen *g, int64_t b, int64_t shape[4])
+{
+    bool pk = g->d->row->packed;
+    shape[0] = b;
+    shape[1] = pk ? 4 * g->C : g->C;
+    shape[2] = pk ? g->h / 2 : g->h;
+    shape[3] = pk ? g->w / 2 : g->w;
+}
+
+/* the noise hook's draw 0 for the batch (g->noise; NULL = the seeds') */
+static lm_status hook_noise(dgen *g)
+{
+    const lm_sd_gen_opts *o = g->o;
+    int64_t shape[4];
+    lm_array *n = NULL;
+    noise_shape(g, g->B, shape);
+    if (!o->noise || o->latents) return LM_OK;
+    if (o->noise(o->noise_ctx, 0, 4, shape, &n) != LM_OK) return lm_error_status();
+    if (!n) return LM_OK;
+    if (n->ndim != 4 || memcmp(n->shape, shape, sizeof shape) != 0) {
+        char a[96], b[96];
+        lm_shape_str(a, sizeof a, n->ndim, n->shape);
+        lm_shape_str(b, sizeof b, 4, shape);
+        lm_array_release(n);
+        return lm_error_set(LM_ERR_SHAPE, "generate: the noise hook gave %s for %s", a, b);
+    }
+    g->noise = lm_cast(n, LM_F32);
+    lm_array_release(n);
+    return g->noise ? LM_OK : lm_error_status();
+}
+
+/* image i's init image latents (Z-Image img2img), f32 [1, C, h, w]:
+ * (mean - shift_factor) * scaling_factor of the VAE's encoding */
+static lm_array *init_latents(dgen *g, int i)
+{
+    lm_array *im = g->o->init;
+    if (im->ndim == 3 && g->x0) return lm_array_retain(g->x0);
+    lm_array *one = im->ndim == 3 ? lm_unsqueeze(im, 0) : lm_slice(im, 0, i, i + 1, 1);
+    lm_array *f = one ? lm_cast(one, LM_F32) : NULL;
+    lm_array *r = f ? lm_sd_encode_image(g->p, f) : NULL;
+    lm_array_release(one);
+    lm_array_release(f);
+    return r;
+}
+
+/* image i's starting latents, f32: the given ones or its seed's noise, in
+ * the transformer's layout ([1, C, h, w]; FLUX.2 packed [1, S, 4C]);
+ * img2img: the init image's latents noised to the first step's sigma */
 static lm_array *start(dgen *g, int i)
 {
     const lm_sd_gen_opts *o = g->o;
     tmp t = {0};
     bool pk = g->d->row->packed;
-    int64_t shape[4] = {1, pk ? 4 * g->C : g->C, pk ? g->h / 2 : g->h, pk ? g->w / 2 : g->w};
+    int64_t shape[4];
+    noise_shape(g, 1, shape);
     lm_array *x;
     if (o->latents) x = T(&t, lm_slice(o->latents, 0, i, i + 1, 1));
+    else if (g->noise) x = T(&t, lm_slice(g->noise, 0, i, i + 1, 1));
     else {
         uint64_t seed = o->seeds ? o->seeds[i] : o->seed + (uint64_t)i;
         x = T(&t, lm_diffusion_noise(seed, 0, 4, shape, LM_F32, g->d->dev));
     }
     lm_array *f = x ? T(&t, lm_cast(x, LM_F32)) : NULL;
+    if (f && o->init) {
+        /* FlowMatchEulerDiscreteScheduler.scale_noise at begin_index:
+         * sigma * noise + (1 - sigma) * latents, in f32 */
+        float sig = g->sched.sigmas[g->t0];
+        lm_array *x0 = T(&t, init_latents(g, i));
+        lm_array *a = x0 ? T(&t, lm_binary_scalar(LM_OP_MUL, f, sig, false)) : NULL;
+        lm_array *b = a ? T(&t, lm_binary_scalar(LM_OP_MUL, x0, 1.0f - sig, false)) : NULL;
+        f = b ? T(&t, lm_binary(LM_OP_ADD, a, b)) : NULL;
+    }
     lm_array *r = keep(f && pk ? T(&t, lm_flux2_pack(f)) : f);
     tmp_free(&t);
     return r;
@@ -448,6 +689,7 @@ static int sums_bad(lm_array *const *sums, int n, bool *nan, int *first)
     int bad = 0;
     for (int i = 0; i < n; i++) {
         float v;
+        if (!sums[i]) continue;   /* a step img2img skips */
         if (lm_array_read(sums[i], &v, LM_F32) != LM_OK) return -1;
         if (isfinite(v)) continue;
         if (!bad && first) *first = i;
@@ -475,13 +717,14 @@ static lm_status stage_error(const dgen *g, int n, lm_array *const *tsum, lm_arr
                  first % n ? "negative" : "");
         first /= n;
     } else {
-        for (k = 0; k <= g->steps && (rc = sums_bad(ssum + k * g->B, g->B, &nan, &first)) == 0; k++) {}
+        for (k = g->t0; k <= g->steps && (rc = sums_bad(ssum + k * g->B, g->B, &nan, &first)) == 0; k++) {}
         if (rc < 0) return lm_error_status();
-        if (k == 0) {
-            snprintf(stage, sizeof stage, "%s", g->o->latents ? "the latents given" : "the initial noise");
-            dt = LM_F32;
+        if (k == g->t0) {
+            snprintf(stage, sizeof stage, "%s", g->o->init ? "the VAE encoder (the init image's latents)"
+                     : g->o->latents ? "the latents given" : "the initial noise");
+            dt = g->o->init ? lm_vae_dtype(lm_sd_pipeline_vae(g->p)) : LM_F32;
         } else if (k <= g->steps) {
-            snprintf(stage, sizeof stage, "the transformer at step %d of %d", k, g->steps);
+            snprintf(stage, sizeof stage, "the transformer at step %d of %d", k - g->t0, g->steps - g->t0);
         } else {
             if ((rc = sums_bad(dsum, g->B, &nan, &first)) < 0) return lm_error_status();
             snprintf(stage, sizeof stage, "the VAE decoder");
@@ -497,6 +740,27 @@ static lm_status stage_error(const dgen *g, int n, lm_array *const *tsum, lm_arr
                   "that)", lm_dtype_name(dt));
     return lm_error_set(LM_ERR_STATE, "generate: %s: %s produced %s%s; no image is given: %s", row->title,
                         stage, nan ? "NaN" : "an infinity", which, why);
+}
+
+/* the reference images' tokens (g->refs) and their ids after the noise's */
+static lm_status prepare_refs(dgen *g)
+{
+    lm_sd_pipeline *p = g->p;
+    int32_t *rids = NULL;
+    int64_t S = g->h / 2 * (g->w / 2);
+    if (!g->o->nrefs) return LM_OK;
+    if (lm_dit_pipe_ref_latents(lm_sd_pipeline_vae(p), lm_sd_pipeline_vae_scale(p), g->o->nrefs, g->o->refs,
+                                &g->refs, &rids, &g->Sr, NULL, NULL) != LM_OK)
+        return lm_error_status();
+    int32_t *ids = realloc(g->img_ids, sizeof *ids * 4 * (size_t)(S + g->Sr));
+    if (!ids) {
+        free(rids);
+        return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    }
+    g->img_ids = ids;
+    memcpy(ids + 4 * S, rids, sizeof *ids * 4 * (size_t)g->Sr);
+    free(rids);
+    return lm_eval(&g->refs, 1);
 }
 
 lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_gen_opts *o)
@@ -530,13 +794,19 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
     }
     for (int i = 0; st == LM_OK && i < B * n; i++)
         if (!(tsum[i] = sum_all(ctx[i]))) st = lm_error_status();
+    if (st == LM_OK && (st = prepare_refs(&g)) == LM_OK) st = hook_noise(&g);
+    if (st == LM_OK && o->init && o->init->ndim == 3) {
+        /* one init image for the batch: encoded once */
+        if (!(g.x0 = init_latents(&g, 0))) st = lm_error_status();
+        else st = lm_eval(&g.x0, 1);
+    }
     for (int i = 0; st == LM_OK && i < B; i++)
-        if (!(xs[i] = start(&g, i)) || !(ssum[i] = sum_all(xs[i]))) st = lm_error_status();
+        if (!(xs[i] = start(&g, i)) || !(ssum[g.t0 * B + i] = sum_all(xs[i]))) st = lm_error_status();
     int ne = 0;
     for (int i = 0; st == LM_OK && i < B * n; i++) ev[ne++] = ctx[i], ev[ne++] = tsum[i];
-    for (int i = 0; st == LM_OK && i < B; i++) ev[ne++] = xs[i], ev[ne++] = ssum[i];
+    for (int i = 0; st == LM_OK && i < B; i++) ev[ne++] = xs[i], ev[ne++] = ssum[g.t0 * B + i];
     if (st == LM_OK) st = lm_eval(ev, ne);
-    for (int s = 0; st == LM_OK && s < g.steps; s++) {
+    for (int s = g.t0; st == LM_OK && s < g.steps; s++) {
         ne = 0;
         for (int i = 0; i < B; i++) {
             lm_array *next = step(&g, s, xs[i], ctx + i * n);
@@ -555,7 +825,7 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
         /* evaluated every step, with the latents' sums: the graph stays
          * one step long and nothing waits for the sums */
         if (st == LM_OK) st = lm_eval_async(ev, ne);
-        if (st == LM_OK && o->progress) o->progress(o->progress_ctx, s + 1, g.steps);
+        if (st == LM_OK && o->progress) o->progress(o->progress_ctx, s - g.t0 + 1, g.steps - g.t0);
     }
     lm_array **imgs = st == LM_OK ? calloc((size_t)B, sizeof *imgs) : NULL;
     if (st == LM_OK && !imgs) st = lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
@@ -607,6 +877,9 @@ done:
     lm_flowmatch_schedule_free(&g.sched);
     free(g.img_ids);
     free(g.txt_ids);
+    lm_array_release(g.refs);
+    lm_array_release(g.noise);
+    lm_array_release(g.x0);
     if (st != LM_OK) {
         lm_array_release(img);
         return NULL;

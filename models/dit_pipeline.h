@@ -10,8 +10,22 @@
  * Noise: each image's initial latents are lm_diffusion_noise(seed, 0, ...)
  * in the family's latent shape ([1, 16, H/8, W/8] for Z-Image; the packed
  * [1, 128, H/16, W/16] for FLUX.2), so an image's bytes do not depend on the
- * batch it ran in.  Each image runs alone (its CFG pair in one transformer
+ * batch it ran in; the options' noise hook (draw k = 0, the batch's shape)
+ * replaces them.  Each image runs alone (its CFG pair in one transformer
  * call), as SD's lanes do.
+ *
+ * Z-Image img2img (ZImageImg2ImgPipeline): the init image encoded to the
+ * VAE's latent MEAN (as SD's img2img; diffusers samples it), (mean - shift)
+ * * scaling, noised by the scheduler's scale_noise to the first timestep
+ * get_timesteps keeps: sigma * noise + (1 - sigma) * latents.  The init
+ * image's size is the output's.
+ *
+ * FLUX.2-klein reference images (Flux2KleinPipeline's image=): checked and
+ * cropped as its image processor does, encoded to the VAE's mean,
+ * patchified, batch-norm normalized and packed, and appended after the
+ * noise tokens of every transformer call with their own position ids
+ * (_prepare_image_ids: t = 10, 20, ...); the output is sliced back to the
+ * noise tokens.
  *
  * Ownership: lm_dit_pipe_load returns a state freed with lm_dit_pipe_free; arrays
  * returned are new references. */
@@ -67,6 +81,18 @@ lm_array *lm_dit_pipe_decode_raw(struct lm_vae *vae, lm_dtype vae_dt, const lm_s
                                  double scaling, double shift, lm_array *latents);
 lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, struct lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
                         double scaling, double shift, lm_array *latents);
+
+/* Klein's reference images refs[n] (each [3,H,W] in 0..1) as
+ * Flux2KleinPipeline prepares them (the image processor's checks: sides of
+ * 64 or more, aspect ratio at most 8:1; its crop: the largest multiples of
+ * 2 * vae_scale, centred; an image over 1024x1024 pixels, which diffusers
+ * resizes with Lanczos, is refused), encoded by vae to its latent mean,
+ * patchified, normalized with its batch-norm statistics and packed:
+ * *tokens [1, S, 4 * latent_channels] f32 (lazy; a new reference), *ids
+ * [S, 4] (malloc'd, the caller frees), *S the token count; h0 / w0 (may be
+ * NULL) the first image's size after the crop (the default output size). */
+lm_status lm_dit_pipe_ref_latents(struct lm_vae *vae, int64_t vae_scale, int n, lm_array *const *refs,
+                                  lm_array **tokens, int32_t **ids, int64_t *S, int64_t *h0, int64_t *w0);
 
 /* The whole generation (o checked by the caller's ranges): [B, 3, H, W] in
  * 0..1, evaluated, or NULL with the error set. */

@@ -991,6 +991,10 @@ static lm_status check_gen(gen *g)
     if (o->nnegatives > 1 && o->nnegatives != o->batch)
         return lm_error_set(LM_ERR_ARG, "generate: %d negative prompts for a batch of %d",
                             o->nnegatives, o->batch);
+    if (o->nrefs)
+        return lm_error_set(LM_ERR_ARG, "generate: %d reference image%s: %s takes none (they are "
+                            "FLUX.2-klein's editing); an init image (img2img) starts from one", o->nrefs,
+                            o->nrefs == 1 ? "" : "s", p->row->title);
     g->B = o->batch;
     g->lanes = o->stacked ? 1 : g->B;
     g->per = g->B / g->lanes;
@@ -1068,6 +1072,33 @@ static lm_status prepare(gen *g)
     lm_status st = lm_eval(all, n);
     free(all);
     return st;
+}
+
+const lm_sd_family_row *lm_sd_family_peek(const char *path)
+{
+    if (!path || !is_dir(path)) return NULL;
+    char *mi = lm_dfs_path(path, "model_index.json");
+    cJSON *index = NULL;
+    const lm_sd_family_row *row = NULL;
+    if (mi && lm_dfs_json(mi, CONFIG_MAX, true, &index) == LM_OK && index) {
+        const cJSON *cls = cJSON_GetObjectItemCaseSensitive(index, "_class_name");
+        const cJSON *dist = cJSON_GetObjectItemCaseSensitive(index, "is_distilled");
+        if (cJSON_IsString(cls))
+            row = lm_sd_family_get(lm_sd_family_from_class(cls->valuestring, cJSON_IsTrue(dist)));
+    }
+    free(mi);
+    cJSON_Delete(index);
+    lm_error_clear();   /* an unreadable folder is the load's to report */
+    return row;
+}
+
+lm_status lm_sd_img2img_check_for(const char *who, const lm_sd_family_row *row, int64_t steps,
+                                  double strength)
+{
+    /* the flow-matching families run steps - int(steps - steps * strength)
+     * of them, at least one for any strength in (0, 1] (dit_pipeline.c) */
+    if (row && row->flow) return LM_OK;
+    return lm_sd_img2img_check(who, steps, strength);
 }
 
 lm_status lm_sd_img2img_check(const char *who, int64_t steps, double strength)

@@ -120,8 +120,13 @@ typedef struct lm_sd_gen_opts {
                                     else 8 to 65536, multiples of the VAE's scale */
     lm_array *latents;           /* [B,C,h,w] initial latents (diffusers' latents=),
                                     multiplied by init_noise_sigma as diffusers does */
-    lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 */
-    double strength;             /* img2img, default 0.8 as diffusers */
+    lm_array *init;              /* img2img: [3,H,W] or [B,3,H,W] in 0..1 (SD, Z-Image) */
+    double strength;             /* img2img, default the family's (SD 0.8, Z-Image 0.6,
+                                    as diffusers) */
+    lm_array *const *refs;       /* FLUX.2-klein's reference images (its pipeline's
+                                    image=, for editing), each [3,H,W] in 0..1, shared
+                                    by the batch; borrowed.  Other families refuse them */
+    int nrefs;
     int clip_skip;               /* diffusers' clip_skip (0 = none, 1 = penultimate layer) */
     lm_sd_progress_fn progress;
     void *progress_ctx;
@@ -163,6 +168,14 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
  * before loading one or encoding an image; lm_sd_generate checks it before
  * any network runs. */
 lm_status lm_sd_img2img_check(const char *who, int64_t steps, double strength);
+/* ... for the family row (NULL: SD's rule): a flow-matching family's
+ * img2img runs steps - int(steps - steps * strength) steps, never none */
+lm_status lm_sd_img2img_check_for(const char *who, const lm_sd_family_row *row, int64_t steps,
+                                  double strength);
+/* The DiT family row a diffusers folder's model_index.json names (read
+ * alone, before any model loads), or NULL: not a folder, an SD class, or
+ * unreadable (the load reports that). */
+const lm_sd_family_row *lm_sd_family_peek(const char *path);
 
 /* The VAE halves as the pipeline applies them: latents [B,C,h,w] divided by
  * scaling_factor (and shift_factor added) and decoded to [B,3,H,W] in 0..1;

@@ -229,7 +229,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
     }
     /* img2img's steps, when known before the model (else the family's, checked once it loads) */
     if (a->init && a->has_steps && a->has_strength &&
-        lm_sd_img2img_check(NULL, a->steps, a->strength) != LM_OK) {
+        lm_sd_img2img_check_for(NULL, lm_sd_family_peek(a->model), a->steps, a->strength) != LM_OK) {
         fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
         return 2;
     }
@@ -531,7 +531,7 @@ static int cmd_generate(int argc, char **argv)
     if (!a.has_cfg) a.cfg = fd->cfg;
     if (!a.has_sampler) a.sampler = fd->sampler;
     if (!a.has_strength) a.strength = fd->strength;
-    if (init && lm_sd_img2img_check(NULL, a.steps, a.strength) != LM_OK) {
+    if (init && lm_sd_img2img_check_for(NULL, lm_sd_pipeline_row(p), a.steps, a.strength) != LM_OK) {
         fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
         rc = 2;   /* a usage error, as when --steps was given */
         goto done;

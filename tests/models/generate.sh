@@ -213,5 +213,6 @@ rm -rf $T/nan_dit && cp -r $Z $T/nan_dit && "$L" -e "local f = '$T/nan_dit/trans
   local k = 'all_final_layer.2-1.linear.bias'; t[k] = lm.full(t[k].shape, 0/0, t[k].dtype); os.remove(f); lm.save(f, t)"
 fails "Z-Image: NaN transformer weights: the transformer at step 1 named, no PNG" 1 "Z-Image: the transformer at step 1 of 2 produced NaN" sh -c "$L generate 'a' --model $T/nan_dit --size 32 --steps 2 --seed 1 -q -o $T/nan_dit.png"
 check "... no nan_dit.png" test ! -e $T/nan_dit.png
+check "Z-Image img2img: 9 steps at strength 0.1 run one step (its pipeline's rule, not SD's int(steps * strength))" sh -c "$L generate 'x' --model $Z --init $T/folder.png --strength 0.1 --steps 9 -q -o $T/zi2i.png && $L -e \"local _, t = lm.image.read_png('$T/zi2i.png'); assert(t.parameters:find('Denoising strength: 0.1', 1, true), t.parameters)\""
 echo "$p passed, $f failed"
 [ $f = 0 ]
