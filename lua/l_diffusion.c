@@ -507,7 +507,7 @@ static int l_pipe_generate(lua_State *L)
                                         "latents", "size", "init", "strength", "batch",
                                         "progress", "noise", "stacked", "clip_skip",
                                         "max_sequence_length", "cfg_normalization", "cfg_truncation",
-                                        NULL};
+                                        "refs", "text_layers", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -577,6 +577,43 @@ static int l_pipe_generate(lua_State *L)
     if (!lua_isnil(L, -1)) o.latents = lm_lua_check_array(L, -1);
     lua_getfield(L, 2, "init");
     if (!lua_isnil(L, -1)) o.init = lm_lua_check_array(L, -1);
+    /* refs: FLUX.2-klein's reference images, a tensor or a list (borrowed
+     * from the table, which stays on the stack) */
+    lua_getfield(L, 2, "refs");
+    int refs_at = lua_gettop(L);
+    if (lua_istable(L, refs_at)) {
+        int nr = (int)lua_rawlen(L, refs_at);
+        lm_array **r = lua_newuserdatauv(L, sizeof *r * (size_t)(nr ? nr : 1), 0);
+        for (int k = 0; k < nr; k++) {
+            lua_rawgeti(L, refs_at, k + 1);
+            r[k] = lm_lua_check_array(L, -1);
+            lua_pop(L, 1);
+        }
+        o.refs = r;
+        o.nrefs = nr;
+    } else if (!lua_isnil(L, refs_at)) {
+        lm_array **one = lua_newuserdatauv(L, sizeof *one, 0);
+        one[0] = lm_lua_check_array(L, refs_at);
+        o.refs = one;
+        o.nrefs = 1;
+    }
+    /* text_layers: the text encoder's hidden states a DiT takes */
+    lua_getfield(L, 2, "text_layers");
+    int *tl = lua_newuserdatauv(L, sizeof *tl * LM_SD_MAX_LAYERS, 0);
+    if (lua_istable(L, -2)) {
+        int nl = (int)lua_rawlen(L, -2);
+        if (nl < 1 || nl > LM_SD_MAX_LAYERS) return luaL_error(L, "%s: text_layers: 1 to %d layers", fn, LM_SD_MAX_LAYERS);
+        for (int k = 0; k < nl; k++) {
+            lua_rawgeti(L, -2, k + 1);
+            int isint;
+            lua_Integer v = lua_tointegerx(L, -1, &isint);
+            if (!isint || v < -1024 || v > 1024) return luaL_error(L, "%s: text_layers[%d]: a layer index", fn, k + 1);
+            tl[k] = (int)v;
+            lua_pop(L, 1);
+        }
+        o.text_layers = tl;
+        o.n_text_layers = nl;
+    } else if (!lua_isnil(L, -2)) return luaL_error(L, "%s: text_layers: a table of layer indices", fn);
     lua_cb cb = {L, 6, 7};
     if (lua_isfunction(L, 6)) o.progress = cb_progress, o.progress_ctx = &cb;
     else if (!lua_isnil(L, 6)) return luaL_error(L, "%s: progress must be a function", fn);
@@ -1116,7 +1153,16 @@ static const lm_lua_func diffusion_funcs[] = {
      "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
      "progress(step, steps) is called after every step; noise(k, shape) may return the\n"
      "tensor to use as draw k (0 = initial / img2img's add_noise, k >= 1 = ancestral, -1 =\n"
-     "img2img's VAE sample, else the mean is used), to compare with diffusers' draws."},
+     "img2img's VAE sample, else the mean is used), to compare with diffusers' draws.\n"
+     "The DiT families (pipe.family \"zimage\", \"klein\", \"klein-base\"): sampler \"euler\"\n"
+     "only (FlowMatchEulerDiscreteScheduler as the release's config sets it); Z-Image's cfg\n"
+     "> 0 guides (c + cfg (c - u)), cfg_normalization= and cfg_truncation= as ZImagePipeline's\n"
+     "(0 = off); FLUX.2-klein guides when cfg > 1 and the model is not distilled, with an\n"
+     "empty negative; refs= a [3,H,W] image in 0..1 or a list of them (FLUX.2-klein's\n"
+     "reference images: sides >= 64, centre-cropped to multiples of 16); max_sequence_length=\n"
+     "(default 512) and text_layers= (the encoder's hidden states, transformers' indices;\n"
+     "default the family's) as the pipelines' arguments of those names.  Sizes are multiples\n"
+     "of twice the VAE's scale (16)."},
     {"samplers", l_samplers,
      "lm.diffusion.samplers() -> {row, ...}\n"
      "The sampler table, one row per sampler generate's sampler= takes: {name=\"dpm++2m_karras\",\n"

@@ -33,6 +33,9 @@
 
 typedef struct gen_args {
     const char *prompt, *negative, *model, *out, *sampler, *init, *tokenizer, *prediction;
+#define GEN_MAX_REFS 8
+    const char *refs[GEN_MAX_REFS];   /* --ref: FLUX.2-klein's reference images, in order */
+    int nrefs;
     const char *device_name;
     lm_device *device;
     lm_dtype dtype;
@@ -66,6 +69,9 @@ static int usage(const char *msg)
             "                     SD 1.5, 1024x1024 for SDXL)\n"
             "  --init IN.png      img2img: start from this image (its size is the output's)\n"
             "  --strength X       img2img: how much to change it, (0, 1] (default %g)\n"
+            "  --ref IN.png       FLUX.2-klein: a reference image to edit from (repeatable, in\n"
+            "                     order; sides >= 64, at most 1024x1024 pixels, centre-cropped\n"
+            "                     to multiples of 16; the first one's size is the default size)\n"
             "  --batch-size N     N images (seeds N, N+1, ...) in one UNet call; each is the\n"
             "                     same bytes as alone (default 1)\n"
             "  --device D         cpu, vulkan, vulkan:N (default: $LUMEN_DEVICE or the best device)\n"
@@ -146,7 +152,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", "--clip-skip", NULL};
+            "--prediction", "--clip-skip", "--ref", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -162,6 +168,11 @@ static int parse_args(int argc, char **argv, gen_args *a)
         else if (!strcmp(s, "--negative")) a->negative = v;
         else if (!strcmp(s, "--sampler")) a->sampler = v, a->has_sampler = true;
         else if (!strcmp(s, "--init")) a->init = v;
+        else if (!strcmp(s, "--ref")) {
+            if (a->nrefs == GEN_MAX_REFS)
+                return usage("--ref: at most 8 reference images");
+            a->refs[a->nrefs++] = v;
+        }
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
         else if (!strcmp(s, "--device")) a->device_name = v;
         else if (!strcmp(s, "--prediction")) {
@@ -290,13 +301,20 @@ static const char *out_problem(const gen_args *a, const char *o, char *why, size
                  S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)" : S_ISSOCK(sb.st_mode) ? "a socket"
                  : "a device");
     else if (!a->overwrite) snprintf(why, n, "%s exists (--overwrite replaces it)", o);
-    else if (a->init) {
+    else {
+        /* the output must not be one of the images read */
         struct stat ib;
-        if (stat(a->init, &ib) == 0 && stat(o, &sb) == 0 && ib.st_dev == sb.st_dev &&
-            ib.st_ino == sb.st_ino)
-            snprintf(why, n, "%s is the --init image", o);
-        else return NULL;
-    } else return NULL;
+        const char *in[GEN_MAX_REFS + 1];
+        int nin = 0;
+        if (a->init) in[nin++] = a->init;
+        for (int k = 0; k < a->nrefs; k++) in[nin++] = a->refs[k];
+        for (int k = 0; k < nin; k++)
+            if (stat(in[k], &ib) == 0 && stat(o, &sb) == 0 && ib.st_dev == sb.st_dev && ib.st_ino == sb.st_ino) {
+                snprintf(why, n, "%s is the %s image", o, in[k] == a->init ? "--init" : "--ref");
+                return why;
+            }
+        return NULL;
+    }
     return why;
 }
 
@@ -486,7 +504,8 @@ static int cmd_generate(int argc, char **argv)
     /* cheap checks first: the outputs, the init image, then the model */
     char **names = calloc((size_t)a.batch, sizeof *names);
     uint64_t *seeds = calloc((size_t)a.batch, sizeof *seeds);
-    lm_array *init = NULL, *imgs = NULL;
+    lm_array *init = NULL, *imgs = NULL, *refs[GEN_MAX_REFS] = {NULL};
+    int nref = 0;
     lm_sd_pipeline *p = NULL;
     rc = 1;
     if (!names || !seeds) goto done;
@@ -514,6 +533,11 @@ static int cmd_generate(int argc, char **argv)
         report(a.init);
         goto done;
     }
+    for (; nref < a.nrefs; nref++)
+        if (!(refs[nref] = read_init(a.refs[nref]))) {
+            report(a.refs[nref]);
+            goto done;
+        }
     lm_sd_load_opts lo;
     lm_sd_load_opts_init(&lo);
     lo.dtype = a.dtype;
@@ -552,6 +576,8 @@ static int cmd_generate(int argc, char **argv)
     go.height = a.height;
     go.init = init;
     go.strength = a.strength;
+    go.refs = refs;
+    go.nrefs = nref;
     go.clip_skip = a.clip_skip > 1 ? (int)a.clip_skip - 1 : 0;
     bar b = {!a.quiet && isatty(2), a.batch};
     go.progress = progress;
@@ -566,6 +592,7 @@ static int cmd_generate(int argc, char **argv)
 done:
     lm_array_release(imgs);
     lm_array_release(init);
+    for (int k = 0; k < nref; k++) lm_array_release(refs[k]);
     lm_sd_pipeline_free(p);
     for (int i = 0; names && i < (int)a.batch; i++) free(names[i]);
     free(names);

@@ -56,6 +56,17 @@ test("dit: FLUX.2-klein's stages", function()
   eq(v.shape[2], 16, "patchified channels back"); eq(v.shape[3], 4, "grid back")
   raises(function() p.transformer(x, 0.5, lm.zeros{32}) end, "context")
   raises(function() p:encode_prompt("a") end, "hidden state 9 does not exist")
+  -- reference-image editing from Lua: refs = a tensor or a list, text_layers given
+  local ref = lm.rand{3, 64, 64}
+  local one = p:generate{prompt = "a dog", refs = ref, steps = 2, cfg = 1, size = 32, seed = 1,
+                         text_layers = {1, 2}, max_sequence_length = 8}
+  local list = p:generate{prompt = "a dog", refs = {ref}, steps = 2, cfg = 1, size = 32, seed = 1,
+                          text_layers = {1, 2}, max_sequence_length = 8}
+  eq(maxerr(one, list), 0, "a tensor and a list of one give the same image")
+  local none = p:generate{prompt = "a dog", steps = 2, cfg = 1, size = 32, seed = 1, text_layers = {1, 2},
+                          max_sequence_length = 8}
+  ok(maxerr(one, none) > 0, "the reference image changes the image")
+  raises(function() p:generate{prompt = "a", refs = lm.rand{3, 32, 32}, steps = 1, text_layers = {1, 2}} end, "64")
   p:free()
   raises(function() return p.tokenizer end, "freed")
 end)
