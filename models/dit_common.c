@@ -42,6 +42,13 @@ int lm_dit_weights_find(const lm_dit_weights *w, const char *key)
 lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t *shape,
                       lm_array **out)
 {
+    /* embeddings are gathered, so only a linear weight may stay quantized */
+    return lm_dit_take_as(w, key, nd, shape, !strstr(key, "embed"), out);
+}
+
+lm_status lm_dit_take_as(lm_dit_weights *w, const char *key, int nd, const int64_t *shape, bool linear,
+                         lm_array **out)
+{
     *out = NULL;
     int i = lm_dit_weights_find(w, key);
     char want[96], got[96];
@@ -59,8 +66,7 @@ lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t 
     }
     if (w->used[i])
         return lm_error_set(LM_ERR_FORMAT, "%s: %s is claimed twice", w->file, w->set.names[i]);
-    /* embeddings are gathered, so only a linear weight may stay quantized */
-    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && !strstr(key, "embed");
+    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && linear;
     if (!lm_dtype_is_float(a->dtype) && !quant)
         return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype%s", w->file,
                             w->set.names[i], lm_dtype_name(a->dtype), lm_dtype_is_quant(a->dtype) ?
@@ -74,6 +80,20 @@ lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t 
     lm_array_keep(c);
     lm_array_release(c);   /* the keep holds it */
     *out = c;
+    return LM_OK;
+}
+
+lm_status lm_dit_take_list(lm_dit_weights *w, const char *prefix, const lm_dit_want *want, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!want[k].on) continue;
+        char key[256];
+        if (snprintf(key, sizeof key, "%s%s", prefix ? prefix : "", want[k].name) >= (int)sizeof key)
+            return lm_error_set(LM_ERR_ARG, "%s: weight name %s%s is too long", w->file, prefix ? prefix : "",
+                                want[k].name);
+        lm_status st = lm_dit_take_as(w, key, want[k].nd, want[k].shape, true, want[k].dst);
+        if (st != LM_OK) return st;
+    }
     return LM_OK;
 }
 
@@ -134,10 +154,7 @@ lm_array *lm_dit_split_heads(lm_array *x, int64_t H, int64_t Dh)
         return NULL;
     }
     int64_t shape[4] = {x->shape[0], x->shape[1], H, Dh};
-    lm_array *c = lm_contiguous(x);
-    lm_array *r = c ? lm_reshape(c, 4, shape) : NULL;
-    lm_array_release(c);
-    return r;
+    return lm_reshape(x, 4, shape);   /* a view where the strides allow, else a copy */
 }
 
 lm_array *lm_dit_merge_heads(lm_array *x)

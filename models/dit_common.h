@@ -46,6 +46,26 @@ int lm_dit_weights_find(const lm_dit_weights *w, const char *key);
  * non-float dtype is an error naming w->file, the key and the shapes. */
 lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t *shape,
                       lm_array **out);
+/* lm_dit_take with the quantized rule said: linear true lets a quantized
+ * 2-D weight stay quantized (a linear layer's matrix); false casts nothing
+ * quantized (an embedding, a pad token: read as data), a quantized tensor
+ * then being an error.  lm_dit_take is linear unless key names an embedding. */
+lm_status lm_dit_take_as(lm_dit_weights *w, const char *key, int nd, const int64_t *shape, bool linear,
+                         lm_array **out);
+
+/* One row of a weight table for lm_dit_take_list. */
+typedef struct lm_dit_want {
+    const char *name;    /* the key after the table's prefix */
+    int nd;              /* 1 to 4 */
+    int64_t shape[4];
+    lm_array **dst;
+    bool on;             /* false: not in this configuration, left alone */
+} lm_dit_want;
+
+/* Takes every row of want[n] that is on, prefix + name as the key
+ * (a quantized 2-D weight stays quantized: lm_dit_take_as, linear); the
+ * first error stops. */
+lm_status lm_dit_take_list(lm_dit_weights *w, const char *prefix, const lm_dit_want *want, size_t n);
 /* Marks key as used without reading it (e.g. an LM head the encoder does
  * not need): a mapped tensor is never read.  Nothing happens if absent. */
 void lm_dit_weights_skip(lm_dit_weights *w, const char *key);
@@ -65,7 +85,8 @@ lm_array *lm_dit_linear(lm_array *x, lm_array *w, lm_array *b);
 /* x * rsqrt(mean(x^2 over the last axis) + eps) * w (w [D] or NULL),
  * computed in f32, in x's dtype. */
 lm_array *lm_dit_rms_norm(lm_array *x, lm_array *w, double eps);
-/* [B, L, H*Dh] -> [B, L, H, Dh] (a view where x is contiguous) */
+/* [B, L, H*Dh] -> [B, L, H, Dh] (a view where x's strides allow one, e.g.
+ * columns sliced from a wider projection; else a copy) */
 lm_array *lm_dit_split_heads(lm_array *x, int64_t H, int64_t Dh);
 /* [B, H, L, Dh] -> [B, L, H*Dh] (contiguous) */
 lm_array *lm_dit_merge_heads(lm_array *x);
