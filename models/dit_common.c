@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dit_common.h"
+#include "diffusers_config.h"
 #include "lumen.h"
 
 lm_status lm_dit_weights_init(lm_dit_weights *w, lm_tensor_set *weights, const char *file,
@@ -120,6 +121,69 @@ void lm_dit_drop(lm_array **a)
 {
     if (*a) lm_array_unkeep(*a);
     *a = NULL;
+}
+
+/* prefixes the error with the component's name (and the folder) unless it
+ * starts with the name's first word already */
+static void name_error(const lm_dit_component *c, const char *dir)
+{
+    if (!strncmp(lm_error_message(), c->what, strcspn(c->what, " "))) return;
+    if (dir) lm_error_prefix("%s %s", c->what, dir);
+    else lm_error_prefix("%s", c->what);
+}
+
+/* config and weights checked, dt checked, Lumen initialized, the weights
+ * given to dev (*weights left empty), then c->build */
+static void *build(const lm_dit_component *c, const cJSON *config, const char *cfg_name,
+                   lm_tensor_set *weights, const char *file, lm_dtype dt, lm_device *dev)
+{
+    void *m = NULL;
+    lm_dit_weights w = {0};
+    lm_status st = LM_OK;
+    if (!config || !weights)
+        st = lm_error_set(LM_ERR_ARG, "%s %s: no config or no weights", c->what, file ? file : "weights");
+    if (st == LM_OK && dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && !(c->f64 && dt == LM_F64))
+        st = lm_error_set(LM_ERR_DTYPE, "%s %s: compute dtype %s (f32, f16, bf16%s)", c->what,
+                          file ? file : "weights", lm_dtype_name(dt), c->f64 ? ", f64" : "");
+    if (st == LM_OK) st = lm_init();
+    if (st == LM_OK && !dev) dev = lm_device_default();
+    if (st == LM_OK) st = lm_dit_weights_init(&w, weights, file, dt, dev);
+    if (st == LM_OK) m = c->build(config, cfg_name, &w, dt, dev);
+    lm_dit_weights_free(&w);
+    lm_tensor_set_free(weights);
+    return m;
+}
+
+void *lm_dit_load_dir(const lm_dit_component *c, const char *dir, const char *variant, lm_dtype dt,
+                      lm_device *dev)
+{
+    char *path = lm_dfs_path(dir, "config.json");
+    if (!path) return NULL;
+    cJSON *j = NULL;
+    lm_tensor_set set = {0};
+    char *file = NULL;
+    void *m = NULL;
+    lm_status st = lm_init();
+    if (st == LM_OK && !dev) dev = lm_device_default();
+    if (st == LM_OK) st = lm_dfs_json(path, c->max_config, false, &j);
+    if (st == LM_OK && c->check) st = c->check(j, path);
+    if (st == LM_OK)
+        st = lm_dfs_load_weights_stem(dir, c->stem ? c->stem : "model", variant, dev, &set, &file);
+    if (st == LM_OK) m = build(c, j, path, &set, file, dt, dev);
+    if (!m) name_error(c, dir);
+    lm_tensor_set_free(&set);
+    cJSON_Delete(j);
+    free(file);
+    free(path);
+    return m;
+}
+
+void *lm_dit_load_parts(const lm_dit_component *c, const cJSON *config, const char *cfg_name,
+                        lm_tensor_set *weights, const char *file, lm_dtype dt, lm_device *dev)
+{
+    void *m = build(c, config, cfg_name, weights, file, dt, dev);
+    if (!m) name_error(c, NULL);
+    return m;
 }
 
 lm_array *lm_dit_swap(lm_array **a, lm_array *r)

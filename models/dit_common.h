@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <cjson/cJSON.h>
 #include "array.h"
 #include "core/io/io.h"
 #include "device.h"
@@ -75,6 +76,37 @@ void lm_dit_weights_skip(lm_dit_weights *w, const char *key);
 lm_status lm_dit_weights_finish(const lm_dit_weights *w, const char *context);
 /* Unkeeps *a (a weight from lm_dit_take) and sets it to NULL. */
 void lm_dit_drop(lm_array **a);
+
+/* ---- a component's folder ---- */
+/* A component's load_from: the network from its config (cfg_name names it
+ * in errors) and weights w (borrowed: it takes what it needs, then
+ * lm_dit_weights_finish), or NULL with the error set.  lm_dit_load_dir /
+ * _parts call it with Lumen initialized, dt checked, the weights on dev. */
+typedef void *(*lm_dit_build_fn)(const cJSON *config, const char *cfg_name, lm_dit_weights *w, lm_dtype dt,
+                                 lm_device *dev);
+/* Checks a config before any weight is read, so its errors come first. */
+typedef lm_status (*lm_dit_check_fn)(const cJSON *config, const char *cfg_name);
+
+typedef struct lm_dit_component {
+    const char *what;         /* e.g. "zimage transformer": errors start with it */
+    const char *stem;         /* the weight files' stem, e.g. "diffusion_pytorch_model"; NULL: "model" */
+    size_t max_config;        /* config.json's size limit in bytes */
+    bool f64;                 /* f64 is a compute dtype too, beside f32, f16 and bf16 */
+    lm_dit_check_fn check;    /* NULL: the config is read by build alone */
+    lm_dit_build_fn build;
+} lm_dit_component;
+
+/* Loads a diffusers / transformers folder: dir/config.json (c->check runs on
+ * it first), the weights dir/stem[.variant].safetensors or its sharded index
+ * (lm_dfs_load_weights_stem), then c->build.  On failure (NULL) an error
+ * that does not already start with c->what's first word (e.g. "zimage") is
+ * prefixed "what dir: ". */
+void *lm_dit_load_dir(const lm_dit_component *c, const char *dir, const char *variant, lm_dtype dt,
+                      lm_device *dev);
+/* c->build on a config and weights from elsewhere (*weights is taken and
+ * left empty); errors prefixed with c->what as lm_dit_load_dir does. */
+void *lm_dit_load_parts(const lm_dit_component *c, const cJSON *config, const char *cfg_name,
+                        lm_tensor_set *weights, const char *file, lm_dtype dt, lm_device *dev);
 
 /* ---- graph helpers ---- */
 /* Releases *a and stores r (which may be NULL); returns r. */

@@ -53,18 +53,6 @@ struct lm_flux2 {
 
 /* ---- config ---- */
 
-static lm_status get_bool(const cJSON *o, const char *key, const char *what, bool def, bool *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = def;
-        return LM_OK;
-    }
-    if (!cJSON_IsBool(v)) return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected true or false", what, key);
-    *out = cJSON_IsTrue(v);
-    return LM_OK;
-}
-
 static lm_status get_axes(const cJSON *o, const char *what, lm_flux2_config *c)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "axes_dims_rope");
@@ -112,7 +100,7 @@ static lm_status parse_config(const cJSON *j, const char *what, lm_flux2_config 
     if (st == LM_OK) st = lm_dfs_num(j, "eps", what, false, 1e-6, &c->eps);
     if (st == LM_OK) st = get_axes(j, what, c);
     bool guidance = true;
-    if (st == LM_OK) st = get_bool(j, "guidance_embeds", what, true, &guidance);
+    if (st == LM_OK) st = lm_dfs_bool(j, "guidance_embeds", what, false, true, &guidance);
     if (st == LM_OK && guidance)
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: guidance_embeds: true (FLUX.2 [dev]'s guidance "
                           "embedder) is not supported: only klein's configuration, guidance_embeds false",
@@ -217,25 +205,14 @@ void lm_flux2_free(lm_flux2 *m)
     free(m);
 }
 
-/* cfg_name names the config in errors, file the weights */
-static lm_flux2 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
-                           const char *file, lm_dtype dt, lm_device *dev)
+/* an lm_dit_build_fn: the model (an lm_flux2) or NULL; cfg_name names the
+ * config in errors, file the weights */
+static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights *W, lm_dtype dt,
+                       lm_device *dev)
 {
-    const char *name = file ? file : "transformer";
-    lm_dit_weights W = {0};
-    lm_flux2 *m = NULL;
-    lm_status st = LM_OK;
-    if (!config || !weights)
-        st = lm_error_set(LM_ERR_ARG, "flux2 transformer %s: no config or no weights", name);
-    if (st == LM_OK && dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && dt != LM_F64)
-        st = lm_error_set(LM_ERR_DTYPE, "flux2 transformer %s: compute dtype %s (f32, f16, bf16, f64)",
-                          name, lm_dtype_name(dt));
-    if (st == LM_OK) st = lm_init();
-    if (st == LM_OK && !dev) dev = lm_device_default();
-    if (st == LM_OK && !(m = calloc(1, sizeof *m))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
-    if (st == LM_OK) st = parse_config(config, cfg_name ? cfg_name : name, &m->cfg);
-    if (st == LM_OK) st = lm_dit_weights_init(&W, weights, name, dt, dev);
-    lm_tensor_set_free(weights);   /* ours from here on: the caller's set is left empty */
+    lm_flux2 *m = calloc(1, sizeof *m);
+    lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
+    if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg);
     if (st == LM_OK) {
         m->dt = dt;
         m->dev = dev;
@@ -243,14 +220,13 @@ static lm_flux2 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_
         m->sgl = calloc((size_t)m->cfg.num_single_layers + 1, sizeof *m->sgl);
         if (!m->dbl || !m->sgl) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
-    if (st == LM_OK) st = take_model(&W, m);
+    if (st == LM_OK) st = take_model(W, m);
     if (st == LM_OK) {
         char ctx[128];
         snprintf(ctx, sizeof ctx, "config: %lld double and %lld single blocks, no guidance embedder, "
                  "no biases", (long long)m->cfg.num_layers, (long long)m->cfg.num_single_layers);
-        st = lm_dit_weights_finish(&W, ctx);
+        st = lm_dit_weights_finish(W, ctx);
     }
-    lm_dit_weights_free(&W);
     if (st != LM_OK) {
         lm_flux2_free(m);
         return NULL;
@@ -258,38 +234,28 @@ static lm_flux2 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_
     return m;
 }
 
+/* an lm_dit_check_fn: config errors name config.json before any weight is read */
+static lm_status check_config(const cJSON *config, const char *cfg_name)
+{
+    lm_flux2_config probe = {0};
+    return parse_config(config, cfg_name, &probe);
+}
+
+static const lm_dit_component FX_COMPONENT = {
+    .what = "flux2 transformer", .stem = "diffusion_pytorch_model", .max_config = FX_MAX_CONFIG, .f64 = true,
+    .check = check_config, .build = load_from,
+};
+
 lm_flux2 *lm_flux2_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
 {
-    if (lm_init() != LM_OK) return NULL;
-    if (!dev) dev = lm_device_default();
-    char *path = lm_dfs_path(dir, "config.json");
-    if (!path) return NULL;
-    cJSON *j = NULL;
-    lm_tensor_set set = {0};
-    char *file = NULL;
-    lm_flux2 *m = NULL;
-    lm_status st = lm_dfs_json(path, FX_MAX_CONFIG, false, &j);
-    if (st == LM_OK) {
-        /* config errors name config.json, before any weight is read */
-        lm_flux2_config probe = {0};
-        st = parse_config(j, path, &probe);
-    }
-    if (st == LM_OK) st = lm_dfs_load_weights_stem(dir, "diffusion_pytorch_model", variant, dev, &set, &file);
-    if (st == LM_OK) m = load_from(j, path, &set, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "flux2", 5)) lm_error_prefix("flux2 transformer %s", dir);
-    lm_tensor_set_free(&set);
-    cJSON_Delete(j);
-    free(file);
-    free(path);
-    return m;
+    return lm_dit_load_dir(&FX_COMPONENT, dir, variant, dt, dev);
 }
 
 lm_flux2 *lm_flux2_load_from(const cJSON *config, lm_tensor_set *weights, const char *file, lm_dtype dt,
                              lm_device *dev)
 {
-    lm_flux2 *m = load_from(config, file, weights, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "flux2", 5)) lm_error_prefix("flux2 transformer");
-    return m;
+    const char *name = file ? file : "transformer";
+    return lm_dit_load_parts(&FX_COMPONENT, config, name, weights, name, dt, dev);
 }
 
 const lm_flux2_config *lm_flux2_get_config(const lm_flux2 *m) { return &m->cfg; }

@@ -240,30 +240,17 @@ static lm_status take_all(lm_dit_weights *W, lm_zimage *m)
     return st == LM_OK ? lm_dit_weights_finish(W, ctx) : st;
 }
 
-static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
-                            const char *file, lm_dtype dt, lm_device *dev)
+/* an lm_dit_build_fn: the model (an lm_zimage) or NULL */
+static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights *W, lm_dtype dt,
+                       lm_device *dev)
 {
-    if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16) {
-        lm_error_set(LM_ERR_DTYPE, "zimage transformer %s: compute dtype %s (f32, f16, bf16)", file,
-                     lm_dtype_name(dt));
-        lm_tensor_set_free(weights);
-        return NULL;
-    }
-    if (lm_init() != LM_OK) {
-        lm_tensor_set_free(weights);
-        return NULL;
-    }
-    if (!dev) dev = lm_device_default();
     lm_zimage *m = calloc(1, sizeof *m);
-    lm_dit_weights W = {0};
     lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
     if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg);
-    if (st == LM_OK) st = lm_dit_weights_init(&W, weights, file, dt, dev);
-    lm_tensor_set_free(weights);   /* ours from here on: the caller's set is left empty */
     if (st == LM_OK) {
         m->dt = dt;
         m->dev = dev;
-        st = take_all(&W, m);
+        st = take_all(W, m);
     }
     if (st == LM_OK) {
         /* RopeEmbedder's 1 / theta^(arange(0, d, 2) / d), in f64 */
@@ -274,7 +261,6 @@ static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor
             for (int64_t j = 0; j < c->axes_dims[a] / 2; j++)
                 m->freqs[k++] = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)c->axes_dims[a]);
     }
-    lm_dit_weights_free(&W);
     if (st != LM_OK) {
         lm_zimage_free(m);
         return NULL;
@@ -282,32 +268,20 @@ static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor
     return m;
 }
 
+static const lm_dit_component ZI_COMPONENT = {
+    .what = "zimage transformer", .stem = "diffusion_pytorch_model", .max_config = ZI_MAX_CONFIG,
+    .build = load_from,
+};
+
 lm_zimage *lm_zimage_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
 {
-    char *path = lm_dfs_path(dir, "config.json");
-    if (!path) return NULL;
-    cJSON *j = NULL;
-    lm_tensor_set set = {0};
-    char *file = NULL;
-    lm_zimage *m = NULL;
-    if (lm_init() == LM_OK && lm_dfs_json(path, ZI_MAX_CONFIG, false, &j) == LM_OK &&
-        lm_dfs_load_weights_stem(dir, "diffusion_pytorch_model", variant, dev ? dev : lm_device_default(),
-                                 &set, &file) == LM_OK)
-        m = load_from(j, path, &set, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "zimage", 6)) lm_error_prefix("zimage transformer %s", dir);
-    lm_tensor_set_free(&set);
-    cJSON_Delete(j);
-    free(file);
-    free(path);
-    return m;
+    return lm_dit_load_dir(&ZI_COMPONENT, dir, variant, dt, dev);
 }
 
 lm_zimage *lm_zimage_load_from(const cJSON *config, lm_tensor_set *weights, const char *file, lm_dtype dt,
                                lm_device *dev)
 {
-    lm_zimage *m = load_from(config, file, weights, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "zimage", 6)) lm_error_prefix("zimage transformer");
-    return m;
+    return lm_dit_load_parts(&ZI_COMPONENT, config, file, weights, file, dt, dev);
 }
 
 const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m) { return &m->cfg; }
