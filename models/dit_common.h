@@ -1,7 +1,10 @@
 /* dit_common.h - the pieces the Qwen3 text encoder and the flow-matching
- * DiTs (Z-Image, FLUX.2) share: a weight loader that claims each tensor
- * once (cast to the compute dtype, evaluated on the device and kept), the
- * leftover check that makes an unexpected tensor an error, and small graph
+ * DiTs (Z-Image, FLUX.2) share: a folder loader (config.json, the weight
+ * files, the compute dtype checked, errors named after the component), a
+ * weight loader that claims each tensor once (cast to the compute dtype,
+ * evaluated on the device and kept; a quantized linear weight kept as it
+ * is), by key or by a table of keys under a prefix, the leftover check that
+ * makes an unexpected tensor an error, and small graph
  * helpers over Lumen's ops (RMSNorm over the last axis, rotary embeddings
  * on [B, H, L, D] or [B, L, H, D], multi-axis RoPE angle tables, the
  * quantized-aware linear, head split and merge).
