@@ -285,6 +285,20 @@ lm_status lm_dfs_num(const cJSON *o, const char *key, const char *what, bool req
     return LM_OK;
 }
 
+lm_status lm_dfs_bool(const cJSON *o, const char *key, const char *what, bool required,
+                      bool def, bool *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (required) return lm_error_set(LM_ERR_FORMAT, "%s: %s: missing", what, key);
+        *out = def;
+        return LM_OK;
+    }
+    if (!cJSON_IsBool(v)) return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected true or false", what, key);
+    *out = cJSON_IsTrue(v);
+    return LM_OK;
+}
+
 lm_status lm_dfs_str(const cJSON *o, const char *key, const char *what, bool required,
                      const char *def, const char **out)
 {

@@ -40,6 +40,8 @@ lm_status lm_dfs_int(const cJSON *o, const char *key, const char *what, bool req
                      int64_t def, int64_t lo, int64_t hi, int64_t *out);
 lm_status lm_dfs_num(const cJSON *o, const char *key, const char *what, bool required,
                      double def, double *out);
+lm_status lm_dfs_bool(const cJSON *o, const char *key, const char *what, bool required,
+                      bool def, bool *out);
 /* The string at key (borrowed from o), or def; a token given as
  * {"content": "..."} (as tokenizer configs write special tokens) counts as
  * its content. */

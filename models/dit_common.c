@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dit_common.h"
+#include "diffusers_config.h"
 #include "lumen.h"
 
 lm_status lm_dit_weights_init(lm_dit_weights *w, lm_tensor_set *weights, const char *file,
@@ -42,6 +43,13 @@ int lm_dit_weights_find(const lm_dit_weights *w, const char *key)
 lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t *shape,
                       lm_array **out)
 {
+    /* embeddings are gathered, so only a linear weight may stay quantized */
+    return lm_dit_take_as(w, key, nd, shape, !strstr(key, "embed"), out);
+}
+
+lm_status lm_dit_take_as(lm_dit_weights *w, const char *key, int nd, const int64_t *shape, bool linear,
+                         lm_array **out)
+{
     *out = NULL;
     int i = lm_dit_weights_find(w, key);
     char want[96], got[96];
@@ -59,8 +67,7 @@ lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t 
     }
     if (w->used[i])
         return lm_error_set(LM_ERR_FORMAT, "%s: %s is claimed twice", w->file, w->set.names[i]);
-    /* embeddings are gathered, so only a linear weight may stay quantized */
-    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && !strstr(key, "embed");
+    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && linear;
     if (!lm_dtype_is_float(a->dtype) && !quant)
         return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype%s", w->file,
                             w->set.names[i], lm_dtype_name(a->dtype), lm_dtype_is_quant(a->dtype) ?
@@ -74,6 +81,20 @@ lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t 
     lm_array_keep(c);
     lm_array_release(c);   /* the keep holds it */
     *out = c;
+    return LM_OK;
+}
+
+lm_status lm_dit_take_list(lm_dit_weights *w, const char *prefix, const lm_dit_want *want, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (!want[k].on) continue;
+        char key[256];
+        if (snprintf(key, sizeof key, "%s%s", prefix ? prefix : "", want[k].name) >= (int)sizeof key)
+            return lm_error_set(LM_ERR_ARG, "%s: weight name %s%s is too long", w->file, prefix ? prefix : "",
+                                want[k].name);
+        lm_status st = lm_dit_take_as(w, key, want[k].nd, want[k].shape, true, want[k].dst);
+        if (st != LM_OK) return st;
+    }
     return LM_OK;
 }
 
@@ -100,6 +121,69 @@ void lm_dit_drop(lm_array **a)
 {
     if (*a) lm_array_unkeep(*a);
     *a = NULL;
+}
+
+/* prefixes the error with the component's name (and the folder) unless it
+ * starts with the name's first word already */
+static void name_error(const lm_dit_component *c, const char *dir)
+{
+    if (!strncmp(lm_error_message(), c->what, strcspn(c->what, " "))) return;
+    if (dir) lm_error_prefix("%s %s", c->what, dir);
+    else lm_error_prefix("%s", c->what);
+}
+
+/* config and weights checked, dt checked, Lumen initialized, the weights
+ * given to dev (*weights left empty), then c->build */
+static void *build(const lm_dit_component *c, const cJSON *config, const char *cfg_name,
+                   lm_tensor_set *weights, const char *file, lm_dtype dt, lm_device *dev)
+{
+    void *m = NULL;
+    lm_dit_weights w = {0};
+    lm_status st = LM_OK;
+    if (!config || !weights)
+        st = lm_error_set(LM_ERR_ARG, "%s %s: no config or no weights", c->what, file ? file : "weights");
+    if (st == LM_OK && dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && !(c->f64 && dt == LM_F64))
+        st = lm_error_set(LM_ERR_DTYPE, "%s %s: compute dtype %s (f32, f16, bf16%s)", c->what,
+                          file ? file : "weights", lm_dtype_name(dt), c->f64 ? ", f64" : "");
+    if (st == LM_OK) st = lm_init();
+    if (st == LM_OK && !dev) dev = lm_device_default();
+    if (st == LM_OK) st = lm_dit_weights_init(&w, weights, file, dt, dev);
+    if (st == LM_OK) m = c->build(config, cfg_name, &w, dt, dev);
+    lm_dit_weights_free(&w);
+    lm_tensor_set_free(weights);
+    return m;
+}
+
+void *lm_dit_load_dir(const lm_dit_component *c, const char *dir, const char *variant, lm_dtype dt,
+                      lm_device *dev)
+{
+    char *path = lm_dfs_path(dir, "config.json");
+    if (!path) return NULL;
+    cJSON *j = NULL;
+    lm_tensor_set set = {0};
+    char *file = NULL;
+    void *m = NULL;
+    lm_status st = lm_init();
+    if (st == LM_OK && !dev) dev = lm_device_default();
+    if (st == LM_OK) st = lm_dfs_json(path, c->max_config, false, &j);
+    if (st == LM_OK && c->check) st = c->check(j, path);
+    if (st == LM_OK)
+        st = lm_dfs_load_weights_stem(dir, c->stem ? c->stem : "model", variant, dev, &set, &file);
+    if (st == LM_OK) m = build(c, j, path, &set, file, dt, dev);
+    if (!m) name_error(c, dir);
+    lm_tensor_set_free(&set);
+    cJSON_Delete(j);
+    free(file);
+    free(path);
+    return m;
+}
+
+void *lm_dit_load_parts(const lm_dit_component *c, const cJSON *config, const char *cfg_name,
+                        lm_tensor_set *weights, const char *file, lm_dtype dt, lm_device *dev)
+{
+    void *m = build(c, config, cfg_name, weights, file, dt, dev);
+    if (!m) name_error(c, NULL);
+    return m;
 }
 
 lm_array *lm_dit_swap(lm_array **a, lm_array *r)
@@ -134,10 +218,7 @@ lm_array *lm_dit_split_heads(lm_array *x, int64_t H, int64_t Dh)
         return NULL;
     }
     int64_t shape[4] = {x->shape[0], x->shape[1], H, Dh};
-    lm_array *c = lm_contiguous(x);
-    lm_array *r = c ? lm_reshape(c, 4, shape) : NULL;
-    lm_array_release(c);
-    return r;
+    return lm_reshape(x, 4, shape);   /* a view where the strides allow, else a copy */
 }
 
 lm_array *lm_dit_merge_heads(lm_array *x)

@@ -1,7 +1,10 @@
 /* dit_common.h - the pieces the Qwen3 text encoder and the flow-matching
- * DiTs (Z-Image, FLUX.2) share: a weight loader that claims each tensor
- * once (cast to the compute dtype, evaluated on the device and kept), the
- * leftover check that makes an unexpected tensor an error, and small graph
+ * DiTs (Z-Image, FLUX.2) share: a folder loader (config.json, the weight
+ * files, the compute dtype checked, errors named after the component), a
+ * weight loader that claims each tensor once (cast to the compute dtype,
+ * evaluated on the device and kept; a quantized linear weight kept as it
+ * is), by key or by a table of keys under a prefix, the leftover check that
+ * makes an unexpected tensor an error, and small graph
  * helpers over Lumen's ops (RMSNorm over the last axis, rotary embeddings
  * on [B, H, L, D] or [B, L, H, D], multi-axis RoPE angle tables, the
  * quantized-aware linear, head split and merge).
@@ -20,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <cjson/cJSON.h>
 #include "array.h"
 #include "core/io/io.h"
 #include "device.h"
@@ -46,6 +50,26 @@ int lm_dit_weights_find(const lm_dit_weights *w, const char *key);
  * non-float dtype is an error naming w->file, the key and the shapes. */
 lm_status lm_dit_take(lm_dit_weights *w, const char *key, int nd, const int64_t *shape,
                       lm_array **out);
+/* lm_dit_take with the quantized rule said: linear true lets a quantized
+ * 2-D weight stay quantized (a linear layer's matrix); false casts nothing
+ * quantized (an embedding, a pad token: read as data), a quantized tensor
+ * then being an error.  lm_dit_take is linear unless key names an embedding. */
+lm_status lm_dit_take_as(lm_dit_weights *w, const char *key, int nd, const int64_t *shape, bool linear,
+                         lm_array **out);
+
+/* One row of a weight table for lm_dit_take_list. */
+typedef struct lm_dit_want {
+    const char *name;    /* the key after the table's prefix */
+    int nd;              /* 1 to 4 */
+    int64_t shape[4];
+    lm_array **dst;
+    bool on;             /* false: not in this configuration, left alone */
+} lm_dit_want;
+
+/* Takes every row of want[n] that is on, prefix + name as the key
+ * (a quantized 2-D weight stays quantized: lm_dit_take_as, linear); the
+ * first error stops. */
+lm_status lm_dit_take_list(lm_dit_weights *w, const char *prefix, const lm_dit_want *want, size_t n);
 /* Marks key as used without reading it (e.g. an LM head the encoder does
  * not need): a mapped tensor is never read.  Nothing happens if absent. */
 void lm_dit_weights_skip(lm_dit_weights *w, const char *key);
@@ -56,6 +80,37 @@ lm_status lm_dit_weights_finish(const lm_dit_weights *w, const char *context);
 /* Unkeeps *a (a weight from lm_dit_take) and sets it to NULL. */
 void lm_dit_drop(lm_array **a);
 
+/* ---- a component's folder ---- */
+/* A component's load_from: the network from its config (cfg_name names it
+ * in errors) and weights w (borrowed: it takes what it needs, then
+ * lm_dit_weights_finish), or NULL with the error set.  lm_dit_load_dir /
+ * _parts call it with Lumen initialized, dt checked, the weights on dev. */
+typedef void *(*lm_dit_build_fn)(const cJSON *config, const char *cfg_name, lm_dit_weights *w, lm_dtype dt,
+                                 lm_device *dev);
+/* Checks a config before any weight is read, so its errors come first. */
+typedef lm_status (*lm_dit_check_fn)(const cJSON *config, const char *cfg_name);
+
+typedef struct lm_dit_component {
+    const char *what;         /* e.g. "zimage transformer": errors start with it */
+    const char *stem;         /* the weight files' stem, e.g. "diffusion_pytorch_model"; NULL: "model" */
+    size_t max_config;        /* config.json's size limit in bytes */
+    bool f64;                 /* f64 is a compute dtype too, beside f32, f16 and bf16 */
+    lm_dit_check_fn check;    /* NULL: the config is read by build alone */
+    lm_dit_build_fn build;
+} lm_dit_component;
+
+/* Loads a diffusers / transformers folder: dir/config.json (c->check runs on
+ * it first), the weights dir/stem[.variant].safetensors or its sharded index
+ * (lm_dfs_load_weights_stem), then c->build.  On failure (NULL) an error
+ * that does not already start with c->what's first word (e.g. "zimage") is
+ * prefixed "what dir: ". */
+void *lm_dit_load_dir(const lm_dit_component *c, const char *dir, const char *variant, lm_dtype dt,
+                      lm_device *dev);
+/* c->build on a config and weights from elsewhere (*weights is taken and
+ * left empty); errors prefixed with c->what as lm_dit_load_dir does. */
+void *lm_dit_load_parts(const lm_dit_component *c, const cJSON *config, const char *cfg_name,
+                        lm_tensor_set *weights, const char *file, lm_dtype dt, lm_device *dev);
+
 /* ---- graph helpers ---- */
 /* Releases *a and stores r (which may be NULL); returns r. */
 lm_array *lm_dit_swap(lm_array **a, lm_array *r);
@@ -65,7 +120,8 @@ lm_array *lm_dit_linear(lm_array *x, lm_array *w, lm_array *b);
 /* x * rsqrt(mean(x^2 over the last axis) + eps) * w (w [D] or NULL),
  * computed in f32, in x's dtype. */
 lm_array *lm_dit_rms_norm(lm_array *x, lm_array *w, double eps);
-/* [B, L, H*Dh] -> [B, L, H, Dh] (a view where x is contiguous) */
+/* [B, L, H*Dh] -> [B, L, H, Dh] (a view where x's strides allow one, e.g.
+ * columns sliced from a wider projection; else a copy) */
 lm_array *lm_dit_split_heads(lm_array *x, int64_t H, int64_t Dh);
 /* [B, H, L, Dh] -> [B, L, H*Dh] (contiguous) */
 lm_array *lm_dit_merge_heads(lm_array *x);

@@ -25,11 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "diffusers_config.h"
+#include "dit_common.h"
 #include "flux2.h"
 #include "lumen.h"
 
 #define FX_MAX_CONFIG (1u << 20)
-#define FX_KEY 192
 
 typedef struct fx_double {
     lm_array *q, *k, *v, *nq, *nk, *o;          /* the image stream */
@@ -52,18 +52,6 @@ struct lm_flux2 {
 };
 
 /* ---- config ---- */
-
-static lm_status get_bool(const cJSON *o, const char *key, const char *what, bool def, bool *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = def;
-        return LM_OK;
-    }
-    if (!cJSON_IsBool(v)) return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected true or false", what, key);
-    *out = cJSON_IsTrue(v);
-    return LM_OK;
-}
 
 static lm_status get_axes(const cJSON *o, const char *what, lm_flux2_config *c)
 {
@@ -112,7 +100,7 @@ static lm_status parse_config(const cJSON *j, const char *what, lm_flux2_config 
     if (st == LM_OK) st = lm_dfs_num(j, "eps", what, false, 1e-6, &c->eps);
     if (st == LM_OK) st = get_axes(j, what, c);
     bool guidance = true;
-    if (st == LM_OK) st = get_bool(j, "guidance_embeds", what, true, &guidance);
+    if (st == LM_OK) st = lm_dfs_bool(j, "guidance_embeds", what, false, true, &guidance);
     if (st == LM_OK && guidance)
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: guidance_embeds: true (FLUX.2 [dev]'s guidance "
                           "embedder) is not supported: only klein's configuration, guidance_embeds false",
@@ -140,137 +128,76 @@ static lm_status parse_config(const cJSON *j, const char *what, lm_flux2_config 
 
 /* ---- weights ---- */
 
-typedef struct fx_load {
-    lm_tensor_set set;
-    bool *used;
-    const char *file;
-    lm_dtype dt;
-    lm_device *dev;
-} fx_load;
-
-/* Takes the weight named key (shape nd/shape), cast to the compute dtype,
- * evaluated on the device and kept.  A quantized 2-D (linear) weight stays
- * quantized for lm_linear's quantized product. */
-static lm_status take(fx_load *L, const char *key, int nd, const int64_t *shape, lm_array **out)
-{
-    *out = NULL;
-    int i = lm_tensor_set_find(&L->set, key);
-    char want[96], got[96];
-    lm_shape_str(want, sizeof want, nd, shape);
-    if (i < 0) return lm_error_set(LM_ERR_FORMAT, "%s: missing weight %s %s", L->file, key, want);
-    if (L->used[i]) return lm_error_set(LM_ERR_FORMAT, "%s: weight %s used twice", L->file, key);
-    lm_array *a = L->set.arrays[i];
-    bool same = a->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = a->shape[d] == shape[d];
-    if (!same) {
-        lm_shape_str(got, sizeof got, a->ndim, a->shape);
-        return lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s, the config needs %s", L->file, key, got, want);
-    }
-    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2;
-    if (!lm_dtype_is_float(a->dtype) && !quant)
-        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype%s", L->file, key,
-                            lm_dtype_name(a->dtype), lm_dtype_is_quant(a->dtype) ?
-                            " (a quantized one only for a linear weight)" : "");
-    L->used[i] = true;
-    lm_array *c = a->dtype == L->dt || quant ? lm_array_retain(a) : lm_cast(a, L->dt);
-    if (!c || lm_array_eval(c) != LM_OK) {
-        lm_array_release(c);
-        return lm_error_prefix("%s: %s", L->file, key);
-    }
-    lm_array_keep(c);
-    lm_array_release(c);   /* the keep holds it */
-    *out = c;
-    return LM_OK;
-}
-
-typedef struct fx_want {
-    const char *name;
-    int64_t rows, cols;    /* cols 0: a vector of rows */
-    lm_array **dst;
-} fx_want;
-
-static lm_status take_all(fx_load *L, const char *prefix, const fx_want *w, size_t n)
-{
-    lm_status st = LM_OK;
-    for (size_t k = 0; st == LM_OK && k < n; k++) {
-        char key[FX_KEY];
-        int64_t shape[2] = {w[k].rows, w[k].cols};
-        snprintf(key, sizeof key, "%s%s", prefix, w[k].name);
-        st = take(L, key, w[k].cols ? 2 : 1, shape, w[k].dst);
-    }
-    return st;
-}
-
-static lm_status take_double(fx_load *L, const lm_flux2_config *c, int64_t l, fx_double *b)
+static lm_status take_double(lm_dit_weights *W, const lm_flux2_config *c, int64_t l, fx_double *b)
 {
     int64_t D = c->inner_dim, Dh = c->attention_head_dim, M = c->mlp_hidden;
-    const fx_want w[] = {
-        {"attn.to_q.weight", D, D, &b->q}, {"attn.to_k.weight", D, D, &b->k},
-        {"attn.to_v.weight", D, D, &b->v}, {"attn.norm_q.weight", Dh, 0, &b->nq},
-        {"attn.norm_k.weight", Dh, 0, &b->nk}, {"attn.to_out.0.weight", D, D, &b->o},
-        {"attn.add_q_proj.weight", D, D, &b->aq}, {"attn.add_k_proj.weight", D, D, &b->ak},
-        {"attn.add_v_proj.weight", D, D, &b->av}, {"attn.norm_added_q.weight", Dh, 0, &b->naq},
-        {"attn.norm_added_k.weight", Dh, 0, &b->nak}, {"attn.to_add_out.weight", D, D, &b->ao},
-        {"ff.linear_in.weight", 2 * M, D, &b->ff_in}, {"ff.linear_out.weight", D, M, &b->ff_out},
-        {"ff_context.linear_in.weight", 2 * M, D, &b->ffc_in},
-        {"ff_context.linear_out.weight", D, M, &b->ffc_out},
+    const lm_dit_want w[] = {
+        {"attn.to_q.weight", 2, {D, D}, &b->q, true}, {"attn.to_k.weight", 2, {D, D}, &b->k, true},
+        {"attn.to_v.weight", 2, {D, D}, &b->v, true}, {"attn.norm_q.weight", 1, {Dh}, &b->nq, true},
+        {"attn.norm_k.weight", 1, {Dh}, &b->nk, true}, {"attn.to_out.0.weight", 2, {D, D}, &b->o, true},
+        {"attn.add_q_proj.weight", 2, {D, D}, &b->aq, true},
+        {"attn.add_k_proj.weight", 2, {D, D}, &b->ak, true},
+        {"attn.add_v_proj.weight", 2, {D, D}, &b->av, true},
+        {"attn.norm_added_q.weight", 1, {Dh}, &b->naq, true},
+        {"attn.norm_added_k.weight", 1, {Dh}, &b->nak, true},
+        {"attn.to_add_out.weight", 2, {D, D}, &b->ao, true},
+        {"ff.linear_in.weight", 2, {2 * M, D}, &b->ff_in, true},
+        {"ff.linear_out.weight", 2, {D, M}, &b->ff_out, true},
+        {"ff_context.linear_in.weight", 2, {2 * M, D}, &b->ffc_in, true},
+        {"ff_context.linear_out.weight", 2, {D, M}, &b->ffc_out, true},
     };
     char p[64];
     snprintf(p, sizeof p, "transformer_blocks.%lld.", (long long)l);
-    return take_all(L, p, w, sizeof w / sizeof *w);
+    return lm_dit_take_list(W, p, w, sizeof w / sizeof *w);
 }
 
-static lm_status take_single(fx_load *L, const lm_flux2_config *c, int64_t l, fx_single *b)
+static lm_status take_single(lm_dit_weights *W, const lm_flux2_config *c, int64_t l, fx_single *b)
 {
     int64_t D = c->inner_dim, Dh = c->attention_head_dim, M = c->mlp_hidden;
-    const fx_want w[] = {
-        {"attn.to_qkv_mlp_proj.weight", 3 * D + 2 * M, D, &b->qkv_mlp},
-        {"attn.norm_q.weight", Dh, 0, &b->nq}, {"attn.norm_k.weight", Dh, 0, &b->nk},
-        {"attn.to_out.weight", D, D + M, &b->out},
+    const lm_dit_want w[] = {
+        {"attn.to_qkv_mlp_proj.weight", 2, {3 * D + 2 * M, D}, &b->qkv_mlp, true},
+        {"attn.norm_q.weight", 1, {Dh}, &b->nq, true}, {"attn.norm_k.weight", 1, {Dh}, &b->nk, true},
+        {"attn.to_out.weight", 2, {D, D + M}, &b->out, true},
     };
     char p[64];
     snprintf(p, sizeof p, "single_transformer_blocks.%lld.", (long long)l);
-    return take_all(L, p, w, sizeof w / sizeof *w);
+    return lm_dit_take_list(W, p, w, sizeof w / sizeof *w);
 }
 
-static lm_status take_model(fx_load *L, lm_flux2 *m)
+static lm_status take_model(lm_dit_weights *W, lm_flux2 *m)
 {
     const lm_flux2_config *c = &m->cfg;
     int64_t D = c->inner_dim, P = c->patch_size;
-    const fx_want w[] = {
-        {"x_embedder.weight", D, c->in_channels, &m->x_emb},
-        {"context_embedder.weight", D, c->joint_attention_dim, &m->ctx_emb},
-        {"time_guidance_embed.timestep_embedder.linear_1.weight", D, c->timestep_guidance_channels, &m->t_lin1},
-        {"time_guidance_embed.timestep_embedder.linear_2.weight", D, D, &m->t_lin2},
-        {"double_stream_modulation_img.linear.weight", 6 * D, D, &m->mod_img},
-        {"double_stream_modulation_txt.linear.weight", 6 * D, D, &m->mod_txt},
-        {"single_stream_modulation.linear.weight", 3 * D, D, &m->mod_single},
-        {"norm_out.linear.weight", 2 * D, D, &m->norm_out},
-        {"proj_out.weight", P * P * c->out_channels, D, &m->proj_out},
+    const lm_dit_want w[] = {
+        {"x_embedder.weight", 2, {D, c->in_channels}, &m->x_emb, true},
+        {"context_embedder.weight", 2, {D, c->joint_attention_dim}, &m->ctx_emb, true},
+        {"time_guidance_embed.timestep_embedder.linear_1.weight", 2, {D, c->timestep_guidance_channels},
+         &m->t_lin1, true},
+        {"time_guidance_embed.timestep_embedder.linear_2.weight", 2, {D, D}, &m->t_lin2, true},
+        {"double_stream_modulation_img.linear.weight", 2, {6 * D, D}, &m->mod_img, true},
+        {"double_stream_modulation_txt.linear.weight", 2, {6 * D, D}, &m->mod_txt, true},
+        {"single_stream_modulation.linear.weight", 2, {3 * D, D}, &m->mod_single, true},
+        {"norm_out.linear.weight", 2, {2 * D, D}, &m->norm_out, true},
+        {"proj_out.weight", 2, {P * P * c->out_channels, D}, &m->proj_out, true},
     };
-    lm_status st = take_all(L, "", w, sizeof w / sizeof *w);
-    for (int64_t l = 0; st == LM_OK && l < c->num_layers; l++) st = take_double(L, c, l, &m->dbl[l]);
-    for (int64_t l = 0; st == LM_OK && l < c->num_single_layers; l++) st = take_single(L, c, l, &m->sgl[l]);
+    lm_status st = lm_dit_take_list(W, "", w, sizeof w / sizeof *w);
+    for (int64_t l = 0; st == LM_OK && l < c->num_layers; l++) st = take_double(W, c, l, &m->dbl[l]);
+    for (int64_t l = 0; st == LM_OK && l < c->num_single_layers; l++) st = take_single(W, c, l, &m->sgl[l]);
     return st;
-}
-
-static void drop(lm_array **a)
-{
-    if (*a) lm_array_unkeep(*a);
-    *a = NULL;
 }
 
 static void drop_struct(void *s, size_t bytes)
 {
     lm_array **w = s;
-    for (size_t k = 0; k < bytes / sizeof(lm_array *); k++) drop(&w[k]);
+    for (size_t k = 0; k < bytes / sizeof(lm_array *); k++) lm_dit_drop(&w[k]);
 }
 
 void lm_flux2_free(lm_flux2 *m)
 {
     if (!m) return;
-    drop(&m->x_emb); drop(&m->ctx_emb); drop(&m->t_lin1); drop(&m->t_lin2);
-    drop(&m->mod_img); drop(&m->mod_txt); drop(&m->mod_single); drop(&m->norm_out); drop(&m->proj_out);
+    lm_array **w[] = {&m->x_emb, &m->ctx_emb, &m->t_lin1, &m->t_lin2, &m->mod_img, &m->mod_txt, &m->mod_single,
+                      &m->norm_out, &m->proj_out};
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) lm_dit_drop(w[k]);
     for (int64_t l = 0; m->dbl && l < m->cfg.num_layers; l++) drop_struct(&m->dbl[l], sizeof *m->dbl);
     for (int64_t l = 0; m->sgl && l < m->cfg.num_single_layers; l++) drop_struct(&m->sgl[l], sizeof *m->sgl);
     free(m->dbl);
@@ -278,47 +205,28 @@ void lm_flux2_free(lm_flux2 *m)
     free(m);
 }
 
-/* cfg_name names the config in errors, file the weights */
-static lm_flux2 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
-                           const char *file, lm_dtype dt, lm_device *dev)
+/* an lm_dit_build_fn: the model (an lm_flux2) or NULL; cfg_name names the
+ * config in errors, file the weights */
+static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights *W, lm_dtype dt,
+                       lm_device *dev)
 {
-    fx_load L = {.file = file ? file : "transformer", .dt = dt};
-    /* the weights are ours from here on: the caller's set is left empty */
-    if (weights) {
-        L.set = *weights;
-        memset(weights, 0, sizeof *weights);
-    }
-    lm_flux2 *m = NULL;
-    lm_status st = LM_OK;
-    if (!config || !weights)
-        st = lm_error_set(LM_ERR_ARG, "flux2 transformer %s: no config or no weights", L.file);
-    if (st == LM_OK && dt != LM_F32 && dt != LM_F16 && dt != LM_BF16 && dt != LM_F64)
-        st = lm_error_set(LM_ERR_DTYPE, "flux2 transformer %s: compute dtype %s (f32, f16, bf16, f64)",
-                          L.file, lm_dtype_name(dt));
-    if (st == LM_OK) st = lm_init();
-    if (st == LM_OK && !dev) dev = lm_device_default();
-    if (st == LM_OK && !(m = calloc(1, sizeof *m))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
-    if (st == LM_OK) st = parse_config(config, cfg_name ? cfg_name : L.file, &m->cfg);
-    if (st == LM_OK) st = lm_tensor_set_place(&L.set, dev);
+    lm_flux2 *m = calloc(1, sizeof *m);
+    lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
+    if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg);
     if (st == LM_OK) {
         m->dt = dt;
-        m->dev = L.dev = dev;
-        L.used = calloc((size_t)L.set.count + 1, sizeof *L.used);
+        m->dev = dev;
         m->dbl = calloc((size_t)m->cfg.num_layers + 1, sizeof *m->dbl);
         m->sgl = calloc((size_t)m->cfg.num_single_layers + 1, sizeof *m->sgl);
-        if (!L.used || !m->dbl || !m->sgl) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+        if (!m->dbl || !m->sgl) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
-    if (st == LM_OK) st = take_model(&L, m);
-    for (int i = 0; st == LM_OK && i < L.set.count; i++) {
-        if (L.used[i]) continue;
-        char sh[96];
-        lm_shape_str(sh, sizeof sh, L.set.arrays[i]->ndim, L.set.arrays[i]->shape);
-        st = lm_error_set(LM_ERR_FORMAT, "%s: unexpected weight %s %s (config: %lld double and %lld single "
-                          "blocks, no guidance embedder, no biases)", L.file, L.set.names[i], sh,
-                          (long long)m->cfg.num_layers, (long long)m->cfg.num_single_layers);
+    if (st == LM_OK) st = take_model(W, m);
+    if (st == LM_OK) {
+        char ctx[128];
+        snprintf(ctx, sizeof ctx, "config: %lld double and %lld single blocks, no guidance embedder, "
+                 "no biases", (long long)m->cfg.num_layers, (long long)m->cfg.num_single_layers);
+        st = lm_dit_weights_finish(W, ctx);
     }
-    lm_tensor_set_free(&L.set);
-    free(L.used);
     if (st != LM_OK) {
         lm_flux2_free(m);
         return NULL;
@@ -326,38 +234,28 @@ static lm_flux2 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_
     return m;
 }
 
+/* an lm_dit_check_fn: config errors name config.json before any weight is read */
+static lm_status check_config(const cJSON *config, const char *cfg_name)
+{
+    lm_flux2_config probe = {0};
+    return parse_config(config, cfg_name, &probe);
+}
+
+static const lm_dit_component FX_COMPONENT = {
+    .what = "flux2 transformer", .stem = "diffusion_pytorch_model", .max_config = FX_MAX_CONFIG, .f64 = true,
+    .check = check_config, .build = load_from,
+};
+
 lm_flux2 *lm_flux2_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
 {
-    if (lm_init() != LM_OK) return NULL;
-    if (!dev) dev = lm_device_default();
-    char *path = lm_dfs_path(dir, "config.json");
-    if (!path) return NULL;
-    cJSON *j = NULL;
-    lm_tensor_set set = {0};
-    char *file = NULL;
-    lm_flux2 *m = NULL;
-    lm_status st = lm_dfs_json(path, FX_MAX_CONFIG, false, &j);
-    if (st == LM_OK) {
-        /* config errors name config.json, before any weight is read */
-        lm_flux2_config probe = {0};
-        st = parse_config(j, path, &probe);
-    }
-    if (st == LM_OK) st = lm_dfs_load_weights_stem(dir, "diffusion_pytorch_model", variant, dev, &set, &file);
-    if (st == LM_OK) m = load_from(j, path, &set, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "flux2", 5)) lm_error_prefix("flux2 transformer %s", dir);
-    lm_tensor_set_free(&set);
-    cJSON_Delete(j);
-    free(file);
-    free(path);
-    return m;
+    return lm_dit_load_dir(&FX_COMPONENT, dir, variant, dt, dev);
 }
 
 lm_flux2 *lm_flux2_load_from(const cJSON *config, lm_tensor_set *weights, const char *file, lm_dtype dt,
                              lm_device *dev)
 {
-    lm_flux2 *m = load_from(config, file, weights, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "flux2", 5)) lm_error_prefix("flux2 transformer");
-    return m;
+    const char *name = file ? file : "transformer";
+    return lm_dit_load_parts(&FX_COMPONENT, config, name, weights, name, dt, dev);
 }
 
 const lm_flux2_config *lm_flux2_get_config(const lm_flux2 *m) { return &m->cfg; }
@@ -365,23 +263,6 @@ lm_dtype lm_flux2_dtype(const lm_flux2 *m) { return m->dt; }
 lm_device *lm_flux2_device(const lm_flux2 *m) { return m->dev; }
 
 /* ---- forward ---- */
-
-/* Releases *a and replaces it with r (which may be NULL). */
-static lm_array *swap(lm_array **a, lm_array *r)
-{
-    lm_array_release(*a);
-    *a = r;
-    return r;
-}
-
-/* x @ w^T (no biases in FLUX.2), a quantized weight's f32 product cast
- * back to x's dtype */
-static lm_array *linear(lm_array *x, lm_array *w)
-{
-    lm_array *y = lm_linear(x, w, NULL);
-    if (y && x && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
-    return y;
-}
 
 /* the forward's shared state: the model, sizes, the rotary angles */
 typedef struct fx_fwd {
@@ -408,7 +289,7 @@ static lm_array *sinusoid(const lm_flux2 *m, lm_array *t)
     lm_array *freq = lm_from_data(2, fs, LM_F32, fr, m->dev);
     free(fr);
     lm_array *tf = lm_cast(t, LM_F32);
-    swap(&tf, lm_reshape(tf, 2, cs));
+    lm_dit_swap(&tf, lm_reshape(tf, 2, cs));
     lm_array *arg = lm_binary(LM_OP_MUL, tf, freq);
     lm_array_release(tf);
     lm_array_release(freq);
@@ -420,9 +301,9 @@ static lm_array *sinusoid(const lm_flux2 *m, lm_array *t)
     lm_array_release(co);
     if (e && dim % 2) {
         int64_t pads[4] = {0, 0, 0, 1};
-        swap(&e, lm_pad(e, pads, 0));
+        lm_dit_swap(&e, lm_pad(e, pads, 0));
     }
-    return swap(&e, lm_cast(e, m->dt));
+    return lm_dit_swap(&e, lm_cast(e, m->dt));
 }
 
 /* Flux2PosEmbed's angles for the ids of N tokens (text first): [N, head_dim/2]
@@ -459,7 +340,7 @@ static lm_array *chunk(const fx_fwd *f, lm_array *mod, int i)
 {
     int64_t D = f->m->cfg.inner_dim, s[3] = {f->B, 1, mod ? mod->shape[1] : 0};
     lm_array *r = lm_reshape(mod, 3, s);
-    return swap(&r, lm_slice(r, 2, i * D, (i + 1) * D, 1));
+    return lm_dit_swap(&r, lm_slice(r, 2, i * D, (i + 1) * D, 1));
 }
 
 /* layer_norm(x) (no affine) * (1 + scale) + shift */
@@ -467,9 +348,9 @@ static lm_array *modulate(const fx_fwd *f, lm_array *x, lm_array *shift, lm_arra
 {
     lm_array *n = lm_layer_norm(x, 1, NULL, NULL, f->m->cfg.eps);
     lm_array *s1 = lm_binary_scalar(LM_OP_ADD, scale, 1, false);
-    swap(&n, lm_binary(LM_OP_MUL, s1, n));
+    lm_dit_swap(&n, lm_binary(LM_OP_MUL, s1, n));
     lm_array_release(s1);
-    return swap(&n, lm_binary(LM_OP_ADD, n, shift));
+    return lm_dit_swap(&n, lm_binary(LM_OP_ADD, n, shift));
 }
 
 /* x + gate * y; an f16 result clipped to f16's range as diffusers does */
@@ -478,7 +359,7 @@ static lm_array *gated_add(const lm_flux2 *m, lm_array *x, lm_array *gate, lm_ar
     lm_array *g = lm_binary(LM_OP_MUL, gate, y);
     lm_array *r = lm_binary(LM_OP_ADD, x, g);
     lm_array_release(g);
-    if (r && m->dt == LM_F16) swap(&r, lm_clamp(r, -65504, 65504));
+    if (r && m->dt == LM_F16) lm_dit_swap(&r, lm_clamp(r, -65504, 65504));
     return r;
 }
 
@@ -486,36 +367,32 @@ static lm_array *gated_add(const lm_flux2 *m, lm_array *x, lm_array *gate, lm_ar
 static lm_array *heads(const fx_fwd *f, lm_array *x, int64_t from, lm_array *w)
 {
     const lm_flux2_config *c = &f->m->cfg;
-    int64_t s[4] = {f->B, x ? x->shape[1] : 0, c->num_attention_heads, c->attention_head_dim};
     lm_array *h = lm_slice(x, 2, from, from + c->inner_dim, 1);
-    swap(&h, lm_reshape(h, 4, s));
-    return w ? swap(&h, lm_rms_norm(h, 1, w, c->eps)) : h;
+    lm_dit_swap(&h, lm_dit_split_heads(h, c->num_attention_heads, c->attention_head_dim));
+    return w ? lm_dit_swap(&h, lm_dit_rms_norm(h, w, c->eps)) : h;
 }
 
 /* attention over the N tokens: q, k, v [B, N, H, Dh] (q and k normed),
  * RoPE on q and k -> [B, N, D] */
 static lm_array *attend(const fx_fwd *f, lm_array *q, lm_array *k, lm_array *v)
 {
-    const lm_flux2_config *c = &f->m->cfg;
-    int64_t Dh = c->attention_head_dim, s[3] = {f->B, f->N, c->inner_dim};
+    int64_t Dh = f->m->cfg.attention_head_dim;
     lm_array *qt = lm_transpose(q, 1, 2), *kt = lm_transpose(k, 1, 2), *vt = lm_transpose(v, 1, 2);
-    swap(&qt, lm_rope_angles(qt, f->ang, Dh, true));
-    swap(&kt, lm_rope_angles(kt, f->ang, Dh, true));
+    lm_dit_swap(&qt, lm_dit_rope(qt, f->ang, LM_DIT_BHLD, true));
+    lm_dit_swap(&kt, lm_dit_rope(kt, f->ang, LM_DIT_BHLD, true));
     lm_array *a = qt && kt && vt ? lm_attention(qt, kt, vt, NULL, false, 1.0 / sqrt((double)Dh)) : NULL;
     lm_array_release(qt);
     lm_array_release(kt);
     lm_array_release(vt);
-    swap(&a, lm_transpose(a, 1, 2));
-    swap(&a, lm_contiguous(a));
-    return swap(&a, lm_reshape(a, 3, s));
+    return lm_dit_swap(&a, lm_dit_merge_heads(a));
 }
 
 /* linear_out(swiglu(linear_in(x))) */
 static lm_array *feed_forward(lm_array *x, lm_array *w_in, lm_array *w_out)
 {
-    lm_array *h = linear(x, w_in);
-    swap(&h, lm_swiglu(h, NULL));
-    return swap(&h, linear(h, w_out));
+    lm_array *h = lm_dit_linear(x, w_in, NULL);
+    lm_dit_swap(&h, lm_swiglu(h, NULL));
+    return lm_dit_swap(&h, lm_dit_linear(h, w_out, NULL));
 }
 
 static void release_n(lm_array **v, int n)
@@ -528,8 +405,9 @@ static void double_block(const fx_fwd *f, const fx_double *b, lm_array *const mi
                          lm_array **img, lm_array **txt)
 {
     lm_array *ni = modulate(f, *img, mi[0], mi[1]), *nt = modulate(f, *txt, mt[0], mt[1]);
-    lm_array *p[6] = {linear(ni, b->q), linear(ni, b->k), linear(ni, b->v),
-                      linear(nt, b->aq), linear(nt, b->ak), linear(nt, b->av)};
+    lm_array *p[6] = {lm_dit_linear(ni, b->q, NULL), lm_dit_linear(ni, b->k, NULL),
+                      lm_dit_linear(ni, b->v, NULL), lm_dit_linear(nt, b->aq, NULL),
+                      lm_dit_linear(nt, b->ak, NULL), lm_dit_linear(nt, b->av, NULL)};
     lm_array_release(ni);
     lm_array_release(nt);
     lm_array *w[6] = {b->nq, b->nk, NULL, b->naq, b->nak, NULL}, *h[6];
@@ -544,19 +422,19 @@ static void double_block(const fx_fwd *f, const fx_double *b, lm_array *const mi
     lm_array_release(v);
     lm_array *at = lm_slice(a, 1, 0, f->L, 1), *ai = lm_slice(a, 1, f->L, f->N, 1);
     lm_array_release(a);
-    swap(&ai, linear(ai, b->o));
-    swap(&at, linear(at, b->ao));
-    swap(img, gated_add(f->m, *img, mi[2], ai));
-    swap(txt, gated_add(f->m, *txt, mt[2], at));
+    lm_dit_swap(&ai, lm_dit_linear(ai, b->o, NULL));
+    lm_dit_swap(&at, lm_dit_linear(at, b->ao, NULL));
+    lm_dit_swap(img, gated_add(f->m, *img, mi[2], ai));
+    lm_dit_swap(txt, gated_add(f->m, *txt, mt[2], at));
     lm_array_release(ai);
     lm_array_release(at);
     lm_array *fi = modulate(f, *img, mi[3], mi[4]);
-    swap(&fi, feed_forward(fi, b->ff_in, b->ff_out));
-    swap(img, gated_add(f->m, *img, mi[5], fi));
+    lm_dit_swap(&fi, feed_forward(fi, b->ff_in, b->ff_out));
+    lm_dit_swap(img, gated_add(f->m, *img, mi[5], fi));
     lm_array_release(fi);
     lm_array *ft = modulate(f, *txt, mt[3], mt[4]);
-    swap(&ft, feed_forward(ft, b->ffc_in, b->ffc_out));
-    swap(txt, gated_add(f->m, *txt, mt[5], ft));
+    lm_dit_swap(&ft, feed_forward(ft, b->ffc_in, b->ffc_out));
+    lm_dit_swap(txt, gated_add(f->m, *txt, mt[5], ft));
     lm_array_release(ft);
 }
 
@@ -566,12 +444,12 @@ static void single_block(const fx_fwd *f, const fx_single *b, lm_array *const ms
     const lm_flux2_config *c = &f->m->cfg;
     int64_t D = c->inner_dim, M = c->mlp_hidden;
     lm_array *n = modulate(f, *x, ms[0], ms[1]);
-    lm_array *p = linear(n, b->qkv_mlp);
+    lm_array *p = lm_dit_linear(n, b->qkv_mlp, NULL);
     lm_array_release(n);
     lm_array *q = heads(f, p, 0, b->nq), *k = heads(f, p, D, b->nk), *v = heads(f, p, 2 * D, NULL);
     lm_array *mlp = lm_slice(p, 2, 3 * D, 3 * D + 2 * M, 1);
     lm_array_release(p);
-    swap(&mlp, lm_swiglu(mlp, NULL));
+    lm_dit_swap(&mlp, lm_swiglu(mlp, NULL));
     lm_array *a = attend(f, q, k, v);
     lm_array_release(q);
     lm_array_release(k);
@@ -580,8 +458,8 @@ static void single_block(const fx_fwd *f, const fx_single *b, lm_array *const ms
     lm_array *h = lm_concat(2, cat, 2);
     lm_array_release(a);
     lm_array_release(mlp);
-    swap(&h, linear(h, b->out));
-    swap(x, gated_add(f->m, *x, ms[2], h));
+    lm_dit_swap(&h, lm_dit_linear(h, b->out, NULL));
+    lm_dit_swap(x, gated_add(f->m, *x, ms[2], h));
     lm_array_release(h);
 }
 
@@ -626,18 +504,19 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     /* timestep.to(dtype) * 1000, broadcast to the batch */
     int64_t b1 = 1;
     lm_array *tt = lm_cast(t, m->dt);
-    if (tt && tt->ndim == 0) swap(&tt, lm_reshape(tt, 1, &b1));
-    if (tt && tt->shape[0] != f.B) swap(&tt, lm_broadcast_to(tt, 1, &f.B));
-    swap(&tt, lm_binary_scalar(LM_OP_MUL, tt, 1000, false));
+    if (tt && tt->ndim == 0) lm_dit_swap(&tt, lm_reshape(tt, 1, &b1));
+    if (tt && tt->shape[0] != f.B) lm_dit_swap(&tt, lm_broadcast_to(tt, 1, &f.B));
+    lm_dit_swap(&tt, lm_binary_scalar(LM_OP_MUL, tt, 1000, false));
     lm_array *temb = tt ? sinusoid(m, tt) : NULL;
     lm_array_release(tt);
-    swap(&temb, linear(temb, m->t_lin1));
-    swap(&temb, lm_unary(LM_OP_SILU, temb));
-    swap(&temb, linear(temb, m->t_lin2));
+    lm_dit_swap(&temb, lm_dit_linear(temb, m->t_lin1, NULL));
+    lm_dit_swap(&temb, lm_unary(LM_OP_SILU, temb));
+    lm_dit_swap(&temb, lm_dit_linear(temb, m->t_lin2, NULL));
     f.temb_act = lm_unary(LM_OP_SILU, temb);
     lm_array_release(temb);
-    lm_array *mod_i = linear(f.temb_act, m->mod_img), *mod_t = linear(f.temb_act, m->mod_txt);
-    lm_array *mod_s = linear(f.temb_act, m->mod_single);
+    lm_array *mod_i = lm_dit_linear(f.temb_act, m->mod_img, NULL);
+    lm_array *mod_t = lm_dit_linear(f.temb_act, m->mod_txt, NULL);
+    lm_array *mod_s = lm_dit_linear(f.temb_act, m->mod_single, NULL);
     lm_array *mi[6], *mt[6], *ms[3];
     for (int i = 0; i < 6; i++) {
         mi[i] = chunk(&f, mod_i, i);
@@ -649,8 +528,8 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     lm_array_release(mod_s);
     f.ang = rope_angles(m, txt_ids, L, img_ids, S);
     lm_array *img = lm_cast(x, m->dt), *txt = lm_cast(ctx, m->dt);
-    swap(&img, linear(img, m->x_emb));
-    swap(&txt, linear(txt, m->ctx_emb));
+    lm_dit_swap(&img, lm_dit_linear(img, m->x_emb, NULL));
+    lm_dit_swap(&txt, lm_dit_linear(txt, m->ctx_emb, NULL));
     bool ok = f.temb_act && f.ang && img && txt;
     for (int i = 0; i < 6; i++) ok = ok && mi[i] && mt[i];
     for (int i = 0; i < 3; i++) ok = ok && ms[i];
@@ -662,12 +541,12 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     lm_array *cat[2] = {txt, img};
     lm_array *h = ok ? lm_concat(2, cat, 1) : NULL;
     for (int64_t l = 0; h && l < c->num_single_layers; l++) single_block(&f, &m->sgl[l], ms, &h);
-    swap(&h, lm_slice(h, 1, L, f.N, 1));
+    lm_dit_swap(&h, lm_slice(h, 1, L, f.N, 1));
     /* norm_out: (scale, shift) in that order */
-    lm_array *emb = h ? linear(f.temb_act, m->norm_out) : NULL;
+    lm_array *emb = h ? lm_dit_linear(f.temb_act, m->norm_out, NULL) : NULL;
     lm_array *scale = emb ? chunk(&f, emb, 0) : NULL, *shift = emb ? chunk(&f, emb, 1) : NULL;
-    swap(&h, emb && scale && shift ? modulate(&f, h, shift, scale) : NULL);
-    swap(&h, linear(h, m->proj_out));
+    lm_dit_swap(&h, emb && scale && shift ? modulate(&f, h, shift, scale) : NULL);
+    lm_dit_swap(&h, lm_dit_linear(h, m->proj_out, NULL));
     release_n(mi, 6);
     release_n(mt, 6);
     release_n(ms, 3);

@@ -197,25 +197,13 @@ static lm_status take_layer(lm_dit_weights *W, const lm_qwen3_config *c, int64_t
     return LM_OK;
 }
 
-/* cfg_name names the config in errors, file the weights. */
-static lm_qwen3 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
-                           const char *file, lm_dtype dt, lm_device *dev)
+/* an lm_dit_build_fn: the encoder (an lm_qwen3) or NULL; cfg_name names the
+ * config in errors, file the weights. */
+static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights *W, lm_dtype dt,
+                       lm_device *dev)
 {
-    if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16) {
-        lm_error_set(LM_ERR_DTYPE, "qwen3 text encoder %s: compute dtype %s (f32, f16, bf16)",
-                     file, lm_dtype_name(dt));
-        lm_tensor_set_free(weights);
-        return NULL;
-    }
-    if (lm_init() != LM_OK) {
-        lm_tensor_set_free(weights);
-        return NULL;
-    }
-    if (!dev) dev = lm_device_default();
     lm_qwen3 *m = calloc(1, sizeof *m);
-    lm_dit_weights W;
-    lm_status st = lm_dit_weights_init(&W, weights, file, dt, dev);
-    if (st == LM_OK && !m) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+    lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
     if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg);
     if (st == LM_OK) {
         m->layers = calloc((size_t)m->cfg.num_layers, sizeof *m->layers);
@@ -226,20 +214,19 @@ static lm_qwen3 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_
         m->dev = dev;
         const lm_qwen3_config *c = &m->cfg;
         /* Qwen3ForCausalLM keeps the model under "model." beside its head */
-        bool causal_lm = lm_tensor_set_find(&W.set, "model.embed_tokens.weight") >= 0;
-        W.prefix = causal_lm ? "model." : NULL;
-        lm_dit_weights_skip(&W, "lm_head.weight");
+        bool causal_lm = lm_tensor_set_find(&W->set, "model.embed_tokens.weight") >= 0;
+        W->prefix = causal_lm ? "model." : NULL;
+        lm_dit_weights_skip(W, "lm_head.weight");
         int64_t D = c->hidden_size, emb[2] = {c->vocab_size, D};
-        st = lm_dit_take(&W, "embed_tokens.weight", 2, emb, &m->embed);
+        st = lm_dit_take(W, "embed_tokens.weight", 2, emb, &m->embed);
         for (int64_t l = 0; st == LM_OK && l < c->num_layers; l++)
-            st = take_layer(&W, c, l, &m->layers[l]);
-        if (st == LM_OK) st = lm_dit_take(&W, "norm.weight", 1, &D, &m->norm);
+            st = take_layer(W, c, l, &m->layers[l]);
+        if (st == LM_OK) st = lm_dit_take(W, "norm.weight", 1, &D, &m->norm);
         char ctx[96];
         snprintf(ctx, sizeof ctx, "config: %lld layers%s%s", (long long)c->num_layers,
                  c->attention_bias ? ", attention_bias" : "", causal_lm ? ", keys under model." : "");
-        if (st == LM_OK) st = lm_dit_weights_finish(&W, ctx);
+        if (st == LM_OK) st = lm_dit_weights_finish(W, ctx);
     }
-    lm_dit_weights_free(&W);
     if (st != LM_OK) {
         lm_qwen3_free(m);
         return NULL;
@@ -247,31 +234,20 @@ static lm_qwen3 *load_from(const cJSON *config, const char *cfg_name, lm_tensor_
     return m;
 }
 
+static const lm_dit_component Q3_COMPONENT = {
+    .what = "qwen3 text encoder", .max_config = Q3_MAX_CONFIG, .build = load_from,
+};
+
 lm_qwen3 *lm_qwen3_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
 {
-    char *path = lm_dfs_path(dir, "config.json");
-    if (!path) return NULL;
-    cJSON *j = NULL;
-    lm_tensor_set set = {0};
-    char *file = NULL;
-    lm_qwen3 *m = NULL;
-    if (lm_init() == LM_OK && lm_dfs_json(path, Q3_MAX_CONFIG, false, &j) == LM_OK &&
-        lm_dfs_load_weights(dir, variant, dev ? dev : lm_device_default(), &set, &file) == LM_OK)
-        m = load_from(j, path, &set, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "qwen3", 5)) lm_error_prefix("qwen3 text encoder %s", dir);
-    lm_tensor_set_free(&set);
-    cJSON_Delete(j);
-    free(file);
-    free(path);
-    return m;
+    return lm_dit_load_dir(&Q3_COMPONENT, dir, variant, dt, dev);
 }
 
 lm_qwen3 *lm_qwen3_load_from(const cJSON *config, lm_tensor_set *weights, const char *file,
                              lm_dtype dt, lm_device *dev)
 {
-    lm_qwen3 *m = load_from(config, file ? file : "config", weights, file ? file : "weights", dt, dev);
-    if (!m && strncmp(lm_error_message(), "qwen3", 5)) lm_error_prefix("qwen3 text encoder");
-    return m;
+    return lm_dit_load_parts(&Q3_COMPONENT, config, file ? file : "config", weights, file ? file : "weights",
+                             dt, dev);
 }
 
 const lm_qwen3_config *lm_qwen3_get_config(const lm_qwen3 *m) { return &m->cfg; }

@@ -43,18 +43,6 @@ void lm_sched_config_clear(lm_sched_config *c)
     c->trained_betas = NULL;
 }
 
-static lm_status get_bool(const cJSON *o, const char *key, const char *what, bool def, bool *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = def;
-        return LM_OK;
-    }
-    if (!cJSON_IsBool(v)) return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected true or false", what, key);
-    *out = cJSON_IsTrue(v);
-    return LM_OK;
-}
-
 static lm_status get_tristate(const cJSON *o, const char *key, const char *what, int *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -63,7 +51,7 @@ static lm_status get_tristate(const cJSON *o, const char *key, const char *what,
         return LM_OK;
     }
     bool b;
-    lm_status st = get_bool(o, key, what, false, &b);
+    lm_status st = lm_dfs_bool(o, key, what, false, false, &b);
     *out = b;
     return st;
 }
@@ -133,16 +121,16 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
         (st = get_tristate(o, "clip_sample", file, &c->clip_sample)) ||
         (st = lm_dfs_num(o, "clip_sample_range", file, false, 1.0, &c->clip_sample_range)) ||
         (st = get_tristate(o, "set_alpha_to_one", file, &c->set_alpha_to_one)) ||
-        (st = get_bool(o, "use_karras_sigmas", file, false, &c->use_karras_sigmas)) ||
+        (st = lm_dfs_bool(o, "use_karras_sigmas", file, false, false, &c->use_karras_sigmas)) ||
         (st = lm_dfs_num(o, "sigma_min", file, false, NAN, &c->sigma_min)) ||
         (st = lm_dfs_num(o, "sigma_max", file, false, NAN, &c->sigma_max)) ||
         (st = get_enum(o, "final_sigmas_type", file, finals, 2, 0, &fin)) ||
         (st = lm_dfs_int(o, "solver_order", file, false, 2, 1, 3, &c->solver_order)) ||
-        (st = get_bool(o, "lower_order_final", file, true, &c->lower_order_final)) ||
-        (st = get_bool(o, "euler_at_final", file, false, &c->euler_at_final)) ||
+        (st = lm_dfs_bool(o, "lower_order_final", file, false, true, &c->lower_order_final)) ||
+        (st = lm_dfs_bool(o, "euler_at_final", file, false, false, &c->euler_at_final)) ||
         (st = get_num_inf(o, "lambda_min_clipped", file, -INFINITY, &c->lambda_min_clipped)) ||
-        (st = get_bool(o, "rescale_betas_zero_snr", file, false, &c->rescale_betas_zero_snr)) ||
-        (st = get_bool(o, "thresholding", file, false, &c->thresholding)))
+        (st = lm_dfs_bool(o, "rescale_betas_zero_snr", file, false, false, &c->rescale_betas_zero_snr)) ||
+        (st = lm_dfs_bool(o, "thresholding", file, false, false, &c->thresholding)))
         goto fail;
     c->final_sigma_min = fin == 1;
     /* solver_type: DPM++ maps UniPC's and DEIS's names to midpoint, as
@@ -155,7 +143,7 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
     static const char *const other[] = {"use_exponential_sigmas", "use_beta_sigmas", "use_lu_lambdas",
                                         "use_flow_sigmas", "use_dynamic_shifting"};
     for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
-        if ((st = get_bool(o, other[i], file, false, &b))) goto fail;
+        if ((st = lm_dfs_bool(o, other[i], file, false, false, &b))) goto fail;
         c->other_sigmas |= b;
     }
     if ((st = lm_dfs_str(o, "variance_type", file, false, NULL, &s))) goto fail;

@@ -64,19 +64,6 @@ struct lm_vae {
 
 /* ---- config ---- */
 
-static lm_status get_bool(const cJSON *o, const char *key, const char *what, bool def, bool *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = def;
-        return LM_OK;
-    }
-    if (!cJSON_IsBool(v))
-        return lm_error_set(LM_ERR_FORMAT, "%s: %s: expected true or false", what, key);
-    *out = cJSON_IsTrue(v);
-    return LM_OK;
-}
-
 /* A list of block type names, each of which must be `want`; *n gets the
  * count (a missing key is diffusers' default: one block). */
 static lm_status get_blocks(const cJSON *o, const char *key, const char *what, const char *want,
@@ -187,10 +174,11 @@ static lm_status read_config(const cJSON *j, const char *what, lm_vae_config *c)
     }
     if (st == LM_OK) st = lm_dfs_num(j, "scaling_factor", what, false, 0.18215, &c->scaling_factor);
     if (st == LM_OK) st = lm_dfs_num(j, "shift_factor", what, false, NAN, &c->shift_factor);
-    if (st == LM_OK) st = get_bool(j, "use_quant_conv", what, true, &c->use_quant_conv);
-    if (st == LM_OK) st = get_bool(j, "use_post_quant_conv", what, true, &c->use_post_quant_conv);
-    if (st == LM_OK) st = get_bool(j, "mid_block_add_attention", what, true, &c->mid_block_add_attention);
-    if (st == LM_OK) st = get_bool(j, "force_upcast", what, true, &c->force_upcast);
+    if (st == LM_OK) st = lm_dfs_bool(j, "use_quant_conv", what, false, true, &c->use_quant_conv);
+    if (st == LM_OK) st = lm_dfs_bool(j, "use_post_quant_conv", what, false, true, &c->use_post_quant_conv);
+    if (st == LM_OK)
+        st = lm_dfs_bool(j, "mid_block_add_attention", what, false, true, &c->mid_block_add_attention);
+    if (st == LM_OK) st = lm_dfs_bool(j, "force_upcast", what, false, true, &c->force_upcast);
     for (int i = 0; st == LM_OK && i < c->nlevels; i++)
         if (c->block_out_channels[i] % c->norm_num_groups)
             st = lm_error_set(LM_ERR_FORMAT, "%s: block_out_channels[%d] = %lld is not a multiple "

@@ -27,6 +27,7 @@
 #include <string.h>
 #include "zimage.h"
 #include "diffusers_config.h"
+#include "dit_common.h"
 #include "lumen.h"
 
 #define ZI_MAX_CONFIG (1u << 20)
@@ -137,57 +138,11 @@ static lm_status parse_config(const cJSON *j, const char *path, lm_zimage_config
 
 /* ---- weights ---- */
 
-typedef struct zi_load {
-    lm_tensor_set set;
-    bool *used;
-    const char *file;
-    lm_dtype dt;
-} zi_load;
-
-/* Takes the weight named key (shape nd/shape), cast to the compute dtype,
- * evaluated on the device and kept.  A quantized 2-D linear weight is kept
- * as it is, for lm_linear's quantized product. */
-static lm_status take(zi_load *L, const char *key, int nd, const int64_t *shape, lm_array **out)
-{
-    *out = NULL;
-    int i = lm_tensor_set_find(&L->set, key);
-    char want[96], got[96];
-    lm_shape_str(want, sizeof want, nd, shape);
-    if (i < 0) return lm_error_set(LM_ERR_FORMAT, "%s: missing weight %s %s", L->file, key, want);
-    lm_array *a = L->set.arrays[i];
-    bool same = a->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = a->shape[d] == shape[d];
-    if (!same) {
-        lm_shape_str(got, sizeof got, a->ndim, a->shape);
-        return lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s, the config needs %s", L->file, key, got, want);
-    }
-    bool quant = lm_dtype_is_quant(a->dtype) && nd == 2 && !strstr(key, "pad_token");
-    if (!lm_dtype_is_float(a->dtype) && !quant)
-        return lm_error_set(LM_ERR_DTYPE, "%s: %s is %s, expected a float dtype", L->file, key,
-                            lm_dtype_name(a->dtype));
-    L->used[i] = true;
-    lm_array *c = a->dtype == L->dt || quant ? lm_array_retain(a) : lm_cast(a, L->dt);
-    if (!c || lm_array_eval(c) != LM_OK) {
-        lm_array_release(c);
-        return lm_error_prefix("%s: %s", L->file, key);
-    }
-    lm_array_keep(c);
-    lm_array_release(c);   /* the keep holds it */
-    *out = c;
-    return LM_OK;
-}
-
-static void drop(lm_array **a)
-{
-    if (*a) lm_array_unkeep(*a);
-    *a = NULL;
-}
-
 static void blocks_free(zi_block *b, int64_t n)
 {
     for (int64_t l = 0; b && l < n; l++) {
         lm_array **w = (lm_array **)&b[l];
-        for (size_t k = 0; k < sizeof(zi_block) / sizeof(lm_array *); k++) drop(&w[k]);
+        for (size_t k = 0; k < sizeof(zi_block) / sizeof(lm_array *); k++) lm_dit_drop(&w[k]);
     }
     free(b);
 }
@@ -198,7 +153,7 @@ void lm_zimage_free(lm_zimage *m)
     lm_array **w[] = {&m->x_w, &m->x_b, &m->fin_w, &m->fin_b, &m->fin_mod_w, &m->fin_mod_b, &m->t0_w,
                       &m->t0_b, &m->t2_w, &m->t2_b, &m->cap_norm, &m->cap_w, &m->cap_b, &m->x_pad,
                       &m->cap_pad};
-    for (size_t k = 0; k < sizeof w / sizeof *w; k++) drop(w[k]);
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) lm_dit_drop(w[k]);
     blocks_free(m->noise, m->cfg.n_refiner_layers);
     blocks_free(m->context, m->cfg.n_refiner_layers);
     blocks_free(m->layers, m->cfg.n_layers);
@@ -206,39 +161,34 @@ void lm_zimage_free(lm_zimage *m)
     free(m);
 }
 
-static lm_status take_block(zi_load *L, const lm_zimage_config *c, const char *prefix, bool modulated,
+static lm_status take_block(lm_dit_weights *W, const lm_zimage_config *c, const char *prefix, bool modulated,
                             zi_block *y)
 {
     int64_t D = c->dim, F = c->ffn_dim, hd = c->dim / c->n_heads;
-    int64_t dd[2] = {D, D}, fd[2] = {F, D}, df[2] = {D, F}, md[2] = {4 * D, c->adaln_dim}, m4 = 4 * D;
-    int64_t qd[2] = {3 * D, D};
-    char fk[192];
+    char fk[192], p[192];
     snprintf(fk, sizeof fk, "%s.attention.qkv.weight", prefix);
-    bool fused = lm_tensor_set_find(&L->set, fk) >= 0;   /* lm_zimage_rename_single keeps it fused */
-    struct { const char *name; int nd; const int64_t *shape; lm_array **dst; bool on; } w[] = {
-        {"adaLN_modulation.0.weight", 2, md, &y->mod_w, modulated},
-        {"adaLN_modulation.0.bias", 1, &m4, &y->mod_b, modulated},
-        {"attention.qkv.weight", 2, qd, &y->qkv, fused},
-        {"attention.to_q.weight", 2, dd, &y->q, !fused}, {"attention.to_k.weight", 2, dd, &y->k, !fused},
-        {"attention.to_v.weight", 2, dd, &y->v, !fused}, {"attention.to_out.0.weight", 2, dd, &y->o, true},
-        {"attention.norm_q.weight", 1, &hd, &y->nq, c->qk_norm},
-        {"attention.norm_k.weight", 1, &hd, &y->nk, c->qk_norm},
-        {"attention_norm1.weight", 1, &D, &y->an1, true}, {"attention_norm2.weight", 1, &D, &y->an2, true},
-        {"ffn_norm1.weight", 1, &D, &y->fn1, true}, {"ffn_norm2.weight", 1, &D, &y->fn2, true},
-        {"feed_forward.w1.weight", 2, fd, &y->w1, true}, {"feed_forward.w2.weight", 2, df, &y->w2, true},
-        {"feed_forward.w3.weight", 2, fd, &y->w3, true},
+    snprintf(p, sizeof p, "%s.", prefix);
+    bool fused = lm_dit_weights_find(W, fk) >= 0;   /* lm_zimage_rename_single keeps it fused */
+    const lm_dit_want w[] = {
+        {"adaLN_modulation.0.weight", 2, {4 * D, c->adaln_dim}, &y->mod_w, modulated},
+        {"adaLN_modulation.0.bias", 1, {4 * D}, &y->mod_b, modulated},
+        {"attention.qkv.weight", 2, {3 * D, D}, &y->qkv, fused},
+        {"attention.to_q.weight", 2, {D, D}, &y->q, !fused},
+        {"attention.to_k.weight", 2, {D, D}, &y->k, !fused},
+        {"attention.to_v.weight", 2, {D, D}, &y->v, !fused},
+        {"attention.to_out.0.weight", 2, {D, D}, &y->o, true},
+        {"attention.norm_q.weight", 1, {hd}, &y->nq, c->qk_norm},
+        {"attention.norm_k.weight", 1, {hd}, &y->nk, c->qk_norm},
+        {"attention_norm1.weight", 1, {D}, &y->an1, true}, {"attention_norm2.weight", 1, {D}, &y->an2, true},
+        {"ffn_norm1.weight", 1, {D}, &y->fn1, true}, {"ffn_norm2.weight", 1, {D}, &y->fn2, true},
+        {"feed_forward.w1.weight", 2, {F, D}, &y->w1, true},
+        {"feed_forward.w2.weight", 2, {D, F}, &y->w2, true},
+        {"feed_forward.w3.weight", 2, {F, D}, &y->w3, true},
     };
-    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
-        if (!w[k].on) continue;
-        char key[192];
-        snprintf(key, sizeof key, "%s.%s", prefix, w[k].name);
-        lm_status st = take(L, key, w[k].nd, w[k].shape, w[k].dst);
-        if (st != LM_OK) return st;
-    }
-    return LM_OK;
+    return lm_dit_take_list(W, p, w, sizeof w / sizeof *w);
 }
 
-static lm_status take_blocks(zi_load *L, const lm_zimage_config *c, const char *name, int64_t n,
+static lm_status take_blocks(lm_dit_weights *W, const lm_zimage_config *c, const char *name, int64_t n,
                              bool modulated, zi_block **out)
 {
     *out = calloc((size_t)(n > 0 ? n : 1), sizeof **out);
@@ -246,83 +196,61 @@ static lm_status take_blocks(zi_load *L, const lm_zimage_config *c, const char *
     for (int64_t l = 0; l < n; l++) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%s.%lld", name, (long long)l);
-        lm_status st = take_block(L, c, prefix, modulated, &(*out)[l]);
+        lm_status st = take_block(W, c, prefix, modulated, &(*out)[l]);
         if (st != LM_OK) return st;
     }
     return LM_OK;
 }
 
-static lm_status take_all(zi_load *L, lm_zimage *m)
+static lm_status take_all(lm_dit_weights *W, lm_zimage *m)
 {
     const lm_zimage_config *c = &m->cfg;
     int64_t D = c->dim, p = c->patch_size, pd = c->f_patch_size * p * p * c->in_channels, A = c->adaln_dim;
-    int64_t xw[2] = {D, pd}, fw[2] = {pd, D}, fmw[2] = {D, A}, t0[2] = {ZI_T_MID, ZI_FREQ_DIM},
-            t2[2] = {A, ZI_T_MID}, t0b = ZI_T_MID, cw[2] = {D, c->cap_feat_dim}, pad[2] = {1, D};
-    char xe[64], fl[64], k1[96], k2[96], k3[96], k4[96], k5[96], k6[96];
-    snprintf(xe, sizeof xe, "all_x_embedder.%lld-%lld", (long long)p, (long long)c->f_patch_size);
-    snprintf(fl, sizeof fl, "all_final_layer.%lld-%lld", (long long)p, (long long)c->f_patch_size);
-    snprintf(k1, sizeof k1, "%s.weight", xe);
-    snprintf(k2, sizeof k2, "%s.bias", xe);
-    snprintf(k3, sizeof k3, "%s.linear.weight", fl);
-    snprintf(k4, sizeof k4, "%s.linear.bias", fl);
-    snprintf(k5, sizeof k5, "%s.adaLN_modulation.1.weight", fl);
-    snprintf(k6, sizeof k6, "%s.adaLN_modulation.1.bias", fl);
-    struct { const char *name; int nd; const int64_t *shape; lm_array **dst; } w[] = {
-        {"t_embedder.mlp.0.weight", 2, t0, &m->t0_w}, {"t_embedder.mlp.0.bias", 1, &t0b, &m->t0_b},
-        {"t_embedder.mlp.2.weight", 2, t2, &m->t2_w}, {"t_embedder.mlp.2.bias", 1, &A, &m->t2_b},
-        {"cap_embedder.0.weight", 1, &c->cap_feat_dim, &m->cap_norm},
-        {"cap_embedder.1.weight", 2, cw, &m->cap_w}, {"cap_embedder.1.bias", 1, &D, &m->cap_b},
-        {"x_pad_token", 2, pad, &m->x_pad}, {"cap_pad_token", 2, pad, &m->cap_pad},
-        {k1, 2, xw, &m->x_w}, {k2, 1, &D, &m->x_b}, {k3, 2, fw, &m->fin_w}, {k4, 1, &pd, &m->fin_b},
-        {k5, 2, fmw, &m->fin_mod_w}, {k6, 1, &D, &m->fin_mod_b},
+    char xe[64], fl[64];
+    snprintf(xe, sizeof xe, "all_x_embedder.%lld-%lld.", (long long)p, (long long)c->f_patch_size);
+    snprintf(fl, sizeof fl, "all_final_layer.%lld-%lld.", (long long)p, (long long)c->f_patch_size);
+    const lm_dit_want w[] = {
+        {"t_embedder.mlp.0.weight", 2, {ZI_T_MID, ZI_FREQ_DIM}, &m->t0_w, true},
+        {"t_embedder.mlp.0.bias", 1, {ZI_T_MID}, &m->t0_b, true},
+        {"t_embedder.mlp.2.weight", 2, {A, ZI_T_MID}, &m->t2_w, true},
+        {"t_embedder.mlp.2.bias", 1, {A}, &m->t2_b, true},
+        {"cap_embedder.0.weight", 1, {c->cap_feat_dim}, &m->cap_norm, true},
+        {"cap_embedder.1.weight", 2, {D, c->cap_feat_dim}, &m->cap_w, true},
+        {"cap_embedder.1.bias", 1, {D}, &m->cap_b, true},
     };
-    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
-        lm_status st = take(L, w[k].name, w[k].nd, w[k].shape, w[k].dst);
-        if (st != LM_OK) return st;
-    }
-    lm_status st = take_blocks(L, c, "noise_refiner", c->n_refiner_layers, true, &m->noise);
-    if (st == LM_OK) st = take_blocks(L, c, "context_refiner", c->n_refiner_layers, false, &m->context);
-    if (st == LM_OK) st = take_blocks(L, c, "layers", c->n_layers, true, &m->layers);
-    for (int i = 0; st == LM_OK && i < L->set.count; i++) {
-        if (L->used[i]) continue;
-        char sh[96];
-        lm_shape_str(sh, sizeof sh, L->set.arrays[i]->ndim, L->set.arrays[i]->shape);
-        st = lm_error_set(LM_ERR_FORMAT, "%s: unexpected weight %s %s (config: %lld layers, %lld refiner "
-                          "layers%s)", L->file, L->set.names[i], sh, (long long)c->n_layers,
-                          (long long)c->n_refiner_layers, c->qk_norm ? "" : ", no qk_norm");
-    }
-    return st;
+    const lm_dit_want xw[] = {{"weight", 2, {D, pd}, &m->x_w, true}, {"bias", 1, {D}, &m->x_b, true}};
+    const lm_dit_want fw[] = {
+        {"linear.weight", 2, {pd, D}, &m->fin_w, true}, {"linear.bias", 1, {pd}, &m->fin_b, true},
+        {"adaLN_modulation.1.weight", 2, {D, A}, &m->fin_mod_w, true},
+        {"adaLN_modulation.1.bias", 1, {D}, &m->fin_mod_b, true},
+    };
+    int64_t pad[2] = {1, D};
+    lm_status st = lm_dit_take_list(W, "", w, sizeof w / sizeof *w);
+    /* the pad tokens are rows of data: never kept quantized */
+    if (st == LM_OK) st = lm_dit_take_as(W, "x_pad_token", 2, pad, false, &m->x_pad);
+    if (st == LM_OK) st = lm_dit_take_as(W, "cap_pad_token", 2, pad, false, &m->cap_pad);
+    if (st == LM_OK) st = lm_dit_take_list(W, xe, xw, sizeof xw / sizeof *xw);
+    if (st == LM_OK) st = lm_dit_take_list(W, fl, fw, sizeof fw / sizeof *fw);
+    if (st == LM_OK) st = take_blocks(W, c, "noise_refiner", c->n_refiner_layers, true, &m->noise);
+    if (st == LM_OK) st = take_blocks(W, c, "context_refiner", c->n_refiner_layers, false, &m->context);
+    if (st == LM_OK) st = take_blocks(W, c, "layers", c->n_layers, true, &m->layers);
+    char ctx[128];
+    snprintf(ctx, sizeof ctx, "config: %lld layers, %lld refiner layers%s", (long long)c->n_layers,
+             (long long)c->n_refiner_layers, c->qk_norm ? "" : ", no qk_norm");
+    return st == LM_OK ? lm_dit_weights_finish(W, ctx) : st;
 }
 
-static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor_set *weights,
-                            const char *file, lm_dtype dt, lm_device *dev)
+/* an lm_dit_build_fn: the model (an lm_zimage) or NULL */
+static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights *W, lm_dtype dt,
+                       lm_device *dev)
 {
-    if (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16) {
-        lm_error_set(LM_ERR_DTYPE, "zimage transformer %s: compute dtype %s (f32, f16, bf16)", file,
-                     lm_dtype_name(dt));
-        lm_tensor_set_free(weights);
-        return NULL;
-    }
-    if (lm_init() != LM_OK) {
-        lm_tensor_set_free(weights);
-        return NULL;
-    }
-    if (!dev) dev = lm_device_default();
     lm_zimage *m = calloc(1, sizeof *m);
-    zi_load L = {.dt = dt, .file = file};
-    L.set = *weights;   /* ours from here on: the caller's set is left empty */
-    memset(weights, 0, sizeof *weights);
     lm_status st = m ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
     if (st == LM_OK) st = parse_config(config, cfg_name, &m->cfg);
-    if (st == LM_OK) st = lm_tensor_set_place(&L.set, dev);
-    if (st == LM_OK) {
-        L.used = calloc((size_t)L.set.count + 1, sizeof *L.used);
-        if (!L.used) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
-    }
     if (st == LM_OK) {
         m->dt = dt;
         m->dev = dev;
-        st = take_all(&L, m);
+        st = take_all(W, m);
     }
     if (st == LM_OK) {
         /* RopeEmbedder's 1 / theta^(arange(0, d, 2) / d), in f64 */
@@ -333,8 +261,6 @@ static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor
             for (int64_t j = 0; j < c->axes_dims[a] / 2; j++)
                 m->freqs[k++] = 1.0 / pow(c->rope_theta, (double)(2 * j) / (double)c->axes_dims[a]);
     }
-    lm_tensor_set_free(&L.set);
-    free(L.used);
     if (st != LM_OK) {
         lm_zimage_free(m);
         return NULL;
@@ -342,32 +268,20 @@ static lm_zimage *load_from(const cJSON *config, const char *cfg_name, lm_tensor
     return m;
 }
 
+static const lm_dit_component ZI_COMPONENT = {
+    .what = "zimage transformer", .stem = "diffusion_pytorch_model", .max_config = ZI_MAX_CONFIG,
+    .build = load_from,
+};
+
 lm_zimage *lm_zimage_load(const char *dir, const char *variant, lm_dtype dt, lm_device *dev)
 {
-    char *path = lm_dfs_path(dir, "config.json");
-    if (!path) return NULL;
-    cJSON *j = NULL;
-    lm_tensor_set set = {0};
-    char *file = NULL;
-    lm_zimage *m = NULL;
-    if (lm_init() == LM_OK && lm_dfs_json(path, ZI_MAX_CONFIG, false, &j) == LM_OK &&
-        lm_dfs_load_weights_stem(dir, "diffusion_pytorch_model", variant, dev ? dev : lm_device_default(),
-                                 &set, &file) == LM_OK)
-        m = load_from(j, path, &set, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "zimage", 6)) lm_error_prefix("zimage transformer %s", dir);
-    lm_tensor_set_free(&set);
-    cJSON_Delete(j);
-    free(file);
-    free(path);
-    return m;
+    return lm_dit_load_dir(&ZI_COMPONENT, dir, variant, dt, dev);
 }
 
 lm_zimage *lm_zimage_load_from(const cJSON *config, lm_tensor_set *weights, const char *file, lm_dtype dt,
                                lm_device *dev)
 {
-    lm_zimage *m = load_from(config, file, weights, file, dt, dev);
-    if (!m && strncmp(lm_error_message(), "zimage", 6)) lm_error_prefix("zimage transformer");
-    return m;
+    return lm_dit_load_parts(&ZI_COMPONENT, config, file, weights, file, dt, dev);
 }
 
 const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m) { return &m->cfg; }
@@ -376,37 +290,18 @@ lm_device *lm_zimage_device(const lm_zimage *m) { return m->dev; }
 
 /* ---- the network ---- */
 
-/* Releases *a and replaces it with r (which may be NULL). */
-static lm_array *swap(lm_array **a, lm_array *r)
-{
-    lm_array_release(*a);
-    *a = r;
-    return r;
-}
-
-/* lm_linear, with a quantized weight's f32 product cast back to x's dtype
- * before the bias */
-static lm_array *linear(lm_array *x, lm_array *w, lm_array *b)
-{
-    if (!x || !w || !lm_dtype_is_quant(w->dtype)) return lm_linear(x, w, b);
-    lm_array *y = lm_linear(x, w, NULL);
-    if (y && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
-    if (y && b) swap(&y, lm_binary(LM_OP_ADD, y, b));
-    return y;
-}
-
 static lm_array *mul(lm_array *a, lm_array *b) { return lm_binary(LM_OP_MUL, a, b); }
 
 /* [B, L, D] -> [B, H, L, D/H], q/k RMS-normed per head when norm is set,
- * rotated by ang [B or 1, 1, L, D/H/2] when set */
+ * rotated by ang [B or 1, L, D/H/2] when set */
 static lm_array *heads(lm_array *x, int64_t H, lm_array *norm, lm_array *ang)
 {
     if (!x) return NULL;
-    int64_t B = x->shape[0], L = x->shape[1], hd = x->shape[2] / H, s[4] = {B, L, H, hd};
-    lm_array *r = lm_reshape(x, 4, s);
-    if (norm) swap(&r, lm_rms_norm(r, 1, norm, 1e-5));   /* diffusers' Attention builds it with eps 1e-5 */
-    swap(&r, lm_transpose(r, 1, 2));
-    if (ang) swap(&r, lm_rope_angles(r, ang, hd, true));
+    lm_array *r = lm_dit_split_heads(x, H, x->shape[2] / H);
+    /* diffusers' Attention builds the q/k norms with eps 1e-5 */
+    if (norm) lm_dit_swap(&r, lm_dit_rms_norm(r, norm, 1e-5));
+    lm_dit_swap(&r, lm_transpose(r, 1, 2));
+    if (ang) lm_dit_swap(&r, lm_dit_rope(r, ang, LM_DIT_BHLD, true));
     return r;
 }
 
@@ -415,7 +310,7 @@ static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, l
     int64_t H = m->cfg.n_heads;
     lm_array *q = NULL, *k = NULL, *v = NULL;
     if (b->qkv) {
-        lm_array *y = linear(h, b->qkv, NULL), *part[3] = {0};
+        lm_array *y = lm_dit_linear(h, b->qkv, NULL), *part[3] = {0};
         if (y && lm_split(y, 3, NULL, 0, -1, part, 3) == 3) {
             q = part[0];
             k = part[1];
@@ -423,24 +318,20 @@ static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, l
         }
         lm_array_release(y);
     } else {
-        q = linear(h, b->q, NULL);
-        k = linear(h, b->k, NULL);
-        v = linear(h, b->v, NULL);
+        q = lm_dit_linear(h, b->q, NULL);
+        k = lm_dit_linear(h, b->k, NULL);
+        v = lm_dit_linear(h, b->v, NULL);
     }
-    swap(&q, heads(q, H, b->nq, ang));
-    swap(&k, heads(k, H, b->nk, ang));
-    swap(&v, heads(v, H, NULL, NULL));
+    lm_dit_swap(&q, heads(q, H, b->nq, ang));
+    lm_dit_swap(&k, heads(k, H, b->nk, ang));
+    lm_dit_swap(&v, heads(v, H, NULL, NULL));
     int64_t hd = m->cfg.dim / H;
     lm_array *a = lm_attention(q, k, v, mask, false, 1.0 / sqrt((double)hd));
     lm_array_release(q);
     lm_array_release(k);
     lm_array_release(v);
-    if (!a) return NULL;
-    int64_t bld[3] = {h->shape[0], h->shape[1], m->cfg.dim};
-    swap(&a, lm_transpose(a, 1, 2));
-    swap(&a, lm_contiguous(a));
-    swap(&a, lm_reshape(a, 3, bld));
-    return swap(&a, linear(a, b->o, NULL));
+    lm_dit_swap(&a, lm_dit_merge_heads(a));
+    return lm_dit_swap(&a, lm_dit_linear(a, b->o, NULL));
 }
 
 /* One ZImageTransformerBlock on x [B, L, D]; adaln [B, A] (NULL for the
@@ -452,34 +343,34 @@ static lm_array *block(const lm_zimage *m, const zi_block *b, lm_array *x, lm_ar
     lm_array *mod[4] = {0};
     if (b->mod_w) {
         int64_t s[3] = {adaln ? adaln->shape[0] : 0, 1, 4 * m->cfg.dim};
-        lm_array *y = linear(adaln, b->mod_w, b->mod_b);
-        swap(&y, lm_reshape(y, 3, s));
+        lm_array *y = lm_dit_linear(adaln, b->mod_w, b->mod_b);
+        lm_dit_swap(&y, lm_reshape(y, 3, s));
         /* scale_msa, gate_msa, scale_mlp, gate_mlp */
         if (!y || lm_split(y, 4, NULL, 0, -1, mod, 4) != 4) {
             lm_array_release(y);
             return NULL;
         }
         lm_array_release(y);
-        swap(&mod[0], lm_binary_scalar(LM_OP_ADD, mod[0], 1.0, false));
-        swap(&mod[1], lm_unary(LM_OP_TANH, mod[1]));
-        swap(&mod[2], lm_binary_scalar(LM_OP_ADD, mod[2], 1.0, false));
-        swap(&mod[3], lm_unary(LM_OP_TANH, mod[3]));
+        lm_dit_swap(&mod[0], lm_binary_scalar(LM_OP_ADD, mod[0], 1.0, false));
+        lm_dit_swap(&mod[1], lm_unary(LM_OP_TANH, mod[1]));
+        lm_dit_swap(&mod[2], lm_binary_scalar(LM_OP_ADD, mod[2], 1.0, false));
+        lm_dit_swap(&mod[3], lm_unary(LM_OP_TANH, mod[3]));
     }
-    lm_array *h = lm_rms_norm(x, 1, b->an1, eps);
-    if (b->mod_w) swap(&h, mul(h, mod[0]));
-    swap(&h, attention(m, b, h, ang, mask));
-    swap(&h, lm_rms_norm(h, 1, b->an2, eps));
-    if (b->mod_w) swap(&h, mul(h, mod[1]));
+    lm_array *h = lm_dit_rms_norm(x, b->an1, eps);
+    if (b->mod_w) lm_dit_swap(&h, mul(h, mod[0]));
+    lm_dit_swap(&h, attention(m, b, h, ang, mask));
+    lm_dit_swap(&h, lm_dit_rms_norm(h, b->an2, eps));
+    if (b->mod_w) lm_dit_swap(&h, mul(h, mod[1]));
     lm_array *x1 = lm_binary(LM_OP_ADD, x, h);
-    swap(&h, lm_rms_norm(x1, 1, b->fn1, eps));
-    if (b->mod_w) swap(&h, mul(h, mod[2]));
-    lm_array *g = linear(h, b->w1, NULL), *u = linear(h, b->w3, NULL);
-    swap(&h, lm_swiglu(g, u));
+    lm_dit_swap(&h, lm_dit_rms_norm(x1, b->fn1, eps));
+    if (b->mod_w) lm_dit_swap(&h, mul(h, mod[2]));
+    lm_array *g = lm_dit_linear(h, b->w1, NULL), *u = lm_dit_linear(h, b->w3, NULL);
+    lm_dit_swap(&h, lm_swiglu(g, u));
     lm_array_release(g);
     lm_array_release(u);
-    swap(&h, linear(h, b->w2, NULL));
-    swap(&h, lm_rms_norm(h, 1, b->fn2, eps));
-    if (b->mod_w) swap(&h, mul(h, mod[3]));
+    lm_dit_swap(&h, lm_dit_linear(h, b->w2, NULL));
+    lm_dit_swap(&h, lm_dit_rms_norm(h, b->fn2, eps));
+    if (b->mod_w) lm_dit_swap(&h, mul(h, mod[3]));
     lm_array *out = lm_binary(LM_OP_ADD, x1, h);
     lm_array_release(x1);
     lm_array_release(h);
@@ -534,21 +425,21 @@ static lm_array *caption(const lm_zimage *m, lm_array *cap, int64_t lpad, int64_
 {
     int64_t D = m->cfg.dim, L = cap->shape[0];
     lm_array *c = cap->dtype == m->dt ? lm_array_retain(cap) : lm_cast(cap, m->dt);
-    swap(&c, lm_rms_norm(c, 1, m->cap_norm, m->cfg.norm_eps));
-    swap(&c, linear(c, m->cap_w, m->cap_b));
+    lm_dit_swap(&c, lm_dit_rms_norm(c, m->cap_norm, m->cfg.norm_eps));
+    lm_dit_swap(&c, lm_dit_linear(c, m->cap_w, m->cap_b));
     if (lpad > L) {
         int64_t s[2] = {lpad - L, D};
         lm_array *p = lm_broadcast_to(m->cap_pad, 2, s);
         lm_array *two[2] = {c, p};
         lm_array *r = c && p ? lm_concat(2, two, 0) : NULL;
         lm_array_release(p);
-        swap(&c, r);
+        lm_dit_swap(&c, r);
     }
     if (Lc > lpad) {
         int64_t pads[4] = {0, Lc - lpad, 0, 0};
-        swap(&c, lm_pad(c, pads, 0.0));
+        lm_dit_swap(&c, lm_pad(c, pads, 0.0));
     }
-    return swap(&c, lm_unsqueeze(c, 0));
+    return lm_dit_swap(&c, lm_unsqueeze(c, 0));
 }
 
 static int64_t round_up(int64_t n) { return n + (ZI_SEQ_MULTI_OF - n % ZI_SEQ_MULTI_OF) % ZI_SEQ_MULTI_OF; }
@@ -598,12 +489,12 @@ static lm_status check_inputs(const lm_zimage *m, lm_array *x, lm_array *t, int 
 static lm_array *t_embed(const lm_zimage *m, lm_array *t)
 {
     lm_array *e = lm_cast(t, LM_F32);
-    swap(&e, lm_binary_scalar(LM_OP_MUL, e, m->cfg.t_scale, false));
-    swap(&e, lm_timestep_embedding(e, ZI_FREQ_DIM, 10000.0, true, 0.0, 1.0));
-    if (e && e->dtype != m->dt) swap(&e, lm_cast(e, m->dt));
-    swap(&e, linear(e, m->t0_w, m->t0_b));
-    swap(&e, lm_unary(LM_OP_SILU, e));
-    return swap(&e, linear(e, m->t2_w, m->t2_b));
+    lm_dit_swap(&e, lm_binary_scalar(LM_OP_MUL, e, m->cfg.t_scale, false));
+    lm_dit_swap(&e, lm_timestep_embedding(e, ZI_FREQ_DIM, 10000.0, true, 0.0, 1.0));
+    if (e && e->dtype != m->dt) lm_dit_swap(&e, lm_cast(e, m->dt));
+    lm_dit_swap(&e, lm_dit_linear(e, m->t0_w, m->t0_b));
+    lm_dit_swap(&e, lm_unary(LM_OP_SILU, e));
+    return lm_dit_swap(&e, lm_dit_linear(e, m->t2_w, m->t2_b));
 }
 
 /* x [B, C, H, W] -> [B, Npad, D]: patch tokens embedded, x_pad_token rows
@@ -615,18 +506,18 @@ static lm_array *patchify(const lm_zimage *m, lm_array *x, int64_t npad)
     int64_t s6[6] = {B, C, ht, p, wt, p}, s3[3] = {B, ht * wt, p * p * C};
     int perm[6] = {0, 2, 4, 3, 5, 1};
     lm_array *h = x->dtype == m->dt ? lm_array_retain(x) : lm_cast(x, m->dt);
-    swap(&h, lm_reshape(h, 6, s6));
-    swap(&h, lm_permute(h, perm));
-    swap(&h, lm_contiguous(h));
-    swap(&h, lm_reshape(h, 3, s3));
-    swap(&h, linear(h, m->x_w, m->x_b));
+    lm_dit_swap(&h, lm_reshape(h, 6, s6));
+    lm_dit_swap(&h, lm_permute(h, perm));
+    lm_dit_swap(&h, lm_contiguous(h));
+    lm_dit_swap(&h, lm_reshape(h, 3, s3));
+    lm_dit_swap(&h, lm_dit_linear(h, m->x_w, m->x_b));
     if (npad > ht * wt) {
         int64_t s[3] = {B, npad - ht * wt, c->dim};
         lm_array *pad = lm_broadcast_to(m->x_pad, 3, s);
         lm_array *two[2] = {h, pad};
         lm_array *r = h && pad ? lm_concat(2, two, 1) : NULL;
         lm_array_release(pad);
-        swap(&h, r);
+        lm_dit_swap(&h, r);
     }
     return h;
 }
@@ -639,19 +530,19 @@ static lm_array *final_layer(const lm_zimage *m, lm_array *u, lm_array *adaln, i
     int64_t sc3[3] = {B, 1, c->dim}, s6[6] = {B, ht, wt, p, p, C}, s4[4] = {B, C, ht * p, wt * p};
     int perm[6] = {0, 5, 1, 3, 2, 4};
     lm_array *s = lm_unary(LM_OP_SILU, adaln);
-    swap(&s, linear(s, m->fin_mod_w, m->fin_mod_b));
-    swap(&s, lm_binary_scalar(LM_OP_ADD, s, 1.0, false));
-    swap(&s, lm_reshape(s, 3, sc3));
+    lm_dit_swap(&s, lm_dit_linear(s, m->fin_mod_w, m->fin_mod_b));
+    lm_dit_swap(&s, lm_binary_scalar(LM_OP_ADD, s, 1.0, false));
+    lm_dit_swap(&s, lm_reshape(s, 3, sc3));
     lm_array *h = lm_layer_norm(u, 1, NULL, NULL, 1e-6);
-    swap(&h, mul(h, s));
+    lm_dit_swap(&h, mul(h, s));
     lm_array_release(s);
-    swap(&h, linear(h, m->fin_w, m->fin_b));
-    swap(&h, lm_slice(h, 1, 0, ht * wt, 1));
-    swap(&h, lm_contiguous(h));
-    swap(&h, lm_reshape(h, 6, s6));
-    swap(&h, lm_permute(h, perm));
-    swap(&h, lm_contiguous(h));
-    return swap(&h, lm_reshape(h, 4, s4));
+    lm_dit_swap(&h, lm_dit_linear(h, m->fin_w, m->fin_b));
+    lm_dit_swap(&h, lm_slice(h, 1, 0, ht * wt, 1));
+    lm_dit_swap(&h, lm_contiguous(h));
+    lm_dit_swap(&h, lm_reshape(h, 6, s6));
+    lm_dit_swap(&h, lm_permute(h, perm));
+    lm_dit_swap(&h, lm_contiguous(h));
+    return lm_dit_swap(&h, lm_reshape(h, 4, s4));
 }
 
 lm_array *lm_zimage_forward(lm_zimage *m, lm_array *x, lm_array *t, int ncap, lm_array *const *caps)
@@ -697,38 +588,40 @@ lm_array *lm_zimage_forward(lm_zimage *m, lm_array *x, lm_array *t, int ncap, lm
         int64_t pos[3] = {1 + j, 0, 0};
         rope_row(m, pos, ca + j * half);
     }
-    int64_t xs[4] = {B, 1, npad, half}, cs[4] = {1, 1, Lc, half}, us[4] = {B, 1, U, half};
-    lm_array *x_ang = to_dev(m, 4, xs, LM_F32, xa), *c_ang = to_dev(m, 4, cs, LM_F32, ca);
-    lm_array *u_ang = to_dev(m, 4, us, LM_F32, ua);
+    int64_t xs[3] = {B, npad, half}, cs[3] = {1, Lc, half}, us[3] = {B, U, half};
+    lm_array *x_ang = to_dev(m, 3, xs, LM_F32, xa), *c_ang = to_dev(m, 3, cs, LM_F32, ca);
+    lm_array *u_ang = to_dev(m, 3, us, LM_F32, ua);
     bool f1, f2;
     lm_array *c_mask = key_mask(m, B, Lc, lpad, &f1), *u_mask = key_mask(m, B, U, ulen, &f2);
 
     lm_array *adaln = t_embed(m, t);
     lm_array *h = f1 || f2 || !x_ang || !c_ang || !u_ang ? NULL : patchify(m, x, npad);
-    for (int64_t l = 0; h && l < c->n_refiner_layers; l++) swap(&h, block(m, &m->noise[l], h, adaln, x_ang, NULL));
+    for (int64_t l = 0; h && l < c->n_refiner_layers; l++)
+        lm_dit_swap(&h, block(m, &m->noise[l], h, adaln, x_ang, NULL));
 
     for (int64_t i = 0; h && i < B; i++) items[i] = caption(m, caps[i], lpad[i], Lc);
     lm_array *cap = h ? lm_concat((int)B, items, 0) : NULL;
     for (int64_t l = 0; cap && l < c->n_refiner_layers; l++)
-        swap(&cap, block(m, &m->context[l], cap, NULL, c_ang, c_mask));
+        lm_dit_swap(&cap, block(m, &m->context[l], cap, NULL, c_ang, c_mask));
 
     /* unified [image, caption] per item, zeros up to U */
     for (int64_t i = 0; i < B; i++) {
         lm_array *xi = lm_slice(h, 0, i, i + 1, 1), *ci = lm_slice(cap, 0, i, i + 1, 1);
-        swap(&ci, lm_slice(ci, 1, 0, lpad[i], 1));
+        lm_dit_swap(&ci, lm_slice(ci, 1, 0, lpad[i], 1));
         lm_array *two[2] = {xi, ci};
-        swap(&items[i], xi && ci ? lm_concat(2, two, 1) : NULL);
+        lm_dit_swap(&items[i], xi && ci ? lm_concat(2, two, 1) : NULL);
         lm_array_release(xi);
         lm_array_release(ci);
         if (items[i] && U > ulen[i]) {
             int64_t pads[6] = {0, 0, 0, U - ulen[i], 0, 0};
-            swap(&items[i], lm_pad(items[i], pads, 0.0));
+            lm_dit_swap(&items[i], lm_pad(items[i], pads, 0.0));
         }
     }
     bool all = true;
     for (int64_t i = 0; i < B; i++) all = all && items[i];
     lm_array *u = all ? lm_concat((int)B, items, 0) : NULL;
-    for (int64_t l = 0; u && l < c->n_layers; l++) swap(&u, block(m, &m->layers[l], u, adaln, u_ang, u_mask));
+    for (int64_t l = 0; u && l < c->n_layers; l++)
+        lm_dit_swap(&u, block(m, &m->layers[l], u, adaln, u_ang, u_mask));
     lm_array *out = u ? final_layer(m, u, adaln, ht, wt) : NULL;
 
     for (int64_t i = 0; i < B; i++) lm_array_release(items[i]);

@@ -4,11 +4,16 @@
  * Qwen3's chat template, and tokens.json: for 60 prompts (unicode, digits,
  * newlines, typed special tokens, over-long) the chat texts with and without
  * thinking, their ids, the prompt's own ids, and the chat text padded and
- * truncated to 32 with its mask).
+ * truncated to 32 with its mask; "extra": the ids of prompts with vertical
+ * tab, U+0085, form feed, U+2028 and U+2029, which the pre-tokenizer's \s
+ * must treat as transformers' Oniguruma regex does; "chatml": a ChatML
+ * template and its rendering of "hi").
  *
  * Every prompt from tokenizer.json, from vocab.json + merges.txt (the added
  * tokens from tokenizer_config.json's added_tokens_decoder, as Qwen's hub
- * folders carry them) and from the Z-Image pipeline's saved tokenizer;
+ * folders carry them) and from the Z-Image pipeline's saved tokenizer, the
+ * extra prompts with them; the fixture's ChatML template as
+ * tokenizer_config.json's chat_template renders as transformers did;
  * decode(encode(x)) == NFC(x); 100 KB inputs (one word, one whitespace run,
  * prose) finish and round-trip; Qwen3's template reindented and a ChatML
  * template with a default system message render; errors: a truncated
@@ -115,8 +120,15 @@ static int check_all(const lm_qwen_tokenizer *t, const char *what)
         bad += ones != nreal;
         rows++;
     }
-    printf("  %s: %d prompts, %d mismatches\n", what, rows, bad);
+    int extra = 0;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(tokens, "extra")) {
+        const char *p = cJSON_GetObjectItem(r, "prompt")->valuestring;
+        bad += !check_ids(t, p, cJSON_GetObjectItem(r, "ids_plain"), "extra ids_plain", p);
+        extra++;
+    }
+    printf("  %s: %d prompts and %d extra, %d mismatches\n", what, rows, extra, bad);
     assert_int_equal(rows, 60);
+    assert_int_equal(extra, 6);
     return bad;
 }
 
@@ -182,6 +194,15 @@ static void write_vocab_merges_folder(void)
     cJSON_Delete(cfg);
 }
 
+/* the same folder with tokenizer.json in place of vocab.json + merges.txt
+ * (the caller writes tokenizer.json) */
+static void tokenizer_json_folder(void)
+{
+    write_vocab_merges_folder();
+    unlink(path_in("vocab.json"));
+    unlink(path_in("merges.txt"));
+}
+
 static void test_vocab_merges(void **state)
 {
     (void)state;
@@ -231,6 +252,10 @@ static void test_decode(void **state)
         const char *p = cJSON_GetObjectItem(r, "prompt")->valuestring;
         bad += !roundtrip(t, p, p);
         bad += !roundtrip(t, cJSON_GetObjectItem(r, "chat_nothink")->valuestring, p);
+    }
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(tokens, "extra")) {
+        const char *p = cJSON_GetObjectItem(r, "prompt")->valuestring;
+        bad += !roundtrip(t, p, p);
     }
     /* bytes that are not UTF-8 decode as U+FFFD; an id outside the vocabulary */
     int32_t half[2] = {0, 0};
@@ -392,14 +417,111 @@ static void test_templates(void **state)
     lm_qwen_tokenizer_free(t);
 }
 
+/* The extra prompts cannot tell \s apart with the fixture's merges alone: no
+ * merge joins "!" to the vertical tab (ċ) or to U+0085's first byte (Â), so
+ * a \s without U+000B and U+0085 (ICU's documented [\t\n\f\r\p{Z}]) and
+ * Oniguruma's White_Space give the same ids.  With such merges added, "!\v!"
+ * and "!\u0085!" must keep transformers' ids: Oniguruma's \s makes "!", the
+ * space character and "!" three pieces, and BPE never merges across pieces
+ * (the narrower \s makes one piece, and merges).  "!\v!" is tokens.json's; "!\u0085!" is the bytes' ids of its
+ * "x\u0085y" with "!" around them. */
+static void test_whitespace_pieces(void **state)
+{
+    (void)state;
+    tokenizer_json_folder();
+    size_t n;
+    char *s = tu_slurp(DIT "tokenizer/tokenizer.json", &n);
+    cJSON *tj = cJSON_ParseWithLength(s, n);
+    free(s);
+    assert_non_null(tj);
+    cJSON *model = cJSON_GetObjectItem(tj, "model");
+    cJSON *vocab = cJSON_GetObjectItem(model, "vocab"), *merges = cJSON_GetObjectItem(model, "merges");
+    /* ! + the tab, the tab + !, ! + U+0085's first byte; ! + ?, which are
+     * one piece either way */
+    static const char *pairs[4][2] = {{"!", "\xC4\x8B"}, {"\xC4\x8B", "!"}, {"!", "\xC3\x82"}, {"!", "?"}};
+    for (int i = 0; i < 4; i++) {
+        char joined[16];
+        snprintf(joined, sizeof joined, "%s%s", pairs[i][0], pairs[i][1]);
+        cJSON_AddNumberToObject(vocab, joined, 825 + i);
+        cJSON_AddItemToArray(merges, cJSON_CreateStringArray(pairs[i], 2));
+    }
+    s = cJSON_PrintUnformatted(tj);
+    tu_spit(path_in("tokenizer.json"), s, strlen(s));
+    free(s);
+    cJSON_Delete(tj);
+    lm_qwen_tokenizer *t = tok_load(tmpdir);
+    int32_t *ids;
+    int64_t nid;
+    /* the added merges are read: "!?" is one piece and one token */
+    assert_int_equal(lm_qwen_tokenizer_encode(t, "!?", &ids, &nid), LM_OK);
+    assert_int_equal(nid, 1);
+    assert_int_equal(ids[0], 828);
+    free(ids);
+    int bad = 0;
+    const cJSON *r, *vt = NULL, *nel = NULL;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItem(tokens, "extra")) {
+        const char *p = cJSON_GetObjectItem(r, "prompt")->valuestring;
+        if (!strcmp(p, "!\x0b!")) vt = cJSON_GetObjectItem(r, "ids_plain");
+        if (!strcmp(p, "x\xC2\x85y")) nel = cJSON_GetObjectItem(r, "ids_plain");
+    }
+    assert_non_null(vt);
+    assert_non_null(nel);
+    bad += !check_ids(t, "!\x0b!", vt, "ids with a merge across the pieces", "!\\v!");
+    cJSON *want = cJSON_CreateArray();
+    cJSON_AddItemToArray(want, cJSON_CreateNumber(cJSON_GetArrayItem(vt, 0)->valueint));
+    cJSON_AddItemToArray(want, cJSON_CreateNumber(cJSON_GetArrayItem(nel, 1)->valueint));
+    cJSON_AddItemToArray(want, cJSON_CreateNumber(cJSON_GetArrayItem(nel, 2)->valueint));
+    cJSON_AddItemToArray(want, cJSON_CreateNumber(cJSON_GetArrayItem(vt, 0)->valueint));
+    bad += !check_ids(t, "!\xC2\x85!", want, "ids with a merge across the pieces", "!\\u0085!");
+    cJSON_Delete(want);
+    printf("  merges across \\s pieces: %d of 2 prompts differ\n", bad);
+    lm_qwen_tokenizer_free(t);
+    assert_int_equal(bad, 0);
+}
+
+/* tokens.json's ChatML template as tokenizer_config.json's chat_template in
+ * a copy of tests/ref/dit/tokenizer (no chat_template.jinja): "hi" renders
+ * as transformers' apply_chat_template did with add_generation_prompt,
+ * whatever the thinking switch (ChatML has none) */
+static void test_chatml_fixture(void **state)
+{
+    (void)state;
+    const cJSON *ref = cJSON_GetObjectItem(tokens, "chatml");
+    assert_non_null(ref);
+    const char *tmpl = cJSON_GetObjectItem(ref, "template")->valuestring;
+    const char *want = cJSON_GetObjectItem(ref, "hi")->valuestring;
+    tokenizer_json_folder();
+    unlink(path_in("chat_template.jinja"));
+    tu_copy_file(DIT "tokenizer/tokenizer.json", path_in("tokenizer.json"));
+    size_t n;
+    char *s = tu_slurp(DIT "tokenizer/tokenizer_config.json", &n);
+    cJSON *cfg = cJSON_ParseWithLength(s, n);
+    free(s);
+    assert_non_null(cfg);
+    cJSON_AddStringToObject(cfg, "chat_template", tmpl);
+    s = cJSON_PrintUnformatted(cfg);
+    tu_spit(path_in("tokenizer_config.json"), s, strlen(s));
+    free(s);
+    cJSON_Delete(cfg);
+    lm_qwen_tokenizer *t = tok_load(tmpdir);
+    int bad = 0;
+    for (int think = -1; think <= 1; think++) {
+        char what[32];
+        snprintf(what, sizeof what, "ChatML (thinking %d)", think);
+        bad += !check_text(lm_qwen_tokenizer_chat(t, "hi", think), want, what, "hi");
+    }
+    printf("  tokenizer_config.json's ChatML template: %d of 3 renderings differ\n", bad);
+    lm_qwen_tokenizer_free(t);
+    unlink(path_in("tokenizer.json"));
+    assert_int_equal(bad, 0);
+}
+
 /* added tokens: longest first; a normalized one matched after NFC, the
  * others in the raw text */
 static void test_added_tokens(void **state)
 {
     (void)state;
-    write_vocab_merges_folder();
-    unlink(path_in("vocab.json"));
-    unlink(path_in("merges.txt"));
+    tokenizer_json_folder();
     size_t n;
     char *tj = tu_slurp(DIT "tokenizer/tokenizer.json", &n);
     char *e = tu_replace(tj, "\"added_tokens\": [",
@@ -441,9 +563,7 @@ static void expect_load_error(const char *needle1, const char *needle2)
 static void test_errors(void **state)
 {
     (void)state;
-    write_vocab_merges_folder();
-    unlink(path_in("vocab.json"));
-    unlink(path_in("merges.txt"));
+    tokenizer_json_folder();
     size_t n;
     char *tj = tu_slurp(DIT "tokenizer/tokenizer.json", &n);
     const char *p = path_in("tokenizer.json");
@@ -501,6 +621,8 @@ int main(void)
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_long_inputs),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_chatml_fixture),
+        cmocka_unit_test(test_whitespace_pieces),
         cmocka_unit_test(test_added_tokens),
         cmocka_unit_test(test_errors),
     };
