@@ -314,3 +314,35 @@ lm_array *lm_dit_rope_angles(lm_array *pos, int naxes, const int64_t *axes_dims,
     lm_array_release(pf);
     return ang;
 }
+
+lm_array *lm_dit_sinusoid(lm_array *t, int64_t dim, lm_device *dev)
+{
+    int64_t half = dim / 2, n = t->shape[0];
+    float *fr = malloc(sizeof *fr * (size_t)(half + 1));
+    if (!fr) {
+        lm_error_set(LM_ERR_NOMEM, "timestep embedding: out of memory");
+        return NULL;
+    }
+    /* freqs = exp(-log(10000) * arange(half) / half), in f32 as torch does */
+    const float nl = (float)-log(10000.0);
+    for (int64_t j = 0; j < half; j++) fr[j] = expf(nl * (float)j / (float)half);
+    int64_t fs[2] = {1, half}, cs[2] = {n, 1};
+    lm_array *freq = lm_from_data(2, fs, LM_F32, fr, dev);
+    free(fr);
+    lm_array *tf = freq ? lm_cast(t, LM_F32) : NULL;
+    if (tf) lm_dit_swap(&tf, lm_reshape(tf, 2, cs));
+    lm_array *arg = tf ? lm_binary(LM_OP_MUL, tf, freq) : NULL;
+    lm_array_release(tf);
+    lm_array_release(freq);
+    lm_array *s = arg ? lm_unary(LM_OP_SIN, arg) : NULL, *co = arg ? lm_unary(LM_OP_COS, arg) : NULL;
+    lm_array_release(arg);
+    lm_array *parts[2] = {co, s};
+    lm_array *e = s && co ? lm_concat(2, parts, 1) : NULL;
+    lm_array_release(s);
+    lm_array_release(co);
+    if (e && dim % 2) {
+        int64_t pads[4] = {0, 0, 0, 1};
+        lm_dit_swap(&e, lm_pad(e, pads, 0));
+    }
+    return e;
+}

@@ -143,4 +143,10 @@ lm_array *lm_dit_rope(lm_array *x, lm_array *angles, lm_dit_layout layout, bool 
  * naxes 1 and axes_dims[0] = D this is the plain RoPE table. */
 lm_array *lm_dit_rope_angles(lm_array *pos, int naxes, const int64_t *axes_dims, double theta);
 
+/* The DiTs' timestep sinusoid: t [B] (already scaled) -> [B, dim] f32,
+ * [cos | sin] of t * exp(-log(10000) j / (dim/2)), computed in f32 as
+ * diffusers' get_timestep_embedding (FLUX.2) and Z-Image's TimestepEmbedder
+ * compute it; an odd dim gets a zero column.  Runs on every device. */
+lm_array *lm_dit_sinusoid(lm_array *t, int64_t dim, lm_device *dev);
+
 #endif

@@ -272,40 +272,6 @@ typedef struct fx_fwd {
     lm_array *temb_act;   /* silu(temb) [B, D] */
 } fx_fwd;
 
-/* Timesteps [B] (already times 1000, in the model's dtype) -> the
- * sinusoid [B, channels] as diffusers' get_timestep_embedding computes
- * it in f32 (flip_sin_to_cos, shift 0), cast to the model's dtype. */
-static lm_array *sinusoid(const lm_flux2 *m, lm_array *t)
-{
-    int64_t dim = m->cfg.timestep_guidance_channels, half = dim / 2, n = t->shape[0];
-    float *fr = malloc(sizeof *fr * (size_t)(half + 1));
-    if (!fr) {
-        lm_error_set(LM_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    const float nl = (float)-log(10000.0);
-    for (int64_t j = 0; j < half; j++) fr[j] = expf(nl * (float)j / (float)half);
-    int64_t fs[2] = {1, half}, cs[2] = {n, 1};
-    lm_array *freq = lm_from_data(2, fs, LM_F32, fr, m->dev);
-    free(fr);
-    lm_array *tf = lm_cast(t, LM_F32);
-    lm_dit_swap(&tf, lm_reshape(tf, 2, cs));
-    lm_array *arg = lm_binary(LM_OP_MUL, tf, freq);
-    lm_array_release(tf);
-    lm_array_release(freq);
-    lm_array *s = lm_unary(LM_OP_SIN, arg), *co = lm_unary(LM_OP_COS, arg);
-    lm_array_release(arg);
-    lm_array *parts[2] = {co, s};
-    lm_array *e = s && co ? lm_concat(2, parts, 1) : NULL;
-    lm_array_release(s);
-    lm_array_release(co);
-    if (e && dim % 2) {
-        int64_t pads[4] = {0, 0, 0, 1};
-        lm_dit_swap(&e, lm_pad(e, pads, 0));
-    }
-    return lm_dit_swap(&e, lm_cast(e, m->dt));
-}
-
 /* Flux2PosEmbed's angles for the ids of N tokens (text first): [N, head_dim/2]
  * f64, axis a's pairs after those of the axes before it. */
 static lm_array *rope_angles(const lm_flux2 *m, const int32_t *txt_ids, int64_t L, const int32_t *img_ids,
@@ -507,7 +473,8 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     if (tt && tt->ndim == 0) lm_dit_swap(&tt, lm_reshape(tt, 1, &b1));
     if (tt && tt->shape[0] != f.B) lm_dit_swap(&tt, lm_broadcast_to(tt, 1, &f.B));
     lm_dit_swap(&tt, lm_binary_scalar(LM_OP_MUL, tt, 1000, false));
-    lm_array *temb = tt ? sinusoid(m, tt) : NULL;
+    lm_array *temb = tt ? lm_dit_sinusoid(tt, m->cfg.timestep_guidance_channels, m->dev) : NULL;
+    if (temb) lm_dit_swap(&temb, lm_cast(temb, m->dt));
     lm_array_release(tt);
     lm_dit_swap(&temb, lm_dit_linear(temb, m->t_lin1, NULL));
     lm_dit_swap(&temb, lm_unary(LM_OP_SILU, temb));

@@ -490,7 +490,7 @@ static lm_array *t_embed(const lm_zimage *m, lm_array *t)
 {
     lm_array *e = lm_cast(t, LM_F32);
     lm_dit_swap(&e, lm_binary_scalar(LM_OP_MUL, e, m->cfg.t_scale, false));
-    lm_dit_swap(&e, lm_timestep_embedding(e, ZI_FREQ_DIM, 10000.0, true, 0.0, 1.0));
+    lm_dit_swap(&e, lm_dit_sinusoid(e, ZI_FREQ_DIM, m->dev));   /* f32, as its TimestepEmbedder */
     if (e && e->dtype != m->dt) lm_dit_swap(&e, lm_cast(e, m->dt));
     lm_dit_swap(&e, lm_dit_linear(e, m->t0_w, m->t0_b));
     lm_dit_swap(&e, lm_unary(LM_OP_SILU, e));
