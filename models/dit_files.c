@@ -304,6 +304,45 @@ static lm_status flux2_rename(lm_tensor_set *s, const char *path)
     return LM_OK;
 }
 
+/* Z-Image: a float attention.qkv split into to_q / to_k / to_v (views),
+ * so the products are diffusers' own three; a quantized one stays fused
+ * (one quantized product, which zimage.c takes in their place) */
+static lm_status zimage_split_qkv(lm_tensor_set *s, const char *path)
+{
+    df_out o = {0};
+    lm_status st = LM_OK;
+    static const char *const part[3] = {"to_q", "to_k", "to_v"};
+    for (int i = 0; st == LM_OK && i < s->count; i++) {
+        lm_array *a = s->arrays[i];
+        const char *k = s->names[i], *at = strstr(k, ".attention.qkv.weight");
+        if (!at || at[strlen(".attention.qkv.weight")] || lm_dtype_is_quant(a->dtype)) {
+            st = add(&o, k, lm_array_retain(a));
+            continue;
+        }
+        if (a->ndim != 2 || a->shape[0] % 3) {
+            char sh[96];
+            lm_shape_str(sh, sizeof sh, a->ndim, a->shape);
+            st = lm_error_set(LM_ERR_SHAPE, "%s: %s has shape %s: expected [3 dim, dim]", path, k, sh);
+            break;
+        }
+        int64_t t = a->shape[0] / 3;
+        for (int p = 0; st == LM_OK && p < 3; p++) {
+            char to[256];
+            int64_t r[1][2] = {{p * t, (p + 1) * t}};
+            snprintf(to, sizeof to, "%.*s.attention.%s.weight", (int)(at - k), k, part[p]);
+            st = add(&o, to, pick_rows(a, 1, r));
+        }
+    }
+    if (st != LM_OK) {
+        lm_tensor_set_free(&o.set);
+        return st;
+    }
+    o.set.format = s->format;
+    lm_tensor_set_free(s);
+    *s = o.set;
+    return LM_OK;
+}
+
 /* ---- config inference ---- */
 
 /* the 2-D or 1-D weight k (its original name orig for messages), or NULL
@@ -567,6 +606,7 @@ lm_status lm_dit_file_read(const char *path, const char *config_dir, lm_device *
     out->family = lm_dit_file_family(s);
     if (out->family == LM_SD_ZIMAGE) {
         if (lm_zimage_is_original(s)) st = lm_zimage_rename_original(s, path);
+        if (st == LM_OK) st = zimage_split_qkv(s, path);
         if (st == LM_OK) st = zimage_config(s, path, config_dir, &out->config);
     } else if (out->family == LM_SD_KLEIN) {
         if (find(s, "double_stream_modulation_img.lin.weight") >= 0) st = flux2_rename(s, path);

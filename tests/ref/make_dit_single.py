@@ -30,10 +30,11 @@ to_diffusers and convert_flux2_transformer_checkpoint_to_diffusers
 --prefix puts every key under model.diffusion_model. (a checkpoint's layout; ComfyUI's
 diffusion_models files and ComfyUI-GGUF's have none).  --q8_0 writes GGUF v3 as
 ComfyUI-GGUF's convert.py does: general.architecture "lumina2" (Z-Image) or "flux",
-1-D tensors, the pad tokens and (FLUX.2) img_in / txt_in / time_in / final_layer
-kept F32, every other 2-D weight Q8_0 where its rows are whole 32-element blocks
-(else F32, as its quantizer falls back).  The Z-Image pad tokens are written as [dim],
-the shape older checkpoints have.  Q8_0 is ggml's reference quantizer (d = amax / 127
+1-D tensors and (FLUX.2) img_in / txt_in / time_in / final_layer kept F32, every
+other 2-D weight Q8_0 where its rows are whole 32-element blocks (else F32, as its
+quantizer falls back).  Z-Image's x_pad_token [1, dim] is Q8_0 as ComfyUI-GGUF wrote it
+before it kept the pad tokens in F32; cap_pad_token is F32 [dim], the shape older
+checkpoints have.  Q8_0 is ggml's reference quantizer (d = amax / 127
 as f16, codes round(x / d) half away from zero).
 
 Plain Python (struct, json): `make test` runs it (models.mk) to build
@@ -245,16 +246,15 @@ def main(argv):
     w = read_st(os.path.join(folder, "diffusion_pytorch_model.safetensors"))
     if cls == "ZImageTransformer2DModel":
         t, arch = zimage(w), "lumina2"
-        keep = lambda k: "pad_token" in k
+        keep = lambda k: k == "cap_pad_token"
     elif cls == "Flux2Transformer2DModel":
         t, arch = flux2(w), "flux"
         keep = lambda k: any(p in k for p in FLUX_F32)
     else:
         raise SystemExit("%s: _class_name %s (ZImageTransformer2DModel or Flux2Transformer2DModel)" % (folder, cls))
     if "--q8_0" in opts:
-        for k in ("x_pad_token", "cap_pad_token"):
-            if k in t:
-                t[k] = (t[k][0][1:], t[k][1])
+        if "cap_pad_token" in t:
+            t["cap_pad_token"] = (t["cap_pad_token"][0][1:], t["cap_pad_token"][1])
         write_gguf(out, t, arch, keep)
     else:
         if "--prefix" in opts:
