@@ -18,7 +18,9 @@
 #include <math.h>
 #include <unistd.h>
 #include "testutil.h"
+#include "core/io/gguf.h"
 #include "core/io/io.h"
+#include "quant.h"
 #include "models/diffusers_config.h"
 #include "models/dit_files.h"
 #include "models/sd_pipeline.h"
@@ -221,6 +223,51 @@ static void test_read(void **state)
     read_back("klein_q8_0.gguf", DIR "klein", LM_SD_KLEIN);
 }
 
+/* Every FLUX.2 matrix of whole blocks Q8_0 (final_layer.adaLN_modulation.1
+ * too, which ComfyUI-GGUF keeps F32): the swapped halves and the qkv thirds
+ * are the file's blocks, moved whole */
+static void test_quant_rows(void **state)
+{
+    (void)state;
+    lm_tensor_set s;
+    assert_int_equal(lm_load_file(built("klein.safetensors"), &s), LM_OK);
+    for (int i = 0; i < s.count; i++)
+        if (s.arrays[i]->ndim == 2 && s.arrays[i]->shape[1] % 32 == 0) {
+            lm_array *q = lm_quantize(s.arrays[i], LM_Q8_0);
+            assert_non_null(q);
+            lm_array_release(s.arrays[i]);
+            s.arrays[i] = q;
+        }
+    char path[512];
+    snprintf(path, sizeof path, "%s/kq.gguf", tmp);
+    assert_int_equal(lm_save_gguf(path, s.count, (const char *const *)s.names, s.arrays, 0, NULL), LM_OK);
+    lm_dit_file f;
+    assert_int_equal(lm_dit_file_read(path, DIR "klein", lm_device_cpu(), &f), LM_OK);
+    static const struct { const char *orig, *dfs; int64_t from, rows; } m[] = {
+        {"final_layer.adaLN_modulation.1.weight", "norm_out.linear.weight", 32, 32},   /* shift, scale */
+        {"final_layer.adaLN_modulation.1.weight", "norm_out.linear.weight", 0, 32},
+        {"double_blocks.0.img_attn.qkv.weight", "transformer_blocks.0.attn.to_q.weight", 0, 32},
+        {"double_blocks.0.img_attn.qkv.weight", "transformer_blocks.0.attn.to_k.weight", 32, 32},
+        {"double_blocks.0.txt_attn.qkv.weight", "transformer_blocks.0.attn.add_v_proj.weight", 64, 32},
+    };
+    for (size_t k = 0; k < sizeof m / sizeof *m; k++) {
+        lm_array *a = f.weights.arrays[lm_tensor_set_find(&f.weights, m[k].dfs)];
+        lm_array *b = s.arrays[lm_tensor_set_find(&s, m[k].orig)];
+        assert_int_equal(a->dtype, LM_Q8_0);
+        lm_array *da = lm_dequantize(a), *db = lm_dequantize(b);
+        float *x = read_f32(da), *y = read_f32(db);
+        int64_t at = k == 1 ? 32 : 0, w = a->shape[1];   /* the second half of the swap */
+        assert_memory_equal(x + at * w, y + m[k].from * w, sizeof *x * (size_t)(m[k].rows * w));
+        free(x);
+        free(y);
+        lm_array_release(da);
+        lm_array_release(db);
+    }
+    printf("  Q8_0 qkv thirds and swapped modulation halves: the file's blocks (%d kept)\n", f.quant_kept);
+    lm_dit_file_free(&f);
+    lm_tensor_set_free(&s);
+}
+
 /* path rewritten with key `drop` left out and `extra` (a copy of the first
  * tensor) added, into tmp/name */
 static const char *edited(const char *path, const char *name, const char *drop, const char *extra)
@@ -294,6 +341,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read),
+        cmocka_unit_test(test_quant_rows),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_whole_cpu),
         cmocka_unit_test(test_whole_vulkan),
