@@ -77,6 +77,19 @@ static lm_status read_host(const char *path, lm_tensor_set *set)
         return lm_error_set(LM_ERR_FORMAT, "%s: a %s file, not safetensors or GGUF", path, lm_format_name(f));
     if (st != LM_OK) return st;
     size_t m = strlen(DF_PREFIX);
+    /* a ComfyUI all-in-one checkpoint: the transformer under the prefix,
+     * its text encoder and VAE (text_encoders.*, vae.*) left to the folder */
+    bool aio = false;
+    for (int i = 0; i < set->count && !aio; i++) aio = !strncmp(set->names[i], DF_PREFIX, m);
+    for (int i = 0; aio && i < set->count; i++) {
+        if (strncmp(set->names[i], "text_encoders.", 14) && strncmp(set->names[i], "vae.", 4)) continue;
+        lm_array_release(set->arrays[i]);
+        free(set->names[i]);
+        set->count--;
+        set->arrays[i] = set->arrays[set->count];
+        set->names[i] = set->names[set->count];
+        i--;
+    }
     for (int i = 0; i < set->count; i++) {
         char *k = set->names[i];
         if (strlen(k) > NAME_MAX_LEN) {

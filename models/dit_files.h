@@ -3,6 +3,9 @@
  * model.diffusion_model. (a checkpoint's prefix, as stable-diffusion.cpp
  * names them), a diffusers-named transformer saved as one file, and the
  * GGUF files ComfyUI-GGUF writes (its "lumina2" and "flux" architectures).
+ * In a ComfyUI all-in-one checkpoint (the transformer under the prefix,
+ * text_encoders.* and vae.* beside it) the transformer is read and the
+ * other two are left to the folder the rest of the pipeline comes from.
  *
  * The family is told from the keys, as ComfyUI's model detection does:
  * Z-Image by cap_embedder.1.weight with noise_refiner.* and

@@ -306,6 +306,17 @@ static void test_errors(void **state)
     assert_null(load(edited(built("zimage.safetensors"), "z2.safetensors", "model.diffusion_model.cap_embedder.1.weight",
                             NULL), DIR "zimage", cpu));
     tu_expect_message("cannot be told", "z2.safetensors");
+    /* a ComfyUI all-in-one checkpoint: its text encoder and VAE left to the folder */
+    lm_sd_pipeline *aio = load(edited(built("zimage.safetensors"), "aio.safetensors", NULL,
+                                      "text_encoders.qwen3_4b.transformer.model.embed_tokens.weight"),
+                               DIR "zimage", cpu);
+    assert_non_null(aio);
+    assert_int_equal(lm_sd_pipeline_family(aio), LM_SD_ZIMAGE);
+    lm_sd_pipeline_free(aio);
+    /* ... but not in a file without the prefix */
+    assert_null(load(edited(built("klein.safetensors"), "k3.safetensors", NULL, "vae.decoder.conv_in.weight"),
+                     DIR "klein", cpu));
+    tu_expect_message("unexpected key vae.decoder.conv_in.weight", "k3.safetensors");
     /* the family cannot be told: the VAE's weights alone */
     assert_null(load(DIR "zimage/vae/diffusion_pytorch_model.safetensors", DIR "zimage", cpu));
     tu_expect_message("cannot be told from its keys", "FLUX.2");
