@@ -65,3 +65,4 @@ $(BUILD)/ref/dit/%_q8_0.gguf: tests/ref/make_dit_single.py tests/ref/dit/%/trans
 .PHONY: dit-fixtures
 dit-fixtures: $(DIT_SINGLE)
 TEST_PREREQS += dit-fixtures
+TEST_SCRIPTS += tests/models/dit_files.sh
