@@ -4,9 +4,10 @@
  * under model.diffusion_model., klein.safetensors without a prefix, and
  * both as ComfyUI-GGUF's Q8_0 GGUF).
  *
- * Each file is read back: the family its keys tell, the config inferred
- * from its shapes equal to the folder's transformer/config.json (with the
- * folder given for what shapes cannot tell), every tensor of the
+ * Each file is read back: the family its keys tell, the sizes inferred
+ * from its shapes equal to the folder's transformer/config.json (a folder
+ * saying only the RoPE axes given for what the tiny head size keeps from
+ * being told), every tensor of the
  * safetensors files bit-identical to the folder's (the FLUX.2 qkv thirds
  * and the swapped modulation halves included), the GGUF's linear weights
  * kept Q8_0.  Whole 4-step 32x32 images (lm_sd_generate, tokenizer_dir =
@@ -16,6 +17,7 @@
  * folder of the other family, a key missing, an unexpected key, a file
  * whose family cannot be told, a FLUX.1 file. */
 #include <math.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "testutil.h"
 #include "core/io/gguf.h"
@@ -223,6 +225,53 @@ static void test_read(void **state)
     read_back("klein_q8_0.gguf", DIR "klein", LM_SD_KLEIN);
 }
 
+/* The config from the shapes alone: a folder whose transformer/config.json
+ * says only the RoPE axes (what the tiny head size keeps from being told)
+ * gives the sizes the fixtures' configs have */
+static void test_infer(void **state)
+{
+    (void)state;
+    static const struct { const char *file, *folder, *axes; const char *told[10]; } m[] = {
+        {"zimage_q8_0.gguf", DIR "zimage", "{\"axes_dims\": [8, 4, 4]}",
+         {"in_channels", "dim", "n_layers", "n_refiner_layers", "n_heads", "n_kv_heads", "cap_feat_dim",
+          "qk_norm", "all_patch_size", NULL}},
+        {"klein.safetensors", DIR "klein", "{\"axes_dims_rope\": [4, 4, 4, 4]}",
+         {"in_channels", "num_layers", "num_single_layers", "attention_head_dim", "num_attention_heads",
+          "joint_attention_dim", "timestep_guidance_channels", "mlp_ratio", "out_channels", "guidance_embeds"}},
+    };
+    for (size_t k = 0; k < sizeof m / sizeof *m; k++) {
+        char d[300], p[400];
+        snprintf(d, sizeof d, "%s/cfg%zu", tmp, k);
+        snprintf(p, sizeof p, "%s/transformer", d);
+        assert_int_equal(mkdir(d, 0755) == 0 && mkdir(p, 0755) == 0, 1);
+        snprintf(p, sizeof p, "%s/transformer/config.json", d);
+        tu_spit(p, m[k].axes, strlen(m[k].axes));
+        lm_dit_file f;
+        if (lm_dit_file_read(built(m[k].file), d, lm_device_cpu(), &f) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
+        char *cp = lm_dfs_path(m[k].folder, "transformer/config.json");
+        size_t n;
+        char *text = tu_slurp(cp, &n);
+        cJSON *want = cJSON_Parse(text);
+        assert_non_null(want);
+        for (int i = 0; i < 10 && m[k].told[i]; i++) {
+            const cJSON *a = cJSON_GetObjectItemCaseSensitive(f.config, m[k].told[i]),
+                        *b = cJSON_GetObjectItemCaseSensitive(want, m[k].told[i]);
+            if (!a || !b || !(cJSON_Compare(a, b, true) ||
+                              (cJSON_IsNumber(a) && cJSON_IsNumber(b) && a->valuedouble == b->valuedouble)))
+                fail_msg("%s: inferred %s differs from %s", m[k].file, m[k].told[i], cp);
+        }
+        printf("  %s: the sizes from the shapes equal %s's\n", m[k].file, cp);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/transformer", d);
+        rmdir(p);
+        rmdir(d);
+        cJSON_Delete(want);
+        free(text);
+        free(cp);
+        lm_dit_file_free(&f);
+    }
+}
+
 /* Every FLUX.2 matrix of whole blocks Q8_0 (final_layer.adaLN_modulation.1
  * too, which ComfyUI-GGUF keeps F32): the swapped halves and the qkv thirds
  * are the file's blocks, moved whole */
@@ -352,6 +401,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_read),
+        cmocka_unit_test(test_infer),
         cmocka_unit_test(test_quant_rows),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_whole_cpu),
