@@ -13,7 +13,9 @@
  * kept Q8_0.  Whole 4-step 32x32 images (lm_sd_generate, tokenizer_dir =
  * the diffusers folder) from the single file equal the folder's: byte for
  * byte for the f32 safetensors, within 1e-2 for the Q8_0 GGUF, on the CPU
- * and on a Vulkan device where there is one.  Errors: no tokenizer_dir, a
+ * and on a Vulkan device where there is one; a folder's own
+ * diffusion_pytorch_model.safetensors taken as a single file gives the
+ * folder's image.  Errors: no tokenizer_dir, a
  * folder of the other family, a key missing, an unexpected key, a file
  * whose family cannot be told, a FLUX.1 file. */
 #include <math.h>
@@ -223,6 +225,24 @@ static void test_read(void **state)
     read_back("klein.safetensors", DIR "klein", LM_SD_KLEIN);
     read_back("zimage_q8_0.gguf", DIR "zimage", LM_SD_ZIMAGE);
     read_back("klein_q8_0.gguf", DIR "klein", LM_SD_KLEIN);
+    /* a diffusers-named transformer as one file: the folder's own, under
+     * its names, taken as it is */
+    static const char *const dfs[2] = {DIR "zimage", DIR "klein"};
+    for (int k = 0; k < 2; k++) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/transformer/diffusion_pytorch_model.safetensors", dfs[k]);
+        lm_sd_pipeline *a = load(p, dfs[k], lm_device_cpu()), *b = load(dfs[k], NULL, lm_device_cpu());
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(lm_sd_pipeline_family(a), lm_sd_pipeline_family(b));
+        lm_array *x = image(a, 0), *y = image(b, 0);
+        assert_true(diff(x, y) == 0);
+        printf("  %s: the folder's image\n", p);
+        lm_array_release(x);
+        lm_array_release(y);
+        lm_sd_pipeline_free(a);
+        lm_sd_pipeline_free(b);
+    }
 }
 
 /* The config from the shapes alone: a folder whose transformer/config.json
