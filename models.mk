@@ -49,3 +49,20 @@ $(BUILD)/ref/diffusion/%.safetensors: tests/ref/make_single.py tests/ref/diffusi
 .PHONY: diffusion-fixtures
 diffusion-fixtures: $(DIFF_SINGLE)
 TEST_PREREQS += diffusion-fixtures
+
+# The DiT transformers as single files (issue 35): tests/ref/dit/{zimage,klein}/transformer
+# in the original layout ComfyUI and stable-diffusion.cpp load (Z-Image under
+# model.diffusion_model., Klein without a prefix) and as ComfyUI-GGUF's Q8_0 GGUF, by
+# tests/ref/make_dit_single.py (plain Python).  tests/test_dit_files.c reads them.
+DIT_SINGLE := $(BUILD)/ref/dit/zimage.safetensors $(BUILD)/ref/dit/klein.safetensors \
+  $(BUILD)/ref/dit/zimage_q8_0.gguf $(BUILD)/ref/dit/klein_q8_0.gguf
+$(BUILD)/ref/dit/%.safetensors: tests/ref/make_dit_single.py tests/ref/dit/%/transformer/config.json
+	@mkdir -p $(@D)
+	/usr/bin/python3 tests/ref/make_dit_single.py tests/ref/dit/$*/transformer $@ $(if $(filter zimage,$*),--prefix)
+$(BUILD)/ref/dit/%_q8_0.gguf: tests/ref/make_dit_single.py tests/ref/dit/%/transformer/config.json
+	@mkdir -p $(@D)
+	/usr/bin/python3 tests/ref/make_dit_single.py tests/ref/dit/$*/transformer $@ --q8_0
+.PHONY: dit-fixtures
+dit-fixtures: $(DIT_SINGLE)
+TEST_PREREQS += dit-fixtures
+TEST_SCRIPTS += tests/models/dit_files.sh

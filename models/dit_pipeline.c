@@ -886,3 +886,46 @@ done:
     }
     return img;
 }
+
+/* ---- a transformer loaded elsewhere (models/dit_files.c) ---- */
+
+lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir, const char *mi,
+                                    const char *variant, lm_dtype dt, lm_device *dev,
+                                    lm_zimage *zimage, lm_flux2 *flux2)
+{
+    lm_dit_pipe *d = calloc(1, sizeof *d);
+    char *path = NULL;
+    if (!d) {
+        lm_zimage_free(zimage);
+        lm_flux2_free(flux2);
+        lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
+        return NULL;
+    }
+    d->row = row;
+    d->dt = dt;
+    d->dev = dev;
+    d->zimage = zimage;
+    d->flux2 = flux2;
+    const lm_sd_encoder *E = &row->encoders[0];
+    bool z = row->denoiser == LM_SD_NET_ZIMAGE;
+    if ((z && (!zimage || flux2)) || (!z && (!flux2 || zimage))) {
+        lm_error_set(LM_ERR_ARG, "%s: %s: the transformer given is not its network", mi, row->title);
+        goto fail;
+    }
+    if (row->n_encoders != 1 || E->kind != LM_SD_TE_QWEN3) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: only one Qwen3 text encoder is read", mi, row->title);
+        goto fail;
+    }
+    if (!(path = lm_dfs_path(dir, E->tokenizer)) || !(d->tok = lm_qwen_tokenizer_load(path))) goto fail;
+    free(path);
+    if (!(path = lm_dfs_path(dir, E->dir)) || !(d->te = lm_qwen3_load(path, variant, dt, dev))) goto fail;
+    free(path);
+    if (!(path = lm_dfs_path(dir, "scheduler"))) goto fail;
+    if (lm_flowmatch_config_load(path, &d->sched) != LM_OK) goto fail;
+    free(path);
+    return d;
+fail:
+    free(path);
+    lm_dit_pipe_free(d);
+    return NULL;
+}

@@ -98,4 +98,13 @@ lm_status lm_dit_pipe_ref_latents(struct lm_vae *vae, int64_t vae_scale, int n, 
  * 0..1, evaluated, or NULL with the error set. */
 lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_gen_opts *o);
 
+/* The same state with its transformer given (models/dit_files.c: a
+ * transformer single file): the tokenizer, text encoder and scheduler from
+ * the diffusers folder dir as lm_dit_pipe_load reads them; zimage or flux2
+ * (the row's network, the other NULL) is owned by the result from here on,
+ * freed on failure too. */
+lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir, const char *mi,
+                                    const char *variant, lm_dtype dt, lm_device *dev,
+                                    struct lm_zimage *zimage, struct lm_flux2 *flux2);
+
 #endif

@@ -10,6 +10,7 @@
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
 #include "models/diffusers_config.h"
+#include "models/dit_files.h"
 #include "models/dit_pipeline.h"
 #include "models/sampler.h"
 #include "models/sd_single.h"
@@ -230,8 +231,10 @@ static bool present(const cJSON *index, const char *name)
 }
 
 /* A DiT family's folder (row): its VAE here, the rest in dit_pipeline.c */
+/* file: a transformer single file (models/dit_files.h) the transformer is
+ * read from, the rest from dir; NULL: all from the folder dir */
 static lm_status load_dit(lm_sd_pipeline *p, const char *dir, const char *mi, const lm_sd_family_row *row,
-                          const lm_sd_load_opts *o)
+                          const lm_sd_load_opts *o, const char *file)
 {
     cJSON *vcfg = NULL;
     char *vpath = lm_dfs_path(dir, "vae/config.json"), *comp = NULL;
@@ -253,7 +256,8 @@ static lm_status load_dit(lm_sd_pipeline *p, const char *dir, const char *mi, co
     if (st != LM_OK) goto done;
     p->sample_size = row->sample_size;
     p->vae_dt = p->dt;
-    if (!(p->dit = lm_dit_pipe_load(row, dir, mi, o->variant, p->dt, p->dev)) ||
+    if (!(p->dit = file ? lm_dit_file_load(row, file, dir, mi, o->variant, p->dt, p->dev)
+                        : lm_dit_pipe_load(row, dir, mi, o->variant, p->dt, p->dev)) ||
         !(comp = lm_dfs_path(dir, row->vae_dir)) ||
         !(p->vae = lm_vae_load(comp, o->variant, p->vae_dt, p->dev)))
         st = lm_error_status();
@@ -286,7 +290,7 @@ static lm_status load_folder(lm_sd_pipeline *p, const char *dir, const lm_sd_loa
         /* a DiT family: the class, and FLUX.2-klein's is_distilled */
         const cJSON *dist = cJSON_GetObjectItemCaseSensitive(index, "is_distilled");
         const lm_sd_family_row *row = lm_sd_family_get(lm_sd_family_from_class(cls, cJSON_IsTrue(dist)));
-        if (row) st = load_dit(p, dir, mi, row, o);
+        if (row) st = load_dit(p, dir, mi, row, o, NULL);
         else st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: _class_name \"%s\": only StableDiffusion[XL]"
                                "[Img2Img]Pipeline, ZImagePipeline and Flux2KleinPipeline folders are "
                                "read", mi, cls);
@@ -378,6 +382,15 @@ static lm_status no_tokenizer(const lm_sd_pipeline *p, const char *path, const l
  * o->tokenizer_dir. */
 static lm_status load_single(lm_sd_pipeline *p, const char *path, const lm_sd_load_opts *o)
 {
+    /* a Z-Image or FLUX.2 transformer: the rest from the folder o->tokenizer_dir */
+    const lm_sd_family_row *drow = NULL;
+    char *dmi = NULL;
+    lm_status dst = lm_dit_file_row(path, o->tokenizer_dir, &drow, &dmi);
+    if (dst != LM_OK || drow) {
+        if (dst == LM_OK) dst = load_dit(p, o->tokenizer_dir, dmi, drow, o, path);
+        free(dmi);
+        return dst;
+    }
     lm_sd_single_opts so = {0};
     so.prediction_type = o->prediction;
     so.dev = p->dev;

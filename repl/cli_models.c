@@ -40,6 +40,7 @@
 #include "core/io/gguf.h"
 #include "core/quant.h"
 #include "core/lumen.h"
+#include "models/dit_files.h"
 #include "models/sd_single.h"
 #include "models/tfjs.h"
 #include "repl.h"
@@ -777,7 +778,9 @@ static int convert_quantize(const char *in, const char *out, lm_dtype qt)
         return 1;
     }
     int nq = 0, nk = 0, nre = 0, rc = 1;
-    bool sd = folder || sd_checkpoint(&s);
+    /* a Z-Image / FLUX.2 transformer under the same prefix is written as
+     * any tensor file (models/dit_files.c reads it back) */
+    bool sd = folder || (sd_checkpoint(&s) && lm_dit_file_family(&s) == LM_SD_UNKNOWN);
     lm_array **arr = calloc((size_t)s.count + 1, sizeof *arr);
     lm_gguf_kv *kv = calloc((size_t)s.nmeta + 2, sizeof *kv);
     if (!arr || !kv) goto done;
