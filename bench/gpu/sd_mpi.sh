@@ -22,7 +22,7 @@ for np in $NPS; do
   if [ "$np" = 1 ]; then
     "$LUMEN" batch samples/batch_generate.lua --params "$P" -o "$out/{index}_{seed}.png" -- "$W/sd15" > "$W/np$np.log" 2>&1
   else
-    $MPIRUN --allow-run-as-root --oversubscribe -np "$np" -x LD_LIBRARY_PATH -x VK_DRIVER_FILES -x XDG_CACHE_HOME \
+    $MPIRUN --allow-run-as-root --oversubscribe -np "$np" -x LD_LIBRARY_PATH -x VK_DRIVER_FILES -x XDG_CACHE_HOME -x NCCL_NVLS_ENABLE \
       "$LUMEN" batch samples/batch_generate.lua --params "$P" -o "$out/{index}_{seed}.png" -- "$W/sd15" > "$W/np$np.log" 2>&1
   fi
   rc=$?
