@@ -426,7 +426,7 @@ static int cmd_generate(int argc, char **argv)
         }
     }
     if (a.init && !(init = read_init(a.init))) {
-        report(a.init);
+        report("--init");   /* the reader's message names the file */
         goto done;
     }
     lm_sd_load_opts lo;
