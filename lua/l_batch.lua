@@ -176,6 +176,16 @@ local function params_source(path)
   for lineno, v in file_records(path, kind) do
     if kind == "csv" and not header then
       header = v or fail(string.format("params: %s:%d: bad CSV header", path, lineno))
+      -- a column named twice would keep only its last value in every job
+      local seen = {}
+      for k, name in ipairs(header) do
+        if seen[name] then
+          fail(string.format("params: %s:%d: column '%s' is named twice in the header "
+            .. "(columns %d and %d); each job would keep only the last", path, lineno, name,
+            seen[name], k))
+        end
+        seen[name] = k
+      end
     else
       total = total + 1
       if total > MAX_JOBS then
