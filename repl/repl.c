@@ -341,6 +341,7 @@ static bool handle(lua_State *L, char *line)
 
 int lm_repl_interactive(lua_State *L)
 {
+    lm_repl_signals_interactive();
     rl_readline_name = "lumen";
     rl_catch_signals = 0;
     history_init();
