@@ -694,8 +694,10 @@ function lm.batch(o)
     while held[next_rec] do
       local r = held[next_rec]
       held[next_rec] = nil
-      if mf and not mf:write(r.line, "\n") then
-        fail("cannot write the manifest " .. manifest .. " (disk full?)")
+      local wok, werr = true, nil
+      if mf then wok, werr = mf:write(r.line, "\n") end
+      if not wok then
+        fail("cannot write the manifest " .. manifest .. ": " .. tostring(werr):gsub("^[^:]*: ", ""))
       end
       if r.status ~= "pending" then P.done = P.done + 1 end
       if r.status == "ok" then

@@ -383,7 +383,7 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
             fprintf(stderr, "lumen generate: %s (written meanwhile by another run?); not "
                     "replaced\n", why);
         else if (fd >= 0 && (st = lm_png_write(names[i], sq, &wo)) != LM_OK)
-            report(names[i]);
+            report(NULL);   /* the writer's message names the file */
         else if (!sq || !text)
             report(NULL);
         if (fd >= 0) close(fd);

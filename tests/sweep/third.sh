@@ -384,74 +384,71 @@ printf 'GGUF' > "$T/c.gguf"; GG nz "the magic alone"
 fi
 
 # ======================================================================
-# 4. signals at many moments (generate, upscale, a script's lm.save)
+# 4. signals at many moments (generate, upscale, a script's lm.save and
+#    write_png); a probe's own folder each, a file beside them untouched
 # ======================================================================
 if on 4; then
 mkdir -p "$T/sig"
 echo "not to be touched" > "$T/sig/keep.png"
 keep=$(cksum < "$T/sig/keep.png")
+# started with SIGINT at its default (a script's background job has it
+# ignored), signalled MS ms after the exec: SGO SIG MS CMD...; status in $rc
+sgo() { local sig=$1 ms=$2 pid i; shift 2
+  perl -e '$SIG{INT} = "DEFAULT"; exec @ARGV or exit 127' "$@" > "$T/log" 2>&1 &
+  pid=$!
+  i=0; while [ $i -lt 200 ] && [ "$(readlink /proc/$pid/exe 2>/dev/null)" != "$(readlink -f "$LUMEN")" ]; do
+    sleep 0.01; i=$((i + 1)); done
+  sleep "$(awk "BEGIN { print $ms / 1000 }")"
+  kill -$sig $pid 2>/dev/null
+  i=0; while [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
+  kill -KILL $pid 2>/dev/null
+  wait $pid; rc=$?
+}
 n=0
 for sig in INT TERM KILL; do
-  for ms in 0 5 20 50 90 150 250 400 700 1100; do
-    n=$((n + 1))
-    out="$T/sig/g$n.png"
-    "$LUMEN" generate fox --model "$SD1" --size 64 --steps 40 -o "$out" --quiet > "$T/log" 2>&1 &
-    pid=$!
-    sleep "$(awk "BEGIN { print $ms / 1000 }")"
-    kill -$sig $pid 2>/dev/null
-    i=0; while [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
-    kill -KILL $pid 2>/dev/null
-    wait $pid; rc=$?
-    d="generate, SIG$sig after $ms ms"
+  for ms in 0 3 10 25 50 90 150 250 400 700 1100 1600; do
+    n=$((n + 1)); dir="$T/sig/g$n"; mkdir -p "$dir"
+    sgo $sig $ms "$LUMEN" generate fox --model "$SD1" --size 64 --steps 40 -o "$dir/x.png" --quiet
+    d="generate, SIG$sig $ms ms after the start"
     case $sig:$rc in
       INT:130|INT:0|TERM:143|TERM:0|KILL:137|KILL:0) ;;
       *) failed signal "$d" "status $rc"; continue ;;
     esac
-    if [ -e "$out" ] && ! decodes "$out"; then failed signal "$d" "a torn $out"; continue; fi
-    if [ $sig != KILL ] && ! no_tmp "$T/sig"; then failed signal "$d" "a temporary left"; continue; fi
-    if [ $rc = 0 ] && [ ! -e "$out" ]; then failed signal "$d" "status 0, no image"; continue; fi
+    if [ -e "$dir/x.png" ] && ! decodes "$dir/x.png"; then failed signal "$d" "a torn image"; continue; fi
+    if [ $sig != KILL ] && ! no_tmp "$dir"; then failed signal "$d" "a temporary left"; continue; fi
+    if [ $rc = 0 ] && [ ! -e "$dir/x.png" ]; then failed signal "$d" "status 0, no image"; continue; fi
     tally signal ok
   done
 done
-rm -f "$T"/sig/*.tmp "$T"/sig/.*tmp* 2>/dev/null
-check signal "the file beside the runs is untouched" '[ "$(cksum < "$T/sig/keep.png")" = "$keep" ]'
-# a script saving in a loop: whole file or none, no temporary after INT/TERM
-printf 'local t = lm.randn{1024, 1024}\nfor i = 1, 100000 do lm.save("%s/sig/s.safetensors", {t = t}); lm.image.write_png("%s/sig/s.png", lm.rand{3, 256, 256}) end\n' "$T" "$T" > "$T/save.lua"
+printf 'local d = ...\nlocal t = lm.randn{1024, 1024}\nfor i = 1, 100000 do lm.save(d .. "/s.safetensors", {t = t}); lm.image.write_png(d .. "/s.png", lm.rand{3, 256, 256}) end\n' > "$T/save.lua"
 for sig in INT TERM; do
-  for ms in 30 120 300 600; do
-    "$LUMEN" "$T/save.lua" > "$T/log" 2>&1 & pid=$!
-    sleep "$(awk "BEGIN { print $ms / 1000 }")"
-    kill -$sig $pid; i=0
-    while [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
-    kill -KILL $pid 2>/dev/null; wait $pid; rc=$?
-    d="a save loop, SIG$sig after $ms ms"
+  for ms in 0 5 15 30 60 120 300 600; do
+    n=$((n + 1)); dir="$T/sig/s$n"; mkdir -p "$dir"
+    sgo $sig $ms "$LUMEN" "$T/save.lua" "$dir"
+    d="a save loop, SIG$sig $ms ms after the start"
     want=143; [ $sig = INT ] && want=130
-    if [ $rc != $want ] && [ $rc != 1 ]; then failed signal "$d" "status $rc, want $want"
-    elif ! no_tmp "$T/sig"; then failed signal "$d" "a temporary left"
-    elif [ -e "$T/sig/s.safetensors" ] && ! L -e "assert(lm.load('$T/sig/s.safetensors').t.size == 1048576)" > /dev/null 2>&1; then
+    if [ $rc != $want ]; then failed signal "$d" "status $rc, want $want"
+    elif ! no_tmp "$dir"; then failed signal "$d" "a temporary left: $(ls -A "$dir" | tr '\n' ' ')"
+    elif [ -e "$dir/s.safetensors" ] && ! L -e "assert(lm.load('$dir/s.safetensors').t.size == 1048576)" > /dev/null 2>&1; then
       failed signal "$d" "a torn safetensors"
-    elif [ -e "$T/sig/s.png" ] && ! decodes "$T/sig/s.png"; then failed signal "$d" "a torn PNG"
+    elif [ -e "$dir/s.png" ] && ! decodes "$dir/s.png"; then failed signal "$d" "a torn PNG"
     else tally signal ok; fi
   done
 done
-# upscale (needs an installed model)
 if [ -f "$LUMEN_MODELS/esrgan-slim/package.json" ]; then
   for sig in INT TERM; do
-    for ms in 10 100 300; do
-      rm -f "$T/sig/u.png"
-      "$LUMEN" upscale "$T/up.png" -o "$T/sig/u.png" --quiet > "$T/log" 2>&1 & pid=$!
-      sleep "$(awk "BEGIN { print $ms / 1000 }")"
-      kill -$sig $pid; i=0
-      while [ $i -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.05; i=$((i + 1)); done
-      kill -KILL $pid 2>/dev/null; wait $pid; rc=$?
-      d="upscale, SIG$sig after $ms ms"
-      case $sig:$rc in INT:130|INT:1|INT:0|TERM:143|TERM:1|TERM:0) ;; *) failed signal "$d" "status $rc"; continue ;; esac
-      if [ -e "$T/sig/u.png" ] && ! decodes "$T/sig/u.png"; then failed signal "$d" "torn"; continue; fi
-      no_tmp "$T/sig" || { failed signal "$d" "a temporary left"; continue; }
+    for ms in 0 10 40 100 300; do
+      n=$((n + 1)); dir="$T/sig/u$n"; mkdir -p "$dir"
+      sgo $sig $ms "$LUMEN" upscale "$T/up.png" -o "$dir/u.png" --quiet
+      d="upscale, SIG$sig $ms ms after the start"
+      case $sig:$rc in INT:130|INT:0|TERM:143|TERM:0) ;; *) failed signal "$d" "status $rc"; continue ;; esac
+      if [ -e "$dir/u.png" ] && ! decodes "$dir/u.png"; then failed signal "$d" "torn"; continue; fi
+      no_tmp "$dir" || { failed signal "$d" "a temporary left"; continue; }
       tally signal ok
     done
   done
 fi
+check signal "the file beside the runs is untouched" '[ "$(cksum < "$T/sig/keep.png")" = "$keep" ]'
 fi
 
 # ======================================================================
@@ -461,13 +458,14 @@ if on 5; then
 FULL="$T/full"; mkdir -p "$FULL"
 if mount -t tmpfs -o size=256k lumen-sweep "$FULL" 2>/dev/null; then
   MNT=$FULL; how="a 256 KiB tmpfs"
-  # fill it but for a few KiB
-  head -c 200000 /dev/zero > "$FULL/filler" 2>/dev/null
+  echo "keep me" > "$FULL/old.png"
+  head -c 300000 /dev/zero > "$FULL/filler" 2>/dev/null   # full to the last byte
 else
   how="ulimit -f 64 (SIGXFSZ ignored)"
+  echo "keep me" > "$FULL/old.png"
 fi
 echo "full disk: $how"
-echo "keep me" > "$FULL/old.png"; oldsum=$(cksum < "$FULL/old.png")
+oldsum=$(cksum < "$FULL/old.png")
 FD() { local desc=$1 pat=$2 rc; shift 2
   timeout -k 2 30 sh -c 'if [ -n "$MNT0" ]; then exec "$@"; fi; trap "" XFSZ; ulimit -f 64; exec "$@"' sh "$@" \
     > "$T/log" 2>&1 < /dev/null
@@ -477,10 +475,11 @@ FD() { local desc=$1 pat=$2 rc; shift 2
 }
 export MNT0=$MNT
 FD "generate -o on a full disk" "x\.png.*(No space|too large)" \
-  "$LUMEN" generate fox --model "$SD1" --size 512 --steps 1 -o "$FULL/x.png" --quiet
-check disk "no x.png after it" '[ ! -e "$FULL/x.png" ]'
+  "$LUMEN" generate fox --model "$SD1" --size 64 --steps 1 -o "$FULL/x.png" --quiet
+check disk "no x.png after it, and its name said once" \
+  '[ ! -e "$FULL/x.png" ] && [ "$(grep -o "x\.png" "$T/log" | wc -l)" = 1 ]'
 FD "generate --overwrite over a file on a full disk" "old\.png.*(No space|too large)" \
-  "$LUMEN" generate fox --model "$SD1" --size 512 --steps 1 -o "$FULL/old.png" --overwrite --quiet
+  "$LUMEN" generate fox --model "$SD1" --size 64 --steps 1 -o "$FULL/old.png" --overwrite --quiet
 check disk "the old file is whole after a failed --overwrite" '[ "$(cksum < "$FULL/old.png")" = "$oldsum" ]'
 FD "lm.save on a full disk" "big\.safetensors.*(No space|too large)" \
   "$LUMEN" -e "lm.save('$FULL/big.safetensors', {t = lm.randn{512, 512}})"
@@ -494,7 +493,7 @@ FD "convert to GGUF on a full disk" "c\.gguf.*(No space|too large)" \
   "$LUMEN" convert "$SINGLE" "$FULL/c.gguf"
 FD "convert to safetensors on a full disk" "c\.safetensors.*(No space|too large)" \
   "$LUMEN" convert "$T/g.gguf" "$FULL/c.safetensors"
-FD "batch into a full disk" "(No space|too large)" \
+FD "batch into a full disk" "manifest.jsonl: (No space|File too large)|(No space|too large)" \
   "$LUMEN" batch tests/batch/job.lua --seeds 1-400 -o "$FULL/b/%03d.png" --progress off
 check disk "the batch left no PNG that does not decode" \
   'for f in "$FULL"/b/*.png; do [ -e "$f" ] || continue; decodes "$f" || exit 1; done; no_tmp "$FULL/b"'
