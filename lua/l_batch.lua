@@ -212,7 +212,8 @@ local function params_source(path)
           else
             local m
             p, m = dec(v)
-            if type(p) ~= "table" then
+            -- an array decodes to a table too: only an object is a job's params
+            if type(p) ~= "table" or not v:match("^%s*{") then
               fail(string.format("params: %s:%d: %s", path, lineno, m or "not a JSON object"))
             end
             -- a manifest record is a params line too (its params field)

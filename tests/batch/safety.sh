@@ -193,6 +193,10 @@ check "a quoted CSV field may span lines" \
 printf 'seed,note\n4,"open\n' > "$T/open.csv"
 run --params "$T/open.csv" -o "$T/open/%d.png" > "$T/log" 2>&1
 check "an unclosed quote is an error naming the line" '[ $? != 0 ] && grep -q "open.csv:2: a quoted field is not closed" "$T/log"' "$T/log"
+printf '{"seed": 4}\n[1, 2]\n' > "$T/arr.jsonl"
+run --params "$T/arr.jsonl" -o "$T/arr/%d.png" > "$T/log" 2>&1
+check "a JSON Lines line that is an array is refused, naming the line (it was 'l_batch.lua:728: json: object keys must be strings')" \
+  '[ $? = 1 ] && grep -q "arr.jsonl:2: not a JSON object" "$T/log"' "$T/log"
 printf '\n\nseed,scale,note,scale\n4,1,a,2\n' > "$T/twice.csv"
 run --params "$T/twice.csv" -o "$T/twice/%d.png" > "$T/log" 2>&1
 check "a column named twice is refused, naming the column and the line (it kept the last value)" \
