@@ -49,6 +49,7 @@ tally() {
 }
 # XFAIL="why" before a probe: a finding reported to the branch that owns
 # it; its failure prints OPEN and is counted apart, its pass prints FIXED
+# (then drop the XFAIL line)
 nopen=0
 failed() {  # failed KIND DESC WHY
   if [ -n "$XFAIL" ]; then
