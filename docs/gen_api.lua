@@ -137,7 +137,7 @@ w("submits and waits for each, as before (for comparisons).")
 w("")
 w("## Properties")
 w("")
-w("`t.shape` (a new table), `t.dtype` (\"f32\"...), `t.ndim`, `t.size`, `t.nbytes`, `t.device`")
+w("`t.shape` (a new table of integers that prints as `{3, 64, 64}` and `==` another shape or table of the same sizes), `t.dtype` (\"f32\"...), `t.ndim`, `t.size`, `t.nbytes`, `t.device`")
 w("(\"cpu\", \"vulkan:0\"), `t.evaluated`, `t.kept`, `t.freed`, `t.T` (last two axes swapped),")
 w("`#t` (length of axis 1).")
 

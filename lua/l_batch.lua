@@ -176,6 +176,16 @@ local function params_source(path)
   for lineno, v in file_records(path, kind) do
     if kind == "csv" and not header then
       header = v or fail(string.format("params: %s:%d: bad CSV header", path, lineno))
+      -- a column named twice would keep only its last value in every job
+      local seen = {}
+      for k, name in ipairs(header) do
+        if seen[name] then
+          fail(string.format("params: %s:%d: column '%s' is named twice in the header "
+            .. "(columns %d and %d); each job would keep only the last", path, lineno, name,
+            seen[name], k))
+        end
+        seen[name] = k
+      end
     else
       total = total + 1
       if total > MAX_JOBS then
@@ -202,7 +212,8 @@ local function params_source(path)
           else
             local m
             p, m = dec(v)
-            if type(p) ~= "table" then
+            -- an array decodes to a table too: only an object is a job's params
+            if type(p) ~= "table" or not v:match("^%s*{") then
               fail(string.format("params: %s:%d: %s", path, lineno, m or "not a JSON object"))
             end
             -- a manifest record is a params line too (its params field)
@@ -684,8 +695,10 @@ function lm.batch(o)
     while held[next_rec] do
       local r = held[next_rec]
       held[next_rec] = nil
-      if mf and not mf:write(r.line, "\n") then
-        fail("cannot write the manifest " .. manifest .. " (disk full?)")
+      local wok, werr = true, nil
+      if mf then wok, werr = mf:write(r.line, "\n") end
+      if not wok then
+        fail("cannot write the manifest " .. manifest .. ": " .. tostring(werr):gsub("^[^:]*: ", ""))
       end
       if r.status ~= "pending" then P.done = P.done + 1 end
       if r.status == "ok" then

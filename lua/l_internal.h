@@ -22,6 +22,10 @@ void lm_lua_open_tensor(lua_State *L);        /* metatable; module table on top 
  * raises a Lua error naming fname when out of range. */
 int lm_lua_axis(lua_State *L, int arg, int ndim, const char *fname);
 int lm_lua_axis_value(lua_State *L, lua_Integer ax, int ndim, const char *fname);
+/* Pushes a shape as a table {2, 3} that prints as {2, 3} and compares by
+ * value (== another shape or a table of the same integers). */
+void lm_lua_push_shape(lua_State *L, int ndim, const int64_t *shape);
+
 /* A shape from a table {2, 3} (or varargs of integers starting at arg).
  * Returns ndim; *next receives the first argument after the shape. */
 int lm_lua_shape(lua_State *L, int arg, int64_t *shape, int *next);

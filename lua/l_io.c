@@ -67,11 +67,7 @@ static lm_layout opt_layout(lua_State *L, int opts, const char *fname)
 
 static void push_shape(lua_State *L, int ndim, const int64_t *shape)
 {
-    lua_createtable(L, ndim, 0);
-    for (int d = 0; d < ndim; d++) {
-        lua_pushinteger(L, shape[d]);
-        lua_rawseti(L, -2, d + 1);
-    }
+    lm_lua_push_shape(L, ndim, shape);
 }
 
 static void push_meta(lua_State *L, const lm_tensor_set *s)

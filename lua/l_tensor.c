@@ -80,13 +80,75 @@ static int t_gc(lua_State *L)
 
 /* ---- properties ---- */
 
-static void push_shape(lua_State *L, const lm_array *a)
+/* A shape is a plain table {3, 64, 64} that users index, measure and
+ * iterate, with a metatable that prints it as {3, 64, 64} (PyTorch prints
+ * torch.Size([3, 64, 64])), compares it by value with another shape or a
+ * table of the same integers (as torch.Size == tuple), and concatenates it
+ * to a string.  Nothing else: no __index, so it stays a table. */
+#define LM_LUA_SHAPE "lumen.shape"
+
+static int shape_tostring(lua_State *L)
 {
-    lua_createtable(L, a->ndim, 0);
-    for (int d = 0; d < a->ndim; d++) {
-        lua_pushinteger(L, a->shape[d]);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addchar(&b, '{');
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        if (i > 1) luaL_addstring(&b, ", ");
+        lua_rawgeti(L, 1, i);
+        luaL_tolstring(L, -1, NULL);
+        lua_remove(L, -2);
+        luaL_addvalue(&b);
+    }
+    luaL_addchar(&b, '}');
+    luaL_pushresult(&b);
+    return 1;
+}
+
+static int shape_eq(lua_State *L)
+{
+    bool same = lua_type(L, 1) == LUA_TTABLE && lua_type(L, 2) == LUA_TTABLE &&
+                lua_rawlen(L, 1) == lua_rawlen(L, 2);
+    lua_Integer n = same ? (lua_Integer)lua_rawlen(L, 1) : 0;
+    for (lua_Integer i = 1; same && i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        lua_rawgeti(L, 2, i);
+        same = lua_rawequal(L, -1, -2) ||
+               (lua_isnumber(L, -1) && lua_isnumber(L, -2) && lua_compare(L, -1, -2, LUA_OPEQ));
+        lua_pop(L, 2);
+    }
+    lua_pushboolean(L, same);
+    return 1;
+}
+
+static int shape_concat(lua_State *L)
+{
+    luaL_tolstring(L, 1, NULL);
+    luaL_tolstring(L, 2, NULL);
+    lua_concat(L, 2);
+    return 1;
+}
+
+void lm_lua_push_shape(lua_State *L, int ndim, const int64_t *shape)
+{
+    lua_createtable(L, ndim, 0);
+    for (int d = 0; d < ndim; d++) {
+        lua_pushinteger(L, shape[d]);
         lua_rawseti(L, -2, d + 1);
     }
+    if (luaL_newmetatable(L, LM_LUA_SHAPE)) {
+        static const luaL_Reg fns[] = {
+            {"__tostring", shape_tostring}, {"__eq", shape_eq}, {"__concat", shape_concat},
+            {NULL, NULL}};
+        luaL_setfuncs(L, fns, 0);
+    }
+    lua_setmetatable(L, -2);
+}
+
+static void push_shape(lua_State *L, const lm_array *a)
+{
+    lm_lua_push_shape(L, a->ndim, a->shape);
 }
 
 static int push_property(lua_State *L, const lm_array *a, const char *k)

@@ -86,8 +86,9 @@ lm_status lm_tfjs_save(const lm_tfjs_model *m, const char *path, int nmeta,
  * $XDG_DATA_HOME/lumen/models (default ~/.local/share/lumen/models),
  * <dir of the executable>/../share/lumen/models (where `make install` puts
  * them), <dir of the executable>/models (build/models when run from build/),
- * and <dir of lumen.so>/../../../share/lumen/models.  Never the current
- * folder. */
+ * and, for lumen.so under another program (a stock lua5.4), <dir of
+ * lumen.so>/models, <dir>/../share/lumen/models and
+ * <dir>/../../../share/lumen/models.  Never the current folder. */
 #define LM_MODEL_DIRS_MAX 16
 typedef struct lm_model_dirs {
     int n;

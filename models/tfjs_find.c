@@ -6,7 +6,8 @@
  * $XDG_DATA_HOME/lumen/models, then beside the program (<exe>/../share/
  * lumen/models, as `make install` lays it out; <exe>/models, the build
  * tree's own folder when lumen runs from build/), then beside the Lua
- * module (lumen.so in <prefix>/lib/lua/5.4).
+ * module (<so>/models in the build tree, <so>/../share/lumen/models,
+ * <so>/../../../share/lumen/models for <prefix>/lib/lua/5.4).
  *
  * The value range is read from the package the model sits in: every
  * UpscalerJS package declares `inputRange`/`outputRange` in the model
@@ -89,6 +90,34 @@ static void dirname_of(char *p)
     else if (s) s[1] = 0;
 }
 
+/* The absolute path of the file this code was loaded from (lumen.so, or
+ * the program it is linked into).  dladdr gives the name dlopen was given,
+ * which is relative for package.cpath = "build/?.so"; the kernel's map of
+ * the process names the same file absolutely. */
+static bool module_path(char *out, size_t n)
+{
+    Dl_info info;
+    if (!dladdr((void *)lm_tfjs_model_dirs, &info) || !info.dli_fname || !info.dli_fname[0])
+        return false;
+    if (info.dli_fname[0] == '/') return fmt(out, n, "%s", info.dli_fname);
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return false;
+    uintptr_t at = (uintptr_t)(void *)lm_tfjs_model_dirs;
+    char line[PATH_MAX + 256];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || !path_at)
+            continue;
+        if (at < lo || at >= hi || line[path_at] != '/') continue;
+        line[strcspn(line, "\n")] = 0;
+        found = fmt(out, n, "%s", line + path_at);
+    }
+    fclose(f);
+    return found;
+}
+
 void lm_tfjs_model_dirs(lm_model_dirs *d)
 {
     memset(d, 0, sizeof *d);
@@ -112,16 +141,15 @@ void lm_tfjs_model_dirs(lm_model_dirs *d)
         dirs_add(d, "%s%s/models", exe, NULL);
     }
     /* `require "lumen"` from a stock lua5.4: the exe is lua's, the module
-     * sits in <prefix>/lib/lua/5.4 */
-    Dl_info info;
-    char self[PATH_MAX];
+     * sits in <prefix>/lib/lua/5.4 when installed, in build/ beside
+     * build/models when loaded from the build tree */
+    char self[PATH_MAX], lib[PATH_MAX];
     ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sn > 0 ? sn : 0] = 0;
-    if (dladdr((void *)lm_tfjs_model_dirs, &info) && info.dli_fname && info.dli_fname[0] == '/' &&
-        strcmp(info.dli_fname, self) != 0) {
-        char lib[PATH_MAX];
-        fmt(lib, sizeof lib, "%s", info.dli_fname);
+    if (module_path(lib, sizeof lib) && strcmp(lib, self) != 0) {
         dirname_of(lib);
+        dirs_add(d, "%s%s/models", lib, NULL);
+        dirs_add(d, "%s%s/../share/lumen/models", lib, NULL);
         dirs_add(d, "%s%s/../../../share/lumen/models", lib, NULL);
     }
 }

@@ -480,7 +480,7 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
             fprintf(stderr, "lumen generate: %s (written meanwhile by another run?); not "
                     "replaced\n", why);
         else if (fd >= 0 && (st = lm_png_write(names[i], sq, &wo)) != LM_OK)
-            report(names[i]);
+            report(NULL);   /* the writer's message names the file */
         else if (!sq || !text)
             report(NULL);
         if (fd >= 0) close(fd);
@@ -530,7 +530,7 @@ static int cmd_generate(int argc, char **argv)
         if (lm_cli_out_dir(dir, names[i], "generate") || probe_name(names[i])) goto done;
     }
     if (a.init && !(init = read_init(a.init))) {
-        report(a.init);
+        report("--init");   /* the reader's message names the file */
         goto done;
     }
     for (; nref < a.nrefs; nref++)

@@ -8,7 +8,8 @@
  * in the core.  A second Ctrl-C within a second quits at once.  SIGTERM
  * stops a running chunk the same way (a file being written is finished or
  * removed by its writer, never left as a temporary), a second one quits at
- * once; at the prompt it quits. */
+ * once; at the prompt it quits.  Before the REPL starts (a script, -e,
+ * the module opening), a Ctrl-C outside a running chunk quits at once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -30,6 +31,7 @@ static lua_State *globalL;
 static volatile sig_atomic_t running;       /* a chunk is running */
 static volatile sig_atomic_t prompt_sigint; /* Ctrl-C came at the prompt */
 static volatile sig_atomic_t prompt_quit;
+static volatile sig_atomic_t interactive;   /* the REPL has started */
 static volatile sig_atomic_t run_interrupted; /* Ctrl-C came while running */
 static volatile sig_atomic_t stop_signal;   /* the signal that stopped the last run */
 static struct timespec last_sigint;
@@ -76,6 +78,12 @@ static void on_sigint(int sig)
         stop_signal = SIGINT;
         lm_cancel();
         lua_sethook(globalL, lstop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+    } else if (!interactive) {
+        /* a script or -e not yet running (the module opening, the file
+         * loading) or between chunks: stop, as the default action would;
+         * it was taken for a Ctrl-C at a prompt, and the script then ran */
+        lm_io_unlink_temporaries();
+        _exit(130);
     } else {
         prompt_sigint = 1;
         if (soon && last_at_prompt) prompt_quit = 1;
@@ -118,6 +126,8 @@ void lm_repl_signals_init(lua_State *L)
     sa.sa_handler = on_sigterm;
     sigaction(SIGTERM, &sa, NULL);
 }
+
+void lm_repl_signals_interactive(void) { interactive = 1; }
 
 int lm_repl_sigint_fd(void) { return sigpipe[0]; }
 

@@ -21,6 +21,9 @@ bool lm_repl_open_lumen(lua_State *L);
  * wakes the prompt's select() when Ctrl-C arrives at the prompt. */
 void lm_repl_signals_init(lua_State *L);
 int lm_repl_sigint_fd(void);
+/* The REPL has started: from now on a Ctrl-C outside a running chunk is
+ * one at the prompt (before, it quits with status 130). */
+void lm_repl_signals_interactive(void);
 /* The signal (SIGINT, SIGTERM) that stopped the last lm_repl_docall, or 0. */
 int lm_repl_stop_signal(void);
 /* true (once) if Ctrl-C came at the prompt; *quit when it was the second

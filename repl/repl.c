@@ -287,7 +287,7 @@ static const char COMMANDS_HELP[] =
     "  :diff expr   lm.diff of expr: the CPU against the default device (f16 if that is the CPU)\n"
     "  :mem         memory per device\n"
     "  :q           quit (also Ctrl-D)\n"
-    "  ?name        help for a function, e.g. ?lm.zeros or ?t:sum\n"
+    "  ?name        help for a function, e.g. ?lm.zeros or ?t:sum (also :help name)\n"
     "  help(x)      the same as a function; help() for an overview\n";
 
 /* Returns true to quit. */
@@ -300,6 +300,11 @@ static bool command(lua_State *L, const char *line)
     else if (!strncmp(c, "diff", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_diff(L, skip_space(c + 4));
     else if (!strcmp(c, "mem") || !strcmp(c, "memory")) call_helper(L, "mem", NULL);
     else if (!strcmp(c, "help") || !strcmp(c, "h") || !strcmp(c, "?")) fputs(COMMANDS_HELP, stdout);
+    else if ((!strncmp(c, "help", 4) && (c[4] == ' ' || c[4] == '\t')) ||
+             ((c[0] == 'h' || c[0] == '?') && (c[1] == ' ' || c[1] == '\t')))
+        call_helper(L, "help", skip_space(c + (c[0] == 'h' && c[1] == 'e' ? 4 : 1)));   /* :help name */
+    else if (!strcmp(c, "time") || !strcmp(c, "profile") || !strcmp(c, "diff"))
+        fprintf(stderr, ":%s needs an expression, e.g. :%s lm.randn{512, 512}:sum()\n", c, c);
     else fprintf(stderr, "unknown command :%s (try :help)\n", c);
     return false;
 }
@@ -341,6 +346,7 @@ static bool handle(lua_State *L, char *line)
 
 int lm_repl_interactive(lua_State *L)
 {
+    lm_repl_signals_interactive();
     rl_readline_name = "lumen";
     rl_catch_signals = 0;
     history_init();

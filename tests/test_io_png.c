@@ -500,6 +500,19 @@ static void test_plain_memory_forms(void **state)
     assert_int_equal(lm_png_read_f32(bad, &none), LM_ERR_FORMAT);
     assert_non_null(strstr(lm_error_message(), "not a PNG file"));
     assert_null(none.data);
+    /* a JPEG where a PNG is read: said once, with what it is (issue 34:
+     * "rgb64.jpg: rgb64.jpg: not a PNG file") */
+    const char *jpg = io_tmp("rgb64.jpg");
+    fb = fopen(jpg, "wb");
+    fwrite("\xff\xd8\xff\xe0\0\x10JFIF\0\1\1\0\0\1\0\1\0\0\xff\xd9", 1, 22, fb);
+    fclose(fb);
+    assert_null(lm_png_read(jpg, NULL, NULL));
+    const char *m = lm_error_message();
+    assert_non_null(strstr(m, "rgb64.jpg: a JPEG image, not a PNG: only PNG images are read"));
+    assert_null(strstr(strstr(m, "rgb64.jpg") + 1, "rgb64.jpg"));
+    lm_tensor_set ts;
+    assert_int_not_equal(lm_load_file(jpg, &ts), LM_OK);
+    assert_non_null(strstr(lm_error_message(), "rgb64.jpg: a JPEG image; only safetensors"));
     float px[5] = {0};
     lm_png_f32 five = {5, 1, 1, 0, px};
     assert_int_equal(lm_png_write_f32(io_tmp("five.png"), &five, NULL), LM_ERR_SHAPE);

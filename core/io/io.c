@@ -103,6 +103,33 @@ static const char *file_kind(mode_t m)
     return "not a regular file";
 }
 
+const char *lm_io_kind_of(const unsigned char *h, size_t n)
+{
+#define HAS(off, lit) (n >= (off) + sizeof lit - 1 && !memcmp(h + (off), lit, sizeof lit - 1))
+    if (HAS(0, "\x89PNG\r\n\x1a\n")) return "a PNG image";
+    if (HAS(0, "\xff\xd8\xff")) return "a JPEG image";
+    if (HAS(0, "GIF87a") || HAS(0, "GIF89a")) return "a GIF image";
+    if (HAS(0, "RIFF") && HAS(8, "WEBP")) return "a WebP image";
+    if (HAS(0, "II*\0") || HAS(0, "MM\0*")) return "a TIFF image";
+    if (HAS(0, "BM") && n >= 26 && h[14] >= 12 && h[15] == 0 && h[16] == 0 && h[17] == 0)
+        return "a BMP image";
+    if (HAS(0, "qoif")) return "a QOI image";
+    if (HAS(4, "ftypavif") || HAS(4, "ftypavis")) return "an AVIF image";
+    if (HAS(4, "ftypheic") || HAS(4, "ftypheix") || HAS(4, "ftypmif1")) return "a HEIF image";
+    if (HAS(0, "\0\0\0\x0cjP  ") || HAS(0, "\xff\x4f\xff\x51")) return "a JPEG 2000 image";
+    if (n >= 3 && h[0] == 'P' && h[1] >= '1' && h[1] <= '7' && (h[2] == '\n' || h[2] == ' ' ||
+                                                              h[2] == '\r' || h[2] == '\t'))
+        return "a PNM (PBM/PGM/PPM/PAM) image";
+    if (HAS(0, "\x93NUMPY")) return "a NumPy .npy file";
+    if (HAS(0, "PK\3\4") || HAS(0, "PK\5\6")) return "a ZIP archive";
+    if (HAS(0, "GGUF")) return "a GGUF file";
+    if (HAS(0, "\x1f\x8b")) return "a gzip file";
+    if (n >= 9 && h[8] == '{' && lm_io_le64(h) > 1 && lm_io_le64(h) < ((uint64_t)1 << 40))
+        return "a safetensors file";
+    return NULL;
+#undef HAS
+}
+
 int lm_io_open_read(const char *path)
 {
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a

@@ -18,6 +18,11 @@ lm_status lm_io_set_meta(lm_tensor_set *s, const char *key, size_t klen,
 lm_status lm_io_read_all(const char *path, void **data, size_t *size);
 
 
+/* What the first n bytes of a file say it is, for a message about a file
+ * a reader does not take ("a JPEG image", "a GGUF file"), or NULL when
+ * they name no format Lumen knows of. */
+const char *lm_io_kind_of(const unsigned char *head, size_t n);
+
 /* The array's elements, row-major, in its own dtype (evaluates), in a
  * malloc'd buffer of lm_array_nbytes(a) bytes (at least 1). */
 void *lm_io_array_bytes(lm_array *a);

@@ -533,8 +533,14 @@ static lm_status check_chunks(const png_ctx *c)
 /* Decodes into c->pixels (interleaved, 8 or 16 bit native). */
 static lm_status decode(png_ctx *c, png_out *po, lm_tensor_set *text)
 {
-    if (c->size < 8 || png_sig_cmp(c->data, 0, 8))
+    if (c->size < 8 || png_sig_cmp(c->data, 0, 8)) {
+        /* say what it is when the bytes tell: a JPEG given where a PNG is read */
+        const char *kind = lm_io_kind_of(c->data, c->size);
+        if (kind)
+            return lm_error_set(LM_ERR_FORMAT, "%s: %s, not a PNG: only PNG images are read; "
+                                "convert it to PNG first", c->what, kind);
         return lm_error_set(LM_ERR_FORMAT, "%s: not a PNG file (bad signature)", c->what);
+    }
     if (check_chunks(c) != LM_OK) return LM_ERR_FORMAT;
     c->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, c, on_error, on_warning);
     c->info = c->png ? png_create_info_struct(c->png) : NULL;

@@ -85,8 +85,13 @@ lm_file_format lm_file_detect(const char *path)
         if (ends_with(path, ".png")) return LM_FORMAT_PNG;
         if (ends_with(path, ".gguf")) return LM_FORMAT_GGUF;
     }
-    lm_error_set(LM_ERR_FORMAT,
-                 "%s: not a safetensors, npy, npz, PNG or GGUF file (unknown magic bytes)", path);
+    const char *kind = lm_io_kind_of(head, n);
+    if (kind)
+        lm_error_set(LM_ERR_FORMAT, "%s: %s; only safetensors, npy, npz, PNG and GGUF files "
+                     "are read%s", path, kind, strstr(kind, "image") ? " (convert it to PNG)" : "");
+    else
+        lm_error_set(LM_ERR_FORMAT,
+                     "%s: not a safetensors, npy, npz, PNG or GGUF file (unknown magic bytes)", path);
     return LM_FORMAT_UNKNOWN;
 }
 

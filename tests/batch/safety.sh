@@ -5,6 +5,7 @@
 # temporaries of dead runs and makes again a torn or replaced file, jobs
 # that would share a file are refused before anything is made, {name} from
 # a params column, CSV with a byte order mark and multi-line quoted fields,
+# a CSV column named twice,
 # an unbounded seed range, a render function that returns no image, exit
 # statuses (2 for a bad command line, 130 Ctrl-C, 143 SIGTERM); SIGTERM at
 # chosen points of the pipeline (a job queued, a job being written).
@@ -192,6 +193,14 @@ check "a quoted CSV field may span lines" \
 printf 'seed,note\n4,"open\n' > "$T/open.csv"
 run --params "$T/open.csv" -o "$T/open/%d.png" > "$T/log" 2>&1
 check "an unclosed quote is an error naming the line" '[ $? != 0 ] && grep -q "open.csv:2: a quoted field is not closed" "$T/log"' "$T/log"
+printf '{"seed": 4}\n[1, 2]\n' > "$T/arr.jsonl"
+run --params "$T/arr.jsonl" -o "$T/arr/%d.png" > "$T/log" 2>&1
+check "a JSON Lines line that is an array is refused, naming the line (it was 'l_batch.lua:728: json: object keys must be strings')" \
+  '[ $? = 1 ] && grep -q "arr.jsonl:2: not a JSON object" "$T/log"' "$T/log"
+printf '\n\nseed,scale,note,scale\n4,1,a,2\n' > "$T/twice.csv"
+run --params "$T/twice.csv" -o "$T/twice/%d.png" > "$T/log" 2>&1
+check "a column named twice is refused, naming the column and the line (it kept the last value)" \
+  '[ $? = 1 ] && grep -q "twice.csv:3: column .scale. is named twice in the header (columns 2 and 4)" "$T/log" && [ "$(count_png "$T/twice")" = 0 ]' "$T/log"
 
 # ---- unbounded work, usage errors ----
 timeout 20 "$LUMEN" batch "$JOB" --seeds 1-99999999999 -o "$T/big/%d.png" > "$T/log" 2>&1

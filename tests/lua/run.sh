@@ -32,6 +32,15 @@ if command -v "$LUA" >/dev/null 2>&1; then
           lm.conv2d(x, lm.randn{16, 16, 3, 3}, nil, {padding = 1}):sum():item()' || exit_ok=1
   done
   if [ $exit_ok = 0 ]; then total_p=$((total_p + 1)); else echo "FAIL lua5.4 exits cleanly after pool work"; total_f=$((total_f + 1)); fi
+  # the models beside the module: build/models for build/lumen.so given by a
+  # relative package.cpath, as the README shows (issue 34: none was found)
+  want="$(cd "$BUILD" && pwd -P)/models"
+  if env -u LUMEN_MODELS HOME=/nonexistent ${preload:+LD_PRELOAD=$preload} "$LUA" \
+       -e "package.cpath='$BUILD/?.so;'..package.cpath" \
+       -e "local lm = require 'lumen'
+           for _, d in ipairs(lm.models.dirs()) do if d == '$want' then os.exit(0) end end
+           print('lm.models.dirs() lacks $want: ' .. table.concat(lm.models.dirs(), ', ')); os.exit(1)"; then
+    total_p=$((total_p + 1)); else echo "FAIL lua5.4 looks for models beside lumen.so"; total_f=$((total_f + 1)); fi
 else
   echo "$LUA not installed: module test skipped"; total_f=$((total_f + 1))
 fi

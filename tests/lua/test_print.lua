@@ -79,3 +79,24 @@ test("brief never evaluates", function()
   u:free()
   eq(u:brief(), "<tensor f32 [2] cpu freed>")
 end)
+
+test("a shape prints as {3, 64, 64} and stays a table (issue 34: table: 0x...)", function()
+  local t = lm.zeros{3, 64, 64}
+  local s = t.shape
+  eq(tostring(s), "{3, 64, 64}")
+  eq(tostring(lm.tensor(2).shape), "{}")
+  eq("shape " .. s, "shape {3, 64, 64}")
+  eq(s .. "!", "{3, 64, 64}!")
+  eq(type(s), "table")
+  eq(s[1], 3); eq(#s, 3)
+  local n = 0
+  for i, v in ipairs(s) do n = n + i * v end
+  eq(n, 3 + 128 + 192)
+  ok(s == lm.ones{3, 64, 64}.shape, "two shapes of the same sizes are equal")
+  ok(s == {3, 64, 64} and {3, 64, 64} == s, "a shape equals a table of the same sizes")
+  ok(s ~= {3, 64} and s ~= {3, 64, 65} and s ~= lm.ones{3, 64}.shape, "other sizes differ")
+  ok(s ~= {3, 64, "64"}, "a string is not a size")
+  s[1] = 5   -- still a plain table: lm.zeros takes it back
+  eq(tostring(lm.zeros(s).shape), "{5, 64, 64}")
+  eq(tostring(lm.compare(t, t).shape_a), "{3, 64, 64}")
+end)

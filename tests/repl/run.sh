@@ -88,6 +88,10 @@ expect "extra arguments name the function" 'lm.zeros: too many arguments'
 line 'lm.tensor{3, 4} * 2'
 expect "session usable after option errors" '^\[6., 8.\]$'
 expect "tensor footer" '^<tensor f32 \[2\] [a-z0-9:]*>$'
+line 'lm.zeros{3, 64, 65}.shape'
+expect "a shape shows as {3, 64, 65}" '^{3, 64, 65}$'
+line 'print(lm.zeros{3, 64, 66}.shape, #lm.zeros{7}.shape)'
+expect "print(t.shape) prints {3, 64, 66}, not table: 0x..." '^{3, 64, 66}[[:space:]]*1$'
 
 # ---- continuation ----
 line 'for i = 1, 2 do'

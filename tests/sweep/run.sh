@@ -231,6 +231,18 @@ for sig in TERM INT; do
     '[ $r = $want ] && no_tmp "$T/sig" && L -e "assert(lm.load(\"$T/sig/out.safetensors\").t.size == 4194304)" >> "$T/log" 2>&1'
 done
 
+# Ctrl-C before the script runs (here while its file, a FIFO nobody writes,
+# is being opened) quits with 130; it was "cannot open ...: Interrupted
+# system call" and status 1, and during the module's opening it was taken
+# for a Ctrl-C at a REPL prompt and lost (issue 34's third sweep)
+mkfifo "$T/wait.lua"
+"$LUMEN" "$T/wait.lua" > "$T/log" 2>&1 & p=$!
+i=0; while [ $i -lt 100 ] && [ "$(cat /proc/$p/wchan 2>/dev/null)" != wait_for_partner ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $p
+i=0; while [ $i -lt 100 ] && kill -0 $p 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -KILL $p 2>/dev/null; wait $p; r=$?
+check "SIGINT while a script is being opened: exit 130 ($r)" '[ $r = 130 ]'
+
 # ---- the training sample keeps the shipped weights ----
 w=samples/models/fashion_flow_w16.safetensors
 if [ -f "$w" ]; then
