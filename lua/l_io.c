@@ -469,6 +469,10 @@ static void push_compare_set(lua_State *L, const lm_compare_set *cs)
     lua_createtable(L, 0, 5);
     lua_pushboolean(L, cs->ok);
     lua_setfield(L, -2, "ok");
+    if (cs->reason[0]) {
+        lua_pushfstring(L, "nothing compared: %s", cs->reason);
+        lua_setfield(L, -2, "reason");
+    }
     lua_createtable(L, 0, cs->count);
     lua_createtable(L, cs->count, 0);
     for (int i = 0; i < cs->count; i++) {
