@@ -669,7 +669,8 @@ static const lm_lua_func io_funcs[] = {
      "  -> report\n"
      "Compares tensors by name with those of a reference file (safetensors, npz, npy).\n"
      "report.ok, report.tensors[name] (as lm.compare), report.names, report.missing\n"
-     "(only in the file), report.extra (not in the file).  only: a glob or substring\n"
+     "(only in the file), report.extra (not in the file); nothing compared gives\n"
+     "ok = false and report.reason (\"nothing compared: ...\" why).  only: a glob or substring\n"
      "selecting names.  print(report) shows one row per tensor."},
     {NULL, NULL, NULL},
 };
