@@ -69,7 +69,7 @@ static int cmd_compare(int argc, char **argv)
             files[nfiles++] = a;
         } else if ((!strcmp(a, "--rtol") || !strcmp(a, "--atol")) && i + 1 < argc) {
             if (!parse_num(argv[++i], a[2] == 'r' ? &o.rtol : &o.atol))
-                return usage("--rtol/--atol take a number >= 0 (inf too)");
+                return usage("--rtol/--atol take a non-negative number (inf too)");
         } else if (!strcmp(a, "--only") && i + 1 < argc) {
             only = argv[++i];
         } else if (!strcmp(a, "--allow-missing")) {

@@ -255,7 +255,7 @@ if [ $rc = 0 ] && echo "$out" | grep -q '^ok: 1 compared'; then ok
 else bad "lumen compare --rtol inf --atol inf passes (lm.compare takes math.huge)" "rc=$rc out=$out"; fi
 for v in nan -1 -inf 1e309 x; do
   out=$("$LUMEN" compare "$TMPD/ca.npy" "$TMPD/cb.npy" --atol "$v" 2>&1); rc=$?
-  if [ $rc = 2 ] && echo "$out" | grep -q 'take a number >= 0'; then ok
+  if [ $rc = 2 ] && echo "$out" | grep -q 'take a non-negative number (inf too)'; then ok
   else bad "lumen compare --atol $v refused" "rc=$rc out=$out"; fi
 done
 
