@@ -215,6 +215,11 @@ fails "a negative layer_norm_eps names the file and the key" 1 "$T/eps/text_enco
 rm -rf $T/eps && cp -r $D/sd1 $T/eps
 /usr/bin/python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['norm_eps'] = -0.5; json.dump(d, open(p, 'w'))" $T/eps/unet/config.json
 fails "... and the UNet's norm_eps" 1 "$T/eps/unet/config.json: norm_eps: -0.5: expected a number >= 0" sh -c "$G --model $T/eps -o $T/x.png"
+for v in 0 1e9; do
+  rm -rf $T/eps && cp -r $D/sd1 $T/eps
+  /usr/bin/python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['beta_start'] = float(sys.argv[2]); json.dump(d, open(p, 'w'))" $T/eps/scheduler/scheduler_config.json $v
+  fails "scheduler beta_start $v names the file and the key (not the UNet's NaN)" 1 "$T/eps/scheduler/scheduler_config.json: beta_start" sh -c "$G --model $T/eps -o $T/x.png"
+done
 check "... no x.png written by these failures" test ! -e $T/x.png
 
 # ---- the DiT families (issue 35): lumen generate, the metadata, a NaN named ----

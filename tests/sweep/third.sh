@@ -231,10 +231,7 @@ done
 for k in _class_name num_train_timesteps beta_start beta_end beta_schedule prediction_type steps_offset \
          timestep_spacing trained_betas; do
   for v in DEL null '"x"' -1 0 1e9 NaN; do
-    fresh; mut "$T/m/scheduler/scheduler_config.json" $k "$v"
-    # passed at a60f3fa (a PNG of NaN decoded); since the NaN checks the UNet is blamed
-    [ $k = beta_start ] && { [ "$v" = 0 ] || [ "$v" = 1e9 ]; } && XFAIL="models/sampler.c: beta_start $v (a zero first sigma, betas past 1) gives 'the UNet at step N produced NaN', naming neither scheduler_config.json nor beta_start"
-    M "scheduler $k=$v" "scheduler_config.json|$k"
+    fresh; mut "$T/m/scheduler/scheduler_config.json" $k "$v"; M "scheduler $k=$v" "scheduler_config.json|$k"
   done
 done
 for k in unet vae text_encoder tokenizer scheduler _class_name; do
