@@ -501,6 +501,19 @@ static const char *value_words(lua_State *L, int idx)
     return luaL_typename(L, idx);
 }
 
+/* a tensor option of pipe:generate at idx, else an error naming the option
+ * (field, or field[k] for a list's entry) and what it takes */
+static lm_array *opt_tensor(lua_State *L, int idx, const char *fn, const char *field, int k,
+                            const char *what)
+{
+    lm_lua_tensor *t = lm_lua_testtensor(L, idx);
+    if (!t || !t->a) {
+        if (k) luaL_error(L, "%s: %s[%d]: expected %s, got %s", fn, field, k, what, value_words(L, idx));
+        luaL_error(L, "%s: %s: expected %s, got %s", fn, field, what, value_words(L, idx));
+    }
+    return lm_lua_check_array(L, idx);
+}
+
 static int l_pipe_generate(lua_State *L)
 {
     static const char *const known[] = {"prompt", "negative", "steps", "cfg", "sampler", "seed",
@@ -564,6 +577,9 @@ static int l_pipe_generate(lua_State *L)
     /* size: N, {W, H} ({N} a square) or "WxH" / "N", each in range; nil = the model's */
     if (lua_type(L, 8) == LUA_TNUMBER) o.width = o.height = size_side(L, fn, 8);
     else if (lua_istable(L, 8)) {
+        int ns = (int)lua_rawlen(L, 8);
+        if (ns != 1 && ns != 2)
+            return luaL_error(L, "%s: size: a table of %d values: expected {W, H} or {N}", fn, ns);
         lua_rawgeti(L, 8, 1);
         lua_rawgeti(L, 8, 2);
         o.width = size_side(L, fn, -2);
@@ -574,9 +590,10 @@ static int l_pipe_generate(lua_State *L)
             return lm_lua_error(L);
     } else if (!lua_isnil(L, 8)) return luaL_error(L, "%s: size: \"WxH\", {W, H} or N", fn);
     lua_getfield(L, 2, "latents");
-    if (!lua_isnil(L, -1)) o.latents = lm_lua_check_array(L, -1);
+    if (!lua_isnil(L, -1))
+        o.latents = opt_tensor(L, -1, fn, "latents", 0, "a tensor [B,C,h,w] (the initial latents)");
     lua_getfield(L, 2, "init");
-    if (!lua_isnil(L, -1)) o.init = lm_lua_check_array(L, -1);
+    if (!lua_isnil(L, -1)) o.init = opt_tensor(L, -1, fn, "init", 0, "a tensor [3,H,W] or [B,3,H,W] in 0..1");
     /* refs: FLUX.2-klein's reference images, a tensor or a list (borrowed
      * from the table, which stays on the stack) */
     lua_getfield(L, 2, "refs");
@@ -586,14 +603,14 @@ static int l_pipe_generate(lua_State *L)
         lm_array **r = lua_newuserdatauv(L, sizeof *r * (size_t)(nr ? nr : 1), 0);
         for (int k = 0; k < nr; k++) {
             lua_rawgeti(L, refs_at, k + 1);
-            r[k] = lm_lua_check_array(L, -1);
+            r[k] = opt_tensor(L, -1, fn, "refs", k + 1, "a tensor [3,H,W] in 0..1");
             lua_pop(L, 1);
         }
         o.refs = r;
         o.nrefs = nr;
     } else if (!lua_isnil(L, refs_at)) {
         lm_array **one = lua_newuserdatauv(L, sizeof *one, 0);
-        one[0] = lm_lua_check_array(L, refs_at);
+        one[0] = opt_tensor(L, refs_at, fn, "refs", 0, "a tensor [3,H,W] in 0..1, or a list of them");
         o.refs = one;
         o.nrefs = 1;
     }

@@ -469,6 +469,10 @@ static void push_compare_set(lua_State *L, const lm_compare_set *cs)
     lua_createtable(L, 0, 5);
     lua_pushboolean(L, cs->ok);
     lua_setfield(L, -2, "ok");
+    if (cs->reason[0]) {
+        lua_pushfstring(L, "nothing compared: %s", cs->reason);
+        lua_setfield(L, -2, "reason");
+    }
     lua_createtable(L, 0, cs->count);
     lua_createtable(L, cs->count, 0);
     for (int i = 0; i < cs->count; i++) {
@@ -665,7 +669,8 @@ static const lm_lua_func io_funcs[] = {
      "  -> report\n"
      "Compares tensors by name with those of a reference file (safetensors, npz, npy).\n"
      "report.ok, report.tensors[name] (as lm.compare), report.names, report.missing\n"
-     "(only in the file), report.extra (not in the file).  only: a glob or substring\n"
+     "(only in the file), report.extra (not in the file); nothing compared gives\n"
+     "ok = false and report.reason (\"nothing compared: ...\" why).  only: a glob or substring\n"
      "selecting names.  print(report) shows one row per tensor."},
     {NULL, NULL, NULL},
 };

@@ -44,7 +44,7 @@ static lm_status parse_config(const cJSON *j, const char *path, lm_clip_text_con
     if (st == LM_OK) st = lm_dfs_int(j, "vocab_size", path, false, 49408, 1, INT32_MAX, &c->vocab_size);
     if (st == LM_OK) st = lm_dfs_int(j, "projection_dim", path, false, 512, 1, big, &c->projection_dim);
     if (st == LM_OK) st = lm_dfs_int(j, "eos_token_id", path, false, 2, 0, INT32_MAX, &c->eos_token_id);
-    if (st == LM_OK) st = lm_dfs_num(j, "layer_norm_eps", path, false, 1e-5, &c->eps);
+    if (st == LM_OK) st = lm_dfs_eps(j, "layer_norm_eps", path, 1e-5, &c->eps);
     const char *act = "quick_gelu";
     if (st == LM_OK) st = lm_dfs_str(j, "hidden_act", path, false, act, &act);
     if (st == LM_OK) {

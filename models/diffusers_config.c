@@ -285,6 +285,15 @@ lm_status lm_dfs_num(const cJSON *o, const char *key, const char *what, bool req
     return LM_OK;
 }
 
+lm_status lm_dfs_eps(const cJSON *o, const char *key, const char *what, double def, double *out)
+{
+    lm_status st = lm_dfs_num(o, key, what, false, def, out);
+    if (st == LM_OK && *out < 0)
+        st = lm_error_set(LM_ERR_FORMAT, "%s: %s: %g: expected a number >= 0 (a normalization's "
+                          "epsilon)", what, key, *out);
+    return st;
+}
+
 lm_status lm_dfs_bool(const cJSON *o, const char *key, const char *what, bool required,
                       bool def, bool *out)
 {

@@ -42,6 +42,9 @@ lm_status lm_dfs_num(const cJSON *o, const char *key, const char *what, bool req
                      double def, double *out);
 lm_status lm_dfs_bool(const cJSON *o, const char *key, const char *what, bool required,
                       bool def, bool *out);
+/* A normalization's epsilon (layer_norm_eps, norm_eps, ...): lm_dfs_num's
+ * number, also refused when negative, naming what and key. */
+lm_status lm_dfs_eps(const cJSON *o, const char *key, const char *what, double def, double *out);
 /* The string at key (borrowed from o), or def; a token given as
  * {"content": "..."} (as tokenizer configs write special tokens) counts as
  * its content. */

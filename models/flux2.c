@@ -97,7 +97,7 @@ static lm_status parse_config(const cJSON *j, const char *what, lm_flux2_config 
         st = lm_dfs_int(j, "timestep_guidance_channels", what, false, 256, 2, big, &c->timestep_guidance_channels);
     if (st == LM_OK) st = lm_dfs_num(j, "mlp_ratio", what, false, 3.0, &c->mlp_ratio);
     if (st == LM_OK) st = lm_dfs_num(j, "rope_theta", what, false, 2000, &c->rope_theta);
-    if (st == LM_OK) st = lm_dfs_num(j, "eps", what, false, 1e-6, &c->eps);
+    if (st == LM_OK) st = lm_dfs_eps(j, "eps", what, 1e-6, &c->eps);
     if (st == LM_OK) st = get_axes(j, what, c);
     bool guidance = true;
     if (st == LM_OK) st = lm_dfs_bool(j, "guidance_embeds", what, false, true, &guidance);

@@ -116,7 +116,7 @@ static lm_status parse_config(const cJSON *j, const char *path, lm_qwen3_config 
     if (st == LM_OK) st = lm_dfs_int(j, "max_position_embeddings", path, false, 32768, 1, INT32_MAX,
                                      &c->max_positions);
     if (st == LM_OK) st = lm_dfs_int(j, "vocab_size", path, true, 0, 1, INT32_MAX, &c->vocab_size);
-    if (st == LM_OK) st = lm_dfs_num(j, "rms_norm_eps", path, false, 1e-6, &c->eps);
+    if (st == LM_OK) st = lm_dfs_eps(j, "rms_norm_eps", path, 1e-6, &c->eps);
     if (st == LM_OK && !(c->eps >= 0 && isfinite(c->eps)))
         st = lm_error_set(LM_ERR_FORMAT, "%s: rms_norm_eps %g", path, c->eps);
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(j, "attention_bias");

@@ -154,7 +154,7 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
     c->log_linear = strcmp(s, "linear") != 0;
     if ((st = lm_dfs_str(o, "algorithm_type", file, false, "dpmsolver++", &s))) goto fail;
     snprintf(c->algorithm_type, sizeof c->algorithm_type, "%s", s);
-    if (!(c->beta_start >= 0 && c->beta_end >= 0 && c->beta_end < 1)) {
+    if (!(c->beta_start >= 0 && c->beta_start < 1 && c->beta_end >= 0 && c->beta_end < 1)) {
         st = lm_error_set(LM_ERR_FORMAT, "%s: beta_start %g / beta_end %g: expected 0 <= beta < 1", file,
                           c->beta_start, c->beta_end);
         goto fail;
@@ -183,6 +183,13 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
             }
             c->trained_betas[i++] = (float)v->valuedouble;
         }
+    }
+    /* a first beta of 0 makes sigma 0 at t = 0, whose log the samplers'
+     * timestep table takes: NaN timesteps, then a NaN image blamed on the UNet */
+    if (!c->trained_betas && c->beta_schedule != LM_BETA_SQUAREDCOS && c->beta_start == 0) {
+        st = lm_error_set(LM_ERR_FORMAT, "%s: beta_start 0: the first beta would be 0, so sigma 0 at "
+                          "t = 0 (no timestep table has log 0): expected 0 < beta_start < 1", file);
+        goto fail;
     }
     return LM_OK;
 fail:

@@ -481,6 +481,11 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
     if (stat(path, &sb) != 0)
         st = lm_error_set(LM_ERR_IO, "%s: no such file or folder (a diffusers folder with "
                           "model_index.json, or a single-file .safetensors or .gguf checkpoint)", path);
+    else if (S_ISDIR(sb.st_mode) && o->tokenizer_dir)   /* refused, not ignored */
+        st = lm_error_set(LM_ERR_ARG, "%s is a diffusers folder, which has its own tokenizer: %s "
+                          "(%s) is for single-file checkpoints (.safetensors, .gguf)", path,
+                          o->tokenizer_option ? o->tokenizer_option : "tokenizer = DIR",
+                          o->tokenizer_dir);
     else if (S_ISDIR(sb.st_mode))
         st = load_folder(p, path, o);
     else

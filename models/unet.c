@@ -242,7 +242,7 @@ static lm_status read_config(const cJSON *j, const char *file, lm_unet_config *c
         st = lm_error_set(LM_ERR_UNSUPPORTED, "%s: norm_num_groups: null (no output norm) is not "
                           "supported", file);
     if (st == LM_OK) st = lm_dfs_int(j, "norm_num_groups", file, false, 32, 1, big, &c->norm_num_groups);
-    if (st == LM_OK) st = lm_dfs_num(j, "norm_eps", file, false, 1e-5, &c->norm_eps);
+    if (st == LM_OK) st = lm_dfs_eps(j, "norm_eps", file, 1e-5, &c->norm_eps);
     if (st == LM_OK) st = bool_key(j, "use_linear_projection", file, false, &c->use_linear_projection);
     if (st == LM_OK) st = bool_key(j, "upcast_attention", file, false, &c->upcast_attention);
     if (st == LM_OK) st = bool_key(j, "center_input_sample", file, false, &c->center_input_sample);

@@ -94,7 +94,7 @@ static lm_status get_blocks(const cJSON *o, const char *key, const char *what, c
 static lm_status read_flux2_config(const cJSON *j, const char *what, lm_vae_config *c)
 {
     c->flux2 = true;
-    lm_status st = lm_dfs_num(j, "batch_norm_eps", what, false, 1e-4, &c->batch_norm_eps);
+    lm_status st = lm_dfs_eps(j, "batch_norm_eps", what, 1e-4, &c->batch_norm_eps);
     if (st == LM_OK) st = lm_dfs_num(j, "batch_norm_momentum", what, false, 0.1, &c->batch_norm_momentum);
     if (st == LM_OK && !(c->batch_norm_eps >= 0))
         st = lm_error_set(LM_ERR_FORMAT, "%s: batch_norm_eps %g: expected a number >= 0", what,

@@ -88,7 +88,7 @@ static lm_status parse_config(const cJSON *j, const char *path, lm_zimage_config
     if (st == LM_OK) st = lm_dfs_int(j, "n_heads", path, true, 0, 1, 4096, &c->n_heads);
     if (st == LM_OK) st = lm_dfs_int(j, "n_kv_heads", path, false, c->n_heads, 1, 4096, &c->n_kv_heads);
     if (st == LM_OK) st = lm_dfs_int(j, "cap_feat_dim", path, true, 0, 1, big, &c->cap_feat_dim);
-    if (st == LM_OK) st = lm_dfs_num(j, "norm_eps", path, false, 1e-5, &c->norm_eps);
+    if (st == LM_OK) st = lm_dfs_eps(j, "norm_eps", path, 1e-5, &c->norm_eps);
     if (st == LM_OK) st = lm_dfs_num(j, "rope_theta", path, false, 256.0, &c->rope_theta);
     if (st == LM_OK) st = lm_dfs_num(j, "t_scale", path, false, 1000.0, &c->t_scale);
     if (st != LM_OK) return st;

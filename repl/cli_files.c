@@ -7,6 +7,7 @@
  *       everything matches, 1 on any mismatch, 2 on a usage or file error.
  *   lumen inspect FILE [--stats]
  *       names, dtypes, shapes and sizes (and min/max/mean/std); metadata. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ static void usage_to(FILE *f)
             "       lumen inspect FILE [--stats]\n"
             "compare holds each tensor of A against the one of the same name in the reference B\n"
             "and prints a row per tensor; the worst element's index counts from 1, as in Lua.\n"
-            "Exit status: 0 all match, 1 a mismatch, 2 a usage or file error.\n");
+            "Exit status: 0 all match, 1 a mismatch or nothing compared, 2 a usage or file error.\n");
 }
 
 static int usage(const char *msg)
@@ -40,11 +41,15 @@ static bool asks_help(int argc, char **argv)
     return false;
 }
 
+/* a tolerance: a number >= 0, inf included (lm.compare takes math.huge);
+ * NaN, negatives and an overflow such as 1e309 refused */
 static bool parse_num(const char *s, double *out)
 {
     char *end;
+    errno = 0;
     *out = strtod(s, &end);
-    return *s && !*end && isfinite(*out) && *out >= 0;
+    if (!*s || *end || isnan(*out) || *out < 0) return false;
+    return isfinite(*out) || (!errno && strpbrk(s, "iI"));
 }
 
 static int cmd_compare(int argc, char **argv)
@@ -64,7 +69,7 @@ static int cmd_compare(int argc, char **argv)
             files[nfiles++] = a;
         } else if ((!strcmp(a, "--rtol") || !strcmp(a, "--atol")) && i + 1 < argc) {
             if (!parse_num(argv[++i], a[2] == 'r' ? &o.rtol : &o.atol))
-                return usage("--rtol/--atol take a non-negative number");
+                return usage("--rtol/--atol take a non-negative number (inf too)");
         } else if (!strcmp(a, "--only") && i + 1 < argc) {
             only = argv[++i];
         } else if (!strcmp(a, "--allow-missing")) {
@@ -97,6 +102,9 @@ static int cmd_compare(int argc, char **argv)
     printf("%s\n", text ? text : "(out of memory)");
     free(text);
     int rc = cs.ok ? 0 : 1;
+    if (cs.reason[0])   /* no success: said on stderr too, naming the files */
+        fprintf(stderr, "lumen compare: %s against %s: nothing compared: %s\n", files[0], files[1],
+                cs.reason);
     lm_compare_set_free(&cs);
     return rc;
 }

@@ -232,6 +232,18 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 "(%simage.png)\n", a->out, a->out);
         return 2;
     }
+    /* options that would do nothing: refused, not ignored */
+    if (a->has_strength && !a->init) {
+        fprintf(stderr, "lumen generate: --strength is img2img's: give --init IN.png\n");
+        return 2;
+    }
+    struct stat msb;
+    if (a->tokenizer && stat(a->model, &msb) == 0 && S_ISDIR(msb.st_mode)) {
+        fprintf(stderr, "lumen generate: --tokenizer %s: --model %s is a diffusers folder, which "
+                "has its own tokenizer; --tokenizer is for single-file checkpoints (.safetensors, "
+                ".gguf)\n", a->tokenizer, a->model);
+        return 2;
+    }
     /* the batch's seeds, each one that can be given back */
     if (a->has_seed &&
         lm_sd_seeds_check(NULL, "--seed", "--batch-size", (int64_t)a->seed, a->batch) != LM_OK) {

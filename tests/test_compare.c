@@ -166,6 +166,23 @@ static void test_sets_and_files(void **state)
     assert_int_equal(lm_compare_sets(&got, &ref, NULL, "[wy]", true, &cs), LM_OK);
     assert_true(cs.ok && cs.count == 1 && cs.nmissing == 1);
     lm_compare_set_free(&cs);
+    /* nothing compared is no success, and says why (lumen compare, lm.compare_file) */
+    assert_int_equal(lm_compare_sets(&got, &ref, NULL, "nomatch", true, &cs), LM_OK);
+    assert_false(cs.ok);
+    assert_string_equal(cs.reason, "only \"nomatch\" selects no name on either side");
+    txt = lm_compare_set_format(&cs, 1);
+    assert_non_null(strstr(txt, "nothing compared: only \"nomatch\""));
+    free(txt);
+    lm_compare_set_free(&cs);
+    lm_tensor_set none = {0};
+    assert_int_equal(lm_compare_sets(&none, &none, NULL, NULL, false, &cs), LM_OK);
+    assert_false(cs.ok);
+    assert_string_equal(cs.reason, "neither side holds a tensor");
+    lm_compare_set_free(&cs);
+    assert_int_equal(lm_compare_sets(&none, &ref, NULL, NULL, true, &cs), LM_OK);   /* all missing, allowed */
+    assert_false(cs.ok);
+    assert_non_null(strstr(cs.reason, "no tensor to hold against the reference's"));
+    lm_compare_set_free(&cs);
     /* one tensor on each side (a .npy file): paired whatever the names */
     lm_tensor_set y;
     assert_int_equal(lm_load_file(IO_FX("torch_y.npy"), &y), LM_OK);

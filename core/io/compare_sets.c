@@ -71,6 +71,26 @@ lm_status lm_compare_sets(const lm_tensor_set *got, const lm_tensor_set *ref,
             st = push_name(&out->missing, &out->nmissing, ref->names[j]);
             ok = ok && allow_missing;
         }
+    /* nothing compared is no success: say why (as lm.diff's reason) */
+    if (st == LM_OK && out->count == 0) {
+        int ng = 0, nr = 0;
+        for (int i = 0; i < got->count; i++) ng += lm_compare_name_matches(only, got->names[i]);
+        for (int j = 0; j < ref->count; j++) nr += lm_compare_name_matches(only, ref->names[j]);
+        if (!got->count && !ref->count)
+            snprintf(out->reason, sizeof out->reason, "neither side holds a tensor");
+        else if (!ng && !nr)
+            snprintf(out->reason, sizeof out->reason, "only \"%.60s\" selects no name on either "
+                     "side", only);
+        else if (!ng)
+            snprintf(out->reason, sizeof out->reason, "no tensor to hold against the reference's %d",
+                     nr);
+        else if (!nr)
+            snprintf(out->reason, sizeof out->reason, "the reference holds no tensor%s",
+                     ref->count ? " of those selected" : "");
+        else
+            snprintf(out->reason, sizeof out->reason, "no name is on both sides");
+        ok = false;
+    }
     out->ok = ok;
     if (st != LM_OK) lm_compare_set_free(out);
     return st;
@@ -126,7 +146,11 @@ char *lm_compare_set_format(const lm_compare_set *s, int index_base)
     for (int i = 0; i < s->nextra; i++)
         lm_str_append(buf, &l, cap, "%-32.200s extra (not in the reference)\n",
                               s->extra[i]);
-    lm_str_append(buf, &l, cap, "%s: %d compared, %d mismatched, %d missing, %d extra",
-             s->ok ? "ok" : "MISMATCH", s->count, bad, s->nmissing, s->nextra);
+    if (s->reason[0])
+        lm_str_append(buf, &l, cap, "nothing compared: %s (%d missing, %d extra)", s->reason,
+                      s->nmissing, s->nextra);
+    else
+        lm_str_append(buf, &l, cap, "%s: %d compared, %d mismatched, %d missing, %d extra",
+                      s->ok ? "ok" : "MISMATCH", s->count, bad, s->nmissing, s->nextra);
     return buf;
 }

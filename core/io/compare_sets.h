@@ -16,7 +16,9 @@ typedef struct lm_compare_entry {
 } lm_compare_entry;
 
 typedef struct lm_compare_set {
-    bool ok;                /* all matched ok and no name unmatched */
+    bool ok;                /* all matched ok, no name unmatched, and something
+                               compared (else reason says why not) */
+    char reason[160];       /* "" unless nothing was compared: why */
     int count;              /* names in both, in the order of `got` */
     lm_compare_entry *entries;
     int nmissing;           /* in the reference only */

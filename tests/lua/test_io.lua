@@ -66,6 +66,8 @@ test("compare_file by name", function()
   same(r.missing, {"w"})
   ok(tostring(r):find("1 mismatched", 1, true), "summary")
   ok(lm.compare_file(FX .. "torch_dump.npz", {y = ref.y}, {only = "y"}).ok, "only")
+  local none = lm.compare_file(FX .. "torch_dump.npz", {y = ref.y}, {only = "nomatch"})
+  ok(not none.ok and none.reason == 'nothing compared: only "nomatch" selects no name on either side', tostring(none.reason))
 end)
 
 test("images: write, read, grid, diff", function()

@@ -142,6 +142,16 @@ test("sd pipeline: options out of range are errors naming the option and the ran
     raises(function() gen{steps = 2, size = s} end, 'size "' .. s .. '": expected WxH or N')
   end
   raises(function() pipe:encode_prompt("x", {clip_skip = 2^32}) end, "clip_skip 4294967296")
+  -- a size table is {W, H} or {N}; a tensor option that is not one names the option
+  raises(function() gen{steps = 2, size = {8, 8, 8}} end, "pipe:generate: size: a table of 3 values: expected {W, H} or {N}")
+  raises(function() gen{steps = 2, size = {}} end, "size: a table of 0 values")
+  raises(function() gen{steps = 2, init = 5} end,
+         "pipe:generate: init: expected a tensor [3,H,W] or [B,3,H,W] in 0..1, got 5")
+  raises(function() gen{steps = 2, latents = "x"} end, 'pipe:generate: latents: expected a tensor [B,C,h,w] (the initial latents), got "x" (a string)')
+  raises(function() gen{steps = 2, refs = {lm.zeros{3, 16, 16}, true}} end, "pipe:generate: refs[2]: expected a tensor [3,H,W] in 0..1, got boolean")
+  raises(function() gen{steps = 2, refs = 5} end, "pipe:generate: refs: expected a tensor")
+  raises(function() lm.models.load(D .. "sd1", {tokenizer = D .. "sd1"}) end,
+         "sd1 is a diffusers folder, which has its own tokenizer: tokenizer = DIR (" .. D .. "sd1) is for single-file checkpoints")
   -- in range: "WxH", "N" and {N} are squares or the given size
   eq(gen{steps = 1, size = "16"}.shape[3], 16, '"16" is 16x16')
   eq(gen{steps = 1, size = "16x32"}.shape[3], 16, '"16x32" is 16 wide')

@@ -11,7 +11,9 @@
 # lm.models.load read it back; issue 34: outputs and strength checked before
 # the model loads, NaN in any stage an error naming it (no PNG), None and ""
 # negatives told apart in the image and its parameters, seeds that can be
-# given back, -- before a prompt starting with -.  One line per check.
+# given back, -- before a prompt starting with -; the third sweep's --strength
+# without --init and --tokenizer with a folder refused, a negative epsilon in
+# a config named with its file and key.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 export LUMEN_DEVICE=cpu
@@ -204,6 +206,20 @@ check "pipe:generate: a seed that is not whole is named by its value; a batch pa
   ok, e = pcall(p.generate, p, {prompt = 'a', steps = 1, size = 64, seed = math.maxinteger, batch = 2}); assert(e:find('seed 9223372036854775807 with batch 2: the last image', 1, true), e)
   ok, e = pcall(lm.models.load, '$S'); assert(e:find('give tokenizer = DIR', 1, true), e)"
 fails "--clip-skip past the text encoder's layers names both counts" 1 "clip_skip 63: text_encoder has 2 layers, so clip_skip 2 at most (diffusers' count; A1111's Clip skip, lumen generate's --clip-skip, is one more: 3)" sh -c "$G --model $D/sd1 --clip-skip 64 -o $T/x.png"
+# ---- the third sweep: options that would do nothing, a config's epsilon ----
+fails "--strength without --init is refused, not ignored" 2 "--strength is img2img's: give --init IN.png" sh -c "$G --model $D/sd1 --strength 0.5 -o $T/x.png"
+fails "--tokenizer with a diffusers folder is refused, not ignored (even a missing one)" 2 "--tokenizer /no/such: --model $D/sd1 is a diffusers folder, which has its own tokenizer; --tokenizer is for single-file checkpoints" sh -c "$G --model $D/sd1 --tokenizer /no/such -o $T/x.png"
+rm -rf $T/eps && cp -r $D/sd1 $T/eps
+/usr/bin/python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['layer_norm_eps'] = -1; json.dump(d, open(p, 'w'))" $T/eps/text_encoder/config.json
+fails "a negative layer_norm_eps names the file and the key" 1 "$T/eps/text_encoder/config.json: layer_norm_eps: -1: expected a number >= 0" sh -c "$G --model $T/eps -o $T/x.png"
+rm -rf $T/eps && cp -r $D/sd1 $T/eps
+/usr/bin/python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['norm_eps'] = -0.5; json.dump(d, open(p, 'w'))" $T/eps/unet/config.json
+fails "... and the UNet's norm_eps" 1 "$T/eps/unet/config.json: norm_eps: -0.5: expected a number >= 0" sh -c "$G --model $T/eps -o $T/x.png"
+for v in 0 1e9; do
+  rm -rf $T/eps && cp -r $D/sd1 $T/eps
+  /usr/bin/python3 -c "import json, sys; p = sys.argv[1]; d = json.load(open(p)); d['beta_start'] = float(sys.argv[2]); json.dump(d, open(p, 'w'))" $T/eps/scheduler/scheduler_config.json $v
+  fails "scheduler beta_start $v names the file and the key (not the UNet's NaN)" 1 "$T/eps/scheduler/scheduler_config.json: beta_start" sh -c "$G --model $T/eps -o $T/x.png"
+done
 check "... no x.png written by these failures" test ! -e $T/x.png
 
 # ---- the DiT families (issue 35): lumen generate, the metadata, a NaN named ----

@@ -5,7 +5,7 @@
 # Prints "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
-LUMEN="$(pwd)/$BUILD/lumen"
+LUMEN=${LUMEN:-"$(pwd)/$BUILD/lumen"}
 TMPD=$(mktemp -d /tmp/lumen-repl.XXXXXX)
 HIST="$TMPD/history"
 SOCK="lumen-test-$$-0"
@@ -240,6 +240,24 @@ out=$("$LUMEN" compare "$TMPD/ca.npy" "$TMPD/cb.npy" 2>&1); rc=$?
 lua_out=$("$LUMEN" -e "print(lm.compare(lm.load('$TMPD/ca.npy'), lm.load('$TMPD/cb.npy')))" 2>&1)
 if [ $rc = 1 ] && echo "$out" | grep -q 'worst \[2,3\]: 6 vs 7' && echo "$lua_out" | grep -q 'worst *\[2,3\]: 6 vs 7'; then ok
 else bad "lumen compare's worst index counts from 1, as lm.compare's" "rc=$rc out=$out lua=$lua_out"; fi
+# nothing compared is no success (as lm.diff's): two files with no tensors, an --only matching none
+"$LUMEN" -e "lm.save('$TMPD/ce.safetensors', {})"
+out=$("$LUMEN" compare "$TMPD/ce.safetensors" "$TMPD/ce.safetensors" 2>&1); rc=$?
+if [ $rc = 1 ] && echo "$out" | grep -q "^lumen compare: $TMPD/ce.safetensors against $TMPD/ce.safetensors: nothing compared: neither side holds a tensor" &&
+   echo "$out" | grep -q '^nothing compared: neither side holds a tensor (0 missing, 0 extra)'; then ok
+else bad "lumen compare of two files with no tensors says nothing was compared, exit 1" "rc=$rc out=$out"; fi
+out=$("$LUMEN" compare "$TMPD/ca.npy" "$TMPD/ca.npy" --only nomatch 2>&1); rc=$?
+if [ $rc = 1 ] && echo "$out" | grep -q 'nothing compared: only "nomatch" selects no name on either side'; then ok
+else bad "lumen compare --only matching nothing says so, exit 1" "rc=$rc out=$out"; fi
+# tolerances: inf as lm.compare's math.huge; NaN, negatives and an overflow refused
+out=$("$LUMEN" compare "$TMPD/ca.npy" "$TMPD/cb.npy" --rtol inf --atol inf 2>&1); rc=$?
+if [ $rc = 0 ] && echo "$out" | grep -q '^ok: 1 compared'; then ok
+else bad "lumen compare --rtol inf --atol inf passes (lm.compare takes math.huge)" "rc=$rc out=$out"; fi
+for v in nan -1 -inf 1e309 x; do
+  out=$("$LUMEN" compare "$TMPD/ca.npy" "$TMPD/cb.npy" --atol "$v" 2>&1); rc=$?
+  if [ $rc = 2 ] && echo "$out" | grep -q 'take a non-negative number (inf too)'; then ok
+  else bad "lumen compare --atol $v refused" "rc=$rc out=$out"; fi
+done
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

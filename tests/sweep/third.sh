@@ -135,10 +135,8 @@ G 0 "" --steps ' 2'
 for v in 64 8x8 64x128 EULER 'Euler a' ddim lms_karras; do
   case $v in [0-9]*) G 0 "" --size "$v" ;; *) G 0 "" --sampler "$v" ;; esac; done
 check gen-cli "the runs above wrote a whole PNG" 'decodes "$T/gen/x.png"'
-# options that do nothing, accepted without a word (h-gen's generate-side messages)
-XFAIL="repl/cli_generate.c: --strength without --init is accepted and ignored"
+# options that would do nothing: refused, not ignored
 G 2 "strength.*init|init.*strength" --strength 0.5
-XFAIL="repl/cli_generate.c: --tokenizer with a diffusers folder is ignored, even a missing folder"
 G 2 "tokenizer" --tokenizer "$T/no/such/folder"
 # an image that is not a PNG given to --init: said once, with what it is
 G 1 "^lumen generate: --init: [^ ]*rgb64.jpg: a JPEG image, not a PNG" --init "$T/gen/rgb64.jpg"
@@ -159,10 +157,8 @@ for o in "steps = 2^32 + 2" "batch = 2^32 + 1" "clip_skip = 2^32" "size = {-40, 
          "stacked = 'yes'" "bogus = 1" "batch = 2, prompt = {'a', 'b', 'c'}" "batch = 2, seed = {1}" \
          "cfg = {}" "size = {}" "size = true" "size = {0, 64}"; do
   GL 1 "generate" "$o"; done
-GL 1 "dpm\+\+2m: strength 1e-09 of 2 steps leaves no step" "init = lm.zeros{3, 64, 64}, strength = 1e-9"
-XFAIL="lua/l_diffusion.c: init = 5 says 'bad argument #-2 to 'generate' (tensor expected, got number)', naming no option"
+GL 1 "strength 1e-09 of 2 steps leaves no step" "init = lm.zeros{3, 64, 64}, strength = 1e-9"
 GL 1 "init" "init = 5"
-XFAIL="lua/l_diffusion.c: size = {8, 8, 8} is taken as 8x8 (a third size ignored)"
 GL 1 "size" "size = {8, 8, 8}"
 for o in "steps = '2'" "seed = 5" "sampler = 'Euler a'" "size = '64x32'" "size = {32, 64}" "batch = 2, seed = {3, 4}" \
          "cfg = 1" "cfg = 0" "latents = lm.zeros{1, 4, 8, 8}" "init = lm.rand{3, 64, 64}, strength = 0.5"; do
@@ -229,7 +225,6 @@ for k in hidden_size num_hidden_layers num_attention_heads intermediate_size max
          hidden_act eos_token_id layer_norm_eps; do
   for v in DEL null '"x"' -1 0 1e9; do
     fresh; mut "$T/m/text_encoder/config.json" $k "$v"
-    [ $k = layer_norm_eps ] && [ "$v" = -1 ] && XFAIL="models/clip_text.c: 'clip text encoder: layer_norm: eps must be >= 0, got -1' names neither text_encoder/config.json nor layer_norm_eps"
     M "text_encoder $k=$v" "config.json|$k|model.safetensors"
   done
 done
@@ -538,13 +533,11 @@ C 1 "x" "$T/a.safetensors" "$T/n.safetensors"
 C any "" "$T/n.safetensors" "$T/n.safetensors"
 C 1 "x" "$T/a.safetensors" "$T/i.safetensors"
 C any "" "$T/i.safetensors" "$T/i.safetensors"
-XFAIL="repl/cli_files.c, core/io/compare_sets.c: two files with no tensors give 'ok: 0 compared', status 0 (issue 34 item 7's kind: success when nothing was compared)"
 C nz "e\.safetensors|no tensor|nothing|empty" "$T/e.safetensors" "$T/e.safetensors"
 C nz "" "$T/a.safetensors" "$T/e.safetensors"
 C any "" "$T/a.safetensors" "$T/a.npy"
 for v in -1 nan abc '' 1e309; do C 2 "rtol" "$T/a.safetensors" "$T/b.safetensors" --rtol "$v"; done
 for v in -1 nan abc ''; do C 2 "atol" "$T/a.safetensors" "$T/b.safetensors" --atol "$v"; done
-XFAIL="repl/cli_files.c parse_num: --rtol inf is refused as 'not a non-negative number' while lm.compare takes math.huge (item 9)"
 C 0 "" "$T/a.safetensors" "$T/b.safetensors" --rtol inf --atol inf
 C 2 "" "$T/a.safetensors"
 C 2 "" "$T/a.safetensors" "$T/b.safetensors" "$T/c.safetensors"
