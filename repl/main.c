@@ -14,10 +14,12 @@
  * This file only reads the command line and hands it on; chunks run under
  * the signal handling of repl/host.c.  A script stopped by a signal exits
  * with 128 + the signal: 130 for Ctrl-C, 143 for SIGTERM. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/io/io.h"
 #include "host.h"
 #include "repl.h"
 
@@ -84,8 +86,34 @@ static int require_global(lua_State *L, const char *name)
     return status;
 }
 
+/* The subcommands written in C (generate, upscale, convert, compare...) stop
+ * at SIGINT / SIGTERM as the default action does, but first unlink the
+ * temporaries of the writes in progress (PNG writers run on every core): the
+ * default action left them beside the outputs.  The REPL and scripts
+ * install their own handlers below (lm_repl_signals_init). */
+static void cli_signal(int sig)
+{
+    lm_io_unlink_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void cli_signals_init(void)
+{
+    int sigs[2] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction sa, old;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;   /* kept ignored */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = cli_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    cli_signals_init();
     int r = lm_cli_files(argc, argv);
     if (r < 0) r = lm_cli_diff(argc, argv);
     if (r < 0) r = lm_cli_batch(argc, argv);

@@ -217,7 +217,30 @@ static int tmp_claim(void)
  * The name is listed in its slot before the file exists, so a signal
  * arriving on any thread at any moment finds it (unlinking a name not
  * yet made, or one only this pid can have made, harms nothing). */
+/* A signal handler about to _exit sets tmp_exiting, waits for the temporaries
+ * being created on other threads (tmp_creating) and unlinks every listed
+ * one: a thread that saw no exit yet has its file made before the handler
+ * unlinks it, one that sees the exit makes none.  (Unlinking first and
+ * letting another core's open() run after it left a temporary behind.) */
+static atomic_int tmp_exiting, tmp_creating;
+static int create_temp_listed(const char *path, char *tmp, size_t cap, int *slot);
+
 static int create_temp(const char *path, char *tmp, size_t cap, int *slot)
+{
+    atomic_fetch_add(&tmp_creating, 1);
+    int fd = -1;
+    if (atomic_load(&tmp_exiting)) {
+        atomic_fetch_sub(&tmp_creating, 1);
+        *slot = -1;
+        errno = EINTR;
+        return -1;
+    }
+    fd = create_temp_listed(path, tmp, cap, slot);
+    atomic_fetch_sub(&tmp_creating, 1);
+    return fd;
+}
+
+static int create_temp_listed(const char *path, char *tmp, size_t cap, int *slot)
 {
     static atomic_uint counter;
     *slot = strlen(path) + 64 <= sizeof tmp_slots[0].path ? tmp_claim() : -1;
@@ -268,6 +291,14 @@ bool lm_io_temp_base(const char *name, size_t *n)
 
 void lm_io_unlink_temporaries(void)
 {
+    atomic_store(&tmp_exiting, 1);
+    /* the creations under way on other threads finish (bounded: the signal
+     * may have landed on the creating thread itself, which never resumes) */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do clock_gettime(CLOCK_MONOTONIC, &t);
+    while (atomic_load(&tmp_creating) > 0 &&
+           (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000000L);
     for (int i = 0; i < TMP_SLOTS; i++)
         if (atomic_load(&tmp_slots[i].state) == 2) unlink(tmp_slots[i].path);
 }
