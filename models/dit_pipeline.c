@@ -218,27 +218,6 @@ lm_array *lm_dit_pipe_decode_raw(lm_vae *vae, lm_dtype vae_dt, const lm_sd_famil
     return r;
 }
 
-/* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
-static lm_array *postprocess(lm_array *raw)
-{
-    tmp t = {0};
-    lm_array *g = T(&t, lm_binary_scalar(LM_OP_MUL, raw, 0.5, false));
-    lm_array *h = g ? T(&t, lm_binary_scalar(LM_OP_ADD, g, 0.5, false)) : NULL;
-    lm_array *r = keep(h ? T(&t, lm_clamp(h, 0, 1)) : NULL);
-    tmp_free(&t);
-    return r;
-}
-
-lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
-                             double scaling, double shift, lm_array *latents)
-{
-    (void)d;
-    lm_array *raw = lm_dit_pipe_decode_raw(vae, vae_dt, row, scaling, shift, latents);
-    lm_array *r = raw ? postprocess(raw) : NULL;
-    lm_array_release(raw);
-    return r;
-}
-
 /* ---- FLUX.2-klein's reference images ---- */
 
 /* Flux2ImageProcessor.check_image_input's limits, Flux2KleinPipeline's area */
@@ -478,17 +457,7 @@ static lm_status check(dgen *g)
     const lm_sd_gen_opts *o = g->o;
     lm_sd_pipeline *p = g->p;
     const lm_sd_family_row *row = g->d->row;
-    if (lm_sd_option_check_int(LM_SD_OPT_BATCH, "generate", NULL, o->batch) ||
-        lm_sd_option_check_int(LM_SD_OPT_STEPS, "generate", NULL, o->steps) ||
-        lm_sd_option_check_num(LM_SD_OPT_CFG, "generate", NULL, o->cfg) ||
-        (o->width && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "width", o->width)) ||
-        (o->height && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "height", o->height)))
-        return lm_error_status();
-    if (o->nprompts > 1 && o->nprompts != o->batch)
-        return lm_error_set(LM_ERR_ARG, "generate: %d prompts for a batch of %d", o->nprompts, o->batch);
-    if (o->nnegatives > 1 && o->nnegatives != o->batch)
-        return lm_error_set(LM_ERR_ARG, "generate: %d negative prompts for a batch of %d",
-                            o->nnegatives, o->batch);
+    if (lm_sd_gen_opts_check(o) != LM_OK) return lm_error_status();
     if (!(o->cfg_normalization >= 0 && o->cfg_normalization <= 1000) ||
         !(o->cfg_truncation >= 0 && o->cfg_truncation <= 1))
         return lm_error_set(LM_ERR_ARG, "generate: cfg_normalization %g / cfg_truncation %g: expected "
@@ -837,7 +806,7 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
                                      : lm_array_retain(xs[made]);
         raw[made] = z ? lm_dit_pipe_decode_raw(vae, lm_vae_dtype(vae), d->row, vc->scaling_factor, vc->shift_factor, z) : NULL;
         lm_array_release(z);
-        if (!raw[made] || !(dsum[made] = sum_all(raw[made])) || !(imgs[made] = postprocess(raw[made]))) {
+        if (!raw[made] || !(dsum[made] = sum_all(raw[made])) || !(imgs[made] = lm_sd_postprocess(raw[made]))) {
             st = lm_error_status();
             made++;
             break;

@@ -75,12 +75,10 @@ lm_status lm_dit_pipe_schedule(lm_dit_pipe *d, int steps, int64_t h, int64_t w, 
  * Z-Image latents / scaling + shift; FLUX.2 the batch-norm statistics and
  * the 2x2 unpatchify of its packed channels first (latents then are
  * [B, 4C, h/2, w/2]). */
-/* ... the VAE's raw output, f32, before the postprocess (x / 2 + 0.5)
- * and its clamp */
+/* ... as the VAE's raw output, f32, before the postprocess
+ * (lm_sd_postprocess: x / 2 + 0.5, clamped) */
 lm_array *lm_dit_pipe_decode_raw(struct lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
                                  double scaling, double shift, lm_array *latents);
-lm_array *lm_dit_pipe_decode(lm_dit_pipe *d, struct lm_vae *vae, lm_dtype vae_dt, const lm_sd_family_row *row,
-                        double scaling, double shift, lm_array *latents);
 
 /* Klein's reference images refs[n] (each [3,H,W] in 0..1) as
  * Flux2KleinPipeline prepares them (the image processor's checks: sides of

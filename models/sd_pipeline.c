@@ -651,7 +651,7 @@ static lm_array *decode_raw(lm_sd_pipeline *p, lm_array *latents)
 }
 
 /* diffusers' postprocess: (x / 2 + 0.5).clamp(0, 1) */
-static lm_array *postprocess(lm_array *e)
+lm_array *lm_sd_postprocess(lm_array *e)
 {
     lm_array *g = lm_binary_scalar(LM_OP_MUL, e, 0.5, false);
     lm_array *f = g ? lm_binary_scalar(LM_OP_ADD, g, 0.5, false) : NULL;
@@ -663,7 +663,7 @@ static lm_array *postprocess(lm_array *e)
 
 lm_array *lm_sd_decode_latents(lm_sd_pipeline *p, lm_array *latents)
 {
-    lm_array *e = decode_raw(p, latents), *r = e ? postprocess(e) : NULL;
+    lm_array *e = decode_raw(p, latents), *r = e ? lm_sd_postprocess(e) : NULL;
     lm_array_release(e);
     return r;
 }
@@ -991,15 +991,12 @@ static lm_status check_seeds(const lm_sd_gen_opts *o)
     return lm_sd_seeds_check("generate", "seed", "batch", (int64_t)o->seed, o->batch);
 }
 
-static lm_status check_gen(gen *g)
+lm_status lm_sd_gen_opts_check(const lm_sd_gen_opts *o)
 {
-    const lm_sd_gen_opts *o = g->o;
-    lm_sd_pipeline *p = g->p;
     /* the ranges of models/family.h, the ones the CLI and Lua check with */
     if (lm_sd_option_check_int(LM_SD_OPT_BATCH, "generate", NULL, o->batch) ||
         lm_sd_option_check_int(LM_SD_OPT_STEPS, "generate", NULL, o->steps) ||
         lm_sd_option_check_num(LM_SD_OPT_CFG, "generate", NULL, o->cfg) ||
-        lm_sd_option_check_int(LM_SD_OPT_CLIP_SKIP, "generate", NULL, o->clip_skip) ||
         (o->width && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "width", o->width)) ||
         (o->height && lm_sd_option_check_int(LM_SD_OPT_SIZE, "generate", "height", o->height)))
         return lm_error_status();
@@ -1009,6 +1006,16 @@ static lm_status check_gen(gen *g)
     if (o->nnegatives > 1 && o->nnegatives != o->batch)
         return lm_error_set(LM_ERR_ARG, "generate: %d negative prompts for a batch of %d",
                             o->nnegatives, o->batch);
+    return LM_OK;
+}
+
+static lm_status check_gen(gen *g)
+{
+    const lm_sd_gen_opts *o = g->o;
+    lm_sd_pipeline *p = g->p;
+    if (lm_sd_gen_opts_check(o) != LM_OK ||
+        lm_sd_option_check_int(LM_SD_OPT_CLIP_SKIP, "generate", NULL, o->clip_skip) != LM_OK)
+        return lm_error_status();
     if (o->nrefs)
         return lm_error_set(LM_ERR_ARG, "generate: %d reference image%s: %s takes none (they are "
                             "FLUX.2-klein's editing); an init image (img2img) starts from one", o->nrefs,
@@ -1291,7 +1298,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         x = next;
         if (o->progress) o->progress(o->progress_ctx, i + 1, n);
     }
-    if (!(raw = per_lane(&g, x, lane_decode, NULL)) || !(img = postprocess(raw)) ||
+    if (!(raw = per_lane(&g, x, lane_decode, NULL)) || !(img = lm_sd_postprocess(raw)) ||
         !(g.decode_sums = image_sums(raw)))
         goto fail;
     lm_array *last[2] = {img, g.decode_sums};

@@ -167,6 +167,15 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
  * and the least strength that would.  Needs no model: callers check it
  * before loading one or encoding an image; lm_sd_generate checks it before
  * any network runs. */
+/* The checks every family's generation makes first (lm_sd_generate and the
+ * DiT families' loop): the options' ranges of models/family.h but
+ * clip_skip's (each family checks its own), the seeds, the prompt counts.
+ * LM_OK or LM_ERR_ARG naming the option. */
+lm_status lm_sd_gen_opts_check(const lm_sd_gen_opts *o);
+/* diffusers' postprocess of a VAE's raw output: (x / 2 + 0.5).clamp(0, 1),
+ * a new lazy array */
+lm_array *lm_sd_postprocess(lm_array *raw);
+
 lm_status lm_sd_img2img_check(const char *who, int64_t steps, double strength);
 /* ... for the family row (NULL: SD's rule): a flow-matching family's
  * img2img runs steps - int(steps - steps * strength) steps, never none */

@@ -295,6 +295,15 @@ static void test_rows(void **state)
     printf("  %s\n", lm_error_message());
     assert_non_null(strstr(lm_error_message(), "dpm++2m_karras"));
     o.sampler = NULL;
+    /* the checks every family shares (lm_sd_gen_opts_check): a batch whose
+     * seeds run past 2^63-1 */
+    o.seed = (uint64_t)INT64_MAX;
+    o.batch = 2;
+    assert_null(lm_sd_generate(z, &o));
+    printf("  %s\n", lm_error_message());
+    assert_non_null(strstr(lm_error_message(), "past the largest seed"));
+    o.seed = 0;
+    o.batch = 1;
     o.clip_skip = 1;
     assert_null(lm_sd_generate(k, &o));
     printf("  %s\n", lm_error_message());
