@@ -359,9 +359,18 @@ int lm_lua_sd_pipeline_open(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction",
-                                        "tiling", NULL};
+                                        "tiling", "offload", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.diffusion.pipeline", known);
+    bool offload = false;
+    if (lua_istable(L, 2)) {
+        lua_getfield(L, 2, "offload");
+        if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+            return luaL_error(L, "lm.diffusion.pipeline: offload: expected a boolean, got %s",
+                              luaL_typename(L, -1));
+        offload = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+    }
     lm_sd_load_opts lo;
     lm_sd_load_opts_init(&lo);
     lo.dtype = o.dtype;
@@ -380,6 +389,13 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     lm_lua_enter(L);
     u->p = lm_sd_pipeline_load(path, &lo);
     if (!u->p) return lm_lua_error(L);
+    if (offload) {
+        if (!lm_sd_pipeline_dit(u->p))
+            return luaL_error(L, "lm.diffusion.pipeline: offload: only the DiT families (Z-Image, "
+                              "FLUX.2-klein) offload their text encoder; %s keeps every stage",
+                              lm_sd_pipeline_row(u->p)->title);
+        lm_dit_pipe_set_offload(lm_sd_pipeline_dit(u->p), true);
+    }
     return 1;
 }
 
@@ -1127,7 +1143,8 @@ static const lm_lua_func diffusion_funcs[] = {
      "text_embeds=[B,P] (with a projection)}, lazy.  Fields: hidden_size, num_layers,\n"
      "num_heads, max_positions, vocab_size, projection_dim, hidden_act, dtype, device."},
     {"pipeline", lm_lua_sd_pipeline_open,
-     "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=, tiling=})\n"
+     "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=, tiling=,\n"
+     "offload=})\n"
      "-> pipe\n"
      "Also lm.models.load(path).  A Stable Diffusion pipeline (SD 1.x, 2.x, SDXL) from a\n"
      "diffusers folder (model_index.json) or a single-file .safetensors or .gguf checkpoint\n"
@@ -1136,7 +1153,9 @@ static const lm_lua_func diffusion_funcs[] = {
      "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
      "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"
      "\"v_prediction\", overriding the scheduler config.  tiling: the VAE's, \"auto\" (the\n"
-     "default, see models/vae.h), \"on\" or \"off\" (diffusers' default).  Weights\n"
+     "default, see models/vae.h), \"on\" or \"off\" (diffusers' default).  offload = true\n"
+     "(Z-Image, FLUX.2-klein): the Qwen3 text encoder is freed after each encoding and read\n"
+     "again for the next, so the peak is the transformer's.  Weights\n"
      "load once and stay on the\n"
      "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"
      "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"

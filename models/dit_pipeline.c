@@ -26,6 +26,9 @@ struct lm_dit_pipe {
     lm_zimage *zimage;
     lm_flux2 *flux2;
     lm_flowmatch_config sched;
+    char *te_path;            /* the text encoder's folder and variant, to reload it */
+    char *te_variant;
+    bool offload;             /* the text encoder freed after each encoding */
 };
 
 lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d) { return d->tok; }
@@ -38,6 +41,8 @@ void lm_dit_pipe_free(lm_dit_pipe *d)
     if (!d) return;
     lm_qwen_tokenizer_free(d->tok);
     lm_qwen3_free(d->te);
+    free(d->te_path);
+    free(d->te_variant);
     lm_zimage_free(d->zimage);
     lm_flux2_free(d->flux2);
     free(d);
@@ -91,7 +96,12 @@ lm_dit_pipe *lm_dit_pipe_load(const lm_sd_family_row *row, const char *dir, cons
     if (!(path = lm_dfs_path(dir, E->tokenizer)) || !(d->tok = lm_qwen_tokenizer_load(path))) goto fail;
     free(path);
     if (!(path = lm_dfs_path(dir, E->dir)) || !(d->te = lm_qwen3_load(path, variant, dt, dev))) goto fail;
-    free(path);
+    d->te_path = path;
+    path = NULL;
+    if (variant && !(d->te_variant = strdup(variant))) {
+        lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
+        goto fail;
+    }
     if (!(path = lm_dfs_path(dir, row->denoiser_dir))) goto fail;
     if (row->denoiser == LM_SD_NET_ZIMAGE) d->zimage = lm_zimage_load(path, variant, dt, dev);
     else if (row->denoiser == LM_SD_NET_FLUX2) d->flux2 = lm_flux2_load(path, variant, dt, dev);
@@ -149,20 +159,40 @@ static lm_status encode_one(lm_dit_pipe *d, const char *prompt, int L, int nl, c
     return st;
 }
 
+void lm_dit_pipe_set_offload(lm_dit_pipe *d, bool on)
+{
+    d->offload = on;
+    if (on) {
+        lm_qwen3_free(d->te);
+        d->te = NULL;
+    }
+}
+
+bool lm_dit_pipe_offload(const lm_dit_pipe *d) { return d->offload; }
+
 lm_status lm_dit_pipe_encode_prompt(lm_dit_pipe *d, int n, const char *const *prompts, int max_length,
                                     int n_layers, const int *layers, lm_array **out)
 {
     int L = max_length > 0 ? max_length : d->row->encoders[0].max_length;
     for (int i = 0; i < n; i++) out[i] = NULL;
-    for (int i = 0; i < n; i++)
-        if (encode_one(d, prompts[i], L, n_layers, layers, &out[i]) != LM_OK) {
-            for (int j = 0; j < i; j++) {
-                lm_array_release(out[j]);
-                out[j] = NULL;
-            }
-            return lm_error_status();
+    if (!d->te && !(d->te = lm_qwen3_load(d->te_path, d->te_variant, d->dt, d->dev))) {
+        lm_error_prefix("encode_prompt (offload: reloading the text encoder): ");
+        return lm_error_status();
+    }
+    lm_status st = LM_OK;
+    for (int i = 0; i < n && st == LM_OK; i++) st = encode_one(d, prompts[i], L, n_layers, layers, &out[i]);
+    /* offload: the hidden states computed before the weights go */
+    if (st == LM_OK && d->offload) st = lm_eval(out, n);
+    if (d->offload) {
+        lm_qwen3_free(d->te);
+        d->te = NULL;
+    }
+    if (st != LM_OK)
+        for (int j = 0; j < n; j++) {
+            lm_array_release(out[j]);
+            out[j] = NULL;
         }
-    return LM_OK;
+    return st;
 }
 
 /* ---- the schedule ---- */
@@ -888,7 +918,12 @@ lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir
     if (!(path = lm_dfs_path(dir, E->tokenizer)) || !(d->tok = lm_qwen_tokenizer_load(path))) goto fail;
     free(path);
     if (!(path = lm_dfs_path(dir, E->dir)) || !(d->te = lm_qwen3_load(path, variant, dt, dev))) goto fail;
-    free(path);
+    d->te_path = path;
+    path = NULL;
+    if (variant && !(d->te_variant = strdup(variant))) {
+        lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
+        goto fail;
+    }
     if (!(path = lm_dfs_path(dir, "scheduler"))) goto fail;
     if (lm_flowmatch_config_load(path, &d->sched) != LM_OK) goto fail;
     free(path);

@@ -54,7 +54,17 @@ lm_dit_pipe *lm_dit_pipe_load(const lm_sd_family_row *row, const char *dir, cons
 void lm_dit_pipe_free(lm_dit_pipe *d);   /* NULL is fine */
 
 struct lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d);
+/* NULL while offloaded (below) */
 struct lm_qwen3 *lm_dit_pipe_text_encoder(lm_dit_pipe *d);
+
+/* Offload (diffusers' enable_model_cpu_offload, for a GPU too small for
+ * every stage at once): on, the text encoder's weights are freed now and
+ * after each encoding (its hidden states evaluated first), and read again
+ * from its files for the next one; the transformer and VAE stay.  The peak
+ * is then the transformer's and the VAE's working set rather than every
+ * stage's weights together (docs/BENCHMARKS.md has the figures). */
+void lm_dit_pipe_set_offload(lm_dit_pipe *d, bool on);
+bool lm_dit_pipe_offload(const lm_dit_pipe *d);
 struct lm_zimage *lm_dit_pipe_zimage(lm_dit_pipe *d);      /* NULL unless Z-Image */
 struct lm_flux2 *lm_dit_pipe_flux2(lm_dit_pipe *d);        /* NULL unless FLUX.2 */
 

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "core/io/io.h"
 #include "core/lumen.h"
+#include "models/dit_pipeline.h"
 #include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "repl.h"
@@ -36,13 +37,14 @@ typedef struct gen_args {
 #define GEN_MAX_REFS 8
     const char *refs[GEN_MAX_REFS];   /* --ref: FLUX.2-klein's reference images, in order */
     int nrefs;
+    int text_layers[LM_SD_MAX_LAYERS], n_text_layers;   /* --text-layers: DiT families */
     const char *device_name;
     lm_device *device;
     lm_dtype dtype;
     int64_t steps, width, height, batch, clip_skip;
     double cfg, strength;
     uint64_t seed;
-    bool has_seed, overwrite, quiet;
+    bool has_seed, overwrite, quiet, offload;
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
 } gen_args;
 
@@ -79,6 +81,10 @@ static int usage(const char *msg)
             "  --tokenizer DIR    single files: a diffusers folder (or tokenizer folder) to take\n"
             "                     tokenizer/ [tokenizer_2/] and scheduler/ from\n"
             "  --prediction P     epsilon or v_prediction, overriding the scheduler config\n"
+            "  --offload          Z-Image, FLUX.2-klein: free the text encoder after encoding\n"
+            "                     (read again for the next prompt): the peak is the transformer's\n"
+            "  --text-layers L,.. Z-Image, FLUX.2-klein: the text encoder's hidden states taken\n"
+            "                     (1-based, as diffusers' hidden_states[L]; default the family's)\n"
             "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
@@ -152,7 +158,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", "--clip-skip", "--ref", NULL};
+            "--prediction", "--clip-skip", "--ref", "--text-layers", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -211,7 +217,23 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (!lm_dtype_from_name(v, &a->dtype) ||
                 (a->dtype != LM_F32 && a->dtype != LM_F16 && a->dtype != LM_BF16))
                 return bad_value(s, v, "f32, f16 or bf16");
-        } else if (!strcmp(s, "--overwrite")) a->overwrite = true;
+        } else if (!strcmp(s, "--text-layers")) {
+            const char *q = v;
+            a->n_text_layers = 0;
+            while (*q) {
+                char *end;
+                long l = strtol(q, &end, 10);
+                if (end == q || (*end && *end != ',') || l < 1 || l > 4096 ||
+                    a->n_text_layers == LM_SD_MAX_LAYERS)
+                    return bad_value(s, v, "1 to 4 layer numbers (1 to 4096) separated by commas, "
+                                     "as 9,18,27");
+                a->text_layers[a->n_text_layers++] = (int)l;
+                q = *end ? end + 1 : end;
+                if (*end && !*q) return bad_value(s, v, "no comma at the end");
+            }
+            if (!a->n_text_layers) return bad_value(s, v, "1 to 4 layer numbers separated by commas");
+        } else if (!strcmp(s, "--offload")) a->offload = true;
+        else if (!strcmp(s, "--overwrite")) a->overwrite = true;
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             usage(NULL);
@@ -561,6 +583,14 @@ static int cmd_generate(int argc, char **argv)
         report(NULL);
         goto done;
     }
+    if ((a.offload || a.n_text_layers) && !lm_sd_pipeline_dit(p)) {
+        fprintf(stderr, "lumen generate: %s: only the DiT families (Z-Image, FLUX.2-klein) take it; "
+                "%s is %s\n", a.offload ? "--offload" : "--text-layers", a.model,
+                lm_sd_pipeline_row(p)->title);
+        rc = 2;
+        goto done;
+    }
+    if (a.offload) lm_dit_pipe_set_offload(lm_sd_pipeline_dit(p), true);
     /* what was not given is the model family's (the infotext records what ran) */
     const lm_sd_defaults *fd = lm_sd_pipeline_defaults(p);
     if (!a.has_steps) a.steps = fd->steps;
@@ -591,6 +621,8 @@ static int cmd_generate(int argc, char **argv)
     go.refs = refs;
     go.nrefs = nref;
     go.clip_skip = a.clip_skip > 1 ? (int)a.clip_skip - 1 : 0;
+    go.text_layers = a.n_text_layers ? a.text_layers : NULL;
+    go.n_text_layers = a.n_text_layers;
     bar b = {!a.quiet && isatty(2), a.batch};
     go.progress = progress;
     go.progress_ctx = &b;
