@@ -983,6 +983,10 @@ static int l_transformer_call(lua_State *L)
     else t = lm_cast(lm_lua_check_array(L, 3), LM_F32);
     if (!t) return lm_lua_error(L);
     lm_array *r = NULL;
+    if (lm_dit_pipe_transformer_ready(d) != LM_OK) {   /* after an offload */
+        lm_array_release(t);
+        return lm_lua_error(L);
+    }
     if (lm_dit_pipe_zimage(d)) {
         if (ncap != B) {
             lm_array_release(t);

@@ -681,16 +681,25 @@ lm_status lm_dit_file_row(const char *path, const char *folder, const lm_sd_fami
     return st;
 }
 
+/* lm_dit_transformer_reader of a single file (also after an offload) */
+static lm_status read_file(const lm_sd_family_row *row, const char *path, const char *folder,
+                           const char *variant, lm_dtype dt, lm_device *dev, lm_zimage **z, lm_flux2 **x)
+{
+    (void)row;
+    (void)variant;
+    lm_dit_file f;
+    if (lm_dit_file_read(path, folder, dev, &f) != LM_OK) return lm_error_status();
+    if (f.family == LM_SD_ZIMAGE) *z = lm_zimage_load_from(f.config, &f.weights, path, dt, dev);
+    else *x = lm_flux2_load_from(f.config, &f.weights, path, dt, dev);
+    lm_dit_file_free(&f);
+    return *z || *x ? LM_OK : lm_error_status();
+}
+
 lm_dit_pipe *lm_dit_file_load(const lm_sd_family_row *row, const char *path, const char *folder,
                               const char *mi, const char *variant, lm_dtype dt, lm_device *dev)
 {
-    lm_dit_file f;
-    if (lm_dit_file_read(path, folder, dev, &f) != LM_OK) return NULL;
     lm_zimage *z = NULL;
     lm_flux2 *x = NULL;
-    if (f.family == LM_SD_ZIMAGE) z = lm_zimage_load_from(f.config, &f.weights, path, dt, dev);
-    else x = lm_flux2_load_from(f.config, &f.weights, path, dt, dev);
-    lm_dit_file_free(&f);
-    if (!z && !x) return NULL;
-    return lm_dit_pipe_load_parts(row, folder, mi, variant, dt, dev, z, x);
+    if (read_file(row, path, folder, variant, dt, dev, &z, &x) != LM_OK) return NULL;
+    return lm_dit_pipe_load_parts(row, folder, mi, variant, dt, dev, z, x, read_file, path);
 }

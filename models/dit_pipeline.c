@@ -26,9 +26,11 @@ struct lm_dit_pipe {
     lm_zimage *zimage;
     lm_flux2 *flux2;
     lm_flowmatch_config sched;
-    char *te_path;            /* the text encoder's folder and variant, to reload it */
+    char *te_path;            /* the text encoder's folder and variant, to read it again */
     char *te_variant;
-    bool offload;             /* the text encoder freed after each encoding */
+    char *tr_path, *tr_folder;   /* the transformer's, and its reader */
+    lm_dit_transformer_reader read;
+    bool offload;             /* one of the two networks resident at a time */
 };
 
 lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d) { return d->tok; }
@@ -43,6 +45,8 @@ void lm_dit_pipe_free(lm_dit_pipe *d)
     lm_qwen3_free(d->te);
     free(d->te_path);
     free(d->te_variant);
+    free(d->tr_path);
+    free(d->tr_folder);
     lm_zimage_free(d->zimage);
     lm_flux2_free(d->flux2);
     free(d);
@@ -76,46 +80,59 @@ static lm_array *keep(lm_array *a) { return a ? lm_array_retain(a) : NULL; }
 
 /* ---- loading ---- */
 
+static lm_status read_folder(const lm_sd_family_row *row, const char *path, const char *folder,
+                             const char *variant, lm_dtype dt, lm_device *dev, lm_zimage **z, lm_flux2 **x)
+{
+    (void)folder;
+    if (row->denoiser == LM_SD_NET_ZIMAGE) *z = lm_zimage_load(path, variant, dt, dev);
+    else if (row->denoiser == LM_SD_NET_FLUX2) *x = lm_flux2_load(path, variant, dt, dev);
+    else lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: its transformer is not in this build", path, row->title);
+    return *z || *x ? LM_OK : lm_error_status();
+}
+
 lm_dit_pipe *lm_dit_pipe_load(const lm_sd_family_row *row, const char *dir, const char *mi,
                     const char *variant, lm_dtype dt, lm_device *dev)
 {
-    lm_dit_pipe *d = calloc(1, sizeof *d);
-    char *path = NULL;
-    if (!d) {
-        lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
-        return NULL;
-    }
-    d->row = row;
-    d->dt = dt;
-    d->dev = dev;
-    const lm_sd_encoder *E = &row->encoders[0];
-    if (row->n_encoders != 1 || E->kind != LM_SD_TE_QWEN3) {
-        lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: only one Qwen3 text encoder is read", mi, row->title);
-        goto fail;
-    }
-    if (!(path = lm_dfs_path(dir, E->tokenizer)) || !(d->tok = lm_qwen_tokenizer_load(path))) goto fail;
-    free(path);
-    if (!(path = lm_dfs_path(dir, E->dir)) || !(d->te = lm_qwen3_load(path, variant, dt, dev))) goto fail;
-    d->te_path = path;
-    path = NULL;
-    if (variant && !(d->te_variant = strdup(variant))) {
-        lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
-        goto fail;
-    }
-    if (!(path = lm_dfs_path(dir, row->denoiser_dir))) goto fail;
-    if (row->denoiser == LM_SD_NET_ZIMAGE) d->zimage = lm_zimage_load(path, variant, dt, dev);
-    else if (row->denoiser == LM_SD_NET_FLUX2) d->flux2 = lm_flux2_load(path, variant, dt, dev);
-    else lm_error_set(LM_ERR_UNSUPPORTED, "%s: %s: its transformer is not in this build", mi, row->title);
-    if (!d->zimage && !d->flux2) goto fail;
-    free(path);
-    if (!(path = lm_dfs_path(dir, "scheduler"))) goto fail;
-    if (lm_flowmatch_config_load(path, &d->sched) != LM_OK) goto fail;
+    char *path = lm_dfs_path(dir, row->denoiser_dir);
+    lm_zimage *z = NULL;
+    lm_flux2 *x = NULL;
+    lm_dit_pipe *d = NULL;
+    if (path && read_folder(row, path, dir, variant, dt, dev, &z, &x) == LM_OK)
+        d = lm_dit_pipe_load_parts(row, dir, mi, variant, dt, dev, z, x, read_folder, path);
     free(path);
     return d;
-fail:
-    free(path);
-    lm_dit_pipe_free(d);
-    return NULL;
+}
+
+lm_status lm_dit_pipe_transformer_ready(lm_dit_pipe *d)
+{
+    if (d->zimage || d->flux2) return LM_OK;
+    if (d->read(d->row, d->tr_path, d->tr_folder, d->te_variant, d->dt, d->dev, &d->zimage, &d->flux2) != LM_OK)
+        return lm_error_prefix("offload: reading the transformer again: ");
+    return LM_OK;
+}
+
+/* offload: the text encoder resident, the transformer not */
+static lm_status te_acquire(lm_dit_pipe *d)
+{
+    if (d->offload) {
+        lm_zimage_free(d->zimage);
+        lm_flux2_free(d->flux2);
+        d->zimage = NULL;
+        d->flux2 = NULL;
+    }
+    if (!d->te && !(d->te = lm_qwen3_load(d->te_path, d->te_variant, d->dt, d->dev)))
+        return lm_error_prefix("offload: reading the text encoder again: ");
+    return LM_OK;
+}
+
+/* offload: out computed, then the text encoder freed */
+static lm_status te_release(lm_dit_pipe *d, lm_array *const *out, int n)
+{
+    if (!d->offload) return LM_OK;
+    lm_status st = lm_eval(out, n);
+    lm_qwen3_free(d->te);
+    d->te = NULL;
+    return st;
 }
 
 /* ---- the prompt ---- */
@@ -170,28 +187,32 @@ void lm_dit_pipe_set_offload(lm_dit_pipe *d, bool on)
 
 bool lm_dit_pipe_offload(const lm_dit_pipe *d) { return d->offload; }
 
+static lm_status encode_all(lm_dit_pipe *d, int n, const char *const *prompts, int max_length, int n_layers,
+                            const int *layers, lm_array **out)
+{
+    int L = max_length > 0 ? max_length : d->row->encoders[0].max_length;
+    lm_status st = LM_OK;
+    for (int i = 0; i < n && st == LM_OK; i++) st = encode_one(d, prompts[i], L, n_layers, layers, &out[i]);
+    return st;
+}
+
+static void release_all(lm_array **out, int n)
+{
+    for (int j = 0; j < n; j++) {
+        lm_array_release(out[j]);
+        out[j] = NULL;
+    }
+}
+
 lm_status lm_dit_pipe_encode_prompt(lm_dit_pipe *d, int n, const char *const *prompts, int max_length,
                                     int n_layers, const int *layers, lm_array **out)
 {
-    int L = max_length > 0 ? max_length : d->row->encoders[0].max_length;
     for (int i = 0; i < n; i++) out[i] = NULL;
-    if (!d->te && !(d->te = lm_qwen3_load(d->te_path, d->te_variant, d->dt, d->dev))) {
-        lm_error_prefix("encode_prompt (offload: reloading the text encoder): ");
-        return lm_error_status();
-    }
-    lm_status st = LM_OK;
-    for (int i = 0; i < n && st == LM_OK; i++) st = encode_one(d, prompts[i], L, n_layers, layers, &out[i]);
-    /* offload: the hidden states computed before the weights go */
-    if (st == LM_OK && d->offload) st = lm_eval(out, n);
-    if (d->offload) {
-        lm_qwen3_free(d->te);
-        d->te = NULL;
-    }
-    if (st != LM_OK)
-        for (int j = 0; j < n; j++) {
-            lm_array_release(out[j]);
-            out[j] = NULL;
-        }
+    lm_status st = te_acquire(d);
+    if (st == LM_OK) st = encode_all(d, n, prompts, max_length, n_layers, layers, out);
+    if (st == LM_OK) st = te_release(d, out, n);
+    else te_release(d, NULL, 0);
+    if (st != LM_OK) release_all(out, n);
     return st;
 }
 
@@ -785,12 +806,17 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
     }
     /* the conditioning, once: per image, the prompt then (cfg) its negative
      * (Z-Image: "" for None; FLUX.2-klein always "") */
+    st = te_acquire(d);
     for (int i = 0; st == LM_OK && i < B; i++) {
         const char *texts[2] = {pos_text(o, i), ""};
         if (g.cfg && d->row->cfg_form == LM_SD_CFG_C_PLUS && neg_text(o, i)) texts[1] = neg_text(o, i);
-        st = lm_dit_pipe_encode_prompt(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers,
-                                       ctx + i * n);
+        st = encode_all(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers, ctx + i * n);
     }
+    /* offload: the encoder freed once its hidden states are computed, the
+     * transformer read again */
+    if (st == LM_OK) st = te_release(d, ctx, B * n);
+    else te_release(d, NULL, 0);
+    if (st == LM_OK) st = lm_dit_pipe_transformer_ready(d);
     for (int i = 0; st == LM_OK && i < B * n; i++)
         if (!(tsum[i] = sum_all(ctx[i]))) st = lm_error_status();
     if (st == LM_OK && (st = prepare_refs(&g)) == LM_OK) st = hook_noise(&g);
@@ -890,7 +916,8 @@ done:
 
 lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir, const char *mi,
                                     const char *variant, lm_dtype dt, lm_device *dev,
-                                    lm_zimage *zimage, lm_flux2 *flux2)
+                                    lm_zimage *zimage, lm_flux2 *flux2,
+                                    lm_dit_transformer_reader read, const char *tr_path)
 {
     lm_dit_pipe *d = calloc(1, sizeof *d);
     char *path = NULL;
@@ -905,6 +932,11 @@ lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir
     d->dev = dev;
     d->zimage = zimage;
     d->flux2 = flux2;
+    d->read = read;
+    if (!(d->tr_path = strdup(tr_path)) || !(d->tr_folder = strdup(dir))) {
+        lm_error_set(LM_ERR_NOMEM, "%s: out of memory", mi);
+        goto fail;
+    }
     const lm_sd_encoder *E = &row->encoders[0];
     bool z = row->denoiser == LM_SD_NET_ZIMAGE;
     if ((z && (!zimage || flux2)) || (!z && (!flux2 || zimage))) {

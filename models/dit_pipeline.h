@@ -57,12 +57,14 @@ struct lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d);
 /* NULL while offloaded (below) */
 struct lm_qwen3 *lm_dit_pipe_text_encoder(lm_dit_pipe *d);
 
-/* Offload (diffusers' enable_model_cpu_offload, for a GPU too small for
- * every stage at once): on, the text encoder's weights are freed now and
- * after each encoding (its hidden states evaluated first), and read again
- * from its files for the next one; the transformer and VAE stay.  The peak
- * is then the transformer's and the VAE's working set rather than every
- * stage's weights together (docs/BENCHMARKS.md has the figures). */
+/* Offload (as diffusers' enable_model_cpu_offload, for a GPU too small for
+ * every stage at once): one large network resident at a time.  On, the
+ * text encoder's weights are freed now; an encoding frees the transformer
+ * first, reads the encoder from its files, evaluates the hidden states and
+ * frees it; the transformer is read again before its first call.  The VAE
+ * stays.  The peak is then the larger network's working set rather than
+ * both networks' weights together, for the time of reading both again per
+ * generate call (docs/BENCHMARKS.md has the figures). */
 void lm_dit_pipe_set_offload(lm_dit_pipe *d, bool on);
 bool lm_dit_pipe_offload(const lm_dit_pipe *d);
 struct lm_zimage *lm_dit_pipe_zimage(lm_dit_pipe *d);      /* NULL unless Z-Image */
@@ -106,13 +108,26 @@ lm_status lm_dit_pipe_ref_latents(struct lm_vae *vae, int64_t vae_scale, int n, 
  * 0..1, evaluated, or NULL with the error set. */
 lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_gen_opts *o);
 
+/* How a transformer is read (again, after an offload): from path (a
+ * diffusers transformer folder, or a single file with folder its
+ * tokenizer's diffusers folder), the row's network into *z or *x. */
+typedef lm_status (*lm_dit_transformer_reader)(const lm_sd_family_row *row, const char *path,
+                                               const char *folder, const char *variant, lm_dtype dt,
+                                               lm_device *dev, struct lm_zimage **z, struct lm_flux2 **x);
+
 /* The same state with its transformer given (models/dit_files.c: a
  * transformer single file): the tokenizer, text encoder and scheduler from
  * the diffusers folder dir as lm_dit_pipe_load reads them; zimage or flux2
  * (the row's network, the other NULL) is owned by the result from here on,
- * freed on failure too. */
+ * freed on failure too; read(row, path, dir, ...) reads it again after an
+ * offload. */
 lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir, const char *mi,
                                     const char *variant, lm_dtype dt, lm_device *dev,
-                                    struct lm_zimage *zimage, struct lm_flux2 *flux2);
+                                    struct lm_zimage *zimage, struct lm_flux2 *flux2,
+                                    lm_dit_transformer_reader read, const char *path);
+
+/* The transformer resident again after an offload (a no-op otherwise);
+ * LM_OK or the reader's error. */
+lm_status lm_dit_pipe_transformer_ready(lm_dit_pipe *d);
 
 #endif

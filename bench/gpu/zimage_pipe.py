@@ -13,6 +13,7 @@ is the tiny fixture's (tests/ref/dit/zimage/tokenizer: its ids index the full
 vocabulary) and the scheduler Turbo's (FlowMatchEuler, shift 3).  One 1024x1024
 image, 9 steps (Turbo's), guidance 0, max_sequence_length 512, from the same
 initial latents on both sides; times are medians of 5 warm calls with the spread.
+The reference image is diffusers' final latents decoded by an f32 copy of the VAE.
 Usage: PYTHONPATH=diffusers/src zimage_pipe.py LUMEN_BINARY WORKDIR
 """
 import json
@@ -98,8 +99,19 @@ def main():
     r = {}
     run = lambda: pipe(prompt=PROMPT, height=1024, width=1024, num_inference_steps=STEPS, guidance_scale=0.0,
                        latents=lat.to(DEV, torch.bfloat16), output_type="pt").images
-    img = run().float().cpu()
+    img16 = run().float().cpu()
     r["diffusers_image_ms"] = timed(run)
+    r["diffusers_bf16_image_nonfinite"] = int((~torch.isfinite(img16)).sum())
+    # the reference image: the pipeline's final latents decoded by an f32 copy of
+    # its VAE (random bf16 VAE weights can overflow in bf16 at 1024x1024)
+    fin = pipe(prompt=PROMPT, height=1024, width=1024, num_inference_steps=STEPS, guidance_scale=0.0,
+               latents=lat.to(DEV, torch.bfloat16), output_type="latent").images
+    vae32 = AutoencoderKL.from_pretrained(os.path.join(d, "vae"), torch_dtype=torch.float32).to(DEV)
+    c = vae32.config
+    img = vae32.decode(fin.float() / c.scaling_factor + c.shift_factor, return_dict=False)[0]
+    img = (img / 2 + 0.5).clamp(0, 1).cpu()
+    r["diffusers_bf16_image_vs_f32_vae_max_abs"] = float((img16 - img).abs().nan_to_num(1.0).max())
+    del vae32
     # the stages alone, as the pipeline runs them
     r["diffusers_encode_ms"] = timed(lambda: pipe.encode_prompt(PROMPT, device=DEV,
                                                                 do_classifier_free_guidance=False))

@@ -37,6 +37,7 @@ G="$L generate 'a dog is dancing' --steps 2 --size 32x32 --seed 3 -q"
 
 check "Z-Image folder makes a PNG" sh -c "$G --model $D/zimage -o $T/folder.png && test -s $T/folder.png"
 check "Z-Image single file makes the same PNG" sh -c "$G --model $Z --tokenizer $D/zimage -o $T/single.png && cmp $T/folder.png $T/single.png"
+check "... and with --offload (the file read again after the encoder)" sh -c "$G --model $Z --tokenizer $D/zimage --offload -o $T/single_off.png && cmp $T/folder.png $T/single_off.png"
 check "Z-Image Q8_0 GGUF makes a PNG" sh -c "$G --model $BUILD/ref/dit/zimage_q8_0.gguf --tokenizer $D/zimage -o $T/q8.png && test -s $T/q8.png"
 check "convert --quantize q4_0 of the Z-Image file" sh -c "'$L' convert --quantize q4_0 $Z $T/z-q4_0.gguf | grep -q 'as q4_0'"
 check "... which generate reads" sh -c "$G --model $T/z-q4_0.gguf --tokenizer $D/zimage -o $T/q4.png && test -s $T/q4.png"
