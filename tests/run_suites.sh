@@ -29,6 +29,7 @@ vulkan_could_run() {
 }
 
 total_p=0 total_f=0 total_s=0
+times=
 skipped_list=
 failed_list=
 nl='
@@ -41,6 +42,7 @@ for suite in "$@"; do
   esac
   log="$LOGDIR/$(echo "$name" | tr / _).log"
   echo "== $suite"
+  ts=$(date +%s)
   case $suite in
     *.sh) sh "$suite" >"$log" 2>&1 ;;
     *)    "$suite" >"$log" 2>&1 ;;
@@ -82,11 +84,15 @@ for suite in "$@"; do
   elif [ $f != 0 ]; then
     failed_list="$failed_list$nl  $name: $f failed"
   fi
-  echo "== $name: $p passed, $f failed, $s skipped"
+  secs=$(($(date +%s) - ts))
+  echo "== $name: $p passed, $f failed, $s skipped ($secs s)"
+  times="$times$nl$secs $name"
   total_p=$((total_p + p)) total_f=$((total_f + f)) total_s=$((total_s + s))
 done
 
 echo
+# the slowest suites: the suite must stay well inside CI's time (.ci/run)
+echo "slowest suites (seconds):$(echo "$times" | sort -rn | head -8 | sed 's/^/  /' | tr '\n' ' ')"
 [ -n "$skipped_list" ] && echo "skipped suites:$skipped_list"
 [ -n "$failed_list" ] && echo "failed suites:$failed_list"
 echo "$total_p passed, $total_f failed, $total_s skipped"
