@@ -14,7 +14,9 @@ vocabulary) and the scheduler Turbo's (FlowMatchEuler, shift 3).  One 1024x1024
 image, 9 steps (Turbo's), guidance 0, max_sequence_length 512, from the same
 initial latents on both sides; times are medians of 5 warm calls with the spread.
 The reference image is diffusers' final latents decoded by an f32 copy of the VAE.
-Usage: PYTHONPATH=diffusers/src zimage_pipe.py LUMEN_BINARY WORKDIR
+Usage: PYTHONPATH=diffusers/src zimage_pipe.py LUMEN_BINARY WORKDIR [MODES [lumen-only]]
+MODES: Lumen's configurations, comma-separated (default "default,offload");
+lumen-only: diffusers is not run (its reference image is then zeros).
 """
 import json
 import os
@@ -90,6 +92,12 @@ def main():
     t0 = time.time()
     build(d)
     print("built and saved in %.0f s" % (time.time() - t0), flush=True)
+    modes = (sys.argv[3] if len(sys.argv) > 3 else "default,offload").split(",")
+    if len(sys.argv) > 4 and sys.argv[4] == "lumen-only":
+        lat = torch.randn(1, 16, 128, 128, generator=torch.Generator().manual_seed(7))
+        save_file({"latents": lat, "image": torch.zeros(1, 3, 1024, 1024)},
+                  os.path.join(work, "zimage_pipe_ref.safetensors"))
+        return run_lumen(lumen, work, d, modes)
     torch.cuda.reset_peak_memory_stats()
     t0 = time.time()
     pipe = ZImagePipeline.from_pretrained(d, torch_dtype=torch.bfloat16).to(DEV)
@@ -130,9 +138,13 @@ def main():
     save_file({"latents": lat, "image": img}, os.path.join(work, "zimage_pipe_ref.safetensors"))
     del pipe
     torch.cuda.empty_cache()
+    run_lumen(lumen, work, d, modes)
+
+
+def run_lumen(lumen, work, d, modes):
     lua = os.path.join(ROOT, "bench", "gpu", "zimage_pipe.lua")
     env = dict(os.environ, LUMEN_FALLBACK="0")
-    for mode in ("default", "offload"):
+    for mode in modes:
         t1 = time.time()
         res = subprocess.run([lumen, lua, d, os.path.join(work, "zimage_pipe_ref.safetensors"), mode, PROMPT,
                               str(STEPS)], capture_output=True, text=True, env=env, timeout=600)
