@@ -387,15 +387,13 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     u->p = NULL;
     luaL_setmetatable(L, LM_LUA_SD_PIPE);
     lm_lua_enter(L);
+    lo.offload = offload;
     u->p = lm_sd_pipeline_load(path, &lo);
     if (!u->p) return lm_lua_error(L);
-    if (offload) {
-        if (!lm_sd_pipeline_dit(u->p))
-            return luaL_error(L, "lm.diffusion.pipeline: offload: only the DiT families (Z-Image, "
-                              "FLUX.2-klein) offload their text encoder; %s keeps every stage",
-                              lm_sd_pipeline_row(u->p)->title);
-        lm_dit_pipe_set_offload(lm_sd_pipeline_dit(u->p), true);
-    }
+    if (offload && !lm_sd_pipeline_dit(u->p))
+        return luaL_error(L, "lm.diffusion.pipeline: offload: only the DiT families (Z-Image, "
+                          "FLUX.2-klein) offload their text encoder; %s keeps every stage",
+                          lm_sd_pipeline_row(u->p)->title);
     return 1;
 }
 

@@ -696,10 +696,11 @@ static lm_status read_file(const lm_sd_family_row *row, const char *path, const 
 }
 
 lm_dit_pipe *lm_dit_file_load(const lm_sd_family_row *row, const char *path, const char *folder,
-                              const char *mi, const char *variant, lm_dtype dt, lm_device *dev)
+                              const char *mi, const char *variant, lm_dtype dt, lm_device *dev,
+                              bool offload)
 {
     lm_zimage *z = NULL;
     lm_flux2 *x = NULL;
     if (read_file(row, path, folder, variant, dt, dev, &z, &x) != LM_OK) return NULL;
-    return lm_dit_pipe_load_parts(row, folder, mi, variant, dt, dev, z, x, read_file, path);
+    return lm_dit_pipe_load_parts(row, folder, mi, variant, dt, dev, z, x, read_file, path, offload);
 }

@@ -74,8 +74,10 @@ void lm_dit_file_free(lm_dit_file *f);   /* leaves *f empty; NULL is fine */
 lm_status lm_dit_file_row(const char *path, const char *folder, const lm_sd_family_row **row, char **mi);
 
 /* The row's pipeline state with its transformer read from path and the
- * rest (tokenizer, text encoder, scheduler) from the folder. */
+ * rest (tokenizer, text encoder, scheduler) from the folder; offload as
+ * lm_dit_pipe_load's. */
 lm_dit_pipe *lm_dit_file_load(const lm_sd_family_row *row, const char *path, const char *folder,
-                              const char *mi, const char *variant, lm_dtype dt, lm_device *dev);
+                              const char *mi, const char *variant, lm_dtype dt, lm_device *dev,
+                              bool offload);
 
 #endif

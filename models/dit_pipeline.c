@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "models/diffusers_config.h"
 #include "models/flowmatch.h"
 #include "models/flux2.h"
@@ -91,14 +92,14 @@ static lm_status read_folder(const lm_sd_family_row *row, const char *path, cons
 }
 
 lm_dit_pipe *lm_dit_pipe_load(const lm_sd_family_row *row, const char *dir, const char *mi,
-                    const char *variant, lm_dtype dt, lm_device *dev)
+                    const char *variant, lm_dtype dt, lm_device *dev, bool offload)
 {
     char *path = lm_dfs_path(dir, row->denoiser_dir);
     lm_zimage *z = NULL;
     lm_flux2 *x = NULL;
     lm_dit_pipe *d = NULL;
     if (path && read_folder(row, path, dir, variant, dt, dev, &z, &x) == LM_OK)
-        d = lm_dit_pipe_load_parts(row, dir, mi, variant, dt, dev, z, x, read_folder, path);
+        d = lm_dit_pipe_load_parts(row, dir, mi, variant, dt, dev, z, x, read_folder, path, offload);
     free(path);
     return d;
 }
@@ -917,7 +918,7 @@ done:
 lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir, const char *mi,
                                     const char *variant, lm_dtype dt, lm_device *dev,
                                     lm_zimage *zimage, lm_flux2 *flux2,
-                                    lm_dit_transformer_reader read, const char *tr_path)
+                                    lm_dit_transformer_reader read, const char *tr_path, bool offload)
 {
     lm_dit_pipe *d = calloc(1, sizeof *d);
     char *path = NULL;
@@ -949,7 +950,17 @@ lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir
     }
     if (!(path = lm_dfs_path(dir, E->tokenizer)) || !(d->tok = lm_qwen_tokenizer_load(path))) goto fail;
     free(path);
-    if (!(path = lm_dfs_path(dir, E->dir)) || !(d->te = lm_qwen3_load(path, variant, dt, dev))) goto fail;
+    if (!(path = lm_dfs_path(dir, E->dir))) goto fail;
+    d->offload = offload;
+    if (offload) {   /* read at the first prompt: its config at least must be there */
+        struct stat sb;
+        char cfg[4200];
+        snprintf(cfg, sizeof cfg, "%s/config.json", path);
+        if (stat(cfg, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            lm_error_set(LM_ERR_IO, "%s: no config.json: the text encoder's folder (%s)", path, mi);
+            goto fail;
+        }
+    } else if (!(d->te = lm_qwen3_load(path, variant, dt, dev))) goto fail;
     d->te_path = path;
     path = NULL;
     if (variant && !(d->te_variant = strdup(variant))) {

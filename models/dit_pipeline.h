@@ -48,9 +48,11 @@ struct lm_flux2;
 
 /* The row's tokenizer, text encoder, transformer and scheduler from a
  * diffusers folder (dir; index: its model_index.json, mi its path for
- * errors).  NULL + error naming the file on failure. */
+ * errors).  offload: lm_dit_pipe_set_offload from the start, the text
+ * encoder's folder checked but its weights not read until the first
+ * prompt.  NULL + error naming the file on failure. */
 lm_dit_pipe *lm_dit_pipe_load(const lm_sd_family_row *row, const char *dir, const char *mi,
-                    const char *variant, lm_dtype dt, lm_device *dev);
+                    const char *variant, lm_dtype dt, lm_device *dev, bool offload);
 void lm_dit_pipe_free(lm_dit_pipe *d);   /* NULL is fine */
 
 struct lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d);
@@ -124,7 +126,7 @@ typedef lm_status (*lm_dit_transformer_reader)(const lm_sd_family_row *row, cons
 lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir, const char *mi,
                                     const char *variant, lm_dtype dt, lm_device *dev,
                                     struct lm_zimage *zimage, struct lm_flux2 *flux2,
-                                    lm_dit_transformer_reader read, const char *path);
+                                    lm_dit_transformer_reader read, const char *path, bool offload);
 
 /* The transformer resident again after an offload (a no-op otherwise);
  * LM_OK or the reader's error. */

@@ -256,8 +256,8 @@ static lm_status load_dit(lm_sd_pipeline *p, const char *dir, const char *mi, co
     if (st != LM_OK) goto done;
     p->sample_size = row->sample_size;
     p->vae_dt = p->dt;
-    if (!(p->dit = file ? lm_dit_file_load(row, file, dir, mi, o->variant, p->dt, p->dev)
-                        : lm_dit_pipe_load(row, dir, mi, o->variant, p->dt, p->dev)) ||
+    if (!(p->dit = file ? lm_dit_file_load(row, file, dir, mi, o->variant, p->dt, p->dev, o->offload)
+                        : lm_dit_pipe_load(row, dir, mi, o->variant, p->dt, p->dev, o->offload)) ||
         !(comp = lm_dfs_path(dir, row->vae_dir)) ||
         !(p->vae = lm_vae_load(comp, o->variant, p->vae_dt, p->dev)))
         st = lm_error_status();

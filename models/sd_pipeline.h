@@ -49,6 +49,9 @@ typedef struct lm_sd_load_opts {
     int vae_tiling;            /* models/vae.h's lm_vae_tiling_mode: auto (0, the
                                   default; vae.h states its rule), on, or off
                                   (diffusers' default) */
+    bool offload;              /* DiT families: one network resident at a time
+                                  (models/dit_pipeline.h), the text encoder not
+                                  read until the first prompt; SD ignores it */
 } lm_sd_load_opts;
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o);

@@ -579,6 +579,7 @@ static int cmd_generate(int argc, char **argv)
     lo.tokenizer_dir = a.tokenizer;
     lo.prediction = a.prediction;
     lo.tokenizer_option = "--tokenizer DIR";
+    lo.offload = a.offload;
     if (!(p = lm_sd_pipeline_load(a.model, &lo))) {
         report(NULL);
         goto done;
@@ -590,7 +591,6 @@ static int cmd_generate(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    if (a.offload) lm_dit_pipe_set_offload(lm_sd_pipeline_dit(p), true);
     /* what was not given is the model family's (the infotext records what ran) */
     const lm_sd_defaults *fd = lm_sd_pipeline_defaults(p);
     if (!a.has_steps) a.steps = fd->steps;

@@ -231,6 +231,8 @@ fails "Z-Image: NaN transformer weights: the transformer at step 1 named, no PNG
 check "... no nan_dit.png" test ! -e $T/nan_dit.png
 check "Z-Image img2img: 9 steps at strength 0.1 run one step (its pipeline's rule, not SD's int(steps * strength))" sh -c "$L generate 'x' --model $Z --init $T/folder.png --strength 0.1 --steps 9 -q -o $T/zi2i.png && $L -e \"local _, t = lm.image.read_png('$T/zi2i.png'); assert(t.parameters:find('Denoising strength: 0.1', 1, true), t.parameters)\""
 check "Z-Image --offload: the same PNG (the text encoder freed and read again)" sh -c "$L generate 'dance monkey' --model $Z --size 32 --steps 2 --seed 3 -q --offload -o $T/z_off.png && cmp $T/z.png $T/z_off.png"
+rm -rf $T/zte && cp -r $Z $T/zte && rm $T/zte/text_encoder/config.json
+fails "--offload: the encoder is read at the first prompt, but its folder is checked at load" 1 "text_encoder: no config.json" sh -c "$L generate 'a' --model $T/zte --offload --size 32 --steps 1 -q -o $T/x.png"
 fails "--offload on SD: refused, naming the family" 2 "only the DiT families" sh -c "$G --model $D/sd1 --offload -o $T/x.png"
 fails "FLUX.2-klein's fixture without --text-layers: layer 9 missing, named" 1 "hidden state 9 does not exist" sh -c "$L generate 'a dog' --model tests/ref/dit/klein --size 32 --steps 2 -q -o $T/k.png"
 check "... with --text-layers 1,2 it makes a PNG" sh -c "$L generate 'a dog' --model tests/ref/dit/klein --text-layers 1,2 --size 32 --steps 2 -q -o $T/k.png && test -s $T/k.png"
