@@ -159,6 +159,11 @@ VK_BF16_VARIANTS += nn_attn_khr256_m_bf:nn_attn_khr:BF16,HD=256,BK=32,MASK
 VK_BF16_VARIANTS += matmul_coop_khr_bf_128x256s1:matmul_coop:BF16,MM_KHR,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 VK_BF16_VARIANTS += matmul_coop_khr_bf_k64s1:matmul_coop:BF16,MM_KHR,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
 VK_BF16_VARIANTS += matmul_coop_khr_bf_n8:matmul_coop:BF16,MM_KHR,FM=16,FN=8,FK=16
+# conv_coop's tiles that nn_conv.c's conv_tile picks, with bf16 fragments
+VK_BF16_VARIANTS += conv_coop_khr_bf:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP
+VK_BF16_VARIANTS += conv_coop_khr_bf_m64w8:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=32
+VK_BF16_VARIANTS += conv_coop_khr_bf_n64:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP,BM=128,BN=64,BK=32,WM=32,WN=32
+VK_BF16_VARIANTS += conv_coop_khr_bf_k64s1:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
 endif
 
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),
