@@ -165,6 +165,63 @@ static void test_conv_gemm(void **state)
     conv_case("conv1d stride 2 dilation 2 (gemm)", &c1, x1, w1, 24, LM_F32, LM_F32, LM_F32, SPECIALS);
 }
 
+/* bf16 on bf16 cooperative matrices (conv_coop_khr_bf*, where the device
+ * has VK_KHR_shader_bfloat16; elsewhere the f32-arithmetic GEMM): the f16
+ * tensor-core cases in bf16 (runs of 8 pixels, 5x5, the 32/64-row tiles,
+ * several tiles, groups, stride 2, 1x1 over whole rows, the input unfolded
+ * by conv_im2col or gathered, split-K, f32 bias and output), within bf16's
+ * tolerance of the CPU.  Says how many ran on bf16 tensor cores, or why
+ * none did; LUMEN_TEST_CONV_BF16=1 (set on such a device) requires all. */
+static void test_conv_coop_bf16(void **state)
+{
+    (void)state;
+    const lm_dtype B = LM_BF16;
+    int64_t before = lm_vulkan_bf16_coop_count(), c0 = cases;
+    cctx pad1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xr[4] = {1, 16, 16, 24}, wr[4] = {32, 16, 3, 3};
+    conv_case("conv2d bf16 3x3, 24-pixel rows (tensor cores)", &pad1, xr, wr, 32, B, B, B, 0);
+    cctx pad2 = {K_CONV2D, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t wr5[4] = {16, 16, 5, 5};
+    conv_case("conv2d bf16 5x5 (tensor cores)", &pad2, xr, wr5, 16, B, B, B, 0);
+    int64_t xm[4] = {2, 24, 16, 24}, wm[4] = {40, 24, 3, 3};
+    conv_case("conv2d bf16 40 channels, 2 images (tensor cores)", &pad1, xm, wm, 40, B, B, B, 0);
+    int64_t xm2[4] = {1, 32, 20, 24}, wm2[4] = {64, 32, 3, 3};
+    conv_case("conv2d bf16 64 channels, K = 288 (tensor cores)", &pad1, xm2, wm2, 64, B, B, LM_F32, 0);
+    int64_t xb[4] = {1, 32, 24, 24}, wb[4] = {136, 32, 3, 3};
+    conv_case("conv2d bf16 136 channels (tensor cores)", &pad1, xb, wb, 136, B, B, B, 0);
+    cctx grp = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 2, X_PLAIN, false};
+    int64_t xg[4] = {2, 32, 8, 16}, wg[4] = {64, 16, 3, 3};
+    conv_case("conv2d bf16 groups 2 (tensor cores)", &grp, xg, wg, 64, B, B, B, 0);
+    cctx one = {K_CONV2D, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t x1[4] = {2, 32, 8, 8}, w1[4] = {80, 32, 1, 1};
+    conv_case("conv2d bf16 1x1 (tensor cores)", &one, x1, w1, 80, B, B, B, 0);
+    conv_case("conv2d bf16 1x1, no bias (tensor cores)", &one, x1, w1, 0, B, B, B, 0);
+    int64_t xh[4] = {2, 16, 8, 8}, wh[4] = {96, 16, 3, 3};
+    cctx s2 = {K_CONV2D, {2, 2}, {1, 0, 1, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t xs2[4] = {2, 16, 16, 16}, ws2[4] = {64, 16, 3, 3};
+    for (int m = 0; m < 4; m++) {
+        setenv("LUMEN_VK_CONV_IM2COL", m % 2 ? "0" : "1", 1);
+        setenv("LUMEN_VK_CONV_SPLITK", m / 2 ? "3" : "1", 1);
+        char what[96];
+        snprintf(what, sizeof what, "conv2d bf16 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &pad1, xh, wh, 96, B, B, B, 0);
+        snprintf(what, sizeof what, "conv2d bf16 stride 2 im2col=%d split-K %d", m % 2 ? 0 : 1, m / 2 ? 3 : 1);
+        conv_case(what, &s2, xs2, ws2, 64, B, B, LM_F32, 0);
+    }
+    unsetenv("LUMEN_VK_CONV_IM2COL");
+    unsetenv("LUMEN_VK_CONV_SPLITK");
+    int64_t ran = lm_vulkan_bf16_coop_count() - before, run = cases - c0;
+    if (ran)
+        printf("test_conv_coop_bf16: %lld of %lld bf16 cases on bf16 tensor cores\n", (long long)ran,
+               (long long)run);
+    else
+        printf("test_conv_coop_bf16: the bf16 tensor-core kernels skipped (the device has no "
+               "VK_KHR_shader_bfloat16 cooperative matrices, or LUMEN_VK_BF16=0): %lld cases on the "
+               "f32-arithmetic GEMM\n", (long long)run);
+    const char *req = getenv("LUMEN_TEST_CONV_BF16");
+    if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
+}
+
 /* the direct kernel: depthwise, few channels, transposed weights */
 static void test_conv_direct(void **state)
 {
@@ -696,7 +753,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_splitk), VK_TEST(test_conv_direct), VK_TEST(test_conv_small),
-        VK_TEST(test_conv_transpose),
+        VK_TEST(test_conv_transpose), VK_TEST(test_conv_coop_bf16),
         VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
         VK_TEST(test_summary),
     };

@@ -438,6 +438,61 @@ static void test_attention_coop(void **state)
     assert_int_equal(lm_vulkan_attn_coop_count(), before);
 }
 
+/* bf16 q, k and v on bf16 cooperative matrices (nn_attn_khr*_bf: the KHR
+ * kernel built with bf16 fragments, where the device has
+ * VK_KHR_shader_bfloat16; elsewhere, lavapipe included, the SIMT kernel):
+ * test_attention_coop's cases in bf16 (head dims 32 to 256 on the 64, 128
+ * and 256 builds, masks, causal, views, specials), within bf16's
+ * tolerance of the CPU.  Says how many ran on bf16 tensor cores, or why
+ * none did; LUMEN_TEST_ATTN_BF16=1 (set on such a device) requires all. */
+static void test_attention_coop_bf16(void **state)
+{
+    (void)state;
+    const actx cc[] = {
+        {1, 1, 1, 1, 1, 64, 64, 0, false, AV_NONE, false},
+        {1, 2, 2, 1, 300, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 1, 15, 15, 64, 64, 0, true, AV_NONE, false},
+        {2, 4, 2, 17, 200, 128, 128, 0, false, AV_NONE, false},
+        {1, 6, 2, 80, 80, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 2, 200, 130, 64, 64, 0, true, AV_NONE, false},
+        {1, 1, 1, 256, 256, 128, 128, 0, true, AV_NONE, false},
+        {2, 2, 1, 65, 130, 128, 128, 0, true, AV_LH, false},
+        {1, 2, 2, 33, 77, 64, 64, 0, false, AV_DL, false},
+        {1, 2, 2, 45, 90, 128, 128, 0, false, AV_SLICE, false},
+        {1, 2, 2, 100, 100, 64, 64, 0, false, AV_NONE, true},
+        {1, 2, 1, 70, 70, 128, 128, 0, true, AV_NONE, true},
+        {1, 4, 2, 37, 90, 64, 64, 1, true, AV_NONE, false},
+        {2, 2, 1, 20, 45, 128, 128, 2, false, AV_NONE, false},
+        {1, 2, 2, 130, 70, 64, 64, 2, true, AV_LH, false},
+        {1, 2, 2, 33, 70, 40, 40, 0, true, AV_NONE, false},
+        {1, 2, 1, 50, 50, 80, 80, 2, true, AV_NONE, false},
+        {1, 2, 2, 70, 40, 160, 160, 0, true, AV_NONE, false},
+        {1, 1, 1, 40, 100, 256, 256, 2, true, AV_NONE, false},
+        {1, 3, 1, 20, 30, 32, 32, 0, false, AV_NONE, true},
+        {1, 30, 30, 300, 300, 128, 128, 0, false, AV_NONE, false},   /* a DiT's heads */
+    };
+    size_t n = sizeof cc / sizeof *cc;
+    int64_t before = lm_vulkan_bf16_coop_count(), c0 = cases;
+    for (size_t i = 0; i < n; i++) attn_case(&cc[i], LM_BF16);
+    int64_t ran = lm_vulkan_bf16_coop_count() - before, run = cases - c0;
+    if (ran)
+        printf("test_attention_coop_bf16: %lld of %lld bf16 cases on bf16 tensor cores\n", (long long)ran,
+               (long long)run);
+    else
+        printf("test_attention_coop_bf16: the bf16 tensor-core kernels skipped (the device has no "
+               "VK_KHR_shader_bfloat16 cooperative matrices, or LUMEN_VK_BF16=0): %lld cases on the "
+               "SIMT kernel\n", (long long)run);
+    const char *req = getenv("LUMEN_TEST_ATTN_BF16");
+    if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
+    /* LUMEN_VK_BF16=0 is read when the device is probed: the path's own
+     * switch off here is LUMEN_VK_ATTN_KHR=0 */
+    setenv("LUMEN_VK_ATTN_KHR", "0", 1);
+    before = lm_vulkan_bf16_coop_count();
+    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_BF16);
+    unsetenv("LUMEN_VK_ATTN_KHR");
+    assert_int_equal(lm_vulkan_bf16_coop_count(), before);
+}
+
 /* --------------------------------------------------------------- rope */
 
 typedef struct { int kind; int64_t dims; bool trad; view_kind view; } rctx;
@@ -626,7 +681,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_norms_vec), VK_TEST(test_attention), VK_TEST(test_attention_fast),
-        VK_TEST(test_attention_fast512), VK_TEST(test_attention_coop),
+        VK_TEST(test_attention_fast512), VK_TEST(test_attention_coop), VK_TEST(test_attention_coop_bf16),
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),
     };

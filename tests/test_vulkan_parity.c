@@ -379,6 +379,51 @@ static void test_matmul_bf16_range(void **state)
     }
 }
 
+/* bf16 on bf16 cooperative matrices (matmul_coop.c's native path, where
+ * the device has VK_KHR_shader_bfloat16; elsewhere the scaled f16 copies
+ * or the f32-arithmetic kernels): the tiles' edges, whole tiles,
+ * transposed and batched operands, 16x8 fragments' small grids, and the
+ * range cases above, within bf16's tolerance of the CPU.  Says how many
+ * ran on bf16 tensor cores, or why none did; LUMEN_TEST_MM_BF16=1 (set on
+ * such a device) requires all. */
+static void test_matmul_bf16_coop(void **state)
+{
+    (void)state;
+    const mctx cs[] = {
+        {129, 77, 65, 0, false, false}, {129, 72, 136, 0, false, false}, {96, 136, 80, 0, true, true},
+        {257, 40, 130, 0, false, true}, {200, 264, 72, 3, false, false}, {300, 48, 520, 0, false, false},
+        {256, 64, 256, 0, false, false}, {264, 40, 272, 2, true, true}, {512, 256, 1024, 0, false, false},
+        {1024, 384, 2048, 0, false, true}, {64, 64, 64, 0, false, true}, {17, 1, 33, 0, false, false},
+    };
+    int64_t before = lm_vulkan_bf16_coop_count(), c0 = cases;
+    for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+        const mctx *c = &cs[i];
+        int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k};
+        int64_t sb[3] = {c->batch ? 1 : 0, c->tb ? c->n : c->k, c->tb ? c->k : c->n};
+        int na = c->batch ? 3 : 2;
+        lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, LM_BF16, -1, 1, 0),
+                           data(na, c->batch ? sb : sb + 1, LM_BF16, -1, 1, 0)};
+        char what[96];
+        snprintf(what, sizeof what, "matmul bf16 (tensor cores) %lldx%lldx%lld%s%s%s", (long long)c->m,
+                 (long long)c->k, (long long)c->n, c->ta ? " A^T" : "", c->tb ? " B^T" : "",
+                 c->batch ? " batched+broadcast" : "");
+        run_case(what, 2, in, b_matmul, c, 1e-4);
+        lm_array_release(in[0]);
+        lm_array_release(in[1]);
+    }
+    test_matmul_bf16_range(state);
+    int64_t ran = lm_vulkan_bf16_coop_count() - before, run = cases - c0;
+    if (ran)
+        printf("test_matmul_bf16_coop: %lld of %lld bf16 cases on bf16 tensor cores\n", (long long)ran,
+               (long long)run);
+    else
+        printf("test_matmul_bf16_coop: the bf16 tensor-core kernels skipped (the device has no "
+               "VK_KHR_shader_bfloat16 cooperative matrices, or LUMEN_VK_BF16=0): %lld cases on the other "
+               "kernels\n", (long long)run);
+    const char *req = getenv("LUMEN_TEST_MM_BF16");
+    if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
+}
+
 /* ---- shape ops and creation ---- */
 static lm_array *b_concat(lm_array **in, const void *p)
 {
@@ -516,7 +561,8 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_bf16_range), VK_TEST(test_shape_ops),
+        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
     };
     return PARITY_RUN(tests);   /* PARITY_ONLY=test_matmul runs one group */

@@ -192,7 +192,45 @@ static void coopmat_khr_shapes(VkPhysicalDevice p, lm_vk_features *ft)
                 uint8_t *s = ft->coop_khr_mnk[ft->ncoop_khr++];
                 s[0] = (uint8_t)c[i].MSize; s[1] = (uint8_t)c[i].NSize; s[2] = (uint8_t)c[i].KSize;
             }
+    /* bf16 x bf16 + f32 shapes (VK_KHR_shader_bfloat16's entries) */
+    ft->ncoop_bf16 = 0;
+    if (get(p, &n, c) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && ft->ncoop_bf16 < 8; i++)
+            if ((uint32_t)c[i].AType == LM_VK_COMPONENT_TYPE_BFLOAT16 &&
+                (uint32_t)c[i].BType == LM_VK_COMPONENT_TYPE_BFLOAT16 &&
+                c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && c[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                !c[i].saturatingAccumulation && c[i].scope == VK_SCOPE_SUBGROUP_NV && c[i].MSize <= 255 &&
+                c[i].NSize <= 255 && c[i].KSize <= 255) {
+                uint8_t *s = ft->coop_bf16_mnk[ft->ncoop_bf16++];
+                s[0] = (uint8_t)c[i].MSize; s[1] = (uint8_t)c[i].NSize; s[2] = (uint8_t)c[i].KSize;
+            }
     free(c);
+}
+
+/* VK_KHR_shader_bfloat16: 1.4.309's headers predate it (values from the
+ * Vulkan registry: the structure type and VK_COMPONENT_TYPE_BFLOAT16_KHR
+ * are both 1000141000) */
+#define LM_VK_BF16_EXTENSION_NAME "VK_KHR_shader_bfloat16"
+#define LM_VK_STRUCTURE_TYPE_SHADER_BFLOAT16_FEATURES ((VkStructureType)1000141000)
+typedef struct lm_vk_bf16_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
+} lm_vk_bf16_features;
+
+/* bf16 cooperative matrices (the _bf kernels of module.mk): the extension
+ * with shaderBFloat16Type and shaderBFloat16CooperativeMatrix, a bf16 shape
+ * and the f16 KHR path they are built on; LUMEN_VK_BF16=0 (or
+ * LUMEN_VK_COOP_BF16=0) leaves the extension off */
+static bool bf16_coop(VkPhysicalDevice p, const lm_vk_features *ft)
+{
+    const char *e = getenv("LUMEN_VK_BF16"), *c = getenv("LUMEN_VK_COOP_BF16");
+    if ((e && !strcmp(e, "0")) || (c && !strcmp(c, "0"))) return false;
+    if (!ft->coopmat_khr || !ft->ncoop_bf16 || !has_extension(p, LM_VK_BF16_EXTENSION_NAME)) return false;
+    lm_vk_bf16_features bf = {.sType = LM_VK_STRUCTURE_TYPE_SHADER_BFLOAT16_FEATURES};
+    VkPhysicalDeviceFeatures2 f = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &bf};
+    vkGetPhysicalDeviceFeatures2(p, &f);
+    return bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
 }
 
 /* VK_NV_cooperative_matrix2: Debian 12's headers lack it too (values from
@@ -338,6 +376,7 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->coopmat_nv = ft->f16 && ft->vk_memory_model && ft->ncoop > 0;
     coopmat_khr_shapes(v->phys, ft);
     ft->coopmat_khr = ft->f16 && ft->vk_memory_model && ft->ncoop_khr > 0;
+    ft->coop_bf16 = bf16_coop(v->phys, ft);
     /* cm2 builds on the KHR extension and is SPIR-V 1.6 (Vulkan 1.3); it
      * is opt-in (LUMEN_VK_GEMM=cm2) until it has run on such a device, so
      * otherwise the extension is not even enabled */
@@ -415,12 +454,13 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
     snprintf(d->kind, sizeof d->kind, "%s", kind_name(v->props.deviceType));
     snprintf(d->info, sizeof d->info,
              "Vulkan %u.%u.%u; fp16 %s, fp64 %s, bf16 storage (f32 math), "
-             "cooperative matrix %s%s%s, subgroup %u",
+             "cooperative matrix %s%s%s%s, subgroup %u",
              VK_API_VERSION_MAJOR(v->props.apiVersion), VK_API_VERSION_MINOR(v->props.apiVersion),
              VK_API_VERSION_PATCH(v->props.apiVersion), ft->f16 ? "yes" : "no",
              ft->f64 ? "yes" : "no",
              ft->coopmat_nv && ft->coopmat_khr ? "NV+KHR f16 " : ft->coopmat_nv ? "NV f16 " : ft->coopmat_khr ? "KHR f16 " : "no",
-             coop_list, ft->coopmat2 ? " +NV2 (workgroup scope)" : "", ft->subgroup_size);
+             coop_list, ft->coopmat2 ? " +NV2 (workgroup scope)" : "", ft->coop_bf16 ? " +bf16" : "",
+             ft->subgroup_size);
     d->mem.device_total = device_local_bytes(&v->memprops);
     lm_status st = lm_device_register(d);
     if (st != LM_OK) { free(d); free(v); }
@@ -515,6 +555,9 @@ static VkResult create_device(lm_vk_dev *v)
         cm2.pNext = &cmk;
     }
     bool coop = v->feat.coopmat_nv || v->feat.coopmat_khr;
+    /* bf16 cooperative matrices: first in the chain */
+    lm_vk_bf16_features bf = {.sType = LM_VK_STRUCTURE_TYPE_SHADER_BFLOAT16_FEATURES,
+                              .shaderBFloat16Type = VK_TRUE, .shaderBFloat16CooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
         .pNext = v->feat.coopmat2 ? (void *)&cm2 : v->feat.coopmat_khr ? (void *)&cmk
@@ -537,8 +580,13 @@ static VkResult create_device(lm_vk_dev *v)
     f.features.shaderInt64 = VK_TRUE;
     f.features.shaderFloat64 = v->feat.f64;
     f.features.shaderInt16 = v->feat.int16;
-    const char *exts[4];
+    if (v->feat.coop_bf16) {
+        bf.pNext = f12.pNext;
+        f12.pNext = &bf;
+    }
+    const char *exts[5];
     uint32_t nexts = 0;
+    if (v->feat.coop_bf16) exts[nexts++] = LM_VK_BF16_EXTENSION_NAME;
     if (v->feat.exec_stats) exts[nexts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (v->feat.coopmat_nv) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (v->feat.coopmat_khr) exts[nexts++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;

@@ -12,6 +12,12 @@
  * copies, exact to 2^-17 of the row's largest value), multiplied in f32 on
  * the tensor cores, and C unscaled on store (MM_SCALED).  LUMEN_VK_COOP_BF16=0
  * keeps bf16 on the f32-arithmetic kernel.
+ * Where the device has VK_KHR_shader_bfloat16 with bf16 cooperative
+ * matrices (device.c: feat.coop_bf16), bf16 runs on bf16 fragments instead
+ * (the KHR kernel built with BF16: module.mk's VK_BF16_VARIANTS, the same
+ * tiles, f32 accumulation), no copies; LUMEN_VK_BF16=0 keeps the scaled
+ * copies.  A bf16 C goes out through the staging area (rounded to nearest
+ * even as on the CPU).
  *
  * Block tiles (one shader each, see the table): the default is chosen by
  * shape (pick_tile, from measurements on an H100); LUMEN_VK_COOP=<variant>
@@ -43,31 +49,40 @@ typedef struct coop_variant {
     uint8_t fm, fn, fk;
     uint16_t bm, bn;
     const char *khr, *khr_scaled;   /* the KHR builds (module.mk's VK_KHR_VARIANTS), or NULL */
+    const char *khr_bf;             /* the KHR build with bf16 fragments (VK_BF16_VARIANTS), or NULL */
 } coop_variant;
+
+int64_t lm_vk_bf16_runs;
+
+int64_t lm_vulkan_bf16_coop_count(void)
+{
+    return lm_vk_bf16_runs;
+}
 
 /* which extension a GEMM runs on */
 typedef struct coop_pick {
     const coop_variant *c;
     bool khr;
+    bool native;    /* bf16 on bf16 fragments (khr_bf), not scaled f16 copies */
 } coop_pick;
 
 /* H100, 2026-11-25 (docs/VULKAN.md): every tile ran at 160-185 TFLOP/s at
  * 8192 with 168-255 registers a thread (one workgroup per SM); 128x256s1
  * was fastest from 2048 up, k64s1 at 1024 */
 static const coop_variant variants[] = {
-    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128", NULL},            /* 8 subgroups of 64x32, BK 32 */
-    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4", NULL},              /* 4 of 64x64 */
-    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128w32", NULL}, /* 8 of 32x64 */
-    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, "matmul_coop_khr_128x256", NULL},    /* 8 of 64x64, BK 16 */
-    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128", NULL},    /* 8 of 64x64, BK 16 */
+    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128", NULL, NULL},            /* 8 subgroups of 64x32, BK 32 */
+    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4", NULL, NULL},              /* 4 of 64x64 */
+    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128w32", NULL, NULL}, /* 8 of 32x64 */
+    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, "matmul_coop_khr_128x256", NULL, NULL},    /* 8 of 64x64, BK 16 */
+    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128", NULL, NULL},    /* 8 of 64x64, BK 16 */
     {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256, /* BK 32, one stage */
-     "matmul_coop_khr_128x256s1", "matmul_coop_khr_bf16"},
-    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128s1", NULL}, /* BK 32, one stage */
+     "matmul_coop_khr_128x256s1", "matmul_coop_khr_bf16", "matmul_coop_khr_bf_128x256s1"},
+    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128s1", NULL, NULL}, /* BK 32, one stage */
     {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128, /* 8 of 64x32, BK 64 */
-     "matmul_coop_khr_k64s1", "matmul_coop_khr_bf16_k64s1"},
-    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4k64s1", NULL},    /* 4 of 64x64, BK 64, one stage */
-    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128, "matmul_coop_khr_n8", NULL},
-    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, "matmul_coop_khr_128x256n8", NULL},
+     "matmul_coop_khr_k64s1", "matmul_coop_khr_bf16_k64s1", "matmul_coop_khr_bf_k64s1"},
+    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4k64s1", NULL, NULL},    /* 4 of 64x64, BK 64, one stage */
+    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128, "matmul_coop_khr_n8", NULL, "matmul_coop_khr_bf_n8"},
+    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, "matmul_coop_khr_128x256n8", NULL, NULL},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
 
@@ -96,6 +111,19 @@ static const coop_variant *find(const lm_vk_features *ft, const char *name, bool
 {
     for (int j = 0; j < NVARIANTS; j++)
         if (!strcmp(variants[j].name, name) && usable(ft, &variants[j], khr, bf16)) return &variants[j];
+    return NULL;
+}
+
+/* can this tile run bf16 on bf16 fragments here? */
+static bool usable_native(const lm_vk_features *ft, const coop_variant *c)
+{
+    return ft->coop_bf16 && listed(ft->ncoop_bf16, ft->coop_bf16_mnk, c) && in_file(c->khr_bf);
+}
+
+static const coop_variant *find_native(const lm_vk_features *ft, const char *name)
+{
+    for (int j = 0; j < NVARIANTS; j++)
+        if (!strcmp(variants[j].name, name) && usable_native(ft, &variants[j])) return &variants[j];
     return NULL;
 }
 
@@ -132,7 +160,7 @@ static int gemm_wanted(void)
 static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
 {
     const lm_vk_features *ft = &v->feat;
-    coop_pick none = {NULL, false};
+    coop_pick none = {NULL, false, false};
     if (node->ninputs != 2) return none;
     lm_dtype ta = node->inputs[0]->dtype, tb = node->inputs[1]->dtype;
     bool f16 = ta == LM_F16 && tb == LM_F16 && (node->dtype == LM_F16 || node->dtype == LM_F32);
@@ -154,10 +182,19 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
         said_none = true;
         return none;
     }
+    /* bf16: native fragments first (the KHR path), the tiles as f16's */
+    const char *nat = getenv("LUMEN_VK_BF16");
+    if (bf16 && want == 0 && !(nat && !strcmp(nat, "0"))) {
+        int64_t big = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
+        const coop_variant *c = env && *env ? find_native(ft, env) : NULL;
+        if (!c) c = find_native(ft, big >= 96 ? "128x256s1" : "k64s1");
+        if (!c) c = find_native(ft, "n8");
+        if (c) return (coop_pick){c, true, true};
+    }
     for (int khr = want == 0; khr >= 0; khr--) {
         const coop_variant *c = env && *env ? find(ft, env, khr, bf16) : NULL;
         if (!c) c = pick_tile(ft, pc, batch, khr, bf16);
-        if (c) return (coop_pick){c, khr != 0};
+        if (c) return (coop_pick){c, khr != 0, false};
         /* an explicit khr that cannot be had here: said once */
         static bool said;
         const char *asked = getenv("LUMEN_VK_GEMM");
@@ -201,17 +238,22 @@ static lm_status gemm(lm_vk_dev *v, coop_pick pk, lm_array *node, const lm_vk_me
                      : vec_ok(mb, pc->off_b, pc->sbn, pc->sbk, pc->nb, pc->bsb);
     /* straight coopMatStore of interior fragments: C rows 16-byte aligned */
     bool direct = pc->N % 8 == 0 && lm_vk_mem_of(node)->off % 16 == 0 && env_int("LUMEN_VK_COOP_DIRECT", 1) != 0;
+    /* bf16 results go through the staging area: stf's rounding to nearest
+     * even, as the CPU (a fragment's conversion may round otherwise) */
+    if (pk.native && node->dtype == LM_BF16) direct = false;
     /* whole tiles only: no bounds checks in the loads */
     bool full = a_vec && b_vec && pc->M % c->bm == 0 && pc->N % c->bn == 0 && pc->K % 64 == 0;
     uint32_t gx = (uint32_t)((pc->N + c->bn - 1) / c->bn), gy = (uint32_t)((pc->M + c->bm - 1) / c->bm);
     int swz = env_int("LUMEN_VK_COOP_SWZ", 0);
     if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
-    uint32_t spec[14] = {LM_F16, LM_F16, node->dtype, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
+    uint32_t in = pk.native ? LM_BF16 : LM_F16;
+    uint32_t spec[14] = {in, in, node->dtype, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
                          direct, (uint32_t)swz, full};
     lm_vk_arg args[4] = {{ma, false}, {mb, false}, {lm_vk_mem_of(node), true}, {ex, false}};
-    const char *shader = pk.khr ? (ex ? c->khr_scaled : c->khr) : (ex ? c->scaled : c->shader);
-    return lm_vk_dispatch(v, shader, spec, 14, args, ex ? 4 : 3, pc, pcsize, gx, gy,
-                          (uint32_t)batch);
+    const char *shader = pk.native ? c->khr_bf : pk.khr ? (ex ? c->khr_scaled : c->khr) : (ex ? c->scaled : c->shader);
+    lm_status st = lm_vk_dispatch(v, shader, spec, 14, args, ex ? 4 : 3, pc, pcsize, gx, gy, (uint32_t)batch);
+    if (st == LM_OK && pk.native) lm_vk_bf16_runs++;
+    return st;
 }
 
 /* ---- bf16: scaled f16 copies (shaders/matmul_scale.comp) ---- */
@@ -299,7 +341,7 @@ lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
 {
     coop_pick c = variant_for(v, node, pc, batch);
     if (!c.c) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no cooperative-matrix kernel for this matmul");
-    if (node->inputs[0]->dtype == LM_BF16) return run_bf16(v, c, node, pc, batch);
+    if (node->inputs[0]->dtype == LM_BF16 && !c.native) return run_bf16(v, c, node, pc, batch);
     return gemm(v, c, node, lm_vk_mem_of(node->inputs[0]), lm_vk_mem_of(node->inputs[1]), NULL, pc, sizeof *pc,
                 batch);
 }

@@ -142,6 +142,30 @@ VK_KHR_VARIANTS += conv_coop_khr_k64s1:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=128
 VK_KHR_VARIANTS += conv_coop_khr_128x256s1:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
 endif
 
+# bf16 on the tensor cores (VK_KHR_shader_bfloat16): the f16 KHR kernels
+# compiled as they are (glslang 15 has no GL_EXT_bfloat16) with BF16
+# defined, then rewritten by spvpack --bf16 (tools/spvpack.c: the 16-bit
+# float becomes bfloat16; a module that computes on it fails the build).
+# nn_attn_fa.c and matmul_coop.c take them where the device lists bf16
+# cooperative-matrix shapes (device.c).
+ifneq ($(GLSLANG15),)
+VK_BF16_VARIANTS += nn_attn_khr64_n8_bf:nn_attn_khr:BF16,HD=64,NSG=8
+VK_BF16_VARIANTS += nn_attn_khr64_m_bf:nn_attn_khr:BF16,HD=64,MASK
+VK_BF16_VARIANTS += nn_attn_khr128_bf:nn_attn_khr:BF16,HD=128
+VK_BF16_VARIANTS += nn_attn_khr128_m_bf:nn_attn_khr:BF16,HD=128,MASK
+VK_BF16_VARIANTS += nn_attn_khr128_n8_bf:nn_attn_khr:BF16,HD=128,NSG=8
+VK_BF16_VARIANTS += nn_attn_khr256_bf:nn_attn_khr:BF16,HD=256,BK=32
+VK_BF16_VARIANTS += nn_attn_khr256_m_bf:nn_attn_khr:BF16,HD=256,BK=32,MASK
+VK_BF16_VARIANTS += matmul_coop_khr_bf_128x256s1:matmul_coop:BF16,MM_KHR,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
+VK_BF16_VARIANTS += matmul_coop_khr_bf_k64s1:matmul_coop:BF16,MM_KHR,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+VK_BF16_VARIANTS += matmul_coop_khr_bf_n8:matmul_coop:BF16,MM_KHR,FM=16,FN=8,FK=16
+# conv_coop's tiles that nn_conv.c's conv_tile picks, with bf16 fragments
+VK_BF16_VARIANTS += conv_coop_khr_bf:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP
+VK_BF16_VARIANTS += conv_coop_khr_bf_m64w8:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP,BM=64,BN=128,BK=32,WM=32,WN=32
+VK_BF16_VARIANTS += conv_coop_khr_bf_n64:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP,BM=128,BN=64,BK=32,WM=32,WN=32
+VK_BF16_VARIANTS += conv_coop_khr_bf_k64s1:matmul_coop:BF16,MM_KHR,MM_CONV,MM_COOP,BM=128,BN=128,BK=64,WM=64,WN=32,STAGES=1
+endif
+
 # conv_halo.glsl: direct conv with a halo tile; HALO_SIMT (no tensor cores),
 # XQUAD, WGLOBAL (weights from global memory), TH/WARPS/CK/MFMAX tiles
 VK_VARIANTS += conv_halo:conv_halo:
@@ -204,7 +228,7 @@ VK_VARIANTS += quant_gemm_coop:quant_gemm_coop:
 # Hand-written modules: the rest.  (eltwise*.comp and fused*.comp stay files
 # for now: their owner is changing them.)
 VK_COMP    := $(wildcard $(VK_DIR)/shaders/*.comp)
-VK_VAR_NAMES := $(foreach v,$(VK_VARIANTS) $(VK_KHR_VARIANTS),$(firstword $(subst :, ,$(v))))
+VK_VAR_NAMES := $(foreach v,$(VK_VARIANTS) $(VK_KHR_VARIANTS) $(VK_BF16_VARIANTS),$(firstword $(subst :, ,$(v))))
 VK_SPV     := $(VK_COMP:$(VK_DIR)/shaders/%.comp=$(VK_SPV_DIR)/%.spv) $(VK_VAR_NAMES:%=$(VK_SPV_DIR)/%.spv)
 
 CORE_SRC  += $(wildcard $(VK_DIR)/*.c)
@@ -247,6 +271,16 @@ $(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) | $(GLS
 	$$(GLSLANG15) $$(GLSLANG15_FLAGS) $(addprefix -D,$(subst $(vk_comma), ,$(3))) --depfile $(VK_SPV_DIR)/$(1).vd -o $$@ $$<
 endef
 $(foreach v,$(VK_KHR_VARIANTS),$(eval $(call vk_khr_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
+
+# the bf16 variants: compiled to NAME.spv16, then rewritten
+define vk_bf16_variant
+$(if $(and $(wildcard $(call vk_defs,$(1))),$(filter x$(3),x$(file <$(call vk_defs,$(1))))),,$(file >$(call vk_defs,$(1)),$(3)))
+$(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) $(VK_PACKER) | $(GLSLANG15)
+	$$(GLSLANG15) $$(GLSLANG15_FLAGS) $(addprefix -D,$(subst $(vk_comma), ,$(3))) --depfile $(VK_SPV_DIR)/$(1).vd -o $(VK_SPV_DIR)/$(1).spv16 $$<
+	sed -i 's|\.spv16:|.spv:|' $(VK_SPV_DIR)/$(1).vd
+	$(VK_PACKER) --bf16 $(VK_SPV_DIR)/$(1).spv16 $$@
+endef
+$(foreach v,$(VK_BF16_VARIANTS),$(eval $(call vk_bf16_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
 
 # matmul_cm2.glsl: the GEMM on VK_NV_cooperative_matrix2 (matmul_cm2.c:
 # workgroup-scope matrices, tensor layouts), compiled by glslang 15 for
@@ -307,7 +341,7 @@ endif
 # One more pass of the Vulkan tests under the validation layer; where the
 # SPIR-V file is found, and what happens when it is not.
 ifeq ($(VK_ENABLED),yes)
-TEST_SCRIPTS += tests/parity/validate.sh tests/parity/spirv.sh
+TEST_SCRIPTS += tests/parity/validate.sh tests/parity/spirv.sh tests/parity/spvpack_bf16.sh
 endif
 
 # The GPU benchmark binary (bench/gpu/run.sh sets it beside PyTorch CUDA).

@@ -31,7 +31,14 @@
  * additive f32 / bool mask, take shaders/nn_attn_khr.glsl (khr_shader,
  * run_khr below).  LUMEN_VK_ATTN_KHR=0 keeps the kernels above (for
  * comparisons), =<tile> (n4, n8, ps, tab, cv) forces a tile where it is built;
- * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off. */
+ * LUMEN_VK_ATTN_COOP=0 turns every tensor-core kernel off.
+ *
+ * bf16 q, k and v take the same kernel built with bf16 fragments
+ * (nn_attn_khr*_bf, khr_bf16_shader) where the device offers
+ * VK_KHR_shader_bfloat16 with bf16 cooperative matrices of 16x16x16
+ * (device.c: feat.coop_bf16; LUMEN_VK_BF16=0 turns it off): D a multiple
+ * of 8 up to 256, masks and output dtypes as f16's (bf16 or f32).
+ * Elsewhere bf16 stays on the SIMT kernel. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "backends/vulkan/vk.h"
@@ -148,6 +155,28 @@ static int khr_bq(const char *shader)
     return strstr(shader, "_n8") ? 128 : 64;
 }
 
+/* the bf16 builds (module.mk's VK_BF16_VARIANTS: f16's kernels with bf16
+ * fragments), head dims up to 64, 128 and 256; LUMEN_VK_ATTN_KHR=n8 takes
+ * nn_attn_khr128_n8_bf at D 128 */
+#define KHR_BF_NDIMS 3
+static const int khr_bf_dims[KHR_BF_NDIMS] = {64, 128, 256};
+static const char *const khr_bf_names[KHR_BF_NDIMS][2] = {
+    {"nn_attn_khr64_n8_bf", "nn_attn_khr64_m_bf"},
+    {"nn_attn_khr128_bf", "nn_attn_khr128_m_bf"},
+    {"nn_attn_khr256_bf", "nn_attn_khr256_m_bf"},
+};
+
+static const char *khr_bf16_shader(const lm_array *node, int64_t D, const char *e)
+{
+    int hd = -1;
+    for (int i = 0; i < KHR_BF_NDIMS && hd < 0; i++)
+        if (khr_bf_dims[i] >= D) hd = i;
+    const char *name = khr_bf_names[hd][node->ninputs == 4];
+    if (e && !strcmp(e, "n8") && hd == 1 && node->ninputs == 3 && in_file("nn_attn_khr128_n8_bf"))
+        name = "nn_attn_khr128_n8_bf";
+    return in_file(name) ? name : NULL;
+}
+
 /* the KHR tensor-core kernel for node, or NULL where it does not apply */
 static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
 {
@@ -158,14 +187,17 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
     if (!ft->coopmat_khr || ft->subgroup_size != 32 || ft->max_shared < KHR_SHARED || v->props.vendorID != 0x10de ||
         ft->max_storage_buffers < LM_VK_WIDE_BINDINGS)
         return NULL;
-    bool f16x16 = false;
-    for (int i = 0; i < ft->ncoop_khr; i++)
-        f16x16 |= ft->coop_khr_mnk[i][0] == 16 && ft->coop_khr_mnk[i][1] == 16 && ft->coop_khr_mnk[i][2] == 16;
-    if (!f16x16 || node->ninputs < 3 || node->ninputs > 4 || !lm_vk_fits_i32(node)) return NULL;
+    lm_dtype dt = node->ninputs >= 3 ? node->inputs[0]->dtype : LM_F32;
+    bool bf = dt == LM_BF16;
+    int nshapes = bf ? (ft->coop_bf16 ? ft->ncoop_bf16 : 0) : ft->ncoop_khr;
+    const uint8_t(*mnk)[3] = bf ? ft->coop_bf16_mnk : ft->coop_khr_mnk;
+    bool x16 = false;
+    for (int i = 0; i < nshapes; i++) x16 |= mnk[i][0] == 16 && mnk[i][1] == 16 && mnk[i][2] == 16;
+    if (!x16 || node->ninputs < 3 || node->ninputs > 4 || !lm_vk_fits_i32(node)) return NULL;
     for (int i = 0; i < 3; i++)
-        if (node->inputs[i]->dtype != LM_F16 || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
+        if (node->inputs[i]->dtype != dt || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
             return NULL;
-    if (node->dtype != LM_F16 && node->dtype != LM_F32) return NULL;
+    if (node->dtype != dt && node->dtype != LM_F32) return NULL;
     if (node->ninputs == 4) {
         const lm_array *m = node->inputs[3];
         bool add = node->params.i[1] == 1 && m->dtype == LM_F32, keep = node->params.i[1] == 2 && m->dtype == LM_BOOL;
@@ -173,6 +205,7 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
     }
     int64_t D = node->inputs[0]->shape[3];
     if (node->inputs[2]->shape[3] != D || D % 8 || D <= 0 || D > 256) return NULL;
+    if (bf) return khr_bf16_shader(node, D, e);
     int hd = -1;
     for (int i = 0; i < KHR_NDIMS && hd < 0; i++)
         if (khr_dims[i] >= D) hd = i;
@@ -289,6 +322,7 @@ static lm_status run_khr(lm_vk_dev *v, lm_array *node, const char *shader)
                              {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
         s = lm_vk_dispatch(v, shader, spec, 7, args, 5, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
         if (s == LM_OK) coop_runs++;
+        if (s == LM_OK && q->dtype == LM_BF16) lm_vk_bf16_runs++;
     }
     for (int i = 0; i < 3; i++)
         if (own[i]) lm_buffer_release(own[i]);

@@ -25,7 +25,9 @@
  * cooperative matrices (conv_coop*: matmul_coop.glsl with the same hooks),
  * on VK_KHR_cooperative_matrix where the device and the SPIR-V file have
  * it (conv_coop_khr*, as matmul's default), else VK_NV_cooperative_matrix;
- * LUMEN_VK_CONV_COOP=0|nv|khr chooses (see coop_fits).  Convs whose
+ * LUMEN_VK_CONV_COOP=0|nv|khr chooses (see coop_fits).  bf16 x bf16 takes
+ * the KHR tiles built with bf16 fragments (conv_coop_khr_bf*) where the
+ * device has bf16 cooperative matrices (bf16_usable), else the f32 GEMM.  Convs whose
  * output tiles are too few to fill the GPU (1280 channels at 8x8) split
  * their K range over several workgroups (split-K: f32 partial sums in a
  * scratch buffer, then conv_splitk.comp adds them in a fixed order with the
@@ -204,6 +206,19 @@ static bool khr_usable(lm_vk_dev *v)
            lm_vk_shader_find("conv_coop_khr") != NULL;
 }
 
+/* bf16 x bf16 on bf16 cooperative matrices (conv_coop_khr_bf*: the KHR
+ * build with bf16 fragments, module.mk's VK_BF16_VARIANTS) where the
+ * device has them (device.c: feat.coop_bf16, 16x16x16) and KHR is not
+ * turned away (LUMEN_VK_CONV_COOP=nv: bf16 then keeps the f32-arithmetic
+ * GEMM, as everywhere without them) */
+static bool bf16_usable(lm_vk_dev *v)
+{
+    const lm_vk_features *ft = &v->feat;
+    const char *e = getenv("LUMEN_VK_CONV_COOP");
+    return ft->coop_bf16 && has_16x16x16(ft->ncoop_bf16, ft->coop_bf16_mnk) && !(e && !strcmp(e, "nv")) &&
+           khr_usable(v) && lm_vk_shader_find("conv_coop_khr_bf_k64s1") != NULL;
+}
+
 /* which extension conv_coop runs on: LUMEN_VK_CONV_COOP=nv or khr asks
  * (khr where it cannot be had falls back to nv), unset: khr, else nv */
 static bool coop_khr(lm_vk_dev *v)
@@ -225,9 +240,10 @@ static bool coop_fits(lm_vk_dev *v, const lm_array *node)
     const lm_vk_features *ft = &v->feat;
     if (!(ft->coopmat_nv || ft->coopmat_khr) || ft->subgroup_size != 32 || ft->max_shared < 48 * 1024)
         return false;
-    if (node->op != LM_OP_CONV || node->inputs[0]->dtype != LM_F16 || node->inputs[1]->dtype != LM_F16)
-        return false;
+    if (node->op != LM_OP_CONV || node->inputs[0]->dtype != node->inputs[1]->dtype) return false;
     if (getenv_off("LUMEN_VK_CONV_COOP") || getenv_off("LUMEN_VK_COOP")) return false;
+    if (node->inputs[0]->dtype == LM_BF16) return bf16_usable(v);
+    if (node->inputs[0]->dtype != LM_F16) return false;
     return (ft->coopmat_nv && has_16x16x16(ft->ncoop, ft->coop_mnk)) || khr_usable(v);
 }
 
@@ -235,16 +251,16 @@ static bool coop_fits(lm_vk_dev *v, const lm_array *node)
  * output channels of a group: 128-row tiles would leave most of their rows
  * idle at ESRGAN's 32 and 64.  shader: the NV build (NULL: KHR only), khr:
  * the KHR build.  LUMEN_VK_CONV_TILE=<name> forces one. */
-typedef struct coop_tile { const char *name, *shader, *khr; int bm, bn, bk; } coop_tile;
+typedef struct coop_tile { const char *name, *shader, *khr, *khr_bf; int bm, bn, bk; } coop_tile;
 static const coop_tile conv_tiles[] = {
-    {"128", "conv_coop", "conv_coop_khr", 128, 128, 32},                /* 8 subgroups of 64x32 */
-    {"m64", "conv_coop_m64", "conv_coop_khr_m64", 64, 128, 32},         /* 4 of 32x64 */
-    {"m64w8", "conv_coop_m64w8", "conv_coop_khr_m64w8", 64, 128, 32},   /* 8 of 32x32 */
-    {"m32", "conv_coop_m32", "conv_coop_khr_m32", 32, 128, 32},         /* 4 of 32x32 */
-    {"m32n256", "conv_coop_m32n256", "conv_coop_khr_m32n256", 32, 256, 32}, /* 4 of 32x64 */
-    {"n64", "conv_coop_n64", "conv_coop_khr_n64", 128, 64, 32},         /* 8 of 32x32 */
-    {"k64s1", NULL, "conv_coop_khr_k64s1", 128, 128, 64},               /* 8 of 64x32, one stage */
-    {"128x256s1", NULL, "conv_coop_khr_128x256s1", 128, 256, 32},       /* 8 of 64x64, one stage */
+    {"128", "conv_coop", "conv_coop_khr", "conv_coop_khr_bf", 128, 128, 32},       /* 8 subgroups of 64x32 */
+    {"m64", "conv_coop_m64", "conv_coop_khr_m64", NULL, 64, 128, 32},              /* 4 of 32x64 */
+    {"m64w8", "conv_coop_m64w8", "conv_coop_khr_m64w8", "conv_coop_khr_bf_m64w8", 64, 128, 32}, /* 8 of 32x32 */
+    {"m32", "conv_coop_m32", "conv_coop_khr_m32", NULL, 32, 128, 32},              /* 4 of 32x32 */
+    {"m32n256", "conv_coop_m32n256", "conv_coop_khr_m32n256", NULL, 32, 256, 32},  /* 4 of 32x64 */
+    {"n64", "conv_coop_n64", "conv_coop_khr_n64", "conv_coop_khr_bf_n64", 128, 64, 32}, /* 8 of 32x32 */
+    {"k64s1", NULL, "conv_coop_khr_k64s1", "conv_coop_khr_bf_k64s1", 128, 128, 64}, /* 8 of 64x32, one stage */
+    {"128x256s1", NULL, "conv_coop_khr_128x256s1", NULL, 128, 256, 32},            /* 8 of 64x64, one stage */
 };
 
 static const coop_tile *tile_named(const char *name)
@@ -254,10 +270,10 @@ static const coop_tile *tile_named(const char *name)
     return NULL;
 }
 
-static const coop_tile *conv_tile(int32_t og, int32_t npix, int32_t k, bool khr)
+static const coop_tile *conv_tile(int32_t og, int32_t npix, int32_t k, bool khr, bool bf16)
 {
     const coop_tile *t = tile_named(getenv("LUMEN_VK_CONV_TILE"));
-    if (t && (khr || t->shader)) return t;
+    if (t && (bf16 ? t->khr_bf != NULL : khr || t->shader)) return t;
     /* H100 (docs/VULKAN.md): m64w8 (114 registers, two workgroups per SM)
      * led at every shape up to 64 channels.  Above, on KHR, k64s1 (depth 64,
      * one stage) at the SD UNet's 3x3 convs (1.1-1.4x the 128 tile, with
@@ -555,8 +571,8 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     uint32_t gz = (uint32_t)(g->N * g->G), bdt = b ? b->dtype : node->dtype;
     bool wal = lm_vk_mem_of(w)->off % 16 == 0;
     if (coop_fits(v, node) && halo_fits(v, node, g)) return run_halo(v, node, g, false);
-    bool coop = coop_fits(v, node), khr = coop && coop_khr(v);
-    const coop_tile *ct = coop ? conv_tile(pc.M, pc.N, pc.K, khr) : NULL;
+    bool coop = coop_fits(v, node), bf16 = coop && x->dtype == LM_BF16, khr = bf16 || (coop && coop_khr(v));
+    const coop_tile *ct = coop ? conv_tile(pc.M, pc.N, pc.K, khr, bf16) : NULL;
     const lm_vk_f32_tile *ft = coop ? NULL : lm_vk_f32_pick(v, true, pc.M, pc.N, gz);
     int bm = coop ? ct->bm : ft->bm, bn = coop ? ct->bn : ft->bn;
     uint32_t gx = (uint32_t)((pc.N + bn - 1) / bn), gy = (uint32_t)((pc.M + bm - 1) / bm);
@@ -607,10 +623,12 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
         bool direct = pc.off_bias < 0 && (odt == LM_F16 || odt == LM_F32) && pc.N % 8 == 0 && out->off % 16 == 0 &&
                       !getenv_off("LUMEN_VK_CONV_DIRECT");
         /* the kernel's width and taps are compile-time (one pipeline each) */
-        uint32_t spec[16] = {LM_F16, LM_F16, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
+        uint32_t in = bf16 ? LM_BF16 : LM_F16;
+        uint32_t spec[16] = {in, in, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
                              (uint32_t)pc.KHW, direct, 0, full, (uint32_t)parts, flat};
-        st = lm_vk_dispatch(v, khr ? ct->khr : ct->shader, spec, 16, args, 4, &pc, sizeof pc, gx, gy,
-                            gz * (uint32_t)parts);
+        st = lm_vk_dispatch(v, bf16 ? ct->khr_bf : khr ? ct->khr : ct->shader, spec, 16, args, 4, &pc, sizeof pc,
+                            gx, gy, gz * (uint32_t)parts);
+        if (st == LM_OK && bf16) lm_vk_bf16_runs++;
     } else {
         /* 4-element weight loads need every row start on a 16-byte boundary */
         bool a_vec = pc.off_a % 4 == 0 && pc.sam % 4 == 0 && pc.bsa[1] % 4 == 0 && wal;

@@ -54,6 +54,9 @@ typedef struct lm_vk_pipeline {
     struct lm_vk_pipeline *next;
 } lm_vk_pipeline;
 
+/* VkComponentTypeKHR's bf16 (VK_KHR_shader_bfloat16, after 1.4.309's headers) */
+#define LM_VK_COMPONENT_TYPE_BFLOAT16 1000141000u
+
 typedef struct lm_vk_features {
     bool f16, f64, int8, int16;
     bool coopmat_nv;              /* some f16 x f16 + f32 shape, subgroup scope */
@@ -64,6 +67,11 @@ typedef struct lm_vk_features {
     bool coopmat_khr;             /* the same through VK_KHR_cooperative_matrix */
     int ncoop_khr;
     uint8_t coop_khr_mnk[8][3];
+    /* bf16 x bf16 + f32 KHR shapes, and whether VK_KHR_shader_bfloat16 is
+     * on with its types and cooperative matrices (device.c's bf16_coop) */
+    int ncoop_bf16;
+    uint8_t coop_bf16_mnk[8][3];
+    bool coop_bf16;
     /* VK_NV_cooperative_matrix2 (matmul_cm2.c): workgroup-scope f16 x f16
      * shapes of vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
      * (granularity M, N, K; invocations; f16 or f32 accumulator) */
@@ -84,6 +92,10 @@ typedef struct lm_vk_features {
     uint32_t max_shared;
     uint32_t max_storage_buffers; /* per stage and per set, the smaller */
 } lm_vk_features;
+
+/* bf16 kernels recorded on bf16 cooperative matrices (matmul_coop.c,
+ * nn_attn_fa.c; lm_vulkan_bf16_coop_count) */
+extern int64_t lm_vk_bf16_runs;
 
 typedef struct lm_vk_dev {
     lm_device *dev;

@@ -22,6 +22,9 @@ int64_t lm_vulkan_dispatch_count(void);
 /* Attention kernels recorded on tensor cores since start (nn_attn_coop*),
  * for tests that must see that path taken. */
 int64_t lm_vulkan_attn_coop_count(void);
+/* Attention and matmul kernels recorded on bf16 cooperative matrices
+ * (VK_KHR_shader_bfloat16: the _bf kernels) since start, for tests. */
+int64_t lm_vulkan_bf16_coop_count(void);
 /* Timestamps written since start: only while a profile is open (tests). */
 int64_t lm_vulkan_timestamp_count(void);
 /* Uploads recorded as a copy from the staging block instead of waiting for

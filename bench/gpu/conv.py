@@ -41,7 +41,7 @@ def torch_time(case):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
     n, ci, co, hw, k, dt = parse(case)
-    dt = torch.float16 if dt == "f16" else torch.float32
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16}.get(dt, torch.float32)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(n, ci, hw, hw, device="cuda", dtype=dt, generator=g)
     w = torch.randn(co, ci, k, k, device="cuda", dtype=dt, generator=g) / (ci * k * k) ** 0.5

@@ -39,6 +39,10 @@
 // Max is NaN-propagating and a block with nothing visible yet adds
 // nothing, as in the other kernels, so NaN in q or k, -inf masks and
 // fully masked rows come out as on the CPU.
+// BF16 (module.mk's VK_BF16_VARIANTS): bf16 q, k and v; the module's
+// float16_t is made bfloat16 after compiling (tools/spvpack.c --bf16), so
+// the fragments, P and the A table below hold bf16 and nothing computes
+// on them but the multiplies (the softmax stays f32).
 // Bindings: 0 = q, 1 = k, 2 = v, 3 = mask, 4 = output (contiguous
 // [B, Hq, Lq, D]).
 #extension GL_KHR_cooperative_matrix : require
@@ -138,7 +142,13 @@ void main()
         int x = t - 64, c8 = (x & 1) * 8, r16 = (x >> 1) * 16;
         uint w[4];
         [[unroll]] for (int k = 0; k < 4; k++)
+#ifdef BF16
+            // bfloat16 bits (exact: the numbers are below 256)
+            w[k] = (floatBitsToUint(float(r16 + c8 + 2 * k)) >> 16) |
+                   (floatBitsToUint(float(r16 + c8 + 2 * k + 1)) & 0xffff0000u);
+#else
             w[k] = packHalf2x16(vec2(r16 + c8 + 2 * k, r16 + c8 + 2 * k + 1));
+#endif
         KV[t] = uvec4(w[0], w[1], w[2], w[3]);
     }
     barrier();
