@@ -433,7 +433,7 @@ lm_array *lm_sampler_step(lm_sampler *s, lm_array *model_out, int i, lm_array *x
         lm_error_set(LM_ERR_ARG, "%s step: no model output or latents", m->name);
         return NULL;
     }
-    if (s->row->ancestral && !noise) {
+    if (lm_sampler_needs_noise(s, i) && !noise) {
         lm_error_set(LM_ERR_ARG, "%s step %d: needs noise", m->name, i);
         return NULL;
     }

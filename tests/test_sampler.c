@@ -683,6 +683,13 @@ static void test_known(void **state)
     for (int i = 0; i < 4; i++) assert_true(lm_sampler_timestep(s, i) == lcm4[i]);
     assert_true(lm_sampler_needs_noise(s, 2) && !lm_sampler_needs_noise(s, 3));
     assert_true(lm_sampler_init_sigma(s) == 1.0);
+    lm_array *x = lm_zeros(2, (int64_t[]){2, 2}, LM_F32, lm_device_cpu());
+    lm_array *last = lm_sampler_step(s, x, 3, x, NULL);   /* the last step takes no noise */
+    assert_non_null(last);
+    assert_null(lm_sampler_step(s, x, 2, x, NULL));
+    assert_non_null(strstr(lm_error_message(), "lcm step 2: needs noise"));
+    lm_array_release(last);
+    lm_array_release(x);
     lm_sampler_free(s);
 }
 
