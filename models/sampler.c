@@ -295,6 +295,14 @@ lm_sampler *lm_sampler_new_row(const lm_sched_config *c, const lm_sampler_info *
                                      : c->use_exponential_sigmas ? row_of(k, LM_SIGMAS_EXPONENTIAL) : NULL;
         if (alt) row = alt;
     }
+    /* diffusers' classes take one of them (the row's own counts) */
+    if ((c->use_karras_sigmas || row->sigmas == LM_SIGMAS_KARRAS) &&
+        (c->use_exponential_sigmas || row->sigmas == LM_SIGMAS_EXPONENTIAL)) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "%s: use_karras_sigmas and use_exponential_sigmas: only one of them "
+                     "(row %s, the config's use_karras_sigmas %s, use_exponential_sigmas %s)", name, row->name,
+                     c->use_karras_sigmas ? "true" : "false", c->use_exponential_sigmas ? "true" : "false");
+        return NULL;
+    }
     /* the row passes use_exponential_sigmas itself: not refused as a key Lumen lacks */
     lm_sched_config cc = *c;
     if (row->sigmas == LM_SIGMAS_EXPONENTIAL) cc.use_exponential_sigmas = false;

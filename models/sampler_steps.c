@@ -24,8 +24,9 @@ static lm_status refuse_other_sigmas(const lm_sched_config *c, const char *name)
 {
     if (c->other_sigmas || c->use_exponential_sigmas)
         return lm_error_set(LM_ERR_UNSUPPORTED,
-                            "%s: exponential, beta, lu-lambda, flow sigmas and dynamic shifting are not supported",
-                            name);
+                            "%s: %s are not supported", name, c->other_sigmas
+                            ? "beta, lu-lambda, flow sigmas and dynamic shifting (exponential sigmas: the "
+                              "*_exponential rows)" : "exponential sigmas on this row");
     return LM_OK;
 }
 

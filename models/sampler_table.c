@@ -38,6 +38,10 @@ static const lm_sampler_info rows[] = {
      "HeunDiscreteScheduler", "clip_sample, clip_sample_range, use_karras_sigmas"},
     {"heun_karras", "Heun", "Karras", LM_SAMPLER_HEUN, LM_SIGMAS_KARRAS, false, 2, 2, ALL_PREDS,
      "HeunDiscreteScheduler(use_karras_sigmas=True)", "clip_sample, clip_sample_range"},
+    {"heun_exponential", "Heun", "Exponential", LM_SAMPLER_HEUN, LM_SIGMAS_EXPONENTIAL, false, 2, 2, ALL_PREDS,
+     "HeunDiscreteScheduler(use_exponential_sigmas=True)", "clip_sample, clip_sample_range"},
+    {"lms_exponential", "LMS", "Exponential", LM_SAMPLER_LMS, LM_SIGMAS_EXPONENTIAL, false, 1, 4, ALL_PREDS,
+     "LMSDiscreteScheduler(use_exponential_sigmas=True)", ""},
     {"euler_exponential", "Euler", "Exponential", LM_SAMPLER_EULER, LM_SIGMAS_EXPONENTIAL, false, 1, 1, ALL_PREDS,
      "EulerDiscreteScheduler(use_exponential_sigmas=True)", "final_sigmas_type, sigma_min, sigma_max"},
     {"dpm++2m_exponential", "DPM++ 2M", "Exponential", LM_SAMPLER_DPMPP_2M, LM_SIGMAS_EXPONENTIAL, false, 1, 2,
@@ -62,10 +66,21 @@ static const lm_sampler_info rows[] = {
     {"dpm++2s_a_karras", "DPM++ 2S a", "Karras", LM_SAMPLER_DPMPP_2S_A, LM_SIGMAS_KARRAS, true, 1, 2, ALL_PREDS,
      "DPMSolverSinglestepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2, use_karras_sigmas=True)",
      "solver_order, solver_type, lambda_min_clipped"},
+    {"dpm++2s_a_exponential", "DPM++ 2S a", "Exponential", LM_SAMPLER_DPMPP_2S_A, LM_SIGMAS_EXPONENTIAL, true, 1,
+     2, ALL_PREDS, "DPMSolverSinglestepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2, "
+     "use_exponential_sigmas=True)", "solver_order, solver_type, lambda_min_clipped"},
     {"unipc", "UniPC", "Normal", LM_SAMPLER_UNIPC, LM_SIGMAS_DEFAULT, false, 1, 2, ALL_PREDS,
      "UniPCMultistepScheduler(solver_type=\"bh2\", solver_order=2)",
      "solver_order, solver_type (bh1, bh2), lower_order_final, final_sigmas_type, predict_x0, "
-     "disable_corrector"},
+     "disable_corrector, use_karras_sigmas, use_exponential_sigmas, sigma_min, sigma_max"},
+    {"unipc_karras", "UniPC", "Karras", LM_SAMPLER_UNIPC, LM_SIGMAS_KARRAS, false, 1, 2, ALL_PREDS,
+     "UniPCMultistepScheduler(solver_type=\"bh2\", solver_order=2, use_karras_sigmas=True)",
+     "solver_order, solver_type (bh1, bh2), lower_order_final, final_sigmas_type, predict_x0, "
+     "disable_corrector, sigma_min, sigma_max"},
+    {"unipc_exponential", "UniPC", "Exponential", LM_SAMPLER_UNIPC, LM_SIGMAS_EXPONENTIAL, false, 1, 2, ALL_PREDS,
+     "UniPCMultistepScheduler(solver_type=\"bh2\", solver_order=2, use_exponential_sigmas=True)",
+     "solver_order, solver_type (bh1, bh2), lower_order_final, final_sigmas_type, predict_x0, "
+     "disable_corrector, sigma_min, sigma_max"},
     {"lcm", "LCM", "Normal", LM_SAMPLER_LCM, LM_SIGMAS_NONE, true, 1, 1, ALL_PREDS,
      "LCMScheduler", "original_inference_steps, timestep_scaling, clip_sample, clip_sample_range"},
 };

@@ -3,9 +3,9 @@
 (issue 37), computed by diffusers' own scheduler classes the way gen_diffusion.py computed
 ref_sched.safetensors (which stays as it is):
   ref_sched_more.safetensors  LMS, LMS Karras and Euler Karras (unchanged by the second part)
-  ref_sched_37.safetensors    Heun (+Karras), Euler / DPM++ 2M / DPM++ 2M SDE exponential,
-                              DPM++ 2M SDE (+Karras), DPM++ 2S a (+Karras), UniPC, LCM, and
-                              whole 4-step SD 1.x runs of the tiny pipeline with several of them
+  ref_sched_37.safetensors    Heun, DPM++ 2M SDE, DPM++ 2S a, UniPC (each + Karras and
+                              exponential), LMS / Euler / DPM++ 2M exponential, LCM (16 rows),
+                              and whole 4-step SD 1.x runs of the tiny pipeline with six
 
 Needs torch, numpy and scipy (diffusers' LMS integrates with scipy.integrate.quad) and
 diffusers' source; the full diffusers package is only needed for the whole runs: when
@@ -211,6 +211,8 @@ SAMPLERS = {
 SAMPLERS_37 = {
     "heun": ("HeunDiscreteScheduler", {}),
     "heun_karras": ("HeunDiscreteScheduler", {"use_karras_sigmas": True}),
+    "heun_exponential": ("HeunDiscreteScheduler", {"use_exponential_sigmas": True}),
+    "lms_exponential": ("LMSDiscreteScheduler", {"use_exponential_sigmas": True}),
     "euler_exponential": ("EulerDiscreteScheduler", {"use_exponential_sigmas": True}),
     "dpmpp_2m_exponential": ("DPMSolverMultistepScheduler", {"use_exponential_sigmas": True}),
     "dpmpp_2m_sde": ("DPMSolverMultistepScheduler", {"algorithm_type": "sde-dpmsolver++"}),
@@ -221,12 +223,16 @@ SAMPLERS_37 = {
     "dpmpp_2s_a": ("DPMSolverSinglestepScheduler", {"algorithm_type": "sde-dpmsolver++"}),
     "dpmpp_2s_a_karras": ("DPMSolverSinglestepScheduler", {"algorithm_type": "sde-dpmsolver++",
                                                           "use_karras_sigmas": True}),
+    "dpmpp_2s_a_exponential": ("DPMSolverSinglestepScheduler", {"algorithm_type": "sde-dpmsolver++",
+                                                               "use_exponential_sigmas": True}),
     "unipc": ("UniPCMultistepScheduler", {}),
+    "unipc_karras": ("UniPCMultistepScheduler", {"use_karras_sigmas": True}),
+    "unipc_exponential": ("UniPCMultistepScheduler", {"use_exponential_sigmas": True}),
     "lcm": ("LCMScheduler", {}),
 }
 # the whole SD 1.x runs (images are 48 KB each: a few of them)
 PIPE_37 = ["heun", "dpmpp_2m_sde_karras", "dpmpp_2s_a", "unipc", "lcm", "lms"]
-SHAPE_37 = (1, 4, 4, 4)   # smaller latents than ref_sched_more's: the fixture stays small
+SHAPE_37 = (1, 4, 2, 2)   # smaller latents than ref_sched_more's: the fixture stays small
 CONFIGS = {"eps": SCHED_BASE, "v": dict(SCHED_BASE, prediction_type="v_prediction"),
            "tr": dict(SCHED_BASE, timestep_spacing="trailing", steps_offset=0)}
 
