@@ -209,7 +209,7 @@ static void test_schedules(void **state)
 static void run_loops(lm_device *dev)
 {
     double worst_scaled = 0, worst_x = 0;
-    int loops = 0;
+    int loops = 0, ncalls = 0;
     for (int su = 0; su < NSUITES; su++)
     if (SUITE_PRESENT(su))
     for (int ci = 0; ci < 3; ci++)
@@ -224,6 +224,7 @@ static void run_loops(lm_device *dev)
             assert_non_null(mos);
             int calls = (int)mos->shape[0];   /* 4, Heun's 7 */
             assert_int_equal(lm_sampler_count(s), calls);
+            ncalls += calls;
             for (int i = 0; i < calls; i++) {
                 lm_array *sc = lm_sampler_scale_input(s, x, i);
                 lm_array *want_sc = slice0(scaled, i), *want_x = slice0(xs, i);
@@ -249,8 +250,8 @@ static void run_loops(lm_device *dev)
             lm_array_release(x);
             lm_sampler_free(s);
         }
-    printf("  %s: %d loops of 4 steps: scaled input worst %.2g, x worst %.2g (relative to the largest value)\n",
-           dev->spec, loops, worst_scaled, worst_x);
+    printf("  %s: %d loops of 4 steps (%d model calls): scaled input worst %.2g, x worst %.2g (relative to the "
+           "largest value)\n", dev->spec, loops, ncalls, worst_scaled, worst_x);
 }
 
 static void test_loops_cpu(void **state)
