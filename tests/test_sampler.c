@@ -7,8 +7,11 @@
  *
  * For configs eps (SD 1.x: scaled_linear, leading, steps_offset 1), v (the
  * same with v_prediction) and tr (trailing, offset 0), samplers euler,
- * euler_a, dpmpp_2m, dpmpp_2m_karras, ddim (ref_sched) and lms, lms_karras,
- * euler_karras (ref_sched_more), and 4 and 20 steps: timesteps
+ * euler_a, dpmpp_2m, dpmpp_2m_karras, ddim (ref_sched), lms, lms_karras,
+ * euler_karras (ref_sched_more) and issue 37's 16 rows (ref_sched_37: Heun,
+ * DPM++ 2M SDE, DPM++ 2S a, UniPC with their Karras and exponential rows, the
+ * exponential Euler / LMS / DPM++ 2M, LCM; one loop entry per model call,
+ * the SDE and LCM draws recorded), and 4 and 20 steps: timesteps
  * and sigmas (1e-6 relative), init_noise_sigma, the whole 4-step loop with
  * fake model outputs and diffusers' ancestral draws (scale_model_input and
  * x after each step, within 1e-5 of the largest reference value) on the CPU
@@ -122,6 +125,14 @@ static const suite suites[] = {
 };
 #define NSUITES ((int)(sizeof suites / sizeof *suites))
 #define SUITE_PRESENT(su) (*suites[su].present)
+static const char *const suite_files[] = {"ref_sched", "ref_sched_more", "ref_sched_37"};
+
+/* each fixture's worst of one measure, printed after the test's line */
+static void print_suites(const char *what, const double *worst)
+{
+    for (int su = 0; su < NSUITES; su++)
+        if (SUITE_PRESENT(su)) printf("    %s's %d samplers: %s worst %.2g\n", suite_files[su], suites[su].n, what, worst[su]);
+}
 
 static lm_sampler *make(const char *cn, const char *sn, int n, double strength)
 {
@@ -146,7 +157,7 @@ static void test_schedules(void **state)
     (void)state;
     NEED_REF();
     int checked = 0, exact = 0;
-    double worst_t = 0, worst_s = 0;
+    double worst_t = 0, worst_s = 0, su_t[NSUITES] = {0}, su_s[NSUITES] = {0};
     for (int su = 0; su < NSUITES; su++)
     if (SUITE_PRESENT(su))
     for (int ci = 0; ci < 3; ci++)
@@ -165,6 +176,7 @@ static void test_schedules(void **state)
                 for (int i = 0; ok && i < nt; i++) {
                     double e = fabs(ts[i] - w[i]) / fmax(fabs(w[i]), 1);
                     if (e > worst_t) worst_t = e;
+                    if (e > su_t[su]) su_t[su] = e;
                     if (e > SCHED_REL) ok = 0;
                     exact += ts[i] == w[i];
                 }
@@ -185,6 +197,7 @@ static void test_schedules(void **state)
                         double e = fabs(sig[i] - v[i]) / fmax(fabs(v[i]), 1e-30);
                         if (v[i] == 0) e = fabs(sig[i]);
                         if (e > worst_s) worst_s = e;
+                        if (e > su_s[su]) su_s[su] = e;
                         if (e > SCHED_REL)
                             fprintf(stderr, "%s.%s.%d sigma %d: %.9g, diffusers %.9g\n", cn, sn, n, i, sig[i], v[i]);
                         assert_true(e <= SCHED_REL);
@@ -203,12 +216,14 @@ static void test_schedules(void **state)
             }
     printf("  %d schedules: timesteps worst %.2g relative (%d exactly equal), sigmas worst %.2g relative\n",
            checked, worst_t, exact, worst_s);
+    print_suites("timesteps (relative)", su_t);
+    print_suites("sigmas (relative)", su_s);
 }
 
 /* ---- the 4-step loops ---- */
 static void run_loops(lm_device *dev)
 {
-    double worst_scaled = 0, worst_x = 0;
+    double worst_scaled = 0, worst_x = 0, su_x[NSUITES] = {0};
     int loops = 0, ncalls = 0;
     for (int su = 0; su < NSUITES; su++)
     if (SUITE_PRESENT(su))
@@ -240,6 +255,7 @@ static void run_loops(lm_device *dev)
                 assert_true(nx->device == dev);
                 e = rel_err(nx, want_x);
                 if (e > worst_x) worst_x = e;
+                if (e > su_x[su]) su_x[su] = e;
                 if (e > LOOP_REL) fprintf(stderr, "%s.%s step %d x: %.3g\n", cn, sn, i, e);
                 assert_true(e <= LOOP_REL);
                 lm_array_release(x);
@@ -252,6 +268,7 @@ static void run_loops(lm_device *dev)
         }
     printf("  %s: %d loops of 4 steps (%d model calls): scaled input worst %.2g, x worst %.2g (relative to the "
            "largest value)\n", dev->spec, loops, ncalls, worst_scaled, worst_x);
+    print_suites("x", su_x);
 }
 
 static void test_loops_cpu(void **state)
@@ -318,7 +335,7 @@ static void test_img2img(void **state)
 {
     (void)state;
     NEED_REF();
-    double worst = 0, worst_x = 0;
+    double worst = 0, worst_x = 0, su_x[NSUITES] = {0}, su_n[NSUITES] = {0};
     int kept = 0, starts = 0, loops = 0;
     for (int su = 0; su < NSUITES; su++)
     if (SUITE_PRESENT(su))
@@ -339,6 +356,7 @@ static void test_img2img(void **state)
                                                 get("%s.%s.20.s06.noise", cn, sn));
             double e = rel_err(nd, get("%s.%s.20.s06.noised", cn, sn));
             if (e > worst) worst = e;
+            if (e > su_n[su]) su_n[su] = e;
             assert_true(e <= LOOP_REL);
             lm_array *mos = get("%s.%s.20.s06.model_out", cn, sn), *xs = get("%s.%s.20.s06.xs", cn, sn);
             lm_array *draws = get("%s.%s.20.s06.draws", cn, sn);
@@ -352,6 +370,7 @@ static void test_img2img(void **state)
                 assert_non_null(nx);
                 e = rel_err(nx, want);
                 if (e > worst_x) worst_x = e;
+                if (e > su_x[su]) su_x[su] = e;
                 if (e > LOOP_REL) fprintf(stderr, "%s.%s img2img step %d x: %.3g\n", cn, sn, i, e);
                 assert_true(e <= LOOP_REL);
                 lm_array_release(x);
@@ -366,6 +385,8 @@ static void test_img2img(void **state)
         }
     printf("  %d img2img starts at strength 0.6 of 20 steps (%d steps kept, timesteps equal): add_noise worst "
            "%.2g; %d of them stepped 4 times: x worst %.2g\n", starts, kept, worst, loops, worst_x);
+    print_suites("add_noise", su_n);
+    print_suites("img2img x", su_x);
 }
 
 /* ---- noise ---- */

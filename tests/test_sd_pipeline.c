@@ -7,7 +7,8 @@
  * Prompt embeddings (SD 1.x, SD 2.x, SDXL with the pooled output and the
  * zeros of a None negative prompt); whole 4-step 64x64 runs with cfg 7 from
  * diffusers' initial latents and its ancestral draws (fed through the noise
- * hook) for every sampler on SD 1.x, Euler on SD 2.x (v-prediction), Euler a
+ * hook) for every sampler on SD 1.x (issue 37's Heun, DPM++ 2M SDE Karras,
+ * DPM++ 2S a, UniPC, LCM and LMS from ref_sched_37), Euler on SD 2.x (v-prediction), Euler a
  * on SDXL, img2img (strength 0.5, DPM++ 2M, diffusers' VAE sample and
  * add_noise draws); the same runs from the single files.  f32 on the CPU:
  * the max abs error of each image is printed and must be <= 1e-3.
