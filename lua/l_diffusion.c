@@ -1072,7 +1072,7 @@ static int l_part_free(lua_State *L) { (void)L; return 0; }   /* the pipeline ow
 /* samplers(): the sampler table's rows as tables */
 static int l_samplers(lua_State *L)
 {
-    static const char *const sigmas[] = {"none", "default", "karras"};
+    static const char *const sigmas[] = {"none", "default", "karras", "exponential"};
     static const char *const preds[] = {"epsilon", "v_prediction", "sample"};
     lua_newtable(L);
     const lm_sampler_info *r;

@@ -33,6 +33,8 @@ void lm_sched_config_default(lm_sched_config *c)
     c->solver_order = 2;
     c->lower_order_final = true;
     c->lambda_min_clipped = -INFINITY;
+    c->original_inference_steps = 50;
+    c->timestep_scaling = 10.0;
     strcpy(c->algorithm_type, "dpmsolver++");
 }
 
@@ -130,18 +132,27 @@ lm_status lm_sched_config_from_json(const cJSON *o, const char *file, lm_sched_c
         (st = lm_dfs_bool(o, "euler_at_final", file, false, false, &c->euler_at_final)) ||
         (st = get_num_inf(o, "lambda_min_clipped", file, -INFINITY, &c->lambda_min_clipped)) ||
         (st = lm_dfs_bool(o, "rescale_betas_zero_snr", file, false, false, &c->rescale_betas_zero_snr)) ||
-        (st = lm_dfs_bool(o, "thresholding", file, false, false, &c->thresholding)))
+        (st = lm_dfs_bool(o, "thresholding", file, false, false, &c->thresholding)) ||
+        (st = lm_dfs_bool(o, "use_exponential_sigmas", file, false, false, &c->use_exponential_sigmas)) ||
+        (st = lm_dfs_int(o, "original_inference_steps", file, false, 50, 1, MAX_TRAIN_STEPS,
+                         &c->original_inference_steps)) ||
+        (st = lm_dfs_num(o, "timestep_scaling", file, false, 10.0, &c->timestep_scaling)))
         goto fail;
+    if ((st = lm_dfs_bool(o, "predict_x0", file, false, true, &b))) goto fail;
+    c->predict_x0_false = !b;
+    const cJSON *dc = cJSON_GetObjectItemCaseSensitive(o, "disable_corrector");
+    c->disable_corrector = dc && cJSON_IsArray(dc) && cJSON_GetArraySize(dc) > 0;
     c->final_sigma_min = fin == 1;
     /* solver_type: DPM++ maps UniPC's and DEIS's names to midpoint, as
        diffusers does; other samplers ignore the key */
     const char *s;
     if ((st = lm_dfs_str(o, "solver_type", file, false, "midpoint", &s))) goto fail;
     c->solver_heun = !strcmp(s, "heun");
+    c->solver_bh1 = !strcmp(s, "bh1");
     if (!c->solver_heun && strcmp(s, "midpoint") && strcmp(s, "logrho") && strcmp(s, "bh1") && strcmp(s, "bh2"))
         snprintf(c->solver_type_bad, sizeof c->solver_type_bad, "%s", s);
-    static const char *const other[] = {"use_exponential_sigmas", "use_beta_sigmas", "use_lu_lambdas",
-                                        "use_flow_sigmas", "use_dynamic_shifting"};
+    static const char *const other[] = {"use_beta_sigmas", "use_lu_lambdas", "use_flow_sigmas",
+                                        "use_dynamic_shifting"};
     for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
         if ((st = lm_dfs_bool(o, other[i], file, false, false, &b))) goto fail;
         c->other_sigmas |= b;
@@ -217,12 +228,13 @@ lm_status lm_sched_config_read(const char *dir, lm_sched_config *out)
 
 static const lm_sampler_method *method_of(const lm_sampler *s) { return &lm_sampler_methods[s->row->kind]; }
 
-/* the row of kind k with (karras) or without Karras sigmas */
-static const lm_sampler_info *row_of(lm_sampler_kind k, bool karras)
+/* the row of kind k with sigmas sg (DEFAULT also finds NONE: DDIM's, LCM's) */
+static const lm_sampler_info *row_of(lm_sampler_kind k, lm_sigma_schedule sg)
 {
     const lm_sampler_info *r;
     for (int i = 0; (r = lm_sampler_info_at(i)); i++)
-        if (r->kind == k && (r->sigmas == LM_SIGMAS_KARRAS) == karras) return r;
+        if (r->kind == k && (r->sigmas == sg || (sg == LM_SIGMAS_DEFAULT && r->sigmas == LM_SIGMAS_NONE)))
+            return r;
     return NULL;
 }
 
@@ -250,19 +262,51 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
         lm_error_set(LM_ERR_ARG, "sampler: no config or an unknown sampler kind %d", (int)k);
         return NULL;
     }
+    const lm_sampler_info *row = row_of(k, karras ? LM_SIGMAS_KARRAS : LM_SIGMAS_DEFAULT);
+    if (!row) {
+        if (karras)
+            lm_error_set(LM_ERR_UNSUPPORTED, "%s: no Karras schedule (no row of the sampler table has one)",
+                         lm_sampler_kind_name(k));
+        else
+            lm_error_set(LM_ERR_UNSUPPORTED, "sampler kind %d has no row in the sampler table "
+                         "(models/sampler_table.c)", (int)k);
+        return NULL;
+    }
+    return lm_sampler_new_row(c, row, steps, strength);
+}
+
+lm_sampler *lm_sampler_new_row(const lm_sched_config *c, const lm_sampler_info *row, int steps, double strength)
+{
+    if (!c || !row || row->kind < 0 || row->kind >= LM_SAMPLER_KIND_COUNT) {
+        lm_error_set(LM_ERR_ARG, "sampler: no config or no row");
+        return NULL;
+    }
+    lm_sampler_kind k = row->kind;
     if (!lm_sampler_methods[k].step) {   /* a kind half added */
         lm_error_set(LM_ERR_UNSUPPORTED, "sampler kind %d has no row in lm_sampler_methods "
                      "(models/sampler_steps.c; docs/DEVELOPING.md, \"Adding a sampler\")", (int)k);
         return NULL;
     }
     const char *name = lm_sampler_kind_name(k);
-    /* the config's use_karras_sigmas picks the Karras row where the kind has one */
-    const lm_sampler_info *row = row_of(k, karras || (c->use_karras_sigmas && row_of(k, true)));
-    if (!row) {
-        lm_error_set(LM_ERR_UNSUPPORTED, "%s: no Karras schedule (no row of the sampler table has one)", name);
+    /* the config's use_karras_sigmas / use_exponential_sigmas pick the kind's
+       Karras / exponential row where it has one */
+    if (row->sigmas == LM_SIGMAS_DEFAULT) {
+        const lm_sampler_info *alt = c->use_karras_sigmas ? row_of(k, LM_SIGMAS_KARRAS)
+                                     : c->use_exponential_sigmas ? row_of(k, LM_SIGMAS_EXPONENTIAL) : NULL;
+        if (alt) row = alt;
+    }
+    /* diffusers' classes take one of them (the row's own counts) */
+    if ((c->use_karras_sigmas || row->sigmas == LM_SIGMAS_KARRAS) &&
+        (c->use_exponential_sigmas || row->sigmas == LM_SIGMAS_EXPONENTIAL)) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "%s: use_karras_sigmas and use_exponential_sigmas: only one of them "
+                     "(row %s, the config's use_karras_sigmas %s, use_exponential_sigmas %s)", name, row->name,
+                     c->use_karras_sigmas ? "true" : "false", c->use_exponential_sigmas ? "true" : "false");
         return NULL;
     }
-    if (check_config(c, row) != LM_OK) return NULL;
+    /* the row passes use_exponential_sigmas itself: not refused as a key Lumen lacks */
+    lm_sched_config cc = *c;
+    if (row->sigmas == LM_SIGMAS_EXPONENTIAL) cc.use_exponential_sigmas = false;
+    if (check_config(&cc, row) != LM_OK) return NULL;
     int64_t T = c->num_train_timesteps;
     if (steps < 1 || steps > T) {
         lm_error_set(LM_ERR_ARG, "%s: steps %d: expected 1 to num_train_timesteps (%lld)", name, steps,
@@ -279,12 +323,14 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
     s->c = *c;
     s->c.trained_betas = NULL;   /* read from c by the schedule below, not kept */
     s->karras = row->sigmas == LM_SIGMAS_KARRAS;
+    s->exponential = row->sigmas == LM_SIGMAS_EXPONENTIAL;
     s->steps = steps;
     s->T = T;
     s->acp = malloc((size_t)T * sizeof(float));
-    s->ts = malloc((size_t)(steps + 1) * sizeof(double));
+    /* room for Heun's doubled schedule */
+    s->ts = malloc((size_t)(2 * steps + 2) * sizeof(double));
     if (!s->acp || !s->ts) goto nomem;
-    if (method_of(s)->space != LM_SPACE_DDPM && !(s->sig = malloc((size_t)(steps + 2) * sizeof(float))))
+    if (method_of(s)->space != LM_SPACE_DDPM && !(s->sig = malloc((size_t)(2 * steps + 3) * sizeof(float))))
         goto nomem;
     if (lm_sched_build(s, c) != LM_OK) goto fail;
     if (s->n < 1) {
@@ -294,7 +340,7 @@ lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool kar
     /* img2img: get_timesteps(num_inference_steps, strength) */
     int init = (int)((double)steps * strength);
     if (init > steps) init = steps;
-    int t_start = steps - init > 0 ? steps - init : 0;
+    int t_start = (steps - init > 0 ? steps - init : 0) * (method_of(s)->order > 1 ? method_of(s)->order : 1);
     if (t_start >= s->n) {
         lm_error_set(LM_ERR_ARG, "%s: strength %g of %d steps leaves no step to run", name, strength, steps);
         goto fail;
@@ -312,6 +358,7 @@ void lm_sampler_free(lm_sampler *s)
 {
     if (!s) return;
     for (int k = 0; k < s->nhist; k++) lm_array_release(s->hist[k]);
+    lm_array_release(s->held);
     free(s->acp);
     free(s->ts);
     free(s->sig);
@@ -344,9 +391,19 @@ const double *lm_sampler_schedule(const lm_sampler *s, int *n, const float **sig
     return s->ts;
 }
 
-bool lm_sampler_needs_noise(const lm_sampler *s, int i) { return step_ok(s, i) && s->row->ancestral; }
+bool lm_sampler_needs_noise(const lm_sampler *s, int i)
+{
+    return step_ok(s, i) && s->row->ancestral && !(method_of(s)->last_no_noise && s->begin + i == s->n - 1);
+}
 
 /* ------------------------------------------------------- work on latents */
+
+void lm_sampler_hold(lm_sampler *s, lm_array *a)
+{
+    lm_array_retain(a);
+    lm_array_release(s->held);
+    s->held = a;
+}
 
 void lm_sampler_hist_push(lm_sampler *s, int i, lm_array *a)
 {
@@ -384,7 +441,7 @@ lm_array *lm_sampler_step(lm_sampler *s, lm_array *model_out, int i, lm_array *x
         lm_error_set(LM_ERR_ARG, "%s step: no model output or latents", m->name);
         return NULL;
     }
-    if (s->row->ancestral && !noise) {
+    if (lm_sampler_needs_noise(s, i) && !noise) {
         lm_error_set(LM_ERR_ARG, "%s step %d: needs noise", m->name, i);
         return NULL;
     }

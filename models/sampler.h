@@ -7,6 +7,12 @@
  *                        lower_order_final, final sigmas zero, as its defaults)
  *   ddim                 DDIMScheduler (eta 0)
  *   lms, lms_karras      LMSDiscreteScheduler (order 4)
+ *   heun, heun_karras    HeunDiscreteScheduler (2 model calls per step but the last)
+ *   dpm++2m_sde, _karras DPMSolverMultistepScheduler(algorithm_type="sde-dpmsolver++")
+ *   dpm++2s_a, _karras   DPMSolverSinglestepScheduler(algorithm_type="sde-dpmsolver++")
+ *   unipc                UniPCMultistepScheduler (bh2, order 2, predict_x0)
+ *   lcm                  LCMScheduler
+ *   *_exponential        use_exponential_sigmas=True (Euler, DPM++ 2M, DPM++ 2M SDE)
  * and the seeded noise the pipeline starts from.  A row names the sampler
  * (Lumen's name, A1111's name and schedule type) and says what it is; the
  * kind's step function lives in models/sampler_steps.c (docs/DEVELOPING.md,
@@ -20,8 +26,9 @@
  * steps in the latents' dtype; the two differ by f16 rounding only).
  *
  * A sampler is stateful like diffusers' (DPM++ 2M keeps the previous
- * model output, LMS the last four derivatives): call lm_sampler_step with
- * i = 0, 1, ... count-1 in order; i = 0 starts over.
+ * model output, LMS the last four derivatives, Heun its first call's
+ * derivative): call lm_sampler_step with i = 0, 1, ... count-1 in order (one
+ * call per model evaluation); i = 0 starts over.
  *
  * Ownership: lm_sampler_new returns a sampler freed with lm_sampler_free;
  * every lm_array * returned is a new reference (lazy) the caller releases;
@@ -43,6 +50,11 @@ typedef enum lm_sampler_kind {
     LM_SAMPLER_DPMPP_2M,
     LM_SAMPLER_DDIM,
     LM_SAMPLER_LMS,
+    LM_SAMPLER_HEUN,
+    LM_SAMPLER_DPMPP_2M_SDE,
+    LM_SAMPLER_DPMPP_2S_A,
+    LM_SAMPLER_UNIPC,
+    LM_SAMPLER_LCM,
     LM_SAMPLER_KIND_COUNT
 } lm_sampler_kind;
 
@@ -68,6 +80,7 @@ typedef struct lm_sched_config {
     double clip_sample_range;           /* 1.0 */
     int set_alpha_to_one;               /* DDIM: -1 absent (true) */
     bool use_karras_sigmas;             /* Euler, DPM++ */
+    bool use_exponential_sigmas;        /* picks a kind's exponential row */
     double sigma_min, sigma_max;        /* Euler's Karras bounds; NAN = from the schedule */
     bool final_sigma_min;               /* final_sigmas_type "sigma_min" (else "zero") */
     /* DPM++ */
@@ -76,6 +89,12 @@ typedef struct lm_sched_config {
     bool lower_order_final;             /* true */
     bool euler_at_final;                /* false */
     double lambda_min_clipped;          /* -inf */
+    bool solver_bh1;                    /* UniPC: solver_type "bh1" (else bh2) */
+    bool predict_x0_false;              /* UniPC: predict_x0 false (refused) */
+    bool disable_corrector;             /* UniPC: a non-empty disable_corrector (refused) */
+    /* LCM */
+    int64_t original_inference_steps;   /* 50 */
+    double timestep_scaling;            /* 10.0 */
     /* refused when set (kept to name them in the error) */
     bool rescale_betas_zero_snr, thresholding, other_sigmas, learned_variance,
          continuous_timesteps, log_linear;
@@ -99,6 +118,7 @@ typedef enum lm_sigma_schedule {
     LM_SIGMAS_NONE,      /* none: DDIM steps on alphas_cumprod at its timesteps */
     LM_SIGMAS_DEFAULT,   /* the scheduler's own: the training sigmas at the timesteps */
     LM_SIGMAS_KARRAS,    /* use_karras_sigmas=True (rho 7); timesteps follow the sigmas */
+    LM_SIGMAS_EXPONENTIAL, /* use_exponential_sigmas=True (log-linear); timesteps follow them */
 } lm_sigma_schedule;
 
 #define LM_PRED_BIT(p) (1u << (p))   /* lm_sampler_info.predictions */
@@ -107,7 +127,7 @@ typedef enum lm_sigma_schedule {
 typedef struct lm_sampler_info {
     const char *name;            /* Lumen's: "dpm++2m_karras" */
     const char *a1111;           /* A1111's infotext "Sampler: DPM++ 2M" */
-    const char *a1111_schedule;  /* and "Schedule type: Karras" */
+    const char *a1111_schedule;  /* and "Schedule type: Karras" ("Exponential") */
     lm_sampler_kind kind;        /* its step function (lm_sampler_kind_name) */
     lm_sigma_schedule sigmas;
     bool ancestral;              /* draws noise at every step (lm_sampler_needs_noise) */
@@ -122,14 +142,17 @@ typedef struct lm_sampler_info {
 /* row i (0, 1, ...), NULL past the last */
 const lm_sampler_info *lm_sampler_info_at(int i);
 /* The row named name: Lumen's name ("dpm++2m_karras") or A1111's ("DPM++ 2M
- * Karras", "Euler a"; the name with " Karras" for a Karras row), case, ' ',
- * '_', '-' ignored and "pp" read as "++".  NULL with the error listing the
+ * Karras", "Euler a"; the name with " Karras" or " Exponential" for such a
+ * row), case, ' ', '_', '-' ignored and "pp" read as "++".  NULL with the error listing the
  * names if there is none. */
 const lm_sampler_info *lm_sampler_find(const char *name);
 const char *lm_sampler_kind_name(lm_sampler_kind k);   /* "dpm++2m"; "?" for none */
 /* Every row's name joined by ", " into buf (n bytes, cut to fit): Lumen's
  * names, or A1111's quoted ("\"Euler\", \"DPM++ 2M Karras\"").  Returns buf. */
 char *lm_sampler_list(char *buf, size_t n, bool a1111);
+/* A1111's full name of a row: "DPM++ 2M SDE Karras" (the sampler, then the
+ * schedule type unless it is "Normal") into buf.  Returns buf. */
+char *lm_sampler_a1111_name(const lm_sampler_info *r, char *buf, size_t n);
 
 typedef struct lm_sampler lm_sampler;
 
@@ -142,9 +165,16 @@ typedef struct lm_sampler lm_sampler;
  * implement (named), or karras for a kind without a Karras row. */
 lm_sampler *lm_sampler_new(const lm_sched_config *c, lm_sampler_kind k, bool karras, int steps,
                            double strength);
+/* The same for a row of the table (lm_sampler_find's): a row with the
+ * scheduler's own sigmas takes its kind's Karras or exponential row when the
+ * config's use_karras_sigmas / use_exponential_sigmas asks for it. */
+lm_sampler *lm_sampler_new_row(const lm_sched_config *c, const lm_sampler_info *row, int steps,
+                               double strength);
 void lm_sampler_free(lm_sampler *s);   /* NULL is fine */
 
-int lm_sampler_count(const lm_sampler *s);           /* steps actually run */
+/* model calls actually run (Heun: 2 per step but the last, so 2 * steps - 1
+ * for text-to-image) */
+int lm_sampler_count(const lm_sampler *s);
 double lm_sampler_timestep(const lm_sampler *s, int i);  /* the t given to the UNet at step i */
 /* sigma at step i (i = count: the final sigma); NAN for DDIM, which has none */
 double lm_sampler_sigma(const lm_sampler *s, int i);

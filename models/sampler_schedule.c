@@ -132,7 +132,42 @@ static void karras(double smin, double smax, int n, double *out)
     }
 }
 
+/* _convert_to_exponential into out[n]: exp(linspace(log smax, log smin)) */
+static void exponential(double smin, double smax, int n, double *out)
+{
+    for (int i = 0; i < n; i++) out[i] = exp(np_linspace(log(smax), log(smin), n, i));
+}
+
 static const lm_sampler_method *method_of(const lm_sampler *s) { return &lm_sampler_methods[s->row->kind]; }
+
+/* Heun: timesteps [t0, t1, t1, ..., t(n-1), t(n-1)] and sigmas [s0, s1, s1,
+ * ..., s(n-1), s(n-1), s(n)] (repeat_interleave of all but the ends) */
+static lm_status heun_interleave(lm_sampler *s)
+{
+    int n = s->n;
+    double *ts = malloc((size_t)n * sizeof(double));
+    float *sg = malloc((size_t)(n + 1) * sizeof(float));
+    if (!ts || !sg) {
+        free(ts);
+        free(sg);
+        return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
+    }
+    memcpy(ts, s->ts, (size_t)n * sizeof(double));
+    memcpy(sg, s->sig, (size_t)(n + 1) * sizeof(float));
+    int k = 0;
+    s->ts[k] = ts[0];
+    s->sig[k++] = sg[0];
+    for (int i = 1; i < n; i++)
+        for (int r = 0; r < 2; r++) {
+            s->ts[k] = ts[i];
+            s->sig[k++] = sg[i];
+        }
+    s->sig[k] = sg[n];
+    s->n = k;
+    free(ts);
+    free(sg);
+    return LM_OK;
+}
 
 static lm_spacing spacing_of(const lm_sampler *s)
 {
@@ -167,38 +202,46 @@ static lm_status sigma_schedule(lm_sampler *s, const float *sigmas_full, const f
     double *sg = malloc((size_t)n * sizeof(double));
     if (!sg) return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
     for (int i = 0; i < n; i++) sg[i] = np_interp(ts[i], sigmas_full, T);
-    if (s->karras) {
+    if (s->karras || s->exponential) {
         bool bounds = method_of(s)->euler_config;
         double smin = bounds && !isnan(s->c.sigma_min) ? s->c.sigma_min : sg[n - 1];
         double smax = bounds && !isnan(s->c.sigma_max) ? s->c.sigma_max : sg[0];
-        karras(smin, smax, n, sg);
+        if (s->karras) karras(smin, smax, n, sg);
+        else exponential(smin, smax, n, sg);
         for (int i = 0; i < n; i++) ts[i] = (float)sigma_to_t(sg[i], log_sigmas, T);
     }
     for (int i = 0; i < n; i++) s->sig[i] = (float)sg[i];
     s->sig[n] = method_of(s)->euler_config && s->c.final_sigma_min ? sigmas_full[0] : 0.0f;
     free(sg);
+    if (method_of(s)->variant == LM_VARIANT_HEUN) {
+        lm_status st = heun_interleave(s);
+        if (st != LM_OK) return st;
+    }
     float mx = 0;
-    for (int i = 0; i <= n; i++) mx = s->sig[i] > mx ? s->sig[i] : mx;
+    for (int i = 0; i <= s->n; i++) mx = s->sig[i] > mx ? s->sig[i] : mx;
     s->init_sigma = spacing_of(s) == LM_SPACING_LEADING ? sqrtf(mx * mx + 1.0f) : mx;
     return LM_OK;
 }
 
-/* DPMSolverMultistepScheduler.set_timesteps (int64 timesteps) */
+/* DPMSolverMultistepScheduler.set_timesteps (int64 timesteps), and
+ * DPMSolverSinglestepScheduler's and UniPCMultistepScheduler's where the
+ * variant says */
 static lm_status dpm_schedule(lm_sampler *s, const float *sigmas_full, const float *log_sigmas)
 {
     int N = s->steps;
     int64_t T = s->T;
     double *ts = s->ts;
-    /* lambda_t = log(alpha_t) - log(sigma_t), searchsorted on its flip */
+    lm_sched_variant var = method_of(s)->variant;
+    /* lambda_t = log(alpha_t) - log(sigma_t), searchsorted on its flip (UniPC: none) */
     int64_t clipped = 0;
-    for (int64_t i = T - 1; i >= 0; i--) {
+    for (int64_t i = T - 1; i >= 0 && var != LM_VARIANT_UNIPC; i--) {
         float lam = logf(sqrtf(s->acp[i])) - logf(sqrtf(1.0f - s->acp[i]));
         if ((double)lam < s->c.lambda_min_clipped) clipped++;
         else break;
     }
     int64_t last = T - clipped;
     int n = N;
-    switch (spacing_of(s)) {
+    switch (var == LM_VARIANT_SINGLESTEP ? LM_SPACING_LINSPACE : spacing_of(s)) {
     case LM_SPACING_LEADING: {
         int64_t ratio = last / (N + 1);
         for (int i = 0; i < N; i++) ts[i] = (double)((N - i) * ratio + s->c.steps_offset);
@@ -213,15 +256,26 @@ static lm_status dpm_schedule(lm_sampler *s, const float *sigmas_full, const flo
         break;
     }
     s->n = n;
-    if (s->karras) {
+    float final_min = sigmas_full[0];
+    if (s->karras || s->exponential) {
         double *sg = malloc((size_t)n * sizeof(double));
         if (!sg) return lm_error_set(LM_ERR_NOMEM, "sampler: out of memory");
-        karras(sigmas_full[0], sigmas_full[T - 1], n, sg);
+        /* UniPC reads the bounds from its config (sigma_min / sigma_max) */
+        bool bounds = var == LM_VARIANT_UNIPC;
+        double smin = bounds && !isnan(s->c.sigma_min) ? s->c.sigma_min : sigmas_full[0];
+        double smax = bounds && !isnan(s->c.sigma_max) ? s->c.sigma_max : sigmas_full[T - 1];
+        if (s->karras) karras(smin, smax, n, sg);
+        else exponential(smin, smax, n, sg);
+        /* Karras timesteps are rounded (the multistep class truncates them for
+           squaredcos_cap_v2), exponential ones truncated by the int64 cast */
+        bool round = s->karras && (var != LM_VARIANT_NONE || s->c.beta_schedule != LM_BETA_SQUAREDCOS);
         for (int i = 0; i < n; i++) {
             double t = sigma_to_t(sg[i], log_sigmas, T);
-            ts[i] = s->c.beta_schedule != LM_BETA_SQUAREDCOS ? rint(t) : trunc(t);
+            ts[i] = round ? rint(t) : trunc(t);
             s->sig[i] = (float)sg[i];
         }
+        /* UniPC's final sigma_min is its schedule's last sigma */
+        if (var == LM_VARIANT_UNIPC) final_min = (float)sg[n - 1];
         free(sg);
     } else {
         for (int i = 0; i < n; i++) {
@@ -231,7 +285,31 @@ static lm_status dpm_schedule(lm_sampler *s, const float *sigmas_full, const flo
             s->sig[i] = sigmas_full[(int64_t)ts[i]];
         }
     }
-    s->sig[n] = s->c.final_sigma_min ? sigmas_full[0] : 0.0f;
+    s->sig[n] = s->c.final_sigma_min ? final_min : 0.0f;
+    s->init_sigma = 1.0f;
+    return LM_OK;
+}
+
+/* LCMScheduler.set_timesteps(steps): steps of the reversed grid
+ * k - 1, 2k - 1, ... (k = T // original_inference_steps), picked at
+ * floor(linspace(0, original_inference_steps, steps, endpoint=False)) */
+static lm_status lcm_schedule(lm_sampler *s)
+{
+    int N = s->steps;
+    int64_t T = s->T, orig = s->c.original_inference_steps;
+    if (orig > T)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: original_inference_steps %lld > num_train_timesteps %lld",
+                            method_of(s)->name, (long long)orig, (long long)T);
+    if (N > orig)
+        return lm_error_set(LM_ERR_ARG, "%s: steps %d: expected at most original_inference_steps (%lld), as "
+                            "diffusers' LCMScheduler", method_of(s)->name, N, (long long)orig);
+    int64_t k = T / orig;
+    double step = (double)orig / (double)N;
+    for (int i = 0; i < N; i++) {
+        int64_t j = (int64_t)floor((double)i * step);   /* index into the reversed grid */
+        s->ts[i] = (double)((orig - j) * k - 1);
+    }
+    s->n = N;
     s->init_sigma = 1.0f;
     return LM_OK;
 }
@@ -239,6 +317,7 @@ static lm_status dpm_schedule(lm_sampler *s, const float *sigmas_full, const flo
 /* DDIMScheduler.set_timesteps (int64 timesteps, no sigmas) */
 static lm_status ddim_schedule(lm_sampler *s)
 {
+    if (method_of(s)->variant == LM_VARIANT_LCM) return lcm_schedule(s);
     int N = s->steps;
     int64_t T = s->T;
     double *ts = s->ts;

@@ -33,6 +33,56 @@ static const lm_sampler_info rows[] = {
      "LMSDiscreteScheduler", "use_karras_sigmas"},
     {"lms_karras", "LMS", "Karras", LM_SAMPLER_LMS, LM_SIGMAS_KARRAS, false, 1, 4, ALL_PREDS,
      "LMSDiscreteScheduler(use_karras_sigmas=True)", ""},
+    /* issue 37 */
+    {"heun", "Heun", "Normal", LM_SAMPLER_HEUN, LM_SIGMAS_DEFAULT, false, 2, 2, ALL_PREDS,
+     "HeunDiscreteScheduler", "clip_sample, clip_sample_range, use_karras_sigmas"},
+    {"heun_karras", "Heun", "Karras", LM_SAMPLER_HEUN, LM_SIGMAS_KARRAS, false, 2, 2, ALL_PREDS,
+     "HeunDiscreteScheduler(use_karras_sigmas=True)", "clip_sample, clip_sample_range"},
+    {"heun_exponential", "Heun", "Exponential", LM_SAMPLER_HEUN, LM_SIGMAS_EXPONENTIAL, false, 2, 2, ALL_PREDS,
+     "HeunDiscreteScheduler(use_exponential_sigmas=True)", "clip_sample, clip_sample_range"},
+    {"lms_exponential", "LMS", "Exponential", LM_SAMPLER_LMS, LM_SIGMAS_EXPONENTIAL, false, 1, 4, ALL_PREDS,
+     "LMSDiscreteScheduler(use_exponential_sigmas=True)", ""},
+    {"euler_exponential", "Euler", "Exponential", LM_SAMPLER_EULER, LM_SIGMAS_EXPONENTIAL, false, 1, 1, ALL_PREDS,
+     "EulerDiscreteScheduler(use_exponential_sigmas=True)", "final_sigmas_type, sigma_min, sigma_max"},
+    {"dpm++2m_exponential", "DPM++ 2M", "Exponential", LM_SAMPLER_DPMPP_2M, LM_SIGMAS_EXPONENTIAL, false, 1, 2,
+     ALL_PREDS, "DPMSolverMultistepScheduler(algorithm_type=\"dpmsolver++\", solver_order=2, "
+     "use_exponential_sigmas=True)",
+     "solver_order, solver_type, lower_order_final, euler_at_final, final_sigmas_type, lambda_min_clipped"},
+    {"dpm++2m_sde", "DPM++ 2M SDE", "Normal", LM_SAMPLER_DPMPP_2M_SDE, LM_SIGMAS_DEFAULT, true, 1, 2, ALL_PREDS,
+     "DPMSolverMultistepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2)",
+     "solver_order, solver_type, lower_order_final, euler_at_final, final_sigmas_type, "
+     "lambda_min_clipped, use_karras_sigmas, use_exponential_sigmas"},
+    {"dpm++2m_sde_karras", "DPM++ 2M SDE", "Karras", LM_SAMPLER_DPMPP_2M_SDE, LM_SIGMAS_KARRAS, true, 1, 2,
+     ALL_PREDS, "DPMSolverMultistepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2, "
+     "use_karras_sigmas=True)",
+     "solver_order, solver_type, lower_order_final, euler_at_final, final_sigmas_type, lambda_min_clipped"},
+    {"dpm++2m_sde_exponential", "DPM++ 2M SDE", "Exponential", LM_SAMPLER_DPMPP_2M_SDE, LM_SIGMAS_EXPONENTIAL,
+     true, 1, 2, ALL_PREDS, "DPMSolverMultistepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2, "
+     "use_exponential_sigmas=True)",
+     "solver_order, solver_type, lower_order_final, euler_at_final, final_sigmas_type, lambda_min_clipped"},
+    {"dpm++2s_a", "DPM++ 2S a", "Normal", LM_SAMPLER_DPMPP_2S_A, LM_SIGMAS_DEFAULT, true, 1, 2, ALL_PREDS,
+     "DPMSolverSinglestepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2)",
+     "solver_order, solver_type, lambda_min_clipped, use_karras_sigmas"},
+    {"dpm++2s_a_karras", "DPM++ 2S a", "Karras", LM_SAMPLER_DPMPP_2S_A, LM_SIGMAS_KARRAS, true, 1, 2, ALL_PREDS,
+     "DPMSolverSinglestepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2, use_karras_sigmas=True)",
+     "solver_order, solver_type, lambda_min_clipped"},
+    {"dpm++2s_a_exponential", "DPM++ 2S a", "Exponential", LM_SAMPLER_DPMPP_2S_A, LM_SIGMAS_EXPONENTIAL, true, 1,
+     2, ALL_PREDS, "DPMSolverSinglestepScheduler(algorithm_type=\"sde-dpmsolver++\", solver_order=2, "
+     "use_exponential_sigmas=True)", "solver_order, solver_type, lambda_min_clipped"},
+    {"unipc", "UniPC", "Normal", LM_SAMPLER_UNIPC, LM_SIGMAS_DEFAULT, false, 1, 2, ALL_PREDS,
+     "UniPCMultistepScheduler(solver_type=\"bh2\", solver_order=2)",
+     "solver_order, solver_type (bh1, bh2), lower_order_final, final_sigmas_type, predict_x0, "
+     "disable_corrector, use_karras_sigmas, use_exponential_sigmas, sigma_min, sigma_max"},
+    {"unipc_karras", "UniPC", "Karras", LM_SAMPLER_UNIPC, LM_SIGMAS_KARRAS, false, 1, 2, ALL_PREDS,
+     "UniPCMultistepScheduler(solver_type=\"bh2\", solver_order=2, use_karras_sigmas=True)",
+     "solver_order, solver_type (bh1, bh2), lower_order_final, final_sigmas_type, predict_x0, "
+     "disable_corrector, sigma_min, sigma_max"},
+    {"unipc_exponential", "UniPC", "Exponential", LM_SAMPLER_UNIPC, LM_SIGMAS_EXPONENTIAL, false, 1, 2, ALL_PREDS,
+     "UniPCMultistepScheduler(solver_type=\"bh2\", solver_order=2, use_exponential_sigmas=True)",
+     "solver_order, solver_type (bh1, bh2), lower_order_final, final_sigmas_type, predict_x0, "
+     "disable_corrector, sigma_min, sigma_max"},
+    {"lcm", "LCM", "Normal", LM_SAMPLER_LCM, LM_SIGMAS_NONE, true, 1, 1, ALL_PREDS,
+     "LCMScheduler", "original_inference_steps, timestep_scaling, clip_sample, clip_sample_range"},
 };
 
 #define NROWS ((int)(sizeof rows / sizeof *rows))
@@ -42,6 +92,18 @@ const lm_sampler_info *lm_sampler_info_at(int i) { return i >= 0 && i < NROWS ? 
 const char *lm_sampler_kind_name(lm_sampler_kind k)
 {
     return k >= 0 && k < LM_SAMPLER_KIND_COUNT && lm_sampler_methods[k].name ? lm_sampler_methods[k].name : "?";
+}
+
+/* the schedule type A1111's full name carries: " Karras", " Exponential" */
+static const char *suffix_of(const lm_sampler_info *r)
+{
+    return r->sigmas == LM_SIGMAS_KARRAS ? " Karras" : r->sigmas == LM_SIGMAS_EXPONENTIAL ? " Exponential" : "";
+}
+
+char *lm_sampler_a1111_name(const lm_sampler_info *r, char *buf, size_t n)
+{
+    if (n) snprintf(buf, n, "%s%s", r ? r->a1111 : "?", r ? suffix_of(r) : "");
+    return buf;
 }
 
 /* lower case, ' ', '_', '-' dropped, '+' read as 'p'; false if it does not fit */
@@ -64,8 +126,7 @@ char *lm_sampler_list(char *buf, size_t n, bool a1111)
     if (n) buf[0] = 0;
     for (int i = 0; i < NROWS && at < n; i++) {
         const lm_sampler_info *r = &rows[i];
-        int w = a1111 ? snprintf(buf + at, n - at, "%s\"%s%s\"", i ? ", " : "", r->a1111,
-                                 r->sigmas == LM_SIGMAS_KARRAS ? " Karras" : "")
+        int w = a1111 ? snprintf(buf + at, n - at, "%s\"%s%s\"", i ? ", " : "", r->a1111, suffix_of(r))
                       : snprintf(buf + at, n - at, "%s%s", i ? ", " : "", r->name);
         if (w < 0) break;
         at += (size_t)w;
@@ -80,16 +141,18 @@ const lm_sampler_info *lm_sampler_find(const char *name)
         for (int i = 0; i < NROWS; i++) {
             const lm_sampler_info *r = &rows[i];
             if ((fold(r->name, NULL, have, sizeof have) && !strcmp(want, have)) ||
-                (fold(r->a1111, r->sigmas == LM_SIGMAS_KARRAS ? "karras" : NULL, have, sizeof have) &&
+                (fold(r->a1111, suffix_of(r), have, sizeof have) &&
                  !strcmp(want, have)))
                 return r;
         }
-    char names[512], a1111[512];
+    char names[1024], a1111[1024];
     lm_error_set(LM_ERR_ARG, "unknown sampler \"%s\" (%s, or A1111's %s)", name ? name : "(null)",
                  lm_sampler_list(names, sizeof names, false), lm_sampler_list(a1111, sizeof a1111, true));
     return NULL;
 }
 
+/* An exponential row parses as its kind with the scheduler's own sigmas:
+ * lm_sampler_find's row is the whole answer. */
 lm_sampler_kind lm_sampler_parse(const char *name, bool *karras)
 {
     const lm_sampler_info *r = lm_sampler_find(name);
@@ -100,6 +163,8 @@ lm_sampler_kind lm_sampler_parse(const char *name, bool *karras)
 const char *lm_sampler_name(lm_sampler_kind k, bool karras)
 {
     for (int i = 0; i < NROWS; i++)
-        if (rows[i].kind == k && (rows[i].sigmas == LM_SIGMAS_KARRAS) == karras) return rows[i].name;
+        if (rows[i].kind == k && rows[i].sigmas != LM_SIGMAS_EXPONENTIAL &&
+            (rows[i].sigmas == LM_SIGMAS_KARRAS) == karras)
+            return rows[i].name;
     return "?";
 }

@@ -1262,8 +1262,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         goto fail;
     }
     /* the schedule first: a strength that leaves no step fails before any network runs */
-    if (!(s = lm_sampler_new(&p->sched, row->kind, row->sigmas == LM_SIGMAS_KARRAS, o->steps,
-                             o->init ? o->strength : 1.0)))
+    if (!(s = lm_sampler_new_row(&p->sched, row, o->steps, o->init ? o->strength : 1.0)))
         goto fail;
     if (prepare(&g) != LM_OK) goto fail;
     if (!(x = start_latents(&g, s)) || !(g.start_sums = image_sums(x))) goto fail;

@@ -51,7 +51,7 @@ typedef struct gen_args {
 static int usage(const char *msg)
 {
     const lm_sd_defaults *d = &lm_sd_defaults_generic;
-    char names[512];
+    char names[1024];
     if (msg) fprintf(stderr, "lumen generate: %s\n", msg);
     fprintf(msg ? stderr : stdout,
             "usage: lumen generate \"PROMPT\" --model DIR|FILE -o OUT.png [options]\n"
@@ -65,7 +65,8 @@ static int usage(const char *msg)
             "                     model family's, %g for SD)\n"
             "  --sampler NAME     %s,\n"
             "                     or A1111's names (\"Euler a\", \"DPM++ 2M Karras\"...) (default:\n"
-            "                     the model family's, %s for SD)\n"
+            "                     the model family's, %s for SD); --sampler list prints the\n"
+            "                     table (Lumen's and A1111's names, the diffusers scheduler)\n"
             "  --seed N           the seed (default: a random one, printed)\n"
             "  --size WxH         image size, multiples of 8 (default: the model's, 512x512 for\n"
             "                     SD 1.5, 1024x1024 for SDXL)\n"
@@ -246,6 +247,15 @@ static int parse_args(int argc, char **argv, gen_args *a)
             return usage("one prompt only (quote it: lumen generate \"a red fox\" ...)");
         } else a->prompt = s;
     }
+    /* --sampler list: the sampler table (issue 37) */
+    if (a->sampler && !strcmp(a->sampler, "list")) {
+        const lm_sampler_info *r;
+        char full[96];
+        printf("%-24s %-28s %s\n", "name", "A1111 (Sampler Schedule)", "diffusers");
+        for (int i = 0; (r = lm_sampler_info_at(i)); i++)
+            printf("%-24s %-28s %s\n", r->name, lm_sampler_a1111_name(r, full, sizeof full), r->diffusers);
+        return -1;
+    }
     if (!a->prompt) return usage("no prompt given");
     if (!a->model) return usage("no model given (--model DIR|FILE)");
     if (!a->out || !*a->out) return usage("no output given (-o OUT.png)");
@@ -280,7 +290,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
     }
     const char *schedule;
     if (a->sampler && !lm_sd_sampler_a1111(a->sampler, &schedule)) {
-        char names[512], a1111[512], all[1100];
+        char names[1024], a1111[1024], all[2100];
         snprintf(all, sizeof all, "%s, or A1111's %s", lm_sampler_list(names, sizeof names, false),
                  lm_sampler_list(a1111, sizeof a1111, true));
         return bad_value("--sampler", a->sampler, all);

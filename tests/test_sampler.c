@@ -7,8 +7,11 @@
  *
  * For configs eps (SD 1.x: scaled_linear, leading, steps_offset 1), v (the
  * same with v_prediction) and tr (trailing, offset 0), samplers euler,
- * euler_a, dpmpp_2m, dpmpp_2m_karras, ddim (ref_sched) and lms, lms_karras,
- * euler_karras (ref_sched_more), and 4 and 20 steps: timesteps
+ * euler_a, dpmpp_2m, dpmpp_2m_karras, ddim (ref_sched), lms, lms_karras,
+ * euler_karras (ref_sched_more) and issue 37's 16 rows (ref_sched_37: Heun,
+ * DPM++ 2M SDE, DPM++ 2S a, UniPC with their Karras and exponential rows, the
+ * exponential Euler / LMS / DPM++ 2M, LCM; one loop entry per model call,
+ * the SDE and LCM draws recorded), and 4 and 20 steps: timesteps
  * and sigmas (1e-6 relative), init_noise_sigma, the whole 4-step loop with
  * fake model outputs and diffusers' ancestral draws (scale_model_input and
  * x after each step, within 1e-5 of the largest reference value) on the CPU
@@ -27,13 +30,14 @@
 
 #define REF "tests/ref/diffusion/ref_sched.safetensors"
 #define REF_MORE "tests/ref/diffusion/ref_sched_more.safetensors"
+#define REF_37 "tests/ref/diffusion/ref_sched_37.safetensors"
 #define SCHED_REL 1e-6
 #define LOOP_REL 1e-5
 
 extern void lm_cpu_set_threads(int n);
 
-static lm_tensor_set ref, ref_more;
-static bool have_ref;
+static lm_tensor_set ref, ref_more, ref_37;
+static bool have_ref, have_37;
 static const lm_tensor_set *cur = &ref;   /* the fixture get() reads */
 
 static const char *const base_json =
@@ -103,33 +107,49 @@ static lm_array *slice0(lm_array *a, int64_t i)
 
 static const char *const config_names[] = {"eps", "v", "tr"};
 
-/* the fixtures and the samplers each holds */
+/* the fixtures and the samplers each holds (the third: issue 37's rows, one
+ * entry per model call, skipped with a line when the file is missing) */
 typedef struct suite {
     const lm_tensor_set *set;
+    const bool *present;
     int n;
-    const char *names[8];
+    const char *names[16];
 } suite;
 static const suite suites[] = {
-    {&ref, 5, {"euler", "euler_a", "dpmpp_2m", "dpmpp_2m_karras", "ddim"}},
-    {&ref_more, 3, {"lms", "lms_karras", "euler_karras"}},
+    {&ref, &have_ref, 5, {"euler", "euler_a", "dpmpp_2m", "dpmpp_2m_karras", "ddim"}},
+    {&ref_more, &have_ref, 3, {"lms", "lms_karras", "euler_karras"}},
+    {&ref_37, &have_37, 16, {"heun", "heun_karras", "heun_exponential", "lms_exponential", "euler_exponential",
+                            "dpmpp_2m_exponential", "dpmpp_2m_sde", "dpmpp_2m_sde_karras", "dpmpp_2m_sde_exponential",
+                            "dpmpp_2s_a", "dpmpp_2s_a_karras", "dpmpp_2s_a_exponential", "unipc", "unipc_karras",
+                            "unipc_exponential", "lcm"}},
 };
 #define NSUITES ((int)(sizeof suites / sizeof *suites))
+#define SUITE_PRESENT(su) (*suites[su].present)
+static const char *const suite_files[] = {"ref_sched", "ref_sched_more", "ref_sched_37"};
+
+/* each fixture's worst of one measure, printed after the test's line */
+static void print_suites(const char *what, const double *worst)
+{
+    for (int su = 0; su < NSUITES; su++)
+        if (SUITE_PRESENT(su)) printf("    %s's %d samplers: %s worst %.2g\n", suite_files[su], suites[su].n, what, worst[su]);
+}
 
 static lm_sampler *make(const char *cn, const char *sn, int n, double strength)
 {
     lm_sched_config c;
     config_of(cn, &c);
-    bool karras;
-    lm_sampler_kind k = lm_sampler_parse(sn, &karras);
-    assert_int_not_equal(k, LM_SAMPLER_NONE);
-    lm_sampler *s = lm_sampler_new(&c, k, karras, n, strength);
+    const lm_sampler_info *row = lm_sampler_find(sn);
+    if (!row) fprintf(stderr, "%s\n", lm_error_message());
+    assert_non_null(row);
+    lm_sampler *s = lm_sampler_new_row(&c, row, n, strength);
     if (!s) fprintf(stderr, "%s.%s.%d: %s\n", cn, sn, n, lm_error_message());
     assert_non_null(s);
     lm_sched_config_clear(&c);
     return s;
 }
 
-#define NEED_REF() do { if (!have_ref) { printf("%s missing: skipped\n", REF); skip(); } } while (0)
+#define NEED_REF() do { if (!have_ref) { printf("%s missing: skipped\n", REF); skip(); } \
+                         if (!have_37) printf("  %s missing: issue 37's rows skipped\n", REF_37); } while (0)
 
 /* ---- timesteps and sigmas ---- */
 static void test_schedules(void **state)
@@ -137,8 +157,9 @@ static void test_schedules(void **state)
     (void)state;
     NEED_REF();
     int checked = 0, exact = 0;
-    double worst_t = 0, worst_s = 0;
+    double worst_t = 0, worst_s = 0, su_t[NSUITES] = {0}, su_s[NSUITES] = {0};
     for (int su = 0; su < NSUITES; su++)
+    if (SUITE_PRESENT(su))
     for (int ci = 0; ci < 3; ci++)
         for (int si = 0; si < suites[su].n; si++)
             for (int n = 4; n <= 20; n += 16) {
@@ -155,6 +176,7 @@ static void test_schedules(void **state)
                 for (int i = 0; ok && i < nt; i++) {
                     double e = fabs(ts[i] - w[i]) / fmax(fabs(w[i]), 1);
                     if (e > worst_t) worst_t = e;
+                    if (e > su_t[su]) su_t[su] = e;
                     if (e > SCHED_REL) ok = 0;
                     exact += ts[i] == w[i];
                 }
@@ -175,6 +197,7 @@ static void test_schedules(void **state)
                         double e = fabs(sig[i] - v[i]) / fmax(fabs(v[i]), 1e-30);
                         if (v[i] == 0) e = fabs(sig[i]);
                         if (e > worst_s) worst_s = e;
+                        if (e > su_s[su]) su_s[su] = e;
                         if (e > SCHED_REL)
                             fprintf(stderr, "%s.%s.%d sigma %d: %.9g, diffusers %.9g\n", cn, sn, n, i, sig[i], v[i]);
                         assert_true(e <= SCHED_REL);
@@ -193,26 +216,31 @@ static void test_schedules(void **state)
             }
     printf("  %d schedules: timesteps worst %.2g relative (%d exactly equal), sigmas worst %.2g relative\n",
            checked, worst_t, exact, worst_s);
+    print_suites("timesteps (relative)", su_t);
+    print_suites("sigmas (relative)", su_s);
 }
 
 /* ---- the 4-step loops ---- */
 static void run_loops(lm_device *dev)
 {
-    double worst_scaled = 0, worst_x = 0;
-    int loops = 0;
+    double worst_scaled = 0, worst_x = 0, su_x[NSUITES] = {0};
+    int loops = 0, ncalls = 0;
     for (int su = 0; su < NSUITES; su++)
+    if (SUITE_PRESENT(su))
     for (int ci = 0; ci < 3; ci++)
         for (int si = 0; si < suites[su].n; si++, loops++) {
             const char *cn = config_names[ci], *sn = suites[su].names[si];
             cur = suites[su].set;
             lm_sampler *s = make(cn, sn, 4, 1.0);
-            assert_int_equal(lm_sampler_count(s), 4);
             lm_array *x = lm_array_to(get("%s.%s.4.x0", cn, sn), dev);
             lm_array *mos = get("%s.%s.4.model_out", cn, sn), *noise = get("%s.%s.4.noise", cn, sn);
             lm_array *scaled = get("%s.%s.4.scaled", cn, sn), *xs = get("%s.%s.4.xs", cn, sn);
             assert_non_null(x);
             assert_non_null(mos);
-            for (int i = 0; i < 4; i++) {
+            int calls = (int)mos->shape[0];   /* 4, Heun's 7 */
+            assert_int_equal(lm_sampler_count(s), calls);
+            ncalls += calls;
+            for (int i = 0; i < calls; i++) {
                 lm_array *sc = lm_sampler_scale_input(s, x, i);
                 lm_array *want_sc = slice0(scaled, i), *want_x = slice0(xs, i);
                 double e = rel_err(sc, want_sc);
@@ -227,6 +255,7 @@ static void run_loops(lm_device *dev)
                 assert_true(nx->device == dev);
                 e = rel_err(nx, want_x);
                 if (e > worst_x) worst_x = e;
+                if (e > su_x[su]) su_x[su] = e;
                 if (e > LOOP_REL) fprintf(stderr, "%s.%s step %d x: %.3g\n", cn, sn, i, e);
                 assert_true(e <= LOOP_REL);
                 lm_array_release(x);
@@ -237,8 +266,9 @@ static void run_loops(lm_device *dev)
             lm_array_release(x);
             lm_sampler_free(s);
         }
-    printf("  %s: %d loops of 4 steps: scaled input worst %.2g, x worst %.2g (relative to the largest value)\n",
-           dev->spec, loops, worst_scaled, worst_x);
+    printf("  %s: %d loops of 4 steps (%d model calls): scaled input worst %.2g, x worst %.2g (relative to the "
+           "largest value)\n", dev->spec, loops, ncalls, worst_scaled, worst_x);
+    print_suites("x", su_x);
 }
 
 static void test_loops_cpu(void **state)
@@ -269,6 +299,7 @@ static void test_loops_f16(void **state)
     double worst = 0;
     int loops = 0;
     for (int su = 0; su < NSUITES; su++)
+    if (SUITE_PRESENT(su))
     for (int si = 0; si < suites[su].n; si++, loops++) {
         const char *sn = suites[su].names[si];
         cur = suites[su].set;
@@ -276,7 +307,7 @@ static void test_loops_f16(void **state)
         lm_array *x = lm_cast(get("eps.%s.4.x0", sn), LM_F16);
         lm_array *mos = get("eps.%s.4.model_out", sn), *noise = get("eps.%s.4.noise", sn);
         lm_array *xs = get("eps.%s.4.xs", sn);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < (int)mos->shape[0]; i++) {
             lm_array *mo0 = slice0(mos, i), *mo = lm_cast(mo0, LM_F16), *nz0 = slice0(noise, i);
             lm_array *nz = lm_cast(nz0, LM_F16), *want = slice0(xs, i);
             lm_array *sc = lm_sampler_scale_input(s, x, i);
@@ -304,9 +335,10 @@ static void test_img2img(void **state)
 {
     (void)state;
     NEED_REF();
-    double worst = 0, worst_x = 0;
+    double worst = 0, worst_x = 0, su_x[NSUITES] = {0}, su_n[NSUITES] = {0};
     int kept = 0, starts = 0, loops = 0;
     for (int su = 0; su < NSUITES; su++)
+    if (SUITE_PRESENT(su))
     for (int ci = 0; ci < 3; ci++)
         for (int si = 0; si < suites[su].n; si++, starts++) {
             const char *cn = config_names[ci], *sn = suites[su].names[si];
@@ -324,15 +356,21 @@ static void test_img2img(void **state)
                                                 get("%s.%s.20.s06.noise", cn, sn));
             double e = rel_err(nd, get("%s.%s.20.s06.noised", cn, sn));
             if (e > worst) worst = e;
+            if (e > su_n[su]) su_n[su] = e;
             assert_true(e <= LOOP_REL);
             lm_array *mos = get("%s.%s.20.s06.model_out", cn, sn), *xs = get("%s.%s.20.s06.xs", cn, sn);
+            lm_array *draws = get("%s.%s.20.s06.draws", cn, sn);
             lm_array *x = lm_array_retain(get("%s.%s.20.s06.noised", cn, sn));
             for (int i = 0; mos && i < 4; i++) {
-                lm_array *mo = slice0(mos, i), *want = slice0(xs, i);
-                lm_array *nx = lm_sampler_step(s, mo, i, x, NULL);
+                lm_array *mo = slice0(mos, i), *want = slice0(xs, i), *nz = draws ? slice0(draws, i) : NULL;
+                assert_true(!lm_sampler_needs_noise(s, i) || nz);
+                lm_array *nx = lm_sampler_step(s, mo, i, x, lm_sampler_needs_noise(s, i) ? nz : NULL);
+                lm_array_release(nz);
+                if (!nx) fprintf(stderr, "%s.%s img2img step %d: %s\n", cn, sn, i, lm_error_message());
                 assert_non_null(nx);
                 e = rel_err(nx, want);
                 if (e > worst_x) worst_x = e;
+                if (e > su_x[su]) su_x[su] = e;
                 if (e > LOOP_REL) fprintf(stderr, "%s.%s img2img step %d x: %.3g\n", cn, sn, i, e);
                 assert_true(e <= LOOP_REL);
                 lm_array_release(x);
@@ -347,6 +385,8 @@ static void test_img2img(void **state)
         }
     printf("  %d img2img starts at strength 0.6 of 20 steps (%d steps kept, timesteps equal): add_noise worst "
            "%.2g; %d of them stepped 4 times: x worst %.2g\n", starts, kept, worst, loops, worst_x);
+    print_suites("add_noise", su_n);
+    print_suites("img2img x", su_x);
 }
 
 /* ---- noise ---- */
@@ -464,14 +504,22 @@ static void test_parse(void **state)
         {"lms", LM_SAMPLER_LMS, false},             {"LMS", LM_SAMPLER_LMS, false},
         {"lms_karras", LM_SAMPLER_LMS, true},       {"LMS Karras", LM_SAMPLER_LMS, true},
         {"euler_karras", LM_SAMPLER_EULER, true},   {"Euler Karras", LM_SAMPLER_EULER, true},
+        {"heun", LM_SAMPLER_HEUN, false},           {"Heun Karras", LM_SAMPLER_HEUN, true},
+        {"DPM++ 2M SDE", LM_SAMPLER_DPMPP_2M_SDE, false}, {"DPM++ 2M SDE Karras", LM_SAMPLER_DPMPP_2M_SDE, true},
+        {"dpmpp_2m_sde_karras", LM_SAMPLER_DPMPP_2M_SDE, true}, {"dpm++2s_a", LM_SAMPLER_DPMPP_2S_A, false},
+        {"DPM++ 2S a Karras", LM_SAMPLER_DPMPP_2S_A, true}, {"UniPC", LM_SAMPLER_UNIPC, false},
+        {"lcm", LM_SAMPLER_LCM, false},             {"LCM", LM_SAMPLER_LCM, false},
+        /* an exponential row parses as its kind; lm_sampler_find names the row */
+        {"Euler Exponential", LM_SAMPLER_EULER, false}, {"dpmpp_2m_sde_exponential", LM_SAMPLER_DPMPP_2M_SDE, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         bool karras = !cases[i].karras;
         assert_int_equal(lm_sampler_parse(cases[i].n, &karras), cases[i].k);
         assert_int_equal(karras, cases[i].karras);
     }
-    static const char *const bad[] = {"", "eulerx", "dpm++ 2s a", "Euler a Karras", "DDIM Karras",
-                                      "DPM++ 2M SDE Karras", "lms_karras_karras"};
+    static const char *const bad[] = {"", "eulerx", "dpm++ 2s", "Euler a Karras", "DDIM Karras",
+                                      "DPM++ 3M SDE Karras", "lms_karras_karras", "LCM Karras",
+                                      "UniPC Beta", "LCM Exponential", "heun a"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(lm_sampler_parse(bad[i], NULL), LM_SAMPLER_NONE);
         assert_non_null(strstr(lm_error_message(), "unknown sampler"));
@@ -481,6 +529,12 @@ static void test_parse(void **state)
     assert_string_equal(lm_sampler_name(LM_SAMPLER_EULER_A, false), "euler_a");
     assert_string_equal(lm_sampler_name(LM_SAMPLER_LMS, true), "lms_karras");
     assert_string_equal(lm_sampler_name(LM_SAMPLER_EULER_A, true), "?");
+    assert_string_equal(lm_sampler_name(LM_SAMPLER_EULER, false), "euler");
+    assert_string_equal(lm_sampler_find("DPM++ 2M SDE Exponential")->name, "dpm++2m_sde_exponential");
+    assert_string_equal(lm_sampler_find("euler exponential")->a1111_schedule, "Exponential");
+    char full[64];
+    assert_string_equal(lm_sampler_a1111_name(lm_sampler_find("dpmpp_2s_a_karras"), full, sizeof full),
+                        "DPM++ 2S a Karras");
     /* the error lists every row */
     lm_sampler_find("nope");
     const lm_sampler_info *r;
@@ -494,7 +548,7 @@ static void test_table(void **state)
     (void)state;
     bool kind_has_row[LM_SAMPLER_KIND_COUNT] = {false};
     const lm_sampler_info *r;
-    char list[512], a1111[512];
+    char list[1024], a1111[1024];
     lm_sampler_list(list, sizeof list, false);
     lm_sampler_list(a1111, sizeof a1111, true);
     int n = 0;
@@ -510,11 +564,12 @@ static void test_table(void **state)
         assert_true(r->order_min >= 1 && r->order_min <= r->order_max);
         assert_true(r->predictions & LM_PRED_BIT(LM_PRED_EPSILON));
         assert_true((r->sigmas == LM_SIGMAS_KARRAS) == !strcmp(r->a1111_schedule, "Karras"));
+        assert_true((r->sigmas == LM_SIGMAS_EXPONENTIAL) == !strcmp(r->a1111_schedule, "Exponential"));
         /* found by its name and by A1111's (with " Karras" for a Karras row), nothing else
            folding to the same spelling */
         assert_ptr_equal(lm_sampler_find(r->name), r);
         char full[64];
-        snprintf(full, sizeof full, "%s%s", r->a1111, r->sigmas == LM_SIGMAS_KARRAS ? " Karras" : "");
+        lm_sampler_a1111_name(r, full, sizeof full);
         assert_ptr_equal(lm_sampler_find(full), r);
         assert_non_null(strstr(list, r->name));
         assert_non_null(strstr(a1111, full));
@@ -522,7 +577,7 @@ static void test_table(void **state)
         /* builds on SD's config, with its row, its noise and its sigmas */
         lm_sched_config c;
         config_of("eps", &c);
-        lm_sampler *s = lm_sampler_new(&c, r->kind, r->sigmas == LM_SIGMAS_KARRAS, 20, 1.0);
+        lm_sampler *s = lm_sampler_new_row(&c, r, 20, 1.0);
         if (!s) fprintf(stderr, "%s: %s\n", r->name, lm_error_message());
         assert_non_null(s);
         assert_ptr_equal(lm_sampler_get_info(s), r);
@@ -548,12 +603,31 @@ static void test_table(void **state)
     cJSON_Delete(j);
     static const struct { lm_sampler_kind k; const char *row; } karras_rows[] = {
         {LM_SAMPLER_EULER, "euler_karras"}, {LM_SAMPLER_EULER_A, "euler_a"}, {LM_SAMPLER_DPMPP_2M, "dpm++2m_karras"},
-        {LM_SAMPLER_DDIM, "ddim"}, {LM_SAMPLER_LMS, "lms_karras"},
+        {LM_SAMPLER_DDIM, "ddim"}, {LM_SAMPLER_LMS, "lms_karras"}, {LM_SAMPLER_HEUN, "heun_karras"},
+        {LM_SAMPLER_DPMPP_2M_SDE, "dpm++2m_sde_karras"}, {LM_SAMPLER_DPMPP_2S_A, "dpm++2s_a_karras"},
+        {LM_SAMPLER_UNIPC, "unipc_karras"}, {LM_SAMPLER_LCM, "lcm"},
     };
     for (size_t i = 0; i < sizeof karras_rows / sizeof *karras_rows; i++) {
         lm_sampler *s = lm_sampler_new(&c, karras_rows[i].k, false, 8, 1.0);
         assert_non_null(s);
         assert_string_equal(lm_sampler_get_info(s)->name, karras_rows[i].row);
+        lm_sampler_free(s);
+    }
+    lm_sched_config_clear(&c);
+    /* and use_exponential_sigmas its exponential row (Euler a, DDIM and LCM do not read it) */
+    j = cJSON_Parse("{\"use_exponential_sigmas\": true}");
+    assert_int_equal(lm_sched_config_from_json(j, "exponential", &c), LM_OK);
+    cJSON_Delete(j);
+    static const struct { lm_sampler_kind k; const char *row; } exp_rows[] = {
+        {LM_SAMPLER_EULER, "euler_exponential"}, {LM_SAMPLER_DPMPP_2M, "dpm++2m_exponential"},
+        {LM_SAMPLER_DPMPP_2M_SDE, "dpm++2m_sde_exponential"}, {LM_SAMPLER_DDIM, "ddim"}, {LM_SAMPLER_LCM, "lcm"},
+        {LM_SAMPLER_HEUN, "heun_exponential"}, {LM_SAMPLER_LMS, "lms_exponential"},
+        {LM_SAMPLER_DPMPP_2S_A, "dpm++2s_a_exponential"}, {LM_SAMPLER_UNIPC, "unipc_exponential"},
+    };
+    for (size_t i = 0; i < sizeof exp_rows / sizeof *exp_rows; i++) {
+        lm_sampler *s = lm_sampler_new(&c, exp_rows[i].k, false, 8, 1.0);
+        assert_non_null(s);
+        assert_string_equal(lm_sampler_get_info(s)->name, exp_rows[i].row);
         lm_sampler_free(s);
     }
     lm_sched_config_clear(&c);
@@ -612,6 +686,34 @@ static void test_known(void **state)
     assert_true(lm_sampler_timestep(s, 0) == 251 && lm_sampler_timestep(s, 1) == 1);
     assert_true(isnan(lm_sampler_timestep(s, 2)));
     lm_sampler_free(s);
+    /* Heun: every timestep but the first twice, 2 * 4 - 1 model calls, the
+       sigmas likewise; img2img at 0.5 keeps the last 2 steps: 3 calls */
+    static const double heun4[] = {751, 501, 501, 251, 251, 1, 1};
+    s = make("eps", "heun", 4, 1.0);
+    assert_int_equal(lm_sampler_count(s), 7);
+    for (int i = 0; i < 7; i++) assert_true(lm_sampler_timestep(s, i) == heun4[i]);
+    assert_true(lm_sampler_sigma(s, 1) == lm_sampler_sigma(s, 2) && lm_sampler_sigma(s, 1) < lm_sampler_sigma(s, 0));
+    assert_true(lm_sampler_sigma(s, 7) == 0);
+    lm_sampler_free(s);
+    s = make("eps", "heun", 4, 0.5);
+    assert_int_equal(lm_sampler_count(s), 3);
+    assert_true(lm_sampler_timestep(s, 0) == 251 && lm_sampler_timestep(s, 2) == 1);
+    lm_sampler_free(s);
+    /* LCM: 4 of the 50-step grid 999, 979, ... whatever the spacing; no
+       noise after the last step */
+    static const double lcm4[] = {999, 759, 499, 259};
+    s = make("tr", "lcm", 4, 1.0);
+    for (int i = 0; i < 4; i++) assert_true(lm_sampler_timestep(s, i) == lcm4[i]);
+    assert_true(lm_sampler_needs_noise(s, 2) && !lm_sampler_needs_noise(s, 3));
+    assert_true(lm_sampler_init_sigma(s) == 1.0);
+    lm_array *x = lm_zeros(2, (int64_t[]){2, 2}, LM_F32, lm_device_cpu());
+    lm_array *last = lm_sampler_step(s, x, 3, x, NULL);   /* the last step takes no noise */
+    assert_non_null(last);
+    assert_null(lm_sampler_step(s, x, 2, x, NULL));
+    assert_non_null(strstr(lm_error_message(), "lcm step 2: needs noise"));
+    lm_array_release(last);
+    lm_array_release(x);
+    lm_sampler_free(s);
 }
 
 /* ---- errors ---- */
@@ -658,9 +760,18 @@ static void test_errors(void **state)
     expect_new_error("{\"algorithm_type\": \"sde-dpmsolver++\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "sde-dpmsolver++");
     expect_new_error("{\"solver_order\": 3}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_order 3");
     expect_new_error("{\"solver_type\": \"rk4\"}", LM_SAMPLER_DPMPP_2M, 20, 1, "solver_type \"rk4\"");
-    expect_new_error("{\"use_exponential_sigmas\": true}", LM_SAMPLER_EULER, 20, 1, "exponential");
+    expect_new_error("{\"use_exponential_sigmas\": true, \"use_karras_sigmas\": true}", LM_SAMPLER_LMS, 20, 1,
+                     "use_karras_sigmas and use_exponential_sigmas");
+    expect_new_error("{}", LM_SAMPLER_LCM, 51, 1, "original_inference_steps (50)");
+    expect_new_error("{\"original_inference_steps\": 2000}", LM_SAMPLER_LCM, 4, 1, "original_inference_steps 2000");
+    expect_new_error("{\"predict_x0\": false}", LM_SAMPLER_UNIPC, 20, 1, "predict_x0");
+    expect_new_error("{\"disable_corrector\": [0]}", LM_SAMPLER_UNIPC, 20, 1, "disable_corrector");
+    expect_new_error("{\"solver_order\": 3}", LM_SAMPLER_UNIPC, 20, 1, "solver_order 3");
+    expect_new_error("{\"final_sigmas_type\": \"sigma_min\"}", LM_SAMPLER_DPMPP_2S_A, 20, 1, "sigma_min");
+    expect_new_error("{\"thresholding\": true}", LM_SAMPLER_LCM, 4, 1, "thresholding");
+    expect_new_error("{\"use_beta_sigmas\": true}", LM_SAMPLER_DPMPP_2M_SDE, 20, 1, "beta");
     expect_new_error("{\"interpolation_type\": \"log_linear\"}", LM_SAMPLER_EULER, 20, 1, "interpolation_type");
-    expect_new_error("{\"use_beta_sigmas\": true}", LM_SAMPLER_LMS, 20, 1, "lms: exponential, beta");
+    expect_new_error("{\"use_beta_sigmas\": true}", LM_SAMPLER_LMS, 20, 1, "lms: beta, lu-lambda");
     expect_new_error("{}", LM_SAMPLER_EULER, 0, 1, "steps 0");
     expect_new_error("{\"num_train_timesteps\": 10}", LM_SAMPLER_DDIM, 11, 1, "steps 11");
     expect_new_error("{}", LM_SAMPLER_EULER, 4, 0.1, "leaves no step");
@@ -746,6 +857,11 @@ static int setup(void **state)
     if (lm_init() != LM_OK) return -1;
     lm_device_set_default(lm_device_cpu());
     have_ref = access(REF, R_OK) == 0 && access(REF_MORE, R_OK) == 0;
+    have_37 = have_ref && access(REF_37, R_OK) == 0;
+    if (have_37 && lm_load_file_to(REF_37, lm_device_cpu(), &ref_37) != LM_OK) {
+        fprintf(stderr, "%s\n", lm_error_message());
+        return -1;
+    }
     if (have_ref && (lm_load_file_to(REF, lm_device_cpu(), &ref) != LM_OK ||
                      lm_load_file_to(REF_MORE, lm_device_cpu(), &ref_more) != LM_OK)) {
         fprintf(stderr, "%s\n", lm_error_message());
@@ -759,6 +875,7 @@ static int teardown(void **state)
     (void)state;
     lm_tensor_set_free(&ref);
     lm_tensor_set_free(&ref_more);
+    lm_tensor_set_free(&ref_37);
     return 0;
 }
 

@@ -7,7 +7,8 @@
  * Prompt embeddings (SD 1.x, SD 2.x, SDXL with the pooled output and the
  * zeros of a None negative prompt); whole 4-step 64x64 runs with cfg 7 from
  * diffusers' initial latents and its ancestral draws (fed through the noise
- * hook) for every sampler on SD 1.x, Euler on SD 2.x (v-prediction), Euler a
+ * hook) for every sampler on SD 1.x (issue 37's Heun, DPM++ 2M SDE Karras,
+ * DPM++ 2S a, UniPC, LCM and LMS from ref_sched_37), Euler on SD 2.x (v-prediction), Euler a
  * on SDXL, img2img (strength 0.5, DPM++ 2M, diffusers' VAE sample and
  * add_noise draws); the same runs from the single files.  f32 on the CPU:
  * the max abs error of each image is printed and must be <= 1e-3.
@@ -40,8 +41,9 @@ static const char *NEGATIVE = "blurry, low quality";
 
 static lm_tensor_set ref;
 static lm_sd_pipeline *sd1, *sd2, *sdxl;
+static lm_tensor_set *cur_ref = &ref;   /* the fixture R() reads */
 
-static lm_array *R(const char *name) { return tu_set_get(&ref, name); }
+static lm_array *R(const char *name) { return tu_set_get(cur_ref, name); }
 
 static float *read_f32(lm_array *a)
 {
@@ -152,7 +154,7 @@ static double run_ref(lm_sd_pipeline *p, const char *model, const char *sampler,
     lm_array *l4 = lm_reshape(lat, 4, shape);
     o.latents = l4;
     snprintf(name, sizeof name, "%s.%s.noise", model, key);
-    draws d = {lm_tensor_set_find(&ref, name) >= 0 ? R(name) : NULL, NULL, NULL};
+    draws d = {lm_tensor_set_find(cur_ref, name) >= 0 ? R(name) : NULL, NULL, NULL};
     o.noise = take;
     o.noise_ctx = &d;
     lm_array *img = lm_sd_generate(p, &o);
@@ -244,6 +246,37 @@ static void test_sd1_samplers(void **state)
                                        {"dpm++2m", "dpmpp_2m"}, {"dpm++2m_karras", "dpmpp_2m_karras"},
                                        {"ddim", "ddim"}};
     for (int i = 0; i < 5; i++) assert_true(run_ref(sd1, "sd1", s[i][0], s[i][1]) <= TOL);
+}
+
+/* issue 37's rows: whole 4-step runs of sd1 against diffusers' pipeline with
+ * each scheduler (tests/ref/gen_samplers.py: ref_sched_37.safetensors, the
+ * prompt embeddings ref_pipe's; the draws of the SDE and LCM steps fed
+ * through the noise hook) */
+static void test_sd1_samplers_37(void **state)
+{
+    (void)state;
+    lm_tensor_set r37 = {0};
+    if (access(DIR "ref_sched_37.safetensors", R_OK) != 0) {
+        printf("%sref_sched_37.safetensors missing (tests/ref/gen_samplers.py): skipped\n", DIR);
+        skip();
+    }
+    assert_int_equal(lm_load_safetensors(DIR "ref_sched_37.safetensors", &r37), LM_OK);
+    static const char *const s[][2] = {{"heun", "heun"}, {"DPM++ 2M SDE Karras", "dpmpp_2m_sde_karras"},
+                                       {"dpm++2s_a", "dpmpp_2s_a"}, {"UniPC", "unipc"}, {"lcm", "lcm"},
+                                       {"LMS", "lms"}};
+    cur_ref = &r37;
+    int ran = 0;
+    for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "pipe.%s.image", s[i][1]);
+        if (lm_tensor_set_find(&r37, key) < 0) continue;   /* the device run had no pipeline */
+        double e = run_ref(sd1, "pipe", s[i][0], s[i][1]);
+        assert_true(e <= TOL);
+        ran++;
+    }
+    cur_ref = &ref;
+    printf("  %d whole runs of issue 37's samplers\n", ran);
+    lm_tensor_set_free(&r37);
 }
 
 static void test_sd2_v_prediction(void **state)
@@ -388,9 +421,9 @@ static void test_errors(void **state)
     o.width = 61;
     assert_null(lm_sd_generate(sd1, &o));
     assert_non_null(strstr(lm_error_message(), "multiples of"));
-    gen_opts(&o, "heun");
+    gen_opts(&o, "dpm++3m_sde");
     assert_null(lm_sd_generate(sd1, &o));
-    assert_non_null(strstr(lm_error_message(), "unknown sampler \"heun\""));
+    assert_non_null(strstr(lm_error_message(), "unknown sampler \"dpm++3m_sde\""));
     gen_opts(&o, "euler");
     o.steps = 0;
     assert_null(lm_sd_generate(sd1, &o));
@@ -654,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_prompt_embeds),
         cmocka_unit_test(test_clip_skip),
         cmocka_unit_test(test_sd1_samplers),
+        cmocka_unit_test(test_sd1_samplers_37),
         cmocka_unit_test(test_sd2_v_prediction),
         cmocka_unit_test(test_sdxl),
         cmocka_unit_test(test_img2img),

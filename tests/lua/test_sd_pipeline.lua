@@ -89,7 +89,7 @@ test("sd pipeline: lm.diffusion.samplers() lists the table, generate takes every
     ok(#r.predictions >= 1 and r.predictions[1] == "epsilon", "predictions of " .. r.name)
     ok(r.diffusers:find("Scheduler", 1, true), "diffusers class of " .. r.name)
     -- both of its names run (2 steps; ancestral rows draw from the seed)
-    local a1111 = r.a1111 .. (r.sigmas == "karras" and " Karras" or "")
+    local a1111 = r.a1111 .. (r.sigmas == "karras" and " Karras" or r.sigmas == "exponential" and " Exponential" or "")
     local img = pipe:generate{prompt = PROMPT, steps = 2, sampler = a1111, size = 64, seed = 5}
     eq(maxerr(img, pipe:generate{prompt = PROMPT, steps = 2, sampler = r.name, size = 64, seed = 5}), 0,
        r.name .. " and " .. a1111)
@@ -97,12 +97,14 @@ test("sd pipeline: lm.diffusion.samplers() lists the table, generate takes every
   eq(seen.lms.a1111, "LMS", "lms's A1111 name"); eq(seen.lms_karras.schedule, "Karras", "its schedule type")
   eq(seen.lms.order_max, 4, "LMS's order"); eq(seen.euler_a.ancestral, true, "euler_a is ancestral")
   eq(seen.ddim.sigmas, "none", "ddim has no sigmas"); eq(seen["dpm++2m_karras"].kind, "dpm++2m", "kind")
+  eq(seen.euler_exponential.sigmas, "exponential", "euler_exponential's sigmas")
+  eq(seen["dpm++2m_sde_karras"].a1111, "DPM++ 2M SDE", "the SDE's A1111 name"); eq(seen.heun.order_min, 2, "Heun's order")
 end)
 
 test("sd pipeline: help and errors", function()
   setup()
   ok(lm.diffusion.pipeline ~= nil and lm.diffusion.generate ~= nil, "functions")
-  raises(function() pipe:generate{prompt = "x", sampler = "heun", steps = 1} end, "unknown sampler")
+  raises(function() pipe:generate{prompt = "x", sampler = "dpm++3m_sde", steps = 1} end, "unknown sampler")
   raises(function() pipe:generate{prompt = "x", size = 61, steps = 1} end, "multiples of")
   raises(function() pipe:generate{prompt = "x", bogus = 1} end, "unknown option")
   raises(function() pipe:generate{prompt = "x", steps = 1, sampler = "euler_a", size = 64,

@@ -51,6 +51,9 @@ check "single-file layout makes the same PNG" sh -c "$G --model $S --tokenizer $
 check "img2img with --init and --strength" sh -c "$G --model $D/sd1 --seed 3 --init $T/folder.png --strength 0.5 --sampler euler_a -o $T/i2i.png && $L -e \"local _, t = lm.image.read_png('$T/i2i.png'); assert(t.parameters:find('Sampler: Euler a, Schedule type: Normal', 1, true)); assert(t.parameters:find(', Denoising strength: 0.5', 1, true))\""
 check "the sampler table's LMS Karras: A1111's Sampler and Schedule type, the same bytes as lms_karras" sh -c "$G --model $D/sd1 --seed 6 --steps 3 --sampler 'LMS Karras' -o $T/lmsk.png && $G --model $D/sd1 --seed 6 --steps 3 --sampler lms_karras -o $T/lmsk2.png && cmp $T/lmsk.png $T/lmsk2.png && $L -e \"local _, t = lm.image.read_png('$T/lmsk.png'); assert(t.parameters:find('Sampler: LMS, Schedule type: Karras', 1, true))\""
 check "--help lists the table's rows" sh -c "$G --help | grep -q 'lms_karras' && $G --help | grep -q 'euler_karras'"
+check "--sampler list: every row with A1111's name and the diffusers scheduler" sh -c "$L generate --sampler list > $T/list.txt && grep -q '^dpm++2m_sde_karras  *DPM++ 2M SDE Karras  *DPMSolverMultistepScheduler' $T/list.txt && grep -q '^unipc  *UniPC  *UniPCMultistepScheduler' $T/list.txt && test \$(wc -l < $T/list.txt) -ge 20"
+check "issue 37's DPM++ 2M SDE Karras: A1111's Sampler and Schedule type, the same bytes as dpm++2m_sde_karras" sh -c "$G --model $D/sd1 --seed 6 --steps 3 --sampler 'DPM++ 2M SDE Karras' -o $T/sdek.png && $G --model $D/sd1 --seed 6 --steps 3 --sampler dpm++2m_sde_karras -o $T/sdek2.png && cmp $T/sdek.png $T/sdek2.png && $L -e \"local _, t = lm.image.read_png('$T/sdek.png'); assert(t.parameters:find('Sampler: DPM++ 2M SDE, Schedule type: Karras', 1, true))\""
+check "issue 37's Heun, UniPC, LCM and Euler Exponential run from the CLI" sh -c "for s in Heun UniPC LCM 'Euler Exponential' 'DPM++ 2S a'; do $G --model $D/sd1 --seed 6 --steps 2 --sampler \"\$s\" -o $T/s37.png --overwrite || exit 1; done"
 check "--clip-skip 2 is written as A1111 writes it" sh -c "$G --model $D/sd1 --seed 42 --clip-skip 2 -o $T/skip.png && $L -e \"local _, t = lm.image.read_png('$T/skip.png'); assert(t.parameters:find('Model: sd1, Clip skip: 2', 1, true))\" && ! cmp -s $T/skip.png $T/folder.png"
 check "--batch-size 2 is two single runs, byte for byte" sh -c "$G --model $D/sd1 --seed 42 --sampler euler_a --batch-size 2 -o $T/b.png && $G --model $D/sd1 --seed 43 --sampler euler_a -o $T/s43.png && $G --model $D/sd1 --seed 42 --sampler euler_a -o $T/s42.png && cmp $T/b_0000.png $T/s42.png && cmp $T/b_0001.png $T/s43.png && ! cmp -s $T/s42.png $T/s43.png"
 cp $T/folder.png $T/keep.png
@@ -59,7 +62,7 @@ check "... and left as it was" cmp $T/folder.png $T/keep.png
 check "--overwrite replaces it" sh -c "$G --model $D/sd1 --seed 5 -o $T/folder.png --overwrite && ! cmp -s $T/folder.png $T/keep.png"
 fails "a missing model" 1 "no such file or folder" sh -c "$G --model $D/nothing_here --seed 1 -o $T/x.png"
 fails "a size not divisible by 8" 2 "divisible by 8" sh -c "$G --model $D/sd1 --size 60x64 -o $T/x.png"
-fails "an unknown sampler" 2 "sampler heun: expected euler, euler_karras" sh -c "$G --model $D/sd1 --sampler heun -o $T/x.png"
+fails "an unknown sampler" 2 "sampler dpm++3m: expected euler, euler_karras" sh -c "$G --model $D/sd1 --sampler dpm++3m -o $T/x.png"
 fails "no prompt" 2 "no prompt given" "$L" generate --model $D/sd1 -o $T/x.png
 # a UNet config without sample_size: the default size is the family row's
 # (SDXL 128 latents, SD 64), times the VAE's scale (2 in the tiny models)
