@@ -144,12 +144,12 @@ static int l_show_protocol(lua_State *L)
 
 static const lm_lua_func show_funcs[] = {
     {"show", l_show,
-     "lm.show(t_or_path, {width=, height=, layout=, range=, protocol=, string=false})\n"
-     "  -> shown, how\n"
+     "lm.show(t_or_path, {width=, height=, layout=, range=, protocol=, string=}) -> shown, how\n"
      "Draws an image inline in the terminal: a tensor ([H,W], [C,H,W] or [H,W,C] with\n"
      "1-4 channels, any dtype, the pixels lm.save writes: floats map range={0,1} to\n"
      "0..255; a batch [N,C,H,W] as a contact sheet) or a PNG file.  width/height: the\n"
-     "most cells it takes (default: the terminal's width and height less two lines).\n"
+     "most cells it takes, filled (default: the terminal's width and height less two\n"
+     "lines, never enlarged past the image's pixels, two a cell with half blocks).\n"
      "layout: \"CHW\" or \"HWC\" (default CHW when the first axis has 1-4 entries).\n"
      "The protocol is lm.show_protocol()'s (kitty graphics, iTerm2, sixel or truecolor\n"
      "half blocks) unless protocol= names one.  Returns true and the protocol, or\n"
