@@ -521,6 +521,12 @@ static int cmd_generate(int argc, char **argv)
                   .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    /* --show: the terminal asked (and LUMEN_IMAGES read) before the work */
+    lm_term_proto shown_as;
+    if (a.show && lm_term_detect(&shown_as, NULL) != LM_OK) {
+        fprintf(stderr, "lumen generate: --show: %s\n", lm_error_message());
+        return 2;
+    }
     if (!a.has_seed) a.seed = random_seed();
     /* cheap checks first: the outputs, the init image, then the model */
     char **names = calloc((size_t)a.batch, sizeof *names);

@@ -695,6 +695,14 @@ static int cmd_upscale(int argc, char **argv)
         free(a.in);
         return rc < 0 ? 0 : rc;
     }
+    /* --show: the terminal asked (and LUMEN_IMAGES read) here, before the
+     * writer thread shows anything */
+    lm_term_proto shown_as;
+    if (a.show && lm_term_detect(&shown_as, NULL) != LM_OK) {
+        fprintf(stderr, "lumen upscale: --show: %s\n", lm_error_message());
+        free(a.in);
+        return 2;
+    }
     /* cheap checks first: the model's file, the inputs, the outputs */
     lm_tfjs_found f;
     plan p = {0};

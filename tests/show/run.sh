@@ -32,7 +32,12 @@ cleanup() {
 }
 trap cleanup EXIT
 ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi; }
+bad() {
+  fail=$((fail + 1)); echo "FAIL: $1"
+  if [ -n "$2" ]; then echo "$2" | tail -15 | sed 's/^/  | /'; fi
+  # the pane's size, where a tmux part failed
+  tmux -L "$SOCK" display -p -t r '  | (pane #{pane_width}x#{pane_height})' 2>/dev/null
+}
 skipped() { skip=$((skip + 1)); echo "skipped: $1"; }
 have() { command -v "$1" >/dev/null 2>&1; }
 # the environment a terminal started here should not inherit: the test may
@@ -54,6 +59,15 @@ wait_pane() {   # wait_pane PATTERN: up to 30 s for the pane to hold it
   while [ $i -lt 300 ]; do pane | grep -q -- "$1" && return 0; sleep 0.1; i=$((i + 1)); done
   return 1
 }
+wait_prompt() {   # up to 30 s for half blocks, then the REPL's prompt on the last line
+  i=0
+  while [ $i -lt 300 ]; do
+    T capture-pane -p -t r 2>/dev/null | grep -v '^ *$' | tail -1 | grep -q '^> *$' &&
+      T capture-pane -p -t r | grep -q "$(printf '\342\226')" && return 0
+    sleep 0.1; i=$((i + 1))
+  done
+  return 1
+}
 session() {   # session CMD: a fresh 80x40 pane running CMD
   T kill-server 2>/dev/null
   sleep 0.2
@@ -65,8 +79,11 @@ else
   session "$CLEAN $LUMEN"
   wait_pane "help() for help"
   pane > "$TMPD/empty.txt"
-  T send-keys -t r -l ':show dofile("tests/show/pattern.lua")(32, "HWC"), {width = 32}'
+  T send-keys -t r -l ':show dofile("tests/show/pattern.lua")(32, "HWC"), {width = 32, height = 16}'
   T send-keys -t r Enter
+  # the next line typed only at the next prompt: typed ahead, the terminal
+  # would echo it in the middle of the image
+  wait_prompt
   T send-keys -t r -l 'print("shown" .. "-" .. select(1, lm.show_protocol()))'
   T send-keys -t r Enter
   if wait_pane "shown-blocks"; then ok "tmux: the REPL chose half blocks inside tmux"
@@ -81,7 +98,7 @@ else
   wait_pane "session-end" >/dev/null
 
   # a float CHW image and a PNG file drawn by lm.show in a script
-  session "$CLEAN $LUMEN -e 'local p = dofile(\"tests/show/pattern.lua\")(32, \"CHW\"); lm.save(\"$TMPD/p.png\", p); lm.show(p, {width = 32}); print(\"next\"); lm.show(\"$TMPD/p.png\", {width = 32})'"
+  session "$CLEAN $LUMEN -e 'local p = dofile(\"tests/show/pattern.lua\")(32, \"CHW\"); lm.save(\"$TMPD/p.png\", p); lm.show(p, {width = 32, height = 16}); print(\"next\"); lm.show(\"$TMPD/p.png\", {width = 32, height = 16})'"
   wait_pane "session-end"
   pane > "$TMPD/pane2.txt"
   # the first image, then the second (after the "next" line)
@@ -143,6 +160,12 @@ else
     if ! grep -q "$(printf '\033')" "$TMPD/gen.out" && cmp -s "$TMPD/g.png" "$TMPD/g2.png"; then
       ok "lumen generate --show to a file: no escape sequences, the same PNG"
     else bad "lumen generate --show to a file: no escape sequences, the same PNG" "$(cat -v "$TMPD/gen.out")"; fi
+    # an unknown LUMEN_IMAGES is refused before any work
+    session "$CLEAN LUMEN_IMAGES=pictures LUMEN_DEVICE=cpu $LUMEN generate 'a red fox' --model $SD --steps 2 --size 64x64 -o $TMPD/g3.png --show; echo status \$?"
+    if wait_pane "session-end" && pane | grep -q "lumen generate: --show: LUMEN_IMAGES=pictures: expected" &&
+       pane | grep -q "status 2" && [ ! -e "$TMPD/g3.png" ]; then
+      ok "tmux: lumen generate --show with LUMEN_IMAGES=pictures: status 2 before the work"
+    else bad "tmux: lumen generate --show with LUMEN_IMAGES=pictures: status 2 before the work" "$(pane)"; fi
   else skipped "lumen generate/upscale --show: no $SD (tests/ref/diffusion)"; fi
   T kill-server 2>/dev/null
 fi
