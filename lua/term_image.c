@@ -165,7 +165,10 @@ lm_status lm_term_detect(lm_term_proto *p, const char **why)
         if (!decided) {
             int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
             if (fd < 0) { found = LM_TERM_BLOCKS; w = "no controlling terminal to ask"; }
-            else { found = ask(fd, &w); close(fd); }
+            /* a background job changing the modes would be stopped (SIGTTOU) */
+            else if (tcgetpgrp(fd) != getpgrp()) { found = LM_TERM_BLOCKS; w = "a background job does not ask the terminal"; }
+            else found = ask(fd, &w);
+            if (fd >= 0) close(fd);
         }
         found_why = w;
         done = true;

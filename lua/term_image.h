@@ -30,8 +30,8 @@ bool lm_term_proto_parse(const char *name, lm_term_proto *p);
  * TERM, TERM_PROGRAM, LC_TERMINAL, TMUX); else from the terminal's answer
  * to kitty's graphics query and the device-attributes query (DA1: sixel is
  * attribute 4), read in raw mode for at most LM_TERM_QUERY_MS (the mode is
- * restored on every path; a terminal that never answers gets half
- * blocks).  Decided once per process; *why (may be NULL) receives a
+ * restored on every path; a terminal that never answers, or a background
+ * job, gets half blocks).  Decided once per process; *why (may be NULL) receives a
  * static sentence saying how.  Fails only on a LUMEN_IMAGES value it does
  * not know (the error names it). */
 #define LM_TERM_QUERY_MS 200

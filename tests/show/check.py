@@ -11,6 +11,7 @@ with the reason).  No numpy: the standard library only.
                                     PNG copy for a person to look at
   check.py same PANE WANT           the image in PANE (capture-pane -e) is the
                                     half blocks WANT holds (lm.show's string)
+  check.py bg LUMEN                 lm.show_protocol() in a background job
   check.py pty LUMEN                runs LUMEN's REPL on a pseudo-terminal
                                     that never answers the terminal queries
 
@@ -326,6 +327,47 @@ def run_pty(lumen):
     return None
 
 
+def run_background(lumen):
+    """lm.show_protocol() in a process group that is not the terminal's
+    foreground one (a shell's background job): it must not touch the
+    terminal's modes (SIGTTOU would stop it) and says so."""
+    import pty
+    import select
+    env = dict(os.environ)
+    for k in ('TMUX', 'STY', 'KITTY_WINDOW_ID', 'TERM_PROGRAM', 'LC_TERMINAL', 'LUMEN_IMAGES'):
+        env.pop(k, None)
+    env['TERM'] = 'xterm-256color'
+    pid, fd = pty.fork()
+    if pid == 0:
+        # the session leader stays in the foreground; its child leaves it
+        child = os.fork()
+        if child == 0:
+            os.setpgid(0, 0)
+            os.execve(lumen, [lumen, '-e', 'print("proto", lm.show_protocol())'], env)
+        _, st = os.waitpid(child, os.WUNTRACED)
+        os._exit(0 if os.WIFEXITED(st) else 3)
+    out = b''
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    _, st = os.waitpid(pid, 0)
+    text = out.decode('utf-8', 'replace')
+    if os.WEXITSTATUS(st) != 0:
+        return 'the background job did not exit (stopped?): %r' % text
+    if 'proto\tblocks\ta background job does not ask the terminal' not in text:
+        return 'a background job: %r' % text
+    print('background job: half blocks, the terminal not asked')
+    return None
+
+
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ''
     if cmd == 'pane':
@@ -334,6 +376,8 @@ def main():
         err = check_same(sys.argv[2], sys.argv[3])
     elif cmd == 'shot':
         err = check_shot(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    elif cmd == 'bg':
+        err = run_background(sys.argv[2])
     elif cmd == 'pty':
         err = run_pty(sys.argv[2])
     else:

@@ -12,7 +12,8 @@
 #      from the environment and, with KITTY_WINDOW_ID and TERM hidden, from
 #      its answer to the graphics query; a screenshot holds the pattern
 #   4. a pseudo-terminal that never answers: :show returns with half
-#      blocks, the terminal's modes unchanged, and the REPL goes on
+#      blocks, the terminal's modes unchanged, and the REPL goes on; a
+#      background job does not ask (SIGTTOU would stop it)
 # A part whose program is missing (tmux, Xvfb, xterm, kitty, xwd) or whose
 # terminal cannot start here is skipped with the reason.  Each checker is
 # also run on a screen without the pattern, which it must refuse.
@@ -240,6 +241,7 @@ fi
 
 # ---- 4. a terminal that never answers ----
 if r=$($CHECK pty "$LUMEN"); then ok "$r"; else bad "a pty that never answers the query" "$r"; fi
+if r=$($CHECK bg "$LUMEN"); then ok "$r"; else bad "a background job leaves the terminal alone" "$r"; fi
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail = 0 ]
