@@ -289,6 +289,7 @@ def run_pty(lumen):
               b':q\n']
     deadline = time.time() + 60
     sent = 0
+    asked = answered = None
     while time.time() < deadline:
         r, _, _ = select.select([fd], [], [], 0.2)
         if r:
@@ -302,7 +303,11 @@ def run_pty(lumen):
         # one line at a time, each after the prompt
         if sent < len(script) and out.count(b'> ') > sent:
             os.write(fd, script[sent])
+            if b'show_protocol' in script[sent]:
+                asked = time.time()
             sent += 1
+        if asked and not answered and b'no answer' in out:
+            answered = time.time()
     try:
         os.kill(pid, 9)
     except OSError:
@@ -323,7 +328,9 @@ def run_pty(lumen):
     if problems:
         sys.stdout.write(text[-2000:].encode('ascii', 'backslashreplace').decode() + '\n')
         return '; '.join(problems)
-    print('pty: the query went unanswered, :show drew half blocks and the REPL went on')
+    # for the log only, never a threshold
+    print('pty: the query went unanswered (lm.show_protocol() answered in %.0f ms), :show drew '
+          'half blocks and the REPL went on' % ((answered - asked) * 1000))
     return None
 
 
