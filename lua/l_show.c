@@ -94,7 +94,7 @@ static int l_show(lua_State *L)
     bool as_string = lm_lua_opt_bool(L, opts, "lm.show", "string", false);
     const char *pname = lm_lua_opt_str(L, opts, "lm.show", "protocol", NULL);
     lm_term_proto p;
-    const char *why = "protocol=";
+    const char *why = "protocol=\"off\"";
     if (pname) {
         if (!lm_term_proto_parse(pname, &p))
             return luaL_error(L, "lm.show: protocol \"%s\" is not one of kitty, iterm, sixel, "

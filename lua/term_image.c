@@ -43,7 +43,7 @@ static bool env_starts(const char *var, const char *prefix)
     return v && !strncmp(v, prefix, strlen(prefix));
 }
 
-/* From the environment alone; LM_TERM_OFF + *asked=false when it does not
+/* From the environment alone; *decided = false when it does not
  * say (then the terminal is asked). */
 static lm_term_proto from_env(const char **why, bool *decided)
 {
@@ -200,13 +200,16 @@ lm_status lm_term_encode(const unsigned char *rgba, int w, int h, lm_term_proto 
     *out = NULL;
     *len = 0;
     if (w < 1 || h < 1 || (int64_t)w * h > ((int64_t)1 << 28))
-        return lm_error_set(LM_ERR_ARG, "show: image size %dx%d is not valid", w, h);
+        return lm_error_set(LM_ERR_ARG, "show: image size %dx%d is not valid (at most 2^28 pixels)",
+                            w, h);
     if (p == LM_TERM_OFF) {
         *out = calloc(1, 1);
         return *out ? LM_OK : lm_error_set(LM_ERR_NOMEM, "show: out of memory");
     }
     int cols, rows, cw, ch;
     term_geometry(&cols, &rows, &cw, &ch);
+    if (cols > 1000) cols = 1000;
+    if (rows > 1000) rows = 1000;
     /* fit the terminal less the prompt's line unless told */
     int max_w = size && size->cols > 0 ? size->cols : cols;
     int max_h = size && size->rows > 0 ? size->rows : (rows > 3 ? rows - 2 : rows);
