@@ -11,6 +11,8 @@ with the reason).  No numpy: the standard library only.
                                     PNG copy for a person to look at
   check.py same PANE WANT           the image in PANE (capture-pane -e) is the
                                     half blocks WANT holds (lm.show's string)
+  check.py relay LUMEN DIR          inside a terminal: the REPL typing :show of
+                                    the pattern (tests/show/run.sh's parts 2, 3)
   check.py bg LUMEN                 lm.show_protocol() in a background job
   check.py pty LUMEN                runs LUMEN's REPL on a pseudo-terminal
                                     that never answers the terminal queries
@@ -218,25 +220,40 @@ def check_shot(path, out_png=None):
     w, h, rows = read_xwd(path)
     if out_png:
         write_png(out_png, w, h, rows)
+    # each screen pixel's block (0..15) when its colour is within 8 of that
+    # block's in every channel, else 255
     tol = 8
+    lut = {}
+    for k in range(16):
+        c = block_colour(k % 4, k // 4)
+        for r in range(c[0] - tol, c[0] + tol + 1):
+            for g in range(c[1] - tol, c[1] + tol + 1):
+                for b in range(c[2] - tol, c[2] + tol + 1):
+                    lut[bytes((r, g, b))] = k
+    idx = bytearray(b'\xff' * (w * h))
+    for y in range(h):
+        r = rows[y]
+        for x in range(w):
+            k = lut.get(r[3 * x:3 * x + 3])
+            if k is not None:
+                idx[y * w + x] = k
+    # only pixels whose four neighbours are of the same block count: the
+    # anti-aliased edges of text (kitty draws grey on black) are not blocks
     boxes = {}
-    for by in range(4):
-        for bx in range(4):
-            want = block_colour(bx, by)
-            x0 = y0 = 1 << 30
-            x1 = y1 = -1
-            n = 0
-            for y in range(h):
-                r = rows[y]
-                # a cheap first look: the red byte anywhere near
-                for x in range(w):
-                    i = 3 * x
-                    if abs(r[i] - want[0]) <= tol and abs(r[i + 1] - want[1]) <= tol and abs(r[i + 2] - want[2]) <= tol:
-                        n += 1
-                        x0, x1, y0, y1 = min(x0, x), max(x1, x), min(y0, y), max(y1, y)
-            if n == 0:
-                return 'colour %s of block (%d, %d) is nowhere on the screen' % (want, bx, by)
-            boxes[(bx, by)] = (x0, y0, x1, y1, n)
+    for p in range(w, w * (h - 1)):
+        k = idx[p]
+        if k == 255 or idx[p - 1] != k or idx[p + 1] != k or idx[p - w] != k or idx[p + w] != k:
+            continue
+        x, y = p % w, p // w
+        b = boxes.get(k)
+        if b is None:
+            boxes[k] = [x, y, x, y, 1]
+        else:
+            b[0], b[1], b[2], b[3], b[4] = min(b[0], x), min(b[1], y), max(b[2], x), max(b[3], y), b[4] + 1
+    for k in range(16):
+        if k not in boxes:
+            return 'colour %s of block (%d, %d) is nowhere on the screen' % (block_colour(k % 4, k // 4), k % 4, k // 4)
+    boxes = {(k % 4, k // 4): tuple(b) for k, b in boxes.items()}
     # a grid: the blocks of a column share their left and right edges,
     # those of a row their top and bottom, each column right of the one
     # before, each row below (a terminal may scale the image by a few
@@ -375,6 +392,66 @@ def run_background(lumen):
     return None
 
 
+def run_relay(lumen, folder):
+    """Run inside a real terminal (xterm, kitty): the REPL on a pty of its
+    own whose bytes are relayed both ways, as `script` does, so the
+    terminal draws what the REPL writes and answers its queries, while
+    the lines typed are ours: the pattern, `:show p`, then the protocol
+    into FOLDER/proto and FOLDER/shown; at FOLDER/done, :q."""
+    import fcntl
+    import pty
+    import select
+    import termios
+    import tty
+    pattern = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'pattern.lua')
+    script = [('p = dofile(%r)(96, "CHW")\n' % pattern).encode(),
+              b':show p\n',
+              ('f = io.open(%r, "w"); f:write(table.concat({lm.show_protocol()}, "\\n"), "\\n"); f:close()\n'
+               % os.path.join(folder, 'proto')).encode(),
+              ('f = io.open(%r, "w"); f:write("1\\n"); f:close()\n' % os.path.join(folder, 'shown')).encode()]
+    old = termios.tcgetattr(0)
+    size = fcntl.ioctl(0, termios.TIOCGWINSZ, b'\0' * 8)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(lumen, [lumen])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, size)
+    tty.setraw(0)
+    out = b''
+    sent = 0
+    quit_sent = False
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            r, _, _ = select.select([0, fd], [], [], 0.1)
+            if fd in r:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                out += chunk
+                os.write(1, chunk)
+            if 0 in r:
+                data = os.read(0, 4096)
+                if data:
+                    os.write(fd, data)
+            if sent < len(script) and out.count(b'> ') > sent:
+                os.write(fd, script[sent])
+                sent += 1
+            if not quit_sent and os.path.exists(os.path.join(folder, 'done')):
+                os.write(fd, b':q\n')
+                quit_sent = True
+    finally:
+        termios.tcsetattr(0, termios.TCSANOW, old)
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+        os.waitpid(pid, 0)
+    return None
+
+
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ''
     if cmd == 'pane':
@@ -383,6 +460,8 @@ def main():
         err = check_same(sys.argv[2], sys.argv[3])
     elif cmd == 'shot':
         err = check_shot(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
+    elif cmd == 'relay':
+        err = run_relay(sys.argv[2], sys.argv[3])
     elif cmd == 'bg':
         err = run_background(sys.argv[2])
     elif cmd == 'pty':

@@ -6,8 +6,9 @@
 #      cells of `tmux capture-pane -e`; lumen generate/upscale --show and
 #      lumen diff's heat map drawn there too; LUMEN_IMAGES=off and a value
 #      it does not know
-#   2. xterm -ti vt340 under Xvfb: sixel, chosen from the terminal's answer
-#      to the device-attributes query; an xwd screenshot holds the pattern
+#   2. xterm -ti vt340 under Xvfb, the REPL typing :show: sixel, chosen from
+#      the terminal's answer to the device-attributes query; an xwd
+#      screenshot holds the pattern
 #   3. kitty under Xvfb (OpenGL 3.3 from Mesa's llvmpipe): kitty graphics,
 #      from the environment and, with KITTY_WINDOW_ID and TERM hidden, from
 #      its answer to the graphics query; a screenshot holds the pattern
@@ -172,29 +173,35 @@ else
 fi
 
 # ---- 2 and 3. real terminals under Xvfb ----
-# term NAME CMD...: runs CMD (a terminal running lumen on tests/show/term.lua
-# with $TMPD/NAME as its folder); waits for the script to have shown the
-# pattern, then screenshots until the pattern is found (at most 20 tries)
+# shoot NAME CMD...: runs CMD (a terminal running the REPL through
+# check.py relay, which types :show of the pattern, with $TMPD/NAME as its
+# folder); waits for the REPL to have shown it, then screenshots until the
+# pattern is found (at most 20 tries)
 shoot() {
   name=$1; dir=$TMPD/$name; shift
   mkdir -p "$dir"
-  "$@" > "$dir/term.log" 2>&1 &
+  # its own session and process group: kitty leaves a helper process
+  # behind and may stay up after its child exits; the group is ended below
+  setsid "$@" > "$dir/term.log" 2>&1 &
   tpid=$!
   if ! wait_file "$dir/shown"; then
-    kill $tpid 2>/dev/null
-    echo "the terminal did not run the script: $(tail -3 "$dir/term.log")"
+    kill -- -$tpid 2>/dev/null
+    echo "the terminal did not run the REPL: $(tail -3 "$dir/term.log")"
     return 2
   fi
-  i=0
-  while [ $i -lt 20 ]; do
+  tries=0; found=1
+  while [ $tries -lt 20 ]; do
     xwd -root -display ":$DISP" -silent > "$dir/shot.xwd" 2>/dev/null
-    r=$($CHECK shot "$dir/shot.xwd" "$dir/shot.png") && break
-    sleep 0.5; i=$((i + 1))
+    r=$($CHECK shot "$dir/shot.xwd" "$dir/shot.png") && { found=0; break; }
+    sleep 0.5; tries=$((tries + 1))
   done
   touch "$dir/done"
+  i=0
+  while kill -0 $tpid 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -- -$tpid 2>/dev/null
   wait $tpid 2>/dev/null
   echo "$r"
-  [ $i -lt 20 ]
+  return $found
 }
 if ! have Xvfb || ! have xwd; then
   skipped "xterm and kitty parts: Xvfb or xwd (x11-apps) is not installed"
@@ -213,7 +220,7 @@ else
   if ! have xterm; then skipped "xterm: not installed"
   else
     r=$(shoot xterm $CLEAN DISPLAY=":$DISP" xterm -ti vt340 -xrm 'XTerm*numColorRegisters: 256' \
-          -geometry 100x40+0+0 -e "$LUMEN" "$(pwd)/tests/show/term.lua" "$TMPD/xterm"); rc=$?
+          -geometry 100x40+0+0 -e python3 "$(pwd)/tests/show/check.py" relay "$LUMEN" "$TMPD/xterm"); rc=$?
     if [ $rc = 2 ]; then skipped "xterm could not start here: $r"
     else
       if grep -q "^sixel" "$TMPD/xterm/proto"; then ok "xterm -ti vt340: sixel from the device attributes ($(sed -n 2p "$TMPD/xterm/proto"))"
@@ -225,7 +232,7 @@ else
   if ! have kitty; then skipped "kitty: not installed"
   else
     KITTY="kitty --config NONE -o linux_display_server=x11 -o remember_window_size=no -o initial_window_width=800 -o initial_window_height=600"
-    r=$(shoot kitty $CLEAN DISPLAY=":$DISP" LIBGL_ALWAYS_SOFTWARE=1 $KITTY "$LUMEN" "$(pwd)/tests/show/term.lua" "$TMPD/kitty"); rc=$?
+    r=$(shoot kitty $CLEAN DISPLAY=":$DISP" LIBGL_ALWAYS_SOFTWARE=1 $KITTY python3 "$(pwd)/tests/show/check.py" relay "$LUMEN" "$TMPD/kitty"); rc=$?
     if [ $rc = 2 ]; then skipped "kitty could not start here (it needs OpenGL 3.3): $r"
     else
       if grep -q "^kitty" "$TMPD/kitty/proto"; then ok "kitty: kitty graphics from the environment"
@@ -234,7 +241,7 @@ else
       else bad "kitty: the screenshot holds the pattern" "$r"; fi
       # the environment hidden: kitty's answer to the graphics query
       r=$(shoot kittyq $CLEAN DISPLAY=":$DISP" LIBGL_ALWAYS_SOFTWARE=1 $KITTY \
-            env -u KITTY_WINDOW_ID TERM=xterm-256color "$LUMEN" "$(pwd)/tests/show/term.lua" "$TMPD/kittyq"); rc=$?
+            env -u KITTY_WINDOW_ID TERM=xterm-256color python3 "$(pwd)/tests/show/check.py" relay "$LUMEN" "$TMPD/kittyq"); rc=$?
       if grep -q "^kitty" "$TMPD/kittyq/proto" && grep -q "graphics query" "$TMPD/kittyq/proto"; then
         ok "kitty: kitty graphics from its answer to the graphics query"
       else bad "kitty: kitty graphics from its answer to the graphics query" "$(cat "$TMPD/kittyq/proto" 2>&1) $r"; fi
