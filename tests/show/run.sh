@@ -9,7 +9,7 @@
 #   2. xterm -ti vt340 under Xvfb, the REPL typing :show: sixel, chosen from
 #      the terminal's answer to the device-attributes query; an xwd
 #      screenshot holds the pattern
-#   3. kitty under Xvfb (OpenGL 3.3 from Mesa's llvmpipe): kitty graphics,
+#   3. kitty under Xvfb (OpenGL 3.3 from Mesa's llvmpipe), the REPL as in 2: kitty graphics,
 #      from the environment and, with KITTY_WINDOW_ID and TERM hidden, from
 #      its answer to the graphics query; a screenshot holds the pattern
 #   4. a pseudo-terminal that never answers: :show returns with half
