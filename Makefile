@@ -42,6 +42,9 @@ DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   vulkan-validationlayers libshaderc-dev \
   libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libicu-dev \
   npm=nodejs+npm cmake
+# images in the terminal (lua/term_image.c: libchafa) and the terminals
+# tests/show/run.sh draws them in
+DEPS_PKGS += libchafa-dev libglib2.0-dev xvfb xterm kitty x11-apps
 
 # Goals that need no configuration (and so install nothing).
 NOCONFIG_GOALS := clean distclean deps fresh-check help

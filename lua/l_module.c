@@ -8,6 +8,7 @@
 int luaopen_lumen(lua_State *L);
 void lm_lua_open_diffusion(lua_State *L);   /* l_diffusion.c */
 void lm_lua_open_diff(lua_State *L);        /* l_diff.c */
+void lm_lua_open_show(lua_State *L);        /* l_show.c */
 
 int luaopen_lumen(lua_State *L)
 {
@@ -40,5 +41,6 @@ int luaopen_lumen(lua_State *L)
     lm_lua_open_diffusion(L);
     lm_lua_open_profile(L);
     lm_lua_open_diff(L);
+    lm_lua_open_show(L);
     return 1;
 }

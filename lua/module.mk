@@ -14,7 +14,7 @@ $(BUILD)/obj/lua/%.o: CFLAGS += $(LUA_CFLAGS)
 # the CPU pool's worker threads still run code inside the library (they
 # are never joined at exit); unmapping under them crashed scripts at exit.
 $(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
-	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) -lm -lpthread -ldl
+	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen.so
 TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh tests/lua/diff_vae.sh
@@ -37,3 +37,8 @@ $(BUILD)/gen/l_batch_lua.h: lua/l_batch.lua
 	{ echo 'static const char lm_batch_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
 $(BUILD)/obj/lua/l_batch.o: $(BUILD)/gen/l_batch_lua.h
 $(BUILD)/obj/lua/l_batch.o: CFLAGS += -I$(BUILD)/gen $(CJSON_CFLAGS)
+
+# inline images (lua/term_image.c): libchafa encodes kitty, iTerm2, sixel
+# and half blocks
+$(BUILD)/obj/lua/term_image.o: CFLAGS += $(CHAFA_CFLAGS)
+TEST_SCRIPTS += tests/show/run.sh

@@ -29,3 +29,8 @@ if pkg-config --exists libcjson 2>/dev/null; then
   echo "CJSON_CFLAGS := $(pkg-config --cflags libcjson)"
   echo "CJSON_LIBS := $(pkg-config --libs libcjson)"
 fi
+if pkg-config --exists chafa 2>/dev/null; then
+  # -isystem: glib's headers are not held to our warnings
+  echo "CHAFA_CFLAGS := $(pkg-config --cflags chafa | sed 's/-I/-isystem /g')"
+  echo "CHAFA_LIBS := $(pkg-config --libs chafa)"
+fi

@@ -10,15 +10,19 @@
  *       Rows for the tensors out of tolerance (--all: every tensor), the
  *       unpaired tensors of both sides named.  Exit 0 when all pairs match,
  *       1 on a difference or a tensor of A without a partner, 2 on a usage
- *       or file error. */
+ *       or file error.  On a terminal that can show images, the heat map
+ *       of the first difference when its tensors look like an image. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "core/compare.h"
+#include "core/io/image.h"
 #include "core/io/io.h"
 #include "core/lumen.h"
+#include "lua/term_image.h"
 #include "repl.h"
 
 static int usage(FILE *f, int rc)
@@ -256,6 +260,46 @@ static void print_unpaired(const side *d, const char *file, const char *which, i
     printf("%s\n", count > shown ? ", ... (--all lists every one)" : "");
 }
 
+/* The heat map of where a differs from its reference b, drawn in the
+ * terminal when they look like an image ([H,W], [C,H,W], [1,C,H,W]) and
+ * the terminal can show one (lua/term_image.h: not when stdout is a file
+ * or a pipe, nor with LUMEN_IMAGES=off).  A problem here is a warning. */
+static void show_heat(const char *name, lm_array *a, lm_array *b)
+{
+    lm_term_proto p;
+    if (lm_term_detect(&p, NULL) != LM_OK) {
+        fprintf(stderr, "lumen diff: %s\n", lm_error_message());
+        return;
+    }
+    if (p == LM_TERM_OFF || a->ndim < 2 || a->ndim > 4 || a->ndim != b->ndim ||
+        (a->ndim == 4 && a->shape[0] != 1))
+        return;
+    for (int k = 0; k < a->ndim; k++)
+        if (a->shape[k] != b->shape[k]) return;
+    int d = a->ndim == 4 ? 1 : 0;
+    if (a->ndim >= 3 && a->shape[d] > 4) return;   /* feature maps, not an image */
+    const char *tmp = getenv("TMPDIR");
+    char path[4096];
+    int n = snprintf(path, sizeof path, "%s/lumen-diff-XXXXXX.png", tmp && *tmp ? tmp : "/tmp");
+    int fd = n > 0 && (size_t)n < sizeof path ? mkstemps(path, 4) : -1;
+    if (fd < 0) {
+        fprintf(stderr, "lumen diff: no temporary file for the heat map of %s\n", name);
+        return;
+    }
+    close(fd);
+    lm_array *a3 = a->ndim == 4 ? lm_reshape(a, 3, a->shape + 1) : lm_array_retain(a);
+    lm_array *b3 = b->ndim == 4 ? lm_reshape(b, 3, b->shape + 1) : lm_array_retain(b);
+    lm_status st = a3 && b3 ? lm_image_diff(b3, a3, path, NAN, LM_LAYOUT_CHW, NULL) : lm_error_status();
+    lm_array_release(a3);
+    lm_array_release(b3);
+    if (st == LM_OK) {
+        printf("heat map of %s (black: equal, white: its largest error, magenta: NaN on one side):\n", name);
+        st = lm_term_show_file(path, NULL, NULL);
+    }
+    if (st != LM_OK) fprintf(stderr, "lumen diff: heat map of %s: %s\n", name, lm_error_message());
+    unlink(path);
+}
+
 static int run(const char *fa, const char *fb, const lm_compare_opts *o, bool all)
 {
     lm_tensor_set a, b;
@@ -329,6 +373,7 @@ static int run(const char *fa, const char *fb, const lm_compare_opts *o, bool al
         }
     }
     if (first >= 0) printf("first difference: %s\n", a.names[first]);
+    if (first >= 0) show_heat(a.names[first], a.arrays[first], b.arrays[da.pair[first]]);
     if (grow >= 0 && jump >= 10) printf("largest growth: %s (nmse x%.3g)\n", a.names[grow], jump);
     if (by[BY_ORDER])
         printf("note: %d pairs by op and order only: those tensors record no location ('-'), so the k-th "

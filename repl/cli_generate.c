@@ -30,6 +30,7 @@
 #include "models/dit_pipeline.h"
 #include "models/sampler.h"
 #include "models/sd_pipeline.h"
+#include "lua/term_image.h"
 #include "repl.h"
 
 typedef struct gen_args {
@@ -45,6 +46,7 @@ typedef struct gen_args {
     double cfg, strength;
     uint64_t seed;
     bool has_seed, overwrite, quiet, offload;
+    bool show;   /* --show: each image drawn in the terminal (lua/term_image.h) */
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
 } gen_args;
 
@@ -91,6 +93,9 @@ static int usage(const char *msg)
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
+            "  --show             draw each image in the terminal after writing it (kitty,\n"
+            "                     iTerm2, sixel or half blocks; nothing when stdout is not a\n"
+            "                     terminal; LUMEN_IMAGES=kitty|iterm|sixel|blocks|off chooses)\n"
             "  --                 the end of the options: a prompt after it may start with -\n",
             d->steps, d->cfg, lm_sampler_list(names, sizeof names, false), d->sampler,
             d->strength);
@@ -236,6 +241,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if (!strcmp(s, "--offload")) a->offload = true;
         else if (!strcmp(s, "--overwrite")) a->overwrite = true;
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
+        else if (!strcmp(s, "--show")) a->show = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             usage(NULL);
             return -1;
@@ -529,6 +535,9 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
             report(NULL);
         if (fd >= 0) close(fd);
         if (st == LM_OK && !a->quiet) printf("%s (seed %" PRIu64 ")\n", names[i], seeds[i]);
+        /* the image is written: a terminal that cannot show it is a warning */
+        if (st == LM_OK && a->show && lm_term_show_file(names[i], NULL, NULL) != LM_OK)
+            fprintf(stderr, "lumen generate: --show: %s\n", lm_error_message());
         failed += st != LM_OK;
         free(text);
         lm_array_release(one);
@@ -544,6 +553,12 @@ static int cmd_generate(int argc, char **argv)
                   .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
+    /* --show: the terminal asked (and LUMEN_IMAGES read) before the work */
+    lm_term_proto shown_as;
+    if (a.show && lm_term_detect(&shown_as, NULL) != LM_OK) {
+        fprintf(stderr, "lumen generate: --show: %s\n", lm_error_message());
+        return 2;
+    }
     if (!a.has_seed) a.seed = random_seed();
     /* cheap checks first: the outputs, the init image, then the model */
     char **names = calloc((size_t)a.batch, sizeof *names);

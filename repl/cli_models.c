@@ -43,6 +43,7 @@
 #include "models/dit_files.h"
 #include "models/sd_single.h"
 #include "models/tfjs.h"
+#include "lua/term_image.h"
 #include "repl.h"
 
 #define DEFAULT_MODEL "esrgan-slim"
@@ -59,6 +60,7 @@ typedef struct up_args {
     int64_t tile, overlap;
     double range;           /* --range, 0 = from the model */
     bool quiet, verbose, overwrite, serial;
+    bool show;   /* --show: each output drawn in the terminal (lua/term_image.h) */
     int nin;
     char **in;
 } up_args;
@@ -84,6 +86,9 @@ static int usage(const char *msg)
             "  --serial           one image at a time: read, upscale, write (the default overlaps\n"
             "                     reading and writing PNGs with the model; LUMEN_UPSCALE_SERIAL=1)\n"
             "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
+            "  --show             draw each output in the terminal (kitty, iTerm2, sixel or half\n"
+            "                     blocks; nothing when stdout is not a terminal; LUMEN_IMAGES=\n"
+            "                     kitty|iterm|sixel|blocks|off chooses)\n"
             "       lumen convert ... (lumen convert --help)\n"
             "Models are looked up in $LUMEN_MODELS (colon-separated), $XDG_DATA_HOME/lumen/models,\n"
             "then beside the program (<prefix>/share/lumen/models; build/models in the build tree);\n"
@@ -265,6 +270,7 @@ static int parse_upscale(int argc, char **argv, up_args *a)
         } else if (!strcmp(s, "--overwrite")) a->overwrite = true;
         else if (!strcmp(s, "--serial")) a->serial = true;
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
+        else if (!strcmp(s, "--show")) a->show = true;
         else if (!strcmp(s, "--verbose") || !strcmp(s, "-v")) a->verbose = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             usage(NULL);
@@ -488,6 +494,14 @@ static int write_result(const up_args *a, const plan *p, const char *out, lm_arr
     return st == LM_OK ? 0 : 1;
 }
 
+/* --show: the output is written; a terminal that cannot show it is a
+ * warning.  Makes no lm_array (the pipeline's writer thread calls it). */
+static void show_output(const char *out)
+{
+    if (lm_term_show_file(out, NULL, NULL) != LM_OK)
+        fprintf(stderr, "lumen upscale: --show: %s\n", lm_error_message());
+}
+
 /* --serial: read, upscale, write, one image after the other */
 static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double range,
                        const char *in, const char *out)
@@ -508,6 +522,7 @@ static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double
     lm_array_release(up);
     fputs(err, stderr);
     if (rc == 0 && !a->quiet) printf("%s -> %s\n", in, out);
+    if (rc == 0 && a->show) show_output(out);
     return rc;
 }
 
@@ -599,6 +614,7 @@ static void *writer(void *arg)
         }
         fputs(j->err, stderr);
         if (j->written && !q->a->quiet) printf("%s -> %s\n", q->a->in[i], q->p->out[i]);
+        if (j->written && q->a->show) show_output(q->p->out[i]);
         pipe_done(q, &q->written, i);
     }
     return NULL;
@@ -678,6 +694,14 @@ static int cmd_upscale(int argc, char **argv)
     if (rc) {
         free(a.in);
         return rc < 0 ? 0 : rc;
+    }
+    /* --show: the terminal asked (and LUMEN_IMAGES read) here, before the
+     * writer thread shows anything */
+    lm_term_proto shown_as;
+    if (a.show && lm_term_detect(&shown_as, NULL) != LM_OK) {
+        fprintf(stderr, "lumen upscale: --show: %s\n", lm_error_message());
+        free(a.in);
+        return 2;
     }
     /* cheap checks first: the model's file, the inputs, the outputs */
     lm_tfjs_found f;

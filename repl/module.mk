@@ -11,7 +11,7 @@ REPL_MPI_LIBS := $(MPI_LIBS)
 endif
 
 $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
-	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
+	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen
 TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/safety.sh tests/batch/mpi.sh

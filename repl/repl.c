@@ -6,7 +6,7 @@
  * expression prints its value; else it is a statement; a statement whose
  * syntax error ends at <eof> continues on a `..` prompt.  A trailing `;`
  * runs without printing.  `_` holds the last printed value.  Lines starting
- * with `:` are commands (:q :mem :time :help), `?x` is help(x). */
+ * with `:` are commands (:q :mem :time :show :help), `?x` is help(x). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +270,21 @@ static void cmd_diff(lua_State *L, const char *expr)
     lua_settop(L, base);
 }
 
+/* :show expr - lm.show of expr's values (a tensor or a PNG path, then
+ * lm.show's options); says why when nothing could be drawn */
+static void cmd_show(lua_State *L, const char *expr)
+{
+    static const char run[] =
+        "local fn = ...; local ok, why = require('lumen').show(fn())\n"
+        "if not ok then io.stderr:write('not shown: ', why, '\\n') end";
+    if (!load_expr(L, expr)) return;
+    int base = lua_gettop(L) - 1;
+    if (luaL_loadbuffer(L, run, sizeof run - 1, "=:show") != LUA_OK) { lm_repl_report(L, NULL); return; }
+    lua_insert(L, -2);
+    if (lm_repl_docall(L, 1, 0, false) != LUA_OK) lm_repl_report(L, NULL);
+    lua_settop(L, base);
+}
+
 static void call_helper(lua_State *L, const char *name, const char *arg)
 {
     lm_repl_push_helper(L, name);
@@ -285,6 +300,7 @@ static const char COMMANDS_HELP[] =
     "  :time expr   run expr (evaluating the tensors it returns) and show the wall time\n"
     "  :profile expr  the same with a table of the kernels it ran and their times (lm.profile)\n"
     "  :diff expr   lm.diff of expr: the CPU against the default device (f16 if that is the CPU)\n"
+    "  :show expr   draw the image expr gives (a tensor or a PNG path) in the terminal (lm.show)\n"
     "  :mem         memory per device\n"
     "  :q           quit (also Ctrl-D)\n"
     "  ?name        help for a function, e.g. ?lm.zeros or ?t:sum (also :help name)\n"
@@ -298,12 +314,13 @@ static bool command(lua_State *L, const char *line)
     if (!strncmp(c, "time", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_time(L, skip_space(c + 4));
     else if (!strncmp(c, "profile", 7) && (c[7] == ' ' || c[7] == '\t')) cmd_profile(L, skip_space(c + 7));
     else if (!strncmp(c, "diff", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_diff(L, skip_space(c + 4));
+    else if (!strncmp(c, "show", 4) && (c[4] == ' ' || c[4] == '\t')) cmd_show(L, skip_space(c + 4));
     else if (!strcmp(c, "mem") || !strcmp(c, "memory")) call_helper(L, "mem", NULL);
     else if (!strcmp(c, "help") || !strcmp(c, "h") || !strcmp(c, "?")) fputs(COMMANDS_HELP, stdout);
     else if ((!strncmp(c, "help", 4) && (c[4] == ' ' || c[4] == '\t')) ||
              ((c[0] == 'h' || c[0] == '?') && (c[1] == ' ' || c[1] == '\t')))
         call_helper(L, "help", skip_space(c + (c[0] == 'h' && c[1] == 'e' ? 4 : 1)));   /* :help name */
-    else if (!strcmp(c, "time") || !strcmp(c, "profile") || !strcmp(c, "diff"))
+    else if (!strcmp(c, "time") || !strcmp(c, "profile") || !strcmp(c, "diff") || !strcmp(c, "show"))
         fprintf(stderr, ":%s needs an expression, e.g. :%s lm.randn{512, 512}:sum()\n", c, c);
     else fprintf(stderr, "unknown command :%s (try :help)\n", c);
     return false;

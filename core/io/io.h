@@ -166,6 +166,18 @@ typedef struct lm_png_f32 {
 lm_status lm_png_read_f32(const char *path, lm_png_f32 *img);
 lm_status lm_png_write_f32(const char *path, const lm_png_f32 *img, const lm_png_opts *o);
 
+/* An 8-bit image in plain memory: c*h*w samples, interleaved (HWC); data
+ * is malloc'd, the caller frees it. */
+typedef struct lm_png_u8 {
+    int64_t c, h, w;
+    unsigned char *data;
+} lm_png_u8;
+/* The samples lm_png_write of a at 8 bits writes (the same shapes, layout,
+ * ranges and rounding; o->bits is ignored), in memory.  what names the
+ * image in errors.  img->data is NULL on failure. */
+lm_status lm_png_pixels8(lm_array *a, const lm_png_opts *o, const char *what,
+                         lm_png_u8 *img);
+
 /* Removes the temporary files of writes still in progress in this process.
  * Async-signal-safe: for a signal handler that is about to _exit (a second
  * Ctrl-C or SIGTERM), so an abrupt end leaves no temporary beside the

@@ -346,6 +346,28 @@ static lm_status write_one(const char *path, lm_array *a, const lm_png_opts *o)
     return encode(c, path, &g, o);
 }
 
+/* The 8-bit samples lm_png_write would write for a, without a file: for
+ * what shows an image elsewhere (the terminal, lua/term_image.c). */
+lm_status lm_png_pixels8(lm_array *a, const lm_png_opts *o, const char *what,
+                         lm_png_u8 *img)
+{
+    lm_png_opts def;
+    if (!o) { lm_png_opts_init(&def); o = &def; }
+    lm_png_opts o8 = *o;
+    o8.bits = 8;
+    img->data = NULL;
+    img_geom g;
+    if (!a) return lm_error_status() ? lm_error_status()
+                                     : lm_error_set(LM_ERR_ARG, "%s: no tensor", what);
+    if (image_geom(a, &o8, what, &g) != LM_OK) return lm_error_status();
+    if (check_opts(what, &o8) != LM_OK) return lm_error_status();
+    png_ctx ctx = {.what = what}, *c = &ctx;
+    if (make_pixels(c, a, &g, &o8) != LM_OK) { free(c->pixels); return lm_error_status(); }
+    img->c = g.c; img->h = g.h; img->w = g.w;
+    img->data = c->pixels;
+    return LM_OK;
+}
+
 /* As write_one of an f32 [C,H,W] CPU array holding img's values: the same
  * f64 values (f32 widens exactly), samples and bytes, and no lm_array. */
 lm_status lm_png_write_f32(const char *path, const lm_png_f32 *img, const lm_png_opts *o)

@@ -88,6 +88,7 @@ local recipes = {
   ["lm.image.read_png"] = function() return {png} end,
   ["lm.image.grid"] = function() return {{img}} end,
   ["lm.image.diff"] = function() return {img, img, tmp("_d.png")} end,
+  ["lm.show"] = function() return {img} end,
   ["lm.grad"] = function() return {function(a) return a:sum() end} end,
   ["lm.value_and_grad"] = function() return {function(a) return a:sum() end} end,
   ["lm.optim.sgd"] = function() return {} end,
