@@ -592,6 +592,9 @@ lm_unet *lm_unet_load(const char *dir, const char *variant, lm_dtype dt, lm_devi
 const lm_unet_config *lm_unet_get_config(const lm_unet *m) { return &m->cfg; }
 lm_dtype lm_unet_dtype(const lm_unet *m) { return m->dt; }
 lm_device *lm_unet_device(const lm_unet *m) { return m->dev; }
+int lm_unet_weight_count(const lm_unet *m) { return m->nw; }
+const char *lm_unet_weight_name(const lm_unet *m, int i) { return m->wname[i]; }
+lm_array **lm_unet_weight_slot(lm_unet *m, int i) { return &m->w[i]; }
 
 /* =============================================================== forward */
 
