@@ -650,7 +650,11 @@ lm_status lm_lora_load(lm_sd_pipeline *p, const char *path, const lm_lora_opts *
                           lm_format_name(L->set.format));
     if (st == LM_OK) st = parse(s, L, o->strict);
     if (st != LM_OK) {
-        if (strncmp(lm_error_message(), "lora ", 5)) lm_error_prefix("lora %s", path);
+        const char *msg = lm_error_message();
+        if (strncmp(msg, "lora ", 5)) {
+            if (strstr(msg, path)) lm_error_prefix("lora");   /* the reader named the file */
+            else lm_error_prefix("lora %s", path);
+        }
         lora_free(L);
         return st;
     }
@@ -780,4 +784,65 @@ int lm_lora_tags(const char *prompt, char **clean, char **names, double *weights
     out[o] = 0;
     *clean = out;
     return count;
+}
+
+/* ============================================================ surfaces */
+
+lm_status lm_lora_load_spec(lm_sd_pipeline *p, const char *spec, bool strict)
+{
+    lm_lora_opts o;
+    lm_lora_opts_init(&o);
+    o.strict = strict;
+    const char *colon = strrchr(spec, ':');
+    char *path = NULL;
+    if (colon && colon[1]) {
+        char *e;
+        double w = strtod(colon + 1, &e);
+        if (!*e && e != colon + 1) {
+            o.scale = w;
+            path = strndup(spec, (size_t)(colon - spec));
+        }
+    }
+    lm_status st = lm_lora_load(p, path ? path : spec, &o);
+    free(path);
+    return st;
+}
+
+lm_status lm_lora_load_tags(lm_sd_pipeline *p, const char *prompt, const char *dir, const char *who,
+                            bool strict, char **clean)
+{
+    enum { MAXT = 64 };
+    char *names[MAXT];
+    double w[MAXT];
+    *clean = NULL;
+    int n = lm_lora_tags(prompt, clean, names, w, MAXT);
+    if (n < 0) return lm_error_status();
+    lm_status st = LM_OK;
+    if (n > MAXT) st = lm_error_set(LM_ERR_ARG, "prompt: %d <lora:...> tags (at most %d)", n, MAXT);
+    for (int i = 0; i < n && i < MAXT; i++) {
+        if (st == LM_OK && !dir)
+            st = lm_error_set(LM_ERR_ARG, "prompt: <lora:%s> needs a LoRA folder (%s)", names[i],
+                              who ? who : "lora_dir");
+        if (st == LM_OK) {
+            size_t len = strlen(dir) + strlen(names[i]) + 16;
+            char *path = malloc(len);
+            if (!path) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+            else {
+                snprintf(path, len, "%s/%s.safetensors", dir, names[i]);
+                lm_lora_opts o;
+                lm_lora_opts_init(&o);
+                o.scale = w[i];
+                o.strict = strict;
+                o.name = names[i];
+                st = lm_lora_load(p, path, &o);
+                free(path);
+            }
+        }
+        free(names[i]);
+    }
+    if (st != LM_OK) {
+        free(*clean);
+        *clean = NULL;
+    }
+    return st;
 }

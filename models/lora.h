@@ -80,6 +80,16 @@ const char *lm_lora_hashes(const lm_sd_pipeline *p, char *buf, size_t cap);
 /* A1111's addnet hash (12 hex digits) of a safetensors file into hash. */
 lm_status lm_lora_file_hash(const char *path, char hash[13]);
 
+/* --lora's "FILE[:WEIGHT]" (a trailing ":number" is the weight, default 1;
+ * the infotext name is the file's stem).  LM_OK or an error naming it. */
+lm_status lm_lora_load_spec(lm_sd_pipeline *p, const char *spec, bool strict);
+/* The <lora:NAME:WEIGHT> tags of prompt loaded from dir/NAME.safetensors,
+ * and the prompt without them in *clean (malloc'd; the caller frees it).
+ * who spells the folder's option in errors ("--lora-dir DIR"); a tag with
+ * dir NULL is an error saying so. */
+lm_status lm_lora_load_tags(lm_sd_pipeline *p, const char *prompt, const char *dir, const char *who,
+                            bool strict, char **clean);
+
 /* For models/sd_pipeline.c: the pipeline's stack (freed, weights restored). */
 void lm_lora_stack_free(lm_lora_stack *s);
 

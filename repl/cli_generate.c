@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "core/io/io.h"
 #include "core/lumen.h"
+#include "models/lora.h"
 #include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "repl.h"
@@ -44,6 +45,11 @@ typedef struct gen_args {
     uint64_t seed;
     bool has_seed, overwrite, quiet;
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
+#define GEN_MAX_LORAS 32
+    const char *loras[GEN_MAX_LORAS];   /* --lora FILE[:W], in order (models/lora.h) */
+    int nloras;
+    const char *lora_dir;               /* --lora-dir: where <lora:NAME:W> tags are found */
+    char lora_hashes[2048];             /* the infotext's Lora hashes, once loaded */
 } gen_args;
 
 static int usage(const char *msg)
@@ -81,6 +87,9 @@ static int usage(const char *msg)
             "  --prediction P     epsilon or v_prediction, overriding the scheduler config\n"
             "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
+            "  --lora FILE[:W]    merge a LoRA / LoHa / LoKr .safetensors at weight W (default 1;\n"
+            "                     repeatable); <lora:NAME:W> in the prompt loads NAME.safetensors\n"
+            "                     from --lora-dir DIR\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
@@ -152,7 +161,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", "--clip-skip", "--ref", NULL};
+            "--prediction", "--clip-skip", "--ref", "--lora", "--lora-dir", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -173,6 +182,11 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 return usage("--ref: at most 8 reference images");
             a->refs[a->nrefs++] = v;
         }
+        else if (!strcmp(s, "--lora")) {
+            if (a->nloras == GEN_MAX_LORAS) return usage("--lora: at most 32 LoRAs");
+            a->loras[a->nloras++] = v;
+        }
+        else if (!strcmp(s, "--lora-dir")) a->lora_dir = v;
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
         else if (!strcmp(s, "--device")) a->device_name = v;
         else if (!strcmp(s, "--prediction")) {
@@ -400,7 +414,8 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
     /* a flow-matching family's Euler runs its release's shifted sigmas:
      * Forge and ComfyUI name that schedule Simple */
     if (row->flow) schedule = "Simple";
-    size_t n = strlen(a->prompt) + (a->negative ? strlen(a->negative) : 0) + 2 * strlen(model) + 512;
+    size_t n = strlen(a->prompt) + (a->negative ? strlen(a->negative) : 0) + 2 * strlen(model) + 512 +
+               2 * strlen(a->lora_hashes);
     char *t = malloc(n);
     if (!t) return NULL;
     size_t at = (size_t)snprintf(t, n, "%s", a->prompt);
@@ -416,6 +431,10 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
     if (a->clip_skip > 1 && at < n)
         at += (size_t)snprintf(t + at, n - at, ", Clip skip: %" PRId64, a->clip_skip);
+    if (a->lora_hashes[0] && at < n) {   /* A1111's Lora extension: Lora hashes: "name: hash, ..." */
+        at += (size_t)snprintf(t + at, n - at, ", Lora hashes: ");
+        put_value(t, n, &at, a->lora_hashes);
+    }
     /* A1111 strips the whole text */
     while (at > 0 && at < n && (t[at - 1] == ' ' || t[at - 1] == '\n')) t[--at] = 0;
     return t;
@@ -519,6 +538,7 @@ static int cmd_generate(int argc, char **argv)
     lm_array *init = NULL, *imgs = NULL, *refs[GEN_MAX_REFS] = {NULL};
     int nref = 0;
     lm_sd_pipeline *p = NULL;
+    char *clean = NULL;   /* the prompt without its <lora:...> tags */
     rc = 1;
     if (!names || !seeds) goto done;
     for (int i = 0; i < (int)a.batch; i++) {
@@ -561,6 +581,18 @@ static int cmd_generate(int argc, char **argv)
         report(NULL);
         goto done;
     }
+    /* LoRAs: --lora's, then the prompt's <lora:NAME:W> tags (encoded without them;
+     * the infotext keeps the prompt as given, as A1111 does) */
+    for (int i = 0; i < a.nloras; i++)
+        if (lm_lora_load_spec(p, a.loras[i], true) != LM_OK) {
+            report(NULL);
+            goto done;
+        }
+    if (lm_lora_load_tags(p, a.prompt, a.lora_dir, "--lora-dir DIR", true, &clean) != LM_OK) {
+        report(NULL);
+        goto done;
+    }
+    lm_lora_hashes(p, a.lora_hashes, sizeof a.lora_hashes);
     /* what was not given is the model family's (the infotext records what ran) */
     const lm_sd_defaults *fd = lm_sd_pipeline_defaults(p);
     if (!a.has_steps) a.steps = fd->steps;
@@ -574,7 +606,7 @@ static int cmd_generate(int argc, char **argv)
     }
     lm_sd_gen_opts go;
     lm_sd_gen_opts_init_for(&go, p);
-    const char *prompts[1] = {a.prompt}, *negs[1] = {a.negative};
+    const char *prompts[1] = {clean}, *negs[1] = {a.negative};
     go.batch = (int)a.batch;
     go.prompts = prompts;
     go.nprompts = 1;
@@ -602,6 +634,7 @@ static int cmd_generate(int argc, char **argv)
     }
     rc = write_images(&a, p, imgs, names, seeds);
 done:
+    free(clean);
     lm_array_release(imgs);
     lm_array_release(init);
     for (int k = 0; k < nref; k++) lm_array_release(refs[k]);
