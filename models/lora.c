@@ -15,6 +15,7 @@
 #include "lora.h"
 #include "lumen.h"
 #include "models/clip_text.h"
+#include "models/sd_parts.h"
 #include "models/unet.h"
 
 #define LR_NAME 256
@@ -45,6 +46,8 @@ typedef struct lr_target {
     int comp;            /* 0 the UNet, 1 the (first) text encoder, 2 SDXL's second */
     char *name;          /* the module: "down_blocks.0.resnets.0.conv1", "text_model.encoder..." */
     char *kname;         /* the same with '_' for '.' (kohya's spelling) */
+    char *lname;         /* UNet: the original (LDM / sgm) name with '_' for '.', as kohya
+                            names SDXL's ("input_blocks_4_1_transformer_blocks_0_attn1_to_q") */
     lm_array **slot;
     lm_array *orig;      /* the model's own array (kept) while an adapter changes it */
 } lr_target;
@@ -103,12 +106,62 @@ static lm_status add_target(lm_lora_stack *s, int comp, const char *wname, lm_ar
     return LM_OK;
 }
 
+static char *underscored(const char *name, size_t n)
+{
+    char *k = strndup(name, n);
+    for (char *c = k; c && *c; c++)
+        if (*c == '.') *c = '_';
+    return k;
+}
+
+/* The UNet targets' original names, from the single-file key map
+ * (models/sd_keymap.c) generated for this UNet's config. */
+static lm_status ldm_names(lm_lora_stack *s, const lm_unet *u)
+{
+    const lm_unet_config *c = lm_unet_get_config(u);
+    unet_dims D;
+    memset(&D, 0, sizeof D);
+    D.C0 = c->block_out_channels[0];
+    D.in_ch = c->in_channels;
+    D.out_ch = c->out_channels;
+    D.T = c->time_embed_dim;
+    D.nlev = (int)c->levels;
+    for (int l = 0; l < D.nlev && l < SDS_MAX_LEVELS; l++) {
+        D.boc[l] = c->block_out_channels[l];
+        D.depth[l] = c->down_attn[l] ? (int)c->transformer_layers[l] : 0;
+    }
+    D.L = (int)c->layers_per_block[0];
+    D.mid_depth = c->mid == 2 ? (int)c->transformer_layers[D.nlev - 1] : 0;
+    D.ctx = c->cross_attention_dim;
+    D.add_in = c->projection_class_embeddings_input_dim;
+    D.linear = c->use_linear_projection;
+    reader R;
+    memset(&R, 0, sizeof R);
+    R.pfx[C_UNET] = "";
+    lm_status st = lm_sds_unet_keys(&R, &D);
+    for (int i = 0; st == LM_OK && i < R.t.n; i++) {
+        const entry *e = &R.t.e[i];
+        size_t n = strlen(e->dfs);
+        if (n < 8 || strcmp(e->dfs + n - 7, ".weight")) continue;
+        for (int k = 0; k < s->ntarget; k++) {
+            lr_target *t = &s->target[k];
+            if (t->comp || t->lname || strncmp(t->name, e->dfs, n - 7) || t->name[n - 7]) continue;
+            size_t nl = strlen(e->ldm);
+            if (!(t->lname = underscored(e->ldm, nl - 7))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+            break;
+        }
+    }
+    free(R.t.e);
+    return st;
+}
+
 static lm_status build_targets(lm_lora_stack *s, lm_sd_pipeline *p)
 {
     lm_unet *u = lm_sd_pipeline_unet(p);
     lm_status st = LM_OK;
     for (int i = 0; u && st == LM_OK && i < lm_unet_weight_count(u); i++)
         st = add_target(s, 0, lm_unet_weight_name(u, i), lm_unet_weight_slot(u, i));
+    if (u && st == LM_OK) st = ldm_names(s, u);
     for (int e = 0; e < 2 && st == LM_OK; e++) {
         lm_clip_text *m = lm_sd_pipeline_text_encoder(p, e);
         char name[LR_NAME];
@@ -124,6 +177,9 @@ static int find_target(const lm_lora_stack *s, int comp, const char *name, bool 
 {
     for (int i = 0; i < s->ntarget; i++)
         if (s->target[i].comp == comp && !strcmp(kohya ? s->target[i].kname : s->target[i].name, name))
+            return i;
+    for (int i = 0; kohya && i < s->ntarget; i++)
+        if (s->target[i].comp == comp && s->target[i].lname && !strcmp(s->target[i].lname, name))
             return i;
     return -1;
 }
@@ -685,6 +741,7 @@ void lm_lora_stack_free(lm_lora_stack *s)
         }
         free(t->name);
         free(t->kname);
+        free(t->lname);
     }
     for (int i = 0; i < n; i++) lora_free(s->lora[i]);
     free(s->lora);

@@ -312,6 +312,8 @@ static void run_formulas(lm_device *dev)
     check_weight(p, "unet", MIDC, wm, 1e-6);
     check_weight(p, "te", TEQ, wt, 1e-6);
 
+    double *wq_a = malloc(sizeof *wq_a * 32 * 32);
+    memcpy(wq_a, wq, sizeof *wq_a * 32 * 32);
     /* a second adapter on to_q, PEFT-named: both apply */
     lm_array *bd = put(&f, "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_A.weight", 2, d2, 11);
     lm_array *bu = put(&f, "unet.down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_q.lora_B.weight", 2, u2, 12);
@@ -339,6 +341,27 @@ static void run_formulas(lm_device *dev)
     o.name = NULL;
     assert_int_equal(lm_lora_load(p, fa, &o), LM_OK);
     check_weight(p, "unet", CONV1, wc, 1e-6);
+    lm_lora_unload_all(p);
+    /* the same modules under the original (sgm) names kohya gives SDXL's UNet:
+     * input_blocks.1.1 is down_blocks.0.attentions.0, middle_block.0.in_layers.2
+     * mid_block.resnets.0.conv1 */
+    const char *sq = "lora_unet_input_blocks_1_1_transformer_blocks_0_attn1_to_q";
+    snprintf(k[3], 160, "%s.lora_down.weight", sq);
+    snprintf(k[4], 160, "%s.lora_up.weight", sq);
+    snprintf(k[5], 160, "%s.alpha", sq);
+    put(&f, k[3], 2, d2, 1);
+    put(&f, k[4], 2, u2, 2);
+    put_alpha(&f, k[5], 1.0);
+    put(&f, "lora_unet_middle_block_0_in_layers_2.lora_down.weight", 4, dm, 5);
+    put(&f, "lora_unet_middle_block_0_in_layers_2.lora_mid.weight", 4, mm, 6);
+    put(&f, "lora_unet_middle_block_0_in_layers_2.lora_up.weight", 4, um, 7);
+    put_alpha(&f, "lora_unet_middle_block_0_in_layers_2.alpha", 4.0);
+    save(&f, fb);
+    assert_int_equal(lm_lora_load(p, fb, &o), LM_OK);
+    assert_int_equal(lm_lora_get(p, 0)->modules, 2);
+    check_weight(p, "unet", TO_Q, wq_a, 1e-6);
+    check_weight(p, "unet", MIDC, wm, 1e-6);
+    free(wq_a);
     lm_sd_pipeline_free(p);   /* frees the merged weights with the adapters */
     free(base.b);
     free(wq);
@@ -350,7 +373,10 @@ static void run_formulas(lm_device *dev)
 static void test_formulas_cpu(void **state)
 {
     (void)state;
+    int64_t live = lm_array_live_count();
     run_formulas(lm_device_cpu());
+    printf("  live arrays: %lld before, %lld after\n", (long long)live, (long long)lm_array_live_count());
+    assert_int_equal(lm_array_live_count(), live);   /* nothing leaked, merged or kept */
 }
 
 static void test_formulas_vulkan(void **state)
@@ -419,6 +445,25 @@ static void test_errors(void **state)
     save(&f, path);
     assert_int_not_equal(lm_lora_load(p, path, &o), LM_OK);
     tu_expect_message(k0, "both its down");
+
+    /* a quantized weight (as GGUF files load on the CPU): refused, naming it */
+    put(&f, k0, 2, d2, 1);
+    put(&f, k1, 2, u2, 2);
+    save(&f, path);
+    lm_unet *u = lm_sd_pipeline_unet(p);
+    lm_array **slot = NULL;
+    for (int i = 0; i < lm_unet_weight_count(u); i++)
+        if (!strcmp(lm_unet_weight_name(u, i), TO_Q)) slot = lm_unet_weight_slot(u, i);
+    assert_non_null(slot);
+    lm_array *orig = *slot, *qw = lm_quantize(orig, LM_Q8_0);
+    assert_non_null(qw);
+    assert_int_equal(lm_array_eval(qw), LM_OK);
+    *slot = qw;
+    assert_int_not_equal(lm_lora_load(p, path, &o), LM_OK);
+    tu_expect_message("attn1.to_q is q8_0 (quantized)", k0);
+    *slot = orig;
+    lm_array_release(qw);
+    expect_same(p, &base);
 
     /* not a file, not safetensors */
     assert_int_not_equal(lm_lora_load(p, "/nonexistent/x.safetensors", &o), LM_OK);
