@@ -173,8 +173,10 @@ def peft_case(R, case, cfg_u, cfg_t, seed, alpha, kind):
     """Injects the configs into a fresh model, randomizes, writes the file, records PEFT's merge."""
     pipe = load_pipe()
     unet, te = pipe.unet, pipe.text_encoder
-    inject_adapter_in_model(cfg_u, unet, adapter_name="default")
-    inject_adapter_in_model(cfg_t, te, adapter_name="default")
+    for cfg, model in ((cfg_u, unet), (cfg_t, te)):
+        inject_adapter_in_model(cfg, model, adapter_name="default")
+        if not getattr(model, "peft_config", None):   # get_peft_model_state_dict reads it
+            model.peft_config = {"default": cfg}
     randomize(unet, seed)
     randomize(te, seed + 1)
     path = os.path.join(OUT, case + ".safetensors")
