@@ -8,8 +8,10 @@
  * the adapted weights' first rows (relative error <= 1e-5) and the UNet's
  * and the text encoder's outputs (<= 1e-4), on the CPU and on Vulkan.
  * Against formulas computed here in double: kohya files with alpha, a 3x3
- * conv LoRA and LoCon's lora_mid, several adapters at once.  Unloading
- * gives back every weight of the UNet and the text encoder byte for byte.
+ * conv LoRA and LoCon's lora_mid, several adapters at once, the original
+ * (sgm) UNet names, SDXL's two text encoders (lora_te1_ / lora_te2_ /
+ * text_encoder_2.).  Unloading gives back every weight of the UNet and the
+ * text encoders byte for byte.
  * Errors: an unmatched key, a key of no known layout (strict and not),
  * shapes that do not fit, a missing half; the pipeline is unchanged after
  * each.  SHA-256 against FIPS 180-4's examples; <lora:...> prompt tags. */
@@ -79,9 +81,12 @@ static snap take_snap(lm_sd_pipeline *p)
     snap s = {0, NULL};
     lm_unet *u = lm_sd_pipeline_unet(p);
     for (int i = 0; i < lm_unet_weight_count(u); i++) add_bytes(&s, *lm_unet_weight_slot(u, i));
-    lm_clip_text *m = lm_sd_pipeline_text_encoder(p, 0);
     char n[256];
-    for (int i = 0; i < lm_clip_text_weight_count(m); i++) add_bytes(&s, *lm_clip_text_weight_slot(m, i, n, sizeof n));
+    for (int e = 0; e < 2; e++) {
+        lm_clip_text *m = lm_sd_pipeline_text_encoder(p, e);
+        for (int i = 0; m && i < lm_clip_text_weight_count(m); i++)
+            add_bytes(&s, *lm_clip_text_weight_slot(m, i, n, sizeof n));
+    }
     return s;
 }
 
@@ -390,6 +395,78 @@ static void test_formulas_vulkan(void **state)
     run_formulas(vk);
 }
 
+/* ---- SDXL: both text encoders (lora_te1_ / lora_te2_, text_encoder_2.), sgm UNet names ---- */
+
+/* weight `name` of component comp ("unet", "te", "te2") */
+static lm_array *weight2(lm_sd_pipeline *p, const char *comp, const char *name)
+{
+    if (strcmp(comp, "te2")) return weight(p, comp, name);
+    lm_clip_text *m = lm_sd_pipeline_text_encoder(p, 1);
+    char n[256];
+    for (int i = 0; i < lm_clip_text_weight_count(m); i++) {
+        lm_array **s = lm_clip_text_weight_slot(m, i, n, sizeof n);
+        if (!strcmp(n, name)) return *s;
+    }
+    fail();
+    return NULL;
+}
+
+static void test_sdxl(void **state)
+{
+    (void)state;
+    lm_sd_load_opts lo;
+    lm_sd_load_opts_init(&lo);
+    lo.dtype = LM_F32;
+    lo.device = lm_device_cpu();
+    lm_sd_pipeline *p = lm_sd_pipeline_load("tests/ref/diffusion/sdxl", &lo);
+    assert_non_null(p);
+    struct { const char *key, *comp, *name; } mods[] = {
+        {"lora_te1_text_model_encoder_layers_0_self_attn_q_proj", "te", TEQ},
+        {"lora_te2_text_model_encoder_layers_1_mlp_fc1", "te2", "text_model.encoder.layers.1.mlp.fc1.weight"},
+        {"text_encoder_2.text_model.encoder.layers.0.self_attn.k_proj", "te2",
+         "text_model.encoder.layers.0.self_attn.k_proj.weight"},
+        {"lora_unet_input_blocks_4_1_transformer_blocks_1_attn2_to_k", "unet",
+         "down_blocks.1.attentions.0.transformer_blocks.1.attn2.to_k.weight"},
+        {"lora_unet_output_blocks_0_1_proj_in", "unet", "up_blocks.0.attentions.0.proj_in.weight"},
+    };
+    enum { NM = sizeof mods / sizeof *mods };
+    file_b f = {0};
+    char keys[NM][2][192];
+    double *want[NM];
+    for (int i = 0; i < NM; i++) {
+        lm_array *w = weight2(p, mods[i].comp, mods[i].name);
+        want[i] = read_d(w);
+        bool peft = !strncmp(mods[i].key, "text_encoder", 12);
+        snprintf(keys[i][0], 192, "%s.%s", mods[i].key, peft ? "lora_A.weight" : "lora_down.weight");
+        snprintf(keys[i][1], 192, "%s.%s", mods[i].key, peft ? "lora_B.weight" : "lora_up.weight");
+        int64_t ds[2] = {3, w->shape[1]}, us[2] = {w->shape[0], 3};
+        lm_array *d = put(&f, keys[i][0], 2, ds, 100 + (uint64_t)i), *u = put(&f, keys[i][1], 2, us, 200 + (uint64_t)i);
+        add_lora(want[i], u, d, 0.7);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/xl.safetensors", tmp);
+    save(&f, path);
+    snap base = take_snap(p);
+    lm_lora_opts o;
+    lm_lora_opts_init(&o);
+    o.scale = 0.7;
+    if (lm_lora_load(p, path, &o) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
+    assert_int_equal(lm_lora_count(p), 1);
+    assert_int_equal(lm_lora_get(p, 0)->modules, NM);
+    for (int i = 0; i < NM; i++) {
+        lm_array *w = weight2(p, mods[i].comp, mods[i].name);
+        double *g = read_d(w), e = rel(g, want[i], w->size);
+        printf("  sdxl %s: rel err %.3g\n", mods[i].key, e);
+        assert_true(e <= 1e-6);
+        free(g);
+        free(want[i]);
+    }
+    lm_lora_unload_all(p);
+    expect_same(p, &base);   /* the UNet and both encoders, byte for byte */
+    free(base.b);
+    lm_sd_pipeline_free(p);
+}
+
 /* ---- errors ---- */
 
 static void test_errors(void **state)
@@ -616,6 +693,7 @@ int main(void)
         cmocka_unit_test(test_tags),
         cmocka_unit_test(test_formulas_cpu),
         cmocka_unit_test(test_formulas_vulkan),
+        cmocka_unit_test(test_sdxl),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fixtures_cpu),
         cmocka_unit_test(test_fixtures_vulkan),
