@@ -467,6 +467,43 @@ static void test_sdxl(void **state)
     lm_sd_pipeline_free(p);
 }
 
+/* ---- an f16 pipeline: merged in f32, rounded once to f16; unload bit for bit ---- */
+
+static void test_f16(void **state)
+{
+    (void)state;
+    lm_sd_load_opts lo;
+    lm_sd_load_opts_init(&lo);
+    lo.dtype = LM_F16;
+    lo.device = lm_device_cpu();
+    lm_sd_pipeline *p = lm_sd_pipeline_load(SD1, &lo);
+    assert_non_null(p);
+    lm_array *w = weight(p, "unet", CONV1);
+    assert_int_equal(w->dtype, LM_F16);
+    double *want = read_d(w);
+    file_b f = {0};
+    int64_t dc[4] = {2, 32, 3, 3}, uc[4] = {32, 2, 1, 1};
+    lm_array *d = put(&f, "lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight", 4, dc, 3);
+    lm_array *u = put(&f, "lora_unet_down_blocks_0_resnets_0_conv1.lora_up.weight", 4, uc, 4);
+    add_lora(want, u, d, 1.0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/h.safetensors", tmp);
+    save(&f, path);
+    snap base = take_snap(p);
+    assert_int_equal(lm_lora_load(p, path, NULL), LM_OK);
+    w = weight(p, "unet", CONV1);
+    assert_int_equal(w->dtype, LM_F16);
+    double *g = read_d(w), e = rel(g, want, w->size);
+    printf("  f16 %s: rel err %.3g (one rounding to f16)\n", CONV1, e);
+    assert_true(e <= 1e-3);
+    free(g);
+    free(want);
+    lm_lora_unload_all(p);
+    expect_same(p, &base);
+    free(base.b);
+    lm_sd_pipeline_free(p);
+}
+
 /* ---- errors ---- */
 
 static void test_errors(void **state)
@@ -694,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_formulas_cpu),
         cmocka_unit_test(test_formulas_vulkan),
         cmocka_unit_test(test_sdxl),
+        cmocka_unit_test(test_f16),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fixtures_cpu),
         cmocka_unit_test(test_fixtures_vulkan),
