@@ -50,6 +50,8 @@ typedef struct lr_target {
                             names SDXL's ("input_blocks_4_1_transformer_blocks_0_attn1_to_q") */
     lm_array **slot;
     lm_array *orig;      /* the model's own array (kept) while an adapter changes it */
+    int uidx;            /* UNet: the weight's index (lm_unet_weight_extra) */
+    lm_unet_extra *extra;   /* UNet linear weights applied at run time: the terms set */
 } lr_target;
 
 typedef struct lr_mod {
@@ -61,12 +63,14 @@ typedef struct lr_lora {
     lm_lora_info info;
     char *path, *name, *unmatched;
     char format[32];
+    bool runtime;        /* lm_lora_opts.runtime */
     lm_tensor_set set;
     int nmod;
     lr_mod *mod;
 } lr_lora;
 
 struct lm_lora_stack {
+    lm_unet *unet;
     int ntarget;
     lr_target *target;
     int n;
@@ -159,8 +163,12 @@ static lm_status build_targets(lm_lora_stack *s, lm_sd_pipeline *p)
 {
     lm_unet *u = lm_sd_pipeline_unet(p);
     lm_status st = LM_OK;
-    for (int i = 0; u && st == LM_OK && i < lm_unet_weight_count(u); i++)
+    s->unet = u;
+    for (int i = 0; u && st == LM_OK && i < lm_unet_weight_count(u); i++) {
+        int before = s->ntarget;
         st = add_target(s, 0, lm_unet_weight_name(u, i), lm_unet_weight_slot(u, i));
+        if (s->ntarget > before) s->target[before].uidx = i;
+    }
     if (u && st == LM_OK) st = ldm_names(s, u);
     for (int e = 0; e < 2 && st == LM_OK; e++) {
         lm_clip_text *m = lm_sd_pipeline_text_encoder(p, e);
@@ -480,10 +488,128 @@ static lm_array *apply(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m
     return r;
 }
 
+static void extra_free(lm_unet_extra *e)
+{
+    while (e) {
+        lm_unet_extra *n = e->next;
+        if (e->a) lm_array_unkeep(e->a);
+        if (e->b) lm_array_unkeep(e->b);
+        free(e);
+        e = n;
+    }
+}
+
+/* takes a (a new reference): evaluated and kept, or NULL */
+static lm_array *kept(lm_array *a)
+{
+    if (!a || lm_array_eval(a) != LM_OK) {
+        lm_array_release(a);
+        return NULL;
+    }
+    lm_array_keep(a);
+    lm_array_release(a);
+    return a;
+}
+
+/* One module's run-time term on linear weight W (quantized or not): LoRA
+ * as its two factors, (x down^T) (s alpha/rank up)^T; anything else as the
+ * dense delta. */
+static lm_status runtime_term(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m, const lm_array *W,
+                              lm_dtype dt, lm_unet_extra **res)
+{
+    const int *t = m->t;
+    if (t[R_MAG] >= 0 || t[R_DORA] >= 0)
+        return bad(L, s, m, "DoRA on a weight applied at run time (quantized) is not supported");
+    lm_unet_extra *e = calloc(1, sizeof *e);
+    if (!e) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+    if (t[R_DOWN] >= 0 && t[R_UP] >= 0 && t[R_MID] < 0) {
+        lm_array *dn = L->set.arrays[t[R_DOWN]], *up = L->set.arrays[t[R_UP]];
+        int64_t rank = dn->shape[0], out = W->shape[0];
+        if (up->shape[0] != out || rank < 1 || up->size != out * rank || dn->size != rank * W->shape[1]) {
+            free(e);
+            return bad(L, s, m, "lora_up and lora_down do not fit the weight or each other");
+        }
+        double alpha = t[R_ALPHA] >= 0 ? scalar_of(L->set.arrays[t[R_ALPHA]]) : 0;
+        double sc = L->info.scale * (alpha > 0 ? alpha / (double)rank : 1.0);
+        lm_array *a = rs2(f32(L, m, R_DOWN), rank);
+        lm_array *up2 = rs2(f32(L, m, R_UP), out);
+        lm_array *b = lm_binary_scalar(LM_OP_MUL, up2, sc, false);
+        lm_array_release(up2);
+        e->a = kept(lm_cast(a, dt));
+        e->b = kept(lm_cast(b, dt));
+        lm_array_release(a);
+        lm_array_release(b);
+    } else {
+        double rs = 1;
+        lm_array *d = delta(L, s, m, W, &rs);
+        lm_array *v = d ? lm_binary_scalar(LM_OP_MUL, d, rs * L->info.scale, false) : NULL;
+        lm_array_release(d);
+        e->a = kept(lm_cast(v, dt));
+        lm_array_release(v);
+        if (!d) {
+            free(e);
+            return lm_error_status();
+        }
+    }
+    if (!e->a || (t[R_DOWN] >= 0 && t[R_MID] < 0 && !e->b)) {
+        extra_free(e);
+        return lm_error_prefix("lora %s", L->path);
+    }
+    *res = e;
+    return LM_OK;
+}
+
+/* Whether target ti is applied at run time: a quantized UNet linear weight,
+ * or one an adapter asked that of (lm_lora_opts.runtime). */
+static bool at_runtime(const lm_lora_stack *s, int ti)
+{
+    const lr_target *t = &s->target[ti];
+    const lm_array *w = t->orig ? t->orig : *t->slot;
+    if (t->comp != 0 || w->ndim != 2) return false;
+    if (lm_dtype_is_quant(w->dtype)) return true;
+    for (int i = 0; i < s->n; i++)
+        for (int k = 0; s->lora[i]->runtime && k < s->lora[i]->nmod; k++)
+            if (s->lora[i]->mod[k].target == ti) return true;
+    return false;
+}
+
+static lm_status rebuild_runtime(lm_lora_stack *s, int ti)
+{
+    lr_target *t = &s->target[ti];
+    if (t->orig) {   /* merged before: the original back first */
+        lm_array_unkeep(*t->slot);
+        *t->slot = t->orig;
+        t->orig = NULL;
+    }
+    lm_unet_extra *head = NULL, **tail = &head;
+    lm_dtype dt = lm_unet_dtype(s->unet);
+    lm_status st = LM_OK;
+    for (int i = 0; i < s->n && st == LM_OK; i++)
+        for (int k = 0; k < s->lora[i]->nmod && st == LM_OK; k++) {
+            if (s->lora[i]->mod[k].target != ti) continue;
+            st = runtime_term(s->lora[i], s, &s->lora[i]->mod[k], *t->slot, dt, tail);
+            if (st == LM_OK) tail = &(*tail)->next;
+        }
+    if (st == LM_OK) st = lm_unet_weight_extra(s->unet, t->uidx, head);
+    if (st != LM_OK) {
+        extra_free(head);
+        return st;
+    }
+    extra_free(t->extra);
+    t->extra = head;
+    return LM_OK;
+}
+
 /* Recomputes target ti from its original through every loaded adapter. */
 static lm_status rebuild(lm_lora_stack *s, int ti)
 {
     lr_target *t = &s->target[ti];
+    if (at_runtime(s, ti)) return rebuild_runtime(s, ti);
+    if (t->extra) {   /* applied at run time before */
+        lm_unet_weight_extra(s->unet, t->uidx, NULL);
+        extra_free(t->extra);
+        t->extra = NULL;
+    }
     lm_array *orig = t->orig ? t->orig : *t->slot;
     lm_array *cur = NULL;
     for (int i = 0; i < s->n; i++) {
@@ -612,7 +738,8 @@ static lm_status parse(lm_lora_stack *s, lr_lora *L, bool strict)
                 return lm_error_status();
             continue;
         }
-        if (lm_dtype_is_quant((*s->target[target].slot)->dtype))
+        if (lm_dtype_is_quant((*s->target[target].slot)->dtype) &&
+            (s->target[target].comp || (*s->target[target].slot)->ndim != 2))
             return lm_error_set(LM_ERR_UNSUPPORTED,
                                 "lora %s: %s: the weight %s is %s (quantized): merging needs f32, f16 or bf16 "
                                 "weights (load a safetensors checkpoint)", L->path, key,
@@ -698,6 +825,7 @@ lm_status lm_lora_load(lm_sd_pipeline *p, const char *path, const lm_lora_opts *
     L->path = strdup(path);
     L->name = o->name ? strdup(o->name) : stem(path);
     L->info.scale = o->scale;
+    L->runtime = o->runtime;
     lm_status st = L->path && L->name ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
     if (st == LM_OK) st = lm_lora_file_hash(path, L->info.hash);
     if (st == LM_OK) st = lm_load_file_to(path, lm_sd_pipeline_device(p), &L->set);
@@ -735,6 +863,10 @@ void lm_lora_stack_free(lm_lora_stack *s)
     s->n = 0;
     for (int i = 0; i < s->ntarget; i++) {
         lr_target *t = &s->target[i];
+        if (t->extra) {
+            lm_unet_weight_extra(s->unet, t->uidx, NULL);
+            extra_free(t->extra);
+        }
         if (t->orig) {
             lm_array_unkeep(*t->slot);
             *t->slot = t->orig;

@@ -27,8 +27,13 @@
  *         w1 or w2 is factorized (the last factor's rank), else 1 (LyCORIS)
  * where s is the adapter's weight, rank is the factor's first dimension and
  * a missing alpha means alpha = rank.  The original weights are kept:
- * unloading puts them back, bit for bit.  Quantized (GGUF) weights are
- * refused (no merge; the error names the weight and its dtype).
+ * unloading puts them back, bit for bit.
+ *
+ * Quantized (GGUF) weights are not merged: on the UNet's linear weights the
+ * adapters apply at run time, y += (x down^T) (s alpha/rank up)^T for a
+ * LoRA and y += x (s scale delta)^T for LoHa / LoKr (a dense delta in the
+ * compute dtype), after the quantized product; DoRA there, and any adapter
+ * on a quantized text-encoder weight, is refused naming the weight.
  *
  * An unmatched module (no such weight, or a key of no known layout) is an
  * error naming the key; with strict false the adapter loads without them
@@ -51,6 +56,8 @@ typedef struct lm_lora_opts {
     double scale;         /* the adapter's weight, default 1 */
     bool strict;          /* default true: an unmatched key is an error */
     const char *name;     /* for the infotext; NULL = the file's stem */
+    bool runtime;         /* apply to the UNet's linear weights at run time even where
+                             they could be merged (tests; slower) */
 } lm_lora_opts;
 
 void lm_lora_opts_init(lm_lora_opts *o);

@@ -84,6 +84,15 @@ lm_device *lm_unet_device(const lm_unet *m);
 int lm_unet_weight_count(const lm_unet *m);
 const char *lm_unet_weight_name(const lm_unet *m, int i);
 lm_array **lm_unet_weight_slot(lm_unet *m, int i);
+/* Run-time additions to a linear weight's product, for what cannot be
+ * merged into it (a quantized weight): y += (x a^T) b^T, or x a^T where b
+ * is NULL; a and b in the model's dtype.  A list; the caller owns it and
+ * its arrays and keeps them alive while set (NULL unsets). */
+typedef struct lm_unet_extra {
+    lm_array *a, *b;
+    struct lm_unet_extra *next;
+} lm_unet_extra;
+lm_status lm_unet_weight_extra(lm_unet *m, int i, lm_unet_extra *e);
 
 /* x [B, in_channels, H, W]; t [B] timesteps (any float dtype; the
  * sinusoidal embedding is computed in f32 as diffusers does); context

@@ -11,7 +11,10 @@
  * conv LoRA and LoCon's lora_mid, several adapters at once, the original
  * (sgm) UNet names, SDXL's two text encoders (lora_te1_ / lora_te2_ /
  * text_encoder_2.).  Unloading gives back every weight of the UNet and the
- * text encoders byte for byte.
+ * text encoders byte for byte.  At run time (forced on float weights, and
+ * on q8_0 linear weights): the UNet's output equal to the merged one's
+ * within f32 noise, the LoRA's effect on the quantized model within 5e-2 of
+ * the float model's, unloading exact.
  * Errors: an unmatched key, a key of no known layout (strict and not),
  * shapes that do not fit, a missing half; the pipeline is unchanged after
  * each.  SHA-256 against FIPS 180-4's examples; <lora:...> prompt tags. */
@@ -504,6 +507,106 @@ static void test_f16(void **state)
     lm_sd_pipeline_free(p);
 }
 
+/* ---- at run time: on quantized linear weights, and forced on float ones ---- */
+
+static lm_array *unet_out(lm_sd_pipeline *p)
+{
+    int64_t xs[4] = {1, 4, 8, 8}, cs[3] = {1, 8, 64}, ts[1] = {1};
+    float tv = 500;
+    lm_array *x = rand_arr(4, xs, 77), *c = rand_arr(3, cs, 78), *t = lm_from_data(1, ts, LM_F32, &tv, lm_device_cpu());
+    lm_array *y = lm_unet_forward(lm_sd_pipeline_unet(p), x, t, c, NULL, NULL);
+    assert_non_null(y);
+    assert_int_equal(lm_array_eval(y), LM_OK);
+    lm_array_release(x);
+    lm_array_release(c);
+    lm_array_release(t);
+    return y;
+}
+
+static void test_runtime(void **state)
+{
+    (void)state;
+    int64_t live = lm_array_live_count();
+    lm_sd_pipeline *p = load_on(lm_device_cpu());
+    /* a LoRA on linears and a 3x3 conv, and a LoKr (a dense term at run time) */
+    file_b f = {0};
+    int64_t d2[2] = {2, 32}, u2[2] = {32, 2}, dc[4] = {2, 32, 3, 3}, uc[4] = {32, 2, 1, 1}, k1[2] = {4, 4};
+    int64_t k2a[2] = {8, 2}, k2b[2] = {2, 8};
+    const char *q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
+    const char *v = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_v";
+    char k[8][192];
+    snprintf(k[0], 192, "%s.lora_down.weight", q);
+    snprintf(k[1], 192, "%s.lora_up.weight", q);
+    snprintf(k[2], 192, "%s.lokr_w1", v);
+    snprintf(k[3], 192, "%s.lokr_w2_a", v);
+    snprintf(k[4], 192, "%s.lokr_w2_b", v);
+    snprintf(k[5], 192, "%s.alpha", v);
+    put(&f, k[0], 2, d2, 1);
+    put(&f, k[1], 2, u2, 2);
+    put(&f, "lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight", 4, dc, 3);
+    put(&f, "lora_unet_down_blocks_0_resnets_0_conv1.lora_up.weight", 4, uc, 4);
+    put(&f, k[2], 2, k1, 5);
+    put(&f, k[3], 2, k2a, 6);
+    put(&f, k[4], 2, k2b, 7);
+    put_alpha(&f, k[5], 1.0);
+    char path[128];
+    snprintf(path, sizeof path, "%s/rt.safetensors", tmp);
+    save(&f, path);
+    lm_array *base = unet_out(p);
+    lm_lora_opts o;
+    lm_lora_opts_init(&o);
+    o.scale = 0.9;
+    assert_int_equal(lm_lora_load(p, path, &o), LM_OK);
+    lm_array *merged = unet_out(p);
+    lm_lora_unload_all(p);
+    o.runtime = true;
+    assert_int_equal(lm_lora_load(p, path, &o), LM_OK);
+    lm_array *rt = unet_out(p);
+    double e = tu_rel_err(rt, merged, NULL), eff = tu_rel_err(merged, base, NULL);
+    printf("  run time vs merged: rel err %.3g (the LoRA moves the output by %.3g)\n", e, eff);
+    assert_true(e <= 1e-5);
+    assert_true(eff > 1e-3);
+    lm_lora_unload_all(p);
+    lm_array *back = unet_out(p);
+    assert_true(tu_rel_err(back, base, NULL) == 0);
+    lm_array_release(back);
+
+    /* to_q and to_v quantized (q8_0): the adapters apply at run time; unloading
+     * gives the quantized model's output back exactly */
+    lm_unet *u = lm_sd_pipeline_unet(p);
+    lm_array **slots[2] = {NULL, NULL}, *orig[2], *qw[2];
+    const char *names[2] = {TO_Q, "down_blocks.0.attentions.0.transformer_blocks.0.attn1.to_v.weight"};
+    for (int j = 0; j < 2; j++) {
+        for (int i = 0; i < lm_unet_weight_count(u); i++)
+            if (!strcmp(lm_unet_weight_name(u, i), names[j])) slots[j] = lm_unet_weight_slot(u, i);
+        assert_non_null(slots[j]);
+        orig[j] = *slots[j];
+        qw[j] = lm_quantize(orig[j], LM_Q8_0);
+        assert_int_equal(lm_array_eval(qw[j]), LM_OK);
+        *slots[j] = qw[j];
+    }
+    lm_array *qbase = unet_out(p);
+    o.runtime = false;
+    assert_int_equal(lm_lora_load(p, path, &o), LM_OK);
+    lm_array *qlora = unet_out(p);
+    /* the LoRA's effect on the quantized model, against the float model's */
+    lm_array *d1 = lm_binary(LM_OP_SUB, qlora, qbase), *d2f = lm_binary(LM_OP_SUB, merged, base);
+    double eq = tu_rel_err(d1, d2f, NULL);
+    printf("  q8_0 to_q / to_v at run time: the effect within %.3g of the float model's\n", eq);
+    assert_true(eq <= 5e-2);
+    lm_lora_unload_all(p);
+    lm_array *qback = unet_out(p);
+    assert_true(tu_rel_err(qback, qbase, NULL) == 0);
+    for (int j = 0; j < 2; j++) {
+        *slots[j] = orig[j];
+        lm_array_release(qw[j]);
+    }
+    lm_array *arr[] = {base, merged, rt, qbase, qlora, d1, d2f, qback};
+    for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) lm_array_release(arr[i]);
+    lm_sd_pipeline_free(p);
+    assert_int_equal(lm_array_live_count(), live);   /* the run-time terms freed too */
+}
+
 /* ---- errors ---- */
 
 static void test_errors(void **state)
@@ -560,9 +663,14 @@ static void test_errors(void **state)
     assert_int_not_equal(lm_lora_load(p, path, &o), LM_OK);
     tu_expect_message(k0, "both its down");
 
-    /* a quantized weight (as GGUF files load on the CPU): refused, naming it */
+    /* DoRA on a quantized weight (as GGUF files load on the CPU), which
+     * applies at run time: refused, naming it */
     put(&f, k0, 2, d2, 1);
     put(&f, k1, 2, u2, 2);
+    int64_t ms[1] = {32};
+    char k2[192];
+    snprintf(k2, sizeof k2, "%s.dora_scale", q);
+    put(&f, k2, 1, ms, 3);
     save(&f, path);
     lm_unet *u = lm_sd_pipeline_unet(p);
     lm_array **slot = NULL;
@@ -574,7 +682,7 @@ static void test_errors(void **state)
     assert_int_equal(lm_array_eval(qw), LM_OK);
     *slot = qw;
     assert_int_not_equal(lm_lora_load(p, path, &o), LM_OK);
-    tu_expect_message("attn1.to_q is q8_0 (quantized)", k0);
+    tu_expect_message("DoRA on a weight applied at run time (quantized) is not supported", "attn1.to_q");
     *slot = orig;
     lm_array_release(qw);
     expect_same(p, &base);
@@ -732,6 +840,7 @@ int main(void)
         cmocka_unit_test(test_formulas_vulkan),
         cmocka_unit_test(test_sdxl),
         cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_runtime),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fixtures_cpu),
         cmocka_unit_test(test_fixtures_vulkan),
