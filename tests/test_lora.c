@@ -507,6 +507,61 @@ static void test_f16(void **state)
     lm_sd_pipeline_free(p);
 }
 
+/* ---- DoRA from kohya's dora_scale (one magnitude per output), PEFT's definition ---- */
+
+static void test_dora(void **state)
+{
+    (void)state;
+    lm_sd_pipeline *p = load_on(lm_device_cpu());
+    snap base = take_snap(p);
+    double *w = read_d(weight(p, "unet", TO_Q));
+    const char *q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
+    char k[4][192];
+    snprintf(k[0], 192, "%s.lora_down.weight", q);
+    snprintf(k[1], 192, "%s.lora_up.weight", q);
+    snprintf(k[2], 192, "%s.alpha", q);
+    snprintf(k[3], 192, "%s.dora_scale", q);
+    file_b f = {0};
+    int64_t d2[2] = {2, 32}, u2[2] = {32, 2}, ms[2] = {32, 1}, bad_ms[2] = {1, 32};
+    lm_array *d = put(&f, k[0], 2, d2, 1), *u = put(&f, k[1], 2, u2, 2);
+    put_alpha(&f, k[2], 2.0);
+    lm_array *m = put(&f, k[3], 2, ms, 3);
+    add_lora(w, u, d, 0.6);   /* V = W + s up @ down */
+    double *mv = read_d(m);
+    for (int o = 0; o < 32; o++) {
+        double n = 0;
+        for (int c = 0; c < 32; c++) n += w[o * 32 + c] * w[o * 32 + c];
+        for (int c = 0; c < 32; c++) w[o * 32 + c] *= (mv[o] + 1.0) / sqrt(n);
+    }
+    free(mv);
+    /* the magnitudes near 1 (as trained ones are): rand_arr is in [-0.25, 0.25) */
+    lm_array *m1 = lm_binary_scalar(LM_OP_ADD, m, 1.0, false);
+    lm_array_release(f.arr[3]);
+    f.arr[3] = m1;
+    char path[128];
+    snprintf(path, sizeof path, "%s/dora.safetensors", tmp);
+    save(&f, path);
+    lm_lora_opts o;
+    lm_lora_opts_init(&o);
+    o.scale = 0.6;
+    assert_int_equal(lm_lora_load(p, path, &o), LM_OK);
+    assert_string_equal(lm_lora_get(p, 0)->format, "dora");
+    check_weight(p, "unet", TO_Q, w, 1e-6);
+    lm_lora_unload_all(p);
+    expect_same(p, &base);
+    /* LyCORIS' dora_scale over the input axis ([1, in]): refused */
+    put(&f, k[0], 2, d2, 1);
+    put(&f, k[1], 2, u2, 2);
+    put(&f, k[3], 2, bad_ms, 3);
+    save(&f, path);
+    assert_int_not_equal(lm_lora_load(p, path, &o), LM_OK);
+    tu_expect_message("over the input axis", k[0]);
+    expect_same(p, &base);
+    free(w);
+    free(base.b);
+    lm_sd_pipeline_free(p);
+}
+
 /* ---- at run time: on quantized linear weights, and forced on float ones ---- */
 
 static lm_array *unet_out(lm_sd_pipeline *p)
@@ -840,6 +895,7 @@ int main(void)
         cmocka_unit_test(test_formulas_vulkan),
         cmocka_unit_test(test_sdxl),
         cmocka_unit_test(test_f16),
+        cmocka_unit_test(test_dora),
         cmocka_unit_test(test_runtime),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_fixtures_cpu),
