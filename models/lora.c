@@ -775,6 +775,22 @@ static lm_status parse(lm_lora_stack *s, lr_lora *L, bool strict)
     return LM_OK;
 }
 
+/* A1111 takes kohya's sshs_model_hash from the metadata before hashing the
+ * file (network.py); only a hex one is taken here, the rest is hashed. */
+static bool meta_hash(const lm_tensor_set *set, char hash[13])
+{
+    for (int i = 0; i < set->nmeta; i++) {
+        const char *v = set->meta[i].value;
+        if (strcmp(set->meta[i].key, "sshs_model_hash") || !v || strlen(v) < 12) continue;
+        for (int k = 0; k < 12; k++)
+            if (!strchr("0123456789abcdefABCDEF", v[k]) || !v[k]) return false;
+        memcpy(hash, v, 12);
+        hash[12] = 0;
+        return true;
+    }
+    return false;
+}
+
 static char *stem(const char *path)
 {
     const char *b = strrchr(path, '/');
@@ -827,8 +843,8 @@ lm_status lm_lora_load(lm_sd_pipeline *p, const char *path, const lm_lora_opts *
     L->info.scale = o->scale;
     L->runtime = o->runtime;
     lm_status st = L->path && L->name ? LM_OK : lm_error_set(LM_ERR_NOMEM, "out of memory");
-    if (st == LM_OK) st = lm_lora_file_hash(path, L->info.hash);
     if (st == LM_OK) st = lm_load_file_to(path, lm_sd_pipeline_device(p), &L->set);
+    if (st == LM_OK && !meta_hash(&L->set, L->info.hash)) st = lm_lora_file_hash(path, L->info.hash);
     if (st == LM_OK && L->set.format != LM_FORMAT_SAFETENSORS)
         st = lm_error_set(LM_ERR_FORMAT, "lora %s: a %s file; LoRAs are read from safetensors", path,
                           lm_format_name(L->set.format));
@@ -907,7 +923,13 @@ const char *lm_lora_hashes(const lm_sd_pipeline *p, char *buf, size_t cap)
     if (cap) buf[0] = 0;
     for (int i = 0; i < lm_lora_count(p) && at < cap; i++) {
         const lm_lora_info *f = lm_lora_get(p, i);
-        int w = snprintf(buf + at, cap - at, "%s%s: %s", i ? ", " : "", f->name, f->hash);
+        /* A1111 drops ':' and ',' from the name (extra_networks_lora.py) */
+        char name[256];
+        size_t n = 0;
+        for (const char *c = f->name; *c && n + 1 < sizeof name; c++)
+            if (*c != ':' && *c != ',') name[n++] = *c;
+        name[n] = 0;
+        int w = snprintf(buf + at, cap - at, "%s%s: %s", i ? ", " : "", name, f->hash);
         if (w < 0) break;
         at += (size_t)w;
     }

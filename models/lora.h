@@ -66,8 +66,9 @@ typedef struct lm_lora_info {
     const char *path, *name;
     double scale;
     const char *format;   /* "lora", "dora", "loha", "lokr" or a mix "lora+loha" */
-    char hash[13];        /* A1111's short hash: the first 12 hex of the sha256 of
-                             the bytes after the safetensors header ("addnet hash") */
+    char hash[13];        /* A1111's short hash: the first 12 hex digits of kohya's
+                             sshs_model_hash metadata, else of the sha256 of the bytes
+                             after the safetensors header ("addnet hash") */
     int modules;          /* weights it changes */
     int unmatched;        /* keys skipped (strict false) */
     const char *unmatched_keys;   /* the first of them, ", "-separated ("" if none) */
@@ -82,7 +83,8 @@ int lm_lora_count(const lm_sd_pipeline *p);
 /* The i-th loaded adapter (0 = the first loaded), or NULL. */
 const lm_lora_info *lm_lora_get(const lm_sd_pipeline *p, int i);
 /* A1111's infotext value for the loaded adapters, "name: hash, name2: hash"
- * (the caller quotes it), into buf; "" when none. */
+ * (names without ':' and ',', as A1111 writes them; the caller quotes it),
+ * into buf; "" when none. */
 const char *lm_lora_hashes(const lm_sd_pipeline *p, char *buf, size_t cap);
 /* A1111's addnet hash (12 hex digits) of a safetensors file into hash. */
 lm_status lm_lora_file_hash(const char *path, char hash[13]);
