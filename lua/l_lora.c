@@ -3,6 +3,7 @@
  * lm.diffusion.load_lora(pipe, ...) and so on.  lm_lua_open_lora adds them
  * to the module table on top and to the pipeline's methods (l_diffusion.c
  * made its metatable). */
+#include <stdlib.h>
 #include <string.h>
 #include "models/lora.h"
 #include "models/sd_pipeline.h"
@@ -76,6 +77,29 @@ static int l_loras(lua_State *L)
     return 1;
 }
 
+static int l_lora_tags(lua_State *L)
+{
+    const char *prompt = luaL_checkstring(L, 1);
+    enum { MAXT = 64 };
+    char *clean = NULL, *names[MAXT];
+    double w[MAXT];
+    int n = lm_lora_tags(prompt, &clean, names, w, MAXT);
+    if (n < 0) return lm_lua_error(L);
+    lua_pushstring(L, clean);
+    free(clean);
+    lua_createtable(L, n < MAXT ? n : MAXT, 0);
+    for (int i = 0; i < n && i < MAXT; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, names[i]);
+        lua_setfield(L, -2, "name");
+        lua_pushnumber(L, w[i]);
+        lua_setfield(L, -2, "weight");
+        lua_rawseti(L, -2, i + 1);
+        free(names[i]);
+    }
+    return 2;
+}
+
 static const lm_lua_func lora_funcs[] = {
     {"load_lora", l_load_lora,
      "lm.diffusion.load_lora(pipe, path, {scale=1, strict=true, name=nil}) -> info\n"
@@ -92,6 +116,12 @@ static const lm_lua_func lora_funcs[] = {
     {"loras", l_loras,
      "lm.diffusion.loras(pipe) -> {info, ...}\n"
      "Also pipe:loras().  The loaded adapters in load order (load_lora's info tables)."},
+    {"lora_tags", l_lora_tags,
+     "lm.diffusion.lora_tags(prompt) -> text, {{name=, weight=}, ...}\n"
+     "The prompt without its <lora:NAME:WEIGHT> tags (A1111's extra-network syntax; a\n"
+     "missing weight is 1, <lora:NAME:TE:UNET> takes TE), and the tags in order, for\n"
+     "scripts that load them with pipe:load_lora(dir .. \"/\" .. name .. \".safetensors\",\n"
+     "{scale = weight, name = name}).  A weight that is not a number is an error."},
     {NULL, NULL, NULL},
 };
 
@@ -100,7 +130,7 @@ void lm_lua_open_lora(lua_State *L)
     lm_lua_register(L, "lm.diffusion.", lora_funcs);
     luaL_getmetatable(L, LM_LUA_SD_PIPE);
     lua_getfield(L, -1, "methods");
-    for (int i = 0; lora_funcs[i].name; i++) {
+    for (int i = 0; lora_funcs[i].name && lora_funcs[i].fn != l_lora_tags; i++) {
         lua_getfield(L, -3, lora_funcs[i].name);   /* from lm.diffusion, as registered */
         lua_setfield(L, -2, lora_funcs[i].name);
     }
