@@ -463,7 +463,9 @@ static lm_array *apply(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m
     /* DoRA as PEFT merges it: m / ||V|| per output row, times V */
     lm_array *mag = L->set.arrays[mi];
     int64_t out = W->shape[0];
-    if (mag->size != out || (mag->ndim >= 2 && mag->shape[0] != out)) {
+    /* PEFT's magnitude is [out] ([1, out, 1, 1] on a conv); kohya's dora_scale
+     * [out, 1...], LyCORIS' other axis [1, in] */
+    if (mag->size != out || (mi == m->t[R_DORA] && mag->ndim >= 2 && mag->shape[0] != out)) {
         lm_array_release(v);
         bad(L, s, m, "the DoRA magnitude has not one value per output (a LyCORIS dora_scale over "
                      "the input axis is not supported)");
