@@ -244,6 +244,7 @@ check "--lora FILE:0.8 changes the image; Lora hashes: A1111's addnet hash (Pyth
 check "<lora:fox:0.8> from --lora-dir: the same pixels, the prompt kept with its tag" sh -c "$L generate 'a photo of an astronaut riding a horse <lora:fox:0.8>' --negative 'blurry, low quality' --steps 4 --size 64x64 -q --model $D/sd1 --seed 42 --lora-dir $T/loras -o $T/lora_tag.png && $L -e \"local a, t = lm.image.read_png('$T/lora_tag.png'); local b = lm.image.read_png('$T/lora.png'); assert((a - b):abs():max():item() == 0); assert(t.parameters:find('riding a horse <lora:fox:0.8>', 1, true), t.parameters)\""
 fails "<lora:...> without --lora-dir is refused" 1 "needs a LoRA folder (--lora-dir DIR)" sh -c "$L generate 'a <lora:fox>' --steps 4 --size 64x64 -q --model $D/sd1 --seed 1 -o $T/x.png"
 fails "a LoRA key that adapts nothing is named" 1 "lora_unet_no_such_block.lora_up.weight adapts no weight" sh -c "$G --model $D/sd1 --seed 1 --lora $T/loras/bad.safetensors -o $T/x.png"
+fails "a DiT family refuses a LoRA for now, saying which do take one" 1 "the zimage family takes no LoRA yet (SD 1.x, 2.x and SDXL do)" sh -c "$L generate 'a' --model tests/ref/dit/zimage --size 32 --steps 1 -q --lora $T/loras/fox.safetensors -o $T/x.png"
 check "... no x.png written by these failures" test ! -e $T/x.png
 
 echo "$p passed, $f failed"
