@@ -2,11 +2,14 @@
  * SD 1.x fixture pipeline (tests/ref/diffusion/sd1).
  *
  * Against PEFT and diffusers (tests/ref/gen_lora.py wrote tests/ref/lora/ on
- * the GPU machine): a PEFT-format LoRA, a DoRA, a kohya file, a LoHa and a
- * LoKr, each merged by Lumen and compared with PEFT's own merge (weight 1)
- * and diffusers' load_lora_weights + fuse_lora (weights 0.7 / 0.6 / 0.8):
- * the adapted weights' first rows (relative error <= 1e-5) and the UNet's
- * and the text encoder's outputs (<= 1e-4), on the CPU and on Vulkan.
+ * the GPU machine: torch 2.11, peft 0.21, diffusers 0.40.dev, transformers
+ * 5): a PEFT-format LoRA, a DoRA, a kohya file, a LoHa and a LoKr, each
+ * merged by Lumen and compared with PEFT's own merge (weight 1) and with
+ * diffusers' load_lora_weights + fuse_lora (PEFT LoRA at 0.7, DoRA at 0.6
+ * (its UNet: see CASES); diffusers' kohya converter failed on transformers
+ * 5's text encoder there, so the kohya file has PEFT's reference only): the
+ * adapted weights' first rows (relative error <= 1e-5) and the UNet's and
+ * the text encoder's outputs (<= 1e-4), on the CPU and on Vulkan.
  * Against formulas computed here in double: kohya files with alpha, a 3x3
  * conv LoRA and LoCon's lora_mid, several adapters at once, the original
  * (sgm) UNet names, SDXL's two text encoders (lora_te1_ / lora_te2_ /
@@ -763,14 +766,20 @@ static void test_errors(void **state)
 
 /* ---- against PEFT and diffusers ---- */
 
-typedef struct { const char *name; double scale; bool diffusers; } fx_case;
+/* diffusers: whether the reference has diffusers' fuse at scale; te_diffusers:
+ * whether its text encoder is a reference: diffusers 0.40.dev with
+ * transformers 5 leaves the text encoder's DoRA magnitudes at PEFT's
+ * initial ||W|| instead of the file's (its rows are ||W|| V / ||V|| to 1.6e-8,
+ * checked by hand), so only PEFT's own merge is the text encoder's there */
+typedef struct { const char *name; double scale; bool diffusers, te_diffusers; } fx_case;
 static const fx_case CASES[] = {
-    {"peft", 0.7, true}, {"dora", 0.6, true}, {"kohya", 0.8, true}, {"loha", 1, false}, {"lokr", 1, false},
+    {"peft", 0.7, true, true}, {"dora", 0.6, true, false}, {"kohya", 0.8, true, true},
+    {"loha", 1, false, false}, {"lokr", 1, false, false},
 };
 
 static int checks;
 
-static void compare(lm_sd_pipeline *p, const lm_tensor_set *ref, const char *tag)
+static void compare(lm_sd_pipeline *p, const lm_tensor_set *ref, const char *tag, bool with_te)
 {
     char pre[96];
     snprintf(pre, sizeof pre, "%s.w.", tag);
@@ -781,6 +790,7 @@ static void compare(lm_sd_pipeline *p, const lm_tensor_set *ref, const char *tag
         if (strncmp(k, pre, strlen(pre))) continue;
         const char *rest = k + strlen(pre);
         bool te = !strncmp(rest, "te.", 3);
+        if (te && !with_te) continue;
         char name[256];
         snprintf(name, sizeof name, "%s.weight", rest + (te ? 3 : 5));
         lm_array *w = weight(p, te ? "te" : "unet", name), *want = ref->arrays[i];
@@ -811,8 +821,9 @@ static void compare(lm_sd_pipeline *p, const lm_tensor_set *ref, const char *tag
     lm_clip_text_out out;
     assert_int_equal(lm_clip_text_forward(lm_sd_pipeline_text_encoder(p, 0), iv, 1, ids->shape[1], &out), LM_OK);
     snprintf(key, sizeof key, "%s.te", tag);
-    double et = tu_rel_err(out.last_hidden_state, tu_set_get(ref, key), NULL);
-    printf("  %s: %d weights, worst rel err %.3g; unet %.3g, text encoder %.3g\n", tag, n, worst, eu, et);
+    double et = with_te ? tu_rel_err(out.last_hidden_state, tu_set_get(ref, key), NULL) : 0;
+    printf("  %s: %d weights, worst rel err %.3g; unet %.3g, text encoder %.3g%s\n", tag, n, worst, eu,
+           et, with_te ? "" : " (not compared: no reference)");
     assert_true(worst <= 1e-5);
     assert_true(eu <= 1e-4);
     assert_true(et <= 1e-4);
@@ -835,7 +846,7 @@ static void run_fixtures(lm_device *dev)
     assert_int_equal(lm_load_safetensors(REF "ref_lora.safetensors", &ref), LM_OK);
     lm_sd_pipeline *p = load_on(dev);
     snap base = take_snap(p);
-    compare(p, &ref, "base");
+    compare(p, &ref, "base", true);
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES; c++) {
         char path[128], tag[64];
         snprintf(path, sizeof path, REF "%s.safetensors", CASES[c].name);
@@ -854,7 +865,7 @@ static void run_fixtures(lm_device *dev)
             if (lm_lora_load(p, path, &o) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
             assert_int_equal(lm_lora_count(p), 1);
             printf("  %s: format %s, %d weights\n", tag, lm_lora_get(p, 0)->format, lm_lora_get(p, 0)->modules);
-            compare(p, &ref, tag);
+            compare(p, &ref, tag, src == 0 || CASES[c].te_diffusers);
             lm_lora_unload_all(p);
             expect_same(p, &base);
         }
