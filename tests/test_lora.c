@@ -9,7 +9,8 @@
  * (its UNet: see CASES); diffusers' kohya converter failed on transformers
  * 5's text encoder there, so the kohya file has PEFT's reference only): the
  * adapted weights' first rows (relative error <= 1e-5) and the UNet's and
- * the text encoder's outputs (<= 1e-4), on the CPU and on Vulkan.
+ * the text encoder's outputs (<= 1e-4), on the CPU and on Vulkan; the same
+ * (DoRA aside) applied at run time on the UNet's linear weights, its output.
  * Against formulas computed here in double: kohya files with alpha, a 3x3
  * conv LoRA and LoCon's lora_mid, several adapters at once, the original
  * (sgm) UNet names, SDXL's two text encoders (lora_te1_ / lora_te2_ /
@@ -868,6 +869,23 @@ static void run_fixtures(lm_device *dev)
             compare(p, &ref, tag, src == 0 || CASES[c].te_diffusers);
             lm_lora_unload_all(p);
             expect_same(p, &base);
+            if (strcmp(CASES[c].name, "dora")) {   /* the UNet's linear weights at run time */
+                o.runtime = true;
+                assert_int_equal(lm_lora_load(p, path, &o), LM_OK);
+                lm_array *x = lm_array_to(tu_set_get(&ref, "x"), dev), *t = lm_array_to(tu_set_get(&ref, "t"), dev);
+                lm_array *ctx = lm_array_to(tu_set_get(&ref, "ctx"), dev);
+                lm_array *u = lm_unet_forward(lm_sd_pipeline_unet(p), x, t, ctx, NULL, NULL);
+                snprintf(probe, sizeof probe, "%s.unet", tag);
+                double e = tu_rel_err(u, tu_set_get(&ref, probe), NULL);
+                printf("  %s at run time: unet %.3g\n", tag, e);
+                assert_true(e <= 1e-4);
+                lm_array_release(u);
+                lm_array_release(x);
+                lm_array_release(t);
+                lm_array_release(ctx);
+                lm_lora_unload_all(p);
+                expect_same(p, &base);
+            }
         }
     }
     lm_sd_pipeline_free(p);
