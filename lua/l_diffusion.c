@@ -35,6 +35,7 @@ void lm_lua_open_diffusion(lua_State *L);   /* module table on top (l_module.c) 
 
 bool lm_lua_sd_is_pipeline(const char *path);     /* l_models.c's hook */
 int lm_lua_sd_pipeline_open(lua_State *L);         /* (path, opts) -> pipeline */
+void lm_lua_open_lora(lua_State *L);               /* l_lora.c: pipe:load_lora & co. */
 
 /* borrowed: a pipeline's stage; user value 1 is the pipeline's userdata */
 typedef struct lua_tok { lm_clip_tokenizer *t; bool borrowed; } lua_tok;
@@ -1265,5 +1266,6 @@ void lm_lua_open_diffusion(lua_State *L)
     metatable(L, LM_LUA_SD_PIPE, l_pipe_index, l_pipe_free, NULL, pm, 5);
     metatable(L, LM_LUA_SD_PART, l_part_index, l_part_free, l_unet_call, NULL, 0);
     metatable(L, LM_LUA_QWEN_TOK, l_qtok_index, l_qtok_free, NULL, NULL, 0);
+    lm_lua_open_lora(L);   /* pipe:load_lora & co. (l_lora.c) */
     lua_setfield(L, -2, "diffusion");
 }

@@ -271,6 +271,38 @@ const lm_clip_text_config *lm_clip_text_get_config(const lm_clip_text *m) { retu
 lm_dtype lm_clip_text_dtype(const lm_clip_text *m) { return m->dt; }
 lm_device *lm_clip_text_device(const lm_clip_text *m) { return m->dev; }
 
+int lm_clip_text_weight_count(const lm_clip_text *m)
+{
+    return 5 + (int)m->cfg.num_layers * (int)(sizeof(ct_layer) / sizeof(lm_array *));
+}
+
+lm_array **lm_clip_text_weight_slot(lm_clip_text *m, int i, char *name, size_t cap)
+{
+    /* ct_layer's fields, in order */
+    static const char *const layer[] = {
+        "layer_norm1.weight", "layer_norm1.bias", "self_attn.q_proj.weight", "self_attn.q_proj.bias",
+        "self_attn.k_proj.weight", "self_attn.k_proj.bias", "self_attn.v_proj.weight",
+        "self_attn.v_proj.bias", "self_attn.out_proj.weight", "self_attn.out_proj.bias",
+        "layer_norm2.weight", "layer_norm2.bias", "mlp.fc1.weight", "mlp.fc1.bias",
+        "mlp.fc2.weight", "mlp.fc2.bias",
+    };
+    _Static_assert(sizeof layer / sizeof *layer == sizeof(ct_layer) / sizeof(lm_array *),
+                   "one name per ct_layer field");
+    static const char *const top[] = {
+        "text_model.embeddings.token_embedding.weight", "text_model.embeddings.position_embedding.weight",
+        "text_model.final_layer_norm.weight", "text_model.final_layer_norm.bias", "text_projection.weight",
+    };
+    lm_array **slots[] = {&m->tok, &m->pos, &m->fin_w, &m->fin_b, &m->proj};
+    if (i < 0 || i >= lm_clip_text_weight_count(m)) return NULL;
+    if (i < 5) {
+        snprintf(name, cap, "%s", top[i]);
+        return slots[i];
+    }
+    int per = (int)(sizeof layer / sizeof *layer), l = (i - 5) / per, k = (i - 5) % per;
+    snprintf(name, cap, "text_model.encoder.layers.%d.%s", l, layer[k]);
+    return &((lm_array **)&m->layers[l])[k];
+}
+
 static lm_array *retain(lm_array *a) { return a ? lm_array_retain(a) : NULL; }
 
 /* Releases *a and replaces it with r (which may be NULL). */

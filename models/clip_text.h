@@ -53,6 +53,14 @@ void lm_clip_text_free(lm_clip_text *m);    /* NULL is fine */
 const lm_clip_text_config *lm_clip_text_get_config(const lm_clip_text *m);
 lm_dtype lm_clip_text_dtype(const lm_clip_text *m);
 lm_device *lm_clip_text_device(const lm_clip_text *m);
+/* The weights by transformers' name with "text_model." ("text_model.encoder.
+ * layers.0.self_attn.q_proj.weight", "text_projection.weight"), for
+ * models/lora.c: slot i in [0, count) (NULL outside; *slot NULL where the
+ * model has no such weight, as text_projection without a projection), its
+ * name written to name.  A slot holds a kept, evaluated array; whoever
+ * replaces it keeps the new one and owns the old one's keep. */
+int lm_clip_text_weight_count(const lm_clip_text *m);
+lm_array **lm_clip_text_weight_slot(lm_clip_text *m, int i, char *name, size_t cap);
 
 typedef struct lm_clip_text_out {
     lm_array *last_hidden_state;   /* [B, L, D], after the final layer norm */

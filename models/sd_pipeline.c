@@ -12,6 +12,7 @@
 #include "models/diffusers_config.h"
 #include "models/dit_files.h"
 #include "models/dit_pipeline.h"
+#include "models/lora.h"
 #include "models/sampler.h"
 #include "models/sd_single.h"
 #include "models/unet.h"
@@ -37,6 +38,7 @@ struct lm_sd_pipeline {
                                    unless model_index.json says otherwise) */
     lm_dit_pipe *dit;                /* a flow-matching DiT family's networks (models/dit_pipeline.h);
                                    tok, te and unet are then NULL */
+    lm_lora_stack *loras;       /* the merged adapters (models/lora.h), NULL = none */
 };
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o)
@@ -66,6 +68,7 @@ void lm_sd_gen_opts_init_for(lm_sd_gen_opts *o, const lm_sd_pipeline *p)
 void lm_sd_pipeline_free(lm_sd_pipeline *p)
 {
     if (!p) return;
+    lm_lora_stack_free(p->loras);   /* the original weights back before the models go */
     for (int i = 0; i < 2; i++) {
         lm_clip_tokenizer_free(p->tok[i]);
         lm_clip_text_free(p->te[i]);
@@ -91,6 +94,7 @@ lm_clip_text *lm_sd_pipeline_text_encoder(lm_sd_pipeline *p, int which) { return
 lm_unet *lm_sd_pipeline_unet(lm_sd_pipeline *p) { return p->unet; }
 lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p) { return p->vae; }
 lm_dit_pipe *lm_sd_pipeline_dit(lm_sd_pipeline *p) { return p->dit; }
+lm_lora_stack **lm_sd_pipeline_loras(lm_sd_pipeline *p) { return &p->loras; }
 
 /* ---- loading ---- */
 

@@ -80,6 +80,10 @@ struct lm_vae *lm_sd_pipeline_vae(lm_sd_pipeline *p);
 /* A DiT family's tokenizer, encoder, transformer and scheduler
  * (models/dit_pipeline.h); NULL for SD (whose stages are those above). */
 struct lm_dit_pipe *lm_sd_pipeline_dit(lm_sd_pipeline *p);
+/* The LoRA adapters merged into its weights (models/lora.h owns the type;
+ * lm_sd_pipeline_free frees them first). */
+struct lm_lora_stack;
+struct lm_lora_stack **lm_sd_pipeline_loras(lm_sd_pipeline *p);
 
 /* The conditioning of n prompts as diffusers' encode_prompt gives it for one
  * prompt each: *embeds [n,77,D] in the UNet's dtype; SDXL also *pooled

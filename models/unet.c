@@ -47,6 +47,7 @@ struct lm_unet {
     int nw, capw;
     char **wname;
     lm_array **w;
+    lm_unet_extra **extra;   /* per weight: run-time additions to its linear product, or NULL */
 };
 
 /* ================================================================ config */
@@ -512,6 +513,7 @@ void lm_unet_free(lm_unet *m)
         lm_array_unkeep(m->w[i]);
         free(m->wname[i]);
     }
+    free(m->extra);   /* the terms are their setter's (models/lora.c) */
     free(m->w);
     free(m->wname);
     free(m);
@@ -592,6 +594,20 @@ lm_unet *lm_unet_load(const char *dir, const char *variant, lm_dtype dt, lm_devi
 const lm_unet_config *lm_unet_get_config(const lm_unet *m) { return &m->cfg; }
 lm_dtype lm_unet_dtype(const lm_unet *m) { return m->dt; }
 lm_device *lm_unet_device(const lm_unet *m) { return m->dev; }
+int lm_unet_weight_count(const lm_unet *m) { return m->nw; }
+const char *lm_unet_weight_name(const lm_unet *m, int i) { return m->wname[i]; }
+lm_array **lm_unet_weight_slot(lm_unet *m, int i) { return &m->w[i]; }
+
+lm_status lm_unet_weight_extra(lm_unet *m, int i, lm_unet_extra *e)
+{
+    if (i < 0 || i >= m->nw) return lm_error_set(LM_ERR_ARG, "unet: no weight %d", i);
+    if (!m->extra && e) {
+        m->extra = calloc((size_t)m->nw, sizeof *m->extra);
+        if (!m->extra) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+    }
+    if (m->extra) m->extra[i] = e;
+    return LM_OK;
+}
 
 /* =============================================================== forward */
 
@@ -643,16 +659,31 @@ static lm_array *conv(un_fwd *f, const char *p, lm_array *x, int64_t stride, int
     return lm_conv2d(x, w, b, s, pd, d, 1);
 }
 
+/* y + the run-time terms of weight i (models/lora.c's adapters on weights it
+ * cannot merge into): (x a^T) b^T each, or x a^T where b is NULL */
+static lm_array *extras(const lm_unet *m, int i, lm_array *x, lm_array *y)
+{
+    for (const lm_unet_extra *e = m->extra && i >= 0 ? m->extra[i] : NULL; e && y; e = e->next) {
+        lm_array *t = lm_linear(x, e->a, NULL);
+        if (t && e->b) swap(&t, lm_linear(t, e->b, NULL));
+        swap(&y, t ? lm_binary(LM_OP_ADD, y, t) : NULL);
+        lm_array_release(t);
+    }
+    return y;
+}
+
 static lm_array *linear(un_fwd *f, const char *p, lm_array *x, bool bias)
 {
-    lm_array *w = wget(f, "%s.weight", p), *b = w && bias ? wget(f, "%s.bias", p) : NULL;
+    lm_array *w = wget(f, "%s.weight", p);
+    int wi = f->cursor - 1;   /* wget leaves the cursor after what it found */
+    lm_array *b = w && bias ? wget(f, "%s.bias", p) : NULL;
     if (!w || (bias && !b)) return NULL;
-    if (!lm_dtype_is_quant(w->dtype)) return lm_linear(x, w, b);
+    if (!lm_dtype_is_quant(w->dtype)) return extras(f->m, wi, x, lm_linear(x, w, b));
     /* QLINEAR computes in f32: back to the model's dtype before the bias */
     lm_array *y = lm_linear(x, w, NULL);
     if (y && y->dtype != x->dtype) swap(&y, lm_cast(y, x->dtype));
     if (y && b) swap(&y, lm_binary(LM_OP_ADD, y, b));
-    return y;
+    return extras(f->m, wi, x, y);
 }
 
 static lm_array *gnorm(un_fwd *f, const char *p, lm_array *x, double eps)

@@ -78,6 +78,21 @@ void lm_unet_free(lm_unet *m);      /* NULL is fine */
 const lm_unet_config *lm_unet_get_config(const lm_unet *m);
 lm_dtype lm_unet_dtype(const lm_unet *m);
 lm_device *lm_unet_device(const lm_unet *m);
+/* The weights by diffusers' name ("down_blocks.0.resnets.0.conv1.weight"),
+ * for models/lora.c: i in [0, count).  A slot holds a kept, evaluated
+ * array; whoever replaces it keeps the new one and owns the old one's keep. */
+int lm_unet_weight_count(const lm_unet *m);
+const char *lm_unet_weight_name(const lm_unet *m, int i);
+lm_array **lm_unet_weight_slot(lm_unet *m, int i);
+/* Run-time additions to a linear weight's product, for what cannot be
+ * merged into it (a quantized weight): y += (x a^T) b^T, or x a^T where b
+ * is NULL; a and b in the model's dtype.  A list; the caller owns it and
+ * its arrays and keeps them alive while set (NULL unsets). */
+typedef struct lm_unet_extra {
+    lm_array *a, *b;
+    struct lm_unet_extra *next;
+} lm_unet_extra;
+lm_status lm_unet_weight_extra(lm_unet *m, int i, lm_unet_extra *e);
 
 /* x [B, in_channels, H, W]; t [B] timesteps (any float dtype; the
  * sinusoidal embedding is computed in f32 as diffusers does); context

@@ -28,6 +28,7 @@
 #include "core/io/io.h"
 #include "core/lumen.h"
 #include "models/dit_pipeline.h"
+#include "models/lora.h"
 #include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "lua/term_image.h"
@@ -48,6 +49,11 @@ typedef struct gen_args {
     bool has_seed, overwrite, quiet, offload;
     bool show;   /* --show: each image drawn in the terminal (lua/term_image.h) */
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
+#define GEN_MAX_LORAS 32
+    const char *loras[GEN_MAX_LORAS];   /* --lora FILE[:W], in order (models/lora.h) */
+    int nloras;
+    const char *lora_dir;               /* --lora-dir: where <lora:NAME:W> tags are found */
+    char lora_hashes[2048];             /* the infotext's Lora hashes, once loaded */
 } gen_args;
 
 static int usage(const char *msg)
@@ -84,12 +90,15 @@ static int usage(const char *msg)
             "  --tokenizer DIR    single files: a diffusers folder (or tokenizer folder) to take\n"
             "                     tokenizer/ [tokenizer_2/] and scheduler/ from\n"
             "  --prediction P     epsilon or v_prediction, overriding the scheduler config\n"
-            "  --offload          Z-Image, FLUX.2-klein: free the text encoder after encoding\n"
-            "                     (read again for the next prompt): the peak is the transformer's\n"
+            "  --offload          Z-Image, FLUX.2-klein: one network on the device at a time (both\n"
+            "                     read again for each image): the peak is the larger one's\n"
             "  --text-layers L,.. Z-Image, FLUX.2-klein: the text encoder's hidden states taken\n"
             "                     (1-based, as diffusers' hidden_states[L]; default the family's)\n"
             "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
+            "  --lora FILE[:W]    merge a LoRA / LoHa / LoKr .safetensors at weight W (default 1;\n"
+            "                     repeatable); <lora:NAME:W> in the prompt loads NAME.safetensors\n"
+            "                     from --lora-dir DIR\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
@@ -164,7 +173,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", "--clip-skip", "--ref", "--text-layers", NULL};
+            "--prediction", "--clip-skip", "--ref", "--text-layers", "--lora", "--lora-dir", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -185,6 +194,11 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 return usage("--ref: at most 8 reference images");
             a->refs[a->nrefs++] = v;
         }
+        else if (!strcmp(s, "--lora")) {
+            if (a->nloras == GEN_MAX_LORAS) return usage("--lora: at most 32 LoRAs");
+            a->loras[a->nloras++] = v;
+        }
+        else if (!strcmp(s, "--lora-dir")) a->lora_dir = v;
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
         else if (!strcmp(s, "--device")) a->device_name = v;
         else if (!strcmp(s, "--prediction")) {
@@ -438,7 +452,8 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
     /* a flow-matching family's Euler runs its release's shifted sigmas:
      * Forge and ComfyUI name that schedule Simple */
     if (row->flow) schedule = "Simple";
-    size_t n = strlen(a->prompt) + (a->negative ? strlen(a->negative) : 0) + 2 * strlen(model) + 512;
+    size_t n = strlen(a->prompt) + (a->negative ? strlen(a->negative) : 0) + 2 * strlen(model) + 512 +
+               2 * strlen(a->lora_hashes);
     char *t = malloc(n);
     if (!t) return NULL;
     size_t at = (size_t)snprintf(t, n, "%s", a->prompt);
@@ -454,6 +469,10 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
     if (a->clip_skip > 1 && at < n)
         at += (size_t)snprintf(t + at, n - at, ", Clip skip: %" PRId64, a->clip_skip);
+    if (a->lora_hashes[0] && at < n) {   /* A1111's Lora extension: Lora hashes: "name: hash, ..." */
+        at += (size_t)snprintf(t + at, n - at, ", Lora hashes: ");
+        put_value(t, n, &at, a->lora_hashes);
+    }
     /* A1111 strips the whole text */
     while (at > 0 && at < n && (t[at - 1] == ' ' || t[at - 1] == '\n')) t[--at] = 0;
     return t;
@@ -566,6 +585,7 @@ static int cmd_generate(int argc, char **argv)
     lm_array *init = NULL, *imgs = NULL, *refs[GEN_MAX_REFS] = {NULL};
     int nref = 0;
     lm_sd_pipeline *p = NULL;
+    char *clean = NULL;   /* the prompt without its <lora:...> tags */
     rc = 1;
     if (!names || !seeds) goto done;
     for (int i = 0; i < (int)a.batch; i++) {
@@ -616,6 +636,18 @@ static int cmd_generate(int argc, char **argv)
         rc = 2;
         goto done;
     }
+    /* LoRAs: --lora's, then the prompt's <lora:NAME:W> tags (encoded without them;
+     * the infotext keeps the prompt as given, as A1111 does) */
+    for (int i = 0; i < a.nloras; i++)
+        if (lm_lora_load_spec(p, a.loras[i], true) != LM_OK) {
+            report(NULL);
+            goto done;
+        }
+    if (lm_lora_load_tags(p, a.prompt, a.lora_dir, "--lora-dir DIR", true, &clean) != LM_OK) {
+        report(NULL);
+        goto done;
+    }
+    lm_lora_hashes(p, a.lora_hashes, sizeof a.lora_hashes);
     /* what was not given is the model family's (the infotext records what ran) */
     const lm_sd_defaults *fd = lm_sd_pipeline_defaults(p);
     if (!a.has_steps) a.steps = fd->steps;
@@ -629,7 +661,7 @@ static int cmd_generate(int argc, char **argv)
     }
     lm_sd_gen_opts go;
     lm_sd_gen_opts_init_for(&go, p);
-    const char *prompts[1] = {a.prompt}, *negs[1] = {a.negative};
+    const char *prompts[1] = {clean}, *negs[1] = {a.negative};
     go.batch = (int)a.batch;
     go.prompts = prompts;
     go.nprompts = 1;
@@ -659,6 +691,7 @@ static int cmd_generate(int argc, char **argv)
     }
     rc = write_images(&a, p, imgs, names, seeds);
 done:
+    free(clean);
     lm_array_release(imgs);
     lm_array_release(init);
     for (int k = 0; k < nref; k++) lm_array_release(refs[k]);

@@ -107,6 +107,10 @@ local recipes = {
   ["lm.diffusion.encode_prompt"] = function()
     return {lm.diffusion.pipeline("tests/ref/diffusion/sd1", {dtype = "f32", device = "cpu"}), "a cat"}
   end,
+  -- the options are checked before the file is read
+  ["lm.diffusion.load_lora"] = function()
+    return {lm.diffusion.pipeline("tests/ref/diffusion/sd1", {dtype = "f32", device = "cpu"}), "none.safetensors"}
+  end,
   ["lm.models.upscale"] = function()
     return {lm.models.load("tests/ref/fixtures/tfjs/model.json"), lm.rand{3, 4, 4}}
   end,

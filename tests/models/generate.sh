@@ -13,7 +13,9 @@
 # negatives told apart in the image and its parameters, seeds that can be
 # given back, -- before a prompt starting with -; the third sweep's --strength
 # without --init and --tokenizer with a folder refused, a negative epsilon in
-# a config named with its file and key.  One line per check.
+# a config named with its file and key; issue 37: --lora and <lora:NAME:W>
+# tags change the image alike, the infotext's Lora hashes against hashlib,
+# a tag without --lora-dir and an unmatched key refused.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
 export LUMEN_DEVICE=cpu
@@ -241,5 +243,21 @@ fails "FLUX.2-klein's fixture without --text-layers: layer 9 missing, named" 1 "
 check "... with --text-layers 1,2 it makes a PNG" sh -c "$L generate 'a dog' --model tests/ref/dit/klein --text-layers 1,2 --size 32 --steps 2 -q -o $T/k.png && test -s $T/k.png"
 fails "--text-layers 1,x refused" 2 "expected 1 to 4 layer numbers" sh -c "$L generate 'a dog' --model $Z --text-layers 1,x -q -o $T/x.png"
 fails "--text-layers on SD refused" 2 "only the DiT families" sh -c "$G --model $D/sd1 --text-layers 1 -o $T/x.png"
+
+# ---- LoRA (issue 37): --lora, <lora:NAME:W> from --lora-dir, the infotext's Lora hashes ----
+Q=lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q
+mkdir -p $T/loras
+"$L" -e "lm.save('$T/loras/fox.safetensors', {['$Q.lora_down.weight'] = lm.randn({4, 32}, {seed = 1}),
+  ['$Q.lora_up.weight'] = lm.randn({32, 4}, {seed = 2}), ['$Q.alpha'] = lm.tensor(4.0)})
+  lm.save('$T/loras/bad.safetensors', {['$Q.lora_down.weight'] = lm.randn({4, 32}, {seed = 1}),
+  ['$Q.lora_up.weight'] = lm.randn({32, 4}, {seed = 2}), ['lora_unet_no_such_block.lora_up.weight'] = lm.randn({32, 4})})"
+H=$(/usr/bin/python3 -c "import hashlib, struct, sys; d = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', d[:8])[0]; print(hashlib.sha256(d[8 + n:]).hexdigest()[:12])" $T/loras/fox.safetensors)
+check "--lora FILE:0.8 changes the image; Lora hashes: A1111's addnet hash (Python's hashlib here)" sh -c "$G --model $D/sd1 --seed 42 --lora $T/loras/fox.safetensors:0.8 -o $T/lora.png && ! cmp -s $T/lora.png $T/s42.png && $L -e \"local _, t = lm.image.read_png('$T/lora.png'); assert(t.parameters:find('Model: sd1, Lora hashes: \\\"fox: $H\\\"', 1, true), t.parameters)\""
+check "<lora:fox:0.8> from --lora-dir: the same pixels, the prompt kept with its tag" sh -c "$L generate 'a photo of an astronaut riding a horse <lora:fox:0.8>' --negative 'blurry, low quality' --steps 4 --size 64x64 -q --model $D/sd1 --seed 42 --lora-dir $T/loras -o $T/lora_tag.png && $L -e \"local a, t = lm.image.read_png('$T/lora_tag.png'); local b = lm.image.read_png('$T/lora.png'); assert((a - b):abs():max():item() == 0); assert(t.parameters:find('riding a horse <lora:fox:0.8>', 1, true), t.parameters)\""
+fails "<lora:...> without --lora-dir is refused" 1 "needs a LoRA folder (--lora-dir DIR)" sh -c "$L generate 'a <lora:fox>' --steps 4 --size 64x64 -q --model $D/sd1 --seed 1 -o $T/x.png"
+fails "a LoRA key that adapts nothing is named" 1 "lora_unet_no_such_block.lora_up.weight adapts no weight" sh -c "$G --model $D/sd1 --seed 1 --lora $T/loras/bad.safetensors -o $T/x.png"
+fails "a DiT family refuses a LoRA for now, saying which do take one" 1 "the zimage family takes no LoRA yet (SD 1.x, 2.x and SDXL do)" sh -c "$L generate 'a' --model tests/ref/dit/zimage --size 32 --steps 1 -q --lora $T/loras/fox.safetensors -o $T/x.png"
+check "... no x.png written by these failures" test ! -e $T/x.png
+
 echo "$p passed, $f failed"
 [ $f = 0 ]
