@@ -1,6 +1,7 @@
 /* prompt.c - A1111's prompt syntax (see prompt.h): the emphasis parser, the
  * extra-network tags and the 75-token chunks. */
 #include "models/prompt.h"
+#include "models/clip_tokenizer.h"
 
 #include <locale.h>
 #include <math.h>
@@ -485,4 +486,47 @@ void lm_prompt_chunks_free(lm_prompt_chunks *c)
     free(c->ids);
     free(c->mults);
     memset(c, 0, sizeof *c);
+}
+
+/* ---- a CLIP tokenizer's chunks ---- */
+
+lm_status lm_prompt_clip_chunks(lm_clip_tokenizer *tok, const char *prompt, size_t len, lm_prompt_chunks *c)
+{
+    char *clean = NULL;
+    size_t cl = 0;
+    lm_prompt pr = {0};
+    int32_t **ids = NULL;
+    int64_t *nids = NULL;
+    lm_status st = lm_prompt_extra_networks(prompt, len, &clean, &cl, NULL);
+    if (st == LM_OK) st = lm_prompt_parse(clean, cl, &pr);
+    if (st == LM_OK && (!(ids = calloc((size_t)pr.n, sizeof *ids)) || !(nids = calloc((size_t)pr.n, sizeof *nids))))
+        st = lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+    for (int64_t i = 0; st == LM_OK && i < pr.n; i++) {
+        const int32_t *t;
+        if (lm_prompt_pair_is_break(&pr.pairs[i])) continue;
+        if ((st = lm_clip_tokenizer_tokens(tok, pr.pairs[i].text, pr.pairs[i].len, &t, &nids[i])) != LM_OK) break;
+        if (!(ids[i] = malloc(sizeof **ids * (size_t)(nids[i] + 1)))) {
+            st = lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+            break;
+        }
+        memcpy(ids[i], t, sizeof **ids * (size_t)nids[i]);
+    }
+    if (st == LM_OK)
+        st = lm_prompt_chunk_tokens(&pr, (const int32_t *const *)ids, nids, lm_clip_tokenizer_bos(tok),
+                                    lm_clip_tokenizer_eos(tok), lm_clip_tokenizer_find(tok, ",</w>"), c);
+    /* ids after the first eos become the pad id where it differs (SD 2.x,
+       SDXL's second tokenizer), as A1111's process_tokens does */
+    int32_t eos = lm_clip_tokenizer_eos(tok), pad = lm_clip_tokenizer_pad(tok);
+    for (int64_t k = 0; st == LM_OK && k < c->n; k++) {
+        int32_t *row = c->ids + k * (LM_PROMPT_CHUNK + 2);
+        int j = 1;
+        while (j < LM_PROMPT_CHUNK + 2 && row[j] != eos) j++;
+        for (j++; j < LM_PROMPT_CHUNK + 2; j++) row[j] = pad;
+    }
+    for (int64_t i = 0; ids && i < pr.n; i++) free(ids[i]);
+    free(ids);
+    free(nids);
+    lm_prompt_free(&pr);
+    free(clean);
+    return st;
 }

@@ -90,12 +90,20 @@ typedef struct lm_prompt_chunks {
     float *mults;       /* [n][LM_PROMPT_CHUNK + 2] */
 } lm_prompt_chunks;
 
-/* pairs: p (or NULL with one pair of weight 1: the syntax off), tokens[i] /
- * ntokens[i]: pair i's ids without BOS / EOS (a BREAK pair's are ignored).
- * comma: the id of ",</w>" (-1 = none). */
+/* p: the pairs; tokens[i] / ntokens[i]: pair i's ids without BOS / EOS (a
+ * BREAK pair's are ignored).  comma: the id of ",</w>" (-1 = none). */
 lm_status lm_prompt_chunk_tokens(const lm_prompt *p, const int32_t *const *tokens,
                                  const int64_t *ntokens, int32_t bos, int32_t eos, int32_t comma,
                                  lm_prompt_chunks *out);
 void lm_prompt_chunks_free(lm_prompt_chunks *c);
+
+/* A prompt's chunks as A1111 encodes them with a CLIP tokenizer: the
+ * extra-network tags removed, the pairs parsed, each pair tokenized alone
+ * (no BOS / EOS, untruncated), chunked as above with the tokenizer's bos,
+ * eos and ",</w>", then the ids after each chunk's first eos replaced by the
+ * tokenizer's pad id (a no-op where pad is eos, as on SD 1.x). */
+struct lm_clip_tokenizer;
+lm_status lm_prompt_clip_chunks(struct lm_clip_tokenizer *tok, const char *text, size_t len,
+                                lm_prompt_chunks *c);
 
 #endif

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "models/prompt.h"
 #include "models/diffusers_config.h"
 #include "models/dit_files.h"
 #include "models/dit_pipeline.h"
@@ -507,23 +508,11 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
 /* One encoder's part for n prompts: SD 1.x/2.x the last hidden state, SDXL
  * the penultimate layer (hidden_states[-2]) and, for the second encoder, the
  * projected pooled output. */
-static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *prompts,
+static lm_status encode_ids(lm_sd_pipeline *p, int e, const int32_t *ids, int64_t rows, int64_t L,
                             int skip, lm_array **hidden, lm_array **pooled)
 {
-    lm_clip_tokenizer *tok = p->tok[e];
-    int64_t L = lm_clip_tokenizer_max_length(tok), got;
-    int32_t *ids = malloc(sizeof *ids * (size_t)(L * n));
-    if (!ids) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
-    for (int i = 0; i < n; i++) {
-        const char *t = prompts[i] ? prompts[i] : "";
-        if (lm_clip_tokenizer_encode(tok, t, strlen(t), true, ids + (int64_t)i * L, &got, NULL) != LM_OK) {
-            free(ids);
-            return lm_error_status();
-        }
-    }
     lm_clip_text_out out;
-    lm_status st = lm_clip_text_forward(p->te[e], ids, n, L, &out);
-    free(ids);
+    lm_status st = lm_clip_text_forward(p->te[e], ids, rows, L, &out);
     if (st != LM_OK) return st;
     const lm_sd_encoder *E = &p->row->encoders[e];
     int at = out.nhidden - 1 - skip - E->skip_base, layers = out.nhidden - 1;
@@ -549,6 +538,143 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
                             "projected output)", E->dir, p->row->title);
     }
     return LM_OK;
+}
+
+static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *prompts,
+                            int skip, lm_array **hidden, lm_array **pooled)
+{
+    lm_clip_tokenizer *tok = p->tok[e];
+    int64_t L = lm_clip_tokenizer_max_length(tok), got;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(L * n));
+    if (!ids) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    for (int i = 0; i < n; i++) {
+        const char *t = prompts[i] ? prompts[i] : "";
+        if (lm_clip_tokenizer_encode(tok, t, strlen(t), true, ids + (int64_t)i * L, &got, NULL) != LM_OK) {
+            free(ids);
+            return lm_error_status();
+        }
+    }
+    lm_status st = encode_ids(p, e, ids, n, L, skip, hidden, pooled);
+    free(ids);
+    return st;
+}
+
+/* ---- A1111's prompt syntax (models/prompt.h) ---- */
+
+#define CW (LM_PROMPT_CHUNK + 2)
+
+/* z [rows,L,D] times the multipliers, then scaled back to its mean, per row
+ * (one chunk of one prompt): A1111's "Original" emphasis */
+static lm_array *emphasis(lm_array *z, const float *mults, int64_t rows, int64_t L)
+{
+    int64_t shape[3] = {rows, L, 1};
+    int axes[2] = {1, 2};
+    lm_array *zf = lm_cast(z, LM_F32);
+    lm_array *m = lm_from_data(3, shape, LM_F32, mults, z->device);
+    lm_array *mean0 = zf ? lm_reduce(LM_OP_MEAN, zf, 2, axes, true) : NULL;
+    lm_array *zw = zf && m ? lm_binary(LM_OP_MUL, zf, m) : NULL;
+    lm_array *mean1 = zw ? lm_reduce(LM_OP_MEAN, zw, 2, axes, true) : NULL;
+    lm_array *ratio = mean0 && mean1 ? lm_binary(LM_OP_DIV, mean0, mean1) : NULL;
+    lm_array *r = ratio ? lm_binary(LM_OP_MUL, zw, ratio) : NULL;
+    lm_array *out = r ? lm_cast(r, z->dtype) : NULL;
+    lm_array_release(zf);
+    lm_array_release(m);
+    lm_array_release(mean0);
+    lm_array_release(zw);
+    lm_array_release(mean1);
+    lm_array_release(ratio);
+    lm_array_release(r);
+    return out;
+}
+
+/* Every encoder's conditioning of n prompts the A1111 way: each prompt's
+ * chunks (the most chunks of any prompt and encoder: shorter ones padded
+ * with empty chunks, as A1111 pads a batch), encoded as rows of one batch,
+ * emphasis applied per chunk, the chunks joined along the sequence;
+ * pooled: the first chunk's (A1111's zs[0].pooled). */
+static lm_status encode_a1111(lm_sd_pipeline *p, int n, const char *const *prompts, int skip,
+                              lm_array **h, lm_array **pool)
+{
+    int ne = p->row->n_encoders;
+    lm_prompt_chunks *c = calloc((size_t)(n * ne), sizeof *c);
+    int32_t *ids = NULL;
+    float *mults = NULL;
+    if (!c) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    lm_status st = LM_OK;
+    int64_t K = 1;
+    for (int e = 0; st == LM_OK && e < ne; e++) {
+        if (lm_clip_text_get_config(p->te[e])->max_positions < CW) {
+            st = lm_error_set(LM_ERR_ARG, "encode_prompt: %s has %lld positions: A1111's prompt "
+                              "chunks need %d (turn the prompt syntax off)", p->row->encoders[e].dir,
+                              (long long)lm_clip_text_get_config(p->te[e])->max_positions, CW);
+            break;
+        }
+        for (int i = 0; st == LM_OK && i < n; i++) {
+            const char *t = prompts[i] ? prompts[i] : "";
+            st = lm_prompt_clip_chunks(p->tok[e], t, strlen(t), &c[e * n + i]);
+            if (st == LM_OK && c[e * n + i].n > K) K = c[e * n + i].n;
+        }
+    }
+    int64_t rows = (int64_t)n * K;
+    if (st == LM_OK && (!(ids = malloc(sizeof *ids * (size_t)(rows * CW))) ||
+                        !(mults = malloc(sizeof *mults * (size_t)(rows * CW)))))
+        st = lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    for (int e = 0; st == LM_OK && e < ne; e++) {
+        lm_clip_tokenizer *tok = p->tok[e];
+        int32_t bos = lm_clip_tokenizer_bos(tok), eos = lm_clip_tokenizer_eos(tok), pad = lm_clip_tokenizer_pad(tok);
+        bool weighted = false;
+        for (int i = 0; i < n; i++)
+            for (int64_t k = 0; k < K; k++) {
+                const lm_prompt_chunks *ci = &c[e * n + i];
+                int32_t *row = ids + (i * K + k) * CW;
+                float *mr = mults + (i * K + k) * CW;
+                for (int j = 0; j < CW; j++) {
+                    /* an empty chunk: bos, eos, then pad (SD 2.x / SDXL's
+                       second tokenizer) or eos */
+                    row[j] = k < ci->n ? ci->ids[k * CW + j] : j == 0 ? bos : j == 1 ? eos : pad;
+                    mr[j] = k < ci->n ? ci->mults[k * CW + j] : 1.0f;
+                    weighted |= mr[j] != 1.0f;
+                }
+            }
+        lm_array *z = NULL, *pl = NULL;
+        bool pools_e = p->row->encoders[e].pooled;
+        st = encode_ids(p, e, ids, rows, CW, skip, &z, pools_e ? &pl : NULL);
+        if (st != LM_OK) break;
+        if (weighted) {
+            lm_array *w = emphasis(z, mults, rows, CW);
+            lm_array_release(z);
+            if (!(z = w)) {
+                lm_array_release(pl);
+                st = lm_error_status();
+                break;
+            }
+        }
+        int64_t D = z->shape[2], shape[3] = {n, K * CW, D};
+        h[e] = lm_reshape(z, 3, shape);
+        lm_array_release(z);
+        if (!h[e]) {
+            lm_array_release(pl);
+            st = lm_error_status();
+            break;
+        }
+        if (pl) {
+            int64_t P = pl->shape[1], s3[3] = {n, K, P}, s2[2] = {n, P};
+            lm_array *r3 = lm_reshape(pl, 3, s3), *first = r3 ? lm_slice(r3, 1, 0, 1, 1) : NULL;
+            *pool = first ? lm_reshape(first, 2, s2) : NULL;
+            lm_array_release(r3);
+            lm_array_release(first);
+            lm_array_release(pl);
+            if (!*pool) {
+                st = lm_error_status();
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < n * ne; i++) lm_prompt_chunks_free(&c[i]);
+    free(c);
+    free(ids);
+    free(mults);
+    return st;
 }
 
 /* x * mask, mask[i] = 0 for the NULL prompts: diffusers' zeros for an SDXL
@@ -580,6 +706,12 @@ lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *promp
 lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
                                    int clip_skip, lm_array **embeds, lm_array **pooled)
 {
+    return lm_sd_encode_prompt_syntax(p, n, prompts, clip_skip, false, embeds, pooled);
+}
+
+lm_status lm_sd_encode_prompt_syntax(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                     int clip_skip, bool a1111, lm_array **embeds, lm_array **pooled)
+{
     *embeds = NULL;
     if (pooled) *pooled = NULL;
     if (p->dit)   /* its conditioning has its own shape: models/dit_pipeline.h */
@@ -590,7 +722,8 @@ lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *
     const lm_sd_family_row *F = p->row;
     lm_array *h[LM_SD_MAX_ENCODERS] = {NULL}, *pool = NULL, *cat = NULL;
     lm_status st = LM_OK;
-    for (int e = 0; st == LM_OK && e < F->n_encoders; e++)
+    if (a1111) st = encode_a1111(p, n, prompts, clip_skip, h, &pool);
+    for (int e = 0; !a1111 && st == LM_OK && e < F->n_encoders; e++)
         st = encode_one(p, e, n, prompts, clip_skip, &h[e], F->encoders[e].pooled ? &pool : NULL);
     if (st != LM_OK) goto fail;
     cat = F->n_encoders > 1 ? lm_concat(F->n_encoders, h, 2) : lm_array_retain(h[0]);
@@ -813,8 +946,8 @@ static lm_status conditioning(gen *g, int l)
         if (g->cfg) texts[j] = neg, texts[per + j] = pos;
         else texts[j] = pos;
     }
-    lm_status st = lm_sd_encode_prompt_skip(g->p, n, texts, o->clip_skip, &g->ctx[l],
-                                            pools(g->p) ? &g->pooled[l] : NULL);
+    lm_status st = lm_sd_encode_prompt_syntax(g->p, n, texts, o->clip_skip, !o->plain_prompt,
+                                              &g->ctx[l], pools(g->p) ? &g->pooled[l] : NULL);
     free(texts);
     return st;
 }

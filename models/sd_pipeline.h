@@ -91,6 +91,21 @@ lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *promp
 lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
                                    int clip_skip, lm_array **embeds, lm_array **pooled);
 
+/* ... with AUTOMATIC1111's prompt handling when a1111 is true
+ * (models/prompt.h; false is lm_sd_encode_prompt_skip): <lora:...> and other
+ * extra-network tags removed, the emphasis syntax parsed, each prompt in
+ * chunks of 75 tokens (BOS + 75 + EOS; BREAK and the comma backtrack as
+ * A1111's tokenize_line) encoded separately and joined along the sequence,
+ * so *embeds is [n, 77*K, D] with K the most chunks of any of the n prompts
+ * (the others padded with empty chunks, as A1111 pads a batch); each chunk's
+ * hidden states multiplied by its tokens' weights and scaled back to their
+ * mean (A1111's "Original" emphasis; the mean is per prompt and chunk, which
+ * is A1111's for a batch of one); SDXL's pooled output is the first
+ * chunk's.  A prompt of at most 75 tokens with no syntax gives the bytes of
+ * lm_sd_encode_prompt_skip. */
+lm_status lm_sd_encode_prompt_syntax(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                     int clip_skip, bool a1111, lm_array **embeds, lm_array **pooled);
+
 /* Per-step report: step i (from 1) of n for the whole batch. */
 typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
 /* Test hook: the noise of the batch [B,C,h,w] for draw k (0 = initial
@@ -128,6 +143,10 @@ typedef struct lm_sd_gen_opts {
                                     by the batch; borrowed.  Other families refuse them */
     int nrefs;
     int clip_skip;               /* diffusers' clip_skip (0 = none, 1 = penultimate layer) */
+    bool plain_prompt;           /* SD families: true = the prompts are tokenized literally
+                                    and cut at 77 tokens (diffusers' encode_prompt); false
+                                    (default) = A1111's syntax, weights, BREAK and long
+                                    prompts (lm_sd_encode_prompt_syntax) */
     lm_sd_progress_fn progress;
     void *progress_ctx;
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */

@@ -43,6 +43,7 @@ typedef struct gen_args {
     double cfg, strength;
     uint64_t seed;
     bool has_seed, overwrite, quiet;
+    bool plain_prompt;   /* --no-prompt-syntax */
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
 } gen_args;
 
@@ -81,6 +82,9 @@ static int usage(const char *msg)
             "  --prediction P     epsilon or v_prediction, overriding the scheduler config\n"
             "  --clip-skip N      A1111's Clip skip: 1 = the text encoder's last layer (default),\n"
             "                     2 = the penultimate (diffusers' clip_skip=1)\n"
+            "  --no-prompt-syntax the prompts as plain text cut at 77 tokens (diffusers); by\n"
+            "                     default A1111's: (word:1.2), [word], BREAK, long prompts in\n"
+            "                     chunks of 75 tokens, <lora:...> tags removed (SD families)\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
@@ -212,6 +216,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
                 (a->dtype != LM_F32 && a->dtype != LM_F16 && a->dtype != LM_BF16))
                 return bad_value(s, v, "f32, f16 or bf16");
         } else if (!strcmp(s, "--overwrite")) a->overwrite = true;
+        else if (!strcmp(s, "--no-prompt-syntax")) a->plain_prompt = true;
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             usage(NULL);
@@ -591,6 +596,7 @@ static int cmd_generate(int argc, char **argv)
     go.refs = refs;
     go.nrefs = nref;
     go.clip_skip = a.clip_skip > 1 ? (int)a.clip_skip - 1 : 0;
+    go.plain_prompt = a.plain_prompt;
     bar b = {!a.quiet && isatty(2), a.batch};
     go.progress = progress;
     go.progress_ctx = &b;

@@ -1,0 +1,203 @@
+-- test_prompt.lua - A1111's prompt syntax from Lua (models/prompt.c through
+-- lua/l_diffusion.c; tests/test_prompt.c checks the parser, the tags and the
+-- chunking against tests/ref/gen_prompt.py's A1111 reference):
+-- lm.diffusion.parse_prompt / extra_networks / prompt_chunks, and the
+-- weighted, chunked conditioning of pipe:encode_prompt{prompt_syntax=true}
+-- and pipe:generate against an A1111-formula reference computed here with
+-- the pipeline's own text encoders (each chunk encoded alone, the hidden
+-- states times the token weights, scaled back to their mean, the chunks
+-- joined along the sequence; SDXL's penultimate layers of both encoders and
+-- the first chunk's pooled output), on the tiny SD 1.x, 2.x and SDXL models.
+local T, lm = ...
+local test, eq, ok, raises = T.test, T.eq, T.ok, T.raises
+local D = "tests/ref/diffusion/"
+
+local function same(a, b, what)
+  eq(#a, #b, what .. ": length")
+  for i = 1, #a do
+    if type(a[i]) == "table" then same(a[i], b[i], what .. "[" .. i .. "]")
+    else eq(a[i], b[i], what .. "[" .. i .. "]") end
+  end
+end
+
+test("prompt: parse_prompt gives A1111's pairs", function()
+  same(lm.diffusion.parse_prompt("an (important) word"), {{"an ", 1.0}, {"important", 1.1}, {" word", 1.0}}, "emphasis")
+  same(lm.diffusion.parse_prompt("a (((house:1.3)) [on] a (hill:0.5), sun, (((sky)))."),
+       {{"a ", 1.0}, {"house", 1.5730000000000004}, {" ", 1.1}, {"on", 1.0}, {" a ", 1.1},
+        {"hill", 0.55}, {", sun, ", 1.1}, {"sky", 1.4641000000000006}, {".", 1.1}}, "A1111's doctest")
+  same(lm.diffusion.parse_prompt("\\(literal\\]"), {{"(literal]", 1.0}}, "escapes")
+  same(lm.diffusion.parse_prompt("(unbalanced"), {{"unbalanced", 1.1}}, "unbalanced")
+  same(lm.diffusion.parse_prompt("a BREAK b"), {{"a", 1.0}, {"BREAK", -1}, {"b", 1.0}}, "BREAK")
+  same(lm.diffusion.parse_prompt(""), {{"", 1.0}}, "empty")
+  raises(function() lm.diffusion.parse_prompt("(a:1.2.3)") end, "'1.2.3'")
+end)
+
+test("prompt: extra_networks removes <kind:args> tags", function()
+  local clean, tags = lm.diffusion.extra_networks("(masterpiece:1.2), a fox <lora:watercolor:0.8><lyco:x:1:0.5>")
+  eq(clean, "(masterpiece:1.2), a fox ", "clean text")
+  eq(#tags, 2, "tags")
+  eq(tags[1].kind, "lora"); same(tags[1].args, {"watercolor", "0.8"}, "lora args")
+  eq(tags[2].kind, "lyco"); same(tags[2].args, {"x", "1", "0.5"}, "lyco args")
+  local c2, t2 = lm.diffusion.extra_networks("<lora x:1> <:y>")
+  eq(c2, "<lora x:1> <:y>", "not tags"); eq(#t2, 0, "no tags")
+end)
+
+local f = io.open(D .. "ref_pipe.safetensors", "rb")
+if not f then
+  print("test_prompt.lua: tests/ref/diffusion fixtures absent (tests/ref/gen_diffusion.py): pipeline tests skipped")
+  return
+end
+f:close()
+
+local pipes = {}
+local function pipe(name)
+  pipes[name] = pipes[name] or lm.models.load(D .. name, {dtype = "f32", device = "cpu", tiling = "off"})
+  return pipes[name]
+end
+local function maxerr(a, b) return (a:astype("f32") - b:astype("f32")):abs():max():item() end
+local function rel(a, b) return maxerr(a, b) / b:abs():max():item() end
+
+-- the tokens of text without bos / eos
+local function tokens(tok, text)
+  local ids = tok:encode(text, {pad = false})
+  local r = {}
+  for i = 2, #ids - 1 do r[#r + 1] = ids[i] end
+  return r
+end
+
+-- 100 words of one token each in the tiny vocabulary: two chunks
+local LONG, WORDS = {}, {"cat", "fox", "photo", "horse"}
+for i = 1, 100 do LONG[i] = WORDS[(i * 7) % 4 + 1] end
+LONG = table.concat(LONG, " ")
+-- tokens() of a text over 75 tokens: word by word (the pre-tokenizer splits at spaces)
+local function long_tokens(tok, text)
+  local r = {}
+  for w in text:gmatch("%S+") do for _, id in ipairs(tokens(tok, w)) do r[#r + 1] = id end end
+  return r
+end
+
+test("prompt: prompt_chunks splits long prompts in 75 tokens, BREAK, the comma backtrack", function()
+  local tok = pipe("sd1").tokenizer
+  local t = long_tokens(tok, LONG)
+  eq(#t, 100, "100 tokens")
+  ok(#t > 75 and #t <= 150, "the long prompt has " .. #t .. " tokens")
+  local ids, w = lm.diffusion.prompt_chunks(tok, LONG)
+  eq(#ids, 2, "two chunks")
+  eq(#ids[1], 77, "77 ids")
+  eq(ids[1][1], tok.bos); eq(ids[1][77], tok.eos)
+  for i = 1, 75 do eq(ids[1][i + 1], t[i], "chunk 1 id " .. i) end
+  for i = 76, #t do eq(ids[2][i - 74], t[i], "chunk 2 id " .. (i - 75)) end
+  eq(ids[2][#t - 74 + 1], tok.eos, "chunk 2's eos")
+  eq(w[1][2], 1.0, "weight 1")
+  -- BREAK: a chunk of its own even when short
+  local b = lm.diffusion.prompt_chunks(tok, "a fox BREAK a cat")
+  eq(#b, 2, "BREAK makes two chunks")
+  same({b[1][2], b[1][3], b[1][4]}, {tokens(tok, "a fox")[1], tokens(tok, "a fox")[2], tok.eos}, "chunk 1")
+  same({b[2][2], b[2][3], b[2][4]}, {tokens(tok, "a cat")[1], tokens(tok, "a cat")[2], tok.eos}, "chunk 2")
+  -- a comma within 20 tokens of the full chunk: what follows it moves on
+  local comma = tokens(tok, ",")
+  eq(#comma, 1, "one comma token")
+  local words = {}
+  local n = 0
+  while n < 70 do
+    words[#words + 1] = "x"
+    n = n + #tokens(tok, "x")
+  end
+  local text = table.concat(words, " ") .. ", " .. LONG
+  local c = lm.diffusion.prompt_chunks(tok, text)
+  local at
+  for i = 2, 76 do if c[1][i] == comma[1] then at = i end end
+  ok(at ~= nil, "the comma ends chunk 1")
+  for i = at + 1, 76 do eq(c[1][i], tok.eos, "padding after the comma") end
+  eq(c[2][2], t[1], "chunk 2 starts after the comma")
+  -- weights ride with their tokens
+  local _, ww = lm.diffusion.prompt_chunks(tok, "a (fox:1.5)")
+  local fw = math.abs(ww[1][3] - 1.5) < 1e-6 or math.abs(ww[1][4] - 1.5) < 1e-6
+  ok(fw, "fox weighs 1.5")
+  -- SD 2.x's tokenizer pads with "!" after the first eos
+  local tok2 = pipe("sd2").tokenizer
+  local i2 = lm.diffusion.prompt_chunks(tok2, "a fox")
+  ok(tok2.pad ~= tok2.eos, "sd2 pads with its own id")
+  eq(i2[1][4], tok2.eos, "eos"); eq(i2[1][5], tok2.pad, "then pad"); eq(i2[1][77], tok2.pad, "to the end")
+end)
+
+-- the A1111 formula, from the pipeline's encoders (encoder e: 1 or 2)
+local function reference(p, text, e, penultimate)
+  local tok = e == 1 and p.tokenizer or p.tokenizer_2
+  local enc = e == 1 and p.text_encoder or p.text_encoder_2
+  local ids, w = lm.diffusion.prompt_chunks(tok, text)
+  local zs, pooled = {}, nil
+  for k = 1, #ids do
+    local out = enc({ids[k]})
+    local z = penultimate and out.hidden_states[#out.hidden_states - 1] or out.last_hidden_state
+    local m = lm.tensor(w[k]):reshape{1, 77, 1}
+    local zw = z * m
+    zs[k] = zw * (z:mean() / zw:mean())
+    if k == 1 then pooled = out.text_embeds end
+  end
+  return lm.concat(zs, 2), pooled
+end
+
+local WEIGHTED = "a (red:1.3) fox, [blurry], (((masterpiece))) BREAK a [[cat]] " .. LONG
+
+test("prompt: SD 1.x / 2.x weighted, chunked embeddings against the A1111 formula", function()
+  for _, name in ipairs({"sd1", "sd2"}) do
+    local p = pipe(name)
+    local got = p:encode_prompt(WEIGHTED, {prompt_syntax = true})
+    local want = reference(p, WEIGHTED, 1, false)
+    same(got.shape, want.shape, name .. " shape")
+    eq(got.shape[2], 77 * 3, name .. ": three chunks")
+    local r = rel(got, want)
+    ok(r < 1e-5, name .. ": relative error " .. r)
+    -- the weights matter: the same text unweighted differs
+    local plain = reference(p, "a red fox, blurry, masterpiece BREAK a cat " .. LONG, 1, false)
+    ok(rel(plain, want) > 1e-3, name .. ": weights change the embeddings")
+  end
+end)
+
+test("prompt: SDXL both encoders and the first chunk's pooled output", function()
+  local p = pipe("sdxl")
+  local got, pooled = p:encode_prompt(WEIGHTED, {prompt_syntax = true})
+  local a = reference(p, WEIGHTED, 1, true)
+  local b, pb = reference(p, WEIGHTED, 2, true)
+  local want = lm.concat({a, b}, 3)
+  same(got.shape, want.shape, "shape")
+  local r = rel(got, want)
+  ok(r < 1e-5, "relative error " .. r)
+  local rp = rel(pooled, pb)
+  ok(rp < 1e-5, "pooled relative error " .. rp)
+end)
+
+test("prompt: a plain prompt gives the bytes of the old path; a batch pads with empty chunks", function()
+  local p = pipe("sd1")
+  local text = "a photo of an astronaut riding a horse"
+  eq(maxerr(p:encode_prompt(text, {prompt_syntax = true}), p:encode_prompt(text)), 0, "plain prompt")
+  local xl = pipe("sdxl")
+  local e1, p1 = xl:encode_prompt(text, {prompt_syntax = true})
+  local e2, p2 = xl:encode_prompt(text)
+  eq(maxerr(e1, e2), 0, "SDXL plain prompt"); eq(maxerr(p1, p2), 0, "SDXL pooled")
+  -- a short and a long prompt: the short one's second chunk is the empty chunk's encoding
+  local both = p:encode_prompt({text, LONG}, {prompt_syntax = true})
+  same(both.shape, {2, 154, both.shape[3]}, "padded to two chunks")
+  local empty = p:encode_prompt("")
+  local r = rel(both[{{1, 1}, {78, 154}}], empty)
+  ok(r < 1e-6, "empty chunk: relative error " .. r)
+  local r2 = rel(both[{{1, 1}, {1, 77}}], p:encode_prompt(text))
+  ok(r2 < 1e-6, "first chunk: relative error " .. r2)
+end)
+
+test("prompt: pipe:generate parses by default, prompt_syntax = false does not", function()
+  local p = pipe("sd1")
+  local base = {steps = 2, sampler = "euler", size = 32, seed = 7}
+  local function gen(prompt, syntax)
+    local a = {prompt = prompt, prompt_syntax = syntax}
+    for k, v in pairs(base) do a[k] = v end
+    return p:generate(a)
+  end
+  local plain = "a photo of an astronaut riding a horse"
+  eq(maxerr(gen(plain), gen(plain, false)), 0, "a plain prompt: the same image")
+  local w = "a photo of an (astronaut:1.4) riding a horse"
+  ok(maxerr(gen(w), gen(w, false)) > 0, "a weighted prompt: another image")
+  ok(maxerr(gen(w .. " <lora:none:1>"), gen(w)) == 0, "a <lora:> tag is removed")
+  raises(function() gen("(a:1.2.3)") end, "not a number")
+end)
