@@ -230,5 +230,12 @@ rm -rf $T/nan_dit && cp -r $Z $T/nan_dit && "$L" -e "local f = '$T/nan_dit/trans
 fails "Z-Image: NaN transformer weights: the transformer at step 1 named, no PNG" 1 "Z-Image: the transformer at step 1 of 2 produced NaN" sh -c "$L generate 'a' --model $T/nan_dit --size 32 --steps 2 --seed 1 -q -o $T/nan_dit.png"
 check "... no nan_dit.png" test ! -e $T/nan_dit.png
 check "Z-Image img2img: 9 steps at strength 0.1 run one step (its pipeline's rule, not SD's int(steps * strength))" sh -c "$L generate 'x' --model $Z --init $T/folder.png --strength 0.1 --steps 9 -q -o $T/zi2i.png && $L -e \"local _, t = lm.image.read_png('$T/zi2i.png'); assert(t.parameters:find('Denoising strength: 0.1', 1, true), t.parameters)\""
+
+# ---- A1111's prompt syntax (issue 37): on by default, --no-prompt-syntax turns it off ----
+P="--model $D/sd1 --steps 2 --size 32 --seed 4 -q"
+check "a plain prompt: the same PNG with and without --no-prompt-syntax" sh -c "$L generate 'a red fox' $P -o $T/ps1.png && $L generate 'a red fox' $P --no-prompt-syntax -o $T/ps2.png && cmp -s $T/ps1.png $T/ps2.png"
+check "a weighted prompt differs from its literal reading" sh -c "$L generate '(a red:1.5) fox' $P -o $T/ps3.png && $L generate '(a red:1.5) fox' $P --no-prompt-syntax -o $T/ps4.png && ! cmp -s $T/ps3.png $T/ps4.png"
+check "... and a <lora:> tag is removed from the text encoded" sh -c "$L generate '(a red:1.5) fox<lora:x:1>' $P -o $T/ps5.png && $L -e \"local a = lm.image.read_png('$T/ps3.png'); local b = lm.image.read_png('$T/ps5.png'); assert((a - b):abs():max():item() == 0)\""
+fails "a weight that is no number is named" 1 "weight '1.2.3'" sh -c "$L generate '(a:1.2.3)' $P -o $T/x.png"
 echo "$p passed, $f failed"
 [ $f = 0 ]
