@@ -432,7 +432,7 @@ int lm_lua_sd_pipeline_open(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction",
-                                        "tiling", NULL};
+                                        "tiling", "embeddings", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.diffusion.pipeline", known);
     lm_sd_load_opts lo;
@@ -442,6 +442,7 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     lo.variant = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "variant", NULL);
     lo.tokenizer_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tokenizer", NULL);
     lo.prediction = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prediction", NULL);
+    lo.embeddings_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "embeddings", NULL);
     const char *tiling = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tiling", "auto");
     if (!strcmp(tiling, "auto")) lo.vae_tiling = LM_VAE_TILING_AUTO;
     else if (!strcmp(tiling, "on")) lo.vae_tiling = LM_VAE_TILING_ON;
@@ -1210,7 +1211,9 @@ static const lm_lua_func diffusion_funcs[] = {
      "as diffusers computes it.  dtype: f16 on a GPU, f32 on the CPU by default.  variant:\n"
      "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
      "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"
-     "\"v_prediction\", overriding the scheduler config.  tiling: the VAE's, \"auto\" (the\n"
+     "\"v_prediction\", overriding the scheduler config.  embeddings: a folder of A1111\n"
+     "textual-inversion embeddings (*.safetensors: emb_params / string_to_param, or SDXL's\n"
+     "clip_l + clip_g) whose file names stand for their vectors in prompts.  tiling: the VAE's, \"auto\" (the\n"
      "default, see models/vae.h), \"on\" or \"off\" (diffusers' default).  Weights\n"
      "load once and stay on the\n"
      "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"

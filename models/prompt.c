@@ -2,7 +2,11 @@
  * extra-network tags and the 75-token chunks. */
 #include "models/prompt.h"
 #include "models/clip_tokenizer.h"
+#include "core/io/io.h"
+#include "ops.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -407,9 +411,11 @@ typedef struct chunker {
     int64_t cap;
     int32_t cur[CL];
     float cm[CL];
+    int32_t cx[CL]; /* -1 or a vector table row */
     int n;          /* tokens in cur */
     int last_comma; /* -1 none */
     int32_t bos, eos;
+    bool any_extra;
 } chunker;
 
 static lm_status close_chunk(chunker *k)
@@ -423,15 +429,20 @@ static lm_status close_chunk(chunker *k)
         float *m = realloc(o->mults, sizeof *m * (size_t)(cap * CW));
         if (!m) return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
         o->mults = m;
+        int32_t *x = realloc(o->extra, sizeof *x * (size_t)(cap * CW));
+        if (!x) return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+        o->extra = x;
         k->cap = cap;
     }
-    int32_t *ids = o->ids + o->n * CW;
+    int32_t *ids = o->ids + o->n * CW, *x = o->extra + o->n * CW;
     float *m = o->mults + o->n * CW;
     ids[0] = k->bos;
     m[0] = 1.0f;
+    x[0] = x[CW - 1] = -1;
     for (int i = 0; i < CL; i++) {
         ids[1 + i] = i < k->n ? k->cur[i] : k->eos;
         m[1 + i] = i < k->n ? k->cm[i] : 1.0f;
+        x[1 + i] = i < k->n ? k->cx[i] : -1;
     }
     ids[CW - 1] = k->eos;
     m[CW - 1] = 1.0f;
@@ -441,9 +452,21 @@ static lm_status close_chunk(chunker *k)
     return LM_OK;
 }
 
+/* the embedding whose name's tokens start at toks[t] (the longest), or -1 */
+static int find_ti(const lm_prompt_ti *ti, const int32_t *toks, int64_t n, int64_t t)
+{
+    int best = -1;
+    for (int i = 0; ti && i < ti->n; i++) {
+        int64_t m = ti->nids[i];
+        if (m < 1 || m > n - t || (best >= 0 && m <= ti->nids[best])) continue;
+        if (!memcmp(toks + t, ti->ids[i], sizeof *toks * (size_t)m)) best = i;
+    }
+    return best;
+}
+
 lm_status lm_prompt_chunk_tokens(const lm_prompt *p, const int32_t *const *tokens,
                                  const int64_t *ntokens, int32_t bos, int32_t eos, int32_t comma,
-                                 lm_prompt_chunks *out)
+                                 const lm_prompt_ti *ti, lm_prompt_chunks *out)
 {
     memset(out, 0, sizeof *out);
     chunker k = {.out = out, .last_comma = -1, .bos = bos, .eos = eos};
@@ -454,29 +477,56 @@ lm_status lm_prompt_chunk_tokens(const lm_prompt *p, const int32_t *const *token
             continue;
         }
         float w = (float)p->pairs[q].weight;
-        for (int64_t t = 0; st == LM_OK && t < ntokens[q]; t++) {
+        for (int64_t t = 0; st == LM_OK && t < ntokens[q];) {
             int32_t id = tokens[q][t];
             if (id == comma) k.last_comma = k.n;
             else if (k.n == CL && k.last_comma != -1 && k.n - k.last_comma <= LM_PROMPT_COMMA_BACKTRACK) {
                 int cut = k.last_comma + 1, move = k.n - cut;
-                int32_t mi[CL];
+                int32_t mi[CL], mx[CL];
                 float mm[CL];
                 memcpy(mi, k.cur + cut, sizeof *mi * (size_t)move);
                 memcpy(mm, k.cm + cut, sizeof *mm * (size_t)move);
+                memcpy(mx, k.cx + cut, sizeof *mx * (size_t)move);
                 k.n = cut;
                 if ((st = close_chunk(&k)) != LM_OK) break;
                 memcpy(k.cur, mi, sizeof *mi * (size_t)move);
                 memcpy(k.cm, mm, sizeof *mm * (size_t)move);
+                memcpy(k.cx, mx, sizeof *mx * (size_t)move);
                 k.n = move;
             }
             if (k.n == CL && (st = close_chunk(&k)) != LM_OK) break;
-            k.cur[k.n] = id;
-            k.cm[k.n] = w;
-            k.n++;
+            int e = find_ti(ti, tokens[q], ntokens[q], t);
+            if (e < 0) {
+                k.cur[k.n] = id;
+                k.cm[k.n] = w;
+                k.cx[k.n] = -1;
+                k.n++;
+                t++;
+                continue;
+            }
+            int64_t v = ti->vectors[e];
+            if (v > CL) {
+                st = lm_error_set(LM_ERR_ARG, "prompt: a textual-inversion embedding of %lld vectors: "
+                                  "at most %d fit in a chunk", (long long)v, CL);
+                break;
+            }
+            if (k.n + v > CL && (st = close_chunk(&k)) != LM_OK) break;
+            for (int64_t j = 0; j < v; j++) {
+                k.cur[k.n] = 0;
+                k.cm[k.n] = w;
+                k.cx[k.n] = (int32_t)(ti->row[e] + j);
+                k.n++;
+            }
+            k.any_extra = true;
+            t += ti->nids[e];
         }
     }
     if (st == LM_OK && (k.n || out->n == 0)) st = close_chunk(&k);
     if (st != LM_OK) lm_prompt_chunks_free(out);
+    else if (!k.any_extra) {
+        free(out->extra);
+        out->extra = NULL;
+    }
     return st;
 }
 
@@ -485,13 +535,182 @@ void lm_prompt_chunks_free(lm_prompt_chunks *c)
     if (!c) return;
     free(c->ids);
     free(c->mults);
+    free(c->extra);
     memset(c, 0, sizeof *c);
+}
+
+/* ---- textual-inversion embeddings ---- */
+
+static int cmp_emb(const void *a, const void *b)
+{
+    return strcmp(((const lm_prompt_embedding *)a)->name, ((const lm_prompt_embedding *)b)->name);
+}
+
+static lm_array *rows_f32(lm_array *a, const char *file, const char *key)
+{
+    if (a->ndim < 1 || a->ndim > 2 || a->shape[a->ndim - 1] < 1 || (a->ndim == 2 && a->shape[0] < 1)) {
+        lm_error_set(LM_ERR_FORMAT, "%s: %s: a textual-inversion embedding is [vectors, width] or "
+                     "[width], not %d-dimensional with %lld values", file, key, a->ndim,
+                     (long long)(a->ndim ? a->shape[a->ndim - 1] : 0));
+        return NULL;
+    }
+    int64_t shape[2] = {a->ndim == 2 ? a->shape[0] : 1, a->shape[a->ndim - 1]};
+    lm_array *f = lm_cast(a, LM_F32), *r = f ? lm_reshape(f, 2, shape) : NULL;
+    lm_array_release(f);
+    return r;
+}
+
+static lm_status load_one(const char *dir, const char *fname, lm_prompt_embedding *e)
+{
+    size_t dl = strlen(dir), fl = strlen(fname);
+    e->file = malloc(dl + fl + 2);
+    e->name = dup_n(fname, fl - strlen(".safetensors"));
+    if (!e->file || !e->name) return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+    snprintf(e->file, dl + fl + 2, "%s/%s", dir, fname);
+    lm_tensor_set s = {0};
+    lm_status st = lm_load_safetensors(e->file, &s);
+    if (st != LM_OK) return st;
+    int l = lm_tensor_set_find(&s, "clip_l"), g = lm_tensor_set_find(&s, "clip_g");
+    if (l >= 0 && g >= 0) {
+        e->sdxl = true;
+        e->vec[0] = rows_f32(s.arrays[l], e->file, "clip_l");
+        e->vec[1] = e->vec[0] ? rows_f32(s.arrays[g], e->file, "clip_g") : NULL;
+        if (e->vec[1] && e->vec[1]->shape[0] != e->vec[0]->shape[0])
+            st = lm_error_set(LM_ERR_FORMAT, "%s: clip_l has %lld vectors and clip_g %lld", e->file,
+                              (long long)e->vec[0]->shape[0], (long long)e->vec[1]->shape[0]);
+    } else if (s.count == 1) {
+        e->vec[0] = rows_f32(s.arrays[0], e->file, s.names[0]);
+    } else {
+        char keys[256] = "";
+        size_t at = 0;
+        for (int i = 0; i < s.count && at < sizeof keys; i++)
+            at += (size_t)snprintf(keys + at, sizeof keys - at, "%s%s", i ? ", " : "", s.names[i]);
+        st = lm_error_set(LM_ERR_FORMAT, "%s: %d tensors (%s): a textual-inversion embedding has one "
+                          "(emb_params, string_to_param.*) or clip_l and clip_g (SDXL)", e->file,
+                          s.count, s.count ? keys : "none");
+    }
+    lm_tensor_set_free(&s);
+    if (st == LM_OK && (!e->vec[0] || (e->sdxl && !e->vec[1]))) st = lm_error_status();
+    if (st == LM_OK) e->vectors = e->vec[0]->shape[0];
+    return st;
+}
+
+lm_status lm_prompt_embeddings_load(const char *dir, lm_prompt_embeddings *out)
+{
+    memset(out, 0, sizeof *out);
+    DIR *d = opendir(dir);
+    if (!d) return lm_error_set(LM_ERR_IO, "embeddings folder %s: %s", dir, strerror(errno));
+    lm_status st = LM_OK;
+    for (struct dirent *de; st == LM_OK && (de = readdir(d));) {
+        size_t n = strlen(de->d_name), x = strlen(".safetensors");
+        if (n <= x || strcmp(de->d_name + n - x, ".safetensors")) continue;
+        lm_prompt_embedding *v = realloc(out->items, sizeof *v * (size_t)(out->n + 1));
+        if (!v) {
+            st = lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+            break;
+        }
+        out->items = v;
+        memset(&v[out->n], 0, sizeof *v);
+        st = load_one(dir, de->d_name, &v[out->n++]);
+    }
+    closedir(d);
+    if (st != LM_OK) {
+        lm_prompt_embeddings_free(out);
+        return st;
+    }
+    if (out->n) qsort(out->items, (size_t)out->n, sizeof *out->items, cmp_emb);
+    return LM_OK;
+}
+
+void lm_prompt_embeddings_free(lm_prompt_embeddings *e)
+{
+    if (!e) return;
+    for (int i = 0; i < e->n; i++) {
+        free(e->items[i].name);
+        free(e->items[i].file);
+        lm_array_release(e->items[i].vec[0]);
+        lm_array_release(e->items[i].vec[1]);
+    }
+    free(e->items);
+    e->items = NULL;
+    e->n = 0;
 }
 
 /* ---- a CLIP tokenizer's chunks ---- */
 
+/* the embeddings of db usable with the encoder, their names' tokens and rows */
+typedef struct ti_set {
+    lm_prompt_ti ti;
+    int32_t **ids;
+    int64_t *nids, *vectors, *row;
+    lm_array **vec;
+    int n;
+} ti_set;
+
+static void ti_free(ti_set *t)
+{
+    for (int i = 0; i < t->n; i++) free(t->ids[i]);
+    free(t->ids);
+    free(t->nids);
+    free(t->vectors);
+    free(t->row);
+    free(t->vec);
+}
+
+static lm_status ti_build(lm_clip_tokenizer *tok, const lm_prompt_embeddings *db, int which,
+                          int n_encoders, int64_t width, ti_set *t)
+{
+    memset(t, 0, sizeof *t);
+    int m = db ? db->n : 0;
+    if (!m) return LM_OK;
+    t->ids = calloc((size_t)m, sizeof *t->ids);
+    t->nids = calloc((size_t)m, sizeof *t->nids);
+    t->vectors = calloc((size_t)m, sizeof *t->vectors);
+    t->row = calloc((size_t)m, sizeof *t->row);
+    t->vec = calloc((size_t)m, sizeof *t->vec);
+    if (!t->ids || !t->nids || !t->vectors || !t->row || !t->vec)
+        return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+    int64_t rows = 0;
+    for (int i = 0; i < m; i++) {
+        const lm_prompt_embedding *e = &db->items[i];
+        lm_array *v = e->sdxl ? (n_encoders == 2 ? e->vec[which] : NULL) : (n_encoders == 1 ? e->vec[0] : NULL);
+        if (!v || v->shape[1] != width) continue;   /* A1111 skips it */
+        const int32_t *ids;
+        int64_t n;
+        lm_status st = lm_clip_tokenizer_tokens(tok, e->name, strlen(e->name), &ids, &n);
+        if (st != LM_OK) return st;
+        int k = t->n;
+        if (!(t->ids[k] = malloc(sizeof *ids * (size_t)(n + 1))))
+            return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+        memcpy(t->ids[k], ids, sizeof *ids * (size_t)n);
+        t->nids[k] = n;
+        t->vectors[k] = e->vectors;
+        t->row[k] = rows;
+        t->vec[k] = v;
+        rows += e->vectors;
+        t->n++;
+    }
+    t->ti = (lm_prompt_ti){t->n, (const int32_t *const *)t->ids, t->nids, t->vectors, t->row};
+    return LM_OK;
+}
+
 lm_status lm_prompt_clip_chunks(lm_clip_tokenizer *tok, const char *prompt, size_t len, lm_prompt_chunks *c)
 {
+    return lm_prompt_clip_chunks_ti(tok, prompt, len, NULL, 0, 1, 0, c, NULL);
+}
+
+lm_status lm_prompt_clip_chunks_ti(lm_clip_tokenizer *tok, const char *prompt, size_t len,
+                                   const lm_prompt_embeddings *db, int which, int n_encoders,
+                                   int64_t width, lm_prompt_chunks *c, lm_array **table)
+{
+    if (table) *table = NULL;
+    ti_set tis;
+    lm_status tst = ti_build(tok, db, which, n_encoders, width, &tis);
+    if (tst != LM_OK) {
+        ti_free(&tis);
+        memset(c, 0, sizeof *c);
+        return tst;
+    }
     char *clean = NULL;
     size_t cl = 0;
     lm_prompt pr = {0};
@@ -513,7 +732,13 @@ lm_status lm_prompt_clip_chunks(lm_clip_tokenizer *tok, const char *prompt, size
     }
     if (st == LM_OK)
         st = lm_prompt_chunk_tokens(&pr, (const int32_t *const *)ids, nids, lm_clip_tokenizer_bos(tok),
-                                    lm_clip_tokenizer_eos(tok), lm_clip_tokenizer_find(tok, ",</w>"), c);
+                                    lm_clip_tokenizer_eos(tok), lm_clip_tokenizer_find(tok, ",</w>"),
+                                    tis.n ? &tis.ti : NULL, c);
+    /* the vector table of the embeddings found */
+    if (st == LM_OK && c->extra && table) {
+        *table = tis.n > 1 ? lm_concat(tis.n, tis.vec, 0) : lm_array_retain(tis.vec[0]);
+        if (!*table) st = lm_error_status();
+    }
     /* ids after the first eos become the pad id where it differs (SD 2.x,
        SDXL's second tokenizer), as A1111's process_tokens does */
     int32_t eos = lm_clip_tokenizer_eos(tok), pad = lm_clip_tokenizer_pad(tok);
@@ -528,5 +753,7 @@ lm_status lm_prompt_clip_chunks(lm_clip_tokenizer *tok, const char *prompt, size
     free(nids);
     lm_prompt_free(&pr);
     free(clean);
+    ti_free(&tis);
+    if (st != LM_OK) lm_prompt_chunks_free(c);
     return st;
 }

@@ -42,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "array.h"
 #include "error.h"
 
 typedef struct lm_prompt_pair {
@@ -88,13 +89,59 @@ typedef struct lm_prompt_chunks {
     int64_t n;          /* chunks */
     int32_t *ids;       /* [n][LM_PROMPT_CHUNK + 2] */
     float *mults;       /* [n][LM_PROMPT_CHUNK + 2] */
+    int32_t *extra;     /* NULL when no textual-inversion embedding is used, else
+                           [n][LM_PROMPT_CHUNK + 2]: -1, or the row of the
+                           embeddings' vector table that replaces the token
+                           embedding there (whose id is 0, as A1111 writes it) */
 } lm_prompt_chunks;
 
+/* Textual-inversion embeddings as the chunker sees them: embedding i is
+ * found where the tokens of its name (ids[i], nids[i] of them) stand in a
+ * pair's tokens (the longest name first, as A1111's find_embedding_at_position),
+ * and stands for vectors[i] tokens whose rows in the vector table start at
+ * row[i]. */
+typedef struct lm_prompt_ti {
+    int n;
+    const int32_t *const *ids;
+    const int64_t *nids, *vectors, *row;
+} lm_prompt_ti;
+
 /* p: the pairs; tokens[i] / ntokens[i]: pair i's ids without BOS / EOS (a
- * BREAK pair's are ignored).  comma: the id of ",</w>" (-1 = none). */
+ * BREAK pair's are ignored).  comma: the id of ",</w>" (-1 = none).  ti:
+ * NULL or the embeddings to find.  An embedding that does not fit in the
+ * chunk's room starts the next chunk (A1111's rule); one of more than 75
+ * vectors is LM_ERR_ARG.  Where the comma backtrack moves an embedding's
+ * tokens to the next chunk its vectors move with them (A1111 leaves its
+ * "fixes" behind in the closed chunk, over the padding). */
 lm_status lm_prompt_chunk_tokens(const lm_prompt *p, const int32_t *const *tokens,
                                  const int64_t *ntokens, int32_t bos, int32_t eos, int32_t comma,
-                                 lm_prompt_chunks *out);
+                                 const lm_prompt_ti *ti, lm_prompt_chunks *out);
+
+/* ---- textual-inversion embeddings ---- */
+
+typedef struct lm_prompt_embedding {
+    char *name;          /* the file's name without .safetensors: the word in prompts */
+    char *file;
+    int64_t vectors;     /* tokens it stands for */
+    lm_array *vec[2];    /* [vectors, D] f32: the one-encoder form (A1111's emb_params,
+                            string_to_param, or a file's single tensor) in vec[0];
+                            SDXL's clip_l in vec[0] and clip_g in vec[1] */
+    bool sdxl;           /* clip_l + clip_g */
+} lm_prompt_embedding;
+
+typedef struct lm_prompt_embeddings {
+    lm_prompt_embedding *items;   /* sorted by name */
+    int n;
+} lm_prompt_embeddings;
+
+/* Every *.safetensors file in dir (not its subfolders).  A file with
+ * clip_l and clip_g is SDXL's; else its one tensor (emb_params,
+ * string_to_param.*, or any single name) of rank 1 or 2 is the vectors.
+ * Anything else (several tensors, rank 3, no rows) is LM_ERR_FORMAT naming
+ * the file and its keys.  Files in other forms (.pt, .bin: pickles) are not
+ * read.  *out is filled (zeroed first). */
+lm_status lm_prompt_embeddings_load(const char *dir, lm_prompt_embeddings *out);
+void lm_prompt_embeddings_free(lm_prompt_embeddings *e);
 void lm_prompt_chunks_free(lm_prompt_chunks *c);
 
 /* A prompt's chunks as A1111 encodes them with a CLIP tokenizer: the
@@ -105,5 +152,14 @@ void lm_prompt_chunks_free(lm_prompt_chunks *c);
 struct lm_clip_tokenizer;
 lm_status lm_prompt_clip_chunks(struct lm_clip_tokenizer *tok, const char *text, size_t len,
                                 lm_prompt_chunks *c);
+/* ... finding the embeddings of db usable with an encoder: which is the
+ * encoder's index (0, or 1 for SDXL's second), width its hidden size,
+ * n_encoders the family's (an SDXL file is used on SDXL only, a
+ * one-encoder file elsewhere only, and only where its width matches, as
+ * A1111 skips the others).  *table gets the vector table [rows, width] f32
+ * (a new reference; NULL when none is usable); c->extra indexes it. */
+lm_status lm_prompt_clip_chunks_ti(struct lm_clip_tokenizer *tok, const char *text, size_t len,
+                                   const lm_prompt_embeddings *db, int which, int n_encoders,
+                                   int64_t width, lm_prompt_chunks *c, lm_array **table);
 
 #endif

@@ -38,6 +38,7 @@ struct lm_sd_pipeline {
                                    unless model_index.json says otherwise) */
     lm_dit_pipe *dit;                /* a flow-matching DiT family's networks (models/dit_pipeline.h);
                                    tok, te and unet are then NULL */
+    lm_prompt_embeddings emb;   /* textual-inversion embeddings (lm_sd_pipeline_load_embeddings) */
 };
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o)
@@ -75,8 +76,24 @@ void lm_sd_pipeline_free(lm_sd_pipeline *p)
     lm_dit_pipe_free(p->dit);
     lm_vae_free(p->vae);
     lm_sched_config_clear(&p->sched);
+    lm_prompt_embeddings_free(&p->emb);
     free(p);
 }
+
+lm_status lm_sd_pipeline_load_embeddings(lm_sd_pipeline *p, const char *dir)
+{
+    if (p->dit)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "embeddings %s: %s: textual-inversion embeddings are "
+                            "for the CLIP text encoders of SD 1.x, 2.x and SDXL", dir, p->row->title);
+    lm_prompt_embeddings e;
+    lm_status st = lm_prompt_embeddings_load(dir, &e);
+    if (st != LM_OK) return st;
+    lm_prompt_embeddings_free(&p->emb);
+    p->emb = e;
+    return LM_OK;
+}
+
+int lm_sd_pipeline_embeddings(const lm_sd_pipeline *p) { return p->emb.n; }
 
 lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p) { return p->row->id; }
 const lm_sd_family_row *lm_sd_pipeline_row(const lm_sd_pipeline *p) { return p->row; }
@@ -491,6 +508,7 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
         st = load_folder(p, path, o);
     else
         st = load_single(p, path, o);
+    if (st == LM_OK && o->embeddings_dir) st = lm_sd_pipeline_load_embeddings(p, o->embeddings_dir);
     if (st == LM_OK && o->vae_tiling) {
         lm_vae_tiling t = lm_vae_get_tiling(p->vae);
         t.mode = (lm_vae_tiling_mode)o->vae_tiling;
@@ -509,10 +527,11 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
  * the penultimate layer (hidden_states[-2]) and, for the second encoder, the
  * projected pooled output. */
 static lm_status encode_ids(lm_sd_pipeline *p, int e, const int32_t *ids, int64_t rows, int64_t L,
-                            int skip, lm_array **hidden, lm_array **pooled)
+                            const int32_t *extra, lm_array *table, int skip, lm_array **hidden,
+                            lm_array **pooled)
 {
     lm_clip_text_out out;
-    lm_status st = lm_clip_text_forward(p->te[e], ids, rows, L, &out);
+    lm_status st = lm_clip_text_forward_ex(p->te[e], ids, rows, L, extra, table, &out);
     if (st != LM_OK) return st;
     const lm_sd_encoder *E = &p->row->encoders[e];
     int at = out.nhidden - 1 - skip - E->skip_base, layers = out.nhidden - 1;
@@ -554,7 +573,7 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
             return lm_error_status();
         }
     }
-    lm_status st = encode_ids(p, e, ids, n, L, skip, hidden, pooled);
+    lm_status st = encode_ids(p, e, ids, n, L, NULL, NULL, skip, hidden, pooled);
     free(ids);
     return st;
 }
@@ -597,8 +616,9 @@ static lm_status encode_a1111(lm_sd_pipeline *p, int n, const char *const *promp
 {
     int ne = p->row->n_encoders;
     lm_prompt_chunks *c = calloc((size_t)(n * ne), sizeof *c);
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *extra = NULL;
     float *mults = NULL;
+    lm_array *table[LM_SD_MAX_ENCODERS] = {NULL};
     if (!c) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
     lm_status st = LM_OK;
     int64_t K = 1;
@@ -611,13 +631,19 @@ static lm_status encode_a1111(lm_sd_pipeline *p, int n, const char *const *promp
         }
         for (int i = 0; st == LM_OK && i < n; i++) {
             const char *t = prompts[i] ? prompts[i] : "";
-            st = lm_prompt_clip_chunks(p->tok[e], t, strlen(t), &c[e * n + i]);
+            lm_array *tab = NULL;
+            st = lm_prompt_clip_chunks_ti(p->tok[e], t, strlen(t), &p->emb, e, ne,
+                                          lm_clip_text_get_config(p->te[e])->hidden_size,
+                                          &c[e * n + i], &tab);
+            if (tab && !table[e]) table[e] = tab;   /* the same table for every prompt */
+            else lm_array_release(tab);
             if (st == LM_OK && c[e * n + i].n > K) K = c[e * n + i].n;
         }
     }
     int64_t rows = (int64_t)n * K;
     if (st == LM_OK && (!(ids = malloc(sizeof *ids * (size_t)(rows * CW))) ||
-                        !(mults = malloc(sizeof *mults * (size_t)(rows * CW)))))
+                        !(mults = malloc(sizeof *mults * (size_t)(rows * CW))) ||
+                        !(extra = malloc(sizeof *extra * (size_t)(rows * CW)))))
         st = lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
     for (int e = 0; st == LM_OK && e < ne; e++) {
         lm_clip_tokenizer *tok = p->tok[e];
@@ -633,12 +659,14 @@ static lm_status encode_a1111(lm_sd_pipeline *p, int n, const char *const *promp
                        second tokenizer) or eos */
                     row[j] = k < ci->n ? ci->ids[k * CW + j] : j == 0 ? bos : j == 1 ? eos : pad;
                     mr[j] = k < ci->n ? ci->mults[k * CW + j] : 1.0f;
+                    extra[(i * K + k) * CW + j] = k < ci->n && ci->extra ? ci->extra[k * CW + j] : -1;
                     weighted |= mr[j] != 1.0f;
                 }
             }
         lm_array *z = NULL, *pl = NULL;
         bool pools_e = p->row->encoders[e].pooled;
-        st = encode_ids(p, e, ids, rows, CW, skip, &z, pools_e ? &pl : NULL);
+        st = encode_ids(p, e, ids, rows, CW, table[e] ? extra : NULL, table[e], skip, &z,
+                        pools_e ? &pl : NULL);
         if (st != LM_OK) break;
         if (weighted) {
             lm_array *w = emphasis(z, mults, rows, CW);
@@ -671,9 +699,11 @@ static lm_status encode_a1111(lm_sd_pipeline *p, int n, const char *const *promp
         }
     }
     for (int i = 0; i < n * ne; i++) lm_prompt_chunks_free(&c[i]);
+    for (int e = 0; e < LM_SD_MAX_ENCODERS; e++) lm_array_release(table[e]);
     free(c);
     free(ids);
     free(mults);
+    free(extra);
     return st;
 }
 

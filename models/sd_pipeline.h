@@ -46,6 +46,8 @@ typedef struct lm_sd_load_opts {
                                   scheduler config (single files have none) */
     const char *tokenizer_option; /* how the caller spells tokenizer_dir in messages
                                   ("--tokenizer DIR"); NULL = Lua's "tokenizer = DIR" */
+    const char *embeddings_dir;/* textual-inversion embeddings (*.safetensors) for A1111's
+                                  prompt syntax: lm_sd_pipeline_load_embeddings */
     int vae_tiling;            /* models/vae.h's lm_vae_tiling_mode: auto (0, the
                                   default; vae.h states its rule), on, or off
                                   (diffusers' default) */
@@ -67,6 +69,15 @@ const char *lm_sd_pipeline_name(const lm_sd_pipeline *p);  /* the folder or file
 int64_t lm_sd_pipeline_latent_channels(const lm_sd_pipeline *p);
 int64_t lm_sd_pipeline_vae_scale(const lm_sd_pipeline *p);   /* 8 for SD */
 int64_t lm_sd_pipeline_default_size(const lm_sd_pipeline *p); /* unet sample_size * vae scale */
+
+/* Reads the textual-inversion embeddings of dir (models/prompt.h's
+ * lm_prompt_embeddings_load: A1111's *.safetensors forms, one-encoder or
+ * SDXL's clip_l + clip_g), replacing any read before.  With the prompt
+ * syntax on, a file's name in a prompt stands for its vectors (where its
+ * width fits the encoder; others are skipped as A1111 skips them). */
+lm_status lm_sd_pipeline_load_embeddings(lm_sd_pipeline *p, const char *dir);
+/* how many embeddings are loaded */
+int lm_sd_pipeline_embeddings(const lm_sd_pipeline *p);
 
 /* The stages, borrowed (the pipeline owns them).  tokenizer(p, 1) / text
  * encoder(p, 1) are SDXL's second ones (NULL elsewhere). */

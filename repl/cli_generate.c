@@ -44,6 +44,7 @@ typedef struct gen_args {
     uint64_t seed;
     bool has_seed, overwrite, quiet;
     bool plain_prompt;   /* --no-prompt-syntax */
+    const char *embeddings;   /* --embeddings DIR */
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
 } gen_args;
 
@@ -85,6 +86,8 @@ static int usage(const char *msg)
             "  --no-prompt-syntax the prompts as plain text cut at 77 tokens (diffusers); by\n"
             "                     default A1111's: (word:1.2), [word], BREAK, long prompts in\n"
             "                     chunks of 75 tokens, <lora:...> tags removed (SD families)\n"
+            "  --embeddings DIR   textual-inversion embeddings (A1111's *.safetensors): a\n"
+            "                     file's name in the prompt stands for its vectors\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
@@ -156,7 +159,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", "--clip-skip", "--ref", NULL};
+            "--prediction", "--clip-skip", "--ref", "--embeddings", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -178,6 +181,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->refs[a->nrefs++] = v;
         }
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
+        else if (!strcmp(s, "--embeddings")) a->embeddings = v;
         else if (!strcmp(s, "--device")) a->device_name = v;
         else if (!strcmp(s, "--prediction")) {
             if (strcmp(v, "epsilon") && strcmp(v, "v_prediction"))
@@ -562,6 +566,7 @@ static int cmd_generate(int argc, char **argv)
     lo.tokenizer_dir = a.tokenizer;
     lo.prediction = a.prediction;
     lo.tokenizer_option = "--tokenizer DIR";
+    lo.embeddings_dir = a.embeddings;
     if (!(p = lm_sd_pipeline_load(a.model, &lo))) {
         report(NULL);
         goto done;

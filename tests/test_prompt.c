@@ -144,7 +144,7 @@ static void test_chunks(void **state)
         assert_int_equal(lm_prompt_chunk_tokens(&pr, (const int32_t *const *)ids, nids,
                                                 cJSON_GetObjectItem(row, "bos")->valueint,
                                                 cJSON_GetObjectItem(row, "eos")->valueint,
-                                                cJSON_GetObjectItem(row, "comma")->valueint, &c), LM_OK);
+                                                cJSON_GetObjectItem(row, "comma")->valueint, NULL, &c), LM_OK);
         const cJSON *wc = cJSON_GetObjectItem(row, "chunks"), *wm = cJSON_GetObjectItem(row, "mults");
         int ok = c.n == cJSON_GetArraySize(wc);
         for (int64_t k = 0; ok && k < c.n; k++)
@@ -197,6 +197,49 @@ static void test_bytes(void **state)
     lm_prompt_free(&p);
 }
 
+/* a textual-inversion embedding: found by its name's tokens (the longest
+ * first), its vectors in the chunk with the pair's weight and id 0; one
+ * that does not fit starts the next chunk */
+static void test_chunks_ti(void **state)
+{
+    (void)state;
+    int32_t toks[80], name_a[2] = {7, 8}, name_b[1] = {7};
+    for (int i = 0; i < 80; i++) toks[i] = 300 + i;
+    toks[3] = 7, toks[4] = 8, toks[10] = 7, toks[71] = 7, toks[72] = 8;
+    const int32_t *names[2] = {name_a, name_b};
+    int64_t nn[2] = {2, 1}, vec[2] = {3, 2}, row[2] = {0, 3};
+    lm_prompt_ti ti = {2, names, nn, vec, row};
+    lm_prompt_pair pair = {"x", 1, 1.5};
+    lm_prompt p = {&pair, 1};
+    const int32_t *tl[1] = {toks};
+    int64_t n = 80;
+    lm_prompt_chunks c;
+    assert_int_equal(lm_prompt_chunk_tokens(&p, tl, &n, 1, 2, -1, &ti, &c), LM_OK);
+    assert_non_null(c.extra);
+    assert_int_equal(c.n, 2);
+    /* chunk 1: 300 301 302 [a a a] 305..309 [b b] 311 ... */
+    int32_t want_x[14] = {-1, -1, -1, -1, 0, 1, 2, -1, -1, -1, -1, -1, 3, 4};
+    for (int j = 0; j < 14; j++) assert_int_equal(c.extra[j], want_x[j]);
+    assert_int_equal(c.ids[4], 0);
+    assert_true(c.mults[4] == 1.5f);
+    /* 13 tokens, then tokens 11..70 make 73: the second a (3 vectors) does
+       not fit in the 2 left and opens chunk 2 */
+    int64_t used = 0;
+    for (int j = 1; j <= LM_PROMPT_CHUNK; j++) used += c.ids[j] != 2;
+    assert_int_equal(used, 73);
+    int64_t at = 1 * (LM_PROMPT_CHUNK + 2);
+    assert_true(c.extra[at + 1] == 0 && c.extra[at + 2] == 1 && c.extra[at + 3] == 2);
+    assert_int_equal(c.ids[at + 4], 373);
+    lm_prompt_chunks_free(&c);
+    /* no embedding found: no extra table */
+    int32_t plain[3] = {300, 301, 302};
+    const int32_t *pl[1] = {plain};
+    n = 3;
+    assert_int_equal(lm_prompt_chunk_tokens(&p, pl, &n, 1, 2, -1, &ti, &c), LM_OK);
+    assert_null(c.extra);
+    lm_prompt_chunks_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_extra_networks),
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_chunks_ti),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -201,3 +201,49 @@ test("prompt: pipe:generate parses by default, prompt_syntax = false does not", 
   ok(maxerr(gen(w .. " <lora:none:1>"), gen(w)) == 0, "a <lora:> tag is removed")
   raises(function() gen("(a:1.2.3)") end, "not a number")
 end)
+
+-- textual inversion: an embedding whose vectors are the token embeddings of
+-- "red fox" must encode as the words do (the vectors replace the token
+-- embeddings before the position embeddings, as A1111's EmbeddingsWithFixes)
+local function token_rows(file, tok, text)
+  local w
+  for k, v in pairs(lm.load(file)) do if k:find("token_embedding") then w = v end end
+  local rows = {}
+  for i, id in ipairs(tokens(tok, text)) do rows[i] = w[{{id + 1, id + 1}}] end
+  return lm.concat(rows, 1)
+end
+
+local TMP = os.getenv("BUILD") or "build"
+TMP = TMP .. "/test-prompt-ti"
+os.execute("rm -rf '" .. TMP .. "' && mkdir -p '" .. TMP .. "/sd1' '" .. TMP .. "/sdxl' '" .. TMP .. "/bad'")
+
+test("prompt: a textual-inversion embedding stands for its vectors (SD 1.x, one-tensor files)", function()
+  local plain = pipe("sd1")
+  local v = token_rows(D .. "sd1/text_encoder/model.safetensors", plain.tokenizer, "red fox")
+  lm.save(TMP .. "/sd1/foxemb.safetensors", {emb_params = v})
+  lm.save(TMP .. "/sd1/other.safetensors", {["string_to_param.*"] = v[{{1, 1}}]})
+  local p = lm.models.load(D .. "sd1", {dtype = "f32", device = "cpu", tiling = "off", embeddings = TMP .. "/sd1"})
+  local function enc(pp, t) return pp:encode_prompt(t, {prompt_syntax = true}) end
+  eq(maxerr(enc(p, "a foxemb cat"), enc(plain, "a red fox cat")), 0, "the embedding is its words")
+  eq(maxerr(enc(p, "a (foxemb:1.3), cat"), enc(plain, "a (red fox:1.3), cat")), 0, "weighted")
+  ok(maxerr(enc(p, "a foxemb cat"), enc(plain, "a foxemb cat")) > 0, "without the folder the name is words")
+  eq(maxerr(enc(p, "a photo of a cat"), enc(plain, "a photo of a cat")), 0, "prompts without it unchanged")
+  -- an SDXL file is skipped on SD 1.x (its widths are SDXL's), as A1111 skips it
+  lm.save(TMP .. "/sd1/xlemb.safetensors", {clip_l = v, clip_g = v})
+  local p2 = lm.models.load(D .. "sd1", {dtype = "f32", device = "cpu", tiling = "off", embeddings = TMP .. "/sd1"})
+  eq(maxerr(enc(p2, "a xlemb cat"), enc(plain, "a xlemb cat")), 0, "SDXL file skipped on SD 1.x")
+  lm.save(TMP .. "/bad/two.safetensors", {a = v, b = v})
+  raises(function() lm.models.load(D .. "sd1", {device = "cpu", embeddings = TMP .. "/bad"}) end, "two.safetensors: 2 tensors (a, b)")
+  raises(function() lm.models.load(D .. "sd1", {device = "cpu", embeddings = TMP .. "/none"}) end, "embeddings folder")
+end)
+
+test("prompt: SDXL embeddings (clip_l + clip_g) in both encoders, the pooled output too", function()
+  local plain = pipe("sdxl")
+  local l = token_rows(D .. "sdxl/text_encoder/model.safetensors", plain.tokenizer, "red fox")
+  local g = token_rows(D .. "sdxl/text_encoder_2/model.safetensors", plain.tokenizer_2, "red fox")
+  lm.save(TMP .. "/sdxl/foxemb.safetensors", {clip_l = l, clip_g = g})
+  local p = lm.models.load(D .. "sdxl", {dtype = "f32", device = "cpu", tiling = "off", embeddings = TMP .. "/sdxl"})
+  local e1, p1 = p:encode_prompt("a foxemb cat", {prompt_syntax = true})
+  local e2, p2 = plain:encode_prompt("a red fox cat", {prompt_syntax = true})
+  eq(maxerr(e1, e2), 0, "embeds"); eq(maxerr(p1, p2), 0, "pooled")
+end)
