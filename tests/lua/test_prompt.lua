@@ -247,3 +247,35 @@ test("prompt: SDXL embeddings (clip_l + clip_g) in both encoders, the pooled out
   local e2, p2 = plain:encode_prompt("a red fox cat", {prompt_syntax = true})
   eq(maxerr(e1, e2), 0, "embeds"); eq(maxerr(p1, p2), 0, "pooled")
 end)
+
+-- diffusers' community lpw_stable_diffusion (tests/ref/gen_prompt_lpw.py, run
+-- on the GPU machine) where it agrees with A1111: weighted prompts of one
+-- chunk, and unweighted ones of two and three chunks
+local LPW = "tests/ref/prompt/lpw.safetensors"
+local lf = io.open(LPW, "rb")
+if lf then
+  lf:close()
+  test("prompt: SD 1.x embeddings against diffusers' lpw_stable_diffusion", function()
+    local ref = lm.load(LPW)
+    local p = pipe("sd1")
+    local ONE = {"cat", "fox", "photo", "horse"}
+    local function words(n, k)
+      local w = {}
+      for i = 1, n do w[i] = ONE[(i * k) % 4 + 1] end
+      return table.concat(w, " ")
+    end
+    local prompts = {"a (red:1.3) fox, [blurry], (((masterpiece)))",
+                     "(masterpiece:1.2), a [[cat]] on a (mat:0.8)",
+                     "an (important) word and \\(literal\\) brackets",
+                     "a photo of an astronaut riding a horse", words(100, 7), words(180, 3)}
+    for i, text in ipairs(prompts) do
+      local want = ref["p" .. i]
+      local got = p:encode_prompt(text, {prompt_syntax = true})
+      same(got.shape, want.shape, "p" .. i .. " shape")
+      local r = rel(got, want)
+      ok(r < 1e-4, "p" .. i .. ": relative error " .. r)
+    end
+  end)
+else
+  print("test_prompt.lua: " .. LPW .. " absent (tests/ref/gen_prompt_lpw.py): the lpw comparison skipped")
+end
