@@ -265,25 +265,37 @@ lm_status lm_prompt_parse(const char *text, size_t len, lm_prompt *out)
     free(round.v);
     free(square.v);
     if (st == LM_OK && l.n == 0) st = plist_add(&l, "", 0, 1.0);
-    /* merge neighbours of equal weight */
-    for (int64_t k = 0; st == LM_OK && k + 1 < l.n;) {
-        lm_prompt_pair *a = &l.v[k], *b = &l.v[k + 1];
-        if (a->weight != b->weight) {
-            k++;
-            continue;
+    /* merge runs of equal weight (each run at once: linear in the text) */
+    int64_t k = 0;
+    for (int64_t i = 0; st == LM_OK && i < l.n;) {
+        int64_t j = i + 1;
+        size_t total = l.v[i].len;
+        while (j < l.n && l.v[j].weight == l.v[i].weight) total += l.v[j++].len;
+        lm_prompt_pair m = l.v[i];
+        l.v[i].text = NULL;   /* every slot is NULL or owns its text, for an error's cleanup */
+        if (j - i > 1) {
+            char *t = malloc(total + 1);
+            if (!t) {
+                l.v[i].text = m.text;
+                st = lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+                break;
+            }
+            memcpy(t, m.text, m.len);
+            size_t at = m.len;
+            free(m.text);
+            for (int64_t q = i + 1; q < j; q++) {
+                memcpy(t + at, l.v[q].text, l.v[q].len);
+                at += l.v[q].len;
+                free(l.v[q].text);
+                l.v[q].text = NULL;
+            }
+            t[total] = 0;
+            m = (lm_prompt_pair){t, total, m.weight};
         }
-        char *t = realloc(a->text, a->len + b->len + 1);
-        if (!t) {
-            st = lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
-            break;
-        }
-        memcpy(t + a->len, b->text, b->len + 1);
-        a->text = t;
-        a->len += b->len;
-        free(b->text);
-        memmove(b, b + 1, sizeof *b * (size_t)(l.n - k - 2));
-        l.n--;
+        l.v[k++] = m;
+        i = j;
     }
+    if (st == LM_OK) l.n = k;
     out->pairs = l.v;
     out->n = l.n;
     if (st != LM_OK) lm_prompt_free(out);
@@ -334,9 +346,12 @@ static char *dup_n(const char *s, size_t n)
 
 static lm_status add_network(lm_prompt_networks *l, const char *s, size_t colon, size_t end)
 {
-    lm_prompt_network *v = realloc(l->items, sizeof *v * (size_t)(l->n + 1));
-    if (!v) return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
-    l->items = v;
+    lm_prompt_network *v = l->items;
+    if (l->n == 0 || (l->n >= 4 && !(l->n & (l->n - 1)))) {   /* capacity 4, 8, 16, ... */
+        v = realloc(l->items, sizeof *v * (size_t)(l->n ? 2 * l->n : 4));
+        if (!v) return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
+        l->items = v;
+    }
     lm_prompt_network *it = &v[l->n];
     memset(it, 0, sizeof *it);
     l->n++;

@@ -248,6 +248,32 @@ test("prompt: SDXL embeddings (clip_l + clip_g) in both encoders, the pooled out
   eq(maxerr(e1, e2), 0, "embeds"); eq(maxerr(p1, p2), 0, "pooled")
 end)
 
+-- the same conditioning and image on a Vulkan device (lavapipe here) as on the CPU
+local VK
+for _, d in ipairs(lm.devices()) do if d.backend == "vulkan" then VK = d.spec; break end end
+if VK then
+  test("prompt: weights, BREAK, chunks and an embedding on " .. VK .. " as on the CPU", function()
+    for _, name in ipairs({"sd1", "sdxl"}) do
+      local o = {dtype = "f32", tiling = "off", embeddings = TMP .. "/" .. name}
+      o.device = "cpu"
+      local c = lm.models.load(D .. name, o)
+      o.device = VK
+      local v = lm.models.load(D .. name, o)
+      local text = "a (red:1.3) foxemb, [blurry] BREAK (((masterpiece))) cat fox photo horse"
+      local a = c:encode_prompt(text, {prompt_syntax = true})
+      local b = v:encode_prompt(text, {prompt_syntax = true})
+      eq(a.shape[2], 154, name .. ": two chunks")
+      local r = rel(b:to("cpu"), a)
+      ok(r < 1e-5, name .. ": conditioning relative error " .. r)
+      local args = {prompt = text, steps = 2, size = 32, sampler = "euler", seed = 1}
+      local e = maxerr(c:generate(args), v:generate(args):to("cpu"))
+      ok(e < 1e-4, name .. ": image max abs error " .. e)
+    end
+  end)
+else
+  print("test_prompt.lua: no Vulkan device: the device comparison skipped")
+end
+
 -- diffusers' community lpw_stable_diffusion (tests/ref/gen_prompt_lpw.py, run
 -- on the GPU machine) where it agrees with A1111: weighted prompts of one
 -- chunk, and unweighted ones of two and three chunks
