@@ -182,10 +182,8 @@ static lm_status weight_value(const char *w, size_t len, size_t cap, double *out
     }
     if (len >= cap || dots > 1 || !digits)
         return lm_error_set(LM_ERR_ARG, "prompt: weight '%.*s' at byte %zu is not a number "
-                            "(A1111's float() refuses it too)", (int)(len < cap ? len : cap - 1),
-                            w, at);
-    char buf[512];
-    memcpy(buf, w, len);
+                            "(A1111's float() refuses it too)", (int)(len < 64 ? len : 64), w, at);
+    char *buf = (char *)w;   /* NUL-terminated in place: the caller's scratch */
     buf[len] = 0;
     /* strtod reads the locale's decimal point */
     const char *dp = localeconv()->decimal_point;
@@ -222,7 +220,10 @@ lm_status lm_prompt_parse(const char *text, size_t len, lm_prompt *out)
     plist l = {0};
     istack round = {0}, square = {0};
     lm_status st = LM_OK;
-    char wbuf[512];
+    /* a weight's ASCII form is never longer than its UTF-8 */
+    size_t wcap = len + 2;
+    char *wbuf = malloc(wcap);
+    if (!wbuf) return lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
     for (size_t i = 0; st == LM_OK && i < len;) {
         unsigned char c = s[i];
         size_t wl = 0, tl;
@@ -236,9 +237,9 @@ lm_status lm_prompt_parse(const char *text, size_t len, lm_prompt *out)
         } else if (c == '[') {
             st = ipush(&square, l.n);
             i++;
-        } else if (c == ':' && (tl = weight_token(s, len, i, wbuf, sizeof wbuf, &wl)) && round.n) {
+        } else if (c == ':' && (tl = weight_token(s, len, i, wbuf, wcap, &wl)) && round.n) {
             double w = 1.0;
-            st = weight_value(wbuf, wl, sizeof wbuf, &w, i);
+            st = weight_value(wbuf, wl, wcap, &w, i);
             if (st == LM_OK) scale_from(&l, round.v[--round.n], w);
             i += tl;
         } else if (c == ':' && tl) {
@@ -264,6 +265,7 @@ lm_status lm_prompt_parse(const char *text, size_t len, lm_prompt *out)
     for (int64_t k = 0; st == LM_OK && k < square.n; k++) scale_from(&l, square.v[k], 1 / 1.1);
     free(round.v);
     free(square.v);
+    free(wbuf);
     if (st == LM_OK && l.n == 0) st = plist_add(&l, "", 0, 1.0);
     /* merge runs of equal weight (each run at once: linear in the text) */
     int64_t k = 0;

@@ -4,7 +4,7 @@
  * sd_hijack_clip's tokenize_line chunking; the script also checked its
  * parse_prompt_attention against A1111's own file).
  *
- * Parser: 228 prompts (nesting, escapes, unbalanced brackets, BREAK and its
+ * Parser: 229 prompts (nesting, escapes, unbalanced brackets, BREAK and its
  * word boundaries, Unicode whitespace and digits, emoji, weights Python's
  * float() refuses, 160 random ones), the same pairs with the same weights
  * bit for bit, or an error where A1111 raises.  Extra networks: 37 texts,
