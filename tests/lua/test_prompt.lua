@@ -200,6 +200,11 @@ test("prompt: pipe:generate parses by default, prompt_syntax = false does not", 
   ok(maxerr(gen(w), gen(w, false)) > 0, "a weighted prompt: another image")
   ok(maxerr(gen(w .. " <lora:none:1>"), gen(w)) == 0, "a <lora:> tag is removed")
   raises(function() gen("(a:1.2.3)") end, "not a number")
+  -- a batch of a short and a long prompt: each image as alone (lanes are encoded apart)
+  local b = p:generate{prompt = {plain, LONG}, batch = 2, steps = 2, sampler = "euler", size = 32, seed = 7}
+  eq(maxerr(b[{{1, 1}}], gen(plain)), 0, "batch image 1 as alone")
+  local a2 = {prompt = LONG, steps = 2, sampler = "euler", size = 32, seed = 8}
+  eq(maxerr(b[{{2, 2}}], p:generate(a2)), 0, "batch image 2 (two chunks) as alone")
 end)
 
 -- textual inversion: an embedding whose vectors are the token embeddings of
