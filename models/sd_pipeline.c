@@ -910,6 +910,10 @@ typedef struct gen {
     int64_t size_h, size_w;   /* SDXL's time_ids: height / width as given (diffusers'
                                  arguments), else the latents' */
     lm_array **ctx, **pooled; /* per lane: [2per or per, L, D], SDXL [.., P] */
+    lm_array **ctx_c;         /* per lane: NULL, or the prompts' rows [per, Lc, D] when
+                                 their chunks outnumber the negatives' or the reverse
+                                 (A1111's prompt syntax): ctx is then the negatives'
+                                 [per, Lu, D] and the UNet runs on each apart */
     lm_array *tids;           /* SDXL: [2per or per, 6] */
     /* per-image sums [B] of each stage's output, evaluated with it: a NaN
      * or an infinity there makes the sum one (see stage_error) */
@@ -961,6 +965,47 @@ static bool pools(const lm_sd_pipeline *p)
     return false;
 }
 
+/* the most chunks A1111's syntax makes of any of n texts (NULL: "") with
+ * any encoder, or -1 with the error set */
+static int64_t most_chunks(lm_sd_pipeline *p, int n, const char *const *texts)
+{
+    int64_t k = 1;
+    for (int e = 0; e < p->row->n_encoders; e++)
+        for (int i = 0; i < n; i++) {
+            const char *t = texts[i] ? texts[i] : "";
+            lm_prompt_chunks c;
+            if (lm_prompt_clip_chunks_ti(p->tok[e], t, strlen(t), &p->emb, e, p->row->n_encoders,
+                                         lm_clip_text_get_config(p->te[e])->hidden_size, &c,
+                                         NULL) != LM_OK)
+                return -1;
+            if (c.n > k) k = c.n;
+            lm_prompt_chunks_free(&c);
+        }
+    return k;
+}
+
+/* Lane l's negatives and prompts encoded apart (their chunk counts differ):
+ * ctx[l] the negatives', ctx_c[l] the prompts', pooled[l] both joined */
+static lm_status conditioning_apart(gen *g, int l, const char **texts)
+{
+    int per = g->per;
+    const lm_sd_gen_opts *o = g->o;
+    lm_array *pu = NULL, *pc = NULL;
+    bool pool = pools(g->p);
+    lm_status st = lm_sd_encode_prompt_syntax(g->p, per, texts, o->clip_skip, true, &g->ctx[l],
+                                              pool ? &pu : NULL);
+    if (st == LM_OK)
+        st = lm_sd_encode_prompt_syntax(g->p, per, texts + per, o->clip_skip, true, &g->ctx_c[l],
+                                        pool ? &pc : NULL);
+    if (st == LM_OK && pool) {
+        lm_array *two[2] = {pu, pc};
+        if (!(g->pooled[l] = lm_concat(2, two, 0))) st = lm_error_status();
+    }
+    lm_array_release(pu);
+    lm_array_release(pc);
+    return st;
+}
+
 /* Lane l's conditioning: [2per,...] (negatives first, as diffusers
  * concatenates them) with CFG, [per,...] without. */
 static lm_status conditioning(gen *g, int l)
@@ -975,6 +1020,20 @@ static lm_status conditioning(gen *g, int l)
         const char *neg = o->nnegatives > 1 ? o->negatives[i] : o->nnegatives == 1 ? o->negatives[0] : NULL;
         if (g->cfg) texts[j] = neg, texts[per + j] = pos;
         else texts[j] = pos;
+    }
+    /* A1111 runs the UNet on the prompts and the negatives apart when their
+       chunk counts differ (its default, pad_cond_uncond off) */
+    if (g->cfg && !o->plain_prompt) {
+        int64_t ku = most_chunks(g->p, per, texts), kc = ku < 0 ? -1 : most_chunks(g->p, per, texts + per);
+        if (ku < 0 || kc < 0) {
+            free(texts);
+            return lm_error_status();
+        }
+        if (ku != kc) {
+            lm_status st = conditioning_apart(g, l, texts);
+            free(texts);
+            return st;
+        }
     }
     lm_status st = lm_sd_encode_prompt_syntax(g->p, n, texts, o->clip_skip, !o->plain_prompt,
                                               &g->ctx[l], pools(g->p) ? &g->pooled[l] : NULL);
@@ -1004,6 +1063,35 @@ static lm_array *time_ids(const gen *g, int n, lm_dtype dt)
     return r;
 }
 
+/* rows [a, b) of x (x itself when that is all of it; NULL stays NULL) */
+static lm_array *rows(lm_array *x, int64_t a, int64_t b)
+{
+    if (!x) return NULL;
+    return a == 0 && b == x->shape[0] ? lm_array_retain(x) : lm_slice(x, 0, a, b, 1);
+}
+
+/* the UNet on lane l's negatives and prompts apart (ctx_c), joined:
+ * A1111's two calls when their sequence lengths differ */
+static lm_array *unet_apart(const gen *g, int l, lm_array *xin, lm_array *t)
+{
+    int64_t per = g->per;
+    lm_array *outs[2] = {NULL, NULL}, *r = NULL;
+    for (int h = 0; h < 2; h++) {
+        lm_array *x = rows(xin, h * per, (h + 1) * per), *th = rows(t, h * per, (h + 1) * per);
+        lm_array *pl = rows(g->pooled[l], h * per, (h + 1) * per), *ti = rows(g->tids, h * per, (h + 1) * per);
+        if (x && th && (pl || !g->pooled[l]) && (ti || !g->tids))
+            outs[h] = lm_unet_forward(g->p->unet, x, th, h ? g->ctx_c[l] : g->ctx[l], pl, ti);
+        lm_array_release(x);
+        lm_array_release(th);
+        lm_array_release(pl);
+        lm_array_release(ti);
+    }
+    if (outs[0] && outs[1]) r = lm_concat(2, outs, 0);
+    lm_array_release(outs[0]);
+    lm_array_release(outs[1]);
+    return r;
+}
+
 /* Lane l's UNet call, guided: u + cfg * (c - u).  x: the lane's latents.
  * New reference, lazy, f32. */
 static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, int l)
@@ -1018,7 +1106,8 @@ static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, i
     if (xx) xin = lm_cast(xx, p->dt);
     int64_t tn = n;
     if (xin) t = lm_full(1, &tn, lm_sampler_timestep(s, i), LM_F32, p->dev);
-    if (t) out = lm_unet_forward(p->unet, xin, t, g->ctx[l], g->pooled[l], g->tids);
+    if (t && g->ctx_c[l]) out = unet_apart(g, l, xin, t);
+    else if (t) out = lm_unet_forward(p->unet, xin, t, g->ctx[l], g->pooled[l], g->tids);
     if (out) o32 = lm_cast(out, LM_F32);
     if (o32 && !g->cfg) r = lm_array_retain(o32);
     else if (o32) {
@@ -1222,7 +1311,9 @@ static lm_status check_gen(gen *g)
     g->seeds = malloc(sizeof *g->seeds * (size_t)g->B);
     g->ctx = calloc((size_t)g->lanes, sizeof *g->ctx);
     g->pooled = calloc((size_t)g->lanes, sizeof *g->pooled);
-    if (!g->seeds || !g->ctx || !g->pooled) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    g->ctx_c = calloc((size_t)g->lanes, sizeof *g->ctx_c);
+    if (!g->seeds || !g->ctx || !g->pooled || !g->ctx_c)
+        return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
     for (int i = 0; i < g->B; i++) g->seeds[i] = o->seeds ? o->seeds[i] : o->seed + (uint64_t)i;
     return LM_OK;
 }
@@ -1231,6 +1322,7 @@ static void gen_free(gen *g)
 {
     for (int l = 0; g->ctx && l < g->lanes; l++) lm_array_release(g->ctx[l]);
     for (int l = 0; g->pooled && l < g->lanes; l++) lm_array_release(g->pooled[l]);
+    for (int l = 0; g->ctx_c && l < g->lanes; l++) lm_array_release(g->ctx_c[l]);
     lm_array_release(g->tids);
     lm_array_release(g->start_sums);
     lm_array_release(g->decode_sums);
@@ -1238,6 +1330,7 @@ static void gen_free(gen *g)
     free(g->step_sums);
     free(g->ctx);
     free(g->pooled);
+    free(g->ctx_c);
     free(g->seeds);
 }
 
@@ -1250,10 +1343,11 @@ static lm_status prepare(gen *g)
     if (g->p->row->time_ids && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
         return lm_error_status();
     int n = 0;
-    lm_array **all = calloc((size_t)(2 * g->lanes + 1), sizeof *all);
+    lm_array **all = calloc((size_t)(3 * g->lanes + 1), sizeof *all);
     if (!all) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
     for (int l = 0; l < g->lanes; l++) {
         all[n++] = g->ctx[l];
+        if (g->ctx_c[l]) all[n++] = g->ctx_c[l];
         if (g->pooled[l]) all[n++] = g->pooled[l];
     }
     if (g->tids) all[n++] = g->tids;
@@ -1335,8 +1429,8 @@ static int read_bad(lm_array *sums, float *v)
 static int text_bad(const gen *g, bool *nan)
 {
     for (int l = 0; l < g->lanes; l++)
-        for (int k = 0; k < 2; k++) {
-            lm_array *x = k ? g->pooled[l] : g->ctx[l], *s = x ? image_sums(x) : NULL;
+        for (int k = 0; k < 3; k++) {
+            lm_array *x = k == 2 ? g->ctx_c[l] : k ? g->pooled[l] : g->ctx[l], *s = x ? image_sums(x) : NULL;
             if (!x) continue;
             float *v = s ? malloc(sizeof *v * (size_t)s->size) : NULL;
             int bad = v ? read_bad(s, v) : -1;

@@ -157,7 +157,9 @@ typedef struct lm_sd_gen_opts {
     bool plain_prompt;           /* SD families: true = the prompts are tokenized literally
                                     and cut at 77 tokens (diffusers' encode_prompt); false
                                     (default) = A1111's syntax, weights, BREAK and long
-                                    prompts (lm_sd_encode_prompt_syntax) */
+                                    prompts (lm_sd_encode_prompt_syntax); where the
+                                    negatives and the prompts have different chunk
+                                    counts the UNet runs on each apart, as A1111 */
     lm_sd_progress_fn progress;
     void *progress_ctx;
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */

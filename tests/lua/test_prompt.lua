@@ -207,6 +207,38 @@ test("prompt: pipe:generate parses by default, prompt_syntax = false does not", 
   eq(maxerr(b[{{2, 2}}], p:generate(a2)), 0, "batch image 2 (two chunks) as alone")
 end)
 
+-- a prompt of two chunks and a negative of one: A1111 (pad_cond_uncond off,
+-- its default) runs the UNet on each apart instead of padding the negative
+test("prompt: a negative of fewer chunks than the prompt is not padded (the UNet runs apart)", function()
+  for _, name in ipairs({"sd1", "sdxl"}) do
+    local p = pipe(name)
+    local base = {prompt = LONG, steps = 2, sampler = "euler", size = 32, seed = 3, cfg = 5}
+    local function gen(neg, extra)
+      local a = {negative = neg}
+      for k, v in pairs(base) do a[k] = v end
+      for k, v in pairs(extra or {}) do a[k] = v end
+      return p:generate(a)
+    end
+    local apart = gen("blurry")
+    -- "blurry BREAK BREAK" is "blurry" and an empty chunk: two chunks, as the prompt, so
+    -- one call with the negative padded, which the webui's default does not do
+    local padded = gen("blurry BREAK BREAK")
+    -- (were the negative padded, both would be the same conditioning and image)
+    ok(maxerr(apart, padded) > 1e-4, name .. ": not the padded negative's image")
+    -- a batch: each image as alone, and stacked (one call per half) within the CPU's rounding
+    local two = gen({"blurry", "dark"}, {batch = 2, prompt = {LONG, LONG}})
+    eq(maxerr(two[{{1, 1}}], apart), 0, name .. ": batch image 1 as alone")
+    local st = gen({"blurry", "dark"}, {batch = 2, prompt = {LONG, LONG}, stacked = true})
+    local e = maxerr(st, two)
+    ok(e < 1e-3, name .. ": stacked within " .. e)
+    -- SDXL's None negative (zeros) of one chunk beside a two-chunk prompt
+    if name == "sdxl" then
+      local z = gen(nil)
+      ok(z.shape[1] == 3, "SDXL: a None negative beside a long prompt runs")
+    end
+  end
+end)
+
 -- textual inversion: an embedding whose vectors are the token embeddings of
 -- "red fox" must encode as the words do (the vectors replace the token
 -- embeddings before the position embeddings, as A1111's EmbeddingsWithFixes)
