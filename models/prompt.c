@@ -721,6 +721,7 @@ lm_status lm_prompt_clip_chunks_ti(lm_clip_tokenizer *tok, const char *prompt, s
                                    int64_t width, lm_prompt_chunks *c, lm_array **table)
 {
     if (table) *table = NULL;
+    memset(c, 0, sizeof *c);
     ti_set tis;
     lm_status tst = ti_build(tok, db, which, n_encoders, width, &tis);
     if (tst != LM_OK) {
