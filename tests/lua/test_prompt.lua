@@ -239,6 +239,34 @@ test("prompt: a negative of fewer chunks than the prompt is not padded (the UNet
   end
 end)
 
+-- ... against the webui's rule computed here: one DDIM step (the tiny SD 1.x
+-- scheduler: leading spacing, steps_offset 1, so t = 1 and alphas_cumprod[1]
+-- to alphas_cumprod[0]) from given latents with u = unet(x, negative's 77) and
+-- c = unet(x, prompt's 154), each called alone, and with the padded negative
+test("prompt: the apart UNet calls against a DDIM step by hand (A1111's default, not the padding)", function()
+  local p = pipe("sd1")
+  local x = (lm.arange(1024):astype("f32") * 0.37):sin():reshape{1, 4, 16, 16}
+  local cfg = 5
+  local img = p:generate{prompt = LONG, negative = "blurry", steps = 1, sampler = "ddim", cfg = cfg, latents = x}
+  local function by_hand(neg)
+    local cu = p:encode_prompt(neg, {prompt_syntax = true})
+    local cc = p:encode_prompt(LONG, {prompt_syntax = true})
+    local t = lm.tensor({1})
+    local u, c = p.unet(x, t, cu), p.unet(x, t, cc)
+    local eps = u + (c - u) * cfg
+    local s0, s1 = math.sqrt(0.00085), math.sqrt(0.012)
+    local a0 = 1 - s0 * s0
+    local a1 = a0 * (1 - (s0 + (s1 - s0) / 999) ^ 2)
+    local x0 = (x - eps * math.sqrt(1 - a1)) / math.sqrt(a1)
+    return p:decode_latents(x0 * math.sqrt(a0) + eps * math.sqrt(1 - a0)):reshape(img.shape)
+  end
+  local apart, padded = by_hand("blurry"), by_hand("blurry BREAK BREAK")
+  local e, gap = maxerr(img, apart), maxerr(apart, padded)
+  print(string.format("    apart UNet calls: image error %.3g (the padded negative's image is %.3g away)", e, gap))
+  ok(e < 1e-5, "image error " .. e)
+  ok(gap > 100 * e, "the padded negative is told apart: " .. gap)
+end)
+
 -- textual inversion: an embedding whose vectors are the token embeddings of
 -- "red fox" must encode as the words do (the vectors replace the token
 -- embeddings before the position embeddings, as A1111's EmbeddingsWithFixes)
