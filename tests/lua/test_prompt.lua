@@ -359,13 +359,16 @@ if lf then
                      "(masterpiece:1.2), a [[cat]] on a (mat:0.8)",
                      "an (important) word and \\(literal\\) brackets",
                      "a photo of an astronaut riding a horse", words(100, 7), words(180, 3)}
+    local worst = 0
     for i, text in ipairs(prompts) do
       local want = ref["p" .. i]
       local got = p:encode_prompt(text, {prompt_syntax = true})
       same(got.shape, want.shape, "p" .. i .. " shape")
       local r = rel(got, want)
+      worst = math.max(worst, r)
       ok(r < 1e-4, "p" .. i .. ": relative error " .. r)
     end
+    print(string.format("    lpw_stable_diffusion: 6 prompts, largest relative error %.3g", worst))
   end)
 else
   print("test_prompt.lua: " .. LPW .. " absent (tests/ref/gen_prompt_lpw.py): the lpw comparison skipped")

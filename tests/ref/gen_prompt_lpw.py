@@ -74,6 +74,11 @@ def main():
     spec.loader.exec_module(lpw)
     tok = CLIPTokenizer.from_pretrained(os.path.join(model, "tokenizer"))
     enc = CLIPTextModel.from_pretrained(os.path.join(model, "text_encoder"), torch_dtype=torch.float32).eval()
+    if not hasattr(enc, "text_model"):
+        # transformers 5 flattened CLIPTextModel (embeddings, encoder and
+        # final_layer_norm are its own children); lpw reads them through
+        # .text_model: the same module, set without registering a submodule
+        object.__setattr__(enc, "text_model", enc)
     pipe = types.SimpleNamespace(tokenizer=tok, text_encoder=enc, device=torch.device("cpu"))
     tensors, names = {}, []
     with torch.no_grad():
