@@ -17,6 +17,7 @@
 #include "models/clip_tokenizer.h"
 #include "models/dit_pipeline.h"
 #include "models/flux2.h"
+#include "models/prompt.h"
 #include "models/qwen_tokenizer.h"
 #include "models/zimage.h"
 #include "models/sampler.h"
@@ -121,6 +122,78 @@ static int l_encode(lua_State *L)
         free(ids);
     }
     lua_pushinteger(L, full);
+    return 2;
+}
+
+/* lm.diffusion.parse_prompt(text) -> {{text, weight}, ...} */
+static int l_parse_prompt(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    lm_prompt p;
+    if (lm_prompt_parse(text, len, &p) != LM_OK) return lm_lua_error(L);
+    lua_createtable(L, (int)p.n, 0);
+    for (int64_t i = 0; i < p.n; i++) {
+        lua_createtable(L, 2, 0);
+        lua_pushlstring(L, p.pairs[i].text, p.pairs[i].len);
+        lua_rawseti(L, -2, 1);
+        lua_pushnumber(L, p.pairs[i].weight);
+        lua_rawseti(L, -2, 2);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lm_prompt_free(&p);
+    return 1;
+}
+
+/* lm.diffusion.extra_networks(text) -> clean, {{kind=, args={...}}, ...} */
+static int l_extra_networks(lua_State *L)
+{
+    size_t len, cl;
+    const char *text = luaL_checklstring(L, 1, &len);
+    char *clean;
+    lm_prompt_networks l;
+    if (lm_prompt_extra_networks(text, len, &clean, &cl, &l) != LM_OK) return lm_lua_error(L);
+    lua_pushlstring(L, clean, cl);
+    free(clean);
+    lua_createtable(L, l.n, 0);
+    for (int i = 0; i < l.n; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, l.items[i].kind);
+        lua_setfield(L, -2, "kind");
+        lua_createtable(L, l.items[i].nargs, 0);
+        for (int a = 0; a < l.items[i].nargs; a++) {
+            lua_pushstring(L, l.items[i].args[a]);
+            lua_rawseti(L, -2, a + 1);
+        }
+        lua_setfield(L, -2, "args");
+        lua_rawseti(L, -2, i + 1);
+    }
+    lm_prompt_networks_free(&l);
+    return 2;
+}
+
+/* lm.diffusion.prompt_chunks(tokenizer, text) -> {{77 ids}, ...}, {{77 weights}, ...} */
+static int l_prompt_chunks(lua_State *L)
+{
+    lua_tok *u = check_tok(L, 1);
+    size_t len;
+    const char *text = luaL_checklstring(L, 2, &len);
+    lm_prompt_chunks c;
+    if (lm_prompt_clip_chunks(u->t, text, len, &c) != LM_OK) return lm_lua_error(L);
+    for (int what = 0; what < 2; what++) {
+        lua_createtable(L, (int)c.n, 0);
+        for (int64_t k = 0; k < c.n; k++) {
+            lua_createtable(L, LM_PROMPT_CHUNK + 2, 0);
+            for (int j = 0; j < LM_PROMPT_CHUNK + 2; j++) {
+                int64_t at = k * (LM_PROMPT_CHUNK + 2) + j;
+                if (what) lua_pushnumber(L, c.mults[at]);
+                else lua_pushinteger(L, c.ids[at]);
+                lua_rawseti(L, -2, j + 1);
+            }
+            lua_rawseti(L, -2, k + 1);
+        }
+    }
+    lm_prompt_chunks_free(&c);
     return 2;
 }
 
@@ -360,7 +433,7 @@ int lm_lua_sd_pipeline_open(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction",
-                                        "tiling", "offload", NULL};
+                                        "tiling", "offload", "embeddings", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.diffusion.pipeline", known);
     bool offload = false;
@@ -379,6 +452,7 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     lo.variant = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "variant", NULL);
     lo.tokenizer_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tokenizer", NULL);
     lo.prediction = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prediction", NULL);
+    lo.embeddings_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "embeddings", NULL);
     const char *tiling = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tiling", "auto");
     if (!strcmp(tiling, "auto")) lo.vae_tiling = LM_VAE_TILING_AUTO;
     else if (!strcmp(tiling, "on")) lo.vae_tiling = LM_VAE_TILING_ON;
@@ -535,7 +609,7 @@ static int l_pipe_generate(lua_State *L)
                                         "latents", "size", "init", "strength", "batch",
                                         "progress", "noise", "stacked", "clip_skip",
                                         "max_sequence_length", "cfg_normalization", "cfg_truncation",
-                                        "refs", "text_layers", NULL};
+                                        "refs", "text_layers", "prompt_syntax", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -559,6 +633,7 @@ static int l_pipe_generate(lua_State *L)
     o.strength = opt_checked_num(L, fn, "strength", LM_SD_OPT_STRENGTH, o.strength);
     o.stacked = lm_lua_opt_bool(L, 2, fn, "stacked", false);
     o.clip_skip = (int)opt_checked(L, fn, "clip_skip", LM_SD_OPT_CLIP_SKIP, o.clip_skip);
+    o.plain_prompt = !lm_lua_opt_bool(L, 2, fn, "prompt_syntax", true);
     /* the DiT families' (models/sd_pipeline.h checks their ranges) */
     lua_Integer msl = lm_lua_opt_int(L, 2, fn, "max_sequence_length", 0);
     o.max_sequence_length = msl < 0 || msl > 1 << 16 ? -1 : (int)msl;
@@ -716,9 +791,10 @@ static int l_pipe_encode_prompt(lua_State *L)
 {
     lua_pipe *u = check_pipe(L, 1);
     if (lm_sd_pipeline_dit(u->p)) return dit_encode_prompt(L, u->p);
-    static const char *const known[] = {"clip_skip", NULL};
+    static const char *const known[] = {"clip_skip", "prompt_syntax", NULL};
     lm_lua_check_opts(L, 3, "pipe:encode_prompt", known);
     lua_Integer skip = lm_lua_opt_int(L, 3, "pipe:encode_prompt", "clip_skip", 0);
+    bool syntax = lm_lua_opt_bool(L, 3, "pipe:encode_prompt", "prompt_syntax", false);
     if (lm_sd_option_check_int(LM_SD_OPT_CLIP_SKIP, "pipe:encode_prompt", NULL, skip) != LM_OK)
         return lm_lua_error(L);
     int n;
@@ -730,7 +806,7 @@ static int l_pipe_encode_prompt(lua_State *L)
     }
     lm_array *e, *p;
     lm_lua_enter(L);
-    if (lm_sd_encode_prompt_skip(u->p, n, t, (int)skip, &e, &p) != LM_OK) return lm_lua_error(L);
+    if (lm_sd_encode_prompt_syntax(u->p, n, t, (int)skip, syntax, &e, &p) != LM_OK) return lm_lua_error(L);
     lm_lua_push_array(L, e);
     if (!p) return 1;
     lm_lua_push_array(L, p);
@@ -1155,10 +1231,13 @@ static const lm_lua_func diffusion_funcs[] = {
      "as diffusers computes it.  dtype: f16 on a GPU, f32 on the CPU by default.  variant:\n"
      "\"fp16\" picks the *.fp16.safetensors files.  tokenizer: for single files, a diffusers\n"
      "folder to take tokenizer/ [tokenizer_2/] and scheduler/ from.  prediction: \"epsilon\" or\n"
-     "\"v_prediction\", overriding the scheduler config.  tiling: the VAE's, \"auto\" (the\n"
-     "default, see models/vae.h), \"on\" or \"off\" (diffusers' default).  offload = true\n"
-     "(Z-Image, FLUX.2-klein): the Qwen3 text encoder is freed after each encoding and read\n"
-     "again for the next, so the peak is the transformer's.  Weights\n"
+     "\"v_prediction\", overriding the scheduler config.  embeddings: a folder of A1111\n"
+     "textual-inversion embeddings (*.safetensors: emb_params / string_to_param, or SDXL's\n"
+     "clip_l + clip_g) whose file names stand for their vectors in prompts.  tiling: the\n"
+     "VAE's, \"auto\" (the default, see models/vae.h), \"on\" or \"off\" (diffusers' default).\n"
+     "offload = true (Z-Image, FLUX.2-klein): one network on the device at a time, the Qwen3\n"
+     "encoder and the transformer read again for each image, so the peak is the larger one's.\n"
+     "Weights "
      "load once and stay on the\n"
      "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"
      "pipe.text_encoder_2, pipe.unet(latents, t, context[, text_embeds, time_ids]),\n"
@@ -1186,7 +1265,10 @@ static const lm_lua_func diffusion_funcs[] = {
      "image's noise comes from its own seed and each image's networks run as they would\n"
      "alone (evaluated together), so a batch gives the bytes of single runs; stacked=true\n"
      "runs the whole batch in one UNet call instead (last bits differ on the CPU).\n"
-     "clip_skip: as diffusers' (1 = the penultimate layer).\n"
+     "clip_skip: as diffusers' (1 = the penultimate layer).  prompt_syntax (default true, SD\n"
+     "families): A1111's prompt handling (lm.diffusion.parse_prompt's weights, BREAK, prompts\n"
+     "over 75 tokens in chunks, <lora:...> tags removed; see docs/DIFFUSION.md); false\n"
+     "tokenizes the prompt literally and cuts it at 77 tokens, as diffusers.\n"
      "latents: [B,C,h,w] initial latents (times init_noise_sigma).  size: \"WxH\", \"N\", {W,H}\n"
      "or N (multiples of the VAE's scale, 8; default the model's).  init: img2img from an image [3,H,W] in 0..1\n"
      "(encoded to the latent mean), strength in (0,1].  cfg <= 1 runs without guidance.\n"
@@ -1212,11 +1294,28 @@ static const lm_lua_func diffusion_funcs[] = {
      "scheduler_config.json keys it reads beyond the betas, prediction_type,\n"
      "timestep_spacing and steps_offset)}."},
     {"encode_prompt", l_pipe_encode_prompt,
-     "lm.diffusion.encode_prompt(pipe, text | {texts} | nil, {clip_skip=0}) -> embeds[, pooled]\n"
+     "lm.diffusion.encode_prompt(pipe, text | {texts} | nil, {clip_skip=0, prompt_syntax=false})\n"
+     "-> embeds[, pooled]\n"
      "Also pipe:encode_prompt(text).  diffusers' encode_prompt for each text: [n,77,D] (SD:\n"
      "the last hidden state; SDXL: both encoders' penultimate layers concatenated) and on\n"
      "SDXL the pooled [n,P] (text_embeds of text_encoder_2).  nil is a None negative prompt.\n"
-     "clip_skip as diffusers counts it (1 = the penultimate layer, A1111's \"Clip skip: 2\")."},
+     "clip_skip as diffusers counts it (1 = the penultimate layer, A1111's \"Clip skip: 2\").\n"
+     "prompt_syntax=true encodes as pipe:generate does by default: A1111's weights, BREAK\n"
+     "and chunks of 75 tokens joined along the sequence ([n,77*K,D], K the most chunks)."},
+    {"parse_prompt", l_parse_prompt,
+     "lm.diffusion.parse_prompt(text) -> {{text, weight}, ...}\n"
+     "AUTOMATIC1111's parse_prompt_attention: (x) x1.1, (x:1.3), [x] /1.1, nesting, \\( \\) \\[\n"
+     "\\] \\\\ escapes, unbalanced brackets as A1111 (an open one multiplies the rest), BREAK\n"
+     "as its own pair {\"BREAK\", -1}, neighbours of equal weight merged.  A weight that is no\n"
+     "number (\"(a:1.2.3)\") is an error, as A1111's float() raises."},
+    {"extra_networks", l_extra_networks,
+     "lm.diffusion.extra_networks(text) -> clean, {{kind=, args={...}}, ...}\n"
+     "A1111's extra_networks.parse_prompt: every <kind:arg[:arg...]> tag (<lora:name:0.8>,\n"
+     "<lyco:...>, <hypernet:...>) removed from text, and the tags in order."},
+    {"prompt_chunks", l_prompt_chunks,
+     "lm.diffusion.prompt_chunks(tokenizer, text) -> {{ids}, ...}, {{weights}, ...}\n"
+     "The 77-id chunks A1111 encodes for text (tags removed, parsed, 75 tokens a chunk, BREAK,\n"
+     "the comma backtrack of 20, pad after the first eos) and each token's weight."},
     {"decode_latents", l_pipe_decode,
      "lm.diffusion.decode_latents(pipe, latents) -> image\n"
      "Also pipe:decode_latents(z).  [B,C,h,w] latents / scaling_factor (+ shift_factor)\n"

@@ -385,6 +385,44 @@ void lm_clip_text_out_free(lm_clip_text_out *o)
 lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
                                lm_clip_text_out *out)
 {
+    return lm_clip_text_forward_ex(m, ids, batch, len, NULL, NULL, out);
+}
+
+/* x with the rows of table at the positions extra names (>= 0) */
+static lm_array *with_extra(lm_clip_text *m, lm_array *x, const int32_t *extra, lm_array *table,
+                            int64_t batch, int64_t len)
+{
+    int64_t n = batch * len, shape[3] = {batch, len, 1};
+    int32_t *at = malloc(sizeof *at * (size_t)n);
+    uint8_t *mask = malloc((size_t)n);
+    if (!at || !mask) {
+        free(at);
+        free(mask);
+        lm_error_set(LM_ERR_NOMEM, "clip text encoder: out of memory");
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        at[i] = extra[i] >= 0 ? extra[i] : 0;
+        mask[i] = extra[i] >= 0;
+    }
+    lm_array *idx = lm_from_data(2, shape, LM_I32, at, m->dev);
+    lm_array *mk = lm_from_data(3, shape, LM_BOOL, mask, m->dev);
+    free(at);
+    free(mask);
+    lm_array *tc = lm_cast(table, m->dt), *tt = tc ? lm_array_to(tc, m->dev) : NULL;
+    lm_array *rows = tt && idx ? lm_embedding(tt, idx) : NULL;
+    lm_array *r = rows && mk ? lm_where(mk, rows, x) : NULL;
+    lm_array_release(idx);
+    lm_array_release(mk);
+    lm_array_release(tc);
+    lm_array_release(tt);
+    lm_array_release(rows);
+    return r;
+}
+
+lm_status lm_clip_text_forward_ex(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
+                                  const int32_t *extra, lm_array *table, lm_clip_text_out *out)
+{
     memset(out, 0, sizeof *out);
     const lm_clip_text_config *c = &m->cfg;
     if (batch < 1 || len < 1 || len > c->max_positions)
@@ -420,6 +458,18 @@ lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batc
     lm_array *ridx = lm_from_data(1, &nb, LM_I64, rows, m->dev);
     free(rows);
     lm_array *x = lm_embedding(m->tok, idx);
+    if (x && extra && table) {
+        if (table->ndim != 2 || table->shape[1] != c->hidden_size) {
+            lm_array_release(x);
+            lm_array_release(idx);
+            lm_array_release(ridx);
+            lm_clip_text_out_free(out);
+            return lm_error_set(LM_ERR_SHAPE, "clip text encoder: embedding vectors of width %lld for "
+                                "a hidden size of %lld", (long long)table->shape[table->ndim - 1],
+                                (long long)c->hidden_size);
+        }
+        swap(&x, with_extra(m, x, extra, table, batch, len));
+    }
     lm_array *p = lm_slice(m->pos, 0, 0, len, 1);
     swap(&x, lm_binary(LM_OP_ADD, x, p));
     lm_array_release(p);

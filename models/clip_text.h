@@ -77,6 +77,12 @@ typedef struct lm_clip_text_out {
  * [0, vocab_size)).  Fills *out with lazy arrays in the model's dtype. */
 lm_status lm_clip_text_forward(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
                                lm_clip_text_out *out);
+/* ... with textual-inversion vectors: where extra[i] >= 0 (extra: batch *
+ * len entries, or NULL) the token embedding of ids[i] is replaced by row
+ * extra[i] of table [rows, hidden_size] (any float dtype and device), before
+ * the position embeddings are added, as A1111's EmbeddingsWithFixes does. */
+lm_status lm_clip_text_forward_ex(lm_clip_text *m, const int32_t *ids, int64_t batch, int64_t len,
+                                  const int32_t *extra, lm_array *table, lm_clip_text_out *out);
 void lm_clip_text_out_free(lm_clip_text_out *o);
 /* final_layer_norm(x) (lazy, new reference): what diffusers applies to an
  * earlier hidden state for clip_skip on SD 1.x / 2.x. */

@@ -369,15 +369,10 @@ done:
     return st;
 }
 
-lm_status lm_clip_tokenizer_encode(lm_clip_tokenizer *t, const char *text, size_t len, bool pad,
-                                   int32_t *ids, int64_t *n, int64_t *n_full)
+/* the ids of text (special tokens split out first) appended to t->out */
+static lm_status tokens_into(lm_clip_tokenizer *t, const char *text, size_t len)
 {
-    if (!t || (!text && len)) return lm_error_set(LM_ERR_ARG, "clip tokenizer: encode: NULL argument");
-    if (len > TK_MAX_TEXT)
-        return lm_error_set(LM_ERR_ARG, "clip tokenizer: text of %zu bytes (at most %u)", len,
-                            TK_MAX_TEXT);
-    t->nout = 0;
-    lm_status st = out_push(t, t->bos);
+    lm_status st = LM_OK;
     size_t at = 0;
     while (st == LM_OK && at <= len) {
         /* the next special token: leftmost, then longest */
@@ -399,6 +394,41 @@ lm_status lm_clip_tokenizer_encode(lm_clip_tokenizer *t, const char *text, size_
         st = out_push(t, best_id);
         at = best_at + best_n;
     }
+    return st;
+}
+
+lm_status lm_clip_tokenizer_tokens(lm_clip_tokenizer *t, const char *text, size_t len,
+                                   const int32_t **ids, int64_t *n)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!t || (!text && len)) return lm_error_set(LM_ERR_ARG, "clip tokenizer: tokens: NULL argument");
+    if (len > TK_MAX_TEXT)
+        return lm_error_set(LM_ERR_ARG, "clip tokenizer: text of %zu bytes (at most %u)", len,
+                            TK_MAX_TEXT);
+    t->nout = 0;
+    lm_status st = tokens_into(t, text, len);
+    if (st != LM_OK) return st;
+    *ids = t->out;
+    *n = (int64_t)t->nout;
+    return LM_OK;
+}
+
+int32_t lm_clip_tokenizer_find(const lm_clip_tokenizer *t, const char *token)
+{
+    return vocab_id(t, token, strlen(token));
+}
+
+lm_status lm_clip_tokenizer_encode(lm_clip_tokenizer *t, const char *text, size_t len, bool pad,
+                                   int32_t *ids, int64_t *n, int64_t *n_full)
+{
+    if (!t || (!text && len)) return lm_error_set(LM_ERR_ARG, "clip tokenizer: encode: NULL argument");
+    if (len > TK_MAX_TEXT)
+        return lm_error_set(LM_ERR_ARG, "clip tokenizer: text of %zu bytes (at most %u)", len,
+                            TK_MAX_TEXT);
+    t->nout = 0;
+    lm_status st = out_push(t, t->bos);
+    if (st == LM_OK) st = tokens_into(t, text, len);
     if (st == LM_OK) st = out_push(t, t->eos);
     if (st != LM_OK) return st;
     int64_t full = (int64_t)t->nout, m = 0;

@@ -47,6 +47,14 @@ void lm_clip_tokenizer_free(lm_clip_tokenizer *t);   /* NULL is fine */
 lm_status lm_clip_tokenizer_encode(lm_clip_tokenizer *t, const char *text, size_t len, bool pad,
                                    int32_t *ids, int64_t *n, int64_t *n_full);
 
+/* The ids of len bytes of text without bos / eos and untruncated, as
+ * transformers' tokenizer(text, add_special_tokens=False, truncation=False)
+ * gives them: *ids is borrowed, valid until the next call on t. */
+lm_status lm_clip_tokenizer_tokens(lm_clip_tokenizer *t, const char *text, size_t len,
+                                   const int32_t **ids, int64_t *n);
+/* The id of a vocabulary string (byte-level form: ",</w>"), or -1. */
+int32_t lm_clip_tokenizer_find(const lm_clip_tokenizer *t, const char *token);
+
 int64_t lm_clip_tokenizer_max_length(const lm_clip_tokenizer *t);
 int64_t lm_clip_tokenizer_vocab_size(const lm_clip_tokenizer *t);  /* largest id + 1 */
 int32_t lm_clip_tokenizer_bos(const lm_clip_tokenizer *t);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "models/prompt.h"
 #include "models/diffusers_config.h"
 #include "models/dit_files.h"
 #include "models/dit_pipeline.h"
@@ -39,6 +40,7 @@ struct lm_sd_pipeline {
     lm_dit_pipe *dit;                /* a flow-matching DiT family's networks (models/dit_pipeline.h);
                                    tok, te and unet are then NULL */
     lm_lora_stack *loras;       /* the merged adapters (models/lora.h), NULL = none */
+    lm_prompt_embeddings emb;   /* textual-inversion embeddings (lm_sd_pipeline_load_embeddings) */
 };
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o)
@@ -77,8 +79,24 @@ void lm_sd_pipeline_free(lm_sd_pipeline *p)
     lm_dit_pipe_free(p->dit);
     lm_vae_free(p->vae);
     lm_sched_config_clear(&p->sched);
+    lm_prompt_embeddings_free(&p->emb);
     free(p);
 }
+
+lm_status lm_sd_pipeline_load_embeddings(lm_sd_pipeline *p, const char *dir)
+{
+    if (p->dit)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "embeddings %s: %s: textual-inversion embeddings are "
+                            "for the CLIP text encoders of SD 1.x, 2.x and SDXL", dir, p->row->title);
+    lm_prompt_embeddings e;
+    lm_status st = lm_prompt_embeddings_load(dir, &e);
+    if (st != LM_OK) return st;
+    lm_prompt_embeddings_free(&p->emb);
+    p->emb = e;
+    return LM_OK;
+}
+
+int lm_sd_pipeline_embeddings(const lm_sd_pipeline *p) { return p->emb.n; }
 
 lm_sd_family lm_sd_pipeline_family(const lm_sd_pipeline *p) { return p->row->id; }
 const lm_sd_family_row *lm_sd_pipeline_row(const lm_sd_pipeline *p) { return p->row; }
@@ -494,6 +512,7 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
         st = load_folder(p, path, o);
     else
         st = load_single(p, path, o);
+    if (st == LM_OK && o->embeddings_dir) st = lm_sd_pipeline_load_embeddings(p, o->embeddings_dir);
     if (st == LM_OK && o->vae_tiling) {
         lm_vae_tiling t = lm_vae_get_tiling(p->vae);
         t.mode = (lm_vae_tiling_mode)o->vae_tiling;
@@ -511,23 +530,12 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
 /* One encoder's part for n prompts: SD 1.x/2.x the last hidden state, SDXL
  * the penultimate layer (hidden_states[-2]) and, for the second encoder, the
  * projected pooled output. */
-static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *prompts,
-                            int skip, lm_array **hidden, lm_array **pooled)
+static lm_status encode_ids(lm_sd_pipeline *p, int e, const int32_t *ids, int64_t rows, int64_t L,
+                            const int32_t *extra, lm_array *table, int skip, lm_array **hidden,
+                            lm_array **pooled)
 {
-    lm_clip_tokenizer *tok = p->tok[e];
-    int64_t L = lm_clip_tokenizer_max_length(tok), got;
-    int32_t *ids = malloc(sizeof *ids * (size_t)(L * n));
-    if (!ids) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
-    for (int i = 0; i < n; i++) {
-        const char *t = prompts[i] ? prompts[i] : "";
-        if (lm_clip_tokenizer_encode(tok, t, strlen(t), true, ids + (int64_t)i * L, &got, NULL) != LM_OK) {
-            free(ids);
-            return lm_error_status();
-        }
-    }
     lm_clip_text_out out;
-    lm_status st = lm_clip_text_forward(p->te[e], ids, n, L, &out);
-    free(ids);
+    lm_status st = lm_clip_text_forward_ex(p->te[e], ids, rows, L, extra, table, &out);
     if (st != LM_OK) return st;
     const lm_sd_encoder *E = &p->row->encoders[e];
     int at = out.nhidden - 1 - skip - E->skip_base, layers = out.nhidden - 1;
@@ -553,6 +561,154 @@ static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *
                             "projected output)", E->dir, p->row->title);
     }
     return LM_OK;
+}
+
+static lm_status encode_one(lm_sd_pipeline *p, int e, int n, const char *const *prompts,
+                            int skip, lm_array **hidden, lm_array **pooled)
+{
+    lm_clip_tokenizer *tok = p->tok[e];
+    int64_t L = lm_clip_tokenizer_max_length(tok), got;
+    int32_t *ids = malloc(sizeof *ids * (size_t)(L * n));
+    if (!ids) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    for (int i = 0; i < n; i++) {
+        const char *t = prompts[i] ? prompts[i] : "";
+        if (lm_clip_tokenizer_encode(tok, t, strlen(t), true, ids + (int64_t)i * L, &got, NULL) != LM_OK) {
+            free(ids);
+            return lm_error_status();
+        }
+    }
+    lm_status st = encode_ids(p, e, ids, n, L, NULL, NULL, skip, hidden, pooled);
+    free(ids);
+    return st;
+}
+
+/* ---- A1111's prompt syntax (models/prompt.h) ---- */
+
+#define CW (LM_PROMPT_CHUNK + 2)
+
+/* z [rows,L,D] times the multipliers, then scaled back to its mean, per row
+ * (one chunk of one prompt): A1111's "Original" emphasis */
+static lm_array *emphasis(lm_array *z, const float *mults, int64_t rows, int64_t L)
+{
+    int64_t shape[3] = {rows, L, 1};
+    int axes[2] = {1, 2};
+    lm_array *zf = lm_cast(z, LM_F32);
+    lm_array *m = lm_from_data(3, shape, LM_F32, mults, z->device);
+    lm_array *mean0 = zf ? lm_reduce(LM_OP_MEAN, zf, 2, axes, true) : NULL;
+    lm_array *zw = zf && m ? lm_binary(LM_OP_MUL, zf, m) : NULL;
+    lm_array *mean1 = zw ? lm_reduce(LM_OP_MEAN, zw, 2, axes, true) : NULL;
+    lm_array *ratio = mean0 && mean1 ? lm_binary(LM_OP_DIV, mean0, mean1) : NULL;
+    lm_array *r = ratio ? lm_binary(LM_OP_MUL, zw, ratio) : NULL;
+    lm_array *out = r ? lm_cast(r, z->dtype) : NULL;
+    lm_array_release(zf);
+    lm_array_release(m);
+    lm_array_release(mean0);
+    lm_array_release(zw);
+    lm_array_release(mean1);
+    lm_array_release(ratio);
+    lm_array_release(r);
+    return out;
+}
+
+/* Every encoder's conditioning of n prompts the A1111 way: each prompt's
+ * chunks (the most chunks of any prompt and encoder: shorter ones padded
+ * with empty chunks, as A1111 pads a batch), encoded as rows of one batch,
+ * emphasis applied per chunk, the chunks joined along the sequence;
+ * pooled: the first chunk's (A1111's zs[0].pooled). */
+static lm_status encode_a1111(lm_sd_pipeline *p, int n, const char *const *prompts, int skip,
+                              lm_array **h, lm_array **pool)
+{
+    int ne = p->row->n_encoders;
+    lm_prompt_chunks *c = calloc((size_t)(n * ne), sizeof *c);
+    int32_t *ids = NULL, *extra = NULL;
+    float *mults = NULL;
+    lm_array *table[LM_SD_MAX_ENCODERS] = {NULL};
+    if (!c) return lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    lm_status st = LM_OK;
+    int64_t K = 1;
+    for (int e = 0; st == LM_OK && e < ne; e++) {
+        if (lm_clip_text_get_config(p->te[e])->max_positions < CW) {
+            st = lm_error_set(LM_ERR_ARG, "encode_prompt: %s has %lld positions: A1111's prompt "
+                              "chunks need %d (turn the prompt syntax off)", p->row->encoders[e].dir,
+                              (long long)lm_clip_text_get_config(p->te[e])->max_positions, CW);
+            break;
+        }
+        for (int i = 0; st == LM_OK && i < n; i++) {
+            const char *t = prompts[i] ? prompts[i] : "";
+            lm_array *tab = NULL;
+            st = lm_prompt_clip_chunks_ti(p->tok[e], t, strlen(t), &p->emb, e, ne,
+                                          lm_clip_text_get_config(p->te[e])->hidden_size,
+                                          &c[e * n + i], &tab);
+            if (tab && !table[e]) table[e] = tab;   /* the same table for every prompt */
+            else lm_array_release(tab);
+            if (st == LM_OK && c[e * n + i].n > K) K = c[e * n + i].n;
+        }
+    }
+    int64_t rows = (int64_t)n * K;
+    if (st == LM_OK && (!(ids = malloc(sizeof *ids * (size_t)(rows * CW))) ||
+                        !(mults = malloc(sizeof *mults * (size_t)(rows * CW))) ||
+                        !(extra = malloc(sizeof *extra * (size_t)(rows * CW)))))
+        st = lm_error_set(LM_ERR_NOMEM, "encode_prompt: out of memory");
+    for (int e = 0; st == LM_OK && e < ne; e++) {
+        lm_clip_tokenizer *tok = p->tok[e];
+        int32_t bos = lm_clip_tokenizer_bos(tok), eos = lm_clip_tokenizer_eos(tok), pad = lm_clip_tokenizer_pad(tok);
+        bool weighted = false;
+        for (int i = 0; i < n; i++)
+            for (int64_t k = 0; k < K; k++) {
+                const lm_prompt_chunks *ci = &c[e * n + i];
+                int32_t *row = ids + (i * K + k) * CW;
+                float *mr = mults + (i * K + k) * CW;
+                for (int j = 0; j < CW; j++) {
+                    /* an empty chunk: bos, eos, then pad (SD 2.x / SDXL's
+                       second tokenizer) or eos */
+                    row[j] = k < ci->n ? ci->ids[k * CW + j] : j == 0 ? bos : j == 1 ? eos : pad;
+                    mr[j] = k < ci->n ? ci->mults[k * CW + j] : 1.0f;
+                    extra[(i * K + k) * CW + j] = k < ci->n && ci->extra ? ci->extra[k * CW + j] : -1;
+                    weighted |= mr[j] != 1.0f;
+                }
+            }
+        lm_array *z = NULL, *pl = NULL;
+        bool pools_e = p->row->encoders[e].pooled;
+        st = encode_ids(p, e, ids, rows, CW, table[e] ? extra : NULL, table[e], skip, &z,
+                        pools_e ? &pl : NULL);
+        if (st != LM_OK) break;
+        if (weighted) {
+            lm_array *w = emphasis(z, mults, rows, CW);
+            lm_array_release(z);
+            if (!(z = w)) {
+                lm_array_release(pl);
+                st = lm_error_status();
+                break;
+            }
+        }
+        int64_t D = z->shape[2], shape[3] = {n, K * CW, D};
+        h[e] = lm_reshape(z, 3, shape);
+        lm_array_release(z);
+        if (!h[e]) {
+            lm_array_release(pl);
+            st = lm_error_status();
+            break;
+        }
+        if (pl) {
+            int64_t P = pl->shape[1], s3[3] = {n, K, P}, s2[2] = {n, P};
+            lm_array *r3 = lm_reshape(pl, 3, s3), *first = r3 ? lm_slice(r3, 1, 0, 1, 1) : NULL;
+            *pool = first ? lm_reshape(first, 2, s2) : NULL;
+            lm_array_release(r3);
+            lm_array_release(first);
+            lm_array_release(pl);
+            if (!*pool) {
+                st = lm_error_status();
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < n * ne; i++) lm_prompt_chunks_free(&c[i]);
+    for (int e = 0; e < LM_SD_MAX_ENCODERS; e++) lm_array_release(table[e]);
+    free(c);
+    free(ids);
+    free(mults);
+    free(extra);
+    return st;
 }
 
 /* x * mask, mask[i] = 0 for the NULL prompts: diffusers' zeros for an SDXL
@@ -584,6 +740,12 @@ lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *promp
 lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
                                    int clip_skip, lm_array **embeds, lm_array **pooled)
 {
+    return lm_sd_encode_prompt_syntax(p, n, prompts, clip_skip, false, embeds, pooled);
+}
+
+lm_status lm_sd_encode_prompt_syntax(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                     int clip_skip, bool a1111, lm_array **embeds, lm_array **pooled)
+{
     *embeds = NULL;
     if (pooled) *pooled = NULL;
     if (p->dit)   /* its conditioning has its own shape: models/dit_pipeline.h */
@@ -594,7 +756,8 @@ lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *
     const lm_sd_family_row *F = p->row;
     lm_array *h[LM_SD_MAX_ENCODERS] = {NULL}, *pool = NULL, *cat = NULL;
     lm_status st = LM_OK;
-    for (int e = 0; st == LM_OK && e < F->n_encoders; e++)
+    if (a1111) st = encode_a1111(p, n, prompts, clip_skip, h, &pool);
+    for (int e = 0; !a1111 && st == LM_OK && e < F->n_encoders; e++)
         st = encode_one(p, e, n, prompts, clip_skip, &h[e], F->encoders[e].pooled ? &pool : NULL);
     if (st != LM_OK) goto fail;
     cat = F->n_encoders > 1 ? lm_concat(F->n_encoders, h, 2) : lm_array_retain(h[0]);
@@ -751,6 +914,10 @@ typedef struct gen {
     int64_t size_h, size_w;   /* SDXL's time_ids: height / width as given (diffusers'
                                  arguments), else the latents' */
     lm_array **ctx, **pooled; /* per lane: [2per or per, L, D], SDXL [.., P] */
+    lm_array **ctx_c;         /* per lane: NULL, or the prompts' rows [per, Lc, D] when
+                                 their chunks outnumber the negatives' or the reverse
+                                 (A1111's prompt syntax): ctx is then the negatives'
+                                 [per, Lu, D] and the UNet runs on each apart */
     lm_array *tids;           /* SDXL: [2per or per, 6] */
     /* per-image sums [B] of each stage's output, evaluated with it: a NaN
      * or an infinity there makes the sum one (see stage_error) */
@@ -802,6 +969,47 @@ static bool pools(const lm_sd_pipeline *p)
     return false;
 }
 
+/* the most chunks A1111's syntax makes of any of n texts (NULL: "") with
+ * any encoder, or -1 with the error set */
+static int64_t most_chunks(lm_sd_pipeline *p, int n, const char *const *texts)
+{
+    int64_t k = 1;
+    for (int e = 0; e < p->row->n_encoders; e++)
+        for (int i = 0; i < n; i++) {
+            const char *t = texts[i] ? texts[i] : "";
+            lm_prompt_chunks c;
+            if (lm_prompt_clip_chunks_ti(p->tok[e], t, strlen(t), &p->emb, e, p->row->n_encoders,
+                                         lm_clip_text_get_config(p->te[e])->hidden_size, &c,
+                                         NULL) != LM_OK)
+                return -1;
+            if (c.n > k) k = c.n;
+            lm_prompt_chunks_free(&c);
+        }
+    return k;
+}
+
+/* Lane l's negatives and prompts encoded apart (their chunk counts differ):
+ * ctx[l] the negatives', ctx_c[l] the prompts', pooled[l] both joined */
+static lm_status conditioning_apart(gen *g, int l, const char **texts)
+{
+    int per = g->per;
+    const lm_sd_gen_opts *o = g->o;
+    lm_array *pu = NULL, *pc = NULL;
+    bool pool = pools(g->p);
+    lm_status st = lm_sd_encode_prompt_syntax(g->p, per, texts, o->clip_skip, true, &g->ctx[l],
+                                              pool ? &pu : NULL);
+    if (st == LM_OK)
+        st = lm_sd_encode_prompt_syntax(g->p, per, texts + per, o->clip_skip, true, &g->ctx_c[l],
+                                        pool ? &pc : NULL);
+    if (st == LM_OK && pool) {
+        lm_array *two[2] = {pu, pc};
+        if (!(g->pooled[l] = lm_concat(2, two, 0))) st = lm_error_status();
+    }
+    lm_array_release(pu);
+    lm_array_release(pc);
+    return st;
+}
+
 /* Lane l's conditioning: [2per,...] (negatives first, as diffusers
  * concatenates them) with CFG, [per,...] without. */
 static lm_status conditioning(gen *g, int l)
@@ -817,8 +1025,22 @@ static lm_status conditioning(gen *g, int l)
         if (g->cfg) texts[j] = neg, texts[per + j] = pos;
         else texts[j] = pos;
     }
-    lm_status st = lm_sd_encode_prompt_skip(g->p, n, texts, o->clip_skip, &g->ctx[l],
-                                            pools(g->p) ? &g->pooled[l] : NULL);
+    /* A1111 runs the UNet on the prompts and the negatives apart when their
+       chunk counts differ (its default, pad_cond_uncond off) */
+    if (g->cfg && !o->plain_prompt) {
+        int64_t ku = most_chunks(g->p, per, texts), kc = ku < 0 ? -1 : most_chunks(g->p, per, texts + per);
+        if (ku < 0 || kc < 0) {
+            free(texts);
+            return lm_error_status();
+        }
+        if (ku != kc) {
+            lm_status st = conditioning_apart(g, l, texts);
+            free(texts);
+            return st;
+        }
+    }
+    lm_status st = lm_sd_encode_prompt_syntax(g->p, n, texts, o->clip_skip, !o->plain_prompt,
+                                              &g->ctx[l], pools(g->p) ? &g->pooled[l] : NULL);
     free(texts);
     return st;
 }
@@ -845,6 +1067,35 @@ static lm_array *time_ids(const gen *g, int n, lm_dtype dt)
     return r;
 }
 
+/* rows [a, b) of x (x itself when that is all of it; NULL stays NULL) */
+static lm_array *rows(lm_array *x, int64_t a, int64_t b)
+{
+    if (!x) return NULL;
+    return a == 0 && b == x->shape[0] ? lm_array_retain(x) : lm_slice(x, 0, a, b, 1);
+}
+
+/* the UNet on lane l's negatives and prompts apart (ctx_c), joined:
+ * A1111's two calls when their sequence lengths differ */
+static lm_array *unet_apart(const gen *g, int l, lm_array *xin, lm_array *t)
+{
+    int64_t per = g->per;
+    lm_array *outs[2] = {NULL, NULL}, *r = NULL;
+    for (int h = 0; h < 2; h++) {
+        lm_array *x = rows(xin, h * per, (h + 1) * per), *th = rows(t, h * per, (h + 1) * per);
+        lm_array *pl = rows(g->pooled[l], h * per, (h + 1) * per), *ti = rows(g->tids, h * per, (h + 1) * per);
+        if (x && th && (pl || !g->pooled[l]) && (ti || !g->tids))
+            outs[h] = lm_unet_forward(g->p->unet, x, th, h ? g->ctx_c[l] : g->ctx[l], pl, ti);
+        lm_array_release(x);
+        lm_array_release(th);
+        lm_array_release(pl);
+        lm_array_release(ti);
+    }
+    if (outs[0] && outs[1]) r = lm_concat(2, outs, 0);
+    lm_array_release(outs[0]);
+    lm_array_release(outs[1]);
+    return r;
+}
+
 /* Lane l's UNet call, guided: u + cfg * (c - u).  x: the lane's latents.
  * New reference, lazy, f32. */
 static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, int l)
@@ -859,7 +1110,8 @@ static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, i
     if (xx) xin = lm_cast(xx, p->dt);
     int64_t tn = n;
     if (xin) t = lm_full(1, &tn, lm_sampler_timestep(s, i), LM_F32, p->dev);
-    if (t) out = lm_unet_forward(p->unet, xin, t, g->ctx[l], g->pooled[l], g->tids);
+    if (t && g->ctx_c[l]) out = unet_apart(g, l, xin, t);
+    else if (t) out = lm_unet_forward(p->unet, xin, t, g->ctx[l], g->pooled[l], g->tids);
     if (out) o32 = lm_cast(out, LM_F32);
     if (o32 && !g->cfg) r = lm_array_retain(o32);
     else if (o32) {
@@ -1063,7 +1315,9 @@ static lm_status check_gen(gen *g)
     g->seeds = malloc(sizeof *g->seeds * (size_t)g->B);
     g->ctx = calloc((size_t)g->lanes, sizeof *g->ctx);
     g->pooled = calloc((size_t)g->lanes, sizeof *g->pooled);
-    if (!g->seeds || !g->ctx || !g->pooled) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+    g->ctx_c = calloc((size_t)g->lanes, sizeof *g->ctx_c);
+    if (!g->seeds || !g->ctx || !g->pooled || !g->ctx_c)
+        return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
     for (int i = 0; i < g->B; i++) g->seeds[i] = o->seeds ? o->seeds[i] : o->seed + (uint64_t)i;
     return LM_OK;
 }
@@ -1072,6 +1326,7 @@ static void gen_free(gen *g)
 {
     for (int l = 0; g->ctx && l < g->lanes; l++) lm_array_release(g->ctx[l]);
     for (int l = 0; g->pooled && l < g->lanes; l++) lm_array_release(g->pooled[l]);
+    for (int l = 0; g->ctx_c && l < g->lanes; l++) lm_array_release(g->ctx_c[l]);
     lm_array_release(g->tids);
     lm_array_release(g->start_sums);
     lm_array_release(g->decode_sums);
@@ -1079,6 +1334,7 @@ static void gen_free(gen *g)
     free(g->step_sums);
     free(g->ctx);
     free(g->pooled);
+    free(g->ctx_c);
     free(g->seeds);
 }
 
@@ -1091,10 +1347,11 @@ static lm_status prepare(gen *g)
     if (g->p->row->time_ids && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
         return lm_error_status();
     int n = 0;
-    lm_array **all = calloc((size_t)(2 * g->lanes + 1), sizeof *all);
+    lm_array **all = calloc((size_t)(3 * g->lanes + 1), sizeof *all);
     if (!all) return lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
     for (int l = 0; l < g->lanes; l++) {
         all[n++] = g->ctx[l];
+        if (g->ctx_c[l]) all[n++] = g->ctx_c[l];
         if (g->pooled[l]) all[n++] = g->pooled[l];
     }
     if (g->tids) all[n++] = g->tids;
@@ -1176,8 +1433,8 @@ static int read_bad(lm_array *sums, float *v)
 static int text_bad(const gen *g, bool *nan)
 {
     for (int l = 0; l < g->lanes; l++)
-        for (int k = 0; k < 2; k++) {
-            lm_array *x = k ? g->pooled[l] : g->ctx[l], *s = x ? image_sums(x) : NULL;
+        for (int k = 0; k < 3; k++) {
+            lm_array *x = k == 2 ? g->ctx_c[l] : k ? g->pooled[l] : g->ctx[l], *s = x ? image_sums(x) : NULL;
             if (!x) continue;
             float *v = s ? malloc(sizeof *v * (size_t)s->size) : NULL;
             int bad = v ? read_bad(s, v) : -1;

@@ -46,6 +46,8 @@ typedef struct lm_sd_load_opts {
                                   scheduler config (single files have none) */
     const char *tokenizer_option; /* how the caller spells tokenizer_dir in messages
                                   ("--tokenizer DIR"); NULL = Lua's "tokenizer = DIR" */
+    const char *embeddings_dir;/* textual-inversion embeddings (*.safetensors) for A1111's
+                                  prompt syntax: lm_sd_pipeline_load_embeddings */
     int vae_tiling;            /* models/vae.h's lm_vae_tiling_mode: auto (0, the
                                   default; vae.h states its rule), on, or off
                                   (diffusers' default) */
@@ -70,6 +72,15 @@ const char *lm_sd_pipeline_name(const lm_sd_pipeline *p);  /* the folder or file
 int64_t lm_sd_pipeline_latent_channels(const lm_sd_pipeline *p);
 int64_t lm_sd_pipeline_vae_scale(const lm_sd_pipeline *p);   /* 8 for SD */
 int64_t lm_sd_pipeline_default_size(const lm_sd_pipeline *p); /* unet sample_size * vae scale */
+
+/* Reads the textual-inversion embeddings of dir (models/prompt.h's
+ * lm_prompt_embeddings_load: A1111's *.safetensors forms, one-encoder or
+ * SDXL's clip_l + clip_g), replacing any read before.  With the prompt
+ * syntax on, a file's name in a prompt stands for its vectors (where its
+ * width fits the encoder; others are skipped as A1111 skips them). */
+lm_status lm_sd_pipeline_load_embeddings(lm_sd_pipeline *p, const char *dir);
+/* how many embeddings are loaded */
+int lm_sd_pipeline_embeddings(const lm_sd_pipeline *p);
 
 /* The stages, borrowed (the pipeline owns them).  tokenizer(p, 1) / text
  * encoder(p, 1) are SDXL's second ones (NULL elsewhere). */
@@ -97,6 +108,21 @@ lm_status lm_sd_encode_prompt(lm_sd_pipeline *p, int n, const char *const *promp
  * through the final layer norm, SDXL hidden_states[-(clip_skip+2)]. */
 lm_status lm_sd_encode_prompt_skip(lm_sd_pipeline *p, int n, const char *const *prompts,
                                    int clip_skip, lm_array **embeds, lm_array **pooled);
+
+/* ... with AUTOMATIC1111's prompt handling when a1111 is true
+ * (models/prompt.h; false is lm_sd_encode_prompt_skip): <lora:...> and other
+ * extra-network tags removed, the emphasis syntax parsed, each prompt in
+ * chunks of 75 tokens (BOS + 75 + EOS; BREAK and the comma backtrack as
+ * A1111's tokenize_line) encoded separately and joined along the sequence,
+ * so *embeds is [n, 77*K, D] with K the most chunks of any of the n prompts
+ * (the others padded with empty chunks, as A1111 pads a batch); each chunk's
+ * hidden states multiplied by its tokens' weights and scaled back to their
+ * mean (A1111's "Original" emphasis; the mean is per prompt and chunk, which
+ * is A1111's for a batch of one); SDXL's pooled output is the first
+ * chunk's.  A prompt of at most 75 tokens with no syntax gives the bytes of
+ * lm_sd_encode_prompt_skip. */
+lm_status lm_sd_encode_prompt_syntax(lm_sd_pipeline *p, int n, const char *const *prompts,
+                                     int clip_skip, bool a1111, lm_array **embeds, lm_array **pooled);
 
 /* Per-step report: step i (from 1) of n for the whole batch. */
 typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
@@ -135,6 +161,12 @@ typedef struct lm_sd_gen_opts {
                                     by the batch; borrowed.  Other families refuse them */
     int nrefs;
     int clip_skip;               /* diffusers' clip_skip (0 = none, 1 = penultimate layer) */
+    bool plain_prompt;           /* SD families: true = the prompts are tokenized literally
+                                    and cut at 77 tokens (diffusers' encode_prompt); false
+                                    (default) = A1111's syntax, weights, BREAK and long
+                                    prompts (lm_sd_encode_prompt_syntax); where the
+                                    negatives and the prompts have different chunk
+                                    counts the UNet runs on each apart, as A1111 */
     lm_sd_progress_fn progress;
     void *progress_ctx;
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */

@@ -48,6 +48,8 @@ typedef struct gen_args {
     uint64_t seed;
     bool has_seed, overwrite, quiet, offload;
     bool show;   /* --show: each image drawn in the terminal (lua/term_image.h) */
+    bool plain_prompt;   /* --no-prompt-syntax */
+    const char *embeddings;   /* --embeddings DIR */
     bool has_steps, has_cfg, has_sampler, has_strength;   /* else the model family's */
 #define GEN_MAX_LORAS 32
     const char *loras[GEN_MAX_LORAS];   /* --lora FILE[:W], in order (models/lora.h) */
@@ -99,6 +101,11 @@ static int usage(const char *msg)
             "  --lora FILE[:W]    merge a LoRA / LoHa / LoKr .safetensors at weight W (default 1;\n"
             "                     repeatable); <lora:NAME:W> in the prompt loads NAME.safetensors\n"
             "                     from --lora-dir DIR\n"
+            "  --no-prompt-syntax the prompts as plain text cut at 77 tokens (diffusers); by\n"
+            "                     default A1111's: (word:1.2), [word], BREAK, long prompts in\n"
+            "                     chunks of 75 tokens, <lora:...> tags removed (SD families)\n"
+            "  --embeddings DIR   textual-inversion embeddings (A1111's *.safetensors): a\n"
+            "                     file's name in the prompt stands for its vectors\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
@@ -173,7 +180,8 @@ static int parse_args(int argc, char **argv, gen_args *a)
         static const char *const valued[] = {
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
-            "--prediction", "--clip-skip", "--ref", "--text-layers", "--lora", "--lora-dir", NULL};
+            "--prediction", "--clip-skip", "--ref", "--text-layers", "--lora", "--lora-dir",
+            "--embeddings", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -200,6 +208,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
         }
         else if (!strcmp(s, "--lora-dir")) a->lora_dir = v;
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
+        else if (!strcmp(s, "--embeddings")) a->embeddings = v;
         else if (!strcmp(s, "--device")) a->device_name = v;
         else if (!strcmp(s, "--prediction")) {
             if (strcmp(v, "epsilon") && strcmp(v, "v_prediction"))
@@ -254,6 +263,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
             if (!a->n_text_layers) return bad_value(s, v, "1 to 4 layer numbers separated by commas");
         } else if (!strcmp(s, "--offload")) a->offload = true;
         else if (!strcmp(s, "--overwrite")) a->overwrite = true;
+        else if (!strcmp(s, "--no-prompt-syntax")) a->plain_prompt = true;
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
         else if (!strcmp(s, "--show")) a->show = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -625,6 +635,7 @@ static int cmd_generate(int argc, char **argv)
     lo.prediction = a.prediction;
     lo.tokenizer_option = "--tokenizer DIR";
     lo.offload = a.offload;
+    lo.embeddings_dir = a.embeddings;
     if (!(p = lm_sd_pipeline_load(a.model, &lo))) {
         report(NULL);
         goto done;
@@ -680,6 +691,7 @@ static int cmd_generate(int argc, char **argv)
     go.clip_skip = a.clip_skip > 1 ? (int)a.clip_skip - 1 : 0;
     go.text_layers = a.n_text_layers ? a.text_layers : NULL;
     go.n_text_layers = a.n_text_layers;
+    go.plain_prompt = a.plain_prompt;
     bar b = {!a.quiet && isatty(2), a.batch};
     go.progress = progress;
     go.progress_ctx = &b;
