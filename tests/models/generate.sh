@@ -264,7 +264,7 @@ check "... no x.png written by these failures" test ! -e $T/x.png
 P="--model $D/sd1 --steps 2 --size 32 --seed 4 -q"
 check "a plain prompt: the same PNG with and without --no-prompt-syntax" sh -c "$L generate 'a red fox' $P -o $T/ps1.png && $L generate 'a red fox' $P --no-prompt-syntax -o $T/ps2.png && cmp -s $T/ps1.png $T/ps2.png"
 check "a weighted prompt differs from its literal reading" sh -c "$L generate '(a red:1.5) fox' $P -o $T/ps3.png && $L generate '(a red:1.5) fox' $P --no-prompt-syntax -o $T/ps4.png && ! cmp -s $T/ps3.png $T/ps4.png"
-check "... and a <lora:> tag is removed from the text encoded" sh -c "$L generate '(a red:1.5) fox<lora:x:1>' $P -o $T/ps5.png && $L -e \"local a = lm.image.read_png('$T/ps3.png'); local b = lm.image.read_png('$T/ps5.png'); assert((a - b):abs():max():item() == 0)\""
+check "... and a <lora:> tag is removed from the text encoded (a LoRA at weight 0: the same pixels)" sh -c "$L generate '(a red:1.5) fox<lora:fox:0>' $P --lora-dir $T/loras -o $T/ps5.png && $L -e \"local a = lm.image.read_png('$T/ps3.png'); local b = lm.image.read_png('$T/ps5.png'); assert((a - b):abs():max():item() == 0)\""
 fails "a weight that is no number is named" 1 "weight '1.2.3'" sh -c "$L generate '(a:1.2.3)' $P -o $T/x.png"
 fails "--embeddings names a folder it cannot read" 1 "embeddings folder $T/no_such" sh -c "$L generate 'a' $P --embeddings $T/no_such -o $T/x.png"
 echo "$p passed, $f failed"
