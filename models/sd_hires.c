@@ -159,8 +159,9 @@ lm_array *lm_sd_generate_hires(lm_sd_pipeline *p, const lm_sd_gen_opts *o, const
         return NULL;
     }
     int64_t vs = lm_sd_pipeline_vae_scale(p), d = lm_sd_pipeline_default_size(p);
-    int64_t bw = o->width > 0 ? o->width : o->latents ? o->latents->shape[3] * vs : d;
-    int64_t bh = o->height > 0 ? o->height : o->latents ? o->latents->shape[2] * vs : d;
+    /* the first pass's size: the latents' when given (they decide it), else width/height */
+    int64_t bw = o->latents ? o->latents->shape[3] * vs : o->width > 0 ? o->width : d;
+    int64_t bh = o->latents ? o->latents->shape[2] * vs : o->height > 0 ? o->height : d;
     int64_t W, H;
     if (lm_sd_hires_target(h, bw, bh, vs, &W, &H) != LM_OK) return NULL;
     int mode = lm_sd_hires_latent_mode(h->upscaler);

@@ -84,22 +84,26 @@ def main():
     i2i.set_progress_bar_config(disable=True)
     g = torch.Generator().manual_seed(77)
     R = {}
-    meta = {"prompt": PROMPT, "negative": NEGATIVE, "steps": 4, "cfg": 7.0, "size": [64, 64],
+    meta = {"prompt": PROMPT, "negative": NEGATIVE, "steps": 4, "cfg": 7.0,
+            "size": "the latents' (16x16 latents of the tiny VAE of scale 2: 32x32 pixels)",
             "sampler": "dpmpp_2m", "cases": {}, "diffusers": diffusers.__version__,
             "torch": torch.__version__}
-    lat = torch.randn(1, 4, 8, 8, generator=g)
+    lat = torch.randn(1, 4, 16, 16, generator=g)
     R["latents"] = lat
     take_draws()
-    base = sd(PROMPT, negative_prompt=NEGATIVE, num_inference_steps=4, guidance_scale=7.0, height=64,
-              width=64, latents=lat.clone(), output_type="latent").images
+    base = sd(PROMPT, negative_prompt=NEGATIVE, num_inference_steps=4, guidance_scale=7.0, height=32,
+              width=32, latents=lat.clone(), output_type="latent").images
     assert not take_draws()
     R["base_latents"] = base[0]
     R["base_image"] = sd.image_processor.postprocess(
         sd.vae.decode(base / sd.vae.config.scaling_factor, return_dict=False)[0], output_type="pt")[0]
     for name, a1111, mode, scale, steps, denoise in CASES:
-        W = H = int(64 * scale)
-        up = F.interpolate(base, size=(H // 8, W // 8), mode=mode, antialias=False) if mode != "nearest" \
-            else F.interpolate(base, size=(H // 8, W // 8), mode=mode)
+        # A1111: target = int(width * scale), latents interpolated to target // 8 (the
+        # VAE's scale: 8 for SD; the tiny VAE's is 2, its base latents 16x16 are 32x32 pixels)
+        vs = sd.vae_scale_factor
+        W = H = int(base.shape[-1] * vs * scale)
+        up = F.interpolate(base, size=(H // vs, W // vs), mode=mode, antialias=False) if mode != "nearest" \
+            else F.interpolate(base, size=(H // vs, W // vs), mode=mode)
         take_draws()
         img = i2i(PROMPT, image=up.clone(), strength=denoise, negative_prompt=NEGATIVE,
                   num_inference_steps=steps, guidance_scale=7.0, output_type="pt").images[0]
@@ -109,7 +113,7 @@ def main():
         R[name + ".noise"] = d[0][0]
         R[name + ".image"] = img
         meta["cases"][name] = {"a1111": a1111, "mode": mode, "scale": scale, "hires_steps": steps,
-                               "denoise": denoise, "size": [W, H]}
+                               "denoise": denoise, "size": [W, H], "image": list(img.shape)}
     save_file({k: v.detach().float().contiguous() for k, v in R.items()},
               os.path.join(OUT, "ref_hires.safetensors"))
     with open(os.path.join(OUT, "hires.json"), "w") as f:
