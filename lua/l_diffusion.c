@@ -642,9 +642,28 @@ static int l_pipe_generate(lua_State *L)
     if (o.latents && !has_batch && o.latents->ndim == 4) o.batch = (int)o.latents->shape[0];
     /* A1111's variation seed (image i's start noise slerped toward
      * variation_seed + i's) and hires fix (models/sd_hires.h) */
-    lua_Integer vs = lm_lua_opt_int(L, 2, fn, "variation_seed", 0);
-    if (lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "variation_seed", vs) != LM_OK) return lm_lua_error(L);
-    o.subseed = (uint64_t)vs;
+    lua_getfield(L, 2, "variation_seed");
+    if (lua_istable(L, -1)) {   /* one per image, as seed= */
+        if ((int)lua_rawlen(L, -1) != o.batch)
+            return luaL_error(L, "%s: %d variation seeds for a batch of %d", fn, (int)lua_rawlen(L, -1),
+                              o.batch);
+        uint64_t *subs = lua_newuserdatauv(L, sizeof *subs * (size_t)o.batch, 0);
+        for (int i = 0; i < o.batch; i++) {
+            lua_rawgeti(L, -2, i + 1);
+            int whole;
+            lua_Integer v = lua_tointegerx(L, -1, &whole);
+            if (!whole || lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "variation_seed", v) != LM_OK)
+                return whole ? lm_lua_error(L) : luaL_error(L, "%s: variation_seed[%d]: expected a whole "
+                                                            "number >= 0", fn, i + 1);
+            subs[i] = (uint64_t)v;
+            lua_pop(L, 1);
+        }
+        o.subseeds = subs;   /* held by the stack until the call returns */
+    } else {
+        lua_Integer vs = lm_lua_opt_int(L, 2, fn, "variation_seed", 0);
+        if (lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "variation_seed", vs) != LM_OK) return lm_lua_error(L);
+        o.subseed = (uint64_t)vs;
+    }
     o.subseed_strength = lm_lua_opt_num(L, 2, fn, "variation_strength", 0);
     lm_sd_hires_opts ho;
     lm_sd_hires_opts_init(&ho);
@@ -1215,8 +1234,9 @@ static const lm_lua_func diffusion_funcs[] = {
      "\"latent-nearest\") or the decoded images with a Lumen upscaler (\"esrgan-thick\", a\n"
      "model.json), then img2img at the target size with steps (default the base's;\n"
      "int(steps * denoise) run) and strength denoise; the image is the target size's.\n"
-     "variation_seed=, variation_strength= (0..1): A1111's variation seed: image i's start\n"
-     "noise slerped toward variation_seed + i's by A1111's formula (SD families)."},
+     "variation_seed= (a number, or one per image), variation_strength= (0..1): A1111's\n"
+     "variation seed: image i's start noise slerped toward variation_seed + i's (or its own)\n"
+     "by A1111's formula (SD families)."},
     {"samplers", l_samplers,
      "lm.diffusion.samplers() -> {row, ...}\n"
      "The sampler table, one row per sampler generate's sampler= takes: {name=\"dpm++2m_karras\",\n"

@@ -8,7 +8,9 @@
 # grid, the refusals (unknown axis, LoRA axes before --lora, a font that is
 # not one); the hires fix (--hires: the target size, A1111's infotext keys,
 # Size the first pass's, the latent and model upscalers); variation seeds
-# (strength 1 gives the variation seed's image, A1111's infotext keys).  One
+# (strength 1 gives the variation seed's image, A1111's infotext keys); `lumen
+# batch` with samples/batch_generate.lua's hires and variation columns (a
+# batch of 2 gives the bytes of single jobs, the images of lumen generate).  One
 # line per check.
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -104,6 +106,15 @@ check "--variation-strength 0.3 differs from both" sh -c "$G --seed 1 --variatio
 check "a batch's variation seeds: 9, 10 in the parameters" sh -c "$G --seed 1 --batch-size 2 --variation-seed 9 --variation-strength 0.3 -o $T/vb.png && $L -e \"local _, t = lm.image.read_png('$T/vb_0001.png'); assert(t.parameters:find('Seed: 2, Size: 64x64, Model: sd1, Variation seed: 10,', 1, true), t.parameters)\""
 fails "--variation-seed without a strength" 2 "needs --variation-strength" sh -c "$G --variation-seed 3 -o $T/v.png"
 fails "--variation-strength above 1" 2 "variation-strength 2" sh -c "$G --variation-strength 2 -o $T/v.png"
+
+# lumen batch with the sample: hires and variation columns; batches of 2 give the bytes of 1
+printf '%s\n' '{"seed": 1, "prompt": "a red fox", "steps": 3, "size": "64x64", "hires": 1.5, "hires_denoise": 0.5, "variation_seed": 9, "variation_strength": 0.3}' \
+  '{"seed": 2, "prompt": "a red fox", "steps": 3, "size": "64x64", "hires": 1.5, "hires_denoise": 0.5, "variation_seed": 20, "variation_strength": 0.3}' \
+  '{"seed": 3, "prompt": "a red fox", "steps": 3, "size": "64x64", "variation_seed": 9, "variation_strength": 1}' > "$T/params.jsonl"
+check "lumen batch: hires and variation columns, one job at a time" "$L" batch samples/batch_generate.lua --params "$T/params.jsonl" \
+  -o "$T/one/%d.png" --progress off --manifest none -- $D/sd1
+check "... --batch-size 2: the same bytes" sh -c "$L batch samples/batch_generate.lua --params $T/params.jsonl -o '$T/two/%d.png' --batch-size 2 --progress off --manifest none -- $D/sd1 && for i in 1 2 3; do cmp $T/one/\$i.png $T/two/\$i.png || exit 1; done"
+check "... job 1 is lumen generate's --hires --variation-seed image, job 3 seed 9's" sh -c "$L generate 'a red fox' --model $D/sd1 --steps 3 --size 64x64 -q --seed 1 --hires 1.5 --hires-denoise 0.5 --variation-seed 9 --variation-strength 0.3 -o $T/bj1.png && $L generate 'a red fox' --model $D/sd1 --steps 3 --size 64x64 -q --seed 9 -o $T/bj3.png && $L -e \"local function px(f) return lm.image.read_png(f):astype('f32') end; assert(lm.allclose(px('$T/one/1.png'), px('$T/bj1.png'), 0, 0)); assert(px('$T/one/1.png').shape[2] == 96); assert(lm.allclose(px('$T/one/3.png'), px('$T/bj3.png'), 0, 0))\""
 
 echo "$p passed, $f failed"
 [ $f = 0 ]
