@@ -523,7 +523,7 @@ static int l_pipe_generate(lua_State *L)
                                         "progress", "noise", "stacked", "clip_skip",
                                         "max_sequence_length", "cfg_normalization", "cfg_truncation",
                                         "refs", "text_layers", "hires", "variation_seed",
-                                        "variation_strength", NULL};
+                                        "variation_strength", "seed_resize_from", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -665,6 +665,9 @@ static int l_pipe_generate(lua_State *L)
         o.subseed = (uint64_t)vs;
     }
     o.subseed_strength = lm_lua_opt_num(L, 2, fn, "variation_strength", 0);
+    const char *srf = lm_lua_opt_str(L, 2, fn, "seed_resize_from", NULL);
+    if (srf && lm_sd_size_parse(fn, "seed_resize_from", srf, &o.seed_resize_w, &o.seed_resize_h) != LM_OK)
+        return lm_lua_error(L);
     lm_sd_hires_opts ho;
     lm_sd_hires_opts_init(&ho);
     lua_getfield(L, 2, "hires");
@@ -1236,7 +1239,8 @@ static const lm_lua_func diffusion_funcs[] = {
      "int(steps * denoise) run) and strength denoise; the image is the target size's.\n"
      "variation_seed= (a number, or one per image), variation_strength= (0..1): A1111's\n"
      "variation seed: image i's start noise slerped toward variation_seed + i's (or its own)\n"
-     "by A1111's formula (SD families)."},
+     "by A1111's formula (SD families); seed_resize_from=\"WxH\": A1111's, that size's noise\n"
+     "pasted centred into the image's."},
     {"samplers", l_samplers,
      "lm.diffusion.samplers() -> {row, ...}\n"
      "The sampler table, one row per sampler generate's sampler= takes: {name=\"dpm++2m_karras\",\n"

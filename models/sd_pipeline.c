@@ -804,19 +804,66 @@ void lm_sd_noise_slerp(double val, const float *low, const float *high, int64_t 
         }
 }
 
-/* image i's initial noise n [1,C,h,w] slerped toward its subseed's */
+static int64_t floordiv2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
+
+void lm_sd_noise_paste(const float *small, int64_t sh, int64_t sw, float *full, int64_t C, int64_t H,
+                       int64_t W)
+{
+    /* A1111: dx = (W - sw) // 2, w = sw if dx >= 0 else sw + 2 * dx,
+     * tx = max(dx, 0), then dx = max(-dx, 0); the same for y;
+     * x[:, ty:ty+h, tx:tx+w] = noise[:, dy:dy+h, dx:dx+w] */
+    int64_t dx = floordiv2(W - sw), dy = floordiv2(H - sh);
+    int64_t w = dx >= 0 ? sw : sw + 2 * dx, h = dy >= 0 ? sh : sh + 2 * dy;
+    int64_t tx = dx < 0 ? 0 : dx, ty = dy < 0 ? 0 : dy;
+    dx = dx < 0 ? -dx : 0;
+    dy = dy < 0 ? -dy : 0;
+    /* Python's slices clip at the ends */
+    if (w > W - tx) w = W - tx;
+    if (w > sw - dx) w = sw - dx;
+    if (h > H - ty) h = H - ty;
+    if (h > sh - dy) h = sh - dy;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t r = 0; r < h; r++)
+            for (int64_t x = 0; x < w; x++)
+                full[(c * H + ty + r) * W + tx + x] = small[(c * sh + dy + r) * sw + dx + x];
+}
+
+/* image i's initial noise: n [1,C,h,w] (its seed's) slerped toward its
+ * subseed's, drawn at seed_resize_from's latents and pasted into n when
+ * that is another size (A1111's ImageRNG.first) */
 static lm_array *vary(const gen *g, int i, lm_array *n)
 {
-    int64_t one[4] = {1, g->shape[1], g->shape[2], g->shape[3]};
-    uint64_t sub = g->o->subseeds ? g->o->subseeds[i] : g->o->subseed + (uint64_t)i;
-    size_t count = (size_t)(one[1] * one[2] * one[3]);
-    float *lo = malloc(sizeof *lo * count * 3);
-    lm_array *hi = lo ? lm_diffusion_noise(sub, 0, 4, one, LM_F32, g->p->dev) : NULL, *r = NULL;
-    if (!lo) lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
-    if (hi && lm_array_read(n, lo, LM_F32) == LM_OK && lm_array_read(hi, lo + count, LM_F32) == LM_OK) {
-        lm_sd_noise_slerp(g->o->subseed_strength, lo, lo + count, one[1], one[2], one[3], lo + 2 * count);
-        r = lm_from_data(4, one, LM_F32, lo + 2 * count, g->p->dev);
+    const lm_sd_gen_opts *o = g->o;
+    int64_t one[4] = {1, g->shape[1], g->shape[2], g->shape[3]}, at[4] = {1, g->shape[1], 0, 0};
+    int64_t vs = g->p->vae_scale;
+    bool resize = o->seed_resize_w > 0 && o->seed_resize_h > 0 &&
+                  (o->seed_resize_h / vs != one[2] || o->seed_resize_w / vs != one[3]);
+    at[2] = resize ? o->seed_resize_h / vs : one[2];
+    at[3] = resize ? o->seed_resize_w / vs : one[3];
+    uint64_t seed = g->seeds[i], sub = o->subseeds ? o->subseeds[i] : o->subseed + (uint64_t)i;
+    size_t count = (size_t)(at[1] * at[2] * at[3]), full = (size_t)(one[1] * one[2] * one[3]);
+    float *lo = malloc(sizeof *lo * (count * 3 + full));
+    lm_array *ln = NULL, *hi = NULL, *r = NULL;
+    if (!lo) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        return NULL;
     }
+    float *hv = lo + count, *mix = hv + count, *out = mix + count;
+    if (!(ln = resize ? lm_diffusion_noise(seed, 0, 4, at, LM_F32, g->p->dev) : lm_array_retain(n)) ||
+        lm_array_read(ln, lo, LM_F32) != LM_OK)
+        goto done;
+    if (o->subseed_strength != 0) {
+        if (!(hi = lm_diffusion_noise(sub, 0, 4, at, LM_F32, g->p->dev)) || lm_array_read(hi, hv, LM_F32) != LM_OK)
+            goto done;
+        lm_sd_noise_slerp(o->subseed_strength, lo, hv, at[1], at[2], at[3], mix);
+    } else memcpy(mix, lo, sizeof *lo * count);
+    if (resize) {
+        if (lm_array_read(n, out, LM_F32) != LM_OK) goto done;
+        lm_sd_noise_paste(mix, at[2], at[3], out, one[1], one[2], one[3]);
+    } else out = mix;
+    r = lm_from_data(4, one, LM_F32, out, g->p->dev);
+done:
+    lm_array_release(ln);
     lm_array_release(hi);
     free(lo);
     return r;
@@ -845,7 +892,7 @@ static lm_array *noise(const gen *g, int k)
     for (; made < g->B; made++)
         if (!(parts[made] = lm_diffusion_noise(g->seeds[made], (uint64_t)k, 4, one, LM_F32, g->p->dev)))
             goto done;
-    if (k == 0 && g->o->subseed_strength != 0)
+    if (k == 0 && (g->o->subseed_strength != 0 || (g->o->seed_resize_w > 0 && g->o->seed_resize_h > 0)))
         for (int i = 0; i < g->B; i++) {
             lm_array *v = vary(g, i, parts[i]);
             if (!v) goto done;
@@ -1116,6 +1163,12 @@ static lm_status check_gen(gen *g)
     }
     if (o->init && o->init_latents)
         return lm_error_set(LM_ERR_ARG, "generate: an init image and init latents: give one");
+    if (o->seed_resize_w < 0 || o->seed_resize_h < 0 || o->seed_resize_w > (1 << 16) ||
+        o->seed_resize_h > (1 << 16) || (o->seed_resize_w > 0) != (o->seed_resize_h > 0) ||
+        (o->seed_resize_w > 0 && (o->seed_resize_w < p->vae_scale || o->seed_resize_h < p->vae_scale)))
+        return lm_error_set(LM_ERR_ARG, "generate: seed resize from %lldx%lld: expected both sides "
+                            "from %lld to 65536 pixels (or both 0: off)", (long long)o->seed_resize_w,
+                            (long long)o->seed_resize_h, (long long)p->vae_scale);
     if (o->init) {
         lm_array *im = o->init;
         if ((im->ndim != 3 && im->ndim != 4) || im->shape[im->ndim - 3] != 3 ||
@@ -1354,9 +1407,11 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
     lm_sd_gen_opts_init(&dflt);
     gen g = {.p = p, .o = opts ? opts : &dflt};
     const lm_sd_gen_opts *o = g.o;
-    if (p->dit && (o->init_latents || o->subseed_strength != 0 || !decode)) {
+    if (p->dit && (o->init_latents || o->subseed_strength != 0 || o->seed_resize_w > 0 ||
+                   o->seed_resize_h > 0 || !decode)) {
         lm_error_set(LM_ERR_UNSUPPORTED, "generate: %s: %s is for the SD families (SD 1.x, 2.x, SDXL) "
-                     "so far", p->row->title, o->subseed_strength != 0 ? "a variation seed"
+                     "so far", p->row->title, o->subseed_strength != 0 || o->seed_resize_w > 0 ||
+                     o->seed_resize_h > 0 ? "a variation seed (or seed resize)"
                      : "img2img from latents (the hires fix's latent upscalers)");
         return NULL;
     }

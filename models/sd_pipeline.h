@@ -153,6 +153,10 @@ typedef struct lm_sd_gen_opts {
     double subseed_strength;     /* 0 to 1 */
     uint64_t subseed;
     const uint64_t *subseeds;    /* NULL = subseed, subseed+1, ... */
+    /* A1111's seed_resize_from: the start noise (and its variation) drawn
+     * at this size's latents and pasted centred into the image's own
+     * (lm_sd_noise_paste); 0 = off, as is the image's own size */
+    int64_t seed_resize_w, seed_resize_h;
     bool stacked;                /* the whole batch in one UNet call (faster where the
                                     device is underused) instead of one graph per image
                                     evaluated together; the CPU's GEMM then rounds by the
@@ -183,6 +187,12 @@ lm_array *lm_sd_generate_latents(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
  * val = 0 gives low, 1 high.  out may alias neither input. */
 void lm_sd_noise_slerp(double val, const float *low, const float *high, int64_t C, int64_t H,
                        int64_t W, float *out);
+/* A1111's seed_resize_from paste (ImageRNG.first): small [C,sh,sw] written
+ * centred into full [C,H,W] (dx = (W - sw) // 2 and dy with Python's floor
+ * division; a small larger than full is cropped centred), the rest of full
+ * kept. */
+void lm_sd_noise_paste(const float *small, int64_t sh, int64_t sw, float *full, int64_t C, int64_t H,
+                       int64_t W);
 
 /* Whether img2img with strength runs a step of steps (diffusers'
  * get_timesteps keeps int(steps * strength) of them): LM_OK, or LM_ERR_ARG

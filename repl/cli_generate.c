@@ -49,7 +49,7 @@ typedef struct gen_args {
     /* the hires fix (models/sd_hires.h), A1111's variation seed, X/Y/Z grids */
     bool hires, has_var_seed;
     double hires_scale, hires_denoise, var_strength;
-    int64_t hires_steps, hires_w, hires_h, base_w, base_h;
+    int64_t hires_steps, hires_w, hires_h, base_w, base_h, resize_w, resize_h;
     const char *hires_upscaler, *font;
     uint64_t var_seed;
 #define GEN_MAX_AXES 3
@@ -100,6 +100,8 @@ static int usage(const char *msg)
             "                     upscaler (esrgan-thick, ...; lumen upscale's names) (default latent)\n"
             "  --variation-seed N A1111's variation seed: the start noise slerped toward N's\n"
             "  --variation-strength X  ... by X in [0, 1] (default 0: off)\n"
+            "  --seed-resize-from WxH  A1111's: the start noise drawn for this size, pasted\n"
+            "                     centred into the image's (a composition kept across sizes)\n"
             "  --xyz NAME=V1,V2   an X/Y/Z plot axis (up to 3: X, Y, Z): seed, cfg, steps, sampler,\n"
             "                     strength, clip_skip, prompt_sr (the first value replaced by each),\n"
             "                     variation_seed, variation_strength, hires_steps, hires_denoise,\n"
@@ -189,6 +191,11 @@ static int parse_more(const char *s, const char *v, gen_args *a)
         a->var_strength = strtod(v, &end);
         if (!*v || *end || !(a->var_strength >= 0 && a->var_strength <= 1))
             return bad_value(s, v, "a number from 0 to 1");
+    } else if (!strcmp(s, "--seed-resize-from")) {
+        if (lm_sd_size_parse(NULL, NULL, v, &a->resize_w, &a->resize_h) != LM_OK) {
+            lm_error_clear();
+            return bad_value(s, v, "WxH or N (pixels)");
+        }
     } else if (!strcmp(s, "--xyz")) {
         if (a->nxyz == GEN_MAX_AXES) return usage("--xyz: at most 3 axes (X, Y, Z)");
         a->xyz[a->nxyz++] = v;
@@ -219,7 +226,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
             "--prediction", "--clip-skip", "--ref", "--hires", "--hires-size", "--hires-steps",
             "--hires-denoise", "--hires-upscaler", "--variation-seed", "--variation-strength", "--xyz",
-            "--font", NULL};
+            "--font", "--seed-resize-from", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -504,6 +511,9 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
     if (a->var_strength > 0 && at < n)
         at += (size_t)snprintf(t + at, n - at, ", Variation seed: %" PRIu64 ", Variation seed strength: "
                                "%g", a->var_seed + (seed - a->seed), a->var_strength);
+    if (a->resize_w > 0 && at < n)
+        at += (size_t)snprintf(t + at, n - at, ", Seed resize from: %" PRId64 "x%" PRId64, a->resize_w,
+                               a->resize_h);
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
     if (a->hires && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->hires_denoise);
     if (a->clip_skip > 1 && at < n)
@@ -636,6 +646,8 @@ static lm_array *run_one(const gen_args *a, lm_sd_pipeline *p, lm_array *init, l
     /* A1111's variation seed: image i's start noise slerped toward var_seed + i's */
     go.subseed = a->var_seed;
     go.subseed_strength = a->var_strength;
+    go.seed_resize_w = a->resize_w;
+    go.seed_resize_h = a->resize_h;
     if (!a->hires) return lm_sd_generate(p, &go);
     lm_sd_hires_opts ho;
     lm_sd_hires_opts_init(&ho);

@@ -16,7 +16,9 @@
  * branches), and in generation: strength 0 is the plain image, strength 1
  * with variation seed S is seed S's image (DPM++ 2M draws nothing more), a
  * batch's images take subseed, subseed+1, and out-of-range values are
- * refused. */
+ * refused.  seed_resize_from: lm_sd_noise_paste against the same script's
+ * Python transcription of A1111's paste (6 size pairs, exact); the image's
+ * own size gives the plain image, another size another. */
 #include <math.h>
 #include <cjson/cJSON.h>
 #include "testutil.h"
@@ -134,6 +136,48 @@ static void test_slerp_reference(void **state)
     cJSON_Delete(j);
 }
 
+static void test_paste_reference(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char *text = tu_slurp(HIRES "variation.json", &n);
+    assert_non_null(text);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    const cJSON *ps = cJSON_GetObjectItem(j, "paste_shape"), *c;
+    int64_t C = (int64_t)cJSON_GetArrayItem(ps, 0)->valuedouble, H = (int64_t)cJSON_GetArrayItem(ps, 1)->valuedouble,
+            W = (int64_t)cJSON_GetArrayItem(ps, 2)->valuedouble;
+    int ncases = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(j, "pastes")) {
+        const cJSON *sz = cJSON_GetObjectItem(c, "small");
+        int64_t sh = (int64_t)cJSON_GetArrayItem(sz, 0)->valuedouble, sw = (int64_t)cJSON_GetArrayItem(sz, 1)->valuedouble;
+        float *small = malloc(sizeof *small * (size_t)(C * sh * sw)), *full = malloc(sizeof *full * (size_t)(C * H * W));
+        assert_true(small && full);
+        for (int64_t ch = 0; ch < C; ch++) {
+            const cJSON *srow = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "small_data"), (int)ch),
+                        *frow = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "full_data"), (int)ch);
+            for (int64_t i = 0; i < sh * sw; i++) small[ch * sh * sw + i] = (float)cJSON_GetArrayItem(srow, (int)i)->valuedouble;
+            for (int64_t i = 0; i < H * W; i++) full[ch * H * W + i] = (float)cJSON_GetArrayItem(frow, (int)i)->valuedouble;
+        }
+        lm_sd_noise_paste(small, sh, sw, full, C, H, W);
+        int bad = 0;
+        for (int64_t ch = 0; ch < C; ch++) {
+            const cJSON *orow = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "out"), (int)ch);
+            for (int64_t i = 0; i < H * W; i++)
+                bad += full[ch * H * W + i] != (float)cJSON_GetArrayItem(orow, (int)i)->valuedouble;
+        }
+        printf("  paste %lldx%lld into %lldx%lld: %d elements differ\n", (long long)sw, (long long)sh,
+               (long long)W, (long long)H, bad);
+        assert_int_equal(bad, 0);
+        free(small);
+        free(full);
+        ncases++;
+    }
+    assert_int_equal(ncases, 6);
+    cJSON_Delete(j);
+}
+
 static lm_array *variation(uint64_t seed, uint64_t subseed, double strength, int batch)
 {
     lm_sd_gen_opts o;
@@ -164,6 +208,24 @@ static void test_variation_generate(void **state)
     assert_true(same_bytes(b1, second));
     lm_array *arr[] = {plain, zero, one, nine, half, b, second, b0, b1};
     for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) lm_array_release(arr[i]);
+    /* seed_resize_from: the image's own size is the plain image; another differs */
+    lm_sd_gen_opts r;
+    gen_opts(&r);
+    r.steps = 3;
+    r.seed = 5;
+    r.seed_resize_w = r.seed_resize_h = 64;
+    lm_array *own = must(lm_sd_generate(sd1, &r), "resize own"), *p5 = variation(5, 0, 0, 1);
+    assert_true(same_bytes(own, p5));
+    r.seed_resize_w = 32;
+    r.seed_resize_h = 48;
+    lm_array *other = must(lm_sd_generate(sd1, &r), "resize 32x48");
+    assert_false(same_bytes(other, p5));
+    r.seed_resize_w = 0;
+    assert_null(lm_sd_generate(sd1, &r));
+    assert_non_null(strstr(lm_error_message(), "seed resize from 0x48"));
+    lm_array_release(own);
+    lm_array_release(p5);
+    lm_array_release(other);
     /* refusals */
     lm_sd_gen_opts o;
     gen_opts(&o);
@@ -388,6 +450,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slerp_reference),
+        cmocka_unit_test(test_paste_reference),
         cmocka_unit_test(test_variation_generate),
         cmocka_unit_test(test_hires_target),
         cmocka_unit_test(test_hires_model),

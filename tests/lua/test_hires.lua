@@ -65,6 +65,9 @@ test("variation seeds: strength 1 is the variation seed's image, 0 the seed's", 
   local s1 = pipe:generate(opts{seed = 1, steps = 3})
   eq(maxerr(v0, s1), 0, "strength 0")
   ok(maxerr(pipe:generate(opts{seed = 1, steps = 3, variation_seed = 9, variation_strength = 0.5}), s1) > 0.01)
+  -- seed_resize_from: the image's own size is the plain image, another size another
+  eq(maxerr(pipe:generate(opts{seed = 1, steps = 3, seed_resize_from = "64x64"}), s1), 0, "resize from own size")
+  ok(maxerr(pipe:generate(opts{seed = 1, steps = 3, seed_resize_from = "32x48"}), s1) > 0.01, "resize from 32x48")
 end)
 
 test("hires, variation: errors name the option", function()
@@ -76,4 +79,5 @@ test("hires, variation: errors name the option", function()
   raises(function() pipe:generate(opts{hires = {size = "big"}}) end, "size big")
   raises(function() pipe:generate(opts{variation_strength = 2}) end, "variation strength 2")
   raises(function() pipe:generate(opts{variation_seed = -1}) end, "variation_seed")
+  raises(function() pipe:generate(opts{seed_resize_from = "64x"}) end, "seed_resize_from")
 end)

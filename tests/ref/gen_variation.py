@@ -17,7 +17,10 @@ shape [C, H, W]:
 
 so the norms and dots run over dim 1 (H), per (c, w) column.  This script
 writes that formula's results for seeded Gaussian noises (and a pair close
-enough to take the lerp branch) to tests/ref/hires/variation.json.
+enough to take the lerp branch) to tests/ref/hires/variation.json, with
+A1111's seed_resize_from paste (ImageRNG.first: the noise drawn at the
+other size pasted centred into the image's own, cropped where larger) on
+six size pairs (smaller, larger, odd differences, mixed).
     python3 tests/ref/gen_variation.py [OUTDIR]
 """
 import json
@@ -63,6 +66,30 @@ def slerp(val, low, high):
     return out, "slerp"
 
 
+def paste(small, sh, sw, full, C, H, W):
+    """A1111's ImageRNG.first paste, as written there (Python's // and slices)."""
+    x = [row[:] for row in full]   # full[c] is a flat [H*W] list per channel
+    dx = (W - sw) // 2
+    dy = (H - sh) // 2
+    w = sw if dx >= 0 else sw + 2 * dx
+    h = sh if dy >= 0 else sh + 2 * dy
+    tx = 0 if dx < 0 else dx
+    ty = 0 if dy < 0 else dy
+    dx = max(-dx, 0)
+    dy = max(-dy, 0)
+    for c in range(C):
+        # x[c, ty:ty+h, tx:tx+w] = noise[c, dy:dy+h, dx:dx+w] with NumPy-style slices
+        rows_t = list(range(H))[ty:ty + h]
+        rows_s = list(range(sh))[dy:dy + h]
+        cols_t = list(range(W))[tx:tx + w]
+        cols_s = list(range(sw))[dx:dx + w]
+        assert len(rows_t) == len(rows_s) and len(cols_t) == len(cols_s)
+        for rt, rs in zip(rows_t, rows_s):
+            for ct, cs in zip(cols_t, cols_s):
+                x[c][rt * W + ct] = small[c][rs * sw + cs]
+    return x
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     cases = []
@@ -72,8 +99,17 @@ def main():
         for val in (0.0, 0.1, 0.25, 0.5, 0.9, 1.0):
             out, branch = slerp(val, low, hi)
             cases.append({"name": name, "val": val, "branch": branch, "high": hi, "out": out})
+    pastes = []
+    r = random.Random(5)
+    PC, PH, PW = 2, 6, 8
+    for sh, sw in ((3, 4), (5, 3), (8, 10), (9, 7), (4, 12), (7, 8)):
+        small = [[round(r.gauss(0, 1), 6) for _ in range(sh * sw)] for _ in range(PC)]
+        full = [[round(r.gauss(0, 1), 6) for _ in range(PH * PW)] for _ in range(PC)]
+        pastes.append({"small": [sh, sw], "small_data": small, "full_data": full,
+                       "out": paste(small, sh, sw, full, PC, PH, PW)})
     with open(os.path.join(OUT, "variation.json"), "w") as f:
-        json.dump({"shape": [C, H, W], "low": low, "cases": cases}, f)
+        json.dump({"shape": [C, H, W], "low": low, "cases": cases, "paste_shape": [PC, PH, PW],
+                   "pastes": pastes}, f)
     print("wrote", os.path.join(OUT, "variation.json"), len(cases), "cases")
 
 
