@@ -34,6 +34,7 @@ for f in $(find core backends models lua repl tests bench tools -name '*.c' 2>/d
     backends/cpu/vmath_avx512.c) flags="$BASE $(flag avx512)" ;;
     backends/cpu/vmath_avx2.c|backends/cpu/quant_dot_avx2.c) flags="$BASE $(flag avx2)" ;;
     repl/batch.c) flags="$BASE -DLM_HAVE_MPI $MPI_CFLAGS" ;;
+    repl/cli_grid.c) flags="$BASE $(pkg-config --cflags freetype2 2>/dev/null || echo -I/usr/include/freetype2)" ;;
     *) flags=$BASE ;;
   esac
   # shellcheck disable=SC2086
