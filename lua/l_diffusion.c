@@ -6,6 +6,7 @@
  * gives them), not indices.  A stage taken from a pipeline (pipe.tokenizer,
  * pipe.unet...) borrows it: it keeps the pipeline alive and fails cleanly
  * once pipe:free() ran. */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "models/qwen_tokenizer.h"
 #include "models/zimage.h"
 #include "models/sampler.h"
+#include "models/sd_hires.h"
 #include "models/sd_pipeline.h"
 #include "models/unet.h"
 #include "models/vae.h"
@@ -609,7 +611,8 @@ static int l_pipe_generate(lua_State *L)
                                         "latents", "size", "init", "strength", "batch",
                                         "progress", "noise", "stacked", "clip_skip",
                                         "max_sequence_length", "cfg_normalization", "cfg_truncation",
-                                        "refs", "text_layers", "prompt_syntax", NULL};
+                                        "refs", "text_layers", "prompt_syntax", "hires", "variation_seed",
+                                        "variation_strength", "seed_resize_from", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -727,8 +730,57 @@ static int l_pipe_generate(lua_State *L)
     if (lua_isfunction(L, 7)) o.noise = cb_noise, o.noise_ctx = &cb;
     else if (!lua_isnil(L, 7)) return luaL_error(L, "%s: noise must be a function", fn);
     if (o.latents && !has_batch && o.latents->ndim == 4) o.batch = (int)o.latents->shape[0];
+    /* A1111's variation seed (image i's start noise slerped toward
+     * variation_seed + i's) and hires fix (models/sd_hires.h) */
+    lua_getfield(L, 2, "variation_seed");
+    if (lua_istable(L, -1)) {   /* one per image, as seed= */
+        if ((int)lua_rawlen(L, -1) != o.batch)
+            return luaL_error(L, "%s: %d variation seeds for a batch of %d", fn, (int)lua_rawlen(L, -1),
+                              o.batch);
+        uint64_t *subs = lua_newuserdatauv(L, sizeof *subs * (size_t)o.batch, 0);
+        for (int i = 0; i < o.batch; i++) {
+            lua_rawgeti(L, -2, i + 1);
+            int whole;
+            lua_Integer v = lua_tointegerx(L, -1, &whole);
+            if (!whole || lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "variation_seed", v) != LM_OK)
+                return whole ? lm_lua_error(L) : luaL_error(L, "%s: variation_seed[%d]: expected a whole "
+                                                            "number >= 0", fn, i + 1);
+            subs[i] = (uint64_t)v;
+            lua_pop(L, 1);
+        }
+        o.subseeds = subs;   /* held by the stack until the call returns */
+    } else {
+        lua_Integer vs = lm_lua_opt_int(L, 2, fn, "variation_seed", 0);
+        if (lm_sd_option_check_int(LM_SD_OPT_SEED, fn, "variation_seed", vs) != LM_OK) return lm_lua_error(L);
+        o.subseed = (uint64_t)vs;
+    }
+    o.subseed_strength = lm_lua_opt_num(L, 2, fn, "variation_strength", 0);
+    const char *srf = lm_lua_opt_str(L, 2, fn, "seed_resize_from", NULL);
+    if (srf && lm_sd_size_parse(fn, "seed_resize_from", srf, &o.seed_resize_w, &o.seed_resize_h) != LM_OK)
+        return lm_lua_error(L);
+    lm_sd_hires_opts ho;
+    lm_sd_hires_opts_init(&ho);
+    lua_getfield(L, 2, "hires");
+    int hi = lua_gettop(L);
+    bool hires = !lua_isnil(L, hi);
+    if (hires) {
+        static const char *const hknown[] = {"scale", "size", "steps", "denoise", "upscaler", "tile", NULL};
+        const char *hf = "pipe:generate: hires";
+        lm_lua_check_opts(L, hi, hf, hknown);
+        ho.scale = lm_lua_opt_num(L, hi, hf, "scale", ho.scale);
+        lua_Integer st = lm_lua_opt_int(L, hi, hf, "steps", 0);
+        if (st && lm_sd_option_check_int(LM_SD_OPT_STEPS, hf, "steps", st) != LM_OK) return lm_lua_error(L);
+        ho.steps = (int)st;
+        ho.denoise = lm_lua_opt_num(L, hi, hf, "denoise", ho.denoise);
+        ho.upscaler = lm_lua_opt_str(L, hi, hf, "upscaler", ho.upscaler);
+        lua_Integer tile = lm_lua_opt_int(L, hi, hf, "tile", 0);
+        ho.tile = tile < 0 ? 0 : tile;
+        const char *hs = lm_lua_opt_str(L, hi, hf, "size", NULL);
+        if (hs && sscanf(hs, "%" SCNd64 "x%" SCNd64, &ho.width, &ho.height) != 2)
+            return luaL_error(L, "%s: size %s: expected \"WxH\" (0 for one side keeps the aspect)", hf, hs);
+    }
     lm_lua_enter(L);
-    lm_array *img = lm_sd_generate(u->p, &o);
+    lm_array *img = hires ? lm_sd_generate_hires(u->p, &o, &ho) : lm_sd_generate(u->p, &o);
     if (!img) return lm_lua_error(L);
     if (o.batch == 1 && !has_batch) {
         lm_array *sq = lm_squeeze(img, 0);
@@ -1283,7 +1335,16 @@ static const lm_lua_func diffusion_funcs[] = {
      "reference images: sides >= 64, centre-cropped to multiples of 16); max_sequence_length=\n"
      "(default 512) and text_layers= (the encoder's hidden states, transformers' indices;\n"
      "default the family's) as the pipelines' arguments of those names.  Sizes are multiples\n"
-     "of twice the VAE's scale (16)."},
+     "of twice the VAE's scale (16).\n"
+     "hires={scale=2, size=\"WxH\", steps=, denoise=0.7, upscaler=\"latent\", tile=}: A1111's\n"
+     "hires fix (SD families): generate at size, upscale the latents (\"latent\" = bilinear,\n"
+     "\"latent-nearest\") or the decoded images with a Lumen upscaler (\"esrgan-thick\", a\n"
+     "model.json), then img2img at the target size with steps (default the base's;\n"
+     "int(steps * denoise) run) and strength denoise; the image is the target size's.\n"
+     "variation_seed= (a number, or one per image), variation_strength= (0..1): A1111's\n"
+     "variation seed: image i's start noise slerped toward variation_seed + i's (or its own)\n"
+     "by A1111's formula (SD families); seed_resize_from=\"WxH\": A1111's, that size's noise\n"
+     "pasted centred into the image's."},
     {"samplers", l_samplers,
      "lm.diffusion.samplers() -> {row, ...}\n"
      "The sampler table, one row per sampler generate's sampler= takes: {name=\"dpm++2m_karras\",\n"

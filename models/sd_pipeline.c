@@ -931,6 +931,115 @@ static lm_array *concat_lanes(const gen *g, lm_array **parts)
     return g->lanes == 1 ? lm_array_retain(parts[0]) : lm_concat(g->lanes, parts, 0);
 }
 
+void lm_sd_noise_slerp(double val, const float *low, const float *high, int64_t C, int64_t H,
+                       int64_t W, float *out)
+{
+    /* A1111: low_norm = low / low.norm(dim=1, keepdim=True) (same for high),
+     * dot = (low_norm * high_norm).sum(1); dot.mean() > 0.9995: the lerp
+     * (its weights as A1111 writes them); else per column omega = acos(dot),
+     * (sin((1-val) omega) low + sin(val omega) high) / sin(omega) */
+    double mean = 0;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t w = 0; w < W; w++) {
+            double ll = 0, hh = 0, lh = 0;
+            for (int64_t h = 0; h < H; h++) {
+                double a = low[(c * H + h) * W + w], b = high[(c * H + h) * W + w];
+                ll += a * a;
+                hh += b * b;
+                lh += a * b;
+            }
+            mean += lh / (sqrt(ll) * sqrt(hh));
+        }
+    mean /= (double)(C * W);
+    if (mean > 0.9995) {
+        for (int64_t i = 0; i < C * H * W; i++) out[i] = (float)(low[i] * val + high[i] * (1 - val));
+        return;
+    }
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t w = 0; w < W; w++) {
+            double ll = 0, hh = 0, lh = 0;
+            for (int64_t h = 0; h < H; h++) {
+                double a = low[(c * H + h) * W + w], b = high[(c * H + h) * W + w];
+                ll += a * a;
+                hh += b * b;
+                lh += a * b;
+            }
+            double dot = lh / (sqrt(ll) * sqrt(hh));
+            dot = dot > 1 ? 1 : dot < -1 ? -1 : dot;
+            double om = acos(dot), so = sin(om);
+            double wl = sin((1 - val) * om) / so, wh = sin(val * om) / so;
+            for (int64_t h = 0; h < H; h++) {
+                int64_t at = (c * H + h) * W + w;
+                out[at] = (float)(wl * low[at] + wh * high[at]);
+            }
+        }
+}
+
+static int64_t floordiv2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
+
+void lm_sd_noise_paste(const float *small, int64_t sh, int64_t sw, float *full, int64_t C, int64_t H,
+                       int64_t W)
+{
+    /* A1111: dx = (W - sw) // 2, w = sw if dx >= 0 else sw + 2 * dx,
+     * tx = max(dx, 0), then dx = max(-dx, 0); the same for y;
+     * x[:, ty:ty+h, tx:tx+w] = noise[:, dy:dy+h, dx:dx+w] */
+    int64_t dx = floordiv2(W - sw), dy = floordiv2(H - sh);
+    int64_t w = dx >= 0 ? sw : sw + 2 * dx, h = dy >= 0 ? sh : sh + 2 * dy;
+    int64_t tx = dx < 0 ? 0 : dx, ty = dy < 0 ? 0 : dy;
+    dx = dx < 0 ? -dx : 0;
+    dy = dy < 0 ? -dy : 0;
+    /* Python's slices clip at the ends */
+    if (w > W - tx) w = W - tx;
+    if (w > sw - dx) w = sw - dx;
+    if (h > H - ty) h = H - ty;
+    if (h > sh - dy) h = sh - dy;
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t r = 0; r < h; r++)
+            for (int64_t x = 0; x < w; x++)
+                full[(c * H + ty + r) * W + tx + x] = small[(c * sh + dy + r) * sw + dx + x];
+}
+
+/* image i's initial noise: n [1,C,h,w] (its seed's) slerped toward its
+ * subseed's, drawn at seed_resize_from's latents and pasted into n when
+ * that is another size (A1111's ImageRNG.first) */
+static lm_array *vary(const gen *g, int i, lm_array *n)
+{
+    const lm_sd_gen_opts *o = g->o;
+    int64_t one[4] = {1, g->shape[1], g->shape[2], g->shape[3]}, at[4] = {1, g->shape[1], 0, 0};
+    int64_t vs = g->p->vae_scale;
+    bool resize = o->seed_resize_w > 0 && o->seed_resize_h > 0 &&
+                  (o->seed_resize_h / vs != one[2] || o->seed_resize_w / vs != one[3]);
+    at[2] = resize ? o->seed_resize_h / vs : one[2];
+    at[3] = resize ? o->seed_resize_w / vs : one[3];
+    uint64_t seed = g->seeds[i], sub = o->subseeds ? o->subseeds[i] : o->subseed + (uint64_t)i;
+    size_t count = (size_t)(at[1] * at[2] * at[3]), full = (size_t)(one[1] * one[2] * one[3]);
+    float *lo = malloc(sizeof *lo * (count * 3 + full));
+    lm_array *ln = NULL, *hi = NULL, *r = NULL;
+    if (!lo) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        return NULL;
+    }
+    float *hv = lo + count, *mix = hv + count, *out = mix + count;
+    if (!(ln = resize ? lm_diffusion_noise(seed, 0, 4, at, LM_F32, g->p->dev) : lm_array_retain(n)) ||
+        lm_array_read(ln, lo, LM_F32) != LM_OK)
+        goto done;
+    if (o->subseed_strength != 0) {
+        if (!(hi = lm_diffusion_noise(sub, 0, 4, at, LM_F32, g->p->dev)) || lm_array_read(hi, hv, LM_F32) != LM_OK)
+            goto done;
+        lm_sd_noise_slerp(o->subseed_strength, lo, hv, at[1], at[2], at[3], mix);
+    } else memcpy(mix, lo, sizeof *lo * count);
+    if (resize) {
+        if (lm_array_read(n, out, LM_F32) != LM_OK) goto done;
+        lm_sd_noise_paste(mix, at[2], at[3], out, one[1], one[2], one[3]);
+    } else out = mix;
+    r = lm_from_data(4, one, LM_F32, out, g->p->dev);
+done:
+    lm_array_release(ln);
+    lm_array_release(hi);
+    free(lo);
+    return r;
+}
+
 /* Draw k of the batch: the test hook's, else each image's own seed. */
 static lm_array *noise(const gen *g, int k)
 {
@@ -954,6 +1063,13 @@ static lm_array *noise(const gen *g, int k)
     for (; made < g->B; made++)
         if (!(parts[made] = lm_diffusion_noise(g->seeds[made], (uint64_t)k, 4, one, LM_F32, g->p->dev)))
             goto done;
+    if (k == 0 && (g->o->subseed_strength != 0 || (g->o->seed_resize_w > 0 && g->o->seed_resize_h > 0)))
+        for (int i = 0; i < g->B; i++) {
+            lm_array *v = vary(g, i, parts[i]);
+            if (!v) goto done;
+            lm_array_release(parts[i]);
+            parts[i] = v;
+        }
     r = g->B == 1 ? lm_array_retain(parts[0]) : lm_concat(g->B, parts, 0);
 done:
     for (int i = 0; i < made; i++) lm_array_release(parts[i]);
@@ -1224,6 +1340,13 @@ static lm_array *start_latents(const gen *g, lm_sampler *s)
         lm_array_release(nz);
         return r;
     }
+    if (o->init_latents) {
+        lm_array *x0 = lm_cast(o->init_latents, LM_F32);
+        lm_array *nz = x0 ? noise(g, 0) : NULL, *r = nz ? lm_sampler_add_noise(s, x0, nz) : NULL;
+        lm_array_release(x0);
+        lm_array_release(nz);
+        return r;
+    }
     lm_array *x = o->latents ? lm_cast(o->latents, LM_F32) : noise(g, 0);
     lm_array *r = x ? lm_binary_scalar(LM_OP_MUL, x, lm_sampler_init_sigma(s), false) : NULL;
     lm_array_release(x);
@@ -1281,6 +1404,27 @@ static lm_status check_gen(gen *g)
     g->per = g->B / g->lanes;
     g->cfg = o->cfg > 1;
     int64_t H = o->height, W = o->width, C = p->latent_channels;
+    if (!(o->subseed_strength >= 0 && o->subseed_strength <= 1))
+        return lm_error_set(LM_ERR_ARG, "generate: variation strength %g: expected a number from 0 "
+                            "to 1", o->subseed_strength);
+    if (o->subseed_strength != 0) {
+        const lm_sd_option *r = lm_sd_option_get(LM_SD_OPT_SEED);
+        for (int i = 0; i < g->B; i++) {
+            uint64_t sub = o->subseeds ? o->subseeds[i] : o->subseed + (uint64_t)i;
+            if (sub > (uint64_t)r->ihi || (!o->subseeds && sub < o->subseed))
+                return lm_error_set(LM_ERR_ARG, "generate: variation seed %llu (image %d): expected a "
+                                    "whole number from 0 to %lld", (unsigned long long)sub, i + 1,
+                                    (long long)r->ihi);
+        }
+    }
+    if (o->init && o->init_latents)
+        return lm_error_set(LM_ERR_ARG, "generate: an init image and init latents: give one");
+    if (o->seed_resize_w < 0 || o->seed_resize_h < 0 || o->seed_resize_w > (1 << 16) ||
+        o->seed_resize_h > (1 << 16) || (o->seed_resize_w > 0) != (o->seed_resize_h > 0) ||
+        (o->seed_resize_w > 0 && (o->seed_resize_w < p->vae_scale || o->seed_resize_h < p->vae_scale)))
+        return lm_error_set(LM_ERR_ARG, "generate: seed resize from %lldx%lld: expected both sides "
+                            "from %lld to 65536 pixels (or both 0: off)", (long long)o->seed_resize_w,
+                            (long long)o->seed_resize_h, (long long)p->vae_scale);
     if (o->init) {
         lm_array *im = o->init;
         if ((im->ndim != 3 && im->ndim != 4) || im->shape[im->ndim - 3] != 3 ||
@@ -1292,6 +1436,19 @@ static lm_status check_gen(gen *g)
             return lm_error_status();
         H = im->shape[im->ndim - 2];
         W = im->shape[im->ndim - 1];
+    } else if (o->init_latents) {
+        lm_array *l = o->init_latents;
+        if (o->latents)
+            return lm_error_set(LM_ERR_ARG, "generate: init latents and latents: give one (img2img "
+                                "from latents, or the initial noise)");
+        if (l->ndim != 4 || l->shape[0] != g->B || l->shape[1] != C)
+            return lm_error_set(LM_ERR_SHAPE, "generate: init latents: expected [%d,%lld,h,w]", g->B,
+                                (long long)C);
+        if (lm_sd_option_check_num(LM_SD_OPT_STRENGTH, "generate", NULL, o->strength) ||
+            lm_sd_img2img_check("generate", o->steps, o->strength))
+            return lm_error_status();
+        H = l->shape[2] * p->vae_scale;
+        W = l->shape[3] * p->vae_scale;
     } else if (o->latents) {
         lm_array *l = o->latents;
         if (l->ndim != 4 || l->shape[0] != g->B || l->shape[1] != C)
@@ -1306,8 +1463,8 @@ static lm_status check_gen(gen *g)
         return lm_error_set(LM_ERR_ARG, "generate: size %lldx%lld: width and height must be "
                             "multiples of %lld (the VAE's scale), at most 65536", (long long)W,
                             (long long)H, (long long)p->vae_scale);
-    g->size_h = o->height > 0 && !o->init ? o->height : H;
-    g->size_w = o->width > 0 && !o->init ? o->width : W;
+    g->size_h = o->height > 0 && !o->init && !o->init_latents ? o->height : H;
+    g->size_w = o->width > 0 && !o->init && !o->init_latents ? o->width : W;
     g->shape[0] = g->B;
     g->shape[1] = C;
     g->shape[2] = H / p->vae_scale;
@@ -1466,7 +1623,7 @@ static lm_status stage_error(gen *g, const float *decoded)
     } else if ((rc = read_bad(g->start_sums, v)) != 0) {
         if (rc < 0) goto fail;
         snprintf(stage, sizeof stage, "%s", g->o->init ? "the VAE encoder (the init image's latents)"
-                 : g->o->latents ? "the latents given" : "the initial noise");
+                 : g->o->init_latents ? "the init latents given" : g->o->latents ? "the latents given" : "the initial noise");
         dt = g->o->init ? p->vae_dt : LM_F32;
     } else {
         for (k = 0; k < g->nsteps && (rc = read_bad(g->step_sums[k], v)) == 0; k++) {}
@@ -1505,12 +1662,20 @@ fail:
     return lm_error_status();
 }
 
-lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
+static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool decode)
 {
     lm_sd_gen_opts dflt;
     lm_sd_gen_opts_init(&dflt);
     gen g = {.p = p, .o = opts ? opts : &dflt};
     const lm_sd_gen_opts *o = g.o;
+    if (p->dit && (o->init_latents || o->subseed_strength != 0 || o->seed_resize_w > 0 ||
+                   o->seed_resize_h > 0 || !decode)) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "generate: %s: %s is for the SD families (SD 1.x, 2.x, SDXL) "
+                     "so far", p->row->title, o->subseed_strength != 0 || o->seed_resize_w > 0 ||
+                     o->seed_resize_h > 0 ? "a variation seed (or seed resize)"
+                     : "img2img from latents (the hires fix's latent upscalers)");
+        return NULL;
+    }
     if (p->dit) return lm_dit_pipe_generate(p->dit, p, o);
     lm_sampler *s = NULL;
     lm_array *x = NULL, *raw = NULL, *img = NULL;
@@ -1523,7 +1688,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         goto fail;
     }
     /* the schedule first: a strength that leaves no step fails before any network runs */
-    if (!(s = lm_sampler_new_row(&p->sched, row, o->steps, o->init ? o->strength : 1.0)))
+    if (!(s = lm_sampler_new_row(&p->sched, row, o->steps, o->init || o->init_latents ? o->strength : 1.0)))
         goto fail;
     if (prepare(&g) != LM_OK) goto fail;
     if (!(x = start_latents(&g, s)) || !(g.start_sums = image_sums(x))) goto fail;
@@ -1558,6 +1723,22 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         x = next;
         if (o->progress) o->progress(o->progress_ctx, i + 1, n);
     }
+    if (!decode) {
+        /* the last step's sums show a NaN; stage_error walks the stages */
+        if (!(sums = malloc(sizeof *sums * (size_t)g.B))) {
+            lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+            goto fail;
+        }
+        int bad = read_bad(g.step_sums[n - 1], sums);
+        if (bad) {
+            if (bad > 0) stage_error(&g, sums);
+            goto fail;
+        }
+        free(sums);
+        lm_sampler_free(s);
+        gen_free(&g);
+        return x;
+    }
     if (!(raw = per_lane(&g, x, lane_decode, NULL)) || !(img = lm_sd_postprocess(raw)) ||
         !(g.decode_sums = image_sums(raw)))
         goto fail;
@@ -1587,4 +1768,14 @@ fail:
     lm_sampler_free(s);
     gen_free(&g);
     return NULL;
+}
+
+lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o)
+{
+    return generate(p, o, true);
+}
+
+lm_array *lm_sd_generate_latents(lm_sd_pipeline *p, const lm_sd_gen_opts *o)
+{
+    return generate(p, o, false);
 }

@@ -181,6 +181,21 @@ typedef struct lm_sd_gen_opts {
     int n_text_layers;
     int max_sequence_length;     /* DiT families: the prompt's padded length (0 = the
                                     family's, 512; diffusers' max_sequence_length) */
+    lm_array *init_latents;      /* img2img from latents [B,C,h,w] (already times
+                                    scaling_factor, as diffusers' img2img takes a
+                                    4-channel image): noised to the first kept
+                                    timestep with strength, no VAE encode; the hires
+                                    fix's second pass.  Exclusive with init / latents */
+    /* A1111's variation seed: image i's initial noise (draw 0) is
+     * lm_sd_noise_slerp(subseed_strength, its seed's, subseed's), subseed
+     * subseeds[i] or subseed + i; later draws stay the seed's.  0 = off. */
+    double subseed_strength;     /* 0 to 1 */
+    uint64_t subseed;
+    const uint64_t *subseeds;    /* NULL = subseed, subseed+1, ... */
+    /* A1111's seed_resize_from: the start noise (and its variation) drawn
+     * at this size's latents and pasted centred into the image's own
+     * (lm_sd_noise_paste); 0 = off, as is the image's own size */
+    int64_t seed_resize_w, seed_resize_h;
     bool stacked;                /* the whole batch in one UNet call (faster where the
                                     device is underused) instead of one graph per image
                                     evaluated together; the CPU's GEMM then rounds by the
@@ -199,6 +214,24 @@ void lm_sd_gen_opts_init_for(lm_sd_gen_opts *o, const lm_sd_pipeline *p);
  * stage's output is summed per image in the evaluation that computes it
  * anyway, and the sums are read once, after the decode. */
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
+/* ... stopping before the VAE decoder: the final latents [B,C,h,w] f32
+ * (evaluated), as diffusers' output_type="latent" (not divided by
+ * scaling_factor).  SD families only (a DiT family is LM_ERR_UNSUPPORTED). */
+lm_array *lm_sd_generate_latents(lm_sd_pipeline *p, const lm_sd_gen_opts *o);
+
+/* A1111's slerp (modules/processing.py) of two noises of one image, each
+ * [C,H,W] row-major, as it calls it on [C,H,W] tensors: the norms and dot
+ * products run over dim 1 (H), per (c, w) column; when the dots' mean
+ * exceeds 0.9995 it returns low * val + high * (1 - val), as A1111 does.
+ * val = 0 gives low, 1 high.  out may alias neither input. */
+void lm_sd_noise_slerp(double val, const float *low, const float *high, int64_t C, int64_t H,
+                       int64_t W, float *out);
+/* A1111's seed_resize_from paste (ImageRNG.first): small [C,sh,sw] written
+ * centred into full [C,H,W] (dx = (W - sw) // 2 and dy with Python's floor
+ * division; a small larger than full is cropped centred), the rest of full
+ * kept. */
+void lm_sd_noise_paste(const float *small, int64_t sh, int64_t sw, float *full, int64_t C, int64_t H,
+                       int64_t W);
 
 /* Whether img2img with strength runs a step of steps (diffusers'
  * get_timesteps keeps int(steps * strength) of them): LM_OK, or LM_ERR_ARG

@@ -30,8 +30,10 @@
 #include "models/dit_pipeline.h"
 #include "models/lora.h"
 #include "models/sampler.h"
+#include "models/sd_hires.h"
 #include "models/sd_pipeline.h"
 #include "lua/term_image.h"
+#include "cli_grid.h"
 #include "repl.h"
 
 typedef struct gen_args {
@@ -56,6 +58,15 @@ typedef struct gen_args {
     int nloras;
     const char *lora_dir;               /* --lora-dir: where <lora:NAME:W> tags are found */
     char lora_hashes[2048];             /* the infotext's Lora hashes, once loaded */
+    /* the hires fix (models/sd_hires.h), A1111's variation seed, X/Y/Z grids */
+    bool hires, has_var_seed;
+    double hires_scale, hires_denoise, var_strength;
+    int64_t hires_steps, hires_w, hires_h, base_w, base_h, resize_w, resize_h;
+    const char *hires_upscaler, *font;
+    uint64_t var_seed;
+#define GEN_MAX_AXES 3
+    const char *xyz[GEN_MAX_AXES];
+    int nxyz;
 } gen_args;
 
 static int usage(const char *msg)
@@ -106,6 +117,21 @@ static int usage(const char *msg)
             "                     chunks of 75 tokens, <lora:...> tags removed (SD families)\n"
             "  --embeddings DIR   textual-inversion embeddings (A1111's *.safetensors): a\n"
             "                     file's name in the prompt stands for its vectors\n"
+            "  --hires X          hires fix: generate at --size, upscale by X, then img2img there\n"
+            "  --hires-size WxH   ... to this size instead (0 for one side keeps the aspect)\n"
+            "  --hires-steps N    ... the img2img's steps (int(N * denoise) run; default --steps)\n"
+            "  --hires-denoise X  ... its strength, (0, 1] (default 0.7)\n"
+            "  --hires-upscaler U latent (bilinear), latent-nearest, latent-bilinear, or a Lumen\n"
+            "                     upscaler (esrgan-thick, ...; lumen upscale's names) (default latent)\n"
+            "  --variation-seed N A1111's variation seed: the start noise slerped toward N's\n"
+            "  --variation-strength X  ... by X in [0, 1] (default 0: off)\n"
+            "  --seed-resize-from WxH  A1111's: the start noise drawn for this size, pasted\n"
+            "                     centred into the image's (a composition kept across sizes)\n"
+            "  --xyz NAME=V1,V2   an X/Y/Z plot axis (up to 3: X, Y, Z): seed, cfg, steps, sampler,\n"
+            "                     strength, clip_skip, prompt_sr (the first value replaced by each),\n"
+            "                     variation_seed, variation_strength, hires_steps, hires_denoise,\n"
+            "                     hires_scale; writes each image plus OUT_grid.png (one per Z value)\n"
+            "  --font FILE        the grid labels' font (default DejaVu Sans, fonts-dejavu-core)\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
             "  -q, --quiet        no progress bar or result line\n"
@@ -161,6 +187,52 @@ static void report(const char *what)
     fprintf(stderr, "lumen generate: %s%s%s\n", what ? what : "", what ? ": " : "", msg);
 }
 
+/* the hires fix's, the variation seed's and the grid's options: 0 parsed,
+ * -1 not one of them, else the exit status */
+static int parse_more(const char *s, const char *v, gen_args *a)
+{
+    int64_t n;
+    int rc;
+    char *end;
+    if (!strcmp(s, "--hires")) {
+        a->hires_scale = strtod(v, &end);
+        if (!*v || *end || !(a->hires_scale > 0 && a->hires_scale <= 16))
+            return bad_value(s, v, "a number in (0, 16]");
+        a->hires = true;
+    } else if (!strcmp(s, "--hires-size")) {
+        if (sscanf(v, "%" SCNd64 "x%" SCNd64 "%n", &a->hires_w, &a->hires_h, &rc) != 2 || v[rc] ||
+            a->hires_w < 0 || a->hires_h < 0 || (!a->hires_w && !a->hires_h) || a->hires_w > 65536 ||
+            a->hires_h > 65536)
+            return bad_value(s, v, "WxH, each 0 to 65536 pixels, not both 0 (0 keeps the aspect)");
+        a->hires = true;
+    } else if (!strcmp(s, "--hires-steps")) {
+        if ((rc = parse_opt_int(s, v, LM_SD_OPT_STEPS, 0, &a->hires_steps))) return rc;
+    } else if (!strcmp(s, "--hires-denoise")) {
+        if ((rc = parse_opt_num(s, v, LM_SD_OPT_STRENGTH, &a->hires_denoise))) return rc;
+    } else if (!strcmp(s, "--hires-upscaler")) {
+        a->hires_upscaler = v;
+    } else if (!strcmp(s, "--variation-seed")) {
+        if ((rc = parse_opt_int(s, v, LM_SD_OPT_SEED, 0, &n))) return rc;
+        a->var_seed = (uint64_t)n;
+        a->has_var_seed = true;
+    } else if (!strcmp(s, "--variation-strength")) {
+        a->var_strength = strtod(v, &end);
+        if (!*v || *end || !(a->var_strength >= 0 && a->var_strength <= 1))
+            return bad_value(s, v, "a number from 0 to 1");
+    } else if (!strcmp(s, "--seed-resize-from")) {
+        if (lm_sd_size_parse(NULL, NULL, v, &a->resize_w, &a->resize_h) != LM_OK) {
+            lm_error_clear();
+            return bad_value(s, v, "WxH or N (pixels)");
+        }
+    } else if (!strcmp(s, "--xyz")) {
+        if (a->nxyz == GEN_MAX_AXES) return usage("--xyz: at most 3 axes (X, Y, Z)");
+        a->xyz[a->nxyz++] = v;
+    } else if (!strcmp(s, "--font")) {
+        a->font = v;
+    } else return -1;
+    return 0;
+}
+
 /* 0 = parsed, -1 = help printed, else the exit status */
 static int parse_args(int argc, char **argv, gen_args *a)
 {
@@ -181,7 +253,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
             "-o", "--model", "--negative", "--steps", "--cfg", "--sampler", "--seed", "--size",
             "--init", "--strength", "--device", "--dtype", "--batch-size", "--tokenizer",
             "--prediction", "--clip-skip", "--ref", "--text-layers", "--lora", "--lora-dir",
-            "--embeddings", NULL};
+            "--embeddings", "--hires", "--hires-size", "--hires-steps", "--hires-denoise",
+            "--hires-upscaler", "--variation-seed", "--variation-strength", "--xyz", "--font",
+            "--seed-resize-from", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -264,6 +338,9 @@ static int parse_args(int argc, char **argv, gen_args *a)
         } else if (!strcmp(s, "--offload")) a->offload = true;
         else if (!strcmp(s, "--overwrite")) a->overwrite = true;
         else if (!strcmp(s, "--no-prompt-syntax")) a->plain_prompt = true;
+        else if ((rc = parse_more(s, v, a)) >= 0) {
+            if (rc) return rc;
+        }
         else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) a->quiet = true;
         else if (!strcmp(s, "--show")) a->show = true;
         else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -297,6 +374,24 @@ static int parse_args(int argc, char **argv, gen_args *a)
     /* options that would do nothing: refused, not ignored */
     if (a->has_strength && !a->init) {
         fprintf(stderr, "lumen generate: --strength is img2img's: give --init IN.png\n");
+        return 2;
+    }
+    if (!a->hires && (a->hires_steps || a->hires_denoise > 0 || a->hires_upscaler)) {
+        fprintf(stderr, "lumen generate: --hires-steps, --hires-denoise and --hires-upscaler are the "
+                "hires fix's: give --hires X or --hires-size WxH\n");
+        return 2;
+    }
+    if (a->hires && (a->init || a->nrefs)) {
+        fprintf(stderr, "lumen generate: --hires follows a text-to-image generation: not with %s\n",
+                a->init ? "--init" : "--ref");
+        return 2;
+    }
+    if (a->has_var_seed && !(a->var_strength > 0) && !a->nxyz) {
+        fprintf(stderr, "lumen generate: --variation-seed needs --variation-strength X (0 < X <= 1)\n");
+        return 2;
+    }
+    if (a->font && !a->nxyz) {
+        fprintf(stderr, "lumen generate: --font is for the grid's labels: give --xyz\n");
         return 2;
     }
     struct stat msb;
@@ -476,12 +571,31 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
                            "CFG scale: %g, Seed: %" PRIu64 ", Size: %" PRId64 "x%" PRId64 ", Model: ",
                            a->steps, sampler, schedule, a->cfg, seed, w, h);
     put_value(t, n, &at, model);
+    /* A1111's Variation seed (per image: the batch's subseed + i) */
+    if (a->var_strength > 0 && at < n)
+        at += (size_t)snprintf(t + at, n - at, ", Variation seed: %" PRIu64 ", Variation seed strength: "
+                               "%g", a->var_seed + (seed - a->seed), a->var_strength);
+    if (a->resize_w > 0 && at < n)
+        at += (size_t)snprintf(t + at, n - at, ", Seed resize from: %" PRId64 "x%" PRId64, a->resize_w,
+                               a->resize_h);
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
+    if (a->hires && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->hires_denoise);
     if (a->clip_skip > 1 && at < n)
         at += (size_t)snprintf(t + at, n - at, ", Clip skip: %" PRId64, a->clip_skip);
     if (a->lora_hashes[0] && at < n) {   /* A1111's Lora extension: Lora hashes: "name: hash, ..." */
         at += (size_t)snprintf(t + at, n - at, ", Lora hashes: ");
         put_value(t, n, &at, a->lora_hashes);
+    }
+    /* A1111's hires fix: Size is the first pass's */
+    if (a->hires && at < n) {
+        if (a->hires_w || a->hires_h)
+            at += (size_t)snprintf(t + at, n - at, ", Hires resize: %" PRId64 "x%" PRId64, a->hires_w,
+                                   a->hires_h);
+        else at += (size_t)snprintf(t + at, n - at, ", Hires upscale: %g", a->hires_scale);
+        if (a->hires_steps && at < n)
+            at += (size_t)snprintf(t + at, n - at, ", Hires steps: %" PRId64, a->hires_steps);
+        if (at < n) at += (size_t)snprintf(t + at, n - at, ", Hires upscaler: ");
+        put_value(t, n, &at, lm_sd_hires_upscaler_a1111(a->hires_upscaler));
     }
     /* A1111 strips the whole text */
     while (at > 0 && at < n && (t[at - 1] == ' ' || t[at - 1] == '\n')) t[--at] = 0;
@@ -545,8 +659,8 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
     int failed = 0;
     for (int i = 0; i < (int)a->batch; i++) {
         lm_array *one = lm_slice(imgs, 0, i, i + 1, 1), *sq = one ? lm_squeeze(one, 0) : NULL;
-        char *text = infotext(a, lm_sd_pipeline_row(p), lm_sd_pipeline_name(p), seeds[i], imgs->shape[3],
-                              imgs->shape[2]);
+        char *text = infotext(a, lm_sd_pipeline_row(p), lm_sd_pipeline_name(p), seeds[i],
+                              a->hires ? a->base_w : imgs->shape[3], a->hires ? a->base_h : imgs->shape[2]);
         lm_kv kv[1] = {{"parameters", text}};
         lm_png_opts wo;
         lm_png_opts_init(&wo);
@@ -575,6 +689,240 @@ static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, ch
     return failed ? 1 : 0;
 }
 
+/* One generation of a's settings: [B,3,H,W], or NULL with the error set */
+static lm_array *run_one(const gen_args *a, lm_sd_pipeline *p, lm_array *init, lm_array **refs, int nref,
+                         const uint64_t *seeds, bar *b)
+{
+    lm_sd_gen_opts go;
+    lm_sd_gen_opts_init_for(&go, p);
+    /* the text encoded: the cell's prompt without its <lora:...> tags (loaded
+     * once before the cells; the infotext keeps them, as A1111's does) */
+    char *clean = NULL;
+    if (lm_lora_tags(a->prompt, &clean, NULL, NULL, 0) < 0) return NULL;
+    const char *prompts[1] = {clean}, *negs[1] = {a->negative};
+    go.batch = (int)a->batch;
+    go.prompts = prompts;
+    go.nprompts = 1;
+    go.negatives = negs;
+    go.nnegatives = a->negative ? 1 : 0;
+    go.seeds = seeds;
+    go.steps = (int)a->steps;
+    go.cfg = a->cfg;
+    go.sampler = a->sampler;
+    go.width = a->width;
+    go.height = a->height;
+    go.init = init;
+    go.strength = a->strength;
+    go.refs = refs;
+    go.nrefs = nref;
+    go.clip_skip = a->clip_skip > 1 ? (int)a->clip_skip - 1 : 0;
+    go.text_layers = a->n_text_layers ? a->text_layers : NULL;
+    go.n_text_layers = a->n_text_layers;
+    go.plain_prompt = a->plain_prompt;
+    go.progress = progress;
+    go.progress_ctx = b;
+    /* A1111's variation seed: image i's start noise slerped toward var_seed + i's */
+    go.subseed = a->var_seed;
+    go.subseed_strength = a->var_strength;
+    go.seed_resize_w = a->resize_w;
+    go.seed_resize_h = a->resize_h;
+    lm_array *r;
+    if (!a->hires) {
+        r = lm_sd_generate(p, &go);
+        free(clean);
+        return r;
+    }
+    lm_sd_hires_opts ho;
+    lm_sd_hires_opts_init(&ho);
+    if (a->hires_scale > 0) ho.scale = a->hires_scale;
+    ho.width = a->hires_w;
+    ho.height = a->hires_h;
+    ho.steps = (int)a->hires_steps;
+    if (a->hires_denoise > 0) ho.denoise = a->hires_denoise;
+    if (a->hires_upscaler) ho.upscaler = a->hires_upscaler;
+    r = lm_sd_generate_hires(p, &go, &ho);
+    free(clean);
+    return r;
+}
+
+/* ---- X/Y/Z plots ---- */
+
+/* the axes --xyz takes: NAME, the grid label's title */
+static const char *const AXES[][2] = {
+    {"seed", "Seed"}, {"cfg", "CFG Scale"}, {"steps", "Steps"}, {"sampler", "Sampler"},
+    {"strength", "Denoising"}, {"clip_skip", "Clip skip"}, {"prompt_sr", NULL},
+    {"variation_seed", "Var. seed"}, {"variation_strength", "Var. strength"},
+    {"hires_steps", "Hires steps"}, {"hires_denoise", "Hires denoise"}, {NULL, NULL}};
+
+/* c's settings with axis ax at value k: 0, or the exit status with the
+ * message printed.  *owned gets a prompt made here (freed by the caller). */
+static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
+{
+    const char *v = ax->values[k], *name = ax->name;
+    char opt[96];
+    int64_t n;
+    int rc = 0;
+    snprintf(opt, sizeof opt, "--xyz %s", name);
+    if (!strncmp(name, "lora:", 5)) {
+        /* the hook for LoRA weights (issue 37's LoRA rows): a weight per value */
+        fprintf(stderr, "lumen generate: --xyz %s: LoRA weight axes need --lora, which this build "
+                "does not have yet\n", name);
+        return 2;
+    }
+    if (!strcmp(name, "seed")) {
+        if ((rc = parse_opt_int(opt, v, LM_SD_OPT_SEED, 0, &n))) return rc;
+        c->seed = (uint64_t)n;
+        if (lm_sd_seeds_check(NULL, opt, "--batch-size", n, c->batch) != LM_OK) {
+            fprintf(stderr, "lumen generate: %s\n", lm_error_message());
+            return 2;
+        }
+    } else if (!strcmp(name, "cfg")) rc = parse_opt_num(opt, v, LM_SD_OPT_CFG, &c->cfg);
+    else if (!strcmp(name, "steps")) rc = parse_opt_int(opt, v, LM_SD_OPT_STEPS, 0, &c->steps);
+    else if (!strcmp(name, "clip_skip")) rc = parse_opt_int(opt, v, LM_SD_OPT_CLIP_SKIP, 1, &c->clip_skip);
+    else if (!strcmp(name, "strength")) {
+        if (!c->init) {
+            fprintf(stderr, "lumen generate: --xyz strength is img2img's: give --init IN.png\n");
+            return 2;
+        }
+        rc = parse_opt_num(opt, v, LM_SD_OPT_STRENGTH, &c->strength);
+    } else if (!strcmp(name, "sampler")) {
+        const char *schedule;
+        if (!lm_sd_sampler_a1111(v, &schedule)) {
+            char names[512];
+            return bad_value(opt, v, lm_sampler_list(names, sizeof names, false));
+        }
+        c->sampler = v;
+    } else if (!strcmp(name, "prompt_sr")) {
+        /* A1111's Prompt S/R: the first value, found in the prompt (or the
+         * negative), is replaced by each value in turn */
+        const char *find = ax->values[0];
+        bool in_neg = c->negative && strstr(c->negative, find);
+        if (!strstr(c->prompt, find) && !in_neg) {
+            fprintf(stderr, "lumen generate: --xyz prompt_sr: the first value, %s, is not in the prompt "
+                    "or the negative prompt (each value replaces it)\n", find);
+            return 2;
+        }
+        const char *texts[2] = {c->prompt, c->negative};
+        for (int t = 0; t < 2; t++) {
+            if (!texts[t]) continue;
+            size_t fl = strlen(find), vl = strlen(v), cnt = 0;
+            for (const char *q = strstr(texts[t], find); q; q = strstr(q + fl, find)) cnt++;
+            char *r = malloc(strlen(texts[t]) + cnt * vl + 1), *w = r;
+            if (!r) return 1;
+            for (const char *q = texts[t];;) {
+                const char *hit = strstr(q, find);
+                if (!hit) {
+                    strcpy(w, q);
+                    break;
+                }
+                memcpy(w, q, (size_t)(hit - q));
+                w += hit - q;
+                memcpy(w, v, vl);
+                w += vl;
+                q = hit + fl;
+            }
+            owned[t] = r;
+            if (t) c->negative = r;
+            else c->prompt = r;
+        }
+    } else if (!strcmp(name, "variation_seed")) {
+        if ((rc = parse_opt_int(opt, v, LM_SD_OPT_SEED, 0, &n))) return rc;
+        c->var_seed = (uint64_t)n;
+    } else if (!strcmp(name, "variation_strength")) {
+        char *end;
+        double x = strtod(v, &end);
+        if (!*v || *end || !(x >= 0 && x <= 1)) return bad_value(opt, v, "a number from 0 to 1");
+        c->var_strength = x;
+    } else if (!strcmp(name, "hires_steps") || !strcmp(name, "hires_denoise")) {
+        if (!c->hires) {
+            fprintf(stderr, "lumen generate: --xyz %s is the hires fix's: give --hires X\n", name);
+            return 2;
+        }
+        rc = name[6] == 's' ? parse_opt_int(opt, v, LM_SD_OPT_STEPS, 0, &c->hires_steps)
+                            : parse_opt_num(opt, v, LM_SD_OPT_STRENGTH, &c->hires_denoise);
+    } else {
+        char list[512];
+        size_t at = 0;
+        for (int i = 0; AXES[i][0] && at < sizeof list; i++)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s, ", AXES[i][0]);
+        if (at < sizeof list) snprintf(list + at, sizeof list - at, "lora:NAME");
+        fprintf(stderr, "lumen generate: --xyz %s: unknown axis (expected one of %s)\n", name, list);
+        return 2;
+    }
+    return rc;
+}
+
+/* the label of axis ax at value k: "Seed: 3"; prompt_sr's is the value */
+static void axis_label(const lm_xyz_axis *ax, int k, char *buf, size_t n)
+{
+    const char *title = ax->name;
+    for (int i = 0; AXES[i][0]; i++)
+        if (!strcmp(AXES[i][0], ax->name)) title = AXES[i][1];
+    if (!title) snprintf(buf, n, "%s", ax->values[k]);
+    else snprintf(buf, n, "%s: %s", title, ax->values[k]);
+}
+
+/* grid z's file: OUT's "%d" replaced by "grid" (or "grid_Z"), else "_grid"
+ * ("_grid_Z") before the extension */
+static char *grid_name(const char *out, int z, int nz)
+{
+    size_t len = strlen(out) + 40;
+    char *r = malloc(len), tag[32];
+    if (!r) return NULL;
+    if (nz > 1) snprintf(tag, sizeof tag, "grid_%d", z);
+    else snprintf(tag, sizeof tag, "grid");
+    const char *pct = strchr(out, '%');
+    if (pct) {
+        const char *d = pct + 1;
+        while (*d >= '0' && *d <= '9') d++;
+        if (*d == 'd') {
+            snprintf(r, len, "%.*s%s%s", (int)(pct - out), out, tag, d + 1);
+            return r;
+        }
+    }
+    const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+    if (!dot || (slash && dot < slash)) dot = out + strlen(out);
+    snprintf(r, len, "%.*s_%s%s", (int)(dot - out), out, tag, dot);
+    return r;
+}
+
+/* the grid of z's tiles written to name (the first cell's infotext in it) */
+static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *ax, int nx, int ny, int z,
+                      int nz, float **tiles, int64_t th, int64_t tw, const char *name, char *text)
+{
+    char xl[LM_XYZ_MAX_VALUES][256], yl[LM_XYZ_MAX_VALUES][256], title[256], why[4200];
+    const char *xs[LM_XYZ_MAX_VALUES], *ys[LM_XYZ_MAX_VALUES];
+    for (int i = 0; i < nx; i++) axis_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
+    for (int i = 0; a->nxyz > 1 && i < ny; i++) axis_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
+    if (nz > 1) axis_label(&ax[2], z, title, sizeof title);
+    int64_t gh, gw, x0, y0;
+    float *g = lm_grid_compose(font, nx, ny, (const float *const *)tiles + (size_t)z * (size_t)(nx * ny), th,
+                               tw, xs, a->nxyz > 1 ? ys : NULL, nz > 1 ? title : NULL, &gh, &gw, &x0, &y0,
+                               why, sizeof why);
+    if (!g) {
+        fprintf(stderr, "lumen generate: grid %s: %s\n", name, why);
+        return 1;
+    }
+    int64_t shape[3] = {3, gh, gw};
+    lm_array *img = lm_from_data(3, shape, LM_F32, g, lm_device_cpu());
+    free(g);
+    lm_kv kv[1] = {{"parameters", text}};
+    lm_png_opts wo;
+    lm_png_opts_init(&wo);
+    wo.ntext = text ? 1 : 0;
+    wo.text = kv;
+    lm_status st = LM_ERR_IO;
+    int fd = img ? lock_dir(name) : -1;
+    if (fd >= 0 && out_problem(a, name, why, sizeof why))
+        fprintf(stderr, "lumen generate: %s (written meanwhile by another run?); not replaced\n", why);
+    else if (fd >= 0 && (st = lm_png_write(name, img, &wo)) != LM_OK) report(NULL);
+    else if (!img) report(NULL);
+    if (fd >= 0) close(fd);
+    if (st == LM_OK && !a->quiet) printf("%s (grid %lldx%lld)\n", name, (long long)gw, (long long)gh);
+    lm_array_release(img);
+    return st == LM_OK ? 0 : 1;
+}
+
 static int cmd_generate(int argc, char **argv)
 {
     const lm_sd_defaults *d = &lm_sd_defaults_generic;
@@ -589,34 +937,80 @@ static int cmd_generate(int argc, char **argv)
         return 2;
     }
     if (!a.has_seed) a.seed = random_seed();
-    /* cheap checks first: the outputs, the init image, then the model */
-    char **names = calloc((size_t)a.batch, sizeof *names);
+    /* A1111's variation seed -1: a random one */
+    if (!a.has_var_seed) a.var_seed = random_seed();
+    /* the X/Y/Z axes, every value tried on the settings now (usage errors
+     * before anything runs) */
+    lm_xyz_axis ax[GEN_MAX_AXES];
+    memset(ax, 0, sizeof ax);
+    int nax = 0, dims[GEN_MAX_AXES] = {1, 1, 1}, cells = 1;
+    lm_grid_font *font = NULL;
+    char **names = NULL, **gnames = NULL;
+    float **tiles = NULL;
+    int64_t th = 0, tw = 0;
     uint64_t *seeds = calloc((size_t)a.batch, sizeof *seeds);
     lm_array *init = NULL, *imgs = NULL, *refs[GEN_MAX_REFS] = {NULL};
-    int nref = 0;
+    int nref = 0, total = 0;
     lm_sd_pipeline *p = NULL;
     char *clean = NULL;   /* the prompt without its <lora:...> tags */
-    rc = 1;
-    if (!names || !seeds) goto done;
-    for (int i = 0; i < (int)a.batch; i++) {
-        char why[4200];
-        seeds[i] = a.seed + (uint64_t)i;
-        if (!(names[i] = out_name(a.out, i, (int)a.batch))) goto done;
-        for (int j = 0; j < i; j++)
-            if (!strcmp(names[i], names[j])) {
-                fprintf(stderr, "lumen generate: images %d and %d would both be %s\n", j, i, names[i]);
+    char *first_text = NULL;
+    for (; nax < a.nxyz; nax++) {
+        char why[1200];
+        if (lm_xyz_parse(a.xyz[nax], &ax[nax], why, sizeof why)) {
+            fprintf(stderr, "lumen generate: %s\n", why);
+            rc = 2;
+            goto done;
+        }
+        dims[nax] = ax[nax].n;
+        cells *= ax[nax].n;
+        for (int k = 0; k < ax[nax].n; k++) {
+            gen_args c = a;
+            char *owned[2] = {NULL, NULL};
+            rc = apply_axis(&c, &ax[nax], k, owned);
+            free(owned[0]);
+            free(owned[1]);
+            if (rc) {
+                nax++;
                 goto done;
             }
-        if (out_problem(&a, names[i], why, sizeof why)) {
+        }
+    }
+    if (a.nxyz) {
+        char why[1200];
+        if (!(font = lm_grid_font_open(a.font, why, sizeof why))) {
+            fprintf(stderr, "lumen generate: %s\n", why);
+            rc = 2;
+            goto done;
+        }
+    }
+    /* cheap checks first: the outputs, the init image, then the model */
+    total = (int)a.batch * cells;
+    names = calloc((size_t)total, sizeof *names);
+    gnames = calloc((size_t)dims[2], sizeof *gnames);
+    tiles = calloc((size_t)cells, sizeof *tiles);
+    rc = 1;
+    if (!names || !seeds || !gnames || !tiles) goto done;
+    for (int i = 0; i < total + (a.nxyz ? dims[2] : 0); i++) {
+        char why[4200];
+        char **slot = i < total ? &names[i] : &gnames[i - total];
+        if (!(*slot = i < total ? out_name(a.out, i, total) : grid_name(a.out, i - total, dims[2])))
+            goto done;
+        for (int j = 0; j < i; j++)
+            if (!strcmp(*slot, j < total ? names[j] : gnames[j - total])) {
+                fprintf(stderr, "lumen generate: images %d and %d would both be %s\n", j, i, *slot);
+                goto done;
+            }
+        if (out_problem(&a, *slot, why, sizeof why)) {
             fprintf(stderr, "lumen generate: %s; not replaced\n", why);
             goto done;
         }
     }
     /* the folders, made now: a generation is not thrown away for want of one */
-    for (int i = 0; i < (int)a.batch; i++) {
+    for (int i = 0; i < total + (a.nxyz ? dims[2] : 0); i++) {
         char dir[4096];
-        dir_of(names[i], dir, sizeof dir);
-        if (lm_cli_out_dir(dir, names[i], "generate") || probe_name(names[i])) goto done;
+        const char *nm = i < total ? names[i] : gnames[i - total];
+        dir_of(nm, dir, sizeof dir);
+        if (lm_cli_out_dir(dir, nm, "generate") || probe_name(nm)) goto done;
     }
     if (a.init && !(init = read_init(a.init))) {
         report("--init");   /* the reader's message names the file */
@@ -665,51 +1059,64 @@ static int cmd_generate(int argc, char **argv)
     if (!a.has_cfg) a.cfg = fd->cfg;
     if (!a.has_sampler) a.sampler = fd->sampler;
     if (!a.has_strength) a.strength = fd->strength;
-    if (init && lm_sd_img2img_check_for(NULL, lm_sd_pipeline_row(p), a.steps, a.strength) != LM_OK) {
-        fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
-        rc = 2;   /* a usage error, as when --steps was given */
-        goto done;
+    if (a.hires) {
+        /* the first pass's size, the infotext's Size */
+        a.base_w = a.width ? a.width : lm_sd_pipeline_default_size(p);
+        a.base_h = a.height ? a.height : lm_sd_pipeline_default_size(p);
+        if (!a.hires_denoise) a.hires_denoise = 0.7;
+        if (!a.hires_upscaler) a.hires_upscaler = "latent";
     }
-    lm_sd_gen_opts go;
-    lm_sd_gen_opts_init_for(&go, p);
-    const char *prompts[1] = {clean}, *negs[1] = {a.negative};
-    go.batch = (int)a.batch;
-    go.prompts = prompts;
-    go.nprompts = 1;
-    go.negatives = negs;
-    go.nnegatives = a.negative ? 1 : 0;
-    go.seeds = seeds;
-    go.steps = (int)a.steps;
-    go.cfg = a.cfg;
-    go.sampler = a.sampler;
-    go.width = a.width;
-    go.height = a.height;
-    go.init = init;
-    go.strength = a.strength;
-    go.refs = refs;
-    go.nrefs = nref;
-    go.clip_skip = a.clip_skip > 1 ? (int)a.clip_skip - 1 : 0;
-    go.text_layers = a.n_text_layers ? a.text_layers : NULL;
-    go.n_text_layers = a.n_text_layers;
-    go.plain_prompt = a.plain_prompt;
-    bar b = {!a.quiet && isatty(2), a.batch};
-    go.progress = progress;
-    go.progress_ctx = &b;
-    imgs = lm_sd_generate(p, &go);
-    if (!imgs) {
-        if (b.on) fputs("\r\033[K", stderr);
-        report(NULL);
-        goto done;
+    rc = 0;
+    for (int cell = 0; cell < cells; cell++) {
+        gen_args c = a;
+        char *owned[GEN_MAX_AXES][2] = {{NULL}};
+        int at[GEN_MAX_AXES] = {cell % dims[0], cell / dims[0] % dims[1], cell / (dims[0] * dims[1])};
+        for (int k = 0; k < a.nxyz && !rc; k++) rc = apply_axis(&c, &ax[k], at[k], owned[k]);
+        bar b = {!c.quiet && isatty(2), c.batch};
+        for (int i = 0; i < (int)c.batch; i++) seeds[i] = c.seed + (uint64_t)i;
+        if (init && lm_sd_img2img_check_for(NULL, lm_sd_pipeline_row(p), c.steps, c.strength) != LM_OK) {
+            fprintf(stderr, "lumen generate: --%s\n", lm_error_message());
+            rc = 2;   /* a usage error, as when --steps was given */
+        } else if (!rc && !(imgs = run_one(&c, p, init, refs, nref, seeds, &b))) {
+            if (b.on) fputs("\r\033[K", stderr);
+            report(NULL);
+            rc = 1;
+        } else if (!rc) {
+            rc = write_images(&c, p, imgs, names + (size_t)cell * (size_t)c.batch, seeds);
+            /* the grid's tile: the cell's first image (all cells one size) */
+            if (!rc && a.nxyz) {
+                lm_array *one = lm_slice(imgs, 0, 0, 1, 1);
+                th = imgs->shape[2];
+                tw = imgs->shape[3];
+                tiles[cell] = one ? malloc(sizeof **tiles * 3 * (size_t)(th * tw)) : NULL;
+                if (!tiles[cell] || lm_array_read(one, tiles[cell], LM_F32) != LM_OK) rc = 1, report(NULL);
+                lm_array_release(one);
+                if (!cell) first_text = infotext(&c, lm_sd_pipeline_row(p), lm_sd_pipeline_name(p), seeds[0],
+                                                 c.hires ? c.base_w : tw, c.hires ? c.base_h : th);
+            }
+            lm_array_release(imgs);
+            imgs = NULL;
+        }
+        for (int k = 0; k < GEN_MAX_AXES; k++) free(owned[k][0]), free(owned[k][1]);
+        if (rc) goto done;
     }
-    rc = write_images(&a, p, imgs, names, seeds);
+    for (int z = 0; a.nxyz && z < dims[2]; z++)
+        rc |= write_grid(&a, font, ax, dims[0], dims[1], z, dims[2], tiles, th, tw, gnames[z], first_text);
 done:
     free(clean);
     lm_array_release(imgs);
     lm_array_release(init);
     for (int k = 0; k < nref; k++) lm_array_release(refs[k]);
     lm_sd_pipeline_free(p);
-    for (int i = 0; names && i < (int)a.batch; i++) free(names[i]);
+    for (int i = 0; names && i < total; i++) free(names[i]);
+    for (int i = 0; gnames && i < dims[2]; i++) free(gnames[i]);
+    for (int i = 0; tiles && i < cells; i++) free(tiles[i]);
+    for (int k = 0; k < nax; k++) lm_xyz_free(&ax[k]);
+    lm_grid_font_close(font);
+    free(first_text);
+    free(tiles);
     free(names);
+    free(gnames);
     free(seeds);
     return rc;
 }

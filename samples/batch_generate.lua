@@ -17,6 +17,9 @@
 -- run in one UNet call; each image's noise comes from its own seed, so the
 -- bytes are those of one job at a time (tests/models/generate.sh checks).
 -- A batch mixing settings fails and the runner retries its jobs one by one.
+-- Issue 37: hires (the scale), hires_steps, hires_denoise, hires_upscaler run
+-- the hires fix (pipe:generate's hires=); variation_seed and
+-- variation_strength A1111's variation seed (each job its own seed).
 local lm = require "lumen"
 local MODEL, TOKENIZER = ...
 if not MODEL then error("batch_generate.lua: give the model after --: ... -- MODEL [TOKENIZER_DIR]") end
@@ -26,25 +29,36 @@ local D = pipe.defaults   -- the family's row (models/family.h)
 
 local function settings(p)
   return {steps = p.steps or D.steps, cfg = p.cfg or D.cfg, sampler = p.sampler or D.sampler,
-          size = p.size}
+          size = p.size, hires = p.hires, hires_steps = p.hires_steps, hires_denoise = p.hires_denoise,
+          hires_upscaler = p.hires_upscaler, variation_strength = p.variation_strength}
 end
 
-local function key(s) return table.concat({s.steps, s.cfg, s.sampler, tostring(s.size)}, "|") end
+local function key(s)
+  return table.concat({s.steps, s.cfg, s.sampler, tostring(s.size), tostring(s.hires), tostring(s.hires_steps),
+                       tostring(s.hires_denoise), tostring(s.hires_upscaler), tostring(s.variation_strength)}, "|")
+end
 
 local function render_batch(ps)
   local s = settings(ps[1])
-  local prompts, negatives, seeds = {}, {}, {}
+  local prompts, negatives, seeds, vseeds = {}, {}, {}, {}
   for i, p in ipairs(ps) do
     if key(settings(p)) ~= key(s) then
-      error("batch_generate.lua: jobs with different steps/cfg/sampler/size in one batch")
+      error("batch_generate.lua: jobs with different steps/cfg/sampler/size/hires/variation strength in one batch")
     end
     -- false: this image's negative is none (a table cannot hold nil)
     local neg = false
     if p.negative ~= nil then neg = tostring(p.negative) end
     prompts[i], negatives[i], seeds[i] = tostring(p.prompt or ""), neg, p.seed
+    vseeds[i] = p.variation_seed or 0
+  end
+  local hires
+  if s.hires or s.hires_steps or s.hires_denoise or s.hires_upscaler then
+    hires = {scale = s.hires, steps = s.hires_steps, denoise = s.hires_denoise, upscaler = s.hires_upscaler}
   end
   return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
-                       steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size}
+                       steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size, hires = hires,
+                       variation_seed = s.variation_strength and vseeds or nil,
+                       variation_strength = s.variation_strength}
 end
 
 return {

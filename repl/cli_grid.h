@@ -1,0 +1,41 @@
+/* cli_grid.h - X/Y/Z plots for `lumen generate --xyz` (cli_generate.c):
+ * the axes' parsing and the labelled grid image, its labels drawn with
+ * FreeType in a TrueType font (Debian fonts-dejavu-core's DejaVu Sans by
+ * default, found by path at run time; --font FILE another). */
+#ifndef LM_CLI_GRID_H
+#define LM_CLI_GRID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* one axis: "NAME=V1,V2,..." (A1111's comma list; a value in double quotes
+ * may hold commas) */
+#define LM_XYZ_MAX_VALUES 64
+typedef struct lm_xyz_axis {
+    char name[64];
+    int n;
+    char *values[LM_XYZ_MAX_VALUES];   /* malloc'd */
+} lm_xyz_axis;
+
+/* 0, or -1 with why (names the text) */
+int lm_xyz_parse(const char *text, lm_xyz_axis *ax, char *why, size_t n);
+void lm_xyz_free(lm_xyz_axis *ax);
+
+/* The font: path, or the first of the usual places (DejaVu Sans).  NULL with
+ * why (the paths looked at, the package to install, --font). */
+typedef struct lm_grid_font lm_grid_font;
+lm_grid_font *lm_grid_font_open(const char *path, char *why, size_t n);
+void lm_grid_font_close(lm_grid_font *f);
+const char *lm_grid_font_path(const lm_grid_font *f);
+
+/* The grid of nx * ny tiles (row-major, tile[iy * nx + ix]), each [3,th,tw]
+ * f32 in 0..1, under a band of column labels xl[nx] (NULL: none) and beside
+ * a band of row labels yl[ny] (NULL: none), with a title line above (NULL:
+ * none): [3,*gh,*gw] f32 malloc'd, white behind black text, or NULL with
+ * why.  *tx0, *ty0 get the first tile's top-left corner; tile (ix, iy)
+ * lies at (*tx0 + ix * tw, *ty0 + iy * th). */
+float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const float *const *tiles, int64_t th,
+                       int64_t tw, const char *const *xl, const char *const *yl, const char *title,
+                       int64_t *gh, int64_t *gw, int64_t *tx0, int64_t *ty0, char *why, size_t n);
+
+#endif

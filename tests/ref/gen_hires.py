@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Fixture for Lumen's hires fix (issue 37), made with diffusers.
+
+The reference is the composition A1111's hires fix is: txt2img at the base
+size (output_type="latent"), the latents upscaled with
+torch.nn.functional.interpolate as A1111's "Latent" modes do ("Latent" =
+bilinear without antialias, "Latent (nearest)" = nearest), then img2img at the
+target size from those latents (diffusers' img2img takes 4-channel latents as
+its image and skips the VAE encoder) with its own steps and strength.
+
+Input: the tiny SD 1.x folder tests/ref/diffusion/sd1 (made by gen_diffusion.py),
+found beside this script (tests/ref/diffusion/sd1 or ./sd1).
+Run on the GPU machine (CPU is used; PyTorch, transformers; diffusers' source
+on PYTHONPATH):
+    python3 tests/ref/gen_hires.py OUTDIR
+Writes OUTDIR/ref_hires.safetensors and OUTDIR/hires.json.  Every random draw
+diffusers makes (randn_tensor) comes from one seeded generator and is
+recorded, so Lumen replays them through its noise hook.
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+import diffusers
+from diffusers import (DPMSolverMultistepScheduler, StableDiffusionImg2ImgPipeline,
+                       StableDiffusionPipeline)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "diffusion")
+torch.set_grad_enabled(False)
+torch.manual_seed(0)
+
+PROMPT = "a photo of an astronaut riding a horse"
+NEGATIVE = "blurry, low quality"
+CASES = [
+    # name, A1111 mode, torch mode, scale, hires steps, denoise
+    ("nearest", "Latent (nearest)", "nearest", 2.0, 4, 0.5),
+    ("bilinear", "Latent", "bilinear", 1.5, 6, 0.55),
+]
+
+DRAWS = []
+_gen = torch.Generator().manual_seed(4321)
+
+
+def _randn(shape, generator=None, device=None, dtype=None, layout=None):
+    t = torch.randn(tuple(shape), generator=_gen, dtype=torch.float32)
+    DRAWS.append(t.clone())
+    return t.to(dtype or torch.float32).to(device or "cpu")
+
+
+def patch_randn():
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("diffusers") and hasattr(mod, "randn_tensor"):
+            setattr(mod, "randn_tensor", _randn)
+
+
+def take_draws():
+    d = list(DRAWS)
+    DRAWS.clear()
+    return d
+
+
+def find_sd1():
+    for d in (os.path.join(HERE, "diffusion", "sd1"), os.path.join(HERE, "sd1"),
+              os.path.join(os.getcwd(), "tests", "ref", "diffusion", "sd1")):
+        if os.path.exists(os.path.join(d, "model_index.json")):
+            return d
+    sys.exit("gen_hires.py: no sd1 folder (tests/ref/diffusion/sd1 or ./sd1 beside the script)")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    patch_randn()
+    sd = StableDiffusionPipeline.from_pretrained(find_sd1(), torch_dtype=torch.float32,
+                                                 safety_checker=None, requires_safety_checker=False)
+    sd.set_progress_bar_config(disable=True)
+    cfg = dict(sd.scheduler.config)
+    sd.scheduler = DPMSolverMultistepScheduler.from_config(cfg, algorithm_type="dpmsolver++", solver_order=2)
+    i2i = StableDiffusionImg2ImgPipeline(**sd.components)
+    i2i.set_progress_bar_config(disable=True)
+    g = torch.Generator().manual_seed(77)
+    R = {}
+    meta = {"prompt": PROMPT, "negative": NEGATIVE, "steps": 4, "cfg": 7.0,
+            "size": "the latents' (16x16 latents of the tiny VAE of scale 2: 32x32 pixels)",
+            "sampler": "dpmpp_2m", "cases": {}, "diffusers": diffusers.__version__,
+            "torch": torch.__version__}
+    lat = torch.randn(1, 4, 16, 16, generator=g)
+    R["latents"] = lat
+    take_draws()
+    base = sd(PROMPT, negative_prompt=NEGATIVE, num_inference_steps=4, guidance_scale=7.0, height=32,
+              width=32, latents=lat.clone(), output_type="latent").images
+    assert not take_draws()
+    R["base_latents"] = base[0]
+    R["base_image"] = sd.image_processor.postprocess(
+        sd.vae.decode(base / sd.vae.config.scaling_factor, return_dict=False)[0], output_type="pt")[0]
+    for name, a1111, mode, scale, steps, denoise in CASES:
+        # A1111: target = int(width * scale), latents interpolated to target // 8 (the
+        # VAE's scale: 8 for SD; the tiny VAE's is 2, its base latents 16x16 are 32x32 pixels)
+        vs = sd.vae_scale_factor
+        W = H = int(base.shape[-1] * vs * scale)
+        up = F.interpolate(base, size=(H // vs, W // vs), mode=mode, antialias=False) if mode != "nearest" \
+            else F.interpolate(base, size=(H // vs, W // vs), mode=mode)
+        take_draws()
+        img = i2i(PROMPT, image=up.clone(), strength=denoise, negative_prompt=NEGATIVE,
+                  num_inference_steps=steps, guidance_scale=7.0, output_type="pt").images[0]
+        d = take_draws()
+        assert len(d) == 1, "expected one draw (add_noise), got %d" % len(d)
+        R[name + ".upscaled"] = up[0]
+        R[name + ".noise"] = d[0][0]
+        R[name + ".image"] = img
+        meta["cases"][name] = {"a1111": a1111, "mode": mode, "scale": scale, "hires_steps": steps,
+                               "denoise": denoise, "size": [W, H], "image": list(img.shape)}
+    save_file({k: v.detach().float().contiguous() for k, v in R.items()},
+              os.path.join(OUT, "ref_hires.safetensors"))
+    with open(os.path.join(OUT, "hires.json"), "w") as f:
+        json.dump(meta, f, indent=1, default=str)
+    print("wrote", OUT, sorted(R))
+
+
+if __name__ == "__main__":
+    main()
