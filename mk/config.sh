@@ -29,3 +29,7 @@ if pkg-config --exists libcjson 2>/dev/null; then
   echo "CJSON_CFLAGS := $(pkg-config --cflags libcjson)"
   echo "CJSON_LIBS := $(pkg-config --libs libcjson)"
 fi
+if pkg-config --exists libmicrohttpd 2>/dev/null; then
+  echo "MHD_CFLAGS := $(pkg-config --cflags libmicrohttpd)"
+  echo "MHD_LIBS := $(pkg-config --libs libmicrohttpd)"
+fi

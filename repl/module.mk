@@ -4,6 +4,8 @@ REPL_SRC := $(wildcard repl/*.c)
 REPL_OBJ := $(REPL_SRC:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/obj/repl/%.o: CFLAGS += $(LUA_CFLAGS)
+# lumen serve (repl/serve*.c): libmicrohttpd and cJSON
+$(BUILD)/obj/repl/serve.o $(BUILD)/obj/repl/serve_http.o $(BUILD)/obj/repl/serve_req.o $(BUILD)/obj/repl/serve_worker.o: CFLAGS += $(MHD_CFLAGS) $(CJSON_CFLAGS)
 # MPI (optional): only `lumen batch` uses it (repl/batch.c)
 ifeq ($(MPI_ENABLED),yes)
 $(BUILD)/obj/repl/batch.o: CFLAGS += -DLM_HAVE_MPI $(MPI_CFLAGS)
@@ -11,11 +13,12 @@ REPL_MPI_LIBS := $(MPI_LIBS)
 endif
 
 $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
-	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
+	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(MHD_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) -lreadline -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen
 TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/safety.sh tests/batch/mpi.sh
 TEST_SCRIPTS += tests/batch/mpi_bytes.sh tests/sweep/run.sh
+TEST_SCRIPTS += tests/serve/run.sh
 
 run: $(BUILD)/lumen
 	$(BUILD)/lumen
