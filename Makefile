@@ -41,7 +41,7 @@ DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
   vulkan-validationlayers libshaderc-dev \
   libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libicu-dev \
-  npm=nodejs+npm cmake libmicrohttpd-dev
+  npm=nodejs+npm cmake libmicrohttpd-dev curl
 
 # Goals that need no configuration (and so install nothing).
 NOCONFIG_GOALS := clean distclean deps fresh-check help

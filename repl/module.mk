@@ -19,6 +19,12 @@ ALL_TARGETS += $(BUILD)/lumen
 TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/safety.sh tests/batch/mpi.sh
 TEST_SCRIPTS += tests/batch/mpi_bytes.sh tests/sweep/run.sh
 TEST_SCRIPTS += tests/serve/run.sh
+# lumen serve's test client, the openai npm package (pinned), fetched at
+# set-up into $(BUILD)/node; tests/serve/run.sh skips that part without it
+.PHONY: serve-client
+serve-client:
+	@BUILD=$(BUILD) sh tests/serve/fetch.sh $(BUILD)/node || [ $$? = 77 ]
+TEST_PREREQS += serve-client
 
 run: $(BUILD)/lumen
 	$(BUILD)/lumen

@@ -469,7 +469,7 @@ char *serve_progress_json(void)
     double frac = busy && prog.steps ? (double)prog.step / prog.steps : 0;
     double el = busy ? now_s() - prog.start : 0;
     double eta = frac > 0 ? el / frac * (1 - frac) : 0;
-    int step = prog.step, steps = prog.steps, jobs = waiting + busy;
+    int step = busy ? prog.step : 0, steps = busy ? prog.steps : 0, jobs = waiting + busy;
     bool intr = busy && prog.interrupted;
     pthread_mutex_unlock(&lock);
     cJSON *r = cJSON_CreateObject(), *st = cJSON_CreateObject();
