@@ -1297,6 +1297,7 @@ lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts)
         lm_array_release(x);
         x = next;
         if (o->progress) o->progress(o->progress_ctx, i + 1, n);
+        if (o->step_latents) o->step_latents(o->progress_ctx, i + 1, n, x);
     }
     if (!(raw = per_lane(&g, x, lane_decode, NULL)) || !(img = lm_sd_postprocess(raw)) ||
         !(g.decode_sums = image_sums(raw)))

@@ -130,6 +130,16 @@ typedef struct req {
     bool too_big;
 } req;
 
+/* s as sent, cut to n bytes, control characters as '?': a client's bytes
+ * never reach the terminal as escapes */
+static const char *printable(const char *s, char *buf, size_t n)
+{
+    size_t k = 0;
+    for (; *s && k + 1 < n; s++) buf[k++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+    buf[k] = 0;
+    return buf;
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *json, const char *method,
                                  const char *url)
 {
@@ -148,7 +158,11 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *jso
     if (status == 429) MHD_add_response_header(r, "Retry-After", "1");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
-    if (!serve_config.quiet) fprintf(stderr, "lumen serve: %s %s %d\n", method, url, status);
+    if (!serve_config.quiet) {
+        char m[24], u[128];
+        fprintf(stderr, "lumen serve: %s %s %d\n", printable(method, m, sizeof m),
+                printable(url, u, sizeof u), status);
+    }
     return ok;
 }
 

@@ -428,13 +428,13 @@ serve_job *serve_job_openai(const char *body, size_t n, int *status, char *why, 
 {
     reader r = {NULL, "images/generations", status, why, wn};
     serve_job *j = job_new(SERVE_OPENAI);
-    const char *model = NULL, *prompt = NULL, *size = NULL, *fmt = NULL, *neg = NULL;
+    const char *model = NULL, *prompt = NULL, *size = NULL, *fmt = NULL, *neg = NULL, *ofmt = NULL;
     int64_t nimg = 1, seed = -1;
     if (!j) BAD(507, "out of memory");
     if (!parse_root(&r, body, n)) goto fail;
     if (!get_str(&r, "model", &model) || !get_str(&r, "prompt", &prompt) ||
         !get_str(&r, "size", &size) || !get_str(&r, "response_format", &fmt) ||
-        !get_str(&r, "negative_prompt", &neg) ||
+        !get_str(&r, "negative_prompt", &neg) || !get_str(&r, "output_format", &ofmt) ||
         !get_int(&r, "n", 1, serve_config.max_images, &nimg) ||
         !get_int(&r, "seed", -1, 4294967295, &seed) ||
         !get_opt(&r, "steps", LM_SD_OPT_STEPS, serve_config.max_steps, "--max-steps", &j->steps) ||
@@ -443,6 +443,8 @@ serve_job *serve_job_openai(const char *body, size_t n, int *status, char *why, 
     if (!prompt) BAD(400, "images/generations: prompt is required");
     if (fmt && strcmp(fmt, "b64_json"))
         BAD(400, "images/generations: response_format \"%.40s\": only b64_json is served (no URLs)", fmt);
+    if (ofmt && strcmp(ofmt, "png"))
+        BAD(400, "images/generations: output_format \"%.40s\": only png is written", ofmt);
     if (size && strcmp(size, "auto")) {
         if (lm_sd_size_parse("images/generations", "size", size, &j->width, &j->height) != LM_OK) {
             *status = 400;
@@ -485,7 +487,7 @@ serve_job *serve_job_a1111(const char *body, size_t n, bool img2img, int *status
         !get_int(&r, "n_iter", 1, serve_config.max_images, &j->iters) ||
         !get_int(&r, "clip_skip", 1, 64, &j->clip_skip))
         goto fail;
-    if (!sampler) get_str(&r, "sampler_index", &sampler);
+    if (!sampler && !get_str(&r, "sampler_index", &sampler)) goto fail;
     if (j->batch * j->iters > serve_config.max_images)
         BAD(400, "%s: batch_size %" PRId64 " x n_iter %" PRId64 " images: at most %" PRId64
             " a request (this server's --max-images)", r.who, j->batch, j->iters, serve_config.max_images);

@@ -49,6 +49,8 @@ static struct {
     int step, steps;          /* over all of the job's iterations */
     double start;             /* CLOCK_MONOTONIC seconds */
     bool interrupted;
+    char *preview;            /* the latest preview PNG, base64, or NULL */
+    bool want_preview;        /* /progress asked since the last one was made */
 } prog;
 
 static double now_s(void)
@@ -154,6 +156,39 @@ static void on_step(void *ctx, int step, int steps)
     if (s->j->cancel) lm_cancel();   /* the evaluation in flight stops */
 }
 
+static unsigned char *png_bytes(lm_array *img, char *text, size_t *n);
+
+/* The first image's latents decoded by the VAE, when /progress asked for a
+ * preview since the last: one decode per poll at most, none unasked. */
+static void on_latents(void *ctx, int step, int steps, lm_array *latents)
+{
+    (void)ctx;
+    (void)step;
+    (void)steps;
+    pthread_mutex_lock(&lock);
+    bool want = prog.want_preview;
+    prog.want_preview = false;
+    pthread_mutex_unlock(&lock);
+    if (!want) return;
+    lm_array *one = lm_slice(latents, 0, 0, 1, 1);
+    lm_array *img = one ? lm_sd_decode_latents(pipe_, one) : NULL;
+    lm_array *sq = img ? lm_squeeze(img, 0) : NULL;
+    size_t n = 0;
+    unsigned char *png = sq ? png_bytes(sq, NULL, &n) : NULL;
+    char *b64 = png ? serve_b64_encode(png, n) : NULL;
+    lm_array_release(one);
+    lm_array_release(img);
+    lm_array_release(sq);
+    free(png);
+    lm_error_clear();   /* a preview that failed is no preview; the generation goes on */
+    pthread_mutex_lock(&lock);
+    if (b64) {
+        free(prog.preview);
+        prog.preview = b64;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 /* the init image as [3,H,W] f32 in 0..1, as lumen generate reads --init */
 static lm_array *decode_init(const serve_job *j)
 {
@@ -176,7 +211,8 @@ static lm_array *decode_init(const serve_job *j)
     return c;
 }
 
-/* the PNG bytes lm_png_write gives for image [3,H,W] with the infotext */
+/* the PNG bytes lm_png_write gives for image [3,H,W] with the infotext
+ * (NULL: none) */
 static unsigned char *png_bytes(lm_array *img, char *text, size_t *n)
 {
     char path[4200];
@@ -187,7 +223,7 @@ static unsigned char *png_bytes(lm_array *img, char *text, size_t *n)
     lm_kv kv[1] = {{"parameters", text}};
     lm_png_opts wo;
     lm_png_opts_init(&wo);
-    wo.ntext = 1;
+    wo.ntext = text ? 1 : 0;
     wo.text = kv;
     if (lm_png_write(path, img, &wo) != LM_OK) return NULL;
     unsigned char *buf = NULL;
@@ -323,6 +359,7 @@ static void run_job(serve_job *j)
         step_ctx sc = {j, k};
         go.progress = on_step;
         go.progress_ctx = &sc;
+        go.step_latents = on_latents;
         if (j->cancel) lm_cancel();
         lm_array *imgs = lm_sd_generate(pipe_, &go);
         lm_cancel_clear();
@@ -359,6 +396,9 @@ static void *worker_main(void *arg)
         prog.steps = 0;
         prog.start = now_s();
         prog.interrupted = false;
+        free(prog.preview);
+        prog.preview = NULL;
+        prog.want_preview = false;
         pthread_mutex_unlock(&lock);
         if (j->cancel) fail(j, 503, "%s", "stopped before it ran: the client left");
         else run_job(j);
@@ -414,6 +454,8 @@ void serve_worker_stop(void)
     started = false;
     lm_sd_pipeline_free(pipe_);
     pipe_ = NULL;
+    free(prog.preview);
+    prog.preview = NULL;
     rmdir(tmpdir);
 }
 
@@ -471,6 +513,8 @@ char *serve_progress_json(void)
     double eta = frac > 0 ? el / frac * (1 - frac) : 0;
     int step = busy ? prog.step : 0, steps = busy ? prog.steps : 0, jobs = waiting + busy;
     bool intr = busy && prog.interrupted;
+    char *preview = busy && prog.preview ? strdup(prog.preview) : NULL;
+    if (busy) prog.want_preview = true;   /* the next step decodes a newer one */
     pthread_mutex_unlock(&lock);
     cJSON *r = cJSON_CreateObject(), *st = cJSON_CreateObject();
     cJSON_AddNumberToObject(r, "progress", frac);
@@ -483,8 +527,11 @@ char *serve_progress_json(void)
     cJSON_AddNumberToObject(st, "sampling_step", step);
     cJSON_AddNumberToObject(st, "sampling_steps", steps);
     cJSON_AddItemToObject(r, "state", st);
-    /* no preview: the per-step hook is given no latents (docs/SERVE.md) */
-    cJSON_AddNullToObject(r, "current_image");
+    /* the running job's first image as of a recent step (decoded at the
+     * step after a poll), null before one is made or when idle */
+    if (preview) cJSON_AddStringToObject(r, "current_image", preview);
+    else cJSON_AddNullToObject(r, "current_image");
+    free(preview);
     cJSON_AddNullToObject(r, "textinfo");
     char *s = cJSON_PrintUnformatted(r);
     cJSON_Delete(r);

@@ -78,7 +78,7 @@ expect() {
 alive() { check "... the server still serves" sh -c "test \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$PORT/v1/models)\" = 200"; }
 
 G="$L generate --steps 4 --size 64x64 -q --model $D/sd1"
-if ! start main --queue 4 --read-timeout 3 --idle-timeout 5 --max-body 8M --max-size 512; then
+if ! start main --queue 4 --read-timeout 3 --idle-timeout 2 --max-body 8M --max-size 512; then
   no "the server starts"; cat "$T/main.err"; echo "$p passed, $f failed"; exit 1
 fi
 ok "the server starts on a free loopback port ($PORT)"
@@ -134,8 +134,12 @@ check "... the same bytes" sh -c "$U pngs $T/body $T/i2u >/dev/null && cmp $T/i2
 expect "sampler_name DPM++ 2M with scheduler Karras" 200 'Schedule type: Karras' POST /sdapi/v1/txt2img -d '{"prompt": "a fox", "steps": 2, "seed": 1, "width": 16, "height": 16, "sampler_name": "DPM++ 2M", "scheduler": "Karras"}'
 expect "override_settings: sd_model_checkpoint and Clip skip" 200 'Clip skip: 2' POST /sdapi/v1/txt2img -d '{"prompt": "a fox", "steps": 2, "seed": 1, "width": 16, "height": 16, "override_settings": {"sd_model_checkpoint": "sd1", "CLIP_stop_at_last_layers": 2}}'
 
+expect "a generation longer than --idle-timeout 2 (150 steps) is answered" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "a long job", "steps": 150, "seed": 2, "width": 64, "height": 64}'
+
 # ---- progress and interrupt ----
-check "/progress during a job (fraction, ETA, no preview); /interrupt stops it" sh -c "$U progress $PORT | tee /dev/stderr | grep -q 'steps 150 current_image None; interrupt 200; the job 409: interrupted'"
+check "/progress during a job (fraction, ETA, a 64x64 preview); /interrupt stops it" sh -c "$U progress $PORT | tee /dev/stderr | grep -q 'steps 150 current_image a 64x64 PNG; interrupt 200; the job 409: interrupted'"
+check "a job polled all along (previews decoded between its steps)" sh -c "$U polled $PORT $T/polled.json | tee /dev/stderr | grep -q '[1-9][0-9]* polls saw a preview; the job 200'"
+check "... the same bytes as lumen generate" sh -c "$U pngs $T/polled.json $T/polled >/dev/null && $L generate 'a polled job' --steps 30 --seed 5 --size 64x64 -q --model $D/sd1 -o $T/gen_polled.png && cmp $T/polled0.png $T/gen_polled.png"
 
 # ---- load: 50 concurrent behind a running job, --queue 4 ----
 check "50 concurrent clients: 4 queued and answered, 46 answered 429" sh -c "$U burst $PORT 50 | tee /dev/stderr | grep -q 'long 409; 50 answered: 4 x 200, 46 x 429, others \[\]'"
@@ -184,6 +188,8 @@ expect "init_images not base64" 400 'not base64' POST /sdapi/v1/img2img -d '{"pr
 expect "init_images not a PNG" 400 'init_images\[0\]' POST /sdapi/v1/img2img -d '{"prompt": "x", "init_images": ["aGVsbG8gd29ybGQ="]}'
 expect "img2img strength 0" 400 'denoising_strength' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"denoising_strength\": 0}"
 expect "img2img width other than the init's" 400 'init image' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"width\": 32, \"height\": 32}"
+expect "output_format jpeg" 400 'only png' POST /v1/images/generations -d '{"prompt": "x", "output_format": "jpeg"}'
+expect "sampler_index not a string" 400 'sampler_index must be a string' POST /sdapi/v1/txt2img -d '{"prompt": "x", "sampler_index": 3}'
 expect "response_format url" 400 'only b64_json' POST /v1/images/generations -d '{"prompt": "x", "response_format": "url"}'
 expect "no prompt (OpenAI)" 400 'prompt is required' POST /v1/images/generations -d '{"n": 1}'
 expect "an unknown path" 404 'no such endpoint' GET /sdapi/v1/options

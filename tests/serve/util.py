@@ -10,6 +10,7 @@
   util.py slow PORT headers|body S     a client sending a byte a second: prints how it ended
   util.py leave PORT                   a client that leaves mid-generation
   util.py progress PORT                a long job seen by /progress, then interrupted
+  util.py polled PORT OUT.json         a job polled by /progress all along (previews decoded)
 """
 import base64
 import http.client
@@ -219,13 +220,37 @@ def main():
         res = []
         lt = threading.Thread(target=lambda: res.append(post(port, "/sdapi/v1/txt2img", LONG)))
         lt.start()
-        p = wait_running(port)
+        wait_running(port)
+        t = time.time()
+        while time.time() - t < 60:   # the step after a poll decodes a preview
+            _, p = get(port, "/sdapi/v1/progress")
+            if p["current_image"]:
+                break
+            time.sleep(0.05)
+        png = base64.b64decode(p["current_image"] or "")
+        size = struct.unpack(">II", png[16:24]) if png[:8] == b"\x89PNG\r\n\x1a\n" else None
         s, _ = post(port, "/sdapi/v1/interrupt", {})
         lt.join()
         err = json.loads(res[0][1])["error"]["message"]
         print("progress %.3f eta %.2f steps %d current_image %s; interrupt %d; the job %d: %s" % (
-            p["progress"], p["eta_relative"], p["state"]["sampling_steps"], p["current_image"], s,
-            res[0][0], err))
+            p["progress"], p["eta_relative"], p["state"]["sampling_steps"],
+            "a %dx%d PNG" % size if size else "none", s, res[0][0], err))
+    elif cmd == "polled":
+        # a job whose progress is polled (previews decoded meanwhile): its response to a file
+        port, out = int(sys.argv[2]), sys.argv[3]
+        res = []
+        body = {"prompt": "a polled job", "steps": 30, "seed": 5, "width": 64, "height": 64}
+        lt = threading.Thread(target=lambda: res.append(post(port, "/sdapi/v1/txt2img", body)))
+        lt.start()
+        previews = 0
+        while lt.is_alive():
+            _, p = get(port, "/sdapi/v1/progress")
+            previews += p["current_image"] is not None
+            time.sleep(0.02)
+        lt.join()
+        with open(out, "wb") as f:
+            f.write(res[0][1])
+        print("%d polls saw a preview; the job %d" % (previews, res[0][0]))
 
 
 main()
