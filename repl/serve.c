@@ -9,7 +9,7 @@
  * then waits for SIGINT / SIGTERM, ticking the slow-client reaper once a
  * second.  At the signal it stops accepting, fails the waiting jobs (503),
  * stops the running one at its next step, lets every connection answer and
- * exits 0.  Exit 2 on a usage error or a refused setting, 1 when the server
+ * exits 0; a second signal stops it at once.  Exit 2 on a usage error or a refused setting, 1 when the server
  * cannot start. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core/io/io.h"
 #include "core/lumen.h"
 #include "repl.h"
 #include "serve.h"
@@ -188,6 +189,15 @@ static void on_signal(int sig)
     if (write(sigpipe[1], &b, 1) < 0) { /* the pipe is full: a signal is pending already */ }
 }
 
+/* a second signal while stopping: stop at once, as the other subcommands
+ * do, unlinking the temporaries of the writes in progress */
+static void on_second_signal(int sig)
+{
+    lm_io_unlink_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static void logger(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -263,7 +273,10 @@ static int run(serve_cfg *c)
         }
         serve_reaper_tick();
     }
-    fprintf(stderr, "lumen serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    sa.sa_handler = on_second_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    fprintf(stderr, "lumen serve: %s: stopping (again: at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     MHD_socket ls = MHD_quiesce_daemon(d);
     serve_worker_stop();
     MHD_stop_daemon(d);

@@ -88,6 +88,12 @@ bool serve_default_model(char *out, size_t n);
 char *serve_list_openai_models(void);
 char *serve_list_a1111_models(void);
 char *serve_list_samplers(void);
+char *serve_list_schedulers(void);
+/* GET /sdapi/v1/options: the model of requests that name none; POST sets
+ * it from sd_model_checkpoint (other options are left alone): 200, or the
+ * error status with why */
+char *serve_options_json(void);
+int serve_options_set(const char *body, size_t n, char *why, size_t wn);
 /* An A1111 response body for a finished job (malloc'd). */
 char *serve_reply_a1111(const serve_job *j);
 char *serve_reply_openai(const serve_job *j);

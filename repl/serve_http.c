@@ -106,7 +106,8 @@ void serve_reaper_tick(void)
 /* ---- requests ---- */
 
 typedef enum route {
-    R_NONE, R_MODELS, R_GENERATE, R_SD_MODELS, R_SAMPLERS, R_PROGRESS, R_INTERRUPT, R_TXT2IMG, R_IMG2IMG
+    R_NONE, R_MODELS, R_GENERATE, R_SD_MODELS, R_SAMPLERS, R_PROGRESS, R_INTERRUPT, R_TXT2IMG, R_IMG2IMG,
+    R_SCHEDULERS, R_OPTIONS, R_SET_OPTIONS
 } route;
 
 static const struct {
@@ -121,6 +122,9 @@ static const struct {
     {"/sdapi/v1/interrupt", "POST", R_INTERRUPT},
     {"/sdapi/v1/txt2img", "POST", R_TXT2IMG},
     {"/sdapi/v1/img2img", "POST", R_IMG2IMG},
+    {"/sdapi/v1/schedulers", "GET", R_SCHEDULERS},
+    {"/sdapi/v1/options", "GET", R_OPTIONS},
+    {"/sdapi/v1/options", "POST", R_SET_OPTIONS},
 };
 
 typedef struct req {
@@ -301,6 +305,13 @@ enum MHD_Result serve_http_handle(void *cls, struct MHD_Connection *c, const cha
     case R_SD_MODELS: return send_json(c, 200, serve_list_a1111_models(), method, url);
     case R_SAMPLERS: return send_json(c, 200, serve_list_samplers(), method, url);
     case R_PROGRESS: return send_json(c, 200, serve_progress_json(), method, url);
+    case R_SCHEDULERS: return send_json(c, 200, serve_list_schedulers(), method, url);
+    case R_OPTIONS: return send_json(c, 200, serve_options_json(), method, url);
+    case R_SET_OPTIONS: {
+        char msg[1024];
+        int st = serve_options_set(q->body ? q->body : "", q->len, msg, sizeof msg);
+        return st == 200 ? send_json(c, 200, strdup("{}"), method, url) : send_error(c, st, msg, method, url);
+    }
     case R_INTERRUPT:
         serve_interrupt();
         return send_json(c, 200, strdup("{}"), method, url);

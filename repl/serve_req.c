@@ -106,8 +106,17 @@ cJSON *serve_model_names(void)
     return arr;
 }
 
+/* POST /sdapi/v1/options' sd_model_checkpoint, else --model */
+static pthread_mutex_t chosen_lock = PTHREAD_MUTEX_INITIALIZER;
+static char chosen[256];
+
 bool serve_default_model(char *out, size_t n)
 {
+    pthread_mutex_lock(&chosen_lock);
+    bool set = chosen[0] != 0;
+    if (set) snprintf(out, n, "%s", chosen);
+    pthread_mutex_unlock(&chosen_lock);
+    if (set) return true;
     if (serve_config.default_model) {
         snprintf(out, n, "%s", serve_config.default_model);
         return true;
@@ -230,6 +239,77 @@ char *serve_list_samplers(void)
     char *s = cJSON_PrintUnformatted(r);
     cJSON_Delete(r);
     return s;
+}
+
+/* A1111's scheduler list: those the sampler table's rows name, and
+ * Automatic (the sampler's own) */
+char *serve_list_schedulers(void)
+{
+    cJSON *r = cJSON_CreateArray();
+    const char *seen[16];
+    int nseen = 0;
+    const lm_sampler_info *row;
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "name", "automatic");
+    cJSON_AddStringToObject(a, "label", "Automatic");
+    cJSON_AddNullToObject(a, "aliases");
+    cJSON_AddItemToArray(r, a);
+    for (int i = 0; (row = lm_sampler_info_at(i)); i++) {
+        const char *l = row->a1111_schedule;
+        bool dup = !l;
+        for (int k = 0; k < nseen && !dup; k++) dup = !strcmp(seen[k], l);
+        if (dup || nseen == 16) continue;
+        seen[nseen++] = l;
+        char name[64];
+        size_t k = 0;
+        for (; l[k] && k + 1 < sizeof name; k++) name[k] = (char)tolower((unsigned char)l[k]);
+        name[k] = 0;
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "name", name);
+        cJSON_AddStringToObject(m, "label", l);
+        cJSON_AddNullToObject(m, "aliases");
+        cJSON_AddItemToArray(r, m);
+    }
+    char *s = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    return s;
+}
+
+char *serve_options_json(void)
+{
+    char model[256] = "";
+    serve_default_model(model, sizeof model);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "sd_model_checkpoint", model);
+    cJSON_AddNumberToObject(r, "CLIP_stop_at_last_layers", 1);
+    char *s = cJSON_PrintUnformatted(r);
+    cJSON_Delete(r);
+    return s;
+}
+
+int serve_options_set(const char *body, size_t n, char *why, size_t wn)
+{
+    int status = 400;
+    cJSON *root = cJSON_ParseWithLength(body, n);
+    cJSON *ck = cJSON_GetObjectItemCaseSensitive(root, "sd_model_checkpoint");
+    if (!cJSON_IsObject(root)) snprintf(why, wn, "options: the body must be a JSON object");
+    else if (ck && !cJSON_IsString(ck)) snprintf(why, wn, "options: sd_model_checkpoint must be a string");
+    else if (ck && strlen(ck->valuestring) >= sizeof chosen)
+        snprintf(why, wn, "options: sd_model_checkpoint: name too long");
+    else {
+        char *p = ck ? serve_model_path(ck->valuestring, &status, why, wn) : NULL;
+        if (!ck || p) {
+            status = 200;
+            if (ck) {
+                pthread_mutex_lock(&chosen_lock);
+                snprintf(chosen, sizeof chosen, "%s", ck->valuestring);
+                pthread_mutex_unlock(&chosen_lock);
+            }
+        }
+        free(p);
+    }
+    cJSON_Delete(root);
+    return status;
 }
 
 /* ---- fields ---- */

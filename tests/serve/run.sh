@@ -90,6 +90,11 @@ check "... only sd1" sh -c "! grep -q escape $T/body && ! grep -q '\"etc\"' $T/b
 expect "GET /sdapi/v1/sd-models" 200 '"model_name":"sd1"' GET /sdapi/v1/sd-models
 expect "GET /sdapi/v1/samplers: A1111's names" 200 '"name":"DPM++ 2M Karras"' GET /sdapi/v1/samplers
 expect "GET /sdapi/v1/progress when idle" 200 '"progress":0' GET /sdapi/v1/progress
+expect "GET /sdapi/v1/schedulers" 200 '"label":"Karras"' GET /sdapi/v1/schedulers
+expect "GET /sdapi/v1/options: the default model" 200 '"sd_model_checkpoint":"sd1"' GET /sdapi/v1/options
+expect "POST /sdapi/v1/options with an unknown model" 404 'no such model' POST /sdapi/v1/options -d '{"sd_model_checkpoint": "sd9"}'
+expect "POST /sdapi/v1/options with ../" 400 'no absolute path' POST /sdapi/v1/options -d '{"sd_model_checkpoint": "../sd1"}'
+expect "POST /sdapi/v1/options with sd1 (other options left alone)" 200 '{}' POST /sdapi/v1/options -d '{"sd_model_checkpoint": "sd1", "samples_format": "png"}'
 
 # ---- the openai npm package ----
 NM="$BUILD/node/node_modules"
@@ -192,7 +197,7 @@ expect "output_format jpeg" 400 'only png' POST /v1/images/generations -d '{"pro
 expect "sampler_index not a string" 400 'sampler_index must be a string' POST /sdapi/v1/txt2img -d '{"prompt": "x", "sampler_index": 3}'
 expect "response_format url" 400 'only b64_json' POST /v1/images/generations -d '{"prompt": "x", "response_format": "url"}'
 expect "no prompt (OpenAI)" 400 'prompt is required' POST /v1/images/generations -d '{"n": 1}'
-expect "an unknown path" 404 'no such endpoint' GET /sdapi/v1/options
+expect "an unknown path" 404 'no such endpoint' GET /sdapi/v1/upscalers
 expect "a wrong method" 405 'not allowed' GET /sdapi/v1/txt2img
 alive
 check "a client sending its body a byte a second is closed (--read-timeout 3)" sh -c "$U slow $PORT body 30 | tee /dev/stderr | grep -q 'closed by the server'"
