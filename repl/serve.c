@@ -46,6 +46,7 @@ static int usage(const char *msg)
             "  --port N            the port (default 7860; 0 = any free one, printed)\n"
             "  --api-key KEY       require \"Authorization: Bearer KEY\" (or $LUMEN_API_KEY)\n"
             "  --device D          cpu, vulkan, vulkan:N (default: $LUMEN_DEVICE or the best)\n"
+            "  --dtype T           f32, f16 or bf16 (default f16 on a GPU, f32 on the CPU)\n"
             "  --queue N           requests waiting beyond the running one; more get 429 (default 16)\n"
             "  --max-body BYTES    a request body's size, K/M suffixes (default 32M)\n"
             "  --max-size N        pixels a side (default 2048)\n"
@@ -106,6 +107,12 @@ static int parse_args(int argc, char **argv, serve_cfg *c)
         else if (!strcmp(s, "--model")) c->default_model = v;
         else if (!strcmp(s, "--api-key")) c->api_key = v;
         else if (!strcmp(s, "--device")) c->device_name = v;
+        else if (!strcmp(s, "--dtype")) {
+            lm_dtype dt;
+            if (!lm_dtype_from_name(v, &dt) || (dt != LM_F32 && dt != LM_F16 && dt != LM_BF16))
+                return bad_value(s, v, "f32, f16 or bf16");
+            c->dtype = (int)dt;
+        }
         else if (!strcmp(s, "--port")) {
             if (!parse_u64(v, 0, 65535, false, &n)) return bad_value(s, v, "a port from 0 to 65535");
             c->port = (int)n;
@@ -293,7 +300,7 @@ int lm_cli_serve(int argc, char **argv)
     serve_cfg *c = &serve_config;
     *c = (serve_cfg){.host = "127.0.0.1", .port = 7860, .max_body = 32u << 20, .max_side = 2048,
                      .max_steps = 150, .max_images = 16, .queue = 16, .idle_timeout = 30,
-                     .read_timeout = 60, .connections = 128};
+                     .read_timeout = 60, .connections = 128, .dtype = LM_DTYPE_COUNT};
     int rc = parse_args(argc, argv, c);
     if (rc) return rc < 0 ? 0 : rc;
     if (lm_init() != LM_OK) {

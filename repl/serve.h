@@ -36,6 +36,7 @@ typedef struct serve_cfg {
     unsigned idle_timeout;        /* seconds without a byte */
     unsigned read_timeout;        /* seconds to receive a whole request */
     int connections;              /* at most this many open at once */
+    int dtype;                    /* lm_dtype; LM_DTYPE_COUNT = lumen generate's default */
     bool quiet;
 } serve_cfg;
 

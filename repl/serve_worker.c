@@ -258,6 +258,7 @@ static bool ensure_pipeline(serve_job *j)
     lm_sd_load_opts lo;
     lm_sd_load_opts_init(&lo);
     lo.device = device;
+    lo.dtype = (lm_dtype)serve_config.dtype;
     if (!serve_config.quiet) fprintf(stderr, "lumen serve: loading model %s\n", j->model);
     pipe_ = lm_sd_pipeline_load(path, &lo);
     free(path);
