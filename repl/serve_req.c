@@ -346,8 +346,9 @@ static bool get_int(reader *r, const char *key, int64_t lo, int64_t hi, int64_t 
     if (!v || cJSON_IsNull(v)) return true;
     char range[96];
     snprintf(range, sizeof range, "a whole number from %" PRId64 " to %" PRId64, lo, hi);
-    if (!cJSON_IsNumber(v) || v->valuedouble != v->valuedouble || v->valuedouble != (double)(int64_t)v->valuedouble ||
-        v->valuedouble < (double)lo || v->valuedouble > (double)hi) {
+    double d = cJSON_IsNumber(v) ? v->valuedouble : 0;
+    /* the range first (NaN fails it): the cast is then defined */
+    if (!cJSON_IsNumber(v) || !(d >= (double)lo && d <= (double)hi) || d != (double)(int64_t)d) {
         char *txt = cJSON_PrintUnformatted(v);
         char val[64];
         snprintf(val, sizeof val, "%.40s", txt ? txt : "?");
@@ -356,7 +357,30 @@ static bool get_int(reader *r, const char *key, int64_t lo, int64_t hi, int64_t 
         snprintf(r->why, r->wn, "%s: %s %s: expected %s", r->who, key, val, range);
         return false;
     }
-    *out = (int64_t)v->valuedouble;
+    *out = (int64_t)d;
+    return true;
+}
+
+/* A1111 fields asking for what is not done here (hires fix, face
+ * restoration, tiling, variation seeds, inpainting, scripts): refused when
+ * they ask for it, not ignored; their off values pass (clients send them) */
+static bool refuse_unserved(reader *r)
+{
+    static const char *const flags[] = {"enable_hr", "restore_faces", "tiling"};
+    for (int k = 0; k < 3; k++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->root, flags[k])))
+            return bad(r, 400, "%s: %s: not served by lumen serve%s", flags[k], "");
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, "subseed_strength");
+    if (cJSON_IsNumber(v) && v->valuedouble != 0)
+        return bad(r, 400, "%s: %s: variation seeds are not served by lumen serve%s", "subseed_strength", "");
+    v = cJSON_GetObjectItemCaseSensitive(r->root, "mask");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring))
+        return bad(r, 400, "%s: %s: inpainting is not served by lumen serve%s", "mask", "");
+    v = cJSON_GetObjectItemCaseSensitive(r->root, "alwayson_scripts");
+    if (v && v->child) return bad(r, 400, "%s: %s: scripts are not run by lumen serve%s", "alwayson_scripts", "");
+    v = cJSON_GetObjectItemCaseSensitive(r->root, "script_name");
+    if (cJSON_IsString(v) && *v->valuestring)
+        return bad(r, 400, "%s: %s: scripts are not run by lumen serve%s", "script_name", "");
     return true;
 }
 
@@ -568,6 +592,7 @@ serve_job *serve_job_a1111(const char *body, size_t n, bool img2img, int *status
         !get_int(&r, "clip_skip", 1, 64, &j->clip_skip))
         goto fail;
     if (!sampler && !get_str(&r, "sampler_index", &sampler)) goto fail;
+    if (!refuse_unserved(&r)) goto fail;
     if (j->batch * j->iters > serve_config.max_images)
         BAD(400, "%s: batch_size %" PRId64 " x n_iter %" PRId64 " images: at most %" PRId64
             " a request (this server's --max-images)", r.who, j->batch, j->iters, serve_config.max_images);

@@ -198,6 +198,9 @@ expect "img2img strength 0" 400 'denoising_strength' POST /sdapi/v1/img2img --da
 expect "img2img width other than the init's" 400 'init image' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"width\": 32, \"height\": 32}"
 expect "output_format jpeg" 400 'only png' POST /v1/images/generations -d '{"prompt": "x", "output_format": "jpeg"}'
 expect "sampler_index not a string" 400 'sampler_index must be a string' POST /sdapi/v1/txt2img -d '{"prompt": "x", "sampler_index": 3}'
+expect "enable_hr true (not served) refused, not ignored" 400 'enable_hr: not served' POST /sdapi/v1/txt2img -d '{"prompt": "x", "enable_hr": true}'
+expect "a mask (inpainting) refused" 400 'mask: inpainting' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$B64\"}"
+expect "their off values pass" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "x", "steps": 1, "width": 16, "height": 16, "enable_hr": false, "restore_faces": false, "tiling": false, "subseed_strength": 0, "alwayson_scripts": {}, "script_name": ""}'
 expect "response_format url" 400 'only b64_json' POST /v1/images/generations -d '{"prompt": "x", "response_format": "url"}'
 expect "no prompt (OpenAI)" 400 'prompt is required' POST /v1/images/generations -d '{"n": 1}'
 expect "an unknown path" 404 'no such endpoint' GET /sdapi/v1/upscalers
