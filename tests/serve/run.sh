@@ -156,7 +156,14 @@ cat "$T/many"
 check "500 small requests, all answered 200" grep -q 'failed \[\]' "$T/many"
 # measured: +0 kB over the 500 after 100 to warm up; with each request's job
 # left unfreed (its 16x16 PNG's base64 and infotext, about 2.8 kB) +1420 kB
-check "... VmRSS flat (grew under 1 MB)" sh -c "d=\$(sed -n 's/.*(\([-+][0-9]*\) kB).*/\1/p' $T/many); test \$d -lt 1024"
+if ldd "$L" 2>/dev/null | grep -q libasan; then
+  # AddressSanitizer keeps a record per thread (one per connection here):
+  # +2.2 MB over the 500; its LeakSanitizer checks the exit below instead
+  echo "skip the VmRSS bound under AddressSanitizer (LeakSanitizer checks leaks at the exit)"
+  s=$((s + 1))
+else
+  check "... VmRSS flat (grew under 1 MB)" sh -c "d=\$(sed -n 's/.*(\([-+][0-9]*\) kB).*/\1/p' $T/many); test \$d -lt 1024"
+fi
 
 # ---- hostile requests ----
 expect "malformed JSON" 400 'not JSON' POST /sdapi/v1/txt2img -d '{"prompt": "a fox",'
