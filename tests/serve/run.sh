@@ -32,6 +32,7 @@ T=$BUILD/test-serve
 rm -rf "$T" && mkdir -p "$T/models" "$T/outside" "$T/tmp"
 cp -r "$D/sd1" "$T/models/sd1"
 cp -r "$D/sd1" "$T/outside/sd1"
+[ -f tests/ref/dit/zimage/model_index.json ] && cp -r tests/ref/dit/zimage "$T/models/zimage"
 ln -s "$(cd "$T/outside" && pwd)/sd1" "$T/models/escape"   # a symlink out of --models
 ln -s /etc "$T/models/etc"
 # under AddressSanitizer (make check) freed memory waits in its quarantine,
@@ -219,6 +220,12 @@ check "... and another client is served meanwhile" sh -c "$U slow $PORT body 30 
 check "a client leaving mid-generation stops its job" sh -c "$U leave $PORT | tee /dev/stderr | grep -q 'the job stopped at step'"
 check "... named in the log" grep -q 'a client left; its job stops' "$T/main.err"
 check "... the next request is served" sh -c "test \"\$(curl -s -o /dev/null -w '%{http_code}' -d '{\"prompt\": \"x\", \"steps\": 1, \"width\": 16, \"height\": 16}' http://127.0.0.1:$PORT/sdapi/v1/txt2img)\" = 200"
+if [ -d "$T/models/zimage" ]; then
+  # another model: the resident pipeline is replaced; a DiT family (no preview)
+  expect "Z-Image (a DiT family) by model name" 200 'Model: zimage' POST /sdapi/v1/txt2img -d '{"model": "zimage", "prompt": "a fox", "seed": 3, "steps": 3, "width": 32, "height": 32}'
+  check "... the same bytes as lumen generate" sh -c "$U pngs $T/body $T/zi >/dev/null && $L generate 'a fox' --model tests/ref/dit/zimage --seed 3 --steps 3 --size 32x32 -q -o $T/gen_zi.png && cmp $T/zi0.png $T/gen_zi.png"
+  expect "... and sd1 again" 200 'Model: sd1' POST /sdapi/v1/txt2img -d '{"model": "sd1", "prompt": "x", "steps": 1, "width": 16, "height": 16}'
+fi
 check "the server is still running" kill -0 "$MAIN"
 
 # ---- SIGTERM ----
