@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/serve/run.sh - `lumen serve` end to end on the tiny random SD 1.x
-# model of tests/ref/diffusion/sd1 (CPU, f32), on free loopback ports:
+# model of tests/ref/diffusion/sd1 (and the Z-Image one of tests/ref/dit)
+# (CPU, f32), on free loopback ports:
 # the openai npm package's images.generate (tests/serve/fetch.sh brings it at
 # set-up; skipped, saying so, when it could not); curl in AUTOMATIC1111's
 # shape (txt2img, img2img with init_images), each PNG's `parameters` chunk
@@ -90,7 +91,7 @@ MAIN=$PID
 
 # ---- listings ----
 expect "GET /v1/models lists the models, not the symlinks out" 200 '"id":"sd1"' GET /v1/models
-check "... only sd1" sh -c "! grep -q escape $T/body && ! grep -q '\"etc\"' $T/body"
+check "... nor the link to /etc" sh -c "! grep -q escape $T/body && ! grep -q '\"etc\"' $T/body"
 expect "GET /sdapi/v1/sd-models" 200 '"model_name":"sd1"' GET /sdapi/v1/sd-models
 expect "GET /sdapi/v1/samplers: A1111's names" 200 '"name":"DPM++ 2M Karras"' GET /sdapi/v1/samplers
 expect "GET /sdapi/v1/progress when idle" 200 '"progress":0' GET /sdapi/v1/progress
