@@ -96,6 +96,16 @@ static int parse_args(int argc, char **argv, serve_cfg *c)
             fprintf(stderr, "lumen serve: unexpected argument %s (lumen serve --help)\n", s);
             return 2;
         }
+        static const char *const valued[] = {
+            "--host", "--models", "--model", "--api-key", "--device", "--dtype", "--port", "--max-body",
+            "--max-size", "--max-steps", "--max-images", "--queue", "--idle-timeout", "--read-timeout",
+            "--connections", NULL};
+        bool known = false;
+        for (int k = 0; valued[k]; k++) known |= !strcmp(s, valued[k]);
+        if (!known) {
+            fprintf(stderr, "lumen serve: unknown option %s (lumen serve --help lists the options)\n", s);
+            return 2;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "lumen serve: %s needs a value (lumen serve --help lists the options)\n", s);
             return 2;

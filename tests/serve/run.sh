@@ -255,6 +255,8 @@ check "a missing --models folder (exit 2)" sh -c "test $rc = 2 && grep -q 'not a
 "$L" serve --models "$T/models" --model ../sd1 >"$T/start.log" 2>&1; rc=$?
 check "--model ../sd1 refused at start (exit 2)" sh -c "test $rc = 2 && grep -q 'no absolute path' $T/start.log"
 
+"$L" serve --models "$T/models" --bogus >"$T/start.log" 2>&1; rc=$?
+check "an unknown option (exit 2)" sh -c "test $rc = 2 && grep -q 'unknown option --bogus' $T/start.log"
 "$L" serve --models "$T/models" --dtype f64 >"$T/start.log" 2>&1; rc=$?
 check "--dtype f64 refused (exit 2)" sh -c "test $rc = 2 && grep -q 'f32, f16 or bf16' $T/start.log"
 if [ $s = 0 ]; then echo "$p passed, $f failed"; else echo "$p passed, $f failed, $s skipped"; fi
