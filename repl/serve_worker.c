@@ -514,6 +514,7 @@ char *serve_progress_json(void)
     double eta = frac > 0 ? el / frac * (1 - frac) : 0;
     int step = busy ? prog.step : 0, steps = busy ? prog.steps : 0, jobs = waiting + busy;
     bool intr = busy && prog.interrupted;
+    const char *job = !busy ? "" : running->init_png ? "img2img" : "txt2img";
     char *preview = busy && prog.preview ? strdup(prog.preview) : NULL;
     if (busy) prog.want_preview = true;   /* the next step decodes a newer one */
     pthread_mutex_unlock(&lock);
@@ -522,7 +523,7 @@ char *serve_progress_json(void)
     cJSON_AddNumberToObject(r, "eta_relative", eta);
     cJSON_AddBoolToObject(st, "skipped", false);
     cJSON_AddBoolToObject(st, "interrupted", intr);
-    cJSON_AddStringToObject(st, "job", busy ? "txt2img" : "");
+    cJSON_AddStringToObject(st, "job", job);
     cJSON_AddNumberToObject(st, "job_count", jobs);
     cJSON_AddNumberToObject(st, "job_no", 0);
     cJSON_AddNumberToObject(st, "sampling_step", step);
