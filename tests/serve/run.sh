@@ -58,7 +58,7 @@ start() {
   PIDS="$PIDS $PID"
   PORT=
   for _ in $(seq 1 300); do
-    PORT=$(sed -n 's/^lumen serve: listening on http:.*:\([0-9][0-9]*\) .*/\1/p' "$T/$name.out")
+    PORT=$(sed -n 's/^lumen serve: listening on http:.*:\([0-9][0-9]*\) .*/\1/p' "$T/$name.out" 2>/dev/null)
     [ -n "$PORT" ] && break
     kill -0 $PID 2>/dev/null || break
     sleep 0.1
