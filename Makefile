@@ -41,7 +41,7 @@ DEPS_PKGS := build-essential pkg-config libreadline-dev liblua5.4-dev lua5.4 \
   python3-pil tmux clang libclang-rt-14-dev libvulkan-dev glslc mesa-vulkan-drivers \
   vulkan-validationlayers libshaderc-dev \
   libsleef-dev libcjson-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist libicu-dev \
-  npm=nodejs+npm cmake libfreetype-dev fonts-dejavu-core
+  npm=nodejs+npm cmake libfreetype-dev fonts-dejavu-core libmicrohttpd-dev curl
 # images in the terminal (lua/term_image.c: libchafa) and the terminals
 # tests/show/run.sh draws them in
 DEPS_PKGS += libchafa-dev libglib2.0-dev xvfb xterm kitty x11-apps

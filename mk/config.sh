@@ -34,3 +34,7 @@ if pkg-config --exists chafa 2>/dev/null; then
   echo "CHAFA_CFLAGS := $(pkg-config --cflags chafa | sed 's/-I/-isystem /g')"
   echo "CHAFA_LIBS := $(pkg-config --libs chafa)"
 fi
+if pkg-config --exists libmicrohttpd 2>/dev/null; then
+  echo "MHD_CFLAGS := $(pkg-config --cflags libmicrohttpd)"
+  echo "MHD_LIBS := $(pkg-config --libs libmicrohttpd)"
+fi

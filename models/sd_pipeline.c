@@ -1722,6 +1722,7 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
         lm_array_release(x);
         x = next;
         if (o->progress) o->progress(o->progress_ctx, i + 1, n);
+        if (o->step_latents) o->step_latents(o->progress_ctx, i + 1, n, x);
     }
     if (!decode) {
         /* the last step's sums show a NaN; stage_error walks the stages */

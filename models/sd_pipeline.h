@@ -169,6 +169,11 @@ typedef struct lm_sd_gen_opts {
                                     counts the UNet runs on each apart, as A1111 */
     lm_sd_progress_fn progress;
     void *progress_ctx;
+    /* after progress, the latents [B,C,h,w] after that step, borrowed for
+     * the call (queued on the device; decode them there for a preview,
+     * keep nothing); SD 1.x/2.x/SDXL only, NULL = none (lumen serve's
+     * /progress preview).  Results do not change with it. */
+    void (*step_latents)(void *ctx, int step, int steps, lm_array *latents);
     lm_sd_noise_fn noise;        /* tests: diffusers' draws */
     void *noise_ctx;
     double cfg_normalization;    /* Z-Image: 0 = off, else the guided prediction's norm is

@@ -602,6 +602,17 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
     return t;
 }
 
+/* The same text for lumen serve (repl/serve_worker.c), whose PNGs carry
+ * what lumen generate writes for the same settings. */
+char *lm_cli_generate_infotext(const lm_cli_infotext_args *i)
+{
+    gen_args a = {.prompt = i->prompt, .negative = i->negative, .sampler = i->sampler,
+                  .init = i->img2img ? "" : NULL, .steps = i->steps, .cfg = i->cfg,
+                  .strength = i->strength, .clip_skip = i->clip_skip};
+    return infotext(&a, lm_sd_pipeline_row(i->pipeline), lm_sd_pipeline_name(i->pipeline),
+                    i->seed, i->width, i->height);
+}
+
 /* ---- progress on a terminal ---- */
 
 typedef struct bar { bool on; int64_t images; } bar;

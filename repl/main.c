@@ -10,6 +10,7 @@
  *   lumen batch SCRIPT ...      batch image generation (repl/batch.c)
  *   lumen upscale|convert ...   pretrained upscalers (repl/cli_models.c)
  *   lumen generate ...          Stable Diffusion images (repl/cli_generate.c)
+ *   lumen serve ...             the OpenAI and A1111 image APIs over HTTP (repl/serve.c)
  *
  * This file only reads the command line and hands it on; chunks run under
  * the signal handling of repl/host.c.  A script stopped by a signal exits
@@ -39,7 +40,8 @@ static void usage_to(FILE *f, const char *prog)
             "  diff A B ...          two dumps tensor by tensor (lumen diff -h)\n"
             "  batch SCRIPT ...      batch image generation (lumen batch -h)\n"
             "  upscale|convert ...   pretrained upscalers (lumen upscale -h)\n"
-            "  generate \"PROMPT\" ... Stable Diffusion images (lumen generate -h)\n",
+            "  generate \"PROMPT\" ... Stable Diffusion images (lumen generate -h)\n"
+            "  serve ...             the OpenAI and A1111 image APIs over HTTP (lumen serve -h)\n",
             prog);
 }
 
@@ -119,6 +121,7 @@ int main(int argc, char **argv)
     if (r < 0) r = lm_cli_batch(argc, argv);
     if (r < 0) r = lm_cli_models(argc, argv);
     if (r < 0) r = lm_cli_generate(argc, argv);
+    if (r < 0) r = lm_cli_serve(argc, argv);
     if (r >= 0) return r;
     const char *prog = argc > 0 && argv[0] ? argv[0] : "lumen";
 

@@ -4,6 +4,8 @@ REPL_SRC := $(wildcard repl/*.c)
 REPL_OBJ := $(REPL_SRC:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/obj/repl/%.o: CFLAGS += $(LUA_CFLAGS)
+# lumen serve (repl/serve*.c): libmicrohttpd and cJSON
+$(BUILD)/obj/repl/serve.o $(BUILD)/obj/repl/serve_http.o $(BUILD)/obj/repl/serve_req.o $(BUILD)/obj/repl/serve_worker.o: CFLAGS += $(MHD_CFLAGS) $(CJSON_CFLAGS)
 # MPI (optional): only `lumen batch` uses it (repl/batch.c)
 ifeq ($(MPI_ENABLED),yes)
 $(BUILD)/obj/repl/batch.o: CFLAGS += -DLM_HAVE_MPI $(MPI_CFLAGS)
@@ -17,11 +19,18 @@ FREETYPE_LIBS := $(shell pkg-config --libs freetype2 2>/dev/null || echo -lfreet
 $(BUILD)/obj/repl/cli_grid.o: CFLAGS += $(FREETYPE_CFLAGS)
 
 $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
-	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) $(FREETYPE_LIBS) -lreadline -lm -lpthread -ldl
+	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) $(MHD_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) $(FREETYPE_LIBS) -lreadline -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen
 TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/safety.sh tests/batch/mpi.sh
 TEST_SCRIPTS += tests/batch/mpi_bytes.sh tests/sweep/run.sh
+TEST_SCRIPTS += tests/serve/run.sh
+# lumen serve's test client, the openai npm package (pinned), fetched at
+# set-up into $(BUILD)/node; tests/serve/run.sh skips that part without it
+.PHONY: serve-client
+serve-client:
+	@BUILD=$(BUILD) sh tests/serve/fetch.sh $(BUILD)/node || [ $$? = 77 ]
+TEST_PREREQS += serve-client
 
 run: $(BUILD)/lumen
 	$(BUILD)/lumen

@@ -5,6 +5,7 @@
 #define LM_REPL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <lua.h>
 #include <lauxlib.h>
 
@@ -20,6 +21,19 @@ int lm_cli_out_dir(const char *dir, const char *out, const char *prog);
 int lm_cli_batch(int argc, char **argv);    /* batch.c */
 int lm_cli_models(int argc, char **argv);   /* cli_models.c: upscale, convert */
 int lm_cli_generate(int argc, char **argv); /* cli_generate.c */
+/* ... the `parameters` infotext it writes into each PNG (malloc'd), for
+ * lumen serve; clip_skip is A1111's (1 = the last layer) */
+struct lm_sd_pipeline;
+typedef struct lm_cli_infotext_args {
+    const struct lm_sd_pipeline *pipeline;
+    const char *prompt, *negative, *sampler;   /* negative NULL: none given */
+    int64_t steps, clip_skip, width, height;
+    double cfg, strength;                      /* strength: img2img's */
+    uint64_t seed;
+    bool img2img;
+} lm_cli_infotext_args;
+char *lm_cli_generate_infotext(const lm_cli_infotext_args *i);
+int lm_cli_serve(int argc, char **argv);    /* serve.c: lumen serve */
 
 /* ---- repl.c ---- */
 int lm_repl_interactive(lua_State *L);
