@@ -31,6 +31,7 @@ typedef struct lm_cli_infotext_args {
     double cfg, strength;                      /* strength: img2img's */
     uint64_t seed;
     bool img2img;
+    const char *lora_hashes;                   /* A1111's Lora hashes value, or NULL */
 } lm_cli_infotext_args;
 char *lm_cli_generate_infotext(const lm_cli_infotext_args *i);
 int lm_cli_serve(int argc, char **argv);    /* serve.c: lumen serve */

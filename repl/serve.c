@@ -41,6 +41,8 @@ static int usage(const char *msg)
             "  --models DIR        the models served: each diffusers folder (model_index.json)\n"
             "                      or .safetensors / .gguf file in DIR, named by its entry name\n"
             "  --model NAME        the model of requests that name none (default: the first)\n"
+            "  --lora-dir DIR      where a prompt's <lora:NAME:W> tags are found (NAME.safetensors\n"
+            "                      in DIR; without it a tag is refused)\n"
             "  --host ADDR         the address to listen on (default 127.0.0.1); beyond loopback\n"
             "                      a bearer key is required\n"
             "  --port N            the port (default 7860; 0 = any free one, printed)\n"
@@ -99,7 +101,7 @@ static int parse_args(int argc, char **argv, serve_cfg *c)
         static const char *const valued[] = {
             "--host", "--models", "--model", "--api-key", "--device", "--dtype", "--port", "--max-body",
             "--max-size", "--max-steps", "--max-images", "--queue", "--idle-timeout", "--read-timeout",
-            "--connections", NULL};
+            "--connections", "--lora-dir", NULL};
         bool known = false;
         for (int k = 0; valued[k]; k++) known |= !strcmp(s, valued[k]);
         if (!known) {
@@ -115,6 +117,7 @@ static int parse_args(int argc, char **argv, serve_cfg *c)
         if (!strcmp(s, "--host")) c->host = v;
         else if (!strcmp(s, "--models")) c->models = v;
         else if (!strcmp(s, "--model")) c->default_model = v;
+        else if (!strcmp(s, "--lora-dir")) c->lora_dir = v;
         else if (!strcmp(s, "--api-key")) c->api_key = v;
         else if (!strcmp(s, "--device")) c->device_name = v;
         else if (!strcmp(s, "--dtype")) {
@@ -165,6 +168,12 @@ static int parse_args(int argc, char **argv, serve_cfg *c)
     struct stat sb;
     if (stat(c->models, &sb) != 0 || !S_ISDIR(sb.st_mode) || !realpath(c->models, c->models_real)) {
         fprintf(stderr, "lumen serve: --models %s: not a folder%s%s\n", c->models,
+                errno ? ": " : "", errno ? strerror(errno) : "");
+        return 2;
+    }
+    if (c->lora_dir && (stat(c->lora_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+                        !realpath(c->lora_dir, c->lora_real))) {
+        fprintf(stderr, "lumen serve: --lora-dir %s: not a folder%s%s\n", c->lora_dir,
                 errno ? ": " : "", errno ? strerror(errno) : "");
         return 2;
     }

@@ -28,6 +28,8 @@
 typedef struct serve_cfg {
     const char *host, *models, *api_key, *default_model, *device_name;
     char models_real[4096];       /* realpath of models */
+    const char *lora_dir;         /* --lora-dir: <lora:NAME:W> tags' files, or NULL */
+    char lora_real[4096];         /* realpath of lora_dir */
     int port;
     size_t max_body;              /* bytes of a request body */
     int64_t max_side;             /* pixels, each of width and height */

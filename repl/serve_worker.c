@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "core/io/io.h"
 #include "core/lumen.h"
+#include "models/lora.h"
 #include "models/sampler.h"
 #include "models/sd_pipeline.h"
 #include "repl.h"
@@ -300,6 +301,62 @@ static bool keep_images(serve_job *j, lm_array *imgs, const uint64_t *seeds,
     return true;
 }
 
+/* The prompt's <lora:NAME:W> tags loaded for this job, each NAME a
+ * NAME.safetensors of --lora-dir (no path, no link out of it), as
+ * lumen generate --lora-dir loads them; *clean the prompt without them (NULL
+ * when it has none), hashes A1111's Lora hashes.  false: j failed (400/404). */
+static bool job_loras(serve_job *j, char **clean, char *hashes, size_t cap)
+{
+    enum { MAXT = 64 };
+    char *names[MAXT], *rest = NULL, why[1200] = "";
+    double w[MAXT];
+    int status = 400;
+    *clean = NULL;
+    int n = lm_lora_tags(j->prompt, &rest, names, w, MAXT);
+    free(rest);
+    if (n < 0) {
+        fail(j, 400, "%s", lm_error_message());
+        return false;
+    }
+    if (n > MAXT) snprintf(why, sizeof why, "prompt: %d <lora:...> tags (at most %d)", n, MAXT);
+    for (int i = 0; i < n && i < MAXT; i++) {
+        const char *nm = names[i];
+        if (why[0]) {
+        } else if (!serve_config.lora_dir)
+            snprintf(why, sizeof why, "prompt: <lora:%.200s>: this server has no LoRA folder (lumen serve "
+                     "--lora-dir DIR)", nm);
+        else if (nm[0] == '.' || strchr(nm, '/') || strchr(nm, '\\'))
+            snprintf(why, sizeof why, "prompt: <lora:%.200s>: a LoRA is named by a file of the LoRA folder "
+                     "(NAME for NAME.safetensors), without a path", nm);
+        else {
+            char path[4400], real[4096];
+            snprintf(path, sizeof path, "%s/%s.safetensors", serve_config.lora_real, nm);
+            size_t k = strlen(serve_config.lora_real);
+            if (!realpath(path, real)) {
+                status = 404;
+                snprintf(why, sizeof why, "prompt: <lora:%.200s>: no %.200s.safetensors in the LoRA folder", nm,
+                         nm);
+            } else if (strncmp(real, serve_config.lora_real, k) || real[k] != '/')
+                snprintf(why, sizeof why, "prompt: <lora:%.200s>: its file leaves the LoRA folder (a "
+                         "symbolic link)", nm);
+        }
+    }
+    for (int i = 0; i < n && i < MAXT; i++) free(names[i]);
+    if (why[0]) {
+        fail(j, status, "%s", why);
+        return false;
+    }
+    if (!n) return true;
+    if (lm_lora_load_tags(pipe_, j->prompt, serve_config.lora_real, "lumen serve --lora-dir DIR", true,
+                          clean) != LM_OK) {
+        fail(j, 400, "%s", lm_error_message());
+        lm_lora_unload_all(pipe_);
+        return false;
+    }
+    lm_lora_hashes(pipe_, hashes, cap);
+    return true;
+}
+
 static void run_job(serve_job *j)
 {
     lm_error_clear();
@@ -309,15 +366,18 @@ static void run_job(serve_job *j)
     if (j->cfg < 0) j->cfg = d->cfg;
     if (!j->sampler[0]) snprintf(j->sampler, sizeof j->sampler, "%s", d->sampler);
     if (j->strength < 0) j->strength = d->strength;
+    char *clean = NULL, hashes[2048] = "";
+    if (!job_loras(j, &clean, hashes, sizeof hashes)) return;
     lm_array *init = NULL;
+    uint64_t *seeds = NULL;
     if (j->init_png) {
         if (lm_sd_img2img_check_for(NULL, lm_sd_pipeline_row(pipe_), j->steps, j->strength) != LM_OK) {
             fail(j, 400, "%s", lm_error_message());
-            return;
+            goto done;
         }
         if (!(init = decode_init(j))) {
             fail(j, 400, "init_images[0]: %s", lm_error_message());
-            return;
+            goto done;
         }
         if ((j->width && j->width != init->shape[2]) || (j->height && j->height != init->shape[1])) {
             char why[256];
@@ -325,21 +385,21 @@ static void run_job(serve_job *j)
                      "%" PRId64 "x%" PRId64 ": the output is the init image's size (leave width and "
                      "height out, or give its size)", init->shape[2], init->shape[1], j->width, j->height);
             fail(j, 400, "%s", why);
-            lm_array_release(init);
-            return;
+            goto done;
         }
     }
     j->images = calloc((size_t)(j->batch * j->iters), sizeof *j->images);
-    uint64_t *seeds = calloc((size_t)j->batch, sizeof *seeds);
+    seeds = calloc((size_t)j->batch, sizeof *seeds);
     if (!j->images || !seeds) {
         fail(j, 507, "%s", "out of memory");
         goto done;
     }
     lm_cli_infotext_args info = {.pipeline = pipe_, .prompt = j->prompt, .negative = j->negative,
                                  .sampler = j->sampler, .steps = j->steps, .clip_skip = j->clip_skip,
-                                 .cfg = j->cfg, .strength = j->strength, .img2img = init != NULL};
+                                 .cfg = j->cfg, .strength = j->strength, .img2img = init != NULL,
+                                 .lora_hashes = hashes[0] ? hashes : NULL};
     for (int k = 0; k < (int)j->iters; k++) {
-        const char *prompts[1] = {j->prompt}, *negs[1] = {j->negative};
+        const char *prompts[1] = {clean ? clean : j->prompt}, *negs[1] = {j->negative};
         for (int i = 0; i < (int)j->batch; i++) seeds[i] = j->seed + (uint64_t)(k * j->batch + i);
         lm_sd_gen_opts go;
         lm_sd_gen_opts_init_for(&go, pipe_);
@@ -379,6 +439,8 @@ static void run_job(serve_job *j)
 done:
     free(seeds);
     lm_array_release(init);
+    if (clean) lm_lora_unload_all(pipe_);   /* the base weights back, bit for bit */
+    free(clean);
 }
 
 static void *worker_main(void *arg)

@@ -229,6 +229,28 @@ if [ -d "$T/models/zimage" ]; then
 fi
 check "the server is still running" kill -0 "$MAIN"
 
+# ---- LoRA tags: <lora:NAME:W> loaded from --lora-dir for the request, then unloaded ----
+Q=lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q
+mkdir -p "$T/loras" "$T/elsewhere"
+"$L" -e "lm.save('$T/loras/fox.safetensors', {['$Q.lora_down.weight'] = lm.randn({4, 32}, {seed = 1}),
+  ['$Q.lora_up.weight'] = lm.randn({32, 4}, {seed = 2}), ['$Q.alpha'] = lm.tensor(4.0)})"
+cp "$T/loras/fox.safetensors" "$T/elsewhere/out.safetensors"
+ln -s "$(cd "$T/elsewhere" && pwd)/out.safetensors" "$T/loras/link.safetensors"
+LT='{"prompt": "a photo of an astronaut riding a horse <lora:fox:0.8>", "negative_prompt": "blurry, low quality", "steps": 4, "width": 64, "height": 64, "seed": 42}'
+expect "a <lora:> tag on a server without --lora-dir: refused" 400 'no LoRA folder' POST /sdapi/v1/txt2img -d "$LT"
+if start lora --lora-dir "$T/loras"; then ok "a server with --lora-dir starts"; else no "a server with --lora-dir starts"; fi
+LORAPID=$PID
+expect "<lora:fox:0.8> with --lora-dir" 200 'Lora hashes' POST /sdapi/v1/txt2img -d "$LT"
+check "... the same bytes as lumen generate --lora-dir" sh -c "$U pngs $T/body $T/lo >/dev/null && $G 'a photo of an astronaut riding a horse <lora:fox:0.8>' --negative 'blurry, low quality' --seed 42 --lora-dir $T/loras -o $T/gen_lo.png && cmp $T/lo0.png $T/gen_lo.png"
+expect "... then the prompt without it" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "a photo of an astronaut riding a horse", "negative_prompt": "blurry, low quality", "steps": 4, "width": 64, "height": 64, "seed": 42}'
+check "... the base weights back: lumen generate's bytes without a LoRA" sh -c "$U pngs $T/body $T/nl >/dev/null && $G 'a photo of an astronaut riding a horse' --negative 'blurry, low quality' --seed 42 -o $T/gen_nl.png && cmp $T/nl0.png $T/gen_nl.png"
+expect "<lora:../fox> refused" 400 'without a path' POST /sdapi/v1/txt2img -d '{"prompt": "x <lora:../fox:1>", "steps": 1, "width": 16, "height": 16}'
+expect "<lora:nope> not found" 404 'no nope.safetensors' POST /sdapi/v1/txt2img -d '{"prompt": "x <lora:nope:1>", "steps": 1, "width": 16, "height": 16}'
+expect "<lora:link>: a symbolic link out of the folder refused" 400 'leaves the LoRA folder' POST /sdapi/v1/txt2img -d '{"prompt": "x <lora:link:1>", "steps": 1, "width": 16, "height": 16}'
+expect "<lora:fox:abc>: a weight that is no number" 400 'not a number' POST /sdapi/v1/txt2img -d '{"prompt": "x <lora:fox:abc>", "steps": 1, "width": 16, "height": 16}'
+alive
+kill "$LORAPID" 2>/dev/null; wait "$LORAPID" 2>/dev/null
+
 # ---- SIGTERM ----
 kill -TERM "$MAIN"
 wait "$MAIN"; rc=$?
