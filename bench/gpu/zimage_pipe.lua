@@ -27,7 +27,7 @@ local lat = R.latents:to(dev):astype("bf16"):eval()
 local opts = {prompt = prompt, latents = lat, steps = steps, cfg = 0}
 lm.reset_peak(dev)
 t0 = now()
-local img = pipe:generate(opts)[1]:astype("f32"):to("cpu"):eval()
+local img = pipe:generate(opts):astype("f32"):to("cpu"):eval()   -- one image: [3, H, W]
 print(string.format("first image %.2f s (pipelines created)", now() - t0))
 local c = lm.compare(img, R.image[1])
 print(string.format("image_vs_diffusers (its latents, f32 VAE): max_abs %.4g mean_abs %.4g cosine %.6f",
