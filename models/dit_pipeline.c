@@ -108,7 +108,7 @@ lm_status lm_dit_pipe_transformer_ready(lm_dit_pipe *d)
 {
     if (d->zimage || d->flux2) return LM_OK;
     if (d->read(d->row, d->tr_path, d->tr_folder, d->te_variant, d->dt, d->dev, &d->zimage, &d->flux2) != LM_OK)
-        return lm_error_prefix("offload: reading the transformer again: ");
+        return lm_error_prefix("offload: reading the transformer again");
     return LM_OK;
 }
 
@@ -122,7 +122,7 @@ static lm_status te_acquire(lm_dit_pipe *d)
         d->flux2 = NULL;
     }
     if (!d->te && !(d->te = lm_qwen3_load(d->te_path, d->te_variant, d->dt, d->dev)))
-        return lm_error_prefix("offload: reading the text encoder again: ");
+        return lm_error_prefix("offload: reading the text encoder again");
     return LM_OK;
 }
 
@@ -596,7 +596,7 @@ static lm_status check(dgen *g)
     g->h = H / scale;
     g->w = W / scale;
     if (lm_dit_pipe_schedule(g->d, g->steps, g->h, g->w, &g->sched) != LM_OK) {
-        lm_error_prefix("generate: ");
+        lm_error_prefix("generate");
         return lm_error_status();
     }
     if (row->packed) {

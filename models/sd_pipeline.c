@@ -1684,7 +1684,7 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
     const char *sname = o->sampler ? o->sampler : p->row->defaults.sampler;
     const lm_sampler_info *row = lm_sampler_find(sname);
     if (!row) {
-        lm_error_prefix("generate: ");
+        lm_error_prefix("generate");
         goto fail;
     }
     /* the schedule first: a strength that leaves no step fails before any network runs */

@@ -105,6 +105,7 @@ test("sd pipeline: help and errors", function()
   setup()
   ok(lm.diffusion.pipeline ~= nil and lm.diffusion.generate ~= nil, "functions")
   raises(function() pipe:generate{prompt = "x", sampler = "dpm++3m_sde", steps = 1} end, "unknown sampler")
+  raises(function() pipe:generate{prompt = "x", sampler = "dpm++3m_sde", steps = 1} end, "generate: unknown sampler", "no doubled colon (lm_error_prefix adds it)")
   raises(function() pipe:generate{prompt = "x", size = 61, steps = 1} end, "multiples of")
   raises(function() pipe:generate{prompt = "x", bogus = 1} end, "unknown option")
   raises(function() pipe:generate{prompt = "x", steps = 1, sampler = "euler_a", size = 64,
