@@ -746,7 +746,7 @@ lm_status lm_prompt_clip_chunks_ti(lm_clip_tokenizer *tok, const char *prompt, s
             st = lm_error_set(LM_ERR_NOMEM, "prompt: out of memory");
             break;
         }
-        memcpy(ids[i], t, sizeof **ids * (size_t)nids[i]);
+        if (nids[i]) memcpy(ids[i], t, sizeof **ids * (size_t)nids[i]);   /* t may be NULL for none */
     }
     if (st == LM_OK)
         st = lm_prompt_chunk_tokens(&pr, (const int32_t *const *)ids, nids, lm_clip_tokenizer_bos(tok),
