@@ -63,5 +63,5 @@ for v in ARITH:computes CMP:computes EXT:computes INEXACT:'is not a bfloat16 val
         ok
     fi
 done
-echo "spvpack_bf16.sh: $pass passed, $fail failed"
+echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
