@@ -642,17 +642,11 @@ static uint64_t random_seed(void)
     return s % 4294967296u;   /* A1111's seeds are 32-bit */
 }
 
-/* the init PNG as [3,H,W] f32 in 0..1 (alpha dropped, gray repeated) */
-static lm_array *read_init(const char *path)
+lm_array *lm_cli_init_rgb(lm_array *img)
 {
-    lm_png_opts ro;
-    lm_png_opts_init(&ro);
-    ro.dtype = LM_F32;
-    ro.has_dtype = true;
-    lm_array *img = lm_png_read(path, &ro, NULL), *r = NULL;
+    lm_array *r = NULL;
     if (!img) return NULL;
-    int64_t C = img->shape[0];
-    if (C >= 3) r = lm_slice(img, 0, 0, 3, 1);
+    if (img->shape[0] >= 3) r = lm_slice(img, 0, 0, 3, 1);
     else {
         lm_array *g = lm_slice(img, 0, 0, 1, 1);
         int64_t shape[3] = {3, img->shape[1], img->shape[2]};
@@ -663,6 +657,16 @@ static lm_array *read_init(const char *path)
     lm_array *c = r ? lm_contiguous(r) : NULL;
     lm_array_release(r);
     return c;
+}
+
+/* the init PNG as [3,H,W] f32 in 0..1 (alpha dropped, gray repeated) */
+static lm_array *read_init(const char *path)
+{
+    lm_png_opts ro;
+    lm_png_opts_init(&ro);
+    ro.dtype = LM_F32;
+    ro.has_dtype = true;
+    return lm_cli_init_rgb(lm_png_read(path, &ro, NULL));
 }
 
 static int write_images(const gen_args *a, lm_sd_pipeline *p, lm_array *imgs, char **names,

@@ -34,6 +34,9 @@ typedef struct lm_cli_infotext_args {
     const char *lora_hashes;                   /* A1111's Lora hashes value, or NULL */
 } lm_cli_infotext_args;
 char *lm_cli_generate_infotext(const lm_cli_infotext_args *i);
+/* An init image read as [C,H,W] f32 (taken: released here) as [3,H,W]:
+ * alpha dropped, gray repeated; NULL in, NULL out (the reader's error). */
+struct lm_array *lm_cli_init_rgb(struct lm_array *img);
 int lm_cli_serve(int argc, char **argv);    /* serve.c: lumen serve */
 
 /* ---- repl.c ---- */

@@ -197,19 +197,7 @@ static lm_array *decode_init(const serve_job *j)
     lm_png_opts_init(&ro);
     ro.dtype = LM_F32;
     ro.has_dtype = true;
-    lm_array *img = lm_png_read_mem(j->init_png, j->init_size, "init_images[0]", &ro, NULL), *r = NULL;
-    if (!img) return NULL;
-    if (img->shape[0] >= 3) r = lm_slice(img, 0, 0, 3, 1);
-    else {
-        lm_array *g = lm_slice(img, 0, 0, 1, 1);
-        int64_t shape[3] = {3, img->shape[1], img->shape[2]};
-        r = g ? lm_broadcast_to(g, 3, shape) : NULL;
-        lm_array_release(g);
-    }
-    lm_array_release(img);
-    lm_array *c = r ? lm_contiguous(r) : NULL;
-    lm_array_release(r);
-    return c;
+    return lm_cli_init_rgb(lm_png_read_mem(j->init_png, j->init_size, "init_images[0]", &ro, NULL));
 }
 
 /* the PNG bytes lm_png_write gives for image [3,H,W] with the infotext
