@@ -435,7 +435,9 @@ static lm_array *ddim_step(tmps *t, lm_sampler *s, int i, int idx, lm_array *x, 
         eps = B(t, LM_OP_ADD, S(t, LM_OP_MUL, mo, sa), S(t, LM_OP_MUL, x, sb));
         break;
     }
-    if (s->c.clip_sample == 1) {
+    /* DDIMScheduler's clip_sample defaults to true: a config without the
+     * key clips (SD's own configs say false) */
+    if (s->c.clip_sample != 0) {
         double r = s->c.clip_sample_range;
         x0 = lm_tmps_keep(t, lm_clamp(x0, -r, r));
     }

@@ -35,19 +35,52 @@ failed_list=
 nl='
 '
 
-for suite in "$@"; do
-  case $suite in
-    *.sh) name=$suite ;;
-    *)    name=$(basename "$suite") ;;
+# Two lanes where the machine has two or more processors: the long Vulkan
+# suites below (each one process, mostly on one core: lavapipe compiles a
+# pipeline on the calling thread) run one after another in a second lane
+# beside the rest.  They share no file with any other suite (their logs are
+# their own; the pipeline caches are written through a temporary name and a
+# rename), and their output is printed, and counted, after the first lane's.
+# TEST_LANES=1 runs everything in one lane, in the order given; TEST_LANE2
+# names the second lane's suites (their file names).
+LANE2=${TEST_LANE2-test_vk_quant test_ops_all test_vulkan_nn_norm test_vulkan_parity test_vulkan_nn_conv}
+ncpu=$(nproc 2>/dev/null || echo 1)
+[ "${TEST_LANES:-2}" -ge 2 ] 2>/dev/null && [ "$ncpu" -ge 2 ] || LANE2=
+
+suite_name() {
+  case $1 in
+    *.sh) echo "$1" ;;
+    *)    basename "$1" ;;
   esac
-  log="$LOGDIR/$(echo "$name" | tr / _).log"
-  echo "== $suite"
+}
+suite_log() { echo "$LOGDIR/$(suite_name "$1" | tr / _).log"; }
+
+# run_one SUITE: runs it; its output goes to its log, its exit status and
+# its seconds beside it
+run_one() {
+  log=$(suite_log "$1")
   ts=$(date +%s)
-  case $suite in
-    *.sh) sh "$suite" >"$log" 2>&1 ;;
-    *)    "$suite" >"$log" 2>&1 ;;
+  case $1 in
+    *.sh) sh "$1" >"$log" 2>&1 ;;
+    *)    "$1" >"$log" 2>&1 ;;
   esac
-  rc=$?
+  echo $? >"$log.rc"
+  echo $(($(date +%s) - ts)) >"$log.secs"
+}
+
+in_lane2() {
+  for l in $LANE2; do [ "$(basename "$1")" = "$l" ] && return 0; done
+  return 1
+}
+
+# account SUITE: prints its log and counts what it reported
+account() {
+  suite=$1
+  name=$(suite_name "$suite")
+  log=$(suite_log "$suite")
+  rc=$(cat "$log.rc" 2>/dev/null || echo 1)
+  secs=$(cat "$log.secs" 2>/dev/null || echo 0)
+  rm -f "$log.rc" "$log.secs"
   cat "$log"
   p=0 f=0 s=0 got=0
   # cmocka: one summary per group
@@ -65,7 +98,7 @@ for suite in "$@"; do
     fi
   fi
   reason=
-  if [ $rc = 77 ]; then
+  if [ "$rc" = 77 ]; then
     reason=$(grep -i 'skip' "$log" | tail -1)
     [ -n "$reason" ] || reason="skipped (no reason given)"
     if echo "$suite $reason" | grep -qi vulkan && vulkan_could_run; then
@@ -75,7 +108,7 @@ for suite in "$@"; do
       s=$((s + 1))
       skipped_list="$skipped_list$nl  $name: $reason"
     fi
-  elif [ $rc != 0 ] && [ $f = 0 ]; then
+  elif [ "$rc" != 0 ] && [ $f = 0 ]; then
     f=1
     failed_list="$failed_list$nl  $name: exited with status $rc"
   elif [ $got = 0 ]; then
@@ -84,16 +117,41 @@ for suite in "$@"; do
   elif [ $f != 0 ]; then
     failed_list="$failed_list$nl  $name: $f failed"
   fi
-  secs=$(($(date +%s) - ts))
   echo "== $name: $p passed, $f failed, $s skipped ($secs s)"
   times="$times$nl$secs $name"
   total_p=$((total_p + p)) total_f=$((total_f + f)) total_s=$((total_s + s))
+}
+
+lane2_list=
+lane1_list=
+for suite in "$@"; do
+  if in_lane2 "$suite"; then lane2_list="$lane2_list $suite"; else lane1_list="$lane1_list $suite"; fi
 done
+lane2_pid=
+if [ -n "$lane2_list" ]; then
+  echo "== second lane:$lane2_list"
+  ( for suite in $lane2_list; do run_one "$suite"; done ) &
+  lane2_pid=$!
+fi
+t_all=$(date +%s)
+for suite in $lane1_list; do
+  echo "== $suite"
+  run_one "$suite"
+  account "$suite"
+done
+if [ -n "$lane2_pid" ]; then
+  wait "$lane2_pid"
+  for suite in $lane2_list; do
+    echo "== $suite (second lane)"
+    account "$suite"
+  done
+fi
 
 echo
 # the slowest suites: the suite must stay well inside CI's time (.ci/run)
 echo "slowest suites (seconds):$(echo "$times" | sort -rn | head -8 | sed 's/^/  /' | tr '\n' ' ')"
 [ -n "$skipped_list" ] && echo "skipped suites:$skipped_list"
 [ -n "$failed_list" ] && echo "failed suites:$failed_list"
+echo "all suites: $(($(date +%s) - t_all)) s of wall time"
 echo "$total_p passed, $total_f failed, $total_s skipped"
 [ $total_f = 0 ]

@@ -33,6 +33,13 @@ check "a non-Vulkan skip is a skip" 0 '^0 passed, 0 failed, 1 skipped$' -- sh te
 check "a Vulkan skip under LUMEN_REQUIRE_VULKAN fails" 1 '^0 passed, 1 failed, 0 skipped$' -- env VULKAN_REQUESTED=1 LUMEN_REQUIRE_VULKAN=1 sh tests/run_suites.sh "$T/vkskip.sh"
 check "a Vulkan skip with VULKAN=0 is a skip" 0 '^0 passed, 0 failed, 1 skipped$' -- env VULKAN_REQUESTED=0 LUMEN_REQUIRE_VULKAN=1 sh tests/run_suites.sh "$T/vkskip.sh"
 
+# the second lane: its suites are counted after the first lane's, failures too
+printf 'sleep 1; echo "5 passed, 0 failed"\n' > "$T/slow.sh"
+check "a second lane's passes are counted" 0 '^11 passed, 0 failed, 0 skipped$' -- env TEST_LANES=2 TEST_LANE2="slow.sh" sh tests/run_suites.sh "$T/slow.sh" "$T/ok.sh" "$T/ok.sh"
+check "a second lane's failure fails the run" 1 '^5 passed, 1 failed, 4 skipped$' -- env TEST_LANES=2 TEST_LANE2="onefail.sh" sh tests/run_suites.sh "$T/onefail.sh" "$T/ok.sh"
+check "a second lane's crash is a failure" 1 '^4 passed, 1 failed, 0 skipped$' -- env TEST_LANES=2 TEST_LANE2="crash.sh" sh tests/run_suites.sh "$T/crash.sh" "$T/ok.sh"
+check "one lane when asked" 0 '^8 passed, 0 failed, 0 skipped$' -- env TEST_LANES=1 TEST_LANE2="slow.sh" sh tests/run_suites.sh "$T/slow.sh" "$T/ok.sh"
+
 # The real thing: the Vulkan suite with its device hidden, where Vulkan could
 # run (built with it, headers, glslc and a driver here).
 if [ -x "$BUILD/tests/test_vulkan" ] && grep -q 'VK_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null \

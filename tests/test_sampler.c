@@ -851,6 +851,40 @@ static void test_read(void **state)
     rmdir(dir);
 }
 
+/* DDIM's clip_sample: DDIMScheduler defaults it to true, so a config without
+ * the key clips the x0 prediction to [-1, 1] (an x0 far out of range gives
+ * the same step whatever its size) and one saying false does not */
+static float ddim_step_at(const lm_sched_config *c, double xv)
+{
+    lm_sampler *s = lm_sampler_new(c, LM_SAMPLER_DDIM, false, 4, 1.0);
+    assert_non_null(s);
+    int64_t sh[] = {2, 2};
+    lm_array *x = lm_full(2, sh, xv, LM_F32, lm_device_cpu());
+    lm_array *mo = lm_zeros(2, sh, LM_F32, lm_device_cpu());   /* epsilon 0: x0 = x / sqrt(acp) */
+    lm_array *nx = lm_sampler_step(s, mo, 1, x, NULL);
+    assert_non_null(nx);
+    float v[4];
+    assert_int_equal(lm_array_read(nx, v, LM_F32), LM_OK);
+    lm_array_release(nx);
+    lm_array_release(mo);
+    lm_array_release(x);
+    lm_sampler_free(s);
+    return v[0];
+}
+
+static void test_ddim_clip(void **state)
+{
+    (void)state;
+    lm_sched_config c;
+    lm_sched_config_default(&c);                 /* no clip_sample key: diffusers clips */
+    float a = ddim_step_at(&c, 10.0), b = ddim_step_at(&c, 100.0);
+    assert_true(a == b && a > 0.0f && a < 1.0f);
+    c.clip_sample = 0;                           /* "clip_sample": false */
+    a = ddim_step_at(&c, 10.0), b = ddim_step_at(&c, 100.0);
+    assert_true(a > 1.0f && b > 5.0f * a);
+    lm_sched_config_clear(&c);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -893,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_known),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_read),
+        cmocka_unit_test(test_ddim_clip),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
