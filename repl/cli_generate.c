@@ -33,7 +33,7 @@
 #include "models/sd_hires.h"
 #include "models/sd_pipeline.h"
 #include "lua/term_image.h"
-#include "cli_grid.h"
+#include "lua/xyz_grid.h"
 #include "repl.h"
 
 typedef struct gen_args {
@@ -763,13 +763,6 @@ static lm_array *run_one(const gen_args *a, lm_sd_pipeline *p, lm_array *init, l
 
 /* ---- X/Y/Z plots ---- */
 
-/* the axes --xyz takes: NAME, the grid label's title */
-static const char *const AXES[][2] = {
-    {"seed", "Seed"}, {"cfg", "CFG Scale"}, {"steps", "Steps"}, {"sampler", "Sampler"},
-    {"strength", "Denoising"}, {"clip_skip", "Clip skip"}, {"prompt_sr", NULL},
-    {"variation_seed", "Var. seed"}, {"variation_strength", "Var. strength"},
-    {"hires_steps", "Hires steps"}, {"hires_denoise", "Hires denoise"}, {NULL, NULL}};
-
 /* c's settings with axis ax at value k: 0, or the exit status with the
  * message printed.  *owned gets a prompt made here (freed by the caller). */
 static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
@@ -859,47 +852,13 @@ static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
     } else {
         char list[512];
         size_t at = 0;
-        for (int i = 0; AXES[i][0] && at < sizeof list; i++)
-            at += (size_t)snprintf(list + at, sizeof list - at, "%s, ", AXES[i][0]);
+        for (int i = 0; lm_xyz_axes[i][0] && at < sizeof list; i++)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s, ", lm_xyz_axes[i][0]);
         if (at < sizeof list) snprintf(list + at, sizeof list - at, "lora:NAME");
         fprintf(stderr, "lumen generate: --xyz %s: unknown axis (expected one of %s)\n", name, list);
         return 2;
     }
     return rc;
-}
-
-/* the label of axis ax at value k: "Seed: 3"; prompt_sr's is the value */
-static void axis_label(const lm_xyz_axis *ax, int k, char *buf, size_t n)
-{
-    const char *title = ax->name;
-    for (int i = 0; AXES[i][0]; i++)
-        if (!strcmp(AXES[i][0], ax->name)) title = AXES[i][1];
-    if (!title) snprintf(buf, n, "%s", ax->values[k]);
-    else snprintf(buf, n, "%s: %s", title, ax->values[k]);
-}
-
-/* grid z's file: OUT's "%d" replaced by "grid" (or "grid_Z"), else "_grid"
- * ("_grid_Z") before the extension */
-static char *grid_name(const char *out, int z, int nz)
-{
-    size_t len = strlen(out) + 40;
-    char *r = malloc(len), tag[32];
-    if (!r) return NULL;
-    if (nz > 1) snprintf(tag, sizeof tag, "grid_%d", z);
-    else snprintf(tag, sizeof tag, "grid");
-    const char *pct = strchr(out, '%');
-    if (pct) {
-        const char *d = pct + 1;
-        while (*d >= '0' && *d <= '9') d++;
-        if (*d == 'd') {
-            snprintf(r, len, "%.*s%s%s", (int)(pct - out), out, tag, d + 1);
-            return r;
-        }
-    }
-    const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
-    if (!dot || (slash && dot < slash)) dot = out + strlen(out);
-    snprintf(r, len, "%.*s_%s%s", (int)(dot - out), out, tag, dot);
-    return r;
 }
 
 /* the grid of z's tiles written to name (the first cell's infotext in it) */
@@ -908,9 +867,9 @@ static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *
 {
     char xl[LM_XYZ_MAX_VALUES][256], yl[LM_XYZ_MAX_VALUES][256], title[256], why[4200];
     const char *xs[LM_XYZ_MAX_VALUES], *ys[LM_XYZ_MAX_VALUES];
-    for (int i = 0; i < nx; i++) axis_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
-    for (int i = 0; a->nxyz > 1 && i < ny; i++) axis_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
-    if (nz > 1) axis_label(&ax[2], z, title, sizeof title);
+    for (int i = 0; i < nx; i++) lm_xyz_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
+    for (int i = 0; a->nxyz > 1 && i < ny; i++) lm_xyz_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
+    if (nz > 1) lm_xyz_label(&ax[2], z, title, sizeof title);
     int64_t gh, gw, x0, y0;
     float *g = lm_grid_compose(font, nx, ny, (const float *const *)tiles + (size_t)z * (size_t)(nx * ny), th,
                                tw, xs, a->nxyz > 1 ? ys : NULL, nz > 1 ? title : NULL, &gh, &gw, &x0, &y0,
@@ -1009,7 +968,7 @@ static int cmd_generate(int argc, char **argv)
     for (int i = 0; i < total + (a.nxyz ? dims[2] : 0); i++) {
         char why[4200];
         char **slot = i < total ? &names[i] : &gnames[i - total];
-        if (!(*slot = i < total ? out_name(a.out, i, total) : grid_name(a.out, i - total, dims[2])))
+        if (!(*slot = i < total ? out_name(a.out, i, total) : lm_xyz_grid_name(a.out, i - total, dims[2])))
             goto done;
         for (int j = 0; j < i; j++)
             if (!strcmp(*slot, j < total ? names[j] : gnames[j - total])) {
