@@ -61,8 +61,9 @@ if grep -q '^MPI_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && command -v mp
   MPIRUN="mpirun --oversubscribe"
   [ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
   check "mpirun -np 2: the cells and the grid byte for byte those of one process, one manifest" sh -c "
-    LUMEN_THREADS=1 $MPIRUN -np 2 $B --params $T/base.jsonl --xyz seed=1,2 --xyz cfg=5,7 -o '$T/two/%d.png' -- $D/sd1 &&
+    LUMEN_THREADS=1 $MPIRUN -np 2 $B --params $T/base.jsonl --xyz seed=1,2 --xyz cfg=5,7 -o '$T/two/%d.png' --progress lines -- $D/sd1 2>$T/mpi.err &&
     for x in 1 2 3 4 grid; do cmp $T/one/\$x.png $T/two/\$x.png || exit 1; done &&
+    grep -q '^batch: 2 processes made' $T/mpi.err &&
     sed 's|/two/|/one/|g' $T/two/manifest.jsonl | cmp - $T/one/manifest.jsonl && ! ls -a $T/two | grep -q tmp"
 else
   echo "skip mpirun -np 2 (lumen without MPI or no mpirun)"
@@ -70,14 +71,16 @@ fi
 
 # resume: each cell is its own output
 mkdir -p "$T/res" && cp "$T/one/"*.png "$T/one/manifest.jsonl" "$T/res/" && rm "$T/res/grid.png" "$T/res/3.png"
-check "a resumed plot makes the missing cell only and writes the grid: the same bytes" sh -c "
-  $B --params $T/base.jsonl --xyz seed=1,2 --xyz cfg=5,7 -o '$T/res/%d.png' -- $D/sd1 2>$T/res.err &&
-  grep -q '1 made, 3 existed\|made 1' $T/res.err; for x in 1 2 3 4 grid; do cmp $T/one/\$x.png $T/res/\$x.png || exit 1; done"
+RES="local r = lm.batch{script = 'samples/batch_generate.lua', args = {'$D/sd1'}, params = '$T/base.jsonl',
+  xyz = {'seed=1,2', 'cfg=5,7'}, out = '$T/res/%d.png', progress = 'off'}
+  assert(r.made == tonumber(arg[1]) and r.existed == 4 - r.made and #r.grids == 1 and r.grids[1] == '$T/res/grid.png',
+    string.format('made %d, existed %d, grids %d', r.made, r.existed, #(r.grids or {})))"
+echo "$RES" > "$T/res.lua"
+check "a resumed plot (lm.batch) makes the missing cell only and writes the grid: the same bytes" sh -c "
+  $L $T/res.lua 1 && for x in 1 2 3 4 grid; do cmp $T/one/\$x.png $T/res/\$x.png || exit 1; done"
 rm "$T/res/grid.png"
 check "a resumed plot that finds every cell made writes the grid (once, the same bytes)" sh -c "
-  $B --params $T/base.jsonl --xyz seed=1,2 --xyz cfg=5,7 -o '$T/res/%d.png' -- $D/sd1 && cmp $T/one/grid.png $T/res/grid.png &&
-  $L -e \"local r = lm.batch{script = 'samples/batch_generate.lua', args = {'$D/sd1'}, params = '$T/base.jsonl', xyz = {'seed=1,2', 'cfg=5,7'}, out = '$T/res/%d.png', progress = 'off'}
-    assert(r.made == 0 and r.existed == 4 and #r.grids == 1 and r.grids[1] == '$T/res/grid.png', tostring(r.made))\" && cmp $T/one/grid.png $T/res/grid.png"
+  $L $T/res.lua 0 && cmp $T/one/grid.png $T/res/grid.png && $B --params $T/base.jsonl --xyz seed=1,2 --xyz cfg=5,7 -o '$T/res/%d.png' -- $D/sd1 && cmp $T/one/grid.png $T/res/grid.png"
 fails "a failed cell: no grid, said so, exit 1" 1 "grid $T/bad/grid.png: 1 of its 2 cells have no image; not written" \
   $B --params "$T/base.jsonl" --xyz 'steps=3,99999' -o "$T/bad/%d.png" -- $D/sd1
 check "... and the other cell is made, the grid absent" sh -c "test -f $T/bad/1.png && ! test -e $T/bad/grid.png"
