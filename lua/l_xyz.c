@@ -69,8 +69,10 @@ static bool opt_labels(lua_State *L, int opts, const char *field, int n, const c
 /* lm.image.xyz_grid(tiles, {cols=, xlabels=, ylabels=, title=, font=}) -> [3,H,W] */
 static int l_xyz_grid(lua_State *L)
 {
+    static const char *const known[] = {"cols", "xlabels", "ylabels", "title", "font", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
+    lm_lua_check_opts(L, 2, "lm.image.xyz_grid", known);
     int n = (int)luaL_len(L, 1);
     int nx = (int)lm_lua_opt_num(L, 2, "lm.image.xyz_grid", "cols", n);
     if (n < 1 || nx < 1 || n % nx)
