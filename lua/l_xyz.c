@@ -92,28 +92,39 @@ static int l_xyz_grid(lua_State *L)
     int64_t th = 0, tw = 0;
     lm_status st = LM_OK;
     char why[4200] = "";
-    for (int i = 0; i < n && st == LM_OK && !why[0]; i++) {
+    /* the shapes first (a Lua error leaves nothing allocated), then the pixels */
+    for (int i = 0; i < n; i++) {
         lua_rawgeti(L, 1, i + 1);
         lm_array *t = lm_lua_check_array(L, -1);
-        if (t->ndim != 3 || t->shape[0] != 3)
-            snprintf(why, sizeof why, "tile %d: want [3, H, W], not a tensor of %d dimensions with %lld "
-                     "channels", i + 1, t->ndim, t->ndim ? (long long)t->shape[0] : 0LL);
-        else if (i && (t->shape[1] != th || t->shape[2] != tw))
-            snprintf(why, sizeof why, "tile %d is %lldx%lld, tile 1 %lldx%lld: the tiles are one size", i + 1,
-                     (long long)t->shape[2], (long long)t->shape[1], (long long)tw, (long long)th);
-        else {
-            th = t->shape[1];
-            tw = t->shape[2];
-            if (!(tiles[i] = malloc(sizeof **tiles * 3 * (size_t)(th * tw))))
-                st = lm_error_set(LM_ERR_NOMEM, "lm.image.xyz_grid: out of memory");
-            else st = lm_array_read(t, tiles[i], LM_F32);
+        char msg[256];
+        if (t->ndim != 3 || t->shape[0] != 3) {
+            size_t at = (size_t)snprintf(msg, sizeof msg, "tile %d: want [3, H, W], not [", i + 1);
+            for (int d = 0; d < t->ndim && at < sizeof msg; d++)
+                at += (size_t)snprintf(msg + at, sizeof msg - at, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+            if (at < sizeof msg) snprintf(msg + at, sizeof msg - at, "]");
+            return luaL_error(L, "lm.image.xyz_grid: %s", msg);
         }
+        if (i && (t->shape[1] != th || t->shape[2] != tw)) {
+            snprintf(msg, sizeof msg, "tile %d is %lldx%lld, tile 1 %lldx%lld: the tiles are one size", i + 1,
+                     (long long)t->shape[2], (long long)t->shape[1], (long long)tw, (long long)th);
+            return luaL_error(L, "lm.image.xyz_grid: %s", msg);
+        }
+        th = t->shape[1];
+        tw = t->shape[2];
+        lua_pop(L, 1);
+    }
+    for (int i = 0; i < n && st == LM_OK; i++) {
+        lua_rawgeti(L, 1, i + 1);
+        lm_array *t = lm_lua_check_array(L, -1);
+        if (!(tiles[i] = malloc(sizeof **tiles * 3 * (size_t)(th * tw))))
+            st = lm_error_set(LM_ERR_NOMEM, "lm.image.xyz_grid: out of memory");
+        else st = lm_array_read(t, tiles[i], LM_F32);
         lua_pop(L, 1);
     }
     lm_grid_font *font = NULL;
     float *g = NULL;
     int64_t gh = 0, gw = 0, x0, y0;
-    if (st == LM_OK && !why[0] && (font = lm_grid_font_open(fontpath, why, sizeof why)))
+    if (st == LM_OK && (font = lm_grid_font_open(fontpath, why, sizeof why)))
         g = lm_grid_compose(font, nx, ny, (const float *const *)tiles, th, tw, hx ? xl : NULL, hy ? yl : NULL,
                             title, &gh, &gw, &x0, &y0, why, sizeof why);
     lm_grid_font_close(font);

@@ -5,7 +5,7 @@
 # pixels drawn (dark pixels in the label bands, none where no label is), one
 # grid per Z value with its title, a cell equal to the plain run of its
 # settings byte for byte, prompt S/R, no overwrite of the singles or the
-# grid, the refusals (unknown axis, LoRA axes before --lora, a font that is
+# grid, the refusals (unknown axis, a LoRA axis naming no LoRA, a font that is
 # not one); the hires fix (--hires: the target size, A1111's infotext keys,
 # Size the first pass's, the latent and model upscalers); variation seeds
 # (strength 1 gives the variation seed's image, A1111's infotext keys); `lumen
