@@ -22,7 +22,8 @@
 -- variation_strength (A1111's subseed and subseed_strength, also read under
 -- those names) A1111's variation seed (each job its own seed), and
 -- seed_resize_from ("WxH") A1111's "Resize seed from", as lumen generate's
--- --variation-seed, --variation-strength and --seed-resize-from.
+-- --variation-seed, --variation-strength and --seed-resize-from; clip_skip
+-- A1111's count (1: none), as --clip-skip.
 -- LoRAs: lora ("FILE[:W]", several joined by ';'; `lumen batch --lora
 -- FILE:W` adds to every job's) merged in that order, then the prompt's
 -- <lora:NAME:W> tags from lora_dir/NAME.safetensors (`--lora-dir DIR`), as
@@ -74,13 +75,13 @@ local function settings(p)
   return {steps = p.steps or D.steps, cfg = p.cfg or D.cfg, sampler = p.sampler or D.sampler,
           size = p.size, hires = p.hires, hires_steps = p.hires_steps, hires_denoise = p.hires_denoise,
           hires_upscaler = p.hires_upscaler, variation_strength = p.variation_strength or p.subseed_strength,
-          seed_resize_from = p.seed_resize_from, loras = lkey}
+          seed_resize_from = p.seed_resize_from, clip_skip = p.clip_skip, loras = lkey}
 end
 
 local function key(s)
   return table.concat({s.steps, s.cfg, s.sampler, tostring(s.size), tostring(s.hires), tostring(s.hires_steps),
                        tostring(s.hires_denoise), tostring(s.hires_upscaler), tostring(s.variation_strength),
-                       tostring(s.seed_resize_from), s.loras}, "|")
+                       tostring(s.seed_resize_from), tostring(s.clip_skip), s.loras}, "|")
 end
 
 local function render_batch(ps)
@@ -89,7 +90,7 @@ local function render_batch(ps)
   for i, p in ipairs(ps) do
     if key(settings(p)) ~= key(s) then
       error("batch_generate.lua: jobs with different steps/cfg/sampler/size/hires/variation strength/seed resize/"
-        .. "LoRAs in one batch")
+        .. "clip skip/LoRAs in one batch")
     end
     -- false: this image's negative is none (a table cannot hold nil)
     local neg = false
@@ -106,7 +107,8 @@ local function render_batch(ps)
   return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
                        steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size, hires = hires,
                        variation_seed = s.variation_strength and vseeds or nil,
-                       variation_strength = s.variation_strength, seed_resize_from = s.seed_resize_from}
+                       variation_strength = s.variation_strength, seed_resize_from = s.seed_resize_from,
+                       clip_skip = s.clip_skip and s.clip_skip - 1}
 end
 
 return {

@@ -54,6 +54,9 @@ check "... the grid carries its first cell's text (parameters and the lumen reco
 check "three axes: one titled grid per Z value, each generate's" sh -c "$G --seed 1 --xyz seed=1,2 --xyz sampler=euler_a,ddim --xyz prompt_sr=fox,cat -o $T/g3.png &&
   $B --params $T/base.jsonl --xyz seed=1,2 --xyz sampler=euler_a,ddim --xyz prompt_sr=fox,cat -o '$T/three/%d.png' -- $D/sd1 &&
   $SAME $T/g3_grid_0.png $T/three/grid_0.png $T/g3_grid_1.png $T/three/grid_1.png $T/g3_0007.png $T/three/8.png"
+check "clip_skip=1,2 (A1111's count, as generate's --clip-skip): generate's grid and cells" sh -c "$G --seed 1 --xyz clip_skip=1,2 -o $T/gc.png &&
+  $B --params $T/base.jsonl --xyz clip_skip=1,2 -o '$T/clip/%d.png' -- $D/sd1 && ! cmp -s $T/clip/1.png $T/clip/2.png &&
+  $SAME $T/gc_grid.png $T/clip/grid.png $T/gc_0001.png $T/clip/2.png"
 check "--grid FILE names the grid" sh -c "$B --params $T/base.jsonl --xyz 'cfg=5,7' --grid $T/named/plot.png -o '$T/named/{cfg}.png' -- $D/sd1 && test -f $T/named/plot.png && test -f $T/named/5.png"
 
 # several processes: the cells spread over the ranks, rank 0 writes the grid
