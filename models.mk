@@ -24,7 +24,7 @@ install-models:
 
 TEST_SCRIPTS += tests/models/golden.sh tests/models/upscale.sh
 TEST_SCRIPTS += tests/models/generate.sh
-TEST_SCRIPTS += tests/models/grid.sh
+TEST_SCRIPTS += tests/models/grid.sh tests/models/batch_grid.sh
 BENCH_SCRIPTS += bench/esrgan.sh
 # bench/esrgan.c is not a bench_*.c: it takes the models folder (bench/esrgan.sh)
 $(BUILD)/bench/esrgan: bench/esrgan.c bench/bench.h $(LIB)

@@ -633,12 +633,22 @@ static const lm_lua_func batch_helpers[] = {
     {NULL, NULL, NULL},
 };
 
-#include "l_batch_lua.h"   /* lm_batch_lua_src: lua/l_batch.lua */
+#include "l_batch_lua.h"       /* lm_batch_lua_src: lua/l_batch.lua */
+#include "l_batch_xyz_lua.h"   /* lm_batch_xyz_lua_src: lua/l_batch_xyz.lua */
 
 void lm_lua_open_batch(lua_State *L)
 {
     lua_newtable(L);
     lm_lua_register(L, "lm._batch.", batch_helpers);
+    /* lm._batch.xyz: grids, LoRAs (lua/l_batch_xyz.lua) */
+    if (luaL_loadbuffer(L, lm_batch_xyz_lua_src, sizeof lm_batch_xyz_lua_src - 1, "=lumen/l_batch_xyz.lua")
+        != LUA_OK) {
+        lua_error(L);
+        return;
+    }
+    lua_pushvalue(L, -3);     /* the module table */
+    lua_pushvalue(L, -3);     /* lm._batch */
+    lua_call(L, 2, 0);
     lua_setfield(L, -2, "_batch");
     if (luaL_loadbuffer(L, lm_batch_lua_src, sizeof lm_batch_lua_src - 1, "=lumen/l_batch.lua") != LUA_OK) {
         lua_error(L);

@@ -463,6 +463,7 @@ local KNOWN = {
   out = true, only = true, batch_size = true, nan_check = true, sheet = true, sheet_max = true,
   sheet_size = true, manifest = true, progress = true, args = true, names = true, png = true,
   serial = true, _dist = true,
+  xyz = true, grid = true, font = true, lora = true, lora_dir = true,   -- lua/l_batch_xyz.lua
 }
 
 -- the script: a file returning a function, or a table {render=, render_batch=,
@@ -559,6 +560,12 @@ function lm.batch(o)
   if o.params then total, source = params_source(o.params)
   elseif o.jobs then total, source = list_source(o.jobs)
   else total, source = seed_source(o.seeds or "1-16") end
+  -- issue 37: --lora / --lora-dir in each job's params; an X/Y/Z plot's
+  -- cells as the jobs (lua/l_batch_xyz.lua)
+  source = B.xyz.with_lora(o, source, usage)
+  local plot
+  if o.xyz ~= nil then total, source, plot = B.xyz.expand(o, total, source, usage)
+  elseif o.grid ~= nil or o.font ~= nil then usage("grid and font are an X/Y/Z plot's: give xyz") end
   local pattern = o.out or "out/%05d.png"
   if type(pattern) ~= "string" or pattern == "" then usage("out must be a file name pattern") end
   if pattern:find("%%0?%d%d%d+d") then
@@ -598,6 +605,18 @@ function lm.batch(o)
       return f
     end
     return {out_path(pattern, index, p, nil)}
+  end
+
+  -- the grids' files: none is a cell's
+  if plot then
+    local g = {}
+    for _, n in ipairs(B.xyz.grid_names(plot, o, pattern, usage)) do g[n] = true end
+    for c = 1, total do
+      for _, f in ipairs(files_of(c, plot.cell(c))) do
+        if g[f] then usage(string.format("job %d and the grid would both write %s: give the grid "
+          .. "another name (grid=, --grid FILE)", c, f)) end
+      end
+    end
   end
 
   -- distinct jobs write distinct files: checked before anything is made
@@ -1049,6 +1068,7 @@ function lm.batch(o)
   end
   B.sigint(false)
   local elapsed = B.now() - t0
+  local grids, grid_failed = nil, 0
   if root then
     P.finish()
     if dist and mode ~= "off" then
@@ -1060,9 +1080,17 @@ function lm.batch(o)
     for _, f in ipairs(failures) do io.stderr:write("batch: failed: ", f, "\n") end
     if P.failed > #failures then io.stderr:write(string.format("batch: ... %d failures in all\n", P.failed)) end
     if o.sheet and not interrupted then write_sheet(o.sheet, sheet_entries, o.sheet_size or 96) end
+    -- an X/Y/Z plot's grids, once all their cells exist (this run's or a
+    -- previous one's): written by the one process that writes the manifest
+    if plot and not interrupted and not only then
+      local problems
+      grids, problems = B.xyz.write_grids(plot, o, files_of, write_file)
+      for _, m in ipairs(problems) do io.stderr:write("batch: ", m, "\n") end
+      if P.failed == 0 then grid_failed = #problems end
+    end
   end
   return {total = only and 1 or total, done = P.done, made = P.made, existed = P.existed,
-          failed = P.failed, pending = P.pending, interrupted = interrupted, seconds = elapsed,
+          failed = P.failed + grid_failed, pending = P.pending, grids = grids, interrupted = interrupted, seconds = elapsed,
           manifest = manifest, signal = interrupted and signo or nil, serial = serial,
           overlapped = overlapped}
 end
@@ -1071,7 +1099,8 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   "lm.batch{script= | render=, render_batch=, seeds='1-16' | params=file | jobs={...},\n"
   .. "  out='out/%05d.png', only=, batch_size=1, nan_check=false, sheet=, sheet_max=64,\n"
   .. "  sheet_size=96, manifest=, progress='auto', names=, png={...}, args={...},\n"
-  .. "  serial=false} -> summary\n"
+  .. "  serial=false, xyz={'seed=1,2', ...}, grid=, font=, lora={'f.safetensors:0.8'}, lora_dir=}\n"
+  .. "  -> summary\n"
   .. "Runs a render function once per job and writes its image(s) as PNG.  Jobs are seeds\n"
   .. "(a range like '1-1000'), the lines of a params file (.jsonl objects or .csv with a\n"
   .. "header) or the PNGs of a folder (path, file, stem); the function gets a table of the\n"
@@ -1087,4 +1116,7 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "serial = true (or LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
   .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"
   .. "pending, interrupted, seconds, serial, overlapped (groups written while the next was\n"
-  .. "queued).  docs/BATCH.md has the details.")
+  .. "queued), grids (the X/Y/Z grids written).  xyz: up to 3 axes expand the one job into\n"
+  .. "the cells of an X/Y/Z plot, one job each; once all exist, the labelled grid(s) of\n"
+  .. "lumen generate --xyz are written (grid=: the file).  lora / lora_dir: added to each\n"
+  .. "job's params (lora joined by ';').  docs/BATCH.md has the details.")

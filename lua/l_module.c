@@ -34,6 +34,7 @@ int luaopen_lumen(lua_State *L)
     lua_setfield(L, -2, "version");
     lm_lua_install_oom_hook(L);
     lm_lua_open_io(L);
+    lm_lua_open_xyz(L);
     lm_lua_open_compile(L);
     lm_lua_open_grad(L);
     lm_lua_open_batch(L);

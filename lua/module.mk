@@ -10,11 +10,19 @@ LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
 
 $(BUILD)/obj/lua/%.o: CFLAGS += $(LUA_CFLAGS)
 
+# FreeType (Debian libfreetype-dev): the labels of the X/Y/Z grids of
+# `lumen generate --xyz` and `lumen batch --xyz` (lua/xyz_grid.c, in both
+# lumen.so and the lumen binary), in a font found at run time
+# (fonts-dejavu-core)
+FREETYPE_CFLAGS := $(shell pkg-config --cflags freetype2 2>/dev/null || echo -I/usr/include/freetype2)
+FREETYPE_LIBS := $(shell pkg-config --libs freetype2 2>/dev/null || echo -lfreetype)
+$(BUILD)/obj/lua/xyz_grid.o: CFLAGS += $(FREETYPE_CFLAGS)
+
 # -z nodelete: stock lua5.4 dlcloses C modules when its state closes, while
 # the CPU pool's worker threads still run code inside the library (they
 # are never joined at exit); unmapping under them crashed scripts at exit.
 $(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
-	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) -lm -lpthread -ldl
+	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) $(FREETYPE_LIBS) -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen.so
 TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh tests/lua/diff_vae.sh
@@ -35,7 +43,11 @@ BENCH_SCRIPTS += bench/train.sh bench/train_flow.sh
 $(BUILD)/gen/l_batch_lua.h: lua/l_batch.lua
 	@mkdir -p $(dir $@)
 	{ echo 'static const char lm_batch_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
-$(BUILD)/obj/lua/l_batch.o: $(BUILD)/gen/l_batch_lua.h
+# lumen batch --xyz's expansion of a job into the cells of a grid
+$(BUILD)/gen/l_batch_xyz_lua.h: lua/l_batch_xyz.lua
+	@mkdir -p $(dir $@)
+	{ echo 'static const char lm_batch_xyz_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+$(BUILD)/obj/lua/l_batch.o: $(BUILD)/gen/l_batch_lua.h $(BUILD)/gen/l_batch_xyz_lua.h
 $(BUILD)/obj/lua/l_batch.o: CFLAGS += -I$(BUILD)/gen $(CJSON_CFLAGS)
 
 # inline images (lua/term_image.c): libchafa encodes kitty, iTerm2, sixel

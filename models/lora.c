@@ -15,6 +15,7 @@
 #include "lora.h"
 #include "lumen.h"
 #include "models/clip_text.h"
+#include "models/prompt.h"
 #include "models/sd_parts.h"
 #include "models/unet.h"
 
@@ -942,60 +943,47 @@ const char *lm_lora_hashes(const lm_sd_pipeline *p, char *buf, size_t cap)
 
 int lm_lora_tags(const char *prompt, char **clean, char **names, double *weights, int max)
 {
-    size_t n = strlen(prompt);
-    char *out = malloc(n + 1);
-    if (!out) return lm_error_set(LM_ERR_NOMEM, "out of memory"), -1;
-    size_t o = 0;
-    int count = 0;
-    const char *p = prompt;
-    while (*p) {
-        const char *tag = strstr(p, "<lora:");
-        const char *end = tag ? strchr(tag, '>') : NULL;
-        if (!tag || !end) {
-            size_t rest = strlen(p);
-            memcpy(out + o, p, rest);
-            o += rest;
+    /* the one tag parser: models/prompt.c's (A1111's extra_networks), which
+     * removes every <kind:args> tag; the <lora:...> ones are read here */
+    lm_prompt_networks nets;
+    size_t cl;
+    *clean = NULL;
+    if (lm_prompt_extra_networks(prompt, strlen(prompt), clean, &cl, &nets) != LM_OK) return -1;
+    int count = 0, kept = 0;
+    for (int i = 0; i < nets.n; i++) {
+        const lm_prompt_network *t = &nets.items[i];
+        if (strcmp(t->kind, "lora")) continue;
+        const char *name = t->args[0];
+        double w = 1.0;
+        if (t->nargs > 1) {   /* A1111's te:unet pair: the first */
+            char *e = NULL;
+            const char *num = t->args[1];
+            w = strtod(num, &e);
+            if (!*num || !e || *e) {
+                lm_error_set(LM_ERR_ARG, "prompt: <lora:%s:%s>: the weight is not a number", name, num);
+                count = -1;
+            }
+        }
+        if (count >= 0 && !*name) {
+            lm_error_set(LM_ERR_ARG, "prompt: <lora:%s> names no LoRA", t->nargs > 1 ? t->args[0] : "");
+            count = -1;
+        }
+        if (count < 0) break;
+        if (count < max && !(names[count] = strdup(name))) {
+            lm_error_set(LM_ERR_NOMEM, "out of memory");
+            count = -1;
             break;
         }
-        memcpy(out + o, p, (size_t)(tag - p));
-        o += (size_t)(tag - p);
-        const char *body = tag + 6, *colon = memchr(body, ':', (size_t)(end - body));
-        const char *nend = colon ? colon : end;
-        double w = 1.0;
-        if (colon) {
-            char num[64];
-            size_t nl = (size_t)(end - colon - 1);
-            const char *c2 = memchr(colon + 1, ':', nl);   /* A1111's te:unet pair: the first */
-            if (c2) nl = (size_t)(c2 - colon - 1);
-            char *e = NULL;
-            if (nl == 0 || nl >= sizeof num) e = num;
-            else {
-                memcpy(num, colon + 1, nl);
-                num[nl] = 0;
-                w = strtod(num, &e);
-            }
-            if (!e || *e || nl == 0 || nl >= sizeof num) {
-                free(out);
-                for (int i = 0; i < count && i < max; i++) free(names[i]);
-                lm_error_set(LM_ERR_ARG, "prompt: %.*s: the weight is not a number", (int)(end - tag + 1), tag);
-                return -1;
-            }
-        }
-        if (nend == body) {
-            free(out);
-            for (int i = 0; i < count && i < max; i++) free(names[i]);
-            lm_error_set(LM_ERR_ARG, "prompt: %.*s names no LoRA", (int)(end - tag + 1), tag);
-            return -1;
-        }
-        if (count < max) {
-            names[count] = strndup(body, (size_t)(nend - body));
-            weights[count] = w;
-        }
+        if (count < max) weights[count] = w, kept++;
         count++;
-        p = end + 1;
     }
-    out[o] = 0;
-    *clean = out;
+    if (count < 0) {
+        /* the names kept so far are freed; so is the text */
+        for (int i = 0; i < kept; i++) free(names[i]);
+        free(*clean);
+        *clean = NULL;
+    }
+    lm_prompt_networks_free(&nets);
     return count;
 }
 

@@ -105,8 +105,10 @@ void lm_lora_stack_free(lm_lora_stack *s);
 /* <lora:NAME:WEIGHT> tags: removes them from prompt (a new string the caller
  * frees, in *clean) and returns their count (names and weights in the
  * arrays, up to max; names are new strings the caller frees), or -1 with
- * the error set (a malformed weight).  A minimal extractor until
- * models/prompt.c's parser lands: "<lora:name>" is weight 1. */
+ * the error set (a malformed weight, no name).  The tags are found by
+ * lm_prompt_extra_networks (models/prompt.h, A1111's extra_networks), the
+ * only tag parser: every <kind:args> tag leaves the text, the <lora:...>
+ * ones are counted; "<lora:name>" is weight 1. */
 int lm_lora_tags(const char *prompt, char **clean, char **names, double *weights, int max);
 
 #endif

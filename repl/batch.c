@@ -30,7 +30,9 @@ static void batch_usage(FILE *f)
             "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv|DIR]\n"
             "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
             "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
-            "         [--progress bar|lines|off] [--serial] [-- script args]\n"
+            "         [--progress bar|lines|off] [--serial]\n"
+            "         [--xyz NAME=V1,V2,... (up to 3) [--grid FILE] [--font FILE]]\n"
+            "         [--lora FILE[:W] ...] [--lora-dir DIR] [-- script args]\n"
             "  SCRIPT returns a function from a job's parameters (seed, params columns) to\n"
             "  an image tensor, or a table {render=, render_batch=, names=, png=}.\n"
             "  Complete outputs are kept (resume); one run at a time per output folder.\n"
@@ -39,6 +41,10 @@ static void batch_usage(FILE *f)
             "  Exit status: 0 all made, 1 a job failed or the run could not start, 2 a\n"
             "  bad command line, 130 Ctrl-C, 143 SIGTERM.  Under mpirun the jobs are\n"
             "  shared among the ranks.\n"
+            "  --xyz expands the one job (a params row or a seed) into the cells of an X/Y/Z\n"
+            "  plot (seed, cfg, steps, sampler, prompt_sr, lora:NAME, any column), one job\n"
+            "  each, and writes the labelled grid (OUT's %%d made 'grid') once all exist.\n"
+            "  --lora and --lora-dir reach each job's params as lora= and lora_dir=.\n"
             "  docs/BATCH.md has the details.\n");
 }
 
@@ -220,11 +226,14 @@ static int set_opt(lua_State *L, const char *key, const char *val, bool integer)
 /* the options table of lm.batch from argv (on top of the stack) */
 static int parse_args(lua_State *L, int argc, char **argv)
 {
-    static const struct { const char *flag, *key; bool integer; } opts[] = {
-        {"--seeds", "seeds", false}, {"--params", "params", false}, {"-o", "out", false},
-        {"--out", "out", false}, {"--only", "only", true}, {"--batch-size", "batch_size", true},
-        {"--sheet", "sheet", false}, {"--sheet-max", "sheet_max", true},
-        {"--manifest", "manifest", false}, {"--progress", "progress", false},
+    static const struct { const char *flag, *key; bool integer, list; } opts[] = {
+        {"--seeds", "seeds", false, false}, {"--params", "params", false, false}, {"-o", "out", false, false},
+        {"--out", "out", false, false}, {"--only", "only", true, false}, {"--batch-size", "batch_size", true, false},
+        {"--sheet", "sheet", false, false}, {"--sheet-max", "sheet_max", true, false},
+        {"--manifest", "manifest", false, false}, {"--progress", "progress", false, false},
+        /* X/Y/Z grids and LoRAs (lua/l_batch_xyz.lua) */
+        {"--xyz", "xyz", false, true}, {"--grid", "grid", false, false}, {"--font", "font", false, false},
+        {"--lora", "lora", false, true}, {"--lora-dir", "lora_dir", false, false},
     };
     lua_newtable(L);
     int nargs = 0;
@@ -270,7 +279,17 @@ static int parse_args(lua_State *L, int argc, char **argv)
             if (++i >= argc) { fprintf(stderr, "lumen batch: %s needs a value\n", a); return -1; }
             val = argv[i];
         }
-        if (set_opt(L, opts[k].key, val, opts[k].integer) != 0) return -1;
+        if (opts[k].list) {   /* repeatable: a list in order */
+            if (lua_getfield(L, -1, opts[k].key) != LUA_TTABLE) {
+                lua_pop(L, 1);
+                lua_newtable(L);
+                lua_pushvalue(L, -1);
+                lua_setfield(L, -3, opts[k].key);
+            }
+            lua_pushstring(L, val);
+            lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+            lua_pop(L, 1);
+        } else if (set_opt(L, opts[k].key, val, opts[k].integer) != 0) return -1;
     }
     if (lua_getfield(L, -1, "script") == LUA_TNIL) {
         lua_pop(L, 1);

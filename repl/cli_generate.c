@@ -33,7 +33,7 @@
 #include "models/sd_hires.h"
 #include "models/sd_pipeline.h"
 #include "lua/term_image.h"
-#include "cli_grid.h"
+#include "lua/xyz_grid.h"
 #include "repl.h"
 
 typedef struct gen_args {
@@ -130,7 +130,8 @@ static int usage(const char *msg)
             "  --xyz NAME=V1,V2   an X/Y/Z plot axis (up to 3: X, Y, Z): seed, cfg, steps, sampler,\n"
             "                     strength, clip_skip, prompt_sr (the first value replaced by each),\n"
             "                     variation_seed, variation_strength, hires_steps, hires_denoise,\n"
-            "                     hires_scale; writes each image plus OUT_grid.png (one per Z value)\n"
+            "                     hires_scale, lora:NAME (the weight of --lora's NAME.safetensors or\n"
+            "                     of a <lora:NAME> tag); writes each image plus OUT_grid.png (one per Z)\n"
             "  --font FILE        the grid labels' font (default DejaVu Sans, fonts-dejavu-core)\n"
             "  -o OUT.png         the output (its folder is made); --overwrite replaces an\n"
             "                     existing file\n"
@@ -763,13 +764,6 @@ static lm_array *run_one(const gen_args *a, lm_sd_pipeline *p, lm_array *init, l
 
 /* ---- X/Y/Z plots ---- */
 
-/* the axes --xyz takes: NAME, the grid label's title */
-static const char *const AXES[][2] = {
-    {"seed", "Seed"}, {"cfg", "CFG Scale"}, {"steps", "Steps"}, {"sampler", "Sampler"},
-    {"strength", "Denoising"}, {"clip_skip", "Clip skip"}, {"prompt_sr", NULL},
-    {"variation_seed", "Var. seed"}, {"variation_strength", "Var. strength"},
-    {"hires_steps", "Hires steps"}, {"hires_denoise", "Hires denoise"}, {NULL, NULL}};
-
 /* c's settings with axis ax at value k: 0, or the exit status with the
  * message printed.  *owned gets a prompt made here (freed by the caller). */
 static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
@@ -780,9 +774,50 @@ static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
     int rc = 0;
     snprintf(opt, sizeof opt, "--xyz %s", name);
     if (!strncmp(name, "lora:", 5)) {
-        /* the hook for LoRA weights (issue 37's LoRA rows): a weight per value */
-        fprintf(stderr, "lumen generate: --xyz %s: LoRA weight axes need --lora, which this build "
-                "does not have yet\n", name);
+        /* a LoRA's weight: its <lora:NAME:W> tag in the prompt, else the
+         * --lora FILE whose stem is NAME (cmd_generate merges each cell's) */
+        const char *ln = name + 5;
+        size_t nl = strlen(ln);
+        char *end;
+        (void)strtod(v, &end);
+        if (!nl || !*v || *end) return bad_value(opt, v, "a LoRA weight (a number)");
+        char tag[128];
+        snprintf(tag, sizeof tag, "<lora:%s", ln);
+        const char *hit = strstr(c->prompt, tag);
+        while (hit && hit[strlen(tag)] != ':' && hit[strlen(tag)] != '>') hit = strstr(hit + 1, tag);
+        if (hit) {   /* the tag's weight (its te:unet pair: both) replaced */
+            const char *close = strchr(hit, '>');
+            size_t head = (size_t)(hit - c->prompt) + strlen(tag);
+            char *r = close ? malloc(strlen(c->prompt) + strlen(v) + 2) : NULL;
+            if (!r) return 1;
+            sprintf(r, "%.*s:%s%s", (int)head, c->prompt, v, close);
+            owned[0] = r;
+            c->prompt = r;
+            return 0;
+        }
+        for (int i = 0; i < c->nloras; i++) {
+            const char *spec = c->loras[i], *colon = strrchr(spec, ':');
+            size_t fl = strlen(spec);
+            if (colon && colon[1]) {
+                char *e;
+                (void)strtod(colon + 1, &e);
+                if (!*e) fl = (size_t)(colon - spec);
+            }
+            const char *base = spec;
+            for (const char *q = spec; q < spec + fl; q++)
+                if (*q == '/') base = q + 1;
+            size_t bl = (size_t)(spec + fl - base);
+            if (bl > 12 && !strncmp(base + bl - 12, ".safetensors", 12)) bl -= 12;
+            if (bl != nl || strncmp(base, ln, nl)) continue;
+            char *r = malloc(fl + strlen(v) + 2);
+            if (!r) return 1;
+            sprintf(r, "%.*s:%s", (int)fl, spec, v);
+            owned[1] = r;
+            c->loras[i] = r;
+            return 0;
+        }
+        fprintf(stderr, "lumen generate: --xyz %s: no LoRA %s (a <lora:%s:W> tag in the prompt, or --lora "
+                "DIR/%s.safetensors)\n", name, ln, ln, ln);
         return 2;
     }
     if (!strcmp(name, "seed")) {
@@ -859,47 +894,13 @@ static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
     } else {
         char list[512];
         size_t at = 0;
-        for (int i = 0; AXES[i][0] && at < sizeof list; i++)
-            at += (size_t)snprintf(list + at, sizeof list - at, "%s, ", AXES[i][0]);
+        for (int i = 0; lm_xyz_axes[i][0] && at < sizeof list; i++)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s, ", lm_xyz_axes[i][0]);
         if (at < sizeof list) snprintf(list + at, sizeof list - at, "lora:NAME");
         fprintf(stderr, "lumen generate: --xyz %s: unknown axis (expected one of %s)\n", name, list);
         return 2;
     }
     return rc;
-}
-
-/* the label of axis ax at value k: "Seed: 3"; prompt_sr's is the value */
-static void axis_label(const lm_xyz_axis *ax, int k, char *buf, size_t n)
-{
-    const char *title = ax->name;
-    for (int i = 0; AXES[i][0]; i++)
-        if (!strcmp(AXES[i][0], ax->name)) title = AXES[i][1];
-    if (!title) snprintf(buf, n, "%s", ax->values[k]);
-    else snprintf(buf, n, "%s: %s", title, ax->values[k]);
-}
-
-/* grid z's file: OUT's "%d" replaced by "grid" (or "grid_Z"), else "_grid"
- * ("_grid_Z") before the extension */
-static char *grid_name(const char *out, int z, int nz)
-{
-    size_t len = strlen(out) + 40;
-    char *r = malloc(len), tag[32];
-    if (!r) return NULL;
-    if (nz > 1) snprintf(tag, sizeof tag, "grid_%d", z);
-    else snprintf(tag, sizeof tag, "grid");
-    const char *pct = strchr(out, '%');
-    if (pct) {
-        const char *d = pct + 1;
-        while (*d >= '0' && *d <= '9') d++;
-        if (*d == 'd') {
-            snprintf(r, len, "%.*s%s%s", (int)(pct - out), out, tag, d + 1);
-            return r;
-        }
-    }
-    const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
-    if (!dot || (slash && dot < slash)) dot = out + strlen(out);
-    snprintf(r, len, "%.*s_%s%s", (int)(dot - out), out, tag, dot);
-    return r;
 }
 
 /* the grid of z's tiles written to name (the first cell's infotext in it) */
@@ -908,9 +909,9 @@ static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *
 {
     char xl[LM_XYZ_MAX_VALUES][256], yl[LM_XYZ_MAX_VALUES][256], title[256], why[4200];
     const char *xs[LM_XYZ_MAX_VALUES], *ys[LM_XYZ_MAX_VALUES];
-    for (int i = 0; i < nx; i++) axis_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
-    for (int i = 0; a->nxyz > 1 && i < ny; i++) axis_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
-    if (nz > 1) axis_label(&ax[2], z, title, sizeof title);
+    for (int i = 0; i < nx; i++) lm_xyz_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
+    for (int i = 0; a->nxyz > 1 && i < ny; i++) lm_xyz_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
+    if (nz > 1) lm_xyz_label(&ax[2], z, title, sizeof title);
     int64_t gh, gw, x0, y0;
     float *g = lm_grid_compose(font, nx, ny, (const float *const *)tiles + (size_t)z * (size_t)(nx * ny), th,
                                tw, xs, a->nxyz > 1 ? ys : NULL, nz > 1 ? title : NULL, &gh, &gw, &x0, &y0,
@@ -937,6 +938,44 @@ static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *
     if (st == LM_OK && !a->quiet) printf("%s (grid %lldx%lld)\n", name, (long long)gw, (long long)gh);
     lm_array_release(img);
     return st == LM_OK ? 0 : 1;
+}
+
+/* the LoRAs c merges, as one string: --lora's specs, then the prompt's tags */
+static void lora_key_of(const gen_args *c, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c->nloras && at < n; i++) at += (size_t)snprintf(buf + at, n - at, "%s;", c->loras[i]);
+    enum { MAXT = 64 };
+    char *clean = NULL, *names[MAXT];
+    double w[MAXT];
+    int t = lm_lora_tags(c->prompt, &clean, names, w, MAXT);
+    for (int i = 0; i < t && i < MAXT; i++) {
+        if (at < n) at += (size_t)snprintf(buf + at, n - at, "<%s:%.17g>", names[i], w[i]);
+        free(names[i]);
+    }
+    free(clean);
+}
+
+/* A LoRA weight axis's cell: its LoRAs (--lora's, then the tags) merged
+ * when they are not those of *key (the last merged, updated); c's infotext
+ * hashes.  0, or 1 with the error set. */
+static int cell_loras(gen_args *c, lm_sd_pipeline *p, char *key, size_t n)
+{
+    char now[4096];
+    lora_key_of(c, now, sizeof now);
+    if (strcmp(now, key)) {
+        char *clean = NULL;
+        key[0] = 0;   /* nothing known merged until the loads succeed */
+        lm_lora_unload_all(p);
+        for (int i = 0; i < c->nloras; i++)
+            if (lm_lora_load_spec(p, c->loras[i], true) != LM_OK) return 1;
+        if (lm_lora_load_tags(p, c->prompt, c->lora_dir, "--lora-dir DIR", true, &clean) != LM_OK) return 1;
+        free(clean);
+        snprintf(key, n, "%s", now);
+    }
+    lm_lora_hashes(p, c->lora_hashes, sizeof c->lora_hashes);
+    return 0;
 }
 
 static int cmd_generate(int argc, char **argv)
@@ -1009,7 +1048,7 @@ static int cmd_generate(int argc, char **argv)
     for (int i = 0; i < total + (a.nxyz ? dims[2] : 0); i++) {
         char why[4200];
         char **slot = i < total ? &names[i] : &gnames[i - total];
-        if (!(*slot = i < total ? out_name(a.out, i, total) : grid_name(a.out, i - total, dims[2])))
+        if (!(*slot = i < total ? out_name(a.out, i, total) : lm_xyz_grid_name(a.out, i - total, dims[2])))
             goto done;
         for (int j = 0; j < i; j++)
             if (!strcmp(*slot, j < total ? names[j] : gnames[j - total])) {
@@ -1083,11 +1122,18 @@ static int cmd_generate(int argc, char **argv)
         if (!a.hires_upscaler) a.hires_upscaler = "latent";
     }
     rc = 0;
+    /* a LoRA weight axis: each cell's LoRAs merged anew when they differ
+     * from the cell before's (cell_loras) */
+    bool lora_axis = false;
+    char lora_key[4096] = "";
+    for (int k = 0; k < a.nxyz; k++) lora_axis |= !strncmp(ax[k].name, "lora:", 5);
+    if (lora_axis) lora_key_of(&a, lora_key, sizeof lora_key);
     for (int cell = 0; cell < cells; cell++) {
         gen_args c = a;
         char *owned[GEN_MAX_AXES][2] = {{NULL}};
         int at[GEN_MAX_AXES] = {cell % dims[0], cell / dims[0] % dims[1], cell / (dims[0] * dims[1])};
         for (int k = 0; k < a.nxyz && !rc; k++) rc = apply_axis(&c, &ax[k], at[k], owned[k]);
+        if (!rc && lora_axis && (rc = cell_loras(&c, p, lora_key, sizeof lora_key)) != 0) report(NULL);
         bar b = {!c.quiet && isatty(2), c.batch};
         for (int i = 0; i < (int)c.batch; i++) seeds[i] = c.seed + (uint64_t)i;
         if (init && lm_sd_img2img_check_for(NULL, lm_sd_pipeline_row(p), c.steps, c.strength) != LM_OK) {

@@ -12,11 +12,7 @@ $(BUILD)/obj/repl/batch.o: CFLAGS += -DLM_HAVE_MPI $(MPI_CFLAGS)
 REPL_MPI_LIBS := $(MPI_LIBS)
 endif
 
-# FreeType (Debian libfreetype-dev): the labels of `lumen generate --xyz`'s
-# grids (repl/cli_grid.c), in a font found at run time (fonts-dejavu-core)
-FREETYPE_CFLAGS := $(shell pkg-config --cflags freetype2 2>/dev/null || echo -I/usr/include/freetype2)
-FREETYPE_LIBS := $(shell pkg-config --libs freetype2 2>/dev/null || echo -lfreetype)
-$(BUILD)/obj/repl/cli_grid.o: CFLAGS += $(FREETYPE_CFLAGS)
+# FreeType: the grids' labels (lua/xyz_grid.c; FREETYPE_* in lua/module.mk)
 
 $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
 	$(CC) -o $@ $(REPL_OBJ) $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) $(MHD_LIBS) $(REPL_MPI_LIBS) $(LUA_LIBS) $(FREETYPE_LIBS) -lreadline -lm -lpthread -ldl

@@ -19,7 +19,19 @@
 -- A batch mixing settings fails and the runner retries its jobs one by one.
 -- Issue 37: hires (the scale), hires_steps, hires_denoise, hires_upscaler run
 -- the hires fix (pipe:generate's hires=); variation_seed and
--- variation_strength A1111's variation seed (each job its own seed).
+-- variation_strength (A1111's subseed and subseed_strength, also read under
+-- those names) A1111's variation seed (each job its own seed), and
+-- seed_resize_from ("WxH") A1111's "Resize seed from", as lumen generate's
+-- --variation-seed, --variation-strength and --seed-resize-from; clip_skip
+-- A1111's count (1: none), as --clip-skip.
+-- LoRAs: lora ("FILE[:W]", several joined by ';'; `lumen batch --lora
+-- FILE:W` adds to every job's) merged in that order, then the prompt's
+-- <lora:NAME:W> tags from lora_dir/NAME.safetensors (`--lora-dir DIR`), as
+-- lumen generate loads --lora's then the tags; the prompt is encoded without
+-- its tags.  The pipeline keeps a job's LoRAs for the next job that has the
+-- same ones (unloading restores the weights bit for bit).
+-- `lumen batch ... --xyz NAME=V1,V2` makes the cells of an X/Y/Z plot of
+-- one job (docs/BATCH.md).
 local lm = require "lumen"
 local MODEL, TOKENIZER = ...
 if not MODEL then error("batch_generate.lua: give the model after --: ... -- MODEL [TOKENIZER_DIR]") end
@@ -27,15 +39,49 @@ local pipe = lm.models.load(MODEL, {tokenizer = TOKENIZER})
 
 local D = pipe.defaults   -- the family's row (models/family.h)
 
+-- a job's LoRAs in load order: {file=, weight=, name=} (lora's, then the tags')
+-- and its prompt without the tags
+local function loras_of(p)
+  local list = {}
+  for e in tostring(p.lora or ""):gmatch("[^;]+") do
+    e = e:match("^%s*(.-)%s*$")
+    local f, w = e:match("^(.*):([^:]*)$")
+    if f and f ~= "" and tonumber(w) then list[#list + 1] = {file = f, weight = tonumber(w)}
+    elseif e ~= "" then list[#list + 1] = {file = e, weight = 1} end
+  end
+  local text, tags = lm.diffusion.lora_tags(tostring(p.prompt or ""))
+  for _, t in ipairs(tags) do
+    if not p.lora_dir then
+      error("batch_generate.lua: prompt: <lora:" .. t.name .. "> needs a LoRA folder (lora_dir, --lora-dir DIR)")
+    end
+    list[#list + 1] = {file = p.lora_dir .. "/" .. t.name .. ".safetensors", weight = t.weight, name = t.name}
+  end
+  local k = {}
+  for i, l in ipairs(list) do k[i] = l.file .. "=" .. string.format("%.17g", l.weight) .. "=" .. tostring(l.name) end
+  return list, table.concat(k, ";"), text
+end
+
+local loaded = ""   -- the key of the LoRAs merged now
+local function use_loras(list, k)
+  if k == loaded then return end
+  pipe:unload_loras()
+  loaded = ""
+  for _, l in ipairs(list) do pipe:load_lora(l.file, {scale = l.weight, name = l.name}) end
+  loaded = k
+end
+
 local function settings(p)
+  local _, lkey = loras_of(p)
   return {steps = p.steps or D.steps, cfg = p.cfg or D.cfg, sampler = p.sampler or D.sampler,
           size = p.size, hires = p.hires, hires_steps = p.hires_steps, hires_denoise = p.hires_denoise,
-          hires_upscaler = p.hires_upscaler, variation_strength = p.variation_strength}
+          hires_upscaler = p.hires_upscaler, variation_strength = p.variation_strength or p.subseed_strength,
+          seed_resize_from = p.seed_resize_from, clip_skip = p.clip_skip, loras = lkey}
 end
 
 local function key(s)
   return table.concat({s.steps, s.cfg, s.sampler, tostring(s.size), tostring(s.hires), tostring(s.hires_steps),
-                       tostring(s.hires_denoise), tostring(s.hires_upscaler), tostring(s.variation_strength)}, "|")
+                       tostring(s.hires_denoise), tostring(s.hires_upscaler), tostring(s.variation_strength),
+                       tostring(s.seed_resize_from), tostring(s.clip_skip), s.loras}, "|")
 end
 
 local function render_batch(ps)
@@ -43,14 +89,17 @@ local function render_batch(ps)
   local prompts, negatives, seeds, vseeds = {}, {}, {}, {}
   for i, p in ipairs(ps) do
     if key(settings(p)) ~= key(s) then
-      error("batch_generate.lua: jobs with different steps/cfg/sampler/size/hires/variation strength in one batch")
+      error("batch_generate.lua: jobs with different steps/cfg/sampler/size/hires/variation strength/seed resize/"
+        .. "clip skip/LoRAs in one batch")
     end
     -- false: this image's negative is none (a table cannot hold nil)
     local neg = false
     if p.negative ~= nil then neg = tostring(p.negative) end
-    prompts[i], negatives[i], seeds[i] = tostring(p.prompt or ""), neg, p.seed
-    vseeds[i] = p.variation_seed or 0
+    local _, _, text = loras_of(p)
+    prompts[i], negatives[i], seeds[i] = text, neg, p.seed
+    vseeds[i] = p.variation_seed or p.subseed or 0
   end
+  use_loras(loras_of(ps[1]))
   local hires
   if s.hires or s.hires_steps or s.hires_denoise or s.hires_upscaler then
     hires = {scale = s.hires, steps = s.hires_steps, denoise = s.hires_denoise, upscaler = s.hires_upscaler}
@@ -58,7 +107,8 @@ local function render_batch(ps)
   return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
                        steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size, hires = hires,
                        variation_seed = s.variation_strength and vseeds or nil,
-                       variation_strength = s.variation_strength}
+                       variation_strength = s.variation_strength, seed_resize_from = s.seed_resize_from,
+                       clip_skip = s.clip_skip and s.clip_skip - 1}
 end
 
 return {

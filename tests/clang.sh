@@ -35,7 +35,7 @@ for f in $(find core backends models lua repl tests bench tools -name '*.c' 2>/d
     backends/cpu/vmath_avx2.c|backends/cpu/quant_dot_avx2.c) flags="$BASE $(flag avx2)" ;;
     repl/batch.c) flags="$BASE -DLM_HAVE_MPI $MPI_CFLAGS" ;;
     lua/term_image.c) flags="$BASE $(sed -n 's/^CHAFA_CFLAGS := //p' "$BUILD/config.mk" 2>/dev/null)" ;;
-    repl/cli_grid.c) flags="$BASE $(pkg-config --cflags freetype2 2>/dev/null || echo -I/usr/include/freetype2)" ;;
+    lua/xyz_grid.c) flags="$BASE $(pkg-config --cflags freetype2 2>/dev/null || echo -I/usr/include/freetype2)" ;;
     *) flags=$BASE ;;
   esac
   # shellcheck disable=SC2086

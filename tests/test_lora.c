@@ -258,6 +258,15 @@ static void test_tags(void **state)
     assert_int_equal(n, 0);
     assert_string_equal(clean, "no tags <b>");
     free(clean);
+    /* one tag parser (models/prompt.c's, A1111's extra_networks): every
+     * <kind:args> tag leaves the text, as the prompt encoder removes them */
+    n = lm_lora_tags("a <hypernet:h:1>fox<lora:x:0.5>", &clean, names, w, 4);
+    assert_int_equal(n, 1);
+    assert_string_equal(clean, "a fox");
+    assert_string_equal(names[0], "x");
+    assert_true(w[0] == 0.5);
+    free(names[0]);
+    free(clean);
 }
 
 /* ---- against formulas ---- */

@@ -87,6 +87,7 @@ local recipes = {
   ["lm.image.write_png"] = function() return {tmp("_w.png"), img} end,
   ["lm.image.read_png"] = function() return {png} end,
   ["lm.image.grid"] = function() return {{img}} end,
+  ["lm.image.xyz_grid"] = function() return {{lm.zeros{3, 4, 4}}} end,
   ["lm.image.diff"] = function() return {img, img, tmp("_d.png")} end,
   ["lm.show"] = function() return {img} end,
   ["lm.grad"] = function() return {function(a) return a:sum() end} end,

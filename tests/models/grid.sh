@@ -5,7 +5,7 @@
 # pixels drawn (dark pixels in the label bands, none where no label is), one
 # grid per Z value with its title, a cell equal to the plain run of its
 # settings byte for byte, prompt S/R, no overwrite of the singles or the
-# grid, the refusals (unknown axis, LoRA axes before --lora, a font that is
+# grid, the refusals (unknown axis, a LoRA axis naming no LoRA, a font that is
 # not one); the hires fix (--hires: the target size, A1111's infotext keys,
 # Size the first pass's, the latent and model upscalers); variation seeds
 # (strength 1 gives the variation seed's image, A1111's infotext keys); `lumen
@@ -83,7 +83,7 @@ check "X/Y/Z: one grid per Z value, a title line above" sh -c "$G --xyz 'seed=1,
 check "prompt S/R replaces the first value in the prompt" sh -c "$G --seed 1 --xyz 'prompt_sr=horse,cat' -o $T/sr.png && $L -e \"local _, t = lm.image.read_png('$T/sr_0001.png'); assert(t.parameters:find('riding a cat', 1, true), t.parameters)\" && ! cmp -s $T/sr_0000.png $T/sr_0001.png"
 check "-o with %d: the grid takes 'grid' there" sh -c "$G --seed 1 --xyz 'cfg=5,6' -o $T/pct_%d.png && test -s $T/pct_grid.png && test -s $T/pct_1.png"
 fails "an unknown axis" 2 "unknown axis" sh -c "$G --xyz 'colour=1,2' -o $T/u.png"
-fails "a LoRA axis before --lora exists" 2 "lora:fox" sh -c "$G --xyz 'lora:fox=0.2,0.8' -o $T/u.png"
+fails "a LoRA axis naming no LoRA of the run (no --lora fox.safetensors, no <lora:fox> tag)" 2 "xyz lora:fox: no LoRA fox" sh -c "$G --xyz 'lora:fox=0.2,0.8' -o $T/u.png"
 fails "a bad value is a usage error before anything runs" 2 "xyz cfg abc" sh -c "$G --xyz 'cfg=5,abc' -o $T/u.png"
 fails "prompt S/R's first value must be in the prompt" 2 "not in the prompt" sh -c "$G --xyz 'prompt_sr=zebra,cat' -o $T/u.png"
 fails "a font that is not one" 2 "font tests/models/grid.sh" sh -c "$G --xyz 'cfg=5,6' --font tests/models/grid.sh -o $T/u.png"

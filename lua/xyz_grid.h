@@ -1,9 +1,13 @@
-/* cli_grid.h - X/Y/Z plots for `lumen generate --xyz` (cli_generate.c):
- * the axes' parsing and the labelled grid image, its labels drawn with
- * FreeType in a TrueType font (Debian fonts-dejavu-core's DejaVu Sans by
- * default, found by path at run time; --font FILE another). */
-#ifndef LM_CLI_GRID_H
-#define LM_CLI_GRID_H
+/* xyz_grid.h - X/Y/Z plots, shared by `lumen generate --xyz`
+ * (repl/cli_generate.c) and `lumen batch --xyz` / lm.batch (lua/l_xyz.c,
+ * lua/l_batch_xyz.lua): the axes' parsing, their labels, the grid files'
+ * names and the labelled grid image, its labels drawn with FreeType in a
+ * TrueType font (Debian fonts-dejavu-core's DejaVu Sans by default, found by
+ * path at run time; --font FILE another).  In lua/ so that lumen.so (stock
+ * lua5.4's `require "lumen"`) has it as the lumen binary does: both link
+ * FreeType. */
+#ifndef LM_XYZ_GRID_H
+#define LM_XYZ_GRID_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +24,16 @@ typedef struct lm_xyz_axis {
 /* 0, or -1 with why (names the text) */
 int lm_xyz_parse(const char *text, lm_xyz_axis *ax, char *why, size_t n);
 void lm_xyz_free(lm_xyz_axis *ax);
+
+/* The axes lumen generate knows: {NAME, the label's title} rows, ended by
+ * {NULL, NULL}; a NULL title labels a cell with the value alone (prompt_sr) */
+extern const char *const lm_xyz_axes[][2];
+/* the label of axis ax at value k: "Seed: 3" ("NAME: value" for an axis of
+ * no row; prompt_sr's is the value) */
+void lm_xyz_label(const lm_xyz_axis *ax, int k, char *buf, size_t n);
+/* grid z of nz's file: out's "%d" (or "%05d") replaced by "grid" (or
+ * "grid_Z"), else "_grid" ("_grid_Z") before the extension; malloc'd */
+char *lm_xyz_grid_name(const char *out, int z, int nz);
 
 /* The font: path, or the first of the usual places (DejaVu Sans).  NULL with
  * why (the paths looked at, the package to install, --font). */

@@ -1,5 +1,5 @@
-/* cli_grid.c - X/Y/Z plots' axes and labelled grids (cli_grid.h). */
-#include "cli_grid.h"
+/* xyz_grid.c - X/Y/Z plots' axes and labelled grids (xyz_grid.h). */
+#include "xyz_grid.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -74,6 +74,43 @@ void lm_xyz_free(lm_xyz_axis *ax)
 {
     for (int i = 0; i < ax->n; i++) free(ax->values[i]);
     ax->n = 0;
+}
+
+const char *const lm_xyz_axes[][2] = {
+    {"seed", "Seed"}, {"cfg", "CFG Scale"}, {"steps", "Steps"}, {"sampler", "Sampler"},
+    {"strength", "Denoising"}, {"clip_skip", "Clip skip"}, {"prompt_sr", NULL},
+    {"variation_seed", "Var. seed"}, {"variation_strength", "Var. strength"},
+    {"hires_steps", "Hires steps"}, {"hires_denoise", "Hires denoise"}, {NULL, NULL}};
+
+void lm_xyz_label(const lm_xyz_axis *ax, int k, char *buf, size_t n)
+{
+    const char *title = ax->name;
+    for (int i = 0; lm_xyz_axes[i][0]; i++)
+        if (!strcmp(lm_xyz_axes[i][0], ax->name)) title = lm_xyz_axes[i][1];
+    if (!title) snprintf(buf, n, "%s", ax->values[k]);
+    else snprintf(buf, n, "%s: %s", title, ax->values[k]);
+}
+
+char *lm_xyz_grid_name(const char *out, int z, int nz)
+{
+    size_t len = strlen(out) + 40;
+    char *r = malloc(len), tag[32];
+    if (!r) return NULL;
+    if (nz > 1) snprintf(tag, sizeof tag, "grid_%d", z);
+    else snprintf(tag, sizeof tag, "grid");
+    const char *pct = strchr(out, '%');
+    if (pct) {
+        const char *d = pct + 1;
+        while (*d >= '0' && *d <= '9') d++;
+        if (*d == 'd') {
+            snprintf(r, len, "%.*s%s%s", (int)(pct - out), out, tag, d + 1);
+            return r;
+        }
+    }
+    const char *slash = strrchr(out, '/'), *dot = strrchr(out, '.');
+    if (!dot || (slash && dot < slash)) dot = out + strlen(out);
+    snprintf(r, len, "%.*s_%s%s", (int)(dot - out), out, tag, dot);
+    return r;
 }
 
 struct lm_grid_font {
