@@ -499,9 +499,10 @@ static void test_attention_coop_bf16(void **state)
  * the other kernels): its 64- and 128-query blocks and 64-key steps, tails
  * of both (the clamped tensor loads), D below the build's 64 or 128,
  * causal with Lq != Lk both ways, grouped heads, views, NaN/Inf/zeros in
- * q, a DiT's heads, and the path off (LUMEN_VK_ATTN_CM2=0).
- * LUMEN_TEST_ATTN_CM2=1 (set on such a device) requires every case to
- * have taken it. */
+ * q, a DiT's heads, and the path off (LUMEN_VK_ATTN_CM2=0).  The kernel
+ * is opt-in: LUMEN_VK_ATTN_CM2=1 in the environment when the device opens;
+ * LUMEN_TEST_ATTN_CM2=1 (set with it on such a device) requires every case
+ * to have taken it. */
 static void test_attention_cm2(void **state)
 {
     (void)state;
@@ -536,10 +537,14 @@ static void test_attention_cm2(void **state)
                (long long)run, lm_dtype_name(dts[d]));
         if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
     }
+    const char *was = getenv("LUMEN_VK_ATTN_CM2");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", was ? was : "");
     setenv("LUMEN_VK_ATTN_CM2", "0", 1);
     int64_t before = lm_vulkan_attn_cm2_count();
     for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_F16);
-    unsetenv("LUMEN_VK_ATTN_CM2");
+    if (was) setenv("LUMEN_VK_ATTN_CM2", keep, 1);
+    else unsetenv("LUMEN_VK_ATTN_CM2");
     assert_int_equal(lm_vulkan_attn_cm2_count(), before);
 }
 

@@ -391,10 +391,11 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
      * is opt-in (LUMEN_VK_GEMM=cm2) until it has run on such a device, so
      * otherwise the extension is not even enabled */
     const char *gemm = getenv("LUMEN_VK_GEMM");
-    /* the attention kernel on it (nn_attn_fa.c's cm2_shader) is the default
-     * where the device has it: LUMEN_VK_ATTN_CM2=0 leaves the extension off */
+    /* the attention kernel on it (nn_attn_fa.c's cm2_shader) is opt-in too
+     * (LUMEN_VK_ATTN_CM2=1 or a tile): 4-5x slower than the KHR kernel on
+     * driver 580 (docs/BENCHMARKS.md) */
     const char *attn = getenv("LUMEN_VK_ATTN_CM2");
-    bool cm2_gemm = gemm && !strcmp(gemm, "cm2"), cm2_attn = !(attn && !strcmp(attn, "0"));
+    bool cm2_gemm = gemm && !strcmp(gemm, "cm2"), cm2_attn = attn && *attn && strcmp(attn, "0");
     if (cm2_gemm || cm2_attn) coopmat2_shapes(v->phys, ft);
     bool cm2 = ft->coopmat_khr && ft->ncm2 > 0 && v->props.apiVersion >= VK_API_VERSION_1_3;
     ft->coopmat2 = cm2 && cm2_gemm;

@@ -131,6 +131,13 @@ VK_KHR_VARIANTS += nn_attn_khr128_n8:nn_attn_khr:HD=128,NSG=8
 VK_KHR_VARIANTS += nn_attn_khr128_ps:nn_attn_khr:HD=128,PMODE=2
 VK_KHR_VARIANTS += nn_attn_khr128_tab:nn_attn_khr:HD=128,NOLANEMAP
 VK_KHR_VARIANTS += nn_attn_khr128_n8tab:nn_attn_khr:HD=128,NSG=8,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr128_k32:nn_attn_khr:HD=128,BK=32
+VK_KHR_VARIANTS += nn_attn_khr128_n8k32:nn_attn_khr:HD=128,NSG=8,BK=32
+VK_KHR_VARIANTS += nn_attn_khr128_qs:nn_attn_khr:HD=128,QSH
+VK_KHR_VARIANTS += nn_attn_khr128_qsk32:nn_attn_khr:HD=128,BK=32,QSH
+VK_KHR_VARIANTS += nn_attn_khr64_n8qs:nn_attn_khr:HD=64,NSG=8,QSH
+VK_KHR_VARIANTS += nn_attn_khr128_ea:nn_attn_khr:HD=128,EDGEALL
+VK_KHR_VARIANTS += nn_attn_khr64_n8ea:nn_attn_khr:HD=64,NSG=8,EDGEALL
 # conv_coop's tiles on KHR (nn_conv.c's conv_tiles)
 VK_KHR_VARIANTS += conv_coop_khr:matmul_coop:MM_KHR,MM_CONV,MM_COOP
 VK_KHR_VARIANTS += conv_coop_khr_m32:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=32,BN=128,BK=32,WM=32,WN=32
@@ -301,7 +308,8 @@ VK_CM2_VARIANTS += nn_attn_khr128_n8cv:nn_attn_khr:HD=128,NSG=8,PMODE=3
 # nn_attn_cm2.glsl: flash attention on workgroup-scope matrices (nn_attn_fa.c's
 # cm2_shader), head dims up to HD, BQ queries x BC keys a step, NT
 # invocations; the first of each head dim is the default, the others are
-# tiles for measurements (LUMEN_VK_ATTN_CM2=<tile>); _bf: bf16 (spvpack --bf16)
+# tiles for measurements (LUMEN_VK_ATTN_CM2=<tile>; =1 the default tile: the kernel
+# is opt-in, slower than nn_attn_khr on driver 580); _bf: bf16 (spvpack --bf16)
 VK_CM2_VARIANTS += nn_attn_cm2_64:nn_attn_cm2:HD=64,BQ=64,BC=64,NT=128
 VK_CM2_VARIANTS += nn_attn_cm2_128:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128
 VK_CM2_VARIANTS += nn_attn_cm2_64_q128:nn_attn_cm2:HD=64,BQ=128,BC=64,NT=256

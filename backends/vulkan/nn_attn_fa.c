@@ -40,14 +40,16 @@
  * of 8 up to 256, masks and output dtypes as f16's (bf16 or f32).
  * Elsewhere bf16 stays on the SIMT kernel.
  *
- * Before all of them, where the device has VK_NV_cooperative_matrix2 with
- * row reductions and conversions (device.c: feat.cm2_attn) and the SPIR-V
- * file has the kernel, f16 (and, with bf16 workgroup shapes and
+ * Before all of them, where LUMEN_VK_ATTN_CM2=1 (or =<tile>) asks for it
+ * when the device is opened and the device has VK_NV_cooperative_matrix2
+ * with row reductions and conversions (device.c: feat.cm2_attn), f16 (and,
+ * with bf16 workgroup shapes and
  * VK_KHR_shader_bfloat16, bf16) q, k and v with D = Dv a multiple of 8 up
  * to 128, no mask, a positive scale and an output as q's or f32 take
  * shaders/nn_attn_cm2.glsl (cm2_shader: workgroup-scope flash attention,
- * the same push constants and bindings as the KHR kernel).
- * LUMEN_VK_ATTN_CM2=0 turns it off (the extension is then not enabled),
+ * the same push constants and bindings as the KHR kernel).  It is opt-in:
+ * on driver 580 (H200) it measured 4-5x slower than the KHR kernel at every
+ * tile (docs/BENCHMARKS.md, 2026-11-29).  LUMEN_VK_ATTN_CM2=0 turns it off,
  * =<tile> (module.mk's: q128, c32, c128, q128c128, q32, nw, ...) forces a
  * tile where it is built;
  * LUMEN_VK_ATTN_KHR=0 and LUMEN_VK_ATTN_COOP=0 turn it off too. */
@@ -114,7 +116,8 @@ static const char *const khr_names[KHR_NDIMS][2] = {
 static const char *const khr_tiles[] = {
     "nn_attn_khr64_n4",  "nn_attn_khr64_ps",  "nn_attn_khr64_tab",  "nn_attn_khr64_n8tab",  "nn_attn_khr128_n8",
     "nn_attn_khr128_ps", "nn_attn_khr128_tab", "nn_attn_khr128_n8tab", "nn_attn_khr64_cv",  "nn_attn_khr128_cv",
-    "nn_attn_khr128_n8cv",
+    "nn_attn_khr128_n8cv", "nn_attn_khr128_k32", "nn_attn_khr128_n8k32", "nn_attn_khr128_qs",
+    "nn_attn_khr128_qsk32", "nn_attn_khr64_n8qs", "nn_attn_khr128_ea", "nn_attn_khr64_n8ea",
 };
 
 /* which bit of a component's index adds 8 to its row, 1 to its column and

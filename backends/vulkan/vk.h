@@ -80,8 +80,8 @@ typedef struct lm_vk_features {
     uint32_t cm2_max_dim;         /* cooperativeMatrixFlexibleDimensionsMaxDimension */
     int ncm2;
     struct { uint16_t m, n, k, invocations; bool f16_acc; } cm2[16];
-    /* the same extension for nn_attn_cm2 (nn_attn_fa.c: probed unless
-     * LUMEN_VK_ATTN_CM2=0): row reductions and conversions offered, and a
+    /* the same extension for nn_attn_cm2 (nn_attn_fa.c: probed where
+     * LUMEN_VK_ATTN_CM2 asks for it): row reductions and conversions, and a
      * bf16 workgroup shape (with coop_bf16: the _bf kernels) */
     bool cm2_reduce, cm2_attn, cm2_bf16;
     bool subgroup_arith;
