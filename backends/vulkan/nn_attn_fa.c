@@ -213,6 +213,8 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
         return NULL;
     lm_dtype dt = node->ninputs >= 3 ? node->inputs[0]->dtype : LM_F32;
     bool bf = dt == LM_BF16;
+    /* f16 or bf16 q, k and v only: f32 ones stay on the SIMT kernel */
+    if (dt != LM_F16 && !bf) return NULL;
     int nshapes = bf ? (ft->coop_bf16 ? ft->ncoop_bf16 : 0) : ft->ncoop_khr;
     const uint8_t(*mnk)[3] = bf ? ft->coop_bf16_mnk : ft->coop_khr_mnk;
     bool x16 = false;
