@@ -493,6 +493,61 @@ static void test_attention_coop_bf16(void **state)
     assert_int_equal(lm_vulkan_bf16_coop_count(), before);
 }
 
+/* the cooperative-matrix-2 kernel (nn_attn_cm2*: f16 or bf16 q/k/v, no
+ * mask, D = Dv a multiple of 8 up to 128; taken only where the device has
+ * VK_NV_cooperative_matrix2 with reductions, so on lavapipe these run on
+ * the other kernels): its 64- and 128-query blocks and 64-key steps, tails
+ * of both (the clamped tensor loads), D below the build's 64 or 128,
+ * causal with Lq != Lk both ways, grouped heads, views, NaN/Inf/zeros in
+ * q, a DiT's heads, and the path off (LUMEN_VK_ATTN_CM2=0).  The kernel
+ * is opt-in: LUMEN_VK_ATTN_CM2=1 in the environment when the device opens;
+ * LUMEN_TEST_ATTN_CM2=1 (set with it on such a device) requires every case
+ * to have taken it. */
+static void test_attention_cm2(void **state)
+{
+    (void)state;
+    const actx cc[] = {
+        {1, 1, 1, 1, 1, 64, 64, 0, false, AV_NONE, false},
+        {1, 2, 2, 1, 300, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 1, 15, 15, 64, 64, 0, true, AV_NONE, false},
+        {2, 4, 2, 17, 200, 128, 128, 0, false, AV_NONE, false},
+        {1, 6, 2, 80, 80, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 2, 200, 130, 64, 64, 0, true, AV_NONE, false},
+        {1, 2, 2, 130, 257, 64, 64, 0, true, AV_NONE, false},
+        {1, 1, 1, 256, 256, 128, 128, 0, true, AV_NONE, false},
+        {1, 2, 2, 128, 192, 128, 128, 0, false, AV_NONE, false},   /* whole blocks: unclamped steps */
+        {2, 2, 1, 65, 130, 128, 128, 0, true, AV_LH, false},
+        {1, 2, 2, 33, 77, 64, 64, 0, false, AV_DL, false},
+        {1, 2, 2, 45, 90, 128, 128, 0, false, AV_SLICE, false},
+        {1, 2, 2, 100, 100, 64, 64, 0, false, AV_NONE, true},
+        {1, 2, 1, 70, 70, 128, 128, 0, true, AV_NONE, true},
+        {1, 2, 2, 33, 70, 40, 40, 0, true, AV_NONE, false},
+        {1, 2, 2, 70, 150, 80, 80, 0, false, AV_NONE, false},
+        {1, 3, 1, 20, 30, 32, 32, 0, false, AV_NONE, true},
+        {1, 30, 30, 300, 300, 128, 128, 0, false, AV_NONE, false},   /* a DiT's heads */
+    };
+    size_t n = sizeof cc / sizeof *cc;
+    lm_dtype dts[2] = {LM_F16, LM_BF16};
+    const char *req = getenv("LUMEN_TEST_ATTN_CM2");
+    for (int d = 0; d < 2; d++) {
+        int64_t before = lm_vulkan_attn_cm2_count(), c0 = cases;   /* PARITY_QUICK samples cases */
+        for (size_t i = 0; i < n; i++) attn_case(&cc[i], dts[d]);
+        int64_t ran = lm_vulkan_attn_cm2_count() - before, run = cases - c0;
+        printf("test_attention_cm2: %lld of %lld %s cases on the cooperative-matrix-2 kernel\n", (long long)ran,
+               (long long)run, lm_dtype_name(dts[d]));
+        if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
+    }
+    const char *was = getenv("LUMEN_VK_ATTN_CM2");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", was ? was : "");
+    setenv("LUMEN_VK_ATTN_CM2", "0", 1);
+    int64_t before = lm_vulkan_attn_cm2_count();
+    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_F16);
+    if (was) setenv("LUMEN_VK_ATTN_CM2", keep, 1);
+    else unsetenv("LUMEN_VK_ATTN_CM2");
+    assert_int_equal(lm_vulkan_attn_cm2_count(), before);
+}
+
 /* --------------------------------------------------------------- rope */
 
 typedef struct { int kind; int64_t dims; bool trad; view_kind view; } rctx;
@@ -682,6 +737,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_norms_vec), VK_TEST(test_attention), VK_TEST(test_attention_fast),
         VK_TEST(test_attention_fast512), VK_TEST(test_attention_coop), VK_TEST(test_attention_coop_bf16),
+        VK_TEST(test_attention_cm2),
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),
     };

@@ -286,6 +286,7 @@ static bool cm2_features(VkPhysicalDevice p, VkPhysicalDeviceCooperativeMatrix2F
 static void coopmat2_shapes(VkPhysicalDevice p, lm_vk_features *ft)
 {
     ft->ncm2 = 0;
+    ft->cm2_reduce = ft->cm2_bf16 = false;
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV cf;
     if (!cm2_features(p, &cf)) return;
     VkPhysicalDeviceCooperativeMatrix2PropertiesNV cp = {
@@ -303,8 +304,17 @@ static void coopmat2_shapes(VkPhysicalDevice p, lm_vk_features *ft)
     VkCooperativeMatrixFlexibleDimensionsPropertiesNV *c = calloc(n, sizeof *c);
     if (!c) return;
     for (uint32_t i = 0; i < n; i++) c[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
+    /* nn_attn_cm2 (nn_attn_fa.c) also reduces rows and converts between uses */
+    ft->cm2_reduce = cf.cooperativeMatrixReductions && cf.cooperativeMatrixConversions;
     if (get(p, &n, c) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && ft->ncm2 < 16; i++) {
+            /* a bf16 x bf16 + f32 workgroup shape: the _bf attention kernels */
+            if ((uint32_t)c[i].AType == LM_VK_COMPONENT_TYPE_BFLOAT16 &&
+                (uint32_t)c[i].BType == LM_VK_COMPONENT_TYPE_BFLOAT16 &&
+                c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && c[i].scope == VK_SCOPE_WORKGROUP_NV &&
+                c[i].MGranularity && c[i].MGranularity <= 64 && c[i].NGranularity && c[i].NGranularity <= 64 &&
+                c[i].KGranularity && c[i].KGranularity <= 64)
+                ft->cm2_bf16 = true;
             bool acc32 = c[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && c[i].ResultType == VK_COMPONENT_TYPE_FLOAT32_NV;
             bool acc16 = c[i].CType == VK_COMPONENT_TYPE_FLOAT16_NV && c[i].ResultType == VK_COMPONENT_TYPE_FLOAT16_NV;
             if (c[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && c[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
@@ -381,8 +391,15 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
      * is opt-in (LUMEN_VK_GEMM=cm2) until it has run on such a device, so
      * otherwise the extension is not even enabled */
     const char *gemm = getenv("LUMEN_VK_GEMM");
-    if (gemm && !strcmp(gemm, "cm2")) coopmat2_shapes(v->phys, ft);
-    ft->coopmat2 = ft->coopmat_khr && ft->ncm2 > 0 && v->props.apiVersion >= VK_API_VERSION_1_3;
+    /* the attention kernel on it (nn_attn_fa.c's cm2_shader) is opt-in too
+     * (LUMEN_VK_ATTN_CM2=1 or a tile): 4-5x slower than the KHR kernel on
+     * driver 580 (docs/BENCHMARKS.md) */
+    const char *attn = getenv("LUMEN_VK_ATTN_CM2");
+    bool cm2_gemm = gemm && !strcmp(gemm, "cm2"), cm2_attn = attn && *attn && strcmp(attn, "0");
+    if (cm2_gemm || cm2_attn) coopmat2_shapes(v->phys, ft);
+    bool cm2 = ft->coopmat_khr && ft->ncm2 > 0 && v->props.apiVersion >= VK_API_VERSION_1_3;
+    ft->coopmat2 = cm2 && cm2_gemm;
+    ft->cm2_attn = cm2 && cm2_attn && ft->cm2_reduce;
     const char *stats = getenv("LUMEN_VK_STATS");
     if (stats && !strcmp(stats, "1")) ft->exec_stats = exec_stats_feature(v->phys);
     ft->max_range = v->props.limits.maxStorageBufferRange;
@@ -459,7 +476,7 @@ static lm_status register_one(VkPhysicalDevice phys, int n)
              VK_API_VERSION_PATCH(v->props.apiVersion), ft->f16 ? "yes" : "no",
              ft->f64 ? "yes" : "no",
              ft->coopmat_nv && ft->coopmat_khr ? "NV+KHR f16 " : ft->coopmat_nv ? "NV f16 " : ft->coopmat_khr ? "KHR f16 " : "no",
-             coop_list, ft->coopmat2 ? " +NV2 (workgroup scope)" : "", ft->coop_bf16 ? " +bf16" : "",
+             coop_list, ft->coopmat2 || ft->cm2_attn ? " +NV2 (workgroup scope)" : "", ft->coop_bf16 ? " +bf16" : "",
              ft->subgroup_size);
     d->mem.device_total = device_local_bytes(&v->memprops);
     lm_status st = lm_device_register(d);
@@ -550,7 +567,8 @@ static VkResult create_device(lm_vk_dev *v)
     /* cm2: every feature the device offers (the kernel needs four of them:
      * coopmat2_shapes), chained before the KHR struct it builds on */
     VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2;
-    if (v->feat.coopmat2) {
+    bool use_cm2 = v->feat.coopmat2 || v->feat.cm2_attn;
+    if (use_cm2) {
         cm2_features(v->phys, &cm2);
         cm2.pNext = &cmk;
     }
@@ -560,7 +578,7 @@ static VkResult create_device(lm_vk_dev *v)
                               .shaderBFloat16Type = VK_TRUE, .shaderBFloat16CooperativeMatrix = VK_TRUE};
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-        .pNext = v->feat.coopmat2 ? (void *)&cm2 : v->feat.coopmat_khr ? (void *)&cmk
+        .pNext = use_cm2 ? (void *)&cm2 : v->feat.coopmat_khr ? (void *)&cmk
                : v->feat.coopmat_nv ? (void *)&cm : NULL,
         .storageBuffer8BitAccess = VK_TRUE, .shaderFloat16 = v->feat.f16,
         .vulkanMemoryModel = coop,
@@ -590,7 +608,7 @@ static VkResult create_device(lm_vk_dev *v)
     if (v->feat.exec_stats) exts[nexts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
     if (v->feat.coopmat_nv) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
     if (v->feat.coopmat_khr) exts[nexts++] = VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME;
-    if (v->feat.coopmat2) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;
+    if (use_cm2) exts[nexts++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;
     VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f,
                              .queueCreateInfoCount = 1, .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = nexts, .ppEnabledExtensionNames = exts};

@@ -131,6 +131,13 @@ VK_KHR_VARIANTS += nn_attn_khr128_n8:nn_attn_khr:HD=128,NSG=8
 VK_KHR_VARIANTS += nn_attn_khr128_ps:nn_attn_khr:HD=128,PMODE=2
 VK_KHR_VARIANTS += nn_attn_khr128_tab:nn_attn_khr:HD=128,NOLANEMAP
 VK_KHR_VARIANTS += nn_attn_khr128_n8tab:nn_attn_khr:HD=128,NSG=8,NOLANEMAP
+VK_KHR_VARIANTS += nn_attn_khr128_k32:nn_attn_khr:HD=128,BK=32
+VK_KHR_VARIANTS += nn_attn_khr128_n8k32:nn_attn_khr:HD=128,NSG=8,BK=32
+VK_KHR_VARIANTS += nn_attn_khr128_qs:nn_attn_khr:HD=128,QSH
+VK_KHR_VARIANTS += nn_attn_khr128_qsk32:nn_attn_khr:HD=128,BK=32,QSH
+VK_KHR_VARIANTS += nn_attn_khr64_n8qs:nn_attn_khr:HD=64,NSG=8,QSH
+VK_KHR_VARIANTS += nn_attn_khr128_ea:nn_attn_khr:HD=128,EDGEALL
+VK_KHR_VARIANTS += nn_attn_khr64_n8ea:nn_attn_khr:HD=64,NSG=8,EDGEALL
 # conv_coop's tiles on KHR (nn_conv.c's conv_tiles)
 VK_KHR_VARIANTS += conv_coop_khr:matmul_coop:MM_KHR,MM_CONV,MM_COOP
 VK_KHR_VARIANTS += conv_coop_khr_m32:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=32,BN=128,BK=32,WM=32,WN=32
@@ -298,8 +305,28 @@ VK_CM2_VARIANTS += matmul_cm2_64x64:matmul_cm2:BM=64,BN=64,BK=64,NT=128
 VK_CM2_VARIANTS += nn_attn_khr64_cv:nn_attn_khr:HD=64,PMODE=3
 VK_CM2_VARIANTS += nn_attn_khr128_cv:nn_attn_khr:HD=128,PMODE=3
 VK_CM2_VARIANTS += nn_attn_khr128_n8cv:nn_attn_khr:HD=128,NSG=8,PMODE=3
+# nn_attn_cm2.glsl: flash attention on workgroup-scope matrices (nn_attn_fa.c's
+# cm2_shader), head dims up to HD, BQ queries x BC keys a step, NT
+# invocations; the first of each head dim is the default, the others are
+# tiles for measurements (LUMEN_VK_ATTN_CM2=<tile>; =1 the default tile: the kernel
+# is opt-in, slower than nn_attn_khr on driver 580); _bf: bf16 (spvpack --bf16)
+VK_CM2_VARIANTS += nn_attn_cm2_64:nn_attn_cm2:HD=64,BQ=64,BC=64,NT=128
+VK_CM2_VARIANTS += nn_attn_cm2_128:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128
+VK_CM2_VARIANTS += nn_attn_cm2_64_q128:nn_attn_cm2:HD=64,BQ=128,BC=64,NT=256
+VK_CM2_VARIANTS += nn_attn_cm2_128_q128:nn_attn_cm2:HD=128,BQ=128,BC=64,NT=256
+VK_CM2_VARIANTS += nn_attn_cm2_128_c32:nn_attn_cm2:HD=128,BQ=64,BC=32,NT=128
+VK_CM2_VARIANTS += nn_attn_cm2_128_c128:nn_attn_cm2:HD=128,BQ=64,BC=128,NT=128
+VK_CM2_VARIANTS += nn_attn_cm2_128_q128c128:nn_attn_cm2:HD=128,BQ=128,BC=128,NT=256
+VK_CM2_VARIANTS += nn_attn_cm2_128_q32:nn_attn_cm2:HD=128,BQ=32,BC=64,NT=128
+VK_CM2_VARIANTS += nn_attn_cm2_128_nw:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128,NARROW
+VK_CM2_VARIANTS += nn_attn_cm2_128_q32nw:nn_attn_cm2:HD=128,BQ=32,BC=64,NT=128,NARROW
+VK_CM2_VARIANTS += nn_attn_cm2_128_q128nw:nn_attn_cm2:HD=128,BQ=128,BC=64,NT=256,NARROW
+VK_CM2_VARIANTS += nn_attn_cm2_128_q32t64:nn_attn_cm2:HD=128,BQ=32,BC=64,NT=64
+VK_CM2_BF16_VARIANTS += nn_attn_cm2_64_bf:nn_attn_cm2:HD=64,BQ=64,BC=64,NT=128,BF16
+VK_CM2_BF16_VARIANTS += nn_attn_cm2_128_bf:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128,BF16
+VK_CM2_BF16_VARIANTS += nn_attn_cm2_128_q128_bf:nn_attn_cm2:HD=128,BQ=128,BC=64,NT=256,BF16
 endif
-VK_CM2_NAMES := $(foreach v,$(VK_CM2_VARIANTS),$(firstword $(subst :, ,$(v))))
+VK_CM2_NAMES := $(foreach v,$(VK_CM2_VARIANTS) $(VK_CM2_BF16_VARIANTS),$(firstword $(subst :, ,$(v))))
 VK_VAR_NAMES += $(VK_CM2_NAMES)
 VK_SPV += $(VK_CM2_NAMES:%=$(VK_SPV_DIR)/%.spv)
 GLSLANG15_CM2_FLAGS := $(subst vulkan1.2,vulkan1.3,$(GLSLANG15_FLAGS))
@@ -309,6 +336,15 @@ $(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) | $(GLS
 	$$(GLSLANG15) $$(GLSLANG15_CM2_FLAGS) $(addprefix -D,$(subst $(vk_comma), ,$(3))) --depfile $(VK_SPV_DIR)/$(1).vd -o $$@ $$<
 endef
 $(foreach v,$(VK_CM2_VARIANTS),$(eval $(call vk_cm2_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
+# the bf16 ones: compiled to NAME.spv16, then rewritten (as vk_bf16_variant)
+define vk_cm2_bf16_variant
+$(if $(and $(wildcard $(call vk_defs,$(1))),$(filter x$(3),x$(file <$(call vk_defs,$(1))))),,$(file >$(call vk_defs,$(1)),$(3)))
+$(VK_SPV_DIR)/$(1).spv: $(VK_DIR)/shaders/$(2).glsl $(call vk_defs,$(1)) $(VK_PACKER) | $(GLSLANG15)
+	$$(GLSLANG15) $$(GLSLANG15_CM2_FLAGS) $(addprefix -D,$(subst $(vk_comma), ,$(3))) --depfile $(VK_SPV_DIR)/$(1).vd -o $(VK_SPV_DIR)/$(1).spv16 $$<
+	sed -i 's|\.spv16:|.spv:|' $(VK_SPV_DIR)/$(1).vd
+	$(VK_PACKER) --bf16 $(VK_SPV_DIR)/$(1).spv16 $$@
+endef
+$(foreach v,$(VK_CM2_BF16_VARIANTS),$(eval $(call vk_cm2_bf16_variant,$(word 1,$(subst :, ,$(v))),$(word 2,$(subst :, ,$(v))),$(word 3,$(subst :, ,$(v))))))
 
 $(VK_PACKER): $(VK_DIR)/tools/spvpack.c
 	@mkdir -p $(dir $@)

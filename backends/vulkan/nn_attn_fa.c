@@ -38,7 +38,21 @@
  * VK_KHR_shader_bfloat16 with bf16 cooperative matrices of 16x16x16
  * (device.c: feat.coop_bf16; LUMEN_VK_BF16=0 turns it off): D a multiple
  * of 8 up to 256, masks and output dtypes as f16's (bf16 or f32).
- * Elsewhere bf16 stays on the SIMT kernel. */
+ * Elsewhere bf16 stays on the SIMT kernel.
+ *
+ * Before all of them, where LUMEN_VK_ATTN_CM2=1 (or =<tile>) asks for it
+ * when the device is opened and the device has VK_NV_cooperative_matrix2
+ * with row reductions and conversions (device.c: feat.cm2_attn), f16 (and,
+ * with bf16 workgroup shapes and
+ * VK_KHR_shader_bfloat16, bf16) q, k and v with D = Dv a multiple of 8 up
+ * to 128, no mask, a positive scale and an output as q's or f32 take
+ * shaders/nn_attn_cm2.glsl (cm2_shader: workgroup-scope flash attention,
+ * the same push constants and bindings as the KHR kernel).  It is opt-in:
+ * on driver 580 (H200) it measured 4-5x slower than the KHR kernel at every
+ * tile (docs/BENCHMARKS.md, 2026-11-29).  LUMEN_VK_ATTN_CM2=0 turns it off,
+ * =<tile> (module.mk's: q128, c32, c128, q128c128, q32, nw, ...) forces a
+ * tile where it is built;
+ * LUMEN_VK_ATTN_KHR=0 and LUMEN_VK_ATTN_COOP=0 turn it off too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "backends/vulkan/vk.h"
@@ -102,7 +116,8 @@ static const char *const khr_names[KHR_NDIMS][2] = {
 static const char *const khr_tiles[] = {
     "nn_attn_khr64_n4",  "nn_attn_khr64_ps",  "nn_attn_khr64_tab",  "nn_attn_khr64_n8tab",  "nn_attn_khr128_n8",
     "nn_attn_khr128_ps", "nn_attn_khr128_tab", "nn_attn_khr128_n8tab", "nn_attn_khr64_cv",  "nn_attn_khr128_cv",
-    "nn_attn_khr128_n8cv",
+    "nn_attn_khr128_n8cv", "nn_attn_khr128_k32", "nn_attn_khr128_n8k32", "nn_attn_khr128_qs",
+    "nn_attn_khr128_qsk32", "nn_attn_khr64_n8qs", "nn_attn_khr128_ea", "nn_attn_khr64_n8ea",
 };
 
 /* which bit of a component's index adds 8 to its row, 1 to its column and
@@ -116,6 +131,13 @@ static const uint32_t khr_lmaps[6][3] = {{1, 0, 2}, {2, 0, 1}, {0, 1, 2}, {0, 2,
 int64_t lm_vulkan_attn_coop_count(void)
 {
     return coop_runs;
+}
+
+static int64_t cm2_runs;
+
+int64_t lm_vulkan_attn_cm2_count(void)
+{
+    return cm2_runs;
 }
 
 /* the tensor-core kernel for node, or NULL where it does not apply */
@@ -152,6 +174,8 @@ static bool in_file(const char *shader)
 /* the queries a workgroup of a KHR tile takes (16 x RT x NSG) */
 static int khr_bq(const char *shader)
 {
+    if (!strncmp(shader, "nn_attn_cm2", 11))   /* module.mk's BQ */
+        return strstr(shader, "_q128") ? 128 : strstr(shader, "_q32") ? 32 : 64;
     return strstr(shader, "_n8") ? 128 : 64;
 }
 
@@ -189,6 +213,8 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
         return NULL;
     lm_dtype dt = node->ninputs >= 3 ? node->inputs[0]->dtype : LM_F32;
     bool bf = dt == LM_BF16;
+    /* f16 or bf16 q, k and v only: f32 ones stay on the SIMT kernel */
+    if (dt != LM_F16 && !bf) return NULL;
     int nshapes = bf ? (ft->coop_bf16 ? ft->ncoop_bf16 : 0) : ft->ncoop_khr;
     const uint8_t(*mnk)[3] = bf ? ft->coop_bf16_mnk : ft->coop_khr_mnk;
     bool x16 = false;
@@ -220,6 +246,47 @@ static const char *khr_shader(const lm_vk_dev *v, const lm_array *node)
     return in_file(name) ? name : NULL;
 }
 
+/* the cooperative-matrix-2 kernel for node (shaders/nn_attn_cm2.glsl), or
+ * NULL where it does not apply; module.mk's nn_attn_cm2_HD[_tile][_bf] */
+static const char *cm2_shader(const lm_vk_dev *v, const lm_array *node)
+{
+    const char *e = getenv("LUMEN_VK_ATTN_CM2"), *k = getenv("LUMEN_VK_ATTN_KHR"), *c = getenv("LUMEN_VK_ATTN_COOP");
+    if ((e && !strcmp(e, "0")) || (k && !strcmp(k, "0")) || (c && !strcmp(c, "0"))) return NULL;
+    const lm_vk_features *ft = &v->feat;
+    if (!ft->cm2_attn || v->props.vendorID != 0x10de || node->ninputs != 3 || !lm_vk_fits_i32(node) ||
+        ft->max_storage_buffers < LM_VK_WIDE_BINDINGS)
+        return NULL;
+    lm_dtype dt = node->inputs[0]->dtype;
+    if (dt != LM_F16 && !(dt == LM_BF16 && ft->coop_bf16 && ft->cm2_bf16)) return NULL;
+    if (ft->cm2_max_invocations < 256 || ft->cm2_max_dim < 128) return NULL;
+    for (int i = 0; i < 3; i++)
+        if (node->inputs[i]->dtype != dt || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
+            return NULL;
+    if (node->dtype != dt && node->dtype != LM_F32) return NULL;
+    if (!(node->params.f[0] > 0)) return NULL;
+    int64_t D = node->inputs[0]->shape[3];
+    if (node->inputs[2]->shape[3] != D || D % 8 || D <= 0 || D > 128) return NULL;
+    char name[64];
+    snprintf(name, sizeof name, "nn_attn_cm2_%d", D <= 64 ? 64 : 128);
+    if (e && *e && strcmp(e, "1")) {
+        char want[64];
+        snprintf(want, sizeof want, "%.16s_%.16s%s", name, e, dt == LM_BF16 ? "_bf" : "");
+        if (in_file(want)) memcpy(name, want, sizeof name);
+        else if (dt == LM_BF16) strcat(name, "_bf");
+    } else if (dt == LM_BF16) {
+        strcat(name, "_bf");
+    }
+    /* an f16 x f16 + f32 workgroup shape for the tile's invocations (module.mk's
+     * NT) whose granularity divides its 32-row and 32-column blocks */
+    int nt = strstr(name, "_q128") ? 256 : strstr(name, "t64") ? 64 : 128;
+    bool shape = false;
+    for (int i = 0; i < ft->ncm2; i++)
+        shape |= !ft->cm2[i].f16_acc && ft->cm2[i].invocations == nt && 32 % ft->cm2[i].m == 0 &&
+                 32 % ft->cm2[i].n == 0 && 32 % ft->cm2[i].k == 0;
+    const lm_vk_shader *found = shape && in_file(name) ? lm_vk_shader_find(name) : NULL;
+    return found ? found->name : NULL;
+}
+
 /* the element offset and batch, head, row strides of a 4-D view */
 static void khr_strides(const lm_array *a, int32_t *off, int32_t *st, int n)
 {
@@ -230,6 +297,8 @@ static void khr_strides(const lm_array *a, int32_t *off, int32_t *st, int n)
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
 {
     if (fast_off()) return NULL;
+    const char *cm2 = cm2_shader(v, node);
+    if (cm2) return cm2;
     const char *khr = khr_shader(v, node);
     if (khr) return khr;
     if (node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
@@ -322,6 +391,7 @@ static lm_status run_khr(lm_vk_dev *v, lm_array *node, const char *shader)
                              {mask ? lm_vk_mem_of(mask) : NULL, false}, {lm_vk_mem_of(node), true}};
         s = lm_vk_dispatch(v, shader, spec, 7, args, 5, &pc, sizeof pc, lm_vk_groups(v, pc.items, 1), 1, 1);
         if (s == LM_OK) coop_runs++;
+        if (s == LM_OK && !strncmp(shader, "nn_attn_cm2", 11)) cm2_runs++;
         if (s == LM_OK && q->dtype == LM_BF16) lm_vk_bf16_runs++;
     }
     for (int i = 0; i < 3; i++)
@@ -331,7 +401,7 @@ static lm_status run_khr(lm_vk_dev *v, lm_array *node, const char *shader)
 
 lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader)
 {
-    if (!strncmp(shader, "nn_attn_khr", 11)) return run_khr(v, node, shader);
+    if (!strncmp(shader, "nn_attn_khr", 11) || !strncmp(shader, "nn_attn_cm2", 11)) return run_khr(v, node, shader);
     fa_pc pc;
     memset(&pc, 0, sizeof pc);
     fa_geometry(node, shader, &pc);

@@ -80,6 +80,10 @@ typedef struct lm_vk_features {
     uint32_t cm2_max_dim;         /* cooperativeMatrixFlexibleDimensionsMaxDimension */
     int ncm2;
     struct { uint16_t m, n, k, invocations; bool f16_acc; } cm2[16];
+    /* the same extension for nn_attn_cm2 (nn_attn_fa.c: probed where
+     * LUMEN_VK_ATTN_CM2 asks for it): row reductions and conversions, and a
+     * bf16 workgroup shape (with coop_bf16: the _bf kernels) */
+    bool cm2_reduce, cm2_attn, cm2_bf16;
     bool subgroup_arith;
     uint32_t subgroup_size;
     /* LUMEN_VK_STATS=1 on a device with VK_KHR_pipeline_executable_properties:
@@ -218,7 +222,8 @@ lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *da
 static inline bool lm_vk_wide(const char *shader)
 {
     return !strncmp(shader, "fused", 5) || !strcmp(shader, "nn_attn") || !strcmp(shader, "nn_attn512") ||
-           !strcmp(shader, "nn_norm_split") || !strcmp(shader, "nn_norm_vec") || !strncmp(shader, "nn_attn_khr", 11);
+           !strcmp(shader, "nn_norm_split") || !strcmp(shader, "nn_norm_vec") || !strncmp(shader, "nn_attn_khr", 11) ||
+           !strncmp(shader, "nn_attn_cm2", 11);
 }
 /* replayed command buffers (replay.c; exec.c keeps the ring's side):
  * while v->capture is set, dispatches are recorded into the recording's

@@ -22,6 +22,8 @@ int64_t lm_vulkan_dispatch_count(void);
 /* Attention kernels recorded on tensor cores since start (nn_attn_coop*),
  * for tests that must see that path taken. */
 int64_t lm_vulkan_attn_coop_count(void);
+/* Those of them on the cooperative-matrix-2 kernel (nn_attn_cm2*), for tests. */
+int64_t lm_vulkan_attn_cm2_count(void);
 /* Attention and matmul kernels recorded on bf16 cooperative matrices
  * (VK_KHR_shader_bfloat16: the _bf kernels) since start, for tests. */
 int64_t lm_vulkan_bf16_coop_count(void);

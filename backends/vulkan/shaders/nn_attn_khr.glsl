@@ -36,6 +36,7 @@
 // load as A), PMODE 0 picks either at run time, PMODE 3 converts with
 // GL_NV_cooperative_matrix2; NOLANEMAP keeps rows and columns in registers
 // from the tables.  MASK (the _m variants) reads the mask per component.
+// QSH keeps Q in shared memory (read at each step), not in registers.
 // Max is NaN-propagating and a block with nothing visible yet adds
 // nothing, as in the other kernels, so NaN in q or k, -inf masks and
 // fully masked rows come out as on the CPU.
@@ -120,6 +121,9 @@ DECL_IO(4)
 #define COLM gl_CooperativeMatrixLayoutColumnMajor
 
 shared uvec4 KV[BK * KS];              // K or V (also Q at the start, O and the tables)
+#ifdef QSH
+shared uvec4 QS[BQ * KS];              // Q, read at each step instead of held in registers
+#endif
 #if PMODE == 0 || PMODE == 2
 shared uvec4 PSH[NSG * PAREA];         // P, where it cannot stay in registers
 #endif
@@ -127,6 +131,30 @@ shared uvec4 PSH[NSG * PAREA];         // P, where it cannot stay in registers
 // the tiles' dims past D are zeros
 #define FETCH_COLS && c * 8 < pc.D
 #include "nn_attn_tc.glsl"
+
+#ifdef MASK
+#define MASK_ADD \
+    if (key < nk && qi < pc.Lq) { \
+        int e = mb0 + qi * pc.sm[2] + (j0 + key) * pc.sm[3]; \
+        if (pc.mask == 1u) x += ldf_3(DT_F32, e) * float(LOG2E); \
+        else if (uint(u8_3.v[e]) == 0u) x = M_NINF; \
+    }
+#else
+#define MASK_ADD
+#endif
+// the scores of row tile rt scaled, masked (where EDGE: keys past nk and,
+// causal, after the query hidden) and their row maxima in mx
+#define SCORES(EDGE) \
+    [[unroll]] for (int j = 0; j < NJ; j++) \
+        [[unroll]] for (int i = 0; i < NC; i++) { \
+            int key = j * 16 + cols[i], qi = r0 + rows[i]; \
+            float x = s[rt][j][i] * pc.scale; \
+            MASK_ADD \
+            if (EDGE && (key >= nk || (pc.causal != 0u && j0 + key > qi))) x = M_NINF; \
+            s[rt][j][i] = x; \
+            if (hi[i]) mx.y = nmax(mx.y, x); \
+            else mx.x = nmax(mx.x, x); \
+        }
 
 void main()
 {
@@ -197,7 +225,9 @@ void main()
         int q0 = i0 + sg * 16 * RT;         // this subgroup's first query
 
         // Q, BK rows at a time through KV (rows past bq and dims past D zero)
+#ifndef QSH
         F16A qf[RT][NF];
+#endif
         uvec4 g[NL];
         [[unroll]] for (int p = 0; p < (BQ + BK - 1) / BK; p++) {
             [[unroll]] for (int u = 0; u < NL; u++) {
@@ -210,8 +240,15 @@ void main()
             [[unroll]] for (int rt = 0; rt < RT; rt++) {
                 int r0 = (sg * RT + rt) * 16;
                 if (r0 / BK == p)
-                    [[unroll]] for (int c = 0; c < NF; c++)
+                    [[unroll]] for (int c = 0; c < NF; c++) {
+#ifdef QSH
+                        F16A qa;
+                        coopMatLoad(qa, KV, (r0 - p * BK) * KS + c * 2, KS, ROWM);
+                        coopMatStore(qa, QS, r0 * KS + c * 2, KS, ROWM);
+#else
                         coopMatLoad(qf[rt][c], KV, (r0 - p * BK) * KS + c * 2, KS, ROWM);
+#endif
+                    }
             }
         }
         if (kend > 0) fetch_k(kb, pc.sk[2], min(BK, kend), g);
@@ -235,34 +272,39 @@ void main()
             F32C s[RT][NJ];
             [[unroll]] for (int rt = 0; rt < RT; rt++)
                 [[unroll]] for (int j = 0; j < NJ; j++) s[rt][j] = F32C(0.0);
-            [[unroll]] for (int c = 0; c < NF; c++)
+            [[unroll]] for (int c = 0; c < NF; c++) {
+#ifdef QSH
+                F16A qc[RT];
+                [[unroll]] for (int rt = 0; rt < RT; rt++)
+                    coopMatLoad(qc[rt], QS, ((sg * RT + rt) * 16) * KS + c * 2, KS, ROWM);
+#define QF(rt, c) qc[rt]
+#else
+#define QF(rt, c) qf[rt][c]
+#endif
                 [[unroll]] for (int j = 0; j < NJ; j++) {
                     F16B kf;
                     coopMatLoad(kf, KV, j * 16 * KS + c * 2, KS, COLM);
-                    [[unroll]] for (int rt = 0; rt < RT; rt++) s[rt][j] = coopMatMulAdd(qf[rt][c], kf, s[rt][j]);
+                    [[unroll]] for (int rt = 0; rt < RT; rt++) s[rt][j] = coopMatMulAdd(QF(rt, c), kf, s[rt][j]);
                 }
+            }
 
             F16A pf[RT][NJ];
             [[unroll]] for (int rt = 0; rt < RT; rt++) {
                 int r0 = q0 + rt * 16;
-                // scale, mask, row maxima over the quad
+                // scale, mask, row maxima over the quad; a block whose keys
+                // are all below nk and (causal) at or before the tile's first
+                // query hides nothing: it skips the tests (EDGEALL: never)
                 vec2 mx = vec2(M_NINF);
-                [[unroll]] for (int j = 0; j < NJ; j++)
-                    [[unroll]] for (int i = 0; i < NC; i++) {
-                        int key = j * 16 + cols[i], qi = r0 + rows[i];
-                        float x = s[rt][j][i] * pc.scale;
-#ifdef MASK
-                        if (key < nk && qi < pc.Lq) {
-                            int e = mb0 + qi * pc.sm[2] + (j0 + key) * pc.sm[3];
-                            if (pc.mask == 1u) x += ldf_3(DT_F32, e) * float(LOG2E);
-                            else if (uint(u8_3.v[e]) == 0u) x = M_NINF;
-                        }
+#ifdef EDGEALL
+                bool edge = true;
+#else
+                bool edge = nk < BK || (pc.causal != 0u && j0 + BK - 1 > r0);
 #endif
-                        if (key >= nk || (pc.causal != 0u && j0 + key > qi)) x = M_NINF;
-                        s[rt][j][i] = x;
-                        if (hi[i]) mx.y = nmax(mx.y, x);
-                        else mx.x = nmax(mx.x, x);
-                    }
+                if (edge) {
+                    SCORES(true)
+                } else {
+                    SCORES(false)
+                }
                 [[unroll]] for (int d = 1; d <= 2; d *= 2) {
                     mx.x = nmax(mx.x, subgroupShuffleXor(mx.x, d));
                     mx.y = nmax(mx.y, subgroupShuffleXor(mx.y, d));

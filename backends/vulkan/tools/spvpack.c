@@ -106,7 +106,10 @@ static int finish(FILE *f, const char *tmp, const char *path)
  * the type appear only in constants, memory, function, conversion and
  * composite instructions, OpDot, OpCooperativeMatrixMulAddKHR and
  * OpCooperativeMatrixLengthKHR, OpSelect, OpPhi, OpReturnValue and
- * OpLifetimeStart/Stop (its Validation Rules); any other instruction with
+ * OpLifetimeStart/Stop (its Validation Rules), and the tensor-layout loads
+ * and stores of SPV_NV_cooperative_matrix2 (memory instructions: the
+ * nn_attn_cm2*_bf kernels; NVIDIA's driver takes them on bf16 matrices,
+ * as GL_EXT_bfloat16 compilers emit them); any other instruction with
  * a result or an operand of a type that is or holds it (f16 arithmetic,
  * comparisons, extended instructions) fails the build, naming the
  * instruction, since the same bits would mean other numbers.  A value's
@@ -136,6 +139,7 @@ static int bf16_allowed(uint32_t op)
     case 148:                                /* OpDot */
     case 4459: case 4460:                    /* OpCooperativeMatrixMulAddKHR, LengthKHR */
     case 169: case 245: case 254: case 256: case 257: /* OpSelect, OpPhi, OpReturnValue, OpLifetime* */
+    case 5367: case 5368:                    /* OpCooperativeMatrixLoad/StoreTensorNV: memory */
         return 1;
     default:
         return 0;
