@@ -482,6 +482,8 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
     }
     free(L.used);
     lm_tensor_set_free(weights);
+    /* the CPU's Winograd filters made now, not in the first decode */
+    if (st == LM_OK) st = lm_dfs_prime_convs(m->owned, m->nowned, m->dev);
     if (st != LM_OK) {
         if (strncmp(lm_error_message(), "vae", 3)) lm_error_prefix("vae");
         lm_vae_free(m);
