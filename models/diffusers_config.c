@@ -450,3 +450,24 @@ lm_status lm_dfs_load_weights_stem(const char *dir, const char *stem, const char
                         variant && *variant ? "." : "", variant ? variant : "",
                         variant ? "" : " and no fp16 variant");
 }
+
+lm_status lm_dfs_prime_convs(lm_array *const *w, int n, lm_device *dev)
+{
+    if (!dev || dev != lm_device_cpu()) return LM_OK;
+    lm_status st = LM_OK;
+    for (int i = 0; i < n && st == LM_OK; i++) {
+        const lm_array *a = w[i];
+        /* the CPU's Winograd shapes (backends/cpu/nn_conv.c): 3x3, at least
+         * 16 channels in and out, a float dtype other than f64 */
+        if (!a || a->ndim != 4 || a->shape[2] != 3 || a->shape[3] != 3 || a->shape[0] < 16 || a->shape[1] < 16 ||
+            !lm_dtype_is_float(a->dtype) || a->dtype == LM_F64)
+            continue;
+        int64_t xs[4] = {1, a->shape[1], 2, 2}, pad[4] = {1, 1, 1, 1};
+        lm_array *x = lm_zeros(4, xs, a->dtype, dev);
+        lm_array *y = x ? lm_conv2d(x, w[i], NULL, NULL, pad, NULL, 1) : NULL;
+        st = y ? lm_array_eval(y) : lm_error_status();
+        lm_array_release(y);
+        lm_array_release(x);
+    }
+    return st;
+}

@@ -65,6 +65,13 @@ lm_status lm_dfs_load_weights(const char *dir, const char *variant, lm_device *d
 lm_status lm_dfs_load_weights_stem(const char *dir, const char *stem, const char *variant,
                                    lm_device *dev, lm_tensor_set *out, char **file);
 
+/* Prepares the n weights' 3x3 convolution filters on the CPU now (a
+ * one-tile convolution each: the CPU backend transforms a weight's
+ * Winograd filters at its first convolution and keeps them with the
+ * weight), so that a model's first call costs no more than the next.
+ * Nothing on other devices, nor for weights of another shape. */
+lm_status lm_dfs_prime_convs(lm_array *const *w, int n, lm_device *dev);
+
 /* "dir/name" in a malloc'd string (NULL when out of memory, error set). */
 char *lm_dfs_path(const char *dir, const char *name);
 

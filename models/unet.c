@@ -559,6 +559,8 @@ lm_unet *lm_unet_load_from(const cJSON *config, lm_tensor_set *weights, const ch
     lm_tensor_set_free(weights);
     memset(weights, 0, sizeof *weights);
     free(L.used);
+    /* the CPU's Winograd filters made now, not in the first call */
+    if (st == LM_OK) st = lm_dfs_prime_convs(m->w, m->nw, m->dev);
     if (st != LM_OK) {
         if (strncmp(lm_error_message(), "unet", 4)) lm_error_prefix("unet");
         lm_unet_free(m);

@@ -467,6 +467,7 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
         if (!L.used) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
     if (st == LM_OK) st = take_encoder(&L);
+    int dec0 = m ? m->nowned : 0;   /* the decoder's weights (and after) from here */
     if (st == LM_OK) st = take_decoder(&L);
     if (st == LM_OK && m->cfg.flux2) st = take_bn(&L);
     for (int i = 0; st == LM_OK && i < weights->count; i++) {
@@ -482,6 +483,10 @@ lm_vae *lm_vae_load_from(const cJSON *config, lm_tensor_set *weights, const char
     }
     free(L.used);
     lm_tensor_set_free(weights);
+    /* the CPU's Winograd filters made now, not in the first decode; the
+     * decoder's only (every generation decodes; the encoder's wait for an
+     * init image rather than fill the prepared-weight cache) */
+    if (st == LM_OK) st = lm_dfs_prime_convs(m->owned + dec0, m->nowned - dec0, m->dev);
     if (st != LM_OK) {
         if (strncmp(lm_error_message(), "vae", 3)) lm_error_prefix("vae");
         lm_vae_free(m);

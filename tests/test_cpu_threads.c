@@ -155,6 +155,12 @@ static lm_array *c_conv_depthwise(void) { return conv(SH(1, 48, 50, 50), SH(48, 
 static lm_array *c_conv_5x5(void) { return conv(SH(1, 12, 64, 64), SH(20, 12, 5, 5), 1, 2, 1, 1, false); }
 static lm_array *c_conv_wino(void) { return conv(SH(2, 32, 36, 38), SH(32, 32, 3, 3), 1, 1, 1, 1, true); }
 static lm_array *c_conv_wino_big(void) { return conv(SH(1, 64, 64, 64), SH(64, 64, 3, 3), 1, 1, 1, 1, false); }
+/* many channels, small images: the staged paths (the GEMMs cut into tiles
+ * of M and N on the pool; nn_conv_wino.c's staged(), nn_conv.c's
+ * conv_staged) */
+static lm_array *c_conv_wino_staged(void) { return conv(SH(2, 256, 9, 11), SH(272, 256, 3, 3), 1, 1, 1, 1, true); }
+static lm_array *c_conv_staged_s2(void) { return conv(SH(2, 160, 13, 12), SH(256, 160, 3, 3), 2, 1, 1, 1, true); }
+static lm_array *c_conv_staged_1x1(void) { return conv(SH(2, 512, 7, 9), SH(520, 512, 1, 1), 1, 0, 1, 1, false); }
 
 static lm_array *c_conv1d(void)
 {
@@ -278,7 +284,8 @@ static const det_case cases[] = {
     {"conv2d 16->8 3x3", c_conv_16_8}, {"conv2d 1x1", c_conv_1x1}, {"conv2d stride 2", c_conv_stride},
     {"conv2d dilated", c_conv_dilated}, {"conv2d groups 4", c_conv_grouped},
     {"conv2d depthwise", c_conv_depthwise}, {"conv2d 5x5", c_conv_5x5}, {"conv2d winograd", c_conv_wino},
-    {"conv2d winograd 64ch", c_conv_wino_big}, {"conv1d stride 2", c_conv1d},
+    {"conv2d winograd 64ch", c_conv_wino_big}, {"conv2d winograd staged", c_conv_wino_staged},
+    {"conv2d stride 2 staged", c_conv_staged_s2}, {"conv2d 1x1 staged", c_conv_staged_1x1}, {"conv1d stride 2", c_conv1d},
     {"conv_transpose2d", c_conv_transpose}, {"conv2d weight grad", c_conv_wgrad},
     {"conv2d input grad", c_conv_xgrad}, {"sum all", c_sum_all}, {"sum rows", c_sum_rows},
     {"mean cols", c_mean_cols}, {"logsumexp", c_lse}, {"var", c_var}, {"argmax", c_argmax},

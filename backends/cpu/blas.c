@@ -129,9 +129,13 @@ void lm_dgemm(int ta, int tb, int m, int n, int k, double alpha, const double *a
  * at most MAX_TILES of them, no side cut below MIN_SIDE: on one thread the
  * tiles of a 512^3 product cost 4-7% beside one call (each call packs its
  * own A and B, and small tiles run OpenBLAS's edge kernels), 128x64 tiles
- * cost 8-10%; 16 tiles still keep a 16-core machine busy. */
+ * cost 8-10%.  Up to 64 tiles: a large product (SD's 8192x320x2560) in
+ * 16 tiles gave each of 16 cores one, and the slowest core set the time
+ * (13-34 ms for one shape in one call); at 64 they even out, and such
+ * tiles stay far above MIN_WORK.  Tile edges stay multiples of 16, so the
+ * bits are those of 16 tiles for the shapes checked. */
 #define MIN_WORK (1 << 23)
-#define MAX_TILES 16
+#define MAX_TILES 64
 #define MIN_SIDE 128
 
 static int64_t half_side(int64_t x) { return ((x + 1) / 2 + 15) / 16 * 16; }

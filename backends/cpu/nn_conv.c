@@ -28,6 +28,10 @@
  * fewer: enough for a 16-core machine, a constant so that the cut (and so
  * the bits) is the same at any thread count */
 #define WANT_ITEMS 64
+/* staged convolutions: an image's unfolded band at most this large */
+#define STAGED_BYTES (16u << 20)
+/* and only for weights of at least this many elements (1 MiB in f32) */
+#define STAGED_MIN_WEIGHTS (1 << 18)
 
 typedef struct {
     const char *x;            /* one image, one group: [Cg, H, W] in ct */
@@ -128,20 +132,32 @@ static const char *weights_in(const lm_array *w, lm_dtype ct, void **owned)
                    fill_copy, &ct, owned);
 }
 
-/* no Inf or NaN among n floats (exponent bits all ones) */
-static bool all_finite(const float *p, int64_t n)
+typedef struct { const float *p; int64_t n; int bad; } finite_ctx;
+
+static void finite_task(void *pv, int64_t b0, int64_t b1)
 {
-    for (int64_t i = 0; i < n; i += 4096) {
-        int64_t e = n - i < 4096 ? n - i : 4096;
+    finite_ctx *c = pv;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t i = b * 4096, e = c->n - i < 4096 ? c->n - i : 4096;
         uint32_t bad = 0;
         for (int64_t k = 0; k < e; k++) {
             uint32_t u;
-            memcpy(&u, p + i + k, sizeof u);
+            memcpy(&u, c->p + i + k, sizeof u);
             bad |= (u & 0x7f800000u) == 0x7f800000u;
         }
-        if (bad) return false;
+        if (bad) {
+            __atomic_store_n(&c->bad, 1, __ATOMIC_RELAXED);
+            return;
+        }
     }
-    return true;
+}
+
+/* no Inf or NaN among n floats (exponent bits all ones), checked on the pool */
+static bool all_finite(const float *p, int64_t n)
+{
+    finite_ctx c = {p, n, 0};
+    lm_cpu_parallel_for((n + 4095) / 4096, 16, finite_task, &c);
+    return !c.bad;
 }
 
 /* Winograd's transformed filters of a [O, C, 3, 3] weight */
@@ -151,7 +167,12 @@ static lm_status fill_wino(void *dst, const lm_array *w, void *ctx)
     void *owned = NULL;
     const float *wd = lm_cpu_contiguous(w, LM_F32, &owned);
     if (!wd) return lm_error_status();
+    int64_t n = 16 * w->shape[0] * w->shape[1];
     nn_wino_weights(dst, wd, w->shape[0], w->shape[1]);
+    /* whether they are all finite, found once here rather than on every
+     * call: filters with an Inf or NaN are never used, so their first
+     * element is made a NaN, and a finite first element means all are */
+    if (!all_finite(dst, n)) *(float *)dst = NAN;
     free(owned);
     return LM_OK;
 }
@@ -213,6 +234,46 @@ static void conv_task(void *pv, int64_t w0, int64_t w1)
     free(col);
 }
 
+/* groups = 1, staged: per image, bands of STAGED_BYTES of unfolded rows
+ * (all of the image where it fits), each band unfolded by rows k on the
+ * pool, then one GEMM [O, K] x [K, cols] cut into tiles (lm_gemm_tiled,
+ * by the shapes only) on the pool */
+static lm_status conv_staged(conv_ctx *c, int64_t N)
+{
+    size_t esz = c->esz;
+    int64_t rows_fit = c->direct ? c->OH : (int64_t)(STAGED_BYTES / ((size_t)c->K * esz * (size_t)c->OW));
+    if (rows_fit < 1) rows_fit = 1;
+    int64_t nb = (c->OH + rows_fit - 1) / rows_fit, band = (c->OH + nb - 1) / nb;
+    char *col = c->direct ? NULL : malloc((size_t)(c->K * band * c->OW) * esz);
+    if (!c->direct && !col)
+        return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
+                            (long long)c->K, (long long)(band * c->OW));
+    const int64_t *p = c->p;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oy0 = 0; oy0 < c->OH; oy0 += band) {
+            if (lm_cancel_requested()) {
+                free(col);
+                return lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
+            }
+            int64_t rows = c->OH - oy0 < band ? c->OH - oy0 : band;
+            const char *xg = c->xd + (n * c->C * c->H * c->W) * (int64_t)esz;
+            char *og = c->out + (n * c->O * c->OH * c->OW + oy0 * c->OW) * (int64_t)esz;
+            const char *b = xg + oy0 * c->OW * (int64_t)esz;
+            int64_t ldb = c->H * c->W;
+            if (!c->direct) {
+                im2col_ctx ic = {xg, col, esz, c->H, c->W, c->KH, c->KW, p[0], p[1], p[2], p[3], p[6], p[7],
+                                 c->OW, oy0, rows};
+                lm_cpu_parallel_for(c->K, rows * c->OW >= 4096 ? 1 : 4096 / (rows * c->OW) + 1, im2col_task, &ic);
+                b = col;
+                ldb = rows * c->OW;
+            }
+            lm_gemm_tiled(c->ct == LM_F64, LM_CBLAS_NOTRANS, LM_CBLAS_NOTRANS, c->O, rows * c->OW, c->K, 1.0, c->wd,
+                          c->K, b, ldb, 0.0, og, c->OH * c->OW);
+        }
+    free(col);
+    return LM_OK;
+}
+
 lm_status lm_nn_conv(lm_array *node)
 {
     const lm_params *p = &node->params;
@@ -243,7 +304,7 @@ lm_status lm_nn_conv(lm_array *node)
     if (wino && c.xd && !all_finite((const float *)c.xd, N * c.C * c.H * c.W)) wino = false;
     if (c.xd && wino) {
         c.wd = nn_pack(w, NN_PACK_WINO, NN_WINO_BYTES(c.O, c.C), fill_wino, NULL, &ow);
-        if (c.wd && !all_finite((const float *)c.wd, 16 * c.O * c.C)) {
+        if (c.wd && !isfinite(*(const float *)c.wd)) {
             free(ow);
             ow = NULL;
             wino = false;
@@ -287,10 +348,20 @@ lm_status lm_nn_conv(lm_array *node)
     if (c.band > rows_fit) c.band = rows_fit;
     if (c.band < 1) c.band = 1;
     c.nbands = (c.OH + c.band - 1) / c.band;
+    /* one group whose bands are narrow (many channels, small images: SD's
+     * 8x8 latents gave GEMMs of 8 columns that read the whole weight each)
+     * or too few to share: staged, each image's band unfolded on the pool,
+     * then its GEMM cut into tiles of M and N on the pool.  Small weights
+     * keep the bands (cheap to re-read, and their bits as before) */
+    if (c.G == 1 && c.O * c.K >= STAGED_MIN_WEIGHTS && (c.band * c.OW < MIN_COLS || N * c.nbands < WANT_ITEMS / 4)) {
+        st = conv_staged(&c, N);
+        goto bias;
+    }
     lm_cpu_parallel_for(N * c.G * c.nbands, 1, conv_task, &c);
     if (c.failed == 1) st = lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
                                          (long long)c.K, (long long)(c.band * c.OW));
     else if (c.failed == 2) st = lm_error_set(LM_ERR_CANCELLED, "conv2d: interrupted");
+bias:
     if (st == LM_OK && bd) add_bias(c.out, bd, N, c.O, c.OH * c.OW, c.ct);
 done:
     if (stage) {
