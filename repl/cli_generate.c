@@ -884,6 +884,16 @@ static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
         double x = strtod(v, &end);
         if (!*v || *end || !(x >= 0 && x <= 1)) return bad_value(opt, v, "a number from 0 to 1");
         c->var_strength = x;
+    } else if (!strcmp(name, "hires_scale")) {
+        if (!c->hires) {
+            fprintf(stderr, "lumen generate: --xyz hires_scale is the hires fix's: give --hires X\n");
+            return 2;
+        }
+        char *end;
+        double x = strtod(v, &end);
+        if (!*v || *end || !(x > 0 && x <= 16)) return bad_value(opt, v, "a number in (0, 16]");
+        c->hires_scale = x;
+        c->hires_w = c->hires_h = 0;   /* the scale decides the size, as --hires X does */
     } else if (!strcmp(name, "hires_steps") || !strcmp(name, "hires_denoise")) {
         if (!c->hires) {
             fprintf(stderr, "lumen generate: --xyz %s is the hires fix's: give --hires X\n", name);
