@@ -30,12 +30,15 @@ static void batch_usage(FILE *f)
             "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv|DIR]\n"
             "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
             "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
-            "         [--progress bar|lines|off] [--serial] [-- script args]\n"
+            "         [--progress bar|lines|off] [--serial] [--timeline FILE]\n"
+            "         [-- script args]\n"
             "  SCRIPT returns a function from a job's parameters (seed, params columns) to\n"
             "  an image tensor, or a table {render=, render_batch=, names=, png=}.\n"
             "  Complete outputs are kept (resume); one run at a time per output folder.\n"
             "  The next job is queued on the device while this one's PNGs are written;\n"
             "  --serial (LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
+            "  --timeline FILE: each process's seconds (load, generate, write, idle...),\n"
+            "  one JSON line a process, also printed at the end.\n"
             "  Exit status: 0 all made, 1 a job failed or the run could not start, 2 a\n"
             "  bad command line, 130 Ctrl-C, 143 SIGTERM.  Under mpirun the jobs are\n"
             "  shared among the ranks.\n"
@@ -225,6 +228,7 @@ static int parse_args(lua_State *L, int argc, char **argv)
         {"--out", "out", false}, {"--only", "only", true}, {"--batch-size", "batch_size", true},
         {"--sheet", "sheet", false}, {"--sheet-max", "sheet_max", true},
         {"--manifest", "manifest", false}, {"--progress", "progress", false},
+        {"--timeline", "timeline", false},
     };
     lua_newtable(L);
     int nargs = 0;
@@ -305,6 +309,9 @@ static int summary_int(lua_State *L, const char *key)
 int lm_cli_batch(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "batch")) return -1;
+    /* the timeline's zero (lm._batch.now's clock) */
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     bool mpi = false;
 #ifdef LM_HAVE_MPI
     mpi = mpi_start(&argc, &argv);
@@ -319,6 +326,8 @@ int lm_cli_batch(int argc, char **argv)
     lua_remove(L, -2);
     int pr = parse_args(L, argc, argv);
     if (pr <= 0) { rc = pr == 0 ? 0 : 2; goto done; }
+    lua_pushnumber(L, (double)start.tv_sec + start.tv_nsec / 1e9);
+    lua_setfield(L, -2, "_t0");
     /* arg for the script, as `lumen script.lua args` gives it */
     lua_getfield(L, -1, "script");
     lua_createtable(L, 0, 1);
