@@ -163,4 +163,6 @@ do
 
     return T
   end
+  B.timeline_new = lm._set_doc(B.timeline_new, "lm._batch.timeline_new",
+    "lm._batch.timeline_new(options) -> timeline\nlm.batch's per-process stage clock (internal).")
 end

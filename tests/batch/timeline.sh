@@ -100,8 +100,10 @@ else
     check "$fam: one process, 5 images" '[ $? = 0 ] && [ "$(count_png "$T/$fam-1")" = 5 ]' "$T/log"
     $MPIRUN -np 2 "$LUMEN" batch $S --params "$T/dit.jsonl" -o "$T/$fam-np2/%03d.png" \
       --progress lines -- "$M" > "$T/log" 2>&1
-    check "$fam: mpirun -np 2 byte-identical to one process, both ranks made images" \
-      '[ $? = 0 ] && same_set "$T/$fam-1" "$T/$fam-np2" && grep -Eq "^batch: 2 processes made [1-9] \+ [1-9] images" "$T/log"' "$T/log"
+    # (how the 5 jobs split between the ranks depends on timing: printed)
+    check "$fam: mpirun -np 2 byte-identical to one process" \
+      '[ $? = 0 ] && same_set "$T/$fam-1" "$T/$fam-np2"' "$T/log"
+    grep "processes made" "$T/log"
     $MPIRUN -np 2 "$LUMEN" batch $S --params "$T/dit.jsonl" -o "$T/$fam-bs/%03d.png" \
       --batch-size 2 --progress off -- "$M" > "$T/log" 2>&1
     check "$fam: mpirun -np 2 --batch-size 2 byte-identical to one process" \
