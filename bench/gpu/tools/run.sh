@@ -11,8 +11,9 @@
 # (bench/gpu/upscale_model.lua); mpirun -np 2 on the one GPU.
 # Staged as the device notes say: this folder's files and xz'd lumen,
 # lumen-spirv.bin (lumen.xz, spirv.xz), the old binary (old_lumen.xz), the
-# stats (thick2_stats.json.xz), stk/batch_generate.lua (the sample with
-# stacked = true), then from the staged folder after `. .gl/setup.sh`:
+# stats (thick2_stats.json.xz), then from the staged folder after
+# `. .gl/setup.sh` (it writes $W/stk/batch_generate.lua: the sample with
+# stacked = true, under the sample's name so the PNGs' text is the same):
 #   W=$W bash run.sh      (everything to $OUT/log.txt and $OUT/tl.jsonl)
 W=${W:-/tmp/w}; B=$(pwd); R=$(cd ../.. && pwd); LOG=$OUT/log.txt; TL=$OUT/tl.jsonl
 exec > >(tee -a $LOG) 2>&1
@@ -24,6 +25,8 @@ export LUMEN_MODELS=$W/models
 P=$W/params.jsonl; : > $P
 for i in $(seq 1 16); do echo "{\"seed\": $i, \"prompt\": \"a lighthouse on a cliff at dusk, oil painting\", \"negative\": \"blurry\", \"steps\": 20, \"cfg\": 7, \"sampler\": \"euler\", \"size\": \"512x512\"}" >> $P; done
 cd $R
+mkdir -p $W/stk && sed 's/variation_strength = s.variation_strength}/variation_strength = s.variation_strength, stacked = true}/' samples/batch_generate.lua > $W/stk/batch_generate.lua
+grep -q "stacked = true" $W/stk/batch_generate.lua || echo "run.sh: the sample changed: no stacked variant (stk4 then runs in lanes)"
 echo "== peer $(el)"; timeout 90 python3 $B/peer.py $W 8
 echo "== warm $(el)"
 cat > $W/warm.lua <<'L'
@@ -43,7 +46,7 @@ run() { # name lumen script bs [extra]
 }
 echo "== batch $(el)"
 run bs1 $W/lumen samples/batch_generate.lua 1
-run stk4 $W/lumen $B/stk/batch_generate.lua 4
+run stk4 $W/lumen $W/stk/batch_generate.lua 4
 run bs4 $W/lumen samples/batch_generate.lua 4
 echo "== gen_one $(el)"; timeout 30 $W/lumen $B/gen_one.lua $W/sd15 8
 echo "== upscale $(el)"
