@@ -465,6 +465,9 @@ local KNOWN = {
   serial = true, _dist = true,
   xyz = true, grid = true, font = true, lora = true, lora_dir = true,   -- lua/l_batch_xyz.lua
 }
+-- issue 39: where each process's time goes (repl/batch.c gives _t0, the
+-- time `lumen batch` started, on B.now()'s clock)
+KNOWN.timeline, KNOWN._t0 = true, true
 
 -- the script: a file returning a function, or a table {render=, render_batch=,
 -- names=, png=}; or functions given directly
@@ -543,6 +546,10 @@ function lm.batch(o)
   if type(o) ~= "table" then fail("takes a table of options") end
   B.usage_error = nil
   for k in pairs(o) do if not KNOWN[k] then usage("unknown option '" .. tostring(k) .. "'") end end
+  local TL = B.timeline_new(o)
+  if o.timeline ~= nil and (type(o.timeline) ~= "string" or o.timeline == "") then
+    usage("timeline must be a file name")
+  end
   if o._dist and not os.getenv("LUMEN_DEVICE") then
     -- one GPU per process on a node, by node-local rank; else the CPU.  Chosen
     -- before the script runs, so what it loads at the top (a diffusion
@@ -554,6 +561,7 @@ function lm.batch(o)
     if #gpus > 0 then lm.device(gpus[o._dist.local_rank % #gpus + 1]) end
   end
   local spec = load_spec(o)
+  TL.mark("load")
   local nsrc = (o.seeds and 1 or 0) + (o.params and 1 or 0) + (o.jobs and 1 or 0)
   if nsrc > 1 then usage("give one of seeds, params and jobs") end
   local total, source
@@ -581,7 +589,7 @@ function lm.batch(o)
   local bs = math.tointeger(o.batch_size or 1)
   if not bs or bs < 1 then usage("batch_size must be a positive integer") end
   if bs > 1 and not spec.render_batch then bs = 1 end
-  local dist = o._dist
+  local dist = TL.dist(o._dist)   -- its waits counted as idle
   local root = not dist or dist.rank == 0
   local script_name = o.script and o.script:match("[^/]*$") or nil
   local png = spec.png or {}
@@ -749,6 +757,7 @@ function lm.batch(o)
     if dist and not root then dist.send(index, rec.line)
     else take(index, rec) end
   end
+  record = TL.wrap_record(record)
   local function absorb()   -- root: records other processes sent
     if dist and root then
       for _, m in ipairs(dist.poll()) do
@@ -846,6 +855,7 @@ function lm.batch(o)
       return {outs = outs, batch = true}
     end)
   end
+  render = TL.wrap_render(render)
   -- the {name, tensor} pairs of the group's k-th job
   local function job_outs(r, k)
     if not r.batch then return r.outs end
@@ -870,6 +880,8 @@ function lm.batch(o)
     end
     return true
   end
+
+  write_group = TL.wrap("write", write_group)
 
   -- a failing batch: each job alone, so only the bad ones fail
   local function retry_alone(e) return not e.ok and #e.group > 1 and spec.render end
@@ -916,6 +928,7 @@ function lm.batch(o)
       return {outs = outs, batch = e.res.batch, nans = nans}
     end)
   end
+  fetch = TL.wrap("wait", fetch)
   -- takes the next group (nil: finish the one queued); false when interrupted
   local function run_piped(group)
     local prev = queued
@@ -1089,10 +1102,16 @@ function lm.batch(o)
       if P.failed == 0 then grid_failed = #problems end
     end
   end
+  local tl_all, tl_mine = TL.all(dist)
+  if root and o.timeline then
+    for _, r in ipairs(tl_all) do io.stderr:write("batch: timeline: ", TL.text(r), "\n") end
+    local okt, terr = TL.write(o.timeline, tl_all)
+    if not okt then io.stderr:write("batch: ", terr, "\n") end
+  end
   return {total = only and 1 or total, done = P.done, made = P.made, existed = P.existed,
           failed = P.failed + grid_failed, pending = P.pending, grids = grids, interrupted = interrupted, seconds = elapsed,
           manifest = manifest, signal = interrupted and signo or nil, serial = serial,
-          overlapped = overlapped}
+          overlapped = overlapped, timeline = tl_mine}
 end
 
 lm.batch = lm._set_doc(lm.batch, "lm.batch",
@@ -1116,7 +1135,9 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "serial = true (or LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
   .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"
   .. "pending, interrupted, seconds, serial, overlapped (groups written while the next was\n"
-  .. "queued), grids (the X/Y/Z grids written).  xyz: up to 3 axes expand the one job into\n"
-  .. "the cells of an X/Y/Z plot, one job each; once all exist, the labelled grid(s) of\n"
-  .. "lumen generate --xyz are written (grid=: the file).  lora / lora_dir: added to each\n"
-  .. "job's params (lora joined by ';').  docs/BATCH.md has the details.")
+  .. "queued), grids (the X/Y/Z grids written), timeline (this process's seconds: start,\n"
+  .. "load, generate = render + wait, write, idle, other, wall; images).  timeline = FILE\n"
+  .. "writes every process's as JSON Lines (rank 0, after the run).  xyz: up to 3 axes expand\n"
+  .. "the one job into the cells of an X/Y/Z plot, one job each; once all exist, the labelled\n"
+  .. "grid(s) of lumen generate --xyz are written (grid=: the file).  lora / lora_dir: added\n"
+  .. "to each job's params (lora joined by ';').  docs/BATCH.md has the details.")

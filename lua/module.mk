@@ -39,10 +39,11 @@ $(BUILD)/obj/lua/l_grad.o: $(BUILD)/gen/l_grad_lua.h
 $(BUILD)/obj/lua/l_grad.o: CFLAGS += -I$(BUILD)/gen
 BENCH_SCRIPTS += bench/train.sh bench/train_flow.sh
 
-# lm.batch is Lua (lua/l_batch.lua) over C helpers in l_batch.c (JSON by cJSON).
-$(BUILD)/gen/l_batch_lua.h: lua/l_batch.lua
+# lm.batch is Lua (lua/l_batch.lua, then its timeline: lua/l_batch_timeline.lua,
+# one chunk) over C helpers in l_batch.c (JSON by cJSON).
+$(BUILD)/gen/l_batch_lua.h: lua/l_batch.lua lua/l_batch_timeline.lua
 	@mkdir -p $(dir $@)
-	{ echo 'static const char lm_batch_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } > $@
+	{ echo 'static const char lm_batch_lua_src[] ='; sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $^; echo ';'; } > $@
 # lumen batch --xyz's expansion of a job into the cells of a grid
 $(BUILD)/gen/l_batch_xyz_lua.h: lua/l_batch_xyz.lua
 	@mkdir -p $(dir $@)

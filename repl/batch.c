@@ -30,7 +30,7 @@ static void batch_usage(FILE *f)
             "usage: lumen batch SCRIPT.lua [--seeds 1-1000 | --params FILE.jsonl|.csv|DIR]\n"
             "         [-o 'out/%%05d.png'] [--only N] [--batch-size N] [--nan-check]\n"
             "         [--sheet sheet.png] [--sheet-max N] [--manifest FILE|none]\n"
-            "         [--progress bar|lines|off] [--serial]\n"
+            "         [--progress bar|lines|off] [--serial] [--timeline FILE]\n"
             "         [--xyz NAME=V1,V2,... (up to 3) [--grid FILE] [--font FILE]]\n"
             "         [--lora FILE[:W] ...] [--lora-dir DIR] [-- script args]\n"
             "  SCRIPT returns a function from a job's parameters (seed, params columns) to\n"
@@ -38,6 +38,8 @@ static void batch_usage(FILE *f)
             "  Complete outputs are kept (resume); one run at a time per output folder.\n"
             "  The next job is queued on the device while this one's PNGs are written;\n"
             "  --serial (LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
+            "  --timeline FILE: each process's seconds (load, generate, write, idle...),\n"
+            "  one JSON line a process, also printed at the end.\n"
             "  Exit status: 0 all made, 1 a job failed or the run could not start, 2 a\n"
             "  bad command line, 130 Ctrl-C, 143 SIGTERM.  Under mpirun the jobs are\n"
             "  shared among the ranks.\n"
@@ -234,6 +236,7 @@ static int parse_args(lua_State *L, int argc, char **argv)
         /* X/Y/Z grids and LoRAs (lua/l_batch_xyz.lua) */
         {"--xyz", "xyz", false, true}, {"--grid", "grid", false, false}, {"--font", "font", false, false},
         {"--lora", "lora", false, true}, {"--lora-dir", "lora_dir", false, false},
+        {"--timeline", "timeline", false, false},
     };
     lua_newtable(L);
     int nargs = 0;
@@ -324,6 +327,9 @@ static int summary_int(lua_State *L, const char *key)
 int lm_cli_batch(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "batch")) return -1;
+    /* the timeline's zero (lm._batch.now's clock) */
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
     bool mpi = false;
 #ifdef LM_HAVE_MPI
     mpi = mpi_start(&argc, &argv);
@@ -338,6 +344,8 @@ int lm_cli_batch(int argc, char **argv)
     lua_remove(L, -2);
     int pr = parse_args(L, argc, argv);
     if (pr <= 0) { rc = pr == 0 ? 0 : 2; goto done; }
+    lua_pushnumber(L, (double)start.tv_sec + start.tv_nsec / 1e9);
+    lua_setfield(L, -2, "_t0");
     /* arg for the script, as `lumen script.lua args` gives it */
     lua_getfield(L, -1, "script");
     lua_createtable(L, 0, 1);

@@ -85,7 +85,9 @@ static int usage(const char *msg)
             "  --overwrite        replace outputs that exist (never an input)\n"
             "  --serial           one image at a time: read, upscale, write (the default overlaps\n"
             "                     reading and writing PNGs with the model; LUMEN_UPSCALE_SERIAL=1)\n"
-            "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device\n"
+            "  -q, --quiet        no progress or per-file lines;  -v  say which model, range, device,\n"
+            "                     and at the end where the time went (start, model, waits,\n"
+            "                     decode, encode and write)\n"
             "  --show             draw each output in the terminal (kitty, iTerm2, sixel or half\n"
             "                     blocks; nothing when stdout is not a terminal; LUMEN_IMAGES=\n"
             "                     kitty|iterm|sixel|blocks|off chooses)\n"
@@ -444,6 +446,24 @@ int lm_cli_lock_dir(const char *dir, const char *prog)
     return fd;
 }
 
+/* -v's stage clock (issue 36: where a folder's time goes), seconds of the
+ * process's wall clock: the main thread's model and waits, and what the
+ * reader and writer threads spent beside it (each thread adds to its own) */
+typedef struct up_times {
+    double model;      /* main thread: tiles, uploads, the model, downloads */
+    double wait_in;    /* main thread: waiting for the reader's next image */
+    double wait_out;   /* main thread: waiting for the writer (LOOKAHEAD) */
+    double read;       /* decoding the inputs (the reader, or --serial's main thread) */
+    double write;      /* encoding and writing the outputs (the writer, or --serial) */
+} up_times;
+
+static double up_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec / 1e9;
+}
+
 /* The model over one decoded image: a new f32 CPU array, or NULL with the
  * message ("lumen upscale: IN: ...") in err. */
 static lm_array *upscale_image(lm_tfjs_model *m, const up_args *a, double range, const char *in,
@@ -504,21 +524,27 @@ static void show_output(const char *out)
 
 /* --serial: read, upscale, write, one image after the other */
 static int upscale_one(lm_tfjs_model *m, const up_args *a, const plan *p, double range,
-                       const char *in, const char *out)
+                       const char *in, const char *out, up_times *tm)
 {
+    double t0 = up_now();
     lm_png_opts ro;
     lm_png_opts_init(&ro);
     ro.dtype = LM_F32;
     ro.has_dtype = true;
     char err[3072] = "";
     lm_array *img = lm_png_read(in, &ro, NULL);
+    double t1 = up_now();
+    tm->read += t1 - t0;
     if (!img) {
         report("upscale", NULL);
         return 1;
     }
     lm_array *up = upscale_image(m, a, range, in, img, err, sizeof err);
     lm_array_release(img);
+    double t2 = up_now();
+    tm->model += t2 - t1;
     int rc = up ? write_result(a, p, out, up, NULL, png_bits(in), err, sizeof err) : 1;
+    tm->write += up_now() - t2;
     lm_array_release(up);
     fputs(err, stderr);
     if (rc == 0 && !a->quiet) printf("%s -> %s\n", in, out);
@@ -554,6 +580,7 @@ typedef struct up_pipe {
     up_job *job;
     const up_args *a;
     const plan *p;
+    double t_read, t_write;           /* the reader's and the writer's own seconds */
 } up_pipe;
 
 /* Waits until *count > i or the pipeline stops; whether *count > i. */
@@ -591,10 +618,12 @@ static void *reader(void *arg)
     for (int i = 0; i < q->a->nin; i++) {
         if (i >= LOOKAHEAD && !pipe_wait(q, &q->computed, i - LOOKAHEAD)) break;
         up_job *j = &q->job[i];
+        double t0 = up_now();
         if (lm_png_read_f32(q->a->in[i], &j->in) != LM_OK) {
             report_fmt(j->err, sizeof j->err, "upscale", NULL);
             j->failed = true;
         }
+        q->t_read += up_now() - t0;
         pipe_done(q, &q->decoded, i);
     }
     return NULL;
@@ -606,6 +635,7 @@ static void *writer(void *arg)
     for (int i = 0; i < q->a->nin; i++) {
         if (!pipe_wait(q, &q->computed, i)) break;
         up_job *j = &q->job[i];
+        double t0 = up_now();
         if (!j->failed) {
             lm_png_f32 px = {j->up->shape[0], j->up->shape[1], j->up->shape[2], 0,
                              (float *)j->up->buf->host + j->up->offset};
@@ -615,6 +645,7 @@ static void *writer(void *arg)
         fputs(j->err, stderr);
         if (j->written && !q->a->quiet) printf("%s -> %s\n", q->a->in[i], q->p->out[i]);
         if (j->written && q->a->show) show_output(q->p->out[i]);
+        q->t_write += up_now() - t0;
         pipe_done(q, &q->written, i);
     }
     return NULL;
@@ -623,7 +654,8 @@ static void *writer(void *arg)
 /* The main thread's part: the model over each decoded image.  Results are
  * kept (lm_sweep leaves them) until the writer has written them.  Returns
  * the number of images not written. */
-static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, double range)
+static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, double range,
+                             up_times *tm)
 {
     up_pipe q = {.a = a, .p = p};
     q.job = calloc((size_t)a->nin, sizeof *q.job);
@@ -642,9 +674,14 @@ static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, 
     int freed = 0;
     for (int i = 0; i < a->nin && have_w; i++) {
         up_job *j = &q.job[i];
+        double t0 = up_now();
         pipe_wait(&q, &q.decoded, i);
+        double t1 = up_now();
         /* at most LOOKAHEAD results wait for the writer; those written go */
         if (i >= LOOKAHEAD) pipe_wait(&q, &q.written, i - LOOKAHEAD);
+        double t2 = up_now();
+        tm->wait_in += t1 - t0;
+        tm->wait_out += t2 - t1;
         pthread_mutex_lock(&q.mu);
         int written = q.written;
         pthread_mutex_unlock(&q.mu);
@@ -665,12 +702,17 @@ static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, 
         free(j->in.data);
         j->in.data = NULL;
         lm_sweep();
+        tm->model += up_now() - t2;
         pipe_done(&q, &q.computed, i);
         if (lm_cancel_requested()) break;   /* Ctrl-C: no more images */
     }
     pipe_stop(&q);   /* the reader and writer finish what they hold and end */
+    double tj = up_now();
     if (have_r) pthread_join(rt, NULL);
     if (have_w) pthread_join(wt, NULL);
+    tm->wait_out += up_now() - tj;   /* the last images' writes */
+    tm->read = q.t_read;
+    tm->write = q.t_write;
     int failed = 0;
     for (int i = 0; i < a->nin; i++) {
         failed += !q.job[i].written;
@@ -686,6 +728,8 @@ static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, 
 
 static int cmd_upscale(int argc, char **argv)
 {
+    double t_start = up_now();
+    up_times tm = {0};
     up_args a = {.model = DEFAULT_MODEL, .scale = DEFAULT_SCALE, .tile = -1,
                  .overlap = DEFAULT_OVERLAP, .dtype = LM_F32};
     a.in = calloc((size_t)argc, sizeof *a.in);
@@ -742,14 +786,30 @@ static int cmd_upscale(int argc, char **argv)
                 (long long)a.tile, (long long)a.overlap);
     int failed = 0;
     const char *ser = getenv("LUMEN_UPSCALE_SERIAL");
-    if (a.serial || (ser && *ser && strcmp(ser, "0")))
+    bool serial = a.serial || (ser && *ser && strcmp(ser, "0"));
+    double t_loaded = up_now();
+    if (serial)
         for (int i = 0; i < a.nin; i++) {
-            failed += upscale_one(m, &a, &p, range, a.in[i], p.out[i]) != 0;
+            failed += upscale_one(m, &a, &p, range, a.in[i], p.out[i], &tm) != 0;
             lm_sweep();
         }
     else
-        failed = upscale_pipelined(m, &a, &p, range);
+        failed = upscale_pipelined(m, &a, &p, range, &tm);
     rc = failed ? 1 : 0;
+    if (a.verbose) {
+        double t_end = up_now();
+        if (serial)
+            fprintf(stderr, "lumen upscale: %d images in %.3f s: start %.3f s (the device, the "
+                    "model), then one at a time: decode %.3f s, model %.3f s, encode and write "
+                    "%.3f s\n", a.nin, t_end - t_start, t_loaded - t_start, tm.read, tm.model,
+                    tm.write);
+        else
+            fprintf(stderr, "lumen upscale: %d images in %.3f s: start %.3f s (the device, the "
+                    "model), model %.3f s, waiting for the reader %.3f s and the writer %.3f s; "
+                    "beside the model, decode %.3f s, encode and write %.3f s\n", a.nin,
+                    t_end - t_start, t_loaded - t_start, tm.model, tm.wait_in, tm.wait_out,
+                    tm.read, tm.write);
+    }
     if (!a.quiet)
         printf("%d of %d written (%s x%d, range 0..%g)\n", a.nin - failed, a.nin, a.model,
                a.scale, range);

@@ -20,6 +20,7 @@ $(BUILD)/lumen: $(REPL_OBJ) $(LUA_OBJ) $(LIB)
 ALL_TARGETS += $(BUILD)/lumen
 TEST_SCRIPTS += tests/repl/run.sh tests/batch/run.sh tests/batch/safety.sh tests/batch/mpi.sh
 TEST_SCRIPTS += tests/batch/mpi_bytes.sh tests/sweep/run.sh
+TEST_SCRIPTS += tests/batch/timeline.sh
 TEST_SCRIPTS += tests/serve/run.sh
 # lumen serve's test client, the openai npm package (pinned), fetched at
 # set-up into $(BUILD)/node; tests/serve/run.sh skips that part without it
