@@ -99,6 +99,8 @@ fails "--hires with --init" 2 "not with --init" sh -c "$G --hires 2 --init $T/h.
 fails "a missing upscaler, before the model runs" 1 "no-such-upscaler" sh -c "$G --hires 2 --hires-upscaler no-such-upscaler -o $T/v.png"
 fails "a hires denoise that leaves no step" 1 "strength 0.2 of 3 steps" sh -c "$G --hires 2 --hires-denoise 0.2 -o $T/v.png"
 check "--xyz hires_denoise" sh -c "$G --seed 1 --hires 1.5 --xyz 'hires_denoise=0.5,0.9' -o $T/hx.png && $L -e \"local g = lm.image.read_png('$T/hx_grid.png'); assert(g.shape[3] == 192)\""
+check "--xyz hires_scale: cells of their own sizes" sh -c "$G --seed 1 --hires 1.5 --xyz 'hires_scale=1.5,2' -o $T/hs.png && $L -e \"assert(lm.image.read_png('$T/hs_0000.png').shape[3] == 96 and lm.image.read_png('$T/hs_0001.png').shape[3] == 128)\""
+fails "--xyz hires_scale without --hires" 2 "give --hires" sh -c "$G --xyz 'hires_scale=1.5,2' -o $T/hs2.png"
 
 # variation seeds
 check "--variation-strength 1 gives the variation seed's image (DPM++ 2M)" sh -c "$G --seed 1 --variation-seed 9 --variation-strength 1 -o $T/v1.png && $G --seed 9 -o $T/s9.png && $L -e \"local a, t = lm.image.read_png('$T/v1.png'); local b = lm.image.read_png('$T/s9.png'); assert(lm.allclose(a:astype('f32'), b:astype('f32'), 0, 0)); assert(t.parameters:find('Seed: 1, Size: 64x64, Model: sd1, Variation seed: 9, Variation seed strength: 1', 1, true), t.parameters)\""
