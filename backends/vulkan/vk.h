@@ -6,7 +6,8 @@
  * VkDeviceMemory blocks (memory.c).  Kernels are recorded into one command
  * buffer per evaluation (exec.c), with pipelines made on first use and kept
  * in a VkPipelineCache on disk (pipeline.c).  Single-threaded: one thread
- * evaluates on a device at a time. */
+ * evaluates on a device at a time; the compile threads (pipeline.c) touch
+ * only the pipelines queued to them, under the pool's lock. */
 #ifndef LM_VK_H
 #define LM_VK_H
 
