@@ -87,7 +87,7 @@ static void remove_stale(const char *path)
     char *slash = strrchr(dir, '/');
     if (!slash) return;
     *slash = 0;
-    const char *base = slash + 1 - dir + path;
+    const char *base = path + (slash + 1 - dir);   /* the file name, in path */
     size_t nb = strlen(base);
     DIR *d = opendir(dir);
     if (!d) return;
