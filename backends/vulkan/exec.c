@@ -231,11 +231,14 @@ static lm_status open_cb(lm_vk_dev *v)
     return LM_OK;
 }
 
+static lm_status drain(lm_vk_dev *v);
+
 /* ends and submits the open command buffer without waiting, then `after`
  * (a recording) if given; what was freed while it was recorded goes with it */
 static lm_status submit_open(lm_vk_dev *v, VkCommandBuffer after)
 {
     struct lm_vk_slot *s = &v->slots[v->slot];
+    lm_status sd = drain(v);   /* the kept dispatches first */
     v->recording = false;
     while (v->deferred) {
         lm_vk_mem *m = v->deferred;
@@ -244,6 +247,7 @@ static lm_status submit_open(lm_vk_dev *v, VkCommandBuffer after)
         s->deferred = m;
     }
     lm_status st = lm_vk_check(v, vkEndCommandBuffer(v->cb), "vkEndCommandBuffer");
+    if (st == LM_OK) st = sd;
     VkCommandBuffer cbs[2] = {v->cb, after};
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = after ? 2 : 1,
                        .pCommandBuffers = cbs};
@@ -450,7 +454,9 @@ static lm_status make_room(lm_vk_dev *v)
 {
     if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
     /* a capture is one command buffer, however long */
-    if (v->recording && !v->capture && v->ndispatch >= (v->prof ? LM_VK_BATCH : v->batch_limit)) {
+    /* while dispatches wait for pipelines, the command buffer takes a whole
+     * batch: more of them compile side by side before the first submit */
+    if (v->recording && !v->capture && v->ndispatch >= (v->prof || v->npend ? LM_VK_BATCH : v->batch_limit)) {
         /* a kernel that may report an index error is read back at once */
         bool wait = v->ring == 1 || v->prof || v->status_armed;
         lm_status st = wait ? lm_vk_flush(v) : rotate(v);
@@ -459,19 +465,14 @@ static lm_status make_room(lm_vk_dev *v)
     return open_cb(v);
 }
 
-lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
-                         int nspec, const lm_vk_arg *args, int nargs, const void *pc,
-                         size_t pcsize, uint32_t gx, uint32_t gy, uint32_t gz)
+/* records one dispatch of a ready pipeline into the open command buffer */
+static lm_status record(lm_vk_dev *v, VkPipeline pipe, const char *shader, const lm_vk_arg *args, int nargs,
+                        const void *pc, size_t pcsize, uint32_t gx, uint32_t gy, uint32_t gz)
 {
-    VkPipeline pipe;
-    lm_status st = lm_vk_pipeline_get(v, shader, spec, nspec, &pipe);
-    if (st != LM_OK) return st;
-    if ((st = make_room(v)) != LM_OK) return st;
+    lm_status st;
     bool wide = lm_vk_wide(shader);
     int nb = wide ? LM_VK_WIDE_BINDINGS : LM_VK_BINDINGS;
     VkPipelineLayout layout = wide ? v->layout_wide : v->layout;
-    if (nargs > nb || (wide && !layout))
-        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s: %d buffers do not fit its layout", shader, nargs);
     VkDescriptorPool dpool = v->dpool;
     if (v->capture && (st = lm_vk_capture_pool(v, &dpool)) != LM_OK) return st;
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
@@ -501,6 +502,92 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
     prof_stamp(v, entry, false);
     vkCmdDispatch(v->cb, gx, gy, gz);
     prof_stamp(v, entry, true);
+    return LM_OK;
+}
+
+/* ---- dispatches waiting for their pipelines ----
+ * A dispatch whose pipeline is still being made on a compile thread
+ * (pipeline.c) is kept, with copies of its buffer ranges and push
+ * constants, and so is every dispatch after it, so that they are recorded
+ * in the order they came; a kept dispatch counts in ndispatch as recorded
+ * ones do.  They are recorded (drain) before anything else goes into the
+ * command buffer (a copy, an update) and before it is submitted.  Buffers
+ * freed meanwhile stay valid: the command buffer is open, so a free is
+ * deferred to its fence (memory.c). */
+struct lm_vk_pend {
+    lm_vk_pipeline *p;
+    lm_vk_mem mem[LM_VK_WIDE_BINDINGS];
+    lm_vk_arg args[LM_VK_WIDE_BINDINGS];
+    int nargs;
+    uint32_t pcsize, g[3];
+    unsigned char pc[LM_VK_PUSH_BYTES];
+};
+
+static lm_status drain(lm_vk_dev *v)
+{
+    lm_status st = LM_OK;
+    int n = v->npend;
+    v->npend = 0;
+    for (int i = 0; i < n && st == LM_OK; i++) {
+        struct lm_vk_pend *q = &v->pend[i];
+        VkPipeline pipe;
+        st = lm_vk_pipeline_wait(v, q->p, &pipe);
+        if (st == LM_OK)
+            st = record(v, pipe, q->p->shader, q->args, q->nargs, q->pc, q->pcsize, q->g[0], q->g[1], q->g[2]);
+    }
+    return st;
+}
+
+static lm_status keep(lm_vk_dev *v, lm_vk_pipeline *p, const lm_vk_arg *args, int nargs, const void *pc,
+                      size_t pcsize, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    if (!v->pend && !(v->pend = malloc(LM_VK_BATCH * sizeof *v->pend)))
+        return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory for %d kept dispatches", LM_VK_BATCH);
+    if (v->npend >= LM_VK_BATCH) {   /* (make_room submits before this) */
+        lm_status st = drain(v);
+        if (st != LM_OK) return st;
+    }
+    struct lm_vk_pend *q = &v->pend[v->npend++];
+    q->p = p;
+    q->nargs = nargs;
+    for (int i = 0; i < nargs; i++) {
+        q->args[i].write = args[i].write;
+        q->args[i].mem = NULL;
+        if (args[i].mem) {
+            q->mem[i] = *args[i].mem;
+            q->args[i].mem = &q->mem[i];
+        }
+    }
+    q->pcsize = (uint32_t)pcsize;
+    if (pcsize) memcpy(q->pc, pc, pcsize);
+    q->g[0] = gx, q->g[1] = gy, q->g[2] = gz;
+    return LM_OK;
+}
+
+lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
+                         int nspec, const lm_vk_arg *args, int nargs, const void *pc,
+                         size_t pcsize, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    lm_vk_pipeline *p;
+    bool ready;
+    lm_status st = lm_vk_pipeline_start(v, shader, spec, nspec, &p, &ready);
+    if (st != LM_OK) return st;
+    if ((st = make_room(v)) != LM_OK) return st;
+    bool wide = lm_vk_wide(shader);
+    int nb = wide ? LM_VK_WIDE_BINDINGS : LM_VK_BINDINGS;
+    if (nargs > nb || (wide && !v->layout_wide))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: %s: %d buffers do not fit its layout", shader, nargs);
+    if (pcsize > LM_VK_PUSH_BYTES)
+        return lm_error_set(LM_ERR_ARG, "vulkan: %s: %zu bytes of push constants (at most %d)", shader, pcsize,
+                            LM_VK_PUSH_BYTES);
+    if ((!ready || v->npend) && lm_vk_pipeline_async(v))
+        st = keep(v, p, args, nargs, pc, pcsize, gx, gy, gz);
+    else {
+        VkPipeline pipe;
+        if ((st = drain(v)) == LM_OK && (st = lm_vk_pipeline_wait(v, p, &pipe)) == LM_OK)
+            st = record(v, pipe, shader, args, nargs, pc, pcsize, gx, gy, gz);
+    }
+    if (st != LM_OK) return st;
     v->ndispatch++;
     dispatches++;
     return LM_OK;
@@ -516,6 +603,7 @@ lm_status lm_vk_copy_buffer(lm_vk_dev *v, const lm_vk_mem *src, VkDeviceSize sof
     lm_status st = v->capture && v->in_transfer ? capture_break(v) : LM_OK;
     if (st == LM_OK) st = make_room(v);
     if (st != LM_OK) return st;
+    if ((st = drain(v)) != LM_OK) return st;
     lm_vk_arg args[2] = {{src, false}, {dst, true}};
     int64_t entry = prof_entry(v, "copy_buffer");
     order(v, args, 2, entry >= 0);
@@ -533,6 +621,7 @@ lm_status lm_vk_update_buffer(lm_vk_dev *v, const lm_vk_mem *dst, const void *da
     lm_status st = v->capture && v->in_transfer ? capture_break(v) : LM_OK;
     if (st == LM_OK) st = make_room(v);
     if (st != LM_OK) return st;
+    if ((st = drain(v)) != LM_OK) return st;
     lm_vk_arg args[1] = {{dst, true}};
     int64_t entry = prof_entry(v, "update_buffer");
     order(v, args, 1, entry >= 0);

@@ -412,3 +412,7 @@ $(BUILD)/bench/vkreplay: bench/gpu/replay.c $(BUILD)/liblumen.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(BUILD)/liblumen.a $(LDFLAGS) $(LIBS) $(LIB_EXTRA)
 endif
+
+# the pipeline cache's crash safety and the compile threads' bytes (skips
+# itself without a Vulkan device)
+TEST_SCRIPTS += tests/vk/coldstart.sh

@@ -6,7 +6,8 @@
  * VkDeviceMemory blocks (memory.c).  Kernels are recorded into one command
  * buffer per evaluation (exec.c), with pipelines made on first use and kept
  * in a VkPipelineCache on disk (pipeline.c).  Single-threaded: one thread
- * evaluates on a device at a time. */
+ * evaluates on a device at a time; the compile threads (pipeline.c) touch
+ * only the pipelines queued to them, under the pool's lock. */
 #ifndef LM_VK_H
 #define LM_VK_H
 
@@ -52,6 +53,16 @@ typedef struct lm_vk_pipeline {
     uint32_t spec[LM_VK_MAX_SPEC];
     VkPipeline pipe;
     struct lm_vk_pipeline *next;
+    /* made on a compile thread (pipeline.c): until `ready` (under the
+     * pool's lock) pipe is not to be used; res is its VkResult */
+    bool ready, reported;
+    bool seen;                         /* ready, as the evaluating thread saw it (no lock needed) */
+    int nspec;
+    VkResult res;
+    VkComputePipelineCreateInfo ci;    /* the job, while queued */
+    VkSpecializationMapEntry me[LM_VK_MAX_SPEC];
+    VkSpecializationInfo si;
+    struct lm_vk_pipeline *qnext;      /* the compile queue */
 } lm_vk_pipeline;
 
 /* VkComponentTypeKHR's bf16 (VK_KHR_shader_bfloat16, after 1.4.309's headers) */
@@ -167,6 +178,10 @@ typedef struct lm_vk_dev {
     bool pcache_dirty;
     char pcache_path[512];
     lm_vk_pipeline *pipes[256];
+    struct lm_vk_pool *pool;      /* compile threads, made on first need (pipeline.c) */
+    bool pool_off;                /* LUMEN_VK_COMPILE_THREADS=0, or the threads could not start */
+    struct lm_vk_pend *pend;      /* dispatches waiting for their pipelines (exec.c) */
+    int npend;
     VkShaderModule modules[LM_VK_MAX_SHADERS];   /* by index in lm_vk_shaders */
     const lm_vk_shader *module_src[LM_VK_MAX_SHADERS];
 } lm_vk_dev;
@@ -258,6 +273,14 @@ uint32_t lm_vk_groups(lm_vk_dev *v, uint64_t n, uint32_t local);
 lm_status lm_vk_pipeline_init(lm_vk_dev *v);
 void lm_vk_pipeline_shutdown(lm_vk_dev *v);
 void lm_vk_pipeline_save(lm_vk_dev *v);
+/* the pipeline of shader + spec, started on a compile thread where it is
+ * new and the device has them (*ready false: lm_vk_pipeline_wait before
+ * binding it); without threads, made here as lm_vk_pipeline_get does */
+lm_status lm_vk_pipeline_start(lm_vk_dev *v, const char *shader, const uint32_t *spec, int nspec,
+                               lm_vk_pipeline **out, bool *ready);
+lm_status lm_vk_pipeline_wait(lm_vk_dev *v, lm_vk_pipeline *p, VkPipeline *out);
+/* whether compile threads may be used now (not while profiling or capturing) */
+bool lm_vk_pipeline_async(lm_vk_dev *v);
 lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *spec,
                              int nspec, VkPipeline *out);
 
