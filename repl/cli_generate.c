@@ -637,7 +637,8 @@ char *lm_cli_generate_infotext(const lm_cli_infotext_args *i)
 {
     gen_args a = {.prompt = i->prompt, .negative = i->negative, .sampler = i->sampler,
                   .init = i->img2img ? "" : NULL, .steps = i->steps, .cfg = i->cfg,
-                  .strength = i->strength, .clip_skip = i->clip_skip};
+                  .strength = i->strength, .clip_skip = i->clip_skip,
+                  .mask = i->inpaint ? "" : NULL, .mask_blur = i->mask_blur};
     if (i->lora_hashes) snprintf(a.lora_hashes, sizeof a.lora_hashes, "%s", i->lora_hashes);
     return infotext(&a, lm_sd_pipeline_row(i->pipeline), lm_sd_pipeline_name(i->pipeline),
                     i->seed, i->width, i->height);
