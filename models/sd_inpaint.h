@@ -65,4 +65,29 @@ lm_array *lm_sd_inpaint_blend(lm_array *x, lm_array *keep, lm_array *m);
  * Lazy. */
 lm_array *lm_sd_inpaint_masked_image(lm_array *init, lm_array *bin);
 
+
+/* ---- A1111's "Only masked" (inpaint_full_res; diffusers' padding_mask_crop) ---- */
+
+/* PIL's Image.resize(..., LANCZOS) of 8-bit pixels [C][ih][iw] (planar) to
+ * [C][oh][ow]: a horizontal pass, then a vertical one, each rounded to 8
+ * bits with 22-bit fixed-point weights, as PIL computes it. */
+lm_status lm_sd_resize_lanczos_u8(const uint8_t *in, int64_t C, int64_t ih, int64_t iw, uint8_t *out,
+                                  int64_t oh, int64_t ow);
+/* diffusers' get_crop_region (A1111's masking.get_crop_region and
+ * expand_crop_region): the box [x1, x2) x [y1, y2) around the mask's nonzero
+ * 8-bit pixels g [H*W], padded by pad and grown to W:H's aspect within the
+ * image.  false when the mask is empty. */
+bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t pad, int64_t box[4]);
+/* Inpainting of only the mask's box, as diffusers' inpaint pipelines with
+ * padding_mask_crop=pad (A1111's "Only masked" with that padding): the init
+ * image and the (blurred) mask cropped to lm_sd_mask_crop_region's box,
+ * resized to the init's size with PIL's Lanczos (8-bit), inpainted there, the
+ * result (8-bit) resized back into the box and pasted over the init image
+ * outside the mask (the overlay).  o as lm_sd_generate's with init and mask
+ * ([3,H,W] init, one for the batch); o->mask_overlay is implied.
+ * [B,3,H,W] f32 in 0..1, or NULL with the error set. */
+struct lm_sd_pipeline;
+struct lm_sd_gen_opts;
+lm_array *lm_sd_generate_inpaint_crop(struct lm_sd_pipeline *p, const struct lm_sd_gen_opts *o, int64_t pad);
+
 #endif

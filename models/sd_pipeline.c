@@ -1932,6 +1932,11 @@ fail:
 
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o)
 {
+    if (o && o->mask && o->inpaint_crop) {
+        lm_sd_gen_opts inner = *o;
+        inner.inpaint_crop = false;
+        return lm_sd_generate_inpaint_crop(p, &inner, o->inpaint_padding);
+    }
     return generate(p, o, true);
 }
 

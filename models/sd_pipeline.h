@@ -217,6 +217,11 @@ typedef struct lm_sd_gen_opts {
     bool mask_overlay;           /* after the decode, the init image pasted back outside
                                     the (blurred) mask, A1111's overlay (default false, as
                                     diffusers' pipelines) */
+    bool inpaint_crop;           /* A1111's "Only masked" (inpaint_full_res): only the
+                                    mask's box, padded by inpaint_padding pixels, is
+                                    inpainted at the image's size and pasted back
+                                    (lm_sd_generate_inpaint_crop; the overlay implied) */
+    int64_t inpaint_padding;
 } lm_sd_gen_opts;
 
 void lm_sd_gen_opts_init(lm_sd_gen_opts *o);

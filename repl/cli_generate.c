@@ -70,7 +70,8 @@ typedef struct gen_args {
     /* inpainting (models/sd_inpaint.h): --mask, --mask-blur, --mask-overlay */
     const char *mask;
     double mask_blur;
-    bool has_mask_blur, mask_overlay;
+    bool has_mask_blur, mask_overlay, full_res, has_padding;
+    int64_t padding;      /* --inpaint-padding (A1111's default 32) */
     lm_array *mask_img;   /* the --mask PNG [C,H,W] f32, read once */
 } gen_args;
 
@@ -106,6 +107,9 @@ static int usage(const char *msg)
             "                     diffusers' mask_processor.blur; default 0)\n"
             "  --mask-overlay     paste the init image back outside the (blurred) mask after\n"
             "                     the decode (A1111's overlay)\n"
+            "  --inpaint-full-res A1111's \"Only masked\": inpaint the mask's box (padded, grown\n"
+            "                     to the image's aspect) at the image's size, paste it back\n"
+            "  --inpaint-padding N  ... the box's padding in pixels (default 32)\n"
             "  --ref IN.png       FLUX.2-klein: a reference image to edit from (repeatable, in\n"
             "                     order; sides >= 64, at most 1024x1024 pixels, centre-cropped\n"
             "                     to multiples of 16; the first one's size is the default size)\n"
@@ -268,7 +272,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
             "--prediction", "--clip-skip", "--ref", "--text-layers", "--lora", "--lora-dir",
             "--embeddings", "--hires", "--hires-size", "--hires-steps", "--hires-denoise",
             "--hires-upscaler", "--variation-seed", "--variation-strength", "--xyz", "--font",
-            "--seed-resize-from", "--mask", "--mask-blur", NULL};
+            "--seed-resize-from", "--mask", "--mask-blur", "--inpaint-padding", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -293,6 +297,15 @@ static int parse_args(int argc, char **argv, gen_args *a)
             a->has_mask_blur = true;
         }
         else if (!strcmp(s, "--mask-overlay")) a->mask_overlay = true;
+        else if (!strcmp(s, "--inpaint-full-res")) a->full_res = true;
+        else if (!strcmp(s, "--inpaint-padding")) {
+            char *end;
+            long long pv = strtoll(v, &end, 10);
+            if (!*v || *end || pv < 0 || pv > 65536)
+                return bad_value(s, v, "a padding in pixels from 0 to 65536");
+            a->padding = pv;
+            a->has_padding = true;
+        }
         else if (!strcmp(s, "--ref")) {
             if (a->nrefs == GEN_MAX_REFS)
                 return usage("--ref: at most 8 reference images");
@@ -398,10 +411,14 @@ static int parse_args(int argc, char **argv, gen_args *a)
         fprintf(stderr, "lumen generate: --strength is img2img's: give --init IN.png\n");
         return 2;
     }
-    if ((a->mask && !a->init) || ((a->has_mask_blur || a->mask_overlay) && !a->mask)) {
+    if ((a->mask && !a->init) || ((a->has_mask_blur || a->mask_overlay || a->full_res) && !a->mask)) {
         fprintf(stderr, "lumen generate: %s: give --init IN.png --mask M.png (inpainting repaints the "
                 "mask's white part of the init image)\n", a->mask ? "--mask" : a->has_mask_blur ?
-                "--mask-blur" : "--mask-overlay");
+                "--mask-blur" : a->mask_overlay ? "--mask-overlay" : "--inpaint-full-res");
+        return 2;
+    }
+    if (a->has_padding && !a->full_res) {
+        fprintf(stderr, "lumen generate: --inpaint-padding is --inpaint-full-res's\n");
         return 2;
     }
     if (!a->hires && (a->hires_steps || a->hires_denoise > 0 || a->hires_upscaler)) {
@@ -608,6 +625,9 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
                                a->resize_h);
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
     if (a->mask && at < n) at += (size_t)snprintf(t + at, n - at, ", Mask blur: %g", a->mask_blur);
+    if (a->mask && a->full_res && at < n)
+        at += (size_t)snprintf(t + at, n - at, ", Inpaint area: Only masked, Masked area padding: %" PRId64,
+                               a->padding);
     if (a->hires && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->hires_denoise);
     if (a->clip_skip > 1 && at < n)
         at += (size_t)snprintf(t + at, n - at, ", Clip skip: %" PRId64, a->clip_skip);
@@ -638,7 +658,8 @@ char *lm_cli_generate_infotext(const lm_cli_infotext_args *i)
     gen_args a = {.prompt = i->prompt, .negative = i->negative, .sampler = i->sampler,
                   .init = i->img2img ? "" : NULL, .steps = i->steps, .cfg = i->cfg,
                   .strength = i->strength, .clip_skip = i->clip_skip,
-                  .mask = i->inpaint ? "" : NULL, .mask_blur = i->mask_blur};
+                  .mask = i->inpaint ? "" : NULL, .mask_blur = i->mask_blur, .full_res = i->full_res,
+                  .padding = i->padding};
     if (i->lora_hashes) snprintf(a.lora_hashes, sizeof a.lora_hashes, "%s", i->lora_hashes);
     return infotext(&a, lm_sd_pipeline_row(i->pipeline), lm_sd_pipeline_name(i->pipeline),
                     i->seed, i->width, i->height);
@@ -762,6 +783,8 @@ static lm_array *run_one(const gen_args *a, lm_sd_pipeline *p, lm_array *init, l
     go.mask = a->mask_img;
     go.mask_blur = a->mask_blur;
     go.mask_overlay = a->mask_overlay;
+    go.inpaint_crop = a->full_res;
+    go.inpaint_padding = a->padding;
     go.refs = refs;
     go.nrefs = nref;
     go.clip_skip = a->clip_skip > 1 ? (int)a->clip_skip - 1 : 0;
@@ -976,7 +999,7 @@ static int cmd_generate(int argc, char **argv)
 {
     const lm_sd_defaults *d = &lm_sd_defaults_generic;
     gen_args a = {.sampler = NULL, .dtype = LM_DTYPE_COUNT, .steps = d->steps, .cfg = d->cfg,
-                  .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1};
+                  .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1, .padding = 32};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     /* --show: the terminal asked (and LUMEN_IMAGES read) before the work */

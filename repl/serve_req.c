@@ -389,10 +389,10 @@ static bool given_mask(const cJSON *root)
 }
 
 /* img2img's inpainting fields (models/sd_inpaint.h): mask (base64 PNG, white =
- * repaint), mask_blur (A1111's default 4), inpainting_mask_invert; A1111's
- * "Only masked" (inpaint_full_res true) and masked content other than
- * "original" (inpainting_fill 1) are refused, not ignored: the whole picture
- * is inpainted from the original as diffusers' inpaint pipelines do */
+ * repaint), mask_blur (A1111's default 4), inpainting_mask_invert,
+ * inpaint_full_res ("Only masked"; absent = whole picture) with
+ * inpaint_full_res_padding (default 0, A1111's API's); masked content other
+ * than "original" (inpainting_fill 1) is refused, not ignored */
 static bool take_mask(reader *r, serve_job *j)
 {
     if (!given_mask(r->root)) return true;
@@ -405,12 +405,11 @@ static bool take_mask(reader *r, serve_job *j)
     int64_t inv = 0, fill = 1;
     j->mask_blur = 4;
     if (!get_int(r, "mask_blur", 0, 256, &j->mask_blur) || !get_int(r, "inpainting_mask_invert", 0, 1, &inv) ||
-        !get_int(r, "inpainting_fill", 0, 3, &fill))
+        !get_int(r, "inpainting_fill", 0, 3, &fill) ||
+        !get_int(r, "inpaint_full_res_padding", 0, 65536, &j->full_res_padding))
         return false;
     j->mask_invert = inv == 1;
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->root, "inpaint_full_res")))
-        return bad(r, 400, "%s: %s: A1111's \"Only masked\" is not served by lumen serve; send false (whole "
-                   "picture)%s", "inpaint_full_res", "");
+    j->full_res = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->root, "inpaint_full_res"));
     if (fill != 1)
         return bad(r, 400, "%s: %s: masked content other than 1 (original) is not served by lumen serve%s",
                    "inpainting_fill", "");

@@ -413,7 +413,8 @@ static void run_job(serve_job *j)
                                  .sampler = j->sampler, .steps = j->steps, .clip_skip = j->clip_skip,
                                  .cfg = j->cfg, .strength = j->strength, .img2img = init != NULL,
                                  .lora_hashes = hashes[0] ? hashes : NULL, .inpaint = mask != NULL,
-                                 .mask_blur = (double)j->mask_blur};
+                                 .mask_blur = (double)j->mask_blur, .full_res = j->full_res,
+                                 .padding = j->full_res_padding};
     for (int k = 0; k < (int)j->iters; k++) {
         const char *prompts[1] = {clean ? clean : j->prompt}, *negs[1] = {j->negative};
         for (int i = 0; i < (int)j->batch; i++) seeds[i] = j->seed + (uint64_t)(k * j->batch + i);
@@ -435,6 +436,8 @@ static void run_job(serve_job *j)
         go.mask = mask;   /* A1111 pastes the init image back outside the blurred mask */
         go.mask_blur = (double)j->mask_blur;
         go.mask_overlay = mask != NULL;
+        go.inpaint_crop = j->full_res;
+        go.inpaint_padding = j->full_res_padding;
         go.clip_skip = j->clip_skip > 1 ? (int)j->clip_skip - 1 : 0;
         step_ctx sc = {j, k};
         go.progress = on_step;

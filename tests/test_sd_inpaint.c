@@ -14,6 +14,7 @@
  * diffusers' apply_overlay within PIL's 8-bit rounding, the single-file
  * 9-channel checkpoint the folder's bytes; the errors name what is wrong. */
 #include <math.h>
+#include <cjson/cJSON.h>
 #include "testutil.h"
 #include "core/io/io.h"
 #include "models/sd_inpaint.h"
@@ -23,6 +24,7 @@
 #define DIR "tests/ref/diffusion/"
 #define BDIR "build/ref/diffusion/"
 #define REF "tests/ref/inpaint/ref_inpaint.safetensors"
+#define CROP "tests/ref/inpaint/ref_inpaint_crop.safetensors"
 #define TOL 1e-3
 
 static const char *PROMPT = "a photo of an astronaut riding a horse";
@@ -254,6 +256,124 @@ static void test_mask_parts(void **state)
     lm_sd_mask_free(&m);
 }
 
+/* ---- A1111's "Only masked" ---- */
+
+/* PIL's Lanczos bytes (tests/ref/gen_lanczos.py) */
+static void test_lanczos(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char *text = tu_slurp("tests/ref/inpaint/lanczos.json", &n);
+    assert_non_null(text);
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    assert_non_null(j);
+    int cases = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(j, "cases")) {
+        const cJSON *in = cJSON_GetObjectItem(c, "in"), *out = cJSON_GetObjectItem(c, "out");
+        const cJSON *src = cJSON_GetObjectItem(c, "src"), *want = cJSON_GetObjectItem(c, "want");
+        int64_t C = (int64_t)strlen(cJSON_GetObjectItem(c, "mode")->valuestring);
+        int64_t ih = cJSON_GetArrayItem(in, 0)->valueint, iw = cJSON_GetArrayItem(in, 1)->valueint;
+        int64_t oh = cJSON_GetArrayItem(out, 0)->valueint, ow = cJSON_GetArrayItem(out, 1)->valueint;
+        uint8_t *a = malloc((size_t)(C * ih * iw)), *b = malloc((size_t)(C * oh * ow));
+        assert_true(a && b);
+        for (int64_t i = 0; i < C * ih * iw; i++) a[i] = (uint8_t)cJSON_GetArrayItem(src, (int)i)->valueint;
+        assert_int_equal(lm_sd_resize_lanczos_u8(a, C, ih, iw, b, oh, ow), LM_OK);
+        int differ = 0;
+        for (int64_t i = 0; i < C * oh * ow; i++) differ += b[i] != cJSON_GetArrayItem(want, (int)i)->valueint;
+        printf("  Lanczos %lldx%lldx%lld -> %lldx%lld: %d bytes differ from PIL's\n", (long long)C, (long long)ih,
+               (long long)iw, (long long)oh, (long long)ow, differ);
+        assert_int_equal(differ, 0);
+        free(a);
+        free(b);
+        cases++;
+    }
+    assert_true(cases >= 7);
+    cJSON_Delete(j);
+}
+
+static lm_tensor_set crop;
+static bool have_crop;
+
+static lm_array *cget(const char *fmt, const char *name)
+{
+    char key[96];
+    snprintf(key, sizeof key, fmt, name);
+    int i = lm_tensor_set_find(&crop, key);
+    if (i < 0) fail_msg("%s has no %s (tests/ref/gen_inpaint_crop.py writes it)", CROP, key);
+    return crop.arrays[i];
+}
+
+static lm_status cgive(void *ctx, int k, int ndim, const int64_t *shape, lm_array **out)
+{
+    const char *name = ctx;
+    const char *what = k == -1 ? "%s.init_sample" : k == 0 ? "%s.noise" : k == -2 ? "%s.masked_sample" : NULL;
+    *out = NULL;
+    if (!what) return lm_error_set(LM_ERR_ARG, "unexpected draw %d", k);
+    *out = lm_reshape(cget(what, name), ndim, shape);
+    return *out ? LM_OK : lm_error_status();
+}
+
+/* diffusers' get_crop_region for 3 masks and 3 paddings */
+static void test_crop_boxes(void **state)
+{
+    (void)state;
+    if (!have_crop) {
+        printf("  %s absent (tests/ref/gen_inpaint_crop.py writes it): skipped\n", CROP);
+        skip();
+    }
+    lm_array *bx = cget("%s", "boxes");
+    float v[64 * 6];
+    assert_true(bx->size <= 64 * 6);
+    assert_int_equal(lm_array_read(bx, v, LM_F32), LM_OK);
+    for (int64_t r = 0; r < bx->shape[0]; r++) {
+        char mk[16];
+        snprintf(mk, sizeof mk, "mask_%c", 'a' + (int)v[r * 6]);
+        lm_array *m = cget("%s", mk);
+        float *f = read_f32(m);
+        int64_t H = m->shape[1], W = m->shape[2], box[4];
+        uint8_t *g = malloc((size_t)(H * W));
+        for (int64_t i = 0; i < H * W; i++) g[i] = (uint8_t)lrintf(f[i] * 255);
+        assert_true(lm_sd_mask_crop_region(g, H, W, (int64_t)v[r * 6 + 1], box));
+        printf("  %s pad %g: box (%lld, %lld, %lld, %lld), diffusers' (%g, %g, %g, %g)\n", mk, v[r * 6 + 1],
+               (long long)box[0], (long long)box[1], (long long)box[2], (long long)box[3], v[r * 6 + 2],
+               v[r * 6 + 3], v[r * 6 + 4], v[r * 6 + 5]);
+        for (int k = 0; k < 4; k++) assert_true(box[k] == (int64_t)v[r * 6 + 2 + k]);
+        free(g);
+        free(f);
+    }
+}
+
+static void crop_case(lm_sd_pipeline *p, const char *name, double strength, const char *mask, int64_t pad)
+{
+    lm_sd_gen_opts o;
+    gen_opts(&o, "euler", strength, "mask");
+    o.init = cget("%s", "init");
+    o.mask = cget("%s", mask);
+    o.inpaint_crop = true;
+    o.inpaint_padding = pad;
+    o.noise = cgive;
+    o.noise_ctx = (void *)name;
+    lm_array *img = must(lm_sd_generate(p, &o), name);
+    double e = max_err(img, cget("%s.image", name));
+    printf("  %-9s only masked, padding %lld: max abs error %.3g (%.2g levels)\n", name, (long long)pad, e,
+           e * 255);
+    assert_true(e <= 3.0 / 255);
+    lm_array_release(img);
+}
+
+static void test_crop_reference(void **state)
+{
+    (void)state;
+    if (!have_crop) {
+        printf("  %s absent (tests/ref/gen_inpaint_crop.py writes it): skipped\n", CROP);
+        skip();
+    }
+    crop_case(sd9, "sd9_crop", 1.0, "mask_a", 3);
+    crop_case(sd4, "sd4_crop", 0.75, "mask_b", 2);
+}
+
 static void expect_error(lm_sd_pipeline *p, lm_sd_gen_opts *o, const char *part)
 {
     lm_array *img = lm_sd_generate(p, o);
@@ -348,6 +468,8 @@ static int setup(void **state)
     }
     if (!(sd4 = load(DIR "sd1")) || !(sd9 = load(BDIR "sd1_inpaint")) || !(xl9 = load(BDIR "sdxl_inpaint")))
         return -1;
+    have_crop = lm_load_safetensors(CROP, &crop) == LM_OK;
+    lm_error_clear();
     return 0;
 }
 
@@ -358,6 +480,7 @@ static int teardown(void **state)
     lm_sd_pipeline_free(sd9);
     lm_sd_pipeline_free(xl9);
     lm_tensor_set_free(&ref);
+    if (have_crop) lm_tensor_set_free(&crop);
     return 0;
 }
 
@@ -369,6 +492,9 @@ int main(void)
         cmocka_unit_test(test_blur),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_single_file),
+        cmocka_unit_test(test_lanczos),
+        cmocka_unit_test(test_crop_boxes),
+        cmocka_unit_test(test_crop_reference),
         cmocka_unit_test(test_vulkan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
