@@ -1540,6 +1540,9 @@ static lm_status check_gen(gen *g)
     if (o->mask && !o->init)
         return lm_error_set(LM_ERR_ARG, "generate: a mask without an init image: inpainting repaints "
                             "the mask's white part of an init image (--init; Lua init=)");
+    if (o->inpaint_crop && !o->mask)
+        return lm_error_set(LM_ERR_ARG, "generate: inpainting only the masked area (inpaint_full_res) "
+                            "without a mask: give one (--mask; Lua mask=)");
     if (p->unet_in != C && !o->mask)
         return lm_error_set(LM_ERR_ARG, "generate: %s: its UNet takes %lld input channels (an "
                             "inpainting model: latents, mask, masked image): give an init image and a "

@@ -59,6 +59,18 @@ test("inpaint: mask_overlay keeps the init image outside the mask; mask_blur is 
   ok((ov - ref["init"])[{{}, {8, 22}, {11, 27}}]:abs():max():item() > 1e-2, "inside: repainted")
 end)
 
+test("inpaint: inpaint_full_res keeps the init image outside the mask's padded box", function()
+  setup()
+  local m = lm.zeros{1, 32, 32}
+  m[{{}, {13, 20}, {14, 21}}] = 1
+  local img = sd9:generate{prompt = PROMPT, steps = 3, sampler = "euler", strength = 1, seed = 2, init = ref["init"],
+                           mask = m, inpaint_full_res = true, inpaint_padding = 3}
+  same(img.shape, {3, 32, 32}, "the init's size")
+  local d = (img - ref["init"])[{{}, {1, 9}, {}}]:abs():max():item()
+  ok(d == 0, "rows above the box: the init's pixels, max abs difference " .. d)
+  ok((img - ref["init"])[{{}, {13, 20}, {14, 21}}]:abs():max():item() > 1e-2, "the mask repainted")
+end)
+
 test("inpaint: errors name what is wrong", function()
   setup()
   raises(function() sd4:generate{prompt = "a", steps = 2, mask = ref["mask"]} end, "a mask without an init image")
@@ -68,4 +80,8 @@ test("inpaint: errors name what is wrong", function()
   raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = ref["mask"], mask_blur = 300} end,
          "mask blur 300")
   raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = "m.png"} end, "mask: expected a tensor")
+  raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], inpaint_full_res = true} end,
+         "inpaint_full_res) without a mask")
+  raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = lm.zeros{1, 32, 32},
+                                 inpaint_full_res = true} end, "the mask has no white pixel")
 end)
