@@ -67,3 +67,22 @@ $(BUILD)/ref/dit/%_q8_0.gguf: tests/ref/make_dit_single.py tests/ref/dit/%/trans
 dit-fixtures: $(DIT_SINGLE)
 TEST_PREREQS += dit-fixtures
 TEST_SCRIPTS += tests/models/dit_files.sh
+
+# The 9-channel inpainting folders (issue 37): the tiny SD 1.x and SDXL folders with
+# the conv_in tests/ref/gen_inpaint.py drew (tests/ref/inpaint/ref_inpaint.safetensors),
+# built by tests/ref/make_inpaint.py (plain Python), sd1_inpaint also as a single file
+# (make_single.py).  tests/test_sd_inpaint.c reads them.
+INPAINT_REF := tests/ref/inpaint/ref_inpaint.safetensors
+INPAINT_FIX := $(BUILD)/ref/diffusion/sd1_inpaint/model_index.json \
+  $(BUILD)/ref/diffusion/sdxl_inpaint/model_index.json $(BUILD)/ref/diffusion/sd1_inpaint.safetensors
+$(BUILD)/ref/diffusion/%_inpaint/model_index.json: tests/ref/make_inpaint.py $(INPAINT_REF) \
+  tests/ref/diffusion/%/model_index.json
+	@mkdir -p $(BUILD)/ref/diffusion
+	/usr/bin/python3 tests/ref/make_inpaint.py tests/ref/diffusion/$* $(INPAINT_REF) $*.conv_in \
+	  $(BUILD)/ref/diffusion/$*_inpaint
+$(BUILD)/ref/diffusion/sd1_inpaint.safetensors: tests/ref/make_single.py \
+  $(BUILD)/ref/diffusion/sd1_inpaint/model_index.json
+	/usr/bin/python3 tests/ref/make_single.py $(BUILD)/ref/diffusion/sd1_inpaint sd1 $@
+.PHONY: inpaint-fixtures
+inpaint-fixtures: $(INPAINT_FIX)
+TEST_PREREQS += inpaint-fixtures

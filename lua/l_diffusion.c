@@ -612,7 +612,8 @@ static int l_pipe_generate(lua_State *L)
                                         "progress", "noise", "stacked", "clip_skip",
                                         "max_sequence_length", "cfg_normalization", "cfg_truncation",
                                         "refs", "text_layers", "prompt_syntax", "hires", "variation_seed",
-                                        "variation_strength", "seed_resize_from", NULL};
+                                        "variation_strength", "seed_resize_from", "mask", "mask_blur",
+                                        "mask_overlay", "inpaint_full_res", "inpaint_padding", NULL};
     const char *fn = "pipe:generate";
     luaL_checktype(L, 2, LUA_TTABLE);
     lm_lua_check_opts(L, 2, fn, known);   /* before the pipeline: a typo is named first */
@@ -687,6 +688,13 @@ static int l_pipe_generate(lua_State *L)
         o.latents = opt_tensor(L, -1, fn, "latents", 0, "a tensor [B,C,h,w] (the initial latents)");
     lua_getfield(L, 2, "init");
     if (!lua_isnil(L, -1)) o.init = opt_tensor(L, -1, fn, "init", 0, "a tensor [3,H,W] or [B,3,H,W] in 0..1");
+    /* inpainting (models/sd_inpaint.h) */
+    lua_getfield(L, 2, "mask");
+    if (!lua_isnil(L, -1)) o.mask = opt_tensor(L, -1, fn, "mask", 0, "a tensor [H,W] or [C,H,W] in 0..1 (white = repaint)");
+    o.mask_blur = lm_lua_opt_num(L, 2, fn, "mask_blur", 0);
+    o.mask_overlay = lm_lua_opt_bool(L, 2, fn, "mask_overlay", false);
+    o.inpaint_crop = lm_lua_opt_bool(L, 2, fn, "inpaint_full_res", false);
+    o.inpaint_padding = lm_lua_opt_int(L, 2, fn, "inpaint_padding", 32);
     /* refs: FLUX.2-klein's reference images, a tensor or a list (borrowed
      * from the table, which stays on the stack) */
     lua_getfield(L, 2, "refs");
@@ -1344,7 +1352,17 @@ static const lm_lua_func diffusion_funcs[] = {
      "variation_seed= (a number, or one per image), variation_strength= (0..1): A1111's\n"
      "variation seed: image i's start noise slerped toward variation_seed + i's (or its own)\n"
      "by A1111's formula (SD families); seed_resize_from=\"WxH\": A1111's, that size's noise\n"
-     "pasted centred into the image's."},
+     "pasted centred into the image's.\n"
+     "mask= [H,W] or [C,H,W] in 0..1 at init's size (white = repaint): inpainting as\n"
+     "diffusers' StableDiffusion(XL)InpaintPipeline (SD families): a 9-channel inpainting UNet\n"
+     "gets the mask and the masked image's latents, a 4-channel one keeps the init latents\n"
+     "(noised to each step) outside the mask; strength 1 starts from pure noise.  mask_blur=\n"
+     "(pixels, PIL's GaussianBlur as diffusers' mask_processor.blur, before the mask is\n"
+     "binarized at 0.5), mask_overlay=true pastes the init image back outside the blurred\n"
+     "mask (A1111's overlay).  noise(k) draw -2: the masked image's VAE sample.\n"
+     "inpaint_full_res=true: A1111's \"Only masked\" (diffusers' padding_mask_crop): only the\n"
+     "mask's box, padded by inpaint_padding= pixels (default 32) and grown to the image's\n"
+     "aspect, is inpainted at the image's size (PIL's Lanczos both ways) and pasted back."},
     {"samplers", l_samplers,
      "lm.diffusion.samplers() -> {row, ...}\n"
      "The sampler table, one row per sampler generate's sampler= takes: {name=\"dpm++2m_karras\",\n"

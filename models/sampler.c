@@ -471,12 +471,17 @@ lm_array *lm_sampler_step(lm_sampler *s, lm_array *model_out, int i, lm_array *x
 
 lm_array *lm_sampler_add_noise(lm_sampler *s, lm_array *x0, lm_array *noise)
 {
-    if (check_step(s, "add_noise", 0) != LM_OK) return NULL;
+    return lm_sampler_add_noise_at(s, x0, noise, 0);
+}
+
+lm_array *lm_sampler_add_noise_at(lm_sampler *s, lm_array *x0, lm_array *noise, int i)
+{
+    if (check_step(s, "add_noise", i) != LM_OK) return NULL;
     if (!x0 || !noise) {
         lm_error_set(LM_ERR_ARG, "%s add_noise: no latents or noise", method_of(s)->name);
         return NULL;
     }
-    int idx = s->begin;
+    int idx = s->begin + i;
     float a, b;   /* x0 * a + noise * b */
     switch (method_of(s)->space) {
     case LM_SPACE_DDPM: {

@@ -195,6 +195,10 @@ bool lm_sampler_needs_noise(const lm_sampler *s, int i);
 lm_array *lm_sampler_step(lm_sampler *s, lm_array *model_out, int i, lm_array *x, lm_array *noise);
 /* img2img: the clean latents x0 noised to the first kept step (add_noise) */
 lm_array *lm_sampler_add_noise(lm_sampler *s, lm_array *x0, lm_array *noise);
+/* ... to step i's timestep (i = 0 is lm_sampler_add_noise): diffusers'
+ * scheduler.add_noise(x0, noise, timesteps[i]) with its begin index set, as
+ * the inpaint pipeline calls it on the init latents each step */
+lm_array *lm_sampler_add_noise_at(lm_sampler *s, lm_array *x0, lm_array *noise, int i);
 
 /* lm_sampler_find's row as (kind, karras); LM_SAMPLER_NONE (error set) if
  * there is none. */

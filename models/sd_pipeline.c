@@ -15,6 +15,7 @@
 #include "models/dit_pipeline.h"
 #include "models/lora.h"
 #include "models/sampler.h"
+#include "models/sd_inpaint.h"
 #include "models/sd_single.h"
 #include "models/unet.h"
 #include "models/vae.h"
@@ -34,6 +35,8 @@ struct lm_sd_pipeline {
     lm_vae *vae;
     lm_sched_config sched;
     int64_t latent_channels, vae_scale, sample_size;
+    int64_t unet_in;            /* the UNet's input channels: latent_channels, or 9 for the
+                                   inpainting UNets (latents, mask, masked-image latents) */
     double scaling, shift;      /* shift NAN when the VAE has none */
     bool force_zeros;           /* a None negative prompt is zeros (the row's force_zeros,
                                    unless model_index.json says otherwise) */
@@ -162,9 +165,17 @@ static lm_status read_sizes(lm_sd_pipeline *p, const cJSON *unet, const char *uf
     } else if (lm_dfs_int(unet, "sample_size", ufile, false, 0, 1, 1 << 16, &p->sample_size) != LM_OK) {
         return lm_error_status();
     }   /* absent or null: 0 here, the family row's once the family is known */
-    if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->latent_channels) != LM_OK ||
+    /* the latents are the UNet's output channels; its input has the mask and
+     * the masked image's latents too in the inpainting UNets (in_channels 9) */
+    if (lm_dfs_int(unet, "in_channels", ufile, false, 4, 1, 1024, &p->unet_in) != LM_OK ||
+        lm_dfs_int(unet, "out_channels", ufile, false, p->unet_in, 1, 1024, &p->latent_channels) != LM_OK ||
         lm_dfs_num(vae, "scaling_factor", vfile, false, 0.18215, &p->scaling) != LM_OK)
         return lm_error_status();
+    if (p->unet_in != p->latent_channels && p->unet_in != 2 * p->latent_channels + 1)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "%s: in_channels %lld, out_channels %lld: expected "
+                            "equal ones, or %lld in (an inpainting UNet: latents, mask, masked-image "
+                            "latents)", ufile, (long long)p->unet_in, (long long)p->latent_channels,
+                            (long long)(2 * p->latent_channels + 1));
     if (p->scaling == 0)   /* the latents are divided by it: every image would be NaN */
         return lm_error_set(LM_ERR_FORMAT, "%s: scaling_factor 0: the latents are divided by it "
                             "(expected a number other than 0; SD's is 0.18215)", vfile);
@@ -924,6 +935,13 @@ typedef struct gen {
     lm_array *start_sums, *decode_sums;
     lm_array **step_sums;     /* one per sampler step */
     int nsteps;
+    /* inpainting (o->mask, models/sd_inpaint.h) */
+    lm_sd_mask mask;          /* H = 0: none */
+    bool nine;                /* the UNet takes the mask and masked latents (9 channels) */
+    lm_array *mask_lat;       /* [1,1,h,w] the binary mask at the latents' size */
+    lm_array *inp_x0, *inp_noise; /* 4-channel UNets: the init latents and draw 0 [B,C,h,w] */
+    lm_array **inp_cond;      /* 9-channel: per lane [per, C+1, h, w] (mask, masked
+                                 latents) in the UNet's dtype */
 } gen;
 
 static lm_array *concat_lanes(const gen *g, lm_array **parts)
@@ -1212,6 +1230,21 @@ static lm_array *unet_apart(const gen *g, int l, lm_array *xin, lm_array *t)
     return r;
 }
 
+/* A 9-channel UNet's input: the scaled latents [n, C, h, w] (released)
+ * with lane l's mask and masked-image latents after them on the channel axis,
+ * for both halves of CFG (diffusers' torch.cat([latent_model_input, mask,
+ * masked_image_latents], dim=1)) */
+static lm_array *with_cond(const gen *g, int l, lm_array *xin)
+{
+    lm_array *c = g->inp_cond[l], *two[2] = {c, c};
+    lm_array *cc = g->cfg ? lm_concat(2, two, 0) : lm_array_retain(c);
+    lm_array *parts[2] = {xin, cc};
+    lm_array *r = cc ? lm_concat(2, parts, 1) : NULL;
+    lm_array_release(cc);
+    lm_array_release(xin);
+    return r;
+}
+
 /* Lane l's UNet call, guided: u + cfg * (c - u).  x: the lane's latents.
  * New reference, lazy, f32. */
 static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, int l)
@@ -1224,6 +1257,7 @@ static lm_array *denoise_lane(const gen *g, lm_sampler *s, int i, lm_array *x, i
     lm_array *two[2] = {xs, xs};
     xx = g->cfg ? lm_concat(2, two, 0) : lm_array_retain(xs);
     if (xx) xin = lm_cast(xx, p->dt);
+    if (xin && g->inp_cond) xin = with_cond(g, l, xin);
     int64_t tn = n;
     if (xin) t = lm_full(1, &tn, lm_sampler_timestep(s, i), LM_F32, p->dev);
     if (t && g->ctx_c[l]) out = unet_apart(g, l, xin, t);
@@ -1317,24 +1351,108 @@ static lm_array *init_batch(const gen *g)
     return lm_cast(im, LM_F32);
 }
 
-/* The starting latents: noise (or the given latents) times init_noise_sigma;
- * img2img: the init image's latents noised to the first kept timestep. */
-static lm_array *start_latents(const gen *g, lm_sampler *s)
+/* The batch img [B,3,H,W] encoded to latents; the test hook may give
+ * diffusers' latent_dist.sample draw (k = -1: the init image, -2: the masked
+ * image), else the mean. */
+static lm_array *encode_batch(const gen *g, lm_array *img, int k)
 {
     const lm_sd_gen_opts *o = g->o;
-    if (o->init) {
-        /* the test hook may give diffusers' latent_dist.sample draw (k = -1) */
-        lm_array *sample = NULL;
-        if (o->noise) {
-            lm_array *n = NULL;
-            if (o->noise(o->noise_ctx, -1, 4, g->shape, &n) != LM_OK) return NULL;
-            sample = n ? lm_cast(n, LM_F32) : NULL;
-            lm_array_release(n);
-            if (n && !sample) return NULL;
-        }
-        lm_array *img = init_batch(g), *x0 = img ? per_lane(g, img, lane_encode, sample) : NULL;
+    lm_array *sample = NULL;
+    if (o->noise) {
+        lm_array *n = NULL;
+        if (o->noise(o->noise_ctx, k, 4, g->shape, &n) != LM_OK) return NULL;
+        sample = n ? lm_cast(n, LM_F32) : NULL;
+        lm_array_release(n);
+        if (n && !sample) return NULL;
+    }
+    lm_array *r = per_lane(g, img, lane_encode, sample);
+    lm_array_release(sample);
+    return r;
+}
+
+/* Inpainting's start (diffusers' prepare_latents and prepare_mask_latents):
+ * strength 1 is pure noise times init_noise_sigma, below it the init latents
+ * noised; a 4-channel UNet keeps the init latents and the noise for the
+ * blend after each step, a 9-channel one gets the mask and the masked
+ * image's latents per lane. */
+static lm_array *inpaint_start(gen *g, lm_sampler *s)
+{
+    const lm_sd_gen_opts *o = g->o;
+    lm_sd_pipeline *p = g->p;
+    bool full = o->strength == 1.0;
+    lm_array *img = init_batch(g), *x0 = NULL, *nz = NULL, *x = NULL, *bin = NULL, *mi = NULL,
+             *ml = NULL;
+    if (!img) return NULL;
+    if ((!g->nine || !full) && !(x0 = encode_batch(g, img, -1))) goto fail;
+    if (!(nz = noise(g, 0))) goto fail;
+    x = full ? lm_binary_scalar(LM_OP_MUL, nz, lm_sampler_init_sigma(s), false) : lm_sampler_add_noise(s, x0, nz);
+    if (!x || !(g->mask_lat = lm_sd_mask_latents(&g->mask, g->shape[2], g->shape[3], p->dev))) goto fail;
+    if (!g->nine) {
+        g->inp_x0 = x0;
+        g->inp_noise = nz;
         lm_array_release(img);
-        lm_array_release(sample);
+        return x;
+    }
+    if (!(bin = lm_sd_mask_pixels(&g->mask, false, p->dev)) || !(mi = lm_sd_inpaint_masked_image(img, bin)) ||
+        !(ml = encode_batch(g, mi, -2)))
+        goto fail;
+    if (!(g->inp_cond = calloc((size_t)g->lanes, sizeof *g->inp_cond))) {
+        lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
+        goto fail;
+    }
+    int64_t ms[4] = {g->per, 1, g->shape[2], g->shape[3]};
+    lm_array *mb = lm_broadcast_to(g->mask_lat, 4, ms);
+    for (int l = 0; mb && l < g->lanes; l++) {
+        lm_array *rl = rows(ml, (int64_t)l * g->per, (int64_t)(l + 1) * g->per);
+        lm_array *parts[2] = {mb, rl}, *c = rl ? lm_concat(2, parts, 1) : NULL;
+        g->inp_cond[l] = c ? lm_cast(c, p->dt) : NULL;
+        lm_array_release(rl);
+        lm_array_release(c);
+        if (!g->inp_cond[l]) break;
+    }
+    bool ok = mb && g->inp_cond[g->lanes - 1];
+    lm_array_release(mb);
+    if (!ok || lm_eval(g->inp_cond, g->lanes) != LM_OK) goto fail;
+    lm_array_release(img);
+    lm_array_release(x0);
+    lm_array_release(nz);
+    lm_array_release(bin);
+    lm_array_release(mi);
+    lm_array_release(ml);
+    return x;
+fail:
+    lm_array_release(img);
+    lm_array_release(x0);
+    lm_array_release(nz);
+    lm_array_release(x);
+    lm_array_release(bin);
+    lm_array_release(mi);
+    lm_array_release(ml);
+    return NULL;
+}
+
+/* A 4-channel UNet's masked step (diffusers' init_latents_proper): outside
+ * the mask, the init latents noised to the next step's timestep, or the init
+ * latents themselves after the last step.  x is released. */
+static lm_array *inpaint_keep(const gen *g, lm_sampler *s, int i, int n, lm_array *x)
+{
+    lm_array *keep = i + 1 < n ? lm_sampler_add_noise_at(s, g->inp_x0, g->inp_noise, i + 1)
+                               : lm_array_retain(g->inp_x0);
+    lm_array *r = keep ? lm_sd_inpaint_blend(x, keep, g->mask_lat) : NULL;
+    lm_array_release(keep);
+    lm_array_release(x);
+    return r;
+}
+
+/* The starting latents: noise (or the given latents) times init_noise_sigma;
+ * img2img: the init image's latents noised to the first kept timestep. */
+static lm_array *start_latents(gen *g, lm_sampler *s)
+{
+    const lm_sd_gen_opts *o = g->o;
+    if (g->mask.H) return inpaint_start(g, s);
+    if (o->init) {
+        lm_array *img = init_batch(g), *x0 = img ? encode_batch(g, img, -1) : NULL;
+        lm_array_release(img);
         lm_array *nz = x0 ? noise(g, 0) : NULL, *r = nz ? lm_sampler_add_noise(s, x0, nz) : NULL;
         lm_array_release(x0);
         lm_array_release(nz);
@@ -1419,6 +1537,17 @@ static lm_status check_gen(gen *g)
     }
     if (o->init && o->init_latents)
         return lm_error_set(LM_ERR_ARG, "generate: an init image and init latents: give one");
+    if (o->mask && !o->init)
+        return lm_error_set(LM_ERR_ARG, "generate: a mask without an init image: inpainting repaints "
+                            "the mask's white part of an init image (--init; Lua init=)");
+    if (o->inpaint_crop && !o->mask)
+        return lm_error_set(LM_ERR_ARG, "generate: inpainting only the masked area (inpaint_full_res) "
+                            "without a mask: give one (--mask; Lua mask=)");
+    if (p->unet_in != C && !o->mask)
+        return lm_error_set(LM_ERR_ARG, "generate: %s: its UNet takes %lld input channels (an "
+                            "inpainting model: latents, mask, masked image): give an init image and a "
+                            "mask (--init IMG --mask MASK; Lua init=, mask=)", p->name,
+                            (long long)p->unet_in);
     if (o->seed_resize_w < 0 || o->seed_resize_h < 0 || o->seed_resize_w > (1 << 16) ||
         o->seed_resize_h > (1 << 16) || (o->seed_resize_w > 0) != (o->seed_resize_h > 0) ||
         (o->seed_resize_w > 0 && (o->seed_resize_w < p->vae_scale || o->seed_resize_h < p->vae_scale)))
@@ -1436,6 +1565,15 @@ static lm_status check_gen(gen *g)
             return lm_error_status();
         H = im->shape[im->ndim - 2];
         W = im->shape[im->ndim - 1];
+        if (o->mask) {
+            if (lm_sd_mask_prepare(o->mask, o->mask_blur, "generate", &g->mask) != LM_OK)
+                return lm_error_status();
+            if (g->mask.H != H || g->mask.W != W)
+                return lm_error_set(LM_ERR_SHAPE, "generate: mask %lldx%lld, init image %lldx%lld: "
+                                    "expected the same size", (long long)g->mask.W, (long long)g->mask.H,
+                                    (long long)W, (long long)H);
+            g->nine = p->unet_in != C;
+        }
     } else if (o->init_latents) {
         lm_array *l = o->init_latents;
         if (o->latents)
@@ -1489,6 +1627,12 @@ static void gen_free(gen *g)
     lm_array_release(g->decode_sums);
     for (int i = 0; g->step_sums && i < g->nsteps; i++) lm_array_release(g->step_sums[i]);
     free(g->step_sums);
+    for (int l = 0; g->inp_cond && l < g->lanes; l++) lm_array_release(g->inp_cond[l]);
+    free(g->inp_cond);
+    lm_array_release(g->mask_lat);
+    lm_array_release(g->inp_x0);
+    lm_array_release(g->inp_noise);
+    lm_sd_mask_free(&g->mask);
     free(g->ctx);
     free(g->pooled);
     free(g->ctx_c);
@@ -1662,6 +1806,17 @@ fail:
     return lm_error_status();
 }
 
+/* A1111's overlay: the init image outside the (blurred) mask.  img released. */
+static lm_array *overlay(const gen *g, lm_array *img)
+{
+    lm_array *init = init_batch(g), *m = init ? lm_sd_mask_pixels(&g->mask, true, g->p->dev) : NULL;
+    lm_array *r = m ? lm_sd_inpaint_blend(img, init, m) : NULL;
+    lm_array_release(init);
+    lm_array_release(m);
+    lm_array_release(img);
+    return r;
+}
+
 static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool decode)
 {
     lm_sd_gen_opts dflt;
@@ -1674,6 +1829,11 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
                      "so far", p->row->title, o->subseed_strength != 0 || o->seed_resize_w > 0 ||
                      o->seed_resize_h > 0 ? "a variation seed (or seed resize)"
                      : "img2img from latents (the hires fix's latent upscalers)");
+        return NULL;
+    }
+    if (p->dit && o->mask) {
+        lm_error_set(LM_ERR_UNSUPPORTED, "generate: %s: inpainting (a mask) is for the SD families "
+                     "(SD 1.x, 2.x, SDXL) so far", p->row->title);
         return NULL;
     }
     if (p->dit) return lm_dit_pipe_generate(p->dit, p, o);
@@ -1705,6 +1865,7 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
         bool needs = lm_sampler_needs_noise(s, i);
         if (eps && needs) nz = noise(&g, ++draws);
         if (eps && (nz || !needs)) next = lm_sampler_step(s, eps, i, x, nz);
+        if (next && g.inp_x0) next = inpaint_keep(&g, s, i, n, next);
         lm_array_release(eps);
         lm_array_release(nz);
         /* evaluated every step: the graph stays one step long; queued
@@ -1743,6 +1904,7 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
     if (!(raw = per_lane(&g, x, lane_decode, NULL)) || !(img = lm_sd_postprocess(raw)) ||
         !(g.decode_sums = image_sums(raw)))
         goto fail;
+    if (g.mask.H && o->mask_overlay && !(img = overlay(&g, img))) goto fail;
     lm_array *last[2] = {img, g.decode_sums};
     if (lm_eval(last, 2) != LM_OK) goto fail;
     lm_array_release(raw);
@@ -1773,6 +1935,11 @@ fail:
 
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o)
 {
+    if (o && o->mask && o->inpaint_crop) {
+        lm_sd_gen_opts inner = *o;
+        inner.inpaint_crop = false;
+        return lm_sd_generate_inpaint_crop(p, &inner, o->inpaint_padding);
+    }
     return generate(p, o, true);
 }
 

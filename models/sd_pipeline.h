@@ -129,7 +129,8 @@ typedef void (*lm_sd_progress_fn)(void *ctx, int step, int steps);
 /* Test hook: the noise of the batch [B,C,h,w] for draw k (0 = initial
  * latents / img2img's add_noise noise, k >= 1 = the k-th ancestral draw,
  * -1 = img2img's sample of the VAE's latent distribution, which is the mean
- * when the hook gives none).  *out gets a new reference, or NULL to use the
+ * when the hook gives none; -2 = inpainting's sample for the masked image,
+ * likewise).  *out gets a new reference, or NULL to use the
  * seeds; a status other than LM_OK (error set) stops the generation. */
 typedef lm_status (*lm_sd_noise_fn)(void *ctx, int k, int ndim, const int64_t *shape,
                                     lm_array **out);
@@ -206,6 +207,21 @@ typedef struct lm_sd_gen_opts {
                                     evaluated together; the CPU's GEMM then rounds by the
                                     batch's size, so images differ from single runs in
                                     the last bits (default false: same bytes) */
+    /* inpainting (models/sd_inpaint.h, SD families): with init, the part to
+     * repaint (white), [H,W] or [C,H,W] in 0..1 at the init image's size, one
+     * for the batch; NULL = plain img2img.  A 9-channel (inpainting) UNet
+     * needs it; a 4-channel one runs masked img2img. */
+    lm_array *mask;
+    double mask_blur;            /* PIL's GaussianBlur radius in pixels, as diffusers'
+                                    mask_processor.blur (0 = none, the default) */
+    bool mask_overlay;           /* after the decode, the init image pasted back outside
+                                    the (blurred) mask, A1111's overlay (default false, as
+                                    diffusers' pipelines) */
+    bool inpaint_crop;           /* A1111's "Only masked" (inpaint_full_res): only the
+                                    mask's box, padded by inpaint_padding pixels, is
+                                    inpainted at the image's size and pasted back
+                                    (lm_sd_generate_inpaint_crop; the overlay implied) */
+    int64_t inpaint_padding;
 } lm_sd_gen_opts;
 
 void lm_sd_gen_opts_init(lm_sd_gen_opts *o);

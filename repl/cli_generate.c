@@ -67,6 +67,12 @@ typedef struct gen_args {
 #define GEN_MAX_AXES 3
     const char *xyz[GEN_MAX_AXES];
     int nxyz;
+    /* inpainting (models/sd_inpaint.h): --mask, --mask-blur, --mask-overlay */
+    const char *mask;
+    double mask_blur;
+    bool has_mask_blur, mask_overlay, full_res, has_padding;
+    int64_t padding;      /* --inpaint-padding (A1111's default 32) */
+    lm_array *mask_img;   /* the --mask PNG [C,H,W] f32, read once */
 } gen_args;
 
 static int usage(const char *msg)
@@ -93,6 +99,17 @@ static int usage(const char *msg)
             "                     SD 1.5, 1024x1024 for SDXL)\n"
             "  --init IN.png      img2img: start from this image (its size is the output's)\n"
             "  --strength X       img2img: how much to change it, (0, 1] (default %g)\n"
+            "  --mask M.png       inpainting with --init: repaint the mask's white part (the\n"
+            "                     init image's size; >= 50%% gray repaints), as diffusers'\n"
+            "                     inpaint pipelines: a 9-channel inpainting model gets the\n"
+            "                     mask, another keeps the init image outside it\n"
+            "  --mask-blur N      blur the mask first by N pixels (PIL's GaussianBlur, as\n"
+            "                     diffusers' mask_processor.blur; default 0)\n"
+            "  --mask-overlay     paste the init image back outside the (blurred) mask after\n"
+            "                     the decode (A1111's overlay)\n"
+            "  --inpaint-full-res A1111's \"Only masked\": inpaint the mask's box (padded, grown\n"
+            "                     to the image's aspect) at the image's size, paste it back\n"
+            "  --inpaint-padding N  ... the box's padding in pixels (default 32)\n"
             "  --ref IN.png       FLUX.2-klein: a reference image to edit from (repeatable, in\n"
             "                     order; sides >= 64, at most 1024x1024 pixels, centre-cropped\n"
             "                     to multiples of 16; the first one's size is the default size)\n"
@@ -256,7 +273,7 @@ static int parse_args(int argc, char **argv, gen_args *a)
             "--prediction", "--clip-skip", "--ref", "--text-layers", "--lora", "--lora-dir",
             "--embeddings", "--hires", "--hires-size", "--hires-steps", "--hires-denoise",
             "--hires-upscaler", "--variation-seed", "--variation-strength", "--xyz", "--font",
-            "--seed-resize-from", NULL};
+            "--seed-resize-from", "--mask", "--mask-blur", "--inpaint-padding", NULL};
         bool takes = false;
         for (int k = 0; valued[k]; k++) takes |= !strcmp(s, valued[k]);
         if (takes && i + 1 >= argc) {
@@ -272,6 +289,24 @@ static int parse_args(int argc, char **argv, gen_args *a)
         else if (!strcmp(s, "--negative")) a->negative = v;
         else if (!strcmp(s, "--sampler")) a->sampler = v, a->has_sampler = true;
         else if (!strcmp(s, "--init")) a->init = v;
+        else if (!strcmp(s, "--mask")) a->mask = v;
+        else if (!strcmp(s, "--mask-blur")) {
+            char *end;
+            a->mask_blur = strtod(v, &end);
+            if (!*v || *end || !(a->mask_blur >= 0 && a->mask_blur <= 256))
+                return bad_value(s, v, "a blur radius in pixels from 0 to 256");
+            a->has_mask_blur = true;
+        }
+        else if (!strcmp(s, "--mask-overlay")) a->mask_overlay = true;
+        else if (!strcmp(s, "--inpaint-full-res")) a->full_res = true;
+        else if (!strcmp(s, "--inpaint-padding")) {
+            char *end;
+            long long pv = strtoll(v, &end, 10);
+            if (!*v || *end || pv < 0 || pv > 65536)
+                return bad_value(s, v, "a padding in pixels from 0 to 65536");
+            a->padding = pv;
+            a->has_padding = true;
+        }
         else if (!strcmp(s, "--ref")) {
             if (a->nrefs == GEN_MAX_REFS)
                 return usage("--ref: at most 8 reference images");
@@ -375,6 +410,16 @@ static int parse_args(int argc, char **argv, gen_args *a)
     /* options that would do nothing: refused, not ignored */
     if (a->has_strength && !a->init) {
         fprintf(stderr, "lumen generate: --strength is img2img's: give --init IN.png\n");
+        return 2;
+    }
+    if ((a->mask && !a->init) || ((a->has_mask_blur || a->mask_overlay || a->full_res) && !a->mask)) {
+        fprintf(stderr, "lumen generate: %s: give --init IN.png --mask M.png (inpainting repaints the "
+                "mask's white part of the init image)\n", a->mask ? "--mask" : a->has_mask_blur ?
+                "--mask-blur" : a->mask_overlay ? "--mask-overlay" : "--inpaint-full-res");
+        return 2;
+    }
+    if (a->has_padding && !a->full_res) {
+        fprintf(stderr, "lumen generate: --inpaint-padding is --inpaint-full-res's\n");
         return 2;
     }
     if (!a->hires && (a->hires_steps || a->hires_denoise > 0 || a->hires_upscaler)) {
@@ -580,6 +625,10 @@ static char *infotext(const gen_args *a, const lm_sd_family_row *row, const char
         at += (size_t)snprintf(t + at, n - at, ", Seed resize from: %" PRId64 "x%" PRId64, a->resize_w,
                                a->resize_h);
     if (a->init && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->strength);
+    if (a->mask && at < n) at += (size_t)snprintf(t + at, n - at, ", Mask blur: %g", a->mask_blur);
+    if (a->mask && a->full_res && at < n)
+        at += (size_t)snprintf(t + at, n - at, ", Inpaint area: Only masked, Masked area padding: %" PRId64,
+                               a->padding);
     if (a->hires && at < n) at += (size_t)snprintf(t + at, n - at, ", Denoising strength: %g", a->hires_denoise);
     if (a->clip_skip > 1 && at < n)
         at += (size_t)snprintf(t + at, n - at, ", Clip skip: %" PRId64, a->clip_skip);
@@ -609,7 +658,9 @@ char *lm_cli_generate_infotext(const lm_cli_infotext_args *i)
 {
     gen_args a = {.prompt = i->prompt, .negative = i->negative, .sampler = i->sampler,
                   .init = i->img2img ? "" : NULL, .steps = i->steps, .cfg = i->cfg,
-                  .strength = i->strength, .clip_skip = i->clip_skip};
+                  .strength = i->strength, .clip_skip = i->clip_skip,
+                  .mask = i->inpaint ? "" : NULL, .mask_blur = i->mask_blur, .full_res = i->full_res,
+                  .padding = i->padding};
     if (i->lora_hashes) snprintf(a.lora_hashes, sizeof a.lora_hashes, "%s", i->lora_hashes);
     return infotext(&a, lm_sd_pipeline_row(i->pipeline), lm_sd_pipeline_name(i->pipeline),
                     i->seed, i->width, i->height);
@@ -730,6 +781,11 @@ static lm_array *run_one(const gen_args *a, lm_sd_pipeline *p, lm_array *init, l
     go.height = a->height;
     go.init = init;
     go.strength = a->strength;
+    go.mask = a->mask_img;
+    go.mask_blur = a->mask_blur;
+    go.mask_overlay = a->mask_overlay;
+    go.inpaint_crop = a->full_res;
+    go.inpaint_padding = a->padding;
     go.refs = refs;
     go.nrefs = nref;
     go.clip_skip = a->clip_skip > 1 ? (int)a->clip_skip - 1 : 0;
@@ -992,7 +1048,7 @@ static int cmd_generate(int argc, char **argv)
 {
     const lm_sd_defaults *d = &lm_sd_defaults_generic;
     gen_args a = {.sampler = NULL, .dtype = LM_DTYPE_COUNT, .steps = d->steps, .cfg = d->cfg,
-                  .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1};
+                  .strength = d->strength, .batch = d->batch, .clip_skip = d->clip_skip + 1, .padding = 32};
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
     /* --show: the terminal asked (and LUMEN_IMAGES read) before the work */
@@ -1080,6 +1136,24 @@ static int cmd_generate(int argc, char **argv)
     if (a.init && !(init = read_init(a.init))) {
         report("--init");   /* the reader's message names the file */
         goto done;
+    }
+    if (a.mask) {
+        lm_png_opts mo;
+        lm_png_opts_init(&mo);
+        mo.dtype = LM_F32;
+        mo.has_dtype = true;
+        if (!(a.mask_img = lm_png_read(a.mask, &mo, NULL))) {
+            report("--mask");
+            goto done;
+        }
+        if (a.mask_img->shape[1] != init->shape[1] || a.mask_img->shape[2] != init->shape[2]) {
+            fprintf(stderr, "lumen generate: --mask %s is %lldx%lld, --init %s %lldx%lld: give a mask of "
+                    "the init image's size\n", a.mask, (long long)a.mask_img->shape[2],
+                    (long long)a.mask_img->shape[1], a.init, (long long)init->shape[2],
+                    (long long)init->shape[1]);
+            rc = 2;
+            goto done;
+        }
     }
     for (; nref < a.nrefs; nref++)
         if (!(refs[nref] = read_init(a.refs[nref]))) {
@@ -1178,6 +1252,7 @@ done:
     free(clean);
     lm_array_release(imgs);
     lm_array_release(init);
+    lm_array_release(a.mask_img);
     for (int k = 0; k < nref; k++) lm_array_release(refs[k]);
     lm_sd_pipeline_free(p);
     for (int i = 0; names && i < total; i++) free(names[i]);

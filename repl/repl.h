@@ -32,6 +32,10 @@ typedef struct lm_cli_infotext_args {
     uint64_t seed;
     bool img2img;
     const char *lora_hashes;                   /* A1111's Lora hashes value, or NULL */
+    bool inpaint;                              /* a mask: A1111's Mask blur is written */
+    double mask_blur;
+    bool full_res;                             /* "Only masked" with its padding */
+    int64_t padding;
 } lm_cli_infotext_args;
 char *lm_cli_generate_infotext(const lm_cli_infotext_args *i);
 /* An init image read as [C,H,W] f32 (taken: released here) as [3,H,W]:

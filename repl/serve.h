@@ -63,6 +63,12 @@ typedef struct serve_job {
     uint64_t seed;
     unsigned char *init_png;     /* img2img: the init image's bytes */
     size_t init_size;
+    unsigned char *mask_png;     /* img2img: inpainting's mask (A1111's mask), or NULL */
+    size_t mask_size;
+    int64_t mask_blur;           /* A1111's mask_blur (default 4) */
+    bool mask_invert;            /* A1111's inpainting_mask_invert 1 */
+    bool full_res;               /* A1111's inpaint_full_res ("Only masked") */
+    int64_t full_res_padding;    /* A1111's inpaint_full_res_padding */
     cJSON *echo;                 /* A1111's "parameters": the request as read */
     /* the outcome, set by the worker under the queue's lock */
     int status;                  /* 0 while pending; the HTTP status once done */

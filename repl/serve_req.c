@@ -373,14 +373,46 @@ static bool refuse_unserved(reader *r)
     cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, "subseed_strength");
     if (cJSON_IsNumber(v) && v->valuedouble != 0)
         return bad(r, 400, "%s: %s: variation seeds are not served by lumen serve%s", "subseed_strength", "");
-    v = cJSON_GetObjectItemCaseSensitive(r->root, "mask");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring))
-        return bad(r, 400, "%s: %s: inpainting is not served by lumen serve%s", "mask", "");
     v = cJSON_GetObjectItemCaseSensitive(r->root, "alwayson_scripts");
     if (v && v->child) return bad(r, 400, "%s: %s: scripts are not run by lumen serve%s", "alwayson_scripts", "");
     v = cJSON_GetObjectItemCaseSensitive(r->root, "script_name");
     if (cJSON_IsString(v) && *v->valuestring)
         return bad(r, 400, "%s: %s: scripts are not run by lumen serve%s", "script_name", "");
+    return true;
+}
+
+/* A1111's mask: null or "" is none (clients send them) */
+static bool given_mask(const cJSON *root)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "mask");
+    return v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring);
+}
+
+/* img2img's inpainting fields (models/sd_inpaint.h): mask (base64 PNG, white =
+ * repaint), mask_blur (A1111's default 4), inpainting_mask_invert,
+ * inpaint_full_res ("Only masked"; absent = whole picture) with
+ * inpaint_full_res_padding (default 0, A1111's API's); masked content other
+ * than "original" (inpainting_fill 1) is refused, not ignored */
+static bool take_mask(reader *r, serve_job *j)
+{
+    if (!given_mask(r->root)) return true;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, "mask");
+    if (!cJSON_IsString(v)) return bad(r, 400, "%s: %s must be a base64 PNG string%s", "mask", "");
+    const char *s = v->valuestring, *comma = strchr(s, ',');
+    if (!strncmp(s, "data:", 5) && comma) s = comma + 1;
+    if (!(j->mask_png = serve_b64_decode(s, strlen(s), &j->mask_size)) || !j->mask_size)
+        return bad(r, 400, "%s: %s is not base64%s", "mask", "");
+    int64_t inv = 0, fill = 1;
+    j->mask_blur = 4;
+    if (!get_int(r, "mask_blur", 0, 256, &j->mask_blur) || !get_int(r, "inpainting_mask_invert", 0, 1, &inv) ||
+        !get_int(r, "inpainting_fill", 0, 3, &fill) ||
+        !get_int(r, "inpaint_full_res_padding", 0, 65536, &j->full_res_padding))
+        return false;
+    j->mask_invert = inv == 1;
+    j->full_res = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->root, "inpaint_full_res"));
+    if (fill != 1)
+        return bad(r, 400, "%s: %s: masked content other than 1 (original) is not served by lumen serve%s",
+                   "inpainting_fill", "");
     return true;
 }
 
@@ -485,6 +517,7 @@ void serve_job_free(serve_job *j)
     free(j->prompt);
     free(j->negative);
     free(j->init_png);
+    free(j->mask_png);
     cJSON_Delete(j->echo);
     for (int i = 0; i < j->nimages; i++) {
         free(j->images[i].b64);
@@ -624,8 +657,11 @@ serve_job *serve_job_a1111(const char *body, size_t n, bool img2img, int *status
         if (!(j->init_png = serve_b64_decode(s, strlen(s), &j->init_size)) || !j->init_size)
             BAD(400, "img2img: init_images[0] is not base64");
         if (!get_num(&r, "denoising_strength", LM_SD_OPT_STRENGTH, &j->strength)) goto fail;
+        if (!take_mask(&r, j)) goto fail;
     } else if (cJSON_GetObjectItemCaseSensitive(r.root, "init_images"))
         BAD(400, "txt2img: init_images is img2img's (POST /sdapi/v1/img2img)");
+    else if (given_mask(r.root))
+        BAD(400, "txt2img: mask is img2img's (inpainting: POST /sdapi/v1/img2img with init_images)");
     if (!take_model(&r, j, model) || !take_prompts(&r, j, prompt, neg)) goto fail;
     j->seed = seed < 0 ? random_seed() : (uint64_t)seed;
     if (lm_sd_seeds_check(r.who, "seed", "batch_size x n_iter", (int64_t)j->seed, j->batch * j->iters) != LM_OK) {
@@ -638,6 +674,7 @@ serve_job *serve_job_a1111(const char *body, size_t n, bool img2img, int *status
     j->echo = r.root;
     r.root = NULL;
     if (img2img) cJSON_ReplaceItemInObjectCaseSensitive(j->echo, "init_images", cJSON_CreateNull());
+    if (j->mask_png) cJSON_ReplaceItemInObjectCaseSensitive(j->echo, "mask", cJSON_CreateNull());
     return j;
 fail:
     cJSON_Delete(r.root);

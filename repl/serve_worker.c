@@ -200,6 +200,21 @@ static lm_array *decode_init(const serve_job *j)
     return lm_cli_init_rgb(lm_png_read_mem(j->init_png, j->init_size, "init_images[0]", &ro, NULL));
 }
 
+/* A1111's mask as [C,H,W] f32 in 0..1 (models/sd_inpaint.h takes it to
+ * gray), inverted for inpainting_mask_invert */
+static lm_array *decode_mask(const serve_job *j)
+{
+    lm_png_opts ro;
+    lm_png_opts_init(&ro);
+    ro.dtype = LM_F32;
+    ro.has_dtype = true;
+    lm_array *m = lm_png_read_mem(j->mask_png, j->mask_size, "mask", &ro, NULL);
+    if (!m || !j->mask_invert) return m;
+    lm_array *inv = lm_binary_scalar(LM_OP_SUB, m, 1, true);
+    lm_array_release(m);
+    return inv;
+}
+
 /* the PNG bytes lm_png_write gives for image [3,H,W] with the infotext
  * (NULL: none) */
 static unsigned char *png_bytes(lm_array *img, char *text, size_t *n)
@@ -356,7 +371,7 @@ static void run_job(serve_job *j)
     if (j->strength < 0) j->strength = d->strength;
     char *clean = NULL, hashes[2048] = "";
     if (!job_loras(j, &clean, hashes, sizeof hashes)) return;
-    lm_array *init = NULL;
+    lm_array *init = NULL, *mask = NULL;
     uint64_t *seeds = NULL;
     if (j->init_png) {
         if (lm_sd_img2img_check_for(NULL, lm_sd_pipeline_row(pipe_), j->steps, j->strength) != LM_OK) {
@@ -375,6 +390,18 @@ static void run_job(serve_job *j)
             fail(j, 400, "%s", why);
             goto done;
         }
+        if (j->mask_png && !(mask = decode_mask(j))) {
+            fail(j, 400, "mask: %s", lm_error_message());
+            goto done;
+        }
+        if (mask && (mask->shape[1] != init->shape[1] || mask->shape[2] != init->shape[2])) {
+            char why[256];
+            snprintf(why, sizeof why, "mask is %" PRId64 "x%" PRId64 ", init_images[0] %" PRId64 "x%" PRId64
+                     ": give a mask of the init image's size", mask->shape[2], mask->shape[1], init->shape[2],
+                     init->shape[1]);
+            fail(j, 400, "%s", why);
+            goto done;
+        }
     }
     j->images = calloc((size_t)(j->batch * j->iters), sizeof *j->images);
     seeds = calloc((size_t)j->batch, sizeof *seeds);
@@ -385,7 +412,9 @@ static void run_job(serve_job *j)
     lm_cli_infotext_args info = {.pipeline = pipe_, .prompt = j->prompt, .negative = j->negative,
                                  .sampler = j->sampler, .steps = j->steps, .clip_skip = j->clip_skip,
                                  .cfg = j->cfg, .strength = j->strength, .img2img = init != NULL,
-                                 .lora_hashes = hashes[0] ? hashes : NULL};
+                                 .lora_hashes = hashes[0] ? hashes : NULL, .inpaint = mask != NULL,
+                                 .mask_blur = (double)j->mask_blur, .full_res = j->full_res,
+                                 .padding = j->full_res_padding};
     for (int k = 0; k < (int)j->iters; k++) {
         const char *prompts[1] = {clean ? clean : j->prompt}, *negs[1] = {j->negative};
         for (int i = 0; i < (int)j->batch; i++) seeds[i] = j->seed + (uint64_t)(k * j->batch + i);
@@ -404,6 +433,11 @@ static void run_job(serve_job *j)
         go.height = init ? 0 : j->height;
         go.init = init;
         go.strength = j->strength;
+        go.mask = mask;   /* A1111 pastes the init image back outside the blurred mask */
+        go.mask_blur = (double)j->mask_blur;
+        go.mask_overlay = mask != NULL;
+        go.inpaint_crop = j->full_res;
+        go.inpaint_padding = j->full_res_padding;
         go.clip_skip = j->clip_skip > 1 ? (int)j->clip_skip - 1 : 0;
         step_ctx sc = {j, k};
         go.progress = on_step;
@@ -427,6 +461,7 @@ static void run_job(serve_job *j)
 done:
     free(seeds);
     lm_array_release(init);
+    lm_array_release(mask);
     if (clean) lm_lora_unload_all(pipe_);   /* the base weights back, bit for bit */
     free(clean);
 }

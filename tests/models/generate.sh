@@ -267,5 +267,16 @@ check "a weighted prompt differs from its literal reading" sh -c "$L generate '(
 check "... and a <lora:> tag is removed from the text encoded (a LoRA at weight 0: the same pixels)" sh -c "$L generate '(a red:1.5) fox<lora:fox:0>' $P --lora-dir $T/loras -o $T/ps5.png && $L -e \"local a = lm.image.read_png('$T/ps3.png'); local b = lm.image.read_png('$T/ps5.png'); assert((a - b):abs():max():item() == 0)\""
 fails "a weight that is no number is named" 1 "weight '1.2.3'" sh -c "$L generate '(a:1.2.3)' $P -o $T/x.png"
 fails "--embeddings names a folder it cannot read" 1 "embeddings folder $T/no_such" sh -c "$L generate 'a' $P --embeddings $T/no_such -o $T/x.png"
+# inpainting (models/sd_inpaint.h; tests/test_sd_inpaint.c checks it against diffusers)
+$L -e "local m = lm.zeros({1, 64, 64}); m[{{}, {16, 48}, {8, 40}}] = 1; lm.save('$T/mask.png', m); lm.save('$T/mask_wide.png', lm.zeros({1, 64, 96}))"
+check "--mask: inpainting writes Mask blur and Denoising strength in the infotext" sh -c "$G --model $D/sd1 --seed 3 --init $T/folder.png --mask $T/mask.png --mask-blur 2 --strength 0.75 -o $T/inp.png && $L -e \"local _, t = lm.image.read_png('$T/inp.png'); assert(t.parameters:find(', Denoising strength: 0.75, Mask blur: 2', 1, true), t.parameters)\""
+check "--mask-overlay: outside the blurred mask the init image's pixels" sh -c "$G --model $D/sd1 --seed 3 --init $T/folder.png --mask $T/mask.png --mask-overlay --strength 0.75 -o $T/inpo.png && $L -e \"local a = lm.image.read_png('$T/inpo.png'); local b = lm.image.read_png('$T/folder.png'); assert((a - b)[{{}, {1, 15}, {}}]:abs():max():item() == 0); assert((a - b)[{{}, {16, 48}, {8, 40}}]:abs():max():item() > 0)\""
+check "--inpaint-full-res: outside the mask's padded box the init's pixels; the infotext says Only masked" sh -c "$G --model $D/sd1 --seed 3 --init $T/folder.png --mask $T/mask.png --inpaint-full-res --inpaint-padding 4 --strength 0.75 -o $T/inpf.png && $L -e \"local a = lm.image.read_png('$T/inpf.png'); local b = lm.image.read_png('$T/folder.png'); assert((a - b)[{{}, {1, 10}, {}}]:abs():max():item() == 0); assert((a - b)[{{}, {16, 48}, {8, 40}}]:abs():max():item() > 0); local _, t = lm.image.read_png('$T/inpf.png'); assert(t.parameters:find('Inpaint area: Only masked, Masked area padding: 4', 1, true), t.parameters)\""
+fails "--inpaint-padding without --inpaint-full-res is refused" 2 "--inpaint-padding is --inpaint-full-res's" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask.png --inpaint-padding 4 -o $T/x.png"
+fails "--mask without --init is refused" 2 "give --init IN.png --mask M.png" sh -c "$G --model $D/sd1 --mask $T/mask.png -o $T/x.png"
+fails "--mask-blur without --mask is refused" 2 "--mask-blur: give --init" sh -c "$G --model $D/sd1 --init $T/folder.png --mask-blur 4 -o $T/x.png"
+fails "a mask of another size names both" 2 "is 96x64, --init $T/folder.png 64x64" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask_wide.png -o $T/x.png"
+fails "a mask that is no PNG names the file" 1 "--mask: $T/folder.pn" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/folder.pn -o $T/x.png"
+fails "--mask-blur out of range" 2 "--mask-blur" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask.png --mask-blur 300 -o $T/x.png"
 echo "$p passed, $f failed"
 [ $f = 0 ]

@@ -208,7 +208,19 @@ expect "img2img width other than the init's" 400 'init image' POST /sdapi/v1/img
 expect "output_format jpeg" 400 'only png' POST /v1/images/generations -d '{"prompt": "x", "output_format": "jpeg"}'
 expect "sampler_index not a string" 400 'sampler_index must be a string' POST /sdapi/v1/txt2img -d '{"prompt": "x", "sampler_index": 3}'
 expect "enable_hr true (not served) refused, not ignored" 400 'enable_hr: not served' POST /sdapi/v1/txt2img -d '{"prompt": "x", "enable_hr": true}'
-expect "a mask (inpainting) refused" 400 'mask: inpainting' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$B64\"}"
+# inpainting (models/sd_inpaint.h): A1111's mask, mask_blur (default 4), pasted back as A1111 does
+printf 'local m = lm.zeros({1, 64, 64})\nm[{{}, {16, 48}, {8, 40}}] = 1\nlm.save("%s/mask.png", m)\nlm.save("%s/mask32.png", lm.zeros({1, 32, 32}))\n' "$T" "$T" > "$T/mask.lua"
+"$L" "$T/mask.lua"
+MB64=$(base64 -w0 "$T/mask.png")
+printf '{"prompt": "a horse", "init_images": ["%s"], "mask": "%s", "denoising_strength": 0.75, "sampler_name": "Euler a", "steps": 4, "seed": 3, "inpaint_full_res": false, "inpainting_fill": 1}' "$B64" "$MB64" > "$T/inp.json"
+expect "img2img with a mask (inpainting)" 200 'Mask blur: 4' POST /sdapi/v1/img2img --data-binary @"$T/inp.json"
+check "... the same bytes as lumen generate --mask --mask-blur 4 --mask-overlay" sh -c "$U pngs $T/body $T/inp >/dev/null && $G 'a horse' --init $T/txt0.png --mask $T/mask.png --mask-blur 4 --mask-overlay --strength 0.75 --sampler euler_a --seed 3 -o $T/gen_m.png && cmp $T/inp0.png $T/gen_m.png"
+expect "a mask in txt2img refused" 400 'mask is img2img' POST /sdapi/v1/txt2img --data-binary "{\"prompt\": \"x\", \"mask\": \"$MB64\"}"
+printf '{"prompt": "a horse", "init_images": ["%s"], "mask": "%s", "denoising_strength": 0.75, "sampler_name": "Euler a", "steps": 4, "seed": 3, "inpaint_full_res": true, "inpaint_full_res_padding": 4}' "$B64" "$MB64" > "$T/inpf.json"
+expect "inpaint_full_res true (Only masked) with its padding" 200 'Inpaint area: Only masked, Masked area padding: 4' POST /sdapi/v1/img2img --data-binary @"$T/inpf.json"
+check "... the same bytes as lumen generate --inpaint-full-res --inpaint-padding 4" sh -c "$U pngs $T/body $T/inpf >/dev/null && $G 'a horse' --init $T/txt0.png --mask $T/mask.png --mask-blur 4 --inpaint-full-res --inpaint-padding 4 --strength 0.75 --sampler euler_a --seed 3 -o $T/gen_f.png && cmp $T/inpf0.png $T/gen_f.png"
+expect "inpainting_fill 0 (fill) refused" 400 'inpainting_fill' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$MB64\", \"inpainting_fill\": 0}"
+expect "a mask of another size" 400 'mask of the init image' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$(base64 -w0 "$T/mask32.png")\"}"
 expect "their off values pass" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "x", "steps": 1, "width": 16, "height": 16, "enable_hr": false, "restore_faces": false, "tiling": false, "subseed_strength": 0, "alwayson_scripts": {}, "script_name": ""}'
 expect "response_format url" 400 'only b64_json' POST /v1/images/generations -d '{"prompt": "x", "response_format": "url"}'
 expect "no prompt (OpenAI)" 400 'prompt is required' POST /v1/images/generations -d '{"n": 1}'
