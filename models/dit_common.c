@@ -81,7 +81,27 @@ lm_status lm_dit_take_as(lm_dit_weights *w, const char *key, int nd, const int64
     lm_array_keep(c);
     lm_array_release(c);   /* the keep holds it */
     *out = c;
+    lm_dit_slots *r = w->record;
+    if (r && r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        lm_dit_slot *g = realloc(r->s, sizeof *g * (size_t)cap);
+        if (!g) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+        r->s = g;
+        r->cap = cap;
+    }
+    if (r) {
+        if (!(r->s[r->n].name = strdup(key))) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+        r->s[r->n++].slot = out;
+    }
     return LM_OK;
+}
+
+void lm_dit_slots_free(lm_dit_slots *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) free(s->s[i].name);
+    free(s->s);
+    memset(s, 0, sizeof *s);
 }
 
 lm_status lm_dit_take_list(lm_dit_weights *w, const char *prefix, const lm_dit_want *want, size_t n)

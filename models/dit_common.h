@@ -29,12 +29,29 @@
 #include "device.h"
 
 /* ---- weights ---- */
+/* What a model took, by key: the kept array lives at *slot (a field of the
+ * model, stable for its lifetime), for adapters that replace weights in
+ * place (models/lora.c).  name is the key taken (malloc'd). */
+typedef struct lm_dit_slot {
+    char *name;
+    lm_array **slot;
+} lm_dit_slot;
+
+typedef struct lm_dit_slots {
+    int n, cap;
+    lm_dit_slot *s;
+} lm_dit_slots;
+
+/* Frees the names and the list (not the arrays); leaves *s empty. */
+void lm_dit_slots_free(lm_dit_slots *s);
+
 typedef struct lm_dit_weights {
     lm_tensor_set set;
     bool *used;          /* [set.count]: claimed (or skipped) */
     const char *file;    /* names the source in errors (borrowed) */
     const char *prefix;  /* tried before the bare key, e.g. "model." (borrowed, may be NULL) */
     lm_dtype dt;         /* the compute dtype weights are cast to */
+    lm_dit_slots *record;   /* NULL, or where lm_dit_take_as lists every key taken and its slot */
 } lm_dit_weights;
 
 /* Takes *weights (left empty, on success and on failure) and gives every

@@ -9,6 +9,7 @@
 #include "models/diffusers_config.h"
 #include "models/flowmatch.h"
 #include "models/flux2.h"
+#include "models/lora.h"
 #include "models/qwen3.h"
 #include "models/qwen_tokenizer.h"
 #include "models/sampler.h"
@@ -32,6 +33,7 @@ struct lm_dit_pipe {
     char *tr_path, *tr_folder;   /* the transformer's, and its reader */
     lm_dit_transformer_reader read;
     bool offload;             /* one of the two networks resident at a time */
+    struct lm_lora_stack **loras;   /* the pipeline's adapters (models/lora.h), or NULL */
 };
 
 lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d) { return d->tok; }
@@ -109,13 +111,25 @@ lm_status lm_dit_pipe_transformer_ready(lm_dit_pipe *d)
     if (d->zimage || d->flux2) return LM_OK;
     if (d->read(d->row, d->tr_path, d->tr_folder, d->te_variant, d->dt, d->dev, &d->zimage, &d->flux2) != LM_OK)
         return lm_error_prefix("offload: reading the transformer again");
+    if (d->loras && *d->loras && lm_lora_attach(*d->loras, d) != LM_OK) {
+        /* freed again, so that no call runs it without its adapters */
+        lm_lora_detach(*d->loras);
+        lm_zimage_free(d->zimage);
+        lm_flux2_free(d->flux2);
+        d->zimage = NULL;
+        d->flux2 = NULL;
+        return lm_error_prefix("offload: the LoRAs on the transformer read again");
+    }
     return LM_OK;
 }
+
+void lm_dit_pipe_set_loras(lm_dit_pipe *d, struct lm_lora_stack **s) { d->loras = s; }
 
 /* offload: the text encoder resident, the transformer not */
 static lm_status te_acquire(lm_dit_pipe *d)
 {
     if (d->offload) {
+        if (d->loras && *d->loras) lm_lora_detach(*d->loras);
         lm_zimage_free(d->zimage);
         lm_flux2_free(d->flux2);
         d->zimage = NULL;

@@ -49,6 +49,7 @@ struct lm_flux2 {
     lm_array *norm_out, *proj_out;
     fx_double *dbl;
     fx_single *sgl;
+    lm_dit_slots slots;         /* every weight taken, by its diffusers key (models/lora.c) */
 };
 
 /* ---- config ---- */
@@ -202,6 +203,7 @@ void lm_flux2_free(lm_flux2 *m)
     for (int64_t l = 0; m->sgl && l < m->cfg.num_single_layers; l++) drop_struct(&m->sgl[l], sizeof *m->sgl);
     free(m->dbl);
     free(m->sgl);
+    lm_dit_slots_free(&m->slots);
     free(m);
 }
 
@@ -220,7 +222,9 @@ static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights
         m->sgl = calloc((size_t)m->cfg.num_single_layers + 1, sizeof *m->sgl);
         if (!m->dbl || !m->sgl) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
+    W->record = m ? &m->slots : NULL;
     if (st == LM_OK) st = take_model(W, m);
+    W->record = NULL;
     if (st == LM_OK) {
         char ctx[128];
         snprintf(ctx, sizeof ctx, "config: %lld double and %lld single blocks, no guidance embedder, "
@@ -261,6 +265,7 @@ lm_flux2 *lm_flux2_load_from(const cJSON *config, lm_tensor_set *weights, const 
 const lm_flux2_config *lm_flux2_get_config(const lm_flux2 *m) { return &m->cfg; }
 lm_dtype lm_flux2_dtype(const lm_flux2 *m) { return m->dt; }
 lm_device *lm_flux2_device(const lm_flux2 *m) { return m->dev; }
+struct lm_dit_slots *lm_flux2_weights(lm_flux2 *m) { return &m->slots; }
 
 /* ---- forward ---- */
 

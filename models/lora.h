@@ -102,6 +102,15 @@ lm_status lm_lora_load_tags(lm_sd_pipeline *p, const char *prompt, const char *d
 /* For models/sd_pipeline.c: the pipeline's stack (freed, weights restored). */
 void lm_lora_stack_free(lm_lora_stack *s);
 
+/* For models/dit_pipeline.c's offload: detach puts the transformer's
+ * original weights back (before it is freed) and forgets where they were;
+ * attach finds them again in the transformer read anew and merges every
+ * loaded adapter (LM_OK, or an error naming a weight it lacks; detached
+ * then).  Both are no-ops on an SD pipeline's stack or NULL. */
+struct lm_dit_pipe;
+void lm_lora_detach(lm_lora_stack *s);
+lm_status lm_lora_attach(lm_lora_stack *s, struct lm_dit_pipe *d);
+
 /* <lora:NAME:WEIGHT> tags: removes them from prompt (a new string the caller
  * frees, in *clean) and returns their count (names and weights in the
  * arrays, up to max; names are new strings the caller frees), or -1 with

@@ -51,6 +51,7 @@ struct lm_zimage {
     lm_array *t0_w, *t0_b, *t2_w, *t2_b, *cap_norm, *cap_w, *cap_b, *x_pad, *cap_pad;
     zi_block *noise, *context, *layers;
     double *freqs;              /* [head_dim / 2]: each axis's RoPE frequencies, in axis order */
+    lm_dit_slots slots;         /* every weight taken, by its diffusers key (models/lora.c) */
 };
 
 /* ---- config ---- */
@@ -158,6 +159,7 @@ void lm_zimage_free(lm_zimage *m)
     blocks_free(m->context, m->cfg.n_refiner_layers);
     blocks_free(m->layers, m->cfg.n_layers);
     free(m->freqs);
+    lm_dit_slots_free(&m->slots);
     free(m);
 }
 
@@ -250,7 +252,9 @@ static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights
     if (st == LM_OK) {
         m->dt = dt;
         m->dev = dev;
+        W->record = &m->slots;
         st = take_all(W, m);
+        W->record = NULL;
     }
     if (st == LM_OK) {
         /* RopeEmbedder's 1 / theta^(arange(0, d, 2) / d), in f64 */
@@ -287,6 +291,7 @@ lm_zimage *lm_zimage_load_from(const cJSON *config, lm_tensor_set *weights, cons
 const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m) { return &m->cfg; }
 lm_dtype lm_zimage_dtype(const lm_zimage *m) { return m->dt; }
 lm_device *lm_zimage_device(const lm_zimage *m) { return m->dev; }
+struct lm_dit_slots *lm_zimage_weights(lm_zimage *m) { return &m->slots; }
 
 /* ---- the network ---- */
 
