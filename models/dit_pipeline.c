@@ -10,6 +10,7 @@
 #include "models/flowmatch.h"
 #include "models/flux2.h"
 #include "models/lora.h"
+#include "models/prompt.h"
 #include "models/qwen3.h"
 #include "models/qwen_tokenizer.h"
 #include "models/sampler.h"
@@ -825,7 +826,19 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
     for (int i = 0; st == LM_OK && i < B; i++) {
         const char *texts[2] = {pos_text(o, i), ""};
         if (g.cfg && d->row->cfg_form == LM_SD_CFG_C_PLUS && neg_text(o, i)) texts[1] = neg_text(o, i);
-        st = encode_all(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers, ctx + i * n);
+        /* A1111's extra-network tags (<lora:NAME:W>) removed unless the prompt is
+         * plain text; the rest is read literally, "(word:1.2)" included, as
+         * ComfyUI reads these families' LLM prompts (disable_weights) and
+         * diffusers does (docs/DIFFUSION.md) */
+        char *clean[2] = {NULL, NULL};
+        for (int k = 0; st == LM_OK && k < 2 && !o->plain_prompt; k++)
+            if (strchr(texts[k], '<') &&
+                (st = lm_prompt_extra_networks(texts[k], strlen(texts[k]), &clean[k], NULL, NULL)) == LM_OK)
+                texts[k] = clean[k];
+        if (st == LM_OK) st = encode_all(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers,
+                                         ctx + i * n);
+        free(clean[0]);
+        free(clean[1]);
     }
     /* offload: the encoder freed once its hidden states are computed, the
      * transformer read again */

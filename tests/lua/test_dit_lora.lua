@@ -8,10 +8,13 @@
 -- transformer is refused by name; and, where tests/ref/ditlora holds
 -- tests/ref/gen_ditlora.py's fixture, every file there fused as diffusers'
 -- load_lora_weights + fuse_lora fuses it (the transformer's output within
--- f32 noise).
+-- f32 noise).  On the CPU, and on Vulkan (lavapipe) by
+-- tests/lua/run_dit_lora_vulkan.sh.
 local T, lm = ...
 local test, eq, ok, raises = T.test, T.eq, T.ok, T.raises
 local D = "tests/ref/dit/"
+-- the CPU, or Vulkan under LUMEN_DEVICE=vulkan (tests/lua/run_dit_lora_vulkan.sh)
+local DEV = os.getenv("LUMEN_DEVICE") == "vulkan" and "vulkan" or "cpu"
 local R = "tests/ref/ditlora/"
 local f = io.open(D .. "zimage/model_index.json", "rb")
 if not f then
@@ -31,7 +34,7 @@ local function zcall(p) return p.transformer(zx, 0.4, zcap):astype("f32"):eval()
 local ZB = {"noise_refiner.0", "context_refiner.0", "layers.0", "layers.1"}
 
 test("ditlora: Z-Image: a diffusers LoRA merges, is listed, unloads byte for byte", function()
-  local p = lm.models.load(D .. "zimage", {dtype = "f32", device = "cpu"})
+  local p = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV})
   local base = zcall(p)
   local path = tmp()
   local t = {}
@@ -73,7 +76,7 @@ test("ditlora: Z-Image: a diffusers LoRA merges, is listed, unloads byte for byt
 end)
 
 test("ditlora: Z-Image: the original fused attention.qkv = the same LoRA on to_q / to_k / to_v", function()
-  local p = lm.models.load(D .. "zimage", {dtype = "f32", device = "cpu"})
+  local p = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV})
   local fused, split, kohya = {}, {}, {}
   for i, b in ipairs(ZB) do
     local dn = lm.randn({4, 32}, {seed = 50 + i}) * 0.2
@@ -125,7 +128,7 @@ local kx, kctx = lm.randn({1, 16, 4, 6}, {seed = 3}), lm.randn({1, 10, 32}, {see
 local function kcall(p) return p.transformer(kx, 0.6, kctx):astype("f32"):eval() end
 
 test("ditlora: FLUX.2-klein: BFL names (fused qkv, linear1), kohya's and diffusers' agree", function()
-  local p = lm.models.load(D .. "klein", {dtype = "f32", device = "cpu"})
+  local p = lm.models.load(D .. "klein", {dtype = "f32", device = DEV})
   local base = kcall(p)
   local dn, up = lm.randn({4, 32}, {seed = 70}) * 0.2, lm.randn({96, 4}, {seed = 71}) * 0.2
   local d1, u1 = lm.randn({4, 32}, {seed = 72}) * 0.2, lm.randn({288, 4}, {seed = 73}) * 0.2
@@ -176,8 +179,8 @@ test("ditlora: FLUX.2-klein: BFL names (fused qkv, linear1), kohya's and diffuse
 end)
 
 test("ditlora: offload = true: the LoRA merged again into the transformer read again", function()
-  local a = lm.models.load(D .. "zimage", {dtype = "f32", device = "cpu"})
-  local b = lm.models.load(D .. "zimage", {dtype = "f32", device = "cpu", offload = true})
+  local a = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV})
+  local b = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV, offload = true})
   local path = tmp()
   lm.save(path, {["transformer.layers.0.feed_forward.w1.lora_A.weight"] = lm.randn({4, 32}, {seed = 80}),
                  ["transformer.layers.0.feed_forward.w1.lora_B.weight"] = lm.randn({85, 4}, {seed = 81}),
@@ -204,10 +207,26 @@ test("ditlora: offload = true: the LoRA merged again into the transformer read a
   a:free(); b:free()
 end)
 
+test("ditlora: pipe:generate removes <lora:...> tags, reads (word:1.2) literally", function()
+  local p = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV})
+  local lat = lm.randn({1, 16, 8, 8}, {seed = 6}):astype("f32")
+  local function gen(prompt, syntax)
+    return p:generate{prompt = prompt, latents = lat, steps = 1, cfg = 0, max_sequence_length = 32,
+                      prompt_syntax = syntax}
+  end
+  local plain = gen("dance monkey")
+  eq(maxerr(plain, gen("dance <lora:fox:0.8>monkey")), 0, "the tag removed (not loaded: pipe:load_lora does that)")
+  ok(maxerr(plain, gen("dance <lora:fox:0.8>monkey", false)) > 0, "prompt_syntax=false keeps it in the text")
+  local w = gen("(dance:1.2) monkey")
+  ok(maxerr(w, plain) > 0, "(dance:1.2) is text, not a weight on plain 'dance'")
+  eq(maxerr(w, gen("(dance:1.2) monkey", false)), 0, "... the same with prompt_syntax=false")
+  p:free()
+end)
+
 test("ditlora: a GGUF (quantized) transformer is refused by name", function()
   local g = "build/ref/dit/zimage_q8_0.gguf"
   if not exists(g) then print("  (build/ref/dit absent: make dit-fixtures)"); return end
-  local p = lm.diffusion.pipeline(g, {dtype = "f32", device = "cpu", tokenizer = D .. "zimage"})
+  local p = lm.diffusion.pipeline(g, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
   local path = tmp()
   lm.save(path, {["transformer.layers.0.attention.to_k.lora_A.weight"] = lm.randn({4, 32}, {seed = 1}),
                  ["transformer.layers.0.attention.to_k.lora_B.weight"] = lm.randn({32, 4}, {seed = 1})})
@@ -220,8 +239,8 @@ end)
 test("ditlora: a Z-Image single file (original names) takes the same LoRAs", function()
   local z = "build/ref/dit/zimage.safetensors"
   if not exists(z) then print("  (build/ref/dit absent: make dit-fixtures)"); return end
-  local a = lm.models.load(D .. "zimage", {dtype = "f32", device = "cpu"})
-  local s = lm.models.load(z, {dtype = "f32", device = "cpu", tokenizer = D .. "zimage"})
+  local a = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV})
+  local s = lm.models.load(z, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
   local path = tmp()
   lm.save(path, {["diffusion_model.layers.0.attention.qkv.lora_down.weight"] = lm.randn({4, 32}, {seed = 90}),
                  ["diffusion_model.layers.0.attention.qkv.lora_up.weight"] = lm.randn({96, 4}, {seed = 91}),
@@ -238,7 +257,7 @@ if not exists(R .. "ref_ditlora.safetensors") then
   print("test_dit_lora.lua: " .. R .. "ref_ditlora.safetensors absent: the diffusers comparison skipped")
   return
 end
-local ref = lm.load(R .. "ref_ditlora.safetensors", {device = "cpu"})
+local ref = lm.load(R .. "ref_ditlora.safetensors", {device = DEV})
 
 test("ditlora: every fixture LoRA fused as diffusers' load_lora_weights + fuse_lora", function()
   local fams = {
@@ -247,7 +266,7 @@ test("ditlora: every fixture LoRA fused as diffusers' load_lora_weights + fuse_l
   }
   local n = 0
   for fam, F in pairs(fams) do
-    local p = lm.models.load(D .. F.dir, {dtype = "f32", device = "cpu"})
+    local p = lm.models.load(D .. F.dir, {dtype = "f32", device = DEV})
     local base = F.call(p):astype("f32"):eval()
     ok(maxerr(base, ref[fam .. ".base"]) < 2e-5, fam .. ": no LoRA = diffusers: " .. maxerr(base, ref[fam .. ".base"]))
     for _, case in ipairs({"peft", "comfy", "kohya", "qkv"}) do
