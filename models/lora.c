@@ -48,6 +48,7 @@ static const struct { const char *suffix; lr_role role; } SUFFIX[] = {
 };
 
 #define C_DIT 3          /* a target's comp: the DiT families' transformer */
+#define LR_PART0 (LM_DIT_ORIG_THIRD2 + 1)   /* lr_mod.how: a third of the target's rows */
 
 typedef struct lr_target {
     int comp;            /* 0 the UNet, 1 the (first) text encoder, 2 SDXL's second, C_DIT */
@@ -57,15 +58,18 @@ typedef struct lr_target {
                             names SDXL's ("input_blocks_4_1_transformer_blocks_0_attn1_to_q") */
     lm_array **slot;
     lm_array *orig;      /* the model's own array (kept) while an adapter changes it */
-    int uidx;            /* UNet: the weight's index (lm_unet_weight_extra) */
-    lm_unet_extra *extra;   /* UNet linear weights applied at run time: the terms set */
+    int uidx;            /* UNet: the weight's index (lm_unet_weight_extra); DiT: its slot's */
+    lm_unet_extra *extra;   /* linear weights applied at run time: the terms set */
+    lm_dit_extra *dextra;   /* DiT: the same terms as dit_common.h's list (the arrays extra's) */
 } lr_target;
 
 typedef struct lr_mod {
     int target;
     int t[R_COUNT];      /* tensor index in the adapter's set, -1 = absent */
-    lm_dit_orig how;     /* DiT: the module is the original's (a fused qkv, a swapped pair): which
-                            rows of its up factor the target takes; SAME / COPY: all of them */
+    int how;             /* DiT: an lm_dit_orig (the module is the original's fused qkv or
+                            swapped pair: which rows of its up factor the target takes; SAME /
+                            COPY: all of them) or LR_PART0 + p (the module is the p-th third of
+                            the target, a fused qkv Lumen keeps: its up factor zero-padded) */
 } lr_mod;
 
 /* DiT: an original (single-file) module name and the targets it holds */
@@ -73,14 +77,14 @@ typedef struct lr_alias {
     char *name, *kname;  /* "double_blocks.0.img_attn.qkv", and with '_' for '.' */
     int n;
     int target[3];
-    lm_dit_orig how[3];
+    int how[3];
 } lr_alias;
 
 /* what a module key maps to: up to three targets (a fused original's) */
 typedef struct lr_hit {
     int n;
     int target[3];
-    lm_dit_orig how[3];
+    int how[3];
 } lr_hit;
 
 typedef struct lr_lora {
@@ -219,7 +223,7 @@ static lm_dit_slots *dit_slots(lm_dit_pipe *d)
 }
 
 /* target ti under the original name orig (".weight" stripped) as part how */
-static lm_status add_alias(lm_lora_stack *s, const char *orig, int ti, lm_dit_orig how)
+static lm_status add_alias(lm_lora_stack *s, const char *orig, int ti, int how)
 {
     size_t n = strlen(orig);
     if (n > 7 && !strcmp(orig + n - 7, ".weight")) n -= 7;
@@ -260,9 +264,18 @@ static lm_status build_dit_targets(lm_lora_stack *s, lm_sd_pipeline *p)
         int before = s->ntarget;
         st = add_target(s, C_DIT, w->s[i].name, w->s[i].slot);
         if (st != LM_OK || s->ntarget == before) continue;
+        s->target[before].uidx = i;
         char orig[LR_NAME];
         lm_dit_orig how = lm_dit_original_name(s->net, w->s[i].name, orig, sizeof orig);
         if (how != LM_DIT_ORIG_SAME) st = add_alias(s, orig, before, how);
+        /* Z-Image's fused attention.qkv (kept so when quantized): diffusers'
+         * to_q / to_k / to_v are its thirds */
+        const char *at = strstr(w->s[i].name, ".attention.qkv.weight");
+        for (int k = 0; st == LM_OK && at && !at[strlen(".attention.qkv.weight")] && k < 3; k++) {
+            static const char *const part[3] = {"to_q", "to_k", "to_v"};
+            snprintf(orig, sizeof orig, "%.*s.attention.%s", (int)(at - w->s[i].name), w->s[i].name, part[k]);
+            st = add_alias(s, orig, before, LR_PART0 + k);
+        }
     }
     return st;
 }
@@ -446,14 +459,32 @@ static lm_status bad(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m, 
 
 /* The up factor's rows the target takes, [out, rank] f32 (new lazy array):
  * all of them, or a third of a fused qkv's, or a pair's halves swapped. */
+/* how many rows the module's up factor has for a target of out rows */
+static int64_t up_count(const lr_mod *m, int64_t out)
+{
+    return m->how >= LR_PART0 ? out / 3 : m->how >= LM_DIT_ORIG_THIRD0 ? 3 * out : out;
+}
+
 static lm_array *up_rows(const lr_lora *L, const lr_mod *m, int64_t out)
 {
     if (m->how < LM_DIT_ORIG_SWAP) return rs2(f32(L, m, R_UP), out);
-    bool third = m->how >= LM_DIT_ORIG_THIRD0;
-    lm_array *up = rs2(f32(L, m, R_UP), third ? 3 * out : out);
+    bool third = m->how >= LM_DIT_ORIG_THIRD0 && m->how < LR_PART0;
+    lm_array *up = rs2(f32(L, m, R_UP), up_count(m, out));
     if (!up) return NULL;
     lm_array *r = NULL;
-    if (third) {
+    if (m->how >= LR_PART0) {   /* zero rows around it */
+        int64_t p = m->how - LR_PART0, t = out / 3, z[2] = {p * t, (2 - p) * t};
+        int64_t s0[2] = {z[0], up->shape[1]}, s1[2] = {z[1], up->shape[1]};
+        lm_array *part[3];
+        int n = 0;
+        if (z[0]) part[n++] = lm_zeros(2, s0, LM_F32, up->device);
+        part[n++] = lm_array_retain(up);
+        if (z[1]) part[n++] = lm_zeros(2, s1, LM_F32, up->device);
+        bool ok = true;
+        for (int k = 0; k < n; k++) ok = ok && part[k];
+        if (ok) r = lm_concat(n, part, 0);
+        for (int k = 0; k < n; k++) lm_array_release(part[k]);
+    } else if (third) {
         int64_t p = (int64_t)(m->how - LM_DIT_ORIG_THIRD0);
         r = cont(lm_slice(up, 0, p * out, (p + 1) * out, 1));
     } else {
@@ -483,7 +514,7 @@ static lm_array *delta(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m
         }
         lm_array *dn = L->set.arrays[t[R_DOWN]], *up = L->set.arrays[t[R_UP]];
         rank = dn->shape[0];
-        int64_t rows = m->how >= LM_DIT_ORIG_THIRD0 ? 3 * out : out;   /* the up factor's */
+        int64_t rows = up_count(m, out);   /* the up factor's */
         if (m->how >= LM_DIT_ORIG_SWAP && (t[R_MID] >= 0 || t[R_MAG] >= 0 || t[R_DORA] >= 0)) {
             bad(L, s, m, "a LoCon middle or DoRA magnitude on an original fused module is not supported");
             return NULL;
@@ -670,6 +701,44 @@ static lm_array *kept(lm_array *a)
     return a;
 }
 
+static lm_dtype dit_dtype(lm_dit_pipe *d)
+{
+    return lm_dit_pipe_zimage(d) ? lm_zimage_dtype(lm_dit_pipe_zimage(d)) : lm_flux2_dtype(lm_dit_pipe_flux2(d));
+}
+
+/* Gives target t's run-time terms head (NULL: none) to its model: the UNet's
+ * weight, or the DiT transformer's slot (a list of its own referring to
+ * head's arrays).  t->extra becomes head; the old terms are freed. */
+static lm_status set_extra(lm_lora_stack *s, lr_target *t, lm_unet_extra *head)
+{
+    lm_status st = LM_OK;
+    if (s->dit) {
+        lm_dit_extra *dh = NULL, **dt = &dh;
+        for (lm_unet_extra *e = head; e && st == LM_OK; e = e->next) {
+            if (!(*dt = calloc(1, sizeof **dt))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+            else {
+                (*dt)->a = e->a;
+                (*dt)->b = e->b;
+                dt = &(*dt)->next;
+            }
+        }
+        if (st == LM_OK && t->slot) lm_dit_slots_set_extra(dit_slots(s->dit), t->uidx, dh);
+        lm_dit_extra *old = st == LM_OK ? t->dextra : dh;
+        if (st == LM_OK) t->dextra = dh;
+        while (old) {
+            lm_dit_extra *n = old->next;
+            free(old);
+            old = n;
+        }
+    } else {
+        st = lm_unet_weight_extra(s->unet, t->uidx, head);
+    }
+    if (st != LM_OK) return st;
+    if (t->extra != head) extra_free(t->extra);
+    t->extra = head;
+    return LM_OK;
+}
+
 /* One module's run-time term on linear weight W (quantized or not): LoRA
  * as its two factors, (x down^T) (s alpha/rank up)^T; anything else as the
  * dense delta. */
@@ -683,15 +752,15 @@ static lm_status runtime_term(const lr_lora *L, const lm_lora_stack *s, const lr
     if (!e) return lm_error_set(LM_ERR_NOMEM, "out of memory");
     if (t[R_DOWN] >= 0 && t[R_UP] >= 0 && t[R_MID] < 0) {
         lm_array *dn = L->set.arrays[t[R_DOWN]], *up = L->set.arrays[t[R_UP]];
-        int64_t rank = dn->shape[0], out = W->shape[0];
-        if (up->shape[0] != out || rank < 1 || up->size != out * rank || dn->size != rank * W->shape[1]) {
+        int64_t rank = dn->shape[0], out = W->shape[0], rows = up_count(m, out);
+        if (up->shape[0] != rows || rank < 1 || up->size != rows * rank || dn->size != rank * W->shape[1]) {
             free(e);
             return bad(L, s, m, "lora_up and lora_down do not fit the weight or each other");
         }
         double alpha = t[R_ALPHA] >= 0 ? scalar_of(L->set.arrays[t[R_ALPHA]]) : 0;
         double sc = L->info.scale * (alpha > 0 ? alpha / (double)rank : 1.0);
         lm_array *a = rs2(f32(L, m, R_DOWN), rank);
-        lm_array *up2 = rs2(f32(L, m, R_UP), out);
+        lm_array *up2 = up_rows(L, m, out);
         lm_array *b = lm_binary_scalar(LM_OP_MUL, up2, sc, false);
         lm_array_release(up2);
         e->a = kept(lm_cast(a, dt));
@@ -724,7 +793,7 @@ static bool at_runtime(const lm_lora_stack *s, int ti)
 {
     const lr_target *t = &s->target[ti];
     const lm_array *w = t->orig ? t->orig : *t->slot;
-    if (t->comp != 0 || w->ndim != 2) return false;
+    if ((t->comp != 0 && t->comp != C_DIT) || w->ndim != 2) return false;
     if (lm_dtype_is_quant(w->dtype)) return true;
     for (int i = 0; i < s->n; i++)
         for (int k = 0; s->lora[i]->runtime && k < s->lora[i]->nmod; k++)
@@ -741,7 +810,7 @@ static lm_status rebuild_runtime(lm_lora_stack *s, int ti)
         t->orig = NULL;
     }
     lm_unet_extra *head = NULL, **tail = &head;
-    lm_dtype dt = lm_unet_dtype(s->unet);
+    lm_dtype dt = s->dit ? dit_dtype(s->dit) : lm_unet_dtype(s->unet);
     lm_status st = LM_OK;
     for (int i = 0; i < s->n && st == LM_OK; i++)
         for (int k = 0; k < s->lora[i]->nmod && st == LM_OK; k++) {
@@ -749,14 +818,9 @@ static lm_status rebuild_runtime(lm_lora_stack *s, int ti)
             st = runtime_term(s->lora[i], s, &s->lora[i]->mod[k], *t->slot, dt, tail);
             if (st == LM_OK) tail = &(*tail)->next;
         }
-    if (st == LM_OK) st = lm_unet_weight_extra(s->unet, t->uidx, head);
-    if (st != LM_OK) {
-        extra_free(head);
-        return st;
-    }
-    extra_free(t->extra);
-    t->extra = head;
-    return LM_OK;
+    if (st == LM_OK) st = set_extra(s, t, head);
+    if (st != LM_OK) extra_free(head);
+    return st;
 }
 
 /* Recomputes target ti from its original through every loaded adapter. */
@@ -764,11 +828,7 @@ static lm_status rebuild(lm_lora_stack *s, int ti)
 {
     lr_target *t = &s->target[ti];
     if (at_runtime(s, ti)) return rebuild_runtime(s, ti);
-    if (t->extra) {   /* applied at run time before */
-        lm_unet_weight_extra(s->unet, t->uidx, NULL);
-        extra_free(t->extra);
-        t->extra = NULL;
-    }
+    if (t->extra) set_extra(s, t, NULL);   /* applied at run time before */
     lm_array *orig = t->orig ? t->orig : *t->slot;
     lm_array *cur = NULL;
     for (int i = 0; i < s->n; i++) {
@@ -905,7 +965,8 @@ static lm_status parse(lm_lora_stack *s, lr_lora *L, bool strict)
         for (int h = 0; h < hit.n; h++) {
             int target = hit.target[h];
             if (lm_dtype_is_quant((*s->target[target].slot)->dtype) &&
-                (s->target[target].comp || (*s->target[target].slot)->ndim != 2))
+                ((s->target[target].comp && s->target[target].comp != C_DIT) ||
+                 (*s->target[target].slot)->ndim != 2))
                 return lm_error_set(LM_ERR_UNSUPPORTED,
                                     "lora %s: %s: the weight %s is %s (quantized): merging needs f32, f16 or "
                                     "bf16 weights (load a safetensors %s)", L->path, key, s->target[target].name,
@@ -996,19 +1057,9 @@ lm_status lm_lora_load(lm_sd_pipeline *p, const char *path, const lm_lora_opts *
     lm_lora_stack **sp = lm_sd_pipeline_loras(p), *s = *sp;
     lm_dit_pipe *d = lm_sd_pipeline_dit(p);
     if (d) {
-        if (o->runtime)
-            return lm_error_set(LM_ERR_UNSUPPORTED, "lora %s: runtime: the %s transformer's adapters are merged "
-                                "(run-time adapters are the UNet's)", path, lm_sd_pipeline_row(p)->name);
         /* resident (after an offload: read again, the loaded adapters merged) */
         lm_dit_pipe_set_loras(d, sp);
         if (lm_dit_pipe_transformer_ready(d) != LM_OK) return lm_error_prefix("lora %s", path);
-        lm_dit_slots *w = dit_slots(d);
-        for (int i = 0; w && i < w->n; i++)
-            if (lm_dtype_is_quant((*w->s[i].slot)->dtype))
-                return lm_error_set(LM_ERR_UNSUPPORTED, "lora %s: the %s transformer's weight %s is %s "
-                                    "(quantized, a GGUF file): LoRAs merge into f32, f16 or bf16 weights only "
-                                    "(load a safetensors transformer)", path, lm_sd_pipeline_row(p)->name,
-                                    w->s[i].name, lm_dtype_name((*w->s[i].slot)->dtype));
     }
     if (!s) {
         s = calloc(1, sizeof *s);
@@ -1067,10 +1118,7 @@ void lm_lora_stack_free(lm_lora_stack *s)
     s->n = 0;
     for (int i = 0; i < s->ntarget; i++) {
         lr_target *t = &s->target[i];
-        if (t->extra) {
-            lm_unet_weight_extra(s->unet, t->uidx, NULL);
-            extra_free(t->extra);
-        }
+        if (t->extra) set_extra(s, t, NULL);
         if (t->orig && t->slot) {
             lm_array_unkeep(*t->slot);
             *t->slot = t->orig;
@@ -1095,6 +1143,7 @@ void lm_lora_detach(lm_lora_stack *s)
     if (!s || !s->dit || s->detached) return;
     for (int i = 0; i < s->ntarget; i++) {
         lr_target *t = &s->target[i];
+        if (t->extra) set_extra(s, t, NULL);
         if (t->orig) {
             lm_array_unkeep(*t->slot);
             *t->slot = t->orig;
@@ -1114,7 +1163,10 @@ lm_status lm_lora_attach(lm_lora_stack *s, lm_dit_pipe *d)
         lr_target *t = &s->target[i];
         size_t n = strlen(t->name);
         for (int k = 0; k < w->n && !t->slot; k++)
-            if (!strncmp(w->s[k].name, t->name, n) && !strcmp(w->s[k].name + n, ".weight")) t->slot = w->s[k].slot;
+            if (!strncmp(w->s[k].name, t->name, n) && !strcmp(w->s[k].name + n, ".weight")) {
+                t->slot = w->s[k].slot;
+                t->uidx = k;
+            }
         if (!t->slot) {
             for (int k = 0; k < i; k++) s->target[k].slot = NULL;
             return lm_error_set(LM_ERR_FORMAT, "lora: the transformer read again has no weight %s.weight", t->name);

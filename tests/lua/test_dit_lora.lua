@@ -4,8 +4,9 @@
 -- for byte; a LoRA on an original fused qkv equals the same LoRA split into
 -- diffusers' to_q / to_k / to_v; kohya names and alpha; offload (the
 -- transformer freed and read again) gives what the resident pipeline
--- gives; an unmatched key is an error naming it; a GGUF (quantized)
--- transformer is refused by name; and, where tests/ref/ditlora holds
+-- gives; an unmatched key is an error naming it; a GGUF (q8_0)
+-- transformer takes the adapters at run time (diffusers' to_q a third of
+-- its fused qkv), as the float file merges them; and, where tests/ref/ditlora holds
 -- tests/ref/gen_ditlora.py's fixture, every file there fused as diffusers'
 -- load_lora_weights + fuse_lora fuses it (the transformer's output within
 -- f32 noise).  On the CPU, and on Vulkan (lavapipe) by
@@ -223,17 +224,67 @@ test("ditlora: pipe:generate removes <lora:...> tags, reads (word:1.2) literally
   p:free()
 end)
 
-test("ditlora: a GGUF (quantized) transformer is refused by name", function()
-  local g = "build/ref/dit/zimage_q8_0.gguf"
-  if not exists(g) then print("  (build/ref/dit absent: make dit-fixtures)"); return end
-  local p = lm.diffusion.pipeline(g, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
+test("ditlora: a GGUF (q8_0) transformer: the adapters at run time, as on the float file", function()
+  local g, z = "build/ref/dit/zimage_q8_0.gguf", "build/ref/dit/zimage.safetensors"
+  if not exists(g) or not exists(z) then print("  (build/ref/dit absent: make dit-fixtures)"); return end
+  local q = lm.diffusion.pipeline(g, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
+  local f = lm.models.load(z, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
   local path = tmp()
-  lm.save(path, {["transformer.layers.0.attention.to_k.lora_A.weight"] = lm.randn({4, 32}, {seed = 1}),
-                 ["transformer.layers.0.attention.to_k.lora_B.weight"] = lm.randn({32, 4}, {seed = 1})})
-  raises(function() p:load_lora(path) end, "quantized")
-  eq(#p:loras(), 0, "none loaded")
+  local function pair(t, k, out, inn, seed)
+    t[k .. ".lora_A.weight"] = lm.randn({4, inn}, {seed = seed}) * 0.3
+    t[k .. ".lora_B.weight"] = lm.randn({out, 4}, {seed = seed + 1}) * 0.3
+  end
+  local t = {}
+  pair(t, "transformer.layers.0.attention.to_q", 32, 32, 100)      -- a third of the fused q8_0 qkv
+  pair(t, "transformer.layers.1.attention.to_v", 32, 32, 102)
+  pair(t, "diffusion_model.noise_refiner.0.attention.qkv", 96, 32, 104)   -- the fused one itself
+  pair(t, "transformer.layers.0.feed_forward.w2", 32, 85, 106)
+  pair(t, "diffusion_model.layers.1.attention.out", 32, 32, 108)
+  lm.save(path, t)
+  local qb, fb = zcall(q), zcall(f)
+  local info = q:load_lora(path, {scale = 0.8})
+  eq(info.modules, 5, "five weights (three thirds of qkv on one fused weight each)")
+  local qe = zcall(q) - qb
+  f:load_lora(path, {scale = 0.8})
+  local fe = zcall(f) - fb
+  ok(maxabs(fe) > 1e-2, "the LoRA changes the float model's output: " .. maxabs(fe))
+  -- q8_0's own noise on this tiny model: its output differs from the float one's by
+  -- ~1% of the output; a wrong mapping (another third) would miss by the effect's size
+  local e, noise = maxerr(qe, fe), maxerr(qb, fb)
+  ok(e < 3 * noise and e < 0.1 * maxabs(fe), "its effect on q8_0 as on the float model: " .. e ..
+     " (q8_0 vs f32 without it: " .. noise .. ", the effect: " .. maxabs(fe) .. ")")
+  q:unload_loras()
+  eq(maxerr(zcall(q), qb), 0, "unloaded: the q8_0 output byte for byte")
+  -- to_k on the fused q8_0 qkv = the fused key with zero rows around it, exactly
+  local A, B = lm.randn({4, 32}, {seed = 7}), lm.randn({32, 4}, {seed = 8})
+  lm.save(path, {["transformer.layers.0.attention.to_k.lora_A.weight"] = A,
+                 ["transformer.layers.0.attention.to_k.lora_B.weight"] = B})
+  q:load_lora(path); local a = zcall(q); q:unload_loras()
+  lm.save(path, {["diffusion_model.layers.0.attention.qkv.lora_A.weight"] = A,
+                 ["diffusion_model.layers.0.attention.qkv.lora_B.weight"] =
+                   lm.concat({lm.zeros{32, 4}, B, lm.zeros{32, 4}}, 1)})
+  q:load_lora(path); local b = zcall(q); q:unload_loras()
+  ok(maxerr(a, qb) > 1e-2, "to_k's LoRA changes the q8_0 output")
+  eq(maxerr(a, b), 0, "to_k = the middle third of the fused qkv's")
+  lm.save(path, t)
+  -- forced at run time on the float model: the merged output within f32 noise
+  f:unload_loras()
+  f:load_lora(path, {scale = 0.8, runtime = true})
+  local r = zcall(f)
+  ok(maxerr(r, fb + fe) < 1e-5, "run time = merged on f32: " .. maxerr(r, fb + fe))
+  f:unload_loras()
+  eq(maxerr(zcall(f), fb), 0, "unloaded")
+  -- offload: the run-time terms set again on the q8_0 transformer read again
+  local qo = lm.diffusion.pipeline(g, {dtype = "f32", device = DEV, tokenizer = D .. "zimage", offload = true})
+  local lat = lm.randn({1, 16, 8, 8}, {seed = 9}):astype("f32")
+  local o = {prompt = "dance monkey", latents = lat, steps = 2, cfg = 0, max_sequence_length = 32}
+  q:load_lora(path, {scale = 0.8}); qo:load_lora(path, {scale = 0.8})
+  local want = q:generate(o)
+  eq(maxerr(want, qo:generate(o)), 0, "q8_0 offloaded + LoRA = resident + LoRA")
+  eq(maxerr(want, qo:generate(o)), 0, "... again")
+  qo:free()
   os.remove(path)
-  p:free()
+  q:free(); f:free()
 end)
 
 test("ditlora: a Z-Image single file (original names) takes the same LoRAs", function()
