@@ -1,5 +1,9 @@
 /* lora.h - LoRA and LyCORIS adapters merged into a loaded SD pipeline's
- * UNet and text encoders (issue 37).
+ * UNet and text encoders, or into a DiT pipeline's transformer (Z-Image,
+ * FLUX.2-klein: transformer.<diffusers name>, diffusion_model.<diffusers or
+ * original name>, lora_unet_<either with _>; an original fused qkv adapts
+ * diffusers' to_q / to_k / to_v by thirds of its up factor, and diffusers'
+ * to_q a third of a fused qkv Lumen keeps; see docs/DIFFUSION.md) (issue 37).
  *
  * Files (safetensors), every layout keyed per module:
  *   kohya / A1111   lora_unet_<module with _>, lora_te_ (SD 1.x/2.x) or
@@ -29,7 +33,8 @@
  * a missing alpha means alpha = rank.  The original weights are kept:
  * unloading puts them back, bit for bit.
  *
- * Quantized (GGUF) weights are not merged: on the UNet's linear weights the
+ * Quantized (GGUF) weights are not merged: on the UNet's (and a DiT
+ * transformer's) linear weights the
  * adapters apply at run time, y += (x down^T) (s alpha/rank up)^T for a
  * LoRA and y += x (s scale delta)^T for LoHa / LoKr (a dense delta in the
  * compute dtype), after the quantized product; DoRA there, and any adapter
