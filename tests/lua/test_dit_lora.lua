@@ -171,6 +171,17 @@ test("ditlora: FLUX.2-klein: BFL names (fused qkv, linear1), kohya's and diffuse
   ok(maxerr(kcall(p), want) < 1e-5, "kohya's = diffusers': " .. maxerr(kcall(p), want))
   p:unload_loras()
   eq(maxerr(kcall(p), base), 0, "unloaded: byte for byte")
+  -- the original's final modulation holds (shift, scale), diffusers' norm_out (scale, shift)
+  local fd, fu = lm.randn({4, 32}, {seed = 74}) * 0.2, lm.randn({64, 4}, {seed = 75}) * 0.2
+  lm.save(pb, {["diffusion_model.final_layer.adaLN_modulation.1.lora_A.weight"] = fd,
+               ["diffusion_model.final_layer.adaLN_modulation.1.lora_B.weight"] = fu})
+  lm.save(pd, {["transformer.norm_out.linear.lora_A.weight"] = fd,
+               ["transformer.norm_out.linear.lora_B.weight"] =
+                 lm.concat({fu:slice(1, 33, 64), fu:slice(1, 1, 32)}, 1):contiguous()})
+  p:load_lora(pb); local sa = kcall(p); p:unload_loras()
+  p:load_lora(pd); local sb = kcall(p); p:unload_loras()
+  ok(maxerr(sa, base) > 1e-3, "a LoRA on the final modulation changes the output")
+  eq(maxerr(sa, sb), 0, "final_layer.adaLN_modulation.1 = norm_out.linear with the halves swapped")
   -- a fused key with the wrong number of rows names it
   lm.save(pb, {["diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight"] = dn,
                ["diffusion_model.double_blocks.0.img_attn.qkv.lora_B.weight"] = lm.randn({32, 4}, {seed = 1})})
