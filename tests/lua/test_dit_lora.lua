@@ -331,20 +331,23 @@ test("ditlora: every fixture LoRA fused as diffusers' load_lora_weights + fuse_l
     local p = lm.models.load(D .. F.dir, {dtype = "f32", device = DEV})
     local base = F.call(p):astype("f32"):eval()
     ok(maxerr(base, ref[fam .. ".base"]) < 2e-5, fam .. ": no LoRA = diffusers: " .. maxerr(base, ref[fam .. ".base"]))
-    for _, case in ipairs({"peft", "comfy", "kohya", "qkv"}) do
-      local name = fam .. "_" .. case
-      if ref[name .. ".out"] then
-        p:load_lora(R .. name .. ".safetensors", {scale = 0.75})
-        local got, want = F.call(p), ref[name .. ".out"]
-        local e, scale = maxerr(got, want), maxabs(want)
-        ok(maxerr(want, ref[fam .. ".base"]) > 1e-3, name .. ": diffusers' LoRA changes the output")
-        ok(e < 2e-5 * math.max(1, scale), name .. " = diffusers: " .. e)
-        p:unload_loras()
-        eq(maxerr(F.call(p), base), 0, name .. ": unloaded byte for byte")
-        n = n + 1
-      end
+    local names = {}
+    for k in pairs(ref) do
+      local name = k:match("^(" .. fam .. "_%w+)%.out$")
+      if name then names[#names + 1] = name end
+    end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      p:load_lora(R .. name .. ".safetensors", {scale = 0.75})
+      local got, want = F.call(p), ref[name .. ".out"]
+      local e = maxerr(got, want)
+      ok(maxerr(want, ref[fam .. ".base"]) > 1e-2, name .. ": diffusers' LoRA changes the output")
+      ok(e < 2e-5 * math.max(1, maxabs(want)), name .. " = diffusers: " .. e)
+      p:unload_loras()
+      eq(maxerr(F.call(p), base), 0, name .. ": unloaded byte for byte")
+      n = n + 1
     end
     p:free()
   end
-  ok(n >= 6, "the fixture's cases ran: " .. n)
+  ok(n >= 3, "the fixture's cases ran: " .. n)
 end)

@@ -71,13 +71,25 @@ def save(name, d):
 
 
 def peft_adapter(model, regex, seed):
-    """A PEFT LoRA (rank R, alpha R) on a copy of model's modules matching regex, the
-    factors drawn from N(0, 0.2^2): its state dict under diffusers' names."""
+    """A PEFT LoRA (rank R, alpha R) on a copy of model's Linear modules whose names match
+    regex, the factors drawn from N(0, 0.2^2): its state dict under diffusers' names.
+    Where PEFT fails, the same keys drawn by hand (logged)."""
     import copy
-    m = copy.deepcopy(model)
-    inject_adapter_in_model(LoraConfig(r=R, lora_alpha=R, target_modules=regex, init_lora_weights=False), m)
+    import re
+    names = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and re.fullmatch(regex, n)]
     g = torch.Generator().manual_seed(seed)
-    sd = get_peft_model_state_dict(m)
+    try:
+        m = copy.deepcopy(model)
+        inject_adapter_in_model(LoraConfig(r=R, lora_alpha=R, target_modules=names, init_lora_weights=False), m)
+        sd = get_peft_model_state_dict(m)
+    except Exception:
+        say("PEFT failed, the adapter drawn by hand:", traceback.format_exc())
+        mods = dict(model.named_modules())
+        sd = {}
+        for n in names:
+            sd[n + ".lora_A.weight"] = torch.zeros(R, mods[n].in_features)
+            sd[n + ".lora_B.weight"] = torch.zeros(mods[n].out_features, R)
+    say("adapter", seed, len(names), "modules")
     return {k: torch.randn(v.shape, generator=g) * 0.2 for k, v in sorted(sd.items())}
 
 
@@ -103,6 +115,11 @@ def zi_call(p):
     return y[0].squeeze(1).unsqueeze(0)
 
 
+def fused_weight(sd, k):
+    """k from a state dict, PEFT's wrapper (base_layer) or not"""
+    return sd[k] if k in sd else sd[k[:-len(".weight")] + ".base_layer.weight"]
+
+
 def zi_case(name, file_sd, diffusers_sd=None):
     """file_sd is saved as name.safetensors (what Lumen loads); diffusers loads
     diffusers_sd (default: the file's own tensors)."""
@@ -112,12 +129,15 @@ def zi_case(name, file_sd, diffusers_sd=None):
         before = {k: p.transformer.state_dict()[k].clone() for k in ZW}
         p.load_lora_weights(dict(diffusers_sd if diffusers_sd is not None else file_sd), adapter_name=name)
         p.fuse_lora(lora_scale=SCALE)
+        out = zi_call(p)
+        p.unload_lora_weights()   # the fused weights stay, the LoRA layers go
+        ref[name + ".out"] = out
+        say(name, "after unload_lora_weights: the same output:", torch.equal(out, zi_call(p)))
         sd = p.transformer.state_dict()
-        ref[name + ".out"] = zi_call(p)
         changed = []
         for k in ZW:
-            ref[name + ".w." + k] = sd[k]
-            if not torch.equal(sd[k], before[k]): changed.append(k)
+            ref[name + ".w." + k] = fused_weight(sd, k)
+            if not torch.equal(fused_weight(sd, k), before[k]): changed.append(k)
         cases[name] = {"family": "zimage", "scale": SCALE, "weights": ZW, "changed": changed}
         say(name, "ok; changed:", changed)
     except Exception:
@@ -128,10 +148,18 @@ try:
     p = zi_pipe()
     ref["zi.base"] = zi_call(p)
     base_tr = p.transformer
-    zre = r".*(attention\.to_q|attention\.to_k|attention\.to_v|attention\.to_out\.0|feed_forward\.w[123]|adaLN_modulation\.0)$"
+    # adaLN_modulation.0 is the blocks' linear (the final layer's .0 is a SiLU)
+    zre = (r".*(attention\.to_q|attention\.to_k|attention\.to_v|attention\.to_out\.0|feed_forward\.w[123]|"
+           r"(layers|noise_refiner)\.\d+\.adaLN_modulation\.0)$")
+except Exception:
+    say("zimage base FAILED:", traceback.format_exc())
+try:
     A = peft_adapter(base_tr, zre, 1)
     # diffusers / PEFT
     zi_case("zi_peft", {"transformer." + k: v for k, v in A.items()})
+except Exception:
+    say("zi_peft FAILED:", traceback.format_exc())
+try:
     # ComfyUI: diffusion_model., lora_down / lora_up / alpha, attention.out
     B = peft_adapter(base_tr, zre, 2)
     comfy = {}
@@ -141,6 +169,9 @@ try:
         comfy["diffusion_model." + orig + (".lora_down.weight" if role.startswith("A") else ".lora_up.weight")] = v
         comfy["diffusion_model." + orig + ".alpha"] = torch.tensor(8.0)
     zi_case("zi_comfy", comfy)
+except Exception:
+    say("zi_comfy FAILED:", traceback.format_exc())
+try:
     # kohya: lora_unet_ + the diffusers name with _
     C = peft_adapter(base_tr, zre, 3)
     kohya = {}
@@ -150,6 +181,9 @@ try:
         kohya[kk + (".lora_down.weight" if role.startswith("A") else ".lora_up.weight")] = v
         kohya[kk + ".alpha"] = torch.tensor(2.0)
     zi_case("zi_kohya", kohya)
+except Exception:
+    say("zi_kohya FAILED:", traceback.format_exc())
+try:
     # the original fused qkv
     g = torch.Generator().manual_seed(4)
     D = base_tr.config.dim
@@ -202,12 +236,15 @@ def kl_case(name, file_sd):
         before = {k: p.transformer.state_dict()[k].clone() for k in KW}
         p.load_lora_weights(dict(file_sd), adapter_name=name)
         p.fuse_lora(lora_scale=SCALE)
+        out = kl_call(p)
+        p.unload_lora_weights()   # the fused weights stay, the LoRA layers go
+        ref[name + ".out"] = out
+        say(name, "after unload_lora_weights: the same output:", torch.equal(out, kl_call(p)))
         sd = p.transformer.state_dict()
-        ref[name + ".out"] = kl_call(p)
         changed = []
         for k in KW:
-            ref[name + ".w." + k] = sd[k]
-            if not torch.equal(sd[k], before[k]): changed.append(k)
+            ref[name + ".w." + k] = fused_weight(sd, k)
+            if not torch.equal(fused_weight(sd, k), before[k]): changed.append(k)
         cases[name] = {"family": "klein", "scale": SCALE, "weights": KW, "changed": changed}
         say(name, "ok; changed:", changed)
     except Exception:
