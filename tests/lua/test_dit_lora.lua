@@ -26,7 +26,7 @@ f:close()
 
 local function maxerr(a, b) return (a:astype("f32") - b:astype("f32")):abs():max():item() end
 local function maxabs(a) return a:astype("f32"):abs():max():item() end
-local function tmp() return os.tmpname() .. ".safetensors" end
+local function tmp() local n = os.tmpname(); os.remove(n); return n .. ".safetensors" end
 local function exists(p) local h = io.open(p, "rb"); if h then h:close() end; return h ~= nil end
 
 -- Z-Image's inputs: x [1, 16, 8, 8], t, a caption [9, 16]
