@@ -103,8 +103,7 @@ static int l_lora_tags(lua_State *L)
 
 static const lm_lua_func lora_funcs[] = {
     {"load_lora", l_load_lora,
-     "lm.diffusion.load_lora(pipe, path, {scale=1, strict=true, name=nil, runtime=false})\n"
-     "-> info\n"
+     "lm.diffusion.load_lora(pipe, path, {scale=1, strict=true, name=nil, runtime=false}) -> info\n"
      "Also pipe:load_lora(path, {...}).  Merges a LoRA, DoRA, LoHa or LoKr .safetensors\n"
      "(kohya, PEFT/diffusers or LyCORIS keys) into the pipeline's UNet and text encoders at\n"
      "weight scale, after those already loaded; on Z-Image and FLUX.2-klein into the\n"
