@@ -46,13 +46,14 @@ static int l_load_lora(lua_State *L)
 {
     lm_sd_pipeline *p = pipe_arg(L);
     const char *path = luaL_checkstring(L, 2);
-    static const char *const known[] = {"scale", "strict", "name", NULL};
+    static const char *const known[] = {"scale", "strict", "name", "runtime", NULL};
     lm_lua_check_opts(L, 3, "pipe:load_lora", known);
     lm_lora_opts o;
     lm_lora_opts_init(&o);
     o.scale = lm_lua_opt_num(L, 3, "pipe:load_lora", "scale", 1.0);
     o.strict = lm_lua_opt_bool(L, 3, "pipe:load_lora", "strict", true);
     o.name = lm_lua_opt_str(L, 3, "pipe:load_lora", "name", NULL);
+    o.runtime = lm_lua_opt_bool(L, 3, "pipe:load_lora", "runtime", false);
     lm_lua_enter(L);
     if (lm_lora_load(p, path, &o) != LM_OK) return lm_lua_error(L);
     push_info(L, lm_lora_get(p, lm_lora_count(p) - 1));
@@ -102,14 +103,17 @@ static int l_lora_tags(lua_State *L)
 
 static const lm_lua_func lora_funcs[] = {
     {"load_lora", l_load_lora,
-     "lm.diffusion.load_lora(pipe, path, {scale=1, strict=true, name=nil}) -> info\n"
+     "lm.diffusion.load_lora(pipe, path, {scale=1, strict=true, name=nil, runtime=false}) -> info\n"
      "Also pipe:load_lora(path, {...}).  Merges a LoRA, DoRA, LoHa or LoKr .safetensors\n"
      "(kohya, PEFT/diffusers or LyCORIS keys) into the pipeline's UNet and text encoders at\n"
-     "weight scale, after those already loaded.  strict=false skips keys that adapt no\n"
-     "weight of the model (info.unmatched counts them) instead of raising.  info: {name,\n"
-     "path, scale, format (\"lora\", \"dora\", \"loha\", \"lokr\"), hash (A1111's 12-digit\n"
-     "addnet hash), modules, unmatched, unmatched_keys}.  Quantized (GGUF) weights are\n"
-     "refused."},
+     "weight scale, after those already loaded; on Z-Image and FLUX.2-klein into the\n"
+     "transformer (diffusers' transformer.*, ComfyUI's diffusion_model.*, kohya's lora_unet_*,\n"
+     "original fused qkv split).  strict=false skips keys that adapt no weight of the model\n"
+     "(info.unmatched counts them) instead of raising.  info: {name, path, scale, format\n"
+     "(\"lora\", \"dora\", \"loha\", \"lokr\"), hash (A1111's 12-digit addnet hash), modules,\n"
+     "unmatched, unmatched_keys}.  Quantized (GGUF) linear weights of the UNet or a DiT\n"
+     "transformer take the adapters at run time (runtime=true asks that of float ones too);\n"
+     "other quantized weights are refused."},
     {"unload_loras", l_unload_loras,
      "lm.diffusion.unload_loras(pipe)\n"
      "Also pipe:unload_loras().  The original weights back, bit for bit."},

@@ -25,7 +25,7 @@ $(BUILD)/lumen.so: $(LUA_OBJ) $(LIB)
 	$(CC) -shared -Wl,-z,nodelete -o $@ $(LUA_OBJ) $(LIB) $(LDFLAGS) $(LIB_EXTRA) $(CJSON_LIBS) $(CHAFA_LIBS) $(FREETYPE_LIBS) -lm -lpthread -ldl
 
 ALL_TARGETS += $(BUILD)/lumen.so
-TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh tests/lua/diff_vae.sh
+TEST_SCRIPTS += tests/lua/run.sh tests/lua/run_grad_vulkan.sh tests/lua/diff_vae.sh tests/lua/run_dit_lora_vulkan.sh
 
 -include $(LUA_OBJ:.o=.d)
 

@@ -81,7 +81,28 @@ lm_status lm_dit_take_as(lm_dit_weights *w, const char *key, int nd, const int64
     lm_array_keep(c);
     lm_array_release(c);   /* the keep holds it */
     *out = c;
+    lm_dit_slots *r = w->record;
+    if (r && r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 64;
+        lm_dit_slot *g = realloc(r->s, sizeof *g * (size_t)cap);
+        if (!g) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+        r->s = g;
+        r->cap = cap;
+    }
+    if (r) {
+        if (!(r->s[r->n].name = strdup(key))) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+        r->s[r->n].extra = NULL;
+        r->s[r->n++].slot = out;
+    }
     return LM_OK;
+}
+
+void lm_dit_slots_free(lm_dit_slots *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) free(s->s[i].name);
+    free(s->s);
+    memset(s, 0, sizeof *s);
 }
 
 lm_status lm_dit_take_list(lm_dit_weights *w, const char *prefix, const lm_dit_want *want, size_t n)
@@ -200,6 +221,28 @@ lm_array *lm_dit_linear(lm_array *x, lm_array *w, lm_array *b)
     if (y && y->dtype != x->dtype) lm_dit_swap(&y, lm_cast(y, x->dtype));
     if (y && b) lm_dit_swap(&y, lm_binary(LM_OP_ADD, y, b));
     return y;
+}
+
+lm_array *lm_dit_linear_in(const lm_dit_slots *s, lm_array *x, lm_array *w, lm_array *b)
+{
+    lm_array *y = lm_dit_linear(x, w, b);
+    const lm_dit_extra *e = NULL;
+    for (int i = 0; s && s->nextra && w && i < s->n && !e; i++)
+        if (*s->s[i].slot == w) e = s->s[i].extra;
+    for (; e && y; e = e->next) {
+        lm_array *t = lm_linear(x, e->a, NULL);
+        if (t && e->b) lm_dit_swap(&t, lm_linear(t, e->b, NULL));
+        lm_dit_swap(&y, t ? lm_binary(LM_OP_ADD, y, t) : NULL);
+        lm_array_release(t);
+    }
+    return y;
+}
+
+void lm_dit_slots_set_extra(lm_dit_slots *s, int i, const lm_dit_extra *e)
+{
+    if (!s || i < 0 || i >= s->n) return;
+    s->nextra += (e != NULL) - (s->s[i].extra != NULL);
+    s->s[i].extra = e;
 }
 
 lm_array *lm_dit_rms_norm(lm_array *x, lm_array *w, double eps)

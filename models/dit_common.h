@@ -29,12 +29,42 @@
 #include "device.h"
 
 /* ---- weights ---- */
+/* What a model took, by key: the kept array lives at *slot (a field of the
+ * model, stable for its lifetime), for adapters that replace weights in
+ * place (models/lora.c).  name is the key taken (malloc'd). */
+/* A run-time addition to a linear weight's product (models/lora.c's
+ * adapters on quantized weights): y += (x a^T) b^T, or x a^T where b is
+ * NULL; the arrays are the setter's. */
+typedef struct lm_dit_extra {
+    lm_array *a, *b;
+    struct lm_dit_extra *next;
+} lm_dit_extra;
+
+typedef struct lm_dit_slot {
+    char *name;
+    lm_array **slot;
+    const lm_dit_extra *extra;   /* NULL, or the terms lm_dit_linear_in adds (the setter's) */
+} lm_dit_slot;
+
+typedef struct lm_dit_slots {
+    int n, cap;
+    lm_dit_slot *s;
+    int nextra;          /* slots with terms: none, and lm_dit_linear_in looks nothing up */
+} lm_dit_slots;
+
+/* Sets (e NULL: clears) slot i's run-time terms. */
+void lm_dit_slots_set_extra(lm_dit_slots *s, int i, const lm_dit_extra *e);
+
+/* Frees the names and the list (not the arrays); leaves *s empty. */
+void lm_dit_slots_free(lm_dit_slots *s);
+
 typedef struct lm_dit_weights {
     lm_tensor_set set;
     bool *used;          /* [set.count]: claimed (or skipped) */
     const char *file;    /* names the source in errors (borrowed) */
     const char *prefix;  /* tried before the bare key, e.g. "model." (borrowed, may be NULL) */
     lm_dtype dt;         /* the compute dtype weights are cast to */
+    lm_dit_slots *record;   /* NULL, or where lm_dit_take_as lists every key taken and its slot */
 } lm_dit_weights;
 
 /* Takes *weights (left empty, on success and on failure) and gives every
@@ -117,6 +147,9 @@ lm_array *lm_dit_swap(lm_array **a, lm_array *r);
 /* lm_linear; with a quantized weight the f32 product is cast back to x's
  * dtype before the bias. */
 lm_array *lm_dit_linear(lm_array *x, lm_array *w, lm_array *b);
+/* lm_dit_linear plus the run-time terms s holds for the weight w (found by
+ * the array in its slot; s NULL or without terms: lm_dit_linear). */
+lm_array *lm_dit_linear_in(const lm_dit_slots *s, lm_array *x, lm_array *w, lm_array *b);
 /* x * rsqrt(mean(x^2 over the last axis) + eps) * w (w [D] or NULL),
  * computed in f32, in x's dtype. */
 lm_array *lm_dit_rms_norm(lm_array *x, lm_array *w, double eps);

@@ -317,6 +317,71 @@ static lm_status flux2_rename(lm_tensor_set *s, const char *path)
     return LM_OK;
 }
 
+/* the original name of FLUX.2 key dfs: a table entry whose diffusers name,
+ * under its scope, is dfs */
+static lm_dit_orig flux2_original(const char *dfs, char *orig, size_t cap)
+{
+    static const struct { const char *dfs, *orig; const df_entry *t; size_t n; } scope[] = {
+        {"transformer_blocks.", "double_blocks.", flux2_double, sizeof flux2_double / sizeof *flux2_double},
+        {"single_transformer_blocks.", "single_blocks.", flux2_single, sizeof flux2_single / sizeof *flux2_single},
+        {"", "", flux2_top, sizeof flux2_top / sizeof *flux2_top},
+    };
+    for (size_t s = 0; s < sizeof scope / sizeof *scope; s++) {
+        size_t n = strlen(scope[s].dfs);
+        if (strncmp(dfs, scope[s].dfs, n)) continue;
+        const char *rest = dfs + n;
+        char num[24] = "";
+        if (n) {   /* the block's number */
+            size_t d = strspn(rest, "0123456789");
+            if (!d || d >= sizeof num || rest[d] != '.') continue;
+            snprintf(num, sizeof num, "%.*s", (int)(d + 1), rest);
+            rest += d + 1;
+        }
+        for (size_t e = 0; e < scope[s].n; e++)
+            for (int p = 0; p < 3; p++) {
+                const df_entry *x = &scope[s].t[e];
+                if (!x->dfs[p] || strcmp(x->dfs[p], rest)) continue;
+                snprintf(orig, cap, "%s%s%s", scope[s].orig, num, x->orig);
+                return x->xf == XF_QKV ? (lm_dit_orig)(LM_DIT_ORIG_THIRD0 + p)
+                       : x->xf == XF_SWAP ? LM_DIT_ORIG_SWAP : LM_DIT_ORIG_COPY;
+            }
+    }
+    snprintf(orig, cap, "%s", dfs);
+    return LM_DIT_ORIG_SAME;
+}
+
+/* Z-Image's: zimage_keys.c's renames read backwards */
+static lm_dit_orig zimage_original(const char *dfs, char *orig, size_t cap)
+{
+    static const struct { const char *dfs, *orig; bool prefix; lm_dit_orig how; } rules[] = {
+        {"all_final_layer.2-1.", "final_layer.", true, LM_DIT_ORIG_COPY},
+        {"all_x_embedder.2-1.", "x_embedder.", true, LM_DIT_ORIG_COPY},
+        {".attention.to_out.0.weight", ".attention.out.weight", false, LM_DIT_ORIG_COPY},
+        {".attention.to_q.weight", ".attention.qkv.weight", false, LM_DIT_ORIG_THIRD0},
+        {".attention.to_k.weight", ".attention.qkv.weight", false, LM_DIT_ORIG_THIRD1},
+        {".attention.to_v.weight", ".attention.qkv.weight", false, LM_DIT_ORIG_THIRD2},
+    };
+    size_t n = strlen(dfs);
+    for (size_t r = 0; r < sizeof rules / sizeof *rules; r++) {
+        size_t k = strlen(rules[r].dfs);
+        if (rules[r].prefix ? !strncmp(dfs, rules[r].dfs, k) : n > k && !strcmp(dfs + n - k, rules[r].dfs)) {
+            if (rules[r].prefix) snprintf(orig, cap, "%s%s", rules[r].orig, dfs + k);
+            else snprintf(orig, cap, "%.*s%s", (int)(n - k), dfs, rules[r].orig);
+            return rules[r].how;
+        }
+    }
+    snprintf(orig, cap, "%s", dfs);
+    return LM_DIT_ORIG_SAME;
+}
+
+lm_dit_orig lm_dit_original_name(lm_sd_net net, const char *dfs, char *orig, size_t cap)
+{
+    if (net == LM_SD_NET_FLUX2) return flux2_original(dfs, orig, cap);
+    if (net == LM_SD_NET_ZIMAGE) return zimage_original(dfs, orig, cap);
+    snprintf(orig, cap, "%s", dfs);
+    return LM_DIT_ORIG_SAME;
+}
+
 /* Z-Image: a float attention.qkv split into to_q / to_k / to_v (views),
  * so the products are diffusers' own three; a quantized one stays fused
  * (one quantized product, which zimage.c takes in their place) */

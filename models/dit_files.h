@@ -80,4 +80,22 @@ lm_dit_pipe *lm_dit_file_load(const lm_sd_family_row *row, const char *path, con
                               const char *mi, const char *variant, lm_dtype dt, lm_device *dev,
                               bool offload);
 
+/* How a transformer weight is held in the family's original (single-file)
+ * layout, for adapters written under the original names (models/lora.c). */
+typedef enum lm_dit_orig {
+    LM_DIT_ORIG_SAME,     /* no other name: orig = the diffusers key */
+    LM_DIT_ORIG_COPY,     /* the original's weight under another name, the same rows */
+    LM_DIT_ORIG_SWAP,     /* its rows [h, 2h) then [0, h) (FLUX.2's final modulation) */
+    LM_DIT_ORIG_THIRD0,   /* the first third of the original's fused qkv rows */
+    LM_DIT_ORIG_THIRD1,
+    LM_DIT_ORIG_THIRD2
+} lm_dit_orig;
+
+/* The original name of the diffusers key dfs (".weight" included) of a
+ * net's (LM_SD_NET_ZIMAGE or LM_SD_NET_FLUX2) transformer, into orig (cap
+ * bytes), as dit_files.c and zimage_keys.c map them (Z-Image: attention.qkv,
+ * attention.out, x_embedder, final_layer; FLUX.2: the double and single
+ * blocks' names, img_in, txt_in, time_in, final_layer). */
+lm_dit_orig lm_dit_original_name(lm_sd_net net, const char *dfs, char *orig, size_t cap);
+
 #endif

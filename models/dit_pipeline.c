@@ -9,6 +9,8 @@
 #include "models/diffusers_config.h"
 #include "models/flowmatch.h"
 #include "models/flux2.h"
+#include "models/lora.h"
+#include "models/prompt.h"
 #include "models/qwen3.h"
 #include "models/qwen_tokenizer.h"
 #include "models/sampler.h"
@@ -32,6 +34,7 @@ struct lm_dit_pipe {
     char *tr_path, *tr_folder;   /* the transformer's, and its reader */
     lm_dit_transformer_reader read;
     bool offload;             /* one of the two networks resident at a time */
+    struct lm_lora_stack **loras;   /* the pipeline's adapters (models/lora.h), or NULL */
 };
 
 lm_qwen_tokenizer *lm_dit_pipe_tokenizer(lm_dit_pipe *d) { return d->tok; }
@@ -109,13 +112,25 @@ lm_status lm_dit_pipe_transformer_ready(lm_dit_pipe *d)
     if (d->zimage || d->flux2) return LM_OK;
     if (d->read(d->row, d->tr_path, d->tr_folder, d->te_variant, d->dt, d->dev, &d->zimage, &d->flux2) != LM_OK)
         return lm_error_prefix("offload: reading the transformer again");
+    if (d->loras && *d->loras && lm_lora_attach(*d->loras, d) != LM_OK) {
+        /* freed again, so that no call runs it without its adapters */
+        lm_lora_detach(*d->loras);
+        lm_zimage_free(d->zimage);
+        lm_flux2_free(d->flux2);
+        d->zimage = NULL;
+        d->flux2 = NULL;
+        return lm_error_prefix("offload: the LoRAs on the transformer read again");
+    }
     return LM_OK;
 }
+
+void lm_dit_pipe_set_loras(lm_dit_pipe *d, struct lm_lora_stack **s) { d->loras = s; }
 
 /* offload: the text encoder resident, the transformer not */
 static lm_status te_acquire(lm_dit_pipe *d)
 {
     if (d->offload) {
+        if (d->loras && *d->loras) lm_lora_detach(*d->loras);
         lm_zimage_free(d->zimage);
         lm_flux2_free(d->flux2);
         d->zimage = NULL;
@@ -811,7 +826,19 @@ lm_array *lm_dit_pipe_generate(lm_dit_pipe *d, lm_sd_pipeline *p, const lm_sd_ge
     for (int i = 0; st == LM_OK && i < B; i++) {
         const char *texts[2] = {pos_text(o, i), ""};
         if (g.cfg && d->row->cfg_form == LM_SD_CFG_C_PLUS && neg_text(o, i)) texts[1] = neg_text(o, i);
-        st = encode_all(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers, ctx + i * n);
+        /* A1111's extra-network tags (<lora:NAME:W>) removed unless the prompt is
+         * plain text; the rest is read literally, "(word:1.2)" included, as
+         * ComfyUI reads these families' LLM prompts (disable_weights) and
+         * diffusers does (docs/DIFFUSION.md) */
+        char *clean[2] = {NULL, NULL};
+        for (int k = 0; st == LM_OK && k < 2 && !o->plain_prompt; k++)
+            if (strchr(texts[k], '<') &&
+                (st = lm_prompt_extra_networks(texts[k], strlen(texts[k]), &clean[k], NULL, NULL)) == LM_OK)
+                texts[k] = clean[k];
+        if (st == LM_OK) st = encode_all(d, n, texts, o->max_sequence_length, o->n_text_layers, o->text_layers,
+                                         ctx + i * n);
+        free(clean[0]);
+        free(clean[1]);
     }
     /* offload: the encoder freed once its hidden states are computed, the
      * transformer read again */

@@ -132,4 +132,10 @@ lm_dit_pipe *lm_dit_pipe_load_parts(const lm_sd_family_row *row, const char *dir
  * LM_OK or the reader's error. */
 lm_status lm_dit_pipe_transformer_ready(lm_dit_pipe *d);
 
+/* The LoRA stack (models/lora.h) of the pipeline this state belongs to:
+ * before an offload frees the transformer the stack's merged weights are
+ * put back (lm_lora_detach), after it is read again they are merged anew
+ * (lm_lora_attach).  s is the lm_sd_pipeline's own field (borrowed). */
+void lm_dit_pipe_set_loras(lm_dit_pipe *d, struct lm_lora_stack **s);
+
 #endif

@@ -49,6 +49,7 @@ struct lm_flux2 {
     lm_array *norm_out, *proj_out;
     fx_double *dbl;
     fx_single *sgl;
+    lm_dit_slots slots;         /* every weight taken, by its diffusers key (models/lora.c) */
 };
 
 /* ---- config ---- */
@@ -202,6 +203,7 @@ void lm_flux2_free(lm_flux2 *m)
     for (int64_t l = 0; m->sgl && l < m->cfg.num_single_layers; l++) drop_struct(&m->sgl[l], sizeof *m->sgl);
     free(m->dbl);
     free(m->sgl);
+    lm_dit_slots_free(&m->slots);
     free(m);
 }
 
@@ -220,7 +222,9 @@ static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights
         m->sgl = calloc((size_t)m->cfg.num_single_layers + 1, sizeof *m->sgl);
         if (!m->dbl || !m->sgl) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
     }
+    W->record = m ? &m->slots : NULL;
     if (st == LM_OK) st = take_model(W, m);
+    W->record = NULL;
     if (st == LM_OK) {
         char ctx[128];
         snprintf(ctx, sizeof ctx, "config: %lld double and %lld single blocks, no guidance embedder, "
@@ -261,6 +265,7 @@ lm_flux2 *lm_flux2_load_from(const cJSON *config, lm_tensor_set *weights, const 
 const lm_flux2_config *lm_flux2_get_config(const lm_flux2 *m) { return &m->cfg; }
 lm_dtype lm_flux2_dtype(const lm_flux2 *m) { return m->dt; }
 lm_device *lm_flux2_device(const lm_flux2 *m) { return m->dev; }
+struct lm_dit_slots *lm_flux2_weights(lm_flux2 *m) { return &m->slots; }
 
 /* ---- forward ---- */
 
@@ -353,12 +358,18 @@ static lm_array *attend(const fx_fwd *f, lm_array *q, lm_array *k, lm_array *v)
     return lm_dit_swap(&a, lm_dit_merge_heads(a));
 }
 
-/* linear_out(swiglu(linear_in(x))) */
-static lm_array *feed_forward(lm_array *x, lm_array *w_in, lm_array *w_out)
+/* a linear layer, with the run-time terms models/lora.c set on w */
+static lm_array *lin(const lm_flux2 *m, lm_array *x, lm_array *w, lm_array *b)
 {
-    lm_array *h = lm_dit_linear(x, w_in, NULL);
+    return lm_dit_linear_in(&m->slots, x, w, b);
+}
+
+/* linear_out(swiglu(linear_in(x))) */
+static lm_array *feed_forward(const lm_flux2 *m, lm_array *x, lm_array *w_in, lm_array *w_out)
+{
+    lm_array *h = lin(m, x, w_in, NULL);
     lm_dit_swap(&h, lm_swiglu(h, NULL));
-    return lm_dit_swap(&h, lm_dit_linear(h, w_out, NULL));
+    return lm_dit_swap(&h, lin(m, h, w_out, NULL));
 }
 
 static void release_n(lm_array **v, int n)
@@ -371,9 +382,9 @@ static void double_block(const fx_fwd *f, const fx_double *b, lm_array *const mi
                          lm_array **img, lm_array **txt)
 {
     lm_array *ni = modulate(f, *img, mi[0], mi[1]), *nt = modulate(f, *txt, mt[0], mt[1]);
-    lm_array *p[6] = {lm_dit_linear(ni, b->q, NULL), lm_dit_linear(ni, b->k, NULL),
-                      lm_dit_linear(ni, b->v, NULL), lm_dit_linear(nt, b->aq, NULL),
-                      lm_dit_linear(nt, b->ak, NULL), lm_dit_linear(nt, b->av, NULL)};
+    lm_array *p[6] = {lin(f->m, ni, b->q, NULL), lin(f->m, ni, b->k, NULL),
+                      lin(f->m, ni, b->v, NULL), lin(f->m, nt, b->aq, NULL),
+                      lin(f->m, nt, b->ak, NULL), lin(f->m, nt, b->av, NULL)};
     lm_array_release(ni);
     lm_array_release(nt);
     lm_array *w[6] = {b->nq, b->nk, NULL, b->naq, b->nak, NULL}, *h[6];
@@ -388,18 +399,18 @@ static void double_block(const fx_fwd *f, const fx_double *b, lm_array *const mi
     lm_array_release(v);
     lm_array *at = lm_slice(a, 1, 0, f->L, 1), *ai = lm_slice(a, 1, f->L, f->N, 1);
     lm_array_release(a);
-    lm_dit_swap(&ai, lm_dit_linear(ai, b->o, NULL));
-    lm_dit_swap(&at, lm_dit_linear(at, b->ao, NULL));
+    lm_dit_swap(&ai, lin(f->m, ai, b->o, NULL));
+    lm_dit_swap(&at, lin(f->m, at, b->ao, NULL));
     lm_dit_swap(img, gated_add(f->m, *img, mi[2], ai));
     lm_dit_swap(txt, gated_add(f->m, *txt, mt[2], at));
     lm_array_release(ai);
     lm_array_release(at);
     lm_array *fi = modulate(f, *img, mi[3], mi[4]);
-    lm_dit_swap(&fi, feed_forward(fi, b->ff_in, b->ff_out));
+    lm_dit_swap(&fi, feed_forward(f->m, fi, b->ff_in, b->ff_out));
     lm_dit_swap(img, gated_add(f->m, *img, mi[5], fi));
     lm_array_release(fi);
     lm_array *ft = modulate(f, *txt, mt[3], mt[4]);
-    lm_dit_swap(&ft, feed_forward(ft, b->ffc_in, b->ffc_out));
+    lm_dit_swap(&ft, feed_forward(f->m, ft, b->ffc_in, b->ffc_out));
     lm_dit_swap(txt, gated_add(f->m, *txt, mt[5], ft));
     lm_array_release(ft);
 }
@@ -410,7 +421,7 @@ static void single_block(const fx_fwd *f, const fx_single *b, lm_array *const ms
     const lm_flux2_config *c = &f->m->cfg;
     int64_t D = c->inner_dim, M = c->mlp_hidden;
     lm_array *n = modulate(f, *x, ms[0], ms[1]);
-    lm_array *p = lm_dit_linear(n, b->qkv_mlp, NULL);
+    lm_array *p = lin(f->m, n, b->qkv_mlp, NULL);
     lm_array_release(n);
     lm_array *q = heads(f, p, 0, b->nq), *k = heads(f, p, D, b->nk), *v = heads(f, p, 2 * D, NULL);
     lm_array *mlp = lm_slice(p, 2, 3 * D, 3 * D + 2 * M, 1);
@@ -424,7 +435,7 @@ static void single_block(const fx_fwd *f, const fx_single *b, lm_array *const ms
     lm_array *h = lm_concat(2, cat, 2);
     lm_array_release(a);
     lm_array_release(mlp);
-    lm_dit_swap(&h, lm_dit_linear(h, b->out, NULL));
+    lm_dit_swap(&h, lin(f->m, h, b->out, NULL));
     lm_dit_swap(x, gated_add(f->m, *x, ms[2], h));
     lm_array_release(h);
 }
@@ -476,14 +487,14 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     lm_array *temb = tt ? lm_dit_sinusoid(tt, m->cfg.timestep_guidance_channels, m->dev) : NULL;
     if (temb) lm_dit_swap(&temb, lm_cast(temb, m->dt));
     lm_array_release(tt);
-    lm_dit_swap(&temb, lm_dit_linear(temb, m->t_lin1, NULL));
+    lm_dit_swap(&temb, lin(m, temb, m->t_lin1, NULL));
     lm_dit_swap(&temb, lm_unary(LM_OP_SILU, temb));
-    lm_dit_swap(&temb, lm_dit_linear(temb, m->t_lin2, NULL));
+    lm_dit_swap(&temb, lin(m, temb, m->t_lin2, NULL));
     f.temb_act = lm_unary(LM_OP_SILU, temb);
     lm_array_release(temb);
-    lm_array *mod_i = lm_dit_linear(f.temb_act, m->mod_img, NULL);
-    lm_array *mod_t = lm_dit_linear(f.temb_act, m->mod_txt, NULL);
-    lm_array *mod_s = lm_dit_linear(f.temb_act, m->mod_single, NULL);
+    lm_array *mod_i = lin(m, f.temb_act, m->mod_img, NULL);
+    lm_array *mod_t = lin(m, f.temb_act, m->mod_txt, NULL);
+    lm_array *mod_s = lin(m, f.temb_act, m->mod_single, NULL);
     lm_array *mi[6], *mt[6], *ms[3];
     for (int i = 0; i < 6; i++) {
         mi[i] = chunk(&f, mod_i, i);
@@ -495,8 +506,8 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     lm_array_release(mod_s);
     f.ang = rope_angles(m, txt_ids, L, img_ids, S);
     lm_array *img = lm_cast(x, m->dt), *txt = lm_cast(ctx, m->dt);
-    lm_dit_swap(&img, lm_dit_linear(img, m->x_emb, NULL));
-    lm_dit_swap(&txt, lm_dit_linear(txt, m->ctx_emb, NULL));
+    lm_dit_swap(&img, lin(m, img, m->x_emb, NULL));
+    lm_dit_swap(&txt, lin(m, txt, m->ctx_emb, NULL));
     bool ok = f.temb_act && f.ang && img && txt;
     for (int i = 0; i < 6; i++) ok = ok && mi[i] && mt[i];
     for (int i = 0; i < 3; i++) ok = ok && ms[i];
@@ -510,10 +521,10 @@ lm_array *lm_flux2_forward(lm_flux2 *m, lm_array *x, lm_array *ctx, lm_array *t,
     for (int64_t l = 0; h && l < c->num_single_layers; l++) single_block(&f, &m->sgl[l], ms, &h);
     lm_dit_swap(&h, lm_slice(h, 1, L, f.N, 1));
     /* norm_out: (scale, shift) in that order */
-    lm_array *emb = h ? lm_dit_linear(f.temb_act, m->norm_out, NULL) : NULL;
+    lm_array *emb = h ? lin(m, f.temb_act, m->norm_out, NULL) : NULL;
     lm_array *scale = emb ? chunk(&f, emb, 0) : NULL, *shift = emb ? chunk(&f, emb, 1) : NULL;
     lm_dit_swap(&h, emb && scale && shift ? modulate(&f, h, shift, scale) : NULL);
-    lm_dit_swap(&h, lm_dit_linear(h, m->proj_out, NULL));
+    lm_dit_swap(&h, lin(m, h, m->proj_out, NULL));
     release_n(mi, 6);
     release_n(mt, 6);
     release_n(ms, 3);

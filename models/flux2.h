@@ -61,6 +61,10 @@ void lm_flux2_free(lm_flux2 *m);    /* NULL is fine */
 const lm_flux2_config *lm_flux2_get_config(const lm_flux2 *m);
 lm_dtype lm_flux2_dtype(const lm_flux2 *m);
 lm_device *lm_flux2_device(const lm_flux2 *m);
+/* Every weight the model took, under its diffusers key, with the field that
+ * holds it (dit_common.h's lm_dit_slots): models/lora.c replaces weights
+ * there and puts them back.  Valid until lm_flux2_free. */
+struct lm_dit_slots *lm_flux2_weights(lm_flux2 *m);
 
 /* One transformer call, as Flux2Transformer2DModel.forward with guidance
  * None and no KV cache: x [B, S, in_channels] (the packed latents);

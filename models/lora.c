@@ -16,8 +16,13 @@
 #include "lumen.h"
 #include "models/clip_text.h"
 #include "models/prompt.h"
+#include "models/dit_common.h"
+#include "models/dit_files.h"
+#include "models/dit_pipeline.h"
+#include "models/flux2.h"
 #include "models/sd_parts.h"
 #include "models/unet.h"
+#include "models/zimage.h"
 
 #define LR_NAME 256
 #define LR_UNMATCHED_SHOWN 8
@@ -43,22 +48,45 @@ static const struct { const char *suffix; lr_role role; } SUFFIX[] = {
     {".lokr_w2", R_K2}, {".lokr_w2_a", R_K2A}, {".lokr_w2_b", R_K2B}, {".lokr_t2", R_KT2},
 };
 
+#define C_DIT 3          /* a target's comp: the DiT families' transformer */
+#define LR_PART0 (LM_DIT_ORIG_THIRD2 + 1)   /* lr_mod.how: a third of the target's rows */
+
 typedef struct lr_target {
-    int comp;            /* 0 the UNet, 1 the (first) text encoder, 2 SDXL's second */
+    int comp;            /* 0 the UNet, 1 the (first) text encoder, 2 SDXL's second, C_DIT */
     char *name;          /* the module: "down_blocks.0.resnets.0.conv1", "text_model.encoder..." */
     char *kname;         /* the same with '_' for '.' (kohya's spelling) */
     char *lname;         /* UNet: the original (LDM / sgm) name with '_' for '.', as kohya
                             names SDXL's ("input_blocks_4_1_transformer_blocks_0_attn1_to_q") */
     lm_array **slot;
     lm_array *orig;      /* the model's own array (kept) while an adapter changes it */
-    int uidx;            /* UNet: the weight's index (lm_unet_weight_extra) */
-    lm_unet_extra *extra;   /* UNet linear weights applied at run time: the terms set */
+    int uidx;            /* UNet: the weight's index (lm_unet_weight_extra); DiT: its slot's */
+    lm_unet_extra *extra;   /* linear weights applied at run time: the terms set */
+    lm_dit_extra *dextra;   /* DiT: the same terms as dit_common.h's list (the arrays extra's) */
 } lr_target;
 
 typedef struct lr_mod {
     int target;
     int t[R_COUNT];      /* tensor index in the adapter's set, -1 = absent */
+    int how;             /* DiT: an lm_dit_orig (the module is the original's fused qkv or
+                            swapped pair: which rows of its up factor the target takes; SAME /
+                            COPY: all of them) or LR_PART0 + p (the module is the p-th third of
+                            the target, a fused qkv Lumen keeps: its up factor zero-padded) */
 } lr_mod;
+
+/* DiT: an original (single-file) module name and the targets it holds */
+typedef struct lr_alias {
+    char *name, *kname;  /* "double_blocks.0.img_attn.qkv", and with '_' for '.' */
+    int n;
+    int target[3];
+    int how[3];
+} lr_alias;
+
+/* what a module key maps to: up to three targets (a fused original's) */
+typedef struct lr_hit {
+    int n;
+    int target[3];
+    int how[3];
+} lr_hit;
 
 typedef struct lr_lora {
     lm_lora_info info;
@@ -66,12 +94,17 @@ typedef struct lr_lora {
     char format[32];
     bool runtime;        /* lm_lora_opts.runtime */
     lm_tensor_set set;
-    int nmod;
+    int nmod, cap;
     lr_mod *mod;
 } lr_lora;
 
 struct lm_lora_stack {
     lm_unet *unet;
+    lm_dit_pipe *dit;    /* the DiT families: the transformer's state */
+    lm_sd_net net;
+    bool detached;       /* DiT offload: the transformer freed, the slots gone (lm_lora_detach) */
+    int nalias;
+    lr_alias *alias;
     int ntarget;
     lr_target *target;
     int n;
@@ -182,6 +215,72 @@ static lm_status build_targets(lm_lora_stack *s, lm_sd_pipeline *p)
     return st;
 }
 
+/* the DiT transformer's weights as its model took them */
+static lm_dit_slots *dit_slots(lm_dit_pipe *d)
+{
+    if (lm_dit_pipe_zimage(d)) return lm_zimage_weights(lm_dit_pipe_zimage(d));
+    if (lm_dit_pipe_flux2(d)) return lm_flux2_weights(lm_dit_pipe_flux2(d));
+    return NULL;
+}
+
+/* target ti under the original name orig (".weight" stripped) as part how */
+static lm_status add_alias(lm_lora_stack *s, const char *orig, int ti, int how)
+{
+    size_t n = strlen(orig);
+    if (n > 7 && !strcmp(orig + n - 7, ".weight")) n -= 7;
+    lr_alias *a = NULL;
+    for (int i = 0; i < s->nalias && !a; i++)
+        if (strlen(s->alias[i].name) == n && !strncmp(s->alias[i].name, orig, n)) a = &s->alias[i];
+    if (!a) {
+        lr_alias *g = realloc(s->alias, sizeof *g * (size_t)(s->nalias + 1));
+        if (!g) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+        s->alias = g;
+        a = &s->alias[s->nalias];
+        memset(a, 0, sizeof *a);
+        a->name = strndup(orig, n);
+        a->kname = underscored(orig, n);
+        if (!a->name || !a->kname) {
+            free(a->name);
+            free(a->kname);
+            return lm_error_set(LM_ERR_NOMEM, "out of memory");
+        }
+        s->nalias++;
+    }
+    if (a->n == 3) return LM_OK;
+    a->target[a->n] = ti;
+    a->how[a->n++] = how;
+    return LM_OK;
+}
+
+/* The DiT transformer's weights (every matrix it took) and their original
+ * names; the transformer read first where an offload freed it. */
+static lm_status build_dit_targets(lm_lora_stack *s, lm_sd_pipeline *p)
+{
+    lm_dit_pipe *d = lm_sd_pipeline_dit(p);
+    s->dit = d;
+    s->net = lm_sd_pipeline_row(p)->denoiser;
+    lm_dit_slots *w = dit_slots(d);
+    lm_status st = w ? LM_OK : lm_error_set(LM_ERR_STATE, "lora: the transformer is not loaded");
+    for (int i = 0; st == LM_OK && i < w->n; i++) {
+        int before = s->ntarget;
+        st = add_target(s, C_DIT, w->s[i].name, w->s[i].slot);
+        if (st != LM_OK || s->ntarget == before) continue;
+        s->target[before].uidx = i;
+        char orig[LR_NAME];
+        lm_dit_orig how = lm_dit_original_name(s->net, w->s[i].name, orig, sizeof orig);
+        if (how != LM_DIT_ORIG_SAME) st = add_alias(s, orig, before, how);
+        /* Z-Image's fused attention.qkv (kept so when quantized): diffusers'
+         * to_q / to_k / to_v are its thirds */
+        const char *at = strstr(w->s[i].name, ".attention.qkv.weight");
+        for (int k = 0; st == LM_OK && at && !at[strlen(".attention.qkv.weight")] && k < 3; k++) {
+            static const char *const part[3] = {"to_q", "to_k", "to_v"};
+            snprintf(orig, sizeof orig, "%.*s.attention.%s", (int)(at - w->s[i].name), w->s[i].name, part[k]);
+            st = add_alias(s, orig, before, LR_PART0 + k);
+        }
+    }
+    return st;
+}
+
 static int find_target(const lm_lora_stack *s, int comp, const char *name, bool kohya)
 {
     for (int i = 0; i < s->ntarget; i++)
@@ -233,6 +332,45 @@ static int map_module(const lm_lora_stack *s, const char *key)
         return find_target(s, PFX[i].comp, name, PFX[i].kohya);
     }
     return find_target(s, 0, k, false);   /* a bare UNet state dict */
+}
+
+/* A DiT module key: transformer.<diffusers name> (diffusers / PEFT),
+ * diffusion_model.<name> (ComfyUI, ai-toolkit: diffusers' or the original
+ * names), lora_unet_<name with _> (kohya: either), or a bare name; a
+ * diffusers name first, then an original one (lm_dit_original_name). */
+static bool map_dit(const lm_lora_stack *s, const char *key, lr_hit *h)
+{
+    static const struct { const char *prefix; bool kohya; } PFX[] = {
+        {"transformer.", false}, {"model.diffusion_model.", false}, {"diffusion_model.", false},
+        {"lora_unet_", true}, {"", false},
+    };
+    const char *k = key;
+    if (!strncmp(k, "base_model.model.", 17)) k += 17;   /* PEFT's own wrapper */
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < sizeof PFX / sizeof *PFX; i++) {
+        size_t n = strlen(PFX[i].prefix);
+        if (strncmp(k, PFX[i].prefix, n)) continue;
+        const char *name = k + n;
+        int t = find_target(s, C_DIT, name, PFX[i].kohya);
+        if (t >= 0) {
+            h->n = 1;
+            h->target[0] = t;
+            h->how[0] = LM_DIT_ORIG_SAME;
+            return true;
+        }
+        for (int a = 0; a < s->nalias; a++) {
+            const lr_alias *al = &s->alias[a];
+            if (strcmp(PFX[i].kohya ? al->kname : al->name, name)) continue;
+            h->n = al->n;
+            for (int j = 0; j < al->n; j++) {
+                h->target[j] = al->target[j];
+                h->how[j] = al->how[j];
+            }
+            return true;
+        }
+        return false;
+    }
+    return false;
 }
 
 /* ============================================================ the math */
@@ -315,8 +453,50 @@ static lm_status bad(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m, 
     for (int r = 0; r < R_COUNT && any < 0; r++) any = m->t[r];
     return lm_error_set(LM_ERR_SHAPE, "lora %s: %s: %s (the weight %s%s is %s)", L->path,
                         any >= 0 ? L->set.names[any] : "?", what,
-                        t->comp == 0 ? "unet " : t->comp == 1 ? "text_encoder " : "text_encoder_2 ",
+                        t->comp == 0 ? "unet " : t->comp == 1 ? "text_encoder " :
+                        t->comp == C_DIT ? "transformer " : "text_encoder_2 ",
                         t->name, ws);
+}
+
+/* The up factor's rows the target takes, [out, rank] f32 (new lazy array):
+ * all of them, or a third of a fused qkv's, or a pair's halves swapped. */
+/* how many rows the module's up factor has for a target of out rows */
+static int64_t up_count(const lr_mod *m, int64_t out)
+{
+    return m->how >= LR_PART0 ? out / 3 : m->how >= LM_DIT_ORIG_THIRD0 ? 3 * out : out;
+}
+
+static lm_array *up_rows(const lr_lora *L, const lr_mod *m, int64_t out)
+{
+    if (m->how < LM_DIT_ORIG_SWAP) return rs2(f32(L, m, R_UP), out);
+    bool third = m->how >= LM_DIT_ORIG_THIRD0 && m->how < LR_PART0;
+    lm_array *up = rs2(f32(L, m, R_UP), up_count(m, out));
+    if (!up) return NULL;
+    lm_array *r = NULL;
+    if (m->how >= LR_PART0) {   /* zero rows around it */
+        int64_t p = m->how - LR_PART0, t = out / 3, z[2] = {p * t, (2 - p) * t};
+        int64_t s0[2] = {z[0], up->shape[1]}, s1[2] = {z[1], up->shape[1]};
+        lm_array *part[3];
+        int n = 0;
+        if (z[0]) part[n++] = lm_zeros(2, s0, LM_F32, up->device);
+        part[n++] = lm_array_retain(up);
+        if (z[1]) part[n++] = lm_zeros(2, s1, LM_F32, up->device);
+        bool ok = true;
+        for (int k = 0; k < n; k++) ok = ok && part[k];
+        if (ok) r = lm_concat(n, part, 0);
+        for (int k = 0; k < n; k++) lm_array_release(part[k]);
+    } else if (third) {
+        int64_t p = (int64_t)(m->how - LM_DIT_ORIG_THIRD0);
+        r = cont(lm_slice(up, 0, p * out, (p + 1) * out, 1));
+    } else {
+        int64_t h = out / 2;
+        lm_array *part[2] = {lm_slice(up, 0, h, out, 1), lm_slice(up, 0, 0, h, 1)};
+        if (part[0] && part[1]) r = lm_concat(2, part, 0);
+        lm_array_release(part[0]);
+        lm_array_release(part[1]);
+    }
+    lm_array_release(up);
+    return r;
 }
 
 /* The module's delta, [out, ...] as the weight w, in f32 (new lazy array), and its
@@ -335,7 +515,12 @@ static lm_array *delta(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m
         }
         lm_array *dn = L->set.arrays[t[R_DOWN]], *up = L->set.arrays[t[R_UP]];
         rank = dn->shape[0];
-        if (up->shape[0] != out || rank < 1 || up->size != out * rank) {
+        int64_t rows = up_count(m, out);   /* the up factor's */
+        if (m->how >= LM_DIT_ORIG_SWAP && (t[R_MID] >= 0 || t[R_MAG] >= 0 || t[R_DORA] >= 0)) {
+            bad(L, s, m, "a LoCon middle or DoRA magnitude on an original fused module is not supported");
+            return NULL;
+        }
+        if (up->shape[0] != rows || rank < 1 || up->size != rows * rank) {
             char us[96], ds[96], msg[256];
             lm_shape_str(us, sizeof us, up->ndim, up->shape);
             lm_shape_str(ds, sizeof ds, dn->ndim, dn->shape);
@@ -364,7 +549,10 @@ static lm_array *delta(const lr_lora *L, const lm_lora_stack *s, const lr_mod *m
             sw(&nd, cont(lm_permute(nd, p3)));                                   /* [i, C, KL] */
             down = rs2(nd, rank);
         }
-        d = mm(rs2(f32(L, m, R_UP), out), down);
+        d = mm(up_rows(L, m, out), down);
+    } else if (m->how >= LM_DIT_ORIG_SWAP) {
+        bad(L, s, m, "only a LoRA (down / up) is taken on an original fused module (LoHa, LoKr are not)");
+        return NULL;
     } else if (t[R_H1A] >= 0 || t[R_H1B] >= 0 || t[R_H2A] >= 0 || t[R_H2B] >= 0) {
         if (t[R_H1A] < 0 || t[R_H1B] < 0 || t[R_H2A] < 0 || t[R_H2B] < 0) {
             bad(L, s, m, "a LoHa module needs hada_w1_a, hada_w1_b, hada_w2_a and hada_w2_b");
@@ -514,6 +702,44 @@ static lm_array *kept(lm_array *a)
     return a;
 }
 
+static lm_dtype dit_dtype(lm_dit_pipe *d)
+{
+    return lm_dit_pipe_zimage(d) ? lm_zimage_dtype(lm_dit_pipe_zimage(d)) : lm_flux2_dtype(lm_dit_pipe_flux2(d));
+}
+
+/* Gives target t's run-time terms head (NULL: none) to its model: the UNet's
+ * weight, or the DiT transformer's slot (a list of its own referring to
+ * head's arrays).  t->extra becomes head; the old terms are freed. */
+static lm_status set_extra(lm_lora_stack *s, lr_target *t, lm_unet_extra *head)
+{
+    lm_status st = LM_OK;
+    if (s->dit) {
+        lm_dit_extra *dh = NULL, **dt = &dh;
+        for (lm_unet_extra *e = head; e && st == LM_OK; e = e->next) {
+            if (!(*dt = calloc(1, sizeof **dt))) st = lm_error_set(LM_ERR_NOMEM, "out of memory");
+            else {
+                (*dt)->a = e->a;
+                (*dt)->b = e->b;
+                dt = &(*dt)->next;
+            }
+        }
+        if (st == LM_OK && t->slot) lm_dit_slots_set_extra(dit_slots(s->dit), t->uidx, dh);
+        lm_dit_extra *old = st == LM_OK ? t->dextra : dh;
+        if (st == LM_OK) t->dextra = dh;
+        while (old) {
+            lm_dit_extra *n = old->next;
+            free(old);
+            old = n;
+        }
+    } else {
+        st = lm_unet_weight_extra(s->unet, t->uidx, head);
+    }
+    if (st != LM_OK) return st;
+    if (t->extra != head) extra_free(t->extra);
+    t->extra = head;
+    return LM_OK;
+}
+
 /* One module's run-time term on linear weight W (quantized or not): LoRA
  * as its two factors, (x down^T) (s alpha/rank up)^T; anything else as the
  * dense delta. */
@@ -527,15 +753,15 @@ static lm_status runtime_term(const lr_lora *L, const lm_lora_stack *s, const lr
     if (!e) return lm_error_set(LM_ERR_NOMEM, "out of memory");
     if (t[R_DOWN] >= 0 && t[R_UP] >= 0 && t[R_MID] < 0) {
         lm_array *dn = L->set.arrays[t[R_DOWN]], *up = L->set.arrays[t[R_UP]];
-        int64_t rank = dn->shape[0], out = W->shape[0];
-        if (up->shape[0] != out || rank < 1 || up->size != out * rank || dn->size != rank * W->shape[1]) {
+        int64_t rank = dn->shape[0], out = W->shape[0], rows = up_count(m, out);
+        if (up->shape[0] != rows || rank < 1 || up->size != rows * rank || dn->size != rank * W->shape[1]) {
             free(e);
             return bad(L, s, m, "lora_up and lora_down do not fit the weight or each other");
         }
         double alpha = t[R_ALPHA] >= 0 ? scalar_of(L->set.arrays[t[R_ALPHA]]) : 0;
         double sc = L->info.scale * (alpha > 0 ? alpha / (double)rank : 1.0);
         lm_array *a = rs2(f32(L, m, R_DOWN), rank);
-        lm_array *up2 = rs2(f32(L, m, R_UP), out);
+        lm_array *up2 = up_rows(L, m, out);
         lm_array *b = lm_binary_scalar(LM_OP_MUL, up2, sc, false);
         lm_array_release(up2);
         e->a = kept(lm_cast(a, dt));
@@ -568,7 +794,7 @@ static bool at_runtime(const lm_lora_stack *s, int ti)
 {
     const lr_target *t = &s->target[ti];
     const lm_array *w = t->orig ? t->orig : *t->slot;
-    if (t->comp != 0 || w->ndim != 2) return false;
+    if ((t->comp != 0 && t->comp != C_DIT) || w->ndim != 2) return false;
     if (lm_dtype_is_quant(w->dtype)) return true;
     for (int i = 0; i < s->n; i++)
         for (int k = 0; s->lora[i]->runtime && k < s->lora[i]->nmod; k++)
@@ -585,7 +811,7 @@ static lm_status rebuild_runtime(lm_lora_stack *s, int ti)
         t->orig = NULL;
     }
     lm_unet_extra *head = NULL, **tail = &head;
-    lm_dtype dt = lm_unet_dtype(s->unet);
+    lm_dtype dt = s->dit ? dit_dtype(s->dit) : lm_unet_dtype(s->unet);
     lm_status st = LM_OK;
     for (int i = 0; i < s->n && st == LM_OK; i++)
         for (int k = 0; k < s->lora[i]->nmod && st == LM_OK; k++) {
@@ -593,14 +819,9 @@ static lm_status rebuild_runtime(lm_lora_stack *s, int ti)
             st = runtime_term(s->lora[i], s, &s->lora[i]->mod[k], *t->slot, dt, tail);
             if (st == LM_OK) tail = &(*tail)->next;
         }
-    if (st == LM_OK) st = lm_unet_weight_extra(s->unet, t->uidx, head);
-    if (st != LM_OK) {
-        extra_free(head);
-        return st;
-    }
-    extra_free(t->extra);
-    t->extra = head;
-    return LM_OK;
+    if (st == LM_OK) st = set_extra(s, t, head);
+    if (st != LM_OK) extra_free(head);
+    return st;
 }
 
 /* Recomputes target ti from its original through every loaded adapter. */
@@ -608,11 +829,7 @@ static lm_status rebuild(lm_lora_stack *s, int ti)
 {
     lr_target *t = &s->target[ti];
     if (at_runtime(s, ti)) return rebuild_runtime(s, ti);
-    if (t->extra) {   /* applied at run time before */
-        lm_unet_weight_extra(s->unet, t->uidx, NULL);
-        extra_free(t->extra);
-        t->extra = NULL;
-    }
+    if (t->extra) set_extra(s, t, NULL);   /* applied at run time before */
     lm_array *orig = t->orig ? t->orig : *t->slot;
     lm_array *cur = NULL;
     for (int i = 0; i < s->n; i++) {
@@ -709,7 +926,8 @@ static lm_status append(char **buf, const char *s)
 static lm_status parse(lm_lora_stack *s, lr_lora *L, bool strict)
 {
     const lm_tensor_set *set = &L->set;
-    L->mod = calloc((size_t)set->count + 1, sizeof *L->mod);
+    L->cap = set->count + 1;
+    L->mod = calloc((size_t)L->cap, sizeof *L->mod);
     if (!L->mod) return lm_error_set(LM_ERR_NOMEM, "out of memory");
     unsigned kinds = 0;
     for (int i = 0; i < set->count; i++) {
@@ -724,14 +942,15 @@ static lm_status parse(lm_lora_stack *s, lr_lora *L, bool strict)
                 cut = n - ns;
             }
         }
-        int target = -1;
+        lr_hit hit = {0};
         if (role >= 0 && cut < LR_NAME) {
             char mod[LR_NAME];
             memcpy(mod, key, cut);
             mod[cut] = 0;
-            target = map_module(s, mod);
+            if (s->dit) map_dit(s, mod, &hit);
+            else if ((hit.target[0] = map_module(s, mod)) >= 0) hit.n = 1;
         }
-        if (target < 0) {
+        if (!hit.n) {
             if (strict)
                 return lm_error_set(LM_ERR_FORMAT, role < 0 ?
                     "lora %s: %s is no key of a known adapter layout (LoRA, LoHa, LoKr); strict=false skips it" :
@@ -741,26 +960,41 @@ static lm_status parse(lm_lora_stack *s, lr_lora *L, bool strict)
                 return lm_error_status();
             continue;
         }
-        if (lm_dtype_is_quant((*s->target[target].slot)->dtype) &&
-            (s->target[target].comp || (*s->target[target].slot)->ndim != 2))
-            return lm_error_set(LM_ERR_UNSUPPORTED,
-                                "lora %s: %s: the weight %s is %s (quantized): merging needs f32, f16 or bf16 "
-                                "weights (load a safetensors checkpoint)", L->path, key,
-                                s->target[target].name, lm_dtype_name((*s->target[target].slot)->dtype));
         if (!lm_dtype_is_float(set->arrays[i]->dtype))
             return lm_error_set(LM_ERR_DTYPE, "lora %s: %s is %s, expected a float dtype", L->path, key,
                                 lm_dtype_name(set->arrays[i]->dtype));
-        int m = 0;
-        while (m < L->nmod && L->mod[m].target != target) m++;
-        if (m == L->nmod) {
-            L->mod[m].target = target;
-            for (int r = 0; r < R_COUNT; r++) L->mod[m].t[r] = -1;
-            L->nmod++;
+        for (int h = 0; h < hit.n; h++) {
+            int target = hit.target[h];
+            if (lm_dtype_is_quant((*s->target[target].slot)->dtype) &&
+                ((s->target[target].comp && s->target[target].comp != C_DIT) ||
+                 (*s->target[target].slot)->ndim != 2))
+                return lm_error_set(LM_ERR_UNSUPPORTED,
+                                    "lora %s: %s: the weight %s is %s (quantized): merging needs f32, f16 or "
+                                    "bf16 weights (load a safetensors %s)", L->path, key, s->target[target].name,
+                                    lm_dtype_name((*s->target[target].slot)->dtype),
+                                    s->dit ? "transformer" : "checkpoint");
+            int m = 0;
+            while (m < L->nmod && L->mod[m].target != target) m++;
+            if (m == L->nmod) {
+                /* set->count + 1 mods: an original fused key adds up to three */
+                if (L->nmod == L->cap) {
+                    int cap = 2 * L->cap;
+                    lr_mod *g = realloc(L->mod, sizeof *g * (size_t)cap);
+                    if (!g) return lm_error_set(LM_ERR_NOMEM, "out of memory");
+                    L->mod = g;
+                    L->cap = cap;
+                }
+                L->mod[m].target = target;
+                L->mod[m].how = hit.how[h];
+                for (int r = 0; r < R_COUNT; r++) L->mod[m].t[r] = -1;
+                L->nmod++;
+            }
+            if (L->mod[m].t[role] >= 0 || L->mod[m].how != hit.how[h])
+                return lm_error_set(LM_ERR_FORMAT, "lora %s: %s and %s adapt the same weight %s", L->path,
+                                    L->mod[m].t[role] >= 0 ? set->names[L->mod[m].t[role]] : "another key",
+                                    key, s->target[target].name);
+            L->mod[m].t[role] = i;
         }
-        if (L->mod[m].t[role] >= 0)
-            return lm_error_set(LM_ERR_FORMAT, "lora %s: %s and %s adapt the same weight %s", L->path,
-                                set->names[L->mod[m].t[role]], key, s->target[target].name);
-        L->mod[m].t[role] = i;
         kinds |= role == R_DORA || role == R_MAG ? 2u : role >= R_K1 ? 8u : role >= R_H1A ? 4u :
                  role == R_ALPHA ? 0u : 1u;
     }
@@ -819,16 +1053,19 @@ lm_status lm_lora_load(lm_sd_pipeline *p, const char *path, const lm_lora_opts *
         o = &def;
     }
     if (!p || !path) return lm_error_set(LM_ERR_ARG, "lora: no pipeline or path");
-    if (lm_sd_pipeline_dit(p))
-        return lm_error_set(LM_ERR_UNSUPPORTED, "lora %s: the %s family takes no LoRA yet (SD 1.x, 2.x and "
-                            "SDXL do)", path, lm_sd_pipeline_row(p)->name);
     if (!(o->scale == o->scale) || o->scale < -1e6 || o->scale > 1e6)
         return lm_error_set(LM_ERR_ARG, "lora %s: weight %g is not a finite number", path, o->scale);
     lm_lora_stack **sp = lm_sd_pipeline_loras(p), *s = *sp;
+    lm_dit_pipe *d = lm_sd_pipeline_dit(p);
+    if (d) {
+        /* resident (after an offload: read again, the loaded adapters merged) */
+        lm_dit_pipe_set_loras(d, sp);
+        if (lm_dit_pipe_transformer_ready(d) != LM_OK) return lm_error_prefix("lora %s", path);
+    }
     if (!s) {
         s = calloc(1, sizeof *s);
         if (!s) return lm_error_set(LM_ERR_NOMEM, "out of memory");
-        if (build_targets(s, p) != LM_OK) {
+        if ((d ? build_dit_targets(s, p) : build_targets(s, p)) != LM_OK) {
             lm_lora_stack_free(s);
             return lm_error_status();
         }
@@ -882,11 +1119,8 @@ void lm_lora_stack_free(lm_lora_stack *s)
     s->n = 0;
     for (int i = 0; i < s->ntarget; i++) {
         lr_target *t = &s->target[i];
-        if (t->extra) {
-            lm_unet_weight_extra(s->unet, t->uidx, NULL);
-            extra_free(t->extra);
-        }
-        if (t->orig) {
+        if (t->extra) set_extra(s, t, NULL);
+        if (t->orig && t->slot) {
             lm_array_unkeep(*t->slot);
             *t->slot = t->orig;
         }
@@ -895,9 +1129,66 @@ void lm_lora_stack_free(lm_lora_stack *s)
         free(t->lname);
     }
     for (int i = 0; i < n; i++) lora_free(s->lora[i]);
+    for (int i = 0; i < s->nalias; i++) {
+        free(s->alias[i].name);
+        free(s->alias[i].kname);
+    }
+    free(s->alias);
     free(s->lora);
     free(s->target);
     free(s);
+}
+
+void lm_lora_detach(lm_lora_stack *s)
+{
+    if (!s || !s->dit || s->detached) return;
+    for (int i = 0; i < s->ntarget; i++) {
+        lr_target *t = &s->target[i];
+        if (t->extra) set_extra(s, t, NULL);
+        if (t->orig) {
+            lm_array_unkeep(*t->slot);
+            *t->slot = t->orig;
+            t->orig = NULL;
+        }
+        t->slot = NULL;
+    }
+    s->detached = true;
+}
+
+lm_status lm_lora_attach(lm_lora_stack *s, lm_dit_pipe *d)
+{
+    if (!s || !s->detached) return LM_OK;
+    lm_dit_slots *w = dit_slots(d);
+    if (!w) return lm_error_set(LM_ERR_STATE, "lora: the transformer is not loaded");
+    for (int i = 0; i < s->ntarget; i++) {
+        lr_target *t = &s->target[i];
+        size_t n = strlen(t->name);
+        for (int k = 0; k < w->n && !t->slot; k++)
+            if (!strncmp(w->s[k].name, t->name, n) && !strcmp(w->s[k].name + n, ".weight")) {
+                t->slot = w->s[k].slot;
+                t->uidx = k;
+            }
+        if (!t->slot) {
+            for (int k = 0; k < i; k++) s->target[k].slot = NULL;
+            return lm_error_set(LM_ERR_FORMAT, "lora: the transformer read again has no weight %s.weight", t->name);
+        }
+    }
+    s->detached = false;
+    bool *done = calloc((size_t)s->ntarget + 1, sizeof *done);
+    if (!done) {
+        lm_lora_detach(s);
+        return lm_error_set(LM_ERR_NOMEM, "out of memory");
+    }
+    lm_status st = LM_OK;
+    for (int i = 0; i < s->n && st == LM_OK; i++)
+        for (int k = 0; k < s->lora[i]->nmod && st == LM_OK; k++) {
+            int ti = s->lora[i]->mod[k].target;
+            if (!done[ti]) st = rebuild(s, ti);
+            done[ti] = true;
+        }
+    free(done);
+    if (st != LM_OK) lm_lora_detach(s);
+    return st;
 }
 
 void lm_lora_unload_all(lm_sd_pipeline *p)

@@ -1,5 +1,9 @@
 /* lora.h - LoRA and LyCORIS adapters merged into a loaded SD pipeline's
- * UNet and text encoders (issue 37).
+ * UNet and text encoders, or into a DiT pipeline's transformer (Z-Image,
+ * FLUX.2-klein: transformer.<diffusers name>, diffusion_model.<diffusers or
+ * original name>, lora_unet_<either with _>; an original fused qkv adapts
+ * diffusers' to_q / to_k / to_v by thirds of its up factor, and diffusers'
+ * to_q a third of a fused qkv Lumen keeps; see docs/DIFFUSION.md) (issue 37).
  *
  * Files (safetensors), every layout keyed per module:
  *   kohya / A1111   lora_unet_<module with _>, lora_te_ (SD 1.x/2.x) or
@@ -29,7 +33,8 @@
  * a missing alpha means alpha = rank.  The original weights are kept:
  * unloading puts them back, bit for bit.
  *
- * Quantized (GGUF) weights are not merged: on the UNet's linear weights the
+ * Quantized (GGUF) weights are not merged: on the UNet's (and a DiT
+ * transformer's) linear weights the
  * adapters apply at run time, y += (x down^T) (s alpha/rank up)^T for a
  * LoRA and y += x (s scale delta)^T for LoHa / LoKr (a dense delta in the
  * compute dtype), after the quantized product; DoRA there, and any adapter
@@ -101,6 +106,15 @@ lm_status lm_lora_load_tags(lm_sd_pipeline *p, const char *prompt, const char *d
 
 /* For models/sd_pipeline.c: the pipeline's stack (freed, weights restored). */
 void lm_lora_stack_free(lm_lora_stack *s);
+
+/* For models/dit_pipeline.c's offload: detach puts the transformer's
+ * original weights back (before it is freed) and forgets where they were;
+ * attach finds them again in the transformer read anew and merges every
+ * loaded adapter (LM_OK, or an error naming a weight it lacks; detached
+ * then).  Both are no-ops on an SD pipeline's stack or NULL. */
+struct lm_dit_pipe;
+void lm_lora_detach(lm_lora_stack *s);
+lm_status lm_lora_attach(lm_lora_stack *s, struct lm_dit_pipe *d);
 
 /* <lora:NAME:WEIGHT> tags: removes them from prompt (a new string the caller
  * frees, in *clean) and returns their count (names and weights in the

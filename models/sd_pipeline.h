@@ -167,7 +167,9 @@ typedef struct lm_sd_gen_opts {
                                     (default) = A1111's syntax, weights, BREAK and long
                                     prompts (lm_sd_encode_prompt_syntax); where the
                                     negatives and the prompts have different chunk
-                                    counts the UNet runs on each apart, as A1111 */
+                                    counts the UNet runs on each apart, as A1111.  DiT
+                                    families: false removes <lora:...> (extra-network)
+                                    tags, the rest read literally; true keeps them */
     lm_sd_progress_fn progress;
     void *progress_ctx;
     /* after progress, the latents [B,C,h,w] after that step, borrowed for

@@ -51,6 +51,7 @@ struct lm_zimage {
     lm_array *t0_w, *t0_b, *t2_w, *t2_b, *cap_norm, *cap_w, *cap_b, *x_pad, *cap_pad;
     zi_block *noise, *context, *layers;
     double *freqs;              /* [head_dim / 2]: each axis's RoPE frequencies, in axis order */
+    lm_dit_slots slots;         /* every weight taken, by its diffusers key (models/lora.c) */
 };
 
 /* ---- config ---- */
@@ -158,6 +159,7 @@ void lm_zimage_free(lm_zimage *m)
     blocks_free(m->context, m->cfg.n_refiner_layers);
     blocks_free(m->layers, m->cfg.n_layers);
     free(m->freqs);
+    lm_dit_slots_free(&m->slots);
     free(m);
 }
 
@@ -250,7 +252,9 @@ static void *load_from(const cJSON *config, const char *cfg_name, lm_dit_weights
     if (st == LM_OK) {
         m->dt = dt;
         m->dev = dev;
+        W->record = &m->slots;
         st = take_all(W, m);
+        W->record = NULL;
     }
     if (st == LM_OK) {
         /* RopeEmbedder's 1 / theta^(arange(0, d, 2) / d), in f64 */
@@ -287,10 +291,17 @@ lm_zimage *lm_zimage_load_from(const cJSON *config, lm_tensor_set *weights, cons
 const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m) { return &m->cfg; }
 lm_dtype lm_zimage_dtype(const lm_zimage *m) { return m->dt; }
 lm_device *lm_zimage_device(const lm_zimage *m) { return m->dev; }
+struct lm_dit_slots *lm_zimage_weights(lm_zimage *m) { return &m->slots; }
 
 /* ---- the network ---- */
 
 static lm_array *mul(lm_array *a, lm_array *b) { return lm_binary(LM_OP_MUL, a, b); }
+
+/* a linear layer, with the run-time terms models/lora.c set on w */
+static lm_array *lin(const lm_zimage *m, lm_array *x, lm_array *w, lm_array *b)
+{
+    return lm_dit_linear_in(&m->slots, x, w, b);
+}
 
 /* [B, L, D] -> [B, H, L, D/H], q/k RMS-normed per head when norm is set,
  * rotated by ang [B or 1, L, D/H/2] when set */
@@ -310,7 +321,7 @@ static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, l
     int64_t H = m->cfg.n_heads;
     lm_array *q = NULL, *k = NULL, *v = NULL;
     if (b->qkv) {
-        lm_array *y = lm_dit_linear(h, b->qkv, NULL), *part[3] = {0};
+        lm_array *y = lin(m, h, b->qkv, NULL), *part[3] = {0};
         if (y && lm_split(y, 3, NULL, 0, -1, part, 3) == 3) {
             q = part[0];
             k = part[1];
@@ -318,9 +329,9 @@ static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, l
         }
         lm_array_release(y);
     } else {
-        q = lm_dit_linear(h, b->q, NULL);
-        k = lm_dit_linear(h, b->k, NULL);
-        v = lm_dit_linear(h, b->v, NULL);
+        q = lin(m, h, b->q, NULL);
+        k = lin(m, h, b->k, NULL);
+        v = lin(m, h, b->v, NULL);
     }
     lm_dit_swap(&q, heads(q, H, b->nq, ang));
     lm_dit_swap(&k, heads(k, H, b->nk, ang));
@@ -331,7 +342,7 @@ static lm_array *attention(const lm_zimage *m, const zi_block *b, lm_array *h, l
     lm_array_release(k);
     lm_array_release(v);
     lm_dit_swap(&a, lm_dit_merge_heads(a));
-    return lm_dit_swap(&a, lm_dit_linear(a, b->o, NULL));
+    return lm_dit_swap(&a, lin(m, a, b->o, NULL));
 }
 
 /* One ZImageTransformerBlock on x [B, L, D]; adaln [B, A] (NULL for the
@@ -343,7 +354,7 @@ static lm_array *block(const lm_zimage *m, const zi_block *b, lm_array *x, lm_ar
     lm_array *mod[4] = {0};
     if (b->mod_w) {
         int64_t s[3] = {adaln ? adaln->shape[0] : 0, 1, 4 * m->cfg.dim};
-        lm_array *y = lm_dit_linear(adaln, b->mod_w, b->mod_b);
+        lm_array *y = lin(m, adaln, b->mod_w, b->mod_b);
         lm_dit_swap(&y, lm_reshape(y, 3, s));
         /* scale_msa, gate_msa, scale_mlp, gate_mlp */
         if (!y || lm_split(y, 4, NULL, 0, -1, mod, 4) != 4) {
@@ -364,11 +375,11 @@ static lm_array *block(const lm_zimage *m, const zi_block *b, lm_array *x, lm_ar
     lm_array *x1 = lm_binary(LM_OP_ADD, x, h);
     lm_dit_swap(&h, lm_dit_rms_norm(x1, b->fn1, eps));
     if (b->mod_w) lm_dit_swap(&h, mul(h, mod[2]));
-    lm_array *g = lm_dit_linear(h, b->w1, NULL), *u = lm_dit_linear(h, b->w3, NULL);
+    lm_array *g = lin(m, h, b->w1, NULL), *u = lin(m, h, b->w3, NULL);
     lm_dit_swap(&h, lm_swiglu(g, u));
     lm_array_release(g);
     lm_array_release(u);
-    lm_dit_swap(&h, lm_dit_linear(h, b->w2, NULL));
+    lm_dit_swap(&h, lin(m, h, b->w2, NULL));
     lm_dit_swap(&h, lm_dit_rms_norm(h, b->fn2, eps));
     if (b->mod_w) lm_dit_swap(&h, mul(h, mod[3]));
     lm_array *out = lm_binary(LM_OP_ADD, x1, h);
@@ -426,7 +437,7 @@ static lm_array *caption(const lm_zimage *m, lm_array *cap, int64_t lpad, int64_
     int64_t D = m->cfg.dim, L = cap->shape[0];
     lm_array *c = cap->dtype == m->dt ? lm_array_retain(cap) : lm_cast(cap, m->dt);
     lm_dit_swap(&c, lm_dit_rms_norm(c, m->cap_norm, m->cfg.norm_eps));
-    lm_dit_swap(&c, lm_dit_linear(c, m->cap_w, m->cap_b));
+    lm_dit_swap(&c, lin(m, c, m->cap_w, m->cap_b));
     if (lpad > L) {
         int64_t s[2] = {lpad - L, D};
         lm_array *p = lm_broadcast_to(m->cap_pad, 2, s);
@@ -492,9 +503,9 @@ static lm_array *t_embed(const lm_zimage *m, lm_array *t)
     lm_dit_swap(&e, lm_binary_scalar(LM_OP_MUL, e, m->cfg.t_scale, false));
     lm_dit_swap(&e, lm_dit_sinusoid(e, ZI_FREQ_DIM, m->dev));   /* f32, as its TimestepEmbedder */
     if (e && e->dtype != m->dt) lm_dit_swap(&e, lm_cast(e, m->dt));
-    lm_dit_swap(&e, lm_dit_linear(e, m->t0_w, m->t0_b));
+    lm_dit_swap(&e, lin(m, e, m->t0_w, m->t0_b));
     lm_dit_swap(&e, lm_unary(LM_OP_SILU, e));
-    return lm_dit_swap(&e, lm_dit_linear(e, m->t2_w, m->t2_b));
+    return lm_dit_swap(&e, lin(m, e, m->t2_w, m->t2_b));
 }
 
 /* x [B, C, H, W] -> [B, Npad, D]: patch tokens embedded, x_pad_token rows
@@ -510,7 +521,7 @@ static lm_array *patchify(const lm_zimage *m, lm_array *x, int64_t npad)
     lm_dit_swap(&h, lm_permute(h, perm));
     lm_dit_swap(&h, lm_contiguous(h));
     lm_dit_swap(&h, lm_reshape(h, 3, s3));
-    lm_dit_swap(&h, lm_dit_linear(h, m->x_w, m->x_b));
+    lm_dit_swap(&h, lin(m, h, m->x_w, m->x_b));
     if (npad > ht * wt) {
         int64_t s[3] = {B, npad - ht * wt, c->dim};
         lm_array *pad = lm_broadcast_to(m->x_pad, 3, s);
@@ -530,13 +541,13 @@ static lm_array *final_layer(const lm_zimage *m, lm_array *u, lm_array *adaln, i
     int64_t sc3[3] = {B, 1, c->dim}, s6[6] = {B, ht, wt, p, p, C}, s4[4] = {B, C, ht * p, wt * p};
     int perm[6] = {0, 5, 1, 3, 2, 4};
     lm_array *s = lm_unary(LM_OP_SILU, adaln);
-    lm_dit_swap(&s, lm_dit_linear(s, m->fin_mod_w, m->fin_mod_b));
+    lm_dit_swap(&s, lin(m, s, m->fin_mod_w, m->fin_mod_b));
     lm_dit_swap(&s, lm_binary_scalar(LM_OP_ADD, s, 1.0, false));
     lm_dit_swap(&s, lm_reshape(s, 3, sc3));
     lm_array *h = lm_layer_norm(u, 1, NULL, NULL, 1e-6);
     lm_dit_swap(&h, mul(h, s));
     lm_array_release(s);
-    lm_dit_swap(&h, lm_dit_linear(h, m->fin_w, m->fin_b));
+    lm_dit_swap(&h, lin(m, h, m->fin_w, m->fin_b));
     lm_dit_swap(&h, lm_slice(h, 1, 0, ht * wt, 1));
     lm_dit_swap(&h, lm_contiguous(h));
     lm_dit_swap(&h, lm_reshape(h, 6, s6));

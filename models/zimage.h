@@ -68,6 +68,10 @@ void lm_zimage_free(lm_zimage *m);    /* NULL is fine */
 const lm_zimage_config *lm_zimage_get_config(const lm_zimage *m);
 lm_dtype lm_zimage_dtype(const lm_zimage *m);
 lm_device *lm_zimage_device(const lm_zimage *m);
+/* Every weight the model took, under its diffusers key, with the field that
+ * holds it (dit_common.h's lm_dit_slots): models/lora.c replaces weights
+ * there and puts them back.  Valid until lm_zimage_free. */
+struct lm_dit_slots *lm_zimage_weights(lm_zimage *m);
 
 /* One call of the transformer.  x [B, in_channels, H, W] (H, W multiples of
  * the patch size); t [B]: what ZImagePipeline passes, (1000 - timestep) /

@@ -256,7 +256,15 @@ check "--lora FILE:0.8 changes the image; Lora hashes: A1111's addnet hash (Pyth
 check "<lora:fox:0.8> from --lora-dir: the same pixels, the prompt kept with its tag" sh -c "$L generate 'a photo of an astronaut riding a horse <lora:fox:0.8>' --negative 'blurry, low quality' --steps 4 --size 64x64 -q --model $D/sd1 --seed 42 --lora-dir $T/loras -o $T/lora_tag.png && $L -e \"local a, t = lm.image.read_png('$T/lora_tag.png'); local b = lm.image.read_png('$T/lora.png'); assert((a - b):abs():max():item() == 0); assert(t.parameters:find('riding a horse <lora:fox:0.8>', 1, true), t.parameters)\""
 fails "<lora:...> without --lora-dir is refused" 1 "needs a LoRA folder (--lora-dir DIR)" sh -c "$L generate 'a <lora:fox>' --steps 4 --size 64x64 -q --model $D/sd1 --seed 1 -o $T/x.png"
 fails "a LoRA key that adapts nothing is named" 1 "lora_unet_no_such_block.lora_up.weight adapts no weight" sh -c "$G --model $D/sd1 --seed 1 --lora $T/loras/bad.safetensors -o $T/x.png"
-fails "a DiT family refuses a LoRA for now, saying which do take one" 1 "the zimage family takes no LoRA yet (SD 1.x, 2.x and SDXL do)" sh -c "$L generate 'a' --model tests/ref/dit/zimage --size 32 --steps 1 -q --lora $T/loras/fox.safetensors -o $T/x.png"
+fails "an SD LoRA on Z-Image: its first key named" 1 "adapts no weight of this model" sh -c "$L generate 'a' --model tests/ref/dit/zimage --size 32 --steps 1 -q --lora $T/loras/fox.safetensors -o $T/x.png"
+# the DiT families (models/lora.c's DiT mapping): a diffusers-named Z-Image LoRA
+ZQ=transformer.layers.0.attention.to_q
+"$L" -e "lm.save('$T/loras/zi.safetensors', {['$ZQ.lora_A.weight'] = lm.randn({4, 32}, {seed = 1}),
+  ['$ZQ.lora_B.weight'] = lm.randn({32, 4}, {seed = 2})})"
+ZG="$L generate 'dance monkey' --model tests/ref/dit/zimage --size 32 --steps 2 --seed 3 -q"
+check "Z-Image --lora FILE:0.8 changes the image, Lora hashes recorded" sh -c "$ZG -o $T/zl0.png && $ZG --lora $T/loras/zi.safetensors:0.8 -o $T/zl1.png && ! cmp -s $T/zl0.png $T/zl1.png && $L -e \"local _, t = lm.image.read_png('$T/zl1.png'); assert(t.parameters:find('Lora hashes: \\\"zi: ', 1, true), t.parameters)\""
+check "Z-Image <lora:zi:0.8> from --lora-dir: the same PNG pixels" sh -c "$L generate 'dance monkey<lora:zi:0.8>' --model tests/ref/dit/zimage --size 32 --steps 2 --seed 3 -q --lora-dir $T/loras -o $T/zl2.png && $L -e \"local a = lm.image.read_png('$T/zl1.png'); local b = lm.image.read_png('$T/zl2.png'); assert((a - b):abs():max():item() == 0)\""
+check "Z-Image --offload --lora: the same PNG (the LoRA merged into the transformer read again)" sh -c "$ZG --offload --lora $T/loras/zi.safetensors:0.8 -o $T/zl3.png && cmp $T/zl1.png $T/zl3.png"
 check "... no x.png written by these failures" test ! -e $T/x.png
 
 
