@@ -32,6 +32,13 @@
 -- same ones (unloading restores the weights bit for bit).
 -- `lumen batch ... --xyz NAME=V1,V2` makes the cells of an X/Y/Z plot of
 -- one job (docs/BATCH.md).
+-- img2img and inpainting: init (a PNG: alpha dropped, gray repeated, as
+-- lumen generate's --init), strength, mask (a PNG, white repaints),
+-- mask_blur, mask_overlay, inpaint_full_res, inpaint_padding, as lumen
+-- generate's --init, --strength, --mask, --mask-blur, --mask-overlay,
+-- --inpaint-full-res and --inpaint-padding (docs/DIFFUSION.md "Inpainting").
+-- Jobs batched together share them (a batch mixing them is retried one by
+-- one, as any other mix).
 local lm = require "lumen"
 local MODEL, TOKENIZER = ...
 if not MODEL then error("batch_generate.lua: give the model after --: ... -- MODEL [TOKENIZER_DIR]") end
@@ -75,13 +82,32 @@ local function settings(p)
   return {steps = p.steps or D.steps, cfg = p.cfg or D.cfg, sampler = p.sampler or D.sampler,
           size = p.size, hires = p.hires, hires_steps = p.hires_steps, hires_denoise = p.hires_denoise,
           hires_upscaler = p.hires_upscaler, variation_strength = p.variation_strength or p.subseed_strength,
-          seed_resize_from = p.seed_resize_from, clip_skip = p.clip_skip, loras = lkey}
+          seed_resize_from = p.seed_resize_from, clip_skip = p.clip_skip, loras = lkey,
+          init = p.init, strength = p.strength, mask = p.mask, mask_blur = p.mask_blur,
+          mask_overlay = p.mask_overlay, inpaint_full_res = p.inpaint_full_res,
+          inpaint_padding = p.inpaint_padding}
 end
 
 local function key(s)
   return table.concat({s.steps, s.cfg, s.sampler, tostring(s.size), tostring(s.hires), tostring(s.hires_steps),
                        tostring(s.hires_denoise), tostring(s.hires_upscaler), tostring(s.variation_strength),
-                       tostring(s.seed_resize_from), tostring(s.clip_skip), s.loras}, "|")
+                       tostring(s.seed_resize_from), tostring(s.clip_skip), s.loras, tostring(s.init),
+                       tostring(s.strength), tostring(s.mask), tostring(s.mask_blur), tostring(s.mask_overlay),
+                       tostring(s.inpaint_full_res), tostring(s.inpaint_padding)}, "|")
+end
+
+-- a PNG as f32 [C,H,W] in 0..1; the init image as [3,H,W] (alpha dropped,
+-- gray repeated), as lumen generate reads --init
+local function read_png(path, what)
+  local ok, t = pcall(lm.image.read_png, tostring(path), {dtype = "f32"})
+  if not ok then error("batch_generate.lua: " .. what .. ": " .. tostring(t), 0) end
+  return t
+end
+local function read_init(path)
+  local t = read_png(path, "init")
+  local c, h, w = t.shape[1], t.shape[2], t.shape[3]
+  if c >= 3 then return t:slice(1, 1, 3):contiguous() end
+  return t:slice(1, 1, 1):broadcast_to(3, h, w):contiguous()
 end
 
 local function render_batch(ps)
@@ -90,7 +116,7 @@ local function render_batch(ps)
   for i, p in ipairs(ps) do
     if key(settings(p)) ~= key(s) then
       error("batch_generate.lua: jobs with different steps/cfg/sampler/size/hires/variation strength/seed resize/"
-        .. "clip skip/LoRAs in one batch")
+        .. "clip skip/LoRAs/init/mask in one batch")
     end
     -- false: this image's negative is none (a table cannot hold nil)
     local neg = false
@@ -104,7 +130,12 @@ local function render_batch(ps)
   if s.hires or s.hires_steps or s.hires_denoise or s.hires_upscaler then
     hires = {scale = s.hires, steps = s.hires_steps, denoise = s.hires_denoise, upscaler = s.hires_upscaler}
   end
+  local init = s.init and read_init(s.init) or nil
+  local mask = s.mask and read_png(s.mask, "mask") or nil
   return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
+                       init = init, strength = s.strength, mask = mask, mask_blur = s.mask_blur,
+                       mask_overlay = s.mask_overlay, inpaint_full_res = s.inpaint_full_res,
+                       inpaint_padding = s.inpaint_padding,
                        steps = s.steps, cfg = s.cfg, sampler = s.sampler, size = s.size, hires = hires,
                        variation_seed = s.variation_strength and vseeds or nil,
                        variation_strength = s.variation_strength, seed_resize_from = s.seed_resize_from,

@@ -286,5 +286,14 @@ fails "--mask-blur without --mask is refused" 2 "--mask-blur: give --init" sh -c
 fails "a mask of another size names both" 2 "is 96x64, --init $T/folder.png 64x64" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask_wide.png -o $T/x.png"
 fails "a mask that is no PNG names the file" 1 "--mask: $T/folder.pn" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/folder.pn -o $T/x.png"
 fails "--mask-blur out of range" 2 "--mask-blur" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask.png --mask-blur 300 -o $T/x.png"
+# img2img and inpainting from lumen batch (samples/batch_generate.lua's init/mask columns):
+# the pixels of lumen generate's runs above (the PNG text is batch's own)
+printf '%s\n' '{"seed": 3, "prompt": "a photo of an astronaut riding a horse", "negative": "blurry, low quality", "steps": 4, "size": "64x64", "init": "'$T/folder.png'", "mask": "'$T/mask.png'", "mask_blur": 2, "strength": 0.75}' \
+  '{"seed": 3, "prompt": "a photo of an astronaut riding a horse", "negative": "blurry, low quality", "steps": 4, "size": "64x64", "init": "'$T/folder.png'", "mask": "'$T/mask.png'", "mask_overlay": true, "strength": 0.75}' \
+  '{"seed": 3, "prompt": "a photo of an astronaut riding a horse", "negative": "blurry, low quality", "steps": 4, "size": "64x64", "init": "'$T/folder.png'", "mask": "'$T/mask.png'", "inpaint_full_res": true, "inpaint_padding": 4, "strength": 0.75}' \
+  '{"seed": 3, "prompt": "a photo of an astronaut riding a horse", "negative": "blurry, low quality", "steps": 4, "size": "64x64", "init": "'$T/folder.png'", "strength": 0.5, "sampler": "euler_a"}' > "$T/inpaint.jsonl"
+check "lumen batch: init and mask columns give lumen generate's pixels (inpainting, overlay, only masked, img2img)" sh -c "$L batch samples/batch_generate.lua --params $T/inpaint.jsonl -o '$T/binp/%d.png' --batch-size 2 --progress off --manifest none -- $D/sd1 && $G --model $D/sd1 --seed 3 --init $T/folder.png --strength 0.5 --sampler euler_a -o $T/i2i_b.png && $L tests/models/same_pixels.lua $T/binp/1.png $T/inp.png $T/binp/2.png $T/inpo.png $T/binp/3.png $T/inpf.png $T/binp/4.png $T/i2i_b.png"
+printf '%s\n' '{"seed": 3, "prompt": "a fox", "steps": 2, "size": "64x64", "init": "'$T/folder.png'", "mask": "'$T/nothing.png'"}' > "$T/inpaint_bad.jsonl"
+fails "lumen batch: a mask that cannot be read fails the job, named" 1 "mask: .*nothing.png" sh -c "$L batch samples/batch_generate.lua --params $T/inpaint_bad.jsonl -o '$T/binpb/%d.png' --progress off --manifest none -- $D/sd1"
 echo "$p passed, $f failed"
 [ $f = 0 ]
