@@ -22,7 +22,16 @@
 #include "models/vae.h"
 
 #define DIR "tests/ref/diffusion/"
-#define BDIR "build/ref/diffusion/"
+/* the fixtures make builds under $BUILD (build, build/novk, build/san) */
+static const char *bdir(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    const char *b = getenv("BUILD");
+    char *p = buf[k++ % 4];
+    snprintf(p, 512, "%s/ref/diffusion/%s", b && *b ? b : "build", name);
+    return p;
+}
 #define REF "tests/ref/inpaint/ref_inpaint.safetensors"
 #define CROP "tests/ref/inpaint/ref_inpaint_crop.safetensors"
 #define TOL 1e-3
@@ -190,7 +199,7 @@ static void test_single_file(void **state)
     lo.device = lm_device_cpu();
     lo.vae_tiling = LM_VAE_TILING_OFF;
     lo.tokenizer_dir = DIR "sd1/tokenizer";
-    lm_sd_pipeline *p = lm_sd_pipeline_load(BDIR "sd1_inpaint.safetensors", &lo);
+    lm_sd_pipeline *p = lm_sd_pipeline_load(bdir("sd1_inpaint.safetensors"), &lo);
     if (!p) fprintf(stderr, "%s\n", lm_error_message());
     assert_non_null(p);
     lm_sd_gen_opts o;
@@ -428,8 +437,8 @@ static void test_vulkan(void **state)
     lo.dtype = LM_F32;
     lo.device = vk;
     lo.vae_tiling = LM_VAE_TILING_OFF;
-    lm_sd_pipeline *p[3] = {lm_sd_pipeline_load(DIR "sd1", &lo), lm_sd_pipeline_load(BDIR "sd1_inpaint", &lo),
-                            lm_sd_pipeline_load(BDIR "sdxl_inpaint", &lo)};
+    lm_sd_pipeline *p[3] = {lm_sd_pipeline_load(DIR "sd1", &lo), lm_sd_pipeline_load(bdir("sd1_inpaint"), &lo),
+                            lm_sd_pipeline_load(bdir("sdxl_inpaint"), &lo)};
     for (int i = 0; i < 3; i++) {
         if (!p[i]) fprintf(stderr, "on Vulkan: %s\n", lm_error_message());
         assert_non_null(p[i]);
@@ -466,7 +475,7 @@ static int setup(void **state)
         fprintf(stderr, "%s (tests/ref/gen_inpaint.py writes it)\n", lm_error_message());
         return -1;
     }
-    if (!(sd4 = load(DIR "sd1")) || !(sd9 = load(BDIR "sd1_inpaint")) || !(xl9 = load(BDIR "sdxl_inpaint")))
+    if (!(sd4 = load(DIR "sd1")) || !(sd9 = load(bdir("sd1_inpaint"))) || !(xl9 = load(bdir("sdxl_inpaint"))))
         return -1;
     have_crop = lm_load_safetensors(CROP, &crop) == LM_OK;
     lm_error_clear();

@@ -236,7 +236,7 @@ test("ditlora: pipe:generate removes <lora:...> tags, reads (word:1.2) literally
 end)
 
 test("ditlora: a GGUF (q8_0) transformer: the adapters at run time, as on the float file", function()
-  local g, z = "build/ref/dit/zimage_q8_0.gguf", "build/ref/dit/zimage.safetensors"
+  local g, z = (os.getenv("BUILD") or "build") .. "/ref/dit/zimage_q8_0.gguf", (os.getenv("BUILD") or "build") .. "/ref/dit/zimage.safetensors"
   if not exists(g) or not exists(z) then print("  (build/ref/dit absent: make dit-fixtures)"); return end
   local q = lm.diffusion.pipeline(g, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
   local f = lm.models.load(z, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})
@@ -299,7 +299,7 @@ test("ditlora: a GGUF (q8_0) transformer: the adapters at run time, as on the fl
 end)
 
 test("ditlora: a Z-Image single file (original names) takes the same LoRAs", function()
-  local z = "build/ref/dit/zimage.safetensors"
+  local z = (os.getenv("BUILD") or "build") .. "/ref/dit/zimage.safetensors"
   if not exists(z) then print("  (build/ref/dit absent: make dit-fixtures)"); return end
   local a = lm.models.load(D .. "zimage", {dtype = "f32", device = DEV})
   local s = lm.models.load(z, {dtype = "f32", device = DEV, tokenizer = D .. "zimage"})

@@ -7,10 +7,11 @@
 -- outside the mask, the options' errors.
 local T, lm = ...
 local test, ok, raises, same = T.test, T.ok, T.raises, T.same
-local D, B, R = "tests/ref/diffusion/", "build/ref/diffusion/", "tests/ref/inpaint/ref_inpaint.safetensors"
+local D, B, R = "tests/ref/diffusion/", (os.getenv("BUILD") or "build") .. "/ref/diffusion/",
+  "tests/ref/inpaint/ref_inpaint.safetensors"
 local f = io.open(B .. "sd1_inpaint/model_index.json", "rb")
 if not f then
-  print("test_inpaint.lua: build/ref/diffusion/sd1_inpaint absent (make inpaint-fixtures): skipped")
+  print("test_inpaint.lua: " .. B .. "sd1_inpaint absent (make inpaint-fixtures): skipped")
   return
 end
 f:close()
