@@ -1069,7 +1069,7 @@ static int cmd_generate(int argc, char **argv)
     lm_grid_font *font = NULL;
     char **names = NULL, **gnames = NULL;
     float **tiles = NULL;
-    int64_t th = 0, tw = 0;
+    int64_t th = 0, tw = 0, *tsize = NULL;   /* each cell's tile height and width */
     uint64_t *seeds = calloc((size_t)a.batch, sizeof *seeds);
     lm_array *init = NULL, *imgs = NULL, *refs[GEN_MAX_REFS] = {NULL};
     int nref = 0, total = 0;
@@ -1110,8 +1110,9 @@ static int cmd_generate(int argc, char **argv)
     names = calloc((size_t)total, sizeof *names);
     gnames = calloc((size_t)dims[2], sizeof *gnames);
     tiles = calloc((size_t)cells, sizeof *tiles);
+    tsize = calloc(2 * (size_t)cells, sizeof *tsize);
     rc = 1;
-    if (!names || !seeds || !gnames || !tiles) goto done;
+    if (!names || !seeds || !gnames || !tiles || !tsize) goto done;
     for (int i = 0; i < total + (a.nxyz ? dims[2] : 0); i++) {
         char why[4200];
         char **slot = i < total ? &names[i] : &gnames[i - total];
@@ -1230,11 +1231,14 @@ static int cmd_generate(int argc, char **argv)
             rc = 1;
         } else if (!rc) {
             rc = write_images(&c, p, imgs, names + (size_t)cell * (size_t)c.batch, seeds);
-            /* the grid's tile: the cell's first image (all cells one size) */
+            /* the grid's tile: the cell's first image (cells may differ in
+             * size, as under a hires_scale axis: write_grid pads them) */
             if (!rc && a.nxyz) {
                 lm_array *one = lm_slice(imgs, 0, 0, 1, 1);
                 th = imgs->shape[2];
                 tw = imgs->shape[3];
+                tsize[2 * cell] = th;
+                tsize[2 * cell + 1] = tw;
                 tiles[cell] = one ? malloc(sizeof **tiles * 3 * (size_t)(th * tw)) : NULL;
                 if (!tiles[cell] || lm_array_read(one, tiles[cell], LM_F32) != LM_OK) rc = 1, report(NULL);
                 lm_array_release(one);
@@ -1247,8 +1251,36 @@ static int cmd_generate(int argc, char **argv)
         for (int k = 0; k < GEN_MAX_AXES; k++) free(owned[k][0]), free(owned[k][1]);
         if (rc) goto done;
     }
-    for (int z = 0; a.nxyz && z < dims[2]; z++)
-        rc |= write_grid(&a, font, ax, dims[0], dims[1], z, dims[2], tiles, th, tw, gnames[z], first_text);
+    for (int z = 0; a.nxyz && z < dims[2]; z++) {
+        /* one tile size a grid: the largest of its cells; a smaller cell's
+         * image sits at its tile's top left on white (A1111 pastes each
+         * image at its cell's corner too) */
+        int slab = dims[0] * dims[1];
+        th = tw = 0;
+        for (int i = z * slab; i < (z + 1) * slab; i++) {
+            if (tsize[2 * i] > th) th = tsize[2 * i];
+            if (tsize[2 * i + 1] > tw) tw = tsize[2 * i + 1];
+        }
+        for (int i = z * slab; i < (z + 1) * slab && !rc; i++) {
+            int64_t h = tsize[2 * i], w = tsize[2 * i + 1];
+            if (h == th && w == tw) continue;
+            float *t = malloc(sizeof *t * 3 * (size_t)(th * tw));
+            if (!t) {
+                fprintf(stderr, "lumen generate: out of memory for the grid's tiles\n");
+                rc = 1;
+                break;
+            }
+            for (int64_t k = 0; k < 3 * th * tw; k++) t[k] = 1;
+            for (int ch = 0; ch < 3; ch++)
+                for (int64_t r = 0; r < h; r++)
+                    memcpy(t + ((int64_t)ch * th + r) * tw, tiles[i] + ((int64_t)ch * h + r) * w, sizeof *t * (size_t)w);
+            free(tiles[i]);
+            tiles[i] = t;
+            tsize[2 * i] = th;
+            tsize[2 * i + 1] = tw;
+        }
+        if (!rc) rc |= write_grid(&a, font, ax, dims[0], dims[1], z, dims[2], tiles, th, tw, gnames[z], first_text);
+    }
 done:
     free(clean);
     lm_array_release(imgs);
@@ -1263,6 +1295,7 @@ done:
     lm_grid_font_close(font);
     free(first_text);
     free(tiles);
+    free(tsize);
     free(names);
     free(gnames);
     free(seeds);

@@ -145,8 +145,13 @@ check "... on a <lora:fox> tag in both commands" sh -c "
   $SAME $T/lt_grid.png $T/lt/grid.png $T/lg_grid.png $T/lt/grid.png"
 
 # ---- lumen.so: FreeType linked into the module too ----
+# a sanitizer build of lumen.so needs the ASan runtime loaded before lua5.4 (as tests/lua/run.sh)
+preload=
+if ldd "$BUILD/lumen.so" 2>/dev/null | grep -q libasan; then
+  preload=$(${CC:-cc} -print-file-name=libasan.so)
+fi
 if command -v lua5.4 >/dev/null 2>&1; then
-  check "stock lua5.4 with require 'lumen' draws a labelled grid (lumen.so links FreeType)" lua5.4 -e "
+  check "stock lua5.4 with require 'lumen' draws a labelled grid (lumen.so links FreeType)" env ${preload:+LD_PRELOAD=$preload} lua5.4 -e "
     package.cpath = '$BUILD/?.so;' .. package.cpath; local lm = require 'lumen'
     local g = lm.image.xyz_grid({lm.zeros{3, 16, 16}, lm.ones{3, 16, 16}}, {cols = 2, xlabels = {'Seed: 1', 'Seed: 2'}})
     assert(g.shape[1] == 3 and g.shape[3] == 32 and g.shape[2] > 16)"

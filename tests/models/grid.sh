@@ -99,7 +99,7 @@ fails "--hires with --init" 2 "not with --init" sh -c "$G --hires 2 --init $T/h.
 fails "a missing upscaler, before the model runs" 1 "no-such-upscaler" sh -c "$G --hires 2 --hires-upscaler no-such-upscaler -o $T/v.png"
 fails "a hires denoise that leaves no step" 1 "strength 0.2 of 3 steps" sh -c "$G --hires 2 --hires-denoise 0.2 -o $T/v.png"
 check "--xyz hires_denoise" sh -c "$G --seed 1 --hires 1.5 --xyz 'hires_denoise=0.5,0.9' -o $T/hx.png && $L -e \"local g = lm.image.read_png('$T/hx_grid.png'); assert(g.shape[3] == 192)\""
-check "--xyz hires_scale: cells of their own sizes" sh -c "$G --seed 1 --hires 1.5 --xyz 'hires_scale=1.5,2' -o $T/hs.png && $L -e \"assert(lm.image.read_png('$T/hs_0000.png').shape[3] == 96 and lm.image.read_png('$T/hs_0001.png').shape[3] == 128)\""
+check "--xyz hires_scale: cells of their own sizes, the grid's tiles the largest, a smaller cell on white at its tile's top left" sh -c "$G --seed 1 --hires 1.5 --xyz 'hires_scale=1.5,2' -o $T/hs.png && $L -e \"local a, b = lm.image.read_png('$T/hs_0000.png'):astype('f32'), lm.image.read_png('$T/hs_0001.png'):astype('f32'); assert(a.shape[3] == 96 and b.shape[3] == 128); local g = lm.image.read_png('$T/hs_grid.png'):astype('f32'); assert(g.shape[3] == 256); local top = g.shape[2] - 128; assert((g:slice(2, top + 1, top + 96):slice(3, 1, 96) - a):abs():max():item() == 0); assert(g:slice(2, top + 97, top + 128):slice(3, 1, 96):min():item() == 255); assert((g:slice(2, top + 1, top + 128):slice(3, 129, 256) - b):abs():max():item() == 0)\""
 fails "--xyz hires_scale without --hires" 2 "give --hires" sh -c "$G --xyz 'hires_scale=1.5,2' -o $T/hs2.png"
 
 # variation seeds
