@@ -21,13 +21,15 @@ export LUMEN_DEVICE
 
 # field NAME LINE: a number or string field of one JSON line
 field() { echo "$2" | sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
-# the stages of a line add up to its wall time (within 2 ms of rounding)
+# the stages of a line add up to its wall time, within the rounding of its
+# eight printed figures (%.3f each: 8 x 0.5 ms; CI's 0.092 against 0.094
+# failed a 2 ms bound)
 adds_up() {
   echo "$1" | awk -F'[:,}]' '{
     for (i = 1; i < NF; i++) v[$i] = $(i + 1)
     s = v["\"start_s\""] + v["\"load_s\""] + v["\"render_s\""] + v["\"wait_s\""] + v["\"write_s\""] + v["\"idle_s\""] + v["\"other_s\""]
     d = s - v["\"wall_s\""]; if (d < 0) d = -d
-    exit !(d < 0.002 && v["\"generate_s\""] + 0 >= 0 && v["\"wall_s\""] + 0 > 0) }'
+    exit !(d < 0.0041 && v["\"generate_s\""] + 0 >= 0 && v["\"wall_s\""] + 0 > 0) }'
 }
 
 "$LUMEN" batch "$JOB" --seeds 1-12 -o "$T/one/%03d.png" --progress lines --timeline "$T/one.jsonl" > "$T/log" 2>&1
