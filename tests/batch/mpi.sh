@@ -2,7 +2,8 @@
 # tests/batch/mpi.sh - `mpirun -np 2 lumen batch` on the CPU: the same
 # bytes as one process, one complete manifest, work shared by both ranks,
 # resume across rank counts (a one-process run killed midway finished by two
-# processes, and the other way round), failures counted by rank 0, the
+# processes, and the other way round; one rank of two killed midway, two
+# finish), failures counted by rank 0, the
 # output folder held by rank 0 for the whole run.
 # Skips (77) when lumen was built without MPI or mpirun is missing.
 # Prints "N passed, N failed".
@@ -57,6 +58,30 @@ np 2 --seeds 1-100 -o "$T/r1/%05d.png" > "$T/log" 2>&1
 check "two processes finish it, byte-identical" '[ $? = 0 ] && same_set "$T/one" "$T/r1"' "$T/log"
 check "and its manifest lists every job made or existing" \
   '[ "$(grep -c "\"status\":\"ok\"\|\"status\":\"exists\"" "$T/r1/manifest.jsonl")" = 100 ]' "$T/r1/manifest.jsonl"
+# one rank of a two-process run killed midway (issue 39: a GPU's process
+# lost): mpirun ends the run, a second run over two ranks finishes it with
+# the same bytes, no temporary left
+BATCH_DELAY_MS=20 np 2 --seeds 1-100 -o "$T/rk/%05d.png" > "$T/log.k" 2>&1 &
+pk=$!
+i=0
+while [ $i -lt 1200 ] && [ "$(count_png "$T/rk")" -lt 20 ] && kill -0 $pk 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+# rank 1: the lumen whose environment says so (OpenMPI sets OMPI_COMM_WORLD_RANK)
+r1=
+for p in $(pgrep -f "$LUMEN batch"); do
+  if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then r1=$p; fi
+done
+[ -n "$r1" ] && kill -KILL "$r1"
+timeout 120 sh -c "while kill -0 $pk 2>/dev/null; do sleep 0.1; done"
+wait $pk; rk=$?
+n=$(count_png "$T/rk")
+check "mpirun -np 2 with rank 1 killed midway ends nonzero ($n made, status $rk)" \
+  '[ -n "$r1" ] && [ $rk != 0 ] && [ "$n" -ge 20 ] && [ "$n" -lt 100 ]' "$T/log.k"
+np 2 --seeds 1-100 -o "$T/rk/%05d.png" > "$T/log" 2>&1
+check "a second mpirun -np 2 finishes it, byte-identical, no temporary" \
+  '[ $? = 0 ] && same_set "$T/one" "$T/rk" && [ "$(ls -A "$T/rk" | grep -c tmp)" = 0 ]' "$T/log"
+check "and its manifest lists every job made or existing" \
+  '[ "$(grep -c "\"status\":\"ok\"\|\"status\":\"exists\"" "$T/rk/manifest.jsonl")" = 100 ]' "$T/rk/manifest.jsonl"
+
 # two processes on half the jobs, one process finishes all
 np 2 --seeds 1-100 -o "$T/r2/%05d.png" > "$T/log" 2>&1
 rm -f "$T"/r2/0000[0-9].png "$T"/r2/0005*.png
