@@ -18,7 +18,8 @@
  * VAE's latent MEAN (as SD's img2img; diffusers samples it), (mean - shift)
  * * scaling, noised by the scheduler's scale_noise to the first timestep
  * get_timesteps keeps: sigma * noise + (1 - sigma) * latents.  The init
- * image's size is the output's.
+ * image's size is the output's (lm_sd_generate resizes it first to a width
+ * and height given).
  *
  * FLUX.2-klein reference images (Flux2KleinPipeline's image=): checked and
  * cropped as its image processor does, encoded to the VAE's mean,

@@ -87,7 +87,8 @@ void lm_sd_mask_blur_u8(uint8_t *px, int64_t H, int64_t W, double radius)
     free(b);
 }
 
-lm_status lm_sd_mask_prepare(lm_array *mask, double blur, const char *who, lm_sd_mask *m)
+lm_status lm_sd_mask_prepare(lm_array *mask, double blur, int64_t th, int64_t tw, const char *who,
+                             lm_sd_mask *m)
 {
     memset(m, 0, sizeof *m);
     if (!mask || (mask->ndim != 2 && mask->ndim != 3) || (mask->ndim == 3 && (mask->shape[0] < 1 ||
@@ -122,6 +123,26 @@ lm_status lm_sd_mask_prepare(lm_array *mask, double blur, const char *who, lm_sd
         }
     }
     lm_sd_mask_blur_u8(g, H, W, blur);
+    if (th > 0 && tw > 0 && (th != H || tw != W)) {   /* then resized to the image's size */
+        uint8_t *r = malloc((size_t)(th * tw));
+        float *soft = realloc(m->soft, sizeof *soft * (size_t)(th * tw));
+        if (soft) m->soft = soft;
+        float *bin = soft ? realloc(m->bin, sizeof *bin * (size_t)(th * tw)) : NULL;
+        if (bin) m->bin = bin;
+        if (!r || !soft || !bin) {
+            free(r);
+            st = lm_error_set(LM_ERR_NOMEM, "%s: mask: out of memory", who);
+            goto done;
+        }
+        if ((st = lm_sd_resize_lanczos_u8(g, 1, H, W, r, th, tw)) != LM_OK) {
+            free(r);
+            lm_error_prefix("%s: mask", who);
+            goto done;
+        }
+        free(g);
+        g = r;
+        H = th, W = tw, n = th * tw;
+    }
     for (int64_t i = 0; i < n; i++) {
         m->soft[i] = (float)g[i] / 255.0f;
         m->bin[i] = m->soft[i] >= 0.5f ? 1.0f : 0.0f;
@@ -288,7 +309,8 @@ lm_status lm_sd_resize_lanczos_u8(const uint8_t *in, int64_t C, int64_t ih, int6
     return st;
 }
 
-bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t pad, int64_t box[4])
+bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t pad,
+                            int64_t box[4])
 {
     int64_t left = W, right = -1, top = H, bottom = -1;
     for (int64_t y = 0; y < H; y++)
@@ -303,10 +325,10 @@ bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t pad,
     /* padded, within the image */
     int64_t x1 = left - pad > 0 ? left - pad : 0, y1 = top - pad > 0 ? top - pad : 0;
     int64_t x2 = right + 1 + pad < W ? right + 1 + pad : W, y2 = bottom + 1 + pad < H ? bottom + 1 + pad : H;
-    /* grown to the processing size's aspect (W:H here): the short side by
+    /* grown to the processing size's aspect (pw:ph): the short side by
      * int(the missing length), half before (floor), the rest after, pushed
      * back inside the image */
-    double ratio_crop = (double)(x2 - x1) / (double)(y2 - y1), ratio = (double)W / (double)H;
+    double ratio_crop = (double)(x2 - x1) / (double)(y2 - y1), ratio = (double)pw / (double)ph;
     if (ratio_crop > ratio) {
         int64_t diff = (int64_t)((double)(x2 - x1) / ratio - (double)(y2 - y1));
         y1 -= diff >= 0 ? diff / 2 : -((-diff + 1) / 2);
@@ -411,6 +433,34 @@ static lm_array *u8_array(const uint8_t *v, int64_t B, int64_t C, int64_t H, int
     return a;
 }
 
+lm_array *lm_sd_image_resize(lm_array *img, int64_t h, int64_t w, lm_device *dev)
+{
+    if (!img || (img->ndim != 3 && img->ndim != 4) || img->shape[img->ndim - 3] != 3) {
+        lm_error_set(LM_ERR_SHAPE, "resize: expected an image [3,H,W] or [B,3,H,W]");
+        return NULL;
+    }
+    if (h < 1 || w < 1 || h > (1 << 16) || w > (1 << 16)) {
+        lm_error_set(LM_ERR_ARG, "resize: %lldx%lld: expected 1 to 65536 pixels a side", (long long)w,
+                     (long long)h);
+        return NULL;
+    }
+    int64_t B = img->ndim == 4 ? img->shape[0] : 1, H = img->shape[img->ndim - 2],
+            W = img->shape[img->ndim - 1], n = B * 3 * H * W;
+    float *v = malloc(sizeof *v * (size_t)n);
+    uint8_t *in = malloc((size_t)n), *out = malloc((size_t)(B * 3 * h * w));
+    lm_array *r = NULL;
+    if (!v || !in || !out) lm_error_set(LM_ERR_NOMEM, "resize: out of memory");
+    else if (lm_array_read(img, v, LM_F32) == LM_OK) {
+        for (int64_t i = 0; i < n; i++) in[i] = to_u8(v[i]);
+        lm_status st = LM_OK;
+        for (int64_t b = 0; b < B && st == LM_OK; b++)
+            st = lm_sd_resize_lanczos_u8(in + b * 3 * H * W, 3, H, W, out + b * 3 * h * w, h, w);
+        if (st == LM_OK) r = u8_array(out, img->ndim == 4 ? B : 0, 3, h, w, dev);
+    }
+    free(v), free(in), free(out);
+    return r;
+}
+
 lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o, int64_t pad)
 {
     lm_sd_mask m = {0};
@@ -427,13 +477,10 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
         lm_error_set(LM_ERR_ARG, "generate: inpaint padding %lld: expected 0 to 65536 pixels", (long long)pad);
         return NULL;
     }
+    /* H x W the init's (and the result's), PH x PW the processing size */
     int64_t H = o->init->shape[1], W = o->init->shape[2], box[4];
-    if (lm_sd_mask_prepare(o->mask, o->mask_blur, "generate", &m) != LM_OK) return NULL;
-    if (m.H != H || m.W != W) {
-        lm_error_set(LM_ERR_SHAPE, "generate: mask %lldx%lld, init image %lldx%lld: expected the same size",
-                     (long long)m.W, (long long)m.H, (long long)W, (long long)H);
-        goto done;
-    }
+    int64_t PH = o->height > 0 ? o->height : H, PW = o->width > 0 ? o->width : W;
+    if (lm_sd_mask_prepare(o->mask, o->mask_blur, H, W, "generate", &m) != LM_OK) return NULL;
     im = malloc((size_t)(3 * H * W));
     g = malloc((size_t)(H * W));
     iv = malloc(sizeof *iv * (size_t)(3 * H * W));
@@ -444,15 +491,15 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
     if (lm_array_read(o->init, iv, LM_F32) != LM_OK) goto done;
     for (int64_t i = 0; i < 3 * H * W; i++) im[i] = to_u8(iv[i]);
     for (int64_t i = 0; i < H * W; i++) g[i] = to_u8(m.soft[i]);
-    if (!lm_sd_mask_crop_region(g, H, W, pad, box)) {
+    if (!lm_sd_mask_crop_region(g, H, W, PH, PW, pad, box)) {
         lm_error_set(LM_ERR_ARG, "generate: the mask has no white pixel: nothing to inpaint");
         goto done;
     }
     int64_t cw = box[2] - box[0], ch = box[3] - box[1];
     ci = malloc((size_t)(3 * ch * cw));
     cg = malloc((size_t)(ch * cw));
-    ri = malloc((size_t)(3 * H * W));
-    rg = malloc((size_t)(H * W));
+    ri = malloc((size_t)(3 * PH * PW));
+    rg = malloc((size_t)(PH * PW));
     if (!ci || !cg || !ri || !rg) {
         lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
         goto done;
@@ -461,10 +508,11 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
         for (int64_t y = 0; y < ch; y++)
             memcpy(ci + (c * ch + y) * cw, im + (c * H + y + box[1]) * W + box[0], (size_t)cw);
     for (int64_t y = 0; y < ch; y++) memcpy(cg + y * cw, g + (y + box[1]) * W + box[0], (size_t)cw);
-    if (resize_mode(ci, 3, ch, cw, ri, H, W, true) != LM_OK || resize_mode(cg, 1, ch, cw, rg, H, W, true) != LM_OK)
+    if (resize_mode(ci, 3, ch, cw, ri, PH, PW, true) != LM_OK ||
+        resize_mode(cg, 1, ch, cw, rg, PH, PW, true) != LM_OK)
         goto done;
     lm_device *dev = lm_sd_pipeline_device(p);
-    if (!(init2 = u8_array(ri, 0, 3, H, W, dev)) || !(mask2 = u8_array(rg, 0, 1, H, W, dev))) goto done;
+    if (!(init2 = u8_array(ri, 0, 3, PH, PW, dev)) || !(mask2 = u8_array(rg, 0, 1, PH, PW, dev))) goto done;
     lm_sd_gen_opts o2 = *o;
     o2.init = init2;
     o2.mask = mask2;
@@ -474,8 +522,8 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
     /* each image as diffusers' 8-bit PIL image, resized into the box ("crop"
      * mode) on black, then the overlay */
     int64_t B = img->shape[0];
-    gv = malloc(sizeof *gv * (size_t)(B * 3 * H * W));
-    gen8 = malloc((size_t)(3 * H * W));
+    gv = malloc(sizeof *gv * (size_t)(B * 3 * PH * PW));
+    gen8 = malloc((size_t)(3 * PH * PW));
     back = malloc((size_t)(3 * ch * cw));
     canvas = calloc((size_t)(B * 3 * H * W), 1);
     if (!gv || !gen8 || !back || !canvas) {
@@ -484,8 +532,8 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
     }
     if (lm_array_read(img, gv, LM_F32) != LM_OK) goto done;
     for (int64_t b = 0; b < B; b++) {
-        for (int64_t i = 0; i < 3 * H * W; i++) gen8[i] = (uint8_t)lrintf(gv[b * 3 * H * W + i] * 255.0f);
-        if (resize_mode(gen8, 3, H, W, back, ch, cw, false) != LM_OK) goto done;
+        for (int64_t i = 0; i < 3 * PH * PW; i++) gen8[i] = (uint8_t)lrintf(gv[b * 3 * PH * PW + i] * 255.0f);
+        if (resize_mode(gen8, 3, PH, PW, back, ch, cw, false) != LM_OK) goto done;
         paste(back, 3, ch, cw, canvas + b * 3 * H * W, H, W, box[0], box[1]);
     }
     if (!(pasted = u8_array(canvas, B, 3, H, W, dev)) || !(init = lm_cast(o->init, LM_F32)) ||

@@ -40,8 +40,13 @@ typedef struct lm_sd_mask {
 /* mask: [H,W] or [C,H,W] (C 1 or 2: the first channel is the gray; 3 or 4:
  * RGB to gray as PIL's convert("L")) in 0..1, one for the whole batch.
  * blur: PIL's GaussianBlur radius in pixels (0 = none, at most 256).
+ * th, tw: the image's size; a mask of another size is resized to it after
+ * the blur, before the binarization (diffusers' mask_processor.blur, then
+ * preprocess(mask, height, width): PIL's Lanczos on the 8-bit gray); 0, 0
+ * keeps the mask's size.
  * LM_OK, or LM_ERR_ARG/SHAPE naming who and the shape or value. */
-lm_status lm_sd_mask_prepare(lm_array *mask, double blur, const char *who, lm_sd_mask *m);
+lm_status lm_sd_mask_prepare(lm_array *mask, double blur, int64_t th, int64_t tw, const char *who,
+                             lm_sd_mask *m);
 void lm_sd_mask_free(lm_sd_mask *m);
 
 /* PIL's ImageFilter.GaussianBlur(radius) on 8-bit gray pixels, in place:
@@ -73,15 +78,23 @@ lm_array *lm_sd_inpaint_masked_image(lm_array *init, lm_array *bin);
  * bits with 22-bit fixed-point weights, as PIL computes it. */
 lm_status lm_sd_resize_lanczos_u8(const uint8_t *in, int64_t C, int64_t ih, int64_t iw, uint8_t *out,
                                   int64_t oh, int64_t ow);
+/* An image [3,H,W] or [B,3,H,W] in 0..1 resized to h x w as diffusers'
+ * image_processor.preprocess(image, height, width) does (resize_mode
+ * "default", A1111's "Just resize": PIL's Lanczos on the 8-bit planes, the
+ * aspect not kept).  A new evaluated f32 array on dev, or NULL with the
+ * error set. */
+lm_array *lm_sd_image_resize(lm_array *img, int64_t h, int64_t w, lm_device *dev);
 /* diffusers' get_crop_region (A1111's masking.get_crop_region and
  * expand_crop_region): the box [x1, x2) x [y1, y2) around the mask's nonzero
- * 8-bit pixels g [H*W], padded by pad and grown to W:H's aspect within the
- * image.  false when the mask is empty. */
-bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t pad, int64_t box[4]);
+ * 8-bit pixels g [H*W], padded by pad and grown to pw:ph's aspect (the
+ * processing size) within the image.  false when the mask is empty. */
+bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t pad,
+                            int64_t box[4]);
 /* Inpainting of only the mask's box, as diffusers' inpaint pipelines with
  * padding_mask_crop=pad (A1111's "Only masked" with that padding): the init
  * image and the (blurred) mask cropped to lm_sd_mask_crop_region's box,
- * resized to the init's size with PIL's Lanczos (8-bit), inpainted there, the
+ * resized to the processing size (o->width x o->height where given, else the
+ * init's) with PIL's Lanczos (8-bit), inpainted there, the
  * result (8-bit) resized back into the box and pasted over the init image
  * outside the mask (the overlay).  o as lm_sd_generate's with init and mask
  * ([3,H,W] init, one for the batch); o->mask_overlay is implied.

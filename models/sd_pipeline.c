@@ -1566,12 +1566,9 @@ static lm_status check_gen(gen *g)
         H = im->shape[im->ndim - 2];
         W = im->shape[im->ndim - 1];
         if (o->mask) {
-            if (lm_sd_mask_prepare(o->mask, o->mask_blur, "generate", &g->mask) != LM_OK)
+            /* a mask of another size is resized to the init image's */
+            if (lm_sd_mask_prepare(o->mask, o->mask_blur, H, W, "generate", &g->mask) != LM_OK)
                 return lm_error_status();
-            if (g->mask.H != H || g->mask.W != W)
-                return lm_error_set(LM_ERR_SHAPE, "generate: mask %lldx%lld, init image %lldx%lld: "
-                                    "expected the same size", (long long)g->mask.W, (long long)g->mask.H,
-                                    (long long)W, (long long)H);
             g->nine = p->unet_in != C;
         }
     } else if (o->init_latents) {
@@ -1817,7 +1814,31 @@ static lm_array *overlay(const gen *g, lm_array *img)
     return r;
 }
 
+static lm_array *generate_at(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool decode);
+
+/* An init image with a width or height of another size is resized to them
+ * first (diffusers' image_processor.preprocess(image, height, width); A1111's
+ * "Just resize"), then generated from as if given at that size. */
 static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool decode)
+{
+    lm_array *im = opts ? opts->init : NULL;
+    if (!im || (im->ndim != 3 && im->ndim != 4) || im->shape[im->ndim - 3] != 3)
+        return generate_at(p, opts, decode);   /* its checks name what is wrong */
+    int64_t ih = im->shape[im->ndim - 2], iw = im->shape[im->ndim - 1];
+    int64_t h = opts->height > 0 ? opts->height : ih, w = opts->width > 0 ? opts->width : iw;
+    if (h == ih && w == iw) return generate_at(p, opts, decode);
+    lm_sd_gen_opts o = *opts;
+    if (!(o.init = lm_sd_image_resize(im, h, w, lm_sd_pipeline_device(p)))) {
+        lm_error_prefix("generate: init image %lldx%lld to %lldx%lld", (long long)iw, (long long)ih,
+                        (long long)w, (long long)h);
+        return NULL;
+    }
+    lm_array *r = generate_at(p, &o, decode);
+    lm_array_release(o.init);
+    return r;
+}
+
+static lm_array *generate_at(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool decode)
 {
     lm_sd_gen_opts dflt;
     lm_sd_gen_opts_init(&dflt);

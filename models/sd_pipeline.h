@@ -150,7 +150,9 @@ typedef struct lm_sd_gen_opts {
     double cfg;                  /* default 7; <= 1 runs the cond branch only */
     const char *sampler;         /* lm_sampler_parse's names; default "dpm++2m_karras";
                                     NULL = the family's */
-    int64_t width, height;       /* 0 = the init image's, else the default size;
+    int64_t width, height;       /* 0 = the init image's, else the default size (an
+                                    init image of another size is resized to them:
+                                    diffusers' preprocess(image, height, width));
                                     else 8 to 65536, multiples of the VAE's scale */
     lm_array *latents;           /* [B,C,h,w] initial latents (diffusers' latents=),
                                     multiplied by init_noise_sigma as diffusers does */
@@ -210,8 +212,8 @@ typedef struct lm_sd_gen_opts {
                                     batch's size, so images differ from single runs in
                                     the last bits (default false: same bytes) */
     /* inpainting (models/sd_inpaint.h, SD families): with init, the part to
-     * repaint (white), [H,W] or [C,H,W] in 0..1 at the init image's size, one
-     * for the batch; NULL = plain img2img.  A 9-channel (inpainting) UNet
+     * repaint (white), [H,W] or [C,H,W] in 0..1, one for the batch (at another
+     * size than the init image's, resized to it after the blur); NULL = plain img2img.  A 9-channel (inpainting) UNet
      * needs it; a 4-channel one runs masked img2img. */
     lm_array *mask;
     double mask_blur;            /* PIL's GaussianBlur radius in pixels, as diffusers'

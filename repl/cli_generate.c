@@ -97,10 +97,12 @@ static int usage(const char *msg)
             "  --seed N           the seed (default: a random one, printed)\n"
             "  --size WxH         image size, multiples of 8 (default: the model's, 512x512 for\n"
             "                     SD 1.5, 1024x1024 for SDXL)\n"
-            "  --init IN.png      img2img: start from this image (its size is the output's)\n"
+            "  --init IN.png      img2img: start from this image (its size is the output's;\n"
+            "                     with --size, resized to it first, A1111's \"Just resize\")\n"
             "  --strength X       img2img: how much to change it, (0, 1] (default %g)\n"
             "  --mask M.png       inpainting with --init: repaint the mask's white part (the\n"
-            "                     init image's size; >= 50%% gray repaints), as diffusers'\n"
+            "                     init image's size or resized to it; >= 50%% gray repaints),\n"
+            "                     as diffusers'\n"
             "                     inpaint pipelines: a 9-channel inpainting model gets the\n"
             "                     mask, another keeps the init image outside it\n"
             "  --mask-blur N      blur the mask first by N pixels (PIL's GaussianBlur, as\n"
@@ -1146,14 +1148,6 @@ static int cmd_generate(int argc, char **argv)
         mo.has_dtype = true;
         if (!(a.mask_img = lm_png_read(a.mask, &mo, NULL))) {
             report("--mask");
-            goto done;
-        }
-        if (a.mask_img->shape[1] != init->shape[1] || a.mask_img->shape[2] != init->shape[2]) {
-            fprintf(stderr, "lumen generate: --mask %s is %lldx%lld, --init %s %lldx%lld: give a mask of "
-                    "the init image's size\n", a.mask, (long long)a.mask_img->shape[2],
-                    (long long)a.mask_img->shape[1], a.init, (long long)init->shape[2],
-                    (long long)init->shape[1]);
-            rc = 2;
             goto done;
         }
     }

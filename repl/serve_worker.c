@@ -382,24 +382,8 @@ static void run_job(serve_job *j)
             fail(j, 400, "init_images[0]: %s", lm_error_message());
             goto done;
         }
-        if ((j->width && j->width != init->shape[2]) || (j->height && j->height != init->shape[1])) {
-            char why[256];
-            snprintf(why, sizeof why, "init_images[0] is %" PRId64 "x%" PRId64 " and width x height "
-                     "%" PRId64 "x%" PRId64 ": the output is the init image's size (leave width and "
-                     "height out, or give its size)", init->shape[2], init->shape[1], j->width, j->height);
-            fail(j, 400, "%s", why);
-            goto done;
-        }
         if (j->mask_png && !(mask = decode_mask(j))) {
             fail(j, 400, "mask: %s", lm_error_message());
-            goto done;
-        }
-        if (mask && (mask->shape[1] != init->shape[1] || mask->shape[2] != init->shape[2])) {
-            char why[256];
-            snprintf(why, sizeof why, "mask is %" PRId64 "x%" PRId64 ", init_images[0] %" PRId64 "x%" PRId64
-                     ": give a mask of the init image's size", mask->shape[2], mask->shape[1], init->shape[2],
-                     init->shape[1]);
-            fail(j, 400, "%s", why);
             goto done;
         }
     }
@@ -429,8 +413,8 @@ static void run_job(serve_job *j)
         go.steps = (int)j->steps;
         go.cfg = j->cfg;
         go.sampler = j->sampler;
-        go.width = init ? 0 : j->width;
-        go.height = init ? 0 : j->height;
+        go.width = j->width;   /* with an init image: resized to them (A1111's "Just resize") */
+        go.height = j->height;
         go.init = init;
         go.strength = j->strength;
         go.mask = mask;   /* A1111 pastes the init image back outside the blurred mask */

@@ -72,12 +72,21 @@ test("inpaint: inpaint_full_res keeps the init image outside the mask's padded b
   ok((img - ref["init"])[{{}, {13, 20}, {14, 21}}]:abs():max():item() > 1e-2, "the mask repainted")
 end)
 
+test("inpaint: a mask and an init image of other sizes are resized (A1111's Just resize)", function()
+  setup()
+  -- a 16x32 mask resized to the init image's 32x32; the init resized to width and height
+  local img = sd4:generate{prompt = "a", steps = 2, seed = 1, init = ref["init"], mask = lm.zeros{1, 16, 32} + 1}
+  same(img.shape, {3, 32, 32}, "the init image's size")
+  local big = sd4:generate{prompt = "a", steps = 2, seed = 1, init = ref["init"], size = "64x48"}
+  same(big.shape, {3, 48, 64}, "size= resizes the init image")
+end)
+
 test("inpaint: errors name what is wrong", function()
   setup()
   raises(function() sd4:generate{prompt = "a", steps = 2, mask = ref["mask"]} end, "a mask without an init image")
   raises(function() sd9:generate{prompt = "a", steps = 2, size = 32} end, "its UNet takes 9 input channels")
-  raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = lm.zeros{1, 16, 32}} end,
-         "mask 32x16, init image 32x32")
+  raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = lm.zeros{1, 0, 32}} end,
+         "mask: empty")
   raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = ref["mask"], mask_blur = 300} end,
          "mask blur 300")
   raises(function() sd4:generate{prompt = "a", steps = 2, init = ref["init"], mask = "m.png"} end, "mask: expected a tensor")

@@ -283,7 +283,8 @@ check "--inpaint-full-res: outside the mask's padded box the init's pixels; the 
 fails "--inpaint-padding without --inpaint-full-res is refused" 2 "--inpaint-padding is --inpaint-full-res's" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask.png --inpaint-padding 4 -o $T/x.png"
 fails "--mask without --init is refused" 2 "give --init IN.png --mask M.png" sh -c "$G --model $D/sd1 --mask $T/mask.png -o $T/x.png"
 fails "--mask-blur without --mask is refused" 2 "--mask-blur: give --init" sh -c "$G --model $D/sd1 --init $T/folder.png --mask-blur 4 -o $T/x.png"
-fails "a mask of another size names both" 2 "is 96x64, --init $T/folder.png 64x64" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask_wide.png -o $T/x.png"
+check "a mask of another size (96x64) is resized to the init image's (64x64)" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask_wide.png -o $T/mw.png && $L -e \"local a = lm.image.read_png('$T/mw.png'); assert(a.shape[2] == 64 and a.shape[3] == 64, tostring(a.shape))\""
+check "--size with --init resizes the init image (A1111's Just resize): a 32x48 image" sh -c "$G --model $D/sd1 --init $T/folder.png --size 32x48 --strength 0.5 -o $T/i2i_small.png && $L -e \"local a, t = lm.image.read_png('$T/i2i_small.png'); assert(a.shape[2] == 48 and a.shape[3] == 32, tostring(a.shape)); assert(t.parameters:find('Size: 32x48', 1, true), t.parameters)\""
 fails "a mask that is no PNG names the file" 1 "--mask: $T/folder.pn" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/folder.pn -o $T/x.png"
 fails "--mask-blur out of range" 2 "--mask-blur" sh -c "$G --model $D/sd1 --init $T/folder.png --mask $T/mask.png --mask-blur 300 -o $T/x.png"
 # img2img and inpainting from lumen batch (samples/batch_generate.lua's init/mask columns):

@@ -204,7 +204,8 @@ expect "a seed past 2^32" 400 'seed 4294967296' POST /sdapi/v1/txt2img -d '{"pro
 expect "init_images not base64" 400 'not base64' POST /sdapi/v1/img2img -d '{"prompt": "x", "init_images": ["!!!"]}'
 expect "init_images not a PNG" 400 'init_images\[0\]' POST /sdapi/v1/img2img -d '{"prompt": "x", "init_images": ["aGVsbG8gd29ybGQ="]}'
 expect "img2img strength 0" 400 'denoising_strength' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"denoising_strength\": 0}"
-expect "img2img width other than the init's" 400 'init image' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"width\": 32, \"height\": 32}"
+expect "img2img at a width other than the init's: resized to it (A1111's Just resize)" 200 'Size: 32x32' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"width\": 32, \"height\": 32, \"steps\": 4, \"seed\": 5, \"sampler_name\": \"Euler\"}"
+check "... the same bytes as lumen generate --init (64x64) --size 32x32" sh -c "$U pngs $T/body $T/i32 >/dev/null && $L generate x --model $D/sd1 --steps 4 -q --init $T/txt0.png --size 32x32 --sampler euler --seed 5 -o $T/gen_i32.png && cmp $T/i320.png $T/gen_i32.png"
 expect "output_format jpeg" 400 'only png' POST /v1/images/generations -d '{"prompt": "x", "output_format": "jpeg"}'
 expect "sampler_index not a string" 400 'sampler_index must be a string' POST /sdapi/v1/txt2img -d '{"prompt": "x", "sampler_index": 3}'
 expect "enable_hr true (not served) refused, not ignored" 400 'enable_hr: not served' POST /sdapi/v1/txt2img -d '{"prompt": "x", "enable_hr": true}'
@@ -220,7 +221,7 @@ printf '{"prompt": "a horse", "init_images": ["%s"], "mask": "%s", "denoising_st
 expect "inpaint_full_res true (Only masked) with its padding" 200 'Inpaint area: Only masked, Masked area padding: 4' POST /sdapi/v1/img2img --data-binary @"$T/inpf.json"
 check "... the same bytes as lumen generate --inpaint-full-res --inpaint-padding 4" sh -c "$U pngs $T/body $T/inpf >/dev/null && $G 'a horse' --init $T/txt0.png --mask $T/mask.png --mask-blur 4 --inpaint-full-res --inpaint-padding 4 --strength 0.75 --sampler euler_a --seed 3 -o $T/gen_f.png && cmp $T/inpf0.png $T/gen_f.png"
 expect "inpainting_fill 0 (fill) refused" 400 'inpainting_fill' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$MB64\", \"inpainting_fill\": 0}"
-expect "a mask of another size" 400 'mask of the init image' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$(base64 -w0 "$T/mask32.png")\"}"
+expect "a mask of another size: resized to the init image's" 200 'Mask blur: 4' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$(base64 -w0 "$T/mask32.png")\"}"
 expect "their off values pass" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "x", "steps": 1, "width": 16, "height": 16, "enable_hr": false, "restore_faces": false, "tiling": false, "subseed_strength": 0, "alwayson_scripts": {}, "script_name": ""}'
 expect "response_format url" 400 'only b64_json' POST /v1/images/generations -d '{"prompt": "x", "response_format": "url"}'
 expect "no prompt (OpenAI)" 400 'prompt is required' POST /v1/images/generations -d '{"n": 1}'
