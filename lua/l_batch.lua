@@ -440,9 +440,7 @@ local function write_sheet(path, entries, thumb)
   for i, e in ipairs(entries) do
     local ok, img = pcall(lm.image.read_png, e.file, {dtype = "f32"})
     if ok then
-      local c = img.shape[1]
-      if c == 1 or c == 2 then img = img:slice(1, 1, 1):broadcast_to{3, img.shape[2], img.shape[3]}
-      elseif c == 4 then img = img:slice(1, 1, 3) end
+      img = lm.image.rgb(img)
       local t = lm.adaptive_avg_pool2d(img:reshape{1, 3, img.shape[2], img.shape[3]}, {th, tw})
       tiles[#tiles + 1] = lm.concat({t:reshape{3, th, tw}, label_strip(tostring(e.label), tw)}, 2):eval()
     end

@@ -137,6 +137,16 @@ local function apply(p, ax, k)
       end
       p.lora = table.concat(list, ";")
     end
+  elseif name == "hires_scale" then
+    -- lumen generate's hires_scale axis: the scale of the job's hires fix
+    -- (its hires column); cells of different sizes make one grid, each
+    -- cell the largest's size (lm.image.xyz_grid)
+    local n = tonumber(v)
+    if not n then error(string.format("%s: '%s' is not a number", what, v), 0) end
+    if p.hires == nil then
+      error(what .. " is the hires fix's scale: give the job a hires column (as lumen generate's --hires X)", 0)
+    end
+    p.hires = n
   elseif INTEGER[name] then
     local n = math.tointeger(tonumber(v))
     if not n then error(string.format("%s: '%s' is not a whole number", what, v), 0) end
@@ -239,10 +249,7 @@ function X.write_grids(plot, o, files_of, write_file)
       if not size or not png_ok then missing = missing + 1
       else
         local img, t = lm.image.read_png(f, {dtype = "f32"})
-        local ch = img.shape[1]
-        if ch == 1 or ch == 2 then img = img:slice(1, 1, 1):broadcast_to{3, img.shape[2], img.shape[3]}
-        elseif ch == 4 then img = img:slice(1, 1, 3) end
-        tiles[c] = img
+        tiles[c] = lm.image.rgb(img)
         if c == 1 then text = t end
       end
     end

@@ -589,6 +589,11 @@ static int l_read_png(lua_State *L)
     return 2;
 }
 
+static int l_rgb(lua_State *L)
+{
+    return lm_lua_push_array(L, lm_image_rgb(lm_lua_check_array(L, 1)));
+}
+
 static int l_grid(lua_State *L)
 {
     int opts = opts_arg(L, 2, "lm.image.grid", GRID_OPTS);
@@ -687,6 +692,11 @@ static const lm_lua_func image_funcs[] = {
      "lm.image.read_png(path, {layout=\"CHW\"|\"HWC\", dtype=}) -> t, text\n"
      "Any PNG (palette, 1-16 bit gray, alpha) as u8 (8-bit files) or i32 (16-bit)\n"
      "pixel values, or a float dtype scaled to 0..1.  text: the text chunks."},
+    {"rgb", l_rgb,
+     "lm.image.rgb(t) -> t\n"
+     "An image [C,H,W] of 1-4 channels as [3,H,W]: RGB kept, alpha dropped, gray repeated,\n"
+     "as lumen generate reads --init: lm.image.rgb((lm.image.read_png(path, {dtype=\"f32\"})))\n"
+     "(read_png's text dropped by the parentheses)."},
     {"grid", l_grid,
      "lm.image.grid(images_or_batch, {nrow=8, pad=2, pad_value=0, layout=}) -> t\n"
      "A contact sheet of a list of same-shaped images or a batch [N,C,H,W]\n"

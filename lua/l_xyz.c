@@ -87,51 +87,45 @@ static int l_xyz_grid(lua_State *L)
     const char *title = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
     lua_getfield(L, 2, "font");
     const char *fontpath = lua_isnil(L, -1) ? NULL : luaL_checkstring(L, -1);
-    float **tiles = lua_newuserdatauv(L, sizeof *tiles * (size_t)n, 0);
+    lm_grid_tile *tiles = lua_newuserdatauv(L, sizeof *tiles * (size_t)n, 0);
     memset(tiles, 0, sizeof *tiles * (size_t)n);
-    int64_t th = 0, tw = 0;
     lm_status st = LM_OK;
     char why[4200] = "";
-    /* the shapes first (a Lua error leaves nothing allocated), then the pixels */
+    /* the shapes first (a Lua error leaves nothing allocated), then the
+     * pixels; the tiles may differ in size (lm_grid_compose pads them) */
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, 1, i + 1);
         lm_array *t = lm_lua_check_array(L, -1);
-        char msg[256];
-        if (t->ndim != 3 || t->shape[0] != 3) {
+        if (t->ndim != 3 || t->shape[0] != 3 || t->shape[1] < 1 || t->shape[2] < 1) {
+            char msg[256];
             size_t at = (size_t)snprintf(msg, sizeof msg, "tile %d: want [3, H, W], not [", i + 1);
             for (int d = 0; d < t->ndim && at < sizeof msg; d++)
                 at += (size_t)snprintf(msg + at, sizeof msg - at, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
             if (at < sizeof msg) snprintf(msg + at, sizeof msg - at, "]");
             return luaL_error(L, "lm.image.xyz_grid: %s", msg);
         }
-        if (i && (t->shape[1] != th || t->shape[2] != tw)) {
-            snprintf(msg, sizeof msg, "tile %d is %lldx%lld, tile 1 %lldx%lld: the tiles are one size", i + 1,
-                     (long long)t->shape[2], (long long)t->shape[1], (long long)tw, (long long)th);
-            return luaL_error(L, "lm.image.xyz_grid: %s", msg);
-        }
-        th = t->shape[1];
-        tw = t->shape[2];
+        tiles[i].h = t->shape[1];
+        tiles[i].w = t->shape[2];
         lua_pop(L, 1);
     }
     for (int i = 0; i < n && st == LM_OK; i++) {
         lua_rawgeti(L, 1, i + 1);
         lm_array *t = lm_lua_check_array(L, -1);
-        if (!(tiles[i] = malloc(sizeof **tiles * 3 * (size_t)(th * tw))))
+        if (!(tiles[i].rgb = malloc(sizeof *tiles[i].rgb * 3 * (size_t)(tiles[i].h * tiles[i].w))))
             st = lm_error_set(LM_ERR_NOMEM, "lm.image.xyz_grid: out of memory");
-        else st = lm_array_read(t, tiles[i], LM_F32);
+        else st = lm_array_read(t, tiles[i].rgb, LM_F32);
         lua_pop(L, 1);
     }
     lm_grid_font *font = NULL;
     float *g = NULL;
-    int64_t gh = 0, gw = 0, x0, y0;
+    lm_grid_layout lay;
     if (st == LM_OK && (font = lm_grid_font_open(fontpath, why, sizeof why)))
-        g = lm_grid_compose(font, nx, ny, (const float *const *)tiles, th, tw, hx ? xl : NULL, hy ? yl : NULL,
-                            title, &gh, &gw, &x0, &y0, why, sizeof why);
+        g = lm_grid_compose(font, nx, ny, tiles, hx ? xl : NULL, hy ? yl : NULL, title, &lay, why, sizeof why);
     lm_grid_font_close(font);
-    for (int i = 0; i < n; i++) free(tiles[i]);
+    for (int i = 0; i < n; i++) free(tiles[i].rgb);
     if (st != LM_OK) return lm_lua_error(L);
     if (!g) return luaL_error(L, "lm.image.xyz_grid: %s", why);
-    int64_t shape[3] = {3, gh, gw};
+    int64_t shape[3] = {3, lay.h, lay.w};
     lm_array *img = lm_from_data(3, shape, LM_F32, g, lm_device_cpu());
     free(g);
     return lm_lua_push_array(L, img);
@@ -146,7 +140,9 @@ static const lm_lua_func xyz_funcs[] = {
      "lm.image.xyz_grid(tiles, {cols=, xlabels=, ylabels=, title=, font=}) -> t\n"
      "The labelled grid of lumen generate --xyz: tiles (a list of [3,H,W] images, rows of\n"
      "cols) under column labels, beside row labels, under a title, drawn with FreeType in\n"
-     "DejaVu Sans (or font, a TrueType/OpenType file): [3,H,W] f32 in 0..1."},
+     "DejaVu Sans (or font, a TrueType/OpenType file): [3,H,W] f32 in 0..1.  Tiles may\n"
+     "differ in size: every cell is the largest tile's size (as A1111's), a smaller tile\n"
+     "at its cell's top left on white."},
     {"xyz_grid_name", l_xyz_grid_name,
      "lm.image.xyz_grid_name(out, z, nz) -> name\n"
      "The file of grid z (0-based) of nz: out's %d made \"grid\" (\"grid_Z\"), else \"_grid\"\n"

@@ -237,12 +237,22 @@ static void draw_text(FT_Face face, float *img, int64_t H, int64_t W, const char
     }
 }
 
-float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const float *const *tiles, int64_t th,
-                       int64_t tw, const char *const *xl, const char *const *yl, const char *title,
-                       int64_t *gh, int64_t *gw, int64_t *tx0, int64_t *ty0, char *why, size_t n)
+float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const lm_grid_tile *tiles, const char *const *xl,
+                       const char *const *yl, const char *title, lm_grid_layout *lay, char *why, size_t n)
 {
+    /* every cell the largest tile's size (A1111's grids: one size for all) */
+    int64_t th = 0, tw = 0;
+    for (int i = 0; i < nx * ny; i++) {
+        if (!tiles[i].rgb || tiles[i].h < 1 || tiles[i].w < 1) {
+            snprintf(why, n, "tile %d is %lldx%lld (no pixels)", i + 1, (long long)tiles[i].w,
+                     (long long)tiles[i].h);
+            return NULL;
+        }
+        if (tiles[i].h > th) th = tiles[i].h;
+        if (tiles[i].w > tw) tw = tiles[i].w;
+    }
     /* A1111's draw_grid_annotations: a font of (width + height) / 25 pixels
-     * (here of a tile, at least 10), labels centred over columns and beside
+     * (here of a cell, at least 10), labels centred over columns and beside
      * rows on white */
     int64_t size = (tw + th) / 25;
     if (size < 10) size = 10;
@@ -278,11 +288,11 @@ float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const float *const *tile
     for (int64_t i = 0; i < 3 * H * W; i++) img[i] = 1;
     for (int iy = 0; iy < ny; iy++)
         for (int ix = 0; ix < nx; ix++) {
-            const float *t = tiles[iy * nx + ix];
+            const lm_grid_tile *t = &tiles[iy * nx + ix];
             for (int ch = 0; ch < 3; ch++)
-                for (int64_t r = 0; r < th; r++)
+                for (int64_t r = 0; r < t->h; r++)
                     memcpy(img + ((int64_t)ch * H + top + iy * th + r) * W + left + ix * tw,
-                           t + ((int64_t)ch * th + r) * tw, sizeof *img * (size_t)tw);
+                           t->rgb + ((int64_t)ch * t->h + r) * t->w, sizeof *img * (size_t)t->w);
         }
     int64_t y = pad + asc;
     if (title) {
@@ -300,9 +310,6 @@ float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const float *const *tile
             int64_t x = w + 2 * pad < left ? (left - w) / 2 : pad;
             draw_text(face, img, H, W, yl[iy], x, top + iy * th + (th + asc - desc) / 2, 0, left);
         }
-    *gh = H;
-    *gw = W;
-    *tx0 = left;
-    *ty0 = top;
+    *lay = (lm_grid_layout){.h = H, .w = W, .x0 = left, .y0 = top, .ch = th, .cw = tw};
     return img;
 }

@@ -42,14 +42,30 @@ lm_grid_font *lm_grid_font_open(const char *path, char *why, size_t n);
 void lm_grid_font_close(lm_grid_font *f);
 const char *lm_grid_font_path(const lm_grid_font *f);
 
-/* The grid of nx * ny tiles (row-major, tile[iy * nx + ix]), each [3,th,tw]
- * f32 in 0..1, under a band of column labels xl[nx] (NULL: none) and beside
- * a band of row labels yl[ny] (NULL: none), with a title line above (NULL:
- * none): [3,*gh,*gw] f32 malloc'd, white behind black text, or NULL with
- * why.  *tx0, *ty0 get the first tile's top-left corner; tile (ix, iy)
- * lies at (*tx0 + ix * tw, *ty0 + iy * th). */
-float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const float *const *tiles, int64_t th,
-                       int64_t tw, const char *const *xl, const char *const *yl, const char *title,
-                       int64_t *gh, int64_t *gw, int64_t *tx0, int64_t *ty0, char *why, size_t n);
+/* One tile of a grid: [3,h,w] f32 in 0..1 (borrowed: lm_grid_compose only
+ * reads it). */
+typedef struct lm_grid_tile {
+    float *rgb;
+    int64_t h, w;
+} lm_grid_tile;
+
+/* Where lm_grid_compose put things: the grid is [3,h,w]; cell (ix, iy) lies
+ * at (x0 + ix * cw, y0 + iy * ch). */
+typedef struct lm_grid_layout {
+    int64_t h, w;
+    int64_t x0, y0;   /* the first cell's top-left corner */
+    int64_t ch, cw;   /* every cell's size: the largest tile's height, width */
+} lm_grid_layout;
+
+/* The grid of nx * ny tiles (row-major, tile[iy * nx + ix]) under a band of
+ * column labels xl[nx] (NULL: none) and beside a band of row labels yl[ny]
+ * (NULL: none), with a title line above (NULL: none): [3,lay->h,lay->w] f32
+ * malloc'd, white behind black text, or NULL with why.  The tiles may differ
+ * in size (a hires_scale axis): every cell is as high as the highest tile
+ * and as wide as the widest (one size for all, as A1111's grids: columns and
+ * rows line up under their labels), and a smaller tile sits at its cell's
+ * top left on white (A1111 pastes each image at its cell's corner too). */
+float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const lm_grid_tile *tiles, const char *const *xl,
+                       const char *const *yl, const char *title, lm_grid_layout *lay, char *why, size_t n);
 
 #endif

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "core/io/image.h"
 #include "core/io/io.h"
 #include "core/lumen.h"
 #include "models/dit_pipeline.h"
@@ -699,19 +700,9 @@ static uint64_t random_seed(void)
 
 lm_array *lm_cli_init_rgb(lm_array *img)
 {
-    lm_array *r = NULL;
-    if (!img) return NULL;
-    if (img->shape[0] >= 3) r = lm_slice(img, 0, 0, 3, 1);
-    else {
-        lm_array *g = lm_slice(img, 0, 0, 1, 1);
-        int64_t shape[3] = {3, img->shape[1], img->shape[2]};
-        r = g ? lm_broadcast_to(g, 3, shape) : NULL;
-        lm_array_release(g);
-    }
+    lm_array *r = lm_image_rgb(img);
     lm_array_release(img);
-    lm_array *c = r ? lm_contiguous(r) : NULL;
-    lm_array_release(r);
-    return c;
+    return r;
 }
 
 /* the init PNG as [3,H,W] f32 in 0..1 (alpha dropped, gray repeated) */
@@ -974,22 +965,21 @@ static int apply_axis(gen_args *c, const lm_xyz_axis *ax, int k, char **owned)
 
 /* the grid of z's tiles written to name (the first cell's infotext in it) */
 static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *ax, int nx, int ny, int z,
-                      int nz, float **tiles, int64_t th, int64_t tw, const char *name, char *text)
+                      int nz, const lm_grid_tile *tiles, const char *name, char *text)
 {
     char xl[LM_XYZ_MAX_VALUES][256], yl[LM_XYZ_MAX_VALUES][256], title[256], why[4200];
     const char *xs[LM_XYZ_MAX_VALUES], *ys[LM_XYZ_MAX_VALUES];
     for (int i = 0; i < nx; i++) lm_xyz_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
     for (int i = 0; a->nxyz > 1 && i < ny; i++) lm_xyz_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
     if (nz > 1) lm_xyz_label(&ax[2], z, title, sizeof title);
-    int64_t gh, gw, x0, y0;
-    float *g = lm_grid_compose(font, nx, ny, (const float *const *)tiles + (size_t)z * (size_t)(nx * ny), th,
-                               tw, xs, a->nxyz > 1 ? ys : NULL, nz > 1 ? title : NULL, &gh, &gw, &x0, &y0,
-                               why, sizeof why);
+    lm_grid_layout lay;
+    float *g = lm_grid_compose(font, nx, ny, tiles + (size_t)z * (size_t)(nx * ny), xs, a->nxyz > 1 ? ys : NULL,
+                               nz > 1 ? title : NULL, &lay, why, sizeof why);
     if (!g) {
         fprintf(stderr, "lumen generate: grid %s: %s\n", name, why);
         return 1;
     }
-    int64_t shape[3] = {3, gh, gw};
+    int64_t shape[3] = {3, lay.h, lay.w};
     lm_array *img = lm_from_data(3, shape, LM_F32, g, lm_device_cpu());
     free(g);
     lm_kv kv[1] = {{"parameters", text}};
@@ -1004,7 +994,7 @@ static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *
     else if (fd >= 0 && (st = lm_png_write(name, img, &wo)) != LM_OK) report(NULL);
     else if (!img) report(NULL);
     if (fd >= 0) close(fd);
-    if (st == LM_OK && !a->quiet) printf("%s (grid %lldx%lld)\n", name, (long long)gw, (long long)gh);
+    if (st == LM_OK && !a->quiet) printf("%s (grid %lldx%lld)\n", name, (long long)lay.w, (long long)lay.h);
     lm_array_release(img);
     return st == LM_OK ? 0 : 1;
 }
@@ -1070,8 +1060,7 @@ static int cmd_generate(int argc, char **argv)
     int nax = 0, dims[GEN_MAX_AXES] = {1, 1, 1}, cells = 1;
     lm_grid_font *font = NULL;
     char **names = NULL, **gnames = NULL;
-    float **tiles = NULL;
-    int64_t th = 0, tw = 0, *tsize = NULL;   /* each cell's tile height and width */
+    lm_grid_tile *tiles = NULL;   /* each cell's first image, of its own size */
     uint64_t *seeds = calloc((size_t)a.batch, sizeof *seeds);
     lm_array *init = NULL, *imgs = NULL, *refs[GEN_MAX_REFS] = {NULL};
     int nref = 0, total = 0;
@@ -1112,9 +1101,8 @@ static int cmd_generate(int argc, char **argv)
     names = calloc((size_t)total, sizeof *names);
     gnames = calloc((size_t)dims[2], sizeof *gnames);
     tiles = calloc((size_t)cells, sizeof *tiles);
-    tsize = calloc(2 * (size_t)cells, sizeof *tsize);
     rc = 1;
-    if (!names || !seeds || !gnames || !tiles || !tsize) goto done;
+    if (!names || !seeds || !gnames || !tiles) goto done;
     for (int i = 0; i < total + (a.nxyz ? dims[2] : 0); i++) {
         char why[4200];
         char **slot = i < total ? &names[i] : &gnames[i - total];
@@ -1226,15 +1214,14 @@ static int cmd_generate(int argc, char **argv)
         } else if (!rc) {
             rc = write_images(&c, p, imgs, names + (size_t)cell * (size_t)c.batch, seeds);
             /* the grid's tile: the cell's first image (cells may differ in
-             * size, as under a hires_scale axis: write_grid pads them) */
+             * size, as under a hires_scale axis: lm_grid_compose pads them) */
             if (!rc && a.nxyz) {
                 lm_array *one = lm_slice(imgs, 0, 0, 1, 1);
-                th = imgs->shape[2];
-                tw = imgs->shape[3];
-                tsize[2 * cell] = th;
-                tsize[2 * cell + 1] = tw;
-                tiles[cell] = one ? malloc(sizeof **tiles * 3 * (size_t)(th * tw)) : NULL;
-                if (!tiles[cell] || lm_array_read(one, tiles[cell], LM_F32) != LM_OK) rc = 1, report(NULL);
+                int64_t th = imgs->shape[2], tw = imgs->shape[3];
+                tiles[cell].h = th;
+                tiles[cell].w = tw;
+                tiles[cell].rgb = one ? malloc(sizeof *tiles[cell].rgb * 3 * (size_t)(th * tw)) : NULL;
+                if (!tiles[cell].rgb || lm_array_read(one, tiles[cell].rgb, LM_F32) != LM_OK) rc = 1, report(NULL);
                 lm_array_release(one);
                 if (!cell) first_text = infotext(&c, lm_sd_pipeline_row(p), lm_sd_pipeline_name(p), seeds[0],
                                                  c.hires ? c.base_w : tw, c.hires ? c.base_h : th);
@@ -1245,36 +1232,8 @@ static int cmd_generate(int argc, char **argv)
         for (int k = 0; k < GEN_MAX_AXES; k++) free(owned[k][0]), free(owned[k][1]);
         if (rc) goto done;
     }
-    for (int z = 0; a.nxyz && z < dims[2]; z++) {
-        /* one tile size a grid: the largest of its cells; a smaller cell's
-         * image sits at its tile's top left on white (A1111 pastes each
-         * image at its cell's corner too) */
-        int slab = dims[0] * dims[1];
-        th = tw = 0;
-        for (int i = z * slab; i < (z + 1) * slab; i++) {
-            if (tsize[2 * i] > th) th = tsize[2 * i];
-            if (tsize[2 * i + 1] > tw) tw = tsize[2 * i + 1];
-        }
-        for (int i = z * slab; i < (z + 1) * slab && !rc; i++) {
-            int64_t h = tsize[2 * i], w = tsize[2 * i + 1];
-            if (h == th && w == tw) continue;
-            float *t = malloc(sizeof *t * 3 * (size_t)(th * tw));
-            if (!t) {
-                fprintf(stderr, "lumen generate: out of memory for the grid's tiles\n");
-                rc = 1;
-                break;
-            }
-            for (int64_t k = 0; k < 3 * th * tw; k++) t[k] = 1;
-            for (int ch = 0; ch < 3; ch++)
-                for (int64_t r = 0; r < h; r++)
-                    memcpy(t + ((int64_t)ch * th + r) * tw, tiles[i] + ((int64_t)ch * h + r) * w, sizeof *t * (size_t)w);
-            free(tiles[i]);
-            tiles[i] = t;
-            tsize[2 * i] = th;
-            tsize[2 * i + 1] = tw;
-        }
-        if (!rc) rc |= write_grid(&a, font, ax, dims[0], dims[1], z, dims[2], tiles, th, tw, gnames[z], first_text);
-    }
+    for (int z = 0; a.nxyz && z < dims[2]; z++)
+        rc |= write_grid(&a, font, ax, dims[0], dims[1], z, dims[2], tiles, gnames[z], first_text);
 done:
     free(clean);
     lm_array_release(imgs);
@@ -1284,12 +1243,11 @@ done:
     lm_sd_pipeline_free(p);
     for (int i = 0; names && i < total; i++) free(names[i]);
     for (int i = 0; gnames && i < dims[2]; i++) free(gnames[i]);
-    for (int i = 0; tiles && i < cells; i++) free(tiles[i]);
+    for (int i = 0; tiles && i < cells; i++) free(tiles[i].rgb);
     for (int k = 0; k < nax; k++) lm_xyz_free(&ax[k]);
     lm_grid_font_close(font);
     free(first_text);
     free(tiles);
-    free(tsize);
     free(names);
     free(gnames);
     free(seeds);

@@ -39,7 +39,8 @@ typedef struct lm_cli_infotext_args {
 } lm_cli_infotext_args;
 char *lm_cli_generate_infotext(const lm_cli_infotext_args *i);
 /* An init image read as [C,H,W] f32 (taken: released here) as [3,H,W]:
- * alpha dropped, gray repeated; NULL in, NULL out (the reader's error). */
+ * lm_image_rgb's (alpha dropped, gray repeated; lm.image.rgb in Lua); NULL
+ * in, NULL out (the reader's error). */
 struct lm_array *lm_cli_init_rgb(struct lm_array *img);
 int lm_cli_serve(int argc, char **argv);    /* serve.c: lumen serve */
 

@@ -96,18 +96,11 @@ local function key(s)
                        tostring(s.inpaint_full_res), tostring(s.inpaint_padding)}, "|")
 end
 
--- a PNG as f32 [C,H,W] in 0..1; the init image as [3,H,W] (alpha dropped,
--- gray repeated), as lumen generate reads --init
+-- a PNG as f32 [C,H,W] in 0..1
 local function read_png(path, what)
   local ok, t = pcall(lm.image.read_png, tostring(path), {dtype = "f32"})
   if not ok then error("batch_generate.lua: " .. what .. ": " .. tostring(t), 0) end
   return t
-end
-local function read_init(path)
-  local t = read_png(path, "init")
-  local c, h, w = t.shape[1], t.shape[2], t.shape[3]
-  if c >= 3 then return t:slice(1, 1, 3):contiguous() end
-  return t:slice(1, 1, 1):broadcast_to(3, h, w):contiguous()
 end
 
 local function render_batch(ps)
@@ -130,7 +123,8 @@ local function render_batch(ps)
   if s.hires or s.hires_steps or s.hires_denoise or s.hires_upscaler then
     hires = {scale = s.hires, steps = s.hires_steps, denoise = s.hires_denoise, upscaler = s.hires_upscaler}
   end
-  local init = s.init and read_init(s.init) or nil
+  -- the init image as [3,H,W] (alpha dropped, gray repeated): lumen generate's --init
+  local init = s.init and lm.image.rgb(read_png(s.init, "init")) or nil
   local mask = s.mask and read_png(s.mask, "mask") or nil
   return pipe:generate{prompt = prompts, negative = negatives, seed = seeds, batch = #ps,
                        init = init, strength = s.strength, mask = mask, mask_blur = s.mask_blur,

@@ -1,4 +1,5 @@
-/* image.c - contact sheets and difference heat-maps, built on the host. */
+/* image.c - contact sheets, difference heat-maps (built on the host) and
+ * images made RGB. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,4 +203,26 @@ lm_status lm_image_diff(lm_array *a, lm_array *b, const char *path, double scale
     free(rgb);
     if (stats) *stats = st;
     return rc;
+}
+
+lm_array *lm_image_rgb(lm_array *img)
+{
+    char sh[96];
+    if (!img) return NULL;   /* the error of what made it stands, as the ops pass NULL on */
+    if (img->ndim != 3 || img->shape[0] < 1 || img->shape[0] > 4) {
+        lm_error_set(LM_ERR_SHAPE, "image.rgb: an image is [C,H,W] with 1-4 channels, got %s",
+                     lm_shape_str(sh, sizeof sh, img->ndim, img->shape));
+        return NULL;
+    }
+    lm_array *r;
+    if (img->shape[0] >= 3) r = lm_slice(img, 0, 0, 3, 1);
+    else {
+        lm_array *g = lm_slice(img, 0, 0, 1, 1);
+        int64_t shape[3] = {3, img->shape[1], img->shape[2]};
+        r = g ? lm_broadcast_to(g, 3, shape) : NULL;
+        lm_array_release(g);
+    }
+    lm_array *c = lm_contiguous(r);
+    lm_array_release(r);
+    return c;
 }

@@ -18,6 +18,13 @@ lm_array *lm_image_grid(int n, lm_array *const *images, int nrow, int pad,
 lm_array *lm_image_grid_batch(lm_array *batch, int nrow, int pad, double pad_value,
                               lm_layout layout);
 
+/* An image [C,H,W] of 1-4 channels as [3,H,W] in its dtype: RGB kept, alpha
+ * dropped, gray (with or without alpha) repeated over the three, as lumen
+ * generate, lumen serve and lm.image.rgb read an init image.  A new
+ * (lazy) array, or NULL with the error set (naming the shape); NULL in,
+ * NULL out (the error of what made it stands, as the ops pass NULL on). */
+lm_array *lm_image_rgb(lm_array *img);
+
 typedef struct lm_diff_stats {
     double max, mean;       /* of the per-pixel error (mean |a-b| over channels) */
     int64_t nan_pixels;     /* pixels where a NaN appears on one side only */

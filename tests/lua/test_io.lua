@@ -89,6 +89,24 @@ test("images: write, read, grid, diff", function()
   raises(function() lm.image.write_png(p, lm.zeros{5, 2, 2}) end, "5 channels")
 end)
 
+test("image.rgb: an init image as lumen generate reads it (RGB kept, alpha dropped, gray repeated)", function()
+  local rgba = lm.arange(4 * 2 * 3):reshape{4, 2, 3}:astype("f32")
+  local r = lm.image.rgb(rgba)
+  same(r.shape, {3, 2, 3}); eq(r.dtype, "f32")
+  eq((r - rgba:slice(1, 1, 3)):abs():max():item(), 0)
+  local ga = lm.arange(2 * 2 * 3):reshape{2, 2, 3}   -- gray and alpha
+  local g = lm.image.rgb(ga)
+  same(g.shape, {3, 2, 3}); eq(g.dtype, ga.dtype)
+  for c = 1, 3 do eq((g:slice(1, c, c) - ga:slice(1, 1, 1)):abs():max():item(), 0, "channel " .. c) end
+  same(lm.image.rgb(lm.ones{1, 4, 5}).shape, {3, 4, 5})
+  -- the PNG path batch_generate.lua reads an init by: a gray+alpha file
+  local p = tmp .. "/ga.png"
+  lm.image.write_png(p, ga:astype("u8"))
+  eq((lm.image.rgb((lm.image.read_png(p, {dtype = "f32"}))) * 255 - g:astype("f32")):abs():max():item(), 0)
+  raises(function() lm.image.rgb(lm.zeros{5, 2, 2}) end, "image.rgb: an image is [C,H,W] with 1-4 channels, got [5,2,2]")
+  raises(function() lm.image.rgb(lm.zeros{4, 4}) end, "1-4 channels, got [4,4]")
+end)
+
 test("bad files raise errors naming the file", function()
   raises(function() lm.load(FX .. "bad_st_overlap.safetensors") end, "overlap")
   raises(function() lm.load("/nonexistent.npy") end, "cannot open")

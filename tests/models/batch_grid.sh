@@ -5,6 +5,7 @@
 # settings (the decoded pixels: each command writes its own PNG text):
 # X/Y/Z grids (--xyz: the grid and every cell equal generate's, two and three
 # axes, one titled grid per Z value; the grid carries its first cell's text;
+# a hires_scale axis's cells of different sizes in one grid;
 # under mpirun -np 2 the same bytes as one process; a resumed run makes the
 # missing cells and writes the grid, and writes it when it finds every cell
 # made; a failed cell leaves no grid, said so; the refusals), variation
@@ -58,6 +59,12 @@ check "clip_skip=1,2 (A1111's count, as generate's --clip-skip): generate's grid
   $B --params $T/base.jsonl --xyz clip_skip=1,2 -o '$T/clip/%d.png' -- $D/sd1 && ! cmp -s $T/clip/1.png $T/clip/2.png &&
   $SAME $T/gc_grid.png $T/clip/grid.png $T/gc_0001.png $T/clip/2.png"
 check "--grid FILE names the grid" sh -c "$B --params $T/base.jsonl --xyz 'cfg=5,7' --grid $T/named/plot.png -o '$T/named/{cfg}.png' -- $D/sd1 && test -f $T/named/plot.png && test -f $T/named/5.png"
+echo '{"prompt": "a red fox", "negative": "blurry", "steps": 3, "size": "64x64", "seed": 1, "hires": 1.5}' > "$T/hires.jsonl"
+check "hires_scale=1,1.5: cells of 64 and 96 px in one grid (each cell the largest's), generate's pixel for pixel" sh -c "
+  $G --seed 1 --hires 1.5 --xyz 'hires_scale=1,1.5' -o $T/gh.png &&
+  $B --params $T/hires.jsonl --xyz 'hires_scale=1,1.5' -o '$T/hs/%d.png' -- $D/sd1 &&
+  $SAME $T/gh_grid.png $T/hs/grid.png $T/gh_0000.png $T/hs/1.png $T/gh_0001.png $T/hs/2.png &&
+  $L -e \"assert(lm.image.read_png('$T/hs/1.png').shape[3] == 64 and lm.image.read_png('$T/hs/2.png').shape[3] == 96)\""
 
 # several processes: the cells spread over the ranks, rank 0 writes the grid
 if grep -q '^MPI_ENABLED := yes' "$BUILD/config.mk" 2>/dev/null && command -v mpirun >/dev/null 2>&1; then
@@ -102,6 +109,7 @@ fails "a seed that is not whole" 2 "xyz seed: '1.5' is not a whole number" $B --
 fails "a file that is not a font" 2 "not a font file" $B --params "$T/base.jsonl" --xyz 'cfg=5,7' --font "$T/base.jsonl" -o "$T/x/%d.png" -- $D/sd1
 fails "out named by a parameter and no --grid" 2 "give the grid's file with grid=" $B --params "$T/base.jsonl" --xyz 'cfg=5,7' -o "$T/x/{cfg}.png" -- $D/sd1
 fails "a LoRA weight axis naming no LoRA of the job" 2 "xyz lora:fox: the job has no LoRA fox" $B --params "$T/base.jsonl" --xyz 'lora:fox=0.5,1' -o "$T/x/%d.png" -- $D/sd1
+fails "a hires_scale axis on a job without hires" 2 "give the job a hires column" $B --params "$T/base.jsonl" --xyz 'hires_scale=1,1.5' -o "$T/x/%d.png" -- $D/sd1
 check "... and nothing was written" sh -c "! test -e $T/x/1.png"
 
 # ---- variation seeds ----
