@@ -80,7 +80,8 @@ const char *const lm_xyz_axes[][2] = {
     {"seed", "Seed"}, {"cfg", "CFG Scale"}, {"steps", "Steps"}, {"sampler", "Sampler"},
     {"strength", "Denoising"}, {"clip_skip", "Clip skip"}, {"prompt_sr", NULL},
     {"variation_seed", "Var. seed"}, {"variation_strength", "Var. strength"},
-    {"hires_steps", "Hires steps"}, {"hires_denoise", "Hires denoise"}, {NULL, NULL}};
+    {"hires_steps", "Hires steps"}, {"hires_denoise", "Hires denoise"}, {"hires_scale", "Hires upscale"},
+    {NULL, NULL}};
 
 void lm_xyz_label(const lm_xyz_axis *ax, int k, char *buf, size_t n)
 {
