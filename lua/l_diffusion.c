@@ -13,9 +13,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "core/io/gguf.h"
 #include "core/io/io.h"
 #include "models/clip_text.h"
 #include "models/clip_tokenizer.h"
+#include "models/dit_files.h"
 #include "models/dit_pipeline.h"
 #include "models/flux2.h"
 #include "models/prompt.h"
@@ -388,9 +390,26 @@ static bool gguf_names_unet(const char *path)
     return found;
 }
 
-/* true for a diffusers folder (model_index.json) or a .safetensors or .gguf
- * file whose header names an SD UNet (model.diffusion_model.*): what lm.models.load
- * hands to the pipeline instead of the TF.js loader */
+/* A Z-Image or FLUX.2 transformer file (models/dit_files.h), told by its
+ * keys as the pipeline's loader tells it: ComfyUI's files and the GGUF
+ * files ComfyUI-GGUF writes name the transformer's tensors without
+ * model.diffusion_model., which the header scans look for.  Both readers
+ * map the file, so only the header is read. */
+static bool dit_file_named(const char *path, bool gguf)
+{
+    lm_tensor_set s;
+    memset(&s, 0, sizeof s);
+    lm_status st = gguf ? lm_load_gguf(path, &s, NULL) : lm_load_safetensors(path, &s);
+    bool found = st == LM_OK && lm_dit_file_family(&s) != LM_SD_UNKNOWN;
+    lm_tensor_set_free(&s);
+    lm_error_clear();
+    return found;
+}
+
+/* true for a diffusers folder (model_index.json), a .safetensors or .gguf
+ * file whose header names an SD UNet (model.diffusion_model.*), or a
+ * Z-Image or FLUX.2 transformer file: what lm.models.load hands to the
+ * pipeline instead of the TF.js loader */
 bool lm_lua_sd_is_pipeline(const char *path)
 {
     struct stat sb;
@@ -403,7 +422,8 @@ bool lm_lua_sd_is_pipeline(const char *path)
         return stat(mi, &sb) == 0;
     }
     size_t n = strlen(path);
-    if (S_ISREG(sb.st_mode) && n >= 5 && !strcmp(path + n - 5, ".gguf")) return gguf_names_unet(path);
+    if (S_ISREG(sb.st_mode) && n >= 5 && !strcmp(path + n - 5, ".gguf"))
+        return gguf_names_unet(path) || dit_file_named(path, true);
     if (!S_ISREG(sb.st_mode) || n < 12 || strcmp(path + n - 12, ".safetensors")) return false;
     int fd = lm_io_open_read(path);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
@@ -427,7 +447,7 @@ bool lm_lua_sd_is_pipeline(const char *path)
         }
     }
     fclose(f);
-    return found;
+    return found || dit_file_named(path, false);
 }
 
 /* (path, {dtype=, device=, variant=, tokenizer=, prediction=}) -> pipeline */

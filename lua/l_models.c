@@ -254,8 +254,9 @@ static const lm_lua_func models_funcs[] = {
      "definition (UpscalerJS's inputRange), or range=255 / range={0, 255} to set it.  Fields:\n"
      "scale, range, range_from, name, path, layers, summary, device, radius, dtype.\n"
      "dtype=\"f16\" keeps the weights in f16 and computes in f16.\n"
-     "A diffusers folder (model_index.json) or a single-file SD .safetensors gives a Stable\n"
-     "Diffusion pipeline instead (lm.diffusion.pipeline: pipe:generate{prompt=...})."},
+     "A diffusers folder (model_index.json), a single-file SD .safetensors or .gguf, or a\n"
+     "Z-Image or FLUX.2 transformer file (.safetensors or .gguf, with tokenizer=DIR) gives a\n"
+     "diffusion pipeline instead (lm.diffusion.pipeline: pipe:generate{prompt=...})."},
     {"upscale", l_upscale,
      "lm.models.upscale(model, img, {tile=0, overlap=16}) -> tensor\n"
      "Also model:upscale(img, {...}).  Upscales img [C,H,W] (values 0..1; C 1 gray, 2\n"

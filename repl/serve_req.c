@@ -388,11 +388,29 @@ static bool given_mask(const cJSON *root)
     return v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring);
 }
 
+/* inpaint_full_res: A1111's API default is true ("Only masked"): its
+ * img2img request model takes StableDiffusionProcessingImg2Img's defaults,
+ * inpaint_full_res=True with inpaint_full_res_padding=0 (the web UI's 32 is
+ * the UI's own).  Absent or null (as every field here) is that default; a
+ * boolean, or 0 / 1 as pydantic reads a bool, is taken; anything else is
+ * refused rather than read as false. */
+static bool get_full_res(reader *r, bool *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->root, "inpaint_full_res");
+    *out = true;
+    if (!v || cJSON_IsNull(v)) return true;
+    if (cJSON_IsBool(v)) *out = cJSON_IsTrue(v);
+    else if (cJSON_IsNumber(v) && (v->valuedouble == 0 || v->valuedouble == 1)) *out = v->valuedouble == 1;
+    else return bad(r, 400, "%s: %s must be true or false (or 1 / 0)%s", "inpaint_full_res", "");
+    return true;
+}
+
 /* img2img's inpainting fields (models/sd_inpaint.h): mask (base64 PNG, white =
  * repaint), mask_blur (A1111's default 4), inpainting_mask_invert,
- * inpaint_full_res ("Only masked"; absent = whole picture) with
+ * inpaint_full_res ("Only masked"; absent = true, A1111's API default) with
  * inpaint_full_res_padding (default 0, A1111's API's); masked content other
- * than "original" (inpainting_fill 1) is refused, not ignored */
+ * than "original" (inpainting_fill 1) is refused, not ignored (absent = 1
+ * here, where A1111's default is 0, fill, which Lumen does not do) */
 static bool take_mask(reader *r, serve_job *j)
 {
     if (!given_mask(r->root)) return true;
@@ -406,10 +424,9 @@ static bool take_mask(reader *r, serve_job *j)
     j->mask_blur = 4;
     if (!get_int(r, "mask_blur", 0, 256, &j->mask_blur) || !get_int(r, "inpainting_mask_invert", 0, 1, &inv) ||
         !get_int(r, "inpainting_fill", 0, 3, &fill) ||
-        !get_int(r, "inpaint_full_res_padding", 0, 65536, &j->full_res_padding))
+        !get_int(r, "inpaint_full_res_padding", 0, 65536, &j->full_res_padding) || !get_full_res(r, &j->full_res))
         return false;
     j->mask_invert = inv == 1;
-    j->full_res = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->root, "inpaint_full_res"));
     if (fill != 1)
         return bad(r, 400, "%s: %s: masked content other than 1 (original) is not served by lumen serve%s",
                    "inpainting_fill", "");

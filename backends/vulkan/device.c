@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "backends/vulkan/vk.h"
 
 extern const lm_backend lm_vk_backend;
@@ -617,13 +618,59 @@ static VkResult create_device(lm_vk_dev *v)
     return r;
 }
 
+/* ---- teardown at exit ----
+ * Each device that came up is taken down when the process exits (exit()
+ * or a return from main; lumen.so is never unloaded): its queued work finished,
+ * the compile threads joined, the pipeline cache written if it changed (a
+ * process that ends with work only queued, t:eval{wait = false}, had its
+ * new pipelines lost), then the pipelines, shader modules and cache, the
+ * command objects and the memory destroyed before the VkDevice, so the
+ * validation layer checks at vkDestroyDevice that nothing was left.  The
+ * handler is registered once the first VkDevice exists, after the driver
+ * was loaded and made it, so it runs before the driver's own exit handlers
+ * (exit runs them last registered, first run).  Work on
+ * another thread still running at exit is not waited for: Lumen's
+ * programs join theirs first (lumen serve's worker) or leave with _exit
+ * (a second Ctrl-C); a forked child leaves the parent's devices alone. */
+static pid_t up_pid;
+
+static void device_down(lm_vk_dev *v)
+{
+    if (!v->up || !v->device) return;
+    if (!v->lost) lm_vk_flush(v);   /* the queued work run, the cache saved if dirty */
+    vkDeviceWaitIdle(v->device);
+    lm_vk_pipeline_shutdown(v);
+    lm_vk_exec_shutdown(v);
+    lm_vk_mem_shutdown(v);
+    vkDestroyDevice(v->device, NULL);
+    v->device = VK_NULL_HANDLE;
+    v->up = false;
+    v->down = true;
+    lm_error_clear();   /* a failure at exit has nobody to tell */
+}
+
+static void devices_down(void)
+{
+    if (getpid() != up_pid) return;
+    for (int i = 0; i < lm_device_count(); i++) {
+        lm_device *d = lm_device_at(i);
+        if (d && d->backend == &lm_vk_backend) device_down(lm_vk_of(d));
+    }
+}
+
 lm_status lm_vk_ensure_up(lm_vk_dev *v)
 {
     if (v->lost) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was lost", v->dev->name);
+    if (v->down) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was shut down (the process is exiting)",
+                                     v->dev->name);
     if (v->up) return LM_OK;
     lm_status st = lm_vk_check(v, create_device(v), "vkCreateDevice");
     if (st != LM_OK) return st;
     v->up = true;
+    if (!up_pid) {   /* after vkCreateDevice: before what the driver registered there */
+        up_pid = getpid();
+        atexit(devices_down);
+    }
     if ((st = lm_vk_mem_init(v)) != LM_OK || (st = lm_vk_exec_init(v)) != LM_OK ||
         (st = lm_vk_pipeline_init(v)) != LM_OK) {
         v->lost = true;     /* half up: refuse further use rather than crash */

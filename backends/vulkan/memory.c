@@ -285,6 +285,10 @@ void lm_vk_free(lm_device *d, void *handle)
     lm_vk_dev *v = lm_vk_of(d);
     lm_vk_mem *m = handle;
     if (!m) return;
+    if (v->down) {   /* after the teardown at exit (device.c): its block is gone */
+        free(m);
+        return;
+    }
     if (v->recording || v->inflight) {   /* recorded or running kernels may still use it */
         m->next_deferred = v->deferred;
         v->deferred = m;

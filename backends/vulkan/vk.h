@@ -120,6 +120,7 @@ typedef struct lm_vk_dev {
     lm_vk_features feat;
     bool up;                      /* VkDevice created */
     bool lost;                    /* VK_ERROR_DEVICE_LOST seen */
+    bool down;                    /* taken down at exit (device.c): not brought up again */
     VkDevice device;
     VkQueue queue;
     uint32_t qfam;

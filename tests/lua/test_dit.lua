@@ -86,3 +86,30 @@ test("dit: offload = true frees the text encoder between prompts, the same bytes
   raises(function() lm.models.load("tests/ref/diffusion/sd1", {offload = true}) end, "only the DiT families")
   a:free(); b:free()
 end)
+
+-- lm.models.load hands a transformer file to the pipeline as it does an SD
+-- checkpoint: before, only files naming model.diffusion_model.* (an SD
+-- UNet, or the Z-Image fixture written with that prefix) got there, and a
+-- ComfyUI-GGUF or ComfyUI transformer file (no prefix) went to the TF.js
+-- loader ("unknown option 'tokenizer'")
+test("dit: lm.models.load takes a Z-Image or FLUX.2 transformer file (.safetensors, .gguf)", function()
+  local B = (os.getenv("BUILD") or "build") .. "/ref/dit/"
+  local h = io.open(B .. "klein_q8_0.gguf", "rb")
+  if not h then print("  (" .. B .. " absent: make dit-fixtures)"); return end
+  h:close()
+  local inputs = {zimage = {lm.randn({1, 16, 8, 8}, {seed = 1}), lm.randn({9, 16}, {seed = 2}), 0.4},
+                  klein = {lm.randn({1, 16, 4, 6}, {seed = 3}), lm.randn({1, 10, 32}, {seed = 4}), 0.6}}
+  for _, name in ipairs{"zimage.safetensors", "zimage_q8_0.gguf", "klein.safetensors", "klein_q8_0.gguf"} do
+    local fam = name:match("^%a+")
+    local o = {dtype = "f32", device = "cpu", tokenizer = D .. fam}
+    local p = lm.models.load(B .. name, o)
+    local q = lm.diffusion.pipeline(B .. name, o)
+    eq(p.family, q.family, name .. ": the family")
+    local x, ctx, t = table.unpack(inputs[fam])
+    eq(maxerr(p.transformer(x, t, ctx), q.transformer(x, t, ctx)), 0, name .. ": the same transformer")
+    raises(function() lm.models.load(B .. name) end, "holds the transformer only")
+    p:free(); q:free()
+  end
+  -- a GGUF that is no transformer still goes to the TF.js loader
+  raises(function() lm.models.load("tests/ref/gguf/types.gguf") end, "not valid JSON")
+end)

@@ -220,6 +220,15 @@ expect "a mask in txt2img refused" 400 'mask is img2img' POST /sdapi/v1/txt2img 
 printf '{"prompt": "a horse", "init_images": ["%s"], "mask": "%s", "denoising_strength": 0.75, "sampler_name": "Euler a", "steps": 4, "seed": 3, "inpaint_full_res": true, "inpaint_full_res_padding": 4}' "$B64" "$MB64" > "$T/inpf.json"
 expect "inpaint_full_res true (Only masked) with its padding" 200 'Inpaint area: Only masked, Masked area padding: 4' POST /sdapi/v1/img2img --data-binary @"$T/inpf.json"
 check "... the same bytes as lumen generate --inpaint-full-res --inpaint-padding 4" sh -c "$U pngs $T/body $T/inpf >/dev/null && $G 'a horse' --init $T/txt0.png --mask $T/mask.png --mask-blur 4 --inpaint-full-res --inpaint-padding 4 --strength 0.75 --sampler euler_a --seed 3 -o $T/gen_f.png && cmp $T/inpf0.png $T/gen_f.png"
+# absent, inpaint_full_res is A1111's API default, true, with its padding's
+# default 0 (StableDiffusionProcessingImg2Img's; before, an absent one was the whole picture)
+printf '{"prompt": "a horse", "init_images": ["%s"], "mask": "%s", "denoising_strength": 0.75, "sampler_name": "Euler a", "steps": 4, "seed": 3}' "$B64" "$MB64" > "$T/inpd.json"
+expect "inpaint_full_res absent: A1111's API default, Only masked, padding 0" 200 'Inpaint area: Only masked, Masked area padding: 0' POST /sdapi/v1/img2img --data-binary @"$T/inpd.json"
+check "... the same bytes as lumen generate --inpaint-full-res --inpaint-padding 0" sh -c "$U pngs $T/body $T/inpd >/dev/null && $G 'a horse' --init $T/txt0.png --mask $T/mask.png --mask-blur 4 --inpaint-full-res --inpaint-padding 0 --strength 0.75 --sampler euler_a --seed 3 -o $T/gen_d.png && cmp $T/inpd0.png $T/gen_d.png"
+sed 's/"seed": 3}/"seed": 3, "inpaint_full_res": 0}/' "$T/inpd.json" > "$T/inpn.json"
+expect "inpaint_full_res 0 (a bool to pydantic): the whole picture" 200 'Mask blur: 4' POST /sdapi/v1/img2img --data-binary @"$T/inpn.json"
+check "... the bytes of inpaint_full_res false" sh -c "! grep -q 'Only masked' $T/body && $U pngs $T/body $T/inpz >/dev/null && cmp $T/inpz0.png $T/inp0.png"
+expect "inpaint_full_res \"yes\" refused, not read as false" 400 'inpaint_full_res must be true or false' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$MB64\", \"inpaint_full_res\": \"yes\"}"
 expect "inpainting_fill 0 (fill) refused" 400 'inpainting_fill' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$MB64\", \"inpainting_fill\": 0}"
 expect "a mask of another size: resized to the init image's" 200 'Mask blur: 4' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$(base64 -w0 "$T/mask32.png")\"}"
 expect "their off values pass" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "x", "steps": 1, "width": 16, "height": 16, "enable_hr": false, "restore_faces": false, "tiling": false, "subseed_strength": 0, "alwayson_scripts": {}, "script_name": ""}'

@@ -11,7 +11,10 @@
 #    gives the same bytes and removes the dead process's temporary file;
 #  - a cache file cut short, with a byte changed, of random bytes, or in the
 #    header-less form earlier versions wrote is not given to the driver: the
-#    start is cold and right, and the file is written again whole.
+#    start is cold and right, and the file is written again whole;
+#  - the device is taken down at exit: work only queued still gets its
+#    pipelines into the cache, and the validation layer finds nothing of
+#    the device's left undestroyed.
 # Ends with "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -94,6 +97,31 @@ for how in short flipped random old; do
   run d_$how && cmp -s "$T/ref.st" "$T/d_$how.st" && magic "$(cachefile)"
   check $? "a cache file $how: the same bytes, the file written again with its header"
 done
+
+# the device taken down at exit (backends/vulkan/device.c): a process that
+# ends with its work only queued (t:eval{wait = false}, no wait after it)
+# still writes the pipelines it made; before, the cache was written only
+# when a wait ended, and such a process left none
+QUEUED="local x = lm.ones({64}, {device = 'vulkan'}); (x * 3 + 1):eval{wait = false}"
+for how in "" "; os.exit(0)"; do
+  rm -rf "$XDG_CACHE_HOME"
+  "$L" -e "$QUEUED$how" > "$T/queued.log" 2>&1 && magic "$(cachefile)"
+  check $? "work only queued at exit${how:+ (os.exit)}: the cache written at exit, with its header"
+done
+# under the validation layer, vkDestroyDevice finds every child object of
+# the device destroyed first (pipelines, shader modules, the cache, command
+# and memory objects): no message at exit
+LUMEN_VK_VALIDATE=1 "$L" "$OPS" "$T/val.st" > "$T/val.log" 2>&1
+rc=$?
+if grep -q "validation layer is missing" "$T/val.log"; then
+  echo "skip the validation layer's check: the layer is not installed"
+else
+  [ $rc = 0 ] && ! grep -q "vulkan validation" "$T/val.log" && cmp -s "$T/ref.st" "$T/val.st"
+  check $? "under the validation layer: the same bytes, no message up to and at exit (rc $rc)"
+  grep "vulkan validation" "$T/val.log" | head -3 | cut -c1-300
+  LUMEN_VK_VALIDATE=1 "$L" -e "$QUEUED; os.exit(0)" > "$T/val2.log" 2>&1 && ! grep -q "vulkan validation" "$T/val2.log"
+  check $? "... and for work only queued at os.exit, the arrays never freed"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
