@@ -230,7 +230,7 @@ expect "inpaint_full_res 0 (a bool to pydantic): the whole picture" 200 'Mask bl
 check "... the bytes of inpaint_full_res false" sh -c "! grep -q 'Only masked' $T/body && $U pngs $T/body $T/inpz >/dev/null && cmp $T/inpz0.png $T/inp0.png"
 expect "inpaint_full_res \"yes\" refused, not read as false" 400 'inpaint_full_res must be true or false' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$MB64\", \"inpaint_full_res\": \"yes\"}"
 expect "inpainting_fill 0 (fill) refused" 400 'inpainting_fill' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$MB64\", \"inpainting_fill\": 0}"
-expect "a mask of another size: resized to the init image's" 200 'Mask blur: 4' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$(base64 -w0 "$T/mask32.png")\"}"
+expect "a mask of another size: resized to the init image's" 200 'Mask blur: 4' POST /sdapi/v1/img2img --data-binary "{\"prompt\": \"x\", \"init_images\": [\"$B64\"], \"mask\": \"$(base64 -w0 "$T/mask32.png")\", \"inpaint_full_res\": false}"
 expect "their off values pass" 200 '"images"' POST /sdapi/v1/txt2img -d '{"prompt": "x", "steps": 1, "width": 16, "height": 16, "enable_hr": false, "restore_faces": false, "tiling": false, "subseed_strength": 0, "alwayson_scripts": {}, "script_name": ""}'
 expect "response_format url" 400 'only b64_json' POST /v1/images/generations -d '{"prompt": "x", "response_format": "url"}'
 expect "no prompt (OpenAI)" 400 'prompt is required' POST /v1/images/generations -d '{"n": 1}'
