@@ -3,16 +3,11 @@
 # PIL, numpy and a hand-written safetensors reader; then `lumen compare` and
 # `lumen inspect` exit codes, when build/lumen exists.
 cd "$(dirname "$0")/.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh   # BUILD, p and f, relay, summary
 dir=$(mktemp -d /tmp/lumen-interop.XXXXXX) || exit 1
 trap 'rm -rf "$dir"' EXIT
-p=0; f=0
 if "$BUILD/tests/io_tool" write "$dir"; then p=$((p + 1)); else echo "FAIL: io_tool write"; f=$((f + 1)); fi
-out=$(/usr/bin/python3 tests/ref/check_io_interop.py "$dir" 2>&1)
-echo "$out" | grep -v '^[0-9]* passed, [0-9]* failed$'
-line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
-if [ -z "$line" ]; then echo "FAIL: no summary from check_io_interop.py"; f=$((f + 1)); else
-  p=$((p + $(echo "$line" | cut -d' ' -f1))); f=$((f + $(echo "$line" | cut -d' ' -f3))); fi
+relay /usr/bin/python3 tests/ref/check_io_interop.py "$dir"
 
 expect_rc() {   # expected-status description command...
   want=$1; what=$2; shift 2
@@ -37,5 +32,4 @@ if [ -x "$BUILD/lumen" ]; then
 else
   echo "note: $BUILD/lumen not built: command-line checks skipped"
 fi
-echo "$p passed, $f failed"
-[ "$f" = 0 ]
+summary

@@ -44,14 +44,6 @@ static const char *built(const char *name)
     return r;
 }
 
-static float *read_f32(lm_array *a)
-{
-    float *v = malloc(sizeof *v * (size_t)a->size);
-    assert_non_null(v);
-    assert_int_equal(lm_array_read(a, v, LM_F32), LM_OK);
-    return v;
-}
-
 static lm_sd_pipeline *load(const char *path, const char *folder, lm_device *dev)
 {
     lm_sd_load_opts o;
@@ -89,18 +81,6 @@ static lm_array *image(lm_sd_pipeline *p, double cfg)
     return img;
 }
 
-/* max |a - b| */
-static double diff(lm_array *a, lm_array *b)
-{
-    assert_int_equal(a->size, b->size);
-    float *x = read_f32(a), *y = read_f32(b);
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) m = fmax(m, fabs((double)x[i] - y[i]));
-    free(x);
-    free(y);
-    return m;
-}
-
 /* the folder's images against the single files' (safetensors bit-equal,
  * GGUF within 1e-2), with and without guidance */
 static void whole(lm_device *dev)
@@ -120,11 +100,11 @@ static void whole(lm_device *dev)
         for (int c = 0; c < 2; c++) {
             double cfg = c ? m[k].cfg : (m[k].fam == LM_SD_ZIMAGE ? 0 : 1);
             lm_array *a = image(f, cfg), *b = image(s, cfg), *q = image(g, cfg);
-            float *x = read_f32(a), *y = read_f32(b);
+            float *x = tu_read_f32(a), *y = tu_read_f32(b);
             assert_memory_equal(x, y, sizeof *x * (size_t)a->size);
             free(x);
             free(y);
-            double e = diff(a, q);
+            double e = tu_max_err(a, q);
             printf("  %-6s cfg %g: safetensors bit-equal, Q8_0 GGUF max abs difference %.3g\n",
                    lm_sd_family_name(m[k].fam), cfg, e);
             assert_true(e <= 1e-2);
@@ -148,11 +128,7 @@ static void test_whole_cpu(void **state)
 static void test_whole_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("  no Vulkan device: skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("  no Vulkan device: skipped");
     printf("  on %s:\n", vk->spec);
     whole(vk);
 }
@@ -192,7 +168,7 @@ static void read_back(const char *file, const char *folder, lm_sd_family fam)
         lm_array *a = f.weights.arrays[j], *b = ref.arrays[i];
         assert_int_equal(a->size, b->size);
         if (lm_dtype_is_quant(a->dtype)) continue;
-        float *x = read_f32(a), *y = read_f32(b);
+        float *x = tu_read_f32(a), *y = tu_read_f32(b);
         if (f.format == LM_FORMAT_SAFETENSORS) assert_memory_equal(x, y, sizeof *x * (size_t)a->size);
         free(x);
         free(y);
@@ -236,7 +212,7 @@ static void test_read(void **state)
         assert_non_null(b);
         assert_int_equal(lm_sd_pipeline_family(a), lm_sd_pipeline_family(b));
         lm_array *x = image(a, 0), *y = image(b, 0);
-        assert_true(diff(x, y) == 0);
+        assert_true(tu_max_err(x, y) == 0);
         printf("  %s: the folder's image\n", p);
         lm_array_release(x);
         lm_array_release(y);
@@ -324,7 +300,7 @@ static void test_quant_rows(void **state)
         lm_array *b = s.arrays[lm_tensor_set_find(&s, m[k].orig)];
         assert_int_equal(a->dtype, LM_Q8_0);
         lm_array *da = lm_dequantize(a), *db = lm_dequantize(b);
-        float *x = read_f32(da), *y = read_f32(db);
+        float *x = tu_read_f32(da), *y = tu_read_f32(db);
         int64_t at = k == 1 ? 32 : 0, w = a->shape[1];   /* the second half of the swap */
         assert_memory_equal(x + at * w, y + m[k].from * w, sizeof *x * (size_t)(m[k].rows * w));
         free(x);

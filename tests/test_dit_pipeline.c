@@ -38,28 +38,6 @@
 
 static lm_tensor_set zref, kref;
 
-static float *read_f32(lm_array *a)
-{
-    float *v = malloc(sizeof *v * (size_t)a->size);
-    assert_non_null(v);
-    if (lm_array_read(a, v, LM_F32) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
-    return v;
-}
-
-static double max_err(lm_array *a, lm_array *b)
-{
-    assert_int_equal(a->size, b->size);
-    float *x = read_f32(a), *y = read_f32(b);
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) {
-        double d = fabs((double)x[i] - y[i]);
-        if (!(d <= m)) m = d;
-    }
-    free(x);
-    free(y);
-    return m;
-}
-
 static lm_sd_pipeline *load_as(const char *path, lm_device *dev, lm_dtype dt)
 {
     lm_sd_load_opts o;
@@ -138,7 +116,7 @@ static double run_with(lm_sd_pipeline *p, lm_tensor_set *ref, const char *key, c
     if (!img) fprintf(stderr, "%s: %s\n", key, lm_error_message());
     assert_non_null(img);
     snprintf(name, sizeof name, x && x->init ? "%s.image" : "img.%s.image", key);
-    double e = max_err(img, tu_set_get(ref, name));
+    double e = tu_max_err(img, tu_set_get(ref, name));
     printf("  %-8s %-6s image max abs error %.3g\n", lm_sd_family_name(lm_sd_pipeline_family(p)), key, e);
     lm_array_release(img);
     return e;
@@ -167,11 +145,11 @@ static void ref_stage(lm_sd_pipeline *k, lm_array *img)
     assert_int_equal(w0, 64);
     assert_int_equal(tok->ndim, 3);
     assert_memory_equal(tok->shape, want->shape, sizeof *tok->shape * 3);
-    float *w = read_f32(want);
+    float *w = tu_read_f32(want);
     double big = 0;
     for (int64_t i = 0; i < want->size; i++) big = fmax(big, fabs((double)w[i]));
     free(w);
-    double e = max_err(tok, want);
+    double e = tu_max_err(tok, want);
     printf("  klein    reference latents max abs error %.3g (largest %.3g)\n", e, big);
     assert_true(e <= 1e-4 * big);
     int32_t *r = malloc(sizeof *r * (size_t)wid->size);
@@ -229,11 +207,7 @@ static void test_edits_bf16(void **state)
 static void test_whole_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("  no Vulkan device: skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("  no Vulkan device: skipped");
     printf("  on %s:\n", vk->spec);
     whole(vk);
 }
@@ -275,7 +249,7 @@ static void test_rows(void **state)
     lm_array *one = lm_sd_generate(z, &o);
     assert_non_null(one);
     lm_array *second = lm_slice(both, 0, 1, 2, 1);
-    float *a = read_f32(second), *b = read_f32(one);
+    float *a = tu_read_f32(second), *b = tu_read_f32(one);
     assert_memory_equal(a, b, sizeof *a * (size_t)one->size);
     free(a);
     free(b);
@@ -368,7 +342,7 @@ static void test_edits(void **state)
     o.seeds = &seeds[1];
     lm_array *one = lm_sd_generate(z, &o), *second = lm_slice(both, 0, 1, 2, 1);
     assert_non_null(one);
-    float *a = read_f32(second), *b = read_f32(one);
+    float *a = tu_read_f32(second), *b = tu_read_f32(one);
     assert_memory_equal(a, b, sizeof *a * (size_t)one->size);   /* the batch's init encoded once */
     free(a);
     free(b);
@@ -393,8 +367,8 @@ static void test_edits(void **state)
     assert_int_equal(S1, 16 * 17);
     assert_int_equal(S1, S2);
     assert_memory_equal(i1, i2, sizeof *i1 * 4 * (size_t)S1);
-    a = read_f32(t1);
-    b = read_f32(t2);
+    a = tu_read_f32(t1);
+    b = tu_read_f32(t2);
     assert_memory_equal(a, b, sizeof *a * (size_t)t1->size);
     free(a);
     free(b);

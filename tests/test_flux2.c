@@ -115,11 +115,7 @@ static void test_transformer_cpu(void **state)
 static void test_transformer_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_transformer(vk);
 }
 
@@ -408,11 +404,7 @@ static void test_vae_cpu(void **state)
 static void test_vae_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_vae(vk);
 }
 
@@ -510,11 +502,7 @@ static void test_image_cpu(void **state)
 static void test_image_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_image("nocfg", 1.0, vk);
     run_image("cfg", 4.0, vk);
 }

@@ -105,14 +105,6 @@ static void expect_same(lm_sd_pipeline *p, const snap *before)
     free(now.b);
 }
 
-static double *read_d(lm_array *a)
-{
-    double *v = malloc(sizeof *v * (size_t)(a->size ? a->size : 1));
-    assert_non_null(v);
-    assert_int_equal(lm_array_read(a, v, LM_F64), LM_OK);
-    return v;
-}
-
 /* deterministic values in [-0.5, 0.5) */
 static float rnd(uint64_t *s)
 {
@@ -178,7 +170,7 @@ static double rel(const double *got, const double *want, int64_t n)
 /* want += s * up[out, r] @ down[r, K] */
 static void add_lora(double *want, lm_array *up, lm_array *down, double s)
 {
-    double *u = read_d(up), *d = read_d(down);
+    double *u = tu_read(up), *d = tu_read(down);
     int64_t out = up->shape[0], r = down->shape[0], K = down->size / r;
     for (int64_t o = 0; o < out; o++)
         for (int64_t k = 0; k < K; k++) {
@@ -194,7 +186,7 @@ static void check_weight(lm_sd_pipeline *p, const char *comp, const char *name, 
                          double tol)
 {
     lm_array *w = weight(p, comp, name);
-    double *g = read_d(w), e = rel(g, want, w->size);
+    double *g = tu_read(w), e = rel(g, want, w->size);
     printf("  %s %s: rel err %.3g\n", comp, name, e);
     assert_true(e <= tol);
     free(g);
@@ -280,8 +272,8 @@ static void run_formulas(lm_device *dev)
 {
     lm_sd_pipeline *p = load_on(dev);
     snap base = take_snap(p);
-    double *wq = read_d(weight(p, "unet", TO_Q)), *wc = read_d(weight(p, "unet", CONV1));
-    double *wm = read_d(weight(p, "unet", MIDC)), *wt = read_d(weight(p, "te", TEQ));
+    double *wq = tu_read(weight(p, "unet", TO_Q)), *wc = tu_read(weight(p, "unet", CONV1));
+    double *wm = tu_read(weight(p, "unet", MIDC)), *wt = tu_read(weight(p, "te", TEQ));
 
     char fa[128], fb[128];
     snprintf(fa, sizeof fa, "%s/a.safetensors", tmp);
@@ -312,7 +304,7 @@ static void run_formulas(lm_device *dev)
     add_lora(wc, cu, cd, s * 1.0);
     add_lora(wt, tu, td, s * 1.0);
     {   /* LoCon: delta[o, c, k] = sum_i up[o, i] sum_j mid[i, j, k] down[j, c] */
-        double *U = read_d(mu), *M = read_d(mi), *D = read_d(md);
+        double *U = tu_read(mu), *M = tu_read(mi), *D = tu_read(md);
         for (int o = 0; o < 64; o++)
             for (int c = 0; c < 64; c++)
                 for (int kk = 0; kk < 9; kk++) {
@@ -413,11 +405,7 @@ static void test_formulas_cpu(void **state)
 static void test_formulas_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_formulas(vk);
 }
 
@@ -461,7 +449,7 @@ static void test_sdxl(void **state)
     double *want[NM];
     for (int i = 0; i < NM; i++) {
         lm_array *w = weight2(p, mods[i].comp, mods[i].name);
-        want[i] = read_d(w);
+        want[i] = tu_read(w);
         bool peft = !strncmp(mods[i].key, "text_encoder", 12);
         snprintf(keys[i][0], 192, "%s.%s", mods[i].key, peft ? "lora_A.weight" : "lora_down.weight");
         snprintf(keys[i][1], 192, "%s.%s", mods[i].key, peft ? "lora_B.weight" : "lora_up.weight");
@@ -481,7 +469,7 @@ static void test_sdxl(void **state)
     assert_int_equal(lm_lora_get(p, 0)->modules, NM);
     for (int i = 0; i < NM; i++) {
         lm_array *w = weight2(p, mods[i].comp, mods[i].name);
-        double *g = read_d(w), e = rel(g, want[i], w->size);
+        double *g = tu_read(w), e = rel(g, want[i], w->size);
         printf("  sdxl %s: rel err %.3g\n", mods[i].key, e);
         assert_true(e <= 1e-6);
         free(g);
@@ -506,7 +494,7 @@ static void test_f16(void **state)
     assert_non_null(p);
     lm_array *w = weight(p, "unet", CONV1);
     assert_int_equal(w->dtype, LM_F16);
-    double *want = read_d(w);
+    double *want = tu_read(w);
     file_b f = {0};
     int64_t dc[4] = {2, 32, 3, 3}, uc[4] = {32, 2, 1, 1};
     lm_array *d = put(&f, "lora_unet_down_blocks_0_resnets_0_conv1.lora_down.weight", 4, dc, 3);
@@ -519,7 +507,7 @@ static void test_f16(void **state)
     assert_int_equal(lm_lora_load(p, path, NULL), LM_OK);
     w = weight(p, "unet", CONV1);
     assert_int_equal(w->dtype, LM_F16);
-    double *g = read_d(w), e = rel(g, want, w->size);
+    double *g = tu_read(w), e = rel(g, want, w->size);
     printf("  f16 %s: rel err %.3g (one rounding to f16)\n", CONV1, e);
     assert_true(e <= 1e-3);
     free(g);
@@ -537,7 +525,7 @@ static void test_dora(void **state)
     (void)state;
     lm_sd_pipeline *p = load_on(lm_device_cpu());
     snap base = take_snap(p);
-    double *w = read_d(weight(p, "unet", TO_Q));
+    double *w = tu_read(weight(p, "unet", TO_Q));
     const char *q = "lora_unet_down_blocks_0_attentions_0_transformer_blocks_0_attn1_to_q";
     char k[4][192];
     snprintf(k[0], 192, "%s.lora_down.weight", q);
@@ -550,7 +538,7 @@ static void test_dora(void **state)
     put_alpha(&f, k[2], 2.0);
     lm_array *m = put(&f, k[3], 2, ms, 3);
     add_lora(w, u, d, 0.6);   /* V = W + s up @ down */
-    double *mv = read_d(m);
+    double *mv = tu_read(m);
     for (int o = 0; o < 32; o++) {
         double n = 0;
         for (int c = 0; c < 32; c++) n += w[o * 32 + c] * w[o * 32 + c];
@@ -805,7 +793,7 @@ static void compare(lm_sd_pipeline *p, const lm_tensor_set *ref, const char *tag
         snprintf(name, sizeof name, "%s.weight", rest + (te ? 3 : 5));
         lm_array *w = weight(p, te ? "te" : "unet", name), *want = ref->arrays[i];
         int64_t rows = want->shape[0], cols = want->shape[1];
-        double *g = read_d(w), *r = read_d(want);
+        double *g = tu_read(w), *r = tu_read(want);
         assert_int_equal(cols, w->size / w->shape[0]);
         double e = rel(g, r, rows * cols);
         if (e > 1e-5) printf("  %s %s: rel err %.3g\n", tag, name, e);
@@ -824,7 +812,7 @@ static void compare(lm_sd_pipeline *p, const lm_tensor_set *ref, const char *tag
     snprintf(key, sizeof key, "%s.unet", tag);
     double eu = tu_rel_err(u, tu_set_get(ref, key), NULL);
     lm_array *ids = tu_set_get(ref, "ids");
-    double *idd = read_d(ids);
+    double *idd = tu_read(ids);
     int32_t iv[64];
     for (int64_t i = 0; i < ids->size; i++) iv[i] = (int32_t)idd[i];
     free(idd);
@@ -911,11 +899,7 @@ static void test_fixtures_cpu(void **state)
 static void test_fixtures_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_fixtures(vk);
 }
 

@@ -176,11 +176,7 @@ static void test_encoder_cpu(void **state)
 static void test_encoder_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_encoders(vk);
 }
 

@@ -74,19 +74,12 @@ static lm_array *get(const char *fmt, ...)
     return i < 0 ? NULL : cur->arrays[i];
 }
 
-static double *read_f64(lm_array *a)
-{
-    double *d = malloc((size_t)a->size * sizeof(double));
-    assert_int_equal(lm_array_read(a, d, LM_F64), LM_OK);
-    return d;
-}
-
 /* the largest |got - want| over the largest |want| */
 static double rel_err(lm_array *got, lm_array *want)
 {
     assert_non_null(got);
     assert_int_equal(got->size, want->size);
-    double *g = read_f64(got), *w = read_f64(want), num = 0, den = 0;
+    double *g = tu_read(got), *w = tu_read(want), num = 0, den = 0;
     for (int64_t i = 0; i < want->size; i++) {
         double e = fabs(g[i] - w[i]);
         if (!(e <= num)) num = e;   /* NaN wins */
@@ -171,7 +164,7 @@ static void test_schedules(void **state)
                 int nt, nsig;
                 const float *sig;
                 const double *ts = lm_sampler_schedule(s, &nt, &sig, &nsig);
-                double *w = read_f64(wt);
+                double *w = tu_read(wt);
                 int ok = nt == wt->size;
                 for (int i = 0; ok && i < nt; i++) {
                     double e = fabs(ts[i] - w[i]) / fmax(fabs(w[i]), 1);
@@ -192,7 +185,7 @@ static void test_schedules(void **state)
                 assert_int_equal(nsig > 0, ws != NULL);
                 if (ws) {
                     assert_int_equal(nsig, ws->size);
-                    double *v = read_f64(ws);
+                    double *v = tu_read(ws);
                     for (int i = 0; i < nsig; i++) {
                         double e = fabs(sig[i] - v[i]) / fmax(fabs(v[i]), 1e-30);
                         if (v[i] == 0) e = fabs(sig[i]);
@@ -282,11 +275,7 @@ static void test_loops_vulkan(void **state)
 {
     (void)state;
     NEED_REF();
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_loops(vk);
 }
 
@@ -348,7 +337,7 @@ static void test_img2img(void **state)
             lm_array *wt = get("%s.%s.20.s06.timesteps", cn, sn);
             assert_non_null(wt);
             assert_int_equal(lm_sampler_count(s), wt->size);
-            double *w = read_f64(wt);
+            double *w = tu_read(wt);
             for (int i = 0; i < lm_sampler_count(s); i++)
                 assert_true(fabs(lm_sampler_timestep(s, i) - w[i]) <= SCHED_REL * fmax(fabs(w[i]), 1));
             free(w);

@@ -163,9 +163,7 @@ static lm_array *ref_get(const lm_tensor_set *r, const char *model, const char *
 static double rel_err(lm_array *a, lm_array *b)
 {
     int64_t n = b->size;
-    float *x = malloc(sizeof *x * (size_t)n), *y = malloc(sizeof *y * (size_t)n);
-    assert_int_equal(lm_array_read(a, x, LM_F32), LM_OK);
-    assert_int_equal(lm_array_read(b, y, LM_F32), LM_OK);
+    float *x = tu_read_f32(a), *y = tu_read_f32(b);
     double d = 0, r = 0;
     for (int64_t i = 0; i < n; i++) {
         assert_true(isfinite(x[i]));

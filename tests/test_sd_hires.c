@@ -21,7 +21,7 @@
  * own size gives the plain image, another size another. */
 #include <math.h>
 #include <cjson/cJSON.h>
-#include "testutil.h"
+#include "test_sd_util.h"
 #include "core/io/io.h"
 #include "models/sd_hires.h"
 #include "models/sd_pipeline.h"
@@ -33,63 +33,12 @@
 #define HIRES "tests/ref/hires/"
 #define TOL 1e-3
 
-static const char *PROMPT = "a photo of an astronaut riding a horse";
-static const char *NEGATIVE = "blurry, low quality";
 static lm_sd_pipeline *sd1;
-
-static float *read_f32(lm_array *a)
-{
-    float *v = malloc(sizeof *v * (size_t)a->size);
-    assert_non_null(v);
-    if (lm_array_read(a, v, LM_F32) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
-    return v;
-}
-
-static double max_err(lm_array *a, lm_array *b)
-{
-    assert_int_equal(a->size, b->size);
-    float *x = read_f32(a), *y = read_f32(b);
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) {
-        double d = fabs((double)x[i] - y[i]);
-        if (!(d <= m)) m = d;
-    }
-    free(x);
-    free(y);
-    return m;
-}
-
-static bool same_bytes(lm_array *a, lm_array *b)
-{
-    if (a->size != b->size) return false;
-    float *x = read_f32(a), *y = read_f32(b);
-    bool same = !memcmp(x, y, sizeof *x * (size_t)a->size);
-    free(x);
-    free(y);
-    return same;
-}
 
 static void gen_opts(lm_sd_gen_opts *o)
 {
-    static const char *pr[1], *ng[1];
-    pr[0] = PROMPT;
-    ng[0] = NEGATIVE;
-    lm_sd_gen_opts_init(o);
-    o->prompts = pr;
-    o->nprompts = 1;
-    o->negatives = ng;
-    o->nnegatives = 1;
-    o->steps = 4;
-    o->cfg = 7;
-    o->sampler = "dpm++2m";
+    sd_gen_opts(o, "dpm++2m");
     o->width = o->height = 64;
-}
-
-static lm_array *must(lm_array *a, const char *what)
-{
-    if (!a) fprintf(stderr, "%s: %s\n", what, lm_error_message());
-    assert_non_null(a);
-    return a;
 }
 
 /* ---- variation seeds ---- */
@@ -187,7 +136,7 @@ static lm_array *variation(uint64_t seed, uint64_t subseed, double strength, int
     o.batch = batch;
     o.subseed = subseed;
     o.subseed_strength = strength;
-    return must(lm_sd_generate(sd1, &o), "variation");
+    return tu_must(lm_sd_generate(sd1, &o), "variation");
 }
 
 static void test_variation_generate(void **state)
@@ -195,17 +144,17 @@ static void test_variation_generate(void **state)
     (void)state;
     lm_array *plain = variation(5, 0, 0, 1), *zero = variation(5, 9, 0, 1);
     lm_array *one = variation(5, 9, 1, 1), *nine = variation(9, 0, 0, 1), *half = variation(5, 9, 0.5, 1);
-    assert_true(same_bytes(plain, zero));
-    assert_true(same_bytes(one, nine));   /* DPM++ 2M draws nothing after the start */
-    assert_false(same_bytes(half, plain));
-    assert_false(same_bytes(half, nine));
-    double e = max_err(half, plain);
+    assert_true(tu_same_bytes(plain, zero));
+    assert_true(tu_same_bytes(one, nine));   /* DPM++ 2M draws nothing after the start */
+    assert_false(tu_same_bytes(half, plain));
+    assert_false(tu_same_bytes(half, nine));
+    double e = tu_max_err(half, plain);
     printf("  variation 0.5 differs from the seed's image by %.3g\n", e);
     /* a batch: image i takes subseed + i */
     lm_array *b = variation(5, 9, 0.5, 2), *second = variation(6, 10, 0.5, 1);
     lm_array *b0 = lm_slice(b, 0, 0, 1, 1), *b1 = lm_slice(b, 0, 1, 2, 1);
-    assert_true(same_bytes(b0, half));
-    assert_true(same_bytes(b1, second));
+    assert_true(tu_same_bytes(b0, half));
+    assert_true(tu_same_bytes(b1, second));
     lm_array *arr[] = {plain, zero, one, nine, half, b, second, b0, b1};
     for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) lm_array_release(arr[i]);
     /* seed_resize_from: the image's own size is the plain image; another differs */
@@ -214,12 +163,12 @@ static void test_variation_generate(void **state)
     r.steps = 3;
     r.seed = 5;
     r.seed_resize_w = r.seed_resize_h = 64;
-    lm_array *own = must(lm_sd_generate(sd1, &r), "resize own"), *p5 = variation(5, 0, 0, 1);
-    assert_true(same_bytes(own, p5));
+    lm_array *own = tu_must(lm_sd_generate(sd1, &r), "resize own"), *p5 = variation(5, 0, 0, 1);
+    assert_true(tu_same_bytes(own, p5));
     r.seed_resize_w = 32;
     r.seed_resize_h = 48;
-    lm_array *other = must(lm_sd_generate(sd1, &r), "resize 32x48");
-    assert_false(same_bytes(other, p5));
+    lm_array *other = tu_must(lm_sd_generate(sd1, &r), "resize 32x48");
+    assert_false(tu_same_bytes(other, p5));
     r.seed_resize_w = 0;
     assert_null(lm_sd_generate(sd1, &r));
     assert_non_null(strstr(lm_error_message(), "seed resize from 0x48"));
@@ -271,11 +220,11 @@ static void run_case(lm_tensor_set *ref, const char *name, const char *upscaler,
     ho.steps = steps;
     ho.denoise = denoise;
     ho.upscaler = upscaler;
-    lm_array *img = must(lm_sd_generate_hires(sd1, &o, &ho), name);
+    lm_array *img = tu_must(lm_sd_generate_hires(sd1, &o, &ho), name);
     assert_int_equal(img->shape[2], size);
     assert_int_equal(img->shape[3], size);
     snprintf(key, sizeof key, "%s.image", name);
-    double e = max_err(img, tu_set_get(ref, key));
+    double e = tu_max_err(img, tu_set_get(ref, key));
     printf("  hires %-8s %s x%g, %d steps, denoise %g: %lldx%lld, max abs error %.3g\n", name, upscaler,
            scale, steps, denoise, (long long)size, (long long)size, e);
     assert_true(e <= TOL);
@@ -293,8 +242,8 @@ static void hires_ref(lm_sd_pipeline *p)
     lm_sd_gen_opts o;
     gen_opts(&o);
     o.latents = tu_set_get(&ref, "latents");
-    lm_array *lat = must(lm_sd_generate_latents(p, &o), "latents");
-    double e = max_err(lat, tu_set_get(&ref, "base_latents"));
+    lm_array *lat = tu_must(lm_sd_generate_latents(p, &o), "latents");
+    double e = tu_max_err(lat, tu_set_get(&ref, "base_latents"));
     printf("  base latents max abs error %.3g\n", e);
     assert_true(e <= TOL);
     lm_array_release(lat);
@@ -314,11 +263,7 @@ static void test_hires_reference(void **state)
 static void test_hires_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("  no Vulkan device: skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("  no Vulkan device: skipped");
     lm_device *was = lm_device_default();
     lm_device_set_default(vk);
     lm_sd_load_opts lo;
@@ -350,11 +295,11 @@ static void test_hires_model(void **state)
     ho.steps = 4;
     ho.denoise = 0.5;
     ho.upscaler = model;
-    lm_array *img = must(lm_sd_generate_hires(sd1, &o, &ho), "hires model");
+    lm_array *img = tu_must(lm_sd_generate_hires(sd1, &o, &ho), "hires model");
     assert_int_equal(img->shape[2], 96);
     assert_int_equal(img->shape[3], 96);
     /* by hand */
-    lm_array *base = must(lm_sd_generate(sd1, &o), "base");
+    lm_array *base = tu_must(lm_sd_generate(sd1, &o), "base");
     lm_tfjs_found f;
     assert_int_equal(lm_tfjs_find(model, 2, &f), LM_OK);
     lm_tfjs_model *m = lm_tfjs_load(f.path, lm_device_cpu());
@@ -362,7 +307,7 @@ static void test_hires_model(void **state)
     lm_upscale_opts uo;
     lm_upscale_opts_init(&uo);
     uo.range = f.range;
-    lm_array *sq = lm_squeeze(base, 0), *up = must(lm_tfjs_upscale(m, sq, &uo), "upscale");
+    lm_array *sq = lm_squeeze(base, 0), *up = tu_must(lm_tfjs_upscale(m, sq, &uo), "upscale");
     lm_array *u4 = lm_unsqueeze(up, 0);
     int64_t size[2] = {96, 96};
     lm_array *rs = lm_upsample(u4, size, NULL, LM_UPSAMPLE_BILINEAR, false), *cl = lm_clamp(rs, 0, 1);
@@ -371,8 +316,8 @@ static void test_hires_model(void **state)
     two.steps = 4;
     two.strength = 0.5;
     two.init = cl;
-    lm_array *want = must(lm_sd_generate(sd1, &two), "img2img");
-    assert_true(same_bytes(img, want));
+    lm_array *want = tu_must(lm_sd_generate(sd1, &two), "img2img");
+    assert_true(tu_same_bytes(img, want));
     lm_array *arr[] = {img, base, sq, up, u4, rs, cl, want};
     for (size_t i = 0; i < sizeof arr / sizeof *arr; i++) lm_array_release(arr[i]);
     lm_tfjs_free(m);

@@ -15,7 +15,7 @@
  * 9-channel checkpoint the folder's bytes; the errors name what is wrong. */
 #include <math.h>
 #include <cjson/cJSON.h>
-#include "testutil.h"
+#include "test_sd_util.h"
 #include "core/io/io.h"
 #include "models/sd_inpaint.h"
 #include "models/sd_pipeline.h"
@@ -36,39 +36,8 @@ static const char *bdir(const char *name)
 #define CROP "tests/ref/inpaint/ref_inpaint_crop.safetensors"
 #define TOL 1e-3
 
-static const char *PROMPT = "a photo of an astronaut riding a horse";
-static const char *NEGATIVE = "blurry, low quality";
 static lm_sd_pipeline *sd4, *sd9, *xl9;
 static lm_tensor_set ref;
-
-static float *read_f32(lm_array *a)
-{
-    float *v = malloc(sizeof *v * (size_t)a->size);
-    assert_non_null(v);
-    if (lm_array_read(a, v, LM_F32) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
-    return v;
-}
-
-static double max_err(lm_array *a, lm_array *b)
-{
-    assert_int_equal(a->size, b->size);
-    float *x = read_f32(a), *y = read_f32(b);
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) {
-        double d = fabs((double)x[i] - y[i]);
-        if (!(d <= m)) m = d;
-    }
-    free(x);
-    free(y);
-    return m;
-}
-
-static lm_array *must(lm_array *a, const char *what)
-{
-    if (!a) fprintf(stderr, "%s: %s\n", what, lm_error_message());
-    assert_non_null(a);
-    return a;
-}
 
 static lm_array *get(const char *fmt, const char *name)
 {
@@ -96,17 +65,7 @@ static lm_status give(void *ctx, int k, int ndim, const int64_t *shape, lm_array
 
 static void gen_opts(lm_sd_gen_opts *o, const char *sampler, double strength, const char *mask)
 {
-    static const char *pr[1], *ng[1];
-    pr[0] = PROMPT;
-    ng[0] = NEGATIVE;
-    lm_sd_gen_opts_init(o);
-    o->prompts = pr;
-    o->nprompts = 1;
-    o->negatives = ng;
-    o->nnegatives = 1;
-    o->steps = 4;
-    o->cfg = 7;
-    o->sampler = sampler;
+    sd_gen_opts(o, sampler);
     o->strength = strength;
     o->init = get("%s", "init");
     o->mask = get("%s", mask);
@@ -121,8 +80,8 @@ static void run_case(lm_sd_pipeline *p, const char *name, const char *sampler, d
     hook h = {name, {0, 0, 0}};
     o.noise = give;
     o.noise_ctx = &h;
-    lm_array *img = must(lm_sd_generate(p, &o), name);
-    double e = max_err(img, get("%s.image", name));
+    lm_array *img = tu_must(lm_sd_generate(p, &o), name);
+    double e = tu_max_err(img, get("%s.image", name));
     printf("  %-9s %s, strength %.2g, %s: max abs error %.3g (draws: init sample %d, noise %d, "
            "masked sample %d)\n", name, sampler, strength, mask, e, h.calls[0], h.calls[1], h.calls[2]);
     assert_true(e <= TOL);
@@ -157,9 +116,9 @@ static void test_blur(void **state)
     lm_sd_mask m;
     assert_int_equal(lm_sd_mask_prepare(get("%s", "mask"), 2, 0, 0, "test", &m), LM_OK);
     int64_t shape[2] = {m.H, m.W};
-    lm_array *soft = must(lm_from_data(2, shape, LM_F32, m.soft, lm_device_cpu()), "soft");
+    lm_array *soft = tu_must(lm_from_data(2, shape, LM_F32, m.soft, lm_device_cpu()), "soft");
     lm_array *want = get("%s", "blur.mask");
-    double e = max_err(soft, want);
+    double e = tu_max_err(soft, want);
     printf("  mask blur 2 against PIL's GaussianBlur: max abs error %.3g (%.3g levels)\n", e, e * 255);
     assert_true(e <= 1e-6);
     lm_array_release(soft);
@@ -171,16 +130,16 @@ static void test_blur(void **state)
     hook h = {"sd4_blur", {0, 0, 0}};
     o.noise = give;
     o.noise_ctx = &h;
-    lm_array *img = must(lm_sd_generate(sd4, &o), "blur");
-    e = max_err(img, get("%s.image", "sd4_blur"));
+    lm_array *img = tu_must(lm_sd_generate(sd4, &o), "blur");
+    e = tu_max_err(img, get("%s.image", "sd4_blur"));
     printf("  sd4_blur  generate with mask_blur 2: max abs error %.3g\n", e);
     assert_true(e <= TOL);
     /* the overlay: diffusers' apply_overlay of the 8-bit image (PIL's premultiplied
      * alpha in 8 bits: a few levels' rounding) */
     o.mask_overlay = true;
-    lm_array *ov = must(lm_sd_generate(sd4, &o), "overlay");
-    e = max_err(ov, get("%s.overlay", "sd4_blur"));
-    double off = max_err(img, get("%s.overlay", "sd4_blur"));
+    lm_array *ov = tu_must(lm_sd_generate(sd4, &o), "overlay");
+    e = tu_max_err(ov, get("%s.overlay", "sd4_blur"));
+    double off = tu_max_err(img, get("%s.overlay", "sd4_blur"));
     printf("  sd4_blur  overlay against apply_overlay: max abs error %.3g (%.2g levels); without the "
            "overlay %.3g\n", e, e * 255, off);
     assert_true(e <= 3.0 / 255);
@@ -207,8 +166,8 @@ static void test_single_file(void **state)
     hook h = {"sd9_s06", {0, 0, 0}};
     o.noise = give;
     o.noise_ctx = &h;
-    lm_array *a = must(lm_sd_generate(p, &o), "single file"), *b = must(lm_sd_generate(sd9, &o), "folder");
-    double e = max_err(a, b);
+    lm_array *a = tu_must(lm_sd_generate(p, &o), "single file"), *b = tu_must(lm_sd_generate(sd9, &o), "folder");
+    double e = tu_max_err(a, b);
     printf("  single-file 9-channel checkpoint against the folder: max abs error %.3g\n", e);
     assert_true(e == 0);
     lm_array_release(a);
@@ -340,7 +299,7 @@ static void test_crop_boxes(void **state)
         char mk[16];
         snprintf(mk, sizeof mk, "mask_%c", 'a' + (int)v[r * 6]);
         lm_array *m = cget("%s", mk);
-        float *f = read_f32(m);
+        float *f = tu_read_f32(m);
         int64_t H = m->shape[1], W = m->shape[2], box[4];
         uint8_t *g = malloc((size_t)(H * W));
         for (int64_t i = 0; i < H * W; i++) g[i] = (uint8_t)lrintf(f[i] * 255);
@@ -364,8 +323,8 @@ static void crop_case(lm_sd_pipeline *p, const char *name, double strength, cons
     o.inpaint_padding = pad;
     o.noise = cgive;
     o.noise_ctx = (void *)name;
-    lm_array *img = must(lm_sd_generate(p, &o), name);
-    double e = max_err(img, cget("%s.image", name));
+    lm_array *img = tu_must(lm_sd_generate(p, &o), name);
+    double e = tu_max_err(img, cget("%s.image", name));
     printf("  %-9s only masked, padding %lld: max abs error %.3g (%.2g levels)\n", name, (long long)pad, e,
            e * 255);
     assert_true(e <= 3.0 / 255);
@@ -495,11 +454,7 @@ static void test_resized(void **state)
 static void test_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("  no Vulkan device: skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("  no Vulkan device: skipped");
     lm_device *was = lm_device_default();
     lm_device_set_default(vk);
     lm_sd_load_opts lo;

@@ -24,7 +24,7 @@
 #include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "testutil.h"
+#include "test_sd_util.h"
 #include "backends/cpu/cpu.h"
 #include "core/io/io.h"
 #include "models/clip_text.h"
@@ -36,47 +36,12 @@
 #define DIR "tests/ref/diffusion/"
 #define TOL 1e-3
 
-static const char *PROMPT = "a photo of an astronaut riding a horse";
-static const char *NEGATIVE = "blurry, low quality";
 
 static lm_tensor_set ref;
 static lm_sd_pipeline *sd1, *sd2, *sdxl;
 static lm_tensor_set *cur_ref = &ref;   /* the fixture R() reads */
 
 static lm_array *R(const char *name) { return tu_set_get(cur_ref, name); }
-
-static float *read_f32(lm_array *a)
-{
-    float *v = malloc(sizeof *v * (size_t)a->size);
-    assert_non_null(v);
-    if (lm_array_read(a, v, LM_F32) != LM_OK) fprintf(stderr, "%s\n", lm_error_message());
-    return v;
-}
-
-/* max |a - b|, shapes equal */
-static double max_err(lm_array *a, lm_array *b)
-{
-    assert_int_equal(a->size, b->size);
-    float *x = read_f32(a), *y = read_f32(b);
-    double m = 0;
-    for (int64_t i = 0; i < a->size; i++) {
-        double d = fabs((double)x[i] - y[i]);
-        if (!(d <= m)) m = d;   /* NaN counts */
-    }
-    free(x);
-    free(y);
-    return m;
-}
-
-static bool same_bytes(lm_array *a, lm_array *b)
-{
-    if (a->size != b->size) return false;
-    float *x = read_f32(a), *y = read_f32(b);
-    bool same = !memcmp(x, y, sizeof *x * (size_t)a->size);
-    free(x);
-    free(y);
-    return same;
-}
 
 static lm_sd_pipeline *load_on(const char *path, const char *tok, lm_device *dev)
 {
@@ -128,17 +93,7 @@ static lm_status count_draws(void *ctx, int k, int ndim, const int64_t *shape, l
 
 static void gen_opts(lm_sd_gen_opts *o, const char *sampler)
 {
-    static const char *pr[1], *ng[1];
-    pr[0] = PROMPT;
-    ng[0] = NEGATIVE;
-    lm_sd_gen_opts_init(o);
-    o->prompts = pr;
-    o->nprompts = 1;
-    o->negatives = ng;
-    o->nnegatives = 1;
-    o->steps = 4;
-    o->cfg = 7;
-    o->sampler = sampler;
+    sd_gen_opts(o, sampler);
     o->width = o->height = 64;
 }
 
@@ -161,7 +116,7 @@ static double run_ref(lm_sd_pipeline *p, const char *model, const char *sampler,
     if (!img) fprintf(stderr, "%s %s: %s\n", model, sampler, lm_error_message());
     assert_non_null(img);
     snprintf(name, sizeof name, "%s.%s.image", model, key);
-    double e = max_err(img, R(name));
+    double e = tu_max_err(img, R(name));
     printf("  %-5s %-16s image max abs error %.3g\n", model, sampler, e);
     lm_array_release(img);
     lm_array_release(l4);
@@ -175,8 +130,8 @@ static void check_embeds(lm_sd_pipeline *p, const char *model)
     char name[128];
     assert_int_equal(lm_sd_encode_prompt(p, 2, texts, &e, &pooled), LM_OK);
     snprintf(name, sizeof name, "%s.prompt_embeds", model);
-    double err = max_err(e, R(name)), perr = 0;
-    if (pooled) perr = max_err(pooled, R("sdxl.pooled"));
+    double err = tu_max_err(e, R(name)), perr = 0;
+    if (pooled) perr = tu_max_err(pooled, R("sdxl.pooled"));
     printf("  %-5s prompt embeds max abs error %.3g%s", model, err, pooled ? "" : "\n");
     if (pooled) printf(", pooled %.3g\n", perr);
     assert_true(err <= 1e-4 && perr <= 1e-4);
@@ -194,8 +149,8 @@ static void test_prompt_embeds(void **state)
     const char *none[1] = {NULL};
     lm_array *e = NULL, *pooled = NULL;
     assert_int_equal(lm_sd_encode_prompt(sdxl, 1, none, &e, &pooled), LM_OK);
-    assert_true(max_err(e, R("sdxl.empty_negative_embeds")) == 0);
-    assert_true(max_err(pooled, R("sdxl.empty_negative_pooled")) == 0);
+    assert_true(tu_max_err(e, R("sdxl.empty_negative_embeds")) == 0);
+    assert_true(tu_max_err(pooled, R("sdxl.empty_negative_pooled")) == 0);
     lm_array_release(e);
     lm_array_release(pooled);
 }
@@ -217,9 +172,9 @@ static void test_clip_skip(void **state)
     lm_array *e0, *e1, *p;
     assert_int_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 0, &e0, &p), LM_OK);
     assert_int_equal(lm_sd_encode_prompt_skip(sd1, 1, texts, 1, &e1, &p), LM_OK);
-    assert_true(max_err(e1, want) == 0);
-    assert_true(max_err(e0, out.last_hidden_state) == 0);
-    assert_true(max_err(e0, e1) > 1e-3);
+    assert_true(tu_max_err(e1, want) == 0);
+    assert_true(tu_max_err(e0, out.last_hidden_state) == 0);
+    assert_true(tu_max_err(e0, e1) > 1e-3);
     lm_array_release(want);
     lm_array_release(e0);
     lm_array_release(e1);
@@ -231,8 +186,8 @@ static void test_clip_skip(void **state)
     lm_array *x0, *x1, *p0, *p1;
     assert_int_equal(lm_sd_encode_prompt_skip(sdxl, 1, texts, 0, &x0, &p0), LM_OK);
     assert_int_equal(lm_sd_encode_prompt_skip(sdxl, 1, texts, 1, &x1, &p1), LM_OK);
-    assert_true(max_err(p0, p1) == 0);
-    assert_true(max_err(x0, x1) > 1e-3);
+    assert_true(tu_max_err(p0, p1) == 0);
+    assert_true(tu_max_err(x0, x1) > 1e-3);
     lm_array_release(x0);
     lm_array_release(x1);
     lm_array_release(p0);
@@ -305,7 +260,7 @@ static void test_img2img(void **state)
     lm_array *img = lm_sd_generate(sd1, &o);
     if (!img) fprintf(stderr, "img2img: %s\n", lm_error_message());
     assert_non_null(img);
-    double e = max_err(img, R("sd1.img2img.image"));
+    double e = tu_max_err(img, R("sd1.img2img.image"));
     printf("  sd1   img2img 0.5 dpm++2m  image max abs error %.3g\n", e);
     assert_true(e <= TOL);
     lm_array_release(img);
@@ -332,11 +287,7 @@ static void test_single_files(void **state)
 static void test_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("  no Vulkan device: skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("  no Vulkan device: skipped");
     lm_device *was = lm_device_default();
     lm_device_set_default(vk);
     static const char *const m[][3] = {{"sd1", "euler_a", "euler_a"}, {"sd1", "dpm++2m_karras", "dpmpp_2m_karras"},
@@ -376,7 +327,7 @@ static void test_batch_bytes(void **state)
         lm_array *one = seeded(sd1, 1, seeds + i, "euler_a");
         lm_array *part = lm_slice(both, 0, i, i + 1, 1), *c = lm_contiguous(part);
         assert_non_null(c);
-        bool same = same_bytes(c, one);
+        bool same = tu_same_bytes(c, one);
         printf("  batch of 2, image %d: %s a single run\n", i, same ? "the same bytes as" : "DIFFERS from");
         assert_true(same);
         lm_array_release(one);
@@ -387,7 +338,7 @@ static void test_batch_bytes(void **state)
     /* and the seeds matter */
     uint64_t other = 13;
     lm_array *a = seeded(sd1, 1, seeds, "euler_a"), *b = seeded(sd1, 1, &other, "euler_a");
-    assert_false(same_bytes(a, b));
+    assert_false(tu_same_bytes(a, b));
     lm_array_release(a);
     lm_array_release(b);
 }
@@ -402,7 +353,7 @@ static void test_threads(void **state)
     lm_cpu_set_threads(4);
     lm_array *b = seeded(sdxl, 1, &seed, "dpm++2m_karras");
     lm_cpu_set_threads(was);
-    bool same = same_bytes(a, b);
+    bool same = tu_same_bytes(a, b);
     printf("  sdxl, 1 and 4 threads: %s\n", same ? "the same bytes" : "DIFFERENT bytes");
     assert_true(same);
     lm_array_release(a);

@@ -118,11 +118,7 @@ static void test_forward_cpu(void **state)
 static void test_forward_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     for (int i = 0; i < 3; i++) run_model(models[i], vk, LM_F32, REL_TOL);
     for (int i = 0; i < 3; i++) run_model(models[i], vk, LM_F16, F16_TOL);
 }

@@ -386,6 +386,47 @@ static void test_attention_fast512(void **state)
     unsetenv("LUMEN_VK_ATTN_SPLIT");
 }
 
+/* A tensor-core attention path the tests below pin: the counter of the
+ * calls that took it, what the count line calls it, the switch that turns
+ * it off, and the variable that requires every case to take it. */
+typedef struct attn_path {
+    const char *test;          /* the test's name, leading its lines */
+    int64_t (*count)(void);    /* calls that took the path */
+    const char *kernel;        /* "tensor cores", ... */
+    const char *none;          /* printed instead of the count when none took it (NULL: the count) */
+    const char *off;           /* the path's switch: =0 turns it off */
+    const char *require;       /* =1 requires every case to have taken it */
+} attn_path;
+
+/* Runs the n cases cc in each of the ndt dtypes dts, printing how many took
+ * path p; where p->require is 1, every one must have.  Then every fourth
+ * case again in dts[0] with p->off=0 (its earlier value restored after):
+ * none may take it. */
+static void attn_path_cases(const attn_path *p, const actx *cc, size_t n, const lm_dtype *dts, int ndt)
+{
+    const char *req = getenv(p->require);
+    for (int d = 0; d < ndt; d++) {
+        int64_t before = p->count(), c0 = cases;   /* PARITY_QUICK samples cases */
+        for (size_t i = 0; i < n; i++) attn_case(&cc[i], dts[d]);
+        int64_t ran = p->count() - before, run = cases - c0;
+        if (ran || !p->none)
+            printf("%s: %lld of %lld %s cases on %s\n", p->test, (long long)ran, (long long)run,
+                   lm_dtype_name(dts[d]), p->kernel);
+        else
+            printf("%s: %s: %lld cases on the SIMT kernel\n", p->test, p->none, (long long)run);
+        if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
+    }
+    const char *was = getenv(p->off);
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", was ? was : "");
+    setenv(p->off, "0", 1);
+    int64_t before = p->count();
+    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], dts[0]);
+    if (was) setenv(p->off, keep, 1);
+    else unsetenv(p->off);
+    assert_int_equal(p->count(), before);
+}
+
 /* the tensor-core kernels (nn_attn_khr*.comp: f16 q/k/v, D = Dv up to 256,
  * masks; else nn_attn_coop*.comp, D = Dv = 64 or 128, no mask; taken only
  * where the device has cooperative matrices, so on lavapipe these run on
@@ -424,18 +465,9 @@ static void test_attention_coop(void **state)
         {1, 3, 1, 20, 30, 32, 32, 0, false, AV_NONE, true},
         {2, 4, 4, 150, 150, 40, 40, 0, false, AV_NONE, false},
     };
-    size_t n = sizeof cc / sizeof *cc;
-    int64_t before = lm_vulkan_attn_coop_count(), c0 = cases;   /* PARITY_QUICK samples cases */
-    for (size_t i = 0; i < n; i++) attn_case(&cc[i], LM_F16);
-    int64_t ran = lm_vulkan_attn_coop_count() - before, run = cases - c0;
-    printf("test_attention_coop: %lld of %lld f16 cases on tensor cores\n", (long long)ran, (long long)run);
-    const char *req = getenv("LUMEN_TEST_ATTN_COOP");
-    if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
-    setenv("LUMEN_VK_ATTN_COOP", "0", 1);
-    before = lm_vulkan_attn_coop_count();
-    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_F16);
-    unsetenv("LUMEN_VK_ATTN_COOP");
-    assert_int_equal(lm_vulkan_attn_coop_count(), before);
+    const attn_path p = {"test_attention_coop", lm_vulkan_attn_coop_count, "tensor cores", NULL,
+                         "LUMEN_VK_ATTN_COOP", "LUMEN_TEST_ATTN_COOP"};
+    attn_path_cases(&p, cc, sizeof cc / sizeof *cc, (const lm_dtype[]){LM_F16}, 1);
 }
 
 /* bf16 q, k and v on bf16 cooperative matrices (nn_attn_khr*_bf: the KHR
@@ -471,26 +503,13 @@ static void test_attention_coop_bf16(void **state)
         {1, 3, 1, 20, 30, 32, 32, 0, false, AV_NONE, true},
         {1, 30, 30, 300, 300, 128, 128, 0, false, AV_NONE, false},   /* a DiT's heads */
     };
-    size_t n = sizeof cc / sizeof *cc;
-    int64_t before = lm_vulkan_bf16_coop_count(), c0 = cases;
-    for (size_t i = 0; i < n; i++) attn_case(&cc[i], LM_BF16);
-    int64_t ran = lm_vulkan_bf16_coop_count() - before, run = cases - c0;
-    if (ran)
-        printf("test_attention_coop_bf16: %lld of %lld bf16 cases on bf16 tensor cores\n", (long long)ran,
-               (long long)run);
-    else
-        printf("test_attention_coop_bf16: the bf16 tensor-core kernels skipped (the device has no "
-               "VK_KHR_shader_bfloat16 cooperative matrices, or LUMEN_VK_BF16=0): %lld cases on the "
-               "SIMT kernel\n", (long long)run);
-    const char *req = getenv("LUMEN_TEST_ATTN_BF16");
-    if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
     /* LUMEN_VK_BF16=0 is read when the device is probed: the path's own
      * switch off here is LUMEN_VK_ATTN_KHR=0 */
-    setenv("LUMEN_VK_ATTN_KHR", "0", 1);
-    before = lm_vulkan_bf16_coop_count();
-    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_BF16);
-    unsetenv("LUMEN_VK_ATTN_KHR");
-    assert_int_equal(lm_vulkan_bf16_coop_count(), before);
+    const attn_path p = {"test_attention_coop_bf16", lm_vulkan_bf16_coop_count, "bf16 tensor cores",
+                         "the bf16 tensor-core kernels skipped (the device has no VK_KHR_shader_bfloat16 "
+                         "cooperative matrices, or LUMEN_VK_BF16=0)",
+                         "LUMEN_VK_ATTN_KHR", "LUMEN_TEST_ATTN_BF16"};
+    attn_path_cases(&p, cc, sizeof cc / sizeof *cc, (const lm_dtype[]){LM_BF16}, 1);
 }
 
 /* the cooperative-matrix-2 kernel (nn_attn_cm2*: f16 or bf16 q/k/v, no
@@ -526,26 +545,9 @@ static void test_attention_cm2(void **state)
         {1, 3, 1, 20, 30, 32, 32, 0, false, AV_NONE, true},
         {1, 30, 30, 300, 300, 128, 128, 0, false, AV_NONE, false},   /* a DiT's heads */
     };
-    size_t n = sizeof cc / sizeof *cc;
-    lm_dtype dts[2] = {LM_F16, LM_BF16};
-    const char *req = getenv("LUMEN_TEST_ATTN_CM2");
-    for (int d = 0; d < 2; d++) {
-        int64_t before = lm_vulkan_attn_cm2_count(), c0 = cases;   /* PARITY_QUICK samples cases */
-        for (size_t i = 0; i < n; i++) attn_case(&cc[i], dts[d]);
-        int64_t ran = lm_vulkan_attn_cm2_count() - before, run = cases - c0;
-        printf("test_attention_cm2: %lld of %lld %s cases on the cooperative-matrix-2 kernel\n", (long long)ran,
-               (long long)run, lm_dtype_name(dts[d]));
-        if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
-    }
-    const char *was = getenv("LUMEN_VK_ATTN_CM2");
-    char keep[32];
-    snprintf(keep, sizeof keep, "%s", was ? was : "");
-    setenv("LUMEN_VK_ATTN_CM2", "0", 1);
-    int64_t before = lm_vulkan_attn_cm2_count();
-    for (size_t i = 0; i < n; i += 4) attn_case(&cc[i], LM_F16);
-    if (was) setenv("LUMEN_VK_ATTN_CM2", keep, 1);
-    else unsetenv("LUMEN_VK_ATTN_CM2");
-    assert_int_equal(lm_vulkan_attn_cm2_count(), before);
+    const attn_path p = {"test_attention_cm2", lm_vulkan_attn_cm2_count, "the cooperative-matrix-2 kernel", NULL,
+                         "LUMEN_VK_ATTN_CM2", "LUMEN_TEST_ATTN_CM2"};
+    attn_path_cases(&p, cc, sizeof cc / sizeof *cc, (const lm_dtype[]){LM_F16, LM_BF16}, 2);
 }
 
 /* --------------------------------------------------------------- rope */

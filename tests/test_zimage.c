@@ -148,11 +148,7 @@ static void test_transformer_cpu(void **state)
 static void test_transformer_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_transformer(vk);
 }
 
@@ -359,11 +355,7 @@ static void test_steps_cpu(void **state)
 static void test_steps_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_steps(vk);
 }
 
@@ -399,11 +391,7 @@ static void test_vae_cpu(void **state)
 static void test_vae_vulkan(void **state)
 {
     (void)state;
-    lm_device *vk = tu_vulkan_device();
-    if (!vk) {
-        printf("no Vulkan device: the Vulkan half skipped\n");
-        skip();
-    }
+    lm_device *vk = tu_vulkan_or_skip("no Vulkan device: the Vulkan half skipped");
     run_vae(vk);
 }
 

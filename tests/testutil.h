@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -140,6 +141,55 @@ static inline double *tu_read(lm_array *a)
     return v;
 }
 
+/* Reads a as f32 (evaluating it); caller frees.  The test fails (printing
+ * the error) when it cannot be read. */
+static inline float *tu_read_f32(lm_array *a)
+{
+    assert_non_null(a);
+    float *v = malloc(sizeof *v * (size_t)(a->size ? a->size : 1));
+    assert_non_null(v);
+    lm_status st = lm_array_read(a, v, LM_F32);
+    if (st != LM_OK) fprintf(stderr, "read failed: %s\n", lm_error_message());
+    assert_int_equal(st, LM_OK);
+    return v;
+}
+
+/* max |a - b| over the elements read as f32 (a NaN difference is the
+ * result: NaN counts); the sizes must be equal. */
+static inline double tu_max_err(lm_array *a, lm_array *b)
+{
+    assert_int_equal(a->size, b->size);
+    float *x = tu_read_f32(a), *y = tu_read_f32(b);
+    double m = 0;
+    for (int64_t i = 0; i < a->size; i++) {
+        double d = fabs((double)x[i] - y[i]);
+        if (!(d <= m)) m = d;
+    }
+    free(x);
+    free(y);
+    return m;
+}
+
+/* Whether a and b read as f32 are the same bytes (same size, bit-equal). */
+static inline bool tu_same_bytes(lm_array *a, lm_array *b)
+{
+    if (a->size != b->size) return false;
+    float *x = tu_read_f32(a), *y = tu_read_f32(b);
+    bool same = !memcmp(x, y, sizeof *x * (size_t)a->size);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* a, which the test needs: when it is NULL the test fails, printing what
+ * returned it and the library's error. */
+static inline lm_array *tu_must(lm_array *a, const char *what)
+{
+    if (!a) fprintf(stderr, "%s: %s\n", what, lm_error_message());
+    assert_non_null(a);
+    return a;
+}
+
 /* Asserts a (evaluated here) equals the expected values within
  * atol + rtol*|expected|; NaN must match NaN, Inf must match exactly. */
 static inline void tu_assert_close_data(lm_array *a, const double *exp, int64_t n,
@@ -266,6 +316,18 @@ static inline lm_device *tu_vulkan_device(void)
     for (int i = 0; i < lm_device_count(); i++)
         if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) return lm_device_at(i);
     return NULL;
+}
+
+/* The first Vulkan device; where there is none, prints line and skips the
+ * test. */
+static inline lm_device *tu_vulkan_or_skip(const char *line)
+{
+    lm_device *vk = tu_vulkan_device();
+    if (!vk) {
+        printf("%s\n", line);
+        skip();
+    }
+    return vk;
 }
 
 /* Saves s's tensors to path (replacing it) without the one named `drop`

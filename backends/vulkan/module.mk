@@ -25,6 +25,14 @@ GLSLC      ?= glslc
 # SPIR-V 1.5 (Vulkan 1.2): subgroup operations, 8/16-bit storage.
 GLSLC_FLAGS := --target-env=vulkan1.2 -O -I$(VK_DIR)/shaders
 
+# Tiles built for measurements only (VK_BENCH_TILES=1): the attention tiles
+# that nn_attn_fa.c takes only where LUMEN_VK_ATTN_KHR=<tile> or
+# LUMEN_VK_ATTN_CM2=<tile> names one and lumen-spirv.bin holds it (its
+# in_file), for bench/gpu/attn_khr.py and attn_cm2.py with tiles.  No
+# test and no default path takes them, so the default build leaves them out
+# (30 modules fewer to compile); `make VK_BENCH_TILES=1` builds them in.
+VK_BENCH_TILES ?= 0
+
 # VK_VARIANTS += NAME:SOURCE:DEFINES - module NAME is shaders/SOURCE.glsl
 # compiled with -D for each comma-separated DEFINE (MACRO or MACRO=VALUE).
 # The host asks for a pipeline by (NAME, specialization constants).
@@ -104,9 +112,6 @@ VK_KHR_VARIANTS += matmul_coop_khr_bf16_k64s1:matmul_coop:MM_KHR,MM_SCALED,BM=12
 # nn_attn_khr.glsl: tensor-core attention on KHR cooperative matrices for
 # head dims up to HD (nn_attn_fa.c's khr_shader); _m: with a mask; _n8: 8
 # subgroups (128 queries a workgroup; the default at HD 64), else 4.
-# Tiles for measurements (LUMEN_VK_ATTN_KHR=<suffix>): n4/n8 subgroups,
-# ps = P through shared memory, tab = the component rows and columns from
-# tables (registers) instead of constants
 VK_KHR_VARIANTS += nn_attn_khr32:nn_attn_khr:HD=32
 VK_KHR_VARIANTS += nn_attn_khr32_m:nn_attn_khr:HD=32,MASK
 VK_KHR_VARIANTS += nn_attn_khr48:nn_attn_khr:HD=48
@@ -123,6 +128,11 @@ VK_KHR_VARIANTS += nn_attn_khr160:nn_attn_khr:HD=160
 VK_KHR_VARIANTS += nn_attn_khr160_m:nn_attn_khr:HD=160,MASK
 VK_KHR_VARIANTS += nn_attn_khr256:nn_attn_khr:HD=256,BK=32
 VK_KHR_VARIANTS += nn_attn_khr256_m:nn_attn_khr:HD=256,BK=32,MASK
+# Tiles for measurements (LUMEN_VK_ATTN_KHR=<suffix>, VK_BENCH_TILES=1):
+# n4/n8 subgroups, ps = P through shared memory, tab = the component rows
+# and columns from tables (registers) instead of constants, k32 = 32-key
+# steps, qs = Q through shared memory, ea = every key block tested
+ifeq ($(VK_BENCH_TILES),1)
 VK_KHR_VARIANTS += nn_attn_khr64_n4:nn_attn_khr:HD=64
 VK_KHR_VARIANTS += nn_attn_khr64_ps:nn_attn_khr:HD=64,PMODE=2
 VK_KHR_VARIANTS += nn_attn_khr64_tab:nn_attn_khr:HD=64,NOLANEMAP
@@ -138,6 +148,7 @@ VK_KHR_VARIANTS += nn_attn_khr128_qsk32:nn_attn_khr:HD=128,BK=32,QSH
 VK_KHR_VARIANTS += nn_attn_khr64_n8qs:nn_attn_khr:HD=64,NSG=8,QSH
 VK_KHR_VARIANTS += nn_attn_khr128_ea:nn_attn_khr:HD=128,EDGEALL
 VK_KHR_VARIANTS += nn_attn_khr64_n8ea:nn_attn_khr:HD=64,NSG=8,EDGEALL
+endif
 # conv_coop's tiles on KHR (nn_conv.c's conv_tiles)
 VK_KHR_VARIANTS += conv_coop_khr:matmul_coop:MM_KHR,MM_CONV,MM_COOP
 VK_KHR_VARIANTS += conv_coop_khr_m32:matmul_coop:MM_KHR,MM_CONV,MM_COOP,BM=32,BN=128,BK=32,WM=32,WN=32
@@ -160,7 +171,9 @@ VK_BF16_VARIANTS += nn_attn_khr64_n8_bf:nn_attn_khr:BF16,HD=64,NSG=8
 VK_BF16_VARIANTS += nn_attn_khr64_m_bf:nn_attn_khr:BF16,HD=64,MASK
 VK_BF16_VARIANTS += nn_attn_khr128_bf:nn_attn_khr:BF16,HD=128
 VK_BF16_VARIANTS += nn_attn_khr128_m_bf:nn_attn_khr:BF16,HD=128,MASK
+ifeq ($(VK_BENCH_TILES),1)   # LUMEN_VK_ATTN_KHR=n8's bf16 tile
 VK_BF16_VARIANTS += nn_attn_khr128_n8_bf:nn_attn_khr:BF16,HD=128,NSG=8
+endif
 VK_BF16_VARIANTS += nn_attn_khr256_bf:nn_attn_khr:BF16,HD=256,BK=32
 VK_BF16_VARIANTS += nn_attn_khr256_m_bf:nn_attn_khr:BF16,HD=256,BK=32,MASK
 VK_BF16_VARIANTS += matmul_coop_khr_bf_128x256s1:matmul_coop:BF16,MM_KHR,BM=128,BN=256,BK=32,WM=64,WN=64,STAGES=1
@@ -301,17 +314,24 @@ VK_CM2_VARIANTS += matmul_cm2_128x256:matmul_cm2:BM=128,BN=256,BK=64
 VK_CM2_VARIANTS += matmul_cm2_256x128:matmul_cm2:BM=256,BN=128,BK=64
 VK_CM2_VARIANTS += matmul_cm2_128x256k32:matmul_cm2:BM=128,BN=256,BK=32,UNROLL=8
 VK_CM2_VARIANTS += matmul_cm2_64x64:matmul_cm2:BM=64,BN=64,BK=64,NT=128
-# nn_attn_khr.glsl with P converted by cooperative matrix 2 (nn_attn_fa.c)
+# nn_attn_khr.glsl with P converted by cooperative matrix 2 (nn_attn_fa.c's
+# tiles for measurements, LUMEN_VK_ATTN_KHR=cv, n8cv; VK_BENCH_TILES=1)
+ifeq ($(VK_BENCH_TILES),1)
 VK_CM2_VARIANTS += nn_attn_khr64_cv:nn_attn_khr:HD=64,PMODE=3
 VK_CM2_VARIANTS += nn_attn_khr128_cv:nn_attn_khr:HD=128,PMODE=3
 VK_CM2_VARIANTS += nn_attn_khr128_n8cv:nn_attn_khr:HD=128,NSG=8,PMODE=3
+endif
 # nn_attn_cm2.glsl: flash attention on workgroup-scope matrices (nn_attn_fa.c's
 # cm2_shader), head dims up to HD, BQ queries x BC keys a step, NT
 # invocations; the first of each head dim is the default, the others are
-# tiles for measurements (LUMEN_VK_ATTN_CM2=<tile>; =1 the default tile: the kernel
-# is opt-in, slower than nn_attn_khr on driver 580); _bf: bf16 (spvpack --bf16)
+# tiles for measurements (LUMEN_VK_ATTN_CM2=<tile>, VK_BENCH_TILES=1; =1 the
+# default tile: the kernel is opt-in, slower than nn_attn_khr on driver 580);
+# _bf: bf16 (spvpack --bf16)
 VK_CM2_VARIANTS += nn_attn_cm2_64:nn_attn_cm2:HD=64,BQ=64,BC=64,NT=128
 VK_CM2_VARIANTS += nn_attn_cm2_128:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128
+VK_CM2_BF16_VARIANTS += nn_attn_cm2_64_bf:nn_attn_cm2:HD=64,BQ=64,BC=64,NT=128,BF16
+VK_CM2_BF16_VARIANTS += nn_attn_cm2_128_bf:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128,BF16
+ifeq ($(VK_BENCH_TILES),1)
 VK_CM2_VARIANTS += nn_attn_cm2_64_q128:nn_attn_cm2:HD=64,BQ=128,BC=64,NT=256
 VK_CM2_VARIANTS += nn_attn_cm2_128_q128:nn_attn_cm2:HD=128,BQ=128,BC=64,NT=256
 VK_CM2_VARIANTS += nn_attn_cm2_128_c32:nn_attn_cm2:HD=128,BQ=64,BC=32,NT=128
@@ -322,9 +342,8 @@ VK_CM2_VARIANTS += nn_attn_cm2_128_nw:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128,NARR
 VK_CM2_VARIANTS += nn_attn_cm2_128_q32nw:nn_attn_cm2:HD=128,BQ=32,BC=64,NT=128,NARROW
 VK_CM2_VARIANTS += nn_attn_cm2_128_q128nw:nn_attn_cm2:HD=128,BQ=128,BC=64,NT=256,NARROW
 VK_CM2_VARIANTS += nn_attn_cm2_128_q32t64:nn_attn_cm2:HD=128,BQ=32,BC=64,NT=64
-VK_CM2_BF16_VARIANTS += nn_attn_cm2_64_bf:nn_attn_cm2:HD=64,BQ=64,BC=64,NT=128,BF16
-VK_CM2_BF16_VARIANTS += nn_attn_cm2_128_bf:nn_attn_cm2:HD=128,BQ=64,BC=64,NT=128,BF16
 VK_CM2_BF16_VARIANTS += nn_attn_cm2_128_q128_bf:nn_attn_cm2:HD=128,BQ=128,BC=64,NT=256,BF16
+endif
 endif
 VK_CM2_NAMES := $(foreach v,$(VK_CM2_VARIANTS) $(VK_CM2_BF16_VARIANTS),$(firstword $(subst :, ,$(v))))
 VK_VAR_NAMES += $(VK_CM2_NAMES)
@@ -350,8 +369,15 @@ $(VK_PACKER): $(VK_DIR)/tools/spvpack.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -Wall -Wextra -Werror $< -o $@
 
+# The modules' names, rewritten (at parse time) only when the list changes,
+# so switching VK_BENCH_TILES rebuilds the pack without the modules left out.
+VK_PACK_LIST := $(VK_SPV_DIR)/pack.list
+ifneq ($(file <$(VK_PACK_LIST)),$(notdir $(VK_SPV)))
+$(file >$(VK_PACK_LIST),$(notdir $(VK_SPV)))
+endif
+
 # The file and the id compiled into the library come from one run.
-$(VK_PACK) $(VK_ID_H) &: $(VK_SPV) $(VK_PACKER)
+$(VK_PACK) $(VK_ID_H) &: $(VK_SPV) $(VK_PACKER) $(VK_PACK_LIST)
 	$(if $(GLSLANG15),,@echo "make: no KHR cooperative-matrix (nor cooperative-matrix-2) kernels in $(VK_PACK): $(or $(GLSLANG15_WHY),glslang 15 not known)")
 	$(VK_PACKER) $(VK_PACK) $(VK_ID_H) $(VK_SPV)
 

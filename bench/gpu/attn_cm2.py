@@ -7,7 +7,8 @@ the same run: vkbench VKBENCH_ONLY=attn as attn_khr.py runs it, medians of
 4096, 8192, D 64 and 128, f16 and bf16, causal and not (B 1, H 24), and
 Z-Image's joint sequence (B 1, H 30, L 4224, D 128); then the kernel's
 other tiles (LUMEN_VK_ATTN_CM2=<tile>) on a few shapes.
-Usage: attn_cm2.py VKBENCH_BINARY [sweep|tiles|both] [tiles,...]"""
+Usage: attn_cm2.py VKBENCH_BINARY [sweep|tiles|both] [tiles,...]
+(the tiles other than the default are built by `make VK_BENCH_TILES=1`)"""
 import os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -7,6 +7,7 @@ setting: the KHR tensor-core kernel by default, the previous kernels with
 LUMEN_VK_ATTN_KHR=0, tiles with LUMEN_VK_ATTN_KHR=<tile>), and the ratio
 PyTorch / Lumen of the medians (> 1: Lumen faster).
 Usage: attn_khr.py VKBENCH_BINARY [quick] [variants: name=tile[+VAR=value],...]
+(the tiles are in lumen-spirv.bin only after `make VK_BENCH_TILES=1`)
 (ATTN_KHR_FEW=1: four f16 shapes only)"""
 import os, subprocess, sys, time
 

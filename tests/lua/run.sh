@@ -2,19 +2,10 @@
 # tests/lua/run.sh - the Lua API tests, run twice: under build/lumen and
 # under Debian's stock lua5.4 loading build/lumen.so through package.cpath.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh   # BUILD, relay, summary
 LUA=${LUA:-lua5.4}
 files=$(ls tests/lua/test_*.lua)
-total_p=0; total_f=0
-run() {
-  out=$("$@" tests/lua/runner.lua $files 2>&1)
-  echo "$out" | grep -v '^[0-9]* passed, [0-9]* failed$'
-  line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
-  if [ -z "$line" ]; then echo "no summary from: $*"; total_f=$((total_f + 1)); return; fi
-  echo "  $*: $line"
-  total_p=$((total_p + $(echo "$line" | cut -d' ' -f1)))
-  total_f=$((total_f + $(echo "$line" | cut -d' ' -f3)))
-}
+run() { relay "$@" tests/lua/runner.lua $files && echo "  $*: $line"; }
 run "$BUILD/lumen"
 # a sanitizer build of lumen.so needs the ASan runtime loaded before lua5.4
 preload=
@@ -31,7 +22,7 @@ if command -v "$LUA" >/dev/null 2>&1; then
       -e 'local lm = require "lumen"; local x = lm.randn{1, 16, 64, 64}
           lm.conv2d(x, lm.randn{16, 16, 3, 3}, nil, {padding = 1}):sum():item()' || exit_ok=1
   done
-  if [ $exit_ok = 0 ]; then total_p=$((total_p + 1)); else echo "FAIL lua5.4 exits cleanly after pool work"; total_f=$((total_f + 1)); fi
+  if [ $exit_ok = 0 ]; then p=$((p + 1)); else echo "FAIL lua5.4 exits cleanly after pool work"; f=$((f + 1)); fi
   # the models beside the module: build/models for build/lumen.so given by a
   # relative package.cpath, as the README shows (issue 34: none was found)
   want="$(cd "$BUILD" && pwd -P)/models"
@@ -40,9 +31,8 @@ if command -v "$LUA" >/dev/null 2>&1; then
        -e "local lm = require 'lumen'
            for _, d in ipairs(lm.models.dirs()) do if d == '$want' then os.exit(0) end end
            print('lm.models.dirs() lacks $want: ' .. table.concat(lm.models.dirs(), ', ')); os.exit(1)"; then
-    total_p=$((total_p + 1)); else echo "FAIL lua5.4 looks for models beside lumen.so"; total_f=$((total_f + 1)); fi
+    p=$((p + 1)); else echo "FAIL lua5.4 looks for models beside lumen.so"; f=$((f + 1)); fi
 else
-  echo "$LUA not installed: module test skipped"; total_f=$((total_f + 1))
+  echo "$LUA not installed: module test skipped"; f=$((f + 1))
 fi
-echo "$total_p passed, $total_f failed"
-[ "$total_f" = 0 ]
+summary

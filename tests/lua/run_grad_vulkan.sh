@@ -2,15 +2,11 @@
 # tests/lua/run_grad_vulkan.sh - test_grad.lua again on Vulkan (lavapipe in
 # CI): every backward rule, the optimisers and the short training run.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
-if ! LUMEN_DEVICE=vulkan "$BUILD/lumen" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
+. tests/lib.sh   # BUILD, vulkan_device, relay, summary
+if ! vulkan_device; then
   echo "no Vulkan device: test_grad.lua on Vulkan skipped"
   exit 77
 fi
-out=$(LUMEN_DEVICE=vulkan "$BUILD/lumen" tests/lua/runner.lua tests/lua/test_grad.lua 2>&1)
-echo "$out" | grep -v '^[0-9]* passed, [0-9]* failed$'
-line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
-[ -n "$line" ] || { echo "no summary"; echo "0 passed, 1 failed"; exit 1; }
+relay env LUMEN_DEVICE=vulkan "$BUILD/lumen" tests/lua/runner.lua tests/lua/test_grad.lua
 echo "test_grad.lua with LUMEN_DEVICE=vulkan:"
-echo "$line"
-[ "$(echo "$line" | cut -d' ' -f3)" = 0 ]
+summary

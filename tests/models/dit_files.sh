@@ -9,7 +9,7 @@
 # Klein's row; without --tokenizer, or with the other family's folder, the
 # run stops saying what to give.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh   # BUILD, check, fails, summary
 export LUMEN_DEVICE=cpu
 D=tests/ref/dit
 Z=$BUILD/ref/dit/zimage.safetensors
@@ -20,19 +20,6 @@ fi
 T=$BUILD/test-dit-files
 rm -rf "$T" && mkdir -p "$T"
 L="$BUILD/lumen"
-p=0 f=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  name=$1; shift
-  if "$@" >"$T/log" 2>&1; then p=$((p + 1)); echo "ok   $name"
-  else f=$((f + 1)); echo "FAIL $name"; sed 's/^/     /' "$T/log"; fi
-}
-fails() {  # fails NAME RC PATTERN COMMAND...: exits RC saying PATTERN
-  name=$1; want=$2; pat=$3; shift 3
-  "$@" >"$T/log" 2>&1; rc=$?
-  if [ $rc != "$want" ]; then f=$((f + 1)); echo "FAIL $name (exit $rc, not $want)"; sed 's/^/     /' "$T/log"
-  elif grep -q -- "$pat" "$T/log"; then p=$((p + 1)); echo "ok   $name"
-  else f=$((f + 1)); echo "FAIL $name (no \"$pat\")"; sed 's/^/     /' "$T/log"; fi
-}
 G="$L generate 'a dog is dancing' --steps 2 --size 32x32 --seed 3 -q"
 
 check "Z-Image folder makes a PNG" sh -c "$G --model $D/zimage -o $T/folder.png && test -s $T/folder.png"
@@ -44,5 +31,4 @@ check "... which generate reads" sh -c "$G --model $T/z-q4_0.gguf --tokenizer $D
 check "the Klein file loads as Klein's row" "$L" -e "local p = lm.diffusion.pipeline('$BUILD/ref/dit/klein.safetensors', {tokenizer = '$D/klein', dtype = 'f32'}); assert(p.family == 'klein-base', p.family)"
 fails "no --tokenizer folder" 1 "holds the transformer only" sh -c "$G --model $Z -o $T/x.png"
 fails "the other family's folder" 1 "Flux2KleinPipeline" sh -c "$G --model $Z --tokenizer $D/klein -o $T/x.png"
-echo "$p passed, $f failed"
-[ $f = 0 ]
+summary

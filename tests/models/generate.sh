@@ -17,7 +17,7 @@
 # tags change the image alike, the infotext's Lora hashes against hashlib,
 # a tag without --lora-dir and an unmatched key refused.  One line per check.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh   # BUILD, check, fails, summary
 export LUMEN_DEVICE=cpu
 D=tests/ref/diffusion
 S=$BUILD/ref/diffusion/sd1.safetensors   # make diffusion-fixtures builds it (tests/ref/make_single.py)
@@ -28,19 +28,6 @@ fi
 T=$BUILD/test-generate
 rm -rf "$T" && mkdir -p "$T"
 L="$BUILD/lumen"
-p=0 f=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  name=$1; shift
-  if "$@" >"$T/log" 2>&1; then p=$((p + 1)); echo "ok   $name"
-  else f=$((f + 1)); echo "FAIL $name"; sed 's/^/     /' "$T/log"; fi
-}
-fails() {  # fails NAME RC PATTERN COMMAND...: exits RC saying PATTERN
-  name=$1; want=$2; pat=$3; shift 3
-  "$@" >"$T/log" 2>&1; rc=$?
-  if [ $rc != "$want" ]; then f=$((f + 1)); echo "FAIL $name (exit $rc, not $want)"; sed 's/^/     /' "$T/log"
-  elif grep -q -- "$pat" "$T/log"; then p=$((p + 1)); echo "ok   $name"
-  else f=$((f + 1)); echo "FAIL $name (no \"$pat\")"; sed 's/^/     /' "$T/log"; fi
-}
 G="$L generate 'a photo of an astronaut riding a horse' --negative 'blurry, low quality' --steps 4 --size 64x64 -q"
 WANT='a photo of an astronaut riding a horse
 Negative prompt: blurry, low quality
@@ -296,5 +283,4 @@ printf '%s\n' '{"seed": 3, "prompt": "a photo of an astronaut riding a horse", "
 check "lumen batch: init and mask columns give lumen generate's pixels (inpainting, overlay, only masked, img2img)" sh -c "$L batch samples/batch_generate.lua --params $T/inpaint.jsonl -o '$T/binp/%d.png' --batch-size 2 --progress off --manifest none -- $D/sd1 && $G --model $D/sd1 --seed 3 --init $T/folder.png --strength 0.5 --sampler euler_a -o $T/i2i_b.png && $L tests/models/same_pixels.lua $T/binp/1.png $T/inp.png $T/binp/2.png $T/inpo.png $T/binp/3.png $T/inpf.png $T/binp/4.png $T/i2i_b.png"
 printf '%s\n' '{"seed": 3, "prompt": "a fox", "steps": 2, "size": "64x64", "init": "'$T/folder.png'", "mask": "'$T/nothing.png'"}' > "$T/inpaint_bad.jsonl"
 fails "lumen batch: a mask that cannot be read fails the job, named" 1 "mask: .*nothing.png" sh -c "$L batch samples/batch_generate.lua --params $T/inpaint_bad.jsonl -o '$T/binpb/%d.png' --progress off --manifest none -- $D/sd1"
-echo "$p passed, $f failed"
-[ $f = 0 ]
+summary

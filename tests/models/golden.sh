@@ -7,7 +7,7 @@
 # budget; the CPU covers all four.
 # Skips (77) only when the models are absent and npm cannot fetch them.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh   # BUILD, relay, vulkan_device
 LUMEN_MODELS=${LUMEN_MODELS:-$BUILD/models}
 export LUMEN_MODELS
 if [ ! -f "$LUMEN_MODELS/esrgan-slim/.integrity" ]; then
@@ -16,15 +16,6 @@ if [ ! -f "$LUMEN_MODELS/esrgan-slim/.integrity" ]; then
   if [ $rc = 77 ]; then echo "models absent and npm unavailable: golden tests skipped"; exit 77; fi
   [ $rc = 0 ] || { echo "make models failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
-total_p=0 total_f=0
-run() {
-  out=$("$@" 2>&1)
-  echo "$out" | grep -v '^[0-9]* passed, [0-9]* failed$'
-  line=$(echo "$out" | grep '^[0-9]* passed, [0-9]* failed$' | tail -1)
-  if [ -z "$line" ]; then echo "no summary from: $*"; total_f=$((total_f + 1)); return; fi
-  total_p=$((total_p + $(echo "$line" | cut -d' ' -f1)))
-  total_f=$((total_f + $(echo "$line" | cut -d' ' -f3)))
-}
 # Under the sanitizers (make check) every model runs many times slower: there
 # the smallest and the largest network at x2 check the memory rules, and the
 # plain `make test` covers every scale.
@@ -33,13 +24,12 @@ if ldd "$BUILD/lumen" 2>/dev/null | grep -q libasan; then
   cpu_cases="esrgan-slim:2 esrgan-thick:2" vk_cases="esrgan-slim:2"
   echo "sanitizer build: golden cases limited to $cpu_cases (CPU) and $vk_cases (Vulkan)"
 fi
-run env LUMEN_DEVICE=cpu "$BUILD/lumen" tests/models/golden.lua cpu $cpu_cases
-if LUMEN_DEVICE=vulkan "$BUILD/lumen" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
-  run env LUMEN_DEVICE=vulkan "$BUILD/lumen" tests/models/golden.lua vulkan $vk_cases
+relay env LUMEN_DEVICE=cpu "$BUILD/lumen" tests/models/golden.lua cpu $cpu_cases
+if vulkan_device; then
+  relay env LUMEN_DEVICE=vulkan "$BUILD/lumen" tests/models/golden.lua vulkan $vk_cases
 else
   echo "no Vulkan device: the Vulkan golden cases are skipped"
-  total_f=$((total_f))
   vk_skipped=1
 fi
-echo "$total_p passed, $total_f failed${vk_skipped:+, 7 skipped}"
-[ "$total_f" = 0 ]
+echo "$p passed, $f failed${vk_skipped:+, 7 skipped}"
+[ "$f" = 0 ]

@@ -7,7 +7,7 @@
 # gives the same pixels; errors exit non-zero with a message that helps.
 # Checks run in tests/models/upscale_check.lua; one line per check.
 cd "$(dirname "$0")/../.." || exit 1
-BUILD=${BUILD:-build}
+. tests/lib.sh   # BUILD, check, vulkan_device, summary
 LUMEN_MODELS=${LUMEN_MODELS:-$BUILD/models}
 export LUMEN_MODELS LUMEN_DEVICE=cpu
 if [ ! -f "$LUMEN_MODELS/esrgan-medium/package.json" ]; then
@@ -18,13 +18,7 @@ fi
 T=$BUILD/test-upscale
 rm -rf "$T" && mkdir -p "$T"
 L="$BUILD/lumen"
-p=0 f=0
-check() {  # check NAME COMMAND...: passes when the command succeeds
-  name=$1; shift
-  if "$@" >"$T/log" 2>&1; then p=$((p + 1)); echo "ok   $name"
-  else f=$((f + 1)); echo "FAIL $name"; sed 's/^/     /' "$T/log"; fi
-}
-fails() {  # fails NAME PATTERN COMMAND...: the command fails saying PATTERN
+fails() {  # fails NAME PATTERN COMMAND...: the command fails (any status) saying PATTERN
   name=$1; pat=$2; shift 2
   if "$@" >"$T/log" 2>&1; then f=$((f + 1)); echo "FAIL $name (succeeded)"
   elif grep -q "$pat" "$T/log"; then p=$((p + 1)); echo "ok   $name"
@@ -44,7 +38,7 @@ check "convert to safetensors" "$L" convert esrgan-medium "$T/medium2.safetensor
 check "upscale with the converted model" "$L" upscale "$T/in16.png" -o "$T/conv.png" --model "$T/medium2.safetensors" --scale 2 --tile 0 --quiet
 check "results (upscale_check.lua)" "$L" tests/models/upscale_check.lua "$T" "$LUMEN_MODELS"
 # --device vulkan (lavapipe here) gives the CPU's pixels within 1/255
-if LUMEN_DEVICE=vulkan "$L" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
+if vulkan_device; then
   check "upscale --device vulkan" env LUMEN_DEVICE=vulkan "$L" upscale "$T/in16.png" -o "$T/vk.png" --model esrgan-medium --scale 2 --tile 40 --device vulkan --quiet
   # the tile it chooses: 512 on a GPU, 256 on lavapipe (a CPU device: host memory)
   want=$(LUMEN_DEVICE=vulkan "$L" -e 'for _, d in ipairs(lm.devices()) do if d.spec == "vulkan:0" then print((d.kind:match("gpu$") and d.kind ~= "cpu-gpu") and 512 or 256) end end')
@@ -197,7 +191,7 @@ check "... the messages name the broken files (truncated, not a PNG)" sh -c "gre
 check "... stdout and stderr as --serial's, in the inputs' order" sh -c "sed 's/pbo/pbs/' '$T/pb.out' | cmp - '$T/pbs.out' && cmp '$T/pb.err' '$T/pbs.err' && grep -q '2 of 4 written' '$T/pb.out'"
 check "... the other outputs byte-equal to --serial's" same_dirs "$T/pbo" "$T/pbs" a.png c.png
 check "... no output and no temporary for the broken ones" sh -c "! test -e '$T/pbo/b.png' && ! test -e '$T/pbo/e.png' && test \$(ls -A '$T/pbo' | wc -l) = 2"
-if LUMEN_DEVICE=vulkan "$L" -e 'assert(tostring(lm.device()):match("vulkan"))' >/dev/null 2>&1; then
+if vulkan_device; then
   check "vulkan: pipelined folder (f16)" env LUMEN_DEVICE=vulkan "$L" upscale "$T"/pf/a.png "$T"/pf/b.png "$T"/pf/c.png -o "$T/pvp/" --model esrgan-medium --scale 2 --tile 12 --dtype f16 --quiet
   check "vulkan: --serial folder (f16)" env LUMEN_DEVICE=vulkan "$L" upscale "$T"/pf/a.png "$T"/pf/b.png "$T"/pf/c.png -o "$T/pvs/" --model esrgan-medium --scale 2 --tile 12 --dtype f16 --quiet --serial
   check "vulkan: ... byte-equal files" same_dirs "$T/pvp" "$T/pvs" a.png b.png c.png
@@ -213,5 +207,4 @@ check "200 loads of a 1 MB model stay under 32 MB of live buffers" "$L" -e "
   print(('peak active %.1f MB'):format(peak / 2^20))
   assert(peak < 32 * 2^20, ('peak active %.1f MB'):format(peak / 2^20))"
 
-echo "$p passed, $f failed"
-[ "$f" = 0 ]
+summary

@@ -32,6 +32,11 @@ from diffusers import (AutoencoderKL, DDIMScheduler, DPMSolverMultistepScheduler
 from transformers import (CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection,
                           CLIPTokenizer)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True   # no __pycache__ beside the fixtures
+import tiny_pipes  # noqa: E402  (the prompt pair, the noise recorder, the tiny folders)
+from tiny_pipes import NEGATIVE, PROMPT, SCHED_BASE  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIP = os.path.join(HERE, "clip", "tiny")
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "diffusion")
@@ -40,12 +45,6 @@ torch.set_grad_enabled(False)
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-PROMPT = "a photo of an astronaut riding a horse"
-NEGATIVE = "blurry, low quality"
-SCHED_BASE = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.012,
-              "beta_schedule": "scaled_linear", "steps_offset": 1, "timestep_spacing": "leading",
-              "prediction_type": "epsilon", "clip_sample": False, "set_alpha_to_one": False,
-              "trained_betas": None}
 SAMPLERS = {
     "euler": (EulerDiscreteScheduler, {}),
     "euler_a": (EulerAncestralDiscreteScheduler, {}),
@@ -55,28 +54,10 @@ SAMPLERS = {
     "ddim": (DDIMScheduler, {}),
 }
 
-# ---- noise recorder: every randn_tensor diffusers draws (ancestral steps, VAE sampling,
-# img2img noise) comes from one seeded generator and is recorded in order.
-DRAWS = []
-_gen = torch.Generator().manual_seed(1234)
-
-
-def _randn(shape, generator=None, device=None, dtype=None, layout=None):
-    t = torch.randn(tuple(shape), generator=_gen, dtype=torch.float32)
-    DRAWS.append(t.clone())
-    return t.to(dtype or torch.float32).to(device or "cpu")
-
-
-def patch_randn():
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("diffusers") and hasattr(mod, "randn_tensor"):
-            setattr(mod, "randn_tensor", _randn)
-
-
-def take_draws():
-    d = list(DRAWS)
-    DRAWS.clear()
-    return d
+# ---- noise recorder (tiny_pipes.Draws): every randn_tensor diffusers draws (ancestral
+# steps, VAE sampling, img2img noise) comes from one seeded generator, recorded in order.
+DRAWS = tiny_pipes.Draws(1234)
+_randn, patch_randn, take_draws = DRAWS.randn, DRAWS.patch, DRAWS.take
 
 
 def perturb(model, seed):

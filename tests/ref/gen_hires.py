@@ -29,47 +29,28 @@ import diffusers
 from diffusers import (DPMSolverMultistepScheduler, StableDiffusionImg2ImgPipeline,
                        StableDiffusionPipeline)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True   # no __pycache__ beside the fixtures
+import tiny_pipes  # noqa: E402  (the prompt pair, the noise recorder, the tiny folders)
+from tiny_pipes import NEGATIVE, PROMPT  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "diffusion")
 torch.set_grad_enabled(False)
 torch.manual_seed(0)
 
-PROMPT = "a photo of an astronaut riding a horse"
-NEGATIVE = "blurry, low quality"
 CASES = [
     # name, A1111 mode, torch mode, scale, hires steps, denoise
     ("nearest", "Latent (nearest)", "nearest", 2.0, 4, 0.5),
     ("bilinear", "Latent", "bilinear", 1.5, 6, 0.55),
 ]
 
-DRAWS = []
-_gen = torch.Generator().manual_seed(4321)
-
-
-def _randn(shape, generator=None, device=None, dtype=None, layout=None):
-    t = torch.randn(tuple(shape), generator=_gen, dtype=torch.float32)
-    DRAWS.append(t.clone())
-    return t.to(dtype or torch.float32).to(device or "cpu")
-
-
-def patch_randn():
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("diffusers") and hasattr(mod, "randn_tensor"):
-            setattr(mod, "randn_tensor", _randn)
-
-
-def take_draws():
-    d = list(DRAWS)
-    DRAWS.clear()
-    return d
+DRAWS = tiny_pipes.Draws(4321)
+_randn, patch_randn, take_draws = DRAWS.randn, DRAWS.patch, DRAWS.take
 
 
 def find_sd1():
-    for d in (os.path.join(HERE, "diffusion", "sd1"), os.path.join(HERE, "sd1"),
-              os.path.join(os.getcwd(), "tests", "ref", "diffusion", "sd1")):
-        if os.path.exists(os.path.join(d, "model_index.json")):
-            return d
-    sys.exit("gen_hires.py: no sd1 folder (tests/ref/diffusion/sd1 or ./sd1 beside the script)")
+    return tiny_pipes.find(HERE, "sd1", "gen_hires.py")
 
 
 def main():

@@ -44,47 +44,27 @@ from diffusers import (DPMSolverMultistepScheduler, EulerDiscreteScheduler,
                        StableDiffusionXLInpaintPipeline, StableDiffusionXLPipeline,
                        UNet2DConditionModel)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True   # no __pycache__ beside the fixtures
+import tiny_pipes  # noqa: E402  (the prompt pair, the noise recorder, the tiny folders)
+from tiny_pipes import NEGATIVE, PROMPT  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "inpaint")
 torch.set_grad_enabled(False)
 torch.manual_seed(0)
 
-PROMPT = "a photo of an astronaut riding a horse"
-NEGATIVE = "blurry, low quality"
 SIZE = 32          # pixels (the tiny VAE's scale is 2: 16x16 latents)
 STEPS = 4
 CFG = 7.0
 BLUR = 2           # mask_processor.blur's blur_factor (PIL GaussianBlur radius)
 
-DRAWS = []
-_gen = torch.Generator().manual_seed(2024)
-
-
-def _randn(shape, generator=None, device=None, dtype=None, layout=None):
-    t = torch.randn(tuple(shape), generator=_gen, dtype=torch.float32)
-    DRAWS.append(t.clone())
-    return t.to(dtype or torch.float32).to(device or "cpu")
-
-
-def patch_randn():
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("diffusers") and hasattr(mod, "randn_tensor"):
-            setattr(mod, "randn_tensor", _randn)
-
-
-def take_draws():
-    d = list(DRAWS)
-    DRAWS.clear()
-    return d
+DRAWS = tiny_pipes.Draws(2024)
+_randn, patch_randn, take_draws = DRAWS.randn, DRAWS.patch, DRAWS.take
 
 
 def find(name):
-    for d in (os.path.join(HERE, "diffusion", name), os.path.join(HERE, name),
-              os.path.join(os.getcwd(), "tests", "ref", "diffusion", name)):
-        if os.path.exists(os.path.join(d, "model_index.json")):
-            return d
-    sys.exit("gen_inpaint.py: no %s folder (tests/ref/diffusion/%s or ./%s beside the script)"
-             % (name, name, name))
+    return tiny_pipes.find(HERE, name, "gen_inpaint.py")
 
 
 def widen(unet, seed):

@@ -56,6 +56,8 @@ for _a in sys.argv[1:]:
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ beside the fixtures
 import make_single  # noqa: E402  (numpy only: read_st / write_st)
+import tiny_pipes  # noqa: E402  (torch only: the noise recorder, SD's scheduler config)
+from tiny_pipes import SCHED_BASE  # noqa: E402
 
 torch.set_grad_enabled(False)
 
@@ -157,28 +159,10 @@ def load_source(src):
     return classes, version + " (source, config plumbing stubbed)"
 
 
-# ---- noise recorder: every randn_tensor a scheduler draws (SDE and LCM steps) comes from
-# one seeded generator and is recorded in order, as gen_diffusion.py records its draws.
-DRAWS = []
-_gen = torch.Generator().manual_seed(3737)
-
-
-def _randn(shape, generator=None, device=None, dtype=None, layout=None):
-    t = torch.randn(tuple(shape), generator=_gen, dtype=torch.float32)
-    DRAWS.append(t.clone())
-    return t.to(dtype or torch.float32).to(device or "cpu")
-
-
-def patch_randn():
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("diffusers") and hasattr(mod, "randn_tensor"):
-            setattr(mod, "randn_tensor", _randn)
-
-
-def take_draws():
-    d = list(DRAWS)
-    DRAWS.clear()
-    return d
+# ---- noise recorder (tiny_pipes.Draws): every randn_tensor a scheduler draws (SDE and LCM
+# steps) comes from one seeded generator and is recorded in order, as gen_diffusion.py's.
+DRAWS = tiny_pipes.Draws(3737)
+_randn, patch_randn, take_draws = DRAWS.randn, DRAWS.patch, DRAWS.take
 
 
 def gauss_quad(f, a, b, **kwargs):
@@ -198,10 +182,6 @@ if _lms is not None and not hasattr(_lms, "integrate"):
 Euler, LMS = CLASSES["EulerDiscreteScheduler"], CLASSES["LMSDiscreteScheduler"]
 assert dataclasses  # the stubbed BaseOutput is a plain base of diffusers' dataclasses
 
-SCHED_BASE = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.012,
-              "beta_schedule": "scaled_linear", "steps_offset": 1, "timestep_spacing": "leading",
-              "prediction_type": "epsilon", "clip_sample": False, "set_alpha_to_one": False,
-              "trained_betas": None}
 SAMPLERS = {
     "lms": (LMS, {}),
     "lms_karras": (LMS, {"use_karras_sigmas": True}),
