@@ -380,7 +380,7 @@ static void test_errors(void **state)
 static lm_array *doubled(lm_array *a)
 {
     int64_t H = a->shape[a->ndim - 2], W = a->shape[a->ndim - 1], n = a->size / (H * W);
-    float *v = read_f32(a), *d = malloc(sizeof *d * (size_t)(a->size * 4));
+    float *v = tu_read_f32(a), *d = malloc(sizeof *d * (size_t)(a->size * 4));
     assert_non_null(d);
     for (int64_t c = 0; c < n; c++)
         for (int64_t y = 0; y < 2 * H; y++)
@@ -392,7 +392,7 @@ static lm_array *doubled(lm_array *a)
     lm_array *r = lm_from_data(a->ndim, shape, LM_F32, d, lm_device_cpu());
     free(v);
     free(d);
-    return must(r, "doubled");
+    return tu_must(r, "doubled");
 }
 
 /* A mask or an init image of another size is resized as diffusers'
@@ -410,11 +410,11 @@ static void test_resized(void **state)
         o.seed = 7;
         o.inpaint_crop = only;
         o.inpaint_padding = 4;
-        lm_array *want = must(lm_sd_generate(sd4, &o), "mask 32x32");
+        lm_array *want = tu_must(lm_sd_generate(sd4, &o), "mask 32x32");
         lm_array *m2 = doubled(o.mask);
         o.mask = m2;
-        lm_array *got = must(lm_sd_generate(sd4, &o), "mask 64x64");
-        double e = max_err(got, want);
+        lm_array *got = tu_must(lm_sd_generate(sd4, &o), "mask 64x64");
+        double e = tu_max_err(got, want);
         printf("  %s: a 64x64 mask against its 32x32 original: max abs difference %g\n",
                only ? "only masked" : "whole picture", e);
         /* "Only masked" boxes the resized mask's nonzero pixels and overlays
@@ -428,21 +428,21 @@ static void test_resized(void **state)
     lm_sd_gen_opts o;
     gen_opts(&o, "euler", 0.6, "mask");
     o.seed = 7;
-    lm_array *i2 = doubled(o.init), *small = must(lm_sd_image_resize(i2, 32, 32, lm_device_cpu()), "resize");
+    lm_array *i2 = doubled(o.init), *small = tu_must(lm_sd_image_resize(i2, 32, 32, lm_device_cpu()), "resize");
     o.init = small;
-    lm_array *want = must(lm_sd_generate(sd4, &o), "init resized first");
+    lm_array *want = tu_must(lm_sd_generate(sd4, &o), "init resized first");
     o.init = i2;
     o.width = o.height = 32;
-    lm_array *got = must(lm_sd_generate(sd4, &o), "init 64x64 at 32x32");
+    lm_array *got = tu_must(lm_sd_generate(sd4, &o), "init 64x64 at 32x32");
     assert_int_equal(got->shape[2], 32);
     assert_int_equal(got->shape[3], 32);
-    double e = max_err(got, want);
+    double e = tu_max_err(got, want);
     printf("  a 64x64 init image at width and height 32: max abs difference %g\n", e);
     assert_true(e == 0);
     lm_array_release(got);
     /* without a size, the output is the init image's and the mask follows it */
     o.width = o.height = 0;
-    got = must(lm_sd_generate(sd4, &o), "init 64x64, mask 32x32");
+    got = tu_must(lm_sd_generate(sd4, &o), "init 64x64, mask 32x32");
     assert_int_equal(got->shape[2], 64);
     assert_int_equal(got->shape[3], 64);
     lm_array_release(got);
