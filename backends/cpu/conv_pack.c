@@ -148,7 +148,7 @@ const void *nn_pack(const lm_array *w, int kind, size_t bytes, nn_pack_fill fill
         }
         pthread_mutex_unlock(&lock);
     }
-    void *data = malloc(bytes ? bytes : 1);
+    void *data = lm_cpu_scratch(bytes);
     if (!data) {
         lm_error_set(LM_ERR_NOMEM, "conv: out of host memory for %zu bytes of prepared weights", bytes);
         return NULL;
