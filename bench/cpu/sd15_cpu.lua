@@ -51,8 +51,8 @@ if size then
   local s = now()
   pipe:generate{prompt = "a photo of an astronaut riding a horse", negative = "blurry, low quality",
                 steps = steps, cfg = 7, sampler = "euler", seed = 1, size = size}:eval()
-  print(string.format("lumen_%dstep_%d_ms %.1f (one run, after the UNet calls) %s", steps, size, (now() - s) * 1000,
-                      load_avg()))
+  print(string.format("lumen_%dstep_%d_ms %.1f (one run%s) %s", steps, size, (now() - s) * 1000,
+                      calls > 0 and ", after the UNet calls" or "", load_avg()))
   io.stdout:flush()
 end
 if mode:find("profile") and x then lm.profile({rows = 30}, function() return pipe.unet(x, t, ctx) end) end

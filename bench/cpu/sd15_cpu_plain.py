@@ -192,8 +192,9 @@ def main():
     if size:
         s = time.perf_counter()
         image(unet, vae, te, size, steps)
-        print("diffusers_%dstep_%d_ms %.1f (one run, after the UNet calls) load %.2f" % (
-            steps, size, (time.perf_counter() - s) * 1e3, os.getloadavg()[0]), flush=True)
+        print("diffusers_%dstep_%d_ms %.1f (one run%s) load %.2f" % (
+            steps, size, (time.perf_counter() - s) * 1e3, ", after the UNet calls" if calls else "",
+            os.getloadavg()[0]), flush=True)
     del unet, vae, te
     gc.collect()
     lua = os.path.join(HERE, "sd15_cpu.lua")
