@@ -353,7 +353,7 @@ static void test_pack_cap(void **state)
     lm_array *x = randn(4, xs, 51), *a = randn(4, ws, 52), *b = randn(4, ws, 53), *c3 = randn(4, ws, 56);
     int64_t e1, e2, m0, m1;
     age_entries(600);                         /* the earlier tests' entries: stale */
-    setenv("LUMEN_CONV_PACK_MB", "2", 1);    /* 2 MiB: fits two (and the small one of age_entries) */
+    setenv("LUMEN_CONV_PACK_MB", "2", 1);    /* 2 MiB: fits two of them */
     float *ref[3], *r;
     lm_array *cyc[3] = {a, b, c3};
     setenv("LUMEN_CONV_PACK", "0", 1);
