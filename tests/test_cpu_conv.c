@@ -319,42 +319,85 @@ static void test_pack_dtypes(void **state)
     lm_array_release(x);
 }
 
-/* LUMEN_CONV_PACK_MB: an entry past the cap is not kept; the least
- * recently used entries make room */
+/* the pack cache's hits so far */
+static int64_t pack_hits(void)
+{
+    int64_t h;
+    lm_cpu_pack_stats(&h, NULL, NULL, NULL);
+    return h;
+}
+
+/* n lookups of one small weight's filters (a tick each): the entries not
+ * looked up meanwhile grow stale */
+static void age_entries(int n)
+{
+    int64_t xs[4] = {1, 16, 2, 2}, ws[4] = {16, 16, 3, 3};
+    lm_array *x = randn(4, xs, 61), *w = randn(4, ws, 62);
+    for (int i = 0; i < n; i++) {
+        float *r;
+        conv_bits(x, w, PAD1, &r, false);
+        free(r);
+    }
+    lm_array_release(w);
+    lm_array_release(x);
+}
+
+/* LUMEN_CONV_PACK_MB: an entry past the cap is not kept; a new entry takes
+ * the room of stale ones only, so weights called in a cycle longer than
+ * the cache keep the first of the cycle (the least recently used one went
+ * just before its next use: no hit ever) */
 static void test_pack_cap(void **state)
 {
     (void)state;
     int64_t xs[4] = {1, 128, 4, 4}, ws[4] = {128, 128, 3, 3};   /* 1 MiB of filters each */
-    lm_array *x = randn(4, xs, 51), *a = randn(4, ws, 52), *b = randn(4, ws, 53);
-    int64_t e0, e1, e2;
-    lm_cpu_pack_stats(NULL, NULL, &e0, NULL);
-    setenv("LUMEN_CONV_PACK_MB", "1", 1);   /* 1 MiB exactly: fits one */
-    assert_int_equal(check_cached(x, a, PAD1, false), 1);
-    lm_cpu_pack_stats(NULL, NULL, &e1, NULL);
-    assert_int_equal(e1, 1);                 /* the earlier tests' entries made room */
-    assert_int_equal(check_cached(x, b, PAD1, false), 1);
-    lm_cpu_pack_stats(NULL, NULL, &e2, NULL);
-    assert_int_equal(e2, 1);                 /* a's went */
+    lm_array *x = randn(4, xs, 51), *a = randn(4, ws, 52), *b = randn(4, ws, 53), *c3 = randn(4, ws, 56);
+    int64_t e1, e2, m0, m1;
+    age_entries(600);                         /* the earlier tests' entries: stale */
+    setenv("LUMEN_CONV_PACK_MB", "2", 1);    /* 2 MiB: fits two of them */
+    float *ref[3], *r;
+    lm_array *cyc[3] = {a, b, c3};
+    setenv("LUMEN_CONV_PACK", "0", 1);
+    int64_t n = 0;
+    for (int k = 0; k < 3; k++) n = conv_bits(x, cyc[k], PAD1, &ref[k], false);
+    unsetenv("LUMEN_CONV_PACK");
+    lm_cpu_pack_stats(NULL, &m0, NULL, NULL);
+    int64_t h0 = pack_hits();
+    for (int pass = 0; pass < 3; pass++)
+        for (int k = 0; k < 3; k++) {
+            conv_bits(x, cyc[k], PAD1, &r, false);
+            assert_memory_equal(r, ref[k], sizeof(float) * (size_t)n);
+            free(r);
+        }
+    lm_cpu_pack_stats(NULL, &m1, &e1, NULL);
+    /* a and b kept at their first call and found in passes 2 and 3; c made each time */
+    assert_int_equal(m1 - m0, 2);
+    assert_int_equal(pack_hits() - h0, 4);
+    for (int k = 0; k < 3; k++) free(ref[k]);
     int64_t ws2[4] = {160, 128, 3, 3};
     lm_array *c = randn(4, ws2, 54);
     float *r1, *r2;
-    int64_t m0, m1;
     lm_cpu_pack_stats(NULL, &m0, NULL, NULL);
-    int64_t n = conv_bits(x, c, PAD1, &r1, false);   /* past the cap: computed, not kept */
+    n = conv_bits(x, c, PAD1, &r1, false);   /* past the cap: computed, not kept */
     conv_bits(x, c, PAD1, &r2, false);
     lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
     assert_int_equal(m1, m0);
-    assert_int_equal(e2, 1);
+    assert_int_equal(e2, e1);
     assert_memory_equal(r1, r2, sizeof(float) * (size_t)n);
     free(r1);
     free(r2);
-    unsetenv("LUMEN_CONV_PACK_MB");
-    (void)e0;
-    /* a memory limit on the device caps the cache at a quarter of it: with
-     * a limit just above what is active, d's 1 MiB is not kept (and b's
-     * entry stays) */
-    lm_array *d = randn(4, ws, 55);
+    /* a and b unused for long: c3 takes the room of the least recently used */
+    age_entries(600);
     lm_cpu_pack_stats(NULL, &m0, NULL, NULL);
+    assert_int_equal(check_cached(x, c3, PAD1, false), 1);
+    lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
+    assert_int_equal(e2, e1);
+    assert_int_equal(check_cached(x, b, PAD1, false), 0);   /* b stayed, a went */
+    unsetenv("LUMEN_CONV_PACK_MB");
+    /* a memory limit on the device caps the cache at a quarter of it: with
+     * a limit just above what is active, d's 1 MiB is not kept (and the
+     * entries stay) */
+    lm_array *d = randn(4, ws, 55);
+    lm_cpu_pack_stats(NULL, &m0, &e1, NULL);
     size_t limit = lm_device_memory(lm_device_cpu()).active + ((size_t)256 << 10);
     assert_true(limit / 4 < NN_WINO_BYTES(128, 128));
     lm_device_set_memory_limit(lm_device_cpu(), limit);
@@ -362,7 +405,7 @@ static void test_pack_cap(void **state)
     lm_device_set_memory_limit(lm_device_cpu(), 0);
     lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
     assert_int_equal(m1, m0);
-    assert_int_equal(e2, 1);                 /* b's, untouched */
+    assert_int_equal(e2, e1);
     conv_bits(x, d, PAD1, &r2, false);        /* no limit: kept */
     lm_cpu_pack_stats(NULL, &m1, &e2, NULL);
     assert_int_equal(m1, m0 + 1);
@@ -371,6 +414,7 @@ static void test_pack_cap(void **state)
     free(r2);
     lm_array_release(d);
     lm_array_release(c);
+    lm_array_release(c3);
     lm_array_release(a);
     lm_array_release(b);
     lm_array_release(x);

@@ -8,9 +8,19 @@
  * hands to a later array never carries an old entry.  Within a buffer an
  * entry is found by the weight's geometry (offset, shape, strides, dtype)
  * and the kind of derivation.  All entries sit on one list, most recently
- * used first; past the cap (LUMEN_CONV_PACK_MB, default a quarter of the
- * machine's memory, at most a quarter of the device's memory limit if set) the least recently used
- * go.  LUMEN_CONV_PACK=0 turns the cache off (every call
+ * used first, under a cap (LUMEN_CONV_PACK_MB, default a quarter of the
+ * machine's memory, at most a quarter of the device's memory limit if
+ * set).  A new entry past the cap takes the room of stale entries only
+ * (least recently used first); where there are none it is not kept (its
+ * caller derives into a temporary and frees it).  Evicting the least
+ * recently used entry whatever its age made a model whose filters exceed
+ * the cap (SD 1.5's ~3.9 GB on a machine of 8-15 GB) miss on every conv of
+ * every call: it walks its weights in a cycle longer than the cache, so
+ * each entry went just before its next use.  Refusing instead keeps the
+ * first filters of the cycle and derives the rest each call.  Stale: not
+ * used within the last 2 x the longest recent reuse distance + 4 x the
+ * entries + 256 lookups (a tick per lookup), so the weights of a model no
+ * longer run make room for the next one's.  LUMEN_CONV_PACK=0 turns the cache off (every call
  * derives into a temporary, as before).  The bytes are the cache's own,
  * not counted in lm_device_memory's active bytes. */
 #include <pthread.h>
@@ -27,6 +37,7 @@ typedef struct pack_entry {
     int ndim;
     int64_t offset, shape[LM_MAX_DIMS], strides[LM_MAX_DIMS];
     size_t bytes;
+    int64_t used;                     /* the tick of its last lookup */
     void *data;
 } pack_entry;
 
@@ -34,6 +45,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pack_entry *head, *tail;
 static size_t total;
 static int64_t hits, misses;
+static int64_t tick;          /* lookups so far */
+static int64_t reuse_max;     /* the longest recent distance between two lookups of an entry */
+static int64_t nentries;
 
 static void lru_unlink(pack_entry *e)
 {
@@ -43,6 +57,7 @@ static void lru_unlink(pack_entry *e)
     else tail = e->prev;
     e->prev = e->next = NULL;
     total -= e->bytes;
+    nentries--;
 }
 
 static void lru_push(pack_entry *e)
@@ -53,6 +68,13 @@ static void lru_push(pack_entry *e)
     head = e;
     if (!tail) tail = e;
     total += e->bytes;
+    nentries++;
+}
+
+/* not looked up for long enough to make room for a new entry (under the lock) */
+static bool stale(const pack_entry *e)
+{
+    return tick - e->used > 2 * reuse_max + 4 * nentries + 256;
 }
 
 /* the core drops an entry: its buffer was written or released */
@@ -110,18 +132,23 @@ const void *nn_pack(const lm_array *w, int kind, size_t bytes, nn_pack_fill fill
     size_t cap = enabled() && b ? cap_bytes(b->device) : 0;
     if (cap && b) {
         pthread_mutex_lock(&lock);
+        tick++;
         for (lm_derived *d = b->derived; d; d = d->next) {
             pack_entry *e = (pack_entry *)d;
             if (d->drop != pack_drop || !same_weight(e, w, kind)) continue;
             lru_unlink(e);
             lru_push(e);
             hits++;
+            /* the recent maximum, decaying by 1/16 a hit */
+            int64_t dist = tick - e->used, decayed = reuse_max - reuse_max / 16;
+            reuse_max = dist > decayed ? dist : decayed;
+            e->used = tick;
             pthread_mutex_unlock(&lock);
             return e->data;
         }
         pthread_mutex_unlock(&lock);
     }
-    void *data = malloc(bytes ? bytes : 1);
+    void *data = lm_cpu_scratch(bytes);
     if (!data) {
         lm_error_set(LM_ERR_NOMEM, "conv: out of host memory for %zu bytes of prepared weights", bytes);
         return NULL;
@@ -146,15 +173,22 @@ const void *nn_pack(const lm_array *w, int kind, size_t bytes, nn_pack_fill fill
     e->bytes = bytes;
     e->data = data;
     pthread_mutex_lock(&lock);
-    misses++;
-    /* room first: the least recently used entries go (never the new one) */
-    while (tail && total + bytes > cap) {
+    e->used = tick;
+    /* room first: stale entries go, least recently used first */
+    while (tail && total + bytes > cap && stale(tail)) {
         pack_entry *old = tail;
         lru_unlink(old);
         lm_buffer_detach(old->buf, &old->link);
         free(old->data);
         free(old);
     }
+    if (total + bytes > cap) {   /* the cache is full of weights in use: not kept */
+        pthread_mutex_unlock(&lock);
+        free(e);
+        *owned = data;
+        return data;
+    }
+    misses++;
     lru_push(e);
     lm_buffer_attach(b, &e->link);
     pthread_mutex_unlock(&lock);

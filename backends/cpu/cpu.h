@@ -21,6 +21,10 @@ static inline void *lm_cpu_ptr(const lm_array *a)
  * already contiguous of that dtype.  *owned receives what to free() (NULL if
  * nothing).  NULL + error on allocation failure. */
 void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned);
+/* a kernel's scratch memory, released with free(): from 4 MiB on, on 2 MiB
+ * boundaries with transparent huge pages asked for (cpu.c); NULL when out
+ * of memory */
+void *lm_cpu_scratch(size_t bytes);
 
 /* Strided gather: count elements starting at flat (row-major) index `start`
  * of the logical array (ndim, shape, strides in elements, base pointer of

@@ -136,7 +136,7 @@ void *lm_cpu_contiguous(const lm_array *a, lm_dtype dt, void **owned)
 {
     *owned = NULL;
     if (a->dtype == dt && lm_array_is_contiguous(a)) return lm_cpu_ptr(a);
-    void *p = malloc((size_t)(a->size ? a->size : 1) * lm_dtype_size(dt));
+    void *p = lm_cpu_scratch((size_t)(a->size ? a->size : 1) * lm_dtype_size(dt));
     if (!p) {
         lm_error_set(LM_ERR_NOMEM, "out of host memory for a %lld-element copy", (long long)a->size);
         return NULL;

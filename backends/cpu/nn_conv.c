@@ -244,7 +244,7 @@ static lm_status conv_staged(conv_ctx *c, int64_t N)
     int64_t rows_fit = c->direct ? c->OH : (int64_t)(STAGED_BYTES / ((size_t)c->K * esz * (size_t)c->OW));
     if (rows_fit < 1) rows_fit = 1;
     int64_t nb = (c->OH + rows_fit - 1) / rows_fit, band = (c->OH + nb - 1) / nb;
-    char *col = c->direct ? NULL : malloc((size_t)(c->K * band * c->OW) * esz);
+    char *col = c->direct ? NULL : lm_cpu_scratch((size_t)(c->K * band * c->OW) * esz);
     if (!c->direct && !col)
         return lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for a %lldx%lld unfolded band",
                             (long long)c->K, (long long)(band * c->OW));

@@ -243,8 +243,8 @@ static lm_status staged(wino_ctx *c)
     if (chunk > R) chunk = R;
     int64_t nchunks = (R + chunk - 1) / chunk;
     chunk = (R + nchunks - 1) / nchunks;   /* even chunks: no short last one */
-    c->v = malloc(sizeof(float) * 16 * (size_t)(c->C * chunk * c->tw));
-    c->m = malloc(sizeof(float) * 16 * (size_t)(c->O * chunk * c->tw));
+    c->v = lm_cpu_scratch(sizeof(float) * 16 * (size_t)(c->C * chunk * c->tw));
+    c->m = lm_cpu_scratch(sizeof(float) * 16 * (size_t)(c->O * chunk * c->tw));
     lm_status st = LM_OK;
     if (!c->v || !c->m)
         st = lm_error_set(LM_ERR_NOMEM, "conv2d: out of host memory for Winograd tiles (%lld rows of %lld)",
