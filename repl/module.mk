@@ -5,7 +5,8 @@ REPL_OBJ := $(REPL_SRC:%.c=$(BUILD)/obj/%.o)
 
 $(BUILD)/obj/repl/%.o: CFLAGS += $(LUA_CFLAGS)
 # lumen serve (repl/serve*.c): libmicrohttpd and cJSON
-$(BUILD)/obj/repl/serve.o $(BUILD)/obj/repl/serve_http.o $(BUILD)/obj/repl/serve_req.o $(BUILD)/obj/repl/serve_worker.o: CFLAGS += $(MHD_CFLAGS) $(CJSON_CFLAGS)
+$(BUILD)/obj/repl/serve.o $(BUILD)/obj/repl/serve_http.o $(BUILD)/obj/repl/serve_req.o $(BUILD)/obj/repl/serve_worker.o \
+  $(BUILD)/obj/repl/serve_b64.o: CFLAGS += $(MHD_CFLAGS) $(CJSON_CFLAGS)
 # MPI (optional): only `lumen batch` uses it (repl/batch.c)
 ifeq ($(MPI_ENABLED),yes)
 $(BUILD)/obj/repl/batch.o: CFLAGS += -DLM_HAVE_MPI $(MPI_CFLAGS)

@@ -121,7 +121,7 @@ void serve_wait(serve_job *j, bool (*alive)(void *), void *ctx);
 char *serve_progress_json(void);
 /* POST /sdapi/v1/interrupt: stops the running job at its next step */
 void serve_interrupt(void);
-/* base64 */
+/* ---- serve_b64.c: base64 (RFC 4648; decoding: NULL for anything else, whitespace skipped, padding optional, the URL-safe alphabet too) ---- */
 char *serve_b64_encode(const unsigned char *p, size_t n);
 unsigned char *serve_b64_decode(const char *s, size_t n, size_t *out);
 
