@@ -7,7 +7,6 @@
 #include <string.h>
 #include "error.h"
 #include "ops.h"
-#include "models/sd_pipeline.h"
 
 void lm_sd_mask_free(lm_sd_mask *m)
 {
@@ -461,26 +460,27 @@ lm_array *lm_sd_image_resize(lm_array *img, int64_t h, int64_t w, lm_device *dev
     return r;
 }
 
-lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o, int64_t pad)
+lm_array *lm_sd_inpaint_crop(const lm_sd_inpaint_crop_args *a, lm_sd_inpaint_gen_fn gen, void *ctx)
 {
     lm_sd_mask m = {0};
     uint8_t *im = NULL, *g = NULL, *ci = NULL, *cg = NULL, *ri = NULL, *rg = NULL, *gen8 = NULL, *back = NULL,
             *canvas = NULL;
     float *gv = NULL, *iv = NULL;
     lm_array *init2 = NULL, *mask2 = NULL, *img = NULL, *pasted = NULL, *init = NULL, *soft = NULL, *r = NULL;
-    if (!o || !o->init || !o->mask || o->init->ndim != 3 || o->init->shape[0] != 3) {
+    if (!a || !a->init || !a->mask || a->init->ndim != 3 || a->init->shape[0] != 3) {
         lm_error_set(LM_ERR_ARG, "generate: inpainting only the masked area needs an init image [3,H,W] and "
                      "a mask (--init, --mask; Lua init=, mask=)");
         return NULL;
     }
+    int64_t pad = a->pad;
     if (pad < 0 || pad > 65536) {
         lm_error_set(LM_ERR_ARG, "generate: inpaint padding %lld: expected 0 to 65536 pixels", (long long)pad);
         return NULL;
     }
     /* H x W the init's (and the result's), PH x PW the processing size */
-    int64_t H = o->init->shape[1], W = o->init->shape[2], box[4];
-    int64_t PH = o->height > 0 ? o->height : H, PW = o->width > 0 ? o->width : W;
-    if (lm_sd_mask_prepare(o->mask, o->mask_blur, H, W, "generate", &m) != LM_OK) return NULL;
+    int64_t H = a->init->shape[1], W = a->init->shape[2], box[4];
+    int64_t PH = a->ph > 0 ? a->ph : H, PW = a->pw > 0 ? a->pw : W;
+    if (lm_sd_mask_prepare(a->mask, a->blur, H, W, "generate", &m) != LM_OK) return NULL;
     im = malloc((size_t)(3 * H * W));
     g = malloc((size_t)(H * W));
     iv = malloc(sizeof *iv * (size_t)(3 * H * W));
@@ -488,7 +488,7 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
         lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
         goto done;
     }
-    if (lm_array_read(o->init, iv, LM_F32) != LM_OK) goto done;
+    if (lm_array_read(a->init, iv, LM_F32) != LM_OK) goto done;
     for (int64_t i = 0; i < 3 * H * W; i++) im[i] = to_u8(iv[i]);
     for (int64_t i = 0; i < H * W; i++) g[i] = to_u8(m.soft[i]);
     if (!lm_sd_mask_crop_region(g, H, W, PH, PW, pad, box)) {
@@ -511,14 +511,9 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
     if (resize_mode(ci, 3, ch, cw, ri, PH, PW, true) != LM_OK ||
         resize_mode(cg, 1, ch, cw, rg, PH, PW, true) != LM_OK)
         goto done;
-    lm_device *dev = lm_sd_pipeline_device(p);
+    lm_device *dev = a->dev;
     if (!(init2 = u8_array(ri, 0, 3, PH, PW, dev)) || !(mask2 = u8_array(rg, 0, 1, PH, PW, dev))) goto done;
-    lm_sd_gen_opts o2 = *o;
-    o2.init = init2;
-    o2.mask = mask2;
-    o2.mask_blur = 0;
-    o2.mask_overlay = false;
-    if (!(img = lm_sd_generate(p, &o2))) goto done;
+    if (!(img = gen(ctx, init2, mask2))) goto done;
     /* each image as diffusers' 8-bit PIL image, resized into the box ("crop"
      * mode) on black, then the overlay */
     int64_t B = img->shape[0];
@@ -536,7 +531,7 @@ lm_array *lm_sd_generate_inpaint_crop(lm_sd_pipeline *p, const lm_sd_gen_opts *o
         if (resize_mode(gen8, 3, PH, PW, back, ch, cw, false) != LM_OK) goto done;
         paste(back, 3, ch, cw, canvas + b * 3 * H * W, H, W, box[0], box[1]);
     }
-    if (!(pasted = u8_array(canvas, B, 3, H, W, dev)) || !(init = lm_cast(o->init, LM_F32)) ||
+    if (!(pasted = u8_array(canvas, B, 3, H, W, dev)) || !(init = lm_cast(a->init, LM_F32)) ||
         !(soft = lm_sd_mask_pixels(&m, true, dev)))
         goto done;
     r = lm_sd_inpaint_blend(pasted, init, soft);

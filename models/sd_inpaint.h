@@ -90,17 +90,27 @@ lm_array *lm_sd_image_resize(lm_array *img, int64_t h, int64_t w, lm_device *dev
  * processing size) within the image.  false when the mask is empty. */
 bool lm_sd_mask_crop_region(const uint8_t *g, int64_t H, int64_t W, int64_t ph, int64_t pw, int64_t pad,
                             int64_t box[4]);
+/* The pipeline's generation for lm_sd_inpaint_crop: from the cropped init
+ * image [3,ph,pw] and mask [1,ph,pw] (8-bit values, blurred already: no
+ * blur, no overlay), [B,3,ph,pw] f32 in 0..1, or NULL with the error set. */
+typedef lm_array *(*lm_sd_inpaint_gen_fn)(void *ctx, lm_array *init, lm_array *mask);
+/* What lm_sd_inpaint_crop is given: the init image [3,H,W] and the mask (as
+ * lm_sd_mask_prepare takes it, resized to the init's size), the blur, the
+ * processing size (0: the init's), the padding and the device. */
+typedef struct lm_sd_inpaint_crop_args {
+    lm_array *init, *mask;
+    double blur;
+    int64_t ph, pw, pad;
+    lm_device *dev;
+} lm_sd_inpaint_crop_args;
 /* Inpainting of only the mask's box, as diffusers' inpaint pipelines with
  * padding_mask_crop=pad (A1111's "Only masked" with that padding): the init
  * image and the (blurred) mask cropped to lm_sd_mask_crop_region's box,
- * resized to the processing size (o->width x o->height where given, else the
- * init's) with PIL's Lanczos (8-bit), inpainted there, the
- * result (8-bit) resized back into the box and pasted over the init image
- * outside the mask (the overlay).  o as lm_sd_generate's with init and mask
- * ([3,H,W] init, one for the batch); o->mask_overlay is implied.
- * [B,3,H,W] f32 in 0..1, or NULL with the error set. */
-struct lm_sd_pipeline;
-struct lm_sd_gen_opts;
-lm_array *lm_sd_generate_inpaint_crop(struct lm_sd_pipeline *p, const struct lm_sd_gen_opts *o, int64_t pad);
+ * resized to the processing size with PIL's Lanczos (8-bit), generated
+ * there by gen(ctx, ...), the result (8-bit) resized back into the box and
+ * pasted over the init image outside the mask (the overlay).  [B,3,H,W] f32
+ * in 0..1, or NULL with the error set.  lm_sd_generate calls it with the
+ * pipeline's own generation (sd_pipeline.c). */
+lm_array *lm_sd_inpaint_crop(const lm_sd_inpaint_crop_args *a, lm_sd_inpaint_gen_fn gen, void *ctx);
 
 #endif

@@ -1954,12 +1954,32 @@ fail:
     return NULL;
 }
 
+/* "Only masked" (lm_sd_inpaint_crop): the crop generated as given, blurred
+ * already, without the overlay (the crop's paste-back is it) */
+typedef struct crop_gen {
+    lm_sd_pipeline *p;
+    const lm_sd_gen_opts *o;
+} crop_gen;
+
+static lm_array *crop_generate(void *ctx, lm_array *init, lm_array *mask)
+{
+    const crop_gen *c = ctx;
+    lm_sd_gen_opts o = *c->o;
+    o.inpaint_crop = false;
+    o.init = init;
+    o.mask = mask;
+    o.mask_blur = 0;
+    o.mask_overlay = false;
+    return generate(c->p, &o, true);
+}
+
 lm_array *lm_sd_generate(lm_sd_pipeline *p, const lm_sd_gen_opts *o)
 {
     if (o && o->mask && o->inpaint_crop) {
-        lm_sd_gen_opts inner = *o;
-        inner.inpaint_crop = false;
-        return lm_sd_generate_inpaint_crop(p, &inner, o->inpaint_padding);
+        crop_gen c = {p, o};
+        lm_sd_inpaint_crop_args a = {.init = o->init, .mask = o->mask, .blur = o->mask_blur, .ph = o->height,
+                                     .pw = o->width, .pad = o->inpaint_padding, .dev = p->dev};
+        return lm_sd_inpaint_crop(&a, crop_generate, &c);
     }
     return generate(p, o, true);
 }

@@ -224,7 +224,7 @@ typedef struct lm_sd_gen_opts {
     bool inpaint_crop;           /* A1111's "Only masked" (inpaint_full_res): only the
                                     mask's box, padded by inpaint_padding pixels, is
                                     inpainted at the image's size and pasted back
-                                    (lm_sd_generate_inpaint_crop; the overlay implied) */
+                                    (lm_sd_inpaint_crop; the overlay implied) */
     int64_t inpaint_padding;
 } lm_sd_gen_opts;
 
