@@ -102,10 +102,8 @@ lm_status lm_sd_mask_prepare(lm_array *mask, double blur, int64_t th, int64_t tw
                                             (long long)W, (long long)H);
     float *v = malloc(sizeof *v * (size_t)(C * n));
     uint8_t *g = malloc((size_t)n);
-    m->soft = malloc(sizeof *m->soft * (size_t)n);
-    m->bin = malloc(sizeof *m->bin * (size_t)n);
     lm_status st = LM_OK;
-    if (!v || !g || !m->soft || !m->bin) {
+    if (!v || !g) {
         st = lm_error_set(LM_ERR_NOMEM, "%s: mask: out of memory", who);
         goto done;
     }
@@ -124,12 +122,7 @@ lm_status lm_sd_mask_prepare(lm_array *mask, double blur, int64_t th, int64_t tw
     lm_sd_mask_blur_u8(g, H, W, blur);
     if (th > 0 && tw > 0 && (th != H || tw != W)) {   /* then resized to the image's size */
         uint8_t *r = malloc((size_t)(th * tw));
-        float *soft = realloc(m->soft, sizeof *soft * (size_t)(th * tw));
-        if (soft) m->soft = soft;
-        float *bin = soft ? realloc(m->bin, sizeof *bin * (size_t)(th * tw)) : NULL;
-        if (bin) m->bin = bin;
-        if (!r || !soft || !bin) {
-            free(r);
+        if (!r) {
             st = lm_error_set(LM_ERR_NOMEM, "%s: mask: out of memory", who);
             goto done;
         }
@@ -141,6 +134,12 @@ lm_status lm_sd_mask_prepare(lm_array *mask, double blur, int64_t th, int64_t tw
         free(g);
         g = r;
         H = th, W = tw, n = th * tw;
+    }
+    m->soft = malloc(sizeof *m->soft * (size_t)n);
+    m->bin = malloc(sizeof *m->bin * (size_t)n);
+    if (!m->soft || !m->bin) {
+        st = lm_error_set(LM_ERR_NOMEM, "%s: mask: out of memory", who);
+        goto done;
     }
     for (int64_t i = 0; i < n; i++) {
         m->soft[i] = (float)g[i] / 255.0f;
@@ -416,6 +415,23 @@ static lm_status resize_mode(const uint8_t *in, int64_t C, int64_t ih, int64_t i
     return st;
 }
 
+/* a's values in 0..1 as the 8-bit values a PNG of them holds (malloc'd),
+ * or NULL with the error set */
+static uint8_t *read_u8(lm_array *a)
+{
+    float *v = malloc(sizeof *v * (size_t)a->size);
+    uint8_t *r = malloc((size_t)a->size);
+    if (!v || !r) lm_error_set(LM_ERR_NOMEM, "inpaint: out of memory");
+    else if (lm_array_read(a, v, LM_F32) == LM_OK) {
+        for (int64_t i = 0; i < a->size; i++) r[i] = to_u8(v[i]);
+        free(v);
+        return r;
+    }
+    free(v);
+    free(r);
+    return NULL;
+}
+
 /* f32 [C,H,W] in 0..1 of 8-bit planes */
 static lm_array *u8_array(const uint8_t *v, int64_t B, int64_t C, int64_t H, int64_t W, lm_device *dev)
 {
@@ -444,19 +460,17 @@ lm_array *lm_sd_image_resize(lm_array *img, int64_t h, int64_t w, lm_device *dev
         return NULL;
     }
     int64_t B = img->ndim == 4 ? img->shape[0] : 1, H = img->shape[img->ndim - 2],
-            W = img->shape[img->ndim - 1], n = B * 3 * H * W;
-    float *v = malloc(sizeof *v * (size_t)n);
-    uint8_t *in = malloc((size_t)n), *out = malloc((size_t)(B * 3 * h * w));
+            W = img->shape[img->ndim - 1];
+    uint8_t *in = read_u8(img), *out = in ? malloc((size_t)(B * 3 * h * w)) : NULL;
     lm_array *r = NULL;
-    if (!v || !in || !out) lm_error_set(LM_ERR_NOMEM, "resize: out of memory");
-    else if (lm_array_read(img, v, LM_F32) == LM_OK) {
-        for (int64_t i = 0; i < n; i++) in[i] = to_u8(v[i]);
+    if (in && !out) lm_error_set(LM_ERR_NOMEM, "resize: out of memory");
+    else if (in) {
         lm_status st = LM_OK;
         for (int64_t b = 0; b < B && st == LM_OK; b++)
             st = lm_sd_resize_lanczos_u8(in + b * 3 * H * W, 3, H, W, out + b * 3 * h * w, h, w);
         if (st == LM_OK) r = u8_array(out, img->ndim == 4 ? B : 0, 3, h, w, dev);
     }
-    free(v), free(in), free(out);
+    free(in), free(out);
     return r;
 }
 
@@ -465,7 +479,7 @@ lm_array *lm_sd_inpaint_crop(const lm_sd_inpaint_crop_args *a, lm_sd_inpaint_gen
     lm_sd_mask m = {0};
     uint8_t *im = NULL, *g = NULL, *ci = NULL, *cg = NULL, *ri = NULL, *rg = NULL, *gen8 = NULL, *back = NULL,
             *canvas = NULL;
-    float *gv = NULL, *iv = NULL;
+    float *gv = NULL;
     lm_array *init2 = NULL, *mask2 = NULL, *img = NULL, *pasted = NULL, *init = NULL, *soft = NULL, *r = NULL;
     if (!a || !a->init || !a->mask || a->init->ndim != 3 || a->init->shape[0] != 3) {
         lm_error_set(LM_ERR_ARG, "generate: inpainting only the masked area needs an init image [3,H,W] and "
@@ -481,15 +495,11 @@ lm_array *lm_sd_inpaint_crop(const lm_sd_inpaint_crop_args *a, lm_sd_inpaint_gen
     int64_t H = a->init->shape[1], W = a->init->shape[2], box[4];
     int64_t PH = a->ph > 0 ? a->ph : H, PW = a->pw > 0 ? a->pw : W;
     if (lm_sd_mask_prepare(a->mask, a->blur, H, W, "generate", &m) != LM_OK) return NULL;
-    im = malloc((size_t)(3 * H * W));
-    g = malloc((size_t)(H * W));
-    iv = malloc(sizeof *iv * (size_t)(3 * H * W));
-    if (!im || !g || !iv) {
+    if (!(im = read_u8(a->init))) goto done;
+    if (!(g = malloc((size_t)(H * W)))) {
         lm_error_set(LM_ERR_NOMEM, "generate: out of memory");
         goto done;
     }
-    if (lm_array_read(a->init, iv, LM_F32) != LM_OK) goto done;
-    for (int64_t i = 0; i < 3 * H * W; i++) im[i] = to_u8(iv[i]);
     for (int64_t i = 0; i < H * W; i++) g[i] = to_u8(m.soft[i]);
     if (!lm_sd_mask_crop_region(g, H, W, PH, PW, pad, box)) {
         lm_error_set(LM_ERR_ARG, "generate: the mask has no white pixel: nothing to inpaint");
@@ -542,7 +552,7 @@ lm_array *lm_sd_inpaint_crop(const lm_sd_inpaint_crop_args *a, lm_sd_inpaint_gen
 done:
     lm_sd_mask_free(&m);
     free(im), free(g), free(ci), free(cg), free(ri), free(rg), free(gen8), free(back), free(canvas);
-    free(gv), free(iv);
+    free(gv);
     lm_array_release(init2), lm_array_release(mask2), lm_array_release(img), lm_array_release(pasted);
     lm_array_release(init), lm_array_release(soft);
     return r;

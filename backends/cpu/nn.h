@@ -49,7 +49,9 @@ typedef lm_status (*nn_pack_fill)(void *dst, const lm_array *w, void *ctx);
  * stays valid until the next nn_pack or a write to w.  NULL + error when
  * out of memory or when fill fails. */
 const void *nn_pack(const lm_array *w, int kind, size_t bytes, nn_pack_fill fill, void *ctx, void **owned);
-/* Counters of the cache since start, and what it holds now (for tests). */
+/* Counters of the cache since start, and what it holds now (for tests):
+ * hits, lookups that found their entry; misses, entries derived and kept
+ * (a derivation past the cap, not kept, counts in neither). */
 void lm_cpu_pack_stats(int64_t *hits, int64_t *misses, int64_t *entries, size_t *bytes);
 /* conv2d whose kernel is much larger than its output (a weight gradient):
  * x [B, Ci, H, W] by w [Co, Ci, KH, KW] into out [B, Co, OH, OW], f32 or
