@@ -118,14 +118,15 @@ static int l_xyz_grid(lua_State *L)
     }
     lm_grid_font *font = NULL;
     float *g = NULL;
-    lm_grid_layout lay;
+    int64_t gh = 0, gw = 0;
     if (st == LM_OK && (font = lm_grid_font_open(fontpath, why, sizeof why)))
-        g = lm_grid_compose(font, nx, ny, tiles, hx ? xl : NULL, hy ? yl : NULL, title, &lay, why, sizeof why);
+        g = lm_grid_compose(font, nx, ny, tiles, hx ? xl : NULL, hy ? yl : NULL, title, &gh, &gw, why,
+                            sizeof why);
     lm_grid_font_close(font);
     for (int i = 0; i < n; i++) free(tiles[i].rgb);
     if (st != LM_OK) return lm_lua_error(L);
     if (!g) return luaL_error(L, "lm.image.xyz_grid: %s", why);
-    int64_t shape[3] = {3, lay.h, lay.w};
+    int64_t shape[3] = {3, gh, gw};
     lm_array *img = lm_from_data(3, shape, LM_F32, g, lm_device_cpu());
     free(g);
     return lm_lua_push_array(L, img);

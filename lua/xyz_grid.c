@@ -239,7 +239,8 @@ static void draw_text(FT_Face face, float *img, int64_t H, int64_t W, const char
 }
 
 float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const lm_grid_tile *tiles, const char *const *xl,
-                       const char *const *yl, const char *title, lm_grid_layout *lay, char *why, size_t n)
+                       const char *const *yl, const char *title, int64_t *gh, int64_t *gw, char *why,
+                       size_t n)
 {
     /* every cell the largest tile's size (A1111's grids: one size for all) */
     int64_t th = 0, tw = 0;
@@ -311,6 +312,7 @@ float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const lm_grid_tile *tile
             int64_t x = w + 2 * pad < left ? (left - w) / 2 : pad;
             draw_text(face, img, H, W, yl[iy], x, top + iy * th + (th + asc - desc) / 2, 0, left);
         }
-    *lay = (lm_grid_layout){.h = H, .w = W, .x0 = left, .y0 = top, .ch = th, .cw = tw};
+    *gh = H;
+    *gw = W;
     return img;
 }

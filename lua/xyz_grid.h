@@ -49,23 +49,16 @@ typedef struct lm_grid_tile {
     int64_t h, w;
 } lm_grid_tile;
 
-/* Where lm_grid_compose put things: the grid is [3,h,w]; cell (ix, iy) lies
- * at (x0 + ix * cw, y0 + iy * ch). */
-typedef struct lm_grid_layout {
-    int64_t h, w;
-    int64_t x0, y0;   /* the first cell's top-left corner */
-    int64_t ch, cw;   /* every cell's size: the largest tile's height, width */
-} lm_grid_layout;
-
 /* The grid of nx * ny tiles (row-major, tile[iy * nx + ix]) under a band of
  * column labels xl[nx] (NULL: none) and beside a band of row labels yl[ny]
- * (NULL: none), with a title line above (NULL: none): [3,lay->h,lay->w] f32
+ * (NULL: none), with a title line above (NULL: none): [3,*gh,*gw] f32
  * malloc'd, white behind black text, or NULL with why.  The tiles may differ
  * in size (a hires_scale axis): every cell is as high as the highest tile
  * and as wide as the widest (one size for all, as A1111's grids: columns and
  * rows line up under their labels), and a smaller tile sits at its cell's
  * top left on white (A1111 pastes each image at its cell's corner too). */
 float *lm_grid_compose(lm_grid_font *f, int nx, int ny, const lm_grid_tile *tiles, const char *const *xl,
-                       const char *const *yl, const char *title, lm_grid_layout *lay, char *why, size_t n);
+                       const char *const *yl, const char *title, int64_t *gh, int64_t *gw, char *why,
+                       size_t n);
 
 #endif

@@ -972,14 +972,14 @@ static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *
     for (int i = 0; i < nx; i++) lm_xyz_label(&ax[0], i, xl[i], sizeof xl[i]), xs[i] = xl[i];
     for (int i = 0; a->nxyz > 1 && i < ny; i++) lm_xyz_label(&ax[1], i, yl[i], sizeof yl[i]), ys[i] = yl[i];
     if (nz > 1) lm_xyz_label(&ax[2], z, title, sizeof title);
-    lm_grid_layout lay;
+    int64_t gh, gw;
     float *g = lm_grid_compose(font, nx, ny, tiles + (size_t)z * (size_t)(nx * ny), xs, a->nxyz > 1 ? ys : NULL,
-                               nz > 1 ? title : NULL, &lay, why, sizeof why);
+                               nz > 1 ? title : NULL, &gh, &gw, why, sizeof why);
     if (!g) {
         fprintf(stderr, "lumen generate: grid %s: %s\n", name, why);
         return 1;
     }
-    int64_t shape[3] = {3, lay.h, lay.w};
+    int64_t shape[3] = {3, gh, gw};
     lm_array *img = lm_from_data(3, shape, LM_F32, g, lm_device_cpu());
     free(g);
     lm_kv kv[1] = {{"parameters", text}};
@@ -994,7 +994,7 @@ static int write_grid(const gen_args *a, lm_grid_font *font, const lm_xyz_axis *
     else if (fd >= 0 && (st = lm_png_write(name, img, &wo)) != LM_OK) report(NULL);
     else if (!img) report(NULL);
     if (fd >= 0) close(fd);
-    if (st == LM_OK && !a->quiet) printf("%s (grid %lldx%lld)\n", name, (long long)lay.w, (long long)lay.h);
+    if (st == LM_OK && !a->quiet) printf("%s (grid %lldx%lld)\n", name, (long long)gw, (long long)gh);
     lm_array_release(img);
     return st == LM_OK ? 0 : 1;
 }
