@@ -14,7 +14,7 @@ vocabulary) and the scheduler Turbo's (FlowMatchEuler, shift 3).  One 1024x1024
 image, 9 steps (Turbo's), guidance 0, max_sequence_length 512, from the same
 initial latents on both sides; times are medians of 5 warm calls with the spread.
 The reference image is diffusers' final latents decoded by an f32 copy of the VAE.
-Usage: PYTHONPATH=diffusers/src zimage_pipe.py LUMEN_BINARY WORKDIR [MODES [lumen-only]]
+Usage: PYTHONPATH=diffusers/src zimage_pipe.py LUMEN_BINARY WORKDIR [MODES [lumen-only] | build-only]
 MODES: Lumen's configurations, comma-separated (default "default,offload");
 lumen-only: diffusers is not run (its reference image is then zeros).
 """
@@ -92,6 +92,8 @@ def main():
     t0 = time.time()
     build(d)
     print("built and saved in %.0f s" % (time.time() - t0), flush=True)
+    if len(sys.argv) > 3 and sys.argv[3] == "build-only":
+        return  # the folder alone (bench/gpu/sd_mpi.sh ... zimage_full)
     modes = (sys.argv[3] if len(sys.argv) > 3 else "default,offload").split(",")
     if len(sys.argv) > 4 and sys.argv[4] == "lumen-only":
         lat = torch.randn(1, 16, 128, 128, generator=torch.Generator().manual_seed(7))
