@@ -76,6 +76,8 @@ do
                  images = T.images, groups = T.groups, wall = wall}
       local ok, dev = pcall(function() return tostring(lm.device()) end)
       r.device = ok and dev or "?"
+      -- under MPI: the CPUs the rank ran on and its CPU threads
+      if dist and dist.cpus then r.cpus, r.threads, r.unbound = dist.cpus, dist.threads, dist.unbound end
       local sum = 0
       for _, s in ipairs(STAGES) do
         r[s] = S[s]
@@ -93,14 +95,22 @@ do
       for _, s in ipairs{"start", "load", "generate", "render", "wait", "write", "idle", "other", "wall"} do
         parts[#parts + 1] = string.format('"%s_s":%.3f', s, r[s])
       end
+      for _, k in ipairs{"cpus", "threads", "unbound"} do
+        if math.type(r[k]) == "integer" then parts[#parts + 1] = string.format('"%s":%d', k, r[k]) end
+      end
       return "{" .. table.concat(parts, ",") .. "}"
     end
 
     -- a line for stderr
     function T.text(r)
-      return string.format("rank %d (%s): start %.2f s, load %.2f s, generate %.2f s (render %.2f, wait %.2f), "
+      local cpu = ""
+      if math.type(r.cpus) == "integer" then
+        cpu = string.format(", CPUs %d, threads %d", r.cpus, r.threads or 0)
+        if (r.unbound or 0) > 0 then cpu = cpu .. string.format(" (unbound from %d)", r.unbound) end
+      end
+      return string.format("rank %d (%s%s): start %.2f s, load %.2f s, generate %.2f s (render %.2f, wait %.2f), "
         .. "write %.2f s, idle %.2f s, other %.2f s; %d images in %.2f s",
-        r.rank, r.device, r.start, r.load, r.generate, r.render, r.wait, r.write, r.idle, r.other,
+        r.rank, r.device, cpu, r.start, r.load, r.generate, r.render, r.wait, r.write, r.idle, r.other,
         r.images, r.wall)
     end
 

@@ -58,6 +58,8 @@ typedef struct mpi_dist {
     MPI_Win win;
     int64_t *counter;        /* rank 0's window: jobs handed out so far */
     int done_ranks;          /* rank 0: ranks that sent TAG_DONE */
+    long cpus;               /* the CPUs this rank may run on */
+    long unbound;            /* > 0: the launcher had bound it to this many, and it was unbound */
 } mpi_dist;
 
 static mpi_dist dist;
@@ -164,13 +166,31 @@ static bool mpi_start(int *argc, char ***argv)
     int local_size = 1;
     MPI_Comm_size(local, &local_size);
     MPI_Comm_free(&local);
-    /* CPU threads: the cores this rank is bound to (mpirun binds by
-     * default), or a share of the node's; never a full pool per rank */
+    /* CPU threads: the cores this rank is bound to, or a share of the
+     * node's; never a full pool per rank.  Open MPI binds each rank to one
+     * core when np <= 2 unless told otherwise: a GPU rank then encodes its
+     * PNGs and runs its driver's threads on that one core (on 2 H200s the
+     * PNG writes of a 1024² sweep took 9 to 130 times as long as in one
+     * process, issue 39).  So a rank the launcher bound to fewer CPUs than
+     * its share of the node, when the user chose no binding (mpirun
+     * --bind-to reaches the rank as OMPI_MCA_hwloc_base_binding_policy), is
+     * unbound, as with --bind-to none, and uses its share. */
+    long online = sysconf(_SC_NPROCESSORS_ONLN), share = online / (local_size > 0 ? local_size : 1);
+    cpu_set_t set;
+    long bound = online;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) bound = CPU_COUNT(&set);
+    if (bound < share && bound < online && !getenv("OMPI_MCA_hwloc_base_binding_policy") &&
+        !getenv("LUMEN_THREADS")) {
+        CPU_ZERO(&set);
+        for (long c = 0; c < online && c < CPU_SETSIZE; c++) CPU_SET((int)c, &set);
+        if (sched_setaffinity(0, sizeof set, &set) == 0) {
+            dist.unbound = bound;
+            bound = online;
+        }
+    }
+    dist.cpus = bound;
     if (!getenv("LUMEN_THREADS")) {
-        cpu_set_t set;
-        long online = sysconf(_SC_NPROCESSORS_ONLN), n = online;
-        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-        if (n >= online) n = online / local_size;
+        long n = bound >= online ? share : bound;
         char buf[24];
         snprintf(buf, sizeof buf, "%ld", n < 1 ? 1 : n);
         setenv("LUMEN_THREADS", buf, 1);
@@ -205,6 +225,13 @@ static void push_dist(lua_State *L)
     lua_setfield(L, -2, "size");
     lua_pushinteger(L, dist.local_rank);
     lua_setfield(L, -2, "local_rank");
+    lua_pushinteger(L, dist.cpus);
+    lua_setfield(L, -2, "cpus");
+    lua_pushinteger(L, dist.unbound);
+    lua_setfield(L, -2, "unbound");
+    const char *th = getenv("LUMEN_THREADS");
+    lua_pushinteger(L, th ? strtol(th, NULL, 10) : 0);
+    lua_setfield(L, -2, "threads");
 }
 #endif
 

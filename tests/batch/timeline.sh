@@ -88,6 +88,24 @@ else
   check "mpirun -np 2: both ranks' stderr lines, from rank 0" \
     '[ "$(grep -c "^batch: timeline: rank [01] " "$T/log")" = 2 ]' "$T/log"
 
+  # a rank that mpirun bound to one core by default (Open MPI does when np
+  # <= 2) while the node has more runs unbound on its share, and says so;
+  # one the user bound (--bind-to core) stays bound (issue 39: GPU ranks
+  # wrote their PNGs on one core)
+  NCPU=$(getconf _NPROCESSORS_ONLN)
+  if [ "$NCPU" -ge 2 ]; then
+    $MPIRUN -np 1 "$LUMEN" batch "$JOB" --seeds 1-3 -o "$T/bind1/%03d.png" --progress off --timeline "$T/bind1.jsonl" > "$T/log" 2>&1
+    L=$(cat "$T/bind1.jsonl")
+    check "mpirun -np 1 (bound to a core by default): unbound, on all $NCPU CPUs, with $NCPU threads" \
+      '[ "$(field unbound "$L")" = 1 ] && [ "$(field cpus "$L")" = "$NCPU" ] && [ "$(field threads "$L")" = "$NCPU" ] && grep -q "CPUs $NCPU, threads $NCPU (unbound from 1)" "$T/log"' "$T/log"
+    $MPIRUN -np 1 --bind-to core "$LUMEN" batch "$JOB" --seeds 1-3 -o "$T/bind2/%03d.png" --progress off --timeline "$T/bind2.jsonl" > "$T/log" 2>&1
+    L=$(cat "$T/bind2.jsonl")
+    check "mpirun -np 1 --bind-to core: stays on its one CPU, one thread" \
+      '[ "$(field unbound "$L")" = 0 ] && [ "$(field cpus "$L")" = 1 ] && [ "$(field threads "$L")" = 1 ]' "$T/log"
+  else
+    echo "note: the binding checks skipped (one CPU)"
+  fi
+
   # the DiT families across ranks (issue 39): the bytes of one process
   i=1; : > "$T/dit.jsonl"
   while [ $i -le 5 ]; do
