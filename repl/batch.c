@@ -190,7 +190,7 @@ static bool mpi_start(int *argc, char ***argv)
     }
     dist.cpus = bound;
     if (!getenv("LUMEN_THREADS")) {
-        long n = bound >= online ? share : bound;
+        long n = bound < share ? bound : share;   /* a socket (np > 2) holds several ranks */
         char buf[24];
         snprintf(buf, sizeof buf, "%ld", n < 1 ? 1 : n);
         setenv("LUMEN_THREADS", buf, 1);
