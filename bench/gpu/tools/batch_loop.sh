@@ -14,7 +14,8 @@
 # default (each job's PNG written inside the next job's generation), their
 # bytes compared; and --batch-size 4 stacked (one UNet call for 4 images)
 # against batch size 1, with the kernels' size-dependent choices as they
-# are and pinned (PIN below), their bytes compared.
+# are and pinned (PIN below), their bytes compared (stacked runs write a
+# group's PNGs together: their cadence is within a group; read their wall).
 #   sh bench/gpu/tools/batch_loop.sh LUMEN WORKDIR [N]
 # WORKDIR/sd15: the full-size SD 1.5 with random weights; made when absent
 # by `python3 bench/gpu/sd_full.py LUMEN WORKDIR sd15 save-only` (torch and
