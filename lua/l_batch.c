@@ -606,6 +606,40 @@ static int l_run_job(lua_State *L)
     return 2;
 }
 
+/* outside_job(fn) -> ok, result | false, message: fn under pcall with the
+ * job flag cleared, inside a job: host work that a generation runs for the
+ * runner (busy below) is stopped by a signal as it is outside a job (the
+ * signal counts, the evaluation is cancelled, the work checks and returns),
+ * not by an error raised in the middle of it; a signal that came while it
+ * ran stops the job it returns to, as if it had come there */
+static int l_outside_job(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    sig_atomic_t was = sig_in_job;
+    sig_in_job = 0;
+    int st = lua_pcall(L, 0, 1, 0);
+    sig_in_job = was;
+    if (was && sig_count > 0 && sig_L)
+        lua_sethook(sig_L, job_stop, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+    lua_pushboolean(L, st == LUA_OK);
+    lua_insert(L, -2);
+    return 2;
+}
+
+/* busy(fn | nil) -> the function registered before, if not yet run: fn is
+ * the host work the next pipe:generate runs once its first step is queued
+ * (LM_LUA_BUSY_KEY, lua/l_diffusion.c) */
+static int l_busy(lua_State *L)
+{
+    if (!lua_isnoneornil(L, 1)) luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_settop(L, 1);
+    lua_getfield(L, LUA_REGISTRYINDEX, LM_LUA_BUSY_KEY);
+    lua_pushvalue(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, LM_LUA_BUSY_KEY);
+    return 1;
+}
+
 static const lm_lua_func batch_helpers[] = {
     {"json_encode", l_json_encode, "lm._batch.json_encode(v) -> string\nOne line of JSON; "
      "object keys sorted (internal)."},
@@ -628,6 +662,10 @@ static const lm_lua_func batch_helpers[] = {
     {"lock", l_lock, "lm._batch.lock(path) -> handle | nil, holder\nThe output set's lock "
      "(internal)."},
     {"regular", l_regular, "lm._batch.regular(path) -> true | nil, message\n(internal)"},
+    {"outside_job", l_outside_job, "lm._batch.outside_job(fn) -> ok, result | false, message\nfn "
+     "under pcall with the job flag cleared (internal)."},
+    {"busy", l_busy, "lm._batch.busy(fn | nil) -> previous\nHost work for the next generation to "
+     "run after its first step is queued (internal)."},
     {"file_check", l_file_check, "lm._batch.file_check(path) -> size, crc32, png_ok | nil\n"
      "(internal)"},
     {NULL, NULL, NULL},

@@ -908,6 +908,7 @@ function lm.batch(o)
   -- too, on the device, as the serial order runs it.
   local queued        -- {group=, ok=, res=}: rendered, not yet written
   local overlapped = 0
+  local beside = 0    -- groups written inside the next one's generation
   local function fetch(e)
     e.ok, e.res = B.run_job(function()
       local nans = {}
@@ -939,15 +940,30 @@ function lm.batch(o)
       end
     end
     local e
+    -- prev's files are written while group renders when its render is a
+    -- generation (pipe:generate runs lm._batch.busy's work once its first
+    -- step is queued: a generation waits for its steps inside the render,
+    -- so the write could not overlap them from here); else after it, as
+    -- before.  written: nil (not run), or write_group's outcome
+    local written
     if group then
       e = {group = group}
+      if prev then
+        B.busy(function()
+          written = {B.outside_job(function() return write_group(prev.group, prev.ok, prev.res) end)}
+        end)
+      end
       e.ok, e.res = render(group, false)
+      B.busy(nil)
+      if written and not written[1] then error(written[2], 0) end
+      if written and not written[2] then return false end
       if stopped() then return false end
     end
     queued = nil
     if prev then
       if e and e.ok then overlapped = overlapped + 1 end
-      if not write_group(prev.group, prev.ok, prev.res) then return false end
+      if written then beside = beside + 1
+      elseif not write_group(prev.group, prev.ok, prev.res) then return false end
     end
     if e and retry_alone(e) then
       return each_alone(run_piped, group)
@@ -1109,7 +1125,7 @@ function lm.batch(o)
   return {total = only and 1 or total, done = P.done, made = P.made, existed = P.existed,
           failed = P.failed + grid_failed, pending = P.pending, grids = grids, interrupted = interrupted, seconds = elapsed,
           manifest = manifest, signal = interrupted and signo or nil, serial = serial,
-          overlapped = overlapped, timeline = tl_mine}
+          overlapped = overlapped, beside = beside, timeline = tl_mine}
 end
 
 lm.batch = lm._set_doc(lm.batch, "lm.batch",
@@ -1133,7 +1149,7 @@ lm.batch = lm._set_doc(lm.batch, "lm.batch",
   .. "serial = true (or LUMEN_BATCH_SERIAL=1) writes each before the next starts.\n"
   .. "args: what the script gets as ...  summary: total, done, made, existed, failed,\n"
   .. "pending, interrupted, seconds, serial, overlapped (groups written while the next was\n"
-  .. "queued), grids (the X/Y/Z grids written), timeline (this process's seconds: start,\n"
+  .. "queued), beside (of those, written inside the next one's generation), grids (the X/Y/Z grids written), timeline (this process's seconds: start,\n"
   .. "load, generate = render + wait, write, idle, other, wall; images).  timeline = FILE\n"
   .. "writes every process's as JSON Lines (rank 0, after the run).  xyz: up to 3 axes expand\n"
   .. "the one job into the cells of an X/Y/Z plot, one job each; once all exist, the labelled\n"

@@ -40,12 +40,18 @@ do
       last = t
     end
 
-    -- f, its time counted in stage (an error passes through, uncounted)
+    -- f, its time counted in stage (an error passes through, uncounted),
+    -- less the time of the wrapped calls it makes (the previous group's
+    -- write inside a generation's render is write's, not render's)
+    local inner = 0   -- seconds of wrapped calls inside the running one
     function T.wrap(stage, f)
       return function(...)
-        local t = now()
+        local t, outer = now(), inner
+        inner = 0
         local function done(...)
-          S[stage] = S[stage] + (now() - t)
+          local d = now() - t
+          S[stage] = S[stage] + d - inner
+          inner = outer + d
           return ...
         end
         return done(f(...))

@@ -525,11 +525,30 @@ static const char **texts_arg(lua_State *L, int idx, const char *what, bool none
 }
 
 /* The Lua callbacks of generate{}: the function's stack index and the state */
-typedef struct lua_cb { lua_State *L; int progress, noise; } lua_cb;
+/* busy: the stack slot of the host work registered under LM_LUA_BUSY_KEY
+ * when the call began (0: none, or run already) */
+typedef struct lua_cb { lua_State *L; int progress, noise, busy; } lua_cb;
 
+/* after each queued step: the host work lm.batch registered (once, at the
+ * first step: the device then has the step to compute while the host
+ * works; taken from the registry so nothing else runs it again), then the
+ * caller's progress function */
 static void cb_progress(void *ctx, int step, int steps)
 {
     lua_cb *c = ctx;
+    if (c->busy) {
+        lua_getfield(c->L, LUA_REGISTRYINDEX, LM_LUA_BUSY_KEY);
+        bool same = lua_rawequal(c->L, -1, c->busy);
+        lua_pop(c->L, 1);
+        if (same) {
+            lua_pushnil(c->L);
+            lua_setfield(c->L, LUA_REGISTRYINDEX, LM_LUA_BUSY_KEY);
+            lua_pushvalue(c->L, c->busy);
+            if (lua_pcall(c->L, 0, 0, 0) != LUA_OK) lua_pop(c->L, 1);   /* its errors are its own */
+        }
+        c->busy = 0;
+    }
+    if (!lua_isfunction(c->L, c->progress)) return;
     lua_pushvalue(c->L, c->progress);
     lua_pushinteger(c->L, step);
     lua_pushinteger(c->L, steps);
@@ -752,9 +771,10 @@ static int l_pipe_generate(lua_State *L)
         o.text_layers = tl;
         o.n_text_layers = nl;
     } else if (!lua_isnil(L, -2)) return luaL_error(L, "%s: text_layers: a table of layer indices", fn);
-    lua_cb cb = {L, 6, 7};
-    if (lua_isfunction(L, 6)) o.progress = cb_progress, o.progress_ctx = &cb;
-    else if (!lua_isnil(L, 6)) return luaL_error(L, "%s: progress must be a function", fn);
+    lua_getfield(L, LUA_REGISTRYINDEX, LM_LUA_BUSY_KEY);
+    lua_cb cb = {L, 6, 7, lua_isfunction(L, -1) ? lua_gettop(L) : 0};
+    if (!lua_isnil(L, 6) && !lua_isfunction(L, 6)) return luaL_error(L, "%s: progress must be a function", fn);
+    if (lua_isfunction(L, 6) || cb.busy) o.progress = cb_progress, o.progress_ctx = &cb;
     if (lua_isfunction(L, 7)) o.noise = cb_noise, o.noise_ctx = &cb;
     else if (!lua_isnil(L, 7)) return luaL_error(L, "%s: noise must be a function", fn);
     if (o.latents && !has_batch && o.latents->ndim == 4) o.batch = (int)o.latents->shape[0];

@@ -133,6 +133,10 @@ void lm_lua_compile_verify(lua_State *L, int fn, int first, int n, bool raise, c
 /* ---- l_grad.c: lm.grad, lm.value_and_grad, lm.vjp, lm.stop_gradient, lm.optim ---- */
 void lm_lua_open_grad(lua_State *L);      /* module table on top */
 void lm_lua_open_batch(lua_State *L);     /* module table on top: lm.batch */
+/* The registry field holding host work that lm.batch hands to the next
+ * generation (lm._batch.busy): pipe:generate runs it once, after its first
+ * step is queued, so the host works while the device computes */
+#define LM_LUA_BUSY_KEY "lumen.busy"
 void lm_lua_open_xyz(lua_State *L);       /* l_xyz.c: lm.image.xyz_*; after lm_lua_open_io */
 
 /* ---- l_models.c: lm.models (TF.js layers models) ---- */

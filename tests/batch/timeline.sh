@@ -8,6 +8,8 @@
 # FLUX.2-klein, tiny fixtures) through samples/batch_generate.lua (klein:
 # tests/batch/klein_job.lua, its test encoder's text layers given) are the
 # same bytes under mpirun -np 2 and --batch-size 2 as in one process.
+# A generation's files written inside the next generation (issue 36), the
+# bytes and records of the serial order; a signal during that write.
 # Runs on the CPU.  Prints "N passed, N failed".
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${BUILD:-build}
@@ -58,6 +60,50 @@ check "a resumed run with nothing left: 0 images, 0 groups" \
   local t = r.timeline
   print(t.images, t.groups, t.rank, t.generate >= 0 and t.write >= 0 and t.wall > 0)" > "$T/log" 2>&1
 check "lm.batch's summary: timeline with images, groups, rank and the stages" '[ "$(cat "$T/log")" = "3	3	0	true" ]' "$T/log"
+
+# a generation (samples/batch_generate.lua on the tiny SD 1.x folder): each
+# job's files are written inside the next job's pipe:generate, once its
+# first step is queued (the summary's beside), the same bytes and manifest
+# records as the serial order, and the stages still add up (the write's
+# seconds are write's, not render's)
+SD=tests/ref/diffusion/sd1
+if [ -f "$SD/model_index.json" ]; then
+  for i in 1 2 3; do echo "{\"seed\": $i, \"prompt\": \"a red fox\", \"negative\": \"blurry\", \"steps\": 2, \"size\": \"64x64\"}"; done > "$T/sd.jsonl"
+  for mode in piped serial; do
+    "$LUMEN" -e "local r = lm.batch{script = 'samples/batch_generate.lua', args = {'$SD'}, params = '$T/sd.jsonl',
+      out = '$T/sd-$mode/%d.png', progress = 'off', serial = ('$mode' == 'serial'), timeline = '$T/sd-$mode.jsonl'}
+      print(r.made, r.overlapped, r.beside)" > "$T/log-$mode" 2>&1
+  done
+  check "a generation: 3 images, each of the first 2 written inside the next one's generation" \
+    '[ "$(grep -v timeline "$T/log-piped")" = "3	2	2" ]' "$T/log-piped"
+  check "a generation, serial: 3 images, none written beside the next" '[ "$(grep -v timeline "$T/log-serial")" = "3	0	0" ]' "$T/log-serial"
+  check "a generation: the same bytes as the serial order" 'same_set "$T/sd-piped" "$T/sd-serial"'
+  check "a generation: the same manifest records as the serial order" \
+    'sed "s/sd-piped/sd-serial/g" "$T/sd-piped/manifest.jsonl" | cmp -s - "$T/sd-serial/manifest.jsonl"'
+  check "a generation: the stages add up to the wall time" 'adds_up "$(cat "$T/sd-piped.jsonl")"' "$T/sd-piped.jsonl"
+fi
+
+# the write run inside a generation is outside the job for signals: a
+# signal during it counts and lets it finish, then stops the job it
+# returns to (lm._batch.outside_job inside lm._batch.run_job; SIGTERM, as
+# os.execute's wait ignores SIGINT)
+"$LUMEN" -e "local B = lm._batch
+  local pid = io.open('/proc/self/stat'):read('l'):match('^(%d+)')
+  local done, after = 'no', 'no'
+  B.sigint(true)
+  local ok, res = B.run_job(function()
+    B.outside_job(function()
+      os.execute('kill -TERM ' .. pid)
+      local n = 0
+      for i = 1, 100000 do n = n + i end
+      done = n
+    end)
+    after = 'yes'
+  end)
+  print(done, after, B.sigint(), ok, (tostring(res):gsub('^.*: ', '')))
+  B.sigint(false)" > "$T/log" 2>&1
+check "a signal inside outside_job: the work finishes, the job then stops" \
+  '[ "$(cat "$T/log")" = "5000050000	no	1	false	interrupted" ]' "$T/log"
 "$LUMEN" batch "$JOB" --seeds 1-2 -o "$T/bad/%03d.png" --timeline "" > "$T/log" 2>&1
 rc=$?
 check "--timeline '': a usage error (status 2, $rc)" '[ $rc = 2 ] && grep -q "timeline must be a file name" "$T/log"' "$T/log"

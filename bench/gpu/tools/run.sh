@@ -25,7 +25,7 @@ export LUMEN_MODELS=$W/models
 P=$W/params.jsonl; : > $P
 for i in $(seq 1 16); do echo "{\"seed\": $i, \"prompt\": \"a lighthouse on a cliff at dusk, oil painting\", \"negative\": \"blurry\", \"steps\": 20, \"cfg\": 7, \"sampler\": \"euler\", \"size\": \"512x512\"}" >> $P; done
 cd $R
-mkdir -p $W/stk && sed 's/variation_strength = s.variation_strength}/variation_strength = s.variation_strength, stacked = true}/' samples/batch_generate.lua > $W/stk/batch_generate.lua
+mkdir -p $W/stk && sed 's/batch = #ps,/batch = #ps, stacked = true,/' samples/batch_generate.lua > $W/stk/batch_generate.lua
 grep -q "stacked = true" $W/stk/batch_generate.lua || echo "run.sh: the sample changed: no stacked variant (stk4 then runs in lanes)"
 echo "== peer $(el)"; timeout 90 python3 $B/peer.py $W 8
 echo "== warm $(el)"
