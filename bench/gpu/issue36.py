@@ -98,6 +98,8 @@ ROWS = []
 
 def row(name, lum, peer, unit, higher_better=False, note=""):
     """lum / peer: (median, lo, hi) or (value,) or None"""
+    if not lum and not peer:
+        return
     r = "-"
     if lum and peer and lum[0] and peer[0]:
         r = f"{(lum[0] / peer[0]) if higher_better else (peer[0] / lum[0]):.2f}"

@@ -74,6 +74,12 @@ mkdir -p "$O" "$W" || exit 1
 VK=${VKBENCH:-$(dirname "$L")/vkbench}
 [ -x "$VK" ] || VK=build/bench/vkbench
 REPS=${REPS:-3}
+for p in "$@"; do
+  case $p in
+  kernels|sd|sd15|sdxl|cold-sd|zimage|tools|cpu|parity) ;;
+  *) echo "issue36.sh: unknown part '$p' (kernels sd zimage tools cpu parity sd15 sdxl cold-sd)" >&2; exit 2 ;;
+  esac
+done
 B=bench/gpu
 T0=$(date +%s)
 el() { echo "[$(($(date +%s) - T0)) s]"; }
@@ -83,7 +89,7 @@ echo "== issue36.sh $* $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 echo "commit: $(git log -1 --format='%h %cd' --date=iso 2>/dev/null || echo "${COMMIT:-unknown (no .git here; set COMMIT)}")"
 echo "lumen: $L ($("$L" --version 2>&1 | head -1)); vkbench: $VK"
-"$L" -e 'local d = lm.device() print("device: " .. tostring(d) .. " | " .. (d.info or ""))' 2>&1 | head -2
+"$L" -e 'for _, d in ipairs(lm.devices()) do print("device:", d.spec, d.name, d.info) end' 2>&1 | head -3
 python3 -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA")' 2>&1 | tail -1
 python3 -c 'import diffusers; print("diffusers", diffusers.__version__)' 2>&1 | tail -1
 

@@ -34,4 +34,4 @@ for name in names:
         ts.sort()
         f = 2 * m * k * n * 1e-12
         key = f"matmul_{name}_{m}" if len(s) == 1 else f"matmul_{name}_{m}x{k}x{n}"
-        print(f"{key} {f / ts[reps // 2]:.1f} [{f / ts[-1]:.1f}-{f / ts[0]:.1f}] TFLOP/s", flush=True)
+        print(f"{key} {f / ts[reps // 2]:.4g} [{f / ts[-1]:.4g}-{f / ts[0]:.4g}] TFLOP/s", flush=True)
