@@ -2,8 +2,9 @@
 """issue36.py - the pieces of bench/gpu/issue36.sh that want Python:
   attn VKBENCH LUMEN_LOG PEER_LOG   attention at issue 36's shapes in Lumen
       (vkbench VKBENCH_ONLY=attn with VKBENCH_ATTN_SHAPES, as attn_khr.py runs
-      it) and PyTorch's scaled_dot_product_attention in the same run, medians
-      of 9 [min-max]; each side's lines written as "name median [min-max] ms"
+      it, with VKBENCH_ATTN_WARM=1: the GEMMs' warm-up first) and PyTorch's
+      scaled_dot_product_attention in the same run, medians of 9 [min-max];
+      each side's lines written as "name median [min-max] ms"
   nn-peer    compare.py's PyTorch figures of vkbench VKBENCH_ONLY=nn (conv 3x3
       128ch 512² f32 / f16, attention L4096 D128 f32 / f16 / causal), one
       "name median [min-max] unit" line each
@@ -30,6 +31,7 @@ NUM = r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
 
 def attn(vk, lpath, ppath):
     import attn_khr
+    os.environ.setdefault("VKBENCH_ATTN_WARM", "1")   # vkbench's warm-up before the 9 timed runs
     shapes = ATTN
     if os.environ.get("ISSUE36_QUICK"):   # a smoke run: small L
         shapes = [(b, h, max(L // 32, 16), d, dt, c) for b, h, L, d, dt, c in ATTN]
