@@ -11,6 +11,9 @@ loads the same folders.  Per model:
   - times, medians of 5 with the spread (min-max): text encoding (both prompts),
     one UNet call, the VAE decode, and a whole 20-step image, in diffusers and Lumen.
 Usage: PYTHONPATH=diffusers/src sd_full.py LUMEN_BINARY WORKDIR [sd15] [sdxl] [save-only]
+SD_FULL_IMAGE_REPS=N: whole images timed on each side (default 3); SD_FULL_USER_CALL=1: also
+diffusers' pipeline call as a user runs it (PIL output, torch's default cuDNN TF32) and, SDXL,
+its VAE decode in f32 alone (bench/gpu/issue36.sh sd).
 The tokenizer is tests/ref/clip/tiny/tokenizer (ids < 829 fit any CLIP vocabulary).
 """
 import json
@@ -142,8 +145,23 @@ def main():
                                                                    negative_prompt=NEG))
         else:
             r["diffusers_text_ms"] = timed(lambda: p.encode_prompt(PROMPT, DEV, 1, True, NEG))
+        reps = int(os.environ.get("SD_FULL_IMAGE_REPS", "3"))
         r["diffusers_20step_ms"] = timed(lambda: p(PROMPT, negative_prompt=NEG, num_inference_steps=20, guidance_scale=7.0,
-                                                  height=size, width=size, output_type="pt"), n=3)
+                                                  height=size, width=size, output_type="pt"), n=reps)
+        if os.environ.get("SD_FULL_USER_CALL") == "1":
+            # the pipeline call as a user runs it: PIL images out, torch's default
+            # cuDNN TF32 (on: SDXL's VAE decodes in f32, force_upcast), progress bar;
+            # and SDXL's f32 decode alone, TF32 off (Lumen's SDXL VAE row is f32)
+            tf32 = torch.backends.cudnn.allow_tf32
+            torch.backends.cudnn.allow_tf32 = True
+            r["diffusers_20step_user_ms"] = timed(lambda: p(PROMPT, negative_prompt=NEG, num_inference_steps=20,
+                                                           guidance_scale=7.0, height=size, width=size), n=reps)
+            torch.backends.cudnn.allow_tf32 = tf32
+            if kind == "sdxl":
+                p.vae.float()
+                z32 = z.float()
+                r["diffusers_vae_f32_ms"] = timed(lambda: p.vae.decode(z32))
+                p.vae.half()
         torch.cuda.synchronize()
         resident = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -161,7 +179,7 @@ def main():
             res = subprocess.run([lumen, lua, d, os.path.join(work, kind + "_ref.safetensors"), dt, str(size)],
                                  capture_output=True, text=True, env=env, timeout=400)
             print("lumen %s %s rc %d in %.0f s" % (kind, dt, res.returncode, time.time() - t1))
-            print(res.stdout[-6000:])
+            print(res.stdout)
             print(res.stderr[-3000:])
         report[kind] = r
     print(json.dumps(report, indent=1))

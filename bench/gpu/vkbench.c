@@ -6,7 +6,8 @@
  * VKBENCH_ONLY=fused: the fused chains and the copy; VKBENCH_ONLY=nn: conv2d
  * and attention (the image-model shapes of the Vulkan issue);
  * VKBENCH_ONLY=attn: attention B=1 H=24 over L, D, dtype and causal, the
- * median, min and max of 9 evaluations each (bench/gpu/attn.py). */
+ * median, min and max of 9 evaluations each (bench/gpu/attn.py; with
+ * VKBENCH_ATTN_WARM=1 after the warm-up of VKBENCH_ONLY=mm). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,7 +149,8 @@ static void bench_matmul(int64_t n, lm_dtype dt)
  * f32; default f16), as the median, min and max of VKBENCH_REPS (7) timed
  * evaluations after the first (it makes the pipelines; its time is
  * printed) and the warm-up above (bench/gpu/coldwarm.sh; variant sweeps:
- * bench/gpu/mm_sweep.sh). */
+ * bench/gpu/mm_sweep.sh); VKBENCH_SIZES= (empty) with VKBENCH_MM_SHAPES
+ * gives the listed shapes alone. */
 static void bench_mm_spread(void)
 {
     const char *sz = getenv("VKBENCH_SIZES"), *dn = getenv("VKBENCH_DTYPE"), *rp = getenv("VKBENCH_REPS");
@@ -158,8 +160,10 @@ static void bench_mm_spread(void)
     char *save_d = NULL;
     for (char *d = strtok_r(dts, ",", &save_d); d; d = strtok_r(NULL, ",", &save_d)) {
         lm_dtype dt = !strcmp(d, "f32") ? LM_F32 : !strcmp(d, "bf16") ? LM_BF16 : LM_F16;
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", sz && *sz ? sz : "1024,2048,4096,8192");
+        char buf[512];
+        const char *shp = getenv("VKBENCH_MM_SHAPES");
+        bool shapes_only = sz && !*sz && shp && *shp;
+        snprintf(buf, sizeof buf, "%s", sz && *sz ? sz : shapes_only ? "" : "1024,2048,4096,8192");
         char *save_s = NULL;
         for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
             int64_t n = atoll(t), s[2] = {n, n};
@@ -178,6 +182,33 @@ static void bench_mm_spread(void)
             fflush(stdout);
             lm_array_release(in[0]);
             lm_array_release(in[1]);
+        }
+        /* VKBENCH_MM_SHAPES="M:K:N,...": [M, K] x [K, N] products besides the
+         * squares (a DiT's linear layers: M tokens), "matmul_DT_MxKxN" */
+        if (shp && *shp) {
+            snprintf(buf, sizeof buf, "%s", shp);
+            save_s = NULL;
+            for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
+                long long m, k, n;
+                if (sscanf(t, "%lld:%lld:%lld", &m, &k, &n) != 3 || m < 1 || k < 1 || n < 1)
+                    die("VKBENCH_MM_SHAPES wants M:K:N,...");
+                int64_t sa[2] = {m, k}, sb[2] = {k, n};
+                lm_array *in[2] = {randn(2, sa, dt), randn(2, sb, dt)};
+                double first = eval_once(g_matmul, in);
+                int nwarm;
+                double spent = warm_up(g_matmul, in, &nwarm);
+                double ts[64];
+                for (int r = 0; r < reps; r++) ts[r] = eval_once(g_matmul, in);
+                qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+                double f = 2.0 * (double)m * (double)k * (double)n * 1e-12;
+                printf("matmul_%s_%lldx%lldx%lld %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), m, k, n,
+                       f / ts[reps / 2], f / ts[reps - 1], f / ts[0]);
+                printf("# matmul_%s_%lldx%lldx%lld: first evaluation %.1f ms, then %d untimed (%.0f ms)\n",
+                       lm_dtype_name(dt), m, k, n, first * 1e3, nwarm, spent);
+                fflush(stdout);
+                lm_array_release(in[0]);
+                lm_array_release(in[1]);
+            }
         }
     }
 }
@@ -344,6 +375,13 @@ static void bench_attn_bhld(int64_t B, int64_t H, int64_t L, int64_t D, lm_dtype
         if (lm_array_eval(g) != LM_OK) die("eval");
         if (r > 0) t[r - 1] = now() - t0;   /* the first run makes pipelines */
         lm_array_release(g);
+        /* VKBENCH_ATTN_WARM=1: mm's warm-up after the first run (the clock
+         * drops while a cold pipeline cache compiles: see warm_up) */
+        const char *aw = getenv("VKBENCH_ATTN_WARM");
+        if (r == 0 && aw && !strcmp(aw, "1")) {
+            int nw;
+            warm_up(causal ? g_attn_causal : g_attn, in, &nw);
+        }
     }
     qsort(t, REPS, sizeof *t, cmp_double);
     char key[64];

@@ -17,6 +17,7 @@ The reference image is diffusers' final latents decoded by an f32 copy of the VA
 Usage: PYTHONPATH=diffusers/src zimage_pipe.py LUMEN_BINARY WORKDIR [MODES [lumen-only] | build-only]
 MODES: Lumen's configurations, comma-separated (default "default,offload");
 lumen-only: diffusers is not run (its reference image is then zeros).
+ZIMAGE_REUSE=1: a WORKDIR/zimage_full already built is used as it is.
 """
 import json
 import os
@@ -90,8 +91,11 @@ def main():
     lumen, work = sys.argv[1], sys.argv[2]
     d = os.path.join(work, "zimage_full")
     t0 = time.time()
-    build(d)
-    print("built and saved in %.0f s" % (time.time() - t0), flush=True)
+    if os.environ.get("ZIMAGE_REUSE") == "1" and os.path.isfile(os.path.join(d, "vae", "config.json")):
+        print("the folder %s kept (ZIMAGE_REUSE=1)" % d, flush=True)
+    else:
+        build(d)
+        print("built and saved in %.0f s" % (time.time() - t0), flush=True)
     if len(sys.argv) > 3 and sys.argv[3] == "build-only":
         return  # the folder alone (bench/gpu/sd_mpi.sh ... zimage_full)
     modes = (sys.argv[3] if len(sys.argv) > 3 else "default,offload").split(",")
