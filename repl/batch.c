@@ -183,9 +183,12 @@ static bool mpi_start(int *argc, char ***argv)
         !getenv("LUMEN_THREADS")) {
         CPU_ZERO(&set);
         for (long c = 0; c < online && c < CPU_SETSIZE; c++) CPU_SET((int)c, &set);
-        if (sched_setaffinity(0, sizeof set, &set) == 0) {
+        /* the kernel keeps only the CPUs the process may use (a
+         * container's cpuset): what it got is read back */
+        if (sched_setaffinity(0, sizeof set, &set) == 0 && sched_getaffinity(0, sizeof set, &set) == 0) {
             dist.unbound = bound;
-            bound = online;
+            bound = CPU_COUNT(&set);
+            share = bound / (local_size > 0 ? local_size : 1);
         }
     }
     dist.cpus = bound;

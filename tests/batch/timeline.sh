@@ -138,7 +138,7 @@ else
   # <= 2) while the node has more runs unbound on its share, and says so;
   # one the user bound (--bind-to core) stays bound (issue 39: GPU ranks
   # wrote their PNGs on one core)
-  NCPU=$(getconf _NPROCESSORS_ONLN)
+  NCPU=$(nproc)   # the CPUs this process may use (a container may allow fewer than are online)
   if [ "$NCPU" -ge 2 ]; then
     $MPIRUN -np 1 "$LUMEN" batch "$JOB" --seeds 1-3 -o "$T/bind1/%03d.png" --progress off --timeline "$T/bind1.jsonl" > "$T/log" 2>&1
     L=$(cat "$T/bind1.jsonl")
