@@ -297,7 +297,8 @@ struct lm_vk_pool {
 };
 
 /* LUMEN_VK_PIPELINE_LOG=1: each pipeline's compile time on stderr, from
- * whichever thread made it (bench/gpu/coldstart.py sums them) */
+ * whichever thread made it, "planned" after those a plan started
+ * (bench/gpu/coldstart.py sums them) */
 static bool log_on(void)
 {
     const char *e = getenv("LUMEN_VK_PIPELINE_LOG");
@@ -306,7 +307,8 @@ static bool log_on(void)
 
 static void log_time(const lm_vk_pipeline *p, double ms)
 {
-    fprintf(stderr, "lumen: pipeline %s (%d constants) %.1f ms\n", p->shader, p->nspec, ms);
+    fprintf(stderr, "lumen: pipeline %s (%d constants) %.1f ms%s\n", p->shader, p->nspec, ms,
+            p->planned ? " planned" : "");
 }
 
 static void *compile_thread(void *arg)
@@ -392,6 +394,38 @@ bool lm_vk_pipeline_async(lm_vk_dev *v)
     return !v->capture && !lm_profile_depth() && !v->feat.exec_stats && !v->pool_off;
 }
 
+/* pipelines new to the process, and those started in plan mode (vulkan.h) */
+static int64_t started, planned;
+
+int64_t lm_vulkan_pipelines_started(void) { return started; }
+int64_t lm_vulkan_pipelines_planned(void) { return planned; }
+
+/* Plan mode: exec.c's lm_vk_dispatch starts the pipeline and records
+ * nothing (and nn_conv.c's packed weights are neither made nor kept), so a
+ * dry run of a model's first call queues every pipeline it needs on the
+ * compile threads in the time it takes to build its graphs.  Only where
+ * the threads can take them: without, the plan would compile them one at
+ * a time here, which the real call does as well. */
+lm_status lm_vk_plan(lm_device *d, bool on)
+{
+    lm_vk_dev *v = lm_vk_of(d);
+    if (!on) {
+        if (v->plan && log_on())
+            fprintf(stderr, "lumen: plan on %s: %lld pipelines started\n", d->spec, (long long)v->planned);
+        v->plan = false;
+        return LM_OK;
+    }
+    lm_status st = lm_vk_ensure_up(v);
+    if (st != LM_OK) return st;
+    if (v->capture) return lm_error_set(LM_ERR_STATE, "vulkan: plan: a recording is being made on %s", d->spec);
+    if (!lm_vk_pipeline_async(v) || !pool_up(v))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: plan: %s has no compile threads now "
+                            "(LUMEN_VK_COMPILE_THREADS=0, a profile or LUMEN_VK_STATS)", d->spec);
+    v->plan = true;
+    v->planned = 0;
+    return LM_OK;
+}
+
 static lm_vk_pipeline *find(lm_vk_dev *v, const char *shader, const uint32_t *spec, unsigned h)
 {
     for (lm_vk_pipeline *p = v->pipes[h]; p; p = p->next)
@@ -450,6 +484,7 @@ lm_status lm_vk_pipeline_start(lm_vk_dev *v, const char *shader, const uint32_t 
     snprintf(p->shader, sizeof p->shader, "%s", shader);
     memcpy(p->spec, spec, sizeof spec);
     p->nspec = nspec;
+    p->planned = v->plan;
     for (int i = 0; i < nspec; i++)
         p->me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)i * 4, 4};
     p->si = (VkSpecializationInfo){.mapEntryCount = (uint32_t)nspec, .pMapEntries = p->me,
@@ -484,6 +519,11 @@ lm_status lm_vk_pipeline_start(lm_vk_dev *v, const char *shader, const uint32_t 
     p->next = v->pipes[h];
     v->pipes[h] = p;
     v->pcache_dirty = true;
+    started++;
+    if (v->plan) {
+        planned++;
+        v->planned++;
+    }
     *out = p;
     if (*ready && v->feat.exec_stats) {
         print_stats(v, shader, spec, nspec, p->pipe);
