@@ -284,7 +284,8 @@ static void print_stats(lm_vk_dev *v, const char *shader, const uint32_t *spec, 
  * itself), so a first evaluation's dozens of kernels compile side by side
  * while the evaluating thread goes on recording (exec.c keeps its dispatches
  * until their pipelines are ready, and records them in order: the command
- * stream is the one the lazy path records).  LUMEN_VK_COMPILE_THREADS=N
+ * stream is the one the lazy path records; a pipeline the evaluation must
+ * wait for that no thread has taken yet it makes itself).  LUMEN_VK_COMPILE_THREADS=N
  * sets how many (default: the online CPUs, at most 16; 0: each pipeline made
  * on the evaluating thread when first dispatched, as before). */
 struct lm_vk_pool {
@@ -323,6 +324,7 @@ static void *compile_thread(void *arg)
         lm_vk_pipeline *p = pl->head;
         pl->head = p->qnext;
         if (!pl->head) pl->tail = NULL;
+        p->taken = true;
         pthread_mutex_unlock(&pl->mu);
         VkPipeline pipe = VK_NULL_HANDLE;
         double t0 = log ? lm_profile_now_ms() : 0;
@@ -433,12 +435,40 @@ static lm_vk_pipeline *find(lm_vk_dev *v, const char *shader, const uint32_t *sp
     return NULL;
 }
 
-/* waits for p if it is being made; its status, named by shader */
+/* p, still in the compile queue, taken out of it (the pool's lock held) */
+static void unqueue(struct lm_vk_pool *pl, lm_vk_pipeline *p)
+{
+    lm_vk_pipeline *prev = NULL;
+    for (lm_vk_pipeline *q = pl->head; q && q != p; q = q->qnext) prev = q;
+    if (prev) prev->qnext = p->qnext;
+    else pl->head = p->qnext;
+    if (pl->tail == p) pl->tail = prev;
+    p->qnext = NULL;
+    p->taken = true;
+}
+
+/* waits for p if it is being made; its status, named by shader.  One still
+ * queued (behind a plan's others, or while every thread is busy) is made
+ * here rather than waited for: the evaluation needs it now */
 lm_status lm_vk_pipeline_wait(lm_vk_dev *v, lm_vk_pipeline *p, VkPipeline *out)
 {
     if (!p->seen) {
         struct lm_vk_pool *pl = v->pool;
         pthread_mutex_lock(&pl->mu);
+        if (!p->ready && !p->taken) {
+            unqueue(pl, p);
+            pthread_mutex_unlock(&pl->mu);
+            VkPipeline pipe = VK_NULL_HANDLE;
+            bool log = log_on();
+            double t0 = log ? lm_profile_now_ms() : 0;
+            VkResult r = vkCreateComputePipelines(v->device, v->pcache, 1, &p->ci, NULL, &pipe);
+            if (log) log_time(p, lm_profile_now_ms() - t0);
+            pthread_mutex_lock(&pl->mu);
+            p->pipe = pipe;
+            p->res = r;
+            p->ready = true;
+            pthread_cond_broadcast(&pl->done);
+        }
         while (!p->ready) pthread_cond_wait(&pl->done, &pl->mu);
         pthread_mutex_unlock(&pl->mu);
         p->seen = true;

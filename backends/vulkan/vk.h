@@ -58,6 +58,7 @@ typedef struct lm_vk_pipeline {
     bool ready, reported;
     bool seen;                         /* ready, as the evaluating thread saw it (no lock needed) */
     bool planned;                      /* started in plan mode (lm_vk_plan) */
+    bool taken;                        /* out of the compile queue, being made (under the pool's lock) */
     int nspec;
     VkResult res;
     VkComputePipelineCreateInfo ci;    /* the job, while queued */
