@@ -490,8 +490,8 @@ static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool de
 
 /* The first image's kernels started at load (lm_sd_load_opts.no_prewarm):
  * a generation at the family's defaults or the size and sampler the caller
- * gives (an empty prompt, batch 1, at most 3 steps: the samplers' first,
- * middle and last steps differ) evaluated in
+ * gives (a prompt of everyday length, batch 1, at most 3 steps: the
+ * samplers' first, middle and last steps differ) evaluated in
  * the device's plan mode, which compiles the pipelines each node needs on
  * the backend's threads and runs nothing.  Its output is garbage and is
  * dropped, with any error it ends on (a garbage NaN check, say); nothing it
@@ -509,7 +509,9 @@ static void prewarm(lm_sd_pipeline *p, const lm_sd_load_opts *o)
     }
     lm_sd_gen_opts g;
     lm_sd_gen_opts_init_for(&g, p);
-    const char *prompt[1] = {""};
+    /* a prompt of an everyday length: the DiT families' transformers take
+     * the prompt's own tokens (SD's CLIP pads to 77 anyway) */
+    const char *prompt[1] = {"a photograph of a mountain lake at sunset, trees on the shore, clouds"};
     g.prompts = prompt;
     g.nprompts = 1;
     g.batch = 1;
