@@ -66,6 +66,14 @@ struct lm_backend {
     void (*record_free)(lm_device *d, void *rec);
     lm_status (*copy)(lm_device *d, int n, void *const *src, const size_t *src_off,
                       void *const *dst, const size_t *bytes);
+    /* optional: plan mode (lm_device_plan).  While on, run() and
+     * run_fused() start preparing what each node's kernels need (compiling
+     * their pipelines, in the background where the backend can) and run
+     * none of them: outputs hold undefined bytes, and nothing a later
+     * evaluation reads (derived data, recordings) is made from them.
+     * Transfers still happen.  LM_ERR_UNSUPPORTED where the backend has
+     * nothing to prepare ahead, or cannot now. */
+    lm_status (*plan)(lm_device *d, bool on);
 };
 
 /* The backend registry: one row per backend the build compiled in, written

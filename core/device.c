@@ -130,6 +130,15 @@ lm_status lm_device_sync(lm_device *d)
     return d->backend->sync ? d->backend->sync(d) : LM_OK;
 }
 
+lm_status lm_device_plan(lm_device *d, bool on)
+{
+    if (!d) return lm_error_set(LM_ERR_ARG, "plan: no device");
+    if (!d->backend->plan)
+        return lm_error_set(LM_ERR_UNSUPPORTED, "plan: %s (%s) prepares no kernels ahead", d->spec,
+                            d->backend->name);
+    return d->backend->plan(d, on);
+}
+
 /* While profiling, a transfer is timed after the device's pending work is
  * done (the backend would wait for it anyway), so the row is the copy's own
  * time.  Copies into CPU memory are memcpy, not transfers: not rows. */

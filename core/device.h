@@ -88,6 +88,14 @@ lm_status lm_device_sync(lm_device *d);
  * upload/download, counted by the profiler); the core's only way across. */
 lm_status lm_device_upload(lm_device *d, void *handle, size_t off, const void *src, size_t n);
 lm_status lm_device_download(lm_device *d, void *handle, size_t off, void *dst, size_t n);
+/* Plan mode (the backend's plan entry): while on, evaluations on d only
+ * start preparing the kernels their nodes need (the Vulkan backend starts
+ * their pipelines on its compile threads) and run none, so that a dry run
+ * of a model's first call at load has its kernels ready, or in flight,
+ * when the real call comes (models/sd_pipeline.c's prewarm).  What those
+ * evaluations output is undefined: the caller throws it away.
+ * LM_ERR_UNSUPPORTED where d has nothing to prepare (the CPU). */
+lm_status lm_device_plan(lm_device *d, bool on);
 /* Called by backends at init to add their devices; the registry keeps d. */
 lm_status lm_device_register(lm_device *d);
 

@@ -455,7 +455,8 @@ int lm_lua_sd_pipeline_open(lua_State *L)
 {
     const char *path = luaL_checkstring(L, 1);
     static const char *const known[] = {"dtype", "device", "variant", "tokenizer", "prediction",
-                                        "tiling", "offload", "embeddings", NULL};
+                                        "tiling", "offload", "embeddings", "prewarm", "prewarm_size",
+                                        "prewarm_sampler", NULL};
     lm_lua_opts o;
     lm_lua_opts_read(L, 2, &o, "lm.diffusion.pipeline", known);
     bool offload = false;
@@ -475,6 +476,9 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     lo.tokenizer_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tokenizer", NULL);
     lo.prediction = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prediction", NULL);
     lo.embeddings_dir = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "embeddings", NULL);
+    lo.no_prewarm = !lm_lua_opt_bool(L, 2, "lm.diffusion.pipeline", "prewarm", true);
+    lo.prewarm_width = lo.prewarm_height = lm_lua_opt_int(L, 2, "lm.diffusion.pipeline", "prewarm_size", 0);
+    lo.prewarm_sampler = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prewarm_sampler", NULL);
     const char *tiling = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tiling", "auto");
     if (!strcmp(tiling, "auto")) lo.vae_tiling = LM_VAE_TILING_AUTO;
     else if (!strcmp(tiling, "on")) lo.vae_tiling = LM_VAE_TILING_ON;
@@ -1323,7 +1327,7 @@ static const lm_lua_func diffusion_funcs[] = {
      "num_heads, max_positions, vocab_size, projection_dim, hidden_act, dtype, device."},
     {"pipeline", lm_lua_sd_pipeline_open,
      "lm.diffusion.pipeline(path, {dtype=, device=, variant=, tokenizer=, prediction=, tiling=,\n"
-     "offload=})\n"
+     "offload=, prewarm=true, prewarm_size=, prewarm_sampler=})\n"
      "-> pipe\n"
      "Also lm.models.load(path).  A Stable Diffusion pipeline (SD 1.x, 2.x, SDXL) from a\n"
      "diffusers folder (model_index.json) or a single-file .safetensors or .gguf checkpoint\n"
@@ -1337,6 +1341,10 @@ static const lm_lua_func diffusion_funcs[] = {
      "VAE's, \"auto\" (the default, see models/vae.h), \"on\" or \"off\" (diffusers' default).\n"
      "offload = true (Z-Image, FLUX.2-klein): one network on the device at a time, the Qwen3\n"
      "encoder and the transformer read again for each image, so the peak is the larger one's.\n"
+     "prewarm (default true; off with LUMEN_PREWARM=0 or offload): on a GPU, a dry run at load\n"
+     "that starts compiling every kernel pipeline a generation at prewarm_size (default the\n"
+     "family's size) with prewarm_sampler (default the family's) needs, and runs none, so\n"
+     "the first image does not wait for them stage by stage; results do not change.\n"
      "Weights "
      "load once and stay on the\n"
      "device.  Stages: pipe.tokenizer, pipe.tokenizer_2, pipe.text_encoder,\n"

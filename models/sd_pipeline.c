@@ -486,6 +486,44 @@ done:
     return st;
 }
 
+static lm_array *generate(lm_sd_pipeline *p, const lm_sd_gen_opts *opts, bool decode);
+
+/* The first image's kernels started at load (lm_sd_load_opts.no_prewarm):
+ * a generation at the family's defaults or the size and sampler the caller
+ * gives (a prompt of everyday length, batch 1, at most 3 steps: the
+ * samplers' first, middle and last steps differ) evaluated in
+ * the device's plan mode, which compiles the pipelines each node needs on
+ * the backend's threads and runs nothing.  Its output is garbage and is
+ * dropped, with any error it ends on (a garbage NaN check, say); nothing it
+ * touches is kept (the backend makes no derived data in plan mode, and
+ * nothing in the pipeline caches a computed tensor).  Without it the
+ * pipelines are met stage by stage -- the text encoder's compile, then the
+ * UNet's, then the VAE's -- and each stage waits for its slowest. */
+static void prewarm(lm_sd_pipeline *p, const lm_sd_load_opts *o)
+{
+    const char *e = getenv("LUMEN_PREWARM");
+    if (o->no_prewarm || o->offload || (e && !strcmp(e, "0"))) return;
+    if (lm_device_plan(p->dev, true) != LM_OK) {   /* the CPU, or no compile threads: nothing to do */
+        lm_error_clear();
+        return;
+    }
+    lm_sd_gen_opts g;
+    lm_sd_gen_opts_init_for(&g, p);
+    /* a prompt of an everyday length: the DiT families' transformers take
+     * the prompt's own tokens (SD's CLIP pads to 77 anyway) */
+    const char *prompt[1] = {"a photograph of a mountain lake at sunset, trees on the shore, clouds"};
+    g.prompts = prompt;
+    g.nprompts = 1;
+    g.batch = 1;
+    if (g.steps > 3) g.steps = 3;
+    if (o->prewarm_width > 0) g.width = o->prewarm_width;
+    if (o->prewarm_height > 0) g.height = o->prewarm_height;
+    if (o->prewarm_sampler) g.sampler = o->prewarm_sampler;
+    lm_array_release(generate(p, &g, true));
+    lm_device_plan(p->dev, false);
+    lm_error_clear();
+}
+
 lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opts)
 {
     lm_sd_load_opts dflt;
@@ -533,6 +571,7 @@ lm_sd_pipeline *lm_sd_pipeline_load(const char *path, const lm_sd_load_opts *opt
         lm_sd_pipeline_free(p);
         return NULL;
     }
+    prewarm(p, o);
     return p;
 }
 

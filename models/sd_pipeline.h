@@ -54,6 +54,19 @@ typedef struct lm_sd_load_opts {
     bool offload;              /* DiT families: one network resident at a time
                                   (models/dit_pipeline.h), the text encoder not
                                   read until the first prompt; SD ignores it */
+    bool no_prewarm;           /* true: no dry run at load.  By default (and unless
+                                  LUMEN_PREWARM=0, or offload) a pipeline on a device
+                                  that can prepare kernels ahead (lm_device_plan: the
+                                  Vulkan backend's compile threads) is run once at
+                                  load in plan mode, a generation at the family's
+                                  default size and settings (at most 3 steps) that
+                                  runs no kernel but starts compiling every pipeline
+                                  it meets, so the first image does not wait for them
+                                  stage by stage.  Results do not change with it */
+    int64_t prewarm_width, prewarm_height; /* the size the dry run plans (0: the
+                                  family's default size): the first image's, where
+                                  the caller knows it (lumen generate's --width) */
+    const char *prewarm_sampler; /* its sampler (NULL: the family's) */
 } lm_sd_load_opts;
 
 void lm_sd_load_opts_init(lm_sd_load_opts *o);

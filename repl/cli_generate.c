@@ -1153,6 +1153,9 @@ static int cmd_generate(int argc, char **argv)
     lo.tokenizer_option = "--tokenizer DIR";
     lo.offload = a.offload;
     lo.embeddings_dir = a.embeddings;
+    lo.prewarm_width = a.width;   /* the load's dry run plans the first image's size and sampler */
+    lo.prewarm_height = a.height;
+    if (a.has_sampler) lo.prewarm_sampler = a.sampler;
     if (!(p = lm_sd_pipeline_load(a.model, &lo))) {
         report(NULL);
         goto done;

@@ -200,6 +200,9 @@ static bool ensure_pipeline(serve_job *j)
     lm_sd_load_opts_init(&lo);
     lo.device = device;
     lo.dtype = (lm_dtype)serve_config.dtype;
+    lo.prewarm_width = j->width;   /* the load's dry run plans this job's size and sampler */
+    lo.prewarm_height = j->height;
+    if (j->sampler[0]) lo.prewarm_sampler = j->sampler;
     if (!serve_config.quiet) fprintf(stderr, "lumen serve: loading model %s\n", j->model);
     pipe_ = lm_sd_pipeline_load(path, &lo);
     free(path);

@@ -78,6 +78,7 @@ const lm_backend lm_vk_backend = {
     .replay = lm_vk_replay,
     .record_free = lm_vk_record_free,
     .copy = lm_vk_copy,
+    .plan = lm_vk_plan,
 };
 
 size_t lm_vulkan_reserved_bytes(lm_device *d)

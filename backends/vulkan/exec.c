@@ -571,7 +571,7 @@ lm_status lm_vk_dispatch(lm_vk_dev *v, const char *shader, const uint32_t *spec,
     lm_vk_pipeline *p;
     bool ready;
     lm_status st = lm_vk_pipeline_start(v, shader, spec, nspec, &p, &ready);
-    if (st != LM_OK) return st;
+    if (st != LM_OK || v->plan) return st;   /* plan mode: the pipeline started, nothing recorded */
     if ((st = make_room(v)) != LM_OK) return st;
     bool wide = lm_vk_wide(shader);
     int nb = wide ? LM_VK_WIDE_BINDINGS : LM_VK_BINDINGS;

@@ -434,6 +434,10 @@ static lm_status halo_weights(lm_vk_dev *v, const lm_array *w, int32_t MP, int32
             return LM_OK;
         }
     }
+    if (v->plan) {   /* plan mode: the packing kernel's pipeline started, no pack made or kept */
+        *out = v->dummy;
+        return lm_vk_dispatch(v, "conv_halo_w", NULL, 0, NULL, 0, NULL, 0, 1, 1, 1);
+    }
     halo_pack *h = calloc(1, sizeof *h);
     if (!h) return lm_error_set(LM_ERR_NOMEM, "vulkan: conv2d: out of memory for the packed weights");
     int64_t khw = w->shape[2] * w->shape[3];

@@ -284,7 +284,8 @@ static void print_stats(lm_vk_dev *v, const char *shader, const uint32_t *spec, 
  * itself), so a first evaluation's dozens of kernels compile side by side
  * while the evaluating thread goes on recording (exec.c keeps its dispatches
  * until their pipelines are ready, and records them in order: the command
- * stream is the one the lazy path records).  LUMEN_VK_COMPILE_THREADS=N
+ * stream is the one the lazy path records; a pipeline the evaluation must
+ * wait for that no thread has taken yet it makes itself).  LUMEN_VK_COMPILE_THREADS=N
  * sets how many (default: the online CPUs, at most 16; 0: each pipeline made
  * on the evaluating thread when first dispatched, as before). */
 struct lm_vk_pool {
@@ -297,7 +298,8 @@ struct lm_vk_pool {
 };
 
 /* LUMEN_VK_PIPELINE_LOG=1: each pipeline's compile time on stderr, from
- * whichever thread made it (bench/gpu/coldstart.py sums them) */
+ * whichever thread made it, "planned" after those a plan started
+ * (bench/gpu/coldstart.py sums them) */
 static bool log_on(void)
 {
     const char *e = getenv("LUMEN_VK_PIPELINE_LOG");
@@ -306,7 +308,8 @@ static bool log_on(void)
 
 static void log_time(const lm_vk_pipeline *p, double ms)
 {
-    fprintf(stderr, "lumen: pipeline %s (%d constants) %.1f ms\n", p->shader, p->nspec, ms);
+    fprintf(stderr, "lumen: pipeline %s (%d constants) %.1f ms%s\n", p->shader, p->nspec, ms,
+            p->planned ? " planned" : "");
 }
 
 static void *compile_thread(void *arg)
@@ -321,6 +324,7 @@ static void *compile_thread(void *arg)
         lm_vk_pipeline *p = pl->head;
         pl->head = p->qnext;
         if (!pl->head) pl->tail = NULL;
+        p->taken = true;
         pthread_mutex_unlock(&pl->mu);
         VkPipeline pipe = VK_NULL_HANDLE;
         double t0 = log ? lm_profile_now_ms() : 0;
@@ -392,6 +396,38 @@ bool lm_vk_pipeline_async(lm_vk_dev *v)
     return !v->capture && !lm_profile_depth() && !v->feat.exec_stats && !v->pool_off;
 }
 
+/* pipelines new to the process, and those started in plan mode (vulkan.h) */
+static int64_t started, planned;
+
+int64_t lm_vulkan_pipelines_started(void) { return started; }
+int64_t lm_vulkan_pipelines_planned(void) { return planned; }
+
+/* Plan mode: exec.c's lm_vk_dispatch starts the pipeline and records
+ * nothing (and nn_conv.c's packed weights are neither made nor kept), so a
+ * dry run of a model's first call queues every pipeline it needs on the
+ * compile threads in the time it takes to build its graphs.  Only where
+ * the threads can take them: without, the plan would compile them one at
+ * a time here, which the real call does as well. */
+lm_status lm_vk_plan(lm_device *d, bool on)
+{
+    lm_vk_dev *v = lm_vk_of(d);
+    if (!on) {
+        if (v->plan && log_on())
+            fprintf(stderr, "lumen: plan on %s: %lld pipelines started\n", d->spec, (long long)v->planned);
+        v->plan = false;
+        return LM_OK;
+    }
+    lm_status st = lm_vk_ensure_up(v);
+    if (st != LM_OK) return st;
+    if (v->capture) return lm_error_set(LM_ERR_STATE, "vulkan: plan: a recording is being made on %s", d->spec);
+    if (!lm_vk_pipeline_async(v) || !pool_up(v))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: plan: %s has no compile threads now "
+                            "(LUMEN_VK_COMPILE_THREADS=0, a profile or LUMEN_VK_STATS)", d->spec);
+    v->plan = true;
+    v->planned = 0;
+    return LM_OK;
+}
+
 static lm_vk_pipeline *find(lm_vk_dev *v, const char *shader, const uint32_t *spec, unsigned h)
 {
     for (lm_vk_pipeline *p = v->pipes[h]; p; p = p->next)
@@ -399,12 +435,40 @@ static lm_vk_pipeline *find(lm_vk_dev *v, const char *shader, const uint32_t *sp
     return NULL;
 }
 
-/* waits for p if it is being made; its status, named by shader */
+/* p, still in the compile queue, taken out of it (the pool's lock held) */
+static void unqueue(struct lm_vk_pool *pl, lm_vk_pipeline *p)
+{
+    lm_vk_pipeline *prev = NULL;
+    for (lm_vk_pipeline *q = pl->head; q && q != p; q = q->qnext) prev = q;
+    if (prev) prev->qnext = p->qnext;
+    else pl->head = p->qnext;
+    if (pl->tail == p) pl->tail = prev;
+    p->qnext = NULL;
+    p->taken = true;
+}
+
+/* waits for p if it is being made; its status, named by shader.  One still
+ * queued (behind a plan's others, or while every thread is busy) is made
+ * here rather than waited for: the evaluation needs it now */
 lm_status lm_vk_pipeline_wait(lm_vk_dev *v, lm_vk_pipeline *p, VkPipeline *out)
 {
     if (!p->seen) {
         struct lm_vk_pool *pl = v->pool;
         pthread_mutex_lock(&pl->mu);
+        if (!p->ready && !p->taken) {
+            unqueue(pl, p);
+            pthread_mutex_unlock(&pl->mu);
+            VkPipeline pipe = VK_NULL_HANDLE;
+            bool log = log_on();
+            double t0 = log ? lm_profile_now_ms() : 0;
+            VkResult r = vkCreateComputePipelines(v->device, v->pcache, 1, &p->ci, NULL, &pipe);
+            if (log) log_time(p, lm_profile_now_ms() - t0);
+            pthread_mutex_lock(&pl->mu);
+            p->pipe = pipe;
+            p->res = r;
+            p->ready = true;
+            pthread_cond_broadcast(&pl->done);
+        }
         while (!p->ready) pthread_cond_wait(&pl->done, &pl->mu);
         pthread_mutex_unlock(&pl->mu);
         p->seen = true;
@@ -450,6 +514,7 @@ lm_status lm_vk_pipeline_start(lm_vk_dev *v, const char *shader, const uint32_t 
     snprintf(p->shader, sizeof p->shader, "%s", shader);
     memcpy(p->spec, spec, sizeof spec);
     p->nspec = nspec;
+    p->planned = v->plan;
     for (int i = 0; i < nspec; i++)
         p->me[i] = (VkSpecializationMapEntry){(uint32_t)i, (uint32_t)i * 4, 4};
     p->si = (VkSpecializationInfo){.mapEntryCount = (uint32_t)nspec, .pMapEntries = p->me,
@@ -484,6 +549,11 @@ lm_status lm_vk_pipeline_start(lm_vk_dev *v, const char *shader, const uint32_t 
     p->next = v->pipes[h];
     v->pipes[h] = p;
     v->pcache_dirty = true;
+    started++;
+    if (v->plan) {
+        planned++;
+        v->planned++;
+    }
     *out = p;
     if (*ready && v->feat.exec_stats) {
         print_stats(v, shader, spec, nspec, p->pipe);

@@ -77,6 +77,9 @@ lm_status lm_vk_record_begin(lm_device *d)
     if (st != LM_OK) return st;
     if (v->capture || making)
         return lm_error_set(LM_ERR_STATE, "vulkan: a recording is being made on %s already", d->spec);
+    if (v->plan)   /* its kernels would not be in it */
+        return lm_error_set(LM_ERR_STATE, "vulkan: %s is in plan mode (lm_device_plan): nothing to record",
+                            d->spec);
     lm_vk_rec *r = calloc(1, sizeof *r);
     if (!r) return lm_error_set(LM_ERR_NOMEM, "vulkan: out of host memory");
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,

@@ -57,6 +57,8 @@ typedef struct lm_vk_pipeline {
      * pool's lock) pipe is not to be used; res is its VkResult */
     bool ready, reported;
     bool seen;                         /* ready, as the evaluating thread saw it (no lock needed) */
+    bool planned;                      /* started in plan mode (lm_vk_plan) */
+    bool taken;                        /* out of the compile queue, being made (under the pool's lock) */
     int nspec;
     VkResult res;
     VkComputePipelineCreateInfo ci;    /* the job, while queued */
@@ -181,6 +183,8 @@ typedef struct lm_vk_dev {
     lm_vk_pipeline *pipes[256];
     struct lm_vk_pool *pool;      /* compile threads, made on first need (pipeline.c) */
     bool pool_off;                /* LUMEN_VK_COMPILE_THREADS=0, or the threads could not start */
+    bool plan;                    /* plan mode (lm_device_plan): dispatches only start their pipelines */
+    int64_t planned;              /* pipelines started in plan mode, this plan */
     struct lm_vk_pend *pend;      /* dispatches waiting for their pipelines (exec.c) */
     int npend;
     VkShaderModule modules[LM_VK_MAX_SHADERS];   /* by index in lm_vk_shaders */
@@ -282,6 +286,10 @@ lm_status lm_vk_pipeline_start(lm_vk_dev *v, const char *shader, const uint32_t 
 lm_status lm_vk_pipeline_wait(lm_vk_dev *v, lm_vk_pipeline *p, VkPipeline *out);
 /* whether compile threads may be used now (not while profiling or capturing) */
 bool lm_vk_pipeline_async(lm_vk_dev *v);
+/* the backend's plan entry: plan mode on where the compile threads can
+ * take the pipelines (else LM_ERR_UNSUPPORTED: a plan would compile them
+ * one at a time, on the calling thread), off */
+lm_status lm_vk_plan(lm_device *d, bool on);
 lm_status lm_vk_pipeline_get(lm_vk_dev *v, const char *shader, const uint32_t *spec,
                              int nspec, VkPipeline *out);
 

@@ -33,4 +33,11 @@ int64_t lm_vulkan_timestamp_count(void);
  * the GPU (memory.c), since start (tests). */
 int64_t lm_vulkan_recorded_upload_count(void);
 
+/* Pipelines new to this process since start (made, or started on a compile
+ * thread), and those of them started in plan mode (lm_device_plan: a
+ * model's prewarm at load); the difference is the pipelines evaluations
+ * had to start themselves, on their critical path (tests). */
+int64_t lm_vulkan_pipelines_started(void);
+int64_t lm_vulkan_pipelines_planned(void);
+
 #endif

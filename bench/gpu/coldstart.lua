@@ -3,13 +3,15 @@
 -- SIZE x SIZE image (STEPS steps, euler, seed 1) twice and prints each one's
 -- wall time; the first one's includes making every pipeline it needs (run it
 -- with the pipeline cache and the driver's shader cache emptied: coldstart.py
--- does).  The first image is saved to OUT (f32 [3,H,W]) so that two binaries'
+-- does); the load's, the pipelines its dry run starts.  The first image is saved to OUT (f32 [3,H,W]) so that two binaries'
 -- bytes can be compared.
 local lm = require "lumen"
 local dir, dt, size, steps, cfg, out = arg[1], arg[2], tonumber(arg[3]), tonumber(arg[4]), tonumber(arg[5]), arg[6]
 local now = lm.clock
 local t0 = now()
-local pipe = lm.models.load(dir, {dtype = dt})
+-- the load's dry run (prewarm, models/sd_pipeline.c) plans this size and
+-- sampler; LUMEN_PREWARM=0 switches it off
+local pipe = lm.models.load(dir, {dtype = dt, prewarm_size = size, prewarm_sampler = cfg > 0 and "euler" or nil})
 print(string.format("load %.2f s on %s (%s, family %s)", now() - t0, tostring(pipe.device), dt, pipe.family))
 local opts = {prompt = "a photo of an astronaut riding a horse", steps = steps, cfg = cfg, seed = 1, size = size}
 if cfg > 0 then opts.negative, opts.sampler = "blurry, low quality", "euler" end   -- SD: as sd_full.lua

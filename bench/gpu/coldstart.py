@@ -17,7 +17,10 @@ COLD_SERIAL_KINDS=sd15,...: those kinds also run the last binary cold with one
 compile thread (each pipeline's time alone).
 Usage: PYTHONPATH=diffusers/src coldstart.py WORKDIR KINDS NAME=LUMEN[:VAR=VALUE...]...
 (the VAR=VALUE pairs go into that binary's environment, e.g.
-lazy=lumen:LUMEN_VK_COMPILE_THREADS=0 for the lazy path of before)
+lazy=lumen:LUMEN_VK_COMPILE_THREADS=0 for the lazy path of before, or
+noprewarm=lumen:LUMEN_PREWARM=0 for the compile threads without the dry run
+at load; with the prewarm, "planned" is the pipelines the load's plan started
+and "unplanned" those the images then met that it had not)
 KINDS: comma-separated sd15,sdxl,zimage.  Prints one line per run and a JSON
 summary; the first images' sha256 tell whether the binaries' bytes agree.
 """
@@ -77,6 +80,13 @@ def run(lumen, kind, d, cache, log, extra=None):
         res["sha256"] = hashlib.sha256(open(out, "rb").read()).hexdigest()[:16]
     pl = [(m.group(1), float(m.group(2))) for m in
           re.finditer(r"^lumen: pipeline (\S+) \(\d+ constants\) ([0-9.]+) ms", r.stderr, re.M)]
+    # the prewarm at load (models/sd_pipeline.c): pipelines its plan started,
+    # and those the images had to start themselves (not "planned")
+    m = re.search(r"^lumen: plan on \S+: (\d+) pipelines started", r.stderr, re.M)
+    if m:
+        res["planned"] = int(m.group(1))
+        res["unplanned"] = [m.group(1) for m in re.finditer(
+            r"^lumen: pipeline (\S+) \(\d+ constants\) [0-9.]+ ms$", r.stderr, re.M)]
     if pl:
         by = {}
         for s, ms in pl:

@@ -33,7 +33,8 @@ run() {
         grep -E "validation|FAIL" "$log" | head -20
     fi
 }
-for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv test_vulkan_nn_index test_vk_quant test_vk_upload test_vk_replay; do
+for t in test_vulkan test_vulkan_parity test_vulkan_nn_norm test_vulkan_nn_conv test_vulkan_nn_index test_vk_quant test_vk_upload test_vk_replay \
+         test_vk_prewarm; do
     run $t validate "under the validation layer"
 done
 for t in test_vulkan test_vulkan_placement test_profile test_vulkan_nn_conv test_vk_upload test_vk_replay; do

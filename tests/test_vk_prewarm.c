@@ -1,0 +1,163 @@
+/* test_vk_prewarm.c - the first image's pipelines started at load
+ * (models/sd_pipeline.c's prewarm, the Vulkan backend's plan mode:
+ * lm_device_plan).  For the tiny SD 1.x pipeline and the tiny Z-Image one,
+ * on the first Vulkan device (lavapipe here):
+ *  - loading starts pipelines in plan mode (their count is above zero);
+ *  - the first generation at the family's defaults then starts no pipeline
+ *    of its own: every one it needs was started by the load, so none is
+ *    made on its critical path (lm_vulkan_pipelines_started, a count, not
+ *    a time);
+ *  - its image has the same bytes as the same generation from a pipeline
+ *    loaded without the prewarm (no_prewarm): the dry run left nothing
+ *    behind that the real one reads (derived data such as conv_halo's
+ *    packed weights, recordings, model state); once more in f16 with the
+ *    convolutions on conv_halo, whose packed weights are such data.
+ * Pipelines are the process's, so each model's prewarmed load comes before
+ * its plain one.  LUMEN_PREWARM=0 makes the first two checks fail. */
+#include "testutil.h"
+#ifdef LM_HAVE_VULKAN
+#include "backends/vulkan/vulkan.h"
+#include "models/sd_pipeline.h"
+
+static lm_device *vk;
+
+static lm_dtype dtype = LM_DTYPE_COUNT;   /* the load's (LM_DTYPE_COUNT: the device's default) */
+
+static lm_sd_pipeline *load(const char *path, bool prewarm, int64_t size)
+{
+    lm_sd_load_opts o;
+    lm_sd_load_opts_init(&o);
+    o.device = vk;
+    o.dtype = dtype;
+    o.no_prewarm = !prewarm;
+    o.prewarm_width = o.prewarm_height = size;
+    lm_sd_pipeline *p = lm_sd_pipeline_load(path, &o);
+    if (!p) fprintf(stderr, "%s: %s\n", path, lm_error_message());
+    assert_non_null(p);
+    return p;
+}
+
+/* the family's defaults, one prompt, steps as given (the prewarm plans at
+ * most 3: the samplers' first, middle and last steps); the image's values
+ * in a new buffer of *n floats */
+static float *image(lm_sd_pipeline *p, const char *prompt, int steps, int64_t size, size_t *n)
+{
+    lm_sd_gen_opts o;
+    lm_sd_gen_opts_init_for(&o, p);
+    o.width = o.height = size;
+    const char *pr[1] = {prompt};
+    o.prompts = pr;
+    o.nprompts = 1;
+    o.steps = steps;
+    o.seed = 7;
+    lm_array *img = lm_sd_generate(p, &o);
+    if (!img) fprintf(stderr, "generate: %s\n", lm_error_message());
+    assert_non_null(img);
+    *n = (size_t)img->size;
+    float *v = malloc(*n * sizeof *v);
+    assert_non_null(v);
+    assert_int_equal(lm_array_read(img, v, LM_F32), LM_OK);
+    lm_array_release(img);
+    return v;
+}
+
+/* size 0: the family's default (the prewarm's and the image's) */
+static void check(const char *path, const char *prompt, int steps, int64_t size)
+{
+    lm_error_clear();
+    int64_t s0 = lm_vulkan_pipelines_started(), p0 = lm_vulkan_pipelines_planned();
+    lm_sd_pipeline *p = load(path, true, size);
+    int64_t s1 = lm_vulkan_pipelines_started(), planned = lm_vulkan_pipelines_planned() - p0;
+    size_t n = 0, m = 0;
+    float *a = image(p, prompt, steps, size, &n);
+    int64_t s2 = lm_vulkan_pipelines_started();
+    lm_sd_pipeline_free(p);
+    printf("  %s: the load started %lld pipelines (%lld planned), the first image %lld more\n", path,
+           (long long)(s1 - s0), (long long)planned, (long long)(s2 - s1));
+    p = load(path, false, size);
+    float *b = image(p, prompt, steps, size, &m);
+    lm_sd_pipeline_free(p);
+    assert_true(planned > 0);
+    assert_int_equal(s2 - s1, 0);                /* none on the first image's critical path */
+    assert_int_equal(n, m);
+    assert_memory_equal(a, b, n * sizeof *a);    /* the same bytes with and without */
+    free(a);
+    free(b);
+}
+
+/* each test from the same settings, whatever one that failed left */
+static int plain(void **state)
+{
+    (void)state;
+    dtype = LM_DTYPE_COUNT;
+    unsetenv("LUMEN_VK_CONV_HALO");
+    return 0;
+}
+
+static void test_sd1(void **state)
+{
+    (void)state;
+    check("tests/ref/diffusion/sd1", "a photo of an astronaut riding a horse", 4, 0);
+}
+
+/* in f16 with LUMEN_VK_CONV_HALO=simt the 3x3 convs run conv_halo, whose
+ * packed weights are derived data kept on the weight's buffer: in plan
+ * mode they must be neither made nor kept (the packing kernel does not
+ * run), else the first real image reads garbage weights */
+static void test_sd1_halo(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_CONV_HALO", "simt", 1);
+    dtype = LM_F16;
+    check("tests/ref/diffusion/sd1", "a photo of an astronaut riding a horse", 4, 0);
+}
+
+static void test_zimage(void **state)
+{
+    (void)state;
+    check("tests/ref/dit/zimage", "dance monkey", 4, 64);   /* its default size is beyond the tiny model's */
+}
+
+/* plan mode refused where it cannot start the pipelines ahead: the CPU */
+static void test_cpu_refuses(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_device_plan(lm_device_cpu(), true), LM_ERR_UNSUPPORTED);
+    lm_error_clear();
+}
+
+int main(void)
+{
+    setenv("LUMEN_DEVICE", "vulkan", 1);
+    unsetenv("LUMEN_VK_COMPILE_THREADS");
+    lm_init();
+    vk = tu_vulkan_device();
+    if (!vk) {
+        printf("test_vk_prewarm: no Vulkan device (%s); skipped\n", lm_vulkan_status());
+        return LM_TEST_SKIP;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_sd1, plain),
+        cmocka_unit_test_setup(test_sd1_halo, plain),
+        cmocka_unit_test_setup(test_zimage, plain),
+        cmocka_unit_test(test_cpu_refuses),
+    };
+    int r = cmocka_run_group_tests(tests, NULL, NULL);
+    if (lm_vulkan_validation_messages()) {
+        printf("test_vk_prewarm: %lld validation messages\n", (long long)lm_vulkan_validation_messages());
+        return 1;
+    }
+    if (lm_array_live_count() != 0) {
+        printf("test_vk_prewarm: %lld arrays left alive\n", (long long)lm_array_live_count());
+        return 1;
+    }
+    return r;
+}
+
+#else
+int main(void)
+{
+    printf("test_vk_prewarm: built without Vulkan; skipped\n");
+    return LM_TEST_SKIP;
+}
+#endif
