@@ -3,9 +3,10 @@
  * lm_share_set: the arrays made while it is set carry the number of images
  * a stacked call stacks, and lm_share_set puts the one before back.  Each
  * Vulkan kernel choice that depends on a problem's size
- * (backends/vulkan/choice.h: the conv's split-K parts, the f16 GEMM tile
- * of the KHR/NV and cm2 kernels, the D = 512 attention split, the long-row
- * and the strided norm choices, the f32 tiles) makes, for B images stacked
+ * (backends/vulkan/choice.h: the conv's split-K parts and halo tile, the
+ * f16 GEMM tile of the KHR/NV and cm2 kernels, the D = 512 attention
+ * split, the long-row and the strided norm choices, the f32 tiles and the
+ * plain matmul's paths) makes, for B images stacked
  * (batch 2B, share B, or M counting B images' rows), the choice of one
  * image (batch 2, share 1), at sizes on both sides of each threshold; and
  * without the share some of those sizes choose otherwise, so the sizes do
@@ -91,6 +92,25 @@ static void test_splitk(void **state)
     assert_true(moved > before);
 }
 
+static void test_halo_tile(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t hw = 8; hw <= 512; hw += 8)
+            for (int64_t o = 3; o <= 64; o *= 4) {
+                int B = shares[i];
+                bool one = lm_vk_halo_tall(hw, hw, 2, o, 1);
+                assert_int_equal(lm_vk_halo_tall(hw, hw, 2 * B, o, B), one);
+                moved += lm_vk_halo_tall(hw, hw, 2 * B, o, 1) != one;
+            }
+    /* the UNet's conv_out at 1024x1024 (128x128 latents, 4 channels) */
+    assert_false(lm_vk_halo_tall(128, 128, 2, 4, 1));
+    assert_false(lm_vk_halo_tall(128, 128, 8, 4, 4));
+    assert_true(lm_vk_halo_tall(128, 128, 8, 4, 1));
+    assert_true(moved > before);
+}
+
 static const int64_t dims[] = {64, 77, 128, 154, 256, 320, 640, 1024, 1280, 2048, 4096};
 #define NDIMS (int)(sizeof dims / sizeof *dims)
 
@@ -133,6 +153,23 @@ static void test_f32_tile(void **state)
 {
     (void)state;
     check_mn(lm_vk_f32_big, NULL);
+}
+
+static bool mm_f32_path(int64_t m, int64_t n, int64_t batch, int share)
+{
+    return lm_vk_mm_size(m, n, batch, share) >= 128 * 128;
+}
+
+static bool mm_plain_big(int64_t m, int64_t n, int64_t batch, int share)
+{
+    return lm_vk_mm_size(m, n, batch, share) >= 512 * 512;
+}
+
+static void test_mm_paths(void **state)
+{
+    (void)state;
+    check_mn(mm_f32_path, NULL);
+    check_mn(mm_plain_big, NULL);
 }
 
 static void test_fa512(void **state)
@@ -220,7 +257,9 @@ int main(void)
         if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) vk = lm_device_at(i);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_share_scope), cmocka_unit_test(test_share_mb), cmocka_unit_test(test_splitk),
+        cmocka_unit_test(test_halo_tile),
         cmocka_unit_test(test_coop_tile),   cmocka_unit_test(test_cm2_tile), cmocka_unit_test(test_f32_tile),
+        cmocka_unit_test(test_mm_paths),
         cmocka_unit_test(test_fa512),       cmocka_unit_test(test_norms),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,6 +109,12 @@ void lm_vk_share_mb(int64_t *m, int64_t *batch, int share)
     else if (*m % share == 0) *m /= share;
 }
 
+int64_t lm_vk_mm_size(int64_t m, int64_t n, int64_t batch, int share)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    return m * n;
+}
+
 bool lm_vk_f32_big(int64_t m, int64_t n, int64_t batch, int share)
 {
     lm_vk_share_mb(&m, &batch, share);
@@ -187,14 +193,15 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
     /* big products: vec4 loads, double-buffered tiles (matmul_f32);
-     * below 128x128 outputs its tiles would leave most of a GPU idle */
-    if ((int64_t)pc.M * pc.N >= 128 * 128 && v->feat.max_shared >= 32768 &&
+     * below 128x128 outputs its tiles would leave most of a GPU idle.  A
+     * stacked call decides by one image's rows (choice.h) */
+    if (lm_vk_mm_size(pc.M, pc.N, batch, lm_array_share(node)) >= 128 * 128 && v->feat.max_shared >= 32768 &&
         !getenv_off("LUMEN_VK_MM_F32")) {
         lm_status fst = run_f32(v, node, &pc, batch);
         return fst == LM_OK ? fst : lm_error_prefix("matmul");
     }
     /* big tiles (8x8 per thread) for big products, 4x4 otherwise */
-    bool big = (int64_t)pc.M * pc.N >= 512 * 512;
+    bool big = lm_vk_mm_size(pc.M, pc.N, batch, lm_array_share(node)) >= 512 * 512;
     uint32_t bm = big ? 128 : 64;
     uint32_t spec[10] = {a->dtype, b->dtype, node->dtype, 0, 0, 0, 0, 0,
                          pc.sak == 1 || pc.sam != 1, pc.sbn == 1 || pc.sbk != 1};

@@ -363,7 +363,15 @@ static const halo_tile *halo_tile_named(const char *name)
     return NULL;
 }
 
-/* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default); a q tile
+bool lm_vk_halo_tall(int64_t oh, int64_t ow, int64_t n, int64_t o, int share)
+{
+    int64_t one = 0;
+    lm_vk_share_mb(&one, &n, share);
+    return (oh + 15) / 16 * ((ow + 15) / 16) * n * ((o + 63) / 64) >= 256;
+}
+
+/* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default, from one
+ * image's grid in a stacked call: choice.h); a q tile
  * needs W, x's offset and strides multiples of 4 and an 8-byte aligned
  * binding, and at most 4 columns of left padding */
 static const halo_tile *halo_tile_for(const lm_array *node, const geom *g)
@@ -372,10 +380,7 @@ static const halo_tile *halo_tile_for(const lm_array *node, const geom *g)
     /* default (H100, 2026-11-25 22:45, docs/VULKAN.md "Halo tiles"): h8q,
      * or h16w4q where 16-row tiles still make at least 256 workgroups (it
      * led at 256x256, h8q at 128x128, where 16-row tiles leave SMs idle) */
-    if (!t) {
-        int64_t grid16 = (g->OH + 15) / 16 * ((g->OW + 15) / 16) * g->N * ((g->O + 63) / 64);
-        t = halo_tile_named(grid16 >= 256 ? "h16w4q" : "h8q");
-    }
+    if (!t) t = halo_tile_named(lm_vk_halo_tall(g->OH, g->OW, g->N, g->O, lm_array_share(node)) ? "h16w4q" : "h8q");
     const lm_array *x = node->inputs[0];
     bool runs = x->shape[3] % 4 == 0 && x->offset % 4 == 0 && x->strides[0] % 4 == 0 && x->strides[1] % 4 == 0 &&
                 x->strides[2] % 4 == 0 && lm_vk_mem_of(x)->off % 8 == 0 && node->params.i[3] <= 4;
@@ -586,8 +591,8 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     int64_t slab = (int64_t)pc.M * pc.N * gz;
     /* by default only on tensor cores (measured there); LUMEN_VK_CONV_SPLITK
      * forces it on either kernel */
-    int parts = lm_vk_splitk_parts((int64_t)gx * gy, gz, share, (pc.K + (coop ? ct->bk : 16) - 1) / (coop ? ct->bk : 16),
-                                   slab, coop);
+    int64_t bk = coop ? ct->bk : 16;
+    int parts = lm_vk_splitk_parts((int64_t)gx * gy, gz, share, (pc.K + bk - 1) / bk, slab, coop);
     if ((int64_t)gz * parts > v->feat.max_groups[2]) parts = 1;
     lm_buffer *scratch = NULL, *cols = NULL;
     if (parts > 1) {
