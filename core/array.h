@@ -86,6 +86,21 @@ int lm_sweep(void);
 /* The number of live arrays (a leak check for tests). */
 int64_t lm_array_live_count(void);
 
+/* The share: how many images a stacked call stacks along its leading axis
+ * (a UNet call for 4 images and their CFG pairs: batch 8, share 4).  Every
+ * array made while it is set carries it, so a backend can make a kernel
+ * choice that depends on the problem's size (tiles, split-K parts, a
+ * reduction split) from the size of one image's part (batch / share) and
+ * give the stacked images the bytes of single runs.  Set around the graph
+ * building of a stacked call and put back after it:
+ *     int was = lm_share_set(per); ... build ...; lm_share_set(was);
+ * Returns the share before; values below 1 are 1 (the default).
+ * Per host thread, as graph building is. */
+int lm_share_set(int images);
+int lm_share_get(void);
+/* The share a was made with (1 where none was set). */
+int lm_array_share(const lm_array *a);
+
 /* ---- evaluation (core/eval.c) ---- */
 /* Evaluates the arrays (NULL entries skipped).  Runs every pending node they
  * depend on, frees intermediates after their last consumer, and drops the

@@ -18,6 +18,7 @@ typedef struct lm_node {
     lm_array *place_in;              /* a concat whose output will hold this node's */
     int64_t place_at;                /* ... at this byte offset */
     const char *where;               /* lm_where_now at creation (core/trace.c) */
+    int share;                       /* lm_share_get() at creation (1: not stacked) */
 } lm_node;
 static inline lm_node *lm_node_of(const lm_array *a) { return (lm_node *)(uintptr_t)a; }
 

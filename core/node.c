@@ -10,6 +10,19 @@
 static lm_array *live_head;
 static int64_t live_count;
 static uint64_t next_id = 1;
+/* lm_share_set's value; 0 reads as 1 */
+static _Thread_local int share_now;
+
+int lm_share_set(int images)
+{
+    int was = lm_share_get();
+    share_now = images > 1 ? images : 1;
+    return was;
+}
+
+int lm_share_get(void) { return share_now > 1 ? share_now : 1; }
+
+int lm_array_share(const lm_array *a) { return a && lm_node_of(a)->share > 1 ? lm_node_of(a)->share : 1; }
 
 static const struct {
     const char *name;
@@ -293,6 +306,7 @@ lm_array *lm_array_alloc(lm_dtype dt, int ndim, const int64_t *shape, lm_device 
     }
     a->id = next_id++;
     node->where = lm_where_now;
+    node->share = share_now;
     node->live_next = live_head;
     if (live_head) lm_node_of(live_head)->live_prev = a;
     live_head = a;

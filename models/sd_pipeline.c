@@ -953,7 +953,11 @@ const char *lm_sd_sampler_a1111(const char *name, const char **schedule)
  * alone, all lanes evaluated together.  One lane for the whole batch
  * (stacked) is one UNet call over every image, but the CPU's GEMM cuts a
  * product of stacked rows by their number (docs/CPU_MATH.md,
- * "Determinism"), so its bits would depend on the batch size. */
+ * "Determinism"), so its bits would depend on the batch size.  On Vulkan
+ * a stacked lane's nodes carry its image count (lm_share_set in per_lane
+ * and prepare), and the kernel choices that depend on a problem's size
+ * are made from one image's part (backends/vulkan/choice.h): there a
+ * stacked batch gives the bytes of single runs. */
 typedef struct gen {
     lm_sd_pipeline *p;
     const lm_sd_gen_opts *o;
@@ -1335,7 +1339,12 @@ static lm_array *per_lane(const gen *g, lm_array *x, lane_fn f, void *ctx)
     int l = 0;
     for (; l < g->lanes; l++) {
         lm_array *lx = g->lanes == 1 ? lm_array_retain(x) : lm_slice(x, 0, l * g->per, (l + 1) * g->per, 1);
+        /* a lane of per images stacked: its nodes choose their kernels as
+         * one image's (lm_share_set), so a stacked batch repeats the bytes
+         * of single runs */
+        int was = lm_share_set(g->per);
         parts[l] = lx ? f(g, lx, l, ctx) : NULL;
+        lm_share_set(was);
         lm_array_release(lx);
         if (!parts[l]) break;
     }
@@ -1678,8 +1687,12 @@ static void gen_free(gen *g)
 /* the conditioning, computed once (not once per step) */
 static lm_status prepare(gen *g)
 {
-    for (int l = 0; l < g->lanes; l++)
-        if (conditioning(g, l) != LM_OK) return lm_error_status();
+    for (int l = 0; l < g->lanes; l++) {
+        int was = lm_share_set(g->per);   /* per images' prompts stacked: per_lane says why */
+        lm_status st = conditioning(g, l);
+        lm_share_set(was);
+        if (st != LM_OK) return lm_error_status();
+    }
     int per = g->per;
     if (g->p->row->time_ids && !(g->tids = time_ids(g, g->cfg ? 2 * per : per, g->p->dt)))
         return lm_error_status();

@@ -16,6 +16,9 @@
 -- With --batch-size N, up to N jobs that share steps, cfg, sampler and size
 -- run in one UNet call; each image's noise comes from its own seed, so the
 -- bytes are those of one job at a time (tests/models/generate.sh checks).
+-- (Each image runs in its own lane; pipe:generate's stacked = true would make
+-- the group one UNet call: faster on a GPU, the same bytes on Vulkan as its
+-- kernels choose as for one image (lm_share_set), last bits off on the CPU.)
 -- A batch mixing settings fails and the runner retries its jobs one by one.
 -- Issue 37: hires (the scale), hires_steps, hires_denoise, hires_upscaler run
 -- the hires fix (pipe:generate's hires=); variation_seed and

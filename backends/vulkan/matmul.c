@@ -102,7 +102,27 @@ static const lm_vk_f32_tile *f32_find(const lm_vk_dev *v, const char *name)
     return NULL;
 }
 
-const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch)
+void lm_vk_share_mb(int64_t *m, int64_t *batch, int share)
+{
+    if (share <= 1) return;
+    if (*batch % share == 0) *batch /= share;
+    else if (*m % share == 0) *m /= share;
+}
+
+int64_t lm_vk_mm_size(int64_t m, int64_t n, int64_t batch, int share)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    return m * n;
+}
+
+bool lm_vk_f32_big(int64_t m, int64_t n, int64_t batch, int share)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    return ((m + 127) / 128) * ((n + 127) / 128) * batch >= 256;
+}
+
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch,
+                                     int share)
 {
     const lm_vk_f32_tile *t = f32_find(v, getenv(conv ? "LUMEN_VK_CONV_F32" : "LUMEN_VK_MM_F32"));
     if (t && (!conv || t->conv)) return t;
@@ -113,16 +133,16 @@ const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, i
      * 0.67-0.98x cuDNN against 0.59-0.86x).  Smaller grids keep the
      * 256-invocation tile (8 subgroups an SM where an SM gets one tile;
      * at 128 conv tiles it beat k8w by 25%), with padded shared rows (33
-     * KiB) where the device has room, else 32 KiB. */
-    int64_t tiles = ((m + 127) / 128) * ((n + 127) / 128) * batch;
-    if (tiles >= 256) return f32_find(v, conv ? "k8w" : "t128");
+     * KiB) where the device has room, else 32 KiB.  A stacked call counts
+     * one image's tiles (choice.h). */
+    if (lm_vk_f32_big(m, n, batch, share)) return f32_find(v, conv ? "k8w" : "t128");
     return f32_find(v, "128x128");
 }
 
 static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
-    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false, pc->M, pc->N, batch);
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false, pc->M, pc->N, batch, lm_array_share(node));
     bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
     bool a_vec = a_k ? vec4_ok(a, pc->off_a, pc->sam, pc->sak, pc, pc->bsa)
                      : vec4_ok(a, pc->off_a, pc->sak, pc->sam, pc, pc->bsa);
@@ -173,14 +193,15 @@ lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
     /* big products: vec4 loads, double-buffered tiles (matmul_f32);
-     * below 128x128 outputs its tiles would leave most of a GPU idle */
-    if ((int64_t)pc.M * pc.N >= 128 * 128 && v->feat.max_shared >= 32768 &&
+     * below 128x128 outputs its tiles would leave most of a GPU idle.  A
+     * stacked call decides by one image's rows (choice.h) */
+    if (lm_vk_mm_size(pc.M, pc.N, batch, lm_array_share(node)) >= 128 * 128 && v->feat.max_shared >= 32768 &&
         !getenv_off("LUMEN_VK_MM_F32")) {
         lm_status fst = run_f32(v, node, &pc, batch);
         return fst == LM_OK ? fst : lm_error_prefix("matmul");
     }
     /* big tiles (8x8 per thread) for big products, 4x4 otherwise */
-    bool big = (int64_t)pc.M * pc.N >= 512 * 512;
+    bool big = lm_vk_mm_size(pc.M, pc.N, batch, lm_array_share(node)) >= 512 * 512;
     uint32_t bm = big ? 128 : 64;
     uint32_t spec[10] = {a->dtype, b->dtype, node->dtype, 0, 0, 0, 0, 0,
                          pc.sak == 1 || pc.sam != 1, pc.sbn == 1 || pc.sbk != 1};

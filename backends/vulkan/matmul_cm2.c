@@ -79,17 +79,25 @@ static const cm2_tile *usable(const lm_vk_features *ft, const char *name, bool f
     return NULL;
 }
 
+int lm_vk_cm2_first(int64_t m, int64_t n, int64_t batch, int share)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    int64_t big = ((m + 127) / 128) * ((n + 255) / 256) * batch;
+    int64_t mid = ((m + 127) / 128) * ((n + 127) / 128) * batch;
+    return big >= 96 ? 0 : mid >= 64 ? 1 : 2;
+}
+
 /* the default tile: 128x256 where that makes enough workgroups to fill an
- * H100's 132 SMs (2048x2048 makes 128), else 128x128, 64x64 for small grids */
-static const cm2_tile *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, bool f16_out)
+ * H100's 132 SMs (2048x2048 makes 128), else 128x128, 64x64 for small grids;
+ * a stacked call (share) counts one image's part (choice.h) */
+static const cm2_tile *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, int share,
+                                 bool f16_out)
 {
     const char *env = getenv("LUMEN_VK_CM2");
     const cm2_tile *t = env && *env ? usable(ft, env, f16_out) : NULL;
     if (t) return t;
-    int64_t big = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
-    int64_t mid = (int64_t)((pc->M + 127) / 128) * ((pc->N + 127) / 128) * batch;
     const char *order[3] = {"128x256", "128x128", "64x64"};
-    int first = big >= 96 ? 0 : mid >= 64 ? 1 : 2;
+    int first = lm_vk_cm2_first(pc->M, pc->N, batch, share);
     for (int i = first; i < 3 + first; i++)
         if ((t = usable(ft, order[i % 3], f16_out))) return t;
     return NULL;
@@ -159,7 +167,7 @@ static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int6
         say_once("the device does not list VK_NV_cooperative_matrix2 with workgroup-scope f16 shapes");
         return false;
     }
-    if (!(p->t = pick_tile(ft, pc, batch, f16_out))) {
+    if (!(p->t = pick_tile(ft, pc, batch, lm_array_share(node), f16_out))) {
         say_once("no cm2 tile fits the device's shapes, or the SPIR-V file has none (without glslang 15 the "
                  "build has none: mk/glslang.mk)");
         return false;

@@ -127,13 +127,19 @@ static const coop_variant *find_native(const lm_vk_features *ft, const char *nam
     return NULL;
 }
 
-/* the default tile for an M x N (x batch) product: 128x256 where that
- * makes enough workgroups (2048x2048 makes 128), else 128x128 of depth 64 */
-static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, bool khr,
-                                     bool bf16)
+bool lm_vk_coop_big(int64_t m, int64_t n, int64_t batch, int share)
 {
-    int64_t big = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
-    const coop_variant *c = find(ft, big >= 96 ? "128x256s1" : "k64s1", khr, bf16);
+    lm_vk_share_mb(&m, &batch, share);
+    return ((m + 127) / 128) * ((n + 255) / 256) * batch >= 96;
+}
+
+/* the default tile for an M x N (x batch) product: 128x256 where that
+ * makes enough workgroups (2048x2048 makes 128), else 128x128 of depth 64;
+ * a stacked call (share) counts one image's part (choice.h) */
+static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, int share,
+                                     bool khr, bool bf16)
+{
+    const coop_variant *c = find(ft, lm_vk_coop_big(pc->M, pc->N, batch, share) ? "128x256s1" : "k64s1", khr, bf16);
     return c ? c : find(ft, "n8", khr, bf16);
 }
 
@@ -185,15 +191,15 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     /* bf16: native fragments first (the KHR path), the tiles as f16's */
     const char *nat = getenv("LUMEN_VK_BF16");
     if (bf16 && want == 0 && !(nat && !strcmp(nat, "0"))) {
-        int64_t big = (int64_t)((pc->M + 127) / 128) * ((pc->N + 255) / 256) * batch;
+        bool big = lm_vk_coop_big(pc->M, pc->N, batch, lm_array_share(node));
         const coop_variant *c = env && *env ? find_native(ft, env) : NULL;
-        if (!c) c = find_native(ft, big >= 96 ? "128x256s1" : "k64s1");
+        if (!c) c = find_native(ft, big ? "128x256s1" : "k64s1");
         if (!c) c = find_native(ft, "n8");
         if (c) return (coop_pick){c, true, true};
     }
     for (int khr = want == 0; khr >= 0; khr--) {
         const coop_variant *c = env && *env ? find(ft, env, khr, bf16) : NULL;
-        if (!c) c = pick_tile(ft, pc, batch, khr, bf16);
+        if (!c) c = pick_tile(ft, pc, batch, lm_array_share(node), khr, bf16);
         if (c) return (coop_pick){c, khr != 0, false};
         /* an explicit khr that cannot be had here: said once */
         static bool said;

@@ -80,13 +80,20 @@ static bool fast_off(void)
  * blocks in all (or as LUMEN_VK_ATTN_SPLIT says) */
 #define FA_SPLIT_BELOW 256
 
+int lm_vk_fa512_parts(int64_t bh, int64_t lq, int share)
+{
+    int64_t one = 0;
+    lm_vk_share_mb(&one, &bh, share);
+    return bh * ((lq + 63) / 64) < FA_SPLIT_BELOW ? 2 : 1;
+}
+
+/* a stacked call (share) counts one image's query blocks (choice.h) */
 static int fa512_split(const lm_array *node)
 {
     const char *e = getenv("LUMEN_VK_ATTN_SPLIT");
     if (e && *e) return strcmp(e, "0") ? 2 : 1;
     const lm_array *q = node->inputs[0];
-    int64_t blocks = q->shape[0] * q->shape[1] * ((q->shape[2] + 63) / 64);
-    return blocks < FA_SPLIT_BELOW ? 2 : 1;
+    return lm_vk_fa512_parts(q->shape[0] * q->shape[1], q->shape[2], lm_array_share(node));
 }
 
 static int64_t coop_runs;

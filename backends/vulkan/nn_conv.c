@@ -291,11 +291,17 @@ static const coop_tile *conv_tile(int32_t og, int32_t npix, int32_t k, bool khr,
  * parts for about 256, each of at least 8 steps, at most 16 (H100,
  * 2026-11-27: 1280 channels at 8x8, 20 tiles, went from 0.27 to 0.06 ms;
  * 320 at 64x64, 192 tiles, 0.23 to 0.20 ms with 2 parts).  A function of
- * the shape only, so a conv sums in the same order on every run. */
-static int splitk_parts(int64_t tiles, int64_t steps, int64_t slab, bool by_default)
+ * the shape only, so a conv sums in the same order on every run; tiles is
+ * an entry's, counted over entries / share entries (choice.h), so a stacked
+ * call splits as one image's.  The caps below (32-bit slab indices, the
+ * device's grid) count the whole slab: they bind only far above SD's sizes. */
+int lm_vk_splitk_parts(int64_t tiles, int64_t entries, int share, int64_t steps, int64_t slab, bool by_default)
 {
     const char *e = getenv("LUMEN_VK_CONV_SPLITK");
-    int64_t s = 1;
+    int64_t s = 1, one = 0;
+    /* a stacked call: the tiles of one image's entries (choice.h) */
+    lm_vk_share_mb(&one, &entries, share);
+    tiles *= entries;
     if (e && *e) {
         s = atoi(e);
     } else if (by_default && tiles < 256) {
@@ -357,7 +363,15 @@ static const halo_tile *halo_tile_named(const char *name)
     return NULL;
 }
 
-/* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default); a q tile
+bool lm_vk_halo_tall(int64_t oh, int64_t ow, int64_t n, int64_t o, int share)
+{
+    int64_t one = 0;
+    lm_vk_share_mb(&one, &n, share);
+    return (oh + 15) / 16 * ((ow + 15) / 16) * n * ((o + 63) / 64) >= 256;
+}
+
+/* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default, from one
+ * image's grid in a stacked call: choice.h); a q tile
  * needs W, x's offset and strides multiples of 4 and an 8-byte aligned
  * binding, and at most 4 columns of left padding */
 static const halo_tile *halo_tile_for(const lm_array *node, const geom *g)
@@ -366,10 +380,7 @@ static const halo_tile *halo_tile_for(const lm_array *node, const geom *g)
     /* default (H100, 2026-11-25 22:45, docs/VULKAN.md "Halo tiles"): h8q,
      * or h16w4q where 16-row tiles still make at least 256 workgroups (it
      * led at 256x256, h8q at 128x128, where 16-row tiles leave SMs idle) */
-    if (!t) {
-        int64_t grid16 = (g->OH + 15) / 16 * ((g->OW + 15) / 16) * g->N * ((g->O + 63) / 64);
-        t = halo_tile_named(grid16 >= 256 ? "h16w4q" : "h8q");
-    }
+    if (!t) t = halo_tile_named(lm_vk_halo_tall(g->OH, g->OW, g->N, g->O, lm_array_share(node)) ? "h16w4q" : "h8q");
     const lm_array *x = node->inputs[0];
     bool runs = x->shape[3] % 4 == 0 && x->offset % 4 == 0 && x->strides[0] % 4 == 0 && x->strides[1] % 4 == 0 &&
                 x->strides[2] % 4 == 0 && lm_vk_mem_of(x)->off % 8 == 0 && node->params.i[3] <= 4;
@@ -577,14 +588,15 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
     if (coop_fits(v, node) && halo_fits(v, node, g)) return run_halo(v, node, g, false);
     bool coop = coop_fits(v, node), bf16 = coop && x->dtype == LM_BF16, khr = bf16 || (coop && coop_khr(v));
     const coop_tile *ct = coop ? conv_tile(pc.M, pc.N, pc.K, khr, bf16) : NULL;
-    const lm_vk_f32_tile *ft = coop ? NULL : lm_vk_f32_pick(v, true, pc.M, pc.N, gz);
+    int share = lm_array_share(node);
+    const lm_vk_f32_tile *ft = coop ? NULL : lm_vk_f32_pick(v, true, pc.M, pc.N, gz, share);
     int bm = coop ? ct->bm : ft->bm, bn = coop ? ct->bn : ft->bn;
     uint32_t gx = (uint32_t)((pc.N + bn - 1) / bn), gy = (uint32_t)((pc.M + bm - 1) / bm);
     int64_t slab = (int64_t)pc.M * pc.N * gz;
     /* by default only on tensor cores (measured there); LUMEN_VK_CONV_SPLITK
      * forces it on either kernel */
-    int parts = splitk_parts((int64_t)gx * gy * gz, (pc.K + (coop ? ct->bk : 16) - 1) / (coop ? ct->bk : 16),
-                             slab, coop);
+    int64_t bk = coop ? ct->bk : 16;
+    int parts = lm_vk_splitk_parts((int64_t)gx * gy, gz, share, (pc.K + bk - 1) / bk, slab, coop);
     if ((int64_t)gz * parts > v->feat.max_groups[2]) parts = 1;
     lm_buffer *scratch = NULL, *cols = NULL;
     if (parts > 1) {

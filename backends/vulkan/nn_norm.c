@@ -207,12 +207,30 @@ typedef struct split_pc {
     uint32_t has_w, has_b;
 } split_pc;
 
+/* a stacked call (share) counts one image's rows (choice.h) */
+bool lm_vk_norm_split_rows(int64_t rows, int share)
+{
+    int64_t one = 0;
+    lm_vk_share_mb(&one, &rows, share);
+    return rows < SPLIT_MAX_ROWS;
+}
+
+/* nn_rows: a row an invocation (its sum in order) for many strided rows or
+ * short ones, else a workgroup's reduction; a stacked call counts one
+ * image's rows */
+bool lm_vk_norm_per_thread(int64_t rows, int64_t inner, int64_t len, int share)
+{
+    int64_t one = 0;
+    lm_vk_share_mb(&one, &rows, share);
+    return (inner > 1 && rows >= 256) || len <= 16;
+}
+
 static bool use_split(lm_vk_dev *v, const lm_array *node, const rows_pc *pc)
 {
     if (node->op != LM_OP_LAYER_NORM && node->op != LM_OP_RMS_NORM && node->op != LM_OP_GROUP_NORM) return false;
     const char *e = getenv("LUMEN_VK_NORM_SPLIT");
     if (e && !strcmp(e, "0")) return false;
-    return pc->inner == 1 && pc->len >= SPLIT_MIN_LEN && pc->rows < SPLIT_MAX_ROWS &&
+    return pc->inner == 1 && pc->len >= SPLIT_MIN_LEN && lm_vk_norm_split_rows(pc->rows, lm_array_share(node)) &&
            v->feat.max_storage_buffers >= LM_VK_WIDE_BINDINGS;
 }
 
@@ -381,7 +399,7 @@ static lm_status run_rows(lm_vk_dev *v, lm_array *node)
         pc.off_b = off[2];
         /* a thread per row where rows interleave (softmax over a non-last
          * axis: neighbouring threads read neighbouring elements) or are tiny */
-        bool per_thread = (pc.inner > 1 && pc.rows >= 256) || pc.len <= 16;
+        bool per_thread = lm_vk_norm_per_thread(pc.rows, pc.inner, pc.len, lm_array_share(node));
         uint32_t local = per_thread ? 64 : pc.len <= 512 ? 64 : 256;
         pc.has_w = has_w;
         pc.has_b = has_b;

@@ -17,6 +17,7 @@
 #include "core/lumen.h"
 #include "backends/vulkan/shaders.h"
 #include "backends/vulkan/vulkan.h"
+#include "backends/vulkan/choice.h"
 #include "backends/vulkan/shaders/vkops.h"
 
 #define LM_VK_BINDINGS 4          /* storage buffers per kernel */
@@ -319,8 +320,10 @@ typedef struct {
     int bm, bn;
     uint32_t shared;                    /* bytes of shared memory */
 } lm_vk_f32_tile;
-/* the tile for an M x N (x batch) product: LUMEN_VK_MM_F32 / _CONV_F32, or by size */
-const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch);
+/* the tile for an M x N (x batch) product: LUMEN_VK_MM_F32 / _CONV_F32, or by
+ * the size of one image's part (share: lm_array_share, choice.h) */
+const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch,
+                                     int share);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 /* matmul_cm2.c: the GEMM on VK_NV_cooperative_matrix2 for f16 inputs, tried

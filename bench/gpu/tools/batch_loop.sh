@@ -22,6 +22,9 @@
 # diffusers needed for that step only).  N: images a run (16).  Run from the
 # repository root.  SIZE, STEPS and MODEL (a folder) override 512, 20 and
 # WORKDIR/sd15 (a check on a small fixture).  Prints RESULT, CADENCE, TIMELINE and BYTES lines.
+# ONLY=stack: the stacked comparison alone (warm-up unpinned, batch1, stk4,
+# their bytes): with the nodes' share (lm_share_set, backends/vulkan/
+# choice.h) stk4 should give batch1's bytes, 0 of N differ.
 LUMEN=$1; W=$2; N=${3:-16}
 SIZE=${SIZE:-512}; STEPS=${STEPS:-20}; M=${MODEL:-$W/sd15}
 B=bench/gpu/tools
@@ -69,7 +72,9 @@ bytes() { # a b
 echo "== $(date -u) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) $(git rev-parse --short HEAD 2>/dev/null)"
 # warm-up: the pipeline cache filled (one image and a stacked 4, pinned
 # or not), the weights in the page cache
-for pin in "" "$PIN"; do
+PINS='"" "$PIN"'; [ "$ONLY" = stack ] && PINS='""'
+eval "set -- $PINS"
+for pin in "$@"; do
   cat > "$W/warm.lua" <<'L'
 local pipe = lm.models.load(arg[1])
 pipe:generate{prompt = "x", negative = "blurry", steps = 1, cfg = 7, sampler = "euler", seed = 1, size = tonumber(arg[2])}:to("cpu"):eval()
@@ -78,6 +83,13 @@ pipe:generate{prompt = {"x", "y", "z", "w"}, negative = {"b", "b", "b", "b"}, se
 L
   env $pin timeout 120 "$LUMEN" "$W/warm.lua" "$M" "$SIZE" > /dev/null 2>&1
 done
+if [ "$ONLY" = stack ]; then
+  batch batch1 samples/batch_generate.lua 1
+  batch stk4 "$W/stk/batch_generate.lua" 4
+  bytes batch1 stk4
+  echo "== end $(date -u)"
+  exit 0
+fi
 for r in 1 2; do
   loop loop$r
   batch batch$r samples/batch_generate.lua 1

@@ -1,0 +1,280 @@
+/* test_vk_share.c - a stacked call's kernel choices (issue 36).
+ *
+ * lm_share_set: the arrays made while it is set carry the number of images
+ * a stacked call stacks, and lm_share_set puts the one before back.  Each
+ * Vulkan kernel choice that depends on a problem's size
+ * (backends/vulkan/choice.h: the conv's split-K parts and halo tile, the
+ * f16 GEMM tile of the KHR/NV and cm2 kernels, the D = 512 attention
+ * split, the long-row and the strided norm choices, the f32 tiles and the
+ * plain matmul's paths) makes, for B images stacked
+ * (batch 2B, share B, or M counting B images' rows), the choice of one
+ * image (batch 2, share 1), at sizes on both sides of each threshold; and
+ * without the share some of those sizes choose otherwise, so the sizes do
+ * reach the thresholds (the test fails where the share is ignored).  Then
+ * on the Vulkan device: an f32 product of 64 entries made under share 32
+ * gives, entry for entry, the bytes of the same product made as 2 entries
+ * (its tile chosen as theirs; the dispatch still covers all 64 entries:
+ * a share that cut the grid fails here.  On lavapipe the two f32 tiles
+ * happen to sum alike, so there it does not tell the tiles apart: the
+ * tensor-core paths are the H200's, bench/gpu/tools/batch_loop.sh).  Pure
+ * functions of sizes except the last; skipped without Vulkan. */
+#include "testutil.h"
+#ifdef LM_HAVE_VULKAN
+#include "backends/vulkan/choice.h"
+#include "backends/vulkan/vulkan.h"
+#include "core/random.h"
+
+static const int shares[] = {2, 3, 4, 8};
+#define NSHARES (int)(sizeof shares / sizeof *shares)
+
+static void test_share_scope(void **state)
+{
+    (void)state;
+    assert_int_equal(lm_share_get(), 1);
+    int64_t s[2] = {4, 4};
+    lm_array *a = lm_zeros(2, s, LM_F32, lm_device_cpu());
+    assert_int_equal(lm_share_set(4), 1);
+    lm_array *b = lm_binary(LM_OP_ADD, a, a), *v = lm_reshape(b, 1, (int64_t[]){16});
+    assert_int_equal(lm_share_set(0), 4);      /* below 1 reads as 1 */
+    assert_int_equal(lm_share_get(), 1);
+    int was = lm_share_set(3);
+    assert_int_equal(lm_share_set(was), 3);
+    lm_array *c = lm_binary(LM_OP_ADD, b, b);
+    assert_int_equal(lm_array_share(a), 1);
+    assert_int_equal(lm_array_share(b), 4);
+    assert_int_equal(lm_array_share(v), 4);
+    assert_int_equal(lm_array_share(c), 1);
+    assert_int_equal(lm_array_share(NULL), 1);
+    lm_array_release(a);
+    lm_array_release(b);
+    lm_array_release(v);
+    lm_array_release(c);
+}
+
+static void test_share_mb(void **state)
+{
+    (void)state;
+    int64_t m = 4096, b = 8;
+    lm_vk_share_mb(&m, &b, 4);                 /* the batch where it divides */
+    assert_true(m == 4096 && b == 2);
+    m = 4 * 154, b = 1;
+    lm_vk_share_mb(&m, &b, 4);                 /* else M */
+    assert_true(m == 154 && b == 1);
+    m = 77, b = 3;
+    lm_vk_share_mb(&m, &b, 4);                 /* neither: as it is */
+    assert_true(m == 77 && b == 3);
+    m = 77, b = 3;
+    lm_vk_share_mb(&m, &b, 1);
+    assert_true(m == 77 && b == 3);
+}
+
+/* counts sizes where the stacked choice without the share differs from the
+ * single one (the thresholds are reached) */
+static int moved;
+
+static void test_splitk(void **state)
+{
+    (void)state;
+    unsetenv("LUMEN_VK_CONV_SPLITK");
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t tiles = 1; tiles <= 300; tiles++)
+            for (int64_t steps = 8; steps <= 512; steps *= 2)
+                for (int dflt = 0; dflt < 2; dflt++) {
+                    int B = shares[i], one = lm_vk_splitk_parts(tiles, 2, 1, steps, 1 << 16, dflt);
+                    assert_int_equal(lm_vk_splitk_parts(tiles, 2 * B, B, steps, 1 << 16, dflt), one);
+                    moved += lm_vk_splitk_parts(tiles, 2 * B, 1, steps, 1 << 16, dflt) != one;
+                }
+    /* SD 1.5's 320 channels at 64x64: 2 parts for one image's CFG pair */
+    assert_int_equal(lm_vk_splitk_parts(96, 2, 1, 45, 1 << 16, true), 2);
+    assert_int_equal(lm_vk_splitk_parts(96, 8, 4, 45, 1 << 16, true), 2);
+    assert_int_equal(lm_vk_splitk_parts(96, 8, 1, 45, 1 << 16, true), 1);
+    assert_true(moved > before);
+}
+
+static void test_halo_tile(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t hw = 8; hw <= 512; hw += 8)
+            for (int64_t o = 3; o <= 64; o *= 4) {
+                int B = shares[i];
+                bool one = lm_vk_halo_tall(hw, hw, 2, o, 1);
+                assert_int_equal(lm_vk_halo_tall(hw, hw, 2 * B, o, B), one);
+                moved += lm_vk_halo_tall(hw, hw, 2 * B, o, 1) != one;
+            }
+    /* the UNet's conv_out at 1024x1024 (128x128 latents, 4 channels) */
+    assert_false(lm_vk_halo_tall(128, 128, 2, 4, 1));
+    assert_false(lm_vk_halo_tall(128, 128, 8, 4, 4));
+    assert_true(lm_vk_halo_tall(128, 128, 8, 4, 1));
+    assert_true(moved > before);
+}
+
+static const int64_t dims[] = {64, 77, 128, 154, 256, 320, 640, 1024, 1280, 2048, 4096};
+#define NDIMS (int)(sizeof dims / sizeof *dims)
+
+/* f(m, n, batch, share) for an M x N product: batch 2B share B, and M of B
+ * images' rows (batch 1), choose as one image */
+static void check_mn(bool (*fb)(int64_t, int64_t, int64_t, int), int (*fi)(int64_t, int64_t, int64_t, int))
+{
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int a = 0; a < NDIMS; a++)
+            for (int c = 0; c < NDIMS; c++) {
+                int64_t B = shares[i], m = dims[a], n = dims[c];
+                int one = fb ? fb(m, n, 2, 1) : fi(m, n, 2, 1);
+                assert_int_equal(fb ? fb(m, n, 2 * B, (int)B) : fi(m, n, 2 * B, (int)B), one);
+                moved += (fb ? fb(m, n, 2 * B, 1) : fi(m, n, 2 * B, 1)) != one;
+                int folded = fb ? fb(2 * m, n, 1, 1) : fi(2 * m, n, 1, 1);
+                assert_int_equal(fb ? fb(2 * m * B, n, 1, (int)B) : fi(2 * m * B, n, 1, (int)B), folded);
+                moved += (fb ? fb(2 * m * B, n, 1, 1) : fi(2 * m * B, n, 1, 1)) != folded;
+            }
+    assert_true(moved > before);
+}
+
+static void test_coop_tile(void **state)
+{
+    (void)state;
+    check_mn(lm_vk_coop_big, NULL);
+    /* SD 1.5's 64x64 attention projections: M 4096, N 320 at batch 2 */
+    assert_false(lm_vk_coop_big(4096, 320, 2, 1) == lm_vk_coop_big(4096, 320, 8, 1) &&
+                 lm_vk_coop_big(64, 320, 2, 1) == lm_vk_coop_big(64, 320, 8, 1) &&
+                 lm_vk_coop_big(1024, 640, 2, 1) == lm_vk_coop_big(1024, 640, 8, 1));
+}
+
+static void test_cm2_tile(void **state)
+{
+    (void)state;
+    check_mn(NULL, lm_vk_cm2_first);
+}
+
+static void test_f32_tile(void **state)
+{
+    (void)state;
+    check_mn(lm_vk_f32_big, NULL);
+}
+
+static bool mm_f32_path(int64_t m, int64_t n, int64_t batch, int share)
+{
+    return lm_vk_mm_size(m, n, batch, share) >= 128 * 128;
+}
+
+static bool mm_plain_big(int64_t m, int64_t n, int64_t batch, int share)
+{
+    return lm_vk_mm_size(m, n, batch, share) >= 512 * 512;
+}
+
+static void test_mm_paths(void **state)
+{
+    (void)state;
+    check_mn(mm_f32_path, NULL);
+    check_mn(mm_plain_big, NULL);
+}
+
+static void test_fa512(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t heads = 1; heads <= 2; heads++)
+            for (int64_t lq = 1; lq <= 20000; lq += 61) {
+                int B = shares[i], one = lm_vk_fa512_parts(heads, lq, 1);
+                assert_int_equal(lm_vk_fa512_parts(B * heads, lq, B), one);
+                moved += lm_vk_fa512_parts(B * heads, lq, 1) != one;
+            }
+    /* the VAE's mid block at 512x512: 64 query blocks split, 4 images too */
+    assert_int_equal(lm_vk_fa512_parts(1, 4096, 1), 2);
+    assert_int_equal(lm_vk_fa512_parts(4, 4096, 4), 2);
+    assert_int_equal(lm_vk_fa512_parts(4, 4096, 1), 1);
+    assert_true(moved > before);
+}
+
+static void test_norms(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t rows = 1; rows <= 700; rows++) {
+            int64_t B = shares[i];
+            bool one = lm_vk_norm_split_rows(2 * rows, 1);
+            assert_int_equal(lm_vk_norm_split_rows(2 * rows * B, (int)B), one);
+            moved += lm_vk_norm_split_rows(2 * rows * B, 1) != one;
+            for (int64_t len = 8; len <= 32; len += 8) {
+                bool pt = lm_vk_norm_per_thread(2 * rows, 4, len, 1);
+                assert_int_equal(lm_vk_norm_per_thread(2 * rows * B, 4, len, (int)B), pt);
+                moved += lm_vk_norm_per_thread(2 * rows * B, 4, len, 1) != pt;
+            }
+        }
+    assert_true(moved > before);
+}
+
+/* ---- on the device ---- */
+
+static lm_device *vk;
+
+/* [64, 256, 256] @ [256, 256]: 4 tiles an entry, 256 over 64 entries (the
+ * t128 tile), 8 over 2 (128x128).  Under share 32 the 64 entries take the
+ * 2 entries' tile: every entry's bytes equal those of the 2-entry product */
+static void test_stacked_bytes(void **state)
+{
+    (void)state;
+    unsetenv("LUMEN_VK_MM_F32");
+    assert_false(lm_vk_f32_big(256, 256, 2, 1));
+    assert_true(lm_vk_f32_big(256, 256, 64, 1));
+    int64_t sx[3] = {64, 256, 256}, sw[2] = {256, 256};
+    lm_array *x = lm_random_normal(3, sx, 0, 1, LM_F32, lm_random_key(36), vk);
+    lm_array *w = lm_random_normal(2, sw, 0, 1, LM_F32, lm_random_key(37), vk);
+    assert_int_equal(lm_array_eval(x), LM_OK);
+    assert_int_equal(lm_array_eval(w), LM_OK);
+    int was = lm_share_set(32);
+    lm_array *all = lm_matmul(x, w);
+    lm_share_set(was);
+    assert_int_equal(lm_array_share(all), 32);
+    size_t one = 2 * 256 * 256;
+    float *ha = malloc(32 * one * sizeof *ha), *hp = malloc(one * sizeof *hp);
+    assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
+    for (int64_t k = 0; k < 64; k += 2) {
+        lm_array *xs = lm_slice(x, 0, k, k + 2, 1), *p = lm_matmul(xs, w);
+        assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
+        assert_memory_equal(hp, ha + k * 256 * 256, one * sizeof *hp);
+        lm_array_release(xs);
+        lm_array_release(p);
+    }
+    free(ha);
+    free(hp);
+    lm_array_release(x);
+    lm_array_release(w);
+    lm_array_release(all);
+}
+
+int main(void)
+{
+    lm_init();
+    const char *spec = getenv("LUMEN_DEVICE");
+    vk = spec && !strncmp(spec, "vulkan", 6) ? lm_device_find(spec) : NULL;
+    for (int i = 0; !vk && i < lm_device_count(); i++)
+        if (!strncmp(lm_device_at(i)->spec, "vulkan", 6)) vk = lm_device_at(i);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_share_scope), cmocka_unit_test(test_share_mb), cmocka_unit_test(test_splitk),
+        cmocka_unit_test(test_halo_tile),
+        cmocka_unit_test(test_coop_tile),   cmocka_unit_test(test_cm2_tile), cmocka_unit_test(test_f32_tile),
+        cmocka_unit_test(test_mm_paths),
+        cmocka_unit_test(test_fa512),       cmocka_unit_test(test_norms),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (!vk) {
+        printf("test_vk_share: no Vulkan device (%s); the device test skipped\n", lm_vulkan_status());
+        return rc;
+    }
+    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes)};
+    return rc | cmocka_run_group_tests(dev_tests, NULL, NULL);
+}
+
+#else
+int main(void)
+{
+    printf("test_vk_share: built without Vulkan; skipped\n");
+    return LM_TEST_SKIP;
+}
+#endif
