@@ -44,6 +44,8 @@ CONF = {"sd15": ("f16", 512, 20, 7), "sdxl": ("f16", 1024, 20, 7), "zimage": ("b
 
 def build(kind, d):
     t0 = time.time()
+    if os.environ.get("COLD_REUSE") == "1" and os.path.exists(os.path.join(d, "model_index.json")):
+        return  # a folder an earlier run built (the weights are seeded: the same)
     if kind == "zimage":
         import zimage_pipe
         zimage_pipe.build(d)
