@@ -312,6 +312,21 @@ static void log_time(const lm_vk_pipeline *p, double ms)
             p->planned ? " planned" : "");
 }
 
+/* makes p, which the caller took off the queue (pl->mu not held), and
+ * publishes it to the threads waiting for it; returns with pl->mu held */
+static void make_taken(lm_vk_dev *v, struct lm_vk_pool *pl, lm_vk_pipeline *p, bool log)
+{
+    VkPipeline pipe = VK_NULL_HANDLE;
+    double t0 = log ? lm_profile_now_ms() : 0;
+    VkResult r = vkCreateComputePipelines(v->device, v->pcache, 1, &p->ci, NULL, &pipe);
+    if (log) log_time(p, lm_profile_now_ms() - t0);
+    pthread_mutex_lock(&pl->mu);
+    p->pipe = pipe;
+    p->res = r;
+    p->ready = true;
+    pthread_cond_broadcast(&pl->done);
+}
+
 static void *compile_thread(void *arg)
 {
     lm_vk_dev *v = arg;
@@ -326,15 +341,7 @@ static void *compile_thread(void *arg)
         if (!pl->head) pl->tail = NULL;
         p->taken = true;
         pthread_mutex_unlock(&pl->mu);
-        VkPipeline pipe = VK_NULL_HANDLE;
-        double t0 = log ? lm_profile_now_ms() : 0;
-        VkResult r = vkCreateComputePipelines(v->device, v->pcache, 1, &p->ci, NULL, &pipe);
-        if (log) log_time(p, lm_profile_now_ms() - t0);
-        pthread_mutex_lock(&pl->mu);
-        p->pipe = pipe;
-        p->res = r;
-        p->ready = true;
-        pthread_cond_broadcast(&pl->done);
+        make_taken(v, pl, p, log);
     }
     pthread_mutex_unlock(&pl->mu);
     return NULL;
@@ -458,16 +465,7 @@ lm_status lm_vk_pipeline_wait(lm_vk_dev *v, lm_vk_pipeline *p, VkPipeline *out)
         if (!p->ready && !p->taken) {
             unqueue(pl, p);
             pthread_mutex_unlock(&pl->mu);
-            VkPipeline pipe = VK_NULL_HANDLE;
-            bool log = log_on();
-            double t0 = log ? lm_profile_now_ms() : 0;
-            VkResult r = vkCreateComputePipelines(v->device, v->pcache, 1, &p->ci, NULL, &pipe);
-            if (log) log_time(p, lm_profile_now_ms() - t0);
-            pthread_mutex_lock(&pl->mu);
-            p->pipe = pipe;
-            p->res = r;
-            p->ready = true;
-            pthread_cond_broadcast(&pl->done);
+            make_taken(v, pl, p, log_on());
         }
         while (!p->ready) pthread_cond_wait(&pl->done, &pl->mu);
         pthread_mutex_unlock(&pl->mu);

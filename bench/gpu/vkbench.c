@@ -144,6 +144,28 @@ static void bench_matmul(int64_t n, lm_dtype dt)
     lm_array_release(in[1]);
 }
 
+/* one [m, k] x [k, n] product: "matmul_DT_NAME median [min-max] TFLOP/s",
+ * then its first evaluation and warm-up on a comment line */
+static void bench_mm_one(lm_dtype dt, int64_t m, int64_t k, int64_t n, int reps, const char *name)
+{
+    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    lm_array *in[2] = {randn(2, sa, dt), randn(2, sb, dt)};
+    double first = eval_once(g_matmul, in);
+    int nwarm;
+    double spent = warm_up(g_matmul, in, &nwarm);
+    double ts[64];
+    for (int r = 0; r < reps; r++) ts[r] = eval_once(g_matmul, in);
+    qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
+    double f = 2.0 * (double)m * (double)k * (double)n * 1e-12;
+    printf("matmul_%s_%s %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), name, f / ts[reps / 2],
+           f / ts[reps - 1], f / ts[0]);
+    printf("# matmul_%s_%s: first evaluation %.1f ms, then %d untimed (%.0f ms)\n", lm_dtype_name(dt), name,
+           first * 1e3, nwarm, spent);
+    fflush(stdout);
+    lm_array_release(in[0]);
+    lm_array_release(in[1]);
+}
+
 /* VKBENCH_ONLY=mm: matmul at VKBENCH_SIZES (a comma list, default
  * 1024,2048,4096,8192) in each of VKBENCH_DTYPE (a comma list of f16, bf16,
  * f32; default f16), as the median, min and max of VKBENCH_REPS (7) timed
@@ -160,28 +182,15 @@ static void bench_mm_spread(void)
     char *save_d = NULL;
     for (char *d = strtok_r(dts, ",", &save_d); d; d = strtok_r(NULL, ",", &save_d)) {
         lm_dtype dt = !strcmp(d, "f32") ? LM_F32 : !strcmp(d, "bf16") ? LM_BF16 : LM_F16;
-        char buf[512];
+        char buf[512], name[96];
         const char *shp = getenv("VKBENCH_MM_SHAPES");
         bool shapes_only = sz && !*sz && shp && *shp;
         snprintf(buf, sizeof buf, "%s", sz && *sz ? sz : shapes_only ? "" : "1024,2048,4096,8192");
         char *save_s = NULL;
         for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
-            int64_t n = atoll(t), s[2] = {n, n};
-            lm_array *in[2] = {randn(2, s, dt), randn(2, s, dt)};
-            double first = eval_once(g_matmul, in);
-            int nwarm;
-            double spent = warm_up(g_matmul, in, &nwarm);
-            double ts[64];
-            for (int r = 0; r < reps; r++) ts[r] = eval_once(g_matmul, in);
-            qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
-            double f = 2.0 * (double)n * (double)n * (double)n * 1e-12;
-            printf("matmul_%s_%lld %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), (long long)n, f / ts[reps / 2],
-                   f / ts[reps - 1], f / ts[0]);
-            printf("# matmul_%s_%lld: first evaluation %.1f ms, then %d untimed (%.0f ms)\n", lm_dtype_name(dt),
-                   (long long)n, first * 1e3, nwarm, spent);
-            fflush(stdout);
-            lm_array_release(in[0]);
-            lm_array_release(in[1]);
+            long long n = atoll(t);
+            snprintf(name, sizeof name, "%lld", n);
+            bench_mm_one(dt, n, n, n, reps, name);
         }
         /* VKBENCH_MM_SHAPES="M:K:N,...": [M, K] x [K, N] products besides the
          * squares (a DiT's linear layers: M tokens), "matmul_DT_MxKxN" */
@@ -192,22 +201,8 @@ static void bench_mm_spread(void)
                 long long m, k, n;
                 if (sscanf(t, "%lld:%lld:%lld", &m, &k, &n) != 3 || m < 1 || k < 1 || n < 1)
                     die("VKBENCH_MM_SHAPES wants M:K:N,...");
-                int64_t sa[2] = {m, k}, sb[2] = {k, n};
-                lm_array *in[2] = {randn(2, sa, dt), randn(2, sb, dt)};
-                double first = eval_once(g_matmul, in);
-                int nwarm;
-                double spent = warm_up(g_matmul, in, &nwarm);
-                double ts[64];
-                for (int r = 0; r < reps; r++) ts[r] = eval_once(g_matmul, in);
-                qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
-                double f = 2.0 * (double)m * (double)k * (double)n * 1e-12;
-                printf("matmul_%s_%lldx%lldx%lld %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), m, k, n,
-                       f / ts[reps / 2], f / ts[reps - 1], f / ts[0]);
-                printf("# matmul_%s_%lldx%lldx%lld: first evaluation %.1f ms, then %d untimed (%.0f ms)\n",
-                       lm_dtype_name(dt), m, k, n, first * 1e3, nwarm, spent);
-                fflush(stdout);
-                lm_array_release(in[0]);
-                lm_array_release(in[1]);
+                snprintf(name, sizeof name, "%lldx%lldx%lld", m, k, n);
+                bench_mm_one(dt, m, k, n, reps, name);
             }
         }
     }
