@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "core/device.h"
+#include "core/error.h"
 #include "core/io/io.h"
 #include "host.h"
 #include "repl.h"
@@ -113,6 +115,49 @@ static void cli_signals_init(void)
     }
 }
 
+/* Every device's queued work finished before the process exits.  exit()
+ * runs its handlers newest first, and a driver can register its own after
+ * Lumen's device teardown did (C++ objects made at first use: lavapipe's
+ * LLVM compiles a shader when its first dispatch runs, on the driver's
+ * queue thread); work still queued then ran while those were being
+ * destroyed, and the process crashed at exit, 2 times in 100 with a warm
+ * pipeline cache (tests/vk/coldstart.sh's os.exit check).  So the lumen
+ * program waits for its devices before exit runs anything: at the end of
+ * main and in os.exit.  A failure has nobody to tell. */
+static void devices_quiesce(void)
+{
+    for (int i = 0; i < lm_device_count(); i++) {
+        lm_device *d = lm_device_at(i);
+        if (d) (void)lm_device_sync(d);
+    }
+    lm_error_clear();
+}
+
+/* os.exit([code [, close]]): the devices waited for, then Lua's own (upvalue 1) */
+static int os_exit(lua_State *L)
+{
+    devices_quiesce();
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 0);
+    return 0;
+}
+
+static void wrap_os_exit(lua_State *L)
+{
+    if (lua_getglobal(L, "os") != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (lua_getfield(L, -1, "exit") == LUA_TFUNCTION) {
+        lua_pushcclosure(L, os_exit, 1);
+        lua_setfield(L, -2, "exit");
+    } else {
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 int main(int argc, char **argv)
 {
     cli_signals_init();
@@ -148,6 +193,7 @@ int main(int argc, char **argv)
     if (!L) { fprintf(stderr, "lumen: cannot create the Lua state\n"); return 1; }
     lm_repl_signals_init(L);
     if (!lm_repl_open_lumen(L)) { lua_close(L); return 1; }
+    wrap_os_exit(L);
     create_arg_table(L, argv, argc, script ? script : argc);
     if (version) {
         lua_getglobal(L, "lm");
@@ -173,6 +219,7 @@ int main(int argc, char **argv)
         if (!tty_in) interactive = false;
         else status = lm_repl_interactive(L);
     }
+    devices_quiesce();
     lua_close(L);
     int sig = lm_repl_stop_signal();
     return status == LUA_OK ? 0 : sig ? 128 + sig : 1;
