@@ -120,8 +120,8 @@ static void cli_signals_init(void)
  * Lumen's device teardown did (C++ objects made at first use: lavapipe's
  * LLVM compiles a shader when its first dispatch runs, on the driver's
  * queue thread); work still queued then ran while those were being
- * destroyed, and the process crashed at exit, 2 times in 100 with a warm
- * pipeline cache (tests/vk/coldstart.sh's os.exit check).  So the lumen
+ * destroyed, and the process crashed at exit, about 1 time in 100 with a
+ * warm pipeline cache (tests/vk/coldstart.sh's os.exit check).  So the lumen
  * program waits for its devices before exit runs anything: at the end of
  * main and in os.exit.  A failure has nobody to tell. */
 static void devices_quiesce(void)

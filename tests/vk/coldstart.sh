@@ -123,7 +123,7 @@ else
   check $? "... and for work only queued at os.exit, the arrays never freed"
   # the same 12 times on the warm cache, 4 at a time: exit's handlers
   # destroyed lavapipe's JIT objects while the queued work still needed them
-  # (a crash at exit, about 1 run in 60 here, before lumen waited for its
+  # (a crash at exit, about 1 run in 100 here, before lumen waited for its
   # devices in os.exit and at the end of main)
   crashed=0
   for r in 1 2 3; do
