@@ -15,6 +15,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* n / share where that divides, else n (one image's part of a count that
+ * stacks the images) */
+int64_t lm_vk_share_div(int64_t n, int share);
 /* *batch / share where that divides, else *m / share where that does */
 void lm_vk_share_mb(int64_t *m, int64_t *batch, int share);
 /* (1) nn_conv.c: split-K parts of a conv of tiles output tiles an entry,

@@ -102,11 +102,16 @@ static const lm_vk_f32_tile *f32_find(const lm_vk_dev *v, const char *name)
     return NULL;
 }
 
+int64_t lm_vk_share_div(int64_t n, int share)
+{
+    return share > 1 && n % share == 0 ? n / share : n;
+}
+
 void lm_vk_share_mb(int64_t *m, int64_t *batch, int share)
 {
     if (share <= 1) return;
     if (*batch % share == 0) *batch /= share;
-    else if (*m % share == 0) *m /= share;
+    else *m = lm_vk_share_div(*m, share);
 }
 
 int64_t lm_vk_mm_size(int64_t m, int64_t n, int64_t batch, int share)

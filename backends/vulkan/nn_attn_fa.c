@@ -82,9 +82,7 @@ static bool fast_off(void)
 
 int lm_vk_fa512_parts(int64_t bh, int64_t lq, int share)
 {
-    int64_t one = 0;
-    lm_vk_share_mb(&one, &bh, share);
-    return bh * ((lq + 63) / 64) < FA_SPLIT_BELOW ? 2 : 1;
+    return lm_vk_share_div(bh, share) * ((lq + 63) / 64) < FA_SPLIT_BELOW ? 2 : 1;
 }
 
 /* a stacked call (share) counts one image's query blocks (choice.h) */

@@ -298,10 +298,8 @@ static const coop_tile *conv_tile(int32_t og, int32_t npix, int32_t k, bool khr,
 int lm_vk_splitk_parts(int64_t tiles, int64_t entries, int share, int64_t steps, int64_t slab, bool by_default)
 {
     const char *e = getenv("LUMEN_VK_CONV_SPLITK");
-    int64_t s = 1, one = 0;
-    /* a stacked call: the tiles of one image's entries (choice.h) */
-    lm_vk_share_mb(&one, &entries, share);
-    tiles *= entries;
+    int64_t s = 1;
+    tiles *= lm_vk_share_div(entries, share);   /* a stacked call: one image's entries (choice.h) */
     if (e && *e) {
         s = atoi(e);
     } else if (by_default && tiles < 256) {
@@ -365,9 +363,7 @@ static const halo_tile *halo_tile_named(const char *name)
 
 bool lm_vk_halo_tall(int64_t oh, int64_t ow, int64_t n, int64_t o, int share)
 {
-    int64_t one = 0;
-    lm_vk_share_mb(&one, &n, share);
-    return (oh + 15) / 16 * ((ow + 15) / 16) * n * ((o + 63) / 64) >= 256;
+    return (oh + 15) / 16 * ((ow + 15) / 16) * lm_vk_share_div(n, share) * ((o + 63) / 64) >= 256;
 }
 
 /* the tile for x (LUMEN_VK_CONV_HALO_TILE, else the default, from one

@@ -210,9 +210,7 @@ typedef struct split_pc {
 /* a stacked call (share) counts one image's rows (choice.h) */
 bool lm_vk_norm_split_rows(int64_t rows, int share)
 {
-    int64_t one = 0;
-    lm_vk_share_mb(&one, &rows, share);
-    return rows < SPLIT_MAX_ROWS;
+    return lm_vk_share_div(rows, share) < SPLIT_MAX_ROWS;
 }
 
 /* nn_rows: a row an invocation (its sum in order) for many strided rows or
@@ -220,9 +218,7 @@ bool lm_vk_norm_split_rows(int64_t rows, int share)
  * image's rows */
 bool lm_vk_norm_per_thread(int64_t rows, int64_t inner, int64_t len, int share)
 {
-    int64_t one = 0;
-    lm_vk_share_mb(&one, &rows, share);
-    return (inner > 1 && rows >= 256) || len <= 16;
+    return (inner > 1 && lm_vk_share_div(rows, share) >= 256) || len <= 16;
 }
 
 static bool use_split(lm_vk_dev *v, const lm_array *node, const rows_pc *pc)
