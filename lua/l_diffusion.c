@@ -479,6 +479,15 @@ int lm_lua_sd_pipeline_open(lua_State *L)
     lo.no_prewarm = !lm_lua_opt_bool(L, 2, "lm.diffusion.pipeline", "prewarm", true);
     lo.prewarm_width = lo.prewarm_height = lm_lua_opt_int(L, 2, "lm.diffusion.pipeline", "prewarm_size", 0);
     lo.prewarm_sampler = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "prewarm_sampler", NULL);
+    /* checked as generate{} checks size and sampler: the dry run drops its
+     * errors, so a bad value would only have made the prewarm do nothing */
+    if (lo.prewarm_width &&
+        lm_sd_option_check_int(LM_SD_OPT_SIZE, "lm.diffusion.pipeline", "prewarm_size", lo.prewarm_width) != LM_OK)
+        return lm_lua_error(L);
+    if (lo.prewarm_sampler && !lm_sampler_find(lo.prewarm_sampler)) {
+        lm_error_prefix("lm.diffusion.pipeline: prewarm_sampler");
+        return lm_lua_error(L);
+    }
     const char *tiling = lm_lua_opt_str(L, 2, "lm.diffusion.pipeline", "tiling", "auto");
     if (!strcmp(tiling, "auto")) lo.vae_tiling = LM_VAE_TILING_AUTO;
     else if (!strcmp(tiling, "on")) lo.vae_tiling = LM_VAE_TILING_ON;

@@ -153,6 +153,11 @@ test("sd pipeline: options out of range are errors naming the option and the ran
   raises(function() gen{steps = 2, latents = "x"} end, 'pipe:generate: latents: expected a tensor [B,C,h,w] (the initial latents), got "x" (a string)')
   raises(function() gen{steps = 2, refs = {lm.zeros{3, 16, 16}, true}} end, "pipe:generate: refs[2]: expected a tensor [3,H,W] in 0..1, got boolean")
   raises(function() gen{steps = 2, refs = 5} end, "pipe:generate: refs: expected a tensor")
+  -- the load's prewarm plans a size and a sampler: checked as generate's
+  raises(function() lm.models.load(D .. "sd1", {device = "cpu", prewarm_size = 4}) end,
+         "lm.diffusion.pipeline: prewarm_size 4: expected a whole number from 8 to 65536")
+  raises(function() lm.models.load(D .. "sd1", {device = "cpu", prewarm_sampler = "dpm++3m_sde"}) end,
+         'lm.diffusion.pipeline: prewarm_sampler: unknown sampler "dpm++3m_sde"')
   raises(function() lm.models.load(D .. "sd1", {tokenizer = D .. "sd1"}) end,
          "sd1 is a diffusers folder, which has its own tokenizer: tokenizer = DIR (" .. D .. "sd1) is for single-file checkpoints")
   -- in range: "WxH", "N" and {N} are squares or the given size
