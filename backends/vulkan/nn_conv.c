@@ -886,25 +886,31 @@ static lm_status wino_weights(lm_vk_dev *v, const lm_array *w, const lm_vk_mem *
 }
 
 /* Tiles of 2x2 outputs go through V and M in chunks of whole tile rows:
- * up to LUMEN_VK_CONV_WINO_KB KiB (default 262144: 256 MiB) of either a
- * chunk (at least one row), so
- * SDXL's 128-channel 1024x1024 convs (2 GiB each at once) take 8 chunks.
- * A chunk is whole images where one image fits, else rows of one image,
- * and never crosses a stacked call's image group (choice.h): each chunk is
- * one that a single image's call makes, and its GEMM chooses its tile as
- * that call's does.  rows: tile rows a chunk (a multiple of th where whole
- * images fit). */
+ * up to cap bytes of either a chunk (at least one row), so SDXL's
+ * 128-channel 1024x1024 convs (2 GiB each at once) take 8 chunks of 256
+ * MiB, and at most 64 * gx_max tiles (the GEMM's grid).  A chunk is whole
+ * images where one image fits, else rows of one image, and never crosses
+ * a stacked call's image group (choice.h): each chunk is one that a single
+ * image's call makes, and its GEMM chooses its tile as that call's does.
+ * The tile rows a chunk (a multiple of th where whole images fit). */
+int64_t lm_vk_wino_rows(int64_t oh, int64_t ow, int64_t n, int64_t c, int share, int64_t cap, int64_t gx_max)
+{
+    int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2;
+    int64_t rows = cap / (16 * 4 * c * tw), grid = gx_max * 64 / tw;
+    if (rows > grid) rows = grid;
+    if (rows < 1) rows = 1;
+    if (rows < th) return rows;
+    int64_t imgs = rows / th, one = lm_vk_share_div(n, share);
+    return (imgs < one ? imgs : one) * th;
+}
+
+/* the chunks' rows for this conv: LUMEN_VK_CONV_WINO_KB KiB of V or M at
+ * most (default 262144: 256 MiB) */
 static int64_t wino_chunk_rows(lm_vk_dev *v, const geom *g, int share)
 {
     const char *e = getenv("LUMEN_VK_CONV_WINO_KB");
     int64_t cap = (e && atoi(e) > 0 ? atoi(e) : 262144) * (int64_t)1024;
-    int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, c = g->Cg > g->O ? g->Cg : g->O;
-    int64_t rows = cap / (16 * 4 * c * tw), grid = (int64_t)v->feat.max_groups[0] * 64 / tw;
-    if (rows > grid) rows = grid;   /* the GEMM's columns in 64-wide tiles at most */
-    if (rows < 1) rows = 1;
-    if (rows < th) return rows;
-    int64_t imgs = rows / th, one = lm_vk_share_div(g->N, share);
-    return (imgs < one ? imgs : one) * th;
+    return lm_vk_wino_rows(g->OH, g->OW, g->N, g->Cg > g->O ? g->Cg : g->O, share, cap, v->feat.max_groups[0]);
 }
 
 /* the three stages over one chunk of nt tiles from tile row r0 */
