@@ -33,6 +33,9 @@
  * scratch buffer, then conv_splitk.comp adds them in a fixed order with the
  * bias), and 1x1 stride-1 convs over contiguous pixels read their input as
  * the GEMM's plain B matrix (B_FLAT).
+ * LUMEN_VK_CONV_F32=winograd sends 3x3 stride-1 convs on the f32 kernels
+ * to Winograd's F(2x2, 3x3) instead (run_wino: three transforms around 16
+ * batched f32 GEMMs; not a default yet).
  *
  * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
  * arithmetic in f32 as on the CPU, rounded once on store; nearest
