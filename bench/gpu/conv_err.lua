@@ -20,7 +20,8 @@ for _, case in ipairs(arg) do
   local y = lm.conv2d(xv, wv, bv, {padding = 1}):astype("f32"):to("cpu"):astype("f64"):eval()
   local d = (y - ref):abs():max():item()
   local nmse = ((y - ref) ^ 2):sum():item() / (ref ^ 2):sum():item()
-  print(string.format("%s %s %.3g %.3g %.3g", case, os.getenv("LUMEN_VK_CONV_F32") or "default", d,
+  local kernel = os.getenv("LUMEN_VK_CONV_F32") or ""
+  print(string.format("%s %s %.3g %.3g %.3g", case, kernel ~= "" and kernel or "default", d,
                       d / ref:abs():max():item(), nmse))
   io.stdout:flush()
   lm.clear_cache()
