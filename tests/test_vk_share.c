@@ -230,6 +230,8 @@ static void test_wino_rows(void **state)
     assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 5 * 32768, 65535), 5);
     assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 100, 65535), 1);
     assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 20 * 32768, 1), 8);
+    /* V and M indexed in 32 bits: 2^31 elements of a chunk at most */
+    assert_int_equal(lm_vk_wino_rows(2048, 2048, 64, 64, 1, (int64_t)1 << 40, 65535), 1024);
     assert_true(moved > before);
 }
 

@@ -899,6 +899,7 @@ static lm_status wino_weights(lm_vk_dev *v, const lm_array *w, const lm_vk_mem *
 int64_t lm_vk_wino_rows(int64_t oh, int64_t ow, int64_t n, int64_t c, int share, int64_t cap, int64_t gx_max)
 {
     int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2;
+    if (cap > 4 * (int64_t)INT32_MAX) cap = 4 * (int64_t)INT32_MAX;   /* the shaders index V and M in 32 bits */
     int64_t rows = cap / (16 * 4 * c * tw), grid = gx_max * 64 / tw;
     if (rows > grid) rows = grid;
     if (rows < 1) rows = 1;
@@ -912,7 +913,8 @@ int64_t lm_vk_wino_rows(int64_t oh, int64_t ow, int64_t n, int64_t c, int share,
 static int64_t wino_chunk_rows(lm_vk_dev *v, const geom *g, int share)
 {
     const char *e = getenv("LUMEN_VK_CONV_WINO_KB");
-    int64_t cap = (e && atoi(e) > 0 ? atoi(e) : 262144) * (int64_t)1024;
+    long long kb = e ? strtoll(e, NULL, 10) : 0;
+    int64_t cap = (kb > 0 && kb < ((int64_t)1 << 40) ? kb : 262144) * (int64_t)1024;
     return lm_vk_wino_rows(g->OH, g->OW, g->N, g->Cg > g->O ? g->Cg : g->O, share, cap, v->feat.max_groups[0]);
 }
 
