@@ -11,7 +11,9 @@
  *    loaded without the prewarm (no_prewarm): the dry run left nothing
  *    behind that the real one reads (derived data such as conv_halo's
  *    packed weights, recordings, model state); once more in f16 with the
- *    convolutions on conv_halo, whose packed weights are such data.
+ *    convolutions on conv_halo, whose packed weights are such data, and
+ *    in f32 with the 3x3 convs on the Winograd path
+ *    (LUMEN_VK_CONV_F32=winograd), whose transformed filters are too.
  * Pipelines are the process's, so each model's prewarmed load comes before
  * its plain one.  LUMEN_PREWARM=0 makes the first two checks fail. */
 #include "testutil.h"
@@ -91,6 +93,7 @@ static int plain(void **state)
     (void)state;
     dtype = LM_DTYPE_COUNT;
     unsetenv("LUMEN_VK_CONV_HALO");
+    unsetenv("LUMEN_VK_CONV_F32");
     return 0;
 }
 
@@ -109,6 +112,17 @@ static void test_sd1_halo(void **state)
     (void)state;
     setenv("LUMEN_VK_CONV_HALO", "simt", 1);
     dtype = LM_F16;
+    check("tests/ref/diffusion/sd1", "a photo of an astronaut riding a horse", 4, 0);
+}
+
+/* the same with LUMEN_VK_CONV_F32=winograd: the 3x3 convs take the
+ * Winograd path, whose transformed filters are derived data too and whose
+ * scratch (V, M) and GEMM pipelines the plan must start as the real call
+ * chooses them */
+static void test_sd1_winograd(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_CONV_F32", "winograd", 1);
     check("tests/ref/diffusion/sd1", "a photo of an astronaut riding a horse", 4, 0);
 }
 
@@ -139,6 +153,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_sd1, plain),
         cmocka_unit_test_setup(test_sd1_halo, plain),
+        cmocka_unit_test_setup(test_sd1_winograd, plain),
         cmocka_unit_test_setup(test_zimage, plain),
         cmocka_unit_test(test_cpu_refuses),
     };

@@ -16,7 +16,8 @@
  * (its tile chosen as theirs; the dispatch still covers all 64 entries:
  * a share that cut the grid fails here.  On lavapipe the two f32 tiles
  * happen to sum alike, so there it does not tell the tiles apart: the
- * tensor-core paths are the H200's, bench/gpu/tools/batch_loop.sh).  Pure
+ * tensor-core paths are the H200's, bench/gpu/tools/batch_loop.sh); the
+ * same for a Winograd conv of 6 images made under share 3.  Pure
  * functions of sizes except the last; skipped without Vulkan. */
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
@@ -209,6 +210,31 @@ static void test_norms(void **state)
     assert_true(moved > before);
 }
 
+/* the Winograd conv's chunk rows: images of 16x16 (8 tile rows of 8
+ * tiles), 64 channels (32 KiB a row), chunks of up to 1-40 rows of tiles
+ * over 1-3 images; with the share a stacked call's chunks are one image's */
+static void test_wino_rows(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t n = 1; n <= 3; n++)
+            for (int64_t rows = 1; rows <= 40; rows++) {
+                int64_t B = shares[i], cap = rows * 32768;
+                int64_t one = lm_vk_wino_rows(16, 16, n, 64, 1, cap, 65535);
+                assert_int_equal(lm_vk_wino_rows(16, 16, n * B, 64, (int)B, cap, 65535), one);
+                moved += lm_vk_wino_rows(16, 16, n * B, 64, 1, cap, 65535) != one;
+            }
+    /* whole images where they fit, else rows; at least one; the grid */
+    assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 20 * 32768, 65535), 16);
+    assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 5 * 32768, 65535), 5);
+    assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 100, 65535), 1);
+    assert_int_equal(lm_vk_wino_rows(16, 16, 3, 64, 1, 20 * 32768, 1), 8);
+    /* V and M indexed in 32 bits: 2^31 elements of a chunk at most */
+    assert_int_equal(lm_vk_wino_rows(2048, 2048, 64, 64, 1, (int64_t)1 << 40, 65535), 1024);
+    assert_true(moved > before);
+}
+
 /* ---- on the device ---- */
 
 static lm_device *vk;
@@ -248,6 +274,41 @@ static void test_stacked_bytes(void **state)
     lm_array_release(all);
 }
 
+/* the Winograd conv (LUMEN_VK_CONV_F32=winograd) of 6 images made under
+ * share 3, in chunks of 3 images where nothing is shared (4 chunks of 2
+ * under the share): each pair's bytes are those of the pair's own conv */
+static void test_stacked_wino(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_CONV_F32", "winograd", 1);
+    setenv("LUMEN_VK_CONV_WINO_KB", "90", 1);      /* 15 rows of 6 tiles of 16 channels: 3 images */
+    int64_t sx[4] = {6, 8, 10, 12}, sw[4] = {16, 8, 3, 3}, pad[4] = {1, 1, 1, 1};
+    lm_array *x = lm_random_normal(4, sx, 0, 1, LM_F32, lm_random_key(38), vk);
+    lm_array *w = lm_random_normal(4, sw, 0, 1, LM_F32, lm_random_key(39), vk);
+    assert_int_equal(lm_array_eval(x), LM_OK);
+    assert_int_equal(lm_array_eval(w), LM_OK);
+    int was = lm_share_set(3);
+    lm_array *all = lm_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+    lm_share_set(was);
+    size_t one = 2 * 16 * 10 * 12;
+    float *ha = malloc(3 * one * sizeof *ha), *hp = malloc(one * sizeof *hp);
+    assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
+    for (int64_t k = 0; k < 6; k += 2) {
+        lm_array *xs = lm_slice(x, 0, k, k + 2, 1), *p = lm_conv2d(xs, w, NULL, NULL, pad, NULL, 1);
+        assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
+        assert_memory_equal(hp, ha + k / 2 * one, one * sizeof *hp);
+        lm_array_release(xs);
+        lm_array_release(p);
+    }
+    free(ha);
+    free(hp);
+    lm_array_release(x);
+    lm_array_release(w);
+    lm_array_release(all);
+    unsetenv("LUMEN_VK_CONV_F32");
+    unsetenv("LUMEN_VK_CONV_WINO_KB");
+}
+
 int main(void)
 {
     lm_init();
@@ -260,18 +321,53 @@ int main(void)
         cmocka_unit_test(test_halo_tile),
         cmocka_unit_test(test_coop_tile),   cmocka_unit_test(test_cm2_tile), cmocka_unit_test(test_f32_tile),
         cmocka_unit_test(test_mm_paths),
-        cmocka_unit_test(test_fa512),       cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_fa512),       cmocka_unit_test(test_norms), cmocka_unit_test(test_wino_rows),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!vk) {
         printf("test_vk_share: no Vulkan device (%s); the device test skipped\n", lm_vulkan_status());
         return rc;
     }
-    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes)};
+    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes), cmocka_unit_test(test_stacked_wino)};
     return rc | cmocka_run_group_tests(dev_tests, NULL, NULL);
 }
 
 #else
+/* the Winograd conv (LUMEN_VK_CONV_F32=winograd) of 6 images made under
+ * share 3, in chunks of 3 images where nothing is shared (4 chunks of 2
+ * under the share): each pair's bytes are those of the pair's own conv */
+static void test_stacked_wino(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_CONV_F32", "winograd", 1);
+    setenv("LUMEN_VK_CONV_WINO_KB", "90", 1);      /* 15 rows of 6 tiles of 16 channels: 3 images */
+    int64_t sx[4] = {6, 8, 10, 12}, sw[4] = {16, 8, 3, 3}, pad[4] = {1, 1, 1, 1};
+    lm_array *x = lm_random_normal(4, sx, 0, 1, LM_F32, lm_random_key(38), vk);
+    lm_array *w = lm_random_normal(4, sw, 0, 1, LM_F32, lm_random_key(39), vk);
+    assert_int_equal(lm_array_eval(x), LM_OK);
+    assert_int_equal(lm_array_eval(w), LM_OK);
+    int was = lm_share_set(3);
+    lm_array *all = lm_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+    lm_share_set(was);
+    size_t one = 2 * 16 * 10 * 12;
+    float *ha = malloc(3 * one * sizeof *ha), *hp = malloc(one * sizeof *hp);
+    assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
+    for (int64_t k = 0; k < 6; k += 2) {
+        lm_array *xs = lm_slice(x, 0, k, k + 2, 1), *p = lm_conv2d(xs, w, NULL, NULL, pad, NULL, 1);
+        assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
+        assert_memory_equal(hp, ha + k / 2 * one, one * sizeof *hp);
+        lm_array_release(xs);
+        lm_array_release(p);
+    }
+    free(ha);
+    free(hp);
+    lm_array_release(x);
+    lm_array_release(w);
+    lm_array_release(all);
+    unsetenv("LUMEN_VK_CONV_F32");
+    unsetenv("LUMEN_VK_CONV_WINO_KB");
+}
+
 int main(void)
 {
     printf("test_vk_share: built without Vulkan; skipped\n");

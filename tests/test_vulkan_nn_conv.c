@@ -627,6 +627,188 @@ static void test_conv_small(void **state)
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
 }
 
+/* ---- Winograd F(2x2, 3x3): LUMEN_VK_CONV_F32=winograd ---- */
+
+/* the largest errors of the f32 convs of case c against the CPU's f64 sum:
+ * max abs, and max abs over max |reference| (*rel) and NMSE (*nmse) */
+static double conv_err64(const cctx *c, lm_array **in, int nin, double *rel, double *nmse)
+{
+    lm_array *in64[3] = {NULL, NULL, NULL}, *gin[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < nin; k++) {
+        in64[k] = lm_cast(in[k], LM_F64);
+        gin[k] = lm_array_to(in[k], vk);
+        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+    }
+    cbuild cb = {*c, nin == 3};
+    lm_array *r = b_conv(in64, &cb), *y = b_conv(gin, &cb);
+    size_t n = (size_t)r->size;
+    double *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), mx = 0, ref = 0, num = 0, den = 0;
+    assert_int_equal(lm_array_read(r, a, LM_F64), LM_OK);
+    assert_int_equal(lm_array_read(y, b, LM_F64), LM_OK);
+    for (size_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(a[i] - b[i]));
+        ref = fmax(ref, fabs(a[i]));
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += a[i] * a[i];
+    }
+    *rel = mx / ref;
+    *nmse = num / den;
+    free(a);
+    free(b);
+    lm_array *all[] = {in64[0], in64[1], in64[2], gin[0], gin[1], gin[2], r, y};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]) lm_array_release(all[i]);
+    return mx;
+}
+
+/* one Winograd case: against the CPU (the harness' f32 threshold), the
+ * path ran, and its error against the f64 sum beside the default path's
+ * (printed: the figures docs/VULKAN.md quotes) */
+static void wino_case(const char *name, const cctx *c, const int64_t *xs, const int64_t *ws, int64_t nb,
+                      lm_dtype dt)
+{
+    lm_array *in[3] = {xdata(xs, dt, c->xv, 0), data(4, ws, dt, -0.5, 0.5, 0), NULL};
+    if (nb) in[2] = data(1, &nb, dt, -1, 1, 0);
+    int nin = nb ? 3 : 2;
+    char what[160];
+    snprintf(what, sizeof what, "winograd %s %s%s%s%s", name, lm_dtype_name(dt), xview_name[c->xv],
+             c->wt ? " w transposed" : "", nb ? "" : " no bias");
+    cbuild cb = {*c, nb != 0};
+    run_case(what, nin, in, b_conv, &cb, thr_for(dt, false));
+    lm_array *gin[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < nin; k++) {
+        gin[k] = lm_array_to(in[k], vk);
+        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+    }
+    lm_array *r = b_conv(gin, &cb);
+    cases++;
+    if (!ran_kernel_part(r, "conv_wino_v+")) {
+        failures++;
+        fprintf(stderr, "PARITY FAIL %s: conv_wino_v did not run\n", what);
+    }
+    if (dt == LM_F32) {
+        double rw, nw, rd, nd;
+        double aw = conv_err64(c, in, nin, &rw, &nw);
+        env_saved off = env_put("LUMEN_VK_CONV_F32", NULL);
+        double ad = conv_err64(c, in, nin, &rd, &nd);
+        env_restore(&off);
+        fprintf(stderr, "  %s: against f64: winograd max abs %.3g, rel %.3g, nmse %.3g; default %.3g, %.3g, %.3g\n",
+                what, aw, rw, nw, ad, rd, nd);
+        cases++;
+        if (!(nw <= thr_for(LM_F32, false))) {
+            failures++;
+            fprintf(stderr, "PARITY FAIL %s: nmse %.3g against f64\n", what, nw);
+        }
+    }
+    lm_array *all[] = {in[0], in[1], in[2], gin[0], gin[1], gin[2], r};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]) lm_array_release(all[i]);
+}
+
+/* the dispatches of a conv of case c whose filters were transformed
+ * already (an earlier conv with the same weights) */
+static int64_t wino_dispatches(const cctx *c, const int64_t *xs, const int64_t *ws)
+{
+    lm_array *in[2] = {xdata(xs, LM_F32, c->xv, 0), data(4, ws, LM_F32, -0.5, 0.5, 0)}, *gin[2];
+    for (int k = 0; k < 2; k++) {
+        gin[k] = lm_array_to(in[k], vk);
+        assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+    }
+    cbuild cb = {*c, false};
+    lm_array *r1 = b_conv(gin, &cb), *r2 = b_conv(gin, &cb);
+    assert_int_equal(lm_array_eval(r1), LM_OK);
+    int64_t d0 = lm_vulkan_dispatch_count();
+    assert_int_equal(lm_array_eval(r2), LM_OK);
+    int64_t d = lm_vulkan_dispatch_count() - d0;
+    lm_array *all[] = {in[0], in[1], gin[0], gin[1], r1, r2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+    return d;
+}
+
+/* 3x3 stride-1 convs by Winograd's F(2x2, 3x3) (nn_conv.c's run_wino,
+ * forced by LUMEN_VK_CONV_F32=winograd): odd heights and widths (partial
+ * tiles), padding 0, 1 and asymmetric, one to three images, channel
+ * counts that are no multiple of 4, bias or none, views of x and w, f16
+ * and bf16 storage (on the f32-arithmetic kernels here), a product big
+ * enough for the f32 GEMM tiles, chunks of one tile row and of two images
+ * (LUMEN_VK_CONV_WINO_KB); the filters' transform made once per weight
+ * and again after the weights are written in place; convs it does not
+ * take (stride 2, 5x5, groups) keep their kernels */
+static void test_conv_winograd(void **state)
+{
+    (void)state;
+    env_saved ask = env_put("LUMEN_VK_CONV_F32", "winograd");
+    cctx p1 = {K_CONV2D, {1, 1}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    cctx p0 = {K_CONV2D, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    cctx asym = {K_CONV2D, {1, 1}, {2, 0, 1, 3}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t x1[4] = {1, 8, 8, 10}, w1[4] = {8, 8, 3, 3};
+    wino_case("8 -> 8 pad 1", &p1, x1, w1, 8, LM_F32);
+    int64_t x2[4] = {3, 5, 7, 9}, w2[4] = {7, 5, 3, 3};
+    wino_case("5 -> 7, 3 images, 7x9, pad 1", &p1, x2, w2, 7, LM_F32);
+    wino_case("5 -> 7, 3 images, 7x9, pad 0", &p0, x2, w2, 0, LM_F32);
+    int64_t x3[4] = {2, 17, 9, 6}, w3[4] = {20, 17, 3, 3};
+    wino_case("17 -> 20, 2 images, 9x6, pad 0", &p0, x3, w3, 20, LM_F32);
+    wino_case("17 -> 20, 2 images, 9x6, asymmetric padding", &asym, x3, w3, 0, LM_F32);
+    int64_t x4[4] = {1, 3, 3, 3}, w4[4] = {1, 3, 3, 3};
+    wino_case("3 -> 1, 3x3 pad 0 (one output)", &p0, x4, w4, 1, LM_F32);
+    for (int v = X_T; v <= X_REV; v++) {
+        cctx cv = p1;
+        cv.xv = (xview)v;
+        cv.wt = v == X_REV;
+        wino_case("5 -> 7 pad 1", &cv, x2, w2, 7, LM_F32);
+    }
+    wino_case("17 -> 20 pad 1", &p1, x3, w3, 20, LM_F16);
+    wino_case("17 -> 20 pad 1", &p1, x3, w3, 0, LM_BF16);
+    /* 32 channels over 32x64 pixels: 32 x 512 x 16 products, on the f32 tiles */
+    int64_t x5[4] = {1, 16, 32, 63}, w5[4] = {32, 16, 3, 3};
+    wino_case("16 -> 32, 32x63 (f32 tiles)", &p1, x5, w5, 32, LM_F32);
+    /* chunks: one tile row (12 chunks: 4 rows of tiles an image), two
+     * images (2 chunks: 18 KiB holds 8 rows of 5 tiles of 7 channels) */
+    const char *kb[2] = {"1", "18"};
+    int64_t chunks[2] = {12, 2};
+    for (int m = 0; m < 2; m++) {
+        env_saved chunk = env_put("LUMEN_VK_CONV_WINO_KB", kb[m]);
+        char name[96];
+        snprintf(name, sizeof name, "5 -> 7, 3 images, chunks of %s KiB", kb[m]);
+        wino_case(name, &p1, x2, w2, 7, LM_F32);
+        cases++;
+        int64_t d = wino_dispatches(&p1, x2, w2);
+        if (d != 3 * chunks[m]) {
+            failures++;
+            fprintf(stderr, "PARITY FAIL %s: %lld dispatches, not 3 for each of %lld chunks\n", name, (long long)d,
+                    (long long)chunks[m]);
+        }
+        env_restore(&chunk);
+    }
+    /* convs it does not take keep their kernels */
+    cctx s2 = {K_CONV2D, {2, 2}, {1, 1, 1, 1}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    int64_t w6[4] = {24, 8, 5, 5}, w7[4] = {32, 8, 3, 3};
+    conv_case("stride 2 with winograd asked", &s2, x1, w7, 32, LM_F32, LM_F32, LM_F32, 0);
+    cctx p2 = {K_CONV2D, {1, 1}, {2, 2, 2, 2}, {1, 1}, {0, 0}, 1, X_PLAIN, false};
+    conv_case("5x5 with winograd asked", &p2, x1, w6, 24, LM_F32, LM_F32, LM_F32, 0);
+
+    /* the filters' transform: once per weight view, again after the
+     * weights are written in place */
+    int64_t p[4] = {1, 1, 1, 1};
+    lm_array *xc = data(4, x3, LM_F32, -1, 1, 0), *wc = data(4, w3, LM_F32, -0.5, 0.5, 0);
+    lm_array *xg = lm_array_to(xc, vk), *wg = lm_array_to(wc, vk);
+    assert_int_equal(lm_array_eval(xg), LM_OK);
+    assert_int_equal(lm_array_eval(wg), LM_OK);
+    lm_array *r1 = lm_conv2d(xg, wg, NULL, NULL, p, NULL, 1), *r2 = lm_conv2d(xg, wg, NULL, NULL, p, NULL, 1);
+    assert_true(ran_kernel_part(r1, "conv_wino_u+conv_wino_v+"));
+    assert_true(ran_kernel_part(r2, "conv_wino_v+"));
+    assert_false(ran_kernel_part(r2, "conv_wino_u"));
+    lm_array *w2c = data(4, w3, LM_F32, -1, 1, 0);
+    assert_int_equal(lm_array_assign(wg, w2c), LM_OK);
+    lm_array *r3 = lm_conv2d(xg, wg, NULL, NULL, p, NULL, 1), *e3 = lm_conv2d(xc, w2c, NULL, NULL, p, NULL, 1);
+    assert_true(ran_kernel_part(r3, "conv_wino_u+conv_wino_v+"));
+    assert_int_equal(lm_array_eval(e3), LM_OK);
+    compare("winograd after the weights were assigned", e3, r3, thr_for(LM_F32, false));
+    lm_array *all[] = {xc, wc, xg, wg, r1, r2, w2c, r3, e3};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lm_array_release(all[i]);
+    env_restore(&ask);
+}
+
 /* f64 has no kernel here: the node runs on the CPU and agrees bitwise */
 static void test_conv_f64_fallback(void **state)
 {
@@ -753,7 +935,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_conv_gemm), VK_TEST(test_conv_halo), VK_TEST(test_conv_splitk), VK_TEST(test_conv_direct), VK_TEST(test_conv_small),
-        VK_TEST(test_conv_transpose), VK_TEST(test_conv_coop_bf16),
+        VK_TEST(test_conv_transpose), VK_TEST(test_conv_coop_bf16), VK_TEST(test_conv_winograd),
         VK_TEST(test_conv_f64_fallback), VK_TEST(test_pool), VK_TEST(test_upsample),
         VK_TEST(test_summary),
     };

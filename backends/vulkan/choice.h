@@ -23,6 +23,10 @@ void lm_vk_share_mb(int64_t *m, int64_t *batch, int share);
 /* (1) nn_conv.c: split-K parts of a conv of tiles output tiles an entry,
  * entries (batch x groups) entries and steps K steps; slab: f32 sums a part */
 int lm_vk_splitk_parts(int64_t tiles, int64_t entries, int share, int64_t steps, int64_t slab, bool by_default);
+/* nn_conv.c: the Winograd conv's tile rows a chunk, for an OH x OW output
+ * over n images, c the larger channel count, cap bytes of scratch a
+ * chunk, gx_max the device's grid along x */
+int64_t lm_vk_wino_rows(int64_t oh, int64_t ow, int64_t n, int64_t c, int share, int64_t cap, int64_t gx_max);
 /* nn_conv.c: the halo conv's 16-row tile (true) or 8-row for an OH x OW
  * output of o channels over n images */
 bool lm_vk_halo_tall(int64_t oh, int64_t ow, int64_t n, int64_t o, int share);

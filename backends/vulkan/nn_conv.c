@@ -33,6 +33,9 @@
  * scratch buffer, then conv_splitk.comp adds them in a fixed order with the
  * bias), and 1x1 stride-1 convs over contiguous pixels read their input as
  * the GEMM's plain B matrix (B_FLAT).
+ * LUMEN_VK_CONV_F32=winograd sends 3x3 stride-1 convs on the f32 kernels
+ * to Winograd's F(2x2, 3x3) instead (run_wino: three transforms around 16
+ * batched f32 GEMMs; not a default yet).
  *
  * dtypes: f32, f16 and bf16 storage (any mix of x, weight and bias),
  * arithmetic in f32 as on the CPU, rounded once on store; nearest
@@ -778,10 +781,208 @@ static lm_status run_small(lm_vk_dev *v, lm_array *node, const geom *g, const sm
                           (uint32_t)(g->N * g->G));
 }
 
+/* ------------------------------------------------------- Winograd */
+
+/* push constants of shaders/conv_wino_u.comp, conv_wino_v.comp, conv_wino_y.comp */
+typedef struct wino_upc {
+    uint32_t n;
+    int32_t O, C, off_w, sw0, sw1, sw2, sw3;
+} wino_upc;
+
+typedef struct wino_vpc {
+    uint32_t n;
+    int32_t T, C, tw, th, r0, H, W, pt, pl, off_x, sxn, sxc, sxh, sxw;
+} wino_vpc;
+
+typedef struct wino_ypc {
+    uint32_t n;
+    int32_t T, O, tw, th, r0, OH, OW, off_bias, s_bias;
+} wino_ypc;
+
+_Static_assert(sizeof(wino_upc) <= LM_VK_PUSH_BYTES, "conv_wino_u push constants");
+_Static_assert(sizeof(wino_vpc) <= LM_VK_PUSH_BYTES, "conv_wino_v push constants");
+_Static_assert(sizeof(wino_ypc) <= LM_VK_PUSH_BYTES, "conv_wino_y push constants");
+
+/* LUMEN_VK_CONV_F32=winograd: 3x3 stride-1 convs by Winograd's F(2x2, 3x3)
+ * wherever wino_fits; no default path takes it yet (the H200's figures
+ * decide per shape) */
+static bool wino_asked(void)
+{
+    const char *e = getenv("LUMEN_VK_CONV_F32");
+    return e && !strcmp(e, "winograd");
+}
+
+/* Can the Winograd path take this conv?  conv2d (not transposed), groups 1,
+ * 3x3, stride and dilation 1, any padding, on the f32-arithmetic kernels
+ * (f16 and bf16 convs that go to tensor cores keep them); the filters'
+ * transform and the output indexed in 32 bits. */
+static bool wino_fits(lm_vk_dev *v, const lm_array *node, const geom *g)
+{
+    const int64_t *p = node->params.i;
+    if (node->op != LM_OP_CONV || g->G != 1 || g->KH != 3 || g->KW != 3 || p[0] != 1 || p[1] != 1 || p[6] != 1 ||
+        p[7] != 1)
+        return false;
+    if (g->Cg < 1 || g->O < 1 || g->OH < 1 || g->OW < 1 || coop_fits(v, node)) return false;
+    int64_t tw = (g->OW + 1) / 2, c = g->Cg > g->O ? g->Cg : g->O;
+    return 16 * g->O * g->Cg < INT32_MAX && node->size < INT32_MAX && 16 * c * tw * 4 < INT32_MAX &&
+           tw <= (int64_t)v->feat.max_groups[0] * 64 && (g->O + 63) / 64 <= v->feat.max_groups[1];
+}
+
+/* U = the filters' transform ([16][O][C] f32, conv_wino_u.comp), made on
+ * the GPU once per weight view and hung on the weight's buffer as derived
+ * data (as conv_halo's packed weights): the core drops it when the buffer
+ * is written or released, so it never outlives the weights it came from */
+typedef struct wino_pack {
+    lm_derived link;                  /* first: the core hands it back */
+    lm_buffer *u;
+    int64_t offset, shape[4], strides[4];
+    lm_dtype dtype;
+} wino_pack;
+
+static void wino_pack_drop(lm_derived *d)
+{
+    wino_pack *h = (wino_pack *)d;
+    lm_buffer_release(h->u);
+    free(h);
+}
+
+static lm_status wino_weights(lm_vk_dev *v, const lm_array *w, const lm_vk_mem **out)
+{
+    for (lm_derived *d = w->buf->derived; d; d = d->next) {
+        const wino_pack *h = (const wino_pack *)d;
+        if (d->drop == wino_pack_drop && h->offset == w->offset && h->dtype == w->dtype &&
+            !memcmp(h->shape, w->shape, sizeof h->shape) && !memcmp(h->strides, w->strides, sizeof h->strides)) {
+            *out = (const lm_vk_mem *)h->u->handle;
+            return LM_OK;
+        }
+    }
+    uint32_t spec[1] = {w->dtype};
+    if (v->plan) {   /* plan mode: the transform's pipeline started, no U made or kept */
+        *out = v->dummy;
+        return lm_vk_dispatch(v, "conv_wino_u", spec, 1, NULL, 0, NULL, 0, 1, 1, 1);
+    }
+    wino_pack *h = calloc(1, sizeof *h);
+    if (!h) return lm_error_set(LM_ERR_NOMEM, "vulkan: conv2d: out of memory for the Winograd filters");
+    int64_t O = w->shape[0], C = w->shape[1];
+    h->u = lm_buffer_alloc(w->buf->device, (size_t)(4 * 16 * O * C));
+    if (!h->u) {
+        free(h);
+        return lm_error_status();
+    }
+    wino_upc pc = {(uint32_t)(O * C), (int32_t)O, (int32_t)C, (int32_t)w->offset, (int32_t)w->strides[0],
+                   (int32_t)w->strides[1], (int32_t)w->strides[2], (int32_t)w->strides[3]};
+    lm_vk_arg args[2] = {{lm_vk_mem_of(w), false}, {(const lm_vk_mem *)h->u->handle, true}};
+    lm_status st = lm_vk_dispatch(v, "conv_wino_u", spec, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.n, 256),
+                                  1, 1);
+    if (st != LM_OK) {
+        wino_pack_drop(&h->link);
+        return st;
+    }
+    h->link.drop = wino_pack_drop;
+    h->offset = w->offset;
+    h->dtype = w->dtype;
+    memcpy(h->shape, w->shape, sizeof h->shape);
+    memcpy(h->strides, w->strides, sizeof h->strides);
+    lm_buffer_attach(w->buf, &h->link);
+    *out = (const lm_vk_mem *)h->u->handle;
+    return LM_OK;
+}
+
+/* Tiles of 2x2 outputs go through V and M in chunks of whole tile rows:
+ * up to cap bytes of either a chunk (at least one row), so SDXL's
+ * 128-channel 1024x1024 convs (2 GiB each at once) take 8 chunks of 256
+ * MiB, and at most 64 * gx_max tiles (the GEMM's grid).  A chunk is whole
+ * images where one image fits, else rows of one image, and never crosses
+ * a stacked call's image group (choice.h): each chunk is one that a single
+ * image's call makes, and its GEMM chooses its tile as that call's does.
+ * The tile rows a chunk (a multiple of th where whole images fit). */
+int64_t lm_vk_wino_rows(int64_t oh, int64_t ow, int64_t n, int64_t c, int share, int64_t cap, int64_t gx_max)
+{
+    int64_t th = (oh + 1) / 2, tw = (ow + 1) / 2;
+    if (cap > 4 * (int64_t)INT32_MAX) cap = 4 * (int64_t)INT32_MAX;   /* the shaders index V and M in 32 bits */
+    int64_t rows = cap / (16 * 4 * c * tw), grid = gx_max * 64 / tw;
+    if (rows > grid) rows = grid;
+    if (rows < 1) rows = 1;
+    if (rows < th) return rows;
+    int64_t imgs = rows / th, one = lm_vk_share_div(n, share);
+    return (imgs < one ? imgs : one) * th;
+}
+
+/* the chunks' rows for this conv: LUMEN_VK_CONV_WINO_KB KiB of V or M at
+ * most (default 262144: 256 MiB) */
+static int64_t wino_chunk_rows(lm_vk_dev *v, const geom *g, int share)
+{
+    const char *e = getenv("LUMEN_VK_CONV_WINO_KB");
+    long long kb = e ? strtoll(e, NULL, 10) : 0;
+    int64_t cap = (kb > 0 && kb < ((int64_t)1 << 40) ? kb : 262144) * (int64_t)1024;
+    return lm_vk_wino_rows(g->OH, g->OW, g->N, g->Cg > g->O ? g->Cg : g->O, share, cap, v->feat.max_groups[0]);
+}
+
+/* the three stages over one chunk of nt tiles from tile row r0 */
+static lm_status wino_chunk(lm_vk_dev *v, lm_array *node, const geom *g, const lm_vk_mem *u, const lm_vk_mem *vm,
+                            const lm_vk_mem *mm, int64_t r0, int64_t nt)
+{
+    const lm_array *x = node->inputs[0];
+    const int64_t *p = node->params.i;
+    int32_t th = (int32_t)((g->OH + 1) / 2), tw = (int32_t)((g->OW + 1) / 2);
+    wino_vpc vp = {(uint32_t)(g->Cg * nt), (int32_t)nt, (int32_t)g->Cg, tw, th, (int32_t)r0, (int32_t)g->H,
+                   (int32_t)g->W, (int32_t)p[2], (int32_t)p[3], (int32_t)x->offset, (int32_t)x->strides[0],
+                   (int32_t)x->strides[1], (int32_t)x->strides[2], (int32_t)x->strides[3]};
+    uint32_t vspec[1] = {x->dtype};
+    lm_vk_arg vargs[2] = {{lm_vk_mem_of(x), false}, {vm, true}};
+    lm_status st = lm_vk_dispatch(v, "conv_wino_v", vspec, 1, vargs, 2, &vp, sizeof vp,
+                                  lm_vk_groups(v, vp.n, 256), 1, 1);
+    if (st == LM_OK) st = lm_vk_mm_f32_bufs(v, u, vm, mm, g->O, nt, g->Cg, 16);
+    if (st != LM_OK) return st;
+    wino_ypc yp = {(uint32_t)(g->O * nt), (int32_t)nt, (int32_t)g->O, tw, th, (int32_t)r0, (int32_t)g->OH,
+                   (int32_t)g->OW, 0, 0};
+    const lm_array *b = bias_of(node, &yp.off_bias, &yp.s_bias);
+    uint32_t yspec[2] = {node->dtype, b ? b->dtype : node->dtype};
+    lm_vk_arg yargs[3] = {{mm, false}, {lm_vk_mem_of(node), true}, {b ? lm_vk_mem_of(b) : NULL, false}};
+    return lm_vk_dispatch(v, "conv_wino_y", yspec, 2, yargs, 3, &yp, sizeof yp, lm_vk_groups(v, yp.n, 256), 1, 1);
+}
+
+/* Y = A^T [U . V] A, 16 GEMMs M[k] = U[k] V[k] in between (see the
+ * shaders and backends/cpu/nn_conv_wino.c); V and M in scratch buffers
+ * reused by every chunk (plan mode: none, the pipelines only) */
+static lm_status run_wino(lm_vk_dev *v, lm_array *node, const geom *g)
+{
+    int64_t th = (g->OH + 1) / 2, tw = (g->OW + 1) / 2, all = g->N * th;
+    int64_t rows = wino_chunk_rows(v, g, lm_array_share(node));
+    int64_t group = lm_vk_share_div(g->N, lm_array_share(node)) * th;   /* one stacked image group's rows */
+    const lm_vk_mem *u = NULL;
+    lm_status st = wino_weights(v, node->inputs[1], &u);
+    if (st != LM_OK) return st;
+    lm_buffer *vb = NULL, *mb = NULL;
+    const lm_vk_mem *vm = v->dummy, *mm = v->dummy;
+    if (!v->plan) {
+        vb = lm_buffer_alloc(v->dev, (size_t)(4 * 16 * g->Cg * rows * tw));
+        mb = vb ? lm_buffer_alloc(v->dev, (size_t)(4 * 16 * g->O * rows * tw)) : NULL;
+        if (!mb) {
+            st = lm_error_status();
+            goto out;
+        }
+        vm = (const lm_vk_mem *)vb->handle;
+        mm = (const lm_vk_mem *)mb->handle;
+    }
+    /* chunks of `rows` within an image (rows < th) or an image group */
+    int64_t unit = rows < th ? th : group;
+    for (int64_t u0 = 0; u0 < all && st == LM_OK; u0 += unit)
+        for (int64_t r0 = u0; r0 < u0 + unit && r0 < all && st == LM_OK; r0 += rows) {
+            int64_t nr = u0 + unit - r0 < rows ? u0 + unit - r0 : rows;
+            st = wino_chunk(v, node, g, u, vm, mm, r0, nr * tw);
+        }
+out:
+    if (vb) lm_buffer_release(vb);
+    if (mb) lm_buffer_release(mb);
+    return st;
+}
+
 static lm_status run_conv(lm_vk_dev *v, lm_array *node)
 {
     geom g = geom_of(node);
     small_plan plan;
+    if (wino_asked() && wino_fits(v, node, &g)) return run_wino(v, node, &g);
     if (!strcmp(halo_env(), "simt") && halo_fits(v, node, &g)) return run_halo(v, node, &g, true);
     if (gemm_fits(v, node, &g)) return run_gemm(v, node, &g);
     return small_fits(v, node, &g, &plan) ? run_small(v, node, &g, &plan) : run_direct(v, node, &g);

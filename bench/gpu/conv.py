@@ -14,7 +14,11 @@ Usage: conv.py LUMEN [LUMEN_BEFORE]  (LUMEN_BEFORE: the same cases with an
 older build, default settings).  CONV_VARIANTS="ENV=V ENV2=W;ENV=X" adds a
 Lumen column per setting (';' between, an empty one is the default;
 BIN=path runs another binary);
-CONV_CASES=a,b replaces the cases; CONV_TORCH=0 leaves PyTorch out."""
+CONV_CASES=a,b replaces the cases; CONV_TORCH=0 leaves PyTorch out.
+The f32 cases run once more with LUMEN_VK_CONV_F32=winograd (the Winograd
+F(2x2,3x3) path, 3x3 only) in a column of their own, with the ratio to
+the default's time (> 1: Winograd faster); CONV_WINO=0 leaves it out.
+CONV_CHECK=1 (conv.lua) adds each run's NMSE against the CPU's f32 conv."""
 import os, subprocess, sys
 
 CASES = ["conv:2:1280:1280:8:3:f16", "conv:2:1280:1280:16:3:f16", "conv:2:2560:1280:8:3:f16",
@@ -75,12 +79,14 @@ def run_lumen(binary, cases, extra):
     lua = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conv.lua")
     p = subprocess.run([binary, lua] + cases, capture_output=True, text=True, env=env)
     sys.stderr.write(p.stderr[-2000:])
-    out = {}
+    out, nmse = {}, {}
     for line in p.stdout.splitlines():
         f = line.split()
         if len(f) == 5 and f[1] == "gpu":
             out[f[0]] = tuple(float(v) for v in f[2:])
-    return out
+        if len(f) == 3 and f[1] == "nmse":
+            nmse[f[0]] = f[2]
+    return out, nmse
 
 
 def main():
@@ -96,20 +102,29 @@ def main():
                   flush=True)
     runs = []
     if before:
-        runs.append(("before", before, {}))
+        runs.append(("before", before, {}, cases))
     for var in os.environ.get("CONV_VARIANTS", "").split(";"):
         extra = dict(kv.split("=", 1) for kv in var.split())
-        runs.append((var or "default", extra.pop("BIN", binary), extra))
-    for name, b, extra in runs:
+        runs.append((var or "default", extra.pop("BIN", binary), extra, cases))
+    # the Winograd path beside the default, for the f32 3x3 cases
+    wino = [c for c in cases if parse(c)[5] == "f32" and parse(c)[4] == 3]
+    if wino and os.environ.get("CONV_WINO", "1") != "0":
+        runs.append(("winograd (LUMEN_VK_CONV_F32=winograd)", binary, {"LUMEN_VK_CONV_F32": "winograd"}, wino))
+    base = {}
+    for name, b, extra, cs in runs:
         print(f"== Lumen {name}: GPU time per call", flush=True)
-        res = run_lumen(b, cases, extra)
-        for c in cases:
+        res, nmse = run_lumen(b, cs, extra)
+        if name == "default":
+            base = res
+        for c in cs:
             v = res.get(c)
             if not v:
                 print(f"{c:<28} -", flush=True)
                 continue
             r = f"{tor[c][0] / v[0]:.2f}x" if c in tor else "-"
-            print(f"{c:<28} {v[0]:.4f} ms [{v[1]:.4f}-{v[2]:.4f}] {tflops(c, v[0]):6.1f} TFLOP/s  PyTorch/Lumen {r}",
+            d = f"  default/this {base[c][0] / v[0]:.2f}x" if name != "default" and c in base else ""
+            e = f"  nmse {nmse[c]}" if c in nmse else ""
+            print(f"{c:<28} {v[0]:.4f} ms [{v[1]:.4f}-{v[2]:.4f}] {tflops(c, v[0]):6.1f} TFLOP/s  PyTorch/Lumen {r}{d}{e}",
                   flush=True)
     return 0
 

@@ -123,7 +123,7 @@ def kernels(out):
             row(name, v[:3], p[:3] if p else None, v[3], higher_better=rate)
     t = read(out, "k_conv.log")
     if t:
-        peer, lum, section = {}, {}, None
+        peer, lum, wino, section = {}, {}, {}, None
         for line in t.splitlines():
             m = re.match(r"^(conv:\S+)\s+PyTorch (\w+) " + NUM + r" ms \[" + NUM + "-" + NUM + r"\]", line)
             if m:
@@ -134,11 +134,14 @@ def kernels(out):
                 section = m.group(1)
                 continue
             m = re.match(r"^(conv:\S+)\s+" + NUM + r" ms \[" + NUM + "-" + NUM + r"\]", line)
-            if m and section == "default":
-                lum[m.group(1)] = (float(m.group(2)), float(m.group(3)), float(m.group(4)))
+            if m and section in ("default", "winograd"):
+                (lum if section == "default" else wino)[m.group(1)] = (float(m.group(2)), float(m.group(3)),
+                                                                      float(m.group(4)))
         for c, v in lum.items():
             _, n, ci, co, hw, k, dt = c.split(":")
             row(f"GPU time: conv {k}x{k} {ci}->{co} {hw}² x{n} {dt}", v, peer.get(c), "ms")
+            if c in wino:   # conv.py's LUMEN_VK_CONV_F32=winograd run of the f32 3x3 cases
+                row(f"GPU time: conv {k}x{k} {ci}->{co} {hw}² x{n} {dt} winograd", wino[c], peer.get(c), "ms")
     t = read(out, "k_vae.log")
     if t:
         for line in t.splitlines():
