@@ -37,7 +37,7 @@ int lm_vk_fa512_parts(int64_t bh, int64_t lq, int share);
 /* nn_attn_fa.c: queries a piece of the D > 256 attention on two products
  * takes, over b batch entries of h heads, lq queries and lk keys: 0 all of
  * them for one image's batch entries at once (their f32 scores fit 256
- * MiB), else that many of one (batch, head) (a multiple of 64) */
+ * MiB), else that many of one (batch, head): a multiple of 64, or lq */
 int64_t lm_vk_attn_gemm_rows(int64_t b, int64_t h, int64_t lq, int64_t lk, int share);
 /* (4) nn_norm.c: few enough rows (of a long norm) for the split kernel */
 bool lm_vk_norm_split_rows(int64_t rows, int share);

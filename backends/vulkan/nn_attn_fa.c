@@ -328,7 +328,8 @@ int64_t lm_vk_attn_gemm_rows(int64_t b, int64_t h, int64_t lq, int64_t lk, int s
     int64_t b1 = lm_vk_share_div(b, share), row = 4 * (lk > 0 ? lk : 1);
     if (b1 * h * lq <= GEMM_SCORES / row) return 0;
     int64_t r = GEMM_SCORES / row / 64 * 64;
-    return r < 64 ? 64 : r;
+    r = r < 64 ? 64 : r;
+    return r < lq ? r : lq;
 }
 
 /* LUMEN_VK_ATTN512: "gemm" (or 1) or "simt" (or 0) forces either, unset
