@@ -437,9 +437,53 @@ static void attn_path_cases(const attn_path *p, const actx *cc, size_t n, const 
  * sliced off the alignment), NaN/Inf/zeros in q; f16, bf16 and (forced
  * only) f32, within each dtype's tolerance of the CPU.  Every case must
  * take the path, and none with LUMEN_VK_ATTN512=simt (or 0). */
+/* the two-product path in plan mode (lm_device_plan, a model's prewarm):
+ * its pipelines start and nothing runs or is left behind (no scratch kept,
+ * not counted as run), and the real evaluation after it starts no
+ * pipeline of its own.  First in the process for these pipelines
+ * (nn_attn_sm is only this path's). */
+static void attn_gemm_plan(void)
+{
+    int64_t s[4] = {1, 1, 100, 512};
+    lm_array *in[3];
+    for (int k = 0; k < 3; k++) {
+        lm_array *c = shaped(4, s, LM_F16, -1, 1, 0);
+        in[k] = lm_array_to(c, vk);
+        assert_int_equal(lm_array_eval(in[k]), LM_OK);
+        lm_array_release(c);
+    }
+    size_t active = lm_device_memory(vk).active;
+    int64_t s0 = lm_vulkan_pipelines_started(), runs = lm_vulkan_attn_gemm_count();
+    lm_status st = lm_device_plan(vk, true);
+    if (st == LM_ERR_UNSUPPORTED) {   /* no compile threads: nothing to plan */
+        printf("test_attention_gemm: plan mode not offered here (%s)\n", lm_error_message());
+        lm_error_clear();
+    } else {
+        assert_int_equal(st, LM_OK);
+        lm_array *o = lm_attention(in[0], in[1], in[2], NULL, false, 0);
+        assert_int_equal(lm_array_eval(o), LM_OK);
+        lm_array_release(o);
+        assert_int_equal(lm_device_plan(vk, false), LM_OK);
+        assert_int_equal(lm_vulkan_attn_gemm_count(), runs);
+        assert_int_equal(lm_device_memory(vk).active, active);
+        int64_t s1 = lm_vulkan_pipelines_started();
+        assert_true(s1 > s0);
+        o = lm_attention(in[0], in[1], in[2], NULL, false, 0);
+        assert_int_equal(lm_array_eval(o), LM_OK);
+        lm_array_release(o);
+        assert_int_equal(lm_vulkan_attn_gemm_count(), runs + 1);
+        printf("test_attention_gemm: plan mode started %lld pipelines, the evaluation after it %lld\n",
+               (long long)(s1 - s0), (long long)(lm_vulkan_pipelines_started() - s1));
+        assert_int_equal(lm_vulkan_pipelines_started(), s1);
+    }
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
 static void test_attention_gemm(void **state)
 {
     (void)state;
+    setenv("LUMEN_VK_ATTN512", "gemm", 1);
+    attn_gemm_plan();
     const actx cc[] = {
         {1, 1, 1, 70, 130, 512, 512, 0, false, AV_NONE, false},
         {1, 2, 1, 65, 65, 512, 512, 0, true, AV_NONE, false},
