@@ -8,6 +8,9 @@
  * the scores computed by both): the second where there are few query
  * blocks to spread over the GPU (a VAE's single-head attention);
  * LUMEN_VK_ATTN_SPLIT=0/1 forces either.
+ * Where the device has tensor cores, f16 / bf16 attention with D over 256
+ * and no mask runs instead as two matrix products around a softmax
+ * (run_gemm below; LUMEN_VK_ATTN512=gemm|simt forces either way).
  *
  * The kernel reads rows of 8 elements as vectors, so q, k and v must have a
  * unit-stride head dim and offsets and other strides that keep each row

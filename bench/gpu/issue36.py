@@ -25,11 +25,12 @@ sys.path.insert(0, HERE)
 
 # (B, H, L, D, dtype, causal): the table, the head dims it names, Z-Image's
 # joint sequence and the SD / SDXL VAE's mid-block attention (one head of 512 at
-# 512² and 1024²: vkbench times those also on each path, _gemm and _simt)
+# 512² and 1024², and f32 as SDXL's VAE runs: vkbench times those also on each
+# path forced, _gemm and _simt)
 ATTN = [(1, 24, 4096, 128, "f16", False), (1, 24, 4096, 128, "f16", True), (1, 24, 4096, 128, "bf16", False),
         (1, 24, 4096, 128, "bf16", True), (1, 24, 4096, 128, "f32", False), (1, 24, 4096, 64, "f16", False),
         (1, 24, 4096, 64, "bf16", False), (1, 30, 4224, 128, "bf16", False), (1, 1, 4096, 512, "f16", False),
-        (1, 1, 16384, 512, "f16", False)]
+        (1, 1, 16384, 512, "f16", False), (1, 1, 4096, 512, "f32", False)]
 NUM = r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
 
 
