@@ -125,7 +125,8 @@ def kernels(out):
     for side in ("mm", "attn", "nn"):
         lum, peer = vkstyle(read(out, f"k_{side}_lumen.log")), vkstyle(read(out, f"k_{side}_peer.log"))
         for k, v in lum.items():
-            p = peer.get(k)
+            # attention's forced paths (_gemm, _simt) beside the shape's one peer figure
+            p = peer.get(k) or (peer.get(re.sub(r"_(gemm|simt)$", "", k)) if side == "attn" else None)
             rate = v[3] != "ms"
             name = {"mm": "GEMM ", "attn": "attention ", "nn": "wall: "}[side] + k
             row(name, v[:3], p[:3] if p else None, v[3], higher_better=rate)
