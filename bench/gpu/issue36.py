@@ -6,7 +6,7 @@
       scaled_dot_product_attention in the same run, medians of 9 [min-max];
       each side's lines written as "name median [min-max] ms"; D = 512 three
       times: the default, and the two-product and SIMT paths forced (_gemm,
-      _simt) beside the same SDPA figure
+      _simt) beside the same SDPA figure; ISSUE36_ATTN_D=512 times those rows only
   nn-peer    compare.py's PyTorch figures of vkbench VKBENCH_ONLY=nn (conv 3x3
       128ch 512² f32 / f16, attention L4096 D128 f32 / f16 / causal), one
       "name median [min-max] unit" line each
@@ -25,12 +25,12 @@ sys.path.insert(0, HERE)
 
 # (B, H, L, D, dtype, causal): the issue's table, the head dims it names, Z-Image's
 # joint sequence and the SD / SDXL VAE's mid-block attention (one head of 512 at
-# 512² and 1024², and f32 as SDXL's VAE runs: vkbench times those also on each
-# path forced, _gemm and _simt)
+# 512² and 1024², bf16 as Z-Image's VAE and f32 as SDXL's run: vkbench times
+# those also on each path forced, _gemm and _simt)
 ATTN = [(1, 24, 4096, 128, "f16", False), (1, 24, 4096, 128, "f16", True), (1, 24, 4096, 128, "bf16", False),
         (1, 24, 4096, 128, "bf16", True), (1, 24, 4096, 128, "f32", False), (1, 24, 4096, 64, "f16", False),
         (1, 24, 4096, 64, "bf16", False), (1, 30, 4224, 128, "bf16", False), (1, 1, 4096, 512, "f16", False),
-        (1, 1, 16384, 512, "f16", False), (1, 1, 4096, 512, "f32", False)]
+        (1, 1, 16384, 512, "f16", False), (1, 1, 4096, 512, "bf16", False), (1, 1, 4096, 512, "f32", False)]
 NUM = r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
 
 
@@ -38,8 +38,10 @@ def attn(vk, lpath, ppath):
     import attn_khr
     os.environ.setdefault("VKBENCH_ATTN_WARM", "1")   # vkbench's warm-up before the 9 timed runs
     shapes = ATTN
+    if os.environ.get("ISSUE36_ATTN_D"):   # one head dim only (ISSUE36_ATTN_D=512: the VAE rows)
+        shapes = [s for s in ATTN if s[3] == int(os.environ["ISSUE36_ATTN_D"])]
     if os.environ.get("ISSUE36_QUICK"):   # a smoke run: small L
-        shapes = [(b, h, max(L // 32, 16), d, dt, c) for b, h, L, d, dt, c in ATTN]
+        shapes = [(b, h, max(L // 32, 16), d, dt, c) for b, h, L, d, dt, c in shapes]
     lum = attn_khr.lumen(vk, False, {}, shapes)
     with open(lpath, "w") as f:
         for k, (m, lo, hi) in lum.items():
