@@ -496,8 +496,8 @@ static bool gemm_next(const lm_array *node, int64_t rows, gemm_piece *p, bool fi
 /* does the GEMM path take node (forced: LUMEN_VK_ATTN512=gemm)?  D or Dv
  * over 256, no mask, f16/bf16 q, k and v of one dtype (f32 too where
  * forced), an output as theirs or f32, rows of the output on the device's
- * binding alignment, 32-bit indices; by default only where the first
- * product runs on tensor cores */
+ * binding alignment, 32-bit indices, a piece's scores within one binding;
+ * by default only where the first product runs on tensor cores */
 static bool gemm_takes(lm_vk_dev *v, const lm_array *node)
 {
     int want = gemm_wanted();
@@ -516,7 +516,8 @@ static bool gemm_takes(lm_vk_dev *v, const lm_array *node)
     int64_t rows = gemm_rows(node);
     int64_t batch = rows ? 1 : lm_vk_share_div(q->shape[0], lm_array_share(node)) * q->shape[1];
     int64_t m = rows ? (rows < Lq ? rows : Lq) : Lq;
-    if (batch * m * Lk >= INT32_MAX) return false;
+    /* the scores of a piece in one binding (maxStorageBufferRange) and 32-bit indices */
+    if (batch * m * Lk >= INT32_MAX || (VkDeviceSize)(4 * batch * m * Lk) > v->feat.max_range) return false;
     gemm_piece p;
     gemm_next(node, rows, &p, true);
     lm_vk_gemm g1, g2;
