@@ -5,7 +5,8 @@
  * Vulkan kernel choice that depends on a problem's size
  * (backends/vulkan/choice.h: the conv's split-K parts and halo tile, the
  * f16 GEMM tile of the KHR/NV and cm2 kernels, the D = 512 attention
- * split, the long-row and the strided norm choices, the f32 tiles and the
+ * split and the pieces of its two-product path, the long-row and the
+ * strided norm choices, the f32 tiles and the
  * plain matmul's paths) makes, for B images stacked
  * (batch 2B, share B, or M counting B images' rows), the choice of one
  * image (batch 2, share 1), at sizes on both sides of each threshold; and
@@ -191,6 +192,32 @@ static void test_fa512(void **state)
     assert_true(moved > before);
 }
 
+/* the D > 256 attention on two products: its pieces (every query of one
+ * image's batch entries at once, or pieces of rows of one head) */
+static void test_attn_gemm(void **state)
+{
+    (void)state;
+    int before = moved;
+    const int64_t lks[] = {1, 64, 4096, 9000, 16384, 70000};
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t b = 1; b <= 2; b++)
+            for (int64_t heads = 1; heads <= 3; heads++)
+                for (size_t k = 0; k < sizeof lks / sizeof *lks; k++)
+                    for (int64_t lq = 1; lq <= 40000; lq += 997) {
+                        int B = shares[i];
+                        int64_t one = lm_vk_attn_gemm_rows(b, heads, lq, lks[k], 1);
+                        assert_int_equal(lm_vk_attn_gemm_rows(B * b, heads, lq, lks[k], B), one);
+                        moved += lm_vk_attn_gemm_rows(B * b, heads, lq, lks[k], 1) != one;
+                    }
+    /* the SD VAE's mid block at 512x512 (4096 tokens): all at once, 8
+     * images stacked too; SDXL's at 1024x1024: pieces of 4096 queries */
+    assert_int_equal(lm_vk_attn_gemm_rows(1, 1, 4096, 4096, 1), 0);
+    assert_int_equal(lm_vk_attn_gemm_rows(8, 1, 4096, 4096, 8), 0);
+    assert_int_equal(lm_vk_attn_gemm_rows(8, 1, 4096, 4096, 1), 4096);
+    assert_int_equal(lm_vk_attn_gemm_rows(1, 1, 16384, 16384, 1), 4096);
+    assert_true(moved > before);
+}
+
 static void test_norms(void **state)
 {
     (void)state;
@@ -321,7 +348,8 @@ int main(void)
         cmocka_unit_test(test_halo_tile),
         cmocka_unit_test(test_coop_tile),   cmocka_unit_test(test_cm2_tile), cmocka_unit_test(test_f32_tile),
         cmocka_unit_test(test_mm_paths),
-        cmocka_unit_test(test_fa512),       cmocka_unit_test(test_norms), cmocka_unit_test(test_wino_rows),
+        cmocka_unit_test(test_fa512),       cmocka_unit_test(test_attn_gemm), cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_wino_rows),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!vk) {

@@ -427,6 +427,93 @@ static void attn_path_cases(const attn_path *p, const actx *cc, size_t n, const 
     assert_int_equal(p->count(), before);
 }
 
+/* D > 256 as two matrix products around a softmax (nn_attn_fa.c's
+ * run_gemm; the default only where the products run on tensor cores, so
+ * here LUMEN_VK_ATTN512=gemm forces it onto the matmul kernels lavapipe
+ * has): every query of all heads at once, and pieces of 32 queries of one
+ * head (LUMEN_VK_ATTN512_ROWS=32: several pieces, the last one partial),
+ * L = 1, batch x heads > 1 with grouped heads, causal with Lq != Lk both
+ * ways, D != Dv, views read through strides (transposed, strided head dim,
+ * sliced off the alignment), NaN/Inf/zeros in q; f16, bf16 and (forced
+ * only) f32, within each dtype's tolerance of the CPU.  Every case must
+ * take the path, and none with LUMEN_VK_ATTN512=simt (or 0). */
+/* the two-product path in plan mode (lm_device_plan, a model's prewarm):
+ * its pipelines start and nothing runs or is left behind (no scratch kept,
+ * not counted as run), and the real evaluation after it starts no
+ * pipeline of its own.  First in the process for these pipelines
+ * (nn_attn_sm is only this path's). */
+static void attn_gemm_plan(void)
+{
+    int64_t s[4] = {1, 1, 100, 512};
+    lm_array *in[3];
+    for (int k = 0; k < 3; k++) {
+        lm_array *c = shaped(4, s, LM_F16, -1, 1, 0);
+        in[k] = lm_array_to(c, vk);
+        assert_int_equal(lm_array_eval(in[k]), LM_OK);
+        lm_array_release(c);
+    }
+    size_t active = lm_device_memory(vk).active;
+    int64_t s0 = lm_vulkan_pipelines_started(), runs = lm_vulkan_attn_gemm_count();
+    lm_status st = lm_device_plan(vk, true);
+    if (st == LM_ERR_UNSUPPORTED) {   /* no compile threads: nothing to plan */
+        printf("test_attention_gemm: plan mode not offered here (%s)\n", lm_error_message());
+        lm_error_clear();
+    } else {
+        assert_int_equal(st, LM_OK);
+        lm_array *o = lm_attention(in[0], in[1], in[2], NULL, false, 0);
+        assert_int_equal(lm_array_eval(o), LM_OK);
+        lm_array_release(o);
+        assert_int_equal(lm_device_plan(vk, false), LM_OK);
+        assert_int_equal(lm_vulkan_attn_gemm_count(), runs);
+        assert_int_equal(lm_device_memory(vk).active, active);
+        int64_t s1 = lm_vulkan_pipelines_started();
+        assert_true(s1 > s0);
+        o = lm_attention(in[0], in[1], in[2], NULL, false, 0);
+        assert_int_equal(lm_array_eval(o), LM_OK);
+        lm_array_release(o);
+        assert_int_equal(lm_vulkan_attn_gemm_count(), runs + 1);
+        printf("test_attention_gemm: plan mode started %lld pipelines, the evaluation after it %lld\n",
+               (long long)(s1 - s0), (long long)(lm_vulkan_pipelines_started() - s1));
+        assert_int_equal(lm_vulkan_pipelines_started(), s1);
+    }
+    for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
+static void test_attention_gemm(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_ATTN512", "gemm", 1);
+    attn_gemm_plan();
+    const actx cc[] = {
+        {1, 1, 1, 70, 130, 512, 512, 0, false, AV_NONE, false},
+        {1, 2, 1, 65, 65, 512, 512, 0, true, AV_NONE, false},
+        {1, 1, 1, 1, 1, 512, 512, 0, false, AV_NONE, false},
+        {2, 1, 1, 40, 64, 512, 512, 0, false, AV_LH, false},
+        {2, 2, 2, 33, 50, 512, 512, 0, true, AV_DL, false},
+        {1, 2, 2, 45, 45, 512, 512, 0, false, AV_SLICE, false},
+        {1, 2, 1, 40, 70, 512, 512, 0, false, AV_NONE, true},
+        {1, 3, 1, 70, 40, 320, 512, 0, true, AV_NONE, false},
+        {2, 1, 1, 50, 60, 512, 96, 0, false, AV_NONE, false},
+    };
+    const char *rows[2] = {NULL, "32"};
+    setenv("LUMEN_TEST_ATTN_GEMM", "1", 1);
+    for (int r = 0; r < 2; r++) {
+        setenv("LUMEN_VK_ATTN512", "gemm", 1);
+        if (rows[r]) setenv("LUMEN_VK_ATTN512_ROWS", rows[r], 1);
+        const attn_path p = {"test_attention_gemm", lm_vulkan_attn_gemm_count,
+                             rows[r] ? "two products, pieces of 32 queries" : "two products", NULL,
+                             "LUMEN_VK_ATTN512", "LUMEN_TEST_ATTN_GEMM"};
+        attn_path_cases(&p, cc, sizeof cc / sizeof *cc, (const lm_dtype[]){LM_F16, LM_BF16, LM_F32}, 3);
+        setenv("LUMEN_VK_ATTN512", "simt", 1);
+        int64_t before = lm_vulkan_attn_gemm_count();
+        attn_case(&cc[0], LM_F16);
+        assert_int_equal(lm_vulkan_attn_gemm_count(), before);
+        unsetenv("LUMEN_VK_ATTN512_ROWS");
+    }
+    unsetenv("LUMEN_VK_ATTN512");
+    unsetenv("LUMEN_TEST_ATTN_GEMM");
+}
+
 /* the tensor-core kernels (nn_attn_khr*.comp: f16 q/k/v, D = Dv up to 256,
  * masks; else nn_attn_coop*.comp, D = Dv = 64 or 128, no mask; taken only
  * where the device has cooperative matrices, so on lavapipe these run on
@@ -738,7 +825,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_softmax), VK_TEST(test_norms), VK_TEST(test_norms_vec), VK_TEST(test_attention), VK_TEST(test_attention_fast),
-        VK_TEST(test_attention_fast512), VK_TEST(test_attention_coop), VK_TEST(test_attention_coop_bf16),
+        VK_TEST(test_attention_fast512), VK_TEST(test_attention_gemm), VK_TEST(test_attention_coop), VK_TEST(test_attention_coop_bf16),
         VK_TEST(test_attention_cm2),
         VK_TEST(test_rope), VK_TEST(test_tri), VK_TEST(test_one_hot), VK_TEST(test_fallback),
         VK_TEST(test_memory), VK_TEST(test_summary),

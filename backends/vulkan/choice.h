@@ -38,6 +38,11 @@ int lm_vk_cm2_first(int64_t m, int64_t n, int64_t batch, int share);
 /* (3) nn_attn_fa.c: workgroups a query block of D = 512 attention over bh
  * (batch x heads) and lq queries: 2 or 1 */
 int lm_vk_fa512_parts(int64_t bh, int64_t lq, int share);
+/* nn_attn_fa.c: queries a piece of the D > 256 attention on two products
+ * takes, over b batch entries of h heads, lq queries and lk keys: 0 all of
+ * them for one image's batch entries at once (their f32 scores fit 256
+ * MiB), else that many of one (batch, head): a multiple of 64, or lq */
+int64_t lm_vk_attn_gemm_rows(int64_t b, int64_t h, int64_t lq, int64_t lk, int share);
 /* (4) nn_norm.c: few enough rows (of a long norm) for the split kernel */
 bool lm_vk_norm_split_rows(int64_t rows, int share);
 /* nn_norm.c: nn_rows a row an invocation (true) or a workgroup a row */

@@ -162,10 +162,10 @@ static lm_status f32_dispatch(lm_vk_dev *v, const lm_vk_f32_tile *t, const uint3
     return lm_vk_dispatch(v, t->shader, spec, 12, args, 3, pc, sizeof *pc, gx, gy, (uint32_t)batch);
 }
 
-static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch)
+static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch, int share)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
-    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false, pc->M, pc->N, batch, lm_array_share(node));
+    const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false, pc->M, pc->N, batch, share);
     bool a_k = pc->sak == 1 || pc->sam != 1, b_n = pc->sbn == 1 || pc->sbk != 1;
     bool a_vec = a_k ? vec4_ok(a, pc->off_a, pc->sam, pc->sak, pc, pc->bsa)
                      : vec4_ok(a, pc->off_a, pc->sak, pc->sam, pc, pc->bsa);
@@ -217,43 +217,100 @@ bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)
     return plan(v, node, &pc);
 }
 
-lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
+/* the product pc describes into node (inputs and output as node's), its
+ * size-dependent choices made as `share` says (choice.h) */
+static lm_status mm_dispatch(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch, int share)
 {
-    mm_pc pc;
-    if (!plan(v, node, &pc))
-        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: matmul shape beyond one dispatch");
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
-    int64_t mn = (int64_t)pc.M * pc.N;
-    int64_t batch = mn > 0 ? node->size / mn : 1;
-    if (pc.K == 0)     /* an empty sum: zeros */
-        return lm_vk_fill(v, lm_vk_mem_of(node), node->dtype, node->size, 0.0);
     /* f16 on VK_NV_cooperative_matrix2 (matmul_cm2.c), then f16 and bf16 on
      * subgroup-scope tensor cores where the device has them (matmul_coop.c) */
-    if (lm_vk_cm2_fits(v, node, &pc, batch)) {
-        lm_status cst = lm_vk_run_matmul_cm2(v, node, &pc, batch);
+    if (lm_vk_cm2_fits(v, node, pc, batch, share)) {
+        lm_status cst = lm_vk_run_matmul_cm2(v, node, pc, batch, share);
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
-    if (lm_vk_coop_fits(v, node, &pc, batch)) {
-        lm_status cst = lm_vk_run_matmul_coop(v, node, &pc, batch);
+    if (lm_vk_coop_fits(v, node, pc, batch, share)) {
+        lm_status cst = lm_vk_run_matmul_coop(v, node, pc, batch, share);
         return cst == LM_OK ? cst : lm_error_prefix("matmul");
     }
     /* big products: vec4 loads, double-buffered tiles (matmul_f32);
      * below 128x128 outputs its tiles would leave most of a GPU idle.  A
      * stacked call decides by one image's rows (choice.h) */
-    if (lm_vk_mm_size(pc.M, pc.N, batch, lm_array_share(node)) >= 128 * 128 && v->feat.max_shared >= 32768 &&
+    if (lm_vk_mm_size(pc->M, pc->N, batch, share) >= 128 * 128 && v->feat.max_shared >= 32768 &&
         !getenv_off("LUMEN_VK_MM_F32")) {
-        lm_status fst = run_f32(v, node, &pc, batch);
+        lm_status fst = run_f32(v, node, pc, batch, share);
         return fst == LM_OK ? fst : lm_error_prefix("matmul");
     }
     /* big tiles (8x8 per thread) for big products, 4x4 otherwise */
-    bool big = lm_vk_mm_size(pc.M, pc.N, batch, lm_array_share(node)) >= 512 * 512;
+    bool big = lm_vk_mm_size(pc->M, pc->N, batch, share) >= 512 * 512;
     uint32_t bm = big ? 128 : 64;
     uint32_t spec[10] = {a->dtype, b->dtype, node->dtype, 0, 0, 0, 0, 0,
-                         pc.sak == 1 || pc.sam != 1, pc.sbn == 1 || pc.sbk != 1};
+                         pc->sak == 1 || pc->sam != 1, pc->sbn == 1 || pc->sbk != 1};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
                          {lm_vk_mem_of(node), true}};
-    lm_status st = lm_vk_dispatch(v, big ? "matmul_big" : "matmul", spec, 10, args, 3, &pc, sizeof pc,
-                                  (uint32_t)((pc.N + bm - 1) / bm), (uint32_t)((pc.M + bm - 1) / bm),
+    lm_status st = lm_vk_dispatch(v, big ? "matmul_big" : "matmul", spec, 10, args, 3, pc, sizeof *pc,
+                                  (uint32_t)((pc->N + bm - 1) / bm), (uint32_t)((pc->M + bm - 1) / bm),
                                   (uint32_t)batch);
     return st == LM_OK ? st : lm_error_prefix("matmul");
+}
+
+lm_status lm_vk_run_matmul(lm_vk_dev *v, lm_array *node)
+{
+    mm_pc pc;
+    if (!plan(v, node, &pc))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: matmul shape beyond one dispatch");
+    int64_t mn = (int64_t)pc.M * pc.N;
+    int64_t batch = mn > 0 ? node->size / mn : 1;
+    if (pc.K == 0)     /* an empty sum: zeros */
+        return lm_vk_fill(v, lm_vk_mem_of(node), node->dtype, node->size, 0.0);
+    return mm_dispatch(v, node, &pc, batch, lm_array_share(node));
+}
+
+/* A stand-in for a matmul node over g's buffers: the kernels read only the
+ * dtypes, the inputs and the buffers' handles of what they are given. */
+typedef struct gemm_node {
+    lm_array a, b, c;
+    lm_array *in[2];
+    lm_buffer ba, bb, bc;
+} gemm_node;
+
+static void gemm_node_init(gemm_node *n, const lm_vk_gemm *g)
+{
+    memset(n, 0, sizeof *n);
+    n->ba.handle = (void *)(uintptr_t)g->a;
+    n->bb.handle = (void *)(uintptr_t)g->b;
+    n->bc.handle = (void *)(uintptr_t)g->c;
+    n->a.dtype = g->ta;
+    n->b.dtype = g->tb;
+    n->c.dtype = g->tc;
+    n->a.buf = &n->ba;
+    n->b.buf = &n->bb;
+    n->c.buf = &n->bc;
+    n->in[0] = &n->a;
+    n->in[1] = &n->b;
+    n->c.ninputs = 2;
+    n->c.inputs = n->in;
+}
+
+bool lm_vk_gemm_fits(lm_vk_dev *v, const lm_vk_gemm *g, bool *tensor_cores)
+{
+    if (!mm_dtype(g->ta) || !mm_dtype(g->tb) || !mm_dtype(g->tc) || g->pc.nb < 0 || g->pc.nb > 4 ||
+        g->batch < 1 || g->batch > v->feat.max_groups[2] || (g->pc.N + 63) / 64 > (int64_t)v->feat.max_groups[0] ||
+        (g->pc.M + 63) / 64 > (int64_t)v->feat.max_groups[1] || g->pc.K < 1)
+        return false;
+    gemm_node n;
+    gemm_node_init(&n, g);
+    if (tensor_cores)
+        *tensor_cores = lm_vk_cm2_fits(v, &n.c, &g->pc, g->batch, g->share) ||
+                        lm_vk_coop_fits(v, &n.c, &g->pc, g->batch, g->share);
+    return true;
+}
+
+lm_status lm_vk_gemm_run(lm_vk_dev *v, const lm_vk_gemm *g)
+{
+    if (!lm_vk_gemm_fits(v, g, NULL))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: matmul on buffers: %d x %d x %d, batch %lld beyond one "
+                            "dispatch", g->pc.M, g->pc.N, g->pc.K, (long long)g->batch);
+    gemm_node n;
+    gemm_node_init(&n, g);
+    return mm_dispatch(v, &n.c, &g->pc, g->batch, g->share);
 }

@@ -149,7 +149,7 @@ typedef struct cm2_plan {
     int32_t sa, sb;              /* their outer strides */
 } cm2_plan;
 
-static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, cm2_plan *p)
+static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share, cm2_plan *p)
 {
     const lm_vk_features *ft = &v->feat;
     /* opt-in until measured: written without a device that has the
@@ -167,7 +167,7 @@ static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int6
         say_once("the device does not list VK_NV_cooperative_matrix2 with workgroup-scope f16 shapes");
         return false;
     }
-    if (!(p->t = pick_tile(ft, pc, batch, lm_array_share(node), f16_out))) {
+    if (!(p->t = pick_tile(ft, pc, batch, share, f16_out))) {
         say_once("no cm2 tile fits the device's shapes, or the SPIR-V file has none (without glslang 15 the "
                  "build has none: mk/glslang.mk)");
         return false;
@@ -184,16 +184,16 @@ static bool plan(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int6
     return true;
 }
 
-bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
     cm2_plan p;
-    return plan(v, node, pc, batch, &p);
+    return plan(v, node, pc, batch, share, &p);
 }
 
-lm_status lm_vk_run_matmul_cm2(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+lm_status lm_vk_run_matmul_cm2(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
     cm2_plan p;
-    if (!plan(v, node, pc, batch, &p))
+    if (!plan(v, node, pc, batch, share, &p))
         return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no cooperative-matrix-2 kernel for this matmul");
     const cm2_tile *t = p.t;
     /* the outer strides where the shader reads them, as layout_of gave them */

@@ -163,7 +163,7 @@ static int gemm_wanted(void)
     return 0;
 }
 
-static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
     const lm_vk_features *ft = &v->feat;
     coop_pick none = {NULL, false, false};
@@ -191,7 +191,7 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     /* bf16: native fragments first (the KHR path), the tiles as f16's */
     const char *nat = getenv("LUMEN_VK_BF16");
     if (bf16 && want == 0 && !(nat && !strcmp(nat, "0"))) {
-        bool big = lm_vk_coop_big(pc->M, pc->N, batch, lm_array_share(node));
+        bool big = lm_vk_coop_big(pc->M, pc->N, batch, share);
         const coop_variant *c = env && *env ? find_native(ft, env) : NULL;
         if (!c) c = find_native(ft, big ? "128x256s1" : "k64s1");
         if (!c) c = find_native(ft, "n8");
@@ -199,7 +199,7 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     }
     for (int khr = want == 0; khr >= 0; khr--) {
         const coop_variant *c = env && *env ? find(ft, env, khr, bf16) : NULL;
-        if (!c) c = pick_tile(ft, pc, batch, lm_array_share(node), khr, bf16);
+        if (!c) c = pick_tile(ft, pc, batch, share, khr, bf16);
         if (c) return (coop_pick){c, khr != 0, false};
         /* an explicit khr that cannot be had here: said once */
         static bool said;
@@ -215,9 +215,9 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     return none;
 }
 
-bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
-    return variant_for(v, node, pc, batch).c != NULL;
+    return variant_for(v, node, pc, batch, share).c != NULL;
 }
 
 /* can a 16-byte load start at every chunk of 8 along the contiguous dim? */
@@ -343,9 +343,9 @@ static lm_status run_bf16(lm_vk_dev *v, coop_pick c, lm_array *node, const lm_vk
     return st;
 }
 
-lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch)
+lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
-    coop_pick c = variant_for(v, node, pc, batch);
+    coop_pick c = variant_for(v, node, pc, batch, share);
     if (!c.c) return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: no cooperative-matrix kernel for this matmul");
     if (node->inputs[0]->dtype == LM_BF16 && !c.native) return run_bf16(v, c, node, pc, batch);
     return gemm(v, c, node, lm_vk_mem_of(node->inputs[0]), lm_vk_mem_of(node->inputs[1]), NULL, pc, sizeof *pc,

@@ -8,6 +8,9 @@
  * the scores computed by both): the second where there are few query
  * blocks to spread over the GPU (a VAE's single-head attention);
  * LUMEN_VK_ATTN_SPLIT=0/1 forces either.
+ * Where the device has tensor cores, f16 / bf16 attention with D over 256
+ * and no mask runs instead as two matrix products around a softmax
+ * (run_gemm below; LUMEN_VK_ATTN512=gemm|simt forces either way).
  *
  * The kernel reads rows of 8 elements as vectors, so q, k and v must have a
  * unit-stride head dim and offsets and other strides that keep each row
@@ -299,6 +302,258 @@ static void khr_strides(const lm_array *a, int32_t *off, int32_t *st, int n)
     for (int d = 0; d < n; d++) st[d] = (int32_t)a->strides[d];
 }
 
+/* ---- D > 256 as two matrix products around a softmax (run_gemm) ----
+ * For each piece of queries: S = Q_piece K^T (f32, the matmul kernels:
+ * cm2 / KHR / NV tensor cores where the device has them, the f32-arithmetic
+ * tiles elsewhere), P = softmax(scale * S) row by row (nn_attn_sm.comp: f32,
+ * max-subtracted, stored in the inputs' dtype as SDPA's math path does, so
+ * the second product runs on the tensor cores too; LUMEN_VK_ATTN512_P=f32
+ * keeps P in f32), O_piece = P V straight into the output.  A piece is
+ * every query of one image's batch entries (all heads) where their scores
+ * fit GEMM_SCORES bytes, else GEMM rows of queries of one (batch, head):
+ * the output's batch stride is Lq rows, so a piece of fewer rows takes one
+ * head.  The piece is chosen from one image's part (choice.h,
+ * lm_vk_attn_gemm_rows) and every product of a piece counts as one
+ * image's, so stacked images keep single runs' bytes.  Causal masks keys
+ * in the softmax (the products still cover them); other masks stay on the
+ * SIMT kernels. */
+#define GEMM_SCORES ((int64_t)256 << 20)
+
+static int64_t gemm_runs;
+
+int64_t lm_vulkan_attn_gemm_count(void)
+{
+    return gemm_runs;
+}
+
+int64_t lm_vk_attn_gemm_rows(int64_t b, int64_t h, int64_t lq, int64_t lk, int share)
+{
+    int64_t b1 = lm_vk_share_div(b, share), row = 4 * (lk > 0 ? lk : 1);
+    if (b1 * h * lq <= GEMM_SCORES / row) return 0;
+    int64_t r = GEMM_SCORES / row / 64 * 64;
+    r = r < 64 ? 64 : r;
+    return r < lq ? r : lq;
+}
+
+/* LUMEN_VK_ATTN512: "gemm" (or 1) or "simt" (or 0) forces either, unset
+ * (or anything else) chooses */
+static int gemm_wanted(void)
+{
+    const char *e = getenv("LUMEN_VK_ATTN512");
+    if (!e || !*e) return -1;
+    return !strcmp(e, "gemm") || !strcmp(e, "1") ? 1 : !strcmp(e, "simt") || !strcmp(e, "0") ? 0 : -1;
+}
+
+/* rows a piece: LUMEN_VK_ATTN512_ROWS=<n> (pieces of n queries of one
+ * head), else the choice */
+static int64_t gemm_rows(const lm_array *node)
+{
+    const lm_array *q = node->inputs[0];
+    const char *e = getenv("LUMEN_VK_ATTN512_ROWS");
+    if (e && atoll(e) > 0) return atoll(e);
+    return lm_vk_attn_gemm_rows(q->shape[0], q->shape[1], q->shape[2], node->inputs[1]->shape[2],
+                                lm_array_share(node));
+}
+
+static lm_dtype gemm_pdt(const lm_array *node)
+{
+    const char *e = getenv("LUMEN_VK_ATTN512_P");
+    return e && !strcmp(e, "f32") ? LM_F32 : node->inputs[0]->dtype;
+}
+
+/* the batch dims of a piece of n batch entries (all heads: hk key heads of
+ * grp query heads), or one head (n 0): shape and the strides of operand a
+ * (query-head dims sa0, sa1 per query head) and b (key heads) */
+static void gemm_batch(lm_vk_mm_pc *pc, int64_t n, int64_t hk, int64_t grp, const int64_t sa[2], const int64_t sb[2])
+{
+    int64_t sh[3] = {n, hk, grp}, st_a[3] = {sa[0], grp * sa[1], sa[1]}, st_b[3] = {sb[0], sb[1], 0};
+    pc->nb = 0;
+    for (int d = 0; d < 3 && n > 0; d++) {
+        if (sh[d] == 1) continue;
+        pc->bshape[pc->nb] = (int32_t)sh[d];
+        pc->bsa[pc->nb] = (int32_t)st_a[d];
+        pc->bsb[pc->nb] = (int32_t)st_b[d];
+        pc->nb++;
+    }
+    if (pc->nb == 0) {
+        pc->nb = 1;
+        pc->bshape[0] = 1;
+        pc->bsa[0] = pc->bsb[0] = 0;
+    }
+}
+
+typedef struct gemm_piece {
+    int64_t b, n, h, q0, m;   /* batch entry b (n of them, all heads) or head h of it (n 0); queries q0.. q0+m */
+} gemm_piece;
+
+/* the two products of a piece; the second writes into the output (where
+ * out is NULL: into the device's dummy buffer, in plan mode) */
+static void gemm_products(const lm_array *node, const gemm_piece *p, const lm_vk_mem *S, const lm_vk_mem *P,
+                          const lm_vk_mem *out, lm_dtype pdt, lm_vk_gemm *g1, lm_vk_gemm *g2)
+{
+    const lm_array *q = node->inputs[0], *k = node->inputs[1], *val = node->inputs[2];
+    int64_t Hq = q->shape[1], Hk = k->shape[1], grp = Hq / Hk, Lk = k->shape[2];
+    int64_t kh = p->n ? 0 : p->h / grp, qh = p->n ? 0 : p->h;
+    int64_t batch = p->n ? p->n * Hq : 1;
+    memset(g1, 0, sizeof *g1);
+    memset(g2, 0, sizeof *g2);
+    /* S = Q K^T: K's rows are B's columns */
+    g1->a = lm_vk_mem_of(q);
+    g1->b = lm_vk_mem_of(k);
+    g1->c = S;
+    g1->ta = q->dtype;
+    g1->tb = k->dtype;
+    g1->tc = LM_F32;
+    g1->pc.M = (int32_t)p->m;
+    g1->pc.N = (int32_t)Lk;
+    g1->pc.K = (int32_t)q->shape[3];
+    g1->pc.off_a = (int32_t)(q->offset + p->b * q->strides[0] + qh * q->strides[1] + p->q0 * q->strides[2]);
+    g1->pc.off_b = (int32_t)(k->offset + p->b * k->strides[0] + kh * k->strides[1]);
+    g1->pc.sam = (int32_t)q->strides[2];
+    g1->pc.sak = (int32_t)q->strides[3];
+    g1->pc.sbk = (int32_t)k->strides[3];
+    g1->pc.sbn = (int32_t)k->strides[2];
+    int64_t qa[2] = {q->strides[0], q->strides[1]}, kb[2] = {k->strides[0], k->strides[1]};
+    gemm_batch(&g1->pc, p->n, Hk, grp, qa, kb);
+    g1->batch = batch;
+    g1->share = 1;
+    /* O = P V, P contiguous [batch][m][Lk] */
+    g2->a = P;
+    g2->b = lm_vk_mem_of(val);
+    g2->c = out;
+    g2->ta = pdt;
+    g2->tb = val->dtype;
+    g2->tc = node->dtype;
+    g2->pc.M = (int32_t)p->m;
+    g2->pc.N = (int32_t)val->shape[3];
+    g2->pc.K = (int32_t)Lk;
+    g2->pc.off_b = (int32_t)(val->offset + p->b * val->strides[0] + kh * val->strides[1]);
+    g2->pc.sam = (int32_t)Lk;
+    g2->pc.sak = 1;
+    g2->pc.sbk = (int32_t)val->strides[2];
+    g2->pc.sbn = (int32_t)val->strides[3];
+    int64_t pa[2] = {Hq * p->m * Lk, p->m * Lk}, vb[2] = {val->strides[0], val->strides[1]};
+    gemm_batch(&g2->pc, p->n, Hk, grp, pa, vb);
+    g2->batch = batch;
+    g2->share = 1;
+}
+
+/* nn_attn_sm.comp's push constants */
+typedef struct sm_pc {
+    uint32_t rows, len, m, q0;
+    float scale;
+    uint32_t causal;
+} sm_pc;
+
+static lm_status gemm_piece_run(lm_vk_dev *v, lm_array *node, const gemm_piece *p, const lm_vk_mem *S,
+                                const lm_vk_mem *P, lm_dtype pdt)
+{
+    const lm_array *q = node->inputs[0];
+    int64_t Lq = q->shape[2], Dv = node->inputs[2]->shape[3];
+    /* the output rows of the piece, as a window of the output's memory */
+    lm_vk_mem out = *lm_vk_mem_of(node);
+    int64_t first = p->n ? p->b * q->shape[1] * Lq : (p->b * q->shape[1] + p->h) * Lq + p->q0;
+    VkDeviceSize skip = (VkDeviceSize)(first * Dv * (int64_t)lm_dtype_size(node->dtype));
+    out.off += skip;
+    out.size -= skip;
+    out.next_deferred = NULL;
+    lm_vk_gemm g1, g2;
+    gemm_products(node, p, S, P, &out, pdt, &g1, &g2);
+    lm_status st = lm_vk_gemm_run(v, &g1);
+    if (st == LM_OK) {
+        sm_pc pc = {(uint32_t)(g1.batch * p->m), (uint32_t)g1.pc.N, (uint32_t)p->m, (uint32_t)p->q0,
+                    (float)node->params.f[0], node->params.i[0] != 0};
+        uint32_t spec[1] = {pdt};
+        lm_vk_arg args[2] = {{S, false}, {P, true}};
+        st = lm_vk_dispatch(v, "nn_attn_sm", spec, 1, args, 2, &pc, sizeof pc, lm_vk_groups(v, pc.rows, 1), 1, 1);
+    }
+    if (st == LM_OK) st = lm_vk_gemm_run(v, &g2);
+    return st;
+}
+
+/* the pieces in order: the first piece of each kind is the largest */
+static bool gemm_next(const lm_array *node, int64_t rows, gemm_piece *p, bool first)
+{
+    const lm_array *q = node->inputs[0];
+    int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2];
+    if (rows == 0) {   /* one image's batch entries at a time */
+        int64_t b1 = lm_vk_share_div(B, lm_array_share(node));
+        if (first) *p = (gemm_piece){0, b1, 0, 0, Lq};
+        else if ((p->b += b1) >= B) return false;
+        return true;
+    }
+    if (first) p->b = p->h = p->q0 = 0;
+    else if ((p->q0 += rows) >= Lq) {
+        p->q0 = 0;
+        if (++p->h == H) p->h = 0, p->b++;
+        if (p->b == B) return false;
+    }
+    p->n = 0;
+    p->m = Lq - p->q0 < rows ? Lq - p->q0 : rows;
+    return true;
+}
+
+/* does the GEMM path take node (forced: LUMEN_VK_ATTN512=gemm)?  D or Dv
+ * over 256, no mask, f16/bf16 q, k and v of one dtype (f32 too where
+ * forced), an output as theirs or f32, rows of the output on the device's
+ * binding alignment, 32-bit indices, a piece's scores within one binding;
+ * by default only where the first product runs on tensor cores */
+static bool gemm_takes(lm_vk_dev *v, const lm_array *node)
+{
+    int want = gemm_wanted();
+    if (want == 0 || node->ninputs != 3 || !lm_vk_fits_i32(node)) return false;
+    const lm_array *q = node->inputs[0];
+    lm_dtype dt = q->dtype;
+    if (dt != LM_F16 && dt != LM_BF16 && !(dt == LM_F32 && want == 1)) return false;
+    for (int i = 0; i < 3; i++)
+        if (node->inputs[i]->dtype != dt || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
+            return false;
+    if (node->dtype != dt && node->dtype != LM_F32) return false;
+    int64_t D = q->shape[3], Dv = node->inputs[2]->shape[3], Lq = q->shape[2], Lk = node->inputs[1]->shape[2];
+    if ((D <= 256 && Dv <= 256) || Lq < 1 || Lk < 1 || node->size < 1) return false;
+    int64_t esize = (int64_t)lm_dtype_size(node->dtype);
+    if (v->feat.align && (Dv * esize) % (int64_t)v->feat.align) return false;
+    int64_t rows = gemm_rows(node);
+    int64_t batch = rows ? 1 : lm_vk_share_div(q->shape[0], lm_array_share(node)) * q->shape[1];
+    int64_t m = rows ? (rows < Lq ? rows : Lq) : Lq;
+    /* the scores of a piece in one binding (maxStorageBufferRange) and 32-bit indices */
+    if (batch * m * Lk >= INT32_MAX || (VkDeviceSize)(4 * batch * m * Lk) > v->feat.max_range) return false;
+    gemm_piece p;
+    gemm_next(node, rows, &p, true);
+    lm_vk_gemm g1, g2;
+    gemm_products(node, &p, v->dummy, v->dummy, v->dummy, gemm_pdt(node), &g1, &g2);
+    bool tc = false;
+    if (!lm_vk_gemm_fits(v, &g1, &tc) || !lm_vk_gemm_fits(v, &g2, NULL)) return false;
+    return want == 1 || tc;
+}
+
+static lm_status run_gemm(lm_vk_dev *v, lm_array *node)
+{
+    const lm_array *q = node->inputs[0];
+    int64_t Lq = q->shape[2], Lk = node->inputs[1]->shape[2];
+    int64_t rows = gemm_rows(node);
+    lm_dtype pdt = gemm_pdt(node);
+    int64_t n = rows ? (rows < Lq ? rows : Lq) * Lk : lm_vk_share_div(q->shape[0], lm_array_share(node)) * q->shape[1] * Lq * Lk;
+    lm_buffer *S = NULL, *P = NULL;
+    const lm_vk_mem *sm = v->dummy, *pm = v->dummy;
+    lm_status st = LM_OK;
+    /* plan mode records nothing: the kernels' pipelines start on the
+     * device's dummy buffer, no scratch is made */
+    if (!v->plan) {
+        S = lm_buffer_alloc(v->dev, (size_t)(4 * n));
+        P = S ? lm_buffer_alloc(v->dev, (size_t)(n * (int64_t)lm_dtype_size(pdt))) : NULL;
+        if (!P) st = lm_error_status();
+        else sm = S->handle, pm = P->handle;
+    }
+    gemm_piece p;
+    for (bool more = gemm_next(node, rows, &p, true); st == LM_OK && more; more = gemm_next(node, rows, &p, false))
+        st = gemm_piece_run(v, node, &p, sm, pm, pdt);
+    if (st == LM_OK && !v->plan) gemm_runs++;
+    if (S) lm_buffer_release(S);
+    if (P) lm_buffer_release(P);
+    return st == LM_OK ? st : lm_error_prefix("attention (two products, D %lld)", (long long)q->shape[3]);
+}
+
 const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
 {
     if (fast_off()) return NULL;
@@ -306,6 +561,7 @@ const char *lm_vk_attn_fast_shader(lm_vk_dev *v, const lm_array *node)
     if (cm2) return cm2;
     const char *khr = khr_shader(v, node);
     if (khr) return khr;
+    if (gemm_takes(v, node)) return "nn_attn_gemm";
     if (node->ninputs != 3 || v->feat.max_shared < FA_SHARED) return NULL;
     int64_t D = node->inputs[0]->shape[3];
     if (node->inputs[2]->shape[3] != D) return NULL;
@@ -407,6 +663,7 @@ static lm_status run_khr(lm_vk_dev *v, lm_array *node, const char *shader)
 lm_status lm_vk_run_attn_fast(lm_vk_dev *v, lm_array *node, const char *shader)
 {
     if (!strncmp(shader, "nn_attn_khr", 11) || !strncmp(shader, "nn_attn_cm2", 11)) return run_khr(v, node, shader);
+    if (!strcmp(shader, "nn_attn_gemm")) return run_gemm(v, node);
     fa_pc pc;
     memset(&pc, 0, sizeof pc);
     fa_geometry(node, shader, &pc);

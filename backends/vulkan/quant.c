@@ -158,7 +158,7 @@ static bool deq_fits(lm_vk_dev *v, const lm_array *node, int64_t M, int64_t N, i
     if (node->offset != 0 || M * K >= INT32_MAX || N * K >= INT32_MAX || M * N >= INT32_MAX) return false;
     deq_gemm g;
     deq_gemm_init(&g, NULL, NULL, node->buf, M, N, K);
-    return lm_vk_coop_fits(v, &g.y, &g.pc, 1);
+    return lm_vk_coop_fits(v, &g.y, &g.pc, 1, 1);
 }
 
 static lm_status run_deq_gemm(lm_vk_dev *v, lm_array *node, int64_t M, int64_t N, int64_t K)
@@ -172,7 +172,7 @@ static lm_status run_deq_gemm(lm_vk_dev *v, lm_array *node, int64_t M, int64_t N
     if (st == LM_OK) {
         deq_gemm g;
         deq_gemm_init(&g, x16, w16, node->buf, M, N, K);
-        st = lm_vk_run_matmul_coop(v, &g.y, &g.pc, 1);
+        st = lm_vk_run_matmul_coop(v, &g.y, &g.pc, 1, 1);
     }
     if (x16) lm_buffer_release(x16);
     if (w16) lm_buffer_release(w16);

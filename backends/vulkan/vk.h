@@ -330,12 +330,29 @@ const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, i
  * size (the caller passes one image's part) */
 lm_status lm_vk_mm_f32_bufs(lm_vk_dev *v, const lm_vk_mem *a, const lm_vk_mem *b, const lm_vk_mem *c, int64_t m,
                             int64_t n, int64_t k, int64_t batch);
-bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
-lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
+bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
+lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 /* matmul_cm2.c: the GEMM on VK_NV_cooperative_matrix2 for f16 inputs, tried
  * before matmul_coop (LUMEN_VK_GEMM=cm2|khr|nv|plain) */
-bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
-lm_status lm_vk_run_matmul_cm2(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
+bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
+lm_status lm_vk_run_matmul_cm2(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
+/* matmul.c: C = A B over buffers (a kernel's scratch: nn_attn_fa.c's GEMM
+ * attention), through the kernels a matmul node of these dtypes, sizes and
+ * strides takes (cm2, KHR/NV tensor cores, the f32-arithmetic tiles); C is
+ * contiguous [batch][M][N] from the start of c, A and B are read at pc's
+ * offsets and strides.  Size-dependent choices as `share` says (choice.h:
+ * 1 where the batch is already one image's). */
+typedef struct lm_vk_gemm {
+    const lm_vk_mem *a, *b, *c;
+    lm_dtype ta, tb, tc;
+    lm_vk_mm_pc pc;        /* M, N, K, offsets, strides, batch dims */
+    int64_t batch;         /* the product of pc.bshape[0 .. nb-1] */
+    int share;
+} lm_vk_gemm;
+/* false where one dispatch cannot cover it; *tensor_cores (when given):
+ * whether it would run on a cooperative-matrix kernel */
+bool lm_vk_gemm_fits(lm_vk_dev *v, const lm_vk_gemm *g, bool *tensor_cores);
+lm_status lm_vk_gemm_run(lm_vk_dev *v, const lm_vk_gemm *g);
 bool lm_vk_supports_other(lm_vk_dev *v, const lm_array *node);
 lm_status lm_vk_run_other(lm_vk_dev *v, lm_array *node);
 /* nn.c: the neural-network ops (core/ops_nn.h's node contract), routed to

@@ -24,6 +24,9 @@ int64_t lm_vulkan_dispatch_count(void);
 int64_t lm_vulkan_attn_coop_count(void);
 /* Those of them on the cooperative-matrix-2 kernel (nn_attn_cm2*), for tests. */
 int64_t lm_vulkan_attn_cm2_count(void);
+/* Attention calls run as two matrix products around a softmax (nn_attn_fa.c's
+ * D > 256 path, LUMEN_VK_ATTN512) since start, for tests. */
+int64_t lm_vulkan_attn_gemm_count(void);
 /* Attention and matmul kernels recorded on bf16 cooperative matrices
  * (VK_KHR_shader_bfloat16: the _bf kernels) since start, for tests. */
 int64_t lm_vulkan_bf16_coop_count(void);

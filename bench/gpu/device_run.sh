@@ -10,7 +10,9 @@
 # steps: any of test (test-conv: the conv tests only; test-all: test_vulkan and
 # test_vulkan_parity too) vae ops, vae-base ops-base (before 2026-11-25's changes:
 # f32-arithmetic f16 convs, element-wise im2col gathers, a workgroup per
-# norm row), vae-nosplit (D = 512 attention in one workgroup per query block)
+# norm row), vae-nosplit (D = 512 attention in one workgroup per query block),
+# vae-simt (the mid block's D = 512 attention on the SIMT kernels instead of
+# the two products: LUMEN_VK_ATTN512=simt)
 # sweep (bench/gpu/mm_sweep.sh: tensor-core matmul/conv variants; SWEEP= picks parts)
 # profile (test_profile under the validation layer, then lm.profile's table of one
 # whole VAE decoder call in f32 and f16: docs/PROFILE.md)
@@ -64,7 +66,8 @@ for s in $steps; do
         ;;
     vae) python3 bench/gpu/vae.py build/lumen 2>&1 | tee "$OUT/vae.log" ;;
     vae-base) env $BASE python3 bench/gpu/vae.py build/lumen 2>&1 | tee "$OUT/vae_base.log" ;;
-    vae-nosplit) LUMEN_VK_ATTN_SPLIT=0 python3 bench/gpu/vae.py build/lumen 2>&1 | tee "$OUT/vae_nosplit.log" ;;
+    vae-nosplit) LUMEN_VK_ATTN_SPLIT=0 LUMEN_VK_ATTN512=simt python3 bench/gpu/vae.py build/lumen 2>&1 | tee "$OUT/vae_nosplit.log" ;;
+    vae-simt) LUMEN_VK_ATTN512=simt python3 bench/gpu/vae.py build/lumen 2>&1 | tee "$OUT/vae_simt.log" ;;
     ops) python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops.log" ;;
     ops-base) env $BASE python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_base.log" ;;
     sweep) OUT="$OUT" sh bench/gpu/mm_sweep.sh 2>&1 | tee "$OUT/sweep.log" ;;

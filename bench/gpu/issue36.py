@@ -4,7 +4,9 @@
       (vkbench VKBENCH_ONLY=attn with VKBENCH_ATTN_SHAPES, as attn_khr.py runs
       it, with VKBENCH_ATTN_WARM=1: the GEMMs' warm-up first) and PyTorch's
       scaled_dot_product_attention in the same run, medians of 9 [min-max];
-      each side's lines written as "name median [min-max] ms"
+      each side's lines written as "name median [min-max] ms"; D = 512 three
+      times: the default, and the two-product and SIMT paths forced (_gemm,
+      _simt) beside the same SDPA figure; ISSUE36_ATTN_D=512 times those rows only
   nn-peer    compare.py's PyTorch figures of vkbench VKBENCH_ONLY=nn (conv 3x3
       128ch 512² f32 / f16, attention L4096 D128 f32 / f16 / causal), one
       "name median [min-max] unit" line each
@@ -22,10 +24,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 # (B, H, L, D, dtype, causal): the issue's table, the head dims it names, Z-Image's
-# joint sequence and the SD VAE's mid-block attention (one head of 512)
+# joint sequence and the SD / SDXL VAE's mid-block attention (one head of 512 at
+# 512² and 1024², bf16 as Z-Image's VAE and f32 as SDXL's run: vkbench times
+# those also on each path forced, _gemm and _simt)
 ATTN = [(1, 24, 4096, 128, "f16", False), (1, 24, 4096, 128, "f16", True), (1, 24, 4096, 128, "bf16", False),
         (1, 24, 4096, 128, "bf16", True), (1, 24, 4096, 128, "f32", False), (1, 24, 4096, 64, "f16", False),
-        (1, 24, 4096, 64, "bf16", False), (1, 30, 4224, 128, "bf16", False), (1, 1, 4096, 512, "f16", False)]
+        (1, 24, 4096, 64, "bf16", False), (1, 30, 4224, 128, "bf16", False), (1, 1, 4096, 512, "f16", False),
+        (1, 1, 16384, 512, "f16", False), (1, 1, 4096, 512, "bf16", False), (1, 1, 4096, 512, "f32", False)]
 NUM = r"(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"
 
 
@@ -33,22 +38,27 @@ def attn(vk, lpath, ppath):
     import attn_khr
     os.environ.setdefault("VKBENCH_ATTN_WARM", "1")   # vkbench's warm-up before the 9 timed runs
     shapes = ATTN
+    if os.environ.get("ISSUE36_ATTN_D"):   # one head dim only (ISSUE36_ATTN_D=512: the VAE rows)
+        shapes = [s for s in ATTN if s[3] == int(os.environ["ISSUE36_ATTN_D"])]
     if os.environ.get("ISSUE36_QUICK"):   # a smoke run: small L
-        shapes = [(b, h, max(L // 32, 16), d, dt, c) for b, h, L, d, dt, c in ATTN]
+        shapes = [(b, h, max(L // 32, 16), d, dt, c) for b, h, L, d, dt, c in shapes]
     lum = attn_khr.lumen(vk, False, {}, shapes)
     with open(lpath, "w") as f:
         for k, (m, lo, hi) in lum.items():
             f.write(f"{k} {m:.4f} [{lo:.4f}-{hi:.4f}] ms\n")
-    if os.environ.get("ISSUE36_NO_TORCH"):
-        return
-    tor = attn_khr.torch_figures(False, shapes)
-    with open(ppath, "w") as f:
-        for k, (m, lo, hi) in tor.items():
-            f.write(f"{k} {m:.4f} [{lo:.4f}-{hi:.4f}] ms\n")
+    tor = {}
+    if not os.environ.get("ISSUE36_NO_TORCH"):   # without the peer: Lumen's rows, SDPA 0
+        tor = attn_khr.torch_figures(False, shapes)
+        with open(ppath, "w") as f:
+            for k, (m, lo, hi) in tor.items():
+                f.write(f"{k} {m:.4f} [{lo:.4f}-{hi:.4f}] ms\n")
     for s in shapes:
         k = attn_khr.key(s)
-        lm, pm = lum.get(k, [0])[0], tor.get(k, (0,))[0]
-        print(f"{k:<32} Lumen {lm:9.4f} ms  SDPA {pm:9.4f} ms  ratio {pm / lm if lm else 0:.2f}")
+        pm = tor.get(k, (0,))[0]
+        # D over 256: the default, then each path forced (vkbench's _gemm, _simt)
+        for v in ("", "_gemm", "_simt") if s[3] > 256 else ("",):
+            lm = lum.get(k + v, [0])[0]
+            print(f"{k + v:<37} Lumen {lm:9.4f} ms  SDPA {pm:9.4f} ms  ratio {pm / lm if lm else 0:.2f}")
 
 
 def nn_peer():
@@ -117,7 +127,8 @@ def kernels(out):
     for side in ("mm", "attn", "nn"):
         lum, peer = vkstyle(read(out, f"k_{side}_lumen.log")), vkstyle(read(out, f"k_{side}_peer.log"))
         for k, v in lum.items():
-            p = peer.get(k)
+            # attention's forced paths (_gemm, _simt) beside the shape's one peer figure
+            p = peer.get(k) or (peer.get(re.sub(r"_(gemm|simt)$", "", k)) if side == "attn" else None)
             rate = v[3] != "ms"
             name = {"mm": "GEMM ", "attn": "attention ", "nn": "wall: "}[side] + k
             row(name, v[:3], p[:3] if p else None, v[3], higher_better=rate)

@@ -16,8 +16,9 @@
 #            VKBENCH_MM_SHAPES beside mm_peer.py, medians of 9), f32 at 4096 and
 #            8192; attention L4096 D128 f16 / causal / bf16 / bf16 causal / f32,
 #            D64 f16 and bf16, Z-Image's joint [1,30,4224,128] bf16, the SD VAE's
-#            D512 [1,1,4096,512] f16 (vkbench VKBENCH_ATTN_SHAPES beside SDPA,
-#            attn_khr.py's way, medians of 9); conv 3x3 128ch 512² f16 / f32 at
+#            D512 [1,1,4096,512] f16 and SDXL's [1,1,16384,512] f16 (each also
+#            on the two-product and the SIMT path forced: _gemm, _simt) (vkbench
+#            VKBENCH_ATTN_SHAPES beside SDPA, attn_khr.py's way, medians of 9); conv 3x3 128ch 512² f16 / f32 at
 #            wall time (vkbench VKBENCH_ONLY=nn, as the table) and at GPU
 #            time with the f32 small-channel and SDXL-VAE convs (conv.py beside
 #            cuDNN); the SD VAE decoder 512² f16 / f32 (vae.py)

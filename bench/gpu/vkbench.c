@@ -7,7 +7,8 @@
  * and attention (the image-model shapes of the Vulkan issue);
  * VKBENCH_ONLY=attn: attention B=1 H=24 over L, D, dtype and causal, the
  * median, min and max of 9 evaluations each (bench/gpu/attn.py; with
- * VKBENCH_ATTN_WARM=1 after the warm-up of VKBENCH_ONLY=mm). */
+ * VKBENCH_ATTN_WARM=1 after the warm-up of VKBENCH_ONLY=mm); head dims over
+ * 256 also with each of their two paths forced (LUMEN_VK_ATTN512). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,13 +357,15 @@ static void bench_nn(bool quick)
 }
 
 /* attention B=1, H=24: "attn[_causal]_DT_dD_L median ms" and a comment
- * line with min, max and TFLOP/s of the median */
-static void bench_attn_bhld(int64_t B, int64_t H, int64_t L, int64_t D, lm_dtype dt, bool causal)
+ * line with min, max and TFLOP/s of the median; `variant` (or NULL) is
+ * appended to the name (the D > 256 paths below) */
+static void bench_attn_one(int64_t B, int64_t H, int64_t L, int64_t D, lm_dtype dt, bool causal, const char *variant)
 {
     int64_t s[4] = {B, H, L, D};
     lm_array *in[3] = {randn(4, s, dt), randn(4, s, dt), randn(4, s, dt)};
     enum { REPS = 9 };
     double t[REPS];
+    int64_t gemm0 = lm_vulkan_attn_gemm_count();
     for (int r = 0; r < REPS + 1; r++) {
         lm_array *g = (causal ? g_attn_causal : g_attn)(in);
         if (!g) die("build");
@@ -379,17 +382,38 @@ static void bench_attn_bhld(int64_t B, int64_t H, int64_t L, int64_t D, lm_dtype
         }
     }
     qsort(t, REPS, sizeof *t, cmp_double);
-    char key[64];
+    char key[80];
     snprintf(key, sizeof key, "attn%s_%s_d%lld_%lld", causal ? "_causal" : "", lm_dtype_name(dt), (long long)D,
              (long long)L);
     if (B != 1 || H != 24)
         snprintf(key + strlen(key), sizeof key - strlen(key), "_b%lldh%lld", (long long)B, (long long)H);
+    if (variant) snprintf(key + strlen(key), sizeof key - strlen(key), "_%s", variant);
     double flop = 4.0 * (double)(B * H) * (double)L * (double)L * (double)D / (causal ? 2 : 1);
     printf("%s %.4f ms\n", key, t[REPS / 2] * 1e3);
-    printf("# %s: min %.4f max %.4f ms, %.1f TFLOP/s (CPU fallbacks in the last eval: %lld)\n", key, t[0] * 1e3,
-           t[REPS - 1] * 1e3, flop / t[REPS / 2] * 1e-12, (long long)lm_eval_last_stats().fallbacks);
+    printf("# %s: min %.4f max %.4f ms, %.1f TFLOP/s (CPU fallbacks in the last eval: %lld; %s)\n", key,
+           t[0] * 1e3, t[REPS - 1] * 1e3, flop / t[REPS / 2] * 1e-12, (long long)lm_eval_last_stats().fallbacks,
+           lm_vulkan_attn_gemm_count() > gemm0 ? "two products" : "one kernel");
     fflush(stdout);
     for (int k = 0; k < 3; k++) lm_array_release(in[k]);
+}
+
+/* the default's figure; with D over 256 also each path forced
+ * (LUMEN_VK_ATTN512=gemm, =simt: names ending _gemm, _simt), in the same
+ * process one after the other */
+static void bench_attn_bhld(int64_t B, int64_t H, int64_t L, int64_t D, lm_dtype dt, bool causal)
+{
+    bench_attn_one(B, H, L, D, dt, causal, NULL);
+    if (D <= 256) return;
+    const char *was = getenv("LUMEN_VK_ATTN512");
+    char keep[32];
+    snprintf(keep, sizeof keep, "%s", was ? was : "");
+    const char *paths[2] = {"gemm", "simt"};
+    for (int i = 0; i < 2; i++) {
+        setenv("LUMEN_VK_ATTN512", paths[i], 1);
+        bench_attn_one(B, H, L, D, dt, causal, paths[i]);
+    }
+    if (was) setenv("LUMEN_VK_ATTN512", keep, 1);
+    else unsetenv("LUMEN_VK_ATTN512");
 }
 
 static void bench_attn_med(int64_t L, int64_t D, lm_dtype dt, bool causal)

@@ -106,6 +106,7 @@ PARITY_UNUSED static void compare(const char *what, lm_array *c, lm_array *g, do
     }
     double nmse = num / (den > 1e-300 ? den : 1.0);
     if (!(nmse <= thr)) report(what, "nmse %.3g over threshold", nmse);
+    else if (verbose) fprintf(stderr, "  nmse %.3g (threshold %.3g)\n", nmse, thr);
 out:
     free(a);
     free(b);
