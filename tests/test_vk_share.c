@@ -6,7 +6,7 @@
  * (backends/vulkan/choice.h: the conv's split-K parts and halo tile, the
  * f16 GEMM tile of the KHR/NV and cm2 kernels, the D = 512 attention
  * split, the long-row and the strided norm choices, the f32 tiles and the
- * plain matmul's paths) makes, for B images stacked
+ * plain matmul's paths, the GEMV kernel) makes, for B images stacked
  * (batch 2B, share B, or M counting B images' rows), the choice of one
  * image (batch 2, share 1), at sizes on both sides of each threshold; and
  * without the share some of those sizes choose otherwise, so the sizes do
@@ -16,7 +16,8 @@
  * (its tile chosen as theirs; the dispatch still covers all 64 entries:
  * a share that cut the grid fails here.  On lavapipe the two f32 tiles
  * happen to sum alike, so there it does not tell the tiles apart: the
- * tensor-core paths are the H200's, bench/gpu/tools/batch_loop.sh).  Pure
+ * tensor-core paths are the H200's, bench/gpu/tools/batch_loop.sh); and
+ * the GEMV kernel's rows (matmul_gemv.c) the same way.  Pure
  * functions of sizes except the last; skipped without Vulkan. */
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
@@ -172,6 +173,33 @@ static void test_mm_paths(void **state)
     check_mn(mm_plain_big, NULL);
 }
 
+/* the GEMV kernel (at most 8 rows of one image's part): B images' batch
+ * 2B or rows of B images choose as one; the parts read no M, batch or share */
+static void test_gemv(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t m = 1; m <= 12; m++)
+            for (int bc = 0; bc < 2; bc++) {
+                int B = shares[i];
+                bool one = lm_vk_gemv_takes(m, 2, bc, 1);
+                assert_int_equal(lm_vk_gemv_takes(m, 2 * B, bc, B), one);
+                moved += lm_vk_gemv_takes(m, 2 * B, bc, 1) != one;
+                bool folded = lm_vk_gemv_takes(m, 1, bc, 1);
+                assert_int_equal(lm_vk_gemv_takes(m * B, 1, bc, B), folded);
+                moved += lm_vk_gemv_takes(m * B, 1, bc, 1) != folded;
+            }
+    /* a DiT's modulation linear at CFG batch 2 (M 1, B broadcast), 4 images */
+    assert_true(lm_vk_gemv_takes(1, 8, true, 4));
+    assert_false(lm_vk_gemv_takes(1, 16, true, 1));
+    assert_true(moved > before);
+    /* parts: 1x9728x2560 [k][n] splits 10 column groups' K over 64 parts,
+     * 1x2560x9728 [n][k] has 1216 groups and none */
+    assert_int_equal(lm_vk_gemv_part_k(2560, 9728, false), 152);
+    assert_int_equal(lm_vk_gemv_part_k(9728, 2560, true), 2560);
+}
+
 static void test_fa512(void **state)
 {
     (void)state;
@@ -248,6 +276,44 @@ static void test_stacked_bytes(void **state)
     lm_array_release(all);
 }
 
+/* x [12, 1100] @ w^T (w [37, 1100], a linear's weight) made under share 4
+ * (3 rows an image: the GEMV kernel, 2 split-K parts) gives, rows for rows,
+ * the bytes of each image's [3, 1100] product; without the share the 12
+ * rows would take the GEMM kernel */
+static void test_stacked_gemv_bytes(void **state)
+{
+    (void)state;
+    unsetenv("LUMEN_VK_GEMV");
+    unsetenv("LUMEN_VK_GEMV_PARTS");
+    assert_true(lm_vk_gemv_takes(12, 1, false, 4));
+    assert_false(lm_vk_gemv_takes(12, 1, false, 1));
+    const lm_dtype dts[] = {LM_F32, LM_BF16};
+    for (int t = 0; t < 2; t++) {
+        int64_t sx[2] = {12, 1100}, sw[2] = {37, 1100};
+        lm_array *x = lm_random_normal(2, sx, 0, 1, dts[t], lm_random_key(38), vk);
+        lm_array *w = lm_random_normal(2, sw, 0, 1, dts[t], lm_random_key(39), vk);
+        lm_array *wt = lm_transpose(w, 0, 1);
+        assert_int_equal(lm_array_eval(x), LM_OK);
+        assert_int_equal(lm_array_eval(w), LM_OK);
+        int was = lm_share_set(4);
+        lm_array *all = lm_matmul(x, wt);
+        lm_share_set(was);
+        float ha[12 * 37], hp[3 * 37];
+        assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
+        for (int64_t k = 0; k < 12; k += 3) {
+            lm_array *xs = lm_slice(x, 0, k, k + 3, 1), *p = lm_matmul(xs, wt);
+            assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
+            assert_memory_equal(hp, ha + k * 37, sizeof hp);
+            lm_array_release(xs);
+            lm_array_release(p);
+        }
+        lm_array_release(x);
+        lm_array_release(w);
+        lm_array_release(wt);
+        lm_array_release(all);
+    }
+}
+
 int main(void)
 {
     lm_init();
@@ -259,7 +325,7 @@ int main(void)
         cmocka_unit_test(test_share_scope), cmocka_unit_test(test_share_mb), cmocka_unit_test(test_splitk),
         cmocka_unit_test(test_halo_tile),
         cmocka_unit_test(test_coop_tile),   cmocka_unit_test(test_cm2_tile), cmocka_unit_test(test_f32_tile),
-        cmocka_unit_test(test_mm_paths),
+        cmocka_unit_test(test_mm_paths),    cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_fa512),       cmocka_unit_test(test_norms),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
@@ -267,7 +333,8 @@ int main(void)
         printf("test_vk_share: no Vulkan device (%s); the device test skipped\n", lm_vulkan_status());
         return rc;
     }
-    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes)};
+    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes),
+                                        cmocka_unit_test(test_stacked_gemv_bytes)};
     return rc | cmocka_run_group_tests(dev_tests, NULL, NULL);
 }
 
