@@ -125,7 +125,7 @@ bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, 
     if (e && !strcmp(e, "0")) return false;
     uint32_t g[3];
     int32_t gpe;
-    if (pc->K <= 0 || !grid(v, pc, batch, part_k(pc), g, &gpe)) return false;
+    if (pc->K <= 0 || pc->M <= 0 || pc->N <= 0 || !grid(v, pc, batch, part_k(pc), g, &gpe)) return false;
     if (e && !strcmp(e, "1")) return true;
     return lm_vk_gemv_takes(pc->M, batch, b_broadcast(pc), lm_array_share(node));
 }

@@ -54,6 +54,7 @@ layout(std430, set = 0, binding = 1) readonly buffer B4 { uvec4 v[]; } b4;
 #define RW (256 / LANES)
 #define NX 32
 #define KS (256 / NX)
+#define UN 4            // units (B_T) or rows of B (else) loaded ahead
 
 shared float red[8 * 256];
 
@@ -144,14 +145,22 @@ void main()
         [[unroll]] for (int i = 0; i < 8; i++) acc[i] = 0.0;
         if (n < pc.N) {
             int bo = ob + n * pc.sbn, nu = (kend - kbeg) / 8;
-            for (int u = lane; u < nu; u += LANES) {
-                int k = kbeg + u * 8;
-                float b[8], a[8];
-                unit_b(bo + k, 1, b);
-                [[unroll]] for (int i = 0; i < 8; i++) {
-                    if (i < nr) {
-                        unit_a(oa[i] + k * pc.sak, pc.sak, a);
-                        [[unroll]] for (int j = 0; j < 8; j++) acc[i] = fma(a[j], b[j], acc[i]);
+            // UN units' loads issued before any is used (latency), then
+            // added in unit order: the order of the loop without it
+            for (int u0 = lane; u0 < nu; u0 += UN * LANES) {
+                float b[UN][8];
+                [[unroll]] for (int q = 0; q < UN; q++)
+                    if (u0 + q * LANES < nu) unit_b(bo + kbeg + (u0 + q * LANES) * 8, 1, b[q]);
+                [[unroll]] for (int q = 0; q < UN; q++) {
+                    int k = kbeg + (u0 + q * LANES) * 8;
+                    if (u0 + q * LANES < nu) {
+                        [[unroll]] for (int i = 0; i < 8; i++) {
+                            if (i < nr) {
+                                float a[8];
+                                unit_a(oa[i] + k * pc.sak, pc.sak, a);
+                                [[unroll]] for (int j = 0; j < 8; j++) acc[i] = fma(a[j], b[q][j], acc[i]);
+                            }
+                        }
                     }
                 }
             }
@@ -162,11 +171,13 @@ void main()
                     if (i < nr) acc[i] = fma(ldf_0(DTA, oa[i] + kt * pc.sak), b, acc[i]);
             }
         }
-        [[unroll]] for (int i = 0; i < 8; i++) red[i * 256 + tid] = acc[i];
+        [[unroll]] for (int i = 0; i < 8; i++)
+            if (i < nr) red[i * 256 + tid] = acc[i];
         barrier();
         [[unroll]] for (int s = LANES / 2; s > 0; s >>= 1) {
             if (lane < s)
-                [[unroll]] for (int i = 0; i < 8; i++) red[i * 256 + tid] += red[i * 256 + tid + s];
+                [[unroll]] for (int i = 0; i < 8; i++)
+                    if (i < nr) red[i * 256 + tid] += red[i * 256 + tid + s];
             barrier();
         }
         if (lane < nr && n < pc.N)
@@ -179,18 +190,28 @@ void main()
             [[unroll]] for (int j = 0; j < 8; j++) acc[i][j] = 0.0;
         bool whole = n0 + 8 <= pc.N;
         if (n0 < pc.N) {
-            for (int k = kbeg + s; k < kend; k += KS) {
-                float b[8];
-                int bo = ob + k * pc.sbk + n0 * pc.sbn;
-                if (whole) {
-                    unit_b(bo, pc.sbn, b);
-                } else {
-                    [[unroll]] for (int j = 0; j < 8; j++) b[j] = n0 + j < pc.N ? ldf_1(DTB, bo + j * pc.sbn) : 0.0;
+            for (int k0 = kbeg + s; k0 < kend; k0 += UN * KS) {
+                float b[UN][8];
+                [[unroll]] for (int q = 0; q < UN; q++) {
+                    int k = k0 + q * KS, bo = ob + k * pc.sbk + n0 * pc.sbn;
+                    if (k < kend) {
+                        if (whole) {
+                            unit_b(bo, pc.sbn, b[q]);
+                        } else {
+                            [[unroll]] for (int j = 0; j < 8; j++)
+                                b[q][j] = n0 + j < pc.N ? ldf_1(DTB, bo + j * pc.sbn) : 0.0;
+                        }
+                    }
                 }
-                [[unroll]] for (int i = 0; i < 8; i++) {
-                    if (i < nr) {
-                        float a = ldf_0(DTA, oa[i] + k * pc.sak);
-                        [[unroll]] for (int j = 0; j < 8; j++) acc[i][j] = fma(a, b[j], acc[i][j]);
+                [[unroll]] for (int q = 0; q < UN; q++) {
+                    int k = k0 + q * KS;
+                    if (k < kend) {
+                        [[unroll]] for (int i = 0; i < 8; i++) {
+                            if (i < nr) {
+                                float a = ldf_0(DTA, oa[i] + k * pc.sak);
+                                [[unroll]] for (int j = 0; j < 8; j++) acc[i][j] = fma(a, b[q][j], acc[i][j]);
+                            }
+                        }
                     }
                 }
             }
