@@ -16,7 +16,7 @@
 //   invocations), KS slices of K; slice s takes k = s, s + KS, ..., and the
 //   KS sums of a column are added in slice order.
 // A workgroup's K range is one part of pc.kc elements (gl_WorkGroupID.y):
-// with more than one part (split-K, choice.h's lm_vk_gemv_parts) the
+// with more than one part (split-K, choice.h's lm_vk_gemv_part_k) the
 // results are f32 partial sums, slab `part` of [part][rows][N], that
 // conv_splitk.comp adds in part order.
 //
