@@ -19,6 +19,7 @@
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
 #include "backends/vulkan/vulkan.h"
+#include "core/random.h"
 #include "models/sd_pipeline.h"
 
 static lm_device *vk;
@@ -132,6 +133,46 @@ static void test_zimage(void **state)
     check("tests/ref/dit/zimage", "dance monkey", 4, 64);   /* its default size is beyond the tiny model's */
 }
 
+/* the GEMV kernel's split-K (backends/vulkan/matmul_gemv.c: the parts'
+ * dispatch, then conv_splitk adding them) in plan mode: both pipelines
+ * planned (7 forced parts, a spec no other test makes), no scratch made and
+ * nothing run; the real product then starts no pipeline, and its values
+ * are the CPU's */
+static void test_gemv_plan(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_GEMV_PARTS", "7", 1);
+    int64_t sx[2] = {3, 1100}, sw[2] = {37, 1100};
+    lm_array *x = lm_random_normal(2, sx, 0, 1, LM_F32, lm_random_key(5), vk);
+    lm_array *w = lm_random_normal(2, sw, 0, 1, LM_BF16, lm_random_key(6), vk);
+    lm_array *wt = lm_transpose(w, 0, 1);
+    assert_int_equal(lm_array_eval(x), LM_OK);
+    assert_int_equal(lm_array_eval(w), LM_OK);
+    int64_t p0 = lm_vulkan_pipelines_planned();
+    assert_int_equal(lm_device_plan(vk, true), LM_OK);
+    lm_array *y = lm_matmul(x, wt);
+    assert_int_equal(lm_array_eval(y), LM_OK);
+    lm_array_release(y);
+    assert_int_equal(lm_device_plan(vk, false), LM_OK);
+    int64_t planned = lm_vulkan_pipelines_planned() - p0, s1 = lm_vulkan_pipelines_started();
+    y = lm_matmul(x, wt);
+    float got[3 * 37], want[3 * 37];
+    assert_int_equal(lm_array_read(y, got, LM_F32), LM_OK);
+    int64_t s2 = lm_vulkan_pipelines_started();
+    lm_array *xc = lm_array_to(x, lm_device_cpu()), *wc = lm_array_to(wt, lm_device_cpu());
+    lm_array *yc = lm_matmul(xc, wc);
+    assert_int_equal(lm_array_read(yc, want, LM_F32), LM_OK);
+    unsetenv("LUMEN_VK_GEMV_PARTS");
+    printf("  gemv split-K: %lld pipelines planned, the real product started %lld\n", (long long)planned,
+           (long long)(s2 - s1));
+    assert_true(planned >= 2);
+    assert_int_equal(s2 - s1, 0);
+    for (int i = 0; i < 3 * 37; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-3f * (1.0f + fabsf(want[i])));
+    lm_array *all[6] = {x, w, wt, y, xc, wc};
+    for (int i = 0; i < 6; i++) lm_array_release(all[i]);
+    lm_array_release(yc);
+}
+
 /* plan mode refused where it cannot start the pipelines ahead: the CPU */
 static void test_cpu_refuses(void **state)
 {
@@ -155,6 +196,7 @@ int main(void)
         cmocka_unit_test_setup(test_sd1_halo, plain),
         cmocka_unit_test_setup(test_sd1_winograd, plain),
         cmocka_unit_test_setup(test_zimage, plain),
+        cmocka_unit_test(test_gemv_plan),
         cmocka_unit_test(test_cpu_refuses),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,7 @@
  * f16 with random values against the compiled function with replay switched
  * off (LUMEN_VK_REPLAY=0: the same kernels, so the same bits).  Then: new
  * shapes record again and the old ones still replay; two functions
- * interleaved; the memory a recording holds is counted and comes back when
+ * interleaved; a GEMV with split-K (a scratch buffer) replayed; the memory a recording holds is counted and comes back when
  * the function is freed; replayed calls queued by lm_eval_async back to
  * back; a constant written in place; lm_sweep; calls that are not
  * recorded (an index-checking gather, an output that is a view, inputs too
@@ -203,6 +203,48 @@ static void test_f16_against_no_replay(void **state)
     }
     lm_compiled_free(c);
     weights_free(&w);
+    assert_int_equal(failures, 0);
+}
+
+/* a linear of 2 rows on the GEMV kernel with split-K (x [2, 1100] @ w^T,
+ * w [37, 1100]: 2 parts into a scratch buffer freed while the recording is
+ * made, then conv_splitk), times 0.5: replayed against not replayed and
+ * against the product uncompiled, bit for bit, and the calls after the
+ * second replayed */
+static void test_gemv_split_replayed(void **state)
+{
+    (void)state;
+    failures = 0;
+    int64_t sx[2] = {2, 1100}, sw[2] = {37, 1100};
+    lm_array *w = lm_random_normal(2, sw, 0, 1, LM_F16, lm_random_key(80), vk);
+    assert_int_equal(lm_array_eval(w), LM_OK);
+    lm_array *ph = lm_placeholder(2, sx, LM_F16, vk), *wt = lm_transpose(w, 0, 1), *o;
+    lm_array *mm = lm_matmul(ph, wt);
+    o = lm_binary_scalar(LM_OP_MUL, mm, 0.5, false);   /* a second kernel: a call of one is not recorded */
+    lm_compiled *c = lm_compile_graph(1, &ph, 1, &o, LM_COMPILE_ON);
+    assert_non_null(c);
+    lm_array_release(ph); lm_array_release(mm); lm_array_release(o);
+    int64_t rep0 = lm_replay_replayed_count(), rec0 = lm_replay_recorded_count();
+    for (int i = 0; i < 5; i++) {
+        lm_array *x = lm_random_normal(2, sx, 0, 1, LM_F16, lm_random_key(81 + (uint64_t)i), vk);
+        assert_int_equal(lm_array_eval(x), LM_OK);
+        lm_array *a, *b, *dm = lm_matmul(x, wt), *d = lm_binary_scalar(LM_OP_MUL, dm, 0.5, false);
+        lm_array_release(dm);
+        assert_int_equal(lm_compiled_call(c, 1, &x, &a), 1);
+        setenv("LUMEN_VK_REPLAY", "0", 1);
+        assert_int_equal(lm_compiled_call(c, 1, &x, &b), 1);
+        unsetenv("LUMEN_VK_REPLAY");
+        expect_same("gemv split-K against LUMEN_VK_REPLAY=0", i + 1, a, b);
+        expect_same("gemv split-K against the product uncompiled", i + 1, a, d);
+        lm_array *all[] = {x, a, b, d};
+        for (int k = 0; k < 4; k++) lm_array_release(all[k]);
+    }
+    printf("  gemv: recorded %lld, replayed %lld\n", (long long)(lm_replay_recorded_count() - rec0),
+           (long long)(lm_replay_replayed_count() - rep0));
+    assert_true(lm_replay_replayed_count() - rep0 >= 3);
+    lm_compiled_free(c);
+    lm_array_release(wt);
+    lm_array_release(w);
     assert_int_equal(failures, 0);
 }
 
@@ -601,7 +643,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calls_bit_equal),        cmocka_unit_test(test_f16_against_no_replay),
         cmocka_unit_test(test_new_shapes_record_again), cmocka_unit_test(test_two_functions_interleaved),
-        cmocka_unit_test(test_fused_slots_reused),
+        cmocka_unit_test(test_fused_slots_reused),     cmocka_unit_test(test_gemv_split_replayed),
         cmocka_unit_test(test_memory_released),        cmocka_unit_test(test_async_calls),
         cmocka_unit_test(test_constant_written),       cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_not_recorded),

@@ -7,7 +7,7 @@
  * f16 GEMM tile of the KHR/NV and cm2 kernels, the D = 512 attention
  * split and the pieces of its two-product path, the long-row and the
  * strided norm choices, the f32 tiles and the
- * plain matmul's paths) makes, for B images stacked
+ * plain matmul's paths, the GEMV kernel) makes, for B images stacked
  * (batch 2B, share B, or M counting B images' rows), the choice of one
  * image (batch 2, share 1), at sizes on both sides of each threshold; and
  * without the share some of those sizes choose otherwise, so the sizes do
@@ -18,7 +18,8 @@
  * a share that cut the grid fails here.  On lavapipe the two f32 tiles
  * happen to sum alike, so there it does not tell the tiles apart: the
  * tensor-core paths are the H200's, bench/gpu/tools/batch_loop.sh); the
- * same for a Winograd conv of 6 images made under share 3.  Pure
+ * same for a Winograd conv of 6 images made under share 3, and the GEMV
+ * kernel's rows (matmul_gemv.c).  Pure
  * functions of sizes except the last; skipped without Vulkan. */
 #include "testutil.h"
 #ifdef LM_HAVE_VULKAN
@@ -172,6 +173,33 @@ static void test_mm_paths(void **state)
     (void)state;
     check_mn(mm_f32_path, NULL);
     check_mn(mm_plain_big, NULL);
+}
+
+/* the GEMV kernel (at most 8 rows of one image's part): B images' batch
+ * 2B or rows of B images choose as one; the parts read no M, batch or share */
+static void test_gemv(void **state)
+{
+    (void)state;
+    int before = moved;
+    for (int i = 0; i < NSHARES; i++)
+        for (int64_t m = 1; m <= 12; m++)
+            for (int bc = 0; bc < 2; bc++) {
+                int B = shares[i];
+                bool one = lm_vk_gemv_takes(m, 2, bc, 1);
+                assert_int_equal(lm_vk_gemv_takes(m, 2 * B, bc, B), one);
+                moved += lm_vk_gemv_takes(m, 2 * B, bc, 1) != one;
+                bool folded = lm_vk_gemv_takes(m, 1, bc, 1);
+                assert_int_equal(lm_vk_gemv_takes(m * B, 1, bc, B), folded);
+                moved += lm_vk_gemv_takes(m * B, 1, bc, 1) != folded;
+            }
+    /* a DiT's modulation linear at CFG batch 2 (M 1, B broadcast), 4 images */
+    assert_true(lm_vk_gemv_takes(1, 8, true, 4));
+    assert_false(lm_vk_gemv_takes(1, 16, true, 1));
+    assert_true(moved > before);
+    /* parts: 1x9728x2560 [k][n] splits 10 column groups' K over 64 parts,
+     * 1x2560x9728 [n][k] has 1216 groups and none */
+    assert_int_equal(lm_vk_gemv_part_k(2560, 9728, false), 152);
+    assert_int_equal(lm_vk_gemv_part_k(9728, 2560, true), 2560);
 }
 
 static void test_fa512(void **state)
@@ -336,6 +364,44 @@ static void test_stacked_wino(void **state)
     unsetenv("LUMEN_VK_CONV_WINO_KB");
 }
 
+/* x [12, 1100] @ w^T (w [37, 1100], a linear's weight) made under share 4
+ * (3 rows an image: the GEMV kernel, 2 split-K parts) gives, rows for rows,
+ * the bytes of each image's [3, 1100] product; without the share the 12
+ * rows would take the GEMM kernel */
+static void test_stacked_gemv_bytes(void **state)
+{
+    (void)state;
+    unsetenv("LUMEN_VK_GEMV");
+    unsetenv("LUMEN_VK_GEMV_PARTS");
+    assert_true(lm_vk_gemv_takes(12, 1, false, 4));
+    assert_false(lm_vk_gemv_takes(12, 1, false, 1));
+    const lm_dtype dts[] = {LM_F32, LM_BF16};
+    for (int t = 0; t < 2; t++) {
+        int64_t sx[2] = {12, 1100}, sw[2] = {37, 1100};
+        lm_array *x = lm_random_normal(2, sx, 0, 1, dts[t], lm_random_key(38), vk);
+        lm_array *w = lm_random_normal(2, sw, 0, 1, dts[t], lm_random_key(39), vk);
+        lm_array *wt = lm_transpose(w, 0, 1);
+        assert_int_equal(lm_array_eval(x), LM_OK);
+        assert_int_equal(lm_array_eval(w), LM_OK);
+        int was = lm_share_set(4);
+        lm_array *all = lm_matmul(x, wt);
+        lm_share_set(was);
+        float ha[12 * 37], hp[3 * 37];
+        assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
+        for (int64_t k = 0; k < 12; k += 3) {
+            lm_array *xs = lm_slice(x, 0, k, k + 3, 1), *p = lm_matmul(xs, wt);
+            assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
+            assert_memory_equal(hp, ha + k * 37, sizeof hp);
+            lm_array_release(xs);
+            lm_array_release(p);
+        }
+        lm_array_release(x);
+        lm_array_release(w);
+        lm_array_release(wt);
+        lm_array_release(all);
+    }
+}
+
 int main(void)
 {
     lm_init();
@@ -347,7 +413,7 @@ int main(void)
         cmocka_unit_test(test_share_scope), cmocka_unit_test(test_share_mb), cmocka_unit_test(test_splitk),
         cmocka_unit_test(test_halo_tile),
         cmocka_unit_test(test_coop_tile),   cmocka_unit_test(test_cm2_tile), cmocka_unit_test(test_f32_tile),
-        cmocka_unit_test(test_mm_paths),
+        cmocka_unit_test(test_mm_paths),    cmocka_unit_test(test_gemv),
         cmocka_unit_test(test_fa512),       cmocka_unit_test(test_attn_gemm), cmocka_unit_test(test_norms),
         cmocka_unit_test(test_wino_rows),
     };
@@ -356,46 +422,12 @@ int main(void)
         printf("test_vk_share: no Vulkan device (%s); the device test skipped\n", lm_vulkan_status());
         return rc;
     }
-    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes), cmocka_unit_test(test_stacked_wino)};
+    const struct CMUnitTest dev_tests[] = {cmocka_unit_test(test_stacked_bytes), cmocka_unit_test(test_stacked_wino),
+                                        cmocka_unit_test(test_stacked_gemv_bytes)};
     return rc | cmocka_run_group_tests(dev_tests, NULL, NULL);
 }
 
 #else
-/* the Winograd conv (LUMEN_VK_CONV_F32=winograd) of 6 images made under
- * share 3, in chunks of 3 images where nothing is shared (4 chunks of 2
- * under the share): each pair's bytes are those of the pair's own conv */
-static void test_stacked_wino(void **state)
-{
-    (void)state;
-    setenv("LUMEN_VK_CONV_F32", "winograd", 1);
-    setenv("LUMEN_VK_CONV_WINO_KB", "90", 1);      /* 15 rows of 6 tiles of 16 channels: 3 images */
-    int64_t sx[4] = {6, 8, 10, 12}, sw[4] = {16, 8, 3, 3}, pad[4] = {1, 1, 1, 1};
-    lm_array *x = lm_random_normal(4, sx, 0, 1, LM_F32, lm_random_key(38), vk);
-    lm_array *w = lm_random_normal(4, sw, 0, 1, LM_F32, lm_random_key(39), vk);
-    assert_int_equal(lm_array_eval(x), LM_OK);
-    assert_int_equal(lm_array_eval(w), LM_OK);
-    int was = lm_share_set(3);
-    lm_array *all = lm_conv2d(x, w, NULL, NULL, pad, NULL, 1);
-    lm_share_set(was);
-    size_t one = 2 * 16 * 10 * 12;
-    float *ha = malloc(3 * one * sizeof *ha), *hp = malloc(one * sizeof *hp);
-    assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
-    for (int64_t k = 0; k < 6; k += 2) {
-        lm_array *xs = lm_slice(x, 0, k, k + 2, 1), *p = lm_conv2d(xs, w, NULL, NULL, pad, NULL, 1);
-        assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
-        assert_memory_equal(hp, ha + k / 2 * one, one * sizeof *hp);
-        lm_array_release(xs);
-        lm_array_release(p);
-    }
-    free(ha);
-    free(hp);
-    lm_array_release(x);
-    lm_array_release(w);
-    lm_array_release(all);
-    unsetenv("LUMEN_VK_CONV_F32");
-    unsetenv("LUMEN_VK_CONV_WINO_KB");
-}
-
 int main(void)
 {
     printf("test_vk_share: built without Vulkan; skipped\n");

@@ -340,6 +340,78 @@ static void test_matmul(void **state)
         }
 }
 
+/* few rows (matmul_gemv.c: at most 8 rows of one image's part): M 1, 2, 3
+ * and 8; K and N odd and not multiples of 8; B stored [k][n] and [n][k] (a
+ * linear's weight, B^T); A transposed; odd offsets (no vector loads);
+ * batched with B broadcast (8 rows a workgroup across the entries) or
+ * batched too; K long enough for split-K parts in both layouts
+ * (lm_vk_gemv_part_k: [k][n] from 128, [n][k] from 1024); then under
+ * LUMEN_VK_GEMV=1 rows past 8 (several row groups an entry) and 3 forced
+ * parts.  f32, f16 and bf16. */
+typedef struct { int64_t m, k, n, batch; bool ta, tb, bb, sl; } gctx;
+
+/* bb: B batched too (else broadcast over the batch); sl: both inputs
+ * stored one element wider along their last axis and sliced from 1 (odd
+ * offsets: no vector loads) */
+static lm_array *b_gemv(lm_array **in, const void *p)
+{
+    const gctx *c = p;
+    lm_array *sl[2];
+    for (int i = 0; i < 2; i++)
+        sl[i] = c->sl ? lm_slice(in[i], -1, 1, in[i]->shape[in[i]->ndim - 1], 1) : lm_array_retain(in[i]);
+    mctx mc = {c->m, c->k, c->n, c->batch, c->ta, c->tb};
+    lm_array *r = b_matmul(sl, &mc);
+    lm_array_release(sl[0]);
+    lm_array_release(sl[1]);
+    return r;
+}
+
+static void test_matmul_gemv(void **state)
+{
+    (void)state;
+    const gctx cs[] = {
+        {1, 77, 51, 0, false, false, false, false}, {1, 77, 51, 0, false, true, false, false}, {2, 301, 33, 0, false, false, false, false},
+        {2, 301, 33, 0, false, true, false, false}, {3, 64, 40, 0, false, true, false, false}, {3, 129, 257, 0, true, false, false, false},
+        {8, 200, 67, 0, false, true, false, false}, {8, 33, 300, 0, false, false, false, false}, {1, 1, 9, 0, false, false, false, false},
+        {1, 9, 1, 0, false, true, false, false}, {1, 77, 51, 0, false, true, false, true},
+        {3, 130, 21, 0, false, false, false, true}, {1, 64, 40, 3, false, true, false, false},
+        {1, 67, 40, 5, false, false, false, false}, {2, 50, 19, 3, false, true, true, false}, {3, 41, 70, 2, true, false, true, false},
+        {1, 1100, 37, 0, false, true, false, false}, {2, 1100, 37, 0, false, false, false, false}, {3, 2051, 13, 2, false, true, false, false},
+        {1, 515, 300, 0, false, false, false, true}, {5, 1543, 9, 0, false, true, false, true},
+    };
+    const gctx forced[] = {
+        {20, 37, 19, 3, false, false, false, false}, {17, 300, 33, 2, false, true, true, false}, {9, 1100, 5, 0, true, true, false, false},
+    };
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
+    for (int pass = 0; pass < 3; pass++) {
+        const gctx *set = pass ? forced : cs;
+        size_t nset = pass ? sizeof forced / sizeof *forced : sizeof cs / sizeof *cs;
+        if (pass) setenv("LUMEN_VK_GEMV", "1", 1);
+        if (pass == 2) setenv("LUMEN_VK_GEMV_PARTS", "3", 1);
+        for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+            for (size_t i = 0; i < nset; i++) {
+                const gctx *c = &set[i];
+                int64_t w = c->sl ? 1 : 0;
+                int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, (c->ta ? c->m : c->k) + w};
+                int64_t sb[3] = {c->bb ? c->batch : 1, c->tb ? c->n : c->k, (c->tb ? c->k : c->n) + w};
+                int na = c->batch ? 3 : 2;
+                lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
+                                   data(na, c->batch ? sb : sb + 1, dts[t], -1, 1, 0)};
+                char what[128];
+                snprintf(what, sizeof what, "gemv%s %s %lldx%lldx%lld%s%s%s%s", pass ? " (forced)" : "",
+                         lm_dtype_name(dts[t]), (long long)c->m, (long long)c->k, (long long)c->n,
+                         c->ta ? " A^T" : "", c->tb ? " B^T" : "",
+                         c->batch ? (c->bb ? " batched" : " batched+broadcast") : "", c->sl ? " offset" : "");
+                double thr = dts[t] == LM_F32 ? 1e-10 : dts[t] == LM_F16 ? 1e-6 : 1e-4;
+                run_case(what, 2, in, b_gemv, c, thr);
+                lm_array_release(in[0]);
+                lm_array_release(in[1]);
+            }
+    }
+    unsetenv("LUMEN_VK_GEMV");
+    unsetenv("LUMEN_VK_GEMV_PARTS");
+}
+
 /* bf16 near its range limits: the tensor-core path scales each row of A
  * and column of B by a power of two into f16's range (matmul_coop.c), so
  * magnitudes f16 cannot hold (2^126, 2^-130 subnormals) must come out as the
@@ -561,7 +633,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
         VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
     };

@@ -54,5 +54,13 @@ int64_t lm_vk_mm_size(int64_t m, int64_t n, int64_t batch, int share);
 /* (5) matmul.c: the f32 tile for an M x N x batch product or conv:
  * "t128" / "k8w" (true) or "128x128" */
 bool lm_vk_f32_big(int64_t m, int64_t n, int64_t batch, int share);
+/* (6) matmul_gemv.c: the GEMV kernel for an M x N x batch product (true)
+ * or the GEMM kernels: at most 8 rows in one image's part, M or, where B
+ * is the same for every batch entry (b_bcast), batch x M */
+bool lm_vk_gemv_takes(int64_t m, int64_t batch, bool b_bcast, int share);
+/* matmul_gemv.c: elements of K a part (a multiple of 8; K / that, rounded
+ * up, parts) for N columns and K, B stored [n][k] (b_t) or [k][n]: no M,
+ * batch or share, so stacked rows sum as single ones */
+int64_t lm_vk_gemv_part_k(int64_t n, int64_t k, bool b_t);
 
 #endif

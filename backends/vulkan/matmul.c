@@ -4,6 +4,7 @@
  * (views: any strides, stride 0 on broadcast batch dims).  Batch dims are
  * collapsed and walked by the workgroup's z index.  f32, f16 and bf16
  * inputs compute in f32 (as the CPU does) and round once on store.
+ * Products of few rows go to the GEMV kernel first (matmul_gemv.c).
  * f16 inputs go to the cooperative-matrix-2 kernel (matmul_cm2.c), then f16 and
  * bf16 inputs to the cooperative-matrix kernel (matmul_coop.c) where the
  * device has one. */
@@ -222,6 +223,12 @@ bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)
 static lm_status mm_dispatch(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch, int share)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    /* few rows (at most 8 in one image's part: choice.h) on the GEMV
+     * kernel (matmul_gemv.c): bound by memory, not by the tensor cores */
+    if (lm_vk_gemv_fits(v, node, pc, batch, share)) {
+        lm_status gst = lm_vk_run_matmul_gemv(v, node, pc, batch);
+        return gst == LM_OK ? gst : lm_error_prefix("matmul");
+    }
     /* f16 on VK_NV_cooperative_matrix2 (matmul_cm2.c), then f16 and bf16 on
      * subgroup-scope tensor cores where the device has them (matmul_coop.c) */
     if (lm_vk_cm2_fits(v, node, pc, batch, share)) {

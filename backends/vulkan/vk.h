@@ -332,6 +332,10 @@ lm_status lm_vk_mm_f32_bufs(lm_vk_dev *v, const lm_vk_mem *a, const lm_vk_mem *b
                             int64_t n, int64_t k, int64_t batch);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
+/* matmul_gemv.c: products of few rows (M <= 8, choice.h), tried first
+ * (LUMEN_VK_GEMV=0|1) */
+bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
+lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 /* matmul_cm2.c: the GEMM on VK_NV_cooperative_matrix2 for f16 inputs, tried
  * before matmul_coop (LUMEN_VK_GEMM=cm2|khr|nv|plain) */
 bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);

@@ -145,17 +145,26 @@ static void bench_matmul(int64_t n, lm_dtype dt)
     lm_array_release(in[1]);
 }
 
-/* one [m, k] x [k, n] product: "matmul_DT_NAME median [min-max] TFLOP/s",
- * then its first evaluation and warm-up on a comment line */
-static void bench_mm_one(lm_dtype dt, int64_t m, int64_t k, int64_t n, int reps, const char *name)
+static lm_array *g_matmul_bt(lm_array **in)
 {
-    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    lm_array *t = lm_transpose(in[1], 0, 1), *r = lm_matmul(in[0], t);
+    lm_array_release(t);
+    return r;
+}
+
+/* one [m, k] x [k, n] product: "matmul_DT_NAME median [min-max] TFLOP/s",
+ * then its first evaluation and warm-up on a comment line; bt: B stored
+ * [n, k] and read transposed (a linear layer's weight) */
+static void bench_mm_one(lm_dtype dt, int64_t m, int64_t k, int64_t n, int reps, const char *name, bool bt)
+{
+    int64_t sa[2] = {m, k}, sb[2] = {bt ? n : k, bt ? k : n};
     lm_array *in[2] = {randn(2, sa, dt), randn(2, sb, dt)};
-    double first = eval_once(g_matmul, in);
+    lm_array *(*fn)(lm_array **) = bt ? g_matmul_bt : g_matmul;
+    double first = eval_once(fn, in);
     int nwarm;
-    double spent = warm_up(g_matmul, in, &nwarm);
+    double spent = warm_up(fn, in, &nwarm);
     double ts[64];
-    for (int r = 0; r < reps; r++) ts[r] = eval_once(g_matmul, in);
+    for (int r = 0; r < reps; r++) ts[r] = eval_once(fn, in);
     qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
     double f = 2.0 * (double)m * (double)k * (double)n * 1e-12;
     printf("matmul_%s_%s %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), name, f / ts[reps / 2],
@@ -191,19 +200,38 @@ static void bench_mm_spread(void)
         for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
             long long n = atoll(t);
             snprintf(name, sizeof name, "%lld", n);
-            bench_mm_one(dt, n, n, n, reps, name);
+            bench_mm_one(dt, n, n, n, reps, name, false);
         }
         /* VKBENCH_MM_SHAPES="M:K:N,...": [M, K] x [K, N] products besides the
-         * squares (a DiT's linear layers: M tokens), "matmul_DT_MxKxN" */
+         * squares (a DiT's linear layers: M tokens), "matmul_DT_MxKxN"; a
+         * shape ending in t ("1:2560:9728t") stores B [N, K] and reads it
+         * transposed, as a linear layer does ("matmul_DT_MxKxNt").
+         * VKBENCH_MM_GEMM=1 times each shape again on the GEMM kernels
+         * (LUMEN_VK_GEMV=0), "matmul_DT_MxKxN_gemm": the GEMV kernel's
+         * products (matmul_gemv.c) both ways in one call */
+        const char *both = getenv("VKBENCH_MM_GEMM");
         if (shp && *shp) {
             snprintf(buf, sizeof buf, "%s", shp);
             save_s = NULL;
             for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
                 long long m, k, n;
-                if (sscanf(t, "%lld:%lld:%lld", &m, &k, &n) != 3 || m < 1 || k < 1 || n < 1)
-                    die("VKBENCH_MM_SHAPES wants M:K:N,...");
-                snprintf(name, sizeof name, "%lldx%lldx%lld", m, k, n);
-                bench_mm_one(dt, m, k, n, reps, name);
+                char tail[8] = "";
+                if (sscanf(t, "%lld:%lld:%lld%7s", &m, &k, &n, tail) < 3 || m < 1 || k < 1 || n < 1 ||
+                    (*tail && strcmp(tail, "t")))
+                    die("VKBENCH_MM_SHAPES wants M:K:N[t],...");
+                bool bt = *tail == 't';
+                snprintf(name, sizeof name, "%lldx%lldx%lld%s", m, k, n, bt ? "t" : "");
+                bench_mm_one(dt, m, k, n, reps, name, bt);
+                if (both && !strcmp(both, "1")) {
+                    const char *was = getenv("LUMEN_VK_GEMV");
+                    char keep[16];
+                    snprintf(keep, sizeof keep, "%s", was ? was : "");
+                    setenv("LUMEN_VK_GEMV", "0", 1);
+                    snprintf(name, sizeof name, "%lldx%lldx%lld%s_gemm", m, k, n, bt ? "t" : "");
+                    bench_mm_one(dt, m, k, n, reps, name, bt);
+                    if (was) setenv("LUMEN_VK_GEMV", keep, 1);
+                    else unsetenv("LUMEN_VK_GEMV");
+                }
             }
         }
     }

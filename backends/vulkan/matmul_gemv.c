@@ -1,0 +1,168 @@
+/* matmul_gemv.c - products of few rows (shaders/matmul_gemv.comp): a
+ * DiT's modulation and time-embedding linears and a text encoder's pooled
+ * projection at M = 1 or 2, tried before the GEMM tiles (matmul.c), which
+ * would run a 128-row tile for one row with N / 128 workgroups each
+ * walking all of K.  The kernel streams B once and keeps each row's sums in
+ * registers: B [n][k] (a linear's weight read transposed, sbk == 1) with
+ * 32 invocations a column, B [k][n] with 32 invocations along n (8 columns
+ * each) and 8 slices of K; f32, f16 and bf16 in any mix, f32 sums.  Where
+ * the columns' workgroups are too few to fill a GPU the K range is split
+ * over workgroups (f32 partial sums in a scratch buffer, then
+ * conv_splitk.comp adds them in part order: no float atomics).
+ *
+ * Which products (choice.h): one image's part (a stacked call: the share)
+ * of at most 8 rows: M, or batch x M where B is the same for every batch
+ * entry (stride 0: one workgroup's 8 rows span entries and B is read once).
+ * The parts depend on N, K and B's layout alone, and every output's order
+ * of additions on those and the part size (the kernel's header), so a
+ * stacked call gives the single runs' bytes.
+ *
+ * LUMEN_VK_GEMV=0 keeps every product on the GEMM kernels, =1 sends every
+ * product the grid can hold here (any M: groups of 8 rows), for
+ * measurements and tests; LUMEN_VK_GEMV_PARTS=<n> forces n parts (bounded by
+ * K / 8). */
+#include <stdlib.h>
+#include <string.h>
+#include "backends/vulkan/vk.h"
+#include "backends/vulkan/choice.h"
+
+/* shaders/matmul_gemv.comp's push constants: matmul_pc.glsl's and MM_PC_MORE */
+typedef struct gemv_pc {
+    lm_vk_mm_pc mm;
+    int32_t gpe, rows, kc;
+} gemv_pc;
+
+/* shaders/conv_splitk.comp's push constants (nn_conv.c's splitk_pc) */
+typedef struct gemv_sum_pc {
+    uint32_t n;
+    int32_t M, N, G, off_bias, s_bias;
+} gemv_sum_pc;
+
+_Static_assert(sizeof(gemv_pc) <= LM_VK_PUSH_BYTES, "matmul_gemv push constants");
+
+#define GEMV_ROWS 8     /* rows a workgroup (the kernel's accumulators) */
+#define GEMV_BT_COLS 8  /* columns a workgroup, B [n][k] (RW) */
+#define GEMV_KN_COLS 256 /* columns a workgroup, B [k][n] (NX * 8) */
+
+bool lm_vk_gemv_takes(int64_t m, int64_t batch, bool b_bcast, int share)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    return (b_bcast ? m * batch : m) <= GEMV_ROWS;
+}
+
+int64_t lm_vk_gemv_part_k(int64_t n, int64_t k, bool b_t)
+{
+    /* about 1024 workgroups of 256 invocations (the H200's 132 SMs hold
+     * 2048 invocations each), parts of at least 512 elements of K with B
+     * [n][k] (two units a lane) or 64 with B [k][n] (8 rows a slice), at
+     * most 64 parts (the second pass reads them all) */
+    int64_t groups = b_t ? (n + GEMV_BT_COLS - 1) / GEMV_BT_COLS : (n + GEMV_KN_COLS - 1) / GEMV_KN_COLS;
+    int64_t least = b_t ? 512 : 64;
+    int64_t p = (1024 + groups - 1) / groups, most = k / least;
+    if (p > most) p = most;
+    if (p > 64) p = 64;
+    if (p < 1) p = 1;
+    return ((k + p - 1) / p + 7) / 8 * 8;
+}
+
+/* B stored [n][k]: the linear layer's weight read transposed */
+static bool b_transposed(const lm_vk_mm_pc *pc)
+{
+    return pc->sbk == 1 && (pc->sbn != 1 || pc->N == 1);
+}
+
+/* B the same for every batch entry */
+static bool b_broadcast(const lm_vk_mm_pc *pc)
+{
+    for (int d = 0; d < pc->nb; d++)
+        if (pc->bsb[d] != 0 && pc->bshape[d] > 1) return false;
+    return true;
+}
+
+/* can 16-byte loads start at every unit (8 elements along the unit-stride
+ * dim) of x: the offset, the other stride (where more than one) and the
+ * batch strides whole 16-byte steps, the buffer at a 16-byte offset */
+static bool vec_ok(const lm_array *x, int64_t off, int64_t other, int64_t n_other, const int32_t *bs,
+                   const lm_vk_mm_pc *pc)
+{
+    int64_t step = lm_dtype_size(x->dtype) == 4 ? 4 : 8;
+    if (lm_dtype_size(x->dtype) != 4 && lm_dtype_size(x->dtype) != 2) return false;
+    bool ok = off % step == 0 && (n_other == 1 || other % step == 0) && lm_vk_mem_of(x)->off % 16 == 0;
+    for (int d = 0; d < pc->nb; d++) ok &= bs[d] % step == 0;
+    return ok;
+}
+
+/* the grid: x column groups, y parts, z row groups; false when beyond the device's */
+static bool grid(const lm_vk_dev *v, const lm_vk_mm_pc *pc, int64_t batch, int64_t kc, uint32_t g[3], int32_t *gpe)
+{
+    bool bt = b_transposed(pc), bc = b_broadcast(pc);
+    int64_t cols = bt ? GEMV_BT_COLS : GEMV_KN_COLS;
+    int64_t gx = (pc->N + cols - 1) / cols, gy = (pc->K + kc - 1) / kc;
+    int64_t per = (pc->M + GEMV_ROWS - 1) / GEMV_ROWS;
+    int64_t gz = bc ? (batch * pc->M + GEMV_ROWS - 1) / GEMV_ROWS : batch * per;
+    /* the partial sums' indices stay in int32 */
+    if (gy * batch * pc->M * pc->N >= INT32_MAX) return false;
+    if (gx > v->feat.max_groups[0] || gy > v->feat.max_groups[1] || gz > v->feat.max_groups[2]) return false;
+    g[0] = (uint32_t)gx, g[1] = (uint32_t)gy, g[2] = (uint32_t)gz;
+    *gpe = bc ? 0 : (int32_t)per;
+    return true;
+}
+
+static int64_t part_k(const lm_vk_mm_pc *pc)
+{
+    const char *e = getenv("LUMEN_VK_GEMV_PARTS");
+    int64_t p = e ? atoll(e) : 0;
+    if (p >= 1) {
+        int64_t kc = ((pc->K + p - 1) / p + 7) / 8 * 8;
+        return kc > 0 ? kc : 8;
+    }
+    return lm_vk_gemv_part_k(pc->N, pc->K, b_transposed(pc));
+}
+
+bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
+{
+    (void)node;
+    const char *e = getenv("LUMEN_VK_GEMV");
+    if (e && !strcmp(e, "0")) return false;
+    uint32_t g[3];
+    int32_t gpe;
+    if (pc->K <= 0 || pc->M <= 0 || pc->N <= 0 || !grid(v, pc, batch, part_k(pc), g, &gpe)) return false;
+    if (e && !strcmp(e, "1")) return true;
+    return lm_vk_gemv_takes(pc->M, batch, b_broadcast(pc), share);
+}
+
+lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *mm, int64_t batch)
+{
+    const lm_array *a = node->inputs[0], *b = node->inputs[1];
+    gemv_pc pc = {*mm, 0, (int32_t)(batch * mm->M), 0};
+    int64_t kc = part_k(mm);
+    uint32_t g[3];
+    if (!grid(v, mm, batch, kc, g, &pc.gpe))
+        return lm_error_set(LM_ERR_UNSUPPORTED, "vulkan: gemv: %dx%dx%d (batch %lld) beyond the grid", mm->M,
+                            mm->K, mm->N, (long long)batch);
+    pc.kc = (int32_t)kc;
+    int parts = (int)g[1];
+    bool bt = b_transposed(mm);
+    bool a_vec = bt && mm->sak == 1 && vec_ok(a, mm->off_a, mm->sam, mm->M, mm->bsa, mm);
+    bool b_vec = bt ? vec_ok(b, mm->off_b, mm->sbn, mm->N, mm->bsb, mm)
+                    : mm->sbn == 1 && vec_ok(b, mm->off_b, mm->sbk, mm->K, mm->bsb, mm);
+    /* split-K: f32 partial sums, slab by slab; plan mode records nothing
+     * (lm_vk_dispatch), so it needs no scratch */
+    lm_buffer *scratch = NULL;
+    if (parts > 1 && !v->plan) {
+        scratch = lm_buffer_alloc(v->dev, (size_t)4 * (size_t)parts * (size_t)pc.rows * (size_t)mm->N);
+        if (!scratch) return lm_error_prefix("gemv: %d partial sums of %dx%d", parts, pc.rows, mm->N);
+    }
+    const lm_vk_mem *out = scratch ? (const lm_vk_mem *)scratch->handle : parts > 1 ? NULL : lm_vk_mem_of(node);
+    uint32_t spec[6] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, bt, a_vec, b_vec};
+    lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
+    lm_status st = lm_vk_dispatch(v, "matmul_gemv", spec, 6, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
+    if (st == LM_OK && parts > 1) {
+        gemv_sum_pc sp = {(uint32_t)((int64_t)pc.rows * mm->N), 1, mm->N, 1, -1, 0};
+        uint32_t sspec[3] = {node->dtype, node->dtype, (uint32_t)parts};
+        lm_vk_arg sargs[2] = {{out, false}, {lm_vk_mem_of(node), true}};
+        st = lm_vk_dispatch(v, "conv_splitk", sspec, 3, sargs, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
+    }
+    if (scratch) lm_buffer_release(scratch);
+    return st;
+}

@@ -1,0 +1,233 @@
+#version 450
+// matmul_gemv.comp - C = A @ B for few rows of A (matmul.c's GEMV path:
+// at most 8 rows a workgroup, choice.h's lm_vk_gemv_takes), f32, f16 and
+// bf16 in any mix, f32 sums, each result rounded once on store.  A product
+// of one or a few rows reads all of B once and does two flops a load: it is
+// bound by memory, so the workgroups stream B and keep every row's sums
+// in registers.
+//
+// Two layouts of B (B_T, matmul.c picks by the strides):
+// - B_T, B stored [n][k] (a linear layer's weight, read transposed: sbk ==
+//   1): LANES invocations a column, RW columns a workgroup; lane l takes
+//   the 8-element units l, l + LANES, ... of the column's K range, then the
+//   LANES sums of a column are added in shared memory in a fixed tree;
+// - else B stored [k][n]: NX invocations along n, 8 columns each (a
+//   16-byte load of a row of B for 16-bit dtypes, coalesced across the
+//   invocations), KS slices of K; slice s takes k = s, s + KS, ..., and the
+//   KS sums of a column are added in slice order.
+// A workgroup's K range is one part of pc.kc elements (gl_WorkGroupID.y):
+// with more than one part (split-K, choice.h's lm_vk_gemv_part_k) the
+// results are f32 partial sums, slab `part` of [part][rows][N], that
+// conv_splitk.comp adds in part order.
+//
+// Bits: every output's order of additions is fixed by N, K, the layout and
+// the part size alone - not by M, the rows grouped in a workgroup, the
+// batch, or whether a load is a vector one (a unit is 8 elements in both
+// paths, the tail past the last whole unit goes to lanes 0..7 in both) - so
+// a stacked call's rows (choice.h) give the single runs' bytes.
+// Rows: the z index is a group of up to 8 rows.  pc.gpe > 0: groups within
+// one batch entry (gpe groups an entry, B read once an entry); pc.gpe == 0:
+// B is the same for every entry (broadcast) and a group takes 8 rows of
+// the flattened [batch * M] rows.
+// Bindings: 0 = A, 1 = B, 2 = C (contiguous [batch, M, N], or the f32
+// partial sums).
+#include "common.glsl"
+
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint DTA = 0;
+layout(constant_id = 1) const uint DTB = 0;
+layout(constant_id = 2) const uint DTO = 0;
+layout(constant_id = 3) const bool B_T = false;     // B stored [n][k] (sbk == 1)
+layout(constant_id = 4) const bool A_VEC = false;   // B_T: A's units start 16-byte aligned (sak == 1)
+layout(constant_id = 5) const bool B_VEC = false;   // B's units start 16-byte aligned
+
+#define MM_PC_MORE int gpe, rows, kc;   // groups an entry (0: flat), batch * M, K a part
+#include "matmul_pc.glsl"
+
+DECL_IO(0)
+DECL_IO(1)
+DECL_IO(2)
+layout(std430, set = 0, binding = 0) readonly buffer A4 { uvec4 v[]; } a4;
+layout(std430, set = 0, binding = 1) readonly buffer B4 { uvec4 v[]; } b4;
+
+#define LANES 32
+#define RW (256 / LANES)
+#define NX 32
+#define KS (256 / NX)
+#define UN 4            // units (B_T) or rows of B (else) loaded ahead
+
+shared float red[8 * 256];
+
+// 8 consecutive elements from a 16-byte aligned start e (vector loads)
+void unit16(uint dt, uvec4 w, inout float x[8])
+{
+    [[unroll]] for (int j = 0; j < 4; j++) {
+        uint u = w[j];
+        x[2 * j] = dt == DT_BF16 ? uintBitsToFloat(u << 16) : unpackHalf2x16(u).x;
+        x[2 * j + 1] = dt == DT_BF16 ? uintBitsToFloat(u & 0xffff0000u) : unpackHalf2x16(u).y;
+    }
+}
+
+void unit_a(int e, int stride, inout float x[8])
+{
+    if (A_VEC) {
+        if (DTA == DT_F32) {
+            uvec4 w0 = a4.v[e / 4], w1 = a4.v[e / 4 + 1];
+            [[unroll]] for (int j = 0; j < 4; j++) {
+                x[j] = uintBitsToFloat(w0[j]);
+                x[j + 4] = uintBitsToFloat(w1[j]);
+            }
+        } else {
+            unit16(DTA, a4.v[e / 8], x);
+        }
+    } else {
+        [[unroll]] for (int j = 0; j < 8; j++) x[j] = ldf_0(DTA, e + j * stride);
+    }
+}
+
+void unit_b(int e, int stride, inout float x[8])
+{
+    if (B_VEC) {
+        if (DTB == DT_F32) {
+            uvec4 w0 = b4.v[e / 4], w1 = b4.v[e / 4 + 1];
+            [[unroll]] for (int j = 0; j < 4; j++) {
+                x[j] = uintBitsToFloat(w0[j]);
+                x[j + 4] = uintBitsToFloat(w1[j]);
+            }
+        } else {
+            unit16(DTB, b4.v[e / 8], x);
+        }
+    } else {
+        [[unroll]] for (int j = 0; j < 8; j++) x[j] = ldf_1(DTB, e + j * stride);
+    }
+}
+
+// where the batch entry e's A and B start
+ivec2 entry_base(int e)
+{
+    int oa = pc.off_a, ob = pc.off_b;
+    for (int d = pc.nb - 1; d >= 0; d--) {
+        int c = e % pc.bshape[d];
+        e /= pc.bshape[d];
+        oa += c * pc.bsa[d];
+        ob += c * pc.bsb[d];
+    }
+    return ivec2(oa, ob);
+}
+
+void main()
+{
+    int tid = int(gl_LocalInvocationID.x);
+    int part = int(gl_WorkGroupID.y), g = int(gl_WorkGroupID.z);
+    int kbeg = part * pc.kc, kend = min(pc.K, kbeg + pc.kc);
+    // this group's rows: r0, the first (a flat row index), nr of them
+    int r0, nr;
+    if (pc.gpe > 0) {
+        int e = g / pc.gpe, m0 = (g % pc.gpe) * 8;
+        r0 = e * pc.M + m0;
+        nr = min(8, pc.M - m0);
+    } else {
+        r0 = g * 8;
+        nr = min(8, pc.rows - r0);
+    }
+    int ob = entry_base(r0 / pc.M).y;
+    int oa[8];
+    [[unroll]] for (int i = 0; i < 8; i++) {
+        int r = min(r0 + i, pc.rows - 1);
+        oa[i] = entry_base(r / pc.M).x + (r % pc.M) * pc.sam;
+    }
+    int slab = part * pc.rows;
+
+    if (B_T) {
+        int lane = tid % LANES, col = tid / LANES;
+        int n = int(gl_WorkGroupID.x) * RW + col;
+        float acc[8];
+        [[unroll]] for (int i = 0; i < 8; i++) acc[i] = 0.0;
+        if (n < pc.N) {
+            int bo = ob + n * pc.sbn, nu = (kend - kbeg) / 8;
+            // UN units' loads issued before any is used (latency), then
+            // added in unit order: the order of the loop without it
+            for (int u0 = lane; u0 < nu; u0 += UN * LANES) {
+                float b[UN][8];
+                [[unroll]] for (int q = 0; q < UN; q++)
+                    if (u0 + q * LANES < nu) unit_b(bo + kbeg + (u0 + q * LANES) * 8, 1, b[q]);
+                [[unroll]] for (int q = 0; q < UN; q++) {
+                    int k = kbeg + (u0 + q * LANES) * 8;
+                    if (u0 + q * LANES < nu) {
+                        [[unroll]] for (int i = 0; i < 8; i++) {
+                            if (i < nr) {
+                                float a[8];
+                                unit_a(oa[i] + k * pc.sak, pc.sak, a);
+                                [[unroll]] for (int j = 0; j < 8; j++) acc[i] = fma(a[j], b[q][j], acc[i]);
+                            }
+                        }
+                    }
+                }
+            }
+            int kt = kbeg + nu * 8 + lane;
+            if (lane < 8 && kt < kend) {
+                float b = ldf_1(DTB, bo + kt);
+                [[unroll]] for (int i = 0; i < 8; i++)
+                    if (i < nr) acc[i] = fma(ldf_0(DTA, oa[i] + kt * pc.sak), b, acc[i]);
+            }
+        }
+        [[unroll]] for (int i = 0; i < 8; i++)
+            if (i < nr) red[i * 256 + tid] = acc[i];
+        barrier();
+        [[unroll]] for (int s = LANES / 2; s > 0; s >>= 1) {
+            if (lane < s)
+                [[unroll]] for (int i = 0; i < 8; i++)
+                    if (i < nr) red[i * 256 + tid] += red[i * 256 + tid + s];
+            barrier();
+        }
+        if (lane < nr && n < pc.N)
+            stf_2(DTO, (slab + r0 + lane) * pc.N + n, red[lane * 256 + col * LANES]);
+    } else {
+        int tx = tid % NX, s = tid / NX;
+        int n0 = int(gl_WorkGroupID.x) * (NX * 8) + tx * 8;
+        float acc[8][8];
+        [[unroll]] for (int i = 0; i < 8; i++)
+            [[unroll]] for (int j = 0; j < 8; j++) acc[i][j] = 0.0;
+        bool whole = n0 + 8 <= pc.N;
+        if (n0 < pc.N) {
+            for (int k0 = kbeg + s; k0 < kend; k0 += UN * KS) {
+                float b[UN][8];
+                [[unroll]] for (int q = 0; q < UN; q++) {
+                    int k = k0 + q * KS, bo = ob + k * pc.sbk + n0 * pc.sbn;
+                    if (k < kend) {
+                        if (whole) {
+                            unit_b(bo, pc.sbn, b[q]);
+                        } else {
+                            [[unroll]] for (int j = 0; j < 8; j++)
+                                b[q][j] = n0 + j < pc.N ? ldf_1(DTB, bo + j * pc.sbn) : 0.0;
+                        }
+                    }
+                }
+                [[unroll]] for (int q = 0; q < UN; q++) {
+                    int k = k0 + q * KS;
+                    if (k < kend) {
+                        [[unroll]] for (int i = 0; i < 8; i++) {
+                            if (i < nr) {
+                                float a = ldf_0(DTA, oa[i] + k * pc.sak);
+                                [[unroll]] for (int j = 0; j < 8; j++) acc[i][j] = fma(a, b[q][j], acc[i][j]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        int nw = int(gl_WorkGroupID.x) * (NX * 8) + tid;   // the column this invocation adds up
+        [[unroll]] for (int i = 0; i < 8; i++) {
+            if (i < nr) {
+                [[unroll]] for (int j = 0; j < 8; j++) red[s * 256 + tx * 8 + j] = acc[i][j];
+                barrier();
+                if (nw < pc.N) {
+                    float x = red[tid];
+                    [[unroll]] for (int q = 1; q < KS; q++) x += red[q * 256 + tid];
+                    stf_2(DTO, (slab + r0 + i) * pc.N + nw, x);
+                }
+                barrier();
+            }
+        }
+    }
+}
