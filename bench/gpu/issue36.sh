@@ -120,6 +120,7 @@ cold() {
 part_kernels() {
   DIT=4096:3840:3840,4096:3840:10240,4096:3840:15360,4096:10240:3840,4096:10240:10240,4096:10240:15360
   DIT=$DIT,4096:15360:3840,4096:15360:10240,4096:15360:15360,1:2560:9728,1:9728:2560
+  DIT=$DIT,1:2560:9728t,1:9728:2560t,1:3840:3840t,1:3840:15360t   # t: B stored [N, K], a linear's weight
   SQ=2048,4096,8192 SQ32=4096,8192 Q= VQ=
   CONVC=conv:1:128:128:512:3:f16,conv:1:128:128:512:3:f32,conv:1:128:128:512:3:bf16,conv:1:64:32:128:3:f32
   CONVC=$CONVC,conv:1:192:64:128:3:f32,conv:1:192:32:256:3:f32,conv:1:64:64:256:3:f32,conv:1:128:128:1024:3:f32
@@ -147,7 +148,7 @@ part_kernels() {
     timeout 120 python3 $B/issue36.py nn-peer > "$O/k_nn_peer.log" 2>&1; echo "nn peer rc $?"; cat "$O/k_nn_peer.log"
   fi
   echo "== conv at GPU time (conv.py) $(el)"
-  CONV_TORCH=${ISSUE36_NO_TORCH:+0} CONV_CASES=$CONVC timeout 200 python3 $B/conv.py "$L" > "$O/k_conv.log" 2>&1
+  CONV_TORCH=${ISSUE36_NO_TORCH:+0} CONV_CASES=$CONVC timeout 330 python3 $B/conv.py "$L" > "$O/k_conv.log" 2>&1
   echo "conv.py rc $?"; cat "$O/k_conv.log"
   if [ -z "${ISSUE36_NO_TORCH:-}" ]; then   # vae.py makes its weights with torch
     echo "== SD VAE decoder (vae.py) $(el)"
@@ -189,8 +190,7 @@ part_tools() {
   timeout 150 python3 $T/peer.py "$W" 16 > "$O/t_peer.log" 2>&1; echo "peer.py rc $?"; cat "$O/t_peer.log"
   [ -f "$W/sd15/model_index.json" ] || { echo "tools: no SD 1.5 folder"; return; }
   mkdir -p "$W/stk"
-  sed 's/variation_strength = s.variation_strength}/variation_strength = s.variation_strength, stacked = true}/' \
-    samples/batch_generate.lua > "$W/stk/batch_generate.lua"
+  sed 's/batch = #ps,/batch = #ps, stacked = true,/' samples/batch_generate.lua > "$W/stk/batch_generate.lua"
   grep -q "stacked = true" "$W/stk/batch_generate.lua" || echo "tools: the sample changed: no stacked variant (stk4 runs in lanes)"
   cat > "$W/warm36.lua" <<'LUA'
 local pipe = lm.models.load(arg[1])
@@ -278,6 +278,8 @@ part_parity() {
   pt attention 150 LUMEN_TEST_ATTN_COOP=1 LUMEN_TEST_ATTN_BF16=1 PARITY_ONLY='test_attention*' "$TD/test_vulkan_nn_norm"
   pt matmul 90 LUMEN_TEST_MM_BF16=1 PARITY_ONLY='test_matmul*' "$TD/test_vulkan_parity"
   pt conv_bf16 90 LUMEN_TEST_CONV_BF16=1 PARITY_ONLY=test_conv_coop_bf16 "$TD/test_vulkan_nn_conv"
+  pt conv_winograd 90 PARITY_ONLY=test_conv_winograd "$TD/test_vulkan_nn_conv"
+  [ -x "$TD/test_vk_share" ] && pt share 60 "$TD/test_vk_share"
 }
 
 for p in "$@"; do
