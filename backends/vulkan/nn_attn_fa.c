@@ -497,14 +497,18 @@ static bool gemm_next(const lm_array *node, int64_t rows, gemm_piece *p, bool fi
  * over 256, no mask, f16/bf16 q, k and v of one dtype (f32 too where
  * forced), an output as theirs or f32, rows of the output on the device's
  * binding alignment, 32-bit indices, a piece's scores within one binding;
- * by default only where the first product runs on tensor cores */
+ * by default only where the first product runs on tensor cores, and f32 on
+ * GPUs (not CPU devices) */
 static bool gemm_takes(lm_vk_dev *v, const lm_array *node)
 {
     int want = gemm_wanted();
     if (want == 0 || node->ninputs != 3 || !lm_vk_fits_i32(node)) return false;
     const lm_array *q = node->inputs[0];
     lm_dtype dt = q->dtype;
-    if (dt != LM_F16 && dt != LM_BF16 && !(dt == LM_F32 && want == 1)) return false;
+    /* f32 by default on GPUs: on the H200 its products on the f32 tiles
+     * took half the SIMT kernel's time (docs/BENCHMARKS.md#issue36-table) */
+    bool f32 = dt == LM_F32 && (want == 1 || !lm_vk_cpu_device(v));
+    if (dt != LM_F16 && dt != LM_BF16 && !f32) return false;
     for (int i = 0; i < 3; i++)
         if (node->inputs[i]->dtype != dt || node->inputs[i]->ndim != 4 || !lm_vk_fits_i32(node->inputs[i]))
             return false;
@@ -524,7 +528,7 @@ static bool gemm_takes(lm_vk_dev *v, const lm_array *node)
     gemm_products(node, &p, v->dummy, v->dummy, v->dummy, gemm_pdt(node), &g1, &g2);
     bool tc = false;
     if (!lm_vk_gemm_fits(v, &g1, &tc) || !lm_vk_gemm_fits(v, &g2, NULL)) return false;
-    return want == 1 || tc;
+    return want == 1 || tc || f32;
 }
 
 static lm_status run_gemm(lm_vk_dev *v, lm_array *node)

@@ -200,6 +200,10 @@ typedef struct lm_vk_arg {
 
 static inline lm_vk_dev *lm_vk_of(lm_device *d) { return (lm_vk_dev *)d->impl; }
 static inline const lm_vk_mem *lm_vk_mem_of(const lm_array *a) { return (const lm_vk_mem *)a->buf->handle; }
+/* a CPU device (lavapipe): choices measured on GPUs (the Winograd conv, the
+ * f32 two-product attention) keep their older default there, where they
+ * were measured slower or only parity-tested */
+static inline bool lm_vk_cpu_device(const lm_vk_dev *v) { return v->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU; }
 
 /* device.c */
 lm_status lm_vk_check(lm_vk_dev *v, VkResult r, const char *what);
