@@ -806,15 +806,17 @@ _Static_assert(sizeof(wino_ypc) <= LM_VK_PUSH_BYTES, "conv_wino_y push constants
 /* 3x3 stride-1 convs on the f32 kernels go to Winograd's F(2x2, 3x3)
  * wherever wino_fits: by default on GPUs (on the H200, 2026-11-29, it took
  * 0.51-0.59 of the GEMM tiles' time at every shape measured, 32 to 256
- * channels, 128² to 1024²: docs/BENCHMARKS.md#issue36-table), not on CPU
- * devices (lavapipe: its three dispatches were slower there);
+ * channels, 128² to 1024²: docs/BENCHMARKS.md#issue36-table) where both
+ * channel counts are 32 or more (as every shape measured; conv_small's
+ * few output channels and a 3-channel input keep their kernels), not on
+ * CPU devices (lavapipe: its three dispatches were slower there);
  * LUMEN_VK_CONV_F32=winograd forces it, any other value of that knob (a
  * tile's name) keeps the GEMM tiles */
-static bool wino_asked(const lm_vk_dev *v)
+static bool wino_asked(const lm_vk_dev *v, const geom *g)
 {
     const char *e = getenv("LUMEN_VK_CONV_F32");
     if (e && *e) return !strcmp(e, "winograd");
-    return !lm_vk_cpu_device(v);
+    return !lm_vk_cpu_device(v) && g->Cg >= 32 && g->O >= 32;
 }
 
 /* Can the Winograd path take this conv?  conv2d (not transposed), groups 1,
@@ -987,7 +989,7 @@ static lm_status run_conv(lm_vk_dev *v, lm_array *node)
 {
     geom g = geom_of(node);
     small_plan plan;
-    if (wino_asked(v) && wino_fits(v, node, &g)) return run_wino(v, node, &g);
+    if (wino_asked(v, &g) && wino_fits(v, node, &g)) return run_wino(v, node, &g);
     if (!strcmp(halo_env(), "simt") && halo_fits(v, node, &g)) return run_halo(v, node, &g, true);
     if (gemm_fits(v, node, &g)) return run_gemm(v, node, &g);
     return small_fits(v, node, &g, &plan) ? run_small(v, node, &g, &plan) : run_direct(v, node, &g);
