@@ -197,9 +197,11 @@ static void test_gemv(void **state)
     assert_false(lm_vk_gemv_takes(1, 16, true, 1));
     assert_true(moved > before);
     /* parts: 1x9728x2560 [k][n] splits 10 column groups' K over 64 parts,
-     * 1x2560x9728 [n][k] has 1216 groups and none */
+     * [n][k] never splits (1x9728x2560 and 1x3840x3840: one part each) */
     assert_int_equal(lm_vk_gemv_part_k(2560, 9728, false), 152);
     assert_int_equal(lm_vk_gemv_part_k(9728, 2560, true), 2560);
+    assert_int_equal(lm_vk_gemv_part_k(2560, 9728, true), 9728);
+    assert_int_equal(lm_vk_gemv_part_k(3840, 3840, true), 3840);
 }
 
 static void test_fa512(void **state)
@@ -365,14 +367,15 @@ static void test_stacked_wino(void **state)
 }
 
 /* x [12, 1100] @ w^T (w [37, 1100], a linear's weight) made under share 4
- * (3 rows an image: the GEMV kernel, 2 split-K parts) gives, rows for rows,
+ * (3 rows an image: the GEMV kernel, 2 split-K parts forced: a linear's
+ * weight takes one part by itself) gives, rows for rows,
  * the bytes of each image's [3, 1100] product; without the share the 12
  * rows would take the GEMM kernel */
 static void test_stacked_gemv_bytes(void **state)
 {
     (void)state;
     unsetenv("LUMEN_VK_GEMV");
-    unsetenv("LUMEN_VK_GEMV_PARTS");
+    setenv("LUMEN_VK_GEMV_PARTS", "2", 1);
     assert_true(lm_vk_gemv_takes(12, 1, false, 4));
     assert_false(lm_vk_gemv_takes(12, 1, false, 1));
     const lm_dtype dts[] = {LM_F32, LM_BF16};
@@ -400,6 +403,7 @@ static void test_stacked_gemv_bytes(void **state)
         lm_array_release(wt);
         lm_array_release(all);
     }
+    unsetenv("LUMEN_VK_GEMV_PARTS");
 }
 
 int main(void)

@@ -345,7 +345,8 @@ static void test_matmul(void **state)
  * linear's weight, B^T); A transposed; odd offsets (no vector loads);
  * batched with B broadcast (8 rows a workgroup across the entries) or
  * batched too; K long enough for split-K parts in both layouts
- * (lm_vk_gemv_part_k: [k][n] from 128, [n][k] from 1024); then under
+ * (lm_vk_gemv_part_k: [k][n] from 128; [n][k] takes one part, so its
+ * split is the forced pass's); then under
  * LUMEN_VK_GEMV=1 rows past 8 (several row groups an entry) and 3 forced
  * parts.  f32, f16 and bf16. */
 typedef struct { int64_t m, k, n, batch; bool ta, tb, bb, sl; } gctx;

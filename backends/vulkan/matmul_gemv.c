@@ -52,12 +52,18 @@ bool lm_vk_gemv_takes(int64_t m, int64_t batch, bool b_bcast, int share)
 
 int64_t lm_vk_gemv_part_k(int64_t n, int64_t k, bool b_t)
 {
-    /* about 1024 workgroups of 256 invocations (the H200's 132 SMs hold
-     * 2048 invocations each), parts of at least 512 elements of K with B
-     * [n][k] (two units a lane) or 64 with B [k][n] (8 rows a slice), at
-     * most 64 parts (the second pass reads them all) */
-    int64_t groups = b_t ? (n + GEMV_BT_COLS - 1) / GEMV_BT_COLS : (n + GEMV_KN_COLS - 1) / GEMV_KN_COLS;
-    int64_t least = b_t ? 512 : 64;
+    /* B [n][k]: one part.  On the H200 (2026-11-29, bench/gpu/
+     * gemv_limit.lua) a single part was the fastest at every shape tried,
+     * 1 x 3840 x 3840 22.1 us against 36.1 in the 3 parts this rule gave
+     * before, 1 x 2560 x 9728 48.0 against 56.8 in 4; more parts only
+     * added time (docs/BENCHMARKS.md#issue36-table).  B [k][n]: about
+     * 1024 workgroups of 256 invocations (the H200's 132 SMs hold 2048
+     * invocations each), parts of at least 64 elements of K (8 rows a
+     * slice), at most 64 parts (the second pass reads them all): there 16
+     * parts took 1 x 9728 x 2560 from 775 to 73 us */
+    if (b_t) return (k + 7) / 8 * 8;
+    int64_t groups = (n + GEMV_KN_COLS - 1) / GEMV_KN_COLS;
+    int64_t least = 64;
     int64_t p = (1024 + groups - 1) / groups, most = k / least;
     if (p > most) p = most;
     if (p > 64) p = 64;
