@@ -29,6 +29,17 @@
 
 static lm_device *vk, *cpu;
 
+/* LUMEN_VK_REPLAY=0 (on = false) or unset, with the device idle first:
+ * setenv while lavapipe's queue thread compiles a shader (its getenv) is a
+ * data race, and under ASan it crashed that thread inside getenv, whose
+ * exit then waited on the same queue for ever */
+static void replay_env(bool on)
+{
+    if (vk) assert_int_equal(lm_device_sync(vk), LM_OK);
+    if (on) unsetenv("LUMEN_VK_REPLAY");
+    else setenv("LUMEN_VK_REPLAY", "0", 1);
+}
+
 /* the net's weights on one device */
 typedef struct weights { lm_array *w1, *b1, *w2, *w3, *b3; } weights;
 
@@ -193,9 +204,9 @@ static void test_f16_against_no_replay(void **state)
         assert_int_equal(lm_array_eval(x), LM_OK);
         lm_array *a[2], *b[2];
         assert_int_equal(lm_compiled_call(c, 1, &x, a), 2);
-        setenv("LUMEN_VK_REPLAY", "0", 1);
+        replay_env(false);
         assert_int_equal(lm_compiled_call(c, 1, &x, b), 2);
-        unsetenv("LUMEN_VK_REPLAY");
+        replay_env(true);
         expect_same("f16 net against LUMEN_VK_REPLAY=0", i + 1, a[0], b[0]);
         expect_same("f16 net against LUMEN_VK_REPLAY=0", i + 1, a[1], b[1]);
         lm_array *all[] = {x, a[0], a[1], b[0], b[1]};
@@ -231,9 +242,9 @@ static void test_gemv_split_replayed(void **state)
         lm_array *a, *b, *dm = lm_matmul(x, wt), *d = lm_binary_scalar(LM_OP_MUL, dm, 0.5, false);
         lm_array_release(dm);
         assert_int_equal(lm_compiled_call(c, 1, &x, &a), 1);
-        setenv("LUMEN_VK_REPLAY", "0", 1);
+        replay_env(false);
         assert_int_equal(lm_compiled_call(c, 1, &x, &b), 1);
-        unsetenv("LUMEN_VK_REPLAY");
+        replay_env(true);
         expect_same("gemv split-K against LUMEN_VK_REPLAY=0", i + 1, a, b);
         expect_same("gemv split-K against the product uncompiled", i + 1, a, d);
         lm_array *all[] = {x, a, b, d};
@@ -328,7 +339,7 @@ static void test_fused_slots_reused(void **state)
  * as with replay switched off */
 static size_t calls_then_free(const weights *w, lm_array *x, bool replay, size_t *held)
 {
-    if (!replay) setenv("LUMEN_VK_REPLAY", "0", 1);
+    if (!replay) replay_env(false);
     lm_compiled *c = compile_net(w, x->ndim, x->shape, LM_F32);
     for (int i = 0; i < 4; i++) {
         lm_array *o[2];
@@ -340,7 +351,7 @@ static size_t calls_then_free(const weights *w, lm_array *x, bool replay, size_t
     assert_int_equal(lm_device_sync(vk), LM_OK);
     *held = lm_device_memory(vk).active;
     lm_compiled_free(c);
-    unsetenv("LUMEN_VK_REPLAY");
+    replay_env(true);
     return lm_device_memory(vk).active;
 }
 
@@ -606,9 +617,9 @@ static void test_not_recorded(void **state)
     lm_profile_free(p);
     assert_int_equal(lm_replay_replayed_count(), rep0);
     /* and replay switched off */
-    setenv("LUMEN_VK_REPLAY", "0", 1);
+    replay_env(false);
     for (int i = 0; i < 3; i++) call_and_check(f, &w, &wc, x, "LUMEN_VK_REPLAY=0", i + 1);
-    unsetenv("LUMEN_VK_REPLAY");
+    replay_env(true);
     assert_int_equal(lm_replay_replayed_count(), rep0);
     assert_int_equal(lm_replay_recorded_count(), rec0);
     lm_array_release(x);
