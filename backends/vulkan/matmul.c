@@ -145,24 +145,6 @@ const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, i
     return f32_find(v, "128x128");
 }
 
-/* the f32-arithmetic tile t over args (A, B, C) of dtypes dts: a_k, b_n
- * the unit-stride dims, a_vec / b_vec / c_vec 16-byte vectors allowed */
-static lm_status f32_dispatch(lm_vk_dev *v, const lm_vk_f32_tile *t, const uint32_t *dts, const lm_vk_arg *args,
-                              const mm_pc *pc, int64_t batch, bool a_k, bool b_n, bool a_vec, bool b_vec,
-                              bool c_vec)
-{
-    uint32_t gx = (uint32_t)((pc->N + t->bn - 1) / t->bn), gy = (uint32_t)((pc->M + t->bm - 1) / t->bm);
-    /* whole tiles of 16-byte loads: no bounds checks (the depth of every
-     * tile divides 16) */
-    bool full = a_vec && b_vec && pc->M % t->bm == 0 && pc->N % t->bn == 0 && pc->K % 16 == 0 &&
-                !getenv_off("LUMEN_VK_MM_F32_FULL");
-    const char *e = getenv("LUMEN_VK_MM_F32_SWZ");
-    int swz = e ? atoi(e) : 0;
-    if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
-    uint32_t spec[12] = {dts[0], dts[1], dts[2], a_k, b_n, a_vec, b_vec, c_vec, 0, 0, full, (uint32_t)swz};
-    return lm_vk_dispatch(v, t->shader, spec, 12, args, 3, pc, sizeof *pc, gx, gy, (uint32_t)batch);
-}
-
 static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch, int share)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
@@ -173,41 +155,19 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     bool b_vec = b_n ? vec4_ok(b, pc->off_b, pc->sbk, pc->sbn, pc, pc->bsb)
                      : vec4_ok(b, pc->off_b, pc->sbn, pc->sbk, pc, pc->bsb);
     bool c_vec = pc->N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
-    uint32_t dts[3] = {a->dtype, b->dtype, node->dtype};
+    uint32_t gx = (uint32_t)((pc->N + t->bn - 1) / t->bn), gy = (uint32_t)((pc->M + t->bm - 1) / t->bm);
+    /* whole tiles of 16-byte loads: no bounds checks (the depth of every
+     * tile divides 16) */
+    bool full = a_vec && b_vec && pc->M % t->bm == 0 && pc->N % t->bn == 0 && pc->K % 16 == 0 &&
+                !getenv_off("LUMEN_VK_MM_F32_FULL");
+    const char *e = getenv("LUMEN_VK_MM_F32_SWZ");
+    int swz = e ? atoi(e) : 0;
+    if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
+    uint32_t spec[12] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec, 0, 0, full,
+                         (uint32_t)swz};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
                          {lm_vk_mem_of(node), true}};
-    return f32_dispatch(v, t, dts, args, pc, batch, a_k, b_n, a_vec, b_vec, c_vec);
-}
-
-lm_status lm_vk_mm_f32_bufs(lm_vk_dev *v, const lm_vk_mem *a, const lm_vk_mem *b, const lm_vk_mem *c, int64_t m,
-                            int64_t n, int64_t k, int64_t batch)
-{
-    mm_pc pc = {0};
-    pc.M = (int32_t)m;
-    pc.N = (int32_t)n;
-    pc.K = (int32_t)k;
-    pc.nb = 1;
-    pc.sam = (int32_t)k;
-    pc.sak = 1;
-    pc.sbk = (int32_t)n;
-    pc.sbn = 1;
-    pc.bshape[0] = (int32_t)batch;
-    pc.bsa[0] = (int32_t)(m * k);
-    pc.bsb[0] = (int32_t)(k * n);
-    uint32_t dts[3] = {LM_F32, LM_F32, LM_F32};
-    lm_vk_arg args[3] = {{a, false}, {b, false}, {c, true}};
-    /* as lm_vk_run_matmul chooses for an f32 product of this size */
-    if (lm_vk_mm_size(m, n, batch, 1) >= 128 * 128 && v->feat.max_shared >= 32768 && !getenv_off("LUMEN_VK_MM_F32")) {
-        const lm_vk_f32_tile *t = lm_vk_f32_pick(v, false, m, n, batch, 1);
-        bool a_vec = k % 4 == 0 && a->off % 16 == 0, b_vec = n % 4 == 0 && b->off % 16 == 0;
-        bool c_vec = n % 4 == 0 && c->off % 16 == 0;
-        return f32_dispatch(v, t, dts, args, &pc, batch, true, true, a_vec, b_vec, c_vec);
-    }
-    bool big = lm_vk_mm_size(m, n, batch, 1) >= 512 * 512;
-    uint32_t bm = big ? 128 : 64;
-    uint32_t spec[10] = {LM_F32, LM_F32, LM_F32, 0, 0, 0, 0, 0, 1, 1};
-    return lm_vk_dispatch(v, big ? "matmul_big" : "matmul", spec, 10, args, 3, &pc, sizeof pc,
-                          (uint32_t)((n + bm - 1) / bm), (uint32_t)((m + bm - 1) / bm), (uint32_t)batch);
+    return lm_vk_dispatch(v, t->shader, spec, 12, args, 3, pc, sizeof *pc, gx, gy, (uint32_t)batch);
 }
 
 bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)

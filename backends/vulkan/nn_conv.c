@@ -939,7 +939,24 @@ static lm_status wino_chunk(lm_vk_dev *v, lm_array *node, const geom *g, const l
     lm_vk_arg vargs[2] = {{lm_vk_mem_of(x), false}, {vm, true}};
     lm_status st = lm_vk_dispatch(v, "conv_wino_v", vspec, 1, vargs, 2, &vp, sizeof vp,
                                   lm_vk_groups(v, vp.n, 256), 1, 1);
-    if (st == LM_OK) st = lm_vk_mm_f32_bufs(v, u, vm, mm, g->O, nt, g->Cg, 16);
+    if (st == LM_OK) {
+        /* M[k] = U[k] V[k], k < 16: [O][C] x [C][nt], contiguous, the
+         * kernel matmul.c takes for that size (the chunk is one image's part) */
+        lm_vk_gemm gm = {.a = u, .b = vm, .c = mm, .ta = LM_F32, .tb = LM_F32, .tc = LM_F32, .batch = 16,
+                         .share = 1};
+        gm.pc.M = (int32_t)g->O;
+        gm.pc.N = (int32_t)nt;
+        gm.pc.K = (int32_t)g->Cg;
+        gm.pc.sam = (int32_t)g->Cg;
+        gm.pc.sak = 1;
+        gm.pc.sbk = (int32_t)nt;
+        gm.pc.sbn = 1;
+        gm.pc.nb = 1;
+        gm.pc.bshape[0] = 16;
+        gm.pc.bsa[0] = (int32_t)(g->O * g->Cg);
+        gm.pc.bsb[0] = (int32_t)(g->Cg * nt);
+        st = lm_vk_gemm_run(v, &gm);
+    }
     if (st != LM_OK) return st;
     wino_ypc yp = {(uint32_t)(g->O * nt), (int32_t)nt, (int32_t)g->O, tw, th, (int32_t)r0, (int32_t)g->OH,
                    (int32_t)g->OW, 0, 0};

@@ -328,12 +328,6 @@ typedef struct {
  * the size of one image's part (share: lm_array_share, choice.h) */
 const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, int64_t n, int64_t batch,
                                      int share);
-/* C = A B in f32 over whole buffers (nn_conv.c's Winograd products): A
- * [batch][m][k], B [batch][k][n], C [batch][m][n], contiguous from element
- * 0 of each; the kernel and tile as lm_vk_run_matmul chooses them for that
- * size (the caller passes one image's part) */
-lm_status lm_vk_mm_f32_bufs(lm_vk_dev *v, const lm_vk_mem *a, const lm_vk_mem *b, const lm_vk_mem *c, int64_t m,
-                            int64_t n, int64_t k, int64_t batch);
 bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 /* matmul_gemv.c: products of few rows (M <= 8, choice.h), tried first
@@ -345,7 +339,7 @@ lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
 bool lm_vk_cm2_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 lm_status lm_vk_run_matmul_cm2(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 /* matmul.c: C = A B over buffers (a kernel's scratch: nn_attn_fa.c's GEMM
- * attention), through the kernels a matmul node of these dtypes, sizes and
+ * attention, nn_conv.c's Winograd products), through the kernels a matmul node of these dtypes, sizes and
  * strides takes (cm2, KHR/NV tensor cores, the f32-arithmetic tiles); C is
  * contiguous [batch][M][N] from the start of c, A and B are read at pc's
  * offsets and strides.  Size-dependent choices as `share` says (choice.h:
