@@ -185,7 +185,7 @@ static lm_status mm_dispatch(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int6
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
     /* few rows (at most 8 in one image's part: choice.h) on the GEMV
      * kernel (matmul_gemv.c): bound by memory, not by the tensor cores */
-    if (lm_vk_gemv_fits(v, node, pc, batch, share)) {
+    if (lm_vk_gemv_fits(v, pc, batch, share)) {
         lm_status gst = lm_vk_run_matmul_gemv(v, node, pc, batch);
         return gst == LM_OK ? gst : lm_error_prefix("matmul");
     }

@@ -32,12 +32,6 @@ typedef struct gemv_pc {
     int32_t gpe, rows, kc;
 } gemv_pc;
 
-/* shaders/conv_splitk.comp's push constants (nn_conv.c's splitk_pc) */
-typedef struct gemv_sum_pc {
-    uint32_t n;
-    int32_t M, N, G, off_bias, s_bias;
-} gemv_sum_pc;
-
 _Static_assert(sizeof(gemv_pc) <= LM_VK_PUSH_BYTES, "matmul_gemv push constants");
 
 #define GEMV_ROWS 8     /* rows a workgroup (the kernel's accumulators) */
@@ -125,9 +119,8 @@ static int64_t part_k(const lm_vk_mm_pc *pc)
     return lm_vk_gemv_part_k(pc->N, pc->K, b_transposed(pc));
 }
 
-bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
+bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
-    (void)node;
     const char *e = getenv("LUMEN_VK_GEMV");
     if (e && !strcmp(e, "0")) return false;
     uint32_t g[3];
@@ -164,7 +157,7 @@ lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
     lm_status st = lm_vk_dispatch(v, "matmul_gemv", spec, 6, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
     if (st == LM_OK && parts > 1) {
-        gemv_sum_pc sp = {(uint32_t)((int64_t)pc.rows * mm->N), 1, mm->N, 1, -1, 0};
+        lm_vk_splitk_pc sp = {(uint32_t)((int64_t)pc.rows * mm->N), 1, mm->N, 1, -1, 0};
         uint32_t sspec[3] = {node->dtype, node->dtype, (uint32_t)parts};
         lm_vk_arg sargs[2] = {{out, false}, {lm_vk_mem_of(node), true}};
         st = lm_vk_dispatch(v, "conv_splitk", sspec, 3, sargs, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);

@@ -552,13 +552,8 @@ static lm_status run_im2col(lm_vk_dev *v, const lm_array *node, const geom *g, g
 }
 
 /* push constants of shaders/conv_splitk.comp */
-typedef struct splitk_pc {
-    uint32_t n;
-    int32_t M, N, G, off_bias, s_bias;
-} splitk_pc;
-
 _Static_assert(sizeof(im2col_pc) <= LM_VK_PUSH_BYTES, "conv_im2col push constants");
-_Static_assert(sizeof(splitk_pc) <= LM_VK_PUSH_BYTES, "conv_splitk push constants");
+_Static_assert(sizeof(lm_vk_splitk_pc) <= LM_VK_PUSH_BYTES, "conv_splitk push constants");
 
 /* the second pass of a split-K conv: parts f32 slabs of n sums from
  * scratch, plus the bias, into node */
@@ -567,7 +562,8 @@ static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const g
 {
     int32_t off_bias, s_bias;
     const lm_array *b = bias_of(node, &off_bias, &s_bias);
-    splitk_pc rp = {(uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias, s_bias};
+    lm_vk_splitk_pc rp = {(uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias,
+                          s_bias};
     uint32_t spec[3] = {node->dtype, b ? b->dtype : node->dtype, (uint32_t)parts};
     lm_vk_arg args[3] = {{(const lm_vk_mem *)scratch->handle, false}, {lm_vk_mem_of(node), true},
                          {b ? lm_vk_mem_of(b) : NULL, false}};

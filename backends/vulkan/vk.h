@@ -314,6 +314,14 @@ typedef struct lm_vk_mm_pc {
     int32_t sam, sak, sbk, sbn;
     int32_t bshape[4], bsa[4], bsb[4];
 } lm_vk_mm_pc;
+/* shaders/conv_splitk.comp's push constants: n outputs, each the sum in
+ * part order of the f32 partial sums of M x N x G slabs, the bias at
+ * off_bias with stride s_bias (-1: none); nn_conv.c's split-K and
+ * matmul_gemv.c's parts add through it */
+typedef struct lm_vk_splitk_pc {
+    uint32_t n;
+    int32_t M, N, G, off_bias, s_bias;
+} lm_vk_splitk_pc;
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
  * cooperative matrices (and bf16 through scaled f16 copies); whether it
  * takes this node, and running it */
@@ -332,7 +340,7 @@ bool lm_vk_coop_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, 
 lm_status lm_vk_run_matmul_coop(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
 /* matmul_gemv.c: products of few rows (M <= 8, choice.h), tried first
  * (LUMEN_VK_GEMV=0|1) */
-bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share);
+bool lm_vk_gemv_fits(lm_vk_dev *v, const lm_vk_mm_pc *pc, int64_t batch, int share);
 lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc *pc, int64_t batch);
 /* matmul_cm2.c: the GEMM on VK_NV_cooperative_matrix2 for f16 inputs, tried
  * before matmul_coop (LUMEN_VK_GEMM=cm2|khr|nv|plain) */
