@@ -451,6 +451,7 @@ int lm_cli_lock_dir(const char *dir, const char *prog)
  * reader and writer threads spent beside it (each thread adds to its own) */
 typedef struct up_times {
     double model;      /* main thread: tiles, uploads, the model, downloads */
+    double first;      /* the first image's share of model (pipelines, first blocks) */
     double wait_in;    /* main thread: waiting for the reader's next image */
     double wait_out;   /* main thread: waiting for the writer (LOOKAHEAD) */
     double read;       /* decoding the inputs (the reader, or --serial's main thread) */
@@ -702,6 +703,7 @@ static int upscale_pipelined(lm_tfjs_model *m, const up_args *a, const plan *p, 
         free(j->in.data);
         j->in.data = NULL;
         lm_sweep();
+        if (i == 0) tm->first = up_now() - t2;
         tm->model += up_now() - t2;
         pipe_done(&q, &q.computed, i);
         if (lm_cancel_requested()) break;   /* Ctrl-C: no more images */
@@ -757,6 +759,10 @@ static int cmd_upscale(int argc, char **argv)
         goto done;
     }
     if ((rc = plan_outputs(&a, &p)) != 0) goto done;
+    /* the start, in two parts for -v: the library and its devices (lm_init
+     * opens them), then the model (its file, the weights' upload) */
+    lm_init();
+    double t_dev = up_now();
     if (!(m = lm_tfjs_load(f.path, a.device)) ||
         (a.dtype_name && lm_tfjs_set_dtype(m, a.dtype) != LM_OK)) {
         report("upscale", NULL);
@@ -804,11 +810,11 @@ static int cmd_upscale(int argc, char **argv)
                     "%.3f s\n", a.nin, t_end - t_start, t_loaded - t_start, tm.read, tm.model,
                     tm.write);
         else
-            fprintf(stderr, "lumen upscale: %d images in %.3f s: start %.3f s (the device, the "
-                    "model), model %.3f s, waiting for the reader %.3f s and the writer %.3f s; "
-                    "beside the model, decode %.3f s, encode and write %.3f s\n", a.nin,
-                    t_end - t_start, t_loaded - t_start, tm.model, tm.wait_in, tm.wait_out,
-                    tm.read, tm.write);
+            fprintf(stderr, "lumen upscale: %d images in %.3f s: start %.3f s (the devices %.3f s, "
+                    "the model %.3f s), model %.3f s (the first image %.3f s), waiting for the reader "
+                    "%.3f s and the writer %.3f s; beside the model, decode %.3f s, encode and write "
+                    "%.3f s\n", a.nin, t_end - t_start, t_loaded - t_start, t_dev - t_start,
+                    t_loaded - t_dev, tm.model, tm.first, tm.wait_in, tm.wait_out, tm.read, tm.write);
     }
     if (!a.quiet)
         printf("%d of %d written (%s x%d, range 0..%g)\n", a.nin - failed, a.nin, a.model,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "backends/vulkan/vk.h"
+#include "core/profile.h"
 
 extern const lm_backend lm_vk_backend;
 
@@ -649,12 +650,27 @@ static void device_down(lm_vk_dev *v)
     lm_error_clear();   /* a failure at exit has nobody to tell */
 }
 
+/* LUMEN_VK_TIMES=1: the start and the shutdown of each device on stderr
+ * (where a short process's fixed time goes) */
+static bool times_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("LUMEN_VK_TIMES");
+        on = e && *e && strcmp(e, "0");
+    }
+    return on;
+}
+
 static void devices_down(void)
 {
     if (getpid() != up_pid) return;
     for (int i = 0; i < lm_device_count(); i++) {
         lm_device *d = lm_device_at(i);
-        if (d && d->backend == &lm_vk_backend) device_down(lm_vk_of(d));
+        if (!d || d->backend != &lm_vk_backend) continue;
+        double t0 = lm_profile_now_ms();
+        device_down(lm_vk_of(d));
+        if (times_on()) fprintf(stderr, "lumen: %s shut down in %.1f ms\n", d->name, lm_profile_now_ms() - t0);
     }
 }
 
@@ -664,6 +680,7 @@ lm_status lm_vk_ensure_up(lm_vk_dev *v)
     if (v->down) return lm_error_set(LM_ERR_DEVICE, "vulkan: device %s was shut down (the process is exiting)",
                                      v->dev->name);
     if (v->up) return LM_OK;
+    double t0 = lm_profile_now_ms();
     lm_status st = lm_vk_check(v, create_device(v), "vkCreateDevice");
     if (st != LM_OK) return st;
     v->up = true;
@@ -671,10 +688,14 @@ lm_status lm_vk_ensure_up(lm_vk_dev *v)
         up_pid = getpid();
         atexit(devices_down);
     }
+    double t1 = lm_profile_now_ms();
     if ((st = lm_vk_mem_init(v)) != LM_OK || (st = lm_vk_exec_init(v)) != LM_OK ||
         (st = lm_vk_pipeline_init(v)) != LM_OK) {
         v->lost = true;     /* half up: refuse further use rather than crash */
         return lm_error_prefix("vulkan: starting %s", v->dev->name);
     }
+    if (times_on())
+        fprintf(stderr, "lumen: %s up in %.1f ms (vkCreateDevice %.1f ms, memory, queues and pipeline "
+                "cache %.1f ms)\n", v->dev->name, lm_profile_now_ms() - t0, t1 - t0, lm_profile_now_ms() - t1);
     return LM_OK;
 }
