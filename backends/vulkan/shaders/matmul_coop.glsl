@@ -208,18 +208,19 @@ void main()
     [[unroll]] for (int i = 0; i < FRM * FRN; i++)
         acc[i] = CM_ACC(0.0);
 
-    // slots of this thread's chunks (same every step)
-    int sa[CPT_A], sb[CPT_B];
-    [[unroll]] for (int i = 0; i < CPT_A; i++)
-        sa[i] = A_KCONTIG ? slot(tid + i * NT, BK, SK) : slot(tid + i * NT, BM, SMA);
-    [[unroll]] for (int i = 0; i < CPT_B; i++)
-        sb[i] = B_NCONTIG ? slot(tid + i * NT, BN, SNB) : slot(tid + i * NT, BK, SK);
+    // slots of this thread's chunks (the same every step), computed where
+    // they are used: a local int[CPT] array would share its SPIR-V type with
+    // the push constants' int[4] (or conv's int[2]), whose ArrayStride a
+    // Function variable may not carry (glslang 15.1 reuses the type; the
+    // validation layer's spirv-val rejects the module)
+#define SA(i) (A_KCONTIG ? slot(tid + (i) * NT, BK, SK) : slot(tid + (i) * NT, BM, SMA))
+#define SB(i) (B_NCONTIG ? slot(tid + (i) * NT, BN, SNB) : slot(tid + (i) * NT, BK, SK))
     MM_STEPS;
     uvec4 ra[CPT_A], rb[CPT_B];
     [[unroll]] for (int i = 0; i < CPT_A; i++) ra[i] = fetch_a(tid + i * NT, kt0 * BK);
     [[unroll]] for (int i = 0; i < CPT_B; i++) rb[i] = fetch_b(tid + i * NT, kt0 * BK);
-    [[unroll]] for (int i = 0; i < CPT_A; i++) As[sa[i]] = ra[i];
-    [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[sb[i]] = rb[i];
+    [[unroll]] for (int i = 0; i < CPT_A; i++) As[SA(i)] = ra[i];
+    [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[SB(i)] = rb[i];
     barrier();
 
 #ifndef MM_CONV
@@ -256,8 +257,8 @@ void main()
         if (more) {
             if (STAGES == 1) barrier();     // every subgroup is done with the tiles
             int na = STAGES == 2 ? TILE_A - ca : 0, nb = STAGES == 2 ? TILE_B - cb : 0;
-            [[unroll]] for (int i = 0; i < CPT_A; i++) As[na + sa[i]] = ra[i];
-            [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[nb + sb[i]] = rb[i];
+            [[unroll]] for (int i = 0; i < CPT_A; i++) As[na + SA(i)] = ra[i];
+            [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[nb + SB(i)] = rb[i];
         }
         barrier();
     }
@@ -280,8 +281,13 @@ void main()
                 if (DTO == DT_F32) {
                     CM_STORE(acc[i * FRN + j], c32.v, oc + gm0 * pc.N + gn0, pc.N, false);
                 } else {
+#ifndef BF16
                     CM_ACC16 h = CM_ACC16(acc[i * FRN + j]);
                     CM_STORE(h, c16.v, oc + gm0 * pc.N + gn0, pc.N, false);
+#endif
+                    // BF16 (spvpack --bf16): no 16-bit accumulator type at all -
+                    // the device lists bf16 only as A and B beside f32 C, and
+                    // the host sends bf16 results through the staging below
                 }
                 continue;
             }
