@@ -403,7 +403,7 @@ endif
 # One more pass of the Vulkan tests under the validation layer; where the
 # SPIR-V file is found, and what happens when it is not.
 ifeq ($(VK_ENABLED),yes)
-TEST_SCRIPTS += tests/parity/validate.sh tests/parity/spirv.sh tests/parity/spvpack_bf16.sh
+TEST_SCRIPTS += tests/parity/validate.sh tests/parity/spirv.sh tests/parity/spvpack_bf16.sh tests/parity/spirv_layout.sh
 endif
 
 # The GPU benchmark binary (bench/gpu/run.sh sets it beside PyTorch CUDA).
