@@ -19,10 +19,12 @@
  * copies.  A bf16 C goes out through the staging area (rounded to nearest
  * even as on the CPU).
  *
- * Block tiles (one shader each, see the table): the default is chosen by
- * shape (pick_tile, from measurements on an H100); LUMEN_VK_COOP=<variant>
- * forces one (w4, 128x256, ..., n8 for 16x8x16 fragments), =0 turns the
- * path off.  LUMEN_VK_COOP_DIRECT=0 stages every result through shared
+ * Block tiles (one shader each, see the table): the default, 128x256s1 or
+ * k64s1, and its split-K parts are chosen by shape (lm_vk_coop_choose: a
+ * wave-aware estimate); LUMEN_VK_COOP=<variant> forces a tile (w4,
+ * 128x256, ..., n8 for 16x8x16 fragments), =0 turns the path off;
+ * LUMEN_VK_MM_SPLITK=<parts> forces the parts (matmul.c's split-K: f32
+ * slabs that conv_splitk.comp adds in part order).  LUMEN_VK_COOP_DIRECT=0 stages every result through shared
  * memory, LUMEN_VK_COOP_SWZ=<rows> groups the tile order for L2 (0, the
  * default: row by row).
  *
