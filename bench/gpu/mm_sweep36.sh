@@ -12,11 +12,15 @@
 #   Z-Image [4224,3840]x3840, x10240  [4224,10240]x3840  [32,2560]x3840
 #          (batch 1; f16 and bf16)
 # Settings: the default (the rule; its tile and parts from
-# LUMEN_VK_MM_SAY=1), each of LUMEN_VK_COOP=128x256s1, k64s1, w4, w4k64s1,
-# 256x128s1 with LUMEN_VK_MM_SPLITK=1, and k64s1 / 128x256s1 with
-# LUMEN_VK_MM_SPLITK=2, 3, 4, 8 (parts are cut to what K's steps allow).
-# One vkbench process a setting and dtype; VKBENCH_REPS (9) timed runs
-# after a warm-up of VKBENCH_WARM_MS (150).  Prints one line a run:
+# LUMEN_VK_MM_SAY=1), LUMEN_VK_COOP=128x256s1 and k64s1 with
+# LUMEN_VK_MM_SPLITK=1, each with LUMEN_VK_MM_SPLITK=2, 3, 4, 8 (parts are
+# cut to what K's steps allow: no empty part), then w4, w4k64s1 and
+# 256x128s1 with LUMEN_VK_MM_SPLITK=1.
+# One vkbench process a setting and dtype (bf16: the two tiles it has);
+# VKBENCH_REPS (9) timed runs after a warm-up of VKBENCH_WARM_MS (150); no
+# process starts past MM36_BUDGET seconds (225: the whole within 4
+# minutes on the H200; the settings run most wanted first).  Prints one
+# line a run:
 #   shape dtype setting median [min-max] TFLOP/s
 # and, for the default, "# rule shape: tile, parts" lines.  OUT (a
 # folder, default /tmp/mm_sweep36) keeps vkbench's output a run.
@@ -25,6 +29,7 @@
 VK=${1:-build/bench/vkbench}
 OUT=${2:-/tmp/mm_sweep36}
 T=${MM36_T-t}
+BUDGET=${MM36_BUDGET:-225}
 mkdir -p "$OUT" || exit 1
 F16=${MM36_SHAPES:-"b2x1024:1280:1280$T,b2x1024:5120:1280$T,b2x77:2048:1280$T,b2x1024:1280:10240$T,b2x4096:640:640$T,b2x4096:320:320$T,b2x4096:320:2560$T,b2x4096:1280:320$T,b2x1024:640:640$T,b2x256:1280:1280$T,b2x77:768:320$T,b2x77:768:640$T,b2x77:768:1280$T,4224:3840:3840$T,4224:3840:10240$T,4224:10240:3840$T,32:2560:3840$T"}
 BF16=${MM36_SHAPES_BF16:-"4224:3840:3840$T,4224:3840:10240$T,4224:10240:3840$T,32:2560:3840$T"}
@@ -37,6 +42,12 @@ run() {
     for dt in f16 bf16; do
         if [ $dt = f16 ]; then sh=$F16; else sh=$BF16; fi
         [ -n "$sh" ] || continue
+        # bf16 has the tiles 128x256s1 and k64s1 only (else the default again)
+        case "$dt:$2" in bf16:w4|bf16:w4k64s1|bf16:256x128s1) continue ;; esac
+        if [ $(( $(date +%s) - start )) -ge "$BUDGET" ]; then
+            echo "# $1 $dt: skipped (past MM36_BUDGET=$BUDGET s)"
+            continue
+        fi
         n=$((n + 1))
         f="$OUT/$n.$dt.txt"
         env ${2:+LUMEN_VK_COOP=$2} ${3:+LUMEN_VK_MM_SPLITK=$3} LUMEN_VK_MM_SAY=1 VKBENCH_DTYPE=$dt \
@@ -49,12 +60,15 @@ run() {
     done
 }
 run default "" ""
-for c in 128x256s1 k64s1 w4 w4k64s1 256x128s1; do
+for c in 128x256s1 k64s1; do
     run "COOP=$c,SPLITK=1" $c 1
 done
 for c in k64s1 128x256s1; do
     for p in 2 3 4 8; do
         run "COOP=$c,SPLITK=$p" $c $p
     done
+done
+for c in w4 w4k64s1 256x128s1; do
+    run "COOP=$c,SPLITK=1" $c 1
 done
 echo "# mm_sweep36: $n vkbench runs in $(( $(date +%s) - start )) s; outputs in $OUT"
