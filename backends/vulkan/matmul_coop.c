@@ -133,27 +133,27 @@ static const coop_variant *find_native(const lm_vk_features *ft, const char *nam
 /* The tile and split-K parts of a tensor-core GEMM (choice.h), from the
  * sizes alone, counted on one image's part of a stacked call.  Each tile
  * runs one 256-invocation workgroup an SM (236 registers a thread), so a
- * grid runs in waves of COOP_SMS workgroups, and a wave costs about as
- * much whether it is full or not: on the H200 a lone wave of 20 k64s1
+ * grid runs in waves of COOP_H200_SMS workgroups, and a wave costs about
+ * as much whether it is full or not: on the H200 a lone wave of 20 k64s1
  * workgroups ([2,77,2048] x [2048,1280], 32 steps of 64) took 65 us, a
  * step no faster than a full wave's.  So a candidate (tile, parts) is
  * estimated as
  *     waves x (K steps of a part + COOP_FIXED_STEPS) x the tile's ns a step
  *   + where parts > 1: the f32 slabs written and read (8 bytes a sum a
  *     part) at COOP_SPLIT_BYTES_NS, and COOP_SPLIT_NS for the second pass
- * (waves = ceil(workgroups / COOP_SMS), workgroups = tiles x batch x
+ * (waves = ceil(workgroups / COOP_H200_SMS), workgroups = tiles x batch x
  * parts; a step of 128x256s1 (128 x 256 x 32) costs COOP_BIG_NS, one of
  * k64s1 (128 x 128 x 64) COOP_K64_NS: their full-wave rates, 181 and 148
  * TFLOP/s in the SDXL profile), over 128x256s1 and k64s1 and 1..16 parts
  * of at least 8 steps each, and the cheapest is taken (ties: the bigger
  * tile, fewer parts).  COOP_FIXED_STEPS stands for a workgroup's first
- * load and its stores.  COOP_SMS is the H200's (and the H100's) SM count:
- * Vulkan's core properties do not give one (VK_NV_shader_sm_builtins'
+ * load and its stores.  COOP_H200_SMS is the H200's (and the H100's) SM
+ * count: Vulkan's core properties do not give one (VK_NV_shader_sm_builtins'
  * shaderSMCount would); lavapipe and other devices without cooperative
  * matrices never get here, and the f32 tiles split only where
  * LUMEN_VK_MM_SPLITK says.  The constants are estimates to be set by
  * measurement (bench/gpu/mm_sweep36.sh). */
-#define COOP_SMS 132
+#define COOP_H200_SMS 132
 #define COOP_FIXED_STEPS 4
 #define COOP_BIG_NS 820.0
 #define COOP_K64_NS 1000.0
@@ -169,7 +169,8 @@ static double coop_cost(int64_t m, int64_t n, int64_t k, int64_t batch, int bm, 
 {
     int64_t steps = (k + bk - 1) / bk, per = (steps + parts - 1) / parts;
     int64_t groups = ((m + bm - 1) / bm) * ((n + bn - 1) / bn) * batch * parts;
-    double t = (double)((groups + COOP_SMS - 1) / COOP_SMS) * (double)(per + COOP_FIXED_STEPS) * step_ns;
+    int64_t waves = (groups + COOP_H200_SMS - 1) / COOP_H200_SMS;
+    double t = (double)waves * (double)(per + COOP_FIXED_STEPS) * step_ns;
     if (parts > 1) t += 8.0 * (double)parts * (double)(m * n * batch) / COOP_SPLIT_BYTES_NS + COOP_SPLIT_NS;
     return t;
 }
