@@ -22,7 +22,8 @@
 # minutes on the H200; the settings run most wanted first).  Prints one
 # line a run:
 #   shape dtype setting median [min-max] TFLOP/s
-# and, for the default, "# rule shape: tile, parts" lines.  OUT (a
+# and, for the default, "# rule shape: tile, parts" lines; then a summary
+# a shape: the default's figure, the fastest setting and default / fastest.  OUT (a
 # folder, default /tmp/mm_sweep36) keeps vkbench's output a run.
 # MM36_SHAPES / MM36_SHAPES_BF16 replace the lists (lavapipe: small
 # shapes, VKBENCH_REPS=1 VKBENCH_WARM_MS=1).  Run from the repository root.
@@ -37,6 +38,7 @@ export VKBENCH_ONLY=mm VKBENCH_SIZES= VKBENCH_REPS=${VKBENCH_REPS:-9} VKBENCH_WA
 unset LUMEN_VK_COOP LUMEN_VK_MM_SPLITK LUMEN_VK_GEMV
 start=$(date +%s)
 n=0
+: > "$OUT/lines.txt"
 # run SETTING COOP SPLITK: both dtypes' lists under those knobs
 run() {
     for dt in f16 bf16; do
@@ -56,7 +58,8 @@ run() {
         [ $rc -eq 0 ] || echo "# $1 $dt: vkbench rc $rc (see $f)"
         awk -v s="$1" -v d="$dt" '/^matmul_/ { k = $1; sub(/^matmul_[a-z0-9]+_/, "", k)
                                                printf "%s %s %s %s %s TFLOP/s\n", k, d, s, $2, $3 }
-                                  s == "default" && /^lumen: matmul / { sub(/^lumen: matmul /, "# rule "); print }' "$f"
+                                  s == "default" && /^lumen: matmul / { sub(/^lumen: matmul /, "# rule "); print }' "$f" |
+            tee -a "$OUT/lines.txt"
     done
 }
 run default "" ""
@@ -71,4 +74,13 @@ done
 for c in w4 w4k64s1 256x128s1; do
     run "COOP=$c,SPLITK=1" $c 1
 done
+# a shape and dtype a line: the default's figure, the fastest setting's,
+# and default / fastest
+echo "== shape dtype default best-setting best default/best"
+awk '!/^#/ { k = $1 " " $2; if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+             if ($3 == "default") dflt[k] = $4
+             if (!(k in best) || $4 + 0 > best[k] + 0) { best[k] = $4; bs[k] = $3 } }
+     END { for (i = 1; i <= n; i++) { k = order[i]; d = "-"; r = "-"
+             if (k in dflt) { d = dflt[k]; if (best[k] + 0 > 0) r = sprintf("%.2f", dflt[k] / best[k]) }
+             printf "%s %s %s %s %s\n", k, d, bs[k], best[k], r } }' "$OUT/lines.txt"
 echo "# mm_sweep36: $n vkbench runs in $(( $(date +%s) - start )) s; outputs in $OUT"
