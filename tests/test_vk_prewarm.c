@@ -173,6 +173,47 @@ static void test_gemv_plan(void **state)
     lm_array_release(yc);
 }
 
+/* the GEMM tiles' split-K (matmul.c: LUMEN_VK_MM_SPLITK, 5 parts forced,
+ * a count no other test makes) in plan mode: the parts' kernel and
+ * conv_splitk planned, no scratch made and nothing split
+ * (lm_vulkan_mm_split_count); the real product then starts no pipeline,
+ * runs split, and its values are the CPU's */
+static void test_mm_split_plan(void **state)
+{
+    (void)state;
+    setenv("LUMEN_VK_MM_SPLITK", "5", 1);
+    int64_t sa[3] = {2, 130, 300}, sb[2] = {300, 200};
+    lm_array *a = lm_random_normal(3, sa, 0, 1, LM_F32, lm_random_key(7), vk);
+    lm_array *b = lm_random_normal(2, sb, 0, 1, LM_F32, lm_random_key(8), vk);
+    assert_int_equal(lm_array_eval(a), LM_OK);
+    assert_int_equal(lm_array_eval(b), LM_OK);
+    int64_t p0 = lm_vulkan_pipelines_planned(), n0 = lm_vulkan_mm_split_count();
+    assert_int_equal(lm_device_plan(vk, true), LM_OK);
+    lm_array *y = lm_matmul(a, b);
+    assert_int_equal(lm_array_eval(y), LM_OK);
+    lm_array_release(y);
+    assert_int_equal(lm_device_plan(vk, false), LM_OK);
+    int64_t planned = lm_vulkan_pipelines_planned() - p0, n1 = lm_vulkan_mm_split_count();
+    int64_t s1 = lm_vulkan_pipelines_started();
+    y = lm_matmul(a, b);
+    static float got[2 * 130 * 200], want[2 * 130 * 200];
+    assert_int_equal(lm_array_read(y, got, LM_F32), LM_OK);
+    int64_t s2 = lm_vulkan_pipelines_started(), n2 = lm_vulkan_mm_split_count();
+    lm_array *ac = lm_array_to(a, lm_device_cpu()), *bc = lm_array_to(b, lm_device_cpu());
+    lm_array *yc = lm_matmul(ac, bc);
+    assert_int_equal(lm_array_read(yc, want, LM_F32), LM_OK);
+    unsetenv("LUMEN_VK_MM_SPLITK");
+    printf("  matmul split-K: %lld pipelines planned, the real product started %lld, split %lld then %lld\n",
+           (long long)planned, (long long)(s2 - s1), (long long)(n1 - n0), (long long)(n2 - n1));
+    assert_true(planned >= 2);
+    assert_int_equal(s2 - s1, 0);
+    assert_int_equal(n1 - n0, 0);
+    assert_int_equal(n2 - n1, 1);
+    for (int i = 0; i < 2 * 130 * 200; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-3f * (1.0f + fabsf(want[i])));
+    lm_array *all[6] = {a, b, y, ac, bc, yc};
+    for (int i = 0; i < 6; i++) lm_array_release(all[i]);
+}
+
 /* plan mode refused where it cannot start the pipelines ahead: the CPU */
 static void test_cpu_refuses(void **state)
 {
@@ -197,6 +238,7 @@ int main(void)
         cmocka_unit_test_setup(test_sd1_winograd, plain),
         cmocka_unit_test_setup(test_zimage, plain),
         cmocka_unit_test(test_gemv_plan),
+        cmocka_unit_test(test_mm_split_plan),
         cmocka_unit_test(test_cpu_refuses),
     };
     int r = cmocka_run_group_tests(tests, NULL, NULL);

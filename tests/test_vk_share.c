@@ -4,10 +4,10 @@
  * a stacked call stacks, and lm_share_set puts the one before back.  Each
  * Vulkan kernel choice that depends on a problem's size
  * (backends/vulkan/choice.h: the conv's split-K parts and halo tile, the
- * f16 GEMM tile of the KHR/NV and cm2 kernels, the D = 512 attention
- * split and the pieces of its two-product path, the long-row and the
- * strided norm choices, the f32 tiles and the
- * plain matmul's paths, the GEMV kernel) makes, for B images stacked
+ * f16 GEMM tile and split-K parts of the KHR/NV kernels, the cm2 tile,
+ * the D = 512 attention split and the pieces of its two-product path, the
+ * long-row and the strided norm choices, the f32 tiles and the plain
+ * matmul's paths, the GEMV kernel) makes, for B images stacked
  * (batch 2B, share B, or M counting B images' rows), the choice of one
  * image (batch 2, share 1), at sizes on both sides of each threshold; and
  * without the share some of those sizes choose otherwise, so the sizes do
@@ -136,14 +136,53 @@ static void check_mn(bool (*fb)(int64_t, int64_t, int64_t, int), int (*fi)(int64
     assert_true(moved > before);
 }
 
+/* the tensor-core GEMM's choice (lm_vk_coop_choose: tile and split-K
+ * parts) at K = coop_k, as one int for check_mn; and the parts of a forced
+ * 128x128 tile of depth 64 (lm_vk_coop_parts) */
+static int64_t coop_k;
+
+static int coop_choice(int64_t m, int64_t n, int64_t batch, int share)
+{
+    bool big;
+    int parts = lm_vk_coop_choose(m, n, coop_k, batch, share, &big);
+    return 2 * parts + big;
+}
+
+static int coop_parts_k64(int64_t m, int64_t n, int64_t batch, int share)
+{
+    return lm_vk_coop_parts(m, n, coop_k, batch, share, 128, 128, 64);
+}
+
 static void test_coop_tile(void **state)
 {
     (void)state;
-    check_mn(lm_vk_coop_big, NULL);
-    /* SD 1.5's 64x64 attention projections: M 4096, N 320 at batch 2 */
-    assert_false(lm_vk_coop_big(4096, 320, 2, 1) == lm_vk_coop_big(4096, 320, 8, 1) &&
-                 lm_vk_coop_big(64, 320, 2, 1) == lm_vk_coop_big(64, 320, 8, 1) &&
-                 lm_vk_coop_big(1024, 640, 2, 1) == lm_vk_coop_big(1024, 640, 8, 1));
+    static const int64_t ks[] = {320, 768, 1280, 2048, 5120, 10240};
+    for (size_t i = 0; i < sizeof ks / sizeof *ks; i++) {
+        coop_k = ks[i];
+        check_mn(NULL, coop_choice);
+        if (coop_k >= 2048) check_mn(NULL, coop_parts_k64);
+        /* at most 16 parts, each of at least 8 of the chosen tile's steps */
+        for (int a = 0; a < NDIMS; a++)
+            for (int c = 0; c < NDIMS; c++)
+                for (int64_t b = 1; b <= 8; b *= 2) {
+                    bool big;
+                    int p = lm_vk_coop_choose(dims[a], dims[c], coop_k, b, 1, &big);
+                    int64_t steps = (coop_k + (big ? 31 : 63)) / (big ? 32 : 64);
+                    assert_true(p >= 1 && p <= 16 && (p == 1 || steps / p >= 8));
+                }
+    }
+    bool big, big8;
+    /* SDXL's cross-attention k/v of the text ([2,77,2048] x [2048,1280]):
+     * 20 k64s1 workgroups on 132 SMs took 65 us; split by default, and 4
+     * images' stacked call splits as one image's */
+    int p = lm_vk_coop_choose(77, 1280, 2048, 2, 1, &big);
+    assert_true(p > 1);
+    assert_int_equal(lm_vk_coop_choose(77, 1280, 2048, 8, 4, &big8), p);
+    assert_int_equal(big8, big);
+    /* the feed-forward's up projection ([2,1024,1280] x [1280,10240]):
+     * 640 workgroups of 128x256, no split */
+    assert_int_equal(lm_vk_coop_choose(1024, 10240, 1280, 2, 1, &big), 1);
+    assert_true(big);
 }
 
 static void test_cm2_tile(void **state)

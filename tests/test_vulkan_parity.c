@@ -497,6 +497,56 @@ static void test_matmul_bf16_coop(void **state)
     if (req && !strcmp(req, "1")) assert_int_equal(ran, run);
 }
 
+/* split-K of the GEMM tiles (LUMEN_VK_MM_SPLITK: matmul.c, matmul_coop.c;
+ * conv_splitk.comp adds the parts): 2, 3 and 7 parts forced, K not a
+ * multiple of the tiles' depth (300, 77: 19 and 5 steps of 16, so 7 parts
+ * of 3 steps with a last of 1, and 5 parts of one step where 7 are asked
+ * for), M and N past a tile's edge and whole tiles (no bounds checks),
+ * A transposed (a view whose K stride is not 1), B^T, batched
+ * with B broadcast; f32 at every count, f16 and bf16 at 3 (lavapipe: the
+ * f32-arithmetic tiles; the tensor-core tiles on a GPU).  Every case must have run split
+ * (lm_vulkan_mm_split_count), so a knob that stopped reaching the kernels
+ * fails here, as does a part dropped or added twice (the sums are off by a
+ * part's share, far past the threshold). */
+static void test_matmul_splitk(void **state)
+{
+    (void)state;
+    const mctx cs[] = {
+        {130, 300, 200, 0, false, false}, {256, 300, 256, 0, false, false}, {129, 77, 136, 0, true, false},
+        {200, 300, 130, 3, false, true},  {136, 264, 260, 2, true, true},   {256, 512, 256, 2, false, false},
+    };
+    const int parts[] = {2, 3, 7};
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
+    int64_t before = lm_vulkan_mm_split_count(), c0 = cases;
+    for (size_t p = 0; p < sizeof parts / sizeof *parts; p++) {
+        char pv[8];
+        snprintf(pv, sizeof pv, "%d", parts[p]);
+        setenv("LUMEN_VK_MM_SPLITK", pv, 1);
+        /* f16 and bf16 at 3 parts (each case a pipeline on lavapipe) */
+        for (size_t t = 0; t < (parts[p] == 3 ? sizeof dts / sizeof *dts : 1); t++)
+            for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+                const mctx *c = &cs[i];
+                int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k};
+                int64_t sb[3] = {c->batch ? 1 : 0, c->tb ? c->n : c->k, c->tb ? c->k : c->n};
+                int na = c->batch ? 3 : 2;
+                lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
+                                   data(na, c->batch ? sb : sb + 1, dts[t], -1, 1, 0)};
+                char what[112];
+                snprintf(what, sizeof what, "matmul split-K %d %s %lldx%lldx%lld%s%s%s", parts[p],
+                         lm_dtype_name(dts[t]), (long long)c->m, (long long)c->k, (long long)c->n,
+                         c->ta ? " A^T" : "", c->tb ? " B^T" : "", c->batch ? " batched+broadcast" : "");
+                double thr = dts[t] == LM_F32 ? 1e-10 : dts[t] == LM_F16 ? 1e-6 : 1e-4;
+                run_case(what, 2, in, b_matmul, c, thr);
+                lm_array_release(in[0]);
+                lm_array_release(in[1]);
+            }
+    }
+    unsetenv("LUMEN_VK_MM_SPLITK");
+    int64_t split = lm_vulkan_mm_split_count() - before, run = cases - c0;
+    printf("test_matmul_splitk: %lld of %lld cases split\n", (long long)split, (long long)run);
+    assert_int_equal(split, run);
+}
+
 /* ---- shape ops and creation ---- */
 static lm_array *b_concat(lm_array **in, const void *p)
 {
@@ -635,6 +685,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
         VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_matmul_splitk),
         VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
     };

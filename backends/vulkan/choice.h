@@ -30,9 +30,13 @@ int64_t lm_vk_wino_rows(int64_t oh, int64_t ow, int64_t n, int64_t c, int share,
 /* nn_conv.c: the halo conv's 16-row tile (true) or 8-row for an OH x OW
  * output of o channels over n images */
 bool lm_vk_halo_tall(int64_t oh, int64_t ow, int64_t n, int64_t o, int share);
-/* (2) matmul_coop.c: the 128x256 tile (true) or k64s1 for an M x N x batch
- * product (also the bf16 native tiles) */
-bool lm_vk_coop_big(int64_t m, int64_t n, int64_t batch, int share);
+/* (2) matmul_coop.c: the tensor-core GEMM's tile, 128x256s1 (*big) or
+ * k64s1, and its split-K parts (the return, 1: none) for an M x N x K x
+ * batch product (also the bf16 tiles), by the wave-aware estimate there */
+int lm_vk_coop_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int share, bool *big);
+/* matmul_coop.c: the parts for a bm x bn tile of depth bk by the same
+ * estimate (a tile LUMEN_VK_COOP forces) */
+int lm_vk_coop_parts(int64_t m, int64_t n, int64_t k, int64_t batch, int share, int bm, int bn, int bk);
 /* matmul_cm2.c: the first tile tried, 0 128x256, 1 128x128, 2 64x64 */
 int lm_vk_cm2_first(int64_t m, int64_t n, int64_t batch, int share);
 /* (3) nn_attn_fa.c: workgroups a query block of D = 512 attention over bh

@@ -73,24 +73,24 @@ static bool vec4_ok(const lm_array *x, int64_t off, int64_t srow, int64_t scol, 
  * measurement, falling back to the default where the device lacks its
  * shared memory.  conv is the matching conv_gemm shader (NULL: none). */
 static const lm_vk_f32_tile f32_tiles[] = {
-    {"128x128", "matmul_f32", "conv_gemm", "np", 128, 128, 33792},
-    {"np", "matmul_f32_np", "conv_gemm_np", NULL, 128, 128, 32768},
-    {"w", "matmul_f32_w", "conv_gemm_w", "w_np", 128, 128, 33792},
-    {"w_np", "matmul_f32_w_np", "conv_gemm_w_np", NULL, 128, 128, 32768},
-    {"wr", "matmul_f32_wr", NULL, "w_np", 128, 128, 33792},
-    {"k8", "matmul_f32_k8", NULL, NULL, 128, 128, 16896},
-    {"k8w", "matmul_f32_k8w", "conv_gemm_k8w", NULL, 128, 128, 16896},
-    {"128x256", "matmul_f32_128x256", "conv_gemm_128x256", NULL, 128, 256, 25088},
-    {"128x256r", "matmul_f32_128x256r", NULL, NULL, 128, 256, 25088},
-    {"256x128", "matmul_f32_256x128", "conv_gemm_256x128", NULL, 256, 128, 25088},
-    {"64x128", "matmul_f32_64x128", NULL, NULL, 64, 128, 25600},
-    {"64x128k8", "matmul_f32_64x128k8", NULL, NULL, 64, 128, 12800},
-    {"t128", "matmul_f32_t128", "conv_gemm_t128", NULL, 128, 128, 16896},
-    {"t128k16", "matmul_f32_t128k16", NULL, "t128", 128, 128, 33792},
-    {"t128n", "matmul_f32_t128n", NULL, NULL, 128, 128, 16896},
-    {"t64", "matmul_f32_t64", NULL, NULL, 64, 128, 12800},
-    {"128x256k16", "matmul_f32_128x256k16", NULL, "128x256", 128, 256, 49152},
-    {"256x128k16", "matmul_f32_256x128k16", NULL, "256x128", 256, 128, 49152},
+    {"128x128", "matmul_f32", "conv_gemm", "np", 128, 128, 33792, 16},
+    {"np", "matmul_f32_np", "conv_gemm_np", NULL, 128, 128, 32768, 16},
+    {"w", "matmul_f32_w", "conv_gemm_w", "w_np", 128, 128, 33792, 16},
+    {"w_np", "matmul_f32_w_np", "conv_gemm_w_np", NULL, 128, 128, 32768, 16},
+    {"wr", "matmul_f32_wr", NULL, "w_np", 128, 128, 33792, 16},
+    {"k8", "matmul_f32_k8", NULL, NULL, 128, 128, 16896, 8},
+    {"k8w", "matmul_f32_k8w", "conv_gemm_k8w", NULL, 128, 128, 16896, 8},
+    {"128x256", "matmul_f32_128x256", "conv_gemm_128x256", NULL, 128, 256, 25088, 8},
+    {"128x256r", "matmul_f32_128x256r", NULL, NULL, 128, 256, 25088, 8},
+    {"256x128", "matmul_f32_256x128", "conv_gemm_256x128", NULL, 256, 128, 25088, 8},
+    {"64x128", "matmul_f32_64x128", NULL, NULL, 64, 128, 25600, 16},
+    {"64x128k8", "matmul_f32_64x128k8", NULL, NULL, 64, 128, 12800, 8},
+    {"t128", "matmul_f32_t128", "conv_gemm_t128", NULL, 128, 128, 16896, 8},
+    {"t128k16", "matmul_f32_t128k16", NULL, "t128", 128, 128, 33792, 16},
+    {"t128n", "matmul_f32_t128n", NULL, NULL, 128, 128, 16896, 8},
+    {"t64", "matmul_f32_t64", NULL, NULL, 64, 128, 12800, 8},
+    {"128x256k16", "matmul_f32_128x256k16", NULL, "128x256", 128, 256, 49152, 16},
+    {"256x128k16", "matmul_f32_256x128k16", NULL, "256x128", 256, 128, 49152, 16},
 };
 
 /* the tile of that name, or its smaller twin (`small`) where the device
@@ -145,6 +145,63 @@ const lm_vk_f32_tile *lm_vk_f32_pick(const lm_vk_dev *v, bool conv, int64_t m, i
     return f32_find(v, "128x128");
 }
 
+int lm_vk_mm_splitk_env(void)
+{
+    const char *e = getenv("LUMEN_VK_MM_SPLITK");
+    if (!e || !*e || !strcmp(e, "auto")) return 0;
+    int p = atoi(e);
+    return p < 1 ? 1 : p;
+}
+
+int lm_vk_mm_parts_fit(const lm_vk_dev *v, int parts, int64_t steps, const lm_vk_mm_pc *pc, int64_t batch)
+{
+    int64_t s = parts, slab = batch * pc->M * pc->N;
+    if (s > steps) s = steps;
+    if (s > 64) s = 64;
+    /* no empty part: as many parts as ceil(steps / parts) steps a part make
+     * (matmul_pc.glsl's MM_STEPS gives each that many, the last the rest) */
+    if (s > 1) {
+        int64_t per = (steps + s - 1) / s;
+        s = (steps + per - 1) / per;
+    }
+    while (s > 1 && (s * slab >= INT32_MAX || batch * s > (int64_t)v->feat.max_groups[2])) s--;
+    return s < 1 ? 1 : (int)s;
+}
+
+lm_status lm_vk_mm_split_begin(lm_vk_dev *v, int parts, const lm_vk_mm_pc *pc, int64_t batch, lm_buffer **scratch)
+{
+    *scratch = NULL;
+    if (parts <= 1 || v->plan) return LM_OK;
+    *scratch = lm_buffer_alloc(v->dev, (size_t)4 * (size_t)parts * (size_t)batch * (size_t)pc->M * (size_t)pc->N);
+    return *scratch ? LM_OK
+                    : lm_error_prefix("matmul split-K: %d parts of %lld x %d x %d f32 sums", parts, (long long)batch,
+                                      pc->M, pc->N);
+}
+
+static int64_t split_runs;
+
+int64_t lm_vulkan_mm_split_count(void)
+{
+    return split_runs;
+}
+
+lm_status lm_vk_mm_split_end(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, const lm_vk_mm_pc *pc,
+                             int64_t batch, lm_status st)
+{
+    if (st == LM_OK && parts > 1) {
+        lm_vk_splitk_pc sp = {(uint32_t)(batch * pc->M * pc->N), 1, pc->N, 1, -1, 0};
+        uint32_t spec[3] = {node->dtype, node->dtype, (uint32_t)parts};
+        lm_vk_arg args[2] = {{scratch ? (const lm_vk_mem *)scratch->handle : NULL, false},
+                             {lm_vk_mem_of(node), true}};
+        st = lm_vk_dispatch(v, "conv_splitk", spec, 3, args, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
+        if (st == LM_OK && !v->plan) split_runs++;
+    }
+    if (scratch) lm_buffer_release(scratch);
+    return st;
+}
+
+/* the f32 tiles: split-K only where LUMEN_VK_MM_SPLITK forces it (the
+ * rule is the tensor cores', measured there) */
 static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t batch, int share)
 {
     const lm_array *a = node->inputs[0], *b = node->inputs[1];
@@ -154,7 +211,12 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
                      : vec4_ok(a, pc->off_a, pc->sak, pc->sam, pc, pc->bsa);
     bool b_vec = b_n ? vec4_ok(b, pc->off_b, pc->sbk, pc->sbn, pc, pc->bsb)
                      : vec4_ok(b, pc->off_b, pc->sbn, pc->sbk, pc, pc->bsb);
-    bool c_vec = pc->N % 4 == 0 && lm_vk_mem_of(node)->off % 16 == 0;
+    int parts = lm_vk_mm_parts_fit(v, lm_vk_mm_splitk_env(), (pc->K + t->bk - 1) / t->bk, pc, batch);
+    lm_buffer *scratch = NULL;
+    lm_status st = lm_vk_mm_split_begin(v, parts, pc, batch, &scratch);
+    if (st != LM_OK) return st;
+    const lm_vk_mem *out = parts > 1 ? (scratch ? (const lm_vk_mem *)scratch->handle : NULL) : lm_vk_mem_of(node);
+    bool c_vec = pc->N % 4 == 0 && (!out || out->off % 16 == 0);
     uint32_t gx = (uint32_t)((pc->N + t->bn - 1) / t->bn), gy = (uint32_t)((pc->M + t->bm - 1) / t->bm);
     /* whole tiles of 16-byte loads: no bounds checks (the depth of every
      * tile divides 16) */
@@ -163,11 +225,13 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     const char *e = getenv("LUMEN_VK_MM_F32_SWZ");
     int swz = e ? atoi(e) : 0;
     if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
-    uint32_t spec[12] = {a->dtype, b->dtype, node->dtype, a_k, b_n, a_vec, b_vec, c_vec, 0, 0, full,
-                         (uint32_t)swz};
-    lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false},
-                         {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, t->shader, spec, 12, args, 3, pc, sizeof *pc, gx, gy, (uint32_t)batch);
+    uint32_t spec[15] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, a_k, b_n, a_vec, b_vec,
+                         c_vec, 0, 0, full, (uint32_t)swz, 0, 0, (uint32_t)parts};
+    lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
+    /* one part: the 12 constants of before, so the pipeline is the same */
+    st = lm_vk_dispatch(v, t->shader, spec, parts > 1 ? 15 : 12, args, 3, pc, sizeof *pc, gx, gy,
+                        (uint32_t)(batch * parts));
+    return lm_vk_mm_split_end(v, node, scratch, parts, pc, batch, st);
 }
 
 bool lm_vk_supports_matmul(lm_vk_dev *v, const lm_array *node)

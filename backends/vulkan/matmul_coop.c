@@ -19,10 +19,12 @@
  * copies.  A bf16 C goes out through the staging area (rounded to nearest
  * even as on the CPU).
  *
- * Block tiles (one shader each, see the table): the default is chosen by
- * shape (pick_tile, from measurements on an H100); LUMEN_VK_COOP=<variant>
- * forces one (w4, 128x256, ..., n8 for 16x8x16 fragments), =0 turns the
- * path off.  LUMEN_VK_COOP_DIRECT=0 stages every result through shared
+ * Block tiles (one shader each, see the table): the default, 128x256s1 or
+ * k64s1, and its split-K parts are chosen by shape (lm_vk_coop_choose: a
+ * wave-aware estimate); LUMEN_VK_COOP=<variant> forces a tile (w4,
+ * 128x256, ..., n8 for 16x8x16 fragments), =0 turns the path off;
+ * LUMEN_VK_MM_SPLITK=<parts> forces the parts (matmul.c's split-K: f32
+ * slabs that conv_splitk.comp adds in part order).  LUMEN_VK_COOP_DIRECT=0 stages every result through shared
  * memory, LUMEN_VK_COOP_SWZ=<rows> groups the tile order for L2 (0, the
  * default: row by row).
  *
@@ -47,7 +49,7 @@ typedef struct coop_variant {
     const char *shader;
     const char *scaled;      /* the same tile for scaled bf16, or NULL */
     uint8_t fm, fn, fk;
-    uint16_t bm, bn;
+    uint16_t bm, bn, bk;     /* bk: the depth of a K step (split-K counts them) */
     const char *khr, *khr_scaled;   /* the KHR builds (module.mk's VK_KHR_VARIANTS), or NULL */
     const char *khr_bf;             /* the KHR build with bf16 fragments (VK_BF16_VARIANTS), or NULL */
 } coop_variant;
@@ -64,25 +66,26 @@ typedef struct coop_pick {
     const coop_variant *c;
     bool khr;
     bool native;    /* bf16 on bf16 fragments (khr_bf), not scaled f16 copies */
+    int parts;      /* split-K parts by the rule (LUMEN_VK_MM_SPLITK overrides: gemm) */
 } coop_pick;
 
 /* H100, 2026-11-25 (docs/VULKAN.md): every tile ran at 160-185 TFLOP/s at
  * 8192 with 168-255 registers a thread (one workgroup per SM); 128x256s1
  * was fastest from 2048 up, k64s1 at 1024 */
 static const coop_variant variants[] = {
-    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128", NULL, NULL},            /* 8 subgroups of 64x32, BK 32 */
-    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4", NULL, NULL},              /* 4 of 64x64 */
-    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_128x128w32", NULL, NULL}, /* 8 of 32x64 */
-    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, "matmul_coop_khr_128x256", NULL, NULL},    /* 8 of 64x64, BK 16 */
-    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128", NULL, NULL},    /* 8 of 64x64, BK 16 */
-    {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256, /* BK 32, one stage */
+    {"128x128", "matmul_coop", NULL, 16, 16, 16, 128, 128, 32, "matmul_coop_khr_128x128", NULL, NULL},            /* 8 subgroups of 64x32, BK 32 */
+    {"w4", "matmul_coop_w4", NULL, 16, 16, 16, 128, 128, 32, "matmul_coop_khr_w4", NULL, NULL},              /* 4 of 64x64 */
+    {"128x128w32", "matmul_coop_128x128w32", NULL, 16, 16, 16, 128, 128, 32, "matmul_coop_khr_128x128w32", NULL, NULL}, /* 8 of 32x64 */
+    {"128x256", "matmul_coop_128x256", NULL, 16, 16, 16, 128, 256, 16, "matmul_coop_khr_128x256", NULL, NULL},    /* 8 of 64x64, BK 16 */
+    {"256x128", "matmul_coop_256x128", NULL, 16, 16, 16, 256, 128, 16, "matmul_coop_khr_256x128", NULL, NULL},    /* 8 of 64x64, BK 16 */
+    {"128x256s1", "matmul_coop_128x256s1", "matmul_coop_bf16", 16, 16, 16, 128, 256, 32, /* BK 32, one stage */
      "matmul_coop_khr_128x256s1", "matmul_coop_khr_bf16", "matmul_coop_khr_bf_128x256s1"},
-    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, "matmul_coop_khr_256x128s1", NULL, NULL}, /* BK 32, one stage */
-    {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128, /* 8 of 64x32, BK 64 */
+    {"256x128s1", "matmul_coop_256x128s1", NULL, 16, 16, 16, 256, 128, 32, "matmul_coop_khr_256x128s1", NULL, NULL}, /* BK 32, one stage */
+    {"k64s1", "matmul_coop_k64s1", "matmul_coop_bf16_k64s1", 16, 16, 16, 128, 128, 64, /* 8 of 64x32, BK 64 */
      "matmul_coop_khr_k64s1", "matmul_coop_khr_bf16_k64s1", "matmul_coop_khr_bf_k64s1"},
-    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, "matmul_coop_khr_w4k64s1", NULL, NULL},    /* 4 of 64x64, BK 64, one stage */
-    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128, "matmul_coop_khr_n8", NULL, "matmul_coop_khr_bf_n8"},
-    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, "matmul_coop_khr_128x256n8", NULL, NULL},
+    {"w4k64s1", "matmul_coop_w4k64s1", NULL, 16, 16, 16, 128, 128, 64, "matmul_coop_khr_w4k64s1", NULL, NULL},    /* 4 of 64x64, BK 64, one stage */
+    {"n8", "matmul_coop_n8", NULL, 16, 8, 16, 128, 128, 32, "matmul_coop_khr_n8", NULL, "matmul_coop_khr_bf_n8"},
+    {"128x256n8", "matmul_coop_128x256n8", NULL, 16, 8, 16, 128, 256, 16, "matmul_coop_khr_128x256n8", NULL, NULL},
 };
 #define NVARIANTS (int)(sizeof variants / sizeof *variants)
 
@@ -127,20 +130,99 @@ static const coop_variant *find_native(const lm_vk_features *ft, const char *nam
     return NULL;
 }
 
-bool lm_vk_coop_big(int64_t m, int64_t n, int64_t batch, int share)
+/* The tile and split-K parts of a tensor-core GEMM (choice.h), from the
+ * sizes alone, counted on one image's part of a stacked call.  Each tile
+ * runs one 256-invocation workgroup an SM (236 registers a thread), so a
+ * grid runs in waves of COOP_H200_SMS workgroups, and a wave costs about
+ * as much whether it is full or not: on the H200 a lone wave of 20 k64s1
+ * workgroups ([2,77,2048] x [2048,1280], 32 steps of 64) took 65 us, a
+ * step no faster than a full wave's.  So a candidate (tile, parts) is
+ * estimated as
+ *     waves x (K steps of a part + COOP_FIXED_STEPS) x the tile's ns a step
+ *   + where parts > 1: the f32 slabs written and read (8 bytes a sum a
+ *     part) at COOP_SPLIT_BYTES_NS, and COOP_SPLIT_NS for the second pass
+ * (waves = ceil(workgroups / COOP_H200_SMS), workgroups = tiles x batch x
+ * parts; a step of 128x256s1 (128 x 256 x 32) costs COOP_BIG_NS, one of
+ * k64s1 (128 x 128 x 64) COOP_K64_NS: their full-wave rates, 181 and 148
+ * TFLOP/s in the SDXL profile), over 128x256s1 and k64s1 and 1..16 parts
+ * of at least 8 steps each, and the cheapest is taken (ties: the bigger
+ * tile, fewer parts).  COOP_FIXED_STEPS stands for a workgroup's first
+ * load and its stores.  COOP_H200_SMS is the H200's (and the H100's) SM
+ * count: Vulkan's core properties do not give one (VK_NV_shader_sm_builtins'
+ * shaderSMCount would); lavapipe and other devices without cooperative
+ * matrices never get here, and the f32 tiles split only where
+ * LUMEN_VK_MM_SPLITK says.  The constants are estimates to be set by
+ * measurement (bench/gpu/mm_sweep36.sh). */
+#define COOP_H200_SMS 132
+#define COOP_FIXED_STEPS 4
+#define COOP_BIG_NS 820.0
+#define COOP_K64_NS 1000.0
+#define COOP_SPLIT_BYTES_NS 3000.0
+#define COOP_SPLIT_NS 3000.0
+#define COOP_MAX_PARTS 16
+#define COOP_MIN_STEPS 8
+
+/* the estimate in ns for one image's part: m x n x k x batch on bm x bn
+ * tiles of depth bk, a step costing step_ns, in `parts` parts */
+static double coop_cost(int64_t m, int64_t n, int64_t k, int64_t batch, int bm, int bn, int bk, double step_ns,
+                        int parts)
 {
-    lm_vk_share_mb(&m, &batch, share);
-    return ((m + 127) / 128) * ((n + 255) / 256) * batch >= 96;
+    int64_t steps = (k + bk - 1) / bk, per = (steps + parts - 1) / parts;
+    int64_t groups = ((m + bm - 1) / bm) * ((n + bn - 1) / bn) * batch * parts;
+    int64_t waves = (groups + COOP_H200_SMS - 1) / COOP_H200_SMS;
+    double t = (double)waves * (double)(per + COOP_FIXED_STEPS) * step_ns;
+    if (parts > 1) t += 8.0 * (double)parts * (double)(m * n * batch) / COOP_SPLIT_BYTES_NS + COOP_SPLIT_NS;
+    return t;
 }
 
-/* the default tile for an M x N (x batch) product: 128x256 where that
- * makes enough workgroups (2048x2048 makes 128), else 128x128 of depth 64;
- * a stacked call (share) counts one image's part (choice.h) */
-static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, int share,
-                                     bool khr, bool bf16)
+/* the cheapest parts for that tile (*cost: its estimate) */
+static int coop_best(int64_t m, int64_t n, int64_t k, int64_t batch, int bm, int bn, int bk, double step_ns,
+                     double *cost)
 {
-    const coop_variant *c = find(ft, lm_vk_coop_big(pc->M, pc->N, batch, share) ? "128x256s1" : "k64s1", khr, bf16);
-    return c ? c : find(ft, "n8", khr, bf16);
+    int64_t steps = (k + bk - 1) / bk;
+    int best = 1;
+    double bc = coop_cost(m, n, k, batch, bm, bn, bk, step_ns, 1);
+    for (int p = 2; p <= COOP_MAX_PARTS && steps / p >= COOP_MIN_STEPS; p++) {
+        /* as many parts as ceil(steps / p) steps a part make (none empty) */
+        int64_t per = (steps + p - 1) / p;
+        if ((steps + per - 1) / per != p) continue;
+        double c = coop_cost(m, n, k, batch, bm, bn, bk, step_ns, p);
+        if (c < bc) bc = c, best = p;
+    }
+    *cost = bc;
+    return best;
+}
+
+int lm_vk_coop_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int share, bool *big)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    double cb, ck;
+    int pb = coop_best(m, n, k, batch, 128, 256, 32, COOP_BIG_NS, &cb);
+    int pk = coop_best(m, n, k, batch, 128, 128, 64, COOP_K64_NS, &ck);
+    *big = cb <= ck;
+    return *big ? pb : pk;
+}
+
+int lm_vk_coop_parts(int64_t m, int64_t n, int64_t k, int64_t batch, int share, int bm, int bn, int bk)
+{
+    lm_vk_share_mb(&m, &batch, share);
+    double c;
+    /* another tile's step: as k64s1's per multiply-add */
+    return coop_best(m, n, k, batch, bm, bn, bk, COOP_K64_NS * bm * bn * bk / (128.0 * 128 * 64), &c);
+}
+
+/* the default tile for an M x N x K (x batch) product, and its parts
+ * (lm_vk_coop_choose); where the device lacks its fragment shape, n8 */
+static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc *pc, int64_t batch, int share,
+                                     bool khr, bool bf16, int *parts)
+{
+    bool big;
+    *parts = lm_vk_coop_choose(pc->M, pc->N, pc->K, batch, share, &big);
+    const coop_variant *c = find(ft, big ? "128x256s1" : "k64s1", khr, bf16);
+    if (c) return c;
+    c = find(ft, "n8", khr, bf16);
+    if (c) *parts = lm_vk_coop_parts(pc->M, pc->N, pc->K, batch, share, c->bm, c->bn, c->bk);
+    return c;
 }
 
 static int env_int(const char *name, int dflt)
@@ -163,10 +245,16 @@ static int gemm_wanted(void)
     return 0;
 }
 
+/* the rule's parts for a tile LUMEN_VK_COOP forces (or n8) */
+static int tile_parts(const coop_variant *c, const lm_vk_mm_pc *pc, int64_t batch, int share)
+{
+    return lm_vk_coop_parts(pc->M, pc->N, pc->K, batch, share, c->bm, c->bn, c->bk);
+}
+
 static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_pc *pc, int64_t batch, int share)
 {
     const lm_vk_features *ft = &v->feat;
-    coop_pick none = {NULL, false, false};
+    coop_pick none = {NULL, false, false, 1};
     if (node->ninputs != 2) return none;
     lm_dtype ta = node->inputs[0]->dtype, tb = node->inputs[1]->dtype;
     bool f16 = ta == LM_F16 && tb == LM_F16 && (node->dtype == LM_F16 || node->dtype == LM_F32);
@@ -191,16 +279,19 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     /* bf16: native fragments first (the KHR path), the tiles as f16's */
     const char *nat = getenv("LUMEN_VK_BF16");
     if (bf16 && want == 0 && !(nat && !strcmp(nat, "0"))) {
-        bool big = lm_vk_coop_big(pc->M, pc->N, batch, share);
+        bool big;
+        int parts = lm_vk_coop_choose(pc->M, pc->N, pc->K, batch, share, &big);
         const coop_variant *c = env && *env ? find_native(ft, env) : NULL;
         if (!c) c = find_native(ft, big ? "128x256s1" : "k64s1");
-        if (!c) c = find_native(ft, "n8");
-        if (c) return (coop_pick){c, true, true};
+        else parts = tile_parts(c, pc, batch, share);
+        if (!c && (c = find_native(ft, "n8"))) parts = tile_parts(c, pc, batch, share);
+        if (c) return (coop_pick){c, true, true, parts};
     }
     for (int khr = want == 0; khr >= 0; khr--) {
         const coop_variant *c = env && *env ? find(ft, env, khr, bf16) : NULL;
-        if (!c) c = pick_tile(ft, pc, batch, share, khr, bf16);
-        if (c) return (coop_pick){c, khr != 0, false};
+        int parts = c ? tile_parts(c, pc, batch, share) : 1;
+        if (!c) c = pick_tile(ft, pc, batch, share, khr, bf16, &parts);
+        if (c) return (coop_pick){c, khr != 0, false, parts};
         /* an explicit khr that cannot be had here: said once */
         static bool said;
         const char *asked = getenv("LUMEN_VK_GEMM");
@@ -228,6 +319,20 @@ static bool vec_ok(const lm_vk_mem *m, int64_t off, int64_t srow, int64_t scol, 
     return ok;
 }
 
+/* LUMEN_VK_MM_SAY=1: each product's tile and parts on stderr, once until
+ * the shape changes (bench/gpu/mm_sweep36.sh: what the rule chose) */
+static void say_choice(const coop_variant *c, coop_pick pk, const lm_vk_mm_pc *pc, int64_t batch, int parts)
+{
+    static int64_t last[6];
+    const char *e = getenv("LUMEN_VK_MM_SAY");
+    if (!e || strcmp(e, "1")) return;
+    int64_t key[6] = {pc->M, pc->K, pc->N, batch, parts, (int64_t)(uintptr_t)c};
+    if (!memcmp(key, last, sizeof key)) return;
+    memcpy(last, key, sizeof key);
+    fprintf(stderr, "lumen: matmul b%lldx%dx%dx%d: %s%s, %d part%s\n", (long long)batch, pc->M, pc->K, pc->N,
+            c->name, pk.native ? " (bf16)" : pk.khr ? " (khr)" : " (nv)", parts, parts > 1 ? "s" : "");
+}
+
 /* the GEMM on f16 operands ma, mb into node (pc: lm_vk_mm_pc, with e_off
  * after it for the scaled shader, whose exponents are ex) */
 static lm_status gemm(lm_vk_dev *v, coop_pick pk, lm_array *node, const lm_vk_mem *ma,
@@ -242,24 +347,36 @@ static lm_status gemm(lm_vk_dev *v, coop_pick pk, lm_array *node, const lm_vk_me
                      : vec_ok(ma, pc->off_a, pc->sak, pc->sam, pc->nb, pc->bsa);
     bool b_vec = b_n ? vec_ok(mb, pc->off_b, pc->sbk, pc->sbn, pc->nb, pc->bsb)
                      : vec_ok(mb, pc->off_b, pc->sbn, pc->sbk, pc->nb, pc->bsb);
+    /* split-K (LUMEN_VK_MM_SPLITK, else the rule's parts): f32 slabs,
+     * then conv_splitk.comp adds them in part order into node */
+    int forced = lm_vk_mm_splitk_env();
+    int parts = lm_vk_mm_parts_fit(v, forced ? forced : pk.parts, (pc->K + c->bk - 1) / c->bk, pc, batch);
+    say_choice(c, pk, pc, batch, parts);
+    lm_buffer *scratch = NULL;
+    lm_status st = lm_vk_mm_split_begin(v, parts, pc, batch, &scratch);
+    if (st != LM_OK) return st;
+    const lm_vk_mem *out = parts > 1 ? (scratch ? (const lm_vk_mem *)scratch->handle : NULL) : lm_vk_mem_of(node);
+    uint32_t odt = parts > 1 ? (uint32_t)LM_F32 : node->dtype;
     /* straight coopMatStore of interior fragments: C rows 16-byte aligned */
-    bool direct = pc->N % 8 == 0 && lm_vk_mem_of(node)->off % 16 == 0 && env_int("LUMEN_VK_COOP_DIRECT", 1) != 0;
+    bool direct = pc->N % 8 == 0 && (!out || out->off % 16 == 0) && env_int("LUMEN_VK_COOP_DIRECT", 1) != 0;
     /* bf16 results go through the staging area: stf's rounding to nearest
      * even, as the CPU (a fragment's conversion may round otherwise) */
-    if (pk.native && node->dtype == LM_BF16) direct = false;
+    if (pk.native && odt == LM_BF16) direct = false;
     /* whole tiles only: no bounds checks in the loads */
     bool full = a_vec && b_vec && pc->M % c->bm == 0 && pc->N % c->bn == 0 && pc->K % 64 == 0;
     uint32_t gx = (uint32_t)((pc->N + c->bn - 1) / c->bn), gy = (uint32_t)((pc->M + c->bm - 1) / c->bm);
     int swz = env_int("LUMEN_VK_COOP_SWZ", 0);
     if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
     uint32_t in = pk.native ? LM_BF16 : LM_F16;
-    uint32_t spec[14] = {in, in, node->dtype, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
-                         direct, (uint32_t)swz, full};
-    lm_vk_arg args[4] = {{ma, false}, {mb, false}, {lm_vk_mem_of(node), true}, {ex, false}};
+    uint32_t spec[15] = {in, in, odt, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
+                         direct, (uint32_t)swz, full, (uint32_t)parts};
+    lm_vk_arg args[4] = {{ma, false}, {mb, false}, {out, true}, {ex, false}};
     const char *shader = pk.native ? c->khr_bf : pk.khr ? (ex ? c->khr_scaled : c->khr) : (ex ? c->scaled : c->shader);
-    lm_status st = lm_vk_dispatch(v, shader, spec, 14, args, ex ? 4 : 3, pc, pcsize, gx, gy, (uint32_t)batch);
+    /* one part: the 14 constants of before, so the pipeline is the same */
+    st = lm_vk_dispatch(v, shader, spec, parts > 1 ? 15 : 14, args, ex ? 4 : 3, pc, pcsize, gx, gy,
+                        (uint32_t)(batch * parts));
     if (st == LM_OK && pk.native) lm_vk_bf16_runs++;
-    return st;
+    return lm_vk_mm_split_end(v, node, scratch, parts, pc, batch, st);
 }
 
 /* ---- bf16: scaled f16 copies (shaders/matmul_scale.comp) ---- */

@@ -322,6 +322,20 @@ typedef struct lm_vk_splitk_pc {
     uint32_t n;
     int32_t M, N, G, off_bias, s_bias;
 } lm_vk_splitk_pc;
+/* matmul.c: split-K of the GEMM tiles (matmul_f32.glsl, matmul_coop.glsl;
+ * matmul_pc.glsl's SPLITK).  lm_vk_mm_splitk_env: LUMEN_VK_MM_SPLITK's
+ * forced parts (1: none), 0 where unset or "auto" (the rule: choice.h's
+ * lm_vk_coop_choose on tensor cores, one part on the f32 tiles).
+ * lm_vk_mm_parts_fit: parts cut so that every part has steps (none
+ * empty), the slabs index in 32 bits and batch x parts fits the grid.
+ * lm_vk_mm_split_begin: the f32 slabs for `parts` parts (none for one
+ * part, or in plan mode: nothing is recorded); lm_vk_mm_split_end adds
+ * them into node in part order (conv_splitk.comp) and releases them. */
+int lm_vk_mm_splitk_env(void);
+int lm_vk_mm_parts_fit(const lm_vk_dev *v, int parts, int64_t steps, const lm_vk_mm_pc *pc, int64_t batch);
+lm_status lm_vk_mm_split_begin(lm_vk_dev *v, int parts, const lm_vk_mm_pc *pc, int64_t batch, lm_buffer **scratch);
+lm_status lm_vk_mm_split_end(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, const lm_vk_mm_pc *pc,
+                             int64_t batch, lm_status st);
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
  * cooperative matrices (and bf16 through scaled f16 copies); whether it
  * takes this node, and running it */
@@ -331,6 +345,7 @@ typedef struct {
     const char *small;                  /* the tile to use where `shared` does not fit */
     int bm, bn;
     uint32_t shared;                    /* bytes of shared memory */
+    int bk;                             /* depth (split-K's steps) */
 } lm_vk_f32_tile;
 /* the tile for an M x N (x batch) product: LUMEN_VK_MM_F32 / _CONV_F32, or by
  * the size of one image's part (share: lm_array_share, choice.h) */

@@ -30,6 +30,9 @@ int64_t lm_vulkan_attn_gemm_count(void);
 /* Attention and matmul kernels recorded on bf16 cooperative matrices
  * (VK_KHR_shader_bfloat16: the _bf kernels) since start, for tests. */
 int64_t lm_vulkan_bf16_coop_count(void);
+/* GEMMs recorded with split-K (matmul.c: LUMEN_VK_MM_SPLITK, or the
+ * tensor cores' rule) since start, for tests. */
+int64_t lm_vulkan_mm_split_count(void);
 /* Timestamps written since start: only while a profile is open (tests). */
 int64_t lm_vulkan_timestamp_count(void);
 /* Uploads recorded as a copy from the staging block instead of waiting for

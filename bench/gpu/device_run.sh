@@ -14,6 +14,7 @@
 # vae-simt (the mid block's D = 512 attention on the SIMT kernels instead of
 # the two products: LUMEN_VK_ATTN512=simt)
 # sweep (bench/gpu/mm_sweep.sh: tensor-core matmul/conv variants; SWEEP= picks parts)
+# mm36 (bench/gpu/mm_sweep36.sh: the GEMM tiles and split-K at the SD / SDXL / Z-Image shapes)
 # profile (test_profile under the validation layer, then lm.profile's table of one
 # whole VAE decoder call in f32 and f16: docs/PROFILE.md)
 # esrgan (esrgan-thick x4 256x256 beside PyTorch CUDA, then its lm.profile table;
@@ -71,6 +72,7 @@ for s in $steps; do
     ops) python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops.log" ;;
     ops-base) env $BASE python3 bench/gpu/ops.py build/lumen 2>&1 | tee "$OUT/ops_base.log" ;;
     sweep) OUT="$OUT" sh bench/gpu/mm_sweep.sh 2>&1 | tee "$OUT/sweep.log" ;;
+    mm36) sh bench/gpu/mm_sweep36.sh build/bench/vkbench "$OUT/mm36" 2>&1 | tee "$OUT/mm36.log" ;;
     profile)
         LUMEN_VK_VALIDATE=1 build/tests/test_profile 2>&1 | grep -E "PASSED|FAIL|validation" | tee "$OUT/profile.log"
         VAE_PROFILE=1 VAE_CHECK_ONLY=1 python3 bench/gpu/vae.py build/lumen 2>&1 | tee -a "$OUT/profile.log" ;;

@@ -154,11 +154,14 @@ static lm_array *g_matmul_bt(lm_array **in)
 
 /* one [m, k] x [k, n] product: "matmul_DT_NAME median [min-max] TFLOP/s",
  * then its first evaluation and warm-up on a comment line; bt: B stored
- * [n, k] and read transposed (a linear layer's weight) */
-static void bench_mm_one(lm_dtype dt, int64_t m, int64_t k, int64_t n, int reps, const char *name, bool bt)
+ * [n, k] and read transposed (a linear layer's weight); batch > 0: A is
+ * [batch, m, k] and B the same [k, n] for every entry (broadcast, as a
+ * model's weight is) */
+static void bench_mm_one(lm_dtype dt, int64_t batch, int64_t m, int64_t k, int64_t n, int reps, const char *name,
+                         bool bt)
 {
-    int64_t sa[2] = {m, k}, sb[2] = {bt ? n : k, bt ? k : n};
-    lm_array *in[2] = {randn(2, sa, dt), randn(2, sb, dt)};
+    int64_t sa[3] = {batch, m, k}, sb[2] = {bt ? n : k, bt ? k : n};
+    lm_array *in[2] = {batch > 0 ? randn(3, sa, dt) : randn(2, sa + 1, dt), randn(2, sb, dt)};
     lm_array *(*fn)(lm_array **) = bt ? g_matmul_bt : g_matmul;
     double first = eval_once(fn, in);
     int nwarm;
@@ -166,7 +169,7 @@ static void bench_mm_one(lm_dtype dt, int64_t m, int64_t k, int64_t n, int reps,
     double ts[64];
     for (int r = 0; r < reps; r++) ts[r] = eval_once(fn, in);
     qsort(ts, (size_t)reps, sizeof *ts, cmp_double);
-    double f = 2.0 * (double)m * (double)k * (double)n * 1e-12;
+    double f = 2.0 * (double)(batch > 0 ? batch : 1) * (double)m * (double)k * (double)n * 1e-12;
     printf("matmul_%s_%s %.4g [%.4g-%.4g] TFLOP/s\n", lm_dtype_name(dt), name, f / ts[reps / 2],
            f / ts[reps - 1], f / ts[0]);
     printf("# matmul_%s_%s: first evaluation %.1f ms, then %d untimed (%.0f ms)\n", lm_dtype_name(dt), name,
@@ -200,12 +203,15 @@ static void bench_mm_spread(void)
         for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
             long long n = atoll(t);
             snprintf(name, sizeof name, "%lld", n);
-            bench_mm_one(dt, n, n, n, reps, name, false);
+            bench_mm_one(dt, 0, n, n, n, reps, name, false);
         }
         /* VKBENCH_MM_SHAPES="M:K:N,...": [M, K] x [K, N] products besides the
          * squares (a DiT's linear layers: M tokens), "matmul_DT_MxKxN"; a
          * shape ending in t ("1:2560:9728t") stores B [N, K] and reads it
-         * transposed, as a linear layer does ("matmul_DT_MxKxNt").
+         * transposed, as a linear layer does ("matmul_DT_MxKxNt"); a
+         * prefix bBx ("b2x1024:1280:1280") makes A [B, M, K] times the same
+         * [K, N] for every entry, as a UNet's CFG batch of 2 meets a weight
+         * ("matmul_DT_bBxMxKxN", TFLOP/s over all B entries).
          * VKBENCH_MM_GEMM=1 times each shape again on the GEMM kernels
          * (LUMEN_VK_GEMV=0), "matmul_DT_MxKxN_gemm": the GEMV kernel's
          * products (matmul_gemv.c) both ways in one call */
@@ -214,21 +220,26 @@ static void bench_mm_spread(void)
             snprintf(buf, sizeof buf, "%s", shp);
             save_s = NULL;
             for (char *t = strtok_r(buf, ",", &save_s); t; t = strtok_r(NULL, ",", &save_s)) {
-                long long m, k, n;
+                long long m, k, n, nb = 0;
                 char tail[8] = "";
-                if (sscanf(t, "%lld:%lld:%lld%7s", &m, &k, &n, tail) < 3 || m < 1 || k < 1 || n < 1 ||
+                int used = 0;
+                if (t[0] == 'b' && (sscanf(t, "b%lldx%n", &nb, &used) < 1 || used == 0 || nb < 1))
+                    die("VKBENCH_MM_SHAPES wants [bBx]M:K:N[t],...");
+                if (sscanf(t + used, "%lld:%lld:%lld%7s", &m, &k, &n, tail) < 3 || m < 1 || k < 1 || n < 1 ||
                     (*tail && strcmp(tail, "t")))
-                    die("VKBENCH_MM_SHAPES wants M:K:N[t],...");
+                    die("VKBENCH_MM_SHAPES wants [bBx]M:K:N[t],...");
                 bool bt = *tail == 't';
-                snprintf(name, sizeof name, "%lldx%lldx%lld%s", m, k, n, bt ? "t" : "");
-                bench_mm_one(dt, m, k, n, reps, name, bt);
+                char pre[32] = "";
+                if (nb) snprintf(pre, sizeof pre, "b%lldx", nb);
+                snprintf(name, sizeof name, "%s%lldx%lldx%lld%s", pre, m, k, n, bt ? "t" : "");
+                bench_mm_one(dt, nb, m, k, n, reps, name, bt);
                 if (both && !strcmp(both, "1")) {
                     const char *was = getenv("LUMEN_VK_GEMV");
                     char keep[16];
                     snprintf(keep, sizeof keep, "%s", was ? was : "");
                     setenv("LUMEN_VK_GEMV", "0", 1);
-                    snprintf(name, sizeof name, "%lldx%lldx%lld%s_gemm", m, k, n, bt ? "t" : "");
-                    bench_mm_one(dt, m, k, n, reps, name, bt);
+                    snprintf(name, sizeof name, "%s%lldx%lldx%lld%s_gemm", pre, m, k, n, bt ? "t" : "");
+                    bench_mm_one(dt, nb, m, k, n, reps, name, bt);
                     if (was) setenv("LUMEN_VK_GEMV", keep, 1);
                     else unsetenv("LUMEN_VK_GEMV");
                 }

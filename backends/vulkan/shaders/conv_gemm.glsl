@@ -38,28 +38,11 @@ layout(push_constant) uniform PC {
 
 DECL_IO(3)
 
-// split-K (nn_conv.c's splitk_parts): SPLITK > 1 divides the K steps over
-// SPLITK workgroups along z (z = batch entry * SPLITK + part), since a
-// conv with few output tiles (1280 channels at 8x8) would leave most SMs
-// idle; each part stores its f32 sums without bias to slab `part` of
-// binding 2, and conv_splitk.comp adds the slabs in the order 0..SPLITK-1
-// with the bias, so the result does not depend on which part ran first.
-layout(constant_id = 14) const int SPLITK = 1;
-int conv_batch() { return int(gl_WorkGroupID.z) / SPLITK; }
-
-// this workgroup's K steps [kt0, kt1) (on entry kt0 = 0, kt1 = all steps)
-void conv_steps(inout int kt0, inout int kt1)
-{
-    int per = (kt1 + SPLITK - 1) / SPLITK;
-    kt0 = min(kt1, (int(gl_WorkGroupID.z) % SPLITK) * per);
-    kt1 = min(kt1, kt0 + per);
-}
-
-// where this workgroup's part starts in binding 2 (0 without split-K)
-int conv_slab()
-{
-    return (int(gl_WorkGroupID.z) % SPLITK) * (int(gl_NumWorkGroups.z) / SPLITK) * pc.M * pc.N;
-}
+// split-K (nn_conv.c's lm_vk_splitk_parts; matmul_pc.glsl's SPLITK,
+// MM_STEPS and MM_SLAB): a conv with few output tiles (1280 channels at
+// 8x8) would leave most SMs idle; each part stores its f32 sums without
+// bias, and conv_splitk.comp adds the bias with the slabs.
+int conv_batch() { return MM_BATCH; }
 
 #ifdef MM_COOP
 // the kernel's width and taps as specialization constants (the divisions

@@ -223,9 +223,6 @@ void main()
     [[unroll]] for (int i = 0; i < CPT_B; i++) Bs[SB(i)] = rb[i];
     barrier();
 
-#ifndef MM_CONV
-    int nk = (pc.K + BK - 1) / BK;
-#endif
     for (int kt = kt0; kt < nk; kt++) {
         int ca = STAGES == 2 ? (KT_REL(kt) & 1) * TILE_A : 0, cb = STAGES == 2 ? (KT_REL(kt) & 1) * TILE_B : 0;
         bool more = kt + 1 < nk;
@@ -266,10 +263,7 @@ void main()
     // interior fragments straight to C; the others through this subgroup's
     // FM x FN f32 staging area in As (free after the loop's last barrier),
     // cut at the edges
-    int oc = batch * pc.M * pc.N;
-#ifdef MM_CONV
-    oc += conv_slab();
-#endif
+    int oc = batch * pc.M * pc.N + MM_SLAB;
     int cs = sg * (FM * FN / 4);
     [[unroll]] for (int i = 0; i < FRM; i++)
         [[unroll]] for (int j = 0; j < FRN; j++) {

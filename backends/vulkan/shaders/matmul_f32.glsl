@@ -224,9 +224,6 @@ void main()
     [[unroll]] for (int i = 0; i < CB; i++) put_b(0, tid + i * NT, rb[i]);
     barrier();
 
-#ifndef MM_CONV
-    int nk = (pc.K + BK - 1) / BK;
-#endif
     for (int kt = kt0; kt < nk; kt++) {
         int cur = KT_REL(kt) & 1;
         bool more = kt + 1 < nk;
@@ -257,10 +254,7 @@ void main()
         barrier();
     }
 
-    int oc = batch * pc.M * pc.N;
-#ifdef MM_CONV
-    oc += conv_slab();
-#endif
+    int oc = batch * pc.M * pc.N + MM_SLAB;
     [[unroll]] for (int g = 0; g < TM / 4; g++)
         [[unroll]] for (int i = 0; i < 4; i++) {
             int gm = m0 + g * 4 * TY + ty * 4 + i;

@@ -5,6 +5,13 @@
 // entry, where its A and B start and the workgroup's tile, and the K steps
 // the workgroup takes.  Macros, not functions: each expands in place, so
 // the SPIR-V is what the code written out in each kernel gave.
+// Split-K (spec constant 14, SPLITK, both builds: nn_conv.c's and
+// matmul.c's / matmul_coop.c's): SPLITK > 1 divides the K steps over
+// SPLITK workgroups along z (z = batch entry * SPLITK + part), each
+// storing its f32 sums to slab `part` of binding 2 ([part][batch][M][N]);
+// conv_splitk.comp adds the slabs in the order 0..SPLITK-1 and rounds
+// once, so the result does not depend on which part ran first.  The host
+// makes every part non-empty.
 // MM_PC_MORE, where the includer defines it, adds fields at the end
 // (matmul_coop's MM_SCALED exponents); a conv build (MM_CONV) declares its
 // own push constants in conv_gemm.glsl.
@@ -21,15 +28,15 @@ layout(push_constant) uniform PC {
 } pc;
 #endif
 
-// MM_START: int batch, the batch entry (a conv's split-K parts share one:
-// conv_gemm.glsl); the globals oa and ob, where its A and B start (the
-// batch dims walked from the last: bshape, bsa, bsb), and m0, n0, the
-// workgroup's tile (SWZ: tile rows per L2 group)
-#ifdef MM_CONV
-#define MM_BATCH conv_batch()
-#else
-#define MM_BATCH int(gl_WorkGroupID.z)
-#endif
+// MM_BATCH, MM_PART: the batch entry and split-K part of this workgroup
+layout(constant_id = 14) const int SPLITK = 1;
+#define MM_BATCH (int(gl_WorkGroupID.z) / SPLITK)
+#define MM_PART (int(gl_WorkGroupID.z) % SPLITK)
+
+// MM_START: int batch, the batch entry (its split-K parts share one); the
+// globals oa and ob, where its A and B start (the batch dims walked from
+// the last: bshape, bsa, bsb), and m0, n0, the workgroup's tile (SWZ: tile
+// rows per L2 group)
 #define MM_START \
     int batch = MM_BATCH; \
     oa = pc.off_a; ob = pc.off_b; \
@@ -44,15 +51,15 @@ layout(push_constant) uniform PC {
     m0 = t.x * BM; \
     n0 = t.y * BN
 
-// MM_STEPS: the K steps of this workgroup start at kt0 (all of them but
-// with split-K, where the conv build also declares their end, nk);
-// KT_REL(kt): steps since the workgroup's first
-#ifdef MM_CONV
+// MM_STEPS: the K steps of this workgroup, [kt0, nk) (all of them
+// without split-K); KT_REL(kt): steps since the workgroup's first.
+// MM_SLAB: where this workgroup's part starts in binding 2 (0 without)
 #define MM_STEPS \
-    int kt0 = 0, nk = (pc.K + BK - 1) / BK; \
-    conv_steps(kt0, nk)
+    int nk = (pc.K + BK - 1) / BK, kt0; \
+    { \
+        int per_ = (nk + SPLITK - 1) / SPLITK; \
+        kt0 = min(nk, MM_PART * per_); \
+        nk = min(nk, kt0 + per_); \
+    }
 #define KT_REL(kt) ((kt) - kt0)
-#else
-#define MM_STEPS const int kt0 = 0
-#define KT_REL(kt) (kt)
-#endif
+#define MM_SLAB (MM_PART * (int(gl_NumWorkGroups.z) / SPLITK) * pc.M * pc.N)

@@ -46,9 +46,9 @@ sed 's/batch = #ps,/batch = #ps, stacked = true,/' \
   samples/batch_generate.lua > "$W/stk/batch_generate.lua"
 grep -q "stacked = true" "$W/stk/batch_generate.lua" || echo "batch_loop.sh: the sample changed: stk runs in lanes"
 # the size-dependent kernel choices pinned (each otherwise depends on the
-# batch: conv split-K parts, the GEMM tile, the D=512 attention split, the
-# long-row norm split, the f32 tiles; backends/vulkan)
-PIN="LUMEN_VK_CONV_SPLITK=1 LUMEN_VK_COOP=k64s1 LUMEN_VK_ATTN_SPLIT=0 LUMEN_VK_NORM_SPLIT=0 LUMEN_VK_MM_F32=128x128 LUMEN_VK_CONV_F32=128x128"
+# batch: conv split-K parts, the GEMM tile and its split-K parts, the D=512
+# attention split, the long-row norm split, the f32 tiles; backends/vulkan)
+PIN="LUMEN_VK_CONV_SPLITK=1 LUMEN_VK_COOP=k64s1 LUMEN_VK_MM_SPLITK=1 LUMEN_VK_ATTN_SPLIT=0 LUMEN_VK_NORM_SPLIT=0 LUMEN_VK_MM_F32=128x128 LUMEN_VK_CONV_F32=128x128"
 now() { date +%s.%N; }
 wall() { awk -v n="$1" -v k="$2" -v a="$3" -v b="$4" -v rc="$5" \
   'BEGIN{printf "RESULT %s: rc %d, %d images, process wall %.2f s = %.3f images/s (%.1f ms an image)\n", n, rc, k, b-a, k/(b-a), (b-a)*1000/k}'; }
