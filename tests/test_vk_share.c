@@ -385,6 +385,7 @@ static void test_stacked_gemv_bytes(void **state)
     for (int var = 0; var < 4; var++) {
         int64_t kk = var ? 1104 : 1100;
         const char *names[3] = {"LUMEN_VK_GEMV_LANES", "LUMEN_VK_GEMV_UN", "LUMEN_VK_GEMV_ASH"};
+        assert_int_equal(lm_device_sync(vk), LM_OK);   /* the knobs change with the device idle */
         for (int q = 0; q < 3; q++) {
             if (variants[var][q]) setenv(names[q], variants[var][q], 1);
             else unsetenv(names[q]);

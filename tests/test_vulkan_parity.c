@@ -463,6 +463,9 @@ static void test_matmul_gemv(void **state)
         bool fset = pass >= 3 ? (pass - 3) % 2 : pass > 0;
         const gctx *set = fset ? forced : cs;
         size_t nset = fset ? sizeof forced / sizeof *forced : sizeof cs / sizeof *cs;
+        /* the knobs change only with the device idle (a driver thread may
+         * read the environment: test_vk_replay's note) */
+        assert_int_equal(lm_device_sync(vk), LM_OK);
         if (fset) setenv("LUMEN_VK_GEMV", "1", 1);
         else unsetenv("LUMEN_VK_GEMV");
         if (pass == 2 || (var >= 0 && fset)) setenv("LUMEN_VK_GEMV_PARTS", "3", 1);
