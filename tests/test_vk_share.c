@@ -405,11 +405,14 @@ static void test_stacked_wino(void **state)
     unsetenv("LUMEN_VK_CONV_WINO_KB");
 }
 
-/* x [12, 1100] @ w^T (w [37, 1100], a linear's weight) made under share 4
+/* x [12, K] @ w^T (w [37, K], a linear's weight) made under share 4
  * (3 rows an image: the GEMV kernel, 2 split-K parts forced: a linear's
  * weight takes one part by itself) gives, rows for rows,
- * the bytes of each image's [3, 1100] product; without the share the 12
- * rows would take the GEMM kernel */
+ * the bytes of each image's [3, K] product; without the share the 12
+ * rows would take the GEMM kernel.  K = 1100, then 1104 (whole 16-byte
+ * units: A's rows aligned, so A staged in shared memory applies) under
+ * the B [n][k] kernel's variants (matmul_gemv.c: lanes, units ahead, A
+ * staged) */
 static void test_stacked_gemv_bytes(void **state)
 {
     (void)state;
@@ -417,31 +420,44 @@ static void test_stacked_gemv_bytes(void **state)
     setenv("LUMEN_VK_GEMV_PARTS", "2", 1);
     assert_true(lm_vk_gemv_takes(12, 1, false, 4));
     assert_false(lm_vk_gemv_takes(12, 1, false, 1));
-    const lm_dtype dts[] = {LM_F32, LM_BF16};
-    for (int t = 0; t < 2; t++) {
-        int64_t sx[2] = {12, 1100}, sw[2] = {37, 1100};
-        lm_array *x = lm_random_normal(2, sx, 0, 1, dts[t], lm_random_key(38), vk);
-        lm_array *w = lm_random_normal(2, sw, 0, 1, dts[t], lm_random_key(39), vk);
-        lm_array *wt = lm_transpose(w, 0, 1);
-        assert_int_equal(lm_array_eval(x), LM_OK);
-        assert_int_equal(lm_array_eval(w), LM_OK);
-        int was = lm_share_set(4);
-        lm_array *all = lm_matmul(x, wt);
-        lm_share_set(was);
-        float ha[12 * 37], hp[3 * 37];
-        assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
-        for (int64_t k = 0; k < 12; k += 3) {
-            lm_array *xs = lm_slice(x, 0, k, k + 3, 1), *p = lm_matmul(xs, wt);
-            assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
-            assert_memory_equal(hp, ha + k * 37, sizeof hp);
-            lm_array_release(xs);
-            lm_array_release(p);
+    const char *variants[][3] = {{NULL, NULL, NULL}, {"8", "8", "1"}, {"16", "4", "1"}, {"32", "8", "0"}};
+    for (int var = 0; var < 4; var++) {
+        int64_t kk = var ? 1104 : 1100;
+        const char *names[3] = {"LUMEN_VK_GEMV_LANES", "LUMEN_VK_GEMV_UN", "LUMEN_VK_GEMV_ASH"};
+        assert_int_equal(lm_device_sync(vk), LM_OK);   /* the knobs change with the device idle */
+        for (int q = 0; q < 3; q++) {
+            if (variants[var][q]) setenv(names[q], variants[var][q], 1);
+            else unsetenv(names[q]);
         }
-        lm_array_release(x);
-        lm_array_release(w);
-        lm_array_release(wt);
-        lm_array_release(all);
+        const lm_dtype dts[] = {LM_F32, LM_BF16};
+        for (int t = 0; t < 2; t++) {
+            int64_t sx[2] = {12, kk}, sw[2] = {37, kk};
+            lm_array *x = lm_random_normal(2, sx, 0, 1, dts[t], lm_random_key(38), vk);
+            lm_array *w = lm_random_normal(2, sw, 0, 1, dts[t], lm_random_key(39), vk);
+            lm_array *wt = lm_transpose(w, 0, 1);
+            assert_int_equal(lm_array_eval(x), LM_OK);
+            assert_int_equal(lm_array_eval(w), LM_OK);
+            int was = lm_share_set(4);
+            lm_array *all = lm_matmul(x, wt);
+            lm_share_set(was);
+            float ha[12 * 37], hp[3 * 37];
+            assert_int_equal(lm_array_read(all, ha, LM_F32), LM_OK);
+            for (int64_t k = 0; k < 12; k += 3) {
+                lm_array *xs = lm_slice(x, 0, k, k + 3, 1), *p = lm_matmul(xs, wt);
+                assert_int_equal(lm_array_read(p, hp, LM_F32), LM_OK);
+                assert_memory_equal(hp, ha + k * 37, sizeof hp);
+                lm_array_release(xs);
+                lm_array_release(p);
+            }
+            lm_array_release(x);
+            lm_array_release(w);
+            lm_array_release(wt);
+            lm_array_release(all);
+        }
     }
+    unsetenv("LUMEN_VK_GEMV_LANES");
+    unsetenv("LUMEN_VK_GEMV_UN");
+    unsetenv("LUMEN_VK_GEMV_ASH");
     unsetenv("LUMEN_VK_GEMV_PARTS");
 }
 

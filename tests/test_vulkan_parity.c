@@ -215,6 +215,75 @@ static void test_where(void **state)
     }
 }
 
+/* ---- the elementwise vector path (eltwise.glsl's VEC) ----
+ * Flat ops over f16/bf16 (8 elements a 16-byte load), f32, mixes of them,
+ * broadcast scalars (stride 0, read once), casts and raw 16-byte copies,
+ * at lengths with and without a tail past the last whole unit, and at an
+ * offset where 16-byte loads cannot start (the scalar path).  The exactly
+ * rounded ops must give the CPU's bits (threshold 0: f32 arithmetic, one
+ * rounding on store on both sides). */
+typedef struct { int kind; lm_dtype dt; int64_t start; } vctx;
+
+static lm_array *b_vec(lm_array **in, const void *p)
+{
+    const vctx *c = p;
+    int64_t n = in[0]->shape[0];
+    lm_array *a = lm_slice(in[0], 0, c->start, n, 1), *b = lm_slice(in[1], 0, c->start, n, 1), *r = NULL;
+    switch (c->kind) {
+    case 0: r = lm_binary_scalar(LM_OP_MUL, a, 2.0, false); break;          /* w * 2 */
+    case 1: r = lm_binary_scalar(LM_OP_SUB, a, 0.3, true); break;           /* 0.3 - w */
+    case 2: r = lm_binary(LM_OP_ADD, a, b); break;
+    case 3: r = lm_unary(LM_OP_NEG, a); break;
+    case 4: r = lm_cast(a, c->dt); break;
+    case 5: {                                                               /* copies: concat's moves */
+        lm_array *parts[3] = {a, b, a};
+        r = lm_concat(3, parts, 0);
+        break;
+    }
+    case 6: {                                                               /* f16 * an f32 scalar tensor */
+        lm_array *s = lm_scalar(1.7, LM_F32, a->device);
+        r = lm_binary(LM_OP_MUL, a, s);
+        lm_array_release(s);
+        break;
+    }
+    case 7: r = lm_unary(LM_OP_EXP, a); break;
+    case 8: r = lm_binary(LM_OP_MAXIMUM, b, a); break;
+    }
+    lm_array_release(a);
+    lm_array_release(b);
+    return r;
+}
+
+static void test_eltwise_vec(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F16, LM_BF16, LM_F32};
+    const char *kn[] = {"w * 2", "0.3 - w", "a + b", "-w", "cast", "concat (copies)", "w * f32 scalar", "exp", "max(b, a)"};
+    const int64_t lens[] = {1011, 1032, 19};   /* from 8: tails of 3, 0 and 3 (11 elements, one unit) */
+    const int64_t starts[] = {8, 1};
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+        for (size_t l = 0; l < sizeof lens / sizeof *lens; l++) {
+            lm_array *in[2] = {data(1, &lens[l], dts[t], -4, 4, SPECIALS), data(1, &lens[l], dts[t], -4, 4, 0)};
+            for (size_t s = 0; s < sizeof starts / sizeof *starts; s++)
+                for (int k = 0; k < 9; k++) {
+                    int ncast = k == 4 ? 3 : 1;
+                    for (int ci = 0; ci < ncast; ci++) {
+                        const lm_dtype to[3] = {LM_F32, LM_F16, LM_BF16};
+                        lm_dtype ct = to[ci] == dts[t] ? LM_F32 : to[ci];
+                        if (k == 4 && ci && to[ci] == dts[t]) continue;
+                        vctx c = {k, ct, starts[s]};
+                        char what[96];
+                        snprintf(what, sizeof what, "vec %s %s%s%s [%lld from %lld]", kn[k], lm_dtype_name(dts[t]),
+                                 k == 4 ? "->" : "", k == 4 ? lm_dtype_name(ct) : "", (long long)lens[l],
+                                 (long long)starts[s]);
+                        run_case(what, 2, in, b_vec, &c, k == 7 ? thr_for(dts[t], true) : 0);
+                    }
+                }
+            lm_array_release(in[0]);
+            lm_array_release(in[1]);
+        }
+}
+
 /* ---- reductions ---- */
 typedef struct { lm_op op; int naxes; int axes[3]; bool keep; bool view; } rctx;
 
@@ -383,15 +452,33 @@ static void test_matmul_gemv(void **state)
     const gctx forced[] = {
         {20, 37, 19, 3, false, false, false, false}, {17, 300, 33, 2, false, true, true, false}, {9, 1100, 5, 0, true, true, false, false},
     };
+    /* the B [n][k] kernel's variants (matmul_gemv.c's knobs: lanes a
+     * column, units loaded ahead, A staged in shared memory), on the B^T
+     * cases of both sets, the forced ones with 3 parts */
+    const char *variants[][3] = {{"8", "8", "1"}, {"16", "4", "1"}, {"32", "8", "1"}, {"8", "4", "0"}};
+    const int nvar = (int)(sizeof variants / sizeof *variants);
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
-    for (int pass = 0; pass < 3; pass++) {
-        const gctx *set = pass ? forced : cs;
-        size_t nset = pass ? sizeof forced / sizeof *forced : sizeof cs / sizeof *cs;
-        if (pass) setenv("LUMEN_VK_GEMV", "1", 1);
-        if (pass == 2) setenv("LUMEN_VK_GEMV_PARTS", "3", 1);
+    for (int pass = 0; pass < 3 + 2 * nvar; pass++) {
+        int var = pass >= 3 ? (pass - 3) / 2 : -1;
+        bool fset = pass >= 3 ? (pass - 3) % 2 : pass > 0;
+        const gctx *set = fset ? forced : cs;
+        size_t nset = fset ? sizeof forced / sizeof *forced : sizeof cs / sizeof *cs;
+        /* the knobs change only with the device idle (a driver thread may
+         * read the environment: test_vk_replay's note) */
+        assert_int_equal(lm_device_sync(vk), LM_OK);
+        if (fset) setenv("LUMEN_VK_GEMV", "1", 1);
+        else unsetenv("LUMEN_VK_GEMV");
+        if (pass == 2 || (var >= 0 && fset)) setenv("LUMEN_VK_GEMV_PARTS", "3", 1);
+        else unsetenv("LUMEN_VK_GEMV_PARTS");
+        if (var >= 0) {
+            setenv("LUMEN_VK_GEMV_LANES", variants[var][0], 1);
+            setenv("LUMEN_VK_GEMV_UN", variants[var][1], 1);
+            setenv("LUMEN_VK_GEMV_ASH", variants[var][2], 1);
+        }
         for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
             for (size_t i = 0; i < nset; i++) {
                 const gctx *c = &set[i];
+                if (var >= 0 && !c->tb) continue;
                 int64_t w = c->sl ? 1 : 0;
                 int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, (c->ta ? c->m : c->k) + w};
                 int64_t sb[3] = {c->bb ? c->batch : 1, c->tb ? c->n : c->k, (c->tb ? c->k : c->n) + w};
@@ -399,7 +486,11 @@ static void test_matmul_gemv(void **state)
                 lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
                                    data(na, c->batch ? sb : sb + 1, dts[t], -1, 1, 0)};
                 char what[128];
-                snprintf(what, sizeof what, "gemv%s %s %lldx%lldx%lld%s%s%s%s", pass ? " (forced)" : "",
+                char vname[48] = "";
+                if (var >= 0)
+                    snprintf(vname, sizeof vname, " lanes %s un %s ash %s", variants[var][0], variants[var][1],
+                             variants[var][2]);
+                snprintf(what, sizeof what, "gemv%s%s %s %lldx%lldx%lld%s%s%s%s", fset ? " (forced)" : "", vname,
                          lm_dtype_name(dts[t]), (long long)c->m, (long long)c->k, (long long)c->n,
                          c->ta ? " A^T" : "", c->tb ? " B^T" : "",
                          c->batch ? (c->bb ? " batched" : " batched+broadcast") : "", c->sl ? " offset" : "");
@@ -411,6 +502,9 @@ static void test_matmul_gemv(void **state)
     }
     unsetenv("LUMEN_VK_GEMV");
     unsetenv("LUMEN_VK_GEMV_PARTS");
+    unsetenv("LUMEN_VK_GEMV_LANES");
+    unsetenv("LUMEN_VK_GEMV_UN");
+    unsetenv("LUMEN_VK_GEMV_ASH");
 }
 
 /* bf16 near its range limits: the tensor-core path scales each row of A
@@ -684,7 +778,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
         VK_TEST(test_matmul_splitk),
         VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),

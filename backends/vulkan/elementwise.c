@@ -114,28 +114,60 @@ typedef struct ew_job {
     double lo, hi;
 } ew_job;
 
-/* the shader's four-at-a-time path: a flat f32 unary or binary op whose
- * operands are all contiguous and 16-byte aligned, n a multiple of 4
- * (LUMEN_VK_VEC4=0 turns it off, for comparisons) */
-static bool vec4_fits(const ew_job *j, int ndim, int64_t (*st)[LM_MAX_DIMS])
+/* the shader's vector path (eltwise.glsl's VEC): the elements a unit, 0
+ * where it does not apply.  A flat unary or binary op (not where, not
+ * clamp: its bounds ride in the stride slots) whose operands are each
+ * contiguous and 16-byte aligned, or a broadcast scalar (stride 0: its bit
+ * in *scal, read once); n need not be a multiple of the unit (the tail runs
+ * the scalar code).  4: f32 arithmetic with every operand f32; 8: f32/f16/
+ * bf16 arithmetic with a 16-bit operand or result; a same-dtype copy
+ * (describe() makes it a raw integer move) 16 bytes a unit.  Each result is
+ * computed and rounded by the scalar path's functions, so the bits are the
+ * same.  LUMEN_VK_VEC4=0 turns the path off, for comparisons. */
+static int vec_unit(const ew_job *j, int ndim, int64_t (*st)[LM_MAX_DIMS], uint32_t *scal)
 {
     static int off = -1;
     if (off < 0) {
         const char *e = getenv("LUMEN_VK_VEC4");
         off = e && !strcmp(e, "0");
     }
-    if (off || ndim != 1 || j->n % 4 || j->mode == EW_WHERE) return false;
-    if (j->mode == EW_UNARY && j->code == U_CLAMP) return false;   /* bounds ride in the stride slots */
-    /* f32 arithmetic, or a raw copy of 4-byte elements (describe() makes a
-     * same-dtype copy an I32 move) */
-    bool raw = j->kind == KIND_I && j->out_strided && j->dt[0] == LM_I32 && j->dt[3] == LM_I32;
-    if (j->kind != KIND_F && !raw) return false;
+    *scal = 0;
+    if (off || ndim != 1 || j->mode == EW_WHERE) return 0;
+    if (j->mode == EW_UNARY && j->code == U_CLAMP) return 0;
+    bool raw = j->kind == KIND_I && j->out_strided && j->dt[0] == j->dt[3];
+    if (j->kind != KIND_F && !raw) return 0;
+    int unit = raw ? 16 / (int)lm_dtype_size(j->dt[0]) : 4;
+    if (!raw)
+        for (int k = 0; k <= j->nin; k++) {
+            lm_dtype t = j->dt[k < j->nin ? k : 3];
+            if (!is_floatish(t)) return 0;
+            bool bcast = k < j->nin && st[k][0] == 0;
+            if (t != LM_F32 && !bcast) unit = 8;
+        }
     for (int k = 0; k <= j->nin; k++) {
         int slot = k < j->nin ? k : 3;
-        if ((!raw && j->dt[slot] != LM_F32) || j->off[slot] % 4 || j->mem[slot]->off % 16) return false;
-        if (st[k][0] != 1) return false;   /* st[nin]: the output's (a copy's) strides */
+        if (k < j->nin && st[k][0] == 0 && !raw) {   /* st[nin]: the output's (a copy's) strides */
+            *scal |= 1u << k;
+            continue;
+        }
+        int64_t align = 16 / (int64_t)lm_dtype_size(j->dt[slot]);
+        if (st[k][0] != 1 || j->off[slot] % align || j->mem[slot]->off % 16) return 0;
     }
-    return true;
+    return unit;
+}
+
+/* units an invocation (LUMEN_VK_EW_ITEMS, default 1: as many invocations as
+ * units, up to lm_vk_groups' cap, past which the loop strides), for
+ * measurements */
+static uint64_t ew_items(void)
+{
+    static int64_t per = -1;
+    if (per < 0) {
+        const char *e = getenv("LUMEN_VK_EW_ITEMS");
+        per = e ? atoll(e) : 1;
+        if (per < 1) per = 1;
+    }
+    return (uint64_t)per;
 }
 
 static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
@@ -170,14 +202,15 @@ static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
         memcpy(&pc.st[12], &j->lo, 8);
         memcpy(&pc.st[14], &j->hi, 8);
     }
-    bool vec4 = vec4_fits(j, ndim, st);
-    uint32_t spec[10] = {(uint32_t)j->code, j->dt[0], j->dt[1], j->dt[2], j->dt[3],
-                         (uint32_t)j->kind, (uint32_t)ndim, (uint32_t)j->mode, j->out_strided, vec4};
+    uint32_t scal;
+    int unit = vec_unit(j, ndim, st, &scal);
+    uint32_t spec[11] = {(uint32_t)j->code, j->dt[0], j->dt[1], j->dt[2], j->dt[3],
+                         (uint32_t)j->kind, (uint32_t)ndim, (uint32_t)j->mode, j->out_strided, (uint32_t)unit, scal};
     lm_vk_arg args[4] = {{j->mem[0], false}, {j->mem[1], false}, {j->mem[2], false}, {j->mem[3], true}};
     const char *shader = j->kind == KIND_D ? "eltwise_f64" : "eltwise";
-    uint64_t items = vec4 ? (uint64_t)j->n / 4 : (uint64_t)j->n;
-    return lm_vk_dispatch(v, shader, spec, 10, args, 4, &pc, sizeof pc,
-                          lm_vk_groups(v, items, 256), 1, 1);
+    uint64_t items = unit ? (uint64_t)j->n / (uint64_t)unit : (uint64_t)j->n, per = ew_items();
+    return lm_vk_dispatch(v, shader, spec, 11, args, 4, &pc, sizeof pc,
+                          lm_vk_groups(v, (items + per - 1) / per, 256), 1, 1);
 }
 
 static bool describe(const lm_array *node, ew_job *j)

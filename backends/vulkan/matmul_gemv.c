@@ -20,7 +20,14 @@
  * LUMEN_VK_GEMV=0 keeps every product on the GEMM kernels, =1 sends every
  * product the grid can hold here (any M: groups of 8 rows), for
  * measurements and tests; LUMEN_VK_GEMV_PARTS=<n> forces n parts (bounded by
- * K / 8). */
+ * K / 8).  The B [n][k] kernel's variants, for measurements (read at every
+ * dispatch, so the same for a stacked call and its single runs):
+ * LUMEN_VK_GEMV_LANES=8|16|32 invocations a column (default 32; it changes
+ * the order of each sum's additions, within the parity tolerances),
+ * LUMEN_VK_GEMV_UN=4|8 units loaded ahead (default 4) and
+ * LUMEN_VK_GEMV_ASH=1 A's part staged in shared memory once for the
+ * workgroup where it fits (default 0); neither of the last two changes
+ * any bits. */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
@@ -35,8 +42,21 @@ typedef struct gemv_pc {
 _Static_assert(sizeof(gemv_pc) <= LM_VK_PUSH_BYTES, "matmul_gemv push constants");
 
 #define GEMV_ROWS 8     /* rows a workgroup (the kernel's accumulators) */
-#define GEMV_BT_COLS 8  /* columns a workgroup, B [n][k] (RW) */
 #define GEMV_KN_COLS 256 /* columns a workgroup, B [k][n] (NX * 8) */
+#define GEMV_ASH_WORDS 2048 /* 16-byte words of A staged (ASH): 32 KiB */
+
+/* a knob's value where it is one of the allowed (a power of two in
+ * [lo, hi]), else the default */
+static int knob(const char *name, int lo, int hi, int dflt)
+{
+    const char *e = getenv(name);
+    int x = e ? atoi(e) : 0;
+    return x >= lo && x <= hi && !(x & (x - 1)) ? x : dflt;
+}
+
+/* invocations a column, B [n][k] (the shader's LANES); 256 / it columns a
+ * workgroup (RW) */
+static int gemv_lanes(void) { return knob("LUMEN_VK_GEMV_LANES", 8, 32, 32); }
 
 bool lm_vk_gemv_takes(int64_t m, int64_t batch, bool b_bcast, int share)
 {
@@ -96,7 +116,7 @@ static bool vec_ok(const lm_array *x, int64_t off, int64_t other, int64_t n_othe
 static bool grid(const lm_vk_dev *v, const lm_vk_mm_pc *pc, int64_t batch, int64_t kc, uint32_t g[3], int32_t *gpe)
 {
     bool bt = b_transposed(pc), bc = b_broadcast(pc);
-    int64_t cols = bt ? GEMV_BT_COLS : GEMV_KN_COLS;
+    int64_t cols = bt ? 256 / gemv_lanes() : GEMV_KN_COLS;
     int64_t gx = (pc->N + cols - 1) / cols, gy = (pc->K + kc - 1) / kc;
     int64_t per = (pc->M + GEMV_ROWS - 1) / GEMV_ROWS;
     int64_t gz = bc ? (batch * pc->M + GEMV_ROWS - 1) / GEMV_ROWS : batch * per;
@@ -153,9 +173,19 @@ lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
         if (!scratch) return lm_error_prefix("gemv: %d partial sums of %dx%d", parts, pc.rows, mm->N);
     }
     const lm_vk_mem *out = scratch ? (const lm_vk_mem *)scratch->handle : parts > 1 ? NULL : lm_vk_mem_of(node);
-    uint32_t spec[6] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, bt, a_vec, b_vec};
+    /* A staged in shared memory: its whole units of a part for a group's
+     * rows (f32: two words a unit) beside the kernel's 8 KiB of sums */
+    int64_t rmax = pc.gpe > 0 ? (mm->M < GEMV_ROWS ? mm->M : GEMV_ROWS) : (pc.rows < GEMV_ROWS ? pc.rows : GEMV_ROWS);
+    int64_t words = rmax * (kc / 8) * (a->dtype == LM_F32 ? 2 : 1), cap = 256;
+    while (cap < words) cap *= 2;   /* a power of two: few pipelines */
+    words = cap;
+    bool ash = bt && a_vec && knob("LUMEN_VK_GEMV_ASH", 1, 1, 0) && words <= GEMV_ASH_WORDS &&
+               (uint64_t)words * 16 + 8 * 256 * 4 <= v->feat.max_shared;
+    uint32_t spec[9] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, bt, a_vec, b_vec,
+                        (uint32_t)gemv_lanes(), (uint32_t)knob("LUMEN_VK_GEMV_UN", 4, 8, 4),
+                        ash ? (uint32_t)words : 1};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
-    lm_status st = lm_vk_dispatch(v, "matmul_gemv", spec, 6, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
+    lm_status st = lm_vk_dispatch(v, "matmul_gemv", spec, 9, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
     if (st == LM_OK && parts > 1) {
         lm_vk_splitk_pc sp = {(uint32_t)((int64_t)pc.rows * mm->N), 1, mm->N, 1, -1, 0};
         uint32_t sspec[3] = {node->dtype, node->dtype, (uint32_t)parts};

@@ -17,11 +17,21 @@ layout(constant_id = 5) const uint KIND = 0;
 layout(constant_id = 6) const int NDIM = 1;
 layout(constant_id = 7) const uint MODE = 0;
 layout(constant_id = 8) const bool OUT_STRIDED = false;
-// VEC4: every operand f32 (or a same-dtype copy of 4-byte elements),
-// contiguous, 16-byte aligned, n a multiple of 4 (checked on the host):
-// four elements per load and store, the form that moves memory at full
-// speed on large GPUs
-layout(constant_id = 9) const bool VEC4 = false;
+// VEC: elements a unit of the vector path (0: none), a flat op (NDIM 1)
+// checked on the host (elementwise.c's vec_unit):
+// - 4: f32 arithmetic with every operand f32, or a same-dtype copy of
+//   4-byte elements (one 16-byte move a unit);
+// - 8: f32/f16/bf16 arithmetic with a 16-bit operand or result: a 16-bit
+//   operand is one 16-byte load a unit, an f32 one two; each result rounded
+//   once on store as stf does, so the bits are the scalar path's;
+// - 16 / 16 / 2: same-dtype copies of 1-, 2- and 8-byte elements as raw
+//   16-byte moves.
+// Vector operands are contiguous and start at a 16-byte boundary; an
+// operand whose bit is set in SCAL is a broadcast scalar (stride 0), read
+// once.  The n % VEC elements past the last whole unit (the tail) take the
+// scalar path.  The form that moves memory at full speed on large GPUs.
+layout(constant_id = 9) const uint VEC = 0;
+layout(constant_id = 10) const uint SCAL = 0;
 
 layout(push_constant) uniform PC {
     uint n;
@@ -177,18 +187,86 @@ void element(uint i)
     }
 }
 
-void element4(uint i)
+// a unit of 8 values from binding B: dt f32 (two 16-byte loads at element
+// offset off, a multiple of 4) or f16/bf16 (one, off a multiple of 8)
+#define DEF_LD8(B) \
+void ld8_##B(uint dt, int off, uint i, inout float x[8]) { \
+    if (dt == DT_F32) { \
+        uint b = uint(off) / 4u + 2u * i; \
+        uvec4 w0 = v4_##B.v[b], w1 = v4_##B.v[b + 1u]; \
+        [[unroll]] for (int j = 0; j < 4; j++) { \
+            x[j] = uintBitsToFloat(w0[j]); \
+            x[j + 4] = uintBitsToFloat(w1[j]); \
+        } \
+    } else { \
+        uvec4 w = v4_##B.v[uint(off) / 8u + i]; \
+        [[unroll]] for (int j = 0; j < 4; j++) { \
+            x[2 * j] = dt == DT_BF16 ? bf16_to_f32(w[j] & 0xffffu) : f16_to_f32(w[j] & 0xffffu); \
+            x[2 * j + 1] = dt == DT_BF16 ? bf16_to_f32(w[j] >> 16) : f16_to_f32(w[j] >> 16); \
+        } \
+    } \
+}
+DEF_LD8(0)
+DEF_LD8(1)
+
+// operand k's value for every element of a unit: its broadcast scalar
+// (SCAL) or the unit's 8 values
+void vals8_0(uint i, inout float x[8])
 {
-    uint ia = uint(pc.off[0]) / 4u + i;
+    if ((SCAL & 1u) != 0u) {
+        float s = ldf_0(DTA, pc.off[0]);
+        [[unroll]] for (int j = 0; j < 8; j++) x[j] = s;
+    } else {
+        ld8_0(DTA, pc.off[0], i, x);
+    }
+}
+
+void vals8_1(uint i, inout float x[8])
+{
+    if ((SCAL & 2u) != 0u) {
+        float s = ldf_1(DTB, pc.off[1]);
+        [[unroll]] for (int j = 0; j < 8; j++) x[j] = s;
+    } else {
+        ld8_1(DTB, pc.off[1], i, x);
+    }
+}
+
+uint st16(uint dt, float x) { return dt == DT_BF16 ? f32_to_bf16(x) : f32_to_f16(x); }
+
+void unit8(uint i)
+{
+    float a[8], r[8];
+    vals8_0(i, a);
+    if (MODE == EW_BINARY) {
+        float b[8];
+        vals8_1(i, b);
+        [[unroll]] for (int j = 0; j < 8; j++) r[j] = bin_f(a[j], b[j]);
+    } else {
+        [[unroll]] for (int j = 0; j < 8; j++) r[j] = un_f(a[j]);
+    }
+    int oo = OUT_STRIDED ? pc.off[2] : pc.off[3];
+    if (DTO == DT_F32) {
+        uint o = uint(oo) / 4u + 2u * i;
+        v4_3.v[o] = floatBitsToUint(vec4(r[0], r[1], r[2], r[3]));
+        v4_3.v[o + 1u] = floatBitsToUint(vec4(r[4], r[5], r[6], r[7]));
+    } else {
+        uvec4 w;
+        [[unroll]] for (int j = 0; j < 4; j++) w[j] = st16(DTO, r[2 * j]) | (st16(DTO, r[2 * j + 1]) << 16);
+        v4_3.v[uint(oo) / 8u + i] = w;
+    }
+}
+
+void unit4(uint i)
+{
     // a copy's output offset rides in slot 2 (it writes through strides)
-    uint o = uint(OUT_STRIDED ? pc.off[2] : pc.off[3]) / 4u + i;
-    if (KIND == KIND_I) {   // a same-dtype copy of 4-byte elements: the bits
-        v4_3.v[o] = v4_0.v[ia];
+    uint o = uint(OUT_STRIDED ? pc.off[2] : pc.off[3]) / VEC + i;
+    if (KIND == KIND_I) {   // a same-dtype copy: the bits, 16 bytes a unit
+        v4_3.v[o] = v4_0.v[uint(pc.off[0]) / VEC + i];
         return;
     }
-    vec4 a = uintBitsToFloat(v4_0.v[ia]), r;
+    vec4 a = (SCAL & 1u) != 0u ? vec4(ldf_0(DTA, pc.off[0])) : uintBitsToFloat(v4_0.v[uint(pc.off[0]) / 4u + i]), r;
     if (MODE == EW_BINARY) {
-        vec4 b = uintBitsToFloat(v4_1.v[uint(pc.off[1]) / 4u + i]);
+        vec4 b = (SCAL & 2u) != 0u ? vec4(ldf_1(DTB, pc.off[1])) : uintBitsToFloat(v4_1.v[uint(pc.off[1]) / 4u + i]);
         r = vec4(bin_f(a.x, b.x), bin_f(a.y, b.y), bin_f(a.z, b.z), bin_f(a.w, b.w));
     } else {
         r = vec4(un_f(a.x), un_f(a.y), un_f(a.z), un_f(a.w));
@@ -199,9 +277,14 @@ void element4(uint i)
 void main()
 {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    if (VEC4) {
-        for (uint i = gl_GlobalInvocationID.x; i < pc.n / 4u; i += stride)
-            element4(i);
+    if (VEC != 0u) {
+        uint units = pc.n / VEC;
+        for (uint i = gl_GlobalInvocationID.x; i < units; i += stride) {
+            if (VEC == 8u && KIND != KIND_I) unit8(i);
+            else unit4(i);
+        }
+        uint t = units * VEC + gl_GlobalInvocationID.x;   // the tail: fewer than VEC <= 16 elements
+        if (t < pc.n) element(t);
         return;
     }
     for (uint i = gl_GlobalInvocationID.x; i < pc.n; i += stride)

@@ -8,9 +8,15 @@
 //
 // Two layouts of B (B_T, matmul.c picks by the strides):
 // - B_T, B stored [n][k] (a linear layer's weight, read transposed: sbk ==
-//   1): LANES invocations a column, RW columns a workgroup; lane l takes
-//   the 8-element units l, l + LANES, ... of the column's K range, then the
-//   LANES sums of a column are added in shared memory in a fixed tree;
+//   1): LANES invocations a column (8, 16 or 32), RW = 256 / LANES columns
+//   a workgroup; lane l takes the 8-element units l, l + LANES, ... of the
+//   column's K range (UN of them loaded before any is used: 4 or 8), then
+//   the LANES sums of a column are added in shared memory in a fixed tree.
+//   ASH > 1: A's units of the part (16-byte aligned, A_VEC) are first
+//   copied into shared memory (ASH 16-byte words), once for the workgroup,
+//   and read from there.  UN and ASH do not change any sum's order, LANES
+//   does (it is a device-wide knob, matmul_gemv.c: the same for every call,
+//   so the rule below holds);
 // - else B stored [k][n]: NX invocations along n, 8 columns each (a
 //   16-byte load of a row of B for 16-bit dtypes, coalesced across the
 //   invocations), KS slices of K; slice s takes k = s, s + KS, ..., and the
@@ -40,6 +46,9 @@ layout(constant_id = 2) const uint DTO = 0;
 layout(constant_id = 3) const bool B_T = false;     // B stored [n][k] (sbk == 1)
 layout(constant_id = 4) const bool A_VEC = false;   // B_T: A's units start 16-byte aligned (sak == 1)
 layout(constant_id = 5) const bool B_VEC = false;   // B's units start 16-byte aligned
+layout(constant_id = 6) const int LANES = 32;       // B_T: invocations a column (8, 16, 32)
+layout(constant_id = 7) const int UN = 4;           // units (B_T) or rows of B (else) loaded ahead (<= 8)
+layout(constant_id = 8) const int ASH = 1;          // B_T: > 1: A staged in shared memory, 16-byte words
 
 #define MM_PC_MORE int gpe, rows, kc;   // groups an entry (0: flat), batch * M, K a part
 #include "matmul_pc.glsl"
@@ -50,13 +59,13 @@ DECL_IO(2)
 layout(std430, set = 0, binding = 0) readonly buffer A4 { uvec4 v[]; } a4;
 layout(std430, set = 0, binding = 1) readonly buffer B4 { uvec4 v[]; } b4;
 
-#define LANES 32
-#define RW (256 / LANES)
+const int RW = 256 / LANES;
 #define NX 32
 #define KS (256 / NX)
-#define UN 4            // units (B_T) or rows of B (else) loaded ahead
+#define UNMAX 8
 
 shared float red[8 * 256];
+shared uvec4 ash[ASH];
 
 // 8 consecutive elements from a 16-byte aligned start e (vector loads)
 void unit16(uint dt, uvec4 w, inout float x[8])
@@ -65,6 +74,21 @@ void unit16(uint dt, uvec4 w, inout float x[8])
         uint u = w[j];
         x[2 * j] = dt == DT_BF16 ? uintBitsToFloat(u << 16) : unpackHalf2x16(u).x;
         x[2 * j + 1] = dt == DT_BF16 ? uintBitsToFloat(u & 0xffff0000u) : unpackHalf2x16(u).y;
+    }
+}
+
+// unit u of row i of the part as staged (ASH): f32 two words a unit
+void unit_ash(int i, int u, int nu, inout float x[8])
+{
+    if (DTA == DT_F32) {
+        int w = (i * nu + u) * 2;
+        uvec4 w0 = ash[w], w1 = ash[w + 1];
+        [[unroll]] for (int j = 0; j < 4; j++) {
+            x[j] = uintBitsToFloat(w0[j]);
+            x[j + 4] = uintBitsToFloat(w1[j]);
+        }
+    } else {
+        unit16(DTA, ash[i * nu + u], x);
     }
 }
 
@@ -143,21 +167,35 @@ void main()
         int n = int(gl_WorkGroupID.x) * RW + col;
         float acc[8];
         [[unroll]] for (int i = 0; i < 8; i++) acc[i] = 0.0;
+        int nu = (kend - kbeg) / 8;
+        if (ASH > 1) {
+            // the rows' whole units of this part, 16-byte words from A
+            // (A_VEC: aligned), once for the workgroup (the host checks
+            // that nr * nu units fit)
+            int wpu = DTA == DT_F32 ? 2 : 1;
+            for (int w = tid; w < nr * nu * wpu; w += 256) {
+                int i = w / (nu * wpu), r = w % (nu * wpu);
+                int e = oa[i] + kbeg * pc.sak;
+                ash[w] = a4.v[DTA == DT_F32 ? e / 4 + r : e / 8 + r];
+            }
+            barrier();
+        }
         if (n < pc.N) {
-            int bo = ob + n * pc.sbn, nu = (kend - kbeg) / 8;
+            int bo = ob + n * pc.sbn;
             // UN units' loads issued before any is used (latency), then
             // added in unit order: the order of the loop without it
             for (int u0 = lane; u0 < nu; u0 += UN * LANES) {
-                float b[UN][8];
-                [[unroll]] for (int q = 0; q < UN; q++)
-                    if (u0 + q * LANES < nu) unit_b(bo + kbeg + (u0 + q * LANES) * 8, 1, b[q]);
-                [[unroll]] for (int q = 0; q < UN; q++) {
+                float b[UNMAX][8];
+                [[unroll]] for (int q = 0; q < UNMAX; q++)
+                    if (q < UN && u0 + q * LANES < nu) unit_b(bo + kbeg + (u0 + q * LANES) * 8, 1, b[q]);
+                [[unroll]] for (int q = 0; q < UNMAX; q++) {
                     int k = kbeg + (u0 + q * LANES) * 8;
-                    if (u0 + q * LANES < nu) {
+                    if (q < UN && u0 + q * LANES < nu) {
                         [[unroll]] for (int i = 0; i < 8; i++) {
                             if (i < nr) {
                                 float a[8];
-                                unit_a(oa[i] + k * pc.sak, pc.sak, a);
+                                if (ASH > 1) unit_ash(i, u0 + q * LANES, nu, a);
+                                else unit_a(oa[i] + k * pc.sak, pc.sak, a);
                                 [[unroll]] for (int j = 0; j < 8; j++) acc[i] = fma(a[j], b[q][j], acc[i]);
                             }
                         }
@@ -191,10 +229,10 @@ void main()
         bool whole = n0 + 8 <= pc.N;
         if (n0 < pc.N) {
             for (int k0 = kbeg + s; k0 < kend; k0 += UN * KS) {
-                float b[UN][8];
-                [[unroll]] for (int q = 0; q < UN; q++) {
+                float b[UNMAX][8];
+                [[unroll]] for (int q = 0; q < UNMAX; q++) {
                     int k = k0 + q * KS, bo = ob + k * pc.sbk + n0 * pc.sbn;
-                    if (k < kend) {
+                    if (q < UN && k < kend) {
                         if (whole) {
                             unit_b(bo, pc.sbn, b[q]);
                         } else {
@@ -203,9 +241,9 @@ void main()
                         }
                     }
                 }
-                [[unroll]] for (int q = 0; q < UN; q++) {
+                [[unroll]] for (int q = 0; q < UNMAX; q++) {
                     int k = k0 + q * KS;
-                    if (k < kend) {
+                    if (q < UN && k < kend) {
                         [[unroll]] for (int i = 0; i < 8; i++) {
                             if (i < nr) {
                                 float a = ldf_0(DTA, oa[i] + k * pc.sak);
