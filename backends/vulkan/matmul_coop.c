@@ -143,24 +143,30 @@ static const coop_variant *find_native(const lm_vk_features *ft, const char *nam
  *     part) at COOP_SPLIT_BYTES_NS, and COOP_SPLIT_NS for the second pass
  * (waves = ceil(workgroups / COOP_H200_SMS), workgroups = tiles x batch x
  * parts; a step of 128x256s1 (128 x 256 x 32) costs COOP_BIG_NS, one of
- * k64s1 (128 x 128 x 64) COOP_K64_NS: their full-wave rates, 181 and 148
- * TFLOP/s in the SDXL profile), over 128x256s1 and k64s1 and 1..16 parts
- * of at least 8 steps each, and the cheapest is taken (ties: the bigger
- * tile, fewer parts).  COOP_FIXED_STEPS stands for a workgroup's first
- * load and its stores.  COOP_H200_SMS is the H200's (and the H100's) SM
- * count: Vulkan's core properties do not give one (VK_NV_shader_sm_builtins'
- * shaderSMCount would); lavapipe and other devices without cooperative
- * matrices never get here, and the f32 tiles split only where
- * LUMEN_VK_MM_SPLITK says.  The constants are estimates to be set by
- * measurement (bench/gpu/mm_sweep36.sh). */
+ * k64s1 (128 x 128 x 64) COOP_K64_NS), over 128x256s1 and k64s1 and 1..16
+ * parts of at least COOP_MIN_STEPS steps each, and the cheapest is taken
+ * (ties: the bigger tile, fewer parts).  COOP_FIXED_STEPS stands for a
+ * workgroup's first load and its stores.  COOP_H200_SMS is the H200's (and
+ * the H100's) SM count: Vulkan's core properties do not give one
+ * (VK_NV_shader_sm_builtins' shaderSMCount would); lavapipe and other
+ * devices without cooperative matrices never get here, and the f32 tiles
+ * split only where LUMEN_VK_MM_SPLITK says.
+ * The constants are fitted to the H200's GPU times of both tiles at 1, 2,
+ * 3, 4 and 8 parts over 19 products of SD 1.5, SDXL and Z-Image
+ * (bench/gpu/mm_shapes.lua under LUMEN_VK_COOP and LUMEN_VK_MM_SPLITK,
+ * 2026-11-29 23:55 UTC, docs/BENCHMARKS.md "Split-K and the tile by
+ * waves"): the rule's pick is the fastest measured at 17 of them and
+ * within 3% and 10% at the other two, where the helper's first estimates
+ * (820 / 1000 ns, 4 fixed steps, 8 steps a part at least) lost up to 1.66x
+ * ([2,77,768] x [768,320]: 12 steps of 64 want 4 parts of 3). */
 #define COOP_H200_SMS 132
-#define COOP_FIXED_STEPS 4
-#define COOP_BIG_NS 820.0
-#define COOP_K64_NS 1000.0
-#define COOP_SPLIT_BYTES_NS 3000.0
-#define COOP_SPLIT_NS 3000.0
+#define COOP_FIXED_STEPS 2
+#define COOP_BIG_NS 1000.0
+#define COOP_K64_NS 900.0
+#define COOP_SPLIT_BYTES_NS 2000.0
+#define COOP_SPLIT_NS 1000.0
 #define COOP_MAX_PARTS 16
-#define COOP_MIN_STEPS 8
+#define COOP_MIN_STEPS 3
 
 /* the estimate in ns for one image's part: m x n x k x batch on bm x bn
  * tiles of depth bk, a step costing step_ns, in `parts` parts */
