@@ -291,7 +291,8 @@ static void test_eltwise_vec(void **state)
  * product of two column halves of one [4,32] tensor (GEGLU's views), a
  * head copy ([2,8,3,16] permuted (0,2,1,3) then contiguous: raw moves of
  * the inner dim), an f16 tensor plus an f32 bias (two loads a unit), rows
- * 1..4 of each [5,n] (exp: outer stride 5n), and cases that must take the
+ * 1..4 of each [5,n] (exp: outer stride 5n), x reversed on its first axis
+ * plus a bias (a negative outer stride), and cases that must take the
  * scalar path: an inner extent that is not a multiple of the unit (12 and
  * 10: f32 takes 12) and an offset where no unit starts aligned (columns
  * 1..9 or 1..57 of each row: whole units from an odd start).  Exact ops at
@@ -360,6 +361,14 @@ static lm_array *b_rows(lm_array **in, const void *p)
         lm_array_release(a); lm_array_release(b);
         break;
     }
+    case 8: {                                                               /* x reversed on axis 0 + bias */
+        lm_array *v = lm_slice(x, 0, x->shape[0] - 1, -x->shape[0] - 1, -1);
+        lm_array *b = lm_slice(in[1], 0, 0, 1, 1), *b1 = lm_slice(b, 1, 0, 1, 1);
+        lm_array *bias = lm_reshape(b1, 1, &x->shape[2]);
+        r = lm_binary(LM_OP_ADD, v, bias);
+        lm_array_release(v); lm_array_release(b); lm_array_release(b1); lm_array_release(bias);
+        break;
+    }
     case 7: {                                                               /* exp of rows: a unary op */
         lm_array *a = lm_slice(x, 1, 1, 4, 1);
         r = lm_unary(LM_OP_EXP, a);
@@ -375,13 +384,13 @@ static void test_eltwise_rows(void **state)
     (void)state;
     const lm_dtype dts[] = {LM_F16, LM_BF16, LM_F32};
     const char *kn[] = {"x + bias", "x * [3,5,1]", "x - [5,1]", "halves of [4,32]", "head copy", "x + f32 bias",
-                        "cols 1.. (unaligned)", "exp of rows 1..4"};
+                        "cols 1.. (unaligned)", "exp of rows 1..4", "reversed x + bias"};
     const int64_t inner[] = {16, 12, 10, 64};   /* 64: 960 elements, room for kinds 3 and 4's views */
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
         for (size_t l = 0; l < sizeof inner / sizeof *inner; l++) {
             int64_t sh[3] = {3, 5, inner[l]};
             lm_array *in[2] = {data(3, sh, dts[t], -4, 4, SPECIALS), data(3, sh, dts[t], -4, 4, 0)};
-            for (int k = 0; k < 8; k++) {
+            for (int k = 0; k < 9; k++) {
                 if ((k == 3 || k == 4) && inner[l] != 64) continue;
                 if (k == 5 && dts[t] == LM_F32) continue;
                 rowctx c = {k, dts[t]};
