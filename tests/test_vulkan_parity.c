@@ -284,6 +284,126 @@ static void test_eltwise_vec(void **state)
         }
 }
 
+/* ---- the vector path along rows (eltwise.glsl's VEC over NDIM > 1) ----
+ * Ops whose operands are 16-byte units along the inner collapsed dim, with
+ * any outer strides: a bias over rows ([3,5,16] + [16]), a scalar over each
+ * row ([3,5,16] * [3,5,1]), a column of rows ([3,5,16] - [5,1]), the
+ * product of two column halves of one [4,32] tensor (GEGLU's views), a
+ * head copy ([2,8,3,16] permuted (0,2,1,3) then contiguous: raw moves of
+ * the inner dim), an f16 tensor plus an f32 bias (two loads a unit), rows
+ * 1..4 of each [5,n] (exp: outer stride 5n), x reversed on its first axis
+ * plus a bias (a negative outer stride), and cases that must take the
+ * scalar path: an inner extent that is not a multiple of the unit (12 and
+ * 10: f32 takes 12) and an offset where no unit starts aligned (columns
+ * 1..9 or 1..57 of each row: whole units from an odd start).  Exact ops at
+ * threshold 0. */
+typedef struct { int kind; lm_dtype dt; } rowctx;
+
+static lm_array *b_rows(lm_array **in, const void *p)
+{
+    const rowctx *c = p;
+    lm_array *x = in[0], *r = NULL;
+    switch (c->kind) {
+    case 0: {                                                               /* x + bias [16] */
+        lm_array *b = lm_slice(in[1], 0, 0, 1, 1), *b1 = lm_slice(b, 1, 0, 1, 1);
+        lm_array *bias = lm_reshape(b1, 1, &x->shape[2]);
+        r = lm_binary(LM_OP_ADD, x, bias);
+        lm_array_release(b); lm_array_release(b1); lm_array_release(bias);
+        break;
+    }
+    case 1: {                                                               /* x * [3,5,1] */
+        lm_array *s = lm_slice(in[1], 2, 3, 4, 1);
+        r = lm_binary(LM_OP_MUL, x, s);
+        lm_array_release(s);
+        break;
+    }
+    case 2: {                                                               /* x - [5,1] */
+        lm_array *b = lm_slice(in[1], 0, 1, 2, 1), *s = lm_slice(b, 2, 5, 6, 1);
+        int64_t sh[2] = {x->shape[1], 1};
+        lm_array *col = lm_reshape(s, 2, sh);
+        r = lm_binary(LM_OP_SUB, x, col);
+        lm_array_release(b); lm_array_release(s); lm_array_release(col);
+        break;
+    }
+    case 3: {                                                               /* halves of [4,32] */
+        int64_t sh[2] = {4, 32};
+        lm_array *f = lm_flatten(in[0], 0, 2);
+        lm_array *f128 = lm_slice(f, 0, 0, 128, 1);
+        lm_array *m = lm_reshape(f128, 2, sh);
+        lm_array *h0 = lm_slice(m, 1, 0, 16, 1), *h1 = lm_slice(m, 1, 16, 32, 1);
+        r = lm_binary(LM_OP_MUL, h0, h1);
+        lm_array_release(f); lm_array_release(f128); lm_array_release(m);
+        lm_array_release(h0); lm_array_release(h1);
+        break;
+    }
+    case 4: {                                                               /* head copy */
+        int64_t sh[4] = {2, 8, 3, 16};
+        lm_array *f = lm_flatten(in[0], 0, 2);
+        lm_array *f768 = lm_slice(f, 0, 0, 768, 1);
+        lm_array *m = lm_reshape(f768, 4, sh);
+        const int perm[4] = {0, 2, 1, 3};
+        lm_array *t = lm_permute(m, perm);
+        r = lm_contiguous(t);
+        lm_array_release(f); lm_array_release(f768); lm_array_release(m); lm_array_release(t);
+        break;
+    }
+    case 5: {                                                               /* x + an f32 bias */
+        lm_array *b = lm_slice(in[1], 0, 0, 1, 1), *b1 = lm_slice(b, 1, 0, 1, 1);
+        lm_array *bias = lm_reshape(b1, 1, &x->shape[2]), *bf = lm_cast(bias, LM_F32);
+        r = lm_binary(LM_OP_ADD, x, bf);
+        lm_array_release(b); lm_array_release(b1); lm_array_release(bias); lm_array_release(bf);
+        break;
+    }
+    case 6: {                                                               /* columns 1..9 or 1..57 */
+        int64_t e = 1 + (x->shape[2] - 1) / 8 * 8;
+        lm_array *a = lm_slice(x, 2, 1, e, 1), *b = lm_slice(in[1], 2, 1, e, 1);
+        r = lm_binary(LM_OP_ADD, a, b);
+        lm_array_release(a); lm_array_release(b);
+        break;
+    }
+    case 8: {                                                               /* x reversed on axis 0 + bias */
+        lm_array *v = lm_slice(x, 0, x->shape[0] - 1, -x->shape[0] - 1, -1);
+        lm_array *b = lm_slice(in[1], 0, 0, 1, 1), *b1 = lm_slice(b, 1, 0, 1, 1);
+        lm_array *bias = lm_reshape(b1, 1, &x->shape[2]);
+        r = lm_binary(LM_OP_ADD, v, bias);
+        lm_array_release(v); lm_array_release(b); lm_array_release(b1); lm_array_release(bias);
+        break;
+    }
+    case 7: {                                                               /* exp of rows: a unary op */
+        lm_array *a = lm_slice(x, 1, 1, 4, 1);
+        r = lm_unary(LM_OP_EXP, a);
+        lm_array_release(a);
+        break;
+    }
+    }
+    return r;
+}
+
+static void test_eltwise_rows(void **state)
+{
+    (void)state;
+    const lm_dtype dts[] = {LM_F16, LM_BF16, LM_F32};
+    const char *kn[] = {"x + bias", "x * [3,5,1]", "x - [5,1]", "halves of [4,32]", "head copy", "x + f32 bias",
+                        "cols 1.. (unaligned)", "exp of rows 1..4", "reversed x + bias"};
+    const int64_t inner[] = {16, 12, 10, 64};   /* 64: 960 elements, room for kinds 3 and 4's views */
+    for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+        for (size_t l = 0; l < sizeof inner / sizeof *inner; l++) {
+            int64_t sh[3] = {3, 5, inner[l]};
+            lm_array *in[2] = {data(3, sh, dts[t], -4, 4, SPECIALS), data(3, sh, dts[t], -4, 4, 0)};
+            for (int k = 0; k < 9; k++) {
+                if ((k == 3 || k == 4) && inner[l] != 64) continue;
+                if (k == 5 && dts[t] == LM_F32) continue;
+                rowctx c = {k, dts[t]};
+                char what[96];
+                snprintf(what, sizeof what, "rows %s %s [3,5,%lld]", kn[k], lm_dtype_name(dts[t]),
+                         (long long)in[0]->shape[2]);
+                run_case(what, 2, in, b_rows, &c, k == 7 ? thr_for(dts[t], true) : 0);
+            }
+            lm_array_release(in[0]);
+            lm_array_release(in[1]);
+        }
+}
+
 /* ---- reductions ---- */
 typedef struct { lm_op op; int naxes; int axes[3]; bool keep; bool view; } rctx;
 
@@ -782,7 +902,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_eltwise_rows), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
         VK_TEST(test_matmul_splitk),
         VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),

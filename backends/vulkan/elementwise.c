@@ -115,16 +115,21 @@ typedef struct ew_job {
 } ew_job;
 
 /* the shader's vector path (eltwise.glsl's VEC): the elements a unit, 0
- * where it does not apply.  A flat unary or binary op (not where, not
- * clamp: its bounds ride in the stride slots) whose operands are each
- * contiguous and 16-byte aligned, or a broadcast scalar (stride 0: its bit
- * in *scal, read once); n need not be a multiple of the unit (the tail runs
- * the scalar code).  4: f32 arithmetic with every operand f32; 8: f32/f16/
- * bf16 arithmetic with a 16-bit operand or result; a same-dtype copy
- * (describe() makes it a raw integer move) 16 bytes a unit.  Each result is
- * computed and rounded by the scalar path's functions, so the bits are the
- * same.  LUMEN_VK_VEC4=0 turns the path off, for comparisons. */
-static int vec_unit(const ew_job *j, int ndim, int64_t (*st)[LM_MAX_DIMS], uint32_t *scal)
+ * where it does not apply.  A unary or binary op (not where, not clamp: its
+ * bounds ride in the stride slots) along the innermost collapsed dim: each
+ * operand has stride 1 there and every unit starts 16-byte aligned (its
+ * offset, its buffer's and each outer stride a multiple of 16 bytes), or an
+ * input has stride 0 there (a scalar over the row, or a broadcast scalar
+ * when the op is flat: its bit in *scal, read once a unit); outer dims take
+ * any stride (0 too: a bias over rows).  Over more than one dim the inner
+ * extent is a multiple of the unit; a flat op's n need not be (the tail
+ * runs the scalar code).  4: f32 arithmetic with every operand f32; 8:
+ * f32/f16/bf16 arithmetic with a 16-bit operand or result; a same-dtype
+ * copy (describe() makes it a raw integer move) 16 bytes a unit.  Each
+ * result is computed and rounded by the scalar path's functions, so the
+ * bits are the same.  LUMEN_VK_VEC4=0 turns the path off, for
+ * comparisons. */
+static int vec_unit(const ew_job *j, int ndim, const int64_t *shape, int64_t (*st)[LM_MAX_DIMS], uint32_t *scal)
 {
     static int off = -1;
     if (off < 0) {
@@ -132,27 +137,31 @@ static int vec_unit(const ew_job *j, int ndim, int64_t (*st)[LM_MAX_DIMS], uint3
         off = e && !strcmp(e, "0");
     }
     *scal = 0;
-    if (off || ndim != 1 || j->mode == EW_WHERE) return 0;
+    if (off || ndim < 1 || j->mode == EW_WHERE) return 0;
     if (j->mode == EW_UNARY && j->code == U_CLAMP) return 0;
     bool raw = j->kind == KIND_I && j->out_strided && j->dt[0] == j->dt[3];
     if (j->kind != KIND_F && !raw) return 0;
+    int in = ndim - 1;   /* the inner dim */
     int unit = raw ? 16 / (int)lm_dtype_size(j->dt[0]) : 4;
     if (!raw)
         for (int k = 0; k <= j->nin; k++) {
             lm_dtype t = j->dt[k < j->nin ? k : 3];
             if (!is_floatish(t)) return 0;
-            bool bcast = k < j->nin && st[k][0] == 0;
+            bool bcast = k < j->nin && st[k][in] == 0;
             if (t != LM_F32 && !bcast) unit = 8;
         }
     for (int k = 0; k <= j->nin; k++) {
         int slot = k < j->nin ? k : 3;
-        if (k < j->nin && st[k][0] == 0 && !raw) {   /* st[nin]: the output's (a copy's) strides */
+        if (k < j->nin && st[k][in] == 0 && !raw) {   /* st[nin]: the output's (a copy's) strides */
             *scal |= 1u << k;
             continue;
         }
         int64_t align = 16 / (int64_t)lm_dtype_size(j->dt[slot]);
-        if (st[k][0] != 1 || j->off[slot] % align || j->mem[slot]->off % 16) return 0;
+        if (st[k][in] != 1 || j->off[slot] % align || j->mem[slot]->off % 16) return 0;
+        for (int d = 0; d < in; d++)
+            if (st[k][d] % align) return 0;
     }
+    if (ndim > 1 && shape[in] % unit) return 0;
     return unit;
 }
 
@@ -203,7 +212,7 @@ static lm_status ew_launch(lm_vk_dev *v, ew_job *j)
         memcpy(&pc.st[14], &j->hi, 8);
     }
     uint32_t scal;
-    int unit = vec_unit(j, ndim, st, &scal);
+    int unit = vec_unit(j, ndim, j->shape, st, &scal);
     uint32_t spec[11] = {(uint32_t)j->code, j->dt[0], j->dt[1], j->dt[2], j->dt[3],
                          (uint32_t)j->kind, (uint32_t)ndim, (uint32_t)j->mode, j->out_strided, (uint32_t)unit, scal};
     lm_vk_arg args[4] = {{j->mem[0], false}, {j->mem[1], false}, {j->mem[2], false}, {j->mem[3], true}};

@@ -17,8 +17,8 @@ layout(constant_id = 5) const uint KIND = 0;
 layout(constant_id = 6) const int NDIM = 1;
 layout(constant_id = 7) const uint MODE = 0;
 layout(constant_id = 8) const bool OUT_STRIDED = false;
-// VEC: elements a unit of the vector path (0: none), a flat op (NDIM 1)
-// checked on the host (elementwise.c's vec_unit):
+// VEC: elements a unit of the vector path (0: none), checked on the host
+// (elementwise.c's vec_unit), along the innermost collapsed dim:
 // - 4: f32 arithmetic with every operand f32, or a same-dtype copy of
 //   4-byte elements (one 16-byte move a unit);
 // - 8: f32/f16/bf16 arithmetic with a 16-bit operand or result: a 16-bit
@@ -26,10 +26,13 @@ layout(constant_id = 8) const bool OUT_STRIDED = false;
 //   once on store as stf does, so the bits are the scalar path's;
 // - 16 / 16 / 2: same-dtype copies of 1-, 2- and 8-byte elements as raw
 //   16-byte moves.
-// Vector operands are contiguous and start at a 16-byte boundary; an
-// operand whose bit is set in SCAL is a broadcast scalar (stride 0), read
-// once.  The n % VEC elements past the last whole unit (the tail) take the
-// scalar path.  The form that moves memory at full speed on large GPUs.
+// Vector operands have stride 1 along the inner dim and every unit starts
+// at a 16-byte boundary; an operand whose bit is set in SCAL has stride 0
+// there (a scalar over the row: a broadcast scalar when NDIM is 1), read
+// once a unit.  Outer dims take any stride (0: a bias over rows).  Where
+// NDIM > 1 the inner extent is a multiple of VEC; a flat op's n % VEC
+// elements past the last whole unit (the tail) take the scalar path.  The
+// form that moves memory at full speed on large GPUs.
 layout(constant_id = 9) const uint VEC = 0;
 layout(constant_id = 10) const uint SCAL = 0;
 
@@ -143,9 +146,13 @@ double bin_d(double a, double b)
 }
 #endif
 
-void element(uint i)
+// the element offsets in bindings 0, 1 and 2 (a copy's output) of element
+// i in the output's row-major order
+void offsets(uint i, out int ia, out int ib, out int ic)
 {
-    int ia = pc.off[0], ib = pc.off[1], ic = pc.off[2];
+    ia = pc.off[0];
+    ib = pc.off[1];
+    ic = pc.off[2];
     if (NDIM == 1) {
         ia += int(i) * pc.st[0];
         ib += int(i) * pc.st[EW_MAXDIM];
@@ -154,13 +161,19 @@ void element(uint i)
         uint r = i;
         [[unroll]] for (int d = NDIM - 1; d >= 0; d--) {
             uint s = uint(pc.shape[d]);
-            int c = int(r % s);
+            int c = d == 0 ? int(r) : int(r % s);   // r < shape[0] by now
             r /= s;
             ia += c * pc.st[d];
             ib += c * pc.st[EW_MAXDIM + d];
             ic += c * pc.st[2 * EW_MAXDIM + d];
         }
     }
+}
+
+void element(uint i)
+{
+    int ia, ib, ic;
+    offsets(i, ia, ib, ic);
     int io = OUT_STRIDED ? ic : pc.off[3] + int(i);
     if (MODE == EW_WHERE) {
         bool cond = ldi_0(DTA, ia) != 0l;
@@ -187,19 +200,19 @@ void element(uint i)
     }
 }
 
-// a unit of 8 values from binding B: dt f32 (two 16-byte loads at element
-// offset off, a multiple of 4) or f16/bf16 (one, off a multiple of 8)
+// a unit of 8 values from binding B at element offset e: dt f32 (two
+// 16-byte loads, e a multiple of 4) or f16/bf16 (one, e a multiple of 8)
 #define DEF_LD8(B) \
-void ld8_##B(uint dt, int off, uint i, inout float x[8]) { \
+void ld8_##B(uint dt, int e, inout float x[8]) { \
     if (dt == DT_F32) { \
-        uint b = uint(off) / 4u + 2u * i; \
+        uint b = uint(e) / 4u; \
         uvec4 w0 = v4_##B.v[b], w1 = v4_##B.v[b + 1u]; \
         [[unroll]] for (int j = 0; j < 4; j++) { \
             x[j] = uintBitsToFloat(w0[j]); \
             x[j + 4] = uintBitsToFloat(w1[j]); \
         } \
     } else { \
-        uvec4 w = v4_##B.v[uint(off) / 8u + i]; \
+        uvec4 w = v4_##B.v[uint(e) / 8u]; \
         [[unroll]] for (int j = 0; j < 4; j++) { \
             x[2 * j] = dt == DT_BF16 ? bf16_to_f32(w[j] & 0xffffu) : f16_to_f32(w[j] & 0xffffu); \
             x[2 * j + 1] = dt == DT_BF16 ? bf16_to_f32(w[j] >> 16) : f16_to_f32(w[j] >> 16); \
@@ -209,69 +222,68 @@ void ld8_##B(uint dt, int off, uint i, inout float x[8]) { \
 DEF_LD8(0)
 DEF_LD8(1)
 
-// operand k's value for every element of a unit: its broadcast scalar
-// (SCAL) or the unit's 8 values
-void vals8_0(uint i, inout float x[8])
+// operand k's value for every element of a unit starting at element offset
+// e: its scalar over the row (SCAL: stride 0 along the inner dim) or the
+// unit's 8 values
+void vals8_0(int e, inout float x[8])
 {
     if ((SCAL & 1u) != 0u) {
-        float s = ldf_0(DTA, pc.off[0]);
+        float s = ldf_0(DTA, e);
         [[unroll]] for (int j = 0; j < 8; j++) x[j] = s;
     } else {
-        ld8_0(DTA, pc.off[0], i, x);
+        ld8_0(DTA, e, x);
     }
 }
 
-void vals8_1(uint i, inout float x[8])
+void vals8_1(int e, inout float x[8])
 {
     if ((SCAL & 2u) != 0u) {
-        float s = ldf_1(DTB, pc.off[1]);
+        float s = ldf_1(DTB, e);
         [[unroll]] for (int j = 0; j < 8; j++) x[j] = s;
     } else {
-        ld8_1(DTB, pc.off[1], i, x);
+        ld8_1(DTB, e, x);
     }
 }
 
 uint st16(uint dt, float x) { return dt == DT_BF16 ? f32_to_bf16(x) : f32_to_f16(x); }
 
-void unit8(uint i)
+// ia, ib, io: the unit's first element offsets in bindings 0, 1 and out
+void unit8(int ia, int ib, int io)
 {
     float a[8], r[8];
-    vals8_0(i, a);
+    vals8_0(ia, a);
     if (MODE == EW_BINARY) {
         float b[8];
-        vals8_1(i, b);
+        vals8_1(ib, b);
         [[unroll]] for (int j = 0; j < 8; j++) r[j] = bin_f(a[j], b[j]);
     } else {
         [[unroll]] for (int j = 0; j < 8; j++) r[j] = un_f(a[j]);
     }
-    int oo = OUT_STRIDED ? pc.off[2] : pc.off[3];
     if (DTO == DT_F32) {
-        uint o = uint(oo) / 4u + 2u * i;
+        uint o = uint(io) / 4u;
         v4_3.v[o] = floatBitsToUint(vec4(r[0], r[1], r[2], r[3]));
         v4_3.v[o + 1u] = floatBitsToUint(vec4(r[4], r[5], r[6], r[7]));
     } else {
         uvec4 w;
         [[unroll]] for (int j = 0; j < 4; j++) w[j] = st16(DTO, r[2 * j]) | (st16(DTO, r[2 * j + 1]) << 16);
-        v4_3.v[uint(oo) / 8u + i] = w;
+        v4_3.v[uint(io) / 8u] = w;
     }
 }
 
-void unit4(uint i)
+void unit4(int ia, int ib, int io)
 {
-    // a copy's output offset rides in slot 2 (it writes through strides)
-    uint o = uint(OUT_STRIDED ? pc.off[2] : pc.off[3]) / VEC + i;
     if (KIND == KIND_I) {   // a same-dtype copy: the bits, 16 bytes a unit
-        v4_3.v[o] = v4_0.v[uint(pc.off[0]) / VEC + i];
+        v4_3.v[uint(io) / VEC] = v4_0.v[uint(ia) / VEC];
         return;
     }
-    vec4 a = (SCAL & 1u) != 0u ? vec4(ldf_0(DTA, pc.off[0])) : uintBitsToFloat(v4_0.v[uint(pc.off[0]) / 4u + i]), r;
+    vec4 a = (SCAL & 1u) != 0u ? vec4(ldf_0(DTA, ia)) : uintBitsToFloat(v4_0.v[uint(ia) / 4u]), r;
     if (MODE == EW_BINARY) {
-        vec4 b = (SCAL & 2u) != 0u ? vec4(ldf_1(DTB, pc.off[1])) : uintBitsToFloat(v4_1.v[uint(pc.off[1]) / 4u + i]);
+        vec4 b = (SCAL & 2u) != 0u ? vec4(ldf_1(DTB, ib)) : uintBitsToFloat(v4_1.v[uint(ib) / 4u]);
         r = vec4(bin_f(a.x, b.x), bin_f(a.y, b.y), bin_f(a.z, b.z), bin_f(a.w, b.w));
     } else {
         r = vec4(un_f(a.x), un_f(a.y), un_f(a.z), un_f(a.w));
     }
-    v4_3.v[o] = floatBitsToUint(r);
+    v4_3.v[uint(io) / 4u] = floatBitsToUint(r);
 }
 
 void main()
@@ -279,11 +291,16 @@ void main()
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     if (VEC != 0u) {
         uint units = pc.n / VEC;
-        for (uint i = gl_GlobalInvocationID.x; i < units; i += stride) {
-            if (VEC == 8u && KIND != KIND_I) unit8(i);
-            else unit4(i);
+        for (uint u = gl_GlobalInvocationID.x; u < units; u += stride) {
+            // the unit's first element: its row's coordinates once a unit
+            // (the inner extent is a multiple of VEC where NDIM > 1)
+            int ia, ib, ic;
+            offsets(u * VEC, ia, ib, ic);
+            int io = OUT_STRIDED ? ic : pc.off[3] + int(u * VEC);
+            if (VEC == 8u && KIND != KIND_I) unit8(ia, ib, io);
+            else unit4(ia, ib, io);
         }
-        uint t = units * VEC + gl_GlobalInvocationID.x;   // the tail: fewer than VEC <= 16 elements
+        uint t = units * VEC + gl_GlobalInvocationID.x;   // the tail (NDIM 1 only): fewer than VEC <= 16 elements
         if (t < pc.n) element(t);
         return;
     }
