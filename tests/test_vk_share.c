@@ -144,7 +144,7 @@ static int64_t coop_k;
 static int coop_choice(int64_t m, int64_t n, int64_t batch, int share)
 {
     bool big;
-    int parts = lm_vk_coop_choose(m, n, coop_k, batch, share, &big);
+    int parts = lm_vk_coop_choose(m, n, coop_k, batch, share, false, &big);
     return 2 * parts + big;
 }
 
@@ -166,7 +166,7 @@ static void test_coop_tile(void **state)
             for (int c = 0; c < NDIMS; c++)
                 for (int64_t b = 1; b <= 8; b *= 2) {
                     bool big;
-                    int p = lm_vk_coop_choose(dims[a], dims[c], coop_k, b, 1, &big);
+                    int p = lm_vk_coop_choose(dims[a], dims[c], coop_k, b, 1, false, &big);
                     int64_t steps = (coop_k + (big ? 31 : 63)) / (big ? 32 : 64);
                     assert_true(p >= 1 && p <= 16 && (p == 1 || steps / p >= 3));
                 }
@@ -175,18 +175,24 @@ static void test_coop_tile(void **state)
     /* SDXL's cross-attention k/v of the text ([2,77,2048] x [2048,1280]):
      * 20 k64s1 workgroups on 132 SMs took 65 us; split by default, and 4
      * images' stacked call splits as one image's */
-    int p = lm_vk_coop_choose(77, 1280, 2048, 2, 1, &big);
+    int p = lm_vk_coop_choose(77, 1280, 2048, 2, 1, false, &big);
     assert_true(p > 1);
-    assert_int_equal(lm_vk_coop_choose(77, 1280, 2048, 8, 4, &big8), p);
+    assert_int_equal(lm_vk_coop_choose(77, 1280, 2048, 8, 4, false, &big8), p);
     assert_int_equal(big8, big);
     /* the feed-forward's up projection ([2,1024,1280] x [1280,10240]):
      * 1280 workgroups of k64s1 (284.9 us on the H200 against 294.4 on
      * 128x256s1), no split */
-    assert_int_equal(lm_vk_coop_choose(1024, 10240, 1280, 2, 1, &big), 1);
+    assert_int_equal(lm_vk_coop_choose(1024, 10240, 1280, 2, 1, false, &big), 1);
+    assert_false(big);
+    /* Z-Image's [4224,3840] x 3840 in bf16 keeps 128x256s1 (k64s1 1.2%
+     * slower there), in f16 k64s1 (5% faster in the same call) */
+    assert_int_equal(lm_vk_coop_choose(4224, 3840, 3840, 1, 1, true, &big), 1);
+    assert_true(big);
+    assert_int_equal(lm_vk_coop_choose(4224, 3840, 3840, 1, 1, false, &big), 1);
     assert_false(big);
     /* SD 1.5's [2,77,768] x [768,320]: 12 steps of 64 in 4 parts (17.0 us
      * against 30.6 unsplit and 28.3 on 128x256s1 in 3) */
-    assert_int_equal(lm_vk_coop_choose(77, 320, 768, 2, 1, &big), 4);
+    assert_int_equal(lm_vk_coop_choose(77, 320, 768, 2, 1, false, &big), 4);
     assert_false(big);
 }
 

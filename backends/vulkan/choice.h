@@ -33,7 +33,7 @@ bool lm_vk_halo_tall(int64_t oh, int64_t ow, int64_t n, int64_t o, int share);
 /* (2) matmul_coop.c: the tensor-core GEMM's tile, 128x256s1 (*big) or
  * k64s1, and its split-K parts (the return, 1: none) for an M x N x K x
  * batch product (also the bf16 tiles), by the wave-aware estimate there */
-int lm_vk_coop_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int share, bool *big);
+int lm_vk_coop_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int share, bool bf16, bool *big);
 /* matmul_coop.c: the parts for a bm x bn tile of depth bk by the same
  * estimate (a tile LUMEN_VK_COOP forces) */
 int lm_vk_coop_parts(int64_t m, int64_t n, int64_t k, int64_t batch, int share, int bm, int bn, int bk);

@@ -163,6 +163,12 @@ static const coop_variant *find_native(const lm_vk_features *ft, const char *nam
 #define COOP_FIXED_STEPS 2
 #define COOP_BIG_NS 1000.0
 #define COOP_K64_NS 900.0
+/* bf16 on bf16 fragments: k64s1 measured 1.2-2.7% slower than 128x256s1 at
+ * Z-Image's [4224,3840] x 3840 and [4224,10240] x 3840 (565.2 / 1376.0
+ * against 558.6 / 1340.2 us, 23:55 UTC) where f16's k64s1 was as fast or
+ * faster: a step costs 1030 ns there, so full-wave products keep the big
+ * tile in bf16 */
+#define COOP_K64_BF16_NS 1030.0
 #define COOP_SPLIT_BYTES_NS 2000.0
 #define COOP_SPLIT_NS 1000.0
 #define COOP_MAX_PARTS 16
@@ -199,12 +205,12 @@ static int coop_best(int64_t m, int64_t n, int64_t k, int64_t batch, int bm, int
     return best;
 }
 
-int lm_vk_coop_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int share, bool *big)
+int lm_vk_coop_choose(int64_t m, int64_t n, int64_t k, int64_t batch, int share, bool bf16, bool *big)
 {
     lm_vk_share_mb(&m, &batch, share);
     double cb, ck;
     int pb = coop_best(m, n, k, batch, 128, 256, 32, COOP_BIG_NS, &cb);
-    int pk = coop_best(m, n, k, batch, 128, 128, 64, COOP_K64_NS, &ck);
+    int pk = coop_best(m, n, k, batch, 128, 128, 64, bf16 ? COOP_K64_BF16_NS : COOP_K64_NS, &ck);
     *big = cb <= ck;
     return *big ? pb : pk;
 }
@@ -223,7 +229,7 @@ static const coop_variant *pick_tile(const lm_vk_features *ft, const lm_vk_mm_pc
                                      bool khr, bool bf16, int *parts)
 {
     bool big;
-    *parts = lm_vk_coop_choose(pc->M, pc->N, pc->K, batch, share, &big);
+    *parts = lm_vk_coop_choose(pc->M, pc->N, pc->K, batch, share, false, &big);
     const coop_variant *c = find(ft, big ? "128x256s1" : "k64s1", khr, bf16);
     if (c) return c;
     c = find(ft, "n8", khr, bf16);
@@ -286,7 +292,7 @@ static coop_pick variant_for(lm_vk_dev *v, const lm_array *node, const lm_vk_mm_
     const char *nat = getenv("LUMEN_VK_BF16");
     if (bf16 && want == 0 && !(nat && !strcmp(nat, "0"))) {
         bool big;
-        int parts = lm_vk_coop_choose(pc->M, pc->N, pc->K, batch, share, &big);
+        int parts = lm_vk_coop_choose(pc->M, pc->N, pc->K, batch, share, true, &big);
         const coop_variant *c = env && *env ? find_native(ft, env) : NULL;
         if (!c) c = find_native(ft, big ? "128x256s1" : "k64s1");
         else parts = tile_parts(c, pc, batch, share);
