@@ -471,6 +471,17 @@ static void test_reduce(void **state)
 /* ---- matmul ---- */
 typedef struct { int64_t m, k, n, batch; bool ta, tb; } mctx;
 
+/* a case's two operands in dt: A [batch,] M x K (stored K x M where ta),
+ * B [1,] K x N (stored N x K where tb; batched: broadcast over A's batch) */
+static void mm_inputs(const mctx *c, lm_dtype dt, lm_array *in[2])
+{
+    int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k};
+    int64_t sb[3] = {c->batch ? 1 : 0, c->tb ? c->n : c->k, c->tb ? c->k : c->n};
+    int na = c->batch ? 3 : 2;
+    in[0] = data(na, c->batch ? sa : sa + 1, dt, -1, 1, 0);
+    in[1] = data(na, c->batch ? sb : sb + 1, dt, -1, 1, 0);
+}
+
 static lm_array *b_matmul(lm_array **in, const void *p)
 {
     const mctx *c = p;
@@ -513,11 +524,8 @@ static void test_matmul(void **state)
     for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
         for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
             const mctx *c = &cs[i];
-            int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k};
-            int64_t sb[3] = {c->batch ? 1 : 0, c->tb ? c->n : c->k, c->tb ? c->k : c->n};
-            int na = c->batch ? 3 : 2;
-            lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
-                               data(na, c->batch ? sb : sb + 1, dts[t], -1, 1, 0)};
+            lm_array *in[2];
+            mm_inputs(c, dts[t], in);
             char what[96];
             snprintf(what, sizeof what, "matmul %s %lldx%lldx%lld%s%s%s", lm_dtype_name(dts[t]),
                      (long long)c->m, (long long)c->k, (long long)c->n, c->ta ? " A^T" : "",
@@ -739,16 +747,15 @@ static void test_matmul_splitk(void **state)
     for (size_t p = 0; p < sizeof parts / sizeof *parts; p++) {
         char pv[8];
         snprintf(pv, sizeof pv, "%d", parts[p]);
+        /* the device idle first: a driver thread may read the environment */
+        assert_int_equal(lm_device_sync(vk), LM_OK);
         setenv("LUMEN_VK_MM_SPLITK", pv, 1);
         /* f16 and bf16 at 3 parts (each case a pipeline on lavapipe) */
         for (size_t t = 0; t < (parts[p] == 3 ? sizeof dts / sizeof *dts : 1); t++)
             for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
                 const mctx *c = &cs[i];
-                int64_t sa[3] = {c->batch, c->ta ? c->k : c->m, c->ta ? c->m : c->k};
-                int64_t sb[3] = {c->batch ? 1 : 0, c->tb ? c->n : c->k, c->tb ? c->k : c->n};
-                int na = c->batch ? 3 : 2;
-                lm_array *in[2] = {data(na, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
-                                   data(na, c->batch ? sb : sb + 1, dts[t], -1, 1, 0)};
+                lm_array *in[2];
+                mm_inputs(c, dts[t], in);
                 char what[112];
                 snprintf(what, sizeof what, "matmul split-K %d %s %lldx%lldx%lld%s%s%s", parts[p],
                          lm_dtype_name(dts[t]), (long long)c->m, (long long)c->k, (long long)c->n,
@@ -759,6 +766,7 @@ static void test_matmul_splitk(void **state)
                 lm_array_release(in[1]);
             }
     }
+    assert_int_equal(lm_device_sync(vk), LM_OK);
     unsetenv("LUMEN_VK_MM_SPLITK");
     int64_t split = lm_vulkan_mm_split_count() - before, run = cases - c0;
     printf("test_matmul_splitk: %lld of %lld cases split\n", (long long)split, (long long)run);
