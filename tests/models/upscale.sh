@@ -103,7 +103,7 @@ check "--help shows the defaults" sh -c "'$L' upscale --help | grep -q 'default 
 # the default tile: 256 on the CPU and on lavapipe (host memory), 512 on a GPU
 check "the CPU's default tile is 256" sh -c "'$L' upscale '$T/s/a.png' -o '$T/tile.png' --model esrgan-medium --scale 2 --device cpu -v --overwrite 2>&1 | grep -q 'tile 256 overlap 16'"
 # issue 36: -v says at the end where the time went, pipelined and --serial
-check "-v: the stages of a pipelined run" sh -c "'$L' upscale '$T/s/a.png' '$T/s/b.png' -o '$T/vstages/' --model esrgan-slim --scale 2 --device cpu -v -q 2>&1 | grep -Eq '^lumen upscale: 2 images in [0-9.]+ s: start [0-9.]+ s \(the device, the model\), model [0-9.]+ s, waiting for the reader [0-9.]+ s and the writer [0-9.]+ s; beside the model, decode [0-9.]+ s, encode and write [0-9.]+ s\$'"
+check "-v: the stages of a pipelined run" sh -c "'$L' upscale '$T/s/a.png' '$T/s/b.png' -o '$T/vstages/' --model esrgan-slim --scale 2 --device cpu -v -q 2>&1 | grep -Eq '^lumen upscale: 2 images in [0-9.]+ s: start [0-9.]+ s \(the devices [0-9.]+ s, the model [0-9.]+ s\), model [0-9.]+ s \(the first image [0-9.]+ s\), waiting for the reader [0-9.]+ s and the writer [0-9.]+ s; beside the model, decode [0-9.]+ s, encode and write [0-9.]+ s\$'"
 check "-v --serial: the stages one at a time" sh -c "'$L' upscale '$T/s/a.png' -o '$T/vserial.png' --model esrgan-slim --scale 2 --device cpu -v -q --serial 2>&1 | grep -Eq '^lumen upscale: 1 images in [0-9.]+ s: start [0-9.]+ s \(the device, the model\), then one at a time: decode [0-9.]+ s, model [0-9.]+ s, encode and write [0-9.]+ s\$'"
 
 # ---- item 13: models are found where installed, not in the current folder ----
