@@ -168,14 +168,26 @@ int lm_vk_mm_parts_fit(const lm_vk_dev *v, int parts, int64_t steps, const lm_vk
     return s < 1 ? 1 : (int)s;
 }
 
-lm_status lm_vk_mm_split_begin(lm_vk_dev *v, int parts, const lm_vk_mm_pc *pc, int64_t batch, lm_buffer **scratch)
+lm_status lm_vk_mm_split_begin(lm_vk_dev *v, lm_array *node, int parts, const lm_vk_mm_pc *pc, int64_t batch,
+                               lm_buffer **scratch, const lm_vk_mem **out)
 {
     *scratch = NULL;
+    *out = parts > 1 ? NULL : lm_vk_mem_of(node);
     if (parts <= 1 || v->plan) return LM_OK;
     *scratch = lm_buffer_alloc(v->dev, (size_t)4 * (size_t)parts * (size_t)batch * (size_t)pc->M * (size_t)pc->N);
-    return *scratch ? LM_OK
-                    : lm_error_prefix("matmul split-K: %d parts of %lld x %d x %d f32 sums", parts, (long long)batch,
-                                      pc->M, pc->N);
+    if (!*scratch)
+        return lm_error_prefix("matmul split-K: %d parts of %lld x %d x %d f32 sums", parts, (long long)batch,
+                               pc->M, pc->N);
+    *out = (const lm_vk_mem *)(*scratch)->handle;
+    return LM_OK;
+}
+
+lm_status lm_vk_mm_split_sum(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, int64_t n)
+{
+    lm_vk_splitk_pc sp = {(uint32_t)n, 1, 1, 1, -1, 0};   /* M, N, G place a bias: none here */
+    uint32_t spec[3] = {node->dtype, node->dtype, (uint32_t)parts};
+    lm_vk_arg args[2] = {{scratch ? (const lm_vk_mem *)scratch->handle : NULL, false}, {lm_vk_mem_of(node), true}};
+    return lm_vk_dispatch(v, "conv_splitk", spec, 3, args, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
 }
 
 static int64_t split_runs;
@@ -189,11 +201,7 @@ lm_status lm_vk_mm_split_end(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, i
                              int64_t batch, lm_status st)
 {
     if (st == LM_OK && parts > 1) {
-        lm_vk_splitk_pc sp = {(uint32_t)(batch * pc->M * pc->N), 1, pc->N, 1, -1, 0};
-        uint32_t spec[3] = {node->dtype, node->dtype, (uint32_t)parts};
-        lm_vk_arg args[2] = {{scratch ? (const lm_vk_mem *)scratch->handle : NULL, false},
-                             {lm_vk_mem_of(node), true}};
-        st = lm_vk_dispatch(v, "conv_splitk", spec, 3, args, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
+        st = lm_vk_mm_split_sum(v, node, scratch, parts, batch * pc->M * pc->N);
         if (st == LM_OK && !v->plan) split_runs++;
     }
     if (scratch) lm_buffer_release(scratch);
@@ -212,10 +220,10 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     bool b_vec = b_n ? vec4_ok(b, pc->off_b, pc->sbk, pc->sbn, pc, pc->bsb)
                      : vec4_ok(b, pc->off_b, pc->sbn, pc->sbk, pc, pc->bsb);
     int parts = lm_vk_mm_parts_fit(v, lm_vk_mm_splitk_env(), (pc->K + t->bk - 1) / t->bk, pc, batch);
-    lm_buffer *scratch = NULL;
-    lm_status st = lm_vk_mm_split_begin(v, parts, pc, batch, &scratch);
+    lm_buffer *scratch;
+    const lm_vk_mem *out;
+    lm_status st = lm_vk_mm_split_begin(v, node, parts, pc, batch, &scratch, &out);
     if (st != LM_OK) return st;
-    const lm_vk_mem *out = parts > 1 ? (scratch ? (const lm_vk_mem *)scratch->handle : NULL) : lm_vk_mem_of(node);
     bool c_vec = pc->N % 4 == 0 && (!out || out->off % 16 == 0);
     uint32_t gx = (uint32_t)((pc->N + t->bn - 1) / t->bn), gy = (uint32_t)((pc->M + t->bm - 1) / t->bm);
     /* whole tiles of 16-byte loads: no bounds checks (the depth of every

@@ -364,10 +364,10 @@ static lm_status gemm(lm_vk_dev *v, coop_pick pk, lm_array *node, const lm_vk_me
     int forced = lm_vk_mm_splitk_env();
     int parts = lm_vk_mm_parts_fit(v, forced ? forced : pk.parts, (pc->K + c->bk - 1) / c->bk, pc, batch);
     say_choice(c, pk, pc, batch, parts);
-    lm_buffer *scratch = NULL;
-    lm_status st = lm_vk_mm_split_begin(v, parts, pc, batch, &scratch);
+    lm_buffer *scratch;
+    const lm_vk_mem *out;
+    lm_status st = lm_vk_mm_split_begin(v, node, parts, pc, batch, &scratch, &out);
     if (st != LM_OK) return st;
-    const lm_vk_mem *out = parts > 1 ? (scratch ? (const lm_vk_mem *)scratch->handle : NULL) : lm_vk_mem_of(node);
     uint32_t odt = parts > 1 ? (uint32_t)LM_F32 : node->dtype;
     /* straight coopMatStore of interior fragments: C rows 16-byte aligned */
     bool direct = pc->N % 8 == 0 && (!out || out->off % 16 == 0) && env_int("LUMEN_VK_COOP_DIRECT", 1) != 0;

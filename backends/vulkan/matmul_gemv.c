@@ -165,14 +165,12 @@ lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
     bool a_vec = bt && mm->sak == 1 && vec_ok(a, mm->off_a, mm->sam, mm->M, mm->bsa, mm);
     bool b_vec = bt ? vec_ok(b, mm->off_b, mm->sbn, mm->N, mm->bsb, mm)
                     : mm->sbn == 1 && vec_ok(b, mm->off_b, mm->sbk, mm->K, mm->bsb, mm);
-    /* split-K: f32 partial sums, slab by slab; plan mode records nothing
-     * (lm_vk_dispatch), so it needs no scratch */
-    lm_buffer *scratch = NULL;
-    if (parts > 1 && !v->plan) {
-        scratch = lm_buffer_alloc(v->dev, (size_t)4 * (size_t)parts * (size_t)pc.rows * (size_t)mm->N);
-        if (!scratch) return lm_error_prefix("gemv: %d partial sums of %dx%d", parts, pc.rows, mm->N);
-    }
-    const lm_vk_mem *out = scratch ? (const lm_vk_mem *)scratch->handle : parts > 1 ? NULL : lm_vk_mem_of(node);
+    /* split-K: f32 partial sums, slab by slab, as the GEMM tiles' (pc.rows
+     * = batch x M rows; plan mode records nothing, so it needs no scratch) */
+    lm_buffer *scratch;
+    const lm_vk_mem *out;
+    lm_status st = lm_vk_mm_split_begin(v, node, parts, mm, batch, &scratch, &out);
+    if (st != LM_OK) return lm_error_prefix("gemv");
     /* A staged in shared memory: its whole units of a part for a group's
      * rows (f32: two words a unit) beside the kernel's 8 KiB of sums */
     int64_t rmax = pc.gpe > 0 ? (mm->M < GEMV_ROWS ? mm->M : GEMV_ROWS) : (pc.rows < GEMV_ROWS ? pc.rows : GEMV_ROWS);
@@ -185,13 +183,8 @@ lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
                         (uint32_t)gemv_lanes(), (uint32_t)knob("LUMEN_VK_GEMV_UN", 4, 8, 4),
                         ash ? (uint32_t)words : 1};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
-    lm_status st = lm_vk_dispatch(v, "matmul_gemv", spec, 9, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
-    if (st == LM_OK && parts > 1) {
-        lm_vk_splitk_pc sp = {(uint32_t)((int64_t)pc.rows * mm->N), 1, mm->N, 1, -1, 0};
-        uint32_t sspec[3] = {node->dtype, node->dtype, (uint32_t)parts};
-        lm_vk_arg sargs[2] = {{out, false}, {lm_vk_mem_of(node), true}};
-        st = lm_vk_dispatch(v, "conv_splitk", sspec, 3, sargs, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
-    }
+    st = lm_vk_dispatch(v, "matmul_gemv", spec, 9, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
+    if (st == LM_OK && parts > 1) st = lm_vk_mm_split_sum(v, node, scratch, parts, (int64_t)pc.rows * mm->N);
     if (scratch) lm_buffer_release(scratch);
     return st;
 }

@@ -323,17 +323,22 @@ typedef struct lm_vk_splitk_pc {
     int32_t M, N, G, off_bias, s_bias;
 } lm_vk_splitk_pc;
 /* matmul.c: split-K of the GEMM tiles (matmul_f32.glsl, matmul_coop.glsl;
- * matmul_pc.glsl's SPLITK).  lm_vk_mm_splitk_env: LUMEN_VK_MM_SPLITK's
- * forced parts (1: none), 0 where unset or "auto" (the rule: choice.h's
- * lm_vk_coop_choose on tensor cores, one part on the f32 tiles).
- * lm_vk_mm_parts_fit: parts cut so that every part has steps (none
- * empty), the slabs index in 32 bits and batch x parts fits the grid.
- * lm_vk_mm_split_begin: the f32 slabs for `parts` parts (none for one
- * part, or in plan mode: nothing is recorded); lm_vk_mm_split_end adds
- * them into node in part order (conv_splitk.comp) and releases them. */
+ * matmul_pc.glsl's SPLITK) and of the GEMV kernel.  lm_vk_mm_splitk_env:
+ * LUMEN_VK_MM_SPLITK's forced parts (1: none), 0 where unset or "auto"
+ * (the rule: choice.h's lm_vk_coop_choose on tensor cores, one part on the
+ * f32 tiles).  lm_vk_mm_parts_fit: parts cut so that every part has steps
+ * (none empty), the slabs index in 32 bits and batch x parts fits the
+ * grid.  lm_vk_mm_split_begin: where the product writes, *out: node's
+ * memory for one part, else the f32 slabs of `parts` batch x M x N parts
+ * in *scratch (none in plan mode, where nothing is recorded: *out NULL).
+ * lm_vk_mm_split_sum: conv_splitk.comp's pass adding n sums of each slab
+ * into node in part order.  lm_vk_mm_split_end: that pass for the GEMM
+ * tiles (counted: lm_vulkan_mm_split_count), then the slabs released. */
 int lm_vk_mm_splitk_env(void);
 int lm_vk_mm_parts_fit(const lm_vk_dev *v, int parts, int64_t steps, const lm_vk_mm_pc *pc, int64_t batch);
-lm_status lm_vk_mm_split_begin(lm_vk_dev *v, int parts, const lm_vk_mm_pc *pc, int64_t batch, lm_buffer **scratch);
+lm_status lm_vk_mm_split_begin(lm_vk_dev *v, lm_array *node, int parts, const lm_vk_mm_pc *pc, int64_t batch,
+                               lm_buffer **scratch, const lm_vk_mem **out);
+lm_status lm_vk_mm_split_sum(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, int64_t n);
 lm_status lm_vk_mm_split_end(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, const lm_vk_mm_pc *pc,
                              int64_t batch, lm_status st);
 /* matmul_coop.c: the tensor-core kernel, for f16 inputs on devices with
