@@ -222,28 +222,20 @@ void ld8_##B(uint dt, int e, inout float x[8]) { \
 DEF_LD8(0)
 DEF_LD8(1)
 
-// operand k's value for every element of a unit starting at element offset
-// e: its scalar over the row (SCAL: stride 0 along the inner dim) or the
-// unit's 8 values
-void vals8_0(int e, inout float x[8])
-{
-    if ((SCAL & 1u) != 0u) {
-        float s = ldf_0(DTA, e);
-        [[unroll]] for (int j = 0; j < 8; j++) x[j] = s;
-    } else {
-        ld8_0(DTA, e, x);
-    }
+// binding B's value (dtype DT, SCAL bit BIT) for every element of a unit
+// starting at element offset e: its scalar over the row (SCAL: stride 0
+// along the inner dim) or the unit's 8 values
+#define DEF_VALS8(B, DT, BIT) \
+void vals8_##B(int e, inout float x[8]) { \
+    if ((SCAL & BIT) != 0u) { \
+        float s = ldf_##B(DT, e); \
+        [[unroll]] for (int j = 0; j < 8; j++) x[j] = s; \
+    } else { \
+        ld8_##B(DT, e, x); \
+    } \
 }
-
-void vals8_1(int e, inout float x[8])
-{
-    if ((SCAL & 2u) != 0u) {
-        float s = ldf_1(DTB, e);
-        [[unroll]] for (int j = 0; j < 8; j++) x[j] = s;
-    } else {
-        ld8_1(DTB, e, x);
-    }
-}
+DEF_VALS8(0, DTA, 1u)
+DEF_VALS8(1, DTB, 2u)
 
 uint st16(uint dt, float x) { return dt == DT_BF16 ? f32_to_bf16(x) : f32_to_f16(x); }
 
