@@ -138,6 +138,40 @@ static void test_zimage(void **state)
     check("tests/ref/dit/zimage", "dance monkey", 4, 64);   /* its default size is beyond the tiny model's */
 }
 
+/* with the knob env=val (set and unset with the device idle: a driver
+ * thread may read the environment, test_vk_replay's note), x @ y in plan
+ * mode, then for real into got and on the CPU into want (n values each);
+ * c[0] the pipelines the plan made, c[1] those the real product started,
+ * c[2] / c[3] the GEMM tiles' split-K runs in the plan / the real product
+ * (lm_vulkan_mm_split_count) */
+static void plan_then_run(const char *env, const char *val, lm_array *x, lm_array *y, float *got, float *want,
+                          int n, int64_t c[4])
+{
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    setenv(env, val, 1);
+    int64_t p0 = lm_vulkan_pipelines_planned(), n0 = lm_vulkan_mm_split_count();
+    assert_int_equal(lm_device_plan(vk, true), LM_OK);
+    lm_array *r = lm_matmul(x, y);
+    assert_int_equal(lm_array_eval(r), LM_OK);
+    lm_array_release(r);
+    assert_int_equal(lm_device_plan(vk, false), LM_OK);
+    int64_t n1 = lm_vulkan_mm_split_count(), s1 = lm_vulkan_pipelines_started();
+    c[0] = lm_vulkan_pipelines_planned() - p0;
+    r = lm_matmul(x, y);
+    assert_int_equal(lm_array_read(r, got, LM_F32), LM_OK);
+    c[1] = lm_vulkan_pipelines_started() - s1;
+    c[2] = n1 - n0;
+    c[3] = lm_vulkan_mm_split_count() - n1;
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    unsetenv(env);
+    lm_array *xc = lm_array_to(x, lm_device_cpu()), *yc = lm_array_to(y, lm_device_cpu());
+    lm_array *rc = lm_matmul(xc, yc);
+    assert_int_equal(lm_array_read(rc, want, LM_F32), LM_OK);
+    for (int i = 0; i < n; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-3f * (1.0f + fabsf(want[i])));
+    lm_array *all[4] = {r, xc, yc, rc};
+    for (int i = 0; i < 4; i++) lm_array_release(all[i]);
+}
+
 /* the GEMV kernel's split-K (backends/vulkan/matmul_gemv.c: the parts'
  * dispatch, then conv_splitk adding them) in plan mode: both pipelines
  * planned (7 forced parts, a spec no other test makes), no scratch made and
@@ -146,36 +180,21 @@ static void test_zimage(void **state)
 static void test_gemv_plan(void **state)
 {
     (void)state;
-    setenv("LUMEN_VK_GEMV_PARTS", "7", 1);
     int64_t sx[2] = {3, 1100}, sw[2] = {37, 1100};
     lm_array *x = lm_random_normal(2, sx, 0, 1, LM_F32, lm_random_key(5), vk);
     lm_array *w = lm_random_normal(2, sw, 0, 1, LM_BF16, lm_random_key(6), vk);
     lm_array *wt = lm_transpose(w, 0, 1);
     assert_int_equal(lm_array_eval(x), LM_OK);
     assert_int_equal(lm_array_eval(w), LM_OK);
-    int64_t p0 = lm_vulkan_pipelines_planned();
-    assert_int_equal(lm_device_plan(vk, true), LM_OK);
-    lm_array *y = lm_matmul(x, wt);
-    assert_int_equal(lm_array_eval(y), LM_OK);
-    lm_array_release(y);
-    assert_int_equal(lm_device_plan(vk, false), LM_OK);
-    int64_t planned = lm_vulkan_pipelines_planned() - p0, s1 = lm_vulkan_pipelines_started();
-    y = lm_matmul(x, wt);
     float got[3 * 37], want[3 * 37];
-    assert_int_equal(lm_array_read(y, got, LM_F32), LM_OK);
-    int64_t s2 = lm_vulkan_pipelines_started();
-    lm_array *xc = lm_array_to(x, lm_device_cpu()), *wc = lm_array_to(wt, lm_device_cpu());
-    lm_array *yc = lm_matmul(xc, wc);
-    assert_int_equal(lm_array_read(yc, want, LM_F32), LM_OK);
-    unsetenv("LUMEN_VK_GEMV_PARTS");
-    printf("  gemv split-K: %lld pipelines planned, the real product started %lld\n", (long long)planned,
-           (long long)(s2 - s1));
-    assert_true(planned >= 2);
-    assert_int_equal(s2 - s1, 0);
-    for (int i = 0; i < 3 * 37; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-3f * (1.0f + fabsf(want[i])));
-    lm_array *all[6] = {x, w, wt, y, xc, wc};
-    for (int i = 0; i < 6; i++) lm_array_release(all[i]);
-    lm_array_release(yc);
+    int64_t c[4];
+    plan_then_run("LUMEN_VK_GEMV_PARTS", "7", x, wt, got, want, 3 * 37, c);
+    printf("  gemv split-K: %lld pipelines planned, the real product started %lld\n", (long long)c[0],
+           (long long)c[1]);
+    assert_true(c[0] >= 2);
+    assert_int_equal(c[1], 0);
+    lm_array *all[3] = {x, w, wt};
+    for (int i = 0; i < 3; i++) lm_array_release(all[i]);
 }
 
 /* the GEMM tiles' split-K (matmul.c: LUMEN_VK_MM_SPLITK, 5 parts forced,
@@ -186,37 +205,22 @@ static void test_gemv_plan(void **state)
 static void test_mm_split_plan(void **state)
 {
     (void)state;
-    setenv("LUMEN_VK_MM_SPLITK", "5", 1);
     int64_t sa[3] = {2, 130, 300}, sb[2] = {300, 200};
     lm_array *a = lm_random_normal(3, sa, 0, 1, LM_F32, lm_random_key(7), vk);
     lm_array *b = lm_random_normal(2, sb, 0, 1, LM_F32, lm_random_key(8), vk);
     assert_int_equal(lm_array_eval(a), LM_OK);
     assert_int_equal(lm_array_eval(b), LM_OK);
-    int64_t p0 = lm_vulkan_pipelines_planned(), n0 = lm_vulkan_mm_split_count();
-    assert_int_equal(lm_device_plan(vk, true), LM_OK);
-    lm_array *y = lm_matmul(a, b);
-    assert_int_equal(lm_array_eval(y), LM_OK);
-    lm_array_release(y);
-    assert_int_equal(lm_device_plan(vk, false), LM_OK);
-    int64_t planned = lm_vulkan_pipelines_planned() - p0, n1 = lm_vulkan_mm_split_count();
-    int64_t s1 = lm_vulkan_pipelines_started();
-    y = lm_matmul(a, b);
     static float got[2 * 130 * 200], want[2 * 130 * 200];
-    assert_int_equal(lm_array_read(y, got, LM_F32), LM_OK);
-    int64_t s2 = lm_vulkan_pipelines_started(), n2 = lm_vulkan_mm_split_count();
-    lm_array *ac = lm_array_to(a, lm_device_cpu()), *bc = lm_array_to(b, lm_device_cpu());
-    lm_array *yc = lm_matmul(ac, bc);
-    assert_int_equal(lm_array_read(yc, want, LM_F32), LM_OK);
-    unsetenv("LUMEN_VK_MM_SPLITK");
+    int64_t c[4];
+    plan_then_run("LUMEN_VK_MM_SPLITK", "5", a, b, got, want, 2 * 130 * 200, c);
     printf("  matmul split-K: %lld pipelines planned, the real product started %lld, split %lld then %lld\n",
-           (long long)planned, (long long)(s2 - s1), (long long)(n1 - n0), (long long)(n2 - n1));
-    assert_true(planned >= 2);
-    assert_int_equal(s2 - s1, 0);
-    assert_int_equal(n1 - n0, 0);
-    assert_int_equal(n2 - n1, 1);
-    for (int i = 0; i < 2 * 130 * 200; i++) assert_true(fabsf(got[i] - want[i]) <= 1e-3f * (1.0f + fabsf(want[i])));
-    lm_array *all[6] = {a, b, y, ac, bc, yc};
-    for (int i = 0; i < 6; i++) lm_array_release(all[i]);
+           (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3]);
+    assert_true(c[0] >= 2);
+    assert_int_equal(c[1], 0);
+    assert_int_equal(c[2], 0);
+    assert_int_equal(c[3], 1);
+    lm_array_release(a);
+    lm_array_release(b);
 }
 
 /* plan mode refused where it cannot start the pipelines ahead: the CPU */
