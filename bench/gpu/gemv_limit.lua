@@ -8,19 +8,16 @@
 -- "case stream gpu ms (GB/s read + written)".
 --   LUMEN_VK_GEMV_PARTS=4 lumen bench/gpu/gemv_limit.lua f16 1:3840:15360t
 local lm = require "lumen"
-local gpu_timed = dofile((arg[0]:match("^(.*/)") or "./") .. "gpu_timed.lua")
+local dir = arg[0]:match("^(.*/)") or "./"
+local gpu_timed = dofile(dir .. "gpu_timed.lua")
+local mm_case = dofile(dir .. "mm_case.lua")
 local dt = arg[1]
 local esize = (dt == "f32") and 4 or 2
 for i = 2, #arg do
-  local m, k, n, t = arg[i]:match("^(%d+):(%d+):(%d+)(t?)$")
-  m, k, n = tonumber(m), tonumber(k), tonumber(n)
-  local x = lm.randn({m, k}, {seed = 1}):to("vulkan"):astype(dt):eval()
-  local w = (t == "t" and lm.randn({n, k}, {seed = 2}) or lm.randn({k, n}, {seed = 2})):to("vulkan"):astype(dt):eval()
-  local c = lm.compile(function(a) if t == "t" then return a:matmul(w:transpose()) end return a:matmul(w) end)
-  local fn = function() return c(x) end
-  fn():eval()
-  local med = gpu_timed(fn)
-  local bytes = k * n * esize
+  local c = assert(mm_case(dt, arg[i]))
+  local w = c.w
+  local med = gpu_timed(c.fn)
+  local bytes = c.k * c.n * esize
   print(string.format("%s parts %s gpu %.4f ms (%.0f GB/s of B)", arg[i], os.getenv("LUMEN_VK_GEMV_PARTS") or "own",
                       med, bytes / med / 1e6))
   if not os.getenv("LUMEN_VK_GEMV_PARTS") then
