@@ -197,11 +197,13 @@ static void test_gemv_plan(void **state)
     for (int i = 0; i < 3; i++) lm_array_release(all[i]);
 }
 
-/* the GEMM tiles' split-K (matmul.c: LUMEN_VK_MM_SPLITK, 5 parts forced,
- * a count no other test makes) in plan mode: the parts' kernel and
- * conv_splitk planned, no scratch made and nothing split
- * (lm_vulkan_mm_split_count); the real product then starts no pipeline,
- * runs split, and its values are the CPU's */
+/* the GEMM tiles' split-K (matmul.c: LUMEN_VK_MM_SPLITK, 5 parts forced)
+ * in plan mode: the parts' kernel and conv_splitk planned, no scratch made
+ * and nothing split (lm_vulkan_mm_split_count); the real product then
+ * starts no pipeline, runs split, and its values are the CPU's.  Every
+ * count shares one pipeline of each (matmul_pc.glsl's SPLITK = 0), so an
+ * earlier split in the process may have made them: what the plan must do
+ * is leave the real product nothing to start */
 static void test_mm_split_plan(void **state)
 {
     (void)state;
@@ -215,7 +217,6 @@ static void test_mm_split_plan(void **state)
     plan_then_run("LUMEN_VK_MM_SPLITK", "5", a, b, got, want, 2 * 130 * 200, c);
     printf("  matmul split-K: %lld pipelines planned, the real product started %lld, split %lld then %lld\n",
            (long long)c[0], (long long)c[1], (long long)c[2], (long long)c[3]);
-    assert_true(c[0] >= 2);
     assert_int_equal(c[1], 0);
     assert_int_equal(c[2], 0);
     assert_int_equal(c[3], 1);

@@ -184,10 +184,18 @@ lm_status lm_vk_mm_split_begin(lm_vk_dev *v, lm_array *node, int parts, const lm
 
 lm_status lm_vk_mm_split_sum(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, int64_t n)
 {
-    lm_vk_splitk_pc sp = {(uint32_t)n, 1, 1, 1, -1, 0};   /* M, N, G place a bias: none here */
-    uint32_t spec[3] = {node->dtype, node->dtype, (uint32_t)parts};
+    lm_vk_splitk_pc sp = {(uint32_t)n, 1, 1, 1, -1, 0, parts};   /* M, N, G place a bias: none here */
+    uint32_t spec[2] = {node->dtype, node->dtype};
     lm_vk_arg args[2] = {{scratch ? (const lm_vk_mem *)scratch->handle : NULL, false}, {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, "conv_splitk", spec, 3, args, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
+    return lm_vk_dispatch(v, "conv_splitk", spec, 2, args, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
+}
+
+uint32_t lm_vk_splitk_spec(int parts, const int32_t *bshape, int nb, int64_t entries)
+{
+    if (parts <= 1) return 1;
+    int64_t e = 1;
+    for (int d = 0; d < nb; d++) e *= bshape[d];
+    return e == entries ? 0 : (uint32_t)parts;
 }
 
 static int64_t split_runs;
@@ -234,7 +242,8 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     int swz = e ? atoi(e) : 0;
     if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
     uint32_t spec[15] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, a_k, b_n, a_vec, b_vec,
-                         c_vec, 0, 0, full, (uint32_t)swz, 0, 0, (uint32_t)parts};
+                         c_vec, 0, 0, full, (uint32_t)swz, 0, 0,
+                         lm_vk_splitk_spec(parts, pc->bshape, pc->nb, batch)};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
     /* one part: the 12 constants of before, so the pipeline is the same */
     st = lm_vk_dispatch(v, t->shader, spec, parts > 1 ? 15 : 12, args, 3, pc, sizeof *pc, gx, gy,

@@ -381,7 +381,7 @@ static lm_status gemm(lm_vk_dev *v, coop_pick pk, lm_array *node, const lm_vk_me
     if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
     uint32_t in = pk.native ? LM_BF16 : LM_F16;
     uint32_t spec[15] = {in, in, odt, a_k, b_n, a_vec, b_vec, 0, 0, 0, 0,
-                         direct, (uint32_t)swz, full, (uint32_t)parts};
+                         direct, (uint32_t)swz, full, lm_vk_splitk_spec(parts, pc->bshape, pc->nb, batch)};
     lm_vk_arg args[4] = {{ma, false}, {mb, false}, {out, true}, {ex, false}};
     const char *shader = pk.native ? c->khr_bf : pk.khr ? (ex ? c->khr_scaled : c->khr) : (ex ? c->scaled : c->shader);
     /* one part: the 14 constants of before, so the pipeline is the same */

@@ -134,6 +134,13 @@ static bool getenv_off(const char *name)
     return e && !strcmp(e, "0");
 }
 
+/* is environment variable name set to 1? */
+static bool getenv_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, "1");
+}
+
 static bool gemm_off(void)
 {
     return getenv_off("LUMEN_VK_CONV_GEMM");
@@ -563,11 +570,11 @@ static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const g
     int32_t off_bias, s_bias;
     const lm_array *b = bias_of(node, &off_bias, &s_bias);
     lm_vk_splitk_pc rp = {(uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias,
-                          s_bias};
-    uint32_t spec[3] = {node->dtype, b ? b->dtype : node->dtype, (uint32_t)parts};
+                          s_bias, parts};
+    uint32_t spec[2] = {node->dtype, b ? b->dtype : node->dtype};
     lm_vk_arg args[3] = {{(const lm_vk_mem *)scratch->handle, false}, {lm_vk_mem_of(node), true},
                          {b ? lm_vk_mem_of(b) : NULL, false}};
-    return lm_vk_dispatch(v, "conv_splitk", spec, 3, args, 3, &rp, sizeof rp, lm_vk_groups(v, rp.n, 256), 1, 1);
+    return lm_vk_dispatch(v, "conv_splitk", spec, 2, args, 3, &rp, sizeof rp, lm_vk_groups(v, rp.n, 256), 1, 1);
 }
 
 /* the GEMM kernel (coop: conv_coop*, else conv_gemm*): straight into node,
@@ -635,9 +642,12 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
                       !getenv_off("LUMEN_VK_CONV_DIRECT");
         /* the kernel's width and taps are compile-time (one pipeline each) */
         uint32_t in = bf16 ? LM_BF16 : LM_F16;
-        uint32_t spec[16] = {in, in, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
-                             (uint32_t)pc.KHW, direct, 0, full, (uint32_t)parts, flat};
-        st = lm_vk_dispatch(v, bf16 ? ct->khr_bf : khr ? ct->khr : ct->shader, spec, 16, args, 4, &pc, sizeof pc,
+        bool runv4 = b_run && !flat && getenv_on("LUMEN_VK_CONV_RUNV4");
+        uint32_t spec[17] = {in, in, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
+                             (uint32_t)pc.KHW, direct, 0, full, lm_vk_splitk_spec(parts, pc.bshape, pc.nb, gz), flat,
+                             runv4};
+        st = lm_vk_dispatch(v, bf16 ? ct->khr_bf : khr ? ct->khr : ct->shader, spec, runv4 ? 17 : 16, args, 4, &pc,
+                            sizeof pc,
                             gx, gy, gz * (uint32_t)parts);
         if (st == LM_OK && bf16) lm_vk_bf16_runs++;
     } else {
@@ -648,7 +658,8 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
          * it the value that a conv of the same output alignment would, so the
          * two share a pipeline */
         if (pc.transpose) a_vec = c_vec;
-        uint32_t spec[15] = {w->dtype, x->dtype, odt, 1, 1, a_vec, 0, c_vec, bdt, 0, 0, 0, 0, 0, (uint32_t)parts};
+        uint32_t spec[15] = {w->dtype, x->dtype, odt, 1, 1, a_vec, 0, c_vec, bdt, 0, 0, 0, 0, 0,
+                             lm_vk_splitk_spec(parts, pc.bshape, pc.nb, gz)};
         st = lm_vk_dispatch(v, ft->conv, spec, parts > 1 ? 15 : 9, args, 4, &pc, sizeof pc, gx, gy,
                             gz * (uint32_t)parts);
     }
