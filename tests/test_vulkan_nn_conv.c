@@ -674,7 +674,11 @@ static void wino_case(const char *name, const cctx *c, const int64_t *xs, const 
     snprintf(what, sizeof what, "winograd %s %s%s%s%s", name, lm_dtype_name(dt), xview_name[c->xv],
              c->wt ? " w transposed" : "", nb ? "" : " no bias");
     cbuild cb = {*c, nb != 0};
-    run_case(what, nin, in, b_conv, &cb, thr_for(dt, false));
+    /* a handful of outputs: the NMSE is one output's relative error squared
+     * (below); 1e-10 holds that to 1e-5 (the H200's CPU gave 1.74e-12 at
+     * "3 -> 1 (one output)" on 0f828b1) */
+    bool tiny = xs[0] * ws[0] * xs[2] * xs[3] < 16;    /* at most images x outputs x input pixels */
+    run_case(what, nin, in, b_conv, &cb, tiny && dt == LM_F32 ? 1e-10 : thr_for(dt, false));
     lm_array *gin[3] = {NULL, NULL, NULL};
     for (int k = 0; k < nin; k++) {
         gin[k] = lm_array_to(in[k], vk);

@@ -242,8 +242,7 @@ static lm_status run_f32(lm_vk_dev *v, lm_array *node, const mm_pc *pc, int64_t 
     int swz = e ? atoi(e) : 0;
     if (swz < 0 || (uint32_t)swz >= gy) swz = 0;
     uint32_t spec[15] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, a_k, b_n, a_vec, b_vec,
-                         c_vec, 0, 0, full, (uint32_t)swz, 0, 0,
-                         lm_vk_splitk_spec(parts, pc->bshape, pc->nb, batch)};
+                         c_vec, 0, 0, full, (uint32_t)swz, 0, 0, (uint32_t)parts};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
     /* one part: the 12 constants of before, so the pipeline is the same */
     st = lm_vk_dispatch(v, t->shader, spec, parts > 1 ? 15 : 12, args, 3, pc, sizeof *pc, gx, gy,

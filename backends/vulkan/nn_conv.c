@@ -134,13 +134,6 @@ static bool getenv_off(const char *name)
     return e && !strcmp(e, "0");
 }
 
-/* is environment variable name set to 1? */
-static bool getenv_on(const char *name)
-{
-    const char *e = getenv(name);
-    return e && !strcmp(e, "1");
-}
-
 static bool gemm_off(void)
 {
     return getenv_off("LUMEN_VK_CONV_GEMM");
@@ -521,15 +514,22 @@ typedef struct im2col_pc {
 /* Does conv_coop read an unfolded copy of x (conv_im2col.comp, then
  * B_FLAT) rather than gathering through the im2col mapping in its inner
  * loop?  LUMEN_VK_CONV_IM2COL=0 never, 1 wherever the copy's indices fit
- * 32 bits, unset: where the copy takes at most 64 MiB (so not the VAE's
- * and ESRGAN's big images, where it would cost more than it saves). */
+ * 32 bits, unset: where one entry's copy (an image's group) takes at most
+ * 320 MiB.  On the H200 (2026-11-30, bench/gpu/conv.py, f16 3x3, GPU time)
+ * the copy and the flat GEMM beat the gather 1.28-1.54x at 47-302 MB an
+ * image (SDXL's 320 channels at 128x128 and 640 at 64x64, the VAE's 512 at
+ * 128x128 and 256 at 256x256), and lost 7% at 604 MB (128 channels at
+ * 512x512, K = 1152); the first limit, 64 MiB for the whole batch, had
+ * kept every one of those on the gather.  The copy is the same halves in
+ * the same order, so the choice changes no bits; it is made per image, so
+ * a stacked call takes its single runs' path in any case. */
 static bool im2col_wanted(const gemm_pc *pc, int64_t entries)
 {
     const char *e = getenv("LUMEN_VK_CONV_IM2COL");
     if ((e && !strcmp(e, "0")) || pc->N % 8 != 0) return false;
     int64_t elems = entries * pc->K * pc->N;
     if (elems >= INT32_MAX) return false;
-    return (e && !strcmp(e, "1")) || 2 * elems <= (int64_t)64 << 20;
+    return (e && !strcmp(e, "1")) || 2 * (int64_t)pc->K * pc->N <= (int64_t)320 << 20;
 }
 
 /* the unfolded input of the conv into cols ([entry][K][N] f16); pc then
@@ -642,12 +642,9 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
                       !getenv_off("LUMEN_VK_CONV_DIRECT");
         /* the kernel's width and taps are compile-time (one pipeline each) */
         uint32_t in = bf16 ? LM_BF16 : LM_F16;
-        bool runv4 = b_run && !flat && getenv_on("LUMEN_VK_CONV_RUNV4");
-        uint32_t spec[17] = {in, in, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
-                             (uint32_t)pc.KHW, direct, 0, full, lm_vk_splitk_spec(parts, pc.bshape, pc.nb, gz), flat,
-                             runv4};
-        st = lm_vk_dispatch(v, bf16 ? ct->khr_bf : khr ? ct->khr : ct->shader, spec, runv4 ? 17 : 16, args, 4, &pc,
-                            sizeof pc,
+        uint32_t spec[16] = {in, in, odt, 1, 1, a_vec, b_run && !flat, 0, bdt, (uint32_t)pc.KW,
+                             (uint32_t)pc.KHW, direct, 0, full, lm_vk_splitk_spec(parts, pc.bshape, pc.nb, gz), flat};
+        st = lm_vk_dispatch(v, bf16 ? ct->khr_bf : khr ? ct->khr : ct->shader, spec, 16, args, 4, &pc, sizeof pc,
                             gx, gy, gz * (uint32_t)parts);
         if (st == LM_OK && bf16) lm_vk_bf16_runs++;
     } else {
@@ -658,8 +655,10 @@ static lm_status run_gemm(lm_vk_dev *v, lm_array *node, const geom *g)
          * it the value that a conv of the same output alignment would, so the
          * two share a pipeline */
         if (pc.transpose) a_vec = c_vec;
-        uint32_t spec[15] = {w->dtype, x->dtype, odt, 1, 1, a_vec, 0, c_vec, bdt, 0, 0, 0, 0, 0,
-                             lm_vk_splitk_spec(parts, pc.bshape, pc.nb, gz)};
+        /* the f32 tiles split only where forced: their count stays a
+         * constant (read off the grid, the f32 conv build gave wrong sums on
+         * the H200 and not on lavapipe: not understood, docs/VULKAN.md) */
+        uint32_t spec[15] = {w->dtype, x->dtype, odt, 1, 1, a_vec, 0, c_vec, bdt, 0, 0, 0, 0, 0, (uint32_t)parts};
         st = lm_vk_dispatch(v, ft->conv, spec, parts > 1 ? 15 : 9, args, 4, &pc, sizeof pc, gx, gy,
                             gz * (uint32_t)parts);
     }

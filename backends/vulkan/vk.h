@@ -323,10 +323,11 @@ typedef struct lm_vk_splitk_pc {
     int32_t M, N, G, off_bias, s_bias;
     int32_t parts;
 } lm_vk_splitk_pc;
-/* matmul.c: the SPLITK specialization constant (matmul_pc.glsl) of a tile
- * kernel run in `parts` parts over a grid of entries x parts along z: 1
- * unsplit, 0 (the count read off the grid: one pipeline for every count)
- * where entries is the product of the nb dims of bshape, else parts */
+/* matmul.c: the SPLITK specialization constant (matmul_pc.glsl) of a
+ * tensor-core tile kernel run in `parts` parts over a grid of entries x
+ * parts along z: 1 unsplit, 0 (the count read off the grid: one pipeline
+ * for every count) where entries is the product of the nb dims of bshape,
+ * else parts.  The f32 tiles, which split only where forced, pass parts */
 uint32_t lm_vk_splitk_spec(int parts, const int32_t *bshape, int nb, int64_t entries);
 /* matmul.c: split-K of the GEMM tiles (matmul_f32.glsl, matmul_coop.glsl;
  * matmul_pc.glsl's SPLITK) and of the GEMV kernel.  lm_vk_mm_splitk_env:

@@ -101,10 +101,6 @@ void conv_init()
 // [K][N] matrix, channel k's pixels from ob + k * sxc, read as 16-byte
 // vectors - the 1x1 conv is then exactly the GEMM of matmul_coop.glsl.
 layout(constant_id = 15) const bool B_FLAT = false;
-// RUN_V4 (B_VEC's runs, LUMEN_VK_CONV_RUNV4=1): the 8 pixels read as the two
-// aligned 16-byte words that hold them (two loads instead of five 4-byte
-// ones) where both lie in the binding; the same halves, so the same bits
-layout(constant_id = 16) const bool RUN_V4 = false;
 
 uvec4 conv_fetch_b(int c, int k0)
 {
@@ -120,18 +116,7 @@ uvec4 conv_fetch_b(int c, int k0)
             if (p >= pc.N || iy < 0 || iy >= pc.H || ix >= pc.W || ix + 8 <= 0) return uvec4(0u);
             int at = base + iy * pc.sxh + ix, w = at >> 1, last = int(u32_1.v.length()) - 1;
             uint u[5];
-            int q = at >> 3;
-            if (RUN_V4 && q >= 0 && q + 1 < int(b4.v.length())) {
-                // the two aligned 16-byte words that hold the run: words
-                // s..s+4 of their 8, s = where the run starts (0..3)
-                uvec4 v0 = b4.v[q], v1 = b4.v[q + 1];
-                uint x8[8] = uint[8](v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w);
-                int s = (at & 7) >> 1;
-                [[unroll]] for (int i = 0; i < 5; i++)
-                    u[i] = s == 0 ? x8[i] : s == 1 ? x8[i + 1] : s == 2 ? x8[i + 2] : x8[min(i + 3, 7)];
-            } else {
-                [[unroll]] for (int i = 0; i < 5; i++) u[i] = u32_1.v[clamp(w + i, 0, last)];
-            }
+            [[unroll]] for (int i = 0; i < 5; i++) u[i] = u32_1.v[clamp(w + i, 0, last)];
             bool odd = (at & 1) != 0;
             uvec4 r;
             [[unroll]] for (int i = 0; i < 4; i++) {
