@@ -642,6 +642,124 @@ static void test_matmul_gemv(void **state)
     unsetenv("LUMEN_VK_GEMV_ASH");
 }
 
+/* the B [n][k] GEMV kernel on subgroup shuffles (matmul_gemv.c's
+ * LUMEN_VK_GEMV_SHUF=1, shaders/matmul_gemv_shuf.comp): at the same lanes a
+ * column its results are the shared-memory kernel's, byte for byte, and
+ * within the thresholds of the CPU's; f32, f16 and bf16, M 1 to 8, K odd
+ * (scalar loads, the tail past the last unit) and multiples of 8 (vector
+ * loads), N not a multiple of a workgroup's columns, odd offsets, a batch
+ * with B broadcast.  Settings: the default grid; one workgroup of 64 for
+ * all columns (each subgroup walks them: the next column's loads issued
+ * early) with 8 units ahead; three of 128 with 3 forced parts.  Lanes 8
+ * (lavapipe's subgroups are 8 wide), and 16 and 32 where the subgroups
+ * hold them; its dispatch count must grow where they do, so the kernel
+ * did run. */
+typedef struct { const char *lanes, *wg, *groups, *parts, *un; } shuf_setting;
+
+static void set_knob(const char *name, const char *v)
+{
+    if (v) setenv(name, v, 1);
+    else unsetenv(name);
+}
+
+/* the GPU product's bytes, in its dtype, under LUMEN_VK_GEMV_SHUF=shuf
+ * (set with the device idle); *ran: the shuffle kernel's dispatches */
+static void *gemv_bytes(lm_array **gin, const gctx *c, const char *shuf, int64_t *ran, lm_array **out)
+{
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    setenv("LUMEN_VK_GEMV_SHUF", shuf, 1);
+    int64_t n0 = lm_vulkan_gemv_shuf_count();
+    lm_array *r = b_gemv(gin, c);
+    assert_non_null(r);
+    assert_int_equal(lm_array_eval(r), LM_OK);
+    *ran = lm_vulkan_gemv_shuf_count() - n0;
+    void *h = malloc((size_t)r->size * lm_dtype_size(r->dtype));
+    assert_int_equal(lm_array_read(r, h, r->dtype), LM_OK);
+    *out = r;
+    return h;
+}
+
+static void test_matmul_gemv_shuf(void **state)
+{
+    (void)state;
+    const gctx cs[] = {
+        {1, 77, 51, 0, false, true, false, false},  {2, 301, 33, 0, false, true, false, false},
+        {3, 64, 40, 0, false, true, false, false},  {4, 1100, 37, 0, false, true, false, false},
+        {5, 1543, 9, 0, false, true, false, true},  {6, 96, 130, 0, false, true, false, false},
+        {7, 1104, 300, 0, false, true, false, false}, {8, 203, 67, 0, false, true, false, false},
+        {1, 64, 40, 3, false, true, false, false},
+    };
+    const shuf_setting sets[] = {
+        {"8", NULL, NULL, NULL, NULL}, {"8", "64", "1", NULL, "8"}, {"8", "128", "3", "3", NULL},
+        {"16", "64", "1", NULL, NULL}, {"32", NULL, "2", NULL, NULL},
+    };
+    const char *info = strstr(vk->info, "subgroup ");
+    int sg = info ? atoi(info + 9) : 0;
+    printf("  subgroup size %d\n", sg);
+    const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
+    int64_t shuf_ran = 0;
+    for (size_t v = 0; v < sizeof sets / sizeof *sets; v++) {
+        const shuf_setting *st = &sets[v];
+        bool fits = atoi(st->lanes) <= sg;
+        assert_int_equal(lm_device_sync(vk), LM_OK);
+        setenv("LUMEN_VK_GEMV_LANES", st->lanes, 1);
+        set_knob("LUMEN_VK_GEMV_SHUF_WG", st->wg);
+        set_knob("LUMEN_VK_GEMV_SHUF_GROUPS", st->groups);
+        set_knob("LUMEN_VK_GEMV_PARTS", st->parts);
+        set_knob("LUMEN_VK_GEMV_UN", st->un);
+        if (!fits) {
+            printf("  lanes %s: wider than the subgroups, left out\n", st->lanes);
+            continue;
+        }
+        for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+            for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+                const gctx *c = &cs[i];
+                if (skip_case()) continue;
+                int64_t w = c->sl ? 1 : 0;
+                int64_t sa[3] = {c->batch, c->m, c->k + w}, sb[2] = {c->n, c->k + w};
+                lm_array *in[2] = {data(c->batch ? 3 : 2, c->batch ? sa : sa + 1, dts[t], -1, 1, 0),
+                                   data(2, sb, dts[t], -1, 1, 0)};
+                lm_array *gin[2];
+                for (int k = 0; k < 2; k++) {
+                    gin[k] = lm_array_to(in[k], vk);
+                    assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+                }
+                char what[128];
+                snprintf(what, sizeof what, "gemv shuf lanes %s wg %s groups %s parts %s un %s %s %lldx%lldx%lld%s%s",
+                         st->lanes, st->wg ? st->wg : "-", st->groups ? st->groups : "-", st->parts ? st->parts : "-",
+                         st->un ? st->un : "-", lm_dtype_name(dts[t]), (long long)c->m, (long long)c->k,
+                         (long long)c->n, c->batch ? " batched+broadcast" : "", c->sl ? " offset" : "");
+                int64_t ran_old, ran_new;
+                lm_array *r_old, *r_new;
+                void *h_old = gemv_bytes(gin, c, "0", &ran_old, &r_old);
+                void *h_new = gemv_bytes(gin, c, "1", &ran_new, &r_new);
+                if (ran_old != 0 || ran_new != 1) report(what, "shuffle kernel dispatches %g (expected 0, then 1)",
+                                                         (double)(ran_old * 100 + ran_new));
+                if (memcmp(h_old, h_new, (size_t)r_new->size * lm_dtype_size(r_new->dtype)))
+                    report(what, "bytes differ from the shared-memory kernel's (%g)", 0);
+                lm_array *ref = b_gemv(in, c);
+                double thr = dts[t] == LM_F32 ? 1e-10 : dts[t] == LM_F16 ? 1e-6 : 1e-4;
+                compare(what, ref, r_new, thr);
+                shuf_ran += ran_new;
+                free(h_old);
+                free(h_new);
+                lm_array_release(ref);
+                lm_array_release(r_old);
+                lm_array_release(r_new);
+                for (int k = 0; k < 2; k++) {
+                    lm_array_release(in[k]);
+                    lm_array_release(gin[k]);
+                }
+            }
+    }
+    printf("  shuffle kernel: %lld dispatches\n", (long long)shuf_ran);
+    if (sg >= 8 && !quick) assert_true(shuf_ran > 0);
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    const char *knobs[] = {"LUMEN_VK_GEMV_SHUF", "LUMEN_VK_GEMV_LANES", "LUMEN_VK_GEMV_SHUF_WG",
+                           "LUMEN_VK_GEMV_SHUF_GROUPS", "LUMEN_VK_GEMV_PARTS", "LUMEN_VK_GEMV_UN"};
+    for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++) unsetenv(knobs[k]);
+}
+
 /* bf16 near its range limits: the tensor-core path scales each row of A
  * and column of B by a power of two into f16's range (matmul_coop.c), so
  * magnitudes f16 cannot hold (2^126, 2^-130 subnormals) must come out as the
@@ -913,7 +1031,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_eltwise_rows), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_eltwise_rows), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_gemv_shuf), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
         VK_TEST(test_matmul_splitk),
         VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),
