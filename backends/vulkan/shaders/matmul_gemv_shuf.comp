@@ -66,6 +66,18 @@ void unit_b_use(uvec4 w0, uvec4 w1, inout float x[8])
     }
 }
 
+// a step of the tree that halves the rows (h of 2h left, partner lane ^ s):
+// a lane with bit s set keeps rows h .. 2h-1 (as acc[0 .. h-1]), one
+// without keeps rows 0 .. h-1, and each gives its partner the others
+#define SPLIT(h, s) \
+    { \
+        bool up = (lane & (s)) != 0; \
+        [[unroll]] for (int j = 0; j < (h); j++) { \
+            float give = up ? acc[j] : acc[j + (h)], keep = up ? acc[j + (h)] : acc[j]; \
+            acc[j] = keep + subgroupShuffleXor(give, uint(s)); \
+        } \
+    }
+
 void main()
 {
     int part = int(gl_WorkGroupID.y);
@@ -128,19 +140,15 @@ void main()
                     if (i < nr) acc[i] = fma(ldf_0(DTA, oa[i] + kt * pc.sak), b, acc[i]);
             }
         }
-        // the tree, halving the rows at s = LANES/2, LANES/4, LANES/8: a
-        // lane with bit s set keeps rows h.. 2h-1 (as acc[0 .. h-1]), one
-        // without keeps rows 0 .. h-1, and gives its partner the others
-        [[unroll]] for (int h = 4, s = LANES / 2; h > 0; h >>= 1, s >>= 1) {
-            bool up = (lane & s) != 0;
-            [[unroll]] for (int j = 0; j < 4; j++) {
-                if (j < h) {
-                    float give = up ? acc[j] : acc[j + h], keep = up ? acc[j + h] : acc[j];
-                    acc[j] = keep + subgroupShuffleXor(give, uint(s));
-                }
-            }
-        }
-        [[unroll]] for (int s = LANES / 16; s > 0; s >>= 1) acc[0] += subgroupShuffleXor(acc[0], uint(s));
+        // the tree: the rows halved at s = LANES/2, LANES/4, LANES/8, then
+        // each row's sums added at s = LANES/16 ... 1 (no loop over s:
+        // LANES is a specialization constant, and a loop the driver does
+        // not unroll would index acc[] at run time)
+        SPLIT(4, LANES / 2)
+        SPLIT(2, LANES / 4)
+        SPLIT(1, LANES / 8)
+        if (LANES >= 16) acc[0] += subgroupShuffleXor(acc[0], uint(LANES / 16));
+        if (LANES >= 32) acc[0] += subgroupShuffleXor(acc[0], uint(LANES / 32));
         int r = lane / (LANES / 8);
         if (lane % (LANES / 8) == 0 && r < nr && n < pc.N) stf_2(DTO, (slab + r0 + r) * pc.N + n, acc[0]);
     }
