@@ -11,7 +11,9 @@
 //   1): LANES invocations a column (8, 16 or 32), RW = 256 / LANES columns
 //   a workgroup; lane l takes the 8-element units l, l + LANES, ... of the
 //   column's K range (UN of them loaded before any is used: 4 or 8), then
-//   the LANES sums of a column are added in shared memory in a fixed tree.
+//   the LANES sums of a column are added in shared memory in a fixed tree
+//   (matmul_gemv_shuf.comp: the same sums by subgroup shuffles, the same
+//   bits; what the two share is matmul_gemv.glsl).
 //   ASH > 1: A's units of the part (16-byte aligned, A_VEC) are first
 //   copied into shared memory (ASH 16-byte words), once for the workgroup,
 //   and read from there.  UN and ASH do not change any sum's order, LANES
