@@ -656,7 +656,8 @@ static void test_matmul_gemv(void **state)
  * then runs its cases at the default grid and at 1 to 3 workgroups along
  * the columns (each subgroup walking many columns, the next column's loads
  * issued early), f32 also with 3 forced parts (f32 sums either way: no new
- * pipeline).  Lanes 8 (lavapipe's subgroups are 8 wide); 32 where the
+ * pipeline).  Lanes 8 (lavapipe's subgroups are 8 wide; 16 under
+ * LP_NATIVE_VECTOR_WIDTH=512, two columns a subgroup); 16 and 32 where the
  * subgroups hold them.  The kernel's dispatch count must grow by one a
  * case, so it did run. */
 /* paths: bit 2 a_vec + b_vec set for the load paths (matmul_gemv.c's
@@ -700,7 +701,8 @@ static void test_matmul_gemv_shuf(void **state)
         {LM_F32, 0xc, "8", NULL, NULL, NULL, NULL},  {LM_F32, 0xc, "8", NULL, NULL, "1", NULL},
         {LM_F32, 0xc, "8", NULL, NULL, "3", "3"},    {LM_F16, 0x1, "8", "64", NULL, NULL, NULL},
         {LM_F16, 0x1, "8", "64", NULL, "1", NULL},   {LM_BF16, 0x8, "8", "128", NULL, NULL, NULL},
-        {LM_BF16, 0x8, "8", "128", NULL, "2", NULL}, {LM_F16, 0x9, "32", NULL, NULL, "1", NULL},
+        {LM_BF16, 0x8, "8", "128", NULL, "2", NULL}, {LM_F32, 0xc, "16", NULL, NULL, "1", NULL},
+        {LM_F16, 0x9, "32", NULL, NULL, "1", NULL},
     };
     const char *info = strstr(vk->info, "subgroup ");
     int sg = info ? atoi(info + 9) : 0;
