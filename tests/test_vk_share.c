@@ -423,7 +423,8 @@ static void test_stacked_wino(void **state)
  * rows would take the GEMM kernel.  K = 1100, then 1104 (whole 16-byte
  * units: A's rows aligned, so A staged in shared memory applies) under
  * the B [n][k] kernel's variants (matmul_gemv.c: lanes, units ahead, A
- * staged) */
+ * staged, and the subgroup-shuffle kernel at 8 lanes, LUMEN_VK_GEMV_SHUF=1,
+ * where the subgroups hold them: lavapipe's do) */
 static void test_stacked_gemv_bytes(void **state)
 {
     (void)state;
@@ -431,12 +432,14 @@ static void test_stacked_gemv_bytes(void **state)
     setenv("LUMEN_VK_GEMV_PARTS", "2", 1);
     assert_true(lm_vk_gemv_takes(12, 1, false, 4));
     assert_false(lm_vk_gemv_takes(12, 1, false, 1));
-    const char *variants[][3] = {{NULL, NULL, NULL}, {"8", "8", "1"}, {"16", "4", "1"}, {"32", "8", "0"}};
-    for (int var = 0; var < 4; var++) {
+    const char *variants[][4] = {{NULL, NULL, NULL, NULL}, {"8", "8", "1", NULL}, {"16", "4", "1", NULL},
+                                 {"32", "8", "0", NULL}, {"8", "4", "0", "1"}};
+    int64_t shuf0 = lm_vulkan_gemv_shuf_count();
+    for (int var = 0; var < 5; var++) {
         int64_t kk = var ? 1104 : 1100;
-        const char *names[3] = {"LUMEN_VK_GEMV_LANES", "LUMEN_VK_GEMV_UN", "LUMEN_VK_GEMV_ASH"};
+        const char *names[4] = {"LUMEN_VK_GEMV_LANES", "LUMEN_VK_GEMV_UN", "LUMEN_VK_GEMV_ASH", "LUMEN_VK_GEMV_SHUF"};
         assert_int_equal(lm_device_sync(vk), LM_OK);   /* the knobs change with the device idle */
-        for (int q = 0; q < 3; q++) {
+        for (int q = 0; q < 4; q++) {
             if (variants[var][q]) setenv(names[q], variants[var][q], 1);
             else unsetenv(names[q]);
         }
@@ -469,7 +472,13 @@ static void test_stacked_gemv_bytes(void **state)
     unsetenv("LUMEN_VK_GEMV_LANES");
     unsetenv("LUMEN_VK_GEMV_UN");
     unsetenv("LUMEN_VK_GEMV_ASH");
+    unsetenv("LUMEN_VK_GEMV_SHUF");
     unsetenv("LUMEN_VK_GEMV_PARTS");
+    /* the shuffle kernel ran (5 products a dtype) where the subgroups hold 8 lanes */
+    const char *sg = strstr(vk->info, "subgroup ");
+    int64_t shuf = lm_vulkan_gemv_shuf_count() - shuf0;
+    printf("  gemv: the shuffle kernel ran %lld products\n", (long long)shuf);
+    if (sg && atoi(sg + 9) >= 8) assert_int_equal(shuf, 10);
 }
 
 int main(void)

@@ -642,6 +642,136 @@ static void test_matmul_gemv(void **state)
     unsetenv("LUMEN_VK_GEMV_ASH");
 }
 
+/* the B [n][k] GEMV kernel on subgroup shuffles (matmul_gemv.c's
+ * LUMEN_VK_GEMV_SHUF=1, shaders/matmul_gemv_shuf.comp): at the same lanes a
+ * column its results are the shared-memory kernel's, byte for byte, and
+ * within the thresholds of the CPU's; f32, f16 and bf16, M 1 to 8, K odd
+ * (scalar loads, the tail past the last unit) and multiples of 8 (vector
+ * loads), N not a multiple of a workgroup's columns, odd offsets, a batch
+ * with B broadcast.  Each dtype takes one workgroup size and some of the
+ * load paths (each path, dtype and size is a pipeline of each kernel, a
+ * second or more to make cold on lavapipe): f32 A's vector loads with B's
+ * scalar (M = 1, K odd) or vector ones, f16 both scalar (M > 1, K odd or
+ * odd offsets), bf16 both vector (K = 77 among them with B one row);
+ * then runs its cases at the default grid and at 1 to 3 workgroups along
+ * the columns (each subgroup walking many columns, the next column's loads
+ * issued early), f32 also with 3 forced parts (f32 sums either way: no new
+ * pipeline).  Lanes 8 (lavapipe's subgroups are 8 wide; 16 under
+ * LP_NATIVE_VECTOR_WIDTH=512, two columns a subgroup); 16 and 32 where the
+ * subgroups hold them.  The kernel's dispatch count must grow by one a
+ * case, so it did run. */
+/* paths: bit 2 a_vec + b_vec set for the load paths (matmul_gemv.c's
+ * vec_ok) whose cases run */
+typedef struct { lm_dtype dt; int paths; const char *lanes, *wg, *un, *groups, *parts; } shuf_setting;
+
+static void set_knob(const char *name, const char *v)
+{
+    if (v) setenv(name, v, 1);
+    else unsetenv(name);
+}
+
+/* the GPU product's bytes, in its dtype, under LUMEN_VK_GEMV_SHUF=shuf
+ * (set with the device idle); *ran: the shuffle kernel's dispatches */
+static void *gemv_bytes(lm_array **gin, const gctx *c, const char *shuf, int64_t *ran, lm_array **out)
+{
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    setenv("LUMEN_VK_GEMV_SHUF", shuf, 1);
+    int64_t n0 = lm_vulkan_gemv_shuf_count();
+    lm_array *r = b_gemv(gin, c);
+    assert_non_null(r);
+    assert_int_equal(lm_array_eval(r), LM_OK);
+    *ran = lm_vulkan_gemv_shuf_count() - n0;
+    void *h = malloc((size_t)r->size * lm_dtype_size(r->dtype));
+    assert_int_equal(lm_array_read(r, h, r->dtype), LM_OK);
+    *out = r;
+    return h;
+}
+
+static void test_matmul_gemv_shuf(void **state)
+{
+    (void)state;
+    const gctx cs[] = {
+        {1, 77, 51, 0, false, true, false, false},  {2, 301, 33, 0, false, true, false, false},
+        {3, 64, 40, 0, false, true, false, false},  {4, 1100, 37, 0, false, true, false, false},
+        {5, 1543, 9, 0, false, true, false, true},  {6, 96, 130, 0, false, true, false, false},
+        {7, 1104, 300, 0, false, true, false, false}, {8, 203, 67, 0, false, true, false, false},
+        {1, 64, 40, 3, false, true, false, false}, {1, 77, 1, 0, false, true, false, false},
+    };
+    const shuf_setting sets[] = {
+        {LM_F32, 0xc, "8", NULL, NULL, NULL, NULL},  {LM_F32, 0xc, "8", NULL, NULL, "1", NULL},
+        {LM_F32, 0xc, "8", NULL, NULL, "3", "3"},    {LM_F16, 0x1, "8", "64", NULL, NULL, NULL},
+        {LM_F16, 0x1, "8", "64", NULL, "1", NULL},   {LM_BF16, 0x8, "8", "128", NULL, NULL, NULL},
+        {LM_BF16, 0x8, "8", "128", NULL, "2", NULL}, {LM_F32, 0xc, "16", NULL, NULL, "1", NULL},
+        {LM_F16, 0x9, "32", NULL, NULL, "1", NULL},
+    };
+    const char *info = strstr(vk->info, "subgroup ");
+    int sg = info ? atoi(info + 9) : 0;
+    printf("  subgroup size %d\n", sg);
+    int64_t shuf_ran = 0;
+    for (size_t v = 0; v < sizeof sets / sizeof *sets; v++) {
+        const shuf_setting *st = &sets[v];
+        bool fits = atoi(st->lanes) <= sg;
+        assert_int_equal(lm_device_sync(vk), LM_OK);
+        setenv("LUMEN_VK_GEMV_LANES", st->lanes, 1);
+        set_knob("LUMEN_VK_GEMV_SHUF_WG", st->wg);
+        set_knob("LUMEN_VK_GEMV_SHUF_GROUPS", st->groups);
+        set_knob("LUMEN_VK_GEMV_PARTS", st->parts);
+        set_knob("LUMEN_VK_GEMV_UN", st->un);
+        if (!fits) {
+            printf("  %s at lanes %s: wider than the subgroups, left out\n", lm_dtype_name(st->dt), st->lanes);
+            continue;
+        }
+        lm_dtype dt = st->dt;
+        for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+            const gctx *c = &cs[i];
+            int64_t step = dt == LM_F32 ? 4 : 8;
+            bool a_vec = !c->sl && (c->m == 1 || c->k % step == 0), b_vec = !c->sl && (c->n == 1 || c->k % step == 0);
+            if (!(st->paths >> (a_vec * 2 + b_vec) & 1) || skip_case()) continue;
+            int64_t w = c->sl ? 1 : 0;
+            int64_t sa[3] = {c->batch, c->m, c->k + w}, sb[2] = {c->n, c->k + w};
+            lm_array *in[2] = {data(c->batch ? 3 : 2, c->batch ? sa : sa + 1, dt, -1, 1, 0),
+                               data(2, sb, dt, -1, 1, 0)};
+            lm_array *gin[2];
+            for (int k = 0; k < 2; k++) {
+                gin[k] = lm_array_to(in[k], vk);
+                assert_int_equal(lm_array_eval(gin[k]), LM_OK);
+            }
+            char what[128];
+            snprintf(what, sizeof what, "gemv shuf lanes %s wg %s groups %s parts %s un %s %s %lldx%lldx%lld%s%s",
+                     st->lanes, st->wg ? st->wg : "-", st->groups ? st->groups : "-", st->parts ? st->parts : "-",
+                     st->un ? st->un : "-", lm_dtype_name(dt), (long long)c->m, (long long)c->k,
+                     (long long)c->n, c->batch ? " batched+broadcast" : "", c->sl ? " offset" : "");
+            if (verbose) fprintf(stderr, "case %s\n", what);
+            int64_t ran_old, ran_new;
+            lm_array *r_old, *r_new;
+            void *h_old = gemv_bytes(gin, c, "0", &ran_old, &r_old);
+            void *h_new = gemv_bytes(gin, c, "1", &ran_new, &r_new);
+            if (ran_old != 0 || ran_new != 1) report(what, "shuffle kernel dispatches %g (expected 0, then 1)",
+                                                     (double)(ran_old * 100 + ran_new));
+            if (memcmp(h_old, h_new, (size_t)r_new->size * lm_dtype_size(r_new->dtype)))
+                report(what, "bytes differ from the shared-memory kernel's (%g)", 0);
+            lm_array *ref = b_gemv(in, c);
+            compare(what, ref, r_new, dt == LM_F32 ? 1e-10 : dt == LM_F16 ? 1e-6 : 1e-4);
+            shuf_ran += ran_new;
+            free(h_old);
+            free(h_new);
+            lm_array_release(ref);
+            lm_array_release(r_old);
+            lm_array_release(r_new);
+            for (int k = 0; k < 2; k++) {
+                lm_array_release(in[k]);
+                lm_array_release(gin[k]);
+            }
+        }
+    }
+    printf("  shuffle kernel: %lld dispatches\n", (long long)shuf_ran);
+    if (sg >= 8 && !quick) assert_true(shuf_ran > 0);
+    assert_int_equal(lm_device_sync(vk), LM_OK);
+    const char *knobs[] = {"LUMEN_VK_GEMV_SHUF", "LUMEN_VK_GEMV_LANES", "LUMEN_VK_GEMV_SHUF_WG",
+                           "LUMEN_VK_GEMV_SHUF_GROUPS", "LUMEN_VK_GEMV_PARTS", "LUMEN_VK_GEMV_UN"};
+    for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++) unsetenv(knobs[k]);
+}
+
 /* bf16 near its range limits: the tensor-core path scales each row of A
  * and column of B by a power of two into f16's range (matmul_coop.c), so
  * magnitudes f16 cannot hold (2^126, 2^-130 subnormals) must come out as the
@@ -913,7 +1043,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         VK_TEST(test_unary), VK_TEST(test_unary_int_f64), VK_TEST(test_cast), VK_TEST(test_binary),
-        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_eltwise_rows), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
+        VK_TEST(test_where), VK_TEST(test_eltwise_vec), VK_TEST(test_eltwise_rows), VK_TEST(test_reduce), VK_TEST(test_matmul), VK_TEST(test_matmul_gemv), VK_TEST(test_matmul_gemv_shuf), VK_TEST(test_matmul_bf16_range), VK_TEST(test_matmul_bf16_coop),
         VK_TEST(test_matmul_splitk),
         VK_TEST(test_shape_ops),
         VK_TEST(test_create), VK_TEST(test_assign_strided), VK_TEST(test_summary),

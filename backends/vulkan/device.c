@@ -380,6 +380,8 @@ static bool probe(lm_vk_dev *v, char *why, size_t nwhy)
     ft->subgroup_size = sg.subgroupSize;
     ft->subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                          (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    ft->subgroup_shuffle = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                           (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
     ft->vk_memory_model = f12.vulkanMemoryModel;
     ft->vk_memory_model_device = f12.vulkanMemoryModelDeviceScope;
     coopmat_nv_shapes(v->phys, ft);

@@ -27,7 +27,18 @@
  * LUMEN_VK_GEMV_UN=4|8 units loaded ahead (default 4) and
  * LUMEN_VK_GEMV_ASH=1 A's part staged in shared memory once for the
  * workgroup where it fits (default 0); neither of the last two changes
- * any bits. */
+ * any bits.  LUMEN_VK_GEMV_SHUF=1 (read at every dispatch too; off by
+ * default until the H200 times it, issue 36) sends the B [n][k] products to
+ * shaders/matmul_gemv_shuf.comp: a column's lanes added by subgroup
+ * shuffles in the same tree as here (the same bits: the shared-memory
+ * tree's barriers gone) and fewer workgroups, each subgroup walking
+ * columns, where the device has subgroup shuffles in compute shaders and
+ * its subgroups hold a column's lanes and divide the workgroup (else the
+ * kernel above; A is never staged there).  Its knobs:
+ * LUMEN_VK_GEMV_SHUF_WG=64|128|256 invocations a workgroup (default 256)
+ * and LUMEN_VK_GEMV_SHUF_GROUPS=<n> workgroups at most along the columns
+ * (default 132 x 2048 invocations' worth, an H200's SMs full, divided by
+ * the grid's parts and row groups). */
 #include <stdlib.h>
 #include <string.h>
 #include "backends/vulkan/vk.h"
@@ -57,6 +68,40 @@ static int knob(const char *name, int lo, int hi, int dflt)
 /* invocations a column, B [n][k] (the shader's LANES); 256 / it columns a
  * workgroup (RW) */
 static int gemv_lanes(void) { return knob("LUMEN_VK_GEMV_LANES", 8, 32, 32); }
+
+/* the shuffle kernel's workgroup size for a product (LUMEN_VK_GEMV_SHUF=1),
+ * 0 where it does not apply: B [k][n], no subgroup shuffles, subgroups
+ * smaller than a column's lanes or not dividing the workgroup */
+static int shuf_wg(const lm_vk_dev *v, bool bt, int lanes)
+{
+    const char *e = getenv("LUMEN_VK_GEMV_SHUF");
+    if (!bt || !e || strcmp(e, "1")) return 0;
+    int wg = knob("LUMEN_VK_GEMV_SHUF_WG", 64, 256, 256);
+    uint32_t sg = v->feat.subgroup_size;
+    if (!v->feat.subgroup_shuffle || sg < (uint32_t)lanes || wg % sg) return 0;
+    return wg;
+}
+
+/* the shuffle kernel's workgroups along the columns: at most the cap over
+ * the grid's others (parts x row groups), as few as give every subgroup
+ * the same number of column trips as the cap does */
+static uint32_t shuf_groups(int64_t n, int lanes, int wg, int64_t others)
+{
+    int64_t cols = wg / lanes, full = (n + cols - 1) / cols;
+    const char *e = getenv("LUMEN_VK_GEMV_SHUF_GROUPS");
+    int64_t cap = e && atoll(e) > 0 ? atoll(e) : 132 * 2048 / wg;
+    cap /= others;
+    if (cap < 1) cap = 1;
+    int64_t trips = (full + cap - 1) / cap;
+    return (uint32_t)((full + trips - 1) / trips);
+}
+
+static int64_t shuf_runs;
+
+int64_t lm_vulkan_gemv_shuf_count(void)
+{
+    return shuf_runs;
+}
 
 bool lm_vk_gemv_takes(int64_t m, int64_t batch, bool b_bcast, int share)
 {
@@ -177,13 +222,21 @@ lm_status lm_vk_run_matmul_gemv(lm_vk_dev *v, lm_array *node, const lm_vk_mm_pc 
     int64_t words = rmax * (kc / 8) * (a->dtype == LM_F32 ? 2 : 1), cap = 256;
     while (cap < words) cap *= 2;   /* a power of two: few pipelines */
     words = cap;
-    bool ash = bt && a_vec && knob("LUMEN_VK_GEMV_ASH", 1, 1, 0) && words <= GEMV_ASH_WORDS &&
+    int lanes = gemv_lanes(), wg = shuf_wg(v, bt, lanes);
+    bool ash = bt && !wg && a_vec && knob("LUMEN_VK_GEMV_ASH", 1, 1, 0) && words <= GEMV_ASH_WORDS &&
                (uint64_t)words * 16 + 8 * 256 * 4 <= v->feat.max_shared;
+    /* constant 8: the staged words of A, or the shuffle kernel's workgroup size */
     uint32_t spec[9] = {a->dtype, b->dtype, parts > 1 ? (uint32_t)LM_F32 : node->dtype, bt, a_vec, b_vec,
-                        (uint32_t)gemv_lanes(), (uint32_t)knob("LUMEN_VK_GEMV_UN", 4, 8, 4),
-                        ash ? (uint32_t)words : 1};
+                        (uint32_t)lanes, (uint32_t)knob("LUMEN_VK_GEMV_UN", 4, 8, 4),
+                        wg ? (uint32_t)wg : ash ? (uint32_t)words : 1};
     lm_vk_arg args[3] = {{lm_vk_mem_of(a), false}, {lm_vk_mem_of(b), false}, {out, true}};
-    st = lm_vk_dispatch(v, "matmul_gemv", spec, 9, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
+    if (wg) {
+        g[0] = shuf_groups(mm->N, lanes, wg, (int64_t)g[1] * g[2]);
+        st = lm_vk_dispatch(v, "matmul_gemv_shuf", spec, 9, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
+        if (st == LM_OK && !v->plan) shuf_runs++;
+    } else {
+        st = lm_vk_dispatch(v, "matmul_gemv", spec, 9, args, 3, &pc, sizeof pc, g[0], g[1], g[2]);
+    }
     if (st == LM_OK && parts > 1) st = lm_vk_mm_split_sum(v, node, scratch, parts, (int64_t)pc.rows * mm->N);
     if (scratch) lm_buffer_release(scratch);
     return st;

@@ -99,6 +99,7 @@ typedef struct lm_vk_features {
      * bf16 workgroup shape (with coop_bf16: the _bf kernels) */
     bool cm2_reduce, cm2_attn, cm2_bf16;
     bool subgroup_arith;
+    bool subgroup_shuffle;        /* subgroupShuffle/Xor in compute (matmul_gemv_shuf.comp) */
     uint32_t subgroup_size;
     /* LUMEN_VK_STATS=1 on a device with VK_KHR_pipeline_executable_properties:
      * each pipeline created prints the driver's statistics (pipeline.c) */

@@ -33,6 +33,10 @@ int64_t lm_vulkan_bf16_coop_count(void);
 /* GEMMs recorded with split-K (matmul.c: LUMEN_VK_MM_SPLITK, or the
  * tensor cores' rule) since start, for tests. */
 int64_t lm_vulkan_mm_split_count(void);
+/* GEMV products recorded on the B [n][k] kernel that adds a column's lanes
+ * by subgroup shuffles (matmul_gemv.c, LUMEN_VK_GEMV_SHUF=1) since start,
+ * for tests that must see it taken. */
+int64_t lm_vulkan_gemv_shuf_count(void);
 /* Timestamps written since start: only while a profile is open (tests). */
 int64_t lm_vulkan_timestamp_count(void);
 /* Uploads recorded as a copy from the staging block instead of waiting for

@@ -11,7 +11,9 @@
 //   1): LANES invocations a column (8, 16 or 32), RW = 256 / LANES columns
 //   a workgroup; lane l takes the 8-element units l, l + LANES, ... of the
 //   column's K range (UN of them loaded before any is used: 4 or 8), then
-//   the LANES sums of a column are added in shared memory in a fixed tree.
+//   the LANES sums of a column are added in shared memory in a fixed tree
+//   (matmul_gemv_shuf.comp: the same sums by subgroup shuffles, the same
+//   bits; what the two share is matmul_gemv.glsl).
 //   ASH > 1: A's units of the part (16-byte aligned, A_VEC) are first
 //   copied into shared memory (ASH 16-byte words), once for the workgroup,
 //   and read from there.  UN and ASH do not change any sum's order, LANES
@@ -37,45 +39,16 @@
 // the flattened [batch * M] rows.
 // Bindings: 0 = A, 1 = B, 2 = C (contiguous [batch, M, N], or the f32
 // partial sums).
-#include "common.glsl"
-
 layout(local_size_x = 256) in;
-layout(constant_id = 0) const uint DTA = 0;
-layout(constant_id = 1) const uint DTB = 0;
-layout(constant_id = 2) const uint DTO = 0;
-layout(constant_id = 3) const bool B_T = false;     // B stored [n][k] (sbk == 1)
-layout(constant_id = 4) const bool A_VEC = false;   // B_T: A's units start 16-byte aligned (sak == 1)
-layout(constant_id = 5) const bool B_VEC = false;   // B's units start 16-byte aligned
-layout(constant_id = 6) const int LANES = 32;       // B_T: invocations a column (8, 16, 32)
-layout(constant_id = 7) const int UN = 4;           // units (B_T) or rows of B (else) loaded ahead (<= 8)
+#include "matmul_gemv.glsl"
 layout(constant_id = 8) const int ASH = 1;          // B_T: > 1: A staged in shared memory, 16-byte words
-
-#define MM_PC_MORE int gpe, rows, kc;   // groups an entry (0: flat), batch * M, K a part
-#include "matmul_pc.glsl"
-
-DECL_IO(0)
-DECL_IO(1)
-DECL_IO(2)
-layout(std430, set = 0, binding = 0) readonly buffer A4 { uvec4 v[]; } a4;
-layout(std430, set = 0, binding = 1) readonly buffer B4 { uvec4 v[]; } b4;
 
 const int RW = 256 / LANES;
 #define NX 32
 #define KS (256 / NX)
-#define UNMAX 8
 
 shared float red[8 * 256];
 shared uvec4 ash[ASH];
-
-// 8 consecutive elements from a 16-byte aligned start e (vector loads)
-void unit16(uint dt, uvec4 w, inout float x[8])
-{
-    [[unroll]] for (int j = 0; j < 4; j++) {
-        uint u = w[j];
-        x[2 * j] = dt == DT_BF16 ? uintBitsToFloat(u << 16) : unpackHalf2x16(u).x;
-        x[2 * j + 1] = dt == DT_BF16 ? uintBitsToFloat(u & 0xffff0000u) : unpackHalf2x16(u).y;
-    }
-}
 
 // unit u of row i of the part as staged (ASH): f32 two words a unit
 void unit_ash(int i, int u, int nu, inout float x[8])
@@ -92,74 +65,12 @@ void unit_ash(int i, int u, int nu, inout float x[8])
     }
 }
 
-void unit_a(int e, int stride, inout float x[8])
-{
-    if (A_VEC) {
-        if (DTA == DT_F32) {
-            uvec4 w0 = a4.v[e / 4], w1 = a4.v[e / 4 + 1];
-            [[unroll]] for (int j = 0; j < 4; j++) {
-                x[j] = uintBitsToFloat(w0[j]);
-                x[j + 4] = uintBitsToFloat(w1[j]);
-            }
-        } else {
-            unit16(DTA, a4.v[e / 8], x);
-        }
-    } else {
-        [[unroll]] for (int j = 0; j < 8; j++) x[j] = ldf_0(DTA, e + j * stride);
-    }
-}
-
-void unit_b(int e, int stride, inout float x[8])
-{
-    if (B_VEC) {
-        if (DTB == DT_F32) {
-            uvec4 w0 = b4.v[e / 4], w1 = b4.v[e / 4 + 1];
-            [[unroll]] for (int j = 0; j < 4; j++) {
-                x[j] = uintBitsToFloat(w0[j]);
-                x[j + 4] = uintBitsToFloat(w1[j]);
-            }
-        } else {
-            unit16(DTB, b4.v[e / 8], x);
-        }
-    } else {
-        [[unroll]] for (int j = 0; j < 8; j++) x[j] = ldf_1(DTB, e + j * stride);
-    }
-}
-
-// where the batch entry e's A and B start
-ivec2 entry_base(int e)
-{
-    int oa = pc.off_a, ob = pc.off_b;
-    for (int d = pc.nb - 1; d >= 0; d--) {
-        int c = e % pc.bshape[d];
-        e /= pc.bshape[d];
-        oa += c * pc.bsa[d];
-        ob += c * pc.bsb[d];
-    }
-    return ivec2(oa, ob);
-}
-
 void main()
 {
     int tid = int(gl_LocalInvocationID.x);
     int part = int(gl_WorkGroupID.y), g = int(gl_WorkGroupID.z);
     int kbeg = part * pc.kc, kend = min(pc.K, kbeg + pc.kc);
-    // this group's rows: r0, the first (a flat row index), nr of them
-    int r0, nr;
-    if (pc.gpe > 0) {
-        int e = g / pc.gpe, m0 = (g % pc.gpe) * 8;
-        r0 = e * pc.M + m0;
-        nr = min(8, pc.M - m0);
-    } else {
-        r0 = g * 8;
-        nr = min(8, pc.rows - r0);
-    }
-    int ob = entry_base(r0 / pc.M).y;
-    int oa[8];
-    [[unroll]] for (int i = 0; i < 8; i++) {
-        int r = min(r0 + i, pc.rows - 1);
-        oa[i] = entry_base(r / pc.M).x + (r % pc.M) * pc.sam;
-    }
+    GEMV_ROWS(g)
     int slab = part * pc.rows;
 
     if (B_T) {
