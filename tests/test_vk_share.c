@@ -423,8 +423,8 @@ static void test_stacked_wino(void **state)
  * rows would take the GEMM kernel.  K = 1100, then 1104 (whole 16-byte
  * units: A's rows aligned, so A staged in shared memory applies) under
  * the B [n][k] kernel's variants (matmul_gemv.c: lanes, units ahead, A
- * staged, and the subgroup-shuffle kernel at 8 lanes, LUMEN_VK_GEMV_SHUF=1,
- * where the subgroups hold them: lavapipe's do) */
+ * staged, those on LUMEN_VK_GEMV_SHUF=0, and the subgroup-shuffle kernel,
+ * the default, at 8 lanes where the subgroups hold them: lavapipe's do) */
 static void test_stacked_gemv_bytes(void **state)
 {
     (void)state;
@@ -432,8 +432,8 @@ static void test_stacked_gemv_bytes(void **state)
     setenv("LUMEN_VK_GEMV_PARTS", "2", 1);
     assert_true(lm_vk_gemv_takes(12, 1, false, 4));
     assert_false(lm_vk_gemv_takes(12, 1, false, 1));
-    const char *variants[][4] = {{NULL, NULL, NULL, NULL}, {"8", "8", "1", NULL}, {"16", "4", "1", NULL},
-                                 {"32", "8", "0", NULL}, {"8", "4", "0", "1"}};
+    const char *variants[][4] = {{NULL, NULL, NULL, "0"}, {"8", "8", "1", "0"}, {"16", "4", "1", "0"},
+                                 {"32", "8", "0", "0"}, {"8", "4", "0", NULL}};
     int64_t shuf0 = lm_vulkan_gemv_shuf_count();
     for (int var = 0; var < 5; var++) {
         int64_t kk = var ? 1104 : 1100;

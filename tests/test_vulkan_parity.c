@@ -585,7 +585,9 @@ static void test_matmul_gemv(void **state)
      * cases of both sets, the forced ones with 3 parts, in f32 and f16:
      * two variants cover 8 and 16 lanes, 8 units ahead and the staged A
      * (each variant is its own pipelines: the suite's time on lavapipe,
-     * and again under the validation layer) */
+     * and again under the validation layer); on that kernel, not the
+     * subgroup-shuffle one the default sends them to where it fits
+     * (test_matmul_gemv_shuf's) */
     const char *variants[][3] = {{"8", "8", "1"}, {"16", "4", "1"}};
     const int nvar = (int)(sizeof variants / sizeof *variants);
     const lm_dtype dts[] = {LM_F32, LM_F16, LM_BF16};
@@ -605,6 +607,7 @@ static void test_matmul_gemv(void **state)
             setenv("LUMEN_VK_GEMV_LANES", variants[var][0], 1);
             setenv("LUMEN_VK_GEMV_UN", variants[var][1], 1);
             setenv("LUMEN_VK_GEMV_ASH", variants[var][2], 1);
+            setenv("LUMEN_VK_GEMV_SHUF", "0", 1);
         }
         for (size_t t = 0; t < (var >= 0 ? 2 : sizeof dts / sizeof *dts); t++)
             for (size_t i = 0; i < nset; i++) {
@@ -640,6 +643,7 @@ static void test_matmul_gemv(void **state)
     unsetenv("LUMEN_VK_GEMV_LANES");
     unsetenv("LUMEN_VK_GEMV_UN");
     unsetenv("LUMEN_VK_GEMV_ASH");
+    unsetenv("LUMEN_VK_GEMV_SHUF");
 }
 
 /* the B [n][k] GEMV kernel on subgroup shuffles (matmul_gemv.c's

@@ -27,8 +27,9 @@
  * LUMEN_VK_GEMV_UN=4|8 units loaded ahead (default 4) and
  * LUMEN_VK_GEMV_ASH=1 A's part staged in shared memory once for the
  * workgroup where it fits (default 0); neither of the last two changes
- * any bits.  LUMEN_VK_GEMV_SHUF=1 (read at every dispatch too; off by
- * default until the H200 times it, issue 36) sends the B [n][k] products to
+ * any bits.  By default (LUMEN_VK_GEMV_SHUF=0: never; read at every
+ * dispatch too; on the H200 1.04-1.31x faster at issue 36's four shapes,
+ * 2026-11-30, docs/BENCHMARKS.md#conv-im2col-h200) the B [n][k] products go to
  * shaders/matmul_gemv_shuf.comp: a column's lanes added by subgroup
  * shuffles in the same tree as here (the same bits: the shared-memory
  * tree's barriers gone) and fewer workgroups, each subgroup walking
@@ -69,13 +70,13 @@ static int knob(const char *name, int lo, int hi, int dflt)
  * workgroup (RW) */
 static int gemv_lanes(void) { return knob("LUMEN_VK_GEMV_LANES", 8, 32, 32); }
 
-/* the shuffle kernel's workgroup size for a product (LUMEN_VK_GEMV_SHUF=1),
+/* the shuffle kernel's workgroup size for a product (unless LUMEN_VK_GEMV_SHUF=0),
  * 0 where it does not apply: B [k][n], no subgroup shuffles, subgroups
  * smaller than a column's lanes or not dividing the workgroup */
 static int shuf_wg(const lm_vk_dev *v, bool bt, int lanes)
 {
     const char *e = getenv("LUMEN_VK_GEMV_SHUF");
-    if (!bt || !e || strcmp(e, "1")) return 0;
+    if (!bt || (e && !strcmp(e, "0"))) return 0;
     int wg = knob("LUMEN_VK_GEMV_SHUF_WG", 64, 256, 256);
     uint32_t sg = v->feat.subgroup_size;
     if (!v->feat.subgroup_shuffle || sg < (uint32_t)lanes || wg % sg) return 0;
