@@ -36,39 +36,27 @@ void unit16(uint dt, uvec4 w, inout float x[8])
     }
 }
 
-void unit_a(int e, int stride, inout float x[8])
-{
-    if (A_VEC) {
-        if (DTA == DT_F32) {
-            uvec4 w0 = a4.v[e / 4], w1 = a4.v[e / 4 + 1];
-            [[unroll]] for (int j = 0; j < 4; j++) {
-                x[j] = uintBitsToFloat(w0[j]);
-                x[j + 4] = uintBitsToFloat(w1[j]);
-            }
-        } else {
-            unit16(DTA, a4.v[e / 8], x);
-        }
-    } else {
-        [[unroll]] for (int j = 0; j < 8; j++) x[j] = ldf_0(DTA, e + j * stride);
-    }
+// unit_a / unit_b: 8 elements of A / B from e (stride apart where the
+// operand's units are not 16-byte vectors)
+#define DEF_UNIT(NAME, VEC, DT, BUF, LDF) \
+void NAME(int e, int stride, inout float x[8]) \
+{ \
+    if (VEC) { \
+        if (DT == DT_F32) { \
+            uvec4 w0 = BUF.v[e / 4], w1 = BUF.v[e / 4 + 1]; \
+            [[unroll]] for (int j = 0; j < 4; j++) { \
+                x[j] = uintBitsToFloat(w0[j]); \
+                x[j + 4] = uintBitsToFloat(w1[j]); \
+            } \
+        } else { \
+            unit16(DT, BUF.v[e / 8], x); \
+        } \
+    } else { \
+        [[unroll]] for (int j = 0; j < 8; j++) x[j] = LDF(DT, e + j * stride); \
+    } \
 }
-
-void unit_b(int e, int stride, inout float x[8])
-{
-    if (B_VEC) {
-        if (DTB == DT_F32) {
-            uvec4 w0 = b4.v[e / 4], w1 = b4.v[e / 4 + 1];
-            [[unroll]] for (int j = 0; j < 4; j++) {
-                x[j] = uintBitsToFloat(w0[j]);
-                x[j + 4] = uintBitsToFloat(w1[j]);
-            }
-        } else {
-            unit16(DTB, b4.v[e / 8], x);
-        }
-    } else {
-        [[unroll]] for (int j = 0; j < 8; j++) x[j] = ldf_1(DTB, e + j * stride);
-    }
-}
+DEF_UNIT(unit_a, A_VEC, DTA, a4, ldf_0)
+DEF_UNIT(unit_b, B_VEC, DTB, b4, ldf_1)
 
 // where the batch entry e's A and B start
 ivec2 entry_base(int e)
