@@ -532,10 +532,20 @@ static void fused_check(lm_op op)
     lm_op_class cls = lm_op_class_of(op);
     if (cls != LM_CLASS_UNARY && cls != LM_CLASS_BINARY) return;
     fused_op = op;
+    /* Vulkan: the interpreter (LUMEN_VK_FUSED=interp, backends/vulkan/
+     * fused.c), which reads the same program as the specialised kernel
+     * with one pipeline for every op; a specialised pipeline per op took
+     * lavapipe about a second each, 60 s of this suite on a loaded 2-core
+     * machine (test_vulkan_fused checks that kernel) */
+    char *was = getenv("LUMEN_VK_FUSED") ? strdup(getenv("LUMEN_VK_FUSED")) : NULL;
+    if (vk) {
+        assert_int_equal(lm_device_sync(vk), LM_OK);   /* the knob changes with the device idle */
+        setenv("LUMEN_VK_FUSED", "interp", 1);
+    }
     lm_device *devs[2] = {cpu, vk};
     for (int k = 0; k < 2 && devs[k]; k++) {
         lm_array *f = b_fused(LM_OP_FUSED, LM_F32, devs[k]);
-        if (!f) { lm_error_clear(); return; }   /* copy, cast, clamp: not lm_unary's */
+        if (!f) { lm_error_clear(); break; }   /* copy, cast, clamp: not lm_unary's */
         bool ok = devs[k]->backend->supports(devs[k], f);
         if (ok) {
             cases++;
@@ -557,6 +567,12 @@ static void fused_check(lm_op op)
         else fused_vk[op] = ok;
         R(f);
     }
+    if (vk) {
+        assert_int_equal(lm_device_sync(vk), LM_OK);
+        if (was) setenv("LUMEN_VK_FUSED", was, 1);
+        else unsetenv("LUMEN_VK_FUSED");
+    }
+    free(was);
 }
 
 /* a reference fixture (tests/ref/fixtures) named after the op */
