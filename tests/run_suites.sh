@@ -42,8 +42,13 @@ nl='
 # their own; the pipeline caches are written through a temporary name and a
 # rename), and their output is printed, and counted, after the first lane's.
 # TEST_LANES=1 runs everything in one lane, in the order given; TEST_LANE2
-# names the second lane's suites (their file names).
-LANE2=${TEST_LANE2-test_vk_quant test_ops_all test_vulkan_nn_norm test_vulkan_parity test_vulkan_nn_conv}
+# names the second lane's suites (their file names).  The two lanes'
+# seconds in a fresh-clone CI (2026-11-30, decca15, lavapipe, 2 cores):
+# the first five 952, the rest of the suites 1338; the seven after them
+# (187 s there, C programs that read their fixtures and write no file)
+# even the lanes out.
+LANE2=${TEST_LANE2-test_vk_quant test_ops_all test_vulkan_nn_norm test_vulkan_parity test_vulkan_nn_conv
+       test_sd_hires test_ops_ref test_vk_prewarm test_vulkan_fused test_vk_share test_vae test_sd_inpaint}
 ncpu=$(nproc 2>/dev/null || echo 1)
 [ "${TEST_LANES:-2}" -ge 2 ] 2>/dev/null && [ "$ncpu" -ge 2 ] || LANE2=
 
