@@ -182,12 +182,19 @@ lm_status lm_vk_mm_split_begin(lm_vk_dev *v, lm_array *node, int parts, const lm
     return LM_OK;
 }
 
+lm_status lm_vk_splitk_run(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, const lm_vk_splitk_pc *sp,
+                           const lm_array *bias)
+{
+    uint32_t spec[2] = {node->dtype, bias ? bias->dtype : node->dtype};
+    lm_vk_arg args[3] = {{scratch ? (const lm_vk_mem *)scratch->handle : NULL, false}, {lm_vk_mem_of(node), true},
+                         {bias ? lm_vk_mem_of(bias) : NULL, false}};
+    return lm_vk_dispatch(v, "conv_splitk", spec, 2, args, 3, sp, sizeof *sp, lm_vk_groups(v, sp->n, 256), 1, 1);
+}
+
 lm_status lm_vk_mm_split_sum(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, int64_t n)
 {
     lm_vk_splitk_pc sp = {(uint32_t)n, 1, 1, 1, -1, 0, parts};   /* M, N, G place a bias: none here */
-    uint32_t spec[2] = {node->dtype, node->dtype};
-    lm_vk_arg args[2] = {{scratch ? (const lm_vk_mem *)scratch->handle : NULL, false}, {lm_vk_mem_of(node), true}};
-    return lm_vk_dispatch(v, "conv_splitk", spec, 2, args, 2, &sp, sizeof sp, lm_vk_groups(v, sp.n, 256), 1, 1);
+    return lm_vk_splitk_run(v, node, scratch, &sp, NULL);
 }
 
 uint32_t lm_vk_splitk_spec(int parts, const int32_t *bshape, int nb, int64_t entries)

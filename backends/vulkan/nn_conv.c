@@ -571,10 +571,7 @@ static lm_status run_splitk(lm_vk_dev *v, lm_array *node, const geom *g, const g
     const lm_array *b = bias_of(node, &off_bias, &s_bias);
     lm_vk_splitk_pc rp = {(uint32_t)((int64_t)pc->M * pc->N * g->N * g->G), pc->M, pc->N, (int32_t)g->G, off_bias,
                           s_bias, parts};
-    uint32_t spec[2] = {node->dtype, b ? b->dtype : node->dtype};
-    lm_vk_arg args[3] = {{(const lm_vk_mem *)scratch->handle, false}, {lm_vk_mem_of(node), true},
-                         {b ? lm_vk_mem_of(b) : NULL, false}};
-    return lm_vk_dispatch(v, "conv_splitk", spec, 2, args, 3, &rp, sizeof rp, lm_vk_groups(v, rp.n, 256), 1, 1);
+    return lm_vk_splitk_run(v, node, scratch, &rp, b);
 }
 
 /* the GEMM kernel (coop: conv_coop*, else conv_gemm*): straight into node,

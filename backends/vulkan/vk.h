@@ -339,13 +339,17 @@ uint32_t lm_vk_splitk_spec(int parts, const int32_t *bshape, int nb, int64_t ent
  * grid.  lm_vk_mm_split_begin: where the product writes, *out: node's
  * memory for one part, else the f32 slabs of `parts` batch x M x N parts
  * in *scratch (none in plan mode, where nothing is recorded: *out NULL).
- * lm_vk_mm_split_sum: conv_splitk.comp's pass adding n sums of each slab
- * into node in part order.  lm_vk_mm_split_end: that pass for the GEMM
+ * lm_vk_splitk_run: conv_splitk.comp's pass, the slabs of scratch added
+ * into node in part order with bias's values where pc places them (NULL:
+ * none; nn_conv.c's split-K passes the conv's bias).  lm_vk_mm_split_sum:
+ * that pass over n sums of each slab, no bias.  lm_vk_mm_split_end: that pass for the GEMM
  * tiles (counted: lm_vulkan_mm_split_count), then the slabs released. */
 int lm_vk_mm_splitk_env(void);
 int lm_vk_mm_parts_fit(const lm_vk_dev *v, int parts, int64_t steps, const lm_vk_mm_pc *pc, int64_t batch);
 lm_status lm_vk_mm_split_begin(lm_vk_dev *v, lm_array *node, int parts, const lm_vk_mm_pc *pc, int64_t batch,
                                lm_buffer **scratch, const lm_vk_mem **out);
+lm_status lm_vk_splitk_run(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, const lm_vk_splitk_pc *pc,
+                           const lm_array *bias);
 lm_status lm_vk_mm_split_sum(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, int64_t n);
 lm_status lm_vk_mm_split_end(lm_vk_dev *v, lm_array *node, lm_buffer *scratch, int parts, const lm_vk_mm_pc *pc,
                              int64_t batch, lm_status st);

@@ -34,7 +34,7 @@ int64_t lm_vulkan_bf16_coop_count(void);
  * tensor cores' rule) since start, for tests. */
 int64_t lm_vulkan_mm_split_count(void);
 /* GEMV products recorded on the B [n][k] kernel that adds a column's lanes
- * by subgroup shuffles (matmul_gemv.c, LUMEN_VK_GEMV_SHUF=1) since start,
+ * by subgroup shuffles (matmul_gemv.c, the default where it fits) since start,
  * for tests that must see it taken. */
 int64_t lm_vulkan_gemv_shuf_count(void);
 /* Timestamps written since start: only while a profile is open (tests). */
